@@ -1,0 +1,606 @@
+/* actor/directory.c - the node's actor table, placement and worker lifecycle. */
+#include "actor/directory.h"
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "actor/protocol.h"
+#include "core/ids.h"
+#include "core/idmap.h"
+#include "core/log.h"
+#include "core/nodeconn.h"
+#include "core/status.h"
+
+typedef struct waiter {
+    struct waiter *next;
+    struct actor *a;
+    tr__conn *conn;
+    uint64_t seq;
+    uv_timer_t timer;
+} waiter;
+
+typedef struct actor {
+    uint8_t id[16];
+    char hex[33];
+    char *name, *cls, *exe, *path, *reason;
+    void *args;
+    size_t args_len;
+    tr__res req;
+    int max_restarts, restarts;
+    int state;
+    uint64_t inc;
+    uint64_t owner; /* connection id of the creator */
+    tr__proc *proc;
+    pid_t pid;
+    int holds; /* resources taken */
+    int no_restart;
+    uv_timer_t start_timer;
+    int timer_live;
+    waiter *waiters;
+    struct tr__directory *d;
+    struct actor *next; /* all actors, in creation order */
+} actor;
+
+struct tr__directory {
+    tr__directory_opts o;
+    tr__res total, avail;
+    tr__idmap by_id;
+    actor *all;
+    int shutting_down;
+};
+
+static void notify(actor *a);
+static void spawn(tr__directory *d, actor *a);
+
+int tr__directory_create(const tr__directory_opts *o, tr__directory **out) {
+    tr__directory *d = calloc(1, sizeof *d);
+    if (!d) return tr__err(TR_ENOMEM, "directory");
+    d->o = *o;
+    d->total = d->avail = *o->total;
+    *out = d;
+    return 0;
+}
+
+static actor *lookup(tr__directory *d, const tr__obj *body, tr__conn *c, uint64_t seq) {
+    uint8_t id[16];
+    if (tr__get_id(body, "id", id, 16)) {
+        tr__server_reply_status(c, seq, TR_EPROTO, tr_last_error());
+        return NULL;
+    }
+    actor *a = tr__idmap_get(&d->by_id, tr__id_key(id));
+    if (!a || memcmp(a->id, id, 16) != 0) {
+        char hex[33];
+        tr__hex(id, 16, hex);
+        tr__server_reply_status(c, seq, TR_ENOTFOUND, "no such actor");
+        TR_LOG_DEBUG("DIR-NOTFOUND", "actor %s", hex);
+        return NULL;
+    }
+    return a;
+}
+
+static void set_reason(actor *a, const char *fmt, ...) TR__PRINTF(2, 3);
+static void set_reason(actor *a, const char *fmt, ...) {
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    free(a->reason);
+    a->reason = strdup(tmp);
+}
+
+static void reply_resolve(actor *a, tr__conn *c, uint64_t seq) {
+    tr__buf b = TR__BUF_INIT;
+    tr__reply_begin(&b, 0, NULL, 4);
+    tr__enc_str(&b, "state");
+    tr__enc_int(&b, a->state);
+    tr__enc_str(&b, "inc");
+    tr__enc_uint(&b, a->inc);
+    tr__enc_str(&b, "path");
+    tr__enc_str(&b, a->state == TR__ACTOR_ALIVE ? a->path : NULL);
+    tr__enc_str(&b, "reason");
+    tr__enc_str(&b, a->reason);
+    tr__server_reply(c, seq, &b);
+    tr__buf_free(&b);
+}
+
+static void on_waiter_closed(uv_handle_t *h) {
+    waiter *w = h->data;
+    tr__conn_unref(w->conn);
+    free(w);
+}
+
+static void waiter_finish(waiter *w) {
+    actor *a = w->a;
+    for (waiter **pp = &a->waiters; *pp; pp = &(*pp)->next) {
+        if (*pp == w) {
+            *pp = w->next;
+            break;
+        }
+    }
+    reply_resolve(a, w->conn, w->seq);
+    uv_timer_stop(&w->timer);
+    uv_close((uv_handle_t *)&w->timer, on_waiter_closed);
+}
+
+static void on_waiter_timeout(uv_timer_t *t) {
+    waiter_finish(t->data);
+}
+
+/* Answers every deferred RESOLVE once the actor is ALIVE or DEAD. */
+static void notify(actor *a) {
+    if (a->state != TR__ACTOR_ALIVE && a->state != TR__ACTOR_DEAD) return;
+    while (a->waiters)
+        waiter_finish(a->waiters);
+}
+
+static void schedule_pending(tr__directory *d) {
+    if (d->shutting_down) return;
+    for (actor *a = d->all; a; a = a->next) {
+        if (a->state != TR__ACTOR_PENDING || !tr__res_fits(&a->req, &d->avail)) continue;
+        tr__res_take(&d->avail, &a->req);
+        a->holds = 1;
+        spawn(d, a);
+    }
+}
+
+static void release(tr__directory *d, actor *a) {
+    if (!a->holds) return;
+    tr__res_give(&d->avail, &a->req);
+    a->holds = 0;
+}
+
+/* Resources come back when the process is reaped (on_worker_exit), not before. */
+static void make_dead(tr__directory *d, actor *a) {
+    a->state = TR__ACTOR_DEAD;
+    if (a->timer_live) uv_timer_stop(&a->start_timer);
+    if (!a->proc) release(d, a);
+    notify(a);
+}
+
+static void on_start_timeout(uv_timer_t *t) {
+    actor *a = t->data;
+    if (a->state != TR__ACTOR_STARTING && a->state != TR__ACTOR_RESTARTING) return;
+    set_reason(a, "worker did not start within the start timeout (worker_start_timeout_ms)");
+    a->no_restart = 1;
+    TR_LOG_WARN("DIR-START-TIMEOUT", "actor %s (%s): %s", a->hex, a->cls, a->reason);
+    tr__proc_kill(a->proc, SIGKILL);
+}
+
+static void on_worker_exit(void *ctx, tr__proc *p, int64_t status, int sig);
+
+static void spawn(tr__directory *d, actor *a) {
+    a->state = a->inc == 0 ? TR__ACTOR_STARTING : TR__ACTOR_RESTARTING;
+    a->inc++;
+    char env_node[600], env_actor[64];
+    snprintf(env_node, sizeof env_node, "TROUPE_NODE=%s", d->o.node_path);
+    snprintf(env_actor, sizeof env_actor, "TROUPE_ACTOR=%s", a->hex);
+    const char *env[] = {"TROUPE_ROLE=worker", env_node, env_actor, NULL};
+    free(a->path);
+    a->path = NULL;
+    int rc = tr__proc_spawn(d->o.pool, a->exe, env, on_worker_exit, a, &a->proc);
+    if (rc) {
+        set_reason(a, "could not start a worker: %s", tr_last_error());
+        TR_LOG_WARN("DIR-SPAWN", "actor %s: %s", a->hex, a->reason);
+        a->proc = NULL;
+        make_dead(d, a);
+        schedule_pending(d);
+        return;
+    }
+    a->pid = tr__proc_pid(a->proc);
+    if (!a->timer_live) {
+        uv_timer_init(d->o.loop, &a->start_timer);
+        a->start_timer.data = a;
+        a->timer_live = 1;
+    }
+    uv_timer_start(&a->start_timer, on_start_timeout, (uint64_t)d->o.start_timeout_ms, 0);
+}
+
+static void on_worker_exit(void *ctx, tr__proc *p, int64_t status, int sig) {
+    actor *a = ctx;
+    tr__directory *d = a->d;
+    a->proc = NULL;
+    a->pid = 0;
+    if (a->path) unlink(a->path);
+    if (a->timer_live) uv_timer_stop(&a->start_timer);
+    release(d, a);
+    if (a->state == TR__ACTOR_DEAD) { /* failed constructor, or already declared dead */
+        schedule_pending(d);
+        return;
+    }
+    int can_restart = !a->no_restart && !d->shutting_down &&
+                      (a->max_restarts < 0 || a->restarts < a->max_restarts);
+    if (a->no_restart && a->reason)
+        ; /* keep the reason of the kill */
+    else if (sig)
+        set_reason(a, "worker process (pid %d) was killed by signal %d", (int)tr__proc_pid(p), sig);
+    else
+        set_reason(a, "worker process exited with status %lld", (long long)status);
+    if (can_restart) {
+        a->restarts++;
+        if (!tr__res_fits(&a->req, &d->avail)) { /* cannot happen: we just gave them back */
+            make_dead(d, a);
+            return;
+        }
+        tr__res_take(&d->avail, &a->req);
+        a->holds = 1;
+        TR_LOG_INFO("DIR-RESTART", "actor %s (%s): %s; restart %d", a->hex, a->cls, a->reason,
+                    a->restarts);
+        spawn(d, a);
+        return;
+    }
+    make_dead(d, a);
+    schedule_pending(d);
+}
+
+static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
+    tr__directory *d = ctx;
+    if (!c->exe) {
+        tr__server_reply_status(c, seq, TR_ESTATE, "create: say HELLO with your executable first");
+        return;
+    }
+    actor *a = calloc(1, sizeof *a);
+    if (!a) {
+        tr__server_reply_status(c, seq, TR_ENOMEM, "node: out of memory");
+        return;
+    }
+    const void *args;
+    size_t args_len;
+    int64_t max_restarts = 0;
+    char *res = NULL;
+    int rc;
+    if ((rc = tr__get_strdup(body, "class", &a->cls)) ||
+        (rc = tr__get_bin(body, "args", &args, &args_len)) ||
+        (rc = tr__get_int(body, "max_restarts", &max_restarts)) ||
+        (rc = tr__get_strdup(body, "res", &res)))
+        goto fail;
+    if (tr__obj_type(tr__obj_get(body, "name")) == TR__T_STR &&
+        (rc = tr__get_strdup(body, "name", &a->name)))
+        goto fail;
+    if (!*a->cls) {
+        rc = tr__err(TR_EINVAL, "create: empty class name");
+        goto fail;
+    }
+    if ((rc = tr__res_parse(&a->req, res))) goto fail;
+    if (a->name) {
+        for (actor *o = d->all; o; o = o->next) {
+            if (o->name && o->state != TR__ACTOR_DEAD && strcmp(o->name, a->name) == 0) {
+                rc = tr__err(TR_EEXIST, "an actor named '%s' already exists", a->name);
+                goto fail;
+            }
+        }
+    }
+    if (!tr__res_fits(&a->req, &d->total)) {
+        char want[512], have[512];
+        tr__res_format(&a->req, want, sizeof want);
+        tr__res_format(&d->total, have, sizeof have);
+        rc = tr__err(TR_ERESOURCES, "actor of class '%s' needs {%s} but this node has {%s} in all",
+                     a->cls, want, have);
+        goto fail;
+    }
+    a->args = malloc(args_len ? args_len : 1);
+    a->exe = strdup(c->exe);
+    if (!a->args || !a->exe) {
+        rc = tr__err(TR_ENOMEM, "node: out of memory");
+        goto fail;
+    }
+    memcpy(a->args, args, args_len);
+    a->args_len = args_len;
+    a->max_restarts = (int)max_restarts;
+    a->owner = c->id;
+    a->d = d;
+    do {
+        tr__random_bytes(a->id, 16);
+    } while (tr__id_key(a->id) == 0 || tr__idmap_get(&d->by_id, tr__id_key(a->id)));
+    tr__hex(a->id, 16, a->hex);
+    if ((rc = tr__idmap_put(&d->by_id, tr__id_key(a->id), a))) goto fail;
+    actor **tail = &d->all;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = a;
+    a->state = TR__ACTOR_PENDING;
+    free(res);
+
+    tr__buf b = TR__BUF_INIT;
+    tr__reply_begin(&b, 0, NULL, 1);
+    tr__enc_str(&b, "id");
+    tr__enc_bin(&b, a->id, 16);
+    tr__server_reply(c, seq, &b);
+    tr__buf_free(&b);
+    TR_LOG_DEBUG("DIR-CREATE", "actor %s class %s", a->hex, a->cls);
+    schedule_pending(d);
+    return;
+fail:
+    tr__server_reply_status(c, seq, rc, tr_last_error());
+    free(res);
+    free(a->cls);
+    free(a->name);
+    free(a->args);
+    free(a->exe);
+    free(a);
+}
+
+static void on_resolve(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
+    tr__directory *d = ctx;
+    actor *a = lookup(d, body, c, seq);
+    if (!a) return;
+    int64_t wait_ms = 0;
+    if (tr__obj_get(body, "wait_ms")) tr__get_int(body, "wait_ms", &wait_ms);
+    if (a->state == TR__ACTOR_ALIVE || a->state == TR__ACTOR_DEAD || wait_ms <= 0) {
+        reply_resolve(a, c, seq);
+        return;
+    }
+    waiter *w = calloc(1, sizeof *w);
+    if (!w) {
+        tr__server_reply_status(c, seq, TR_ENOMEM, "node: out of memory");
+        return;
+    }
+    w->a = a;
+    w->conn = c;
+    w->seq = seq;
+    tr__conn_ref(c);
+    uv_timer_init(d->o.loop, &w->timer);
+    w->timer.data = w;
+    uv_timer_start(&w->timer, on_waiter_timeout, (uint64_t)(wait_ms > 3600000 ? 3600000 : wait_ms),
+                   0);
+    w->next = a->waiters;
+    a->waiters = w;
+}
+
+static void kill_actor(tr__directory *d, actor *a, const char *why) {
+    if (a->state == TR__ACTOR_DEAD) return;
+    a->no_restart = 1;
+    if (!a->reason || a->state == TR__ACTOR_ALIVE) set_reason(a, "%s", why);
+    if (a->state == TR__ACTOR_PENDING || !a->proc) {
+        set_reason(a, "%s", why);
+        make_dead(d, a);
+        return;
+    }
+    tr__proc_kill(a->proc, SIGKILL);
+    make_dead(d, a); /* dead from now on; resources return when the process is reaped */
+}
+
+static void on_kill(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
+    tr__directory *d = ctx;
+    actor *a = lookup(d, body, c, seq);
+    if (!a) return;
+    int64_t no_restart = 1;
+    if (tr__obj_get(body, "no_restart")) tr__get_int(body, "no_restart", &no_restart);
+    if (no_restart)
+        kill_actor(d, a, "killed by tr_actor_kill");
+    else if (a->proc)
+        tr__proc_kill(a->proc, SIGKILL); /* restarts if it has restarts left */
+    tr__server_reply_status(c, seq, 0, NULL);
+}
+
+static void on_by_name(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
+    tr__directory *d = ctx;
+    const char *name;
+    size_t n;
+    if (tr__get_str(body, "name", &name, &n)) {
+        tr__server_reply_status(c, seq, TR_EPROTO, tr_last_error());
+        return;
+    }
+    for (actor *a = d->all; a; a = a->next) {
+        if (a->name && a->state != TR__ACTOR_DEAD && strlen(a->name) == n &&
+            memcmp(a->name, name, n) == 0) {
+            tr__buf b = TR__BUF_INIT;
+            tr__reply_begin(&b, 0, NULL, 1);
+            tr__enc_str(&b, "id");
+            tr__enc_bin(&b, a->id, 16);
+            tr__server_reply(c, seq, &b);
+            tr__buf_free(&b);
+            return;
+        }
+    }
+    tr__server_reply_status(c, seq, TR_ENOTFOUND, "no live actor has that name");
+}
+
+/* The worker asking what to run: only the process the node spawned for that actor. */
+static actor *worker_actor(tr__directory *d, tr__conn *c, uint64_t seq, const tr__obj *body) {
+    actor *a = lookup(d, body, c, seq);
+    if (!a) return NULL;
+    if (a->pid == 0 || c->pid != a->pid) {
+        tr__server_reply_status(c, seq, TR_EPERM, "not this actor's worker process");
+        return NULL;
+    }
+    return a;
+}
+
+static void on_worker_start(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
+    tr__directory *d = ctx;
+    actor *a = worker_actor(d, c, seq, body);
+    if (!a) return;
+    char path[600];
+    snprintf(path, sizeof path, "%s/a-%.16s-%llu.sock", d->o.session_dir, a->hex,
+             (unsigned long long)a->inc);
+    free(a->path);
+    a->path = strdup(path);
+    tr__buf b = TR__BUF_INIT;
+    tr__reply_begin(&b, a->path ? 0 : TR_ENOMEM, NULL, 5);
+    tr__enc_str(&b, "class");
+    tr__enc_str(&b, a->cls);
+    tr__enc_str(&b, "args");
+    tr__enc_bin(&b, a->args, a->args_len);
+    tr__enc_str(&b, "inc");
+    tr__enc_uint(&b, a->inc);
+    tr__enc_str(&b, "path");
+    tr__enc_str(&b, a->path);
+    tr__enc_str(&b, "name");
+    tr__enc_str(&b, a->name);
+    tr__server_reply(c, seq, &b);
+    tr__buf_free(&b);
+}
+
+static void on_worker_ready(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
+    tr__directory *d = ctx;
+    actor *a = worker_actor(d, c, seq, body);
+    if (!a) return;
+    if (a->state != TR__ACTOR_STARTING && a->state != TR__ACTOR_RESTARTING) {
+        tr__server_reply_status(c, seq, TR_ESTATE, "actor is not starting");
+        return;
+    }
+    a->state = TR__ACTOR_ALIVE;
+    if (a->timer_live) uv_timer_stop(&a->start_timer);
+    free(a->reason);
+    a->reason = NULL;
+    tr__server_reply_status(c, seq, 0, NULL);
+    TR_LOG_DEBUG("DIR-ALIVE", "actor %s pid %d", a->hex, (int)a->pid);
+    notify(a);
+}
+
+static void on_worker_failed(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
+    tr__directory *d = ctx;
+    actor *a = worker_actor(d, c, seq, body);
+    if (!a) return;
+    const char *m = "";
+    size_t n = 0;
+    tr__get_str(body, "msg", &m, &n);
+    set_reason(a, "%.*s", (int)(n > 400 ? 400 : n), m);
+    a->no_restart = 1;
+    tr__server_reply_status(c, seq, 0, NULL);
+    TR_LOG_INFO("DIR-CTOR-FAILED", "actor %s (%s): %s", a->hex, a->cls, a->reason);
+    make_dead(d, a); /* the worker exits by itself; resources come back when it is reaped */
+}
+
+/* An actor dies with its owner. */
+static void actor_free(actor *a) {
+    free(a->name);
+    free(a->cls);
+    free(a->exe);
+    free(a->path);
+    free(a->reason);
+    free(a->args);
+    free(a);
+}
+
+static void on_timer_closed(uv_handle_t *h) {
+    actor_free(h->data);
+}
+
+/* Frees an actor once libuv has let go of its timer. */
+static void actor_discard(actor *a) {
+    if (a->timer_live) {
+        a->timer_live = 0;
+        uv_close((uv_handle_t *)&a->start_timer, on_timer_closed);
+    } else {
+        actor_free(a);
+    }
+}
+
+static void on_conn_close(void *ctx, tr__conn *c) {
+    tr__directory *d = ctx;
+    for (actor *a = d->all; a; a = a->next)
+        if (a->owner == c->id && a->state != TR__ACTOR_DEAD) kill_actor(d, a, "its owner exited");
+    /* Forget dead actors whose owner is gone and whose process is reaped. */
+    for (actor **pp = &d->all; *pp;) {
+        actor *a = *pp;
+        if (a->owner == c->id && a->state == TR__ACTOR_DEAD && !a->proc && !a->waiters) {
+            *pp = a->next;
+            tr__idmap_del(&d->by_id, tr__id_key(a->id));
+            actor_discard(a);
+            continue;
+        }
+        pp = &a->next;
+    }
+}
+
+void tr__directory_mount(tr__directory *d, tr__server *s) {
+    tr__server_on(s, TR__MSG_ACTOR_CREATE, on_create, d);
+    tr__server_on(s, TR__MSG_ACTOR_RESOLVE, on_resolve, d);
+    tr__server_on(s, TR__MSG_ACTOR_KILL, on_kill, d);
+    tr__server_on(s, TR__MSG_ACTOR_BY_NAME, on_by_name, d);
+    tr__server_on(s, TR__MSG_WORKER_START, on_worker_start, d);
+    tr__server_on(s, TR__MSG_WORKER_READY, on_worker_ready, d);
+    tr__server_on(s, TR__MSG_WORKER_FAILED, on_worker_failed, d);
+    tr__server_on_close(s, on_conn_close, d);
+}
+
+void tr__directory_kill_all(tr__directory *d) {
+    d->shutting_down = 1;
+    for (actor *a = d->all; a; a = a->next)
+        kill_actor(d, a, "the node is shutting down");
+}
+
+static void json_res(tr__buf *out, const tr__res *r) {
+    char tmp[128];
+    tr__buf_append(out, "{", 1);
+    for (int i = 0; i < r->n; i++) {
+        int n = snprintf(tmp, sizeof tmp, "%s\"%s\":%g", i ? "," : "", r->name[i], r->qty[i]);
+        tr__buf_append(out, tmp, (size_t)n);
+    }
+    tr__buf_append(out, "}", 1);
+}
+
+static void json_str(tr__buf *out, const char *s) {
+    if (!s) {
+        tr__buf_append(out, "null", 4);
+        return;
+    }
+    tr__buf_append(out, "\"", 1);
+    for (; *s; s++) {
+        char esc[8];
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)ch;
+            tr__buf_append(out, esc, 2);
+        } else if (ch < 0x20) {
+            int n = snprintf(esc, sizeof esc, "\\u%04x", ch);
+            tr__buf_append(out, esc, (size_t)n);
+        } else {
+            tr__buf_append(out, s, 1);
+        }
+    }
+    tr__buf_append(out, "\"", 1);
+}
+
+void tr__directory_status_json(const tr__directory *d, tr__buf *out) {
+    char tmp[256];
+    tr__buf_append(out, "\"resources_total\":", 18);
+    json_res(out, &d->total);
+    tr__buf_append(out, ",\"resources_available\":", 23);
+    json_res(out, &d->avail);
+    tr__buf_append(out, ",\"actors\":[", 11);
+    int first = 1;
+    for (const actor *a = d->all; a; a = a->next) {
+        int n = snprintf(tmp, sizeof tmp,
+                         "%s{\"id\":\"%s\",\"state\":\"%s\",\"pid\":%d,\"restarts\":%d,\"class\":",
+                         first ? "" : ",", a->hex, tr__actor_state_name(a->state), (int)a->pid,
+                         a->restarts);
+        tr__buf_append(out, tmp, (size_t)n);
+        json_str(out, a->cls);
+        tr__buf_append(out, ",\"name\":", 8);
+        json_str(out, a->name);
+        tr__buf_append(out, ",\"reason\":", 10);
+        json_str(out, a->reason);
+        tr__buf_append(out, "}", 1);
+        first = 0;
+    }
+    tr__buf_append(out, "]", 1);
+}
+
+void tr__directory_close(tr__directory *d) {
+    for (actor *a = d->all, *n; a; a = n) {
+        n = a->next;
+        while (a->waiters) {
+            waiter *w = a->waiters;
+            a->waiters = w->next;
+            uv_timer_stop(&w->timer);
+            uv_close((uv_handle_t *)&w->timer, on_waiter_closed);
+        }
+        actor_discard(a);
+    }
+    d->all = NULL;
+    tr__idmap_free(&d->by_id);
+}
+
+void tr__directory_destroy(tr__directory *d) {
+    if (!d) return;
+    tr__idmap_free(&d->by_id);
+    free(d);
+}

@@ -1,0 +1,42 @@
+/* actor/directory.h - the node's actor directory: the actor table, placement against the
+ * node's resources, worker processes (spawn, start timeout, restart, reap) and the
+ * ACTOR_* / WORKER_* request handlers.
+ *
+ * Lifecycle of an actor: PENDING (its resources are busy) -> STARTING (worker spawned)
+ * -> ALIVE (constructor ran, worker listening) -> on exit RESTARTING (restarts left) or
+ * DEAD (with a reason). An actor dies with its owner's connection (the driver or worker
+ * that created it). Runs on the node's loop thread (not thread-safe).
+ */
+#ifndef TR_ACTOR_DIRECTORY_H
+#define TR_ACTOR_DIRECTORY_H
+
+#include <uv.h>
+
+#include "core/buf.h"
+#include "core/sched.h"
+#include "core/server.h"
+#include "core/workerpool.h"
+
+typedef struct tr__directory tr__directory;
+
+typedef struct tr__directory_opts {
+    uv_loop_t *loop;
+    tr__pool *pool;
+    const tr__res *total;    /* node capacity */
+    const char *node_path;   /* workers connect here */
+    const char *session_dir; /* worker sockets go here */
+    int start_timeout_ms;
+} tr__directory_opts;
+
+int tr__directory_create(const tr__directory_opts *o, tr__directory **out);
+void tr__directory_mount(tr__directory *d, tr__server *s);
+/* Kills every worker (SIGKILL) and stops restarts; workers are reaped by the loop. */
+void tr__directory_kill_all(tr__directory *d);
+/* Appends JSON: "resources_total":{...},"resources_available":{...},"actors":[...] */
+void tr__directory_status_json(const tr__directory *d, tr__buf *out);
+/* Releases every actor and deferred reply; libuv handles close on the next loop run.
+ * Call after the workers are reaped, then run the loop, then destroy. */
+void tr__directory_close(tr__directory *d);
+void tr__directory_destroy(tr__directory *d);
+
+#endif

@@ -1,0 +1,55 @@
+/* actor/protocol.h - the actor layer's message types and the call/result body codec.
+ *
+ * Node messages (driver/worker <-> node, msgpack maps):
+ *   ACTOR_CREATE {class, args, name?, max_restarts, res}      -> {id}
+ *   ACTOR_RESOLVE {id, wait_ms}                                -> {state, inc, path?, reason?}
+ *   ACTOR_KILL {id, no_restart}                                -> {}
+ *   ACTOR_BY_NAME {name}                                       -> {id}
+ *   WORKER_START {id}      (worker, first thing)               -> {class, args, inc, path}
+ *   WORKER_READY {id, inc} (constructor ran, listening)        -> {}
+ *   WORKER_FAILED {id, inc, msg}                               -> {}
+ * Direct messages (caller <-> worker socket; the hot path):
+ *   CALL   body = msgpack [method:str, args:bin], seq = per-connection call number
+ *   RESULT body = msgpack [rc:int, data:bin], same seq; for errors data is the message
+ */
+#ifndef TR_ACTOR_PROTOCOL_H
+#define TR_ACTOR_PROTOCOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/buf.h"
+
+enum {
+    TR__MSG_ACTOR_CREATE = 64,
+    TR__MSG_ACTOR_RESOLVE = 65,
+    TR__MSG_ACTOR_KILL = 66,
+    TR__MSG_ACTOR_BY_NAME = 67,
+    TR__MSG_WORKER_START = 68,
+    TR__MSG_WORKER_READY = 69,
+    TR__MSG_WORKER_FAILED = 70,
+    TR__MSG_CALL = 80,
+    TR__MSG_RESULT = 81,
+};
+
+/* Actor states as the node reports them. */
+enum {
+    TR__ACTOR_PENDING = 0,  /* waiting for resources */
+    TR__ACTOR_STARTING = 1, /* worker spawned, constructor not done */
+    TR__ACTOR_ALIVE = 2,
+    TR__ACTOR_RESTARTING = 3, /* died, being restarted */
+    TR__ACTOR_DEAD = 4,
+};
+
+const char *tr__actor_state_name(int state);
+
+/* Appends a whole CALL frame (header + body) to out. */
+int tr__call_frame(tr__buf *out, uint64_t seq, const char *method, const void *args, size_t len);
+/* Appends a whole RESULT frame. */
+int tr__result_frame(tr__buf *out, uint64_t seq, int rc, const void *data, size_t len);
+/* Parses a body. Views point into body. Returns 0 or TR_EPROTO. */
+int tr__call_parse(const char *body, size_t n, const char **method, size_t *mlen, const void **args,
+                   size_t *alen);
+int tr__result_parse(const char *body, size_t n, int *rc, const void **data, size_t *dlen);
+
+#endif

@@ -1,0 +1,388 @@
+/* actor/worker.c - the worker main loop (epoll, one thread). */
+#include "actor/worker.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "actor/protocol.h"
+#include "core/clock.h"
+#include "core/codec.h"
+#include "core/frame.h"
+#include "core/ids.h"
+#include "core/log.h"
+#include "core/status.h"
+
+#define NODE_TIMEOUT_MS 10000
+#define FLUSH_AFTER_NS 20000 /* a call slower than this gets its reply sent at once */
+#define FLUSH_BYTES (256u << 10)
+
+struct tr_ctx {
+    tr_runtime *rt;
+    tr_actor_id id;
+    tr__buf result;
+    char err[1024];
+    int has_err;
+};
+
+TR_API int tr_ctx_reply(tr_ctx *ctx, const void *data, size_t len) {
+    if (!ctx || (!data && len)) return tr__err(TR_EINVAL, "tr_ctx_reply: NULL argument");
+    tr__buf_reset(&ctx->result);
+    return tr__buf_append(&ctx->result, data, len);
+}
+
+TR_API int tr_ctx_error(tr_ctx *ctx, const char *fmt, ...) {
+    if (!ctx || !fmt) return TR_ETASK;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
+    va_end(ap);
+    ctx->has_err = 1;
+    return TR_ETASK;
+}
+
+TR_API tr_runtime *tr_ctx_runtime(tr_ctx *ctx) {
+    return ctx ? ctx->rt : NULL;
+}
+
+TR_API tr_actor_id tr_ctx_actor_id(const tr_ctx *ctx) {
+    tr_actor_id none = {{0}};
+    return ctx ? ctx->id : none;
+}
+
+typedef struct client {
+    int fd;
+    tr__buf in, out;
+    int want_out;
+    struct client *next;
+} client;
+
+typedef struct worker {
+    int ep, lfd;
+    tr__nodeconn *node;
+    const tr_actor_class *cls;
+    void *self;
+    tr_ctx ctx;
+    size_t max_msg;
+    client *clients;
+} worker;
+
+static volatile sig_atomic_t stop_requested;
+static void on_term(int sig) {
+    (void)sig;
+    stop_requested = 1;
+}
+
+static void drop_client(worker *w, client *c) {
+    epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    for (client **pp = &w->clients; *pp; pp = &(*pp)->next) {
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    }
+    tr__buf_free(&c->in);
+    tr__buf_free(&c->out);
+    free(c);
+}
+
+static const tr_method_def *find_method(const tr_actor_class *cls, const char *m, size_t n) {
+    for (size_t i = 0; i < cls->n_methods; i++) {
+        const char *name = cls->methods[i].name;
+        if (strncmp(name, m, n) == 0 && name[n] == '\0') return &cls->methods[i];
+    }
+    return NULL;
+}
+
+/* Runs one call and appends its RESULT frame to c->out. */
+static int run_call(worker *w, client *c, uint64_t seq, const char *body, size_t n) {
+    const char *m;
+    size_t mlen, alen;
+    const void *args;
+    int rc = tr__call_parse(body, n, &m, &mlen, &args, &alen);
+    if (rc) return rc;
+    const tr_method_def *def = find_method(w->cls, m, mlen);
+    if (!def) {
+        char msg[400];
+        int k = snprintf(msg, sizeof msg, "class '%s' has no method '%.*s'", w->cls->name,
+                         (int)(mlen > 200 ? 200 : mlen), m);
+        return tr__result_frame(&c->out, seq, TR_ENOMETHOD, msg, (size_t)k + 1);
+    }
+    tr_ctx *ctx = &w->ctx;
+    tr__buf_reset(&ctx->result);
+    ctx->has_err = 0;
+    int r = def->fn(ctx, w->self, args, alen);
+    if (r != 0 || ctx->result.oom) {
+        if (!ctx->has_err) {
+            if (ctx->result.oom)
+                snprintf(ctx->err, sizeof ctx->err, "method '%s': out of memory for its result",
+                         def->name);
+            else
+                snprintf(ctx->err, sizeof ctx->err, "method '%s' returned %d", def->name, r);
+        }
+        return tr__result_frame(&c->out, seq, TR_ETASK, ctx->err, strlen(ctx->err) + 1);
+    }
+    return tr__result_frame(&c->out, seq, 0, ctx->result.data, ctx->result.len);
+}
+
+/* Writes what it can without blocking. Returns 0, or -1 if the caller went away (c is
+ * freed then). */
+static int flush_client(worker *w, client *c) {
+    while (tr__buf_avail(&c->out)) {
+        ssize_t n = send(c->fd, c->out.data + c->out.off, tr__buf_avail(&c->out),
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            tr__buf_consume(&c->out, (size_t)n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) {
+            if (!c->want_out) {
+                struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = c};
+                epoll_ctl(w->ep, EPOLL_CTL_MOD, c->fd, &ev);
+                c->want_out = 1;
+            }
+            return 0;
+        }
+        drop_client(w, c); /* caller gone: its calls' results have nowhere to go */
+        return -1;
+    }
+    if (c->want_out) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+        epoll_ctl(w->ep, EPOLL_CTL_MOD, c->fd, &ev);
+        c->want_out = 0;
+    }
+    return 0;
+}
+
+static void on_client(worker *w, client *c, uint32_t events) {
+    if ((events & EPOLLOUT) && flush_client(w, c)) return;
+    if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR))) return;
+    int closing = tr__read_some(c->fd, &c->in) < 0;
+    for (;;) {
+        tr__frame_hdr h;
+        const char *body;
+        int r = tr__frame_parse(&c->in, w->max_msg, &h, &body);
+        if (r == 0) break;
+        if (r < 0 || h.type != TR__MSG_CALL) {
+            TR_LOG_WARN("WORKER-BADFRAME", "dropping a caller: %s",
+                        r < 0 ? tr_last_error() : "unexpected message type");
+            if (r == TR_EMSGSIZE) tr__result_frame(&c->out, h.seq, r, "", 1);
+            if (flush_client(w, c) == 0) drop_client(w, c);
+            return;
+        }
+        int64_t t0 = tr__now_ns();
+        if ((r = run_call(w, c, h.seq, body, h.len))) {
+            TR_LOG_WARN("WORKER-BADCALL", "dropping a caller: %s", tr_last_error());
+            drop_client(w, c);
+            return;
+        }
+        tr__buf_consume(&c->in, TR__FRAME_HDR + h.len);
+        /* Replies to a batch of quick calls go out together; after a slow call (or a lot
+         * of output) flush now, so no result waits behind the calls queued after it. */
+        if ((tr__now_ns() - t0 > FLUSH_AFTER_NS || tr__buf_avail(&c->out) > FLUSH_BYTES) &&
+            flush_client(w, c))
+            return;
+    }
+    if (flush_client(w, c)) return;
+    if (closing) drop_client(w, c);
+}
+
+static void on_accept(worker *w) {
+    for (;;) {
+        int fd = accept4(w->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) return;
+        client *c = calloc(1, sizeof *c);
+        if (!c) {
+            close(fd);
+            continue;
+        }
+        c->fd = fd;
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+        if (epoll_ctl(w->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            close(fd);
+            free(c);
+            continue;
+        }
+        c->next = w->clients;
+        w->clients = c;
+    }
+}
+
+static int report_failure(tr__nodeconn *node, const uint8_t id[16], uint64_t inc, const char *msg) {
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 3);
+    tr__enc_str(&b, "id");
+    tr__enc_bin(&b, id, 16);
+    tr__enc_str(&b, "inc");
+    tr__enc_uint(&b, inc);
+    tr__enc_str(&b, "msg");
+    tr__enc_str(&b, msg);
+    tr__nodeconn_call(node, TR__MSG_WORKER_FAILED, &b, NODE_TIMEOUT_MS, NULL);
+    tr__buf_free(&b);
+    TR_LOG_INFO("WORKER-FAILED", "%s", msg);
+    return 1;
+}
+
+/* The node connection only ever carries replies to our own requests; when the loop sees
+ * it readable between requests it is either EOF (the node is gone: exit) or a late reply
+ * (drop it). */
+static int node_gone(tr__nodeconn *node) {
+    char tmp[4096];
+    ssize_t n = recv(node->fd, tmp, sizeof tmp, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0) return 1;
+    if (n < 0) return errno != EAGAIN && errno != EINTR;
+    pthread_mutex_lock(&node->mu);
+    tr__read_some(node->fd, &node->in);
+    for (;;) {
+        tr__frame_hdr h;
+        const char *body;
+        int r = tr__frame_parse(&node->in, node->max_msg, &h, &body);
+        if (r <= 0) break;
+        tr__buf_consume(&node->in, TR__FRAME_HDR + h.len);
+    }
+    pthread_mutex_unlock(&node->mu);
+    return 0;
+}
+
+int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, const tr_config *cfg,
+                   const char *actor_hex) {
+    worker w;
+    memset(&w, 0, sizeof w);
+    w.node = node;
+    w.max_msg = cfg->max_msg;
+    w.lfd = w.ep = -1;
+    uint8_t id[16];
+    /* If the node dies, so do we (the node reaps us; this covers SIGKILL of the node). */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (!actor_hex || tr__unhex(actor_hex, strlen(actor_hex), id, 16)) {
+        TR_LOG_ERROR("WORKER-ENV", "TROUPE_ACTOR is missing or malformed");
+        return 2;
+    }
+    tr__log_set_role("worker");
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 1);
+    tr__enc_str(&b, "id");
+    tr__enc_bin(&b, id, 16);
+    tr__reply r;
+    int rc = tr__nodeconn_call(node, TR__MSG_WORKER_START, &b, NODE_TIMEOUT_MS, &r);
+    tr__buf_free(&b);
+    if (rc) {
+        TR_LOG_ERROR("WORKER-START", "node refused: %s", tr_last_error());
+        return 2;
+    }
+    char *cls_name = NULL, *path = NULL;
+    const void *args = NULL;
+    size_t args_len = 0;
+    uint64_t inc = 0;
+    if (tr__get_strdup(r.root, "class", &cls_name) || tr__get_strdup(r.root, "path", &path) ||
+        tr__get_bin(r.root, "args", &args, &args_len) || tr__get_uint(r.root, "inc", &inc)) {
+        TR_LOG_ERROR("WORKER-START", "bad reply: %s", tr_last_error());
+        tr__reply_free(&r);
+        return 2;
+    }
+    int status = 1;
+    memcpy(w.ctx.id.b, id, 16);
+    w.ctx.rt = rt;
+    w.cls = tr__config_find_class(cfg, cls_name);
+    if (!w.cls) {
+        char msg[400];
+        snprintf(msg, sizeof msg,
+                 "no actor class '%s' is registered in this executable (tr_config_add_class)",
+                 cls_name);
+        report_failure(node, id, inc, msg);
+        tr__reply_free(&r);
+        goto out;
+    }
+    if (w.cls->ctor) {
+        w.ctx.has_err = 0;
+        int cr = w.cls->ctor(&w.ctx, args, args_len, &w.self);
+        if (cr != 0) {
+            char msg[1100];
+            snprintf(msg, sizeof msg, "constructor of '%s' failed: %s", cls_name,
+                     w.ctx.has_err ? w.ctx.err : "it returned non-zero");
+            report_failure(node, id, inc, msg);
+            tr__reply_free(&r);
+            goto out;
+        }
+    }
+    tr__reply_free(&r);
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_term;
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    w.lfd = tr__unix_listen(path, 128);
+    if (w.lfd < 0) {
+        report_failure(node, id, inc, tr_last_error());
+        goto out;
+    }
+    tr__set_nonblock(w.lfd, 1);
+    w.ep = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &w.lfd};
+    epoll_ctl(w.ep, EPOLL_CTL_ADD, w.lfd, &ev);
+    struct epoll_event nev = {.events = EPOLLIN, .data.ptr = &w.node};
+    epoll_ctl(w.ep, EPOLL_CTL_ADD, node->fd, &nev);
+
+    b = (tr__buf)TR__BUF_INIT;
+    tr__enc_map(&b, 2);
+    tr__enc_str(&b, "id");
+    tr__enc_bin(&b, id, 16);
+    tr__enc_str(&b, "inc");
+    tr__enc_uint(&b, inc);
+    rc = tr__nodeconn_call(node, TR__MSG_WORKER_READY, &b, NODE_TIMEOUT_MS, NULL);
+    tr__buf_free(&b);
+    if (rc) {
+        TR_LOG_ERROR("WORKER-READY", "node refused: %s", tr_last_error());
+        goto out;
+    }
+
+    struct epoll_event evs[64];
+    while (!stop_requested) {
+        int n = epoll_wait(w.ep, evs, 64, -1);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            TR_LOG_ERROR("WORKER-EPOLL", "%s", strerror(errno));
+            break;
+        }
+        for (int i = 0; i < n; i++) {
+            void *p = evs[i].data.ptr;
+            if (p == &w.lfd) {
+                on_accept(&w);
+            } else if (p == &w.node) {
+                if (node_gone(node)) {
+                    TR_LOG_DEBUG("WORKER-NODE-GONE", "node connection closed; exiting");
+                    stop_requested = 1;
+                }
+            } else {
+                /* A client may have been dropped by an earlier event of this batch only if
+                 * it is this one; events are per fd, so p is still valid here. */
+                on_client(&w, p, evs[i].events);
+            }
+        }
+    }
+    status = 0;
+out:
+    while (w.clients)
+        drop_client(&w, w.clients);
+    if (w.self && w.cls && w.cls->dtor) w.cls->dtor(w.self);
+    if (w.lfd >= 0) {
+        close(w.lfd);
+        unlink(path);
+    }
+    if (w.ep >= 0) close(w.ep);
+    tr__buf_free(&w.ctx.result);
+    free(cls_name);
+    free(path);
+    return status;
+}

@@ -1,0 +1,240 @@
+/* troupe/troupe.h - the public C API of troupe: configuration, the runtime, actor classes,
+ * actors, method calls and their results.
+ *
+ * Conventions (see STYLE.md): every fallible call returns 0 or a negative TR_E* code and
+ * leaves a message for tr_last_error(); opaque handles (tr_runtime, tr_config) live in
+ * this process, value ids (tr_actor_id, tr_ref) name things that live elsewhere, and a
+ * stale id gives an error, never a crash. Each declaration says its thread safety.
+ *
+ * Processes. The program that calls tr_init is the driver. Actors run in worker processes
+ * that execute this same executable: a worker runs the program's main() up to tr_init (or
+ * tr_worker_main), which in a worker never returns. So build the tr_config with the actor
+ * classes and call tr_init before doing anything else in main().
+ */
+#ifndef TROUPE_TROUPE_H
+#define TROUPE_TROUPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "troupe/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Wait forever; accepted wherever a timeout in milliseconds is taken. */
+#define TR_FOREVER (-1)
+
+typedef struct tr_config tr_config;
+typedef struct tr_runtime tr_runtime;
+typedef struct tr_ctx tr_ctx;
+
+/* An actor, by value: valid across processes; a stale id gives TR_ENOTFOUND. */
+typedef struct tr_actor_id {
+    uint8_t b[16];
+} tr_actor_id;
+
+/* A reference to a value that a call will produce. Valid in the process that made it
+ * until tr_ref_release; after that any use gives TR_ESTALE. */
+typedef struct tr_ref {
+    uint8_t b[16];
+} tr_ref;
+
+/* ------------------------------------------------------------------ actor classes */
+
+/* Constructor: gets the creation arguments and sets *self to the instance. Returns 0, or
+ * non-zero to fail creation (the actor then dies with the message of tr_ctx_error). */
+typedef int (*tr_ctor_fn)(tr_ctx *ctx, const void *args, size_t len, void **self);
+/* Destructor: called when the worker exits in an orderly way. May be NULL. */
+typedef void (*tr_dtor_fn)(void *self);
+/* Method: gets its arguments (by convention msgpack, to troupe opaque bytes) and writes
+ * its result with tr_ctx_reply. Returns 0, or non-zero for an error that reaches the
+ * caller as TR_ETASK with the text of tr_ctx_error; the actor lives on. */
+typedef int (*tr_method_fn)(tr_ctx *ctx, void *self, const void *args, size_t len);
+
+typedef struct tr_method_def {
+    const char *name;
+    tr_method_fn fn;
+} tr_method_def;
+
+typedef struct tr_actor_class {
+    uint32_t struct_size;         /* sizeof(tr_actor_class) */
+    const char *name;             /* unique class name */
+    tr_ctor_fn ctor;              /* may be NULL: self is NULL */
+    tr_dtor_fn dtor;              /* may be NULL */
+    const tr_method_def *methods; /* borrowed: must outlive the runtime (usually static) */
+    size_t n_methods;
+} tr_actor_class;
+
+#define TR_ACTOR_CLASS_INIT                                                                        \
+    { sizeof(tr_actor_class), NULL, NULL, NULL, NULL, 0 }
+/* Same as TR_ACTOR_CLASS_INIT, for bindings. Thread safety: any thread. */
+TR_API void tr_actor_class_init(tr_actor_class *cls);
+
+/* Writes the method's (or constructor's) result: data is copied. Calling it again
+ * replaces the result. Returns 0 or TR_ENOMEM. Thread safety: the method's thread. */
+TR_API int tr_ctx_reply(tr_ctx *ctx, const void *data, size_t len);
+
+/* Sets the error message the caller will see and returns TR_ETASK, so a method can
+ * `return tr_ctx_error(ctx, "bad input %d", x);`. Thread safety: the method's thread. */
+TR_API int tr_ctx_error(tr_ctx *ctx, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* The worker's runtime, for calls made from inside a method (actors calling actors).
+ * Thread safety: any thread. */
+TR_API tr_runtime *tr_ctx_runtime(tr_ctx *ctx);
+
+/* The id of the actor running the method. Thread safety: any thread. */
+TR_API tr_actor_id tr_ctx_actor_id(const tr_ctx *ctx);
+
+/* ------------------------------------------------------------------ configuration */
+
+/* Creates an empty configuration (embedded node, defaults everywhere).
+ * *out is NULL on failure. Thread safety: any thread. */
+TR_API int tr_config_create(tr_config **out);
+
+/* Destroys a configuration; NULL is a no-op. Thread safety: not thread-safe. */
+TR_API void tr_config_destroy(tr_config *cfg);
+
+/* Sets one option from text (both strings are copied). Keys:
+ *   "address"                  node socket path to connect to; unset = start an embedded node
+ *   "num_cpus", "num_gpus"     node capacity (embedded or `troupe start`); default: the
+ *                              machine's CPU count and 0 GPUs
+ *   "resources"                custom node resources, "name=qty[,name=qty...]"
+ *   "log_level"                error|warn|info|debug (overrides TROUPE_LOG_LEVEL)
+ *   "max_message_bytes"        largest accepted frame (default 64 MiB)
+ *   "worker_start_timeout_ms"  how long a worker may take to come up (default 30000)
+ *   "tmpdir"                   where the node's 0700 session directory goes (default /tmp)
+ * Returns 0, TR_EINVAL (unknown key or bad value, with the reason in tr_last_error).
+ * Thread safety: not thread-safe. */
+TR_API int tr_config_set(tr_config *cfg, const char *key, const char *value);
+
+/* Registers an actor class (the struct is copied; its method table is borrowed).
+ * Returns 0, TR_EINVAL (NULL, no name, bad struct_size), TR_EEXIST (name taken).
+ * Thread safety: not thread-safe. */
+TR_API int tr_config_add_class(tr_config *cfg, const tr_actor_class *cls);
+
+/* ------------------------------------------------------------------ runtime */
+
+/* Starts the runtime. With no "address" it starts an embedded node service as a child
+ * process (stopped by tr_shutdown); with one, it connects to that node. cfg is borrowed
+ * for the call (copied). In a worker process started by troupe this runs the worker and
+ * never returns. *out is NULL on failure. tr_init is an inline wrapper passing the
+ * header's TR_ABI_VERSION to tr_init_abi (bindings call tr_init_abi), so a header/library
+ * mismatch is caught (TR_EVERSION).
+ * Returns 0, TR_EINVAL, TR_ECONNECT (node unreachable or failed to start), TR_EVERSION,
+ * TR_ENOMEM. Thread safety: any thread; one runtime per process. */
+TR_API int tr_init_abi(const tr_config *cfg, tr_runtime **out, unsigned abi_version);
+static inline int tr_init(const tr_config *cfg, tr_runtime **out) {
+    return tr_init_abi(cfg, out, TR_ABI_VERSION);
+}
+
+/* In a worker process started by troupe: runs the worker with cfg's classes and exits.
+ * Elsewhere: returns TR_ESTATE at once. Useful in programs (test runners) whose main must
+ * decide its role before doing anything else. Thread safety: main thread. */
+TR_API int tr_worker_main(const tr_config *cfg);
+
+/* Stops the runtime: closes connections, drops unreleased refs; for an embedded node,
+ * stops it and its workers and removes its sockets. NULL is a no-op.
+ * Thread safety: not thread-safe (no other tr_ call on rt may be running). */
+TR_API void tr_shutdown(tr_runtime *rt);
+
+/* The node's address (its socket path), borrowed until tr_shutdown.
+ * Thread safety: any thread. */
+TR_API const char *tr_runtime_address(const tr_runtime *rt);
+
+/* Node status as a JSON object (pid, address, resources, actors). *json_out is the
+ * caller's, freed with tr_free. Returns 0, TR_ECONNECT, TR_ETIMEDOUT.
+ * Thread safety: any thread. */
+TR_API int tr_node_status(tr_runtime *rt, char **json_out);
+
+/* ------------------------------------------------------------------ key-value store */
+
+/* The node's key-value store (used for collective rendezvous; open to users). Values are
+ * copied. tr_kv_get sets *value (caller frees with tr_free) and *len.
+ * Return 0, TR_ENOTFOUND, TR_EINVAL, TR_EMSGSIZE, TR_ECONNECT. Thread safety: any thread. */
+TR_API int tr_kv_put(tr_runtime *rt, const char *key, const void *value, size_t len);
+TR_API int tr_kv_get(tr_runtime *rt, const char *key, void **value, size_t *len);
+TR_API int tr_kv_del(tr_runtime *rt, const char *key);
+
+/* ------------------------------------------------------------------ actors */
+
+typedef struct tr_resource {
+    const char *name;
+    double quantity;
+} tr_resource;
+
+typedef struct tr_actor_options {
+    uint32_t struct_size;         /* sizeof(tr_actor_options) */
+    double num_cpus;              /* default 0, as Ray's actors once placed */
+    double num_gpus;              /* default 0 */
+    const tr_resource *resources; /* custom resources; borrowed for the call */
+    size_t n_resources;
+    const char *name; /* unique actor name or NULL; copied */
+    int max_restarts; /* restarts after a crash: 0 (default), n, or -1 forever */
+} tr_actor_options;
+
+#define TR_ACTOR_OPTIONS_INIT                                                                      \
+    { sizeof(tr_actor_options), 0.0, 0.0, NULL, 0, NULL, 0 }
+/* Same as TR_ACTOR_OPTIONS_INIT, for bindings. Thread safety: any thread. */
+TR_API void tr_actor_options_init(tr_actor_options *opts);
+
+/* Creates an actor of a registered class; opts may be NULL. args (copied) go to the
+ * constructor. Returns once the node has placed the actor or queued it for resources that
+ * are busy; the worker starts in the background (tr_actor_wait_ready waits for it).
+ * Returns 0, TR_EINVAL, TR_ERESOURCES (can never fit on this node), TR_EEXIST (name
+ * taken), TR_EMSGSIZE, TR_ECONNECT. Thread safety: any thread. */
+TR_API int tr_actor_create(tr_runtime *rt, const char *class_name, const tr_actor_options *opts,
+                           const void *args, size_t len, tr_actor_id *out);
+
+/* Waits until the actor's constructor has run. Returns 0, TR_EACTOR_DIED (constructor
+ * failed, unknown class, or the actor died: the reason is in tr_last_error), TR_ETIMEDOUT,
+ * TR_ENOTFOUND. Thread safety: any thread. */
+TR_API int tr_actor_wait_ready(tr_runtime *rt, tr_actor_id actor, int timeout_ms);
+
+/* Looks up a named actor. Returns 0, TR_ENOTFOUND, TR_EINVAL. Thread safety: any thread. */
+TR_API int tr_actor_get(tr_runtime *rt, const char *name, tr_actor_id *out);
+
+/* Kills the actor's process. With no_restart non-zero it stays dead; otherwise it restarts
+ * if it has restarts left. Pending calls get TR_EACTOR_DIED. Returns 0, TR_ENOTFOUND.
+ * Thread safety: any thread. */
+TR_API int tr_actor_kill(tr_runtime *rt, tr_actor_id actor, int no_restart);
+
+/* Hex text of an id into buf (at least 33 bytes). Returns buf. Thread safety: any thread. */
+TR_API char *tr_actor_id_str(tr_actor_id id, char *buf);
+
+/* ------------------------------------------------------------------ calls */
+
+/* Calls a method; returns at once with a ref to its result. args are copied. Calls to one
+ * actor from one process run in the order they were made. Never blocks on the actor:
+ * if it is not up yet, the call is queued and sent by a later tr_get/tr_wait.
+ * Returns 0, TR_EINVAL, TR_EMSGSIZE, TR_ENOMEM, TR_ENOTFOUND (unknown actor).
+ * Thread safety: any thread. */
+TR_API int tr_call(tr_runtime *rt, tr_actor_id actor, const char *method, const void *args,
+                   size_t len, tr_ref *out);
+
+/* Waits up to timeout_ms for a call's result. On 0, *data and *len view the result, valid
+ * until tr_ref_release (tr_get may be repeated). On TR_ETASK the method's message is in
+ * tr_last_error() and also in *data (NUL-terminated). Returns 0, TR_ETIMEDOUT (the ref
+ * stays valid), TR_ETASK, TR_ENOMETHOD, TR_EACTOR_DIED, TR_ESTALE, TR_EINVAL.
+ * Thread safety: any thread. */
+TR_API int tr_get(tr_runtime *rt, tr_ref ref, int timeout_ms, const void **data, size_t *len);
+
+/* Waits until at least num_ready of the n refs are done (result or error) or timeout_ms
+ * passes. ready (n bytes, may be NULL) gets 1 for each done ref; *n_ready (may be NULL)
+ * the count. A timeout is not an error. Returns 0, TR_EINVAL, TR_ESTALE.
+ * Thread safety: any thread. */
+TR_API int tr_wait(tr_runtime *rt, const tr_ref *refs, size_t n, size_t num_ready, int timeout_ms,
+                   uint8_t *ready, size_t *n_ready);
+
+/* Drops a ref and its result. Returns 0, TR_ESTALE. Thread safety: any thread. */
+TR_API int tr_ref_release(tr_runtime *rt, tr_ref ref);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TROUPE_TROUPE_H */

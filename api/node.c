@@ -1,0 +1,223 @@
+/* api/node.c - the node service process: session directory, listener, handlers, orderly
+ * shutdown (kill and reap every worker, remove every socket, remove the directory). */
+#include "api/node.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "actor/directory.h"
+#include "core/frame.h"
+#include "core/ids.h"
+#include "core/kv.h"
+#include "core/log.h"
+#include "core/nodeconn.h"
+#include "core/server.h"
+#include "core/status.h"
+#include "core/workerpool.h"
+
+#define REAP_TIMEOUT_MS 5000
+
+typedef struct node {
+    uv_loop_t loop;
+    tr__server *srv;
+    tr__kv *kv;
+    tr__directory *dir;
+    tr__pool pool;
+    tr__res total;
+    char session[512], sock[600];
+    uv_signal_t sigterm, sigint;
+    uv_timer_t reap_timer;
+    uv_idle_t stop_idle;
+    uint64_t shutdown_started;
+    int stopping;
+} node;
+
+int tr__node_base_dir(const char *tmpdir, char *out, size_t cap) {
+    uid_t uid = getuid();
+    int n = snprintf(out, cap, "%s/troupe-%u", tmpdir && *tmpdir ? tmpdir : "/tmp", (unsigned)uid);
+    if (n < 0 || (size_t)n >= cap) return tr__err(TR_EINVAL, "tmpdir path too long");
+    if (mkdir(out, 0700) != 0 && errno != EEXIST) return tr__err_errno(errno, "mkdir %s", out);
+    struct stat st;
+    if (lstat(out, &st) != 0) return tr__err_errno(errno, "stat %s", out);
+    if (!S_ISDIR(st.st_mode) || st.st_uid != uid)
+        return tr__err(TR_EPERM, "%s is not a directory owned by uid %u: refusing to use it", out,
+                       (unsigned)uid);
+    if ((st.st_mode & 0777) != 0700 && chmod(out, 0700) != 0)
+        return tr__err_errno(errno, "chmod 0700 %s", out);
+    return 0;
+}
+
+static void remove_session(node *n) {
+    DIR *d = opendir(n->session);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (e->d_name[0] == '.') continue;
+            char p[1100];
+            snprintf(p, sizeof p, "%s/%s", n->session, e->d_name);
+            unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(n->session);
+}
+
+static void close_walk(uv_handle_t *h, void *arg) {
+    (void)arg;
+    if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+static void finish(node *n) {
+    if (n->stopping == 2) return;
+    n->stopping = 2;
+    if (n->pool.live)
+        TR_LOG_WARN("NODE-REAP", "%d worker(s) not reaped after %d ms", n->pool.live,
+                    REAP_TIMEOUT_MS);
+    tr__directory_close(n->dir);
+    tr__server_close(n->srv);
+    uv_close((uv_handle_t *)&n->sigterm, NULL);
+    uv_close((uv_handle_t *)&n->sigint, NULL);
+    uv_close((uv_handle_t *)&n->reap_timer, NULL);
+    uv_close((uv_handle_t *)&n->stop_idle, NULL);
+}
+
+static void on_reap_tick(uv_timer_t *t) {
+    node *n = t->data;
+    if (n->pool.live == 0 || uv_now(&n->loop) - n->shutdown_started > REAP_TIMEOUT_MS) finish(n);
+}
+
+static void begin_shutdown(node *n, const char *why) {
+    if (n->stopping) return;
+    n->stopping = 1;
+    TR_LOG_INFO("NODE-SHUTDOWN", "%s", why);
+    n->shutdown_started = uv_now(&n->loop);
+    tr__directory_kill_all(n->dir);
+    uv_timer_start(&n->reap_timer, on_reap_tick, 0, 5);
+}
+
+static void on_signal(uv_signal_t *s, int sig) {
+    begin_shutdown(s->data, sig == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+/* Shutdown begins after the loop has written the SHUTDOWN reply. */
+static void on_stop_idle(uv_idle_t *h) {
+    uv_idle_stop(h);
+    begin_shutdown(h->data, "shutdown requested");
+}
+
+static void on_shutdown_msg(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
+    node *n = ctx;
+    (void)body;
+    tr__server_reply_status(c, seq, 0, NULL);
+    uv_idle_start(&n->stop_idle, on_stop_idle);
+}
+
+static void on_status(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
+    node *n = ctx;
+    (void)body;
+    tr__buf j = TR__BUF_INIT;
+    char head[1400];
+    int k =
+        snprintf(head, sizeof head,
+                 "{\"pid\":%d,\"address\":\"%s\",\"version\":\"%s\",\"workers_live\":%d,"
+                 "\"kv_keys\":%zu,",
+                 (int)getpid(), n->sock, tr_version_string(), n->pool.live, tr__kv_count(n->kv));
+    tr__buf_append(&j, head, (size_t)k);
+    tr__directory_status_json(n->dir, &j);
+    tr__buf_append(&j, "}", 1);
+    tr__buf b = TR__BUF_INIT;
+    tr__reply_begin(&b, j.oom ? TR_ENOMEM : 0, NULL, 1);
+    tr__enc_str(&b, "json");
+    tr__enc_strn(&b, j.data, j.len);
+    tr__server_reply(c, seq, &b);
+    tr__buf_free(&b);
+    tr__buf_free(&j);
+}
+
+static void on_conn_close(void *ctx, tr__conn *c) {
+    if (c->owner) begin_shutdown(ctx, "the embedded node's owner disconnected");
+}
+
+int tr__node_main(const tr_config *cfg, int ready_fd) {
+    node *n = calloc(1, sizeof *n);
+    if (!n) return 1;
+    tr__log_set_role("node");
+    signal(SIGPIPE, SIG_IGN);
+    char base[400];
+    int rc = tr__node_base_dir(cfg->tmpdir, base, sizeof base);
+    if (rc) {
+        TR_LOG_ERROR("NODE-DIR", "%s", tr_last_error());
+        return 1;
+    }
+    uint32_t r;
+    tr__random_bytes(&r, sizeof r);
+    snprintf(n->session, sizeof n->session, "%s/n%d-%08x", base, (int)getpid(), r);
+    if (mkdir(n->session, 0700) != 0) {
+        TR_LOG_ERROR("NODE-DIR", "mkdir %s: %s", n->session, strerror(errno));
+        return 1;
+    }
+    snprintf(n->sock, sizeof n->sock, "%s/node.sock", n->session);
+
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    n->total = cfg->resources;
+    tr__res_add(&n->total, "CPU",
+                cfg->num_cpus >= 0 ? cfg->num_cpus : (double)(ncpu > 0 ? ncpu : 1));
+    tr__res_add(&n->total, "GPU", cfg->num_gpus);
+
+    uv_loop_init(&n->loop);
+    tr__pool_init(&n->pool, &n->loop);
+    if ((rc = tr__server_create(&n->loop, n->sock, cfg->max_msg, &n->srv)) ||
+        (rc = tr__kv_create(&n->kv))) {
+        TR_LOG_ERROR("NODE-START", "%s", tr_last_error());
+        remove_session(n);
+        return 1;
+    }
+    tr__directory_opts dopts = {&n->loop, &n->pool,   &n->total,
+                                n->sock,  n->session, cfg->worker_start_timeout_ms};
+    if ((rc = tr__directory_create(&dopts, &n->dir))) {
+        TR_LOG_ERROR("NODE-START", "%s", tr_last_error());
+        remove_session(n);
+        return 1;
+    }
+    tr__kv_mount(n->kv, n->srv);
+    tr__directory_mount(n->dir, n->srv);
+    tr__server_on(n->srv, TR__MSG_STATUS, on_status, n);
+    tr__server_on(n->srv, TR__MSG_SHUTDOWN, on_shutdown_msg, n);
+    tr__server_on_close(n->srv, on_conn_close, n);
+
+    uv_signal_init(&n->loop, &n->sigterm);
+    uv_signal_init(&n->loop, &n->sigint);
+    n->sigterm.data = n->sigint.data = n;
+    uv_signal_start(&n->sigterm, on_signal, SIGTERM);
+    uv_signal_start(&n->sigint, on_signal, SIGINT);
+    uv_timer_init(&n->loop, &n->reap_timer);
+    n->reap_timer.data = n;
+    uv_idle_init(&n->loop, &n->stop_idle);
+    n->stop_idle.data = n;
+
+    if (ready_fd >= 0) {
+        char line[700];
+        int k = snprintf(line, sizeof line, "%s\n", n->sock);
+        ssize_t w = write(ready_fd, line, (size_t)k);
+        (void)w;
+        close(ready_fd);
+    }
+    TR_LOG_INFO("NODE-UP", "listening on %s", n->sock);
+    uv_run(&n->loop, UV_RUN_DEFAULT);
+    /* Anything still open (should be nothing) is closed before the loop goes. */
+    uv_walk(&n->loop, close_walk, NULL);
+    uv_run(&n->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&n->loop);
+    tr__directory_destroy(n->dir);
+    tr__kv_destroy(n->kv);
+    remove_session(n);
+    free(n);
+    return 0;
+}

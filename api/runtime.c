@@ -1,0 +1,438 @@
+/* api/runtime.c - tr_init/tr_shutdown and the public entry points that forward to the
+ * layers: the driver side, the role dispatch (node, worker), the embedded node's start. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "actor/client.h"
+#include "actor/worker.h"
+#include "api/node.h"
+#include "core/clock.h"
+#include "core/codec.h"
+#include "core/config.h"
+#include "core/frame.h"
+#include "core/ids.h"
+#include "core/log.h"
+#include "core/nodeconn.h"
+#include "core/status.h"
+
+#define NODE_START_TIMEOUT_MS 10000
+#define NODE_STOP_TIMEOUT_MS 8000
+#define RPC_MS 10000
+
+extern char **environ;
+
+struct tr_runtime {
+    tr_config *cfg;
+    tr__nodeconn *node;
+    tr__actors *actors;
+    char *address;
+    pid_t node_pid; /* embedded node, 0 otherwise */
+};
+
+static int self_exe(char *out, size_t cap) {
+    ssize_t n = readlink("/proc/self/exe", out, cap - 1);
+    if (n < 0) return tr__err_errno(errno, "readlink /proc/self/exe");
+    out[n] = '\0';
+    return 0;
+}
+
+/* Spawns this executable as the embedded node and reads its address from a pipe. */
+static int start_embedded_node(const tr_config *cfg, pid_t *pid, char **address) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) return tr__err_errno(errno, "pipe");
+    char exe[PATH_MAX];
+    int rc = self_exe(exe, sizeof exe);
+    tr__buf enc = TR__BUF_INIT;
+    if (!rc) rc = tr__config_encode_node(cfg, &enc);
+    char *hex = rc ? NULL : malloc(enc.len * 2 + 1);
+    if (!rc && !hex) rc = tr__err(TR_ENOMEM, "node config");
+    if (rc) goto out_pipe;
+    tr__hex(enc.data, enc.len, hex);
+
+    size_t n_env = 0;
+    while (environ[n_env])
+        n_env++;
+    char **envp = calloc(n_env + 5, sizeof *envp);
+    char *e_cfg = malloc(strlen(hex) + 32);
+    if (!envp || !e_cfg) {
+        free(envp);
+        free(e_cfg);
+        rc = tr__err(TR_ENOMEM, "node environment");
+        goto out_pipe;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n_env; i++)
+        if (strncmp(environ[i], "TROUPE_", 7) != 0 ||
+            strncmp(environ[i], "TROUPE_LOG_LEVEL=", 17) == 0)
+            envp[k++] = environ[i];
+    sprintf(e_cfg, "TROUPE_NODE_CONFIG=%s", hex);
+    char e_fd[32];
+    snprintf(e_fd, sizeof e_fd, "TROUPE_READY_FD=%d", 3);
+    envp[k++] = "TROUPE_ROLE=node";
+    envp[k++] = e_cfg;
+    envp[k++] = e_fd;
+    envp[k] = NULL;
+
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, p[1], 3); /* dup2 clears close-on-exec */
+    char *argv[] = {exe, NULL};
+    int e = posix_spawn(pid, exe, &fa, NULL, argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    free(envp);
+    free(e_cfg);
+    if (e) {
+        rc = tr__err_errno(e, "spawning the embedded node (%s)", exe);
+        rc = TR_ECONNECT;
+        goto out_pipe;
+    }
+    close(p[1]);
+    p[1] = -1;
+    /* Read "<address>\n" with a deadline; EOF means the node failed (it logged why). */
+    char line[700];
+    size_t got = 0;
+    int64_t deadline = tr__deadline(NODE_START_TIMEOUT_MS);
+    while (got < sizeof line - 1 && !memchr(line, '\n', got)) {
+        struct pollfd pfd = {p[0], POLLIN, 0};
+        int r = poll(&pfd, 1, tr__ms_left(deadline));
+        if (r == 0) break;
+        if (r < 0 && errno == EINTR) continue;
+        ssize_t m = read(p[0], line + got, sizeof line - 1 - got);
+        if (m <= 0) break;
+        got += (size_t)m;
+    }
+    char *nl = got ? memchr(line, '\n', got) : NULL;
+    if (!nl) {
+        kill(*pid, SIGKILL);
+        waitpid(*pid, NULL, 0);
+        *pid = 0;
+        rc = tr__err(TR_ECONNECT, "the embedded node did not start (see its log above; "
+                                  "TROUPE_LOG_LEVEL=debug for more)");
+        goto out_pipe;
+    }
+    *nl = '\0';
+    *address = strdup(line);
+    rc = *address ? 0 : tr__err(TR_ENOMEM, "address");
+out_pipe:
+    close(p[0]);
+    if (p[1] >= 0) close(p[1]);
+    free(hex);
+    tr__buf_free(&enc);
+    return rc;
+}
+
+static int hello(tr__nodeconn *node, const char *role, int owner) {
+    char exe[PATH_MAX];
+    int rc = self_exe(exe, sizeof exe);
+    if (rc) return rc;
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 4);
+    tr__enc_str(&b, "role");
+    tr__enc_str(&b, role);
+    tr__enc_str(&b, "pid");
+    tr__enc_int(&b, getpid());
+    tr__enc_str(&b, "exe");
+    tr__enc_str(&b, exe);
+    tr__enc_str(&b, "owner");
+    tr__enc_int(&b, owner);
+    rc = tr__nodeconn_call(node, TR__MSG_HELLO, &b, RPC_MS, NULL);
+    tr__buf_free(&b);
+    return rc;
+}
+
+static void runtime_free(tr_runtime *rt) {
+    tr__actors_destroy(rt->actors);
+    tr__nodeconn_close(rt->node);
+    tr_config_destroy(rt->cfg);
+    free(rt->address);
+    free(rt);
+}
+
+static int connect_runtime(tr_runtime *rt, const char *address, const char *role, int owner) {
+    int rc = tr__nodeconn_open(address, rt->cfg->max_msg, &rt->node);
+    if (rc) return rc;
+    if ((rc = hello(rt->node, role, owner))) return rc;
+    return tr__actors_create(rt->node, rt->cfg->max_msg, &rt->actors);
+}
+
+/* Worker and node processes: run the role and exit. */
+static void run_role(const tr_config *cfg, const tr__env *env) {
+    tr__log_set_level(tr__config_log_level(cfg, env));
+    if (env->role == TR__ROLE_NODE) {
+        tr_config *nc;
+        if (tr__config_copy(cfg, &nc)) _exit(1);
+        if (env->node_config) {
+            size_t hl = strlen(env->node_config);
+            char *raw = malloc(hl / 2 + 1);
+            if (!raw || tr__unhex(env->node_config, hl, raw, hl / 2) ||
+                tr__config_decode_node(raw, hl / 2, nc)) {
+                TR_LOG_ERROR("NODE-CONFIG", "bad TROUPE_NODE_CONFIG: %s", tr_last_error());
+                _exit(1);
+            }
+            free(raw);
+        }
+        tr__log_set_level(tr__config_log_level(nc, env));
+        int status = tr__node_main(nc, env->ready_fd);
+        tr_config_destroy(nc);
+        exit(status);
+    }
+    /* worker */
+    tr__log_set_role("worker");
+    tr_runtime *rt = calloc(1, sizeof *rt);
+    if (!rt || tr__config_copy(cfg, &rt->cfg)) _exit(2);
+    int rc = env->node_path ? connect_runtime(rt, env->node_path, "worker", 0) : TR_EINVAL;
+    if (rc) {
+        TR_LOG_ERROR("WORKER-CONNECT", "cannot reach the node: %s", tr_last_error());
+        _exit(2);
+    }
+    int status = tr__worker_run(rt, rt->node, rt->cfg, env->actor_hex);
+    runtime_free(rt);
+    exit(status);
+}
+
+TR_API int tr_worker_main(const tr_config *cfg) {
+    tr__env env;
+    tr__env_read(&env);
+    if (env.role == TR__ROLE_DRIVER)
+        return tr__err(TR_ESTATE, "tr_worker_main: this process is not a troupe worker");
+    tr_config *empty = NULL;
+    if (!cfg && tr_config_create(&empty) == 0) cfg = empty;
+    if (!cfg) _exit(2);
+    run_role(cfg, &env);
+    return TR_EINTERNAL; /* not reached */
+}
+
+TR_API int tr_init_abi(const tr_config *cfg, tr_runtime **out, unsigned abi) {
+    if (!out) return tr__err(TR_EINVAL, "tr_init: out is NULL");
+    *out = NULL;
+    if (abi != TR_ABI_VERSION)
+        return tr__err(TR_EVERSION,
+                       "the troupe header has ABI %u, the library %u: rebuild "
+                       "against one version",
+                       abi, TR_ABI_VERSION);
+    tr__env env;
+    tr__env_read(&env);
+    if (env.role != TR__ROLE_DRIVER) tr_worker_main(cfg);
+    tr__log_set_level(tr__config_log_level(cfg, &env));
+    signal(SIGPIPE, SIG_IGN);
+    tr_runtime *rt = calloc(1, sizeof *rt);
+    if (!rt) return tr__err(TR_ENOMEM, "tr_init");
+    int rc = tr__config_copy(cfg, &rt->cfg);
+    if (rc) {
+        free(rt);
+        return rc;
+    }
+    if (rt->cfg->address) {
+        rt->address = strdup(rt->cfg->address);
+        rc = rt->address ? 0 : tr__err(TR_ENOMEM, "tr_init");
+    } else {
+        rc = start_embedded_node(rt->cfg, &rt->node_pid, &rt->address);
+    }
+    if (!rc) rc = connect_runtime(rt, rt->address, "driver", rt->node_pid != 0);
+    if (rc) {
+        if (rc != TR_ENOMEM && rc != TR_EINVAL && rc != TR_ECONNECT) {
+            char msg[600];
+            snprintf(msg, sizeof msg, "%s", tr_last_error());
+            rc = tr__err(TR_ECONNECT, "node at %s: %s", rt->address ? rt->address : "?", msg);
+        }
+        pid_t pid = rt->node_pid;
+        runtime_free(rt);
+        if (pid) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+        }
+        return rc;
+    }
+    *out = rt;
+    tr__err_clear();
+    return 0;
+}
+
+TR_API void tr_shutdown(tr_runtime *rt) {
+    if (!rt) return;
+    pid_t pid = rt->node_pid;
+    if (pid && rt->node) tr__nodeconn_call(rt->node, TR__MSG_SHUTDOWN, NULL, 2000, NULL);
+    char *addr = rt->address;
+    rt->address = NULL;
+    runtime_free(rt); /* closing the owner connection also stops an embedded node */
+    if (pid) {
+        int64_t deadline = tr__deadline(NODE_STOP_TIMEOUT_MS);
+        for (;;) {
+            pid_t r = waitpid(pid, NULL, WNOHANG);
+            if (r == pid || (r < 0 && errno != EINTR)) break;
+            if (tr__now_ns() >= deadline) {
+                TR_LOG_WARN("SHUTDOWN-KILL", "embedded node %d did not stop; killing it", (int)pid);
+                kill(pid, SIGKILL);
+                waitpid(pid, NULL, 0);
+                break;
+            }
+            struct timespec ts = {0, 2000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    free(addr);
+}
+
+TR_API const char *tr_runtime_address(const tr_runtime *rt) {
+    return rt ? rt->address : NULL;
+}
+
+#define CHECK_RT(rt, fn)                                                                           \
+    do {                                                                                           \
+        if (!(rt)) return tr__err(TR_EINVAL, fn ": runtime is NULL");                              \
+    } while (0)
+
+TR_API int tr_node_status(tr_runtime *rt, char **json_out) {
+    CHECK_RT(rt, "tr_node_status");
+    if (!json_out) return tr__err(TR_EINVAL, "tr_node_status: json_out is NULL");
+    *json_out = NULL;
+    tr__reply r;
+    int rc = tr__nodeconn_call(rt->node, TR__MSG_STATUS, NULL, RPC_MS, &r);
+    if (rc) return rc;
+    const char *p;
+    size_t n;
+    rc = tr__get_str(r.root, "json", &p, &n);
+    if (!rc) {
+        *json_out = malloc(n + 1);
+        if (!*json_out) {
+            rc = tr__err(TR_ENOMEM, "status");
+        } else {
+            memcpy(*json_out, p, n);
+            (*json_out)[n] = '\0';
+        }
+    }
+    tr__reply_free(&r);
+    return rc;
+}
+
+static int check_key(const char *key) {
+    if (!key || !*key) return tr__err(TR_EINVAL, "kv: empty key");
+    return 0;
+}
+
+TR_API int tr_kv_put(tr_runtime *rt, const char *key, const void *value, size_t len) {
+    CHECK_RT(rt, "tr_kv_put");
+    int rc = check_key(key);
+    if (rc) return rc;
+    if (!value && len) return tr__err(TR_EINVAL, "tr_kv_put: value is NULL");
+    if (len + strlen(key) + 64 > rt->cfg->max_msg)
+        return tr__err(TR_EMSGSIZE, "kv value of %zu bytes exceeds the message limit", len);
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 2);
+    tr__enc_str(&b, "key");
+    tr__enc_str(&b, key);
+    tr__enc_str(&b, "value");
+    tr__enc_bin(&b, value ? value : "", len);
+    rc = tr__nodeconn_call(rt->node, TR__MSG_KV_PUT, &b, RPC_MS, NULL);
+    tr__buf_free(&b);
+    return rc;
+}
+
+TR_API int tr_kv_get(tr_runtime *rt, const char *key, void **value, size_t *len) {
+    CHECK_RT(rt, "tr_kv_get");
+    int rc = check_key(key);
+    if (rc) return rc;
+    if (!value || !len) return tr__err(TR_EINVAL, "tr_kv_get: NULL output");
+    *value = NULL;
+    *len = 0;
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 1);
+    tr__enc_str(&b, "key");
+    tr__enc_str(&b, key);
+    tr__reply r;
+    rc = tr__nodeconn_call(rt->node, TR__MSG_KV_GET, &b, RPC_MS, &r);
+    tr__buf_free(&b);
+    if (rc) return rc;
+    const void *p;
+    size_t n;
+    rc = tr__get_bin(r.root, "value", &p, &n);
+    if (!rc) {
+        *value = malloc(n ? n : 1);
+        if (!*value) {
+            rc = tr__err(TR_ENOMEM, "kv value");
+        } else {
+            memcpy(*value, p, n);
+            *len = n;
+        }
+    }
+    tr__reply_free(&r);
+    return rc;
+}
+
+TR_API int tr_kv_del(tr_runtime *rt, const char *key) {
+    CHECK_RT(rt, "tr_kv_del");
+    int rc = check_key(key);
+    if (rc) return rc;
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 1);
+    tr__enc_str(&b, "key");
+    tr__enc_str(&b, key);
+    rc = tr__nodeconn_call(rt->node, TR__MSG_KV_DEL, &b, RPC_MS, NULL);
+    tr__buf_free(&b);
+    return rc;
+}
+
+TR_API void tr_actor_options_init(tr_actor_options *opts) {
+    if (!opts) return;
+    tr_actor_options def = TR_ACTOR_OPTIONS_INIT;
+    *opts = def;
+}
+
+TR_API char *tr_actor_id_str(tr_actor_id id, char *buf) {
+    if (buf) tr__hex(id.b, 16, buf);
+    return buf;
+}
+
+TR_API int tr_actor_create(tr_runtime *rt, const char *class_name, const tr_actor_options *opts,
+                           const void *args, size_t len, tr_actor_id *out) {
+    CHECK_RT(rt, "tr_actor_create");
+    if (!out) return tr__err(TR_EINVAL, "tr_actor_create: out is NULL");
+    return tr__actor_create(rt->actors, class_name, opts, args, len, out);
+}
+
+TR_API int tr_actor_wait_ready(tr_runtime *rt, tr_actor_id actor, int timeout_ms) {
+    CHECK_RT(rt, "tr_actor_wait_ready");
+    return tr__actor_wait_ready(rt->actors, actor, timeout_ms);
+}
+
+TR_API int tr_actor_get(tr_runtime *rt, const char *name, tr_actor_id *out) {
+    CHECK_RT(rt, "tr_actor_get");
+    if (!out) return tr__err(TR_EINVAL, "tr_actor_get: out is NULL");
+    return tr__actor_by_name(rt->actors, name, out);
+}
+
+TR_API int tr_actor_kill(tr_runtime *rt, tr_actor_id actor, int no_restart) {
+    CHECK_RT(rt, "tr_actor_kill");
+    return tr__actor_kill(rt->actors, actor, no_restart);
+}
+
+TR_API int tr_call(tr_runtime *rt, tr_actor_id actor, const char *method, const void *args,
+                   size_t len, tr_ref *out) {
+    CHECK_RT(rt, "tr_call");
+    return tr__actors_call(rt->actors, actor, method, args, len, out);
+}
+
+TR_API int tr_get(tr_runtime *rt, tr_ref ref, int timeout_ms, const void **data, size_t *len) {
+    CHECK_RT(rt, "tr_get");
+    return tr__actors_get(rt->actors, ref, timeout_ms, data, len);
+}
+
+TR_API int tr_wait(tr_runtime *rt, const tr_ref *refs, size_t n, size_t num_ready, int timeout_ms,
+                   uint8_t *ready, size_t *n_ready) {
+    CHECK_RT(rt, "tr_wait");
+    return tr__actors_wait(rt->actors, refs, n, num_ready, timeout_ms, ready, n_ready);
+}
+
+TR_API int tr_ref_release(tr_runtime *rt, tr_ref ref) {
+    CHECK_RT(rt, "tr_ref_release");
+    return tr__actors_release(rt->actors, ref);
+}

@@ -1,0 +1,277 @@
+/* api/troupe.c - the `troupe` command: start, inspect and stop a standalone node service.
+ *
+ *   troupe start --head [--num-cpus N] [--num-gpus N] [--resources a=1,b=2] [--tmpdir D]
+ *   troupe status [--address PATH]
+ *   troupe stop   [--address PATH]
+ *
+ * `start` spawns this executable as a detached node (its own session), waits until it
+ * listens, records its address in <tmpdir>/troupe-<uid>/head and prints it. Drivers reach
+ * it with the config key "address".
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api/node.h"
+#include "core/clock.h"
+#include "core/codec.h"
+#include "core/config.h"
+#include "core/frame.h"
+#include "core/ids.h"
+#include "core/log.h"
+#include "core/nodeconn.h"
+#include "core/status.h"
+
+extern char **environ;
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: troupe start --head [--num-cpus N] [--num-gpus N] [--resources a=1,b=2]\n"
+            "                           [--tmpdir DIR]\n"
+            "       troupe status [--address PATH] [--tmpdir DIR]\n"
+            "       troupe stop   [--address PATH] [--tmpdir DIR]\n"
+            "       troupe version\n");
+}
+
+static int fail(int rc, const char *what) {
+    fprintf(stderr, "troupe: %s: %s (%s)\n", what, tr_last_error(), tr_errname(rc));
+    return 1;
+}
+
+static int head_file(const char *tmpdir, char *out, size_t cap) {
+    char base[512];
+    int rc = tr__node_base_dir(tmpdir, base, sizeof base);
+    if (rc) return rc;
+    snprintf(out, cap, "%s/head", base);
+    return 0;
+}
+
+static int default_address(const char *tmpdir, char *out, size_t cap) {
+    char hf[600];
+    int rc = head_file(tmpdir, hf, sizeof hf);
+    if (rc) return rc;
+    FILE *f = fopen(hf, "r");
+    if (!f) return tr__err(TR_ENOTFOUND, "no running head node recorded in %s (use --address)", hf);
+    if (!fgets(out, (int)cap, f)) out[0] = '\0';
+    fclose(f);
+    out[strcspn(out, "\n")] = '\0';
+    return out[0] ? 0 : tr__err(TR_ENOTFOUND, "%s is empty", hf);
+}
+
+static int cmd_start(tr_config *cfg, int head) {
+    if (!head) {
+        fprintf(stderr, "troupe start: only --head nodes exist on one machine for now\n");
+        return 2;
+    }
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) return fail(tr__err_errno(errno, "pipe"), "start");
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n < 0) return fail(tr__err_errno(errno, "readlink"), "start");
+    exe[n] = '\0';
+    tr__buf enc = TR__BUF_INIT;
+    if (tr__config_encode_node(cfg, &enc)) return fail(TR_ENOMEM, "start");
+    char *hex = malloc(enc.len * 2 + 1);
+    char *e_cfg = malloc(enc.len * 2 + 32);
+    if (!hex || !e_cfg) return fail(TR_ENOMEM, "start");
+    tr__hex(enc.data, enc.len, hex);
+    sprintf(e_cfg, "TROUPE_NODE_CONFIG=%s", hex);
+    size_t n_env = 0;
+    while (environ[n_env])
+        n_env++;
+    char **envp = calloc(n_env + 5, sizeof *envp);
+    if (!envp) return fail(TR_ENOMEM, "start");
+    size_t k = 0;
+    for (size_t i = 0; i < n_env; i++)
+        if (strncmp(environ[i], "TROUPE_", 7) != 0 ||
+            strncmp(environ[i], "TROUPE_LOG_LEVEL=", 17) == 0)
+            envp[k++] = environ[i];
+    envp[k++] = "TROUPE_ROLE=node";
+    envp[k++] = "TROUPE_STANDALONE=1";
+    envp[k++] = "TROUPE_READY_FD=3";
+    envp[k++] = e_cfg;
+    envp[k] = NULL;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, p[1], 3);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    /* A daemon must not hold our stdout (a caller reading it would never see EOF): its
+     * output goes to a log file beside the head file. */
+    char logf[600] = "/dev/null";
+    char base[512];
+    if (tr__node_base_dir(cfg->tmpdir, base, sizeof base) == 0)
+        snprintf(logf, sizeof logf, "%s/node.log", base);
+    posix_spawn_file_actions_addopen(&fa, 1, logf, O_WRONLY | O_CREAT | O_APPEND, 0600);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    posix_spawnattr_t at;
+    posix_spawnattr_init(&at);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID);
+    pid_t pid;
+    char *argv[] = {exe, NULL};
+    int e = posix_spawn(&pid, exe, &fa, &at, argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    close(p[1]);
+    if (e) return fail(tr__err_errno(e, "spawn %s", exe), "start");
+    char line[700] = {0};
+    size_t got = 0;
+    int64_t deadline = tr__deadline(10000);
+    while (got < sizeof line - 1 && !memchr(line, '\n', got)) {
+        struct pollfd pfd = {p[0], POLLIN, 0};
+        if (poll(&pfd, 1, tr__ms_left(deadline)) <= 0) break;
+        ssize_t m = read(p[0], line + got, sizeof line - 1 - got);
+        if (m <= 0) break;
+        got += (size_t)m;
+    }
+    close(p[0]);
+    char *nl = memchr(line, '\n', got);
+    if (!nl) {
+        kill(pid, SIGKILL);
+        fprintf(stderr, "troupe: the node did not start (see %s)\n", logf);
+        return 1;
+    }
+    *nl = '\0';
+    char hf[600];
+    if (head_file(cfg->tmpdir, hf, sizeof hf) == 0) {
+        int fd = open(hf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            dprintf(fd, "%s\n", line);
+            close(fd);
+        }
+    }
+    printf("troupe node started (pid %d, log %s)\naddress: %s\n", (int)pid, logf, line);
+    free(hex);
+    free(e_cfg);
+    free(envp);
+    tr__buf_free(&enc);
+    return 0;
+}
+
+static int connect_cli(const char *addr, tr__nodeconn **out) {
+    int rc = tr__nodeconn_open(addr, TR__DEFAULT_MAX_MSG, out);
+    if (rc) return rc;
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 1);
+    tr__enc_str(&b, "role");
+    tr__enc_str(&b, "cli");
+    rc = tr__nodeconn_call(*out, TR__MSG_HELLO, &b, 5000, NULL);
+    tr__buf_free(&b);
+    if (rc) tr__nodeconn_close(*out);
+    return rc;
+}
+
+static int cmd_status(const char *addr) {
+    tr__nodeconn *c;
+    int rc = connect_cli(addr, &c);
+    if (rc) return fail(rc, "status");
+    tr__reply r;
+    rc = tr__nodeconn_call(c, TR__MSG_STATUS, NULL, 5000, &r);
+    if (rc) {
+        tr__nodeconn_close(c);
+        return fail(rc, "status");
+    }
+    const char *p;
+    size_t n;
+    if (tr__get_str(r.root, "json", &p, &n) == 0) printf("%.*s\n", (int)n, p);
+    tr__reply_free(&r);
+    tr__nodeconn_close(c);
+    return 0;
+}
+
+static int cmd_stop(const char *addr, const char *tmpdir) {
+    tr__nodeconn *c;
+    int rc = connect_cli(addr, &c);
+    if (rc) return fail(rc, "stop");
+    rc = tr__nodeconn_call(c, TR__MSG_SHUTDOWN, NULL, 5000, NULL);
+    tr__nodeconn_close(c);
+    if (rc) return fail(rc, "stop");
+    /* Wait until the node has removed its socket. */
+    int64_t deadline = tr__deadline(10000);
+    struct stat st;
+    while (stat(addr, &st) == 0 && tr__now_ns() < deadline)
+        usleep(5000);
+    if (stat(addr, &st) == 0) {
+        fprintf(stderr, "troupe: the node at %s did not stop within 10 s\n", addr);
+        return 1;
+    }
+    char hf[600], cur[700];
+    if (default_address(tmpdir, cur, sizeof cur) == 0 && strcmp(cur, addr) == 0 &&
+        head_file(tmpdir, hf, sizeof hf) == 0)
+        unlink(hf);
+    printf("troupe node at %s stopped\n", addr);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    tr__env env;
+    tr__env_read(&env);
+    if (env.role != TR__ROLE_DRIVER) return tr_worker_main(NULL) ? 2 : 0;
+    tr__log_set_role("cli");
+    tr__log_set_level(tr__config_log_level(NULL, &env));
+    if (argc < 2) {
+        usage();
+        return 2;
+    }
+    const char *cmd = argv[1];
+    tr_config *cfg;
+    if (tr_config_create(&cfg)) return 1;
+    const char *addr = NULL;
+    int head = 0;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int rc = 0;
+        if (strcmp(a, "--head") == 0) {
+            head = 1;
+            continue;
+        }
+        if (!v) {
+            usage();
+            return 2;
+        }
+        if (strcmp(a, "--address") == 0)
+            addr = v;
+        else if (strcmp(a, "--num-cpus") == 0)
+            rc = tr_config_set(cfg, "num_cpus", v);
+        else if (strcmp(a, "--num-gpus") == 0)
+            rc = tr_config_set(cfg, "num_gpus", v);
+        else if (strcmp(a, "--resources") == 0)
+            rc = tr_config_set(cfg, "resources", v);
+        else if (strcmp(a, "--tmpdir") == 0)
+            rc = tr_config_set(cfg, "tmpdir", v);
+        else {
+            usage();
+            return 2;
+        }
+        if (rc) return fail(rc, a);
+        i++;
+    }
+    int status;
+    char found[700];
+    if (strcmp(cmd, "start") == 0) {
+        status = cmd_start(cfg, head);
+    } else if (strcmp(cmd, "status") == 0 || strcmp(cmd, "stop") == 0) {
+        if (!addr) {
+            int rc = default_address(cfg->tmpdir, found, sizeof found);
+            if (rc) return fail(rc, cmd);
+            addr = found;
+        }
+        status = cmd[1] == 't' && cmd[2] == 'a' ? cmd_status(addr) : cmd_stop(addr, cfg->tmpdir);
+    } else if (strcmp(cmd, "version") == 0) {
+        printf("troupe %s (ABI %u)\n", tr_version_string(), tr_abi_version());
+        status = 0;
+    } else {
+        usage();
+        status = 2;
+    }
+    tr_config_destroy(cfg);
+    return status;
+}

@@ -1,0 +1,159 @@
+/* bench/actor_calls.c - method-call cost: a small-argument echo, sync round trip (p50,
+ * p99) and pipelined async throughput, beside the raw Unix-socket ping-pong of this
+ * machine measured in the same run.
+ *
+ *   bazel run //bench:actor_calls [-- --json] [-- --calls N]
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench/bench_util.h"
+#include "troupe/troupe.h"
+
+static int echo(tr_ctx *ctx, void *self, const void *args, size_t len) {
+    (void)self;
+    return tr_ctx_reply(ctx, args, len);
+}
+
+static const tr_method_def methods[] = {{"echo", echo}};
+
+#define CHECK(expr)                                                                                \
+    do {                                                                                           \
+        int rc_ = (expr);                                                                          \
+        if (rc_) {                                                                                 \
+            fprintf(stderr, "%s: %s: %s\n", #expr, tr_errname(rc_), tr_last_error());              \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+/* Raw baseline: 8-byte ping-pong over a Unix stream socketpair with an echo process, the
+ * same shape of exchange a sync call makes (blocking read on both sides). */
+static int raw_fd = -1;
+static pid_t raw_pid;
+
+static void raw_start(void) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) exit(1);
+    raw_pid = fork(); /* no threads exist yet: fork is safe here */
+    if (raw_pid == 0) {
+        close(sv[0]);
+        char buf[64];
+        for (;;) {
+            ssize_t n = read(sv[1], buf, sizeof buf);
+            if (n <= 0 || write(sv[1], buf, (size_t)n) != n) _exit(0);
+        }
+    }
+    close(sv[1]);
+    raw_fd = sv[0];
+}
+
+static double raw_rtt_us(void) {
+    char msg[8] = "ping!!!", buf[64];
+    double t = bench_now_us();
+    if (write(raw_fd, msg, sizeof msg) != (ssize_t)sizeof msg) exit(1);
+    size_t got = 0;
+    while (got < sizeof msg) {
+        ssize_t n = read(raw_fd, buf, sizeof buf);
+        if (n <= 0) exit(1);
+        got += (size_t)n;
+    }
+    return bench_now_us() - t;
+}
+
+static void raw_stop(void) {
+    close(raw_fd);
+    waitpid(raw_pid, NULL, 0);
+}
+
+static double call_rtt_us(tr_runtime *rt, tr_actor_id a, int64_t v) {
+    tr_ref r;
+    const void *d;
+    size_t n;
+    double t = bench_now_us();
+    CHECK(tr_call(rt, a, "echo", &v, sizeof v, &r));
+    CHECK(tr_get(rt, r, 10000, &d, &n));
+    int ok = n == sizeof v && memcmp(d, &v, sizeof v) == 0;
+    CHECK(tr_ref_release(rt, r));
+    t = bench_now_us() - t;
+    if (!ok) {
+        fprintf(stderr, "echo returned the wrong value\n");
+        exit(1);
+    }
+    return t;
+}
+
+int main(int argc, char **argv) {
+    tr_config *cfg;
+    CHECK(tr_config_create(&cfg));
+    tr_actor_class cls = TR_ACTOR_CLASS_INIT;
+    cls.name = "Echo";
+    cls.methods = methods;
+    cls.n_methods = 1;
+    CHECK(tr_config_add_class(cfg, &cls));
+    tr_worker_main(cfg); /* a worker never returns from here */
+
+    int calls = 20000;
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--calls") == 0) calls = atoi(argv[i + 1]);
+    if (calls < 1000) calls = 1000;
+    bench_init(argc, argv);
+
+    raw_start();
+    tr_runtime *rt;
+    CHECK(tr_init(cfg, &rt));
+    tr_actor_id a;
+    CHECK(tr_actor_create(rt, "Echo", NULL, NULL, 0, &a));
+    CHECK(tr_actor_wait_ready(rt, a, 10000));
+
+    /* Sync round trips, interleaved in blocks with the raw ping-pong so that both see the
+     * same load on this shared machine. */
+    double *lat = malloc(sizeof(double) * (size_t)calls);
+    double *raw = malloc(sizeof(double) * (size_t)calls);
+    enum { BLOCK = 500 };
+    for (int i = 0; i < 1000; i++)
+        call_rtt_us(rt, a, i), raw_rtt_us(); /* warm-up */
+    for (int base = 0; base < calls; base += BLOCK) {
+        int n = calls - base < BLOCK ? calls - base : BLOCK;
+        for (int i = 0; i < n; i++)
+            raw[base + i] = raw_rtt_us();
+        for (int i = 0; i < n; i++)
+            lat[base + i] = call_rtt_us(rt, a, base + i);
+    }
+    raw_stop();
+    double raw_p50 = bench_percentile(raw, (size_t)calls, 50);
+    double p50 = bench_percentile(lat, (size_t)calls, 50);
+    double p99 = bench_percentile(lat, (size_t)calls, 99);
+
+    /* async: a window of calls in flight, then their results, repeated */
+    enum { WINDOW = 1000 };
+    static tr_ref refs[WINDOW];
+    int total = calls * 5;
+    double t0 = bench_now_us();
+    for (int done = 0; done < total; done += WINDOW) {
+        for (int i = 0; i < WINDOW; i++) {
+            int64_t v = done + i;
+            CHECK(tr_call(rt, a, "echo", &v, sizeof v, &refs[i]));
+        }
+        for (int i = 0; i < WINDOW; i++) {
+            CHECK(tr_get(rt, refs[i], 10000, NULL, NULL));
+            CHECK(tr_ref_release(rt, refs[i]));
+        }
+    }
+    double secs = (bench_now_us() - t0) / 1e6;
+    double per_s = (double)(total / WINDOW * WINDOW) / secs;
+
+    bench_report("raw_socket_rtt_us_p50", raw_p50, "us");
+    bench_report("sync_rtt_us_p50", p50, "us");
+    bench_report("sync_rtt_us_p99", p99, "us");
+    bench_report("sync_rtt_over_raw_socket", p50 / raw_p50, "x");
+    bench_report("async_calls_per_s", per_s, "calls/s");
+    tr_shutdown(rt);
+    tr_config_destroy(cfg);
+    free(lat);
+    free(raw);
+    return 0;
+}

@@ -1,0 +1,46 @@
+/* bench/bench_util.h - shared by the benchmarks: timing, percentiles, and the output
+ * format (a table by default; with --json one {"name","value","unit"} object per line). */
+#ifndef TR_BENCH_UTIL_H
+#define TR_BENCH_UTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static inline double bench_now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int bench_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Sorts v in place and returns its p-th percentile (0..100). */
+static inline double bench_percentile(double *v, size_t n, double p) {
+    if (n == 0) return 0;
+    qsort(v, n, sizeof v[0], bench_cmp_double);
+    size_t i = (size_t)(p / 100.0 * (double)(n - 1) + 0.5);
+    return v[i < n ? i : n - 1];
+}
+
+static int bench_json;
+
+static inline void bench_init(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--json") == 0) bench_json = 1;
+    if (!bench_json) printf("%-34s %14s  %s\n", "metric", "value", "unit");
+}
+
+static inline void bench_report(const char *name, double value, const char *unit) {
+    if (bench_json)
+        printf("{\"name\": \"%s\", \"value\": %.6g, \"unit\": \"%s\"}\n", name, value, unit);
+    else
+        printf("%-34s %14.2f  %s\n", name, value, unit);
+    fflush(stdout);
+}
+
+#endif

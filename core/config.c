@@ -1,0 +1,238 @@
+/* core/config.c - tr_config and the TROUPE_* environment. */
+#include "core/config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/codec.h"
+#include "core/frame.h"
+#include "core/log.h"
+#include "core/status.h"
+
+void tr__env_read(tr__env *e) {
+    memset(e, 0, sizeof *e);
+    const char *role = getenv("TROUPE_ROLE");
+    e->role = TR__ROLE_DRIVER;
+    if (role && strcmp(role, "node") == 0) e->role = TR__ROLE_NODE;
+    if (role && strcmp(role, "worker") == 0) e->role = TR__ROLE_WORKER;
+    e->node_path = getenv("TROUPE_NODE");
+    e->actor_hex = getenv("TROUPE_ACTOR");
+    e->node_config = getenv("TROUPE_NODE_CONFIG");
+    const char *fd = getenv("TROUPE_READY_FD");
+    e->ready_fd = fd ? atoi(fd) : -1;
+    const char *sa = getenv("TROUPE_STANDALONE");
+    e->standalone = sa && strcmp(sa, "1") == 0;
+    e->log_level = tr__log_parse_level(getenv("TROUPE_LOG_LEVEL"));
+}
+
+static void config_defaults(tr_config *c) {
+    memset(c, 0, sizeof *c);
+    c->num_cpus = -1;
+    c->num_gpus = 0;
+    c->log_level = -1;
+    c->max_msg = TR__DEFAULT_MAX_MSG;
+    c->worker_start_timeout_ms = 30000;
+}
+
+TR_API int tr_config_create(tr_config **out) {
+    if (!out) return tr__err(TR_EINVAL, "tr_config_create: out is NULL");
+    *out = NULL;
+    tr_config *c = malloc(sizeof *c);
+    if (!c) return tr__err(TR_ENOMEM, "tr_config_create");
+    config_defaults(c);
+    *out = c;
+    return 0;
+}
+
+TR_API void tr_config_destroy(tr_config *cfg) {
+    if (!cfg) return;
+    free(cfg->address);
+    free(cfg->tmpdir);
+    for (size_t i = 0; i < cfg->n_classes; i++)
+        free((char *)cfg->classes[i].name);
+    free(cfg->classes);
+    free(cfg);
+}
+
+static int parse_num(const char *key, const char *v, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double d = strtod(v, &end);
+    if (end == v || *end != '\0' || errno || !(d >= lo && d <= hi))
+        return tr__err(TR_EINVAL, "config '%s': '%s' is not a number in [%g, %g]", key, v, lo, hi);
+    *out = d;
+    return 0;
+}
+
+static int set_str(char **slot, const char *v) {
+    char *s = strdup(v);
+    if (!s) return tr__err(TR_ENOMEM, "config string");
+    free(*slot);
+    *slot = s;
+    return 0;
+}
+
+TR_API int tr_config_set(tr_config *cfg, const char *key, const char *value) {
+    if (!cfg || !key || !value) return tr__err(TR_EINVAL, "tr_config_set: NULL argument");
+    double d;
+    int rc;
+    if (strcmp(key, "address") == 0) {
+        if (*value == '\0') {
+            free(cfg->address);
+            cfg->address = NULL;
+            return 0;
+        }
+        return set_str(&cfg->address, value);
+    }
+    if (strcmp(key, "tmpdir") == 0) return set_str(&cfg->tmpdir, value);
+    if (strcmp(key, "num_cpus") == 0) {
+        if ((rc = parse_num(key, value, 0, 1e6, &d))) return rc;
+        cfg->num_cpus = d;
+        return 0;
+    }
+    if (strcmp(key, "num_gpus") == 0) {
+        if ((rc = parse_num(key, value, 0, 1e6, &d))) return rc;
+        cfg->num_gpus = d;
+        return 0;
+    }
+    if (strcmp(key, "resources") == 0) {
+        tr__res r = {0};
+        if ((rc = tr__res_parse(&r, value))) return rc;
+        cfg->resources = r;
+        return 0;
+    }
+    if (strcmp(key, "log_level") == 0) {
+        int l = tr__log_parse_level(value);
+        if (l < 0)
+            return tr__err(TR_EINVAL, "config 'log_level': '%s' is not error|warn|info|debug",
+                           value);
+        cfg->log_level = l;
+        return 0;
+    }
+    if (strcmp(key, "max_message_bytes") == 0) {
+        if ((rc = parse_num(key, value, 4096, 4294967295.0, &d))) return rc;
+        cfg->max_msg = (size_t)d;
+        return 0;
+    }
+    if (strcmp(key, "worker_start_timeout_ms") == 0) {
+        if ((rc = parse_num(key, value, 1, 3600e3, &d))) return rc;
+        cfg->worker_start_timeout_ms = (int)d;
+        return 0;
+    }
+    return tr__err(TR_EINVAL, "config: unknown key '%s'", key);
+}
+
+TR_API void tr_actor_class_init(tr_actor_class *cls) {
+    if (!cls) return;
+    memset(cls, 0, sizeof *cls);
+    cls->struct_size = sizeof *cls;
+}
+
+const tr_actor_class *tr__config_find_class(const tr_config *cfg, const char *name) {
+    for (size_t i = 0; i < cfg->n_classes; i++)
+        if (strcmp(cfg->classes[i].name, name) == 0) return &cfg->classes[i];
+    return NULL;
+}
+
+TR_API int tr_config_add_class(tr_config *cfg, const tr_actor_class *cls) {
+    if (!cfg || !cls) return tr__err(TR_EINVAL, "tr_config_add_class: NULL argument");
+    if (cls->struct_size < sizeof(tr_actor_class))
+        return tr__err(TR_EINVAL,
+                       "tr_config_add_class: struct_size %u, want %zu (use "
+                       "TR_ACTOR_CLASS_INIT)",
+                       cls->struct_size, sizeof(tr_actor_class));
+    if (!cls->name || !*cls->name || strlen(cls->name) > 255)
+        return tr__err(TR_EINVAL, "tr_config_add_class: class needs a name of 1..255 bytes");
+    if (cls->n_methods && !cls->methods)
+        return tr__err(TR_EINVAL, "class '%s': n_methods without methods", cls->name);
+    for (size_t i = 0; i < cls->n_methods; i++)
+        if (!cls->methods[i].name || !cls->methods[i].fn)
+            return tr__err(TR_EINVAL, "class '%s': method %zu has no name or function", cls->name,
+                           i);
+    if (tr__config_find_class(cfg, cls->name))
+        return tr__err(TR_EEXIST, "class '%s' is already registered", cls->name);
+    tr_actor_class *v = realloc(cfg->classes, (cfg->n_classes + 1) * sizeof *v);
+    if (!v) return tr__err(TR_ENOMEM, "tr_config_add_class");
+    cfg->classes = v;
+    char *name = strdup(cls->name);
+    if (!name) return tr__err(TR_ENOMEM, "tr_config_add_class");
+    v[cfg->n_classes] = *cls;
+    v[cfg->n_classes].struct_size = sizeof(tr_actor_class);
+    v[cfg->n_classes].name = name;
+    cfg->n_classes++;
+    return 0;
+}
+
+int tr__config_copy(const tr_config *src, tr_config **out) {
+    tr_config *c;
+    int rc = tr_config_create(&c);
+    if (rc) return rc;
+    if (src) {
+        tr_config tmp = *src;
+        tmp.address = tmp.tmpdir = NULL;
+        tmp.classes = NULL;
+        tmp.n_classes = 0;
+        *c = tmp;
+        if ((src->address && set_str(&c->address, src->address)) ||
+            (src->tmpdir && set_str(&c->tmpdir, src->tmpdir)))
+            goto oom;
+        for (size_t i = 0; i < src->n_classes; i++)
+            if (tr_config_add_class(c, &src->classes[i])) goto oom;
+    }
+    *out = c;
+    return 0;
+oom:
+    tr_config_destroy(c);
+    return tr__err(TR_ENOMEM, "copying the configuration");
+}
+
+int tr__config_log_level(const tr_config *cfg, const tr__env *env) {
+    if (cfg && cfg->log_level >= 0) return cfg->log_level;
+    if (env && env->log_level >= 0) return env->log_level;
+    return TR__LOG_WARN;
+}
+
+int tr__config_encode_node(const tr_config *cfg, tr__buf *out) {
+    char res[1024];
+    tr__res_format(&cfg->resources, res, sizeof res);
+    tr__enc_map(out, 6);
+    tr__enc_str(out, "num_cpus");
+    tr__enc_double(out, cfg->num_cpus);
+    tr__enc_str(out, "num_gpus");
+    tr__enc_double(out, cfg->num_gpus);
+    tr__enc_str(out, "resources");
+    tr__enc_str(out, res);
+    tr__enc_str(out, "max_msg");
+    tr__enc_uint(out, cfg->max_msg);
+    tr__enc_str(out, "start_ms");
+    tr__enc_int(out, cfg->worker_start_timeout_ms);
+    tr__enc_str(out, "log_level");
+    tr__enc_int(out, cfg->log_level);
+    return out->oom ? TR_ENOMEM : 0;
+}
+
+int tr__config_decode_node(const void *data, size_t len, tr_config *cfg) {
+    tr__dec d;
+    int rc = tr__dec_init(&d, data, len);
+    if (rc) return rc;
+    uint64_t max_msg;
+    int64_t start_ms, lvl;
+    char *res = NULL;
+    if ((rc = tr__get_double(d.root, "num_cpus", &cfg->num_cpus)) ||
+        (rc = tr__get_double(d.root, "num_gpus", &cfg->num_gpus)) ||
+        (rc = tr__get_uint(d.root, "max_msg", &max_msg)) ||
+        (rc = tr__get_int(d.root, "start_ms", &start_ms)) ||
+        (rc = tr__get_int(d.root, "log_level", &lvl)) ||
+        (rc = tr__get_strdup(d.root, "resources", &res)))
+        goto out;
+    cfg->max_msg = max_msg;
+    cfg->worker_start_timeout_ms = (int)start_ms;
+    cfg->log_level = (int)lvl;
+    memset(&cfg->resources, 0, sizeof cfg->resources);
+    rc = tr__res_parse(&cfg->resources, res);
+out:
+    free(res);
+    tr__dec_free(&d);
+    return rc;
+}

@@ -1,0 +1,54 @@
+/* core/config.h - the runtime configuration (public tr_config) and the process
+ * environment, read in one place.
+ *
+ * tr_config is filled by tr_config_set/tr_config_add_class and copied by tr_init.
+ * tr__env_read() is the only reader of TROUPE_* environment variables: the role a
+ * process was started in (driver, node, worker) and what its parent passed down.
+ * Not thread-safe (set-up time only).
+ */
+#ifndef TR_CORE_CONFIG_H
+#define TR_CORE_CONFIG_H
+
+#include <stddef.h>
+
+#include "core/buf.h"
+#include "core/sched.h"
+#include "troupe/troupe.h"
+
+struct tr_config {
+    char *address;   /* node socket path; NULL = embedded node */
+    double num_cpus; /* < 0: the machine's CPU count */
+    double num_gpus;
+    tr__res resources; /* custom resources */
+    int log_level;     /* < 0: unset */
+    size_t max_msg;
+    int worker_start_timeout_ms;
+    char *tmpdir; /* NULL: /tmp */
+    tr_actor_class *classes;
+    size_t n_classes;
+};
+
+enum { TR__ROLE_DRIVER = 0, TR__ROLE_NODE = 1, TR__ROLE_WORKER = 2 };
+
+typedef struct tr__env {
+    int role;
+    const char *node_path;   /* TROUPE_NODE: the node's socket (workers) */
+    const char *actor_hex;   /* TROUPE_ACTOR: the actor a worker runs */
+    const char *node_config; /* TROUPE_NODE_CONFIG: hex msgpack of the node's config */
+    int ready_fd;            /* TROUPE_READY_FD: the node writes its address here; -1 */
+    int standalone;          /* TROUPE_STANDALONE=1: a `troupe start` node */
+    int log_level;           /* TROUPE_LOG_LEVEL, -1 if unset */
+} tr__env;
+
+void tr__env_read(tr__env *e);
+
+/* Deep copy (classes' method tables stay borrowed). Returns 0 or TR_ENOMEM. */
+int tr__config_copy(const tr_config *src, tr_config **out);
+/* The node-relevant part as msgpack (for the embedded node's environment), and back. */
+int tr__config_encode_node(const tr_config *cfg, tr__buf *out);
+int tr__config_decode_node(const void *data, size_t len, tr_config *cfg);
+const tr_actor_class *tr__config_find_class(const tr_config *cfg, const char *name);
+/* Effective log level: config, else environment, else warn. */
+int tr__config_log_level(const tr_config *cfg, const tr__env *env);
+
+#endif

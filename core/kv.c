@@ -1,0 +1,177 @@
+/* core/kv.c - a chained hash table of byte strings (FNV-1a), doubling at load 1. */
+#include "core/kv.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/frame.h"
+#include "core/nodeconn.h"
+#include "core/status.h"
+
+#define MAX_KEY 1024
+
+typedef struct entry {
+    struct entry *next;
+    uint64_t hash;
+    size_t klen, vlen;
+    char *val;
+    char key[];
+} entry;
+
+struct tr__kv {
+    entry **slots;
+    size_t cap, count;
+};
+
+static uint64_t fnv(const char *p, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)p[i]) * 1099511628211ull;
+    return h;
+}
+
+int tr__kv_create(tr__kv **out) {
+    tr__kv *kv = calloc(1, sizeof *kv);
+    if (kv) kv->slots = calloc(64, sizeof *kv->slots);
+    if (!kv || !kv->slots) {
+        free(kv);
+        return tr__err(TR_ENOMEM, "kv store");
+    }
+    kv->cap = 64;
+    *out = kv;
+    return 0;
+}
+
+void tr__kv_destroy(tr__kv *kv) {
+    if (!kv) return;
+    for (size_t i = 0; i < kv->cap; i++) {
+        for (entry *e = kv->slots[i], *n; e; e = n) {
+            n = e->next;
+            free(e->val);
+            free(e);
+        }
+    }
+    free(kv->slots);
+    free(kv);
+}
+
+static entry **find(const tr__kv *kv, const char *key, size_t klen, uint64_t h) {
+    entry **pp = &kv->slots[h & (kv->cap - 1)];
+    for (; *pp; pp = &(*pp)->next)
+        if ((*pp)->hash == h && (*pp)->klen == klen && memcmp((*pp)->key, key, klen) == 0) break;
+    return pp;
+}
+
+static void grow(tr__kv *kv) {
+    size_t cap = kv->cap * 2;
+    entry **slots = calloc(cap, sizeof *slots);
+    if (!slots) return; /* keep the old table: slower, still correct */
+    for (size_t i = 0; i < kv->cap; i++) {
+        for (entry *e = kv->slots[i], *n; e; e = n) {
+            n = e->next;
+            e->next = slots[e->hash & (cap - 1)];
+            slots[e->hash & (cap - 1)] = e;
+        }
+    }
+    free(kv->slots);
+    kv->slots = slots;
+    kv->cap = cap;
+}
+
+int tr__kv_put(tr__kv *kv, const char *key, size_t klen, const void *val, size_t vlen) {
+    if (klen == 0 || klen > MAX_KEY)
+        return tr__err(TR_EINVAL, "kv key must have 1..%d bytes, got %zu", MAX_KEY, klen);
+    char *v = malloc(vlen ? vlen : 1);
+    if (!v) return tr__err(TR_ENOMEM, "kv value of %zu bytes", vlen);
+    if (vlen) memcpy(v, val, vlen);
+    uint64_t h = fnv(key, klen);
+    entry **pp = find(kv, key, klen, h);
+    if (*pp) {
+        free((*pp)->val);
+        (*pp)->val = v;
+        (*pp)->vlen = vlen;
+        return 0;
+    }
+    entry *e = malloc(sizeof *e + klen);
+    if (!e) {
+        free(v);
+        return tr__err(TR_ENOMEM, "kv entry");
+    }
+    e->next = NULL;
+    e->hash = h;
+    e->klen = klen;
+    e->vlen = vlen;
+    e->val = v;
+    memcpy(e->key, key, klen);
+    *pp = e;
+    if (++kv->count > kv->cap) grow(kv);
+    return 0;
+}
+
+int tr__kv_get(const tr__kv *kv, const char *key, size_t klen, const void **val, size_t *vlen) {
+    entry **pp = find(kv, key, klen, fnv(key, klen));
+    if (!*pp)
+        return tr__err(TR_ENOTFOUND, "kv: no key '%.*s'", (int)(klen > 200 ? 200 : klen), key);
+    *val = (*pp)->val;
+    *vlen = (*pp)->vlen;
+    return 0;
+}
+
+int tr__kv_del(tr__kv *kv, const char *key, size_t klen) {
+    entry **pp = find(kv, key, klen, fnv(key, klen));
+    if (!*pp)
+        return tr__err(TR_ENOTFOUND, "kv: no key '%.*s'", (int)(klen > 200 ? 200 : klen), key);
+    entry *e = *pp;
+    *pp = e->next;
+    free(e->val);
+    free(e);
+    kv->count--;
+    return 0;
+}
+
+size_t tr__kv_count(const tr__kv *kv) {
+    return kv->count;
+}
+
+static void on_put(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
+    const char *k;
+    size_t kn, vn;
+    const void *v;
+    int rc = tr__get_str(body, "key", &k, &kn);
+    if (!rc) rc = tr__get_bin(body, "value", &v, &vn);
+    if (!rc) rc = tr__kv_put(ctx, k, kn, v, vn);
+    tr__server_reply_status(c, seq, rc, rc ? tr_last_error() : NULL);
+}
+
+static void on_get(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
+    const char *k;
+    size_t kn, vn;
+    const void *v;
+    int rc = tr__get_str(body, "key", &k, &kn);
+    if (!rc) rc = tr__kv_get(ctx, k, kn, &v, &vn);
+    if (rc) {
+        tr__server_reply_status(c, seq, rc, tr_last_error());
+        return;
+    }
+    tr__buf b = TR__BUF_INIT;
+    tr__reply_begin(&b, 0, NULL, 1);
+    tr__enc_str(&b, "value");
+    tr__enc_bin(&b, v, vn);
+    tr__server_reply(c, seq, &b);
+    tr__buf_free(&b);
+}
+
+static void on_del(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
+    const char *k;
+    size_t kn;
+    int rc = tr__get_str(body, "key", &k, &kn);
+    if (!rc) rc = tr__kv_del(ctx, k, kn);
+    tr__server_reply_status(c, seq, rc, rc ? tr_last_error() : NULL);
+}
+
+void tr__kv_mount(tr__kv *kv, tr__server *s) {
+    tr__server_on(s, TR__MSG_KV_PUT, on_put, kv);
+    tr__server_on(s, TR__MSG_KV_GET, on_get, kv);
+    tr__server_on(s, TR__MSG_KV_DEL, on_del, kv);
+}

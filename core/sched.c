@@ -1,0 +1,101 @@
+/* core/sched.c - resource vectors. Quantities are doubles (fractional GPUs, as in Ray);
+ * comparisons allow a small epsilon so that 0.1 * 10 fits in 1. */
+#include "core/sched.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"
+
+#define EPS 1e-9
+
+static int find(const tr__res *r, const char *name) {
+    for (int i = 0; i < r->n; i++)
+        if (strcmp(r->name[i], name) == 0) return i;
+    return -1;
+}
+
+int tr__res_add(tr__res *r, const char *name, double qty) {
+    size_t len = name ? strlen(name) : 0;
+    if (len == 0 || len >= TR__RES_NAME)
+        return tr__err(TR_EINVAL, "resource name '%s' must have 1..%d characters",
+                       name ? name : "(null)", TR__RES_NAME - 1);
+    if (!(qty >= 0) || isinf(qty))
+        return tr__err(TR_EINVAL, "resource '%s': quantity must be a finite number >= 0", name);
+    int i = find(r, name);
+    if (i < 0) {
+        if (r->n == TR__MAX_RES)
+            return tr__err(TR_EINVAL, "more than %d distinct resources", TR__MAX_RES);
+        i = r->n++;
+        memcpy(r->name[i], name, len + 1);
+        r->qty[i] = 0;
+    }
+    r->qty[i] += qty;
+    return 0;
+}
+
+double tr__res_get(const tr__res *r, const char *name) {
+    int i = find(r, name);
+    return i < 0 ? 0 : r->qty[i];
+}
+
+int tr__res_parse(tr__res *r, const char *text) {
+    const char *p = text;
+    while (p && *p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char item[96];
+        if (len >= sizeof item) return tr__err(TR_EINVAL, "resource item too long in '%s'", text);
+        memcpy(item, p, len);
+        item[len] = '\0';
+        char *eq = strchr(item, '=');
+        if (!eq) return tr__err(TR_EINVAL, "resource '%s' has no '=qty'", item);
+        *eq = '\0';
+        char *q_end;
+        double q = strtod(eq + 1, &q_end);
+        if (q_end == eq + 1 || *q_end != '\0')
+            return tr__err(TR_EINVAL, "resource '%s': bad quantity '%s'", item, eq + 1);
+        int rc = tr__res_add(r, item, q);
+        if (rc) return rc;
+        p = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+void tr__res_format(const tr__res *r, char *out, size_t cap) {
+    size_t off = 0;
+    if (cap) out[0] = '\0';
+    for (int i = 0; i < r->n && off < cap; i++) {
+        /* %.17g: the text goes through strtod on the other side and must round-trip */
+        int n = snprintf(out + off, cap - off, "%s%s=%.17g", off ? "," : "", r->name[i], r->qty[i]);
+        if (n < 0) break;
+        off += (size_t)n;
+    }
+}
+
+bool tr__res_fits(const tr__res *req, const tr__res *avail) {
+    for (int i = 0; i < req->n; i++) {
+        if (req->qty[i] <= 0) continue;
+        if (tr__res_get(avail, req->name[i]) + EPS < req->qty[i]) return false;
+    }
+    return true;
+}
+
+void tr__res_take(tr__res *avail, const tr__res *req) {
+    for (int i = 0; i < req->n; i++) {
+        int j = find(avail, req->name[i]);
+        if (j >= 0) {
+            avail->qty[j] -= req->qty[i];
+            if (avail->qty[j] < EPS) avail->qty[j] = 0;
+        }
+    }
+}
+
+void tr__res_give(tr__res *avail, const tr__res *req) {
+    for (int i = 0; i < req->n; i++) {
+        int j = find(avail, req->name[i]);
+        if (j >= 0) avail->qty[j] += req->qty[i];
+    }
+}

@@ -1,0 +1,197 @@
+// core/sched_test.cc - resource vectors: add, parse, format, fits, take, give.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+extern "C" {
+#include "core/sched.h"
+#include "core/status.h"
+}
+
+namespace {
+
+tr__res parsed(const char *text) {
+    tr__res r;
+    memset(&r, 0, sizeof r);
+    EXPECT_EQ(tr__res_parse(&r, text), 0) << text << ": " << tr_last_error();
+    return r;
+}
+
+std::string formatted(const tr__res &r) {
+    char out[1024];
+    tr__res_format(&r, out, sizeof out);
+    return out;
+}
+
+TEST(Sched, AddAndGet) {
+    tr__res r = {};
+    EXPECT_EQ(tr__res_get(&r, "CPU"), 0.0);
+    ASSERT_EQ(tr__res_add(&r, "CPU", 4), 0);
+    ASSERT_EQ(tr__res_add(&r, "GPU", 0.5), 0);
+    ASSERT_EQ(tr__res_add(&r, "CPU", 2), 0); // adds to the existing entry
+    EXPECT_EQ(r.n, 2);
+    EXPECT_EQ(tr__res_get(&r, "CPU"), 6.0);
+    EXPECT_EQ(tr__res_get(&r, "GPU"), 0.5);
+    EXPECT_EQ(tr__res_get(&r, "cpu"), 0.0); // names are case-sensitive
+    ASSERT_EQ(tr__res_add(&r, "zero", 0), 0);
+    EXPECT_EQ(r.n, 3);
+}
+
+TEST(Sched, AddRejectsBadNames) {
+    tr__res r = {};
+    EXPECT_EQ(tr__res_add(&r, nullptr, 1), TR_EINVAL);
+    EXPECT_EQ(tr__res_add(&r, "", 1), TR_EINVAL);
+    std::string max(TR__RES_NAME - 1, 'n');
+    std::string over(TR__RES_NAME, 'n');
+    EXPECT_EQ(tr__res_add(&r, over.c_str(), 1), TR_EINVAL);
+    EXPECT_EQ(r.n, 0);
+    EXPECT_EQ(tr__res_add(&r, max.c_str(), 1), 0);
+    EXPECT_EQ(tr__res_get(&r, max.c_str()), 1.0);
+}
+
+TEST(Sched, AddRejectsBadQuantities) {
+    tr__res r = {};
+    EXPECT_EQ(tr__res_add(&r, "CPU", -1), TR_EINVAL);
+    EXPECT_EQ(tr__res_add(&r, "CPU", -1e-12), TR_EINVAL);
+    EXPECT_EQ(tr__res_add(&r, "CPU", NAN), TR_EINVAL);
+    EXPECT_EQ(tr__res_add(&r, "CPU", INFINITY), TR_EINVAL);
+    EXPECT_EQ(tr__res_add(&r, "CPU", -INFINITY), TR_EINVAL);
+    EXPECT_EQ(r.n, 0);
+}
+
+TEST(Sched, TableFull) {
+    tr__res r = {};
+    for (int i = 0; i < TR__MAX_RES; i++)
+        ASSERT_EQ(tr__res_add(&r, ("r" + std::to_string(i)).c_str(), i), 0);
+    EXPECT_EQ(tr__res_add(&r, "one_more", 1), TR_EINVAL);
+    EXPECT_EQ(r.n, TR__MAX_RES);
+    EXPECT_EQ(tr__res_add(&r, "r3", 1), 0); // existing names still add
+    EXPECT_EQ(tr__res_get(&r, "r3"), 4.0);
+}
+
+TEST(Sched, Parse) {
+    tr__res r = parsed("CPU=4,GPU=0.5,mem=1e9");
+    EXPECT_EQ(r.n, 3);
+    EXPECT_EQ(tr__res_get(&r, "CPU"), 4.0);
+    EXPECT_EQ(tr__res_get(&r, "GPU"), 0.5);
+    EXPECT_EQ(tr__res_get(&r, "mem"), 1e9);
+    tr__res e = parsed("");
+    EXPECT_EQ(e.n, 0);
+    tr__res twice = parsed("a=1,a=2");
+    EXPECT_EQ(twice.n, 1);
+    EXPECT_EQ(tr__res_get(&twice, "a"), 3.0);
+    tr__res trailing = parsed("a=1,");
+    EXPECT_EQ(tr__res_get(&trailing, "a"), 1.0);
+    tr__res null_text = {};
+    EXPECT_EQ(tr__res_parse(&null_text, nullptr), 0);
+    EXPECT_EQ(null_text.n, 0);
+}
+
+TEST(Sched, ParseErrors) {
+    const char *bad[] = {"CPU",     "CPU=",    "CPU=abc", "CPU=1x",   "=1",      "CPU=-1",
+                         "CPU=nan", "CPU=inf", ",CPU=1",  "a=1,,b=2", "a=1;b=2", "CPU==1"};
+    for (const char *text : bad) {
+        tr__res r = {};
+        EXPECT_EQ(tr__res_parse(&r, text), TR_EINVAL) << text;
+        EXPECT_STRNE(tr_last_error(), "") << text;
+    }
+    std::string long_item = std::string(100, 'x') + "=1";
+    tr__res r = {};
+    EXPECT_EQ(tr__res_parse(&r, long_item.c_str()), TR_EINVAL);
+    std::string long_name = std::string(TR__RES_NAME, 'x') + "=1";
+    EXPECT_EQ(tr__res_parse(&r, long_name.c_str()), TR_EINVAL);
+}
+
+TEST(Sched, Format) {
+    tr__res r = parsed("CPU=4,GPU=0.5,custom=3");
+    EXPECT_EQ(formatted(r), "CPU=4,GPU=0.5,custom=3");
+    tr__res empty = {};
+    EXPECT_EQ(formatted(empty), "");
+    // Truncation never overruns and stays NUL-terminated.
+    char small[8];
+    memset(small, 'X', sizeof small);
+    tr__res_format(&r, small, sizeof small);
+    EXPECT_EQ(strlen(small), 7u);
+    EXPECT_EQ(std::string(small), "CPU=4,G");
+    char none[1] = {'X'};
+    tr__res_format(&r, none, 1);
+    EXPECT_EQ(none[0], '\0');
+    tr__res_format(&r, nullptr, 0);
+}
+
+TEST(Sched, FormatParseRoundTripOfSmallValues) {
+    tr__res r = parsed("CPU=16,GPU=0.25,a=1,b=0,c=123456");
+    tr__res back = parsed(formatted(r).c_str());
+    ASSERT_EQ(back.n, r.n);
+    for (int i = 0; i < r.n; i++)
+        EXPECT_EQ(tr__res_get(&back, r.name[i]), r.qty[i]);
+}
+
+TEST(Sched, FormatParseRoundTripIsExact) {
+    // Known core bug (sched.c tr__res_format): "%g" keeps 6 significant digits, so a
+    // node's "memory=17179869184" comes back from tr__config_decode_node as 1.71799e+10.
+    tr__res r = parsed("memory=17179869184,frac=0.3333333333,cpu=1234567");
+    tr__res back = parsed(formatted(r).c_str());
+    ASSERT_EQ(back.n, r.n);
+    for (int i = 0; i < r.n; i++)
+        EXPECT_EQ(tr__res_get(&back, r.name[i]), r.qty[i]);
+}
+
+TEST(Sched, Fits) {
+    tr__res node = parsed("CPU=4,GPU=1");
+    EXPECT_TRUE(tr__res_fits(&node, &node));
+    tr__res empty = {};
+    EXPECT_TRUE(tr__res_fits(&empty, &node));
+    EXPECT_TRUE(tr__res_fits(&empty, &empty));
+    tr__res two_cpu = parsed("CPU=2");
+    EXPECT_TRUE(tr__res_fits(&two_cpu, &node));
+    tr__res five_cpu = parsed("CPU=5");
+    EXPECT_FALSE(tr__res_fits(&five_cpu, &node));
+    tr__res custom = parsed("TPU=1");
+    EXPECT_FALSE(tr__res_fits(&custom, &node)); // absent means 0
+    tr__res zero_custom = parsed("TPU=0,CPU=1");
+    EXPECT_TRUE(tr__res_fits(&zero_custom, &node)); // a zero request asks for nothing
+    EXPECT_FALSE(tr__res_fits(&node, &two_cpu));
+}
+
+TEST(Sched, TakeAndGive) {
+    tr__res avail = parsed("CPU=4,GPU=1");
+    tr__res req = parsed("CPU=1.5,GPU=0.5");
+    ASSERT_TRUE(tr__res_fits(&req, &avail));
+    tr__res_take(&avail, &req);
+    EXPECT_EQ(tr__res_get(&avail, "CPU"), 2.5);
+    EXPECT_EQ(tr__res_get(&avail, "GPU"), 0.5);
+    ASSERT_TRUE(tr__res_fits(&req, &avail));
+    tr__res_take(&avail, &req);
+    EXPECT_EQ(tr__res_get(&avail, "CPU"), 1.0);
+    EXPECT_EQ(tr__res_get(&avail, "GPU"), 0.0);
+    EXPECT_FALSE(tr__res_fits(&req, &avail));
+    tr__res_give(&avail, &req);
+    tr__res_give(&avail, &req);
+    EXPECT_EQ(tr__res_get(&avail, "CPU"), 4.0);
+    EXPECT_EQ(tr__res_get(&avail, "GPU"), 1.0);
+    // Names the node does not have are ignored by take/give.
+    tr__res other = parsed("TPU=1");
+    tr__res_give(&avail, &other);
+    tr__res_take(&avail, &other);
+    EXPECT_EQ(avail.n, 2);
+}
+
+TEST(Sched, FractionsFitWithinEpsilon) {
+    tr__res avail = parsed("GPU=1");
+    tr__res tenth = parsed("GPU=0.1");
+    for (int i = 0; i < 10; i++) {
+        ASSERT_TRUE(tr__res_fits(&tenth, &avail)) << i;
+        tr__res_take(&avail, &tenth);
+    }
+    EXPECT_EQ(tr__res_get(&avail, "GPU"), 0.0); // tiny remainders are clamped to 0
+    EXPECT_FALSE(tr__res_fits(&tenth, &avail));
+    for (int i = 0; i < 10; i++)
+        tr__res_give(&avail, &tenth);
+    tr__res one = parsed("GPU=1");
+    EXPECT_TRUE(tr__res_fits(&one, &avail));
+}
+
+} // namespace

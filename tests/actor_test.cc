@@ -1,0 +1,491 @@
+/* tests/actor_test.cc - actors as real worker processes on an embedded node: calls,
+ * ordering, refs, wait, errors, crashes, kills, restarts, names, resources, clean shutdown. */
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/test_actors.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class ActorTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        ASSERT_EQ(tr_init(test_config(), &rt), 0) << tr_last_error();
+    }
+    void TearDown() override {
+        if (rt) tr_shutdown(rt);
+    }
+    tr_actor_id make(const char *name = "c", const tr_actor_options *o = nullptr) {
+        tr_actor_id id;
+        EXPECT_EQ(tr_actor_create(rt, "Counter", o, name, strlen(name), &id), 0) << tr_last_error();
+        return id;
+    }
+    tr_runtime *rt = nullptr;
+};
+
+TEST_F(ActorTest, CallReturnsResult) {
+    tr_actor_id a = make();
+    int64_t out = 0;
+    ASSERT_EQ(call_i64(rt, a, "add", 41, &out), 0) << tr_last_error();
+    EXPECT_EQ(out, 41);
+    ASSERT_EQ(call_i64(rt, a, "add", 1, &out), 0);
+    EXPECT_EQ(out, 42);
+    std::string name;
+    ASSERT_EQ(call_str(rt, a, "name", "", &name), 0);
+    EXPECT_EQ(name, "c");
+}
+
+TEST_F(ActorTest, EightActorsTenThousandCallsInOrder) {
+    const int kActors = 8, kCalls = 10000;
+    std::vector<tr_actor_id> actors;
+    for (int i = 0; i < kActors; i++)
+        actors.push_back(make());
+    std::vector<tr_ref> refs(kCalls);
+    std::vector<int64_t> seq(kActors, 0);
+    for (int i = 0; i < kCalls; i++) {
+        int a = i % kActors;
+        int64_t s = ++seq[a];
+        ASSERT_EQ(tr_call(rt, actors[a], "seq", &s, sizeof s, &refs[i]), 0) << tr_last_error();
+    }
+    for (int i = 0; i < kCalls; i++) {
+        const void *data;
+        size_t len;
+        ASSERT_EQ(tr_get(rt, refs[i], 20000, &data, &len), 0) << i << ": " << tr_last_error();
+        ASSERT_EQ(len, 8u);
+        EXPECT_EQ(*(const int64_t *)data, i / kActors + 1);
+        EXPECT_EQ(tr_ref_release(rt, refs[i]), 0);
+    }
+}
+
+TEST_F(ActorTest, RefsWaitedOutOfOrder) {
+    tr_actor_id a = make(), b = make();
+    /* a sleeps 300 ms, then b answers at once: b's ref is ready first. */
+    tr_ref slow, fast;
+    int64_t ms = 300, v = 7;
+    ASSERT_EQ(tr_call(rt, a, "sleep_ms", &ms, sizeof ms, &slow), 0);
+    ASSERT_EQ(tr_call(rt, b, "add", &v, sizeof v, &fast), 0);
+    tr_ref both[2] = {slow, fast};
+    uint8_t ready[2] = {9, 9};
+    size_t n_ready = 0;
+    ASSERT_EQ(tr_wait(rt, both, 2, 1, 5000, ready, &n_ready), 0);
+    EXPECT_EQ(n_ready, 1u);
+    EXPECT_EQ(ready[0], 0);
+    EXPECT_EQ(ready[1], 1);
+    /* get in reverse order of submission */
+    const void *d;
+    size_t len;
+    ASSERT_EQ(tr_get(rt, fast, 1000, &d, &len), 0);
+    EXPECT_EQ(*(const int64_t *)d, 7);
+    ASSERT_EQ(tr_get(rt, slow, 5000, &d, &len), 0);
+    EXPECT_EQ(*(const int64_t *)d, 300);
+    ASSERT_EQ(tr_wait(rt, both, 2, 2, 0, ready, &n_ready), 0);
+    EXPECT_EQ(n_ready, 2u);
+    /* many refs, gotten in reverse */
+    std::vector<tr_ref> refs(500);
+    for (int i = 0; i < 500; i++) {
+        int64_t x = 1;
+        ASSERT_EQ(tr_call(rt, b, "add", &x, sizeof x, &refs[i]), 0);
+    }
+    for (int i = 499; i >= 0; i--) {
+        ASSERT_EQ(tr_get(rt, refs[i], 5000, &d, &len), 0);
+        EXPECT_EQ(*(const int64_t *)d, 7 + i + 1);
+    }
+    for (auto &r : refs)
+        tr_ref_release(rt, r);
+    tr_ref_release(rt, slow);
+    tr_ref_release(rt, fast);
+}
+
+TEST_F(ActorTest, WaitTimesOutWithoutError) {
+    tr_actor_id a = make();
+    tr_ref r;
+    int64_t ms = 500;
+    ASSERT_EQ(tr_call(rt, a, "sleep_ms", &ms, sizeof ms, &r), 0);
+    uint8_t ready = 9;
+    size_t n = 9;
+    auto t0 = Clock::now();
+    ASSERT_EQ(tr_wait(rt, &r, 1, 1, 50, &ready, &n), 0);
+    EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(400));
+    EXPECT_EQ(n, 0u);
+    EXPECT_EQ(ready, 0);
+    EXPECT_EQ(tr_get(rt, r, 10, nullptr, nullptr), TR_ETIMEDOUT);
+    EXPECT_EQ(tr_get(rt, r, 5000, nullptr, nullptr), 0); /* the ref stayed valid */
+    tr_ref_release(rt, r);
+}
+
+TEST_F(ActorTest, MethodErrorGivesTaskErrorAndActorLivesOn) {
+    tr_actor_id a = make();
+    std::string out;
+    EXPECT_EQ(call_str(rt, a, "fail", "boom", &out), TR_ETASK);
+    EXPECT_NE(std::string(tr_last_error()).find("failing on purpose: boom"), std::string::npos)
+        << tr_last_error();
+    EXPECT_NE(out.find("failing on purpose: boom"), std::string::npos);
+    EXPECT_EQ(call_str(rt, a, "fail_silent", "", &out), TR_ETASK);
+    EXPECT_NE(std::string(tr_last_error()).find("returned 7"), std::string::npos);
+    int64_t v = 0;
+    EXPECT_EQ(call_i64(rt, a, "add", 3, &v), 0);
+    EXPECT_EQ(v, 3);
+    /* wrong argument size is the method's own error */
+    EXPECT_EQ(call_str(rt, a, "add", "x", &out), TR_ETASK);
+}
+
+TEST_F(ActorTest, UnknownMethod) {
+    tr_actor_id a = make();
+    std::string out;
+    EXPECT_EQ(call_str(rt, a, "no_such_method", "", &out), TR_ENOMETHOD);
+    EXPECT_NE(std::string(tr_last_error()).find("no_such_method"), std::string::npos);
+    int64_t v;
+    EXPECT_EQ(call_i64(rt, a, "add", 1, &v), 0);
+}
+
+TEST_F(ActorTest, CrashInsideMethodKillsOnlyThatActor) {
+    tr_actor_id a = make(), b = make();
+    int64_t v;
+    ASSERT_EQ(call_i64(rt, b, "add", 1, &v), 0);
+    std::string out;
+    auto t0 = Clock::now();
+    EXPECT_EQ(call_str(rt, a, "crash", "", &out), TR_EACTOR_DIED);
+    EXPECT_LT(Clock::now() - t0, std::chrono::seconds(1));
+    /* later calls fail too, with the reason */
+    EXPECT_EQ(call_i64(rt, a, "add", 1, &v, 5000), TR_EACTOR_DIED);
+    /* "killed by signal 11" (or "exited with status 1" under ASan, which catches SEGV) */
+    EXPECT_NE(std::string(tr_last_error()).find("worker process"), std::string::npos)
+        << tr_last_error();
+    EXPECT_EQ(tr_actor_wait_ready(rt, a, 1000), TR_EACTOR_DIED);
+    /* the other actor is unaffected */
+    ASSERT_EQ(call_i64(rt, b, "add", 1, &v), 0);
+    EXPECT_EQ(v, 2);
+}
+
+TEST_F(ActorTest, KilledMidStreamFailsPendingCallsWithinASecond) {
+    tr_actor_id a = make(), b = make();
+    std::vector<tr_ref> refs(200);
+    for (auto &r : refs) {
+        int64_t ms = 20;
+        ASSERT_EQ(tr_call(rt, a, "sleep_ms", &ms, sizeof ms, &r), 0);
+    }
+    /* let a few finish */
+    ASSERT_EQ(tr_get(rt, refs[2], 5000, nullptr, nullptr), 0);
+    auto t0 = Clock::now();
+    ASSERT_EQ(tr_actor_kill(rt, a, 1), 0);
+    int died = 0, ok = 0;
+    for (auto &r : refs) {
+        int rc = tr_get(rt, r, 2000, nullptr, nullptr);
+        if (rc == TR_EACTOR_DIED)
+            died++;
+        else if (rc == 0)
+            ok++;
+        else
+            ADD_FAILURE() << tr_errname(rc) << " " << tr_last_error();
+        tr_ref_release(rt, r);
+    }
+    EXPECT_LT(Clock::now() - t0, std::chrono::seconds(1));
+    EXPECT_GE(ok, 3);
+    EXPECT_GT(died, 150);
+    int64_t v;
+    EXPECT_EQ(call_i64(rt, a, "add", 1, &v, 5000), TR_EACTOR_DIED);
+    EXPECT_NE(std::string(tr_last_error()).find("tr_actor_kill"), std::string::npos)
+        << tr_last_error();
+    EXPECT_EQ(call_i64(rt, b, "add", 1, &v), 0);
+}
+
+TEST_F(ActorTest, MaxRestartsRestartsAfterCrash) {
+    tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
+    o.max_restarts = 2;
+    tr_actor_id a = make("r", &o);
+    int64_t pid1 = 0, pid2 = 0, pid3 = 0, v;
+    ASSERT_EQ(call_i64(rt, a, "pid", 0, &pid1), 0);
+    ASSERT_EQ(call_i64(rt, a, "add", 10, &v), 0);
+    std::string out;
+    EXPECT_EQ(call_str(rt, a, "crash", "", &out), TR_EACTOR_DIED);
+    /* the next call goes to the new incarnation, whose state is fresh */
+    ASSERT_EQ(call_i64(rt, a, "pid", 0, &pid2, 10000), 0) << tr_last_error();
+    EXPECT_NE(pid1, pid2);
+    ASSERT_EQ(call_i64(rt, a, "get", 0, &v), 0);
+    EXPECT_EQ(v, 0);
+    EXPECT_EQ(call_str(rt, a, "exit", "", &out), TR_EACTOR_DIED);
+    ASSERT_EQ(call_i64(rt, a, "pid", 0, &pid3, 10000), 0) << tr_last_error();
+    EXPECT_NE(pid2, pid3);
+    /* restarts used up: the third death is final */
+    EXPECT_EQ(call_str(rt, a, "crash", "", &out), TR_EACTOR_DIED);
+    EXPECT_EQ(call_i64(rt, a, "pid", 0, &pid3, 5000), TR_EACTOR_DIED);
+    /* a kill without no_restart also restarts */
+    tr_actor_id b = make("k", &o);
+    ASSERT_EQ(call_i64(rt, b, "pid", 0, &pid1), 0);
+    ASSERT_EQ(tr_actor_kill(rt, b, 0), 0);
+    for (int i = 0; i < 50; i++) {
+        int rc = call_i64(rt, b, "pid", 0, &pid2, 10000);
+        if (rc == 0 && pid2 != pid1) break;
+        ASSERT_TRUE(rc == 0 || rc == TR_EACTOR_DIED) << tr_errname(rc);
+    }
+    EXPECT_NE(pid1, pid2);
+}
+
+TEST_F(ActorTest, ConstructorFailureAndUnknownClass) {
+    tr_actor_id a = make("fail-ctor");
+    EXPECT_EQ(tr_actor_wait_ready(rt, a, 10000), TR_EACTOR_DIED);
+    EXPECT_NE(std::string(tr_last_error()).find("constructor refused"), std::string::npos)
+        << tr_last_error();
+    int64_t v;
+    EXPECT_EQ(call_i64(rt, a, "add", 1, &v), TR_EACTOR_DIED);
+    tr_actor_id u;
+    ASSERT_EQ(tr_actor_create(rt, "NoSuchClass", nullptr, nullptr, 0, &u), 0);
+    EXPECT_EQ(tr_actor_wait_ready(rt, u, 10000), TR_EACTOR_DIED);
+    EXPECT_NE(std::string(tr_last_error()).find("NoSuchClass"), std::string::npos);
+    tr_actor_id c = make("crash-ctor");
+    EXPECT_EQ(tr_actor_wait_ready(rt, c, 10000), TR_EACTOR_DIED);
+    /* a class without a constructor works */
+    tr_actor_id s;
+    ASSERT_EQ(tr_actor_create(rt, "Stateless", nullptr, nullptr, 0, &s), 0);
+    std::string out;
+    EXPECT_EQ(call_str(rt, s, "echo", "hi", &out), 0);
+    EXPECT_EQ(out, "hi");
+}
+
+TEST_F(ActorTest, NamedActors) {
+    tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
+    o.name = "the-counter";
+    tr_actor_id a = make("x", &o), found;
+    ASSERT_EQ(tr_actor_get(rt, "the-counter", &found), 0);
+    EXPECT_EQ(memcmp(&a, &found, sizeof a), 0);
+    tr_actor_id dup;
+    EXPECT_EQ(tr_actor_create(rt, "Counter", &o, "y", 1, &dup), TR_EEXIST);
+    EXPECT_EQ(tr_actor_get(rt, "nobody", &found), TR_ENOTFOUND);
+    EXPECT_EQ(tr_actor_get(rt, "", &found), TR_EINVAL);
+    ASSERT_EQ(tr_actor_kill(rt, a, 1), 0);
+    EXPECT_EQ(tr_actor_get(rt, "the-counter", &found), TR_ENOTFOUND);
+    /* the name is free again */
+    EXPECT_EQ(tr_actor_create(rt, "Counter", &o, "z", 1, &dup), 0);
+}
+
+TEST_F(ActorTest, StaleAndInvalidHandles) {
+    tr_actor_id a = make();
+    tr_ref r;
+    int64_t v = 1;
+    ASSERT_EQ(tr_call(rt, a, "add", &v, sizeof v, &r), 0);
+    ASSERT_EQ(tr_get(rt, r, 5000, nullptr, nullptr), 0);
+    ASSERT_EQ(tr_ref_release(rt, r), 0);
+    EXPECT_EQ(tr_get(rt, r, 0, nullptr, nullptr), TR_ESTALE);
+    EXPECT_EQ(tr_ref_release(rt, r), TR_ESTALE);
+    tr_ref garbage;
+    memset(&garbage, 0xab, sizeof garbage);
+    EXPECT_EQ(tr_get(rt, garbage, 0, nullptr, nullptr), TR_ESTALE);
+    uint8_t ready;
+    EXPECT_EQ(tr_wait(rt, &garbage, 1, 1, 0, &ready, nullptr), TR_ESTALE);
+    EXPECT_EQ(tr_wait(rt, &r, 1, 2, 0, &ready, nullptr), TR_EINVAL);
+    /* a made-up actor id */
+    tr_actor_id fake;
+    memset(&fake, 0x5a, sizeof fake);
+    EXPECT_EQ(call_i64(rt, fake, "add", 1, &v), TR_EACTOR_DIED);
+    EXPECT_NE(std::string(tr_last_error()).find("no such actor"), std::string::npos);
+    EXPECT_EQ(tr_actor_kill(rt, fake, 1), TR_ENOTFOUND);
+    EXPECT_EQ(tr_actor_wait_ready(rt, fake, 100), TR_ENOTFOUND);
+    /* bad arguments */
+    EXPECT_EQ(tr_call(rt, a, nullptr, nullptr, 0, &r), TR_EINVAL);
+    EXPECT_EQ(tr_call(rt, a, "", nullptr, 0, &r), TR_EINVAL);
+    EXPECT_EQ(tr_call(rt, a, "add", nullptr, 5, &r), TR_EINVAL);
+    EXPECT_EQ(tr_call(nullptr, a, "add", nullptr, 0, &r), TR_EINVAL);
+    tr_actor_id id;
+    EXPECT_EQ(tr_actor_create(rt, "", nullptr, nullptr, 0, &id), TR_EINVAL);
+    tr_actor_options bad = TR_ACTOR_OPTIONS_INIT;
+    bad.struct_size = 4;
+    EXPECT_EQ(tr_actor_create(rt, "Counter", &bad, nullptr, 0, &id), TR_EINVAL);
+    bad = TR_ACTOR_OPTIONS_INIT;
+    bad.num_cpus = -1;
+    EXPECT_EQ(tr_actor_create(rt, "Counter", &bad, nullptr, 0, &id), TR_EINVAL);
+}
+
+TEST_F(ActorTest, LargeArgumentsAndMessageLimit) {
+    tr_actor_id a = make();
+    std::string big(1 << 20, 'q');
+    for (size_t i = 0; i < big.size(); i += 4096)
+        big[i] = (char)('a' + i % 26);
+    std::string out;
+    ASSERT_EQ(call_str(rt, a, "echo", big, &out), 0) << tr_last_error();
+    EXPECT_EQ(out, big);
+    std::string huge(65u << 20, 'x'); /* over the 64 MiB default limit */
+    tr_ref r;
+    EXPECT_EQ(tr_call(rt, a, "echo", huge.data(), huge.size(), &r), TR_EMSGSIZE);
+    EXPECT_EQ(call_str(rt, a, "echo", "", &out), 0);
+    EXPECT_EQ(out, "");
+}
+
+TEST_F(ActorTest, ActorCallsActor) {
+    tr_actor_id a = make(), b = make();
+    std::string arg((const char *)&b, sizeof b), out;
+    ASSERT_EQ(call_str(rt, a, "call_other", arg, &out), 0) << tr_last_error();
+    ASSERT_EQ(out.size(), 8u);
+    EXPECT_EQ(*(const int64_t *)out.data(), 5);
+    int64_t v;
+    ASSERT_EQ(call_i64(rt, b, "get", 0, &v), 0);
+    EXPECT_EQ(v, 5);
+}
+
+TEST_F(ActorTest, ManyThreadsShareTheRuntime) {
+    std::vector<tr_actor_id> actors;
+    for (int i = 0; i < 3; i++)
+        actors.push_back(make());
+    std::atomic<int> failures{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; t++) {
+        threads.emplace_back([&, t] {
+            for (int i = 0; i < 500; i++) {
+                int64_t v = 0;
+                std::string out, in = std::to_string(t * 100000 + i);
+                if (call_str(rt, actors[(t + i) % 3], "echo", in, &out) || out != in) failures++;
+                if (i % 50 == 0 && call_i64(rt, actors[t % 3], "add", 1, &v)) failures++;
+            }
+        });
+    }
+    for (auto &th : threads)
+        th.join();
+    EXPECT_EQ(failures.load(), 0);
+    int64_t total = 0;
+    for (auto &a : actors) {
+        int64_t v;
+        ASSERT_EQ(call_i64(rt, a, "get", 0, &v), 0);
+        total += v;
+    }
+    EXPECT_EQ(total, 4 * 10);
+}
+
+TEST_F(ActorTest, CallsBeforeTheActorIsUpAreQueuedInOrder) {
+    tr_actor_id a = make();
+    std::vector<tr_ref> refs(100);
+    for (int i = 0; i < 100; i++) {
+        int64_t s = i + 1;
+        ASSERT_EQ(tr_call(rt, a, "seq", &s, sizeof s, &refs[i]), 0);
+    }
+    for (int i = 0; i < 100; i++) {
+        const void *d;
+        size_t len;
+        ASSERT_EQ(tr_get(rt, refs[i], 10000, &d, &len), 0) << tr_last_error();
+        EXPECT_EQ(*(const int64_t *)d, i + 1);
+        tr_ref_release(rt, refs[i]);
+    }
+}
+
+TEST_F(ActorTest, KeyValueStore) {
+    ASSERT_EQ(tr_kv_put(rt, "alpha", "one", 3), 0);
+    void *v = nullptr;
+    size_t n = 0;
+    ASSERT_EQ(tr_kv_get(rt, "alpha", &v, &n), 0);
+    EXPECT_EQ(std::string((char *)v, n), "one");
+    tr_free(v);
+    ASSERT_EQ(tr_kv_put(rt, "alpha", "", 0), 0);
+    ASSERT_EQ(tr_kv_get(rt, "alpha", &v, &n), 0);
+    EXPECT_EQ(n, 0u);
+    tr_free(v);
+    EXPECT_EQ(tr_kv_del(rt, "alpha"), 0);
+    EXPECT_EQ(tr_kv_get(rt, "alpha", &v, &n), TR_ENOTFOUND);
+    EXPECT_EQ(tr_kv_del(rt, "alpha"), TR_ENOTFOUND);
+    EXPECT_EQ(tr_kv_put(rt, "", "x", 1), TR_EINVAL);
+    std::string long_key(2000, 'k');
+    EXPECT_EQ(tr_kv_put(rt, long_key.c_str(), "x", 1), TR_EINVAL);
+}
+
+TEST(Runtime, ShutdownLeavesNothingBehind) {
+    tr_runtime *rt;
+    ASSERT_EQ(tr_init(test_config(), &rt), 0) << tr_last_error();
+    std::string addr = tr_runtime_address(rt);
+    std::string session = addr.substr(0, addr.rfind('/'));
+    std::vector<int64_t> pids;
+    for (int i = 0; i < 4; i++) {
+        tr_actor_id a;
+        ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "p", 1, &a), 0);
+        int64_t pid;
+        ASSERT_EQ(call_i64(rt, a, "pid", 0, &pid), 0);
+        pids.push_back(pid);
+    }
+    char *json = nullptr;
+    ASSERT_EQ(tr_node_status(rt, &json), 0);
+    std::string status(json);
+    tr_free(json);
+    EXPECT_NE(status.find("\"workers_live\":4"), std::string::npos) << status;
+    struct stat st;
+    ASSERT_EQ(stat(session.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0700u);
+    ASSERT_EQ(stat(addr.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    tr_shutdown(rt);
+    EXPECT_NE(stat(session.c_str(), &st), 0) << session << " still exists";
+    for (auto pid : pids)
+        EXPECT_FALSE(pid_alive((int)pid)) << "worker " << pid << " survived";
+}
+
+TEST(Runtime, ResourcesPlaceQueueAndRefuse) {
+    tr_config *cfg = test_config_with({{"resources", "slot=2"}, {"num_cpus", "4"}});
+    tr_runtime *rt;
+    ASSERT_EQ(tr_init(cfg, &rt), 0) << tr_last_error();
+    tr_resource slot = {"slot", 1};
+    tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
+    o.resources = &slot;
+    o.n_resources = 1;
+    tr_actor_id a, b, c, d;
+    ASSERT_EQ(tr_actor_create(rt, "Counter", &o, "a", 1, &a), 0);
+    ASSERT_EQ(tr_actor_create(rt, "Counter", &o, "b", 1, &b), 0);
+    ASSERT_EQ(tr_actor_create(rt, "Counter", &o, "c", 1, &c), 0);
+    EXPECT_EQ(tr_actor_wait_ready(rt, a, 10000), 0);
+    EXPECT_EQ(tr_actor_wait_ready(rt, b, 10000), 0);
+    EXPECT_EQ(tr_actor_wait_ready(rt, c, 300), TR_ETIMEDOUT) << "c should wait for a slot";
+    /* a call to c is queued, and runs once c gets its slot */
+    tr_ref r;
+    int64_t v = 9;
+    ASSERT_EQ(tr_call(rt, c, "add", &v, sizeof v, &r), 0);
+    EXPECT_EQ(tr_get(rt, r, 100, nullptr, nullptr), TR_ETIMEDOUT);
+    ASSERT_EQ(tr_actor_kill(rt, a, 1), 0);
+    EXPECT_EQ(tr_actor_wait_ready(rt, c, 10000), 0) << tr_last_error();
+    const void *data;
+    size_t len;
+    ASSERT_EQ(tr_get(rt, r, 10000, &data, &len), 0);
+    EXPECT_EQ(*(const int64_t *)data, 9);
+    tr_ref_release(rt, r);
+    /* more than the node has: refused at once */
+    slot.quantity = 5;
+    EXPECT_EQ(tr_actor_create(rt, "Counter", &o, "d", 1, &d), TR_ERESOURCES);
+    EXPECT_NE(std::string(tr_last_error()).find("slot"), std::string::npos) << tr_last_error();
+    tr_actor_options g = TR_ACTOR_OPTIONS_INIT;
+    g.num_gpus = 1;
+    EXPECT_EQ(tr_actor_create(rt, "Counter", &g, "g", 1, &d), TR_ERESOURCES);
+    g = TR_ACTOR_OPTIONS_INIT;
+    g.num_cpus = 4;
+    ASSERT_EQ(tr_actor_create(rt, "Counter", &g, "cpu", 3, &d), 0);
+    EXPECT_EQ(tr_actor_wait_ready(rt, d, 10000), 0);
+    g.num_cpus = 0.5;
+    tr_actor_id e;
+    ASSERT_EQ(tr_actor_create(rt, "Counter", &g, "cpu2", 4, &e), 0);
+    EXPECT_EQ(tr_actor_wait_ready(rt, e, 300), TR_ETIMEDOUT);
+    tr_shutdown(rt);
+    tr_config_destroy(cfg);
+}
+
+TEST(Runtime, ConfigErrors) {
+    tr_config *cfg = nullptr;
+    ASSERT_EQ(tr_config_create(&cfg), 0);
+    EXPECT_EQ(tr_config_set(cfg, "nope", "1"), TR_EINVAL);
+    EXPECT_EQ(tr_config_set(cfg, "num_cpus", "many"), TR_EINVAL);
+    EXPECT_EQ(tr_config_set(cfg, "resources", "slot"), TR_EINVAL);
+    EXPECT_EQ(tr_config_set(cfg, "address", "/nonexistent/dir/node.sock"), 0);
+    tr_runtime *rt = (tr_runtime *)0x1;
+    EXPECT_EQ(tr_init(cfg, &rt), TR_ECONNECT);
+    EXPECT_EQ(rt, nullptr);
+    EXPECT_NE(std::string(tr_last_error()).find("/nonexistent/dir/node.sock"), std::string::npos);
+    EXPECT_EQ(tr_init(cfg, nullptr), TR_EINVAL);
+    EXPECT_EQ(tr_init_abi(cfg, &rt, TR_ABI_VERSION + 1), TR_EVERSION);
+    EXPECT_EQ(tr_worker_main(cfg), TR_ESTATE);
+    tr_config_destroy(cfg);
+    tr_shutdown(nullptr);
+    tr_config_destroy(nullptr);
+}
+
+} // namespace

@@ -1,0 +1,300 @@
+/* tests/node_test.cc - the node service against hostile input (raw bytes on its socket and
+ * on a worker's socket), and a standalone node started by `troupe start` and reached by
+ * address. */
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tests/test_actors.h"
+
+extern "C" {
+#include "actor/protocol.h"
+#include "core/codec.h"
+#include "core/clock.h"
+#include "core/frame.h"
+}
+
+namespace {
+
+struct Raw {
+    int fd = -1;
+    tr__buf in = TR__BUF_INIT;
+    explicit Raw(const std::string &path) {
+        fd = tr__unix_connect(path.c_str());
+    }
+    ~Raw() {
+        if (fd >= 0) close(fd);
+        tr__buf_free(&in);
+    }
+    void send_bytes(const void *p, size_t n) {
+        ASSERT_EQ((size_t)::send(fd, p, n, MSG_NOSIGNAL), n);
+    }
+    void send_frame(uint8_t type, uint64_t seq, const std::string &body,
+                    uint32_t len_override = 0) {
+        tr__frame_hdr h = {TR__FRAME_MAGIC, TR__FRAME_VERSION, type,
+                           len_override ? len_override : (uint32_t)body.size(), seq};
+        send_bytes(&h, sizeof h);
+        if (!body.empty()) send_bytes(body.data(), body.size());
+    }
+    /* Reads one reply; returns its rc, or a transport code. */
+    int reply_rc(uint64_t *seq = nullptr, int timeout_ms = 3000) {
+        tr__frame_hdr h;
+        const char *body;
+        int rc = tr__read_frame(fd, &in, 1 << 20, tr__deadline_ms(timeout_ms), &h, &body);
+        if (rc < 0) return rc;
+        tr__dec d;
+        EXPECT_EQ(tr__dec_init(&d, body, h.len), 0);
+        int64_t code = 999;
+        EXPECT_EQ(tr__get_int(d.root, "rc", &code), 0);
+        tr__dec_free(&d);
+        tr__buf_consume(&in, TR__FRAME_HDR + h.len);
+        if (seq) *seq = h.seq;
+        return (int)code;
+    }
+    /* True once the peer has closed the connection. */
+    bool closed_by_peer(int timeout_ms = 3000) {
+        struct pollfd p = {fd, POLLIN, 0};
+        while (poll(&p, 1, timeout_ms) > 0) {
+            char buf[4096];
+            ssize_t n = recv(fd, buf, sizeof buf, 0);
+            if (n <= 0) return true;
+        }
+        return false;
+    }
+    static int64_t tr__deadline_ms(int ms) {
+        return tr__deadline(ms);
+    }
+};
+
+std::string map_body(std::initializer_list<std::pair<std::string, std::string>> kv) {
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, (uint32_t)kv.size());
+    for (auto &p : kv) {
+        tr__enc_str(&b, p.first.c_str());
+        tr__enc_str(&b, p.second.c_str());
+    }
+    std::string s(b.data, b.len);
+    tr__buf_free(&b);
+    return s;
+}
+
+class NodeTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        ASSERT_EQ(tr_init(test_config(), &rt), 0) << tr_last_error();
+        addr = tr_runtime_address(rt);
+    }
+    void TearDown() override {
+        tr_shutdown(rt);
+    }
+    void expect_node_serves() {
+        ASSERT_EQ(tr_kv_put(rt, "still", "alive", 5), 0) << tr_last_error();
+        void *v;
+        size_t n;
+        ASSERT_EQ(tr_kv_get(rt, "still", &v, &n), 0);
+        EXPECT_EQ(std::string((char *)v, n), "alive");
+        tr_free(v);
+        char *json;
+        ASSERT_EQ(tr_node_status(rt, &json), 0);
+        tr_free(json);
+    }
+    tr_runtime *rt = nullptr;
+    std::string addr;
+};
+
+TEST_F(NodeTest, GarbageBytesCloseOnlyThatConnection) {
+    Raw r(addr);
+    ASSERT_GE(r.fd, 0);
+    const char junk[] = "GET / HTTP/1.1\r\nHost: troupe\r\n\r\n";
+    r.send_bytes(junk, sizeof junk);
+    EXPECT_TRUE(r.closed_by_peer());
+    expect_node_serves();
+}
+
+TEST_F(NodeTest, BadVersionAndOversizedFrames) {
+    {
+        Raw r(addr);
+        tr__frame_hdr h = {TR__FRAME_MAGIC, 99, TR__MSG_KV_GET, 0, 1};
+        r.send_bytes(&h, sizeof h);
+        EXPECT_TRUE(r.closed_by_peer());
+    }
+    {
+        Raw r(addr);
+        r.send_frame(TR__MSG_KV_PUT, 7, "", 0xfffffff0u);
+        uint64_t seq = 0;
+        EXPECT_EQ(r.reply_rc(&seq), TR_EMSGSIZE);
+        EXPECT_EQ(seq, 7u);
+        EXPECT_TRUE(r.closed_by_peer());
+    }
+    expect_node_serves();
+}
+
+TEST_F(NodeTest, MalformedBodiesGetErrorRepliesAndTheConnectionLivesOn) {
+    Raw r(addr);
+    r.send_frame(TR__MSG_KV_GET, 1, std::string("\xc1\xc1\xc1", 3)); /* 0xc1: never used */
+    EXPECT_EQ(r.reply_rc(), TR_EPROTO);
+    r.send_frame(TR__MSG_KV_GET, 2, std::string("\x93\x01\x02", 3)); /* truncated array */
+    EXPECT_EQ(r.reply_rc(), TR_EPROTO);
+    r.send_frame(TR__MSG_KV_GET, 3, std::string("\x01", 1)); /* not a map */
+    EXPECT_EQ(r.reply_rc(), TR_EPROTO);
+    r.send_frame(200, 4, map_body({})); /* unknown type */
+    EXPECT_EQ(r.reply_rc(), TR_EPROTO);
+    r.send_frame(TR__MSG_KV_PUT, 5, map_body({{"value", "x"}})); /* no key */
+    EXPECT_EQ(r.reply_rc(), TR_EPROTO);
+    r.send_frame(TR__MSG_HELLO, 6, map_body({{"role", "emperor"}}));
+    EXPECT_EQ(r.reply_rc(), TR_EINVAL);
+    r.send_frame(TR__MSG_ACTOR_CREATE, 7, map_body({{"class", "Counter"}})); /* no HELLO */
+    EXPECT_EQ(r.reply_rc(), TR_ESTATE);
+    r.send_frame(TR__MSG_ACTOR_RESOLVE, 8, map_body({{"id", "short"}}));
+    EXPECT_EQ(r.reply_rc(), TR_EPROTO);
+    r.send_frame(TR__MSG_ACTOR_KILL, 9, map_body({{"id", std::string(16, 'z')}}));
+    EXPECT_EQ(r.reply_rc(), TR_ENOTFOUND); /* well-formed, but no such actor */
+    /* a real actor id, but this connection is not its worker */
+    tr_actor_id a;
+    ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "x", 1, &a), 0);
+    ASSERT_EQ(tr_actor_wait_ready(rt, a, 10000), 0);
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 1);
+    tr__enc_str(&b, "id");
+    tr__enc_bin(&b, a.b, 16);
+    r.send_frame(TR__MSG_WORKER_START, 10, std::string(b.data, b.len));
+    tr__buf_free(&b);
+    EXPECT_EQ(r.reply_rc(), TR_EPERM);
+    /* still the same connection, still served */
+    r.send_frame(TR__MSG_KV_PUT, 11, map_body({{"key", "k"}, {"value", "v"}}));
+    EXPECT_EQ(r.reply_rc(), 0);
+    expect_node_serves();
+    int64_t v;
+    EXPECT_EQ(call_i64(rt, a, "add", 2, &v), 0);
+}
+
+TEST_F(NodeTest, RandomFramesNeverCrashTheNode) {
+    std::mt19937_64 rng(12345);
+    for (int round = 0; round < 20; round++) {
+        Raw r(addr);
+        for (int i = 0; i < 100; i++) {
+            std::string body(rng() % 64, '\0');
+            for (auto &ch : body)
+                ch = (char)rng();
+            if (i % 3 == 0 && !body.empty()) body[0] = (char)(0x80 | (rng() % 16)); /* a map */
+            uint8_t type = (uint8_t)(rng() % 8 == 0 ? rng() : 2 + rng() % 70);
+            if (type == TR__MSG_SHUTDOWN) type = TR__MSG_KV_GET;
+            r.send_frame(type, (uint64_t)i, body);
+        }
+    }
+    expect_node_serves();
+}
+
+TEST_F(NodeTest, GarbageOnAWorkerSocketDropsOnlyThatCaller) {
+    tr_actor_id a;
+    ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "w", 1, &a), 0);
+    int64_t v;
+    ASSERT_EQ(call_i64(rt, a, "add", 1, &v), 0);
+    std::string session = addr.substr(0, addr.rfind('/'));
+    std::string wsock;
+    DIR *d = opendir(session.c_str());
+    ASSERT_NE(d, nullptr);
+    while (struct dirent *e = readdir(d))
+        if (strncmp(e->d_name, "a-", 2) == 0) wsock = session + "/" + e->d_name;
+    closedir(d);
+    ASSERT_FALSE(wsock.empty());
+    {
+        Raw r(wsock);
+        ASSERT_GE(r.fd, 0);
+        r.send_bytes("\x00\x01garbage-garbage-garbage", 24);
+        EXPECT_TRUE(r.closed_by_peer());
+    }
+    {
+        Raw r(wsock); /* a well-formed header with a body that is not a call */
+        r.send_frame(TR__MSG_CALL, 1, std::string("\x92\x01\x02", 3));
+        EXPECT_TRUE(r.closed_by_peer());
+    }
+    {
+        Raw r(wsock); /* oversized */
+        r.send_frame(TR__MSG_CALL, 1, "", 0xfffffff0u);
+        EXPECT_TRUE(r.closed_by_peer());
+    }
+    ASSERT_EQ(call_i64(rt, a, "add", 1, &v), 0);
+    EXPECT_EQ(v, 2);
+}
+
+std::string run_cmd(const std::string &cmd, int *status) {
+    FILE *f = popen((cmd + " 2>&1").c_str(), "r");
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while (f && (n = fread(buf, 1, sizeof buf, f)) > 0)
+        out.append(buf, n);
+    int st = f ? pclose(f) : -1;
+    if (status) *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return out;
+}
+
+TEST(Standalone, NodeStartedByTheCliIsReachedByAddress) {
+    ASSERT_FALSE(g_troupe_cli.empty()) << "pass the troupe CLI path as argv[1]";
+    char tmpl[] = "/tmp/trtest-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    std::string tmp = tmpl, cli = g_troupe_cli + " ", td = " --tmpdir " + tmp;
+    int st;
+    std::string out = run_cmd(cli + "start --head --num-cpus 2 --resources slot=3" + td, &st);
+    ASSERT_EQ(st, 0) << out;
+    size_t at = out.find("address: ");
+    ASSERT_NE(at, std::string::npos) << out;
+    std::string addr = out.substr(at + 9);
+    addr = addr.substr(0, addr.find('\n'));
+
+    tr_config *cfg = test_config_with({{"address", addr.c_str()}});
+    tr_runtime *rt;
+    ASSERT_EQ(tr_init(cfg, &rt), 0) << tr_last_error();
+    EXPECT_EQ(std::string(tr_runtime_address(rt)), addr);
+    tr_resource slot = {"slot", 3};
+    tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
+    o.resources = &slot;
+    o.n_resources = 1;
+    o.name = "standalone-actor";
+    tr_actor_id a;
+    ASSERT_EQ(tr_actor_create(rt, "Counter", &o, "s", 1, &a), 0) << tr_last_error();
+    int64_t v;
+    ASSERT_EQ(call_i64(rt, a, "add", 40, &v), 0) << tr_last_error();
+    ASSERT_EQ(call_i64(rt, a, "add", 2, &v), 0);
+    EXPECT_EQ(v, 42);
+    out = run_cmd(cli + "status" + td, &st);
+    EXPECT_EQ(st, 0) << out;
+    EXPECT_NE(out.find("standalone-actor"), std::string::npos) << out;
+    EXPECT_NE(out.find("\"slot\":3"), std::string::npos) << out;
+    tr_shutdown(rt); /* a driver leaving does not stop a standalone node... */
+    tr_config_destroy(cfg);
+    out = run_cmd(cli + "status --address " + addr, &st);
+    EXPECT_EQ(st, 0) << out;
+    /* ...but its actors die with it */
+    EXPECT_EQ(out.find("\"state\":\"ALIVE\""), std::string::npos) << out;
+    out = run_cmd(cli + "stop" + td, &st);
+    EXPECT_EQ(st, 0) << out;
+    struct stat sb;
+    EXPECT_NE(stat(addr.c_str(), &sb), 0) << "socket left behind";
+    out = run_cmd(cli + "status" + td, &st);
+    EXPECT_NE(st, 0) << out;
+    run_cmd("rm -rf " + tmp, nullptr);
+}
+
+TEST(Standalone, CliRejectsBadUsage) {
+    ASSERT_FALSE(g_troupe_cli.empty());
+    int st;
+    run_cmd(g_troupe_cli + " frobnicate", &st);
+    EXPECT_EQ(st, 2);
+    run_cmd(g_troupe_cli + " status --address /nonexistent/node.sock", &st);
+    EXPECT_EQ(st, 1);
+    std::string out = run_cmd(g_troupe_cli + " version", &st);
+    EXPECT_EQ(st, 0);
+    EXPECT_NE(out.find(tr_version_string()), std::string::npos);
+}
+
+} // namespace

@@ -1,0 +1,201 @@
+/* tests/test_actors.cc - the test actor classes (run inside worker processes) and helpers. */
+#include "tests/test_actors.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <string>
+
+std::string g_troupe_cli;
+
+namespace {
+
+struct Counter {
+    int64_t value = 0;
+    int64_t last_seq = 0;
+    std::string name;
+};
+
+int counter_new(tr_ctx *ctx, const void *args, size_t len, void **self) {
+    auto *c = new (std::nothrow) Counter();
+    if (!c) return tr_ctx_error(ctx, "oom");
+    c->name.assign((const char *)args, len);
+    if (c->name == "fail-ctor") {
+        delete c;
+        return tr_ctx_error(ctx, "constructor refused '%s'", "fail-ctor");
+    }
+    if (c->name == "crash-ctor") abort();
+    *self = c;
+    return 0;
+}
+
+void counter_free(void *self) {
+    delete (Counter *)self;
+}
+
+int64_t arg_i64(const void *args, size_t len) {
+    int64_t v = 0;
+    if (len == sizeof v) memcpy(&v, args, sizeof v);
+    return v;
+}
+
+int reply_i64(tr_ctx *ctx, int64_t v) {
+    return tr_ctx_reply(ctx, &v, sizeof v);
+}
+
+int m_add(tr_ctx *ctx, void *self, const void *args, size_t len) {
+    auto *c = (Counter *)self;
+    if (len != 8) return tr_ctx_error(ctx, "add wants 8 bytes, got %zu", len);
+    c->value += arg_i64(args, len);
+    return reply_i64(ctx, c->value);
+}
+
+int m_get(tr_ctx *ctx, void *self, const void *, size_t) {
+    return reply_i64(ctx, ((Counter *)self)->value);
+}
+
+/* Checks that calls arrive in submission order: arg must be last + 1. */
+int m_seq(tr_ctx *ctx, void *self, const void *args, size_t len) {
+    auto *c = (Counter *)self;
+    int64_t s = arg_i64(args, len);
+    if (s != c->last_seq + 1)
+        return tr_ctx_error(ctx, "out of order: got %lld after %lld", (long long)s,
+                            (long long)c->last_seq);
+    c->last_seq = s;
+    return reply_i64(ctx, s);
+}
+
+int m_echo(tr_ctx *ctx, void *, const void *args, size_t len) {
+    return tr_ctx_reply(ctx, args, len);
+}
+
+int m_fail(tr_ctx *ctx, void *, const void *args, size_t len) {
+    return tr_ctx_error(ctx, "failing on purpose: %.*s", (int)len, (const char *)args);
+}
+
+int m_fail_silent(tr_ctx *, void *, const void *, size_t) {
+    return 7;
+}
+
+int m_crash(tr_ctx *, void *, const void *, size_t) {
+    raise(SIGSEGV);
+    return 0;
+}
+
+int m_exit(tr_ctx *, void *, const void *, size_t) {
+    _exit(3);
+}
+
+int m_sleep_ms(tr_ctx *ctx, void *, const void *args, size_t len) {
+    int64_t ms = arg_i64(args, len);
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+    return reply_i64(ctx, ms);
+}
+
+int m_pid(tr_ctx *ctx, void *, const void *, size_t) {
+    return reply_i64(ctx, getpid());
+}
+
+int m_name(tr_ctx *ctx, void *self, const void *, size_t) {
+    auto *c = (Counter *)self;
+    return tr_ctx_reply(ctx, c->name.data(), c->name.size());
+}
+
+/* Calls "add" on another actor (its id is the argument) from inside a method. */
+int m_call_other(tr_ctx *ctx, void *, const void *args, size_t len) {
+    if (len != sizeof(tr_actor_id)) return tr_ctx_error(ctx, "want an actor id");
+    tr_actor_id other;
+    memcpy(&other, args, sizeof other);
+    int64_t v = 5, out = 0;
+    int rc = call_i64(tr_ctx_runtime(ctx), other, "add", v, &out);
+    if (rc) return tr_ctx_error(ctx, "nested call failed: %s", tr_errname(rc));
+    return reply_i64(ctx, out);
+}
+
+const tr_method_def counter_methods[] = {
+    {"add", m_add},     {"get", m_get},   {"seq", m_seq},
+    {"echo", m_echo},   {"fail", m_fail}, {"fail_silent", m_fail_silent},
+    {"crash", m_crash}, {"exit", m_exit}, {"sleep_ms", m_sleep_ms},
+    {"pid", m_pid},     {"name", m_name}, {"call_other", m_call_other},
+};
+
+void add_classes(tr_config *cfg) {
+    tr_actor_class cls = TR_ACTOR_CLASS_INIT;
+    cls.name = "Counter";
+    cls.ctor = counter_new;
+    cls.dtor = counter_free;
+    cls.methods = counter_methods;
+    cls.n_methods = sizeof counter_methods / sizeof counter_methods[0];
+    if (tr_config_add_class(cfg, &cls)) abort();
+    tr_actor_class plain = TR_ACTOR_CLASS_INIT; /* no constructor: self is NULL */
+    plain.name = "Stateless";
+    plain.methods = counter_methods + 3; /* echo, fail, ... */
+    plain.n_methods = 3;
+    if (tr_config_add_class(cfg, &plain)) abort();
+}
+
+} // namespace
+
+tr_config *test_config() {
+    static tr_config *cfg = [] {
+        tr_config *c = nullptr;
+        if (tr_config_create(&c)) abort();
+        add_classes(c);
+        return c;
+    }();
+    return cfg;
+}
+
+tr_config *test_config_with(std::initializer_list<std::pair<const char *, const char *>> kv) {
+    tr_config *c = nullptr;
+    if (tr_config_create(&c)) abort();
+    add_classes(c);
+    for (auto &p : kv)
+        if (tr_config_set(c, p.first, p.second)) abort();
+    return c;
+}
+
+int call_i64(tr_runtime *rt, tr_actor_id a, const char *method, int64_t arg, int64_t *out,
+             int timeout_ms) {
+    tr_ref ref;
+    int rc = tr_call(rt, a, method, &arg, sizeof arg, &ref);
+    if (rc) return rc;
+    const void *data;
+    size_t len;
+    rc = tr_get(rt, ref, timeout_ms, &data, &len);
+    if (rc == 0 && out) *out = len == 8 ? *(const int64_t *)data : -1;
+    tr_ref_release(rt, ref);
+    return rc;
+}
+
+int call_str(tr_runtime *rt, tr_actor_id a, const char *method, const std::string &arg,
+             std::string *out, int timeout_ms) {
+    tr_ref ref;
+    int rc = tr_call(rt, a, method, arg.data(), arg.size(), &ref);
+    if (rc) return rc;
+    const void *data = nullptr;
+    size_t len = 0;
+    rc = tr_get(rt, ref, timeout_ms, &data, &len);
+    if (out && data) out->assign((const char *)data, len);
+    tr_ref_release(rt, ref);
+    return rc;
+}
+
+bool pid_alive(int pid) {
+    if (pid <= 0) return false;
+    if (kill(pid, 0) != 0) return false;
+    /* A zombie is dead for our purposes. */
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    return !(p && p[1] == ' ' && p[2] == 'Z');
+}

@@ -1,0 +1,32 @@
+/* tests/test_actors.h - actor classes and helpers shared by the integration tests.
+ *
+ * Test binaries are also their own worker executables: main() must call
+ * tr_test_worker_main() before anything else (see tests/test_main.cc).
+ */
+#ifndef TR_TESTS_TEST_ACTORS_H
+#define TR_TESTS_TEST_ACTORS_H
+
+#include <stdint.h>
+#include <string>
+
+extern "C" {
+#include "troupe/troupe.h"
+}
+
+/* The config with every test class registered (owned by the test main). */
+tr_config *test_config();
+/* A fresh config with the classes plus extra keys ({key, value} pairs). */
+tr_config *test_config_with(std::initializer_list<std::pair<const char *, const char *>> kv);
+
+/* Path of the `troupe` CLI (argv[1] of the test binary), or "" if not given. */
+extern std::string g_troupe_cli;
+
+/* Calls method with an int64 argument and waits for an int64 result. */
+int call_i64(tr_runtime *rt, tr_actor_id a, const char *method, int64_t arg, int64_t *out,
+             int timeout_ms = 10000);
+/* Calls and waits; returns the rc and copies the result (or error text) into *out. */
+int call_str(tr_runtime *rt, tr_actor_id a, const char *method, const std::string &arg,
+             std::string *out, int timeout_ms = 10000);
+bool pid_alive(int pid);
+
+#endif
