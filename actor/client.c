@@ -407,10 +407,11 @@ static int connect_actor(tr__actors *a, aconn *ac, int wait_ms) {
         mark_dead(a, ac, "no such actor");
         return 0;
     }
-    if (rc) {
-        if (rc == TR_ECONNECT) mark_dead(a, ac, "the node service is unreachable");
-        return rc;
+    if (rc == TR_ECONNECT) { /* no node, no actors: the queued calls carry the error */
+        mark_dead(a, ac, "the node service is unreachable");
+        return 0;
     }
+    if (rc) return rc;
     if (r.state == TR__ACTOR_DEAD) {
         mark_dead(a, ac, r.reason[0] ? r.reason : "unknown reason");
         return 0;

@@ -125,6 +125,7 @@ int main(int argc, char **argv) {
     }
     raw_stop();
     double raw_p50 = bench_percentile(raw, (size_t)calls, 50);
+    double raw_p99 = bench_percentile(raw, (size_t)calls, 99);
     double p50 = bench_percentile(lat, (size_t)calls, 50);
     double p99 = bench_percentile(lat, (size_t)calls, 99);
 
@@ -147,6 +148,7 @@ int main(int argc, char **argv) {
     double per_s = (double)(total / WINDOW * WINDOW) / secs;
 
     bench_report("raw_socket_rtt_us_p50", raw_p50, "us");
+    bench_report("raw_socket_rtt_us_p99", raw_p99, "us");
     bench_report("sync_rtt_us_p50", p50, "us");
     bench_report("sync_rtt_us_p99", p99, "us");
     bench_report("sync_rtt_over_raw_socket", p50 / raw_p50, "x");

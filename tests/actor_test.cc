@@ -1,8 +1,13 @@
 /* tests/actor_test.cc - actors as real worker processes on an embedded node: calls,
  * ordering, refs, wait, errors, crashes, kills, restarts, names, resources, clean shutdown. */
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <fstream>
 
 #include <algorithm>
 #include <atomic>
@@ -486,6 +491,120 @@ TEST(Runtime, ConfigErrors) {
     tr_config_destroy(cfg);
     tr_shutdown(nullptr);
     tr_config_destroy(nullptr);
+}
+
+TEST(Runtime, WorkerStartTimeout) {
+    tr_config *cfg = test_config_with({{"worker_start_timeout_ms", "300"}});
+    tr_runtime *rt;
+    ASSERT_EQ(tr_init(cfg, &rt), 0) << tr_last_error();
+    tr_actor_id a;
+    ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "slow-ctor", 9, &a), 0);
+    auto t0 = Clock::now();
+    EXPECT_EQ(tr_actor_wait_ready(rt, a, 10000), TR_EACTOR_DIED);
+    EXPECT_LT(Clock::now() - t0, std::chrono::seconds(3));
+    EXPECT_NE(std::string(tr_last_error()).find("start timeout"), std::string::npos)
+        << tr_last_error();
+    tr_shutdown(rt);
+    tr_config_destroy(cfg);
+}
+
+int64_t status_pid(tr_runtime *rt) {
+    char *json = nullptr;
+    if (tr_node_status(rt, &json)) return -1;
+    std::string s(json);
+    tr_free(json);
+    size_t at = s.find("\"pid\":");
+    return at == std::string::npos ? -1 : atoll(s.c_str() + at + 6);
+}
+
+TEST(Runtime, NodeDeathIsReportedNotHung) {
+    tr_runtime *rt;
+    ASSERT_EQ(tr_init(test_config(), &rt), 0) << tr_last_error();
+    tr_actor_id a;
+    ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "n", 1, &a), 0);
+    int64_t v, worker = 0;
+    ASSERT_EQ(call_i64(rt, a, "pid", 0, &worker), 0);
+    int64_t node = status_pid(rt);
+    ASSERT_GT(node, 0);
+    ASSERT_EQ(kill((pid_t)node, SIGKILL), 0);
+    auto t0 = Clock::now();
+    /* the worker follows its node (parent-death signal); calls fail, they do not hang */
+    int rc = call_i64(rt, a, "add", 1, &v, 5000);
+    EXPECT_TRUE(rc == TR_EACTOR_DIED || rc == 0) << tr_errname(rc);
+    while (pid_alive((int)worker) && Clock::now() - t0 < std::chrono::seconds(2))
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_FALSE(pid_alive((int)worker));
+    EXPECT_EQ(call_i64(rt, a, "add", 1, &v, 5000), TR_EACTOR_DIED);
+    EXPECT_LT(Clock::now() - t0, std::chrono::seconds(2));
+    tr_actor_id b;
+    EXPECT_EQ(tr_actor_create(rt, "Counter", nullptr, "m", 1, &b), TR_ECONNECT);
+    EXPECT_EQ(tr_kv_put(rt, "k", "v", 1), TR_ECONNECT);
+    tr_shutdown(rt);
+}
+
+/* Run only as a child of DriverDeathCleansUp: creates actors, records the pids, dies. */
+TEST(Orphan, DISABLED_DriverThatDies) {
+    const char *out = getenv("ORPHAN_PIDS");
+    ASSERT_NE(out, nullptr);
+    tr_runtime *rt;
+    ASSERT_EQ(tr_init(test_config(), &rt), 0);
+    std::ofstream f(out);
+    f << tr_runtime_address(rt) << "\n" << status_pid(rt) << "\n";
+    for (int i = 0; i < 3; i++) {
+        tr_actor_id a;
+        ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "o", 1, &a), 0);
+        int64_t pid;
+        ASSERT_EQ(call_i64(rt, a, "pid", 0, &pid), 0);
+        f << pid << "\n";
+    }
+    f.close();
+    raise(SIGKILL);
+}
+
+TEST(Runtime, DriverDeathCleansUp) {
+    char path[] = "/tmp/troupe-orphan-XXXXXX";
+    int fd = mkstemp(path);
+    ASSERT_GE(fd, 0);
+    close(fd);
+    std::string env_pids = std::string("ORPHAN_PIDS=") + path;
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    ASSERT_GT(n, 0);
+    exe[n] = 0;
+    char *argv[] = {exe, (char *)"--gtest_filter=Orphan.DISABLED_DriverThatDies",
+                    (char *)"--gtest_also_run_disabled_tests", nullptr};
+    std::vector<char *> envp;
+    for (char **e = environ; *e; e++)
+        if (strncmp(*e, "GTEST_", 6) && strncmp(*e, "XML_OUTPUT_FILE=", 16)) envp.push_back(*e);
+    envp.push_back((char *)env_pids.c_str());
+    envp.push_back(nullptr);
+    pid_t child;
+    ASSERT_EQ(posix_spawn(&child, exe, nullptr, nullptr, argv, envp.data()), 0);
+    int st;
+    ASSERT_EQ(waitpid(child, &st, 0), child);
+    ASSERT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) << "child status " << st;
+    std::ifstream f(path);
+    std::string addr;
+    std::vector<int64_t> pids;
+    f >> addr;
+    for (int64_t p; f >> p;)
+        pids.push_back(p);
+    unlink(path);
+    ASSERT_EQ(pids.size(), 4u) << "node + 3 workers";
+    std::string session = addr.substr(0, addr.rfind('/'));
+    auto t0 = Clock::now();
+    auto all_gone = [&] {
+        for (auto p : pids)
+            if (pid_alive((int)p)) return false;
+        struct stat sb;
+        return stat(session.c_str(), &sb) != 0;
+    };
+    while (!all_gone() && Clock::now() - t0 < std::chrono::seconds(5))
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (auto p : pids)
+        EXPECT_FALSE(pid_alive((int)p)) << "pid " << p << " outlived its driver";
+    struct stat sb;
+    EXPECT_NE(stat(session.c_str(), &sb), 0) << session << " left behind";
 }
 
 } // namespace

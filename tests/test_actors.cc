@@ -28,6 +28,7 @@ int counter_new(tr_ctx *ctx, const void *args, size_t len, void **self) {
         return tr_ctx_error(ctx, "constructor refused '%s'", "fail-ctor");
     }
     if (c->name == "crash-ctor") abort();
+    if (c->name == "slow-ctor") sleep(5);
     *self = c;
     return 0;
 }
