@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,6 +34,7 @@
 
 #define NODE_RPC_MS 10000
 #define RESOLVE_SLICE_MS 50
+#define BROKEN_GRACE_NS 1000000000
 
 typedef struct aconn aconn;
 
@@ -54,7 +56,9 @@ struct aconn {
     int resolving;
     char *reason;
     uint64_t inc;
-    uint64_t broken_inc; /* incarnation whose connection broke: never reconnect to it */
+    uint64_t broken_inc; /* incarnation whose connection hit EOF: do not reconnect to it */
+    int64_t broken_at;   /* ...unless the node still calls it alive after BROKEN_GRACE_NS */
+    int unknown;         /* the node has never heard of this id */
     tr__buf out;         /* unsent stream bytes: out[off] is stream byte `sent` */
     uint64_t sent, queued;
     tr__buf in;
@@ -68,6 +72,8 @@ struct tr__actors {
     pthread_cond_t cv;
     tr__nodeconn *node;
     int ep;
+    int wake_fd; /* eventfd in the epoll set: wakes the reader when another thread
+                    completes calls or closes a connection */
     int reader;
     int waiters;
     tr__idmap actors;
@@ -81,9 +87,14 @@ int tr__actors_create(tr__nodeconn *node, size_t max_msg, tr__actors **out) {
     tr__actors *a = calloc(1, sizeof *a);
     if (!a) return tr__err(TR_ENOMEM, "actor client");
     a->ep = epoll_create1(EPOLL_CLOEXEC);
-    if (a->ep < 0) {
+    a->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+    if (a->ep < 0 || a->wake_fd < 0 || epoll_ctl(a->ep, EPOLL_CTL_ADD, a->wake_fd, &ev) != 0) {
+        int e = errno;
+        if (a->ep >= 0) close(a->ep);
+        if (a->wake_fd >= 0) close(a->wake_fd);
         free(a);
-        return tr__err_errno(errno, "epoll_create1");
+        return tr__err_errno(e, "epoll/eventfd");
     }
     pthread_mutex_init(&a->mu, NULL);
     pthread_condattr_t ca;
@@ -127,6 +138,7 @@ void tr__actors_destroy(tr__actors *a) {
     tr__idmap_free(&a->actors);
     tr__idmap_free(&a->slots);
     close(a->ep);
+    close(a->wake_fd);
     pthread_mutex_destroy(&a->mu);
     pthread_cond_destroy(&a->cv);
     free(a);
@@ -206,7 +218,7 @@ static int resolve(tr__actors *a, const tr_actor_id *id, int wait_ms, resolved *
     tr__enc_str(&b, "wait_ms");
     tr__enc_int(&b, wait_ms);
     tr__reply r;
-    int timeout = wait_ms < 0 ? NODE_RPC_MS : wait_ms + NODE_RPC_MS;
+    int timeout = wait_ms < 0 || wait_ms > RESOLVE_SLICE_MS ? NODE_RPC_MS : wait_ms + NODE_RPC_MS;
     int rc = tr__nodeconn_call(a->node, TR__MSG_ACTOR_RESOLVE, &b, timeout, &r);
     tr__buf_free(&b);
     if (rc) return rc;
@@ -231,9 +243,10 @@ done:
 int tr__actor_wait_ready(tr__actors *a, tr_actor_id id, int timeout_ms) {
     int64_t deadline = tr__deadline(timeout_ms);
     for (;;) {
+        /* short slices: the node connection is shared, and held during each request */
         int left = tr__ms_left(deadline);
         resolved r;
-        int rc = resolve(a, &id, left < 0 ? 1000 : left, &r);
+        int rc = resolve(a, &id, left < 0 || left > RESOLVE_SLICE_MS ? RESOLVE_SLICE_MS : left, &r);
         if (rc) return rc;
         if (r.state == TR__ACTOR_ALIVE) return 0;
         if (r.state == TR__ACTOR_DEAD)
@@ -301,6 +314,18 @@ static slot *pop(aconn *ac) {
     return s;
 }
 
+/* Calls completed (or a connection closed) outside the reader's own processing: the
+ * reader may be asleep in epoll_wait on nothing that will fire, so poke it; followers
+ * sleep on the condition variable. */
+static void wake(tr__actors *a) {
+    if (a->reader) {
+        uint64_t one = 1;
+        ssize_t w = write(a->wake_fd, &one, sizeof one);
+        (void)w;
+    }
+    if (a->waiters) pthread_cond_broadcast(&a->cv);
+}
+
 /* The connection broke: calls that had started going out die; the rest stay queued. */
 static void conn_failed(tr__actors *a, aconn *ac, int rc, const char *why) {
     char hex[33], msg[700];
@@ -312,7 +337,10 @@ static void conn_failed(tr__actors *a, aconn *ac, int rc, const char *why) {
         ac->fd = -1;
     }
     ac->want_out = 0;
-    ac->broken_inc = ac->inc;
+    if (rc == TR_EACTOR_DIED) { /* EOF: that incarnation is gone, whatever the node says */
+        ac->broken_inc = ac->inc;
+        ac->broken_at = tr__now_ns();
+    }
     while (ac->head && ac->head->start < ac->sent)
         slot_fail(a, pop(ac), rc, msg);
     /* Drop the unsent tail of a frame that was partly written. */
@@ -320,7 +348,7 @@ static void conn_failed(tr__actors *a, aconn *ac, int rc, const char *why) {
     tr__buf_consume(&ac->out, (size_t)(keep_from - ac->sent));
     ac->sent = keep_from;
     tr__buf_reset(&ac->in);
-    if (a->waiters) pthread_cond_broadcast(&a->cv);
+    wake(a);
 }
 
 static void mark_dead(tr__actors *a, aconn *ac, const char *reason) {
@@ -334,7 +362,7 @@ static void mark_dead(tr__actors *a, aconn *ac, const char *reason) {
         slot_fail(a, pop(ac), TR_EACTOR_DIED, msg);
     tr__buf_reset(&ac->out);
     ac->sent = ac->queued;
-    if (a->waiters) pthread_cond_broadcast(&a->cv);
+    wake(a);
 }
 
 static void set_want_out(tr__actors *a, aconn *ac, int on) {
@@ -404,6 +432,7 @@ static int connect_actor(tr__actors *a, aconn *ac, int wait_ms) {
     if (a->waiters) pthread_cond_broadcast(&a->cv);
     if (ac->fd >= 0 || ac->dead) return 0;
     if (rc == TR_ENOTFOUND) {
+        ac->unknown = 1;
         mark_dead(a, ac, "no such actor");
         return 0;
     }
@@ -419,7 +448,9 @@ static int connect_actor(tr__actors *a, aconn *ac, int wait_ms) {
     if (r.state != TR__ACTOR_ALIVE) return 0;
     /* The node has not yet reaped the incarnation we saw die (or it died after the node
      * answered): wait a little for the restart or the verdict. */
-    int fd = r.inc == ac->broken_inc ? -1 : tr__unix_connect(r.path);
+    int fd = r.inc == ac->broken_inc && tr__now_ns() - ac->broken_at < BROKEN_GRACE_NS
+                 ? -1
+                 : tr__unix_connect_nb(r.path); /* never blocks, even on a full backlog */
     if (fd < 0) {
         pthread_mutex_unlock(&a->mu);
         struct timespec ts = {0, 2000000};
@@ -427,7 +458,6 @@ static int connect_actor(tr__actors *a, aconn *ac, int wait_ms) {
         pthread_mutex_lock(&a->mu);
         return 0;
     }
-    tr__set_nonblock(fd, 1);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ac};
     if (epoll_ctl(a->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
         close(fd);
@@ -484,11 +514,16 @@ int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const voi
     }
     s->key = ++a->next_ref;
     if ((rc = tr__idmap_put(&a->slots, s->key, s))) goto fail;
+    if (ac->unknown) {
+        tr__idmap_del(&a->slots, s->key);
+        rc = tr__err(TR_ENOTFOUND, "tr_call: no such actor");
+        goto fail;
+    }
     if (ac->dead) {
         slot_fail(a, s, TR_EACTOR_DIED, ac->reason);
         goto done;
     }
-    size_t before = ac->out.len;
+    size_t before = tr__buf_avail(&ac->out); /* not len: appending may compact the buffer */
     s->seq = ++ac->next_seq;
     if ((rc = tr__call_frame(&ac->out, s->seq, method, args ? args : "", len))) {
         tr__idmap_del(&a->slots, s->key);
@@ -496,7 +531,7 @@ int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const voi
     }
     s->ac = ac;
     s->start = ac->queued;
-    s->end = ac->queued += ac->out.len - before;
+    s->end = ac->queued += tr__buf_avail(&ac->out) - before;
     if (ac->tail)
         ac->tail->next = s;
     else
@@ -506,6 +541,12 @@ int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const voi
         flush(a, ac);
     else if (ac->head == s && !ac->resolving)
         connect_actor(a, ac, 0); /* first queued call: see if the actor is up already */
+    if (ac->unknown) {           /* the node has never heard of this actor (mark_dead failed s) */
+        tr__idmap_del(&a->slots, s->key);
+        pthread_mutex_unlock(&a->mu);
+        slot_free(s);
+        return tr__err(TR_ENOTFOUND, "tr_call: no such actor");
+    }
 done:
     memcpy(out->b, &s->key, 8);
     memcpy(out->b + 8, &a->tag, 8);
@@ -553,6 +594,12 @@ static void progress(tr__actors *a, int64_t deadline) {
     pthread_mutex_lock(&a->mu);
     for (int i = 0; i < n; i++) {
         aconn *ac = evs[i].data.ptr;
+        if (!ac) { /* the wake eventfd */
+            uint64_t v;
+            ssize_t r = read(a->wake_fd, &v, sizeof v);
+            (void)r;
+            continue;
+        }
         if (evs[i].events & EPOLLOUT) flush(a, ac);
         if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) on_readable(a, ac);
     }
@@ -582,7 +629,7 @@ static int finish_get(slot *s, const void **data, size_t *len) {
 int tr__actors_get(tr__actors *a, tr_ref ref, int timeout_ms, const void **data, size_t *len) {
     int64_t deadline = tr__deadline(timeout_ms);
     pthread_mutex_lock(&a->mu);
-    int rc;
+    int rc, passes = 0;
     for (;;) {
         slot *s = find_slot(a, ref);
         if (!s) {
@@ -593,7 +640,8 @@ int tr__actors_get(tr__actors *a, tr_ref ref, int timeout_ms, const void **data,
             rc = finish_get(s, data, len);
             break;
         }
-        if (tr__now_ns() >= deadline) {
+        /* Even a zero timeout makes one pass of progress: there is no background thread. */
+        if (passes++ > 0 && tr__now_ns() >= deadline) {
             rc =
                 tr__err(TR_ETIMEDOUT, "tr_get: the call has not finished within %d ms", timeout_ms);
             break;
@@ -615,7 +663,7 @@ int tr__actors_wait(tr__actors *a, const tr_ref *refs, size_t n, size_t num_read
         return tr__err(TR_EINVAL, "tr_wait: refs is NULL or num_ready > n");
     int64_t deadline = tr__deadline(timeout_ms);
     pthread_mutex_lock(&a->mu);
-    int rc = 0;
+    int rc = 0, passes = 0;
     for (;;) {
         size_t count = 0;
         aconn *unconnected = NULL;
@@ -630,7 +678,7 @@ int tr__actors_wait(tr__actors *a, const tr_ref *refs, size_t n, size_t num_read
             if (!s->done && s->ac->fd < 0 && !unconnected) unconnected = s->ac;
         }
         if (n_ready) *n_ready = count;
-        if (count >= num_ready || tr__now_ns() >= deadline) break;
+        if (count >= num_ready || (passes++ > 0 && tr__now_ns() >= deadline)) break;
         if (unconnected) {
             int left = tr__ms_left(deadline);
             int64_t slice = tr__deadline(left < 0 || left > 5 ? 5 : left);

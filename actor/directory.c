@@ -38,6 +38,7 @@ typedef struct actor {
     pid_t pid;
     int holds; /* resources taken */
     int no_restart;
+    int owner_gone; /* freed once dead and reaped */
     uv_timer_t start_timer;
     int timer_live;
     waiter *waiters;
@@ -172,6 +173,7 @@ static void on_start_timeout(uv_timer_t *t) {
 }
 
 static void on_worker_exit(void *ctx, tr__proc *p, int64_t status, int sig);
+static void forget(tr__directory *d, actor *a);
 
 static void spawn(tr__directory *d, actor *a) {
     a->state = a->inc == 0 ? TR__ACTOR_STARTING : TR__ACTOR_RESTARTING;
@@ -210,6 +212,7 @@ static void on_worker_exit(void *ctx, tr__proc *p, int64_t status, int sig) {
     release(d, a);
     if (a->state == TR__ACTOR_DEAD) { /* failed constructor, or already declared dead */
         schedule_pending(d);
+        if (a->owner_gone && !a->waiters) forget(d, a); /* nobody can ask for it any more */
         return;
     }
     int can_restart = !a->no_restart && !d->shutting_down &&
@@ -421,7 +424,9 @@ static void on_worker_start(void *ctx, tr__conn *c, uint64_t seq, const tr__obj 
     free(a->path);
     a->path = strdup(path);
     tr__buf b = TR__BUF_INIT;
-    tr__reply_begin(&b, a->path ? 0 : TR_ENOMEM, NULL, 5);
+    tr__reply_begin(&b, a->path ? 0 : TR_ENOMEM, NULL, 6);
+    tr__enc_str(&b, "max_msg");
+    tr__enc_uint(&b, d->o.max_msg);
     tr__enc_str(&b, "class");
     tr__enc_str(&b, a->cls);
     tr__enc_str(&b, "args");
@@ -492,20 +497,29 @@ static void actor_discard(actor *a) {
     }
 }
 
+/* Unlinks and frees an actor (its timer closes first). */
+static void forget(tr__directory *d, actor *a) {
+    for (actor **pp = &d->all; *pp; pp = &(*pp)->next) {
+        if (*pp == a) {
+            *pp = a->next;
+            break;
+        }
+    }
+    tr__idmap_del(&d->by_id, tr__id_key(a->id));
+    actor_discard(a);
+}
+
 static void on_conn_close(void *ctx, tr__conn *c) {
     tr__directory *d = ctx;
     for (actor *a = d->all; a; a = a->next)
         if (a->owner == c->id && a->state != TR__ACTOR_DEAD) kill_actor(d, a, "its owner exited");
-    /* Forget dead actors whose owner is gone and whose process is reaped. */
-    for (actor **pp = &d->all; *pp;) {
-        actor *a = *pp;
-        if (a->owner == c->id && a->state == TR__ACTOR_DEAD && !a->proc && !a->waiters) {
-            *pp = a->next;
-            tr__idmap_del(&d->by_id, tr__id_key(a->id));
-            actor_discard(a);
-            continue;
-        }
-        pp = &a->next;
+    /* Forget dead actors whose owner is gone; those still being reaped go in
+     * on_worker_exit. */
+    for (actor *a = d->all, *n; a; a = n) {
+        n = a->next;
+        if (a->owner != c->id) continue;
+        a->owner_gone = 1;
+        if (a->state == TR__ACTOR_DEAD && !a->proc && !a->waiters) forget(d, a);
     }
 }
 
@@ -593,6 +607,7 @@ void tr__directory_close(tr__directory *d) {
             uv_timer_stop(&w->timer);
             uv_close((uv_handle_t *)&w->timer, on_waiter_closed);
         }
+        tr__proc_detach(a->proc); /* a worker that outlived the reap timeout */
         actor_discard(a);
     }
     d->all = NULL;

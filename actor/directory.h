@@ -26,6 +26,7 @@ typedef struct tr__directory_opts {
     const char *node_path;   /* workers connect here */
     const char *session_dir; /* worker sockets go here */
     int start_timeout_ms;
+    size_t max_msg; /* the node's message limit, which its workers adopt */
 } tr__directory_opts;
 
 int tr__directory_create(const tr__directory_opts *o, tr__directory **out);

@@ -97,7 +97,7 @@ static void drop_client(worker *w, client *c) {
 static const tr_method_def *find_method(const tr_actor_class *cls, const char *m, size_t n) {
     for (size_t i = 0; i < cls->n_methods; i++) {
         const char *name = cls->methods[i].name;
-        if (strncmp(name, m, n) == 0 && name[n] == '\0') return &cls->methods[i];
+        if (strlen(name) == n && memcmp(name, m, n) == 0) return &cls->methods[i];
     }
     return NULL;
 }
@@ -129,6 +129,13 @@ static int run_call(worker *w, client *c, uint64_t seq, const char *body, size_t
                 snprintf(ctx->err, sizeof ctx->err, "method '%s' returned %d", def->name, r);
         }
         return tr__result_frame(&c->out, seq, TR_ETASK, ctx->err, strlen(ctx->err) + 1);
+    }
+    if (ctx->result.len + 64 > w->max_msg) {
+        snprintf(ctx->err, sizeof ctx->err,
+                 "method '%s': its result of %zu bytes exceeds the message limit of %zu "
+                 "(max_message_bytes)",
+                 def->name, ctx->result.len, w->max_msg);
+        return tr__result_frame(&c->out, seq, TR_EMSGSIZE, ctx->err, strlen(ctx->err) + 1);
     }
     return tr__result_frame(&c->out, seq, 0, ctx->result.data, ctx->result.len);
 }
@@ -288,6 +295,11 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, const tr_config *cfg,
         TR_LOG_ERROR("WORKER-START", "bad reply: %s", tr_last_error());
         tr__reply_free(&r);
         return 2;
+    }
+    uint64_t node_max = 0; /* one limit per node: the workers adopt the node's */
+    if (tr__get_uint(r.root, "max_msg", &node_max) == 0 && node_max >= 4096) {
+        w.max_msg = (size_t)node_max;
+        node->max_msg = (size_t)node_max;
     }
     int status = 1;
     memcpy(w.ctx.id.b, id, 16);

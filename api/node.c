@@ -179,8 +179,9 @@ int tr__node_main(const tr_config *cfg, int ready_fd) {
         remove_session(n);
         return 1;
     }
-    tr__directory_opts dopts = {&n->loop, &n->pool,   &n->total,
-                                n->sock,  n->session, cfg->worker_start_timeout_ms};
+    tr__directory_opts dopts = {&n->loop,    &n->pool,   &n->total,
+                                n->sock,     n->session, cfg->worker_start_timeout_ms,
+                                cfg->max_msg};
     if ((rc = tr__directory_create(&dopts, &n->dir))) {
         TR_LOG_ERROR("NODE-START", "%s", tr_last_error());
         remove_session(n);

@@ -130,7 +130,8 @@ out_pipe:
     return rc;
 }
 
-static int hello(tr__nodeconn *node, const char *role, int owner) {
+/* Introduces this process to the node and adopts the node's message limit. */
+static int hello(tr__nodeconn *node, const char *role, int owner, size_t *max_msg) {
     char exe[PATH_MAX];
     int rc = self_exe(exe, sizeof exe);
     if (rc) return rc;
@@ -144,9 +145,17 @@ static int hello(tr__nodeconn *node, const char *role, int owner) {
     tr__enc_str(&b, exe);
     tr__enc_str(&b, "owner");
     tr__enc_int(&b, owner);
-    rc = tr__nodeconn_call(node, TR__MSG_HELLO, &b, RPC_MS, NULL);
+    tr__reply r;
+    rc = tr__nodeconn_call(node, TR__MSG_HELLO, &b, RPC_MS, &r);
     tr__buf_free(&b);
-    return rc;
+    if (rc) return rc;
+    uint64_t m = 0;
+    if (tr__get_uint(r.root, "max_msg", &m) == 0 && m >= 4096) {
+        *max_msg = (size_t)m;
+        node->max_msg = (size_t)m;
+    }
+    tr__reply_free(&r);
+    return 0;
 }
 
 static void runtime_free(tr_runtime *rt) {
@@ -160,7 +169,7 @@ static void runtime_free(tr_runtime *rt) {
 static int connect_runtime(tr_runtime *rt, const char *address, const char *role, int owner) {
     int rc = tr__nodeconn_open(address, rt->cfg->max_msg, &rt->node);
     if (rc) return rc;
-    if ((rc = hello(rt->node, role, owner))) return rc;
+    if ((rc = hello(rt->node, role, owner, &rt->cfg->max_msg))) return rc;
     return tr__actors_create(rt->node, rt->cfg->max_msg, &rt->actors);
 }
 

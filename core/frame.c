@@ -145,11 +145,11 @@ static int fill_addr(struct sockaddr_un *a, const char *path) {
     return 0;
 }
 
-int tr__unix_connect(const char *path) {
+static int connect_flags(const char *path, int flags) {
     struct sockaddr_un a;
     int rc = fill_addr(&a, path);
     if (rc) return rc;
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | flags, 0);
     if (fd < 0) return tr__err_errno(errno, "socket");
     while (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
         if (errno == EINTR) continue;
@@ -159,6 +159,14 @@ int tr__unix_connect(const char *path) {
         return TR_ECONNECT;
     }
     return fd;
+}
+
+int tr__unix_connect(const char *path) {
+    return connect_flags(path, 0);
+}
+
+int tr__unix_connect_nb(const char *path) {
+    return connect_flags(path, SOCK_NONBLOCK);
 }
 
 int tr__unix_listen(const char *path, int backlog) {

@@ -70,6 +70,9 @@ int tr__read_some(int fd, tr__buf *buf);
 /* Connects a blocking Unix stream socket to path. Returns the fd or a negative code
  * (TR_ECONNECT with the path in the message, TR_EINVAL if the path is too long). */
 int tr__unix_connect(const char *path);
+/* Same, but never blocks: the socket is O_NONBLOCK and a full listen backlog gives
+ * TR_ECONNECT at once (Unix-domain connects complete or fail immediately). */
+int tr__unix_connect_nb(const char *path);
 /* Creates a listening Unix socket at path (mode 0600, close-on-exec). Returns fd or code. */
 int tr__unix_listen(const char *path, int backlog);
 int tr__set_nonblock(int fd, int on);

@@ -80,6 +80,8 @@ int tr__nodeconn_call(tr__nodeconn *c, uint8_t type, const tr__buf *body, int ti
     tr__frame_hdr h = {TR__FRAME_MAGIC, TR__FRAME_VERSION, type, (uint32_t)blen, seq};
     struct iovec iov[2] = {{&h, sizeof h}, {(void *)bp, blen}};
     if ((rc = tr__write_all(c->fd, iov, 2, deadline))) {
+        /* part of the frame may have gone out: the stream is unusable from here */
+        c->broken = 1;
         rc = transport_fail(c, rc);
         goto out;
     }

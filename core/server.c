@@ -142,9 +142,11 @@ static void on_hello(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) 
     if (tr__obj_get(body, "owner")) tr__get_int(body, "owner", &owner);
     c->owner = owner != 0;
     tr__buf b = TR__BUF_INIT;
-    tr__reply_begin(&b, 0, NULL, 1);
+    tr__reply_begin(&b, 0, NULL, 2);
     tr__enc_str(&b, "pid");
     tr__enc_int(&b, getpid());
+    tr__enc_str(&b, "max_msg"); /* one message limit per node: clients adopt it */
+    tr__enc_uint(&b, c->srv->max_msg);
     tr__server_reply(c, seq, &b);
     tr__buf_free(&b);
 }

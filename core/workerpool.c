@@ -96,3 +96,11 @@ pid_t tr__proc_pid(const tr__proc *p) {
 void tr__proc_kill(tr__proc *p, int sig) {
     if (p && !p->exited) uv_process_kill(&p->h, sig);
 }
+
+void tr__proc_detach(tr__proc *p) {
+    if (!p || p->exited) return;
+    p->fn = NULL;
+    p->exited = 1;
+    p->pool->live--;
+    uv_close((uv_handle_t *)&p->h, on_closed);
+}

@@ -28,5 +28,8 @@ int tr__proc_spawn(tr__pool *pool, const char *exe, const char *const *env, tr__
 pid_t tr__proc_pid(const tr__proc *p);
 /* Sends a signal; harmless after exit. */
 void tr__proc_kill(tr__proc *p, int sig);
+/* Forgets a live process: its exit callback will not run and its handle is closed (the
+ * process is no longer reaped by this loop). For teardown when a worker will not die. */
+void tr__proc_detach(tr__proc *p);
 
 #endif

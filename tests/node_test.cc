@@ -274,8 +274,14 @@ TEST(Standalone, NodeStartedByTheCliIsReachedByAddress) {
     tr_config_destroy(cfg);
     out = run_cmd(cli + "status --address " + addr, &st);
     EXPECT_EQ(st, 0) << out;
-    /* ...but its actors die with it */
+    /* ...but its actors die with it, and once reaped the node forgets them */
     EXPECT_EQ(out.find("\"state\":\"ALIVE\""), std::string::npos) << out;
+    for (int i = 0; i < 100 && out.find("\"actors\":[]") == std::string::npos; i++) {
+        usleep(20000);
+        out = run_cmd(cli + "status --address " + addr, &st);
+    }
+    EXPECT_NE(out.find("\"actors\":[]"), std::string::npos) << out;
+    EXPECT_NE(out.find("\"workers_live\":0"), std::string::npos) << out;
     out = run_cmd(cli + "stop" + td, &st);
     EXPECT_EQ(st, 0) << out;
     struct stat sb;

@@ -97,6 +97,12 @@ int m_sleep_ms(tr_ctx *ctx, void *, const void *args, size_t len) {
     return reply_i64(ctx, ms);
 }
 
+/* Replies with arg bytes of 'b'. */
+int m_big(tr_ctx *ctx, void *, const void *args, size_t len) {
+    std::string out((size_t)arg_i64(args, len), 'b');
+    return tr_ctx_reply(ctx, out.data(), out.size());
+}
+
 int m_pid(tr_ctx *ctx, void *, const void *, size_t) {
     return reply_i64(ctx, getpid());
 }
@@ -122,6 +128,7 @@ const tr_method_def counter_methods[] = {
     {"echo", m_echo},   {"fail", m_fail}, {"fail_silent", m_fail_silent},
     {"crash", m_crash}, {"exit", m_exit}, {"sleep_ms", m_sleep_ms},
     {"pid", m_pid},     {"name", m_name}, {"call_other", m_call_other},
+    {"big", m_big},
 };
 
 void add_classes(tr_config *cfg) {
@@ -199,4 +206,31 @@ bool pid_alive(int pid) {
     buf[n] = '\0';
     const char *p = strrchr(buf, ')');
     return !(p && p[1] == ' ' && p[2] == 'Z');
+}
+
+int64_t status_pid_of(tr_runtime *rt) {
+    char *json = nullptr;
+    if (tr_node_status(rt, &json)) return -1;
+    std::string s(json);
+    tr_free(json);
+    size_t at = s.find("\"pid\":");
+    return at == std::string::npos ? -1 : atoll(s.c_str() + at + 6);
+}
+
+int run_orphan_driver(const char *out_path) {
+    tr_runtime *rt;
+    if (tr_init(test_config(), &rt)) return 1;
+    FILE *f = fopen(out_path, "w");
+    if (!f) return 1;
+    fprintf(f, "%s\n%lld\n", tr_runtime_address(rt), (long long)status_pid_of(rt));
+    for (int i = 0; i < 3; i++) {
+        tr_actor_id a;
+        int64_t pid = 0;
+        if (tr_actor_create(rt, "Counter", nullptr, "o", 1, &a) || call_i64(rt, a, "pid", 0, &pid))
+            return 1;
+        fprintf(f, "%lld\n", (long long)pid);
+    }
+    fclose(f);
+    raise(SIGKILL); /* die without tr_shutdown: the node must notice and clean up */
+    return 1;
 }
