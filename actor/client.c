@@ -104,9 +104,10 @@ int tr__actors_create(tr__nodeconn *node, size_t max_msg, tr__actors **out) {
     pthread_condattr_destroy(&ca);
     a->node = node;
     a->max_msg = max_msg;
-    do
+    do { /* bit 63 clear: b[15]'s top bit marks object refs (objectstore/client.h) */
         tr__random_bytes(&a->tag, sizeof a->tag);
-    while (a->tag == 0);
+        a->tag &= ~(1ull << 63);
+    } while (a->tag == 0);
     *out = a;
     return 0;
 }

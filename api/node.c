@@ -21,6 +21,7 @@
 #include "core/server.h"
 #include "core/status.h"
 #include "core/workerpool.h"
+#include "objectstore/store.h"
 
 #define REAP_TIMEOUT_MS 5000
 
@@ -29,6 +30,7 @@ typedef struct node {
     tr__server *srv;
     tr__kv *kv;
     tr__directory *dir;
+    tr__store *store;
     tr__pool pool;
     tr__res total;
     char session[512], sock[600];
@@ -131,6 +133,8 @@ static void on_status(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
                  (int)getpid(), n->sock, tr_version_string(), n->pool.live, tr__kv_count(n->kv));
     tr__buf_append(&j, head, (size_t)k);
     tr__directory_status_json(n->dir, &j);
+    tr__buf_append(&j, ",", 1);
+    tr__store_status_json(n->store, &j);
     tr__buf_append(&j, "}", 1);
     tr__buf b = TR__BUF_INIT;
     tr__reply_begin(&b, j.oom ? TR_ENOMEM : 0, NULL, 1);
@@ -174,7 +178,8 @@ int tr__node_main(const tr_config *cfg, int ready_fd) {
     uv_loop_init(&n->loop);
     tr__pool_init(&n->pool, &n->loop);
     if ((rc = tr__server_create(&n->loop, n->sock, cfg->max_msg, &n->srv)) ||
-        (rc = tr__kv_create(&n->kv))) {
+        (rc = tr__kv_create(&n->kv)) ||
+        (rc = tr__store_create(tr__config_store_bytes(cfg), &n->store))) {
         TR_LOG_ERROR("NODE-START", "%s", tr_last_error());
         remove_session(n);
         return 1;
@@ -188,6 +193,7 @@ int tr__node_main(const tr_config *cfg, int ready_fd) {
         return 1;
     }
     tr__kv_mount(n->kv, n->srv);
+    tr__store_mount(n->store, n->srv);
     tr__directory_mount(n->dir, n->srv);
     tr__server_on(n->srv, TR__MSG_STATUS, on_status, n);
     tr__server_on(n->srv, TR__MSG_SHUTDOWN, on_shutdown_msg, n);
@@ -218,6 +224,7 @@ int tr__node_main(const tr_config *cfg, int ready_fd) {
     uv_loop_close(&n->loop);
     tr__directory_destroy(n->dir);
     tr__kv_destroy(n->kv);
+    tr__store_destroy(n->store);
     remove_session(n);
     free(n);
     return 0;

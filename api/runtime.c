@@ -23,6 +23,7 @@
 #include "core/log.h"
 #include "core/nodeconn.h"
 #include "core/status.h"
+#include "objectstore/client.h"
 
 #define NODE_START_TIMEOUT_MS 10000
 #define NODE_STOP_TIMEOUT_MS 8000
@@ -34,6 +35,7 @@ struct tr_runtime {
     tr_config *cfg;
     tr__nodeconn *node;
     tr__actors *actors;
+    tr__objects *objects;
     char *address;
     pid_t node_pid; /* embedded node, 0 otherwise */
 };
@@ -160,6 +162,7 @@ static int hello(tr__nodeconn *node, const char *role, int owner, size_t *max_ms
 
 static void runtime_free(tr_runtime *rt) {
     tr__actors_destroy(rt->actors);
+    tr__objects_detach(rt->objects);
     tr__nodeconn_close(rt->node);
     tr_config_destroy(rt->cfg);
     free(rt->address);
@@ -170,6 +173,7 @@ static int connect_runtime(tr_runtime *rt, const char *address, const char *role
     int rc = tr__nodeconn_open(address, rt->cfg->max_msg, &rt->node);
     if (rc) return rc;
     if ((rc = hello(rt->node, role, owner, &rt->cfg->max_msg))) return rc;
+    if ((rc = tr__objects_attach(rt->node, &rt->objects))) return rc;
     return tr__actors_create(rt->node, rt->cfg->max_msg, &rt->actors);
 }
 
@@ -432,16 +436,98 @@ TR_API int tr_call(tr_runtime *rt, tr_actor_id actor, const char *method, const 
 
 TR_API int tr_get(tr_runtime *rt, tr_ref ref, int timeout_ms, const void **data, size_t *len) {
     CHECK_RT(rt, "tr_get");
+    if (tr__ref_is_object(&ref)) return tr__objects_get(rt->objects, ref, timeout_ms, data, len);
     return tr__actors_get(rt->actors, ref, timeout_ms, data, len);
+}
+
+/* Waits on a mix of object and call refs: objects are checked in the store, calls through
+ * the actor client, in slices short enough that neither starves the other. */
+static int wait_mixed(tr_runtime *rt, const tr_ref *refs, size_t n, size_t num_ready,
+                      int timeout_ms, uint8_t *ready, size_t *n_ready) {
+    tr_ref *calls = malloc(n * sizeof *calls);
+    size_t *where = malloc(n * sizeof *where);
+    uint8_t *cready = malloc(n ? n : 1);
+    int rc = 0;
+    if (!calls || !where || !cready) {
+        rc = tr__err(TR_ENOMEM, "tr_wait");
+        goto out;
+    }
+    size_t nc = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!tr__ref_is_object(&refs[i])) {
+            where[nc] = i;
+            calls[nc++] = refs[i];
+        }
+    int64_t deadline = tr__deadline(timeout_ms);
+    for (int pass = 0;; pass++) {
+        size_t count = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (!tr__ref_is_object(&refs[i])) continue;
+            int r = tr__objects_ready(rt->objects, refs[i]);
+            if (ready) ready[i] = (uint8_t)(r == 1);
+            count += r == 1;
+        }
+        int objects_pending = count < n - nc;
+        if (nc) {
+            size_t want = num_ready > count ? num_ready - count : 0;
+            if (want > nc) want = nc;
+            int64_t slice = objects_pending ? tr__deadline(1) : deadline;
+            if (slice > deadline) slice = deadline;
+            size_t got = 0;
+            int left = tr__ms_left(slice);
+            rc = tr__actors_wait(rt->actors, calls, nc, want, left, cready, &got);
+            if (rc) goto out;
+            for (size_t k = 0; k < nc; k++)
+                if (ready) ready[where[k]] = cready[k];
+            count += got;
+        }
+        if (n_ready) *n_ready = count;
+        if (count >= num_ready || (pass > 0 && tr__now_ns() >= deadline)) break;
+        if (!nc) {
+            int64_t slice = tr__deadline(50);
+            tr__objects_wait_change(rt->objects, slice < deadline ? slice : deadline);
+        }
+    }
+out:
+    free(calls);
+    free(where);
+    free(cready);
+    return rc;
 }
 
 TR_API int tr_wait(tr_runtime *rt, const tr_ref *refs, size_t n, size_t num_ready, int timeout_ms,
                    uint8_t *ready, size_t *n_ready) {
     CHECK_RT(rt, "tr_wait");
+    if ((!refs && n) || num_ready > n)
+        return tr__err(TR_EINVAL, "tr_wait: refs is NULL or num_ready > n");
+    for (size_t i = 0; i < n; i++)
+        if (tr__ref_is_object(&refs[i]))
+            return wait_mixed(rt, refs, n, num_ready, timeout_ms, ready, n_ready);
     return tr__actors_wait(rt->actors, refs, n, num_ready, timeout_ms, ready, n_ready);
 }
 
 TR_API int tr_ref_release(tr_runtime *rt, tr_ref ref) {
     CHECK_RT(rt, "tr_ref_release");
+    if (tr__ref_is_object(&ref)) return tr__objects_release(rt->objects, ref);
     return tr__actors_release(rt->actors, ref);
+}
+
+TR_API int tr_put(tr_runtime *rt, const void *data, size_t len, tr_ref *out) {
+    CHECK_RT(rt, "tr_put");
+    return tr__objects_put(rt->objects, data, len, out);
+}
+
+TR_API int tr_object_create(tr_runtime *rt, size_t len, tr_ref *out, void **buf) {
+    CHECK_RT(rt, "tr_object_create");
+    return tr__objects_create(rt->objects, len, out, buf);
+}
+
+TR_API int tr_object_seal(tr_runtime *rt, tr_ref ref) {
+    CHECK_RT(rt, "tr_object_seal");
+    return tr__objects_seal(rt->objects, ref);
+}
+
+TR_API int tr_object_stats(tr_runtime *rt, tr_store_stats *out) {
+    CHECK_RT(rt, "tr_object_stats");
+    return tr__objects_stats(rt->objects, out);
 }

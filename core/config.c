@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/codec.h"
 #include "core/frame.h"
@@ -115,6 +116,11 @@ TR_API int tr_config_set(tr_config *cfg, const char *key, const char *value) {
         cfg->max_msg = (size_t)d;
         return 0;
     }
+    if (strcmp(key, "object_store_bytes") == 0) {
+        if ((rc = parse_num(key, value, 1 << 20, 1ull << 42, &d))) return rc;
+        cfg->store_bytes = (size_t)d;
+        return 0;
+    }
     if (strcmp(key, "worker_start_timeout_ms") == 0) {
         if ((rc = parse_num(key, value, 1, 3600e3, &d))) return rc;
         cfg->worker_start_timeout_ms = (int)d;
@@ -193,10 +199,20 @@ int tr__config_log_level(const tr_config *cfg, const tr__env *env) {
     return TR__LOG_WARN;
 }
 
+size_t tr__config_store_bytes(const tr_config *cfg) {
+    if (cfg && cfg->store_bytes) return cfg->store_bytes;
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    size_t ram = pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz : (size_t)4 << 30;
+    size_t want = ram / 10 * 3;
+    return want > ((size_t)1 << 30) ? (size_t)1 << 30 : want;
+}
+
 int tr__config_encode_node(const tr_config *cfg, tr__buf *out) {
     char res[1024];
     tr__res_format(&cfg->resources, res, sizeof res);
-    tr__enc_map(out, 6);
+    tr__enc_map(out, 7);
+    tr__enc_str(out, "store_bytes");
+    tr__enc_uint(out, cfg->store_bytes);
     tr__enc_str(out, "num_cpus");
     tr__enc_double(out, cfg->num_cpus);
     tr__enc_str(out, "num_gpus");
@@ -226,6 +242,9 @@ int tr__config_decode_node(const void *data, size_t len, tr_config *cfg) {
         (rc = tr__get_int(d.root, "log_level", &lvl)) ||
         (rc = tr__get_strdup(d.root, "resources", &res)))
         goto out;
+    uint64_t store = 0;
+    if ((rc = tr__get_uint(d.root, "store_bytes", &store))) goto out;
+    cfg->store_bytes = (size_t)store;
     cfg->max_msg = max_msg;
     cfg->worker_start_timeout_ms = (int)start_ms;
     cfg->log_level = (int)lvl;

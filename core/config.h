@@ -23,7 +23,8 @@ struct tr_config {
     int log_level;     /* < 0: unset */
     size_t max_msg;
     int worker_start_timeout_ms;
-    char *tmpdir; /* NULL: /tmp */
+    char *tmpdir;       /* NULL: /tmp */
+    size_t store_bytes; /* object store capacity; 0: the default */
     tr_actor_class *classes;
     size_t n_classes;
 };
@@ -50,5 +51,7 @@ int tr__config_decode_node(const void *data, size_t len, tr_config *cfg);
 const tr_actor_class *tr__config_find_class(const tr_config *cfg, const char *name);
 /* Effective log level: config, else environment, else warn. */
 int tr__config_log_level(const tr_config *cfg, const tr__env *env);
+/* Effective object store capacity: configured, else 30% of RAM capped at 1 GiB. */
+size_t tr__config_store_bytes(const tr_config *cfg);
 
 #endif

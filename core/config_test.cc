@@ -375,7 +375,8 @@ TEST_F(Config, NodeConfigRoundTripOfLargeResources) {
 
 // A node config message with one field replaced or left out.
 void node_msg(tr__buf *b, const char *skip, const char *as_string) {
-    const char *keys[] = {"num_cpus", "num_gpus", "resources", "max_msg", "start_ms", "log_level"};
+    const char *keys[] = {"num_cpus", "num_gpus",  "resources",  "max_msg",
+                          "start_ms", "log_level", "store_bytes"};
     uint32_t n = 0;
     for (const char *k : keys)
         n += strcmp(k, skip) != 0;
@@ -404,7 +405,8 @@ TEST_F(Config, NodeConfigDecodeErrors) {
         tr_config_destroy(c);
         tr__buf_free(&b);
     }
-    const char *keys[] = {"num_cpus", "num_gpus", "resources", "max_msg", "start_ms", "log_level"};
+    const char *keys[] = {"num_cpus", "num_gpus",  "resources",  "max_msg",
+                          "start_ms", "log_level", "store_bytes"};
     for (const char *k : keys) {
         tr__buf b = TR__BUF_INIT;
         node_msg(&b, k, "");

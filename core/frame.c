@@ -106,8 +106,68 @@ int tr__read_some(int fd, tr__buf *buf) {
     }
 }
 
+/* recv, or recvmsg collecting a passed descriptor when passed_fd is not NULL. */
+static ssize_t recv_fd(int fd, void *p, size_t n, int *passed_fd) {
+    if (!passed_fd) return recv(fd, p, n, MSG_DONTWAIT);
+    struct iovec iov = {p, n};
+    union {
+        struct cmsghdr c;
+        char b[CMSG_SPACE(4 * sizeof(int))];
+    } ctl;
+    struct msghdr m = {0};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = ctl.b;
+    m.msg_controllen = sizeof ctl.b;
+    ssize_t r = recvmsg(fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (r < 0) return r;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        int fds[4];
+        memcpy(fds, CMSG_DATA(c), (k > 4 ? 4 : k) * sizeof(int));
+        for (size_t i = 0; i < k && i < 4; i++) {
+            if (*passed_fd < 0)
+                *passed_fd = fds[i];
+            else
+                close(fds[i]);
+        }
+    }
+    return r;
+}
+
 int tr__read_frame(int fd, tr__buf *buf, size_t max_len, int64_t deadline, tr__frame_hdr *h,
                    const char **body) {
+    return tr__read_frame_fd(fd, buf, max_len, deadline, h, body, NULL);
+}
+
+int tr__send_frame_fd(int fd, uint8_t type, uint64_t seq, const void *body, size_t n,
+                      int passed_fd) {
+    tr__frame_hdr h = {TR__FRAME_MAGIC, TR__FRAME_VERSION, type, (uint32_t)n, seq};
+    struct iovec iov[2] = {{&h, sizeof h}, {(void *)body, n}};
+    union {
+        struct cmsghdr c;
+        char b[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct msghdr m = {0};
+    m.msg_iov = iov;
+    m.msg_iovlen = 2;
+    m.msg_control = ctl.b;
+    m.msg_controllen = sizeof ctl.b;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &passed_fd, sizeof(int));
+    ssize_t r = sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (r != (ssize_t)(sizeof h + n))
+        return tr__err(TR_EIO, "sending a descriptor: %s", r < 0 ? strerror(errno) : "short write");
+    return 0;
+}
+
+int tr__read_frame_fd(int fd, tr__buf *buf, size_t max_len, int64_t deadline, tr__frame_hdr *h,
+                      const char **body, int *passed_fd) {
     for (;;) {
         int rc = tr__frame_parse(buf, max_len, h, body);
         if (rc != 0) return rc;
@@ -118,7 +178,7 @@ int tr__read_frame(int fd, tr__buf *buf, size_t max_len, int64_t deadline, tr__f
             want = TR__FRAME_HDR + hh.len - tr__buf_avail(buf);
         }
         if (tr__buf_reserve(buf, want)) return TR_ENOMEM;
-        ssize_t n = recv(fd, buf->data + buf->len, buf->cap - buf->len, MSG_DONTWAIT);
+        ssize_t n = recv_fd(fd, buf->data + buf->len, buf->cap - buf->len, passed_fd);
         if (n > 0) {
             buf->len += (size_t)n;
             continue;

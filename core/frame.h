@@ -63,6 +63,17 @@ int tr__write_all(int fd, struct iovec *iov, int iovcnt, int64_t deadline);
 int tr__read_frame(int fd, tr__buf *buf, size_t max_len, int64_t deadline, tr__frame_hdr *h,
                    const char **body);
 
+/* Same, and if the peer passed a file descriptor (SCM_RIGHTS) with the bytes read, sets
+ * *passed_fd to it (the caller owns it; extra descriptors are closed). *passed_fd is left
+ * alone when none came. */
+int tr__read_frame_fd(int fd, tr__buf *buf, size_t max_len, int64_t deadline, tr__frame_hdr *h,
+                      const char **body, int *passed_fd);
+
+/* Sends one whole frame and a file descriptor with it (SCM_RIGHTS), without blocking:
+ * TR_EIO if the socket would block or took only part of it. */
+int tr__send_frame_fd(int fd, uint8_t type, uint64_t seq, const void *body, size_t n,
+                      int passed_fd);
+
 /* Reads what is available without blocking (fd must be O_NONBLOCK) into buf.
  * Returns bytes read (>0), 0 when nothing was available, TR_ECLOSED on EOF, TR_EIO. */
 int tr__read_some(int fd, tr__buf *buf);

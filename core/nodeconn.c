@@ -64,6 +64,12 @@ static int transport_fail(tr__nodeconn *c, int rc) {
 
 int tr__nodeconn_call(tr__nodeconn *c, uint8_t type, const tr__buf *body, int timeout_ms,
                       tr__reply *reply) {
+    return tr__nodeconn_call_fd(c, type, body, timeout_ms, reply, NULL);
+}
+
+int tr__nodeconn_call_fd(tr__nodeconn *c, uint8_t type, const tr__buf *body, int timeout_ms,
+                         tr__reply *reply, int *passed_fd) {
+    if (passed_fd) *passed_fd = -1;
     static const char empty_map = (char)0x80;
     const char *bp = body ? body->data + body->off : &empty_map;
     size_t blen = body ? tr__buf_avail(body) : 1;
@@ -88,7 +94,7 @@ int tr__nodeconn_call(tr__nodeconn *c, uint8_t type, const tr__buf *body, int ti
     for (;;) {
         tr__frame_hdr rh;
         const char *rbody;
-        rc = tr__read_frame(c->fd, &c->in, c->max_msg, deadline, &rh, &rbody);
+        rc = tr__read_frame_fd(c->fd, &c->in, c->max_msg, deadline, &rh, &rbody, passed_fd);
         if (rc < 0) {
             rc = transport_fail(c, rc);
             goto out;

@@ -39,6 +39,10 @@ void tr__nodeconn_close(tr__nodeconn *c);
  * TR_ETIMEDOUT, TR_EPROTO. */
 int tr__nodeconn_call(tr__nodeconn *c, uint8_t type, const tr__buf *body, int timeout_ms,
                       tr__reply *reply);
+/* Same, for a request whose reply carries a file descriptor: *passed_fd gets it (-1 if
+ * none came; the caller owns it). */
+int tr__nodeconn_call_fd(tr__nodeconn *c, uint8_t type, const tr__buf *body, int timeout_ms,
+                         tr__reply *reply, int *passed_fd);
 void tr__reply_free(tr__reply *r);
 
 /* Starts a reply map {"rc": rc, "msg": msg, ...} with `extra` more key/value pairs for the

@@ -107,6 +107,17 @@ int tr__server_reply(tr__conn *c, uint64_t seq, const tr__buf *body) {
     return send_frame(c, TR__MSG_REPLY, seq, body->data + body->off, tr__buf_avail(body));
 }
 
+int tr__server_reply_fd(tr__conn *c, uint64_t seq, const tr__buf *body, int fd) {
+    if (c->closed) return TR_ECLOSED;
+    if (body->oom) return tr__err(TR_ENOMEM, "reply");
+    uv_os_fd_t sock;
+    if (uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) != 0 ||
+        uv_fileno((uv_handle_t *)&c->pipe, &sock) != 0)
+        return tr__err(TR_EIO, "cannot pass a descriptor now: replies are queued");
+    return tr__send_frame_fd(sock, TR__MSG_REPLY, seq, body->data + body->off, tr__buf_avail(body),
+                             fd);
+}
+
 void tr__server_reply_status(tr__conn *c, uint64_t seq, int rc, const char *msg) {
     tr__buf b = TR__BUF_INIT;
     tr__reply_begin(&b, rc, msg, 0);
@@ -223,6 +234,7 @@ static void on_connection(uv_stream_t *listener, int status) {
     if (!c) return;
     c->srv = s;
     c->id = ++s->next_id;
+    c->store_client = -1;
     uv_pipe_init(s->loop, &c->pipe, 0);
     c->pipe.data = c;
     if (uv_accept(listener, (uv_stream_t *)&c->pipe) != 0) {

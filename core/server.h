@@ -26,10 +26,11 @@ enum { TR__PEER_UNKNOWN = 0, TR__PEER_DRIVER = 1, TR__PEER_WORKER = 2, TR__PEER_
 typedef struct tr__conn {
     tr__server *srv;
     uint64_t id;
-    pid_t pid; /* from SO_PEERCRED */
-    int role;  /* from HELLO */
-    int owner; /* HELLO said: the node lives as long as this connection */
-    char *exe; /* from HELLO: the peer's executable (workers run it) */
+    pid_t pid;        /* from SO_PEERCRED */
+    int role;         /* from HELLO */
+    int owner;        /* HELLO said: the node lives as long as this connection */
+    char *exe;        /* from HELLO: the peer's executable (workers run it) */
+    int store_client; /* object store client index, or -1 (objectstore/ sets it) */
     /* private */
     uv_pipe_t pipe;
     tr__buf in;
@@ -53,6 +54,10 @@ size_t tr__server_max_msg(const tr__server *s);
 /* Sends body (a complete msgpack map) as the reply to seq. Returns 0 or a code; a closed
  * connection drops it silently. */
 int tr__server_reply(tr__conn *c, uint64_t seq, const tr__buf *body);
+/* Sends body as the reply to seq with a file descriptor attached (SCM_RIGHTS). Only when
+ * nothing else is queued on the connection (request/reply protocols guarantee it); else
+ * TR_EIO. The descriptor stays the caller's. */
+int tr__server_reply_fd(tr__conn *c, uint64_t seq, const tr__buf *body, int fd);
 /* Replies {"rc": rc, "msg": msg}. */
 void tr__server_reply_status(tr__conn *c, uint64_t seq, int rc, const char *msg);
 /* Closes a connection (after queued replies are written). */

@@ -284,6 +284,7 @@ TEST_F(ActorTest, StaleAndInvalidHandles) {
     EXPECT_EQ(tr_ref_release(rt, r), TR_ESTALE);
     tr_ref garbage;
     memset(&garbage, 0xab, sizeof garbage);
+    garbage.b[15] &= 0x7f; /* a call ref (the top bit marks object refs) */
     EXPECT_EQ(tr_get(rt, garbage, 0, nullptr, nullptr), TR_ESTALE);
     uint8_t ready;
     EXPECT_EQ(tr_wait(rt, &garbage, 1, 1, 0, &ready, nullptr), TR_ESTALE);

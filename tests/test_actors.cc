@@ -11,6 +11,26 @@
 
 std::string g_troupe_cli;
 
+std::string pattern(uint64_t size, uint64_t seed) {
+    std::string s(size, '\0');
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (uint64_t i = 0; i < size; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s[i] = (char)x;
+    }
+    return s;
+}
+
+uint64_t checksum(const void *p, size_t n) {
+    const unsigned char *b = (const unsigned char *)p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
 namespace {
 
 struct Counter {
@@ -103,6 +123,34 @@ int m_big(tr_ctx *ctx, void *, const void *args, size_t len) {
     return tr_ctx_reply(ctx, out.data(), out.size());
 }
 
+/* Puts an object of args[0] bytes filled by pattern(seed = args[1]); replies its ref. */
+int m_put(tr_ctx *ctx, void *, const void *args, size_t len) {
+    if (len != 16) return tr_ctx_error(ctx, "put wants (size, seed)");
+    uint64_t size, seed;
+    memcpy(&size, args, 8);
+    memcpy(&seed, (const char *)args + 8, 8);
+    std::string data = pattern(size, seed);
+    tr_ref r;
+    int rc = tr_put(tr_ctx_runtime(ctx), data.data(), data.size(), &r);
+    if (rc) return tr_ctx_error(ctx, "tr_put: %s: %s", tr_errname(rc), tr_last_error());
+    return tr_ctx_reply(ctx, &r, sizeof r);
+}
+
+/* Gets the object whose ref is the argument; replies its FNV-1a checksum; releases it
+ * unless told to keep holding it (a 17th byte of 1). */
+int m_sum(tr_ctx *ctx, void *, const void *args, size_t len) {
+    if (len != 16 && len != 17) return tr_ctx_error(ctx, "sum wants a ref");
+    tr_ref r;
+    memcpy(&r, args, 16);
+    const void *d;
+    size_t n;
+    int rc = tr_get(tr_ctx_runtime(ctx), r, 5000, &d, &n);
+    if (rc) return tr_ctx_error(ctx, "tr_get: %s: %s", tr_errname(rc), tr_last_error());
+    uint64_t sum = checksum(d, n);
+    if (len == 16) tr_ref_release(tr_ctx_runtime(ctx), r);
+    return tr_ctx_reply(ctx, &sum, sizeof sum);
+}
+
 int m_pid(tr_ctx *ctx, void *, const void *, size_t) {
     return reply_i64(ctx, getpid());
 }
@@ -128,7 +176,7 @@ const tr_method_def counter_methods[] = {
     {"echo", m_echo},   {"fail", m_fail}, {"fail_silent", m_fail_silent},
     {"crash", m_crash}, {"exit", m_exit}, {"sleep_ms", m_sleep_ms},
     {"pid", m_pid},     {"name", m_name}, {"call_other", m_call_other},
-    {"big", m_big},
+    {"big", m_big},     {"put", m_put},   {"sum", m_sum},
 };
 
 void add_classes(tr_config *cfg) {
@@ -153,6 +201,7 @@ tr_config *test_config() {
         tr_config *c = nullptr;
         if (tr_config_create(&c)) abort();
         add_classes(c);
+        if (tr_config_set(c, "object_store_bytes", "67108864")) abort(); /* 64 MiB a node */
         return c;
     }();
     return cfg;
@@ -162,6 +211,7 @@ tr_config *test_config_with(std::initializer_list<std::pair<const char *, const 
     tr_config *c = nullptr;
     if (tr_config_create(&c)) abort();
     add_classes(c);
+    if (tr_config_set(c, "object_store_bytes", "67108864")) abort();
     for (auto &p : kv)
         if (tr_config_set(c, p.first, p.second)) abort();
     return c;

@@ -18,6 +18,10 @@ tr_config *test_config();
 /* A fresh config with the classes plus extra keys ({key, value} pairs). */
 tr_config *test_config_with(std::initializer_list<std::pair<const char *, const char *>> kv);
 
+/* size bytes of a deterministic pseudo-random pattern, and an FNV-1a checksum. */
+std::string pattern(uint64_t size, uint64_t seed);
+uint64_t checksum(const void *p, size_t n);
+
 /* Path of the `troupe` CLI (argv[1] of the test binary), or "" if not given. */
 extern std::string g_troupe_cli;
 

@@ -109,6 +109,8 @@ TR_API void tr_config_destroy(tr_config *cfg);
  *   "max_message_bytes"        largest accepted frame (default 64 MiB)
  *   "worker_start_timeout_ms"  how long a worker may take to come up (default 30000)
  *   "tmpdir"                   where the node's 0700 session directory goes (default /tmp)
+ *   "object_store_bytes"       the node's shared-memory object store capacity (default
+ *                              30% of RAM, at most 1 GiB; allocated up front)
  * Returns 0, TR_EINVAL (unknown key or bad value, with the reason in tr_last_error).
  * Thread safety: not thread-safe. */
 TR_API int tr_config_set(tr_config *cfg, const char *key, const char *value);
@@ -217,22 +219,57 @@ TR_API char *tr_actor_id_str(tr_actor_id id, char *buf);
 TR_API int tr_call(tr_runtime *rt, tr_actor_id actor, const char *method, const void *args,
                    size_t len, tr_ref *out);
 
-/* Waits up to timeout_ms for a call's result. On 0, *data and *len view the result, valid
- * until tr_ref_release (tr_get may be repeated). On TR_ETASK the method's message is in
- * tr_last_error() and also in *data (NUL-terminated). Returns 0, TR_ETIMEDOUT (the ref
- * stays valid), TR_ETASK, TR_ENOMETHOD, TR_EACTOR_DIED, TR_ESTALE, TR_EINVAL.
+/* Waits up to timeout_ms for a call's result or a sealed object (see tr_put). On 0, *data
+ * and *len view the result, valid until tr_ref_release (tr_get may be repeated). On TR_ETASK the
+ * method's message is in tr_last_error() and also in *data (NUL-terminated). Returns 0,
+ * TR_ETIMEDOUT (the ref stays valid), TR_ETASK, TR_ENOMETHOD, TR_EACTOR_DIED, TR_ESTALE, TR_EINVAL.
  * Thread safety: any thread. */
 TR_API int tr_get(tr_runtime *rt, tr_ref ref, int timeout_ms, const void **data, size_t *len);
 
-/* Waits until at least num_ready of the n refs are done (result or error) or timeout_ms
- * passes. ready (n bytes, may be NULL) gets 1 for each done ref; *n_ready (may be NULL)
- * the count. A timeout is not an error. Returns 0, TR_EINVAL, TR_ESTALE.
+/* Waits until at least num_ready of the n refs are done (a call's result or error; an
+ * object sealed) or timeout_ms passes. ready (n bytes, may be NULL) gets 1 for each done ref;
+ * *n_ready (may be NULL) the count. A timeout is not an error. Returns 0, TR_EINVAL, TR_ESTALE.
  * Thread safety: any thread. */
 TR_API int tr_wait(tr_runtime *rt, const tr_ref *refs, size_t n, size_t num_ready, int timeout_ms,
                    uint8_t *ready, size_t *n_ready);
 
-/* Drops a ref and its result. Returns 0, TR_ESTALE. Thread safety: any thread. */
+/* Drops a ref: a call's result, or this process's hold on an object (whose memory returns
+ * once no process holds it). Returns 0, TR_ESTALE. Thread safety: any thread. */
 TR_API int tr_ref_release(tr_runtime *rt, tr_ref ref);
+
+/* ------------------------------------------------------------------ objects */
+
+/* Copies len bytes into the node's shared-memory object store and returns a ref to the
+ * sealed (immutable) object, held by this process until tr_ref_release. No round trip to
+ * the node. tr_get on an object ref gives a read-only view straight into shared memory
+ * (no copy), valid until this process releases the ref; any process on the node that
+ * has the ref (e.g. passed in call arguments) may tr_get it, which makes it a holder too.
+ * Returns 0, TR_EINVAL, TR_ENOMEM (the store is full, or the object can never fit: the
+ * message says the capacity). Thread safety: any thread. */
+TR_API int tr_put(tr_runtime *rt, const void *data, size_t len, tr_ref *out);
+
+/* Allocates an object of len bytes for the caller to write in place (*buf, writable until
+ * tr_object_seal); others see it only once sealed. Returns as tr_put.
+ * Thread safety: any thread. */
+TR_API int tr_object_create(tr_runtime *rt, size_t len, tr_ref *out, void **buf);
+
+/* Seals an object made by tr_object_create in this process: it becomes immutable and
+ * visible. Returns 0, TR_ENOTFOUND, TR_ESTATE (sealed already). Thread safety: any thread. */
+TR_API int tr_object_seal(tr_runtime *rt, tr_ref ref);
+
+typedef struct tr_store_stats {
+    uint32_t struct_size;   /* sizeof(tr_store_stats) */
+    uint64_t capacity;      /* largest object that fits in an empty store */
+    uint64_t bytes_used;    /* allocated, headers included */
+    uint64_t bytes_objects; /* sealed objects' bytes */
+    uint64_t n_objects;     /* objects, sealed or being written */
+} tr_store_stats;
+
+#define TR_STORE_STATS_INIT                                                                        \
+    { sizeof(tr_store_stats), 0, 0, 0, 0 }
+/* Usage of the node's object store (for leak checks and monitoring). Returns 0, TR_EINVAL.
+ * Thread safety: any thread. */
+TR_API int tr_object_stats(tr_runtime *rt, tr_store_stats *out);
 
 #ifdef __cplusplus
 }

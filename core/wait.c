@@ -1,0 +1,55 @@
+/* core/wait.c - spin-then-futex waits. Shared (not FUTEX_PRIVATE) futexes: the word may
+ * live in memory mapped by several processes. */
+#include "core/wait.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/status.h"
+
+#define SPINS 200
+
+int tr__event_wait(tr__event *ev, uint32_t expected, int64_t deadline) {
+    uint32_t *addr = &ev->seq;
+    for (int i = 0; i < SPINS; i++) {
+        if (__atomic_load_n(addr, __ATOMIC_ACQUIRE) != expected) return 0;
+        if (i % 16 == 15)
+            sched_yield();
+        else
+            __builtin_ia32_pause();
+    }
+    for (;;) {
+        if (__atomic_load_n(addr, __ATOMIC_ACQUIRE) != expected) return 0;
+        struct timespec ts, *tsp = NULL;
+        if (deadline != TR__NO_DEADLINE) {
+            int64_t left = deadline - tr__now_ns();
+            if (left <= 0) return tr__err(TR_ETIMEDOUT, "wait timed out");
+            ts.tv_sec = left / 1000000000;
+            ts.tv_nsec = left % 1000000000;
+            tsp = &ts;
+        }
+        /* Announce the sleep before re-checking, so a signaler that bumps seq after our
+         * check sees sleepers > 0 and makes the wake call (seq_cst on both sides). */
+        __atomic_add_fetch(&ev->sleepers, 1, __ATOMIC_SEQ_CST);
+        long r = 0;
+        int e = 0;
+        if (__atomic_load_n(addr, __ATOMIC_SEQ_CST) == expected) {
+            r = syscall(SYS_futex, addr, FUTEX_WAIT, expected, tsp, NULL, 0);
+            e = errno;
+        }
+        __atomic_sub_fetch(&ev->sleepers, 1, __ATOMIC_SEQ_CST);
+        if (r != 0 && e != EAGAIN && e != EINTR && e != ETIMEDOUT)
+            return tr__err_errno(e, "futex wait");
+    }
+}
+
+void tr__event_signal(tr__event *ev) {
+    __atomic_add_fetch(&ev->seq, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&ev->sleepers, __ATOMIC_SEQ_CST))
+        syscall(SYS_futex, &ev->seq, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
+}

@@ -1,0 +1,29 @@
+/* core/wait.h - the one wait primitive for shared memory (store, collectives, channels):
+ * spin briefly, then sleep on a futex; every wait has a deadline.
+ *
+ * Waits on a 32-bit word in (possibly process-shared) memory until it differs from
+ * `expected`. On this 2-core machine a kernel wake-up costs ~10 us and pure spinning with
+ * more runnable processes than cores costs milliseconds, so the spin is short and yields.
+ * Thread safety: any thread, any process mapping the word.
+ */
+#ifndef TR_CORE_WAIT_H
+#define TR_CORE_WAIT_H
+
+#include <stdint.h>
+
+/* An event counter in (possibly shared) memory: waiters wait for `seq` to move; signalers
+ * bump it and make the futex syscall only when someone sleeps. Zero-initialised. */
+typedef struct tr__event {
+    uint32_t seq;
+    uint32_t sleepers;
+} tr__event;
+
+/* Returns 0 once ev->seq != seen, or TR_ETIMEDOUT at the deadline (tr__deadline()). */
+int tr__event_wait(tr__event *ev, uint32_t seen, int64_t deadline);
+/* Bumps ev->seq and wakes every waiter. */
+void tr__event_signal(tr__event *ev);
+static inline uint32_t tr__event_seq(tr__event *ev) {
+    return __atomic_load_n(&ev->seq, __ATOMIC_ACQUIRE);
+}
+
+#endif

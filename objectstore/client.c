@@ -1,0 +1,236 @@
+/* objectstore/client.c - put/get/release straight into the shared segment. */
+#include "objectstore/client.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/ids.h"
+#include "core/status.h"
+#include "core/wait.h"
+#include "objectstore/segment.h"
+#include "objectstore/store.h"
+
+struct tr__objects {
+    tr__seg_hdr *h; /* read-write mapping */
+    const char *ro; /* read-only mapping of the same segment, for views */
+    size_t size;
+    int idx; /* our client index */
+};
+
+int tr__objects_attach(tr__nodeconn *node, tr__objects **out) {
+    *out = NULL;
+    tr__reply r;
+    int fd = -1;
+    int rc = tr__nodeconn_call_fd(node, TR__MSG_STORE_ATTACH, NULL, 10000, &r, &fd);
+    if (rc) return rc;
+    uint64_t size = 0;
+    int64_t idx = -1;
+    rc = tr__get_uint(r.root, "size", &size);
+    if (!rc) rc = tr__get_int(r.root, "client", &idx);
+    tr__reply_free(&r);
+    if (!rc && (fd < 0 || idx < 0 || idx >= TR__SEG_MAX_CLIENTS))
+        rc = tr__err(TR_EPROTO, "object store attach: no descriptor or bad client index");
+    tr__objects *o = rc ? NULL : calloc(1, sizeof *o);
+    if (!rc && !o) rc = tr__err(TR_ENOMEM, "object store client");
+    if (rc) goto fail;
+    o->size = size;
+    o->idx = (int)idx;
+    o->h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    o->ro = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (o->h == MAP_FAILED || o->ro == MAP_FAILED) {
+        rc =
+            tr__err_errno(errno, "mapping the object store (%llu bytes)", (unsigned long long)size);
+        goto fail;
+    }
+    if ((rc = tr__seg_check(o->h, size))) goto fail;
+    close(fd);
+    *out = o;
+    return 0;
+fail:
+    if (o) {
+        if (o->h && o->h != MAP_FAILED) munmap(o->h, size);
+        if (o->ro && o->ro != MAP_FAILED) munmap((void *)o->ro, size);
+        free(o);
+    }
+    if (fd >= 0) close(fd);
+    return rc;
+}
+
+void tr__objects_detach(tr__objects *o) {
+    if (!o) return;
+    munmap(o->h, o->size);
+    munmap((void *)o->ro, o->size);
+    free(o);
+}
+
+static void new_id(tr_ref *r) {
+    do
+        tr__random_bytes(r->b, 16);
+    while (tr__id_key(r->b) == 0);
+    r->b[15] |= TR__REF_OBJECT_BIT;
+}
+
+/* A block's payload must lie inside the data region (the segment may be corrupt). */
+static int entry_ok(const tr__seg_hdr *h, const tr__obj_entry *e) {
+    return e->off >= TR__SEG_ALIGN && e->off <= h->data_size && e->size <= h->data_size - e->off;
+}
+
+static int reserve(tr__objects *o, size_t len, tr_ref *out, tr__obj_entry **ep) {
+    tr__seg_hdr *h = o->h;
+    if (len > tr__seg_max_alloc(h))
+        return tr__err(TR_ENOMEM,
+                       "an object of %zu bytes can never fit in the object store "
+                       "(capacity %llu bytes; set object_store_bytes)",
+                       len, (unsigned long long)tr__seg_max_alloc(h));
+    new_id(out);
+    uint64_t off;
+    tr__seg_lock(h);
+    int rc = tr__seg_alloc(h, len, &off);
+    if (rc) {
+        unsigned long long used = h->bytes_used, cap = h->data_size;
+        tr__seg_unlock(h);
+        return tr__err(TR_ENOMEM,
+                       "the object store is full: %zu bytes do not fit (%llu of %llu "
+                       "bytes in use)",
+                       len, used, cap);
+    }
+    tr__obj_entry *e = tr__seg_insert(h, out->b, &rc);
+    if (!e) {
+        tr__seg_free(h, off);
+        tr__seg_unlock(h);
+        return rc;
+    }
+    e->off = off;
+    e->size = len;
+    e->creator = (uint16_t)o->idx;
+    tr__seg_hold(e, o->idx, 1);
+    tr__seg_unlock(h);
+    *ep = e;
+    return 0;
+}
+
+static void seal_locked(tr__seg_hdr *h, tr__obj_entry *e) {
+    e->state = TR__OBJ_SEALED;
+    e->tick = ++h->tick;
+    h->bytes_objects += e->size;
+}
+
+int tr__objects_put(tr__objects *o, const void *data, size_t len, tr_ref *out) {
+    if ((!data && len) || !out) return tr__err(TR_EINVAL, "tr_put: NULL argument");
+    tr__obj_entry *e;
+    int rc = reserve(o, len, out, &e);
+    if (rc) return rc;
+    /* The copy runs without the lock: the entry is CREATED, invisible to gets. */
+    if (len) memcpy((char *)tr__seg_data(o->h) + e->off, data, len);
+    tr__seg_lock(o->h);
+    seal_locked(o->h, e);
+    tr__seg_unlock(o->h);
+    tr__event_signal(&o->h->sealed);
+    return 0;
+}
+
+int tr__objects_create(tr__objects *o, size_t len, tr_ref *out, void **buf) {
+    if (!out || !buf) return tr__err(TR_EINVAL, "tr_object_create: NULL argument");
+    tr__obj_entry *e;
+    int rc = reserve(o, len, out, &e);
+    if (rc) return rc;
+    *buf = (char *)tr__seg_data(o->h) + e->off;
+    return 0;
+}
+
+int tr__objects_seal(tr__objects *o, tr_ref ref) {
+    tr__seg_hdr *h = o->h;
+    tr__seg_lock(h);
+    tr__obj_entry *e = tr__seg_find(h, ref.b);
+    int rc = 0;
+    if (!e || e->creator != o->idx)
+        rc =
+            tr__err(TR_ENOTFOUND, "tr_object_seal: no object created by this process has that ref");
+    else if (e->state == TR__OBJ_SEALED)
+        rc = tr__err(TR_ESTATE, "tr_object_seal: the object is sealed already");
+    else
+        seal_locked(h, e);
+    tr__seg_unlock(h);
+    if (!rc) tr__event_signal(&h->sealed);
+    return rc;
+}
+
+int tr__objects_ready(tr__objects *o, tr_ref ref) {
+    tr__seg_lock(o->h);
+    tr__obj_entry *e = tr__seg_find(o->h, ref.b);
+    int r = e && e->state == TR__OBJ_SEALED;
+    tr__seg_unlock(o->h);
+    return r;
+}
+
+void tr__objects_wait_change(tr__objects *o, int64_t deadline) {
+    tr__event_wait(&o->h->sealed, tr__event_seq(&o->h->sealed), deadline);
+}
+
+int tr__objects_get(tr__objects *o, tr_ref ref, int timeout_ms, const void **data, size_t *len) {
+    tr__seg_hdr *h = o->h;
+    int64_t deadline = tr__deadline(timeout_ms);
+    for (;;) {
+        uint32_t seen = tr__event_seq(&h->sealed);
+        tr__seg_lock(h);
+        tr__obj_entry *e = tr__seg_find(h, ref.b);
+        if (!e) {
+            tr__seg_unlock(h);
+            return tr__err(TR_ENOTFOUND, "tr_get: no such object (never put, or freed)");
+        }
+        if (e->state == TR__OBJ_SEALED) {
+            if (!entry_ok(h, e)) {
+                tr__seg_unlock(h);
+                return tr__err(TR_EPROTO, "object store entry is corrupt");
+            }
+            tr__seg_hold(e, o->idx, 1);
+            e->tick = ++h->tick;
+            if (data) *data = o->ro + h->data_off + e->off;
+            if (len) *len = e->size;
+            tr__seg_unlock(h);
+            return 0;
+        }
+        tr__seg_unlock(h);
+        if (tr__now_ns() >= deadline)
+            return tr__err(TR_ETIMEDOUT, "tr_get: the object was not sealed within %d ms",
+                           timeout_ms);
+        tr__event_wait(&h->sealed, seen, deadline);
+    }
+}
+
+int tr__objects_release(tr__objects *o, tr_ref ref) {
+    tr__seg_hdr *h = o->h;
+    tr__seg_lock(h);
+    tr__obj_entry *e = tr__seg_find(h, ref.b);
+    uint64_t bit = 1ull << (o->idx & 63);
+    if (!e || !(e->holders[o->idx >> 6] & bit)) {
+        tr__seg_unlock(h);
+        return tr__err(TR_ESTALE, "tr_ref_release: this process does not hold that object");
+    }
+    tr__seg_hold(e, o->idx, 0);
+    int freed = 0;
+    if (tr__seg_holders_empty(e)) {
+        tr__seg_remove(h, e);
+        freed = 1;
+    }
+    tr__seg_unlock(h);
+    if (freed) tr__event_signal(&h->sealed);
+    return 0;
+}
+
+int tr__objects_stats(tr__objects *o, tr_store_stats *out) {
+    if (!out || out->struct_size < sizeof *out)
+        return tr__err(TR_EINVAL, "tr_object_stats: set struct_size (TR_STORE_STATS_INIT)");
+    tr__seg_hdr *h = o->h;
+    tr__seg_lock(h);
+    out->capacity = tr__seg_max_alloc(h);
+    out->bytes_used = h->bytes_used;
+    out->bytes_objects = h->bytes_objects;
+    out->n_objects = h->n_objects;
+    tr__seg_unlock(h);
+    return 0;
+}

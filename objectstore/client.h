@@ -1,0 +1,44 @@
+/* objectstore/client.h - a process's side of the object store: maps the node's segment
+ * once (read-write for puts, and again read-only for the views tr_get hands out), and
+ * puts, gets and releases objects in it directly, under the segment's process-shared lock:
+ * no round trip to the node per object.
+ *
+ * References: each process holds an object at most once (one bit per process in the
+ * object's entry): tr_put and the first tr_get in a process take the hold, tr_ref_release
+ * drops it, and the object's memory returns when no process holds it. A process that dies
+ * drops its holds (the node clears its bit). Thread safety: any thread.
+ */
+#ifndef TR_OBJECTSTORE_CLIENT_H
+#define TR_OBJECTSTORE_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/nodeconn.h"
+#include "troupe/troupe.h"
+
+typedef struct tr__objects tr__objects;
+
+/* Object refs are told apart from call refs by this bit in b[15]. */
+#define TR__REF_OBJECT_BIT 0x80
+static inline int tr__ref_is_object(const tr_ref *r) {
+    return (r->b[15] & TR__REF_OBJECT_BIT) != 0;
+}
+
+int tr__objects_attach(tr__nodeconn *node, tr__objects **out);
+void tr__objects_detach(tr__objects *o);
+
+int tr__objects_put(tr__objects *o, const void *data, size_t len, tr_ref *out);
+int tr__objects_create(tr__objects *o, size_t len, tr_ref *out, void **buf);
+int tr__objects_seal(tr__objects *o, tr_ref ref);
+/* Waits up to timeout_ms for the object to be sealed (it may be being written by another
+ * process), takes this process's hold and gives a read-only view. */
+int tr__objects_get(tr__objects *o, tr_ref ref, int timeout_ms, const void **data, size_t *len);
+int tr__objects_release(tr__objects *o, tr_ref ref);
+/* 1 if sealed, 0 if not (yet), a negative code on error. */
+int tr__objects_ready(tr__objects *o, tr_ref ref);
+/* Waits until the store changes (a seal or a delete) or the deadline. */
+void tr__objects_wait_change(tr__objects *o, int64_t deadline);
+int tr__objects_stats(tr__objects *o, tr_store_stats *out);
+
+#endif

@@ -1,0 +1,97 @@
+/* objectstore/segment.h - the layout of the node's shared-memory object store and the
+ * operations on it: an allocator (boundary tags, size-class free lists) and an object
+ * table (open addressing, keyed by object id), both in the one shared segment.
+ *
+ * Layout: [header | object table | data]. Offsets, never pointers, are stored in shared
+ * memory, so every process may map the segment at its own address. Every function here
+ * must be called with the segment's lock held (tr__seg_lock), except tr__seg_format and
+ * tr__seg_check. Anything read from the segment is bounds-checked before use: a corrupt
+ * segment gives TR_EPROTO, never a crash.
+ */
+#ifndef TR_OBJECTSTORE_SEGMENT_H
+#define TR_OBJECTSTORE_SEGMENT_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/wait.h"
+
+#define TR__SEG_MAGIC 0x312d6570756f7274ull /* "troupe-1" */
+#define TR__SEG_ALIGN 64
+#define TR__SEG_NBINS 48
+#define TR__SEG_MAX_CLIENTS 256
+#define TR__SEG_NULL UINT64_MAX
+
+enum { TR__OBJ_EMPTY = 0, TR__OBJ_CREATED = 1, TR__OBJ_SEALED = 2 };
+
+typedef struct tr__obj_entry {
+    uint8_t id[16];
+    uint64_t off;  /* payload offset in the data region */
+    uint64_t size; /* object bytes */
+    uint32_t state;
+    uint16_t creator; /* client index */
+    uint16_t pad;
+    uint64_t holders[TR__SEG_MAX_CLIENTS / 64]; /* clients holding a reference */
+    uint64_t tick;                              /* last use, for LRU */
+} tr__obj_entry;
+
+typedef struct tr__seg_hdr {
+    uint64_t magic;
+    uint64_t total_size;
+    uint64_t table_off; /* from the segment base */
+    uint64_t table_cap; /* power of two */
+    uint64_t data_off;  /* from the segment base */
+    uint64_t data_size;
+    pthread_mutex_t mu; /* robust, process-shared */
+    uint64_t bins[TR__SEG_NBINS];
+    uint64_t bytes_used; /* allocated blocks, headers included */
+    uint64_t bytes_objects;
+    uint64_t n_objects;
+    uint64_t tick;
+    tr__event sealed; /* signalled on every seal and delete */
+    int32_t client_pid[TR__SEG_MAX_CLIENTS];
+} tr__seg_hdr;
+
+/* Bytes a segment needs for `capacity` bytes of objects. */
+size_t tr__seg_size_for(size_t capacity);
+/* Formats a fresh segment of `size` bytes at base (zeroed memory). Returns 0 or code. */
+int tr__seg_format(void *base, size_t size);
+/* Checks the header of a mapped segment against its mapped size. Returns 0 or TR_EPROTO. */
+int tr__seg_check(const void *base, size_t size);
+
+/* Takes the lock; recovers it (and says so) if its holder died. */
+void tr__seg_lock(tr__seg_hdr *h);
+void tr__seg_unlock(tr__seg_hdr *h);
+
+/* Allocates a block for `size` payload bytes; *off is the payload's data offset.
+ * Returns 0 or TR_ENOMEM (no free block big enough). */
+int tr__seg_alloc(tr__seg_hdr *h, uint64_t size, uint64_t *off);
+/* Frees a payload. Returns 0 or TR_EPROTO (not an allocated block). */
+int tr__seg_free(tr__seg_hdr *h, uint64_t off);
+/* The largest payload that could ever be allocated (an empty segment). */
+uint64_t tr__seg_max_alloc(const tr__seg_hdr *h);
+
+tr__obj_entry *tr__seg_find(tr__seg_hdr *h, const uint8_t id[16]);
+/* Inserts an EMPTY->CREATED entry. Returns it, or NULL with TR_EEXIST / TR_ENOMEM (full). */
+tr__obj_entry *tr__seg_insert(tr__seg_hdr *h, const uint8_t id[16], int *rc);
+/* Frees the entry's block and removes it from the table. */
+void tr__seg_remove(tr__seg_hdr *h, tr__obj_entry *e);
+
+static inline void *tr__seg_data(tr__seg_hdr *h) {
+    return (char *)h + h->data_off;
+}
+static inline int tr__seg_holders_empty(const tr__obj_entry *e) {
+    for (int i = 0; i < TR__SEG_MAX_CLIENTS / 64; i++)
+        if (e->holders[i]) return 0;
+    return 1;
+}
+static inline void tr__seg_hold(tr__obj_entry *e, int client, int on) {
+    uint64_t bit = 1ull << (client & 63);
+    if (on)
+        e->holders[client >> 6] |= bit;
+    else
+        e->holders[client >> 6] &= ~bit;
+}
+
+#endif

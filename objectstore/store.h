@@ -1,0 +1,30 @@
+/* objectstore/store.h - the node's side of the object store: it creates the shared
+ * segment (a memfd, 0600 by construction: only passed descriptors reach it), hands it to
+ * each driver and worker that attaches (STORE_ATTACH, the descriptor passed over the Unix
+ * socket), gives each a client index, and drops every reference a client held when its
+ * connection closes (a process that dies drops its refs).
+ *
+ * Puts and gets never go through the node: clients allocate and publish in the segment
+ * under its process-shared lock. Runs on the node's loop thread (not thread-safe).
+ */
+#ifndef TR_OBJECTSTORE_STORE_H
+#define TR_OBJECTSTORE_STORE_H
+
+#include <stddef.h>
+
+#include "core/buf.h"
+#include "core/server.h"
+
+enum { TR__MSG_STORE_ATTACH = 32 }; /* {} -> {size, client} + the segment's descriptor */
+
+typedef struct tr__store tr__store;
+
+/* Creates a segment for `capacity` object bytes and starts pre-faulting it in the
+ * background. Returns 0, TR_ENOMEM, TR_EIO. */
+int tr__store_create(size_t capacity, tr__store **out);
+void tr__store_mount(tr__store *s, tr__server *srv);
+/* Appends JSON: "object_store":{...} */
+void tr__store_status_json(tr__store *s, tr__buf *out);
+void tr__store_destroy(tr__store *s);
+
+#endif

@@ -1,0 +1,263 @@
+/* tests/objects_test.cc - the shared-memory object store through the public API, with
+ * real processes: integrity across processes, zero-copy views, reference counting and
+ * reclaim of a dead process's objects, create/seal, limits, tr_wait on objects. */
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/test_actors.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class ObjectsTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        ASSERT_EQ(tr_init(test_config(), &rt), 0) << tr_last_error();
+    }
+    void TearDown() override {
+        tr_shutdown(rt);
+    }
+    tr_store_stats stats() {
+        tr_store_stats s = TR_STORE_STATS_INIT;
+        EXPECT_EQ(tr_object_stats(rt, &s), 0);
+        return s;
+    }
+    /* The store empties once every holder is gone; a dead worker is reclaimed by the
+     * node shortly after its connection closes. */
+    void expect_empty() {
+        auto t0 = Clock::now();
+        tr_store_stats s = stats();
+        while ((s.n_objects || s.bytes_used) && Clock::now() - t0 < std::chrono::seconds(3)) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            s = stats();
+        }
+        EXPECT_EQ(s.n_objects, 0u);
+        EXPECT_EQ(s.bytes_used, 0u);
+        EXPECT_EQ(s.bytes_objects, 0u);
+    }
+    tr_actor_id make() {
+        tr_actor_id id;
+        EXPECT_EQ(tr_actor_create(rt, "Counter", nullptr, "o", 1, &id), 0) << tr_last_error();
+        return id;
+    }
+    tr_runtime *rt = nullptr;
+};
+
+TEST_F(ObjectsTest, PutGetIsZeroCopyAndReleaseFrees) {
+    std::string data = pattern(100000, 1);
+    tr_ref r;
+    ASSERT_EQ(tr_put(rt, data.data(), data.size(), &r), 0) << tr_last_error();
+    const void *v1, *v2;
+    size_t n1, n2;
+    ASSERT_EQ(tr_get(rt, r, 0, &v1, &n1), 0);
+    ASSERT_EQ(tr_get(rt, r, 0, &v2, &n2), 0);
+    EXPECT_EQ(v1, v2) << "a view, not a copy";
+    EXPECT_NE(v1, (const void *)data.data());
+    ASSERT_EQ(n1, data.size());
+    EXPECT_EQ(memcmp(v1, data.data(), n1), 0);
+    tr_store_stats s = stats();
+    EXPECT_EQ(s.n_objects, 1u);
+    EXPECT_EQ(s.bytes_objects, data.size());
+    EXPECT_GE(s.bytes_used, data.size());
+    ASSERT_EQ(tr_ref_release(rt, r), 0);
+    EXPECT_EQ(tr_ref_release(rt, r), TR_ESTALE);
+    EXPECT_EQ(tr_get(rt, r, 0, &v1, &n1), TR_ENOTFOUND);
+    expect_empty();
+    /* empty objects are objects too */
+    ASSERT_EQ(tr_put(rt, nullptr, 0, &r), 0);
+    ASSERT_EQ(tr_get(rt, r, 0, &v1, &n1), 0);
+    EXPECT_EQ(n1, 0u);
+    tr_ref_release(rt, r);
+    expect_empty();
+}
+
+TEST_F(ObjectsTest, UnknownRefsAndBadArguments) {
+    tr_ref fake;
+    memset(&fake, 0x33, sizeof fake);
+    fake.b[15] |= 0x80;
+    EXPECT_EQ(tr_get(rt, fake, 0, nullptr, nullptr), TR_ENOTFOUND);
+    EXPECT_EQ(tr_ref_release(rt, fake), TR_ESTALE);
+    EXPECT_EQ(tr_object_seal(rt, fake), TR_ENOTFOUND);
+    tr_ref r;
+    EXPECT_EQ(tr_put(rt, nullptr, 5, &r), TR_EINVAL);
+    EXPECT_EQ(tr_put(rt, "x", 1, nullptr), TR_EINVAL);
+    tr_store_stats bad = TR_STORE_STATS_INIT;
+    bad.struct_size = 3;
+    EXPECT_EQ(tr_object_stats(rt, &bad), TR_EINVAL);
+}
+
+TEST_F(ObjectsTest, TooBigAndFull) {
+    tr_store_stats s = stats();
+    tr_ref r;
+    std::string huge(s.capacity + 1, 'h');
+    EXPECT_EQ(tr_put(rt, huge.data(), huge.size(), &r), TR_ENOMEM);
+    EXPECT_NE(std::string(tr_last_error()).find("can never fit"), std::string::npos)
+        << tr_last_error();
+    /* fill it with 4 MiB objects until a put fails, then free one and put again */
+    std::string chunk(4 << 20, 'c');
+    std::vector<tr_ref> held;
+    int rc;
+    while ((rc = tr_put(rt, chunk.data(), chunk.size(), &r)) == 0)
+        held.push_back(r);
+    EXPECT_EQ(rc, TR_ENOMEM);
+    EXPECT_NE(std::string(tr_last_error()).find("full"), std::string::npos) << tr_last_error();
+    EXPECT_GE(held.size(), 10u);
+    ASSERT_EQ(tr_ref_release(rt, held.back()), 0);
+    held.pop_back();
+    EXPECT_EQ(tr_put(rt, chunk.data(), chunk.size(), &r), 0);
+    held.push_back(r);
+    for (auto &h : held)
+        tr_ref_release(rt, h);
+    expect_empty();
+    /* after all that, the biggest object fits again (free blocks merged) */
+    std::string max(s.capacity, 'm');
+    ASSERT_EQ(tr_put(rt, max.data(), max.size(), &r), 0) << tr_last_error();
+    tr_ref_release(rt, r);
+    expect_empty();
+}
+
+TEST_F(ObjectsTest, CreateThenSeal) {
+    tr_ref r;
+    void *buf;
+    ASSERT_EQ(tr_object_create(rt, 4096, &r, &buf), 0);
+    /* not visible yet: a get waits, then times out */
+    EXPECT_EQ(tr_get(rt, r, 20, nullptr, nullptr), TR_ETIMEDOUT);
+    uint8_t ready = 9;
+    size_t n = 9;
+    ASSERT_EQ(tr_wait(rt, &r, 1, 1, 10, &ready, &n), 0);
+    EXPECT_EQ(n, 0u);
+    memset(buf, 0x5c, 4096);
+    /* another process waiting for it sees it once sealed */
+    tr_actor_id a = make();
+    std::string arg((const char *)&r, sizeof r);
+    tr_ref sum_ref;
+    ASSERT_EQ(tr_call(rt, a, "sum", arg.data(), arg.size(), &sum_ref), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_EQ(tr_object_seal(rt, r), 0);
+    EXPECT_EQ(tr_object_seal(rt, r), TR_ESTATE);
+    const void *d;
+    size_t len;
+    ASSERT_EQ(tr_get(rt, sum_ref, 5000, &d, &len), 0) << tr_last_error();
+    std::string expect(4096, (char)0x5c);
+    EXPECT_EQ(*(const uint64_t *)d, checksum(expect.data(), expect.size()));
+    tr_ref_release(rt, sum_ref);
+    ASSERT_EQ(tr_wait(rt, &r, 1, 1, 0, &ready, &n), 0);
+    EXPECT_EQ(n, 1u);
+    tr_ref_release(rt, r);
+    expect_empty();
+}
+
+TEST_F(ObjectsTest, ManyProcessesPutAndGetWithIntegrity) {
+    const int kActors = 4, kObjects = 40;
+    std::vector<tr_actor_id> actors;
+    for (int i = 0; i < kActors; i++)
+        actors.push_back(make());
+    /* each actor puts objects; the driver and another actor check every byte */
+    std::vector<tr_ref> calls;
+    std::vector<std::pair<uint64_t, uint64_t>> spec;
+    for (int i = 0; i < kObjects; i++) {
+        uint64_t args[2] = {(uint64_t)(1 + (i * 7919) % 300000), (uint64_t)i};
+        tr_ref c;
+        ASSERT_EQ(tr_call(rt, actors[i % kActors], "put", args, sizeof args, &c), 0);
+        calls.push_back(c);
+        spec.push_back({args[0], args[1]});
+    }
+    std::vector<tr_ref> objs;
+    for (int i = 0; i < kObjects; i++) {
+        const void *d;
+        size_t n;
+        ASSERT_EQ(tr_get(rt, calls[i], 10000, &d, &n), 0) << tr_last_error();
+        ASSERT_EQ(n, sizeof(tr_ref));
+        tr_ref o;
+        memcpy(&o, d, sizeof o);
+        objs.push_back(o);
+        tr_ref_release(rt, calls[i]);
+        std::string want = pattern(spec[i].first, spec[i].second);
+        ASSERT_EQ(tr_get(rt, o, 5000, &d, &n), 0) << tr_last_error();
+        ASSERT_EQ(n, want.size());
+        EXPECT_EQ(memcmp(d, want.data(), n), 0) << "object " << i;
+    }
+    /* a different actor reads each object and checksums it */
+    for (int i = 0; i < kObjects; i++) {
+        std::string arg((const char *)&objs[i], sizeof objs[i]);
+        uint64_t got = 0;
+        std::string out;
+        ASSERT_EQ(call_str(rt, actors[(i + 1) % kActors], "sum", arg, &out), 0) << tr_last_error();
+        memcpy(&got, out.data(), 8);
+        std::string want = pattern(spec[i].first, spec[i].second);
+        EXPECT_EQ(got, checksum(want.data(), want.size())) << i;
+    }
+    /* the putters still hold their objects: killing them drops those holds */
+    for (auto &o : objs)
+        EXPECT_EQ(tr_ref_release(rt, o), 0);
+    EXPECT_GT(stats().n_objects, 0u);
+    for (auto &a : actors)
+        ASSERT_EQ(tr_actor_kill(rt, a, 1), 0);
+    expect_empty();
+}
+
+TEST_F(ObjectsTest, CrashedWorkersObjectsAreReclaimed) {
+    tr_actor_id a = make();
+    uint64_t args[2] = {1 << 20, 7};
+    std::string out;
+    for (int i = 0; i < 5; i++)
+        ASSERT_EQ(call_str(rt, a, "put", std::string((const char *)args, 16), &out), 0);
+    EXPECT_EQ(stats().n_objects, 5u);
+    EXPECT_EQ(call_str(rt, a, "crash", "", &out), TR_EACTOR_DIED);
+    expect_empty();
+}
+
+TEST_F(ObjectsTest, WaitMixesObjectAndCallRefs) {
+    tr_actor_id a = make();
+    tr_ref refs[3];
+    ASSERT_EQ(tr_put(rt, "abc", 3, &refs[0]), 0);
+    int64_t ms = 200;
+    ASSERT_EQ(tr_call(rt, a, "sleep_ms", &ms, sizeof ms, &refs[1]), 0);
+    void *buf;
+    ASSERT_EQ(tr_object_create(rt, 8, &refs[2], &buf), 0);
+    uint8_t ready[3];
+    size_t n = 0;
+    ASSERT_EQ(tr_wait(rt, refs, 3, 1, 5000, ready, &n), 0);
+    EXPECT_GE(n, 1u);
+    EXPECT_EQ(ready[0], 1);
+    EXPECT_EQ(ready[2], 0);
+    ASSERT_EQ(tr_wait(rt, refs, 3, 2, 5000, ready, &n), 0);
+    EXPECT_EQ(n, 2u);
+    EXPECT_EQ(ready[1], 1);
+    ASSERT_EQ(tr_object_seal(rt, refs[2]), 0);
+    ASSERT_EQ(tr_wait(rt, refs, 3, 3, 5000, ready, &n), 0);
+    EXPECT_EQ(n, 3u);
+    for (auto &r : refs)
+        tr_ref_release(rt, r);
+    expect_empty();
+}
+
+TEST_F(ObjectsTest, ConcurrentPuttersAndGettersInOneProcess) {
+    std::vector<std::thread> th;
+    std::atomic<int> bad{0};
+    for (int t = 0; t < 4; t++) {
+        th.emplace_back([&, t] {
+            for (int i = 0; i < 500; i++) {
+                std::string d = pattern(64 + (i * 31 + t) % 5000, (uint64_t)(t * 1000 + i));
+                tr_ref r;
+                const void *v;
+                size_t n;
+                if (tr_put(rt, d.data(), d.size(), &r) || tr_get(rt, r, 0, &v, &n) ||
+                    n != d.size() || memcmp(v, d.data(), n) || tr_ref_release(rt, r))
+                    bad++;
+            }
+        });
+    }
+    for (auto &x : th)
+        x.join();
+    EXPECT_EQ(bad.load(), 0);
+    expect_empty();
+}
+
+} // namespace
