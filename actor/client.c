@@ -44,8 +44,12 @@ typedef struct slot {
     uint64_t seq; /* frame seq on the actor stream */
     uint64_t start, end;
     int done, rc, released;
-    char *data;
+    char *data; /* malloc'd, or a view into an adopted object (obj_result) */
     size_t len;
+    int obj_result; /* data is object `result_ref`'s view, pinned until release */
+    tr_ref result_ref;
+    tr_ref *pins; /* object arguments kept alive until the call completes */
+    size_t n_pins;
     struct slot *next;
 } slot;
 
@@ -71,6 +75,7 @@ struct tr__actors {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     tr__nodeconn *node;
+    tr__objects *objects;
     int ep;
     int wake_fd; /* eventfd in the epoll set: wakes the reader when another thread
                     completes calls or closes a connection */
@@ -82,7 +87,7 @@ struct tr__actors {
     size_t max_msg;
 };
 
-int tr__actors_create(tr__nodeconn *node, size_t max_msg, tr__actors **out) {
+int tr__actors_create(tr__nodeconn *node, tr__objects *objects, size_t max_msg, tr__actors **out) {
     *out = NULL;
     tr__actors *a = calloc(1, sizeof *a);
     if (!a) return tr__err(TR_ENOMEM, "actor client");
@@ -103,6 +108,7 @@ int tr__actors_create(tr__nodeconn *node, size_t max_msg, tr__actors **out) {
     pthread_cond_init(&a->cv, &ca);
     pthread_condattr_destroy(&ca);
     a->node = node;
+    a->objects = objects;
     a->max_msg = max_msg;
     do { /* bit 63 clear: b[15]'s top bit marks object refs (objectstore/client.h) */
         tr__random_bytes(&a->tag, sizeof a->tag);
@@ -112,8 +118,20 @@ int tr__actors_create(tr__nodeconn *node, size_t max_msg, tr__actors **out) {
     return 0;
 }
 
-static void slot_free(slot *s) {
-    free(s->data);
+static void unpin_args(tr__actors *a, slot *s) {
+    for (size_t i = 0; i < s->n_pins; i++)
+        tr__objects_unpin(a->objects, s->pins[i]);
+    free(s->pins);
+    s->pins = NULL;
+    s->n_pins = 0;
+}
+
+static void slot_free(tr__actors *a, slot *s) {
+    unpin_args(a, s);
+    if (s->obj_result)
+        tr__objects_unpin(a->objects, s->result_ref);
+    else
+        free(s->data);
     free(s);
 }
 
@@ -126,7 +144,7 @@ void tr__actors_destroy(tr__actors *a) {
         if (ac->fd >= 0) close(ac->fd);
         for (slot *s = ac->head, *n; s; s = n) {
             n = s->next;
-            if (s->released) slot_free(s); /* others are in the slot map */
+            if (s->released) slot_free(a, s); /* others are in the slot map */
         }
         tr__buf_free(&ac->out);
         tr__buf_free(&ac->in);
@@ -135,7 +153,7 @@ void tr__actors_destroy(tr__actors *a) {
     }
     pos = 0;
     while (tr__idmap_next(&a->slots, &pos, NULL, &v))
-        slot_free(v);
+        slot_free(a, v);
     tr__idmap_free(&a->actors);
     tr__idmap_free(&a->slots);
     close(a->ep);
@@ -286,10 +304,10 @@ int tr__actor_kill(tr__actors *a, tr_actor_id id, int no_restart) {
 /* ------------------------------------------------------------------ slots and streams */
 
 static void slot_done(tr__actors *a, slot *s, int rc, const void *data, size_t len) {
-    (void)a;
     s->ac = NULL;
     s->done = 1;
     s->rc = rc;
+    unpin_args(a, s);
     s->data = malloc(len + 1);
     if (!s->data) {
         s->rc = TR_ENOMEM;
@@ -299,7 +317,7 @@ static void slot_done(tr__actors *a, slot *s, int rc, const void *data, size_t l
         s->data[len] = '\0';
         s->len = len;
     }
-    if (s->released) slot_free(s);
+    if (s->released) slot_free(a, s);
 }
 
 static void slot_fail(tr__actors *a, slot *s, int rc, const char *msg) {
@@ -403,11 +421,12 @@ static void on_readable(tr__actors *a, aconn *ac) {
         const char *body;
         int r = tr__frame_parse(&ac->in, a->max_msg, &h, &body);
         if (r == 0) break;
-        int res_rc;
+        int res_rc, creator = -1;
         const void *data;
         size_t dlen;
         if (r < 0 || h.type != TR__MSG_RESULT || !ac->head || ac->head->seq != h.seq ||
-            ac->head->end > ac->sent || tr__result_parse(body, h.len, &res_rc, &data, &dlen)) {
+            ac->head->end > ac->sent ||
+            tr__result_parse(body, h.len, &res_rc, &data, &dlen, &creator)) {
             char why[300];
             snprintf(why, sizeof why, "malformed reply from the worker: %s",
                      r < 0 ? tr_last_error() : "unexpected frame");
@@ -415,7 +434,29 @@ static void on_readable(tr__actors *a, aconn *ac) {
             conn_failed(a, ac, TR_EPROTO, why);
             return;
         }
-        slot_done(a, pop(ac), res_rc, data, dlen);
+        slot *s = pop(ac);
+        if (creator >= 0) { /* a large result: adopt the object the worker put */
+            tr_ref r;
+            const void *view;
+            size_t vlen;
+            memcpy(r.b, data, 16);
+            int prc = tr__objects_pin(a->objects, r, 0, creator, &view, &vlen);
+            if (prc) {
+                slot_fail(a, s, prc, tr_last_error());
+            } else {
+                s->ac = NULL;
+                s->done = 1;
+                s->rc = 0;
+                unpin_args(a, s);
+                s->obj_result = 1;
+                s->result_ref = r;
+                s->data = (char *)view;
+                s->len = vlen;
+                if (s->released) slot_free(a, s);
+            }
+        } else {
+            slot_done(a, s, res_rc, data, dlen);
+        }
         tr__buf_consume(&ac->in, TR__FRAME_HDR + h.len);
     }
     if (rc < 0) conn_failed(a, ac, TR_EACTOR_DIED, "worker connection closed");
@@ -494,9 +535,12 @@ static aconn *get_aconn(tr__actors *a, const tr_actor_id *id) {
 }
 
 int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const void *args, size_t len,
-                    tr_ref *out) {
-    if (!method || !*method || !out || (!args && len))
+                    const tr_ref *refs, size_t n_refs, tr_ref *out) {
+    if (!method || !*method || !out || (!args && len) || (!refs && n_refs))
         return tr__err(TR_EINVAL, "tr_call: NULL or empty argument");
+    for (size_t i = 0; i < n_refs; i++)
+        if (!tr__ref_is_object(&refs[i]))
+            return tr__err(TR_EINVAL, "tr_call_refs: ref %zu is not an object ref", i);
     size_t mlen = strlen(method);
     if (mlen > 255) return tr__err(TR_EINVAL, "tr_call: method name longer than 255 bytes");
     if (len + mlen + 64 > a->max_msg)
@@ -506,6 +550,22 @@ int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const voi
                        len, a->max_msg);
     slot *s = calloc(1, sizeof *s);
     if (!s) return tr__err(TR_ENOMEM, "tr_call");
+    if (n_refs) { /* keep the arguments alive until the call completes */
+        s->pins = malloc(n_refs * sizeof *s->pins);
+        if (!s->pins) {
+            free(s);
+            return tr__err(TR_ENOMEM, "tr_call");
+        }
+        for (size_t i = 0; i < n_refs; i++) {
+            int rc = tr__objects_pin(a->objects, refs[i], 0, -1, NULL, NULL);
+            if (rc) {
+                unpin_args(a, s);
+                free(s);
+                return tr__err(rc, "tr_call_refs: object argument %zu: %s", i, tr_last_error());
+            }
+            s->pins[s->n_pins++] = refs[i];
+        }
+    }
     pthread_mutex_lock(&a->mu);
     int rc = 0;
     aconn *ac = get_aconn(a, &id);
@@ -526,7 +586,7 @@ int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const voi
     }
     size_t before = tr__buf_avail(&ac->out); /* not len: appending may compact the buffer */
     s->seq = ++ac->next_seq;
-    if ((rc = tr__call_frame(&ac->out, s->seq, method, args ? args : "", len))) {
+    if ((rc = tr__call_frame(&ac->out, s->seq, method, args ? args : "", len, refs, n_refs))) {
         tr__idmap_del(&a->slots, s->key);
         goto fail;
     }
@@ -545,7 +605,7 @@ int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const voi
     if (ac->unknown) {           /* the node has never heard of this actor (mark_dead failed s) */
         tr__idmap_del(&a->slots, s->key);
         pthread_mutex_unlock(&a->mu);
-        slot_free(s);
+        slot_free(a, s);
         return tr__err(TR_ENOTFOUND, "tr_call: no such actor");
     }
 done:
@@ -554,6 +614,7 @@ done:
     pthread_mutex_unlock(&a->mu);
     return 0;
 fail:
+    unpin_args(a, s);
     pthread_mutex_unlock(&a->mu);
     free(s);
     return rc;
@@ -705,7 +766,7 @@ int tr__actors_release(tr__actors *a, tr_ref ref) {
     }
     tr__idmap_del(&a->slots, s->key);
     if (s->done)
-        slot_free(s);
+        slot_free(a, s);
     else
         s->released = 1; /* freed when its reply arrives or its actor dies */
     pthread_mutex_unlock(&a->mu);

@@ -16,11 +16,12 @@
 #include <stdint.h>
 
 #include "core/nodeconn.h"
+#include "objectstore/client.h"
 #include "troupe/troupe.h"
 
 typedef struct tr__actors tr__actors;
 
-int tr__actors_create(tr__nodeconn *node, size_t max_msg, tr__actors **out);
+int tr__actors_create(tr__nodeconn *node, tr__objects *objects, size_t max_msg, tr__actors **out);
 /* Drops every connection and result; pending calls are abandoned. */
 void tr__actors_destroy(tr__actors *a);
 
@@ -31,7 +32,7 @@ int tr__actor_by_name(tr__actors *a, const char *name, tr_actor_id *out);
 int tr__actor_kill(tr__actors *a, tr_actor_id id, int no_restart);
 
 int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const void *args, size_t len,
-                    tr_ref *out);
+                    const tr_ref *refs, size_t n_refs, tr_ref *out);
 int tr__actors_get(tr__actors *a, tr_ref ref, int timeout_ms, const void **data, size_t *len);
 int tr__actors_wait(tr__actors *a, const tr_ref *refs, size_t n, size_t num_ready, int timeout_ms,
                     uint8_t *ready, size_t *n_ready);

@@ -9,8 +9,12 @@
  *   WORKER_READY {id, inc} (constructor ran, listening)        -> {}
  *   WORKER_FAILED {id, inc, msg}                               -> {}
  * Direct messages (caller <-> worker socket; the hot path):
- *   CALL   body = msgpack [method:str, args:bin], seq = per-connection call number
- *   RESULT body = msgpack [rc:int, data:bin], same seq; for errors data is the message
+ *   CALL   body = msgpack [method:str, args:bin] or [method, args, refs:bin] where refs
+ *          is n 16-byte object refs the worker resolves before the method runs;
+ *          seq = per-connection call number
+ *   RESULT body = msgpack [rc:int, data:bin], same seq; for errors data is the message;
+ *          or [0, ref:bin(16), creator:int] for a large result the worker put in the
+ *          object store: the caller adopts it (takes the creator's hold over)
  */
 #ifndef TR_ACTOR_PROTOCOL_H
 #define TR_ACTOR_PROTOCOL_H
@@ -43,13 +47,21 @@ enum {
 
 const char *tr__actor_state_name(int state);
 
-/* Appends a whole CALL frame (header + body) to out. */
-int tr__call_frame(tr__buf *out, uint64_t seq, const char *method, const void *args, size_t len);
+/* Results above this size go into the object store instead of the socket. */
+#define TR__INLINE_RESULT_MAX (100u << 10)
+
+/* Appends a whole CALL frame (header + body) to out; refs: n_refs * 16 bytes or NULL. */
+int tr__call_frame(tr__buf *out, uint64_t seq, const char *method, const void *args, size_t len,
+                   const void *refs, size_t n_refs);
 /* Appends a whole RESULT frame. */
 int tr__result_frame(tr__buf *out, uint64_t seq, int rc, const void *data, size_t len);
+/* Appends a RESULT frame naming an object the worker (client index creator) put. */
+int tr__result_frame_ref(tr__buf *out, uint64_t seq, const void *ref16, int creator);
 /* Parses a body. Views point into body. Returns 0 or TR_EPROTO. */
 int tr__call_parse(const char *body, size_t n, const char **method, size_t *mlen, const void **args,
-                   size_t *alen);
-int tr__result_parse(const char *body, size_t n, int *rc, const void **data, size_t *dlen);
+                   size_t *alen, const void **refs, size_t *n_refs);
+/* *creator is -1 for inline data, else the putter's client index (data: a 16-byte ref). */
+int tr__result_parse(const char *body, size_t n, int *rc, const void **data, size_t *dlen,
+                     int *creator);
 
 #endif

@@ -19,6 +19,7 @@
 #include "core/ids.h"
 #include "core/log.h"
 #include "core/status.h"
+#include "objectstore/client.h"
 
 #define NODE_TIMEOUT_MS 10000
 #define FLUSH_AFTER_NS 20000 /* a call slower than this gets its reply sent at once */
@@ -30,7 +31,23 @@ struct tr_ctx {
     tr__buf result;
     char err[1024];
     int has_err;
+    /* the call's object arguments, resolved (pinned views) before the method runs */
+    const void **ref_data;
+    size_t *ref_len;
+    size_t n_refs, cap_refs;
 };
+
+TR_API size_t tr_ctx_num_refs(const tr_ctx *ctx) {
+    return ctx ? ctx->n_refs : 0;
+}
+
+TR_API int tr_ctx_ref(const tr_ctx *ctx, size_t i, const void **data, size_t *len) {
+    if (!ctx || i >= ctx->n_refs || !data || !len)
+        return tr__err(TR_EINVAL, "tr_ctx_ref: no object argument %zu", i);
+    *data = ctx->ref_data[i];
+    *len = ctx->ref_len[i];
+    return 0;
+}
 
 TR_API int tr_ctx_reply(tr_ctx *ctx, const void *data, size_t len) {
     if (!ctx || (!data && len)) return tr__err(TR_EINVAL, "tr_ctx_reply: NULL argument");
@@ -67,6 +84,7 @@ typedef struct client {
 typedef struct worker {
     int ep, lfd;
     tr__nodeconn *node;
+    tr__objects *objects;
     const tr_actor_class *cls;
     void *self;
     tr_ctx ctx;
@@ -102,12 +120,66 @@ static const tr_method_def *find_method(const tr_actor_class *cls, const char *m
     return NULL;
 }
 
+#define ARG_SEAL_TIMEOUT_MS 10000
+
+/* Pins and views the call's object arguments. On failure appends an error RESULT. */
+static int resolve_refs(worker *w, client *c, uint64_t seq, const uint8_t *refs, size_t n) {
+    tr_ctx *ctx = &w->ctx;
+    if (n > ctx->cap_refs) {
+        const void **d = realloc(ctx->ref_data, n * sizeof *d);
+        if (d) ctx->ref_data = d;
+        size_t *l = realloc(ctx->ref_len, n * sizeof *l);
+        if (l) ctx->ref_len = l;
+        if (!d || !l) return tr__result_frame(&c->out, seq, TR_ENOMEM, "", 1);
+        ctx->cap_refs = n;
+    }
+    for (size_t i = 0; i < n; i++) {
+        tr_ref r;
+        memcpy(r.b, refs + 16 * i, 16);
+        int rc = tr__ref_is_object(&r) ? tr__objects_pin(w->objects, r, ARG_SEAL_TIMEOUT_MS, -1,
+                                                         &ctx->ref_data[i], &ctx->ref_len[i])
+                                       : tr__err(TR_EINVAL, "not an object ref");
+        if (rc) {
+            char msg[400];
+            snprintf(msg, sizeof msg, "object argument %zu: %s", i, tr_last_error());
+            for (size_t k = 0; k < i; k++) {
+                memcpy(r.b, refs + 16 * k, 16);
+                tr__objects_unpin(w->objects, r);
+            }
+            return tr__result_frame(&c->out, seq, rc, msg, strlen(msg) + 1) ? -1 : 1;
+        }
+    }
+    ctx->n_refs = n;
+    return 0;
+}
+
+static void unpin_refs(worker *w, const uint8_t *refs) {
+    for (size_t i = 0; i < w->ctx.n_refs; i++) {
+        tr_ref r;
+        memcpy(r.b, refs + 16 * i, 16);
+        tr__objects_unpin(w->objects, r);
+    }
+    w->ctx.n_refs = 0;
+}
+
+/* A large result goes into the object store; the caller adopts it. */
+static int store_result(worker *w, client *c, uint64_t seq, const void *data, size_t len) {
+    tr_ref r;
+    int rc = tr__objects_put(w->objects, data, len, &r);
+    if (rc) /* the store is full: fall back to the socket if the frame limit allows */
+        return len + 64 <= w->max_msg ? tr__result_frame(&c->out, seq, 0, data, len)
+                                      : tr__result_frame(&c->out, seq, rc, tr_last_error(),
+                                                         strlen(tr_last_error()) + 1);
+    tr__objects_disown(w->objects, r); /* the caller takes our hold over */
+    return tr__result_frame_ref(&c->out, seq, r.b, tr__objects_client(w->objects));
+}
+
 /* Runs one call and appends its RESULT frame to c->out. */
 static int run_call(worker *w, client *c, uint64_t seq, const char *body, size_t n) {
     const char *m;
-    size_t mlen, alen;
-    const void *args;
-    int rc = tr__call_parse(body, n, &m, &mlen, &args, &alen);
+    size_t mlen, alen, n_refs;
+    const void *args, *refs;
+    int rc = tr__call_parse(body, n, &m, &mlen, &args, &alen, &refs, &n_refs);
     if (rc) return rc;
     const tr_method_def *def = find_method(w->cls, m, mlen);
     if (!def) {
@@ -117,9 +189,14 @@ static int run_call(worker *w, client *c, uint64_t seq, const char *body, size_t
         return tr__result_frame(&c->out, seq, TR_ENOMETHOD, msg, (size_t)k + 1);
     }
     tr_ctx *ctx = &w->ctx;
+    if (n_refs) {
+        int rr = resolve_refs(w, c, seq, refs, n_refs);
+        if (rr) return rr < 0 ? TR_ENOMEM : 0;
+    }
     tr__buf_reset(&ctx->result);
     ctx->has_err = 0;
     int r = def->fn(ctx, w->self, args, alen);
+    if (n_refs) unpin_refs(w, refs);
     if (r != 0 || ctx->result.oom) {
         if (!ctx->has_err) {
             if (ctx->result.oom)
@@ -130,6 +207,8 @@ static int run_call(worker *w, client *c, uint64_t seq, const char *body, size_t
         }
         return tr__result_frame(&c->out, seq, TR_ETASK, ctx->err, strlen(ctx->err) + 1);
     }
+    if (ctx->result.len > TR__INLINE_RESULT_MAX && w->objects)
+        return store_result(w, c, seq, ctx->result.data, ctx->result.len);
     if (ctx->result.len + 64 > w->max_msg) {
         snprintf(ctx->err, sizeof ctx->err,
                  "method '%s': its result of %zu bytes exceeds the message limit of %zu "
@@ -260,11 +339,12 @@ static int node_gone(tr__nodeconn *node) {
     return 0;
 }
 
-int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, const tr_config *cfg,
+int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, const tr_config *cfg,
                    const char *actor_hex) {
     worker w;
     memset(&w, 0, sizeof w);
     w.node = node;
+    w.objects = objects;
     w.max_msg = cfg->max_msg;
     w.lfd = w.ep = -1;
     uint8_t id[16];
@@ -394,6 +474,8 @@ out:
     }
     if (w.ep >= 0) close(w.ep);
     tr__buf_free(&w.ctx.result);
+    free(w.ctx.ref_data);
+    free(w.ctx.ref_len);
     free(cls_name);
     free(path);
     return status;

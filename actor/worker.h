@@ -9,10 +9,12 @@
 
 #include "core/config.h"
 #include "core/nodeconn.h"
+#include "objectstore/client.h"
 #include "troupe/troupe.h"
 
 /* Runs the worker until its node goes away or it is told to stop. Returns the process
  * exit status. rt is the worker's own runtime (for calls made inside methods). */
-int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, const tr_config *cfg, const char *actor_hex);
+int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, const tr_config *cfg,
+                   const char *actor_hex);
 
 #endif

@@ -174,7 +174,7 @@ static int connect_runtime(tr_runtime *rt, const char *address, const char *role
     if (rc) return rc;
     if ((rc = hello(rt->node, role, owner, &rt->cfg->max_msg))) return rc;
     if ((rc = tr__objects_attach(rt->node, &rt->objects))) return rc;
-    return tr__actors_create(rt->node, rt->cfg->max_msg, &rt->actors);
+    return tr__actors_create(rt->node, rt->objects, rt->cfg->max_msg, &rt->actors);
 }
 
 /* Worker and node processes: run the role and exit. */
@@ -207,7 +207,7 @@ static void run_role(const tr_config *cfg, const tr__env *env) {
         TR_LOG_ERROR("WORKER-CONNECT", "cannot reach the node: %s", tr_last_error());
         _exit(2);
     }
-    int status = tr__worker_run(rt, rt->node, rt->cfg, env->actor_hex);
+    int status = tr__worker_run(rt, rt->node, rt->objects, rt->cfg, env->actor_hex);
     runtime_free(rt);
     exit(status);
 }
@@ -431,7 +431,13 @@ TR_API int tr_actor_kill(tr_runtime *rt, tr_actor_id actor, int no_restart) {
 TR_API int tr_call(tr_runtime *rt, tr_actor_id actor, const char *method, const void *args,
                    size_t len, tr_ref *out) {
     CHECK_RT(rt, "tr_call");
-    return tr__actors_call(rt->actors, actor, method, args, len, out);
+    return tr__actors_call(rt->actors, actor, method, args, len, NULL, 0, out);
+}
+
+TR_API int tr_call_refs(tr_runtime *rt, tr_actor_id actor, const char *method, const void *args,
+                        size_t len, const tr_ref *refs, size_t n_refs, tr_ref *out) {
+    CHECK_RT(rt, "tr_call_refs");
+    return tr__actors_call(rt->actors, actor, method, args, len, refs, n_refs, out);
 }
 
 TR_API int tr_get(tr_runtime *rt, tr_ref ref, int timeout_ms, const void **data, size_t *len) {

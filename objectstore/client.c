@@ -2,23 +2,36 @@
 #include "objectstore/client.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/idmap.h"
 #include "core/ids.h"
 #include "core/status.h"
 #include "core/wait.h"
 #include "objectstore/segment.h"
 #include "objectstore/store.h"
 
+/* What this process holds of one object: the user's hold (tr_put, tr_get until
+ * tr_ref_release) and pins (calls in flight that pass it, results being read). The
+ * process's bit in the entry is set while either is. */
+typedef struct local {
+    uint8_t id[16];
+    int user;
+    uint32_t pins;
+} local;
+
 struct tr__objects {
     tr__seg_hdr *h; /* read-write mapping */
     const char *ro; /* read-only mapping of the same segment, for views */
     size_t size;
-    int idx; /* our client index */
+    int idx;            /* our client index */
+    pthread_mutex_t mu; /* guards `held`; taken before the segment lock */
+    tr__idmap held;     /* id key -> local */
 };
 
 int tr__objects_attach(tr__nodeconn *node, tr__objects **out) {
@@ -39,6 +52,7 @@ int tr__objects_attach(tr__nodeconn *node, tr__objects **out) {
     if (rc) goto fail;
     o->size = size;
     o->idx = (int)idx;
+    pthread_mutex_init(&o->mu, NULL);
     o->h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     o->ro = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
     if (o->h == MAP_FAILED || o->ro == MAP_FAILED) {
@@ -62,6 +76,13 @@ fail:
 
 void tr__objects_detach(tr__objects *o) {
     if (!o) return;
+    /* Holds go with the connection: the node clears this process's bits. */
+    size_t pos = 0;
+    void *v;
+    while (tr__idmap_next(&o->held, &pos, NULL, &v))
+        free(v);
+    tr__idmap_free(&o->held);
+    pthread_mutex_destroy(&o->mu);
     munmap(o->h, o->size);
     munmap((void *)o->ro, o->size);
     free(o);
@@ -119,6 +140,51 @@ static void seal_locked(tr__seg_hdr *h, tr__obj_entry *e) {
     h->bytes_objects += e->size;
 }
 
+/* The local record of an object, created if `make`. Called with o->mu held. */
+static local *find_local(tr__objects *o, const uint8_t id[16], int make) {
+    uint64_t key = tr__id_key(id);
+    local *l = tr__idmap_get(&o->held, key);
+    if (l && memcmp(l->id, id, 16) == 0) return l;
+    if (l || !make) return NULL; /* a 64-bit key collision: treat as not held */
+    l = calloc(1, sizeof *l);
+    if (!l) return NULL;
+    memcpy(l->id, id, 16);
+    if (tr__idmap_put(&o->held, key, l)) {
+        free(l);
+        return NULL;
+    }
+    return l;
+}
+
+/* Drops the local record if nothing holds it any more, clearing our bit and freeing the
+ * object when no process holds it. Called with o->mu held. */
+static void settle(tr__objects *o, local *l) {
+    if (l->user || l->pins) return;
+    tr__seg_hdr *h = o->h;
+    int freed = 0;
+    tr__seg_lock(h);
+    tr__obj_entry *e = tr__seg_find(h, l->id);
+    if (e) {
+        tr__seg_hold(e, o->idx, 0);
+        if (tr__seg_holders_empty(e)) {
+            tr__seg_remove(h, e);
+            freed = 1;
+        }
+    }
+    tr__seg_unlock(h);
+    if (freed) tr__event_signal(&h->sealed);
+    tr__idmap_del(&o->held, tr__id_key(l->id));
+    free(l);
+}
+
+static int record_user_hold(tr__objects *o, const tr_ref *r) {
+    pthread_mutex_lock(&o->mu);
+    local *l = find_local(o, r->b, 1);
+    if (l) l->user = 1;
+    pthread_mutex_unlock(&o->mu);
+    return l ? 0 : tr__err(TR_ENOMEM, "object hold");
+}
+
 int tr__objects_put(tr__objects *o, const void *data, size_t len, tr_ref *out) {
     if ((!data && len) || !out) return tr__err(TR_EINVAL, "tr_put: NULL argument");
     tr__obj_entry *e;
@@ -130,7 +196,7 @@ int tr__objects_put(tr__objects *o, const void *data, size_t len, tr_ref *out) {
     seal_locked(o->h, e);
     tr__seg_unlock(o->h);
     tr__event_signal(&o->h->sealed);
-    return 0;
+    return record_user_hold(o, out);
 }
 
 int tr__objects_create(tr__objects *o, size_t len, tr_ref *out, void **buf) {
@@ -139,7 +205,7 @@ int tr__objects_create(tr__objects *o, size_t len, tr_ref *out, void **buf) {
     int rc = reserve(o, len, out, &e);
     if (rc) return rc;
     *buf = (char *)tr__seg_data(o->h) + e->off;
-    return 0;
+    return record_user_hold(o, out);
 }
 
 int tr__objects_seal(tr__objects *o, tr_ref ref) {
@@ -171,16 +237,19 @@ void tr__objects_wait_change(tr__objects *o, int64_t deadline) {
     tr__event_wait(&o->h->sealed, tr__event_seq(&o->h->sealed), deadline);
 }
 
-int tr__objects_get(tr__objects *o, tr_ref ref, int timeout_ms, const void **data, size_t *len) {
+/* Waits for the object to be sealed and sets our bit; `steal_from` >= 0 also clears that
+ * client's bit (taking over a result a worker put for us). Called with o->mu held; drops
+ * it while sleeping. */
+static int view_locked(tr__objects *o, const tr_ref *ref, int64_t deadline, int timeout_ms,
+                       int steal_from, const void **data, size_t *len) {
     tr__seg_hdr *h = o->h;
-    int64_t deadline = tr__deadline(timeout_ms);
     for (;;) {
         uint32_t seen = tr__event_seq(&h->sealed);
         tr__seg_lock(h);
-        tr__obj_entry *e = tr__seg_find(h, ref.b);
+        tr__obj_entry *e = tr__seg_find(h, ref->b);
         if (!e) {
             tr__seg_unlock(h);
-            return tr__err(TR_ENOTFOUND, "tr_get: no such object (never put, or freed)");
+            return tr__err(TR_ENOTFOUND, "no such object (never put, or freed)");
         }
         if (e->state == TR__OBJ_SEALED) {
             if (!entry_ok(h, e)) {
@@ -188,6 +257,8 @@ int tr__objects_get(tr__objects *o, tr_ref ref, int timeout_ms, const void **dat
                 return tr__err(TR_EPROTO, "object store entry is corrupt");
             }
             tr__seg_hold(e, o->idx, 1);
+            if (steal_from >= 0 && steal_from < TR__SEG_MAX_CLIENTS && steal_from != o->idx)
+                tr__seg_hold(e, steal_from, 0);
             e->tick = ++h->tick;
             if (data) *data = o->ro + h->data_off + e->off;
             if (len) *len = e->size;
@@ -196,30 +267,86 @@ int tr__objects_get(tr__objects *o, tr_ref ref, int timeout_ms, const void **dat
         }
         tr__seg_unlock(h);
         if (tr__now_ns() >= deadline)
-            return tr__err(TR_ETIMEDOUT, "tr_get: the object was not sealed within %d ms",
-                           timeout_ms);
+            return tr__err(TR_ETIMEDOUT, "the object was not sealed within %d ms", timeout_ms);
+        pthread_mutex_unlock(&o->mu);
         tr__event_wait(&h->sealed, seen, deadline);
+        pthread_mutex_lock(&o->mu);
     }
 }
 
+int tr__objects_get(tr__objects *o, tr_ref ref, int timeout_ms, const void **data, size_t *len) {
+    int64_t deadline = tr__deadline(timeout_ms);
+    pthread_mutex_lock(&o->mu);
+    int rc = view_locked(o, &ref, deadline, timeout_ms, -1, data, len);
+    if (!rc) {
+        local *l = find_local(o, ref.b, 1);
+        if (l)
+            l->user = 1;
+        else
+            rc = tr__err(TR_ENOMEM, "object hold");
+    }
+    pthread_mutex_unlock(&o->mu);
+    return rc;
+}
+
 int tr__objects_release(tr__objects *o, tr_ref ref) {
-    tr__seg_hdr *h = o->h;
-    tr__seg_lock(h);
-    tr__obj_entry *e = tr__seg_find(h, ref.b);
-    uint64_t bit = 1ull << (o->idx & 63);
-    if (!e || !(e->holders[o->idx >> 6] & bit)) {
-        tr__seg_unlock(h);
-        return tr__err(TR_ESTALE, "tr_ref_release: this process does not hold that object");
+    pthread_mutex_lock(&o->mu);
+    local *l = find_local(o, ref.b, 0);
+    int rc = 0;
+    if (!l || !l->user) {
+        rc = tr__err(TR_ESTALE, "tr_ref_release: this process does not hold that object");
+    } else {
+        l->user = 0;
+        settle(o, l);
     }
-    tr__seg_hold(e, o->idx, 0);
-    int freed = 0;
-    if (tr__seg_holders_empty(e)) {
-        tr__seg_remove(h, e);
-        freed = 1;
+    pthread_mutex_unlock(&o->mu);
+    return rc;
+}
+
+int tr__objects_pin(tr__objects *o, tr_ref ref, int timeout_ms, int steal_from, const void **data,
+                    size_t *len) {
+    pthread_mutex_lock(&o->mu);
+    int rc;
+    local *l = find_local(o, ref.b, 1);
+    if (!l) {
+        rc = tr__err(TR_ENOMEM, "object pin");
+    } else if (!data && !len) { /* pin without a view: the object need not be sealed yet */
+        tr__seg_lock(o->h);
+        tr__obj_entry *e = tr__seg_find(o->h, ref.b);
+        if (e) tr__seg_hold(e, o->idx, 1);
+        tr__seg_unlock(o->h);
+        rc = e ? 0 : tr__err(TR_ENOTFOUND, "no such object (never put, or freed)");
+    } else {
+        rc = view_locked(o, &ref, tr__deadline(timeout_ms), timeout_ms, steal_from, data, len);
     }
-    tr__seg_unlock(h);
-    if (freed) tr__event_signal(&h->sealed);
-    return 0;
+    if (l) {
+        if (rc == 0)
+            l->pins++;
+        else
+            settle(o, l); /* drop a record made for nothing */
+    }
+    pthread_mutex_unlock(&o->mu);
+    return rc;
+}
+
+void tr__objects_unpin(tr__objects *o, tr_ref ref) {
+    pthread_mutex_lock(&o->mu);
+    local *l = find_local(o, ref.b, 0);
+    if (l && l->pins) {
+        l->pins--;
+        settle(o, l);
+    }
+    pthread_mutex_unlock(&o->mu);
+}
+
+void tr__objects_disown(tr__objects *o, tr_ref ref) {
+    pthread_mutex_lock(&o->mu);
+    local *l = find_local(o, ref.b, 0);
+    if (l) {
+        tr__idmap_del(&o->held, tr__id_key(l->id));
+        free(l);
+    }
+    pthread_mutex_unlock(&o->mu);
 }
 
 int tr__objects_stats(tr__objects *o, tr_store_stats *out) {
@@ -233,4 +360,8 @@ int tr__objects_stats(tr__objects *o, tr_store_stats *out) {
     out->n_objects = h->n_objects;
     tr__seg_unlock(h);
     return 0;
+}
+
+int tr__objects_client(const tr__objects *o) {
+    return o->idx;
 }

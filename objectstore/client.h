@@ -3,10 +3,12 @@
  * puts, gets and releases objects in it directly, under the segment's process-shared lock:
  * no round trip to the node per object.
  *
- * References: each process holds an object at most once (one bit per process in the
- * object's entry): tr_put and the first tr_get in a process take the hold, tr_ref_release
- * drops it, and the object's memory returns when no process holds it. A process that dies
- * drops its holds (the node clears its bit). Thread safety: any thread.
+ * References: one bit per process in the object's entry says the process holds it. The
+ * process counts locally: the user's hold (tr_put, or the first tr_get, until
+ * tr_ref_release) and pins (calls in flight passing the object, call results and
+ * method arguments being read); the bit is set while either is. The object's memory
+ * returns when no process holds it. A process that dies drops its holds (the node clears
+ * its bit). Thread safety: any thread.
  */
 #ifndef TR_OBJECTSTORE_CLIENT_H
 #define TR_OBJECTSTORE_CLIENT_H
@@ -35,6 +37,16 @@ int tr__objects_seal(tr__objects *o, tr_ref ref);
  * process), takes this process's hold and gives a read-only view. */
 int tr__objects_get(tr__objects *o, tr_ref ref, int timeout_ms, const void **data, size_t *len);
 int tr__objects_release(tr__objects *o, tr_ref ref);
+/* Takes a pin. With data/len NULL: the object must exist (sealed or not). Otherwise waits
+ * up to timeout_ms for the seal and gives a view; steal_from >= 0 also drops that client's
+ * hold (adopting a result a worker put for this process). */
+int tr__objects_pin(tr__objects *o, tr_ref ref, int timeout_ms, int steal_from, const void **data,
+                    size_t *len);
+void tr__objects_unpin(tr__objects *o, tr_ref ref);
+/* Forgets this process's hold without clearing its bit: another process adopts it. */
+void tr__objects_disown(tr__objects *o, tr_ref ref);
+/* This process's client index (RESULT frames name it so the caller can adopt). */
+int tr__objects_client(const tr__objects *o);
 /* 1 if sealed, 0 if not (yet), a negative code on error. */
 int tr__objects_ready(tr__objects *o, tr_ref ref);
 /* Waits until the store changes (a seal or a delete) or the deadline. */

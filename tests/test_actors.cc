@@ -151,6 +151,23 @@ int m_sum(tr_ctx *ctx, void *, const void *args, size_t len) {
     return tr_ctx_reply(ctx, &sum, sizeof sum);
 }
 
+/* Checksums of its object arguments (tr_call_refs), one uint64 each. */
+int m_sum_args(tr_ctx *ctx, void *, const void *, size_t) {
+    std::string out;
+    for (size_t i = 0; i < tr_ctx_num_refs(ctx); i++) {
+        const void *d;
+        size_t n;
+        if (tr_ctx_ref(ctx, i, &d, &n)) return tr_ctx_error(ctx, "tr_ctx_ref %zu failed", i);
+        uint64_t c = checksum(d, n);
+        out.append((const char *)&c, 8);
+    }
+    const void *d;
+    size_t n;
+    if (tr_ctx_ref(ctx, tr_ctx_num_refs(ctx), &d, &n) != TR_EINVAL)
+        return tr_ctx_error(ctx, "tr_ctx_ref past the end did not fail");
+    return tr_ctx_reply(ctx, out.data(), out.size());
+}
+
 int m_pid(tr_ctx *ctx, void *, const void *, size_t) {
     return reply_i64(ctx, getpid());
 }
@@ -172,11 +189,12 @@ int m_call_other(tr_ctx *ctx, void *, const void *args, size_t len) {
 }
 
 const tr_method_def counter_methods[] = {
-    {"add", m_add},     {"get", m_get},   {"seq", m_seq},
-    {"echo", m_echo},   {"fail", m_fail}, {"fail_silent", m_fail_silent},
-    {"crash", m_crash}, {"exit", m_exit}, {"sleep_ms", m_sleep_ms},
-    {"pid", m_pid},     {"name", m_name}, {"call_other", m_call_other},
-    {"big", m_big},     {"put", m_put},   {"sum", m_sum},
+    {"add", m_add},           {"get", m_get},   {"seq", m_seq},
+    {"echo", m_echo},         {"fail", m_fail}, {"fail_silent", m_fail_silent},
+    {"crash", m_crash},       {"exit", m_exit}, {"sleep_ms", m_sleep_ms},
+    {"pid", m_pid},           {"name", m_name}, {"call_other", m_call_other},
+    {"big", m_big},           {"put", m_put},   {"sum", m_sum},
+    {"sum_args", m_sum_args},
 };
 
 void add_classes(tr_config *cfg) {

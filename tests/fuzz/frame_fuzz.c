@@ -23,11 +23,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             int r = tr__frame_parse(&b, 1 << 16, &h, &body);
             if (r <= 0) break;
             const char *m;
-            size_t mlen, alen, dlen;
-            const void *args, *dat;
-            int rc;
-            (void)tr__call_parse(body, h.len, &m, &mlen, &args, &alen);
-            (void)tr__result_parse(body, h.len, &rc, &dat, &dlen);
+            size_t mlen, alen, dlen, nrefs;
+            const void *args, *dat, *refs;
+            int rc, creator;
+            (void)tr__call_parse(body, h.len, &m, &mlen, &args, &alen, &refs, &nrefs);
+            (void)tr__result_parse(body, h.len, &rc, &dat, &dlen, &creator);
             tr_config cfg;
             memset(&cfg, 0, sizeof cfg);
             (void)tr__config_decode_node(body, h.len, &cfg);

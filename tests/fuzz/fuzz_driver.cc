@@ -27,7 +27,11 @@ std::string take(tr__buf *b) {
 std::vector<std::string> seeds() {
     std::vector<std::string> out;
     tr__buf b = TR__BUF_INIT;
-    tr__call_frame(&b, 7, "echo", "12345678", 8);
+    tr__call_frame(&b, 7, "echo", "12345678", 8, nullptr, 0);
+    out.push_back(take(&b));
+    tr__call_frame(&b, 8, "sum", "", 0, "0123456789abcdef0123456789abcdef", 2);
+    out.push_back(take(&b));
+    tr__result_frame_ref(&b, 8, "0123456789abcdef", 3);
     out.push_back(take(&b));
     tr__result_frame(&b, 7, TR_ETASK, "boom", 5);
     out.push_back(take(&b));

@@ -73,7 +73,9 @@ typedef struct tr_actor_class {
 TR_API void tr_actor_class_init(tr_actor_class *cls);
 
 /* Writes the method's (or constructor's) result: data is copied. Calling it again
- * replaces the result. Returns 0 or TR_ENOMEM. Thread safety: the method's thread. */
+ * replaces the result. A result over 100 KiB travels through the node's object store
+ * (one copy in, a zero-copy view for the caller) instead of the socket.
+ * Returns 0 or TR_ENOMEM. Thread safety: the method's thread. */
 TR_API int tr_ctx_reply(tr_ctx *ctx, const void *data, size_t len);
 
 /* Sets the error message the caller will see and returns TR_ETASK, so a method can
@@ -90,6 +92,12 @@ TR_API tr_runtime *tr_ctx_runtime(tr_ctx *ctx);
 
 /* The id of the actor running the method. Thread safety: any thread. */
 TR_API tr_actor_id tr_ctx_actor_id(const tr_ctx *ctx);
+
+/* The number of object refs passed with the call (tr_call_refs). */
+TR_API size_t tr_ctx_num_refs(const tr_ctx *ctx);
+/* A read-only, zero-copy view of object argument i, valid until the method returns.
+ * Returns 0 or TR_EINVAL. Thread safety: the method's thread. */
+TR_API int tr_ctx_ref(const tr_ctx *ctx, size_t i, const void **data, size_t *len);
 
 /* ------------------------------------------------------------------ configuration */
 
@@ -218,6 +226,15 @@ TR_API char *tr_actor_id_str(tr_actor_id id, char *buf);
  * Thread safety: any thread. */
 TR_API int tr_call(tr_runtime *rt, tr_actor_id actor, const char *method, const void *args,
                    size_t len, tr_ref *out);
+
+/* As tr_call, passing object refs (tr_put) as arguments: the caller keeps each object
+ * alive until the call completes (even if it releases its ref meanwhile), the worker
+ * resolves them before the method runs - waiting for a seal if needed - and the method
+ * reads them zero-copy with tr_ctx_ref. Returns as tr_call, and TR_EINVAL for a ref that
+ * is not an object, TR_ENOTFOUND for an object that does not exist.
+ * Thread safety: any thread. */
+TR_API int tr_call_refs(tr_runtime *rt, tr_actor_id actor, const char *method, const void *args,
+                        size_t len, const tr_ref *refs, size_t n_refs, tr_ref *out);
 
 /* Waits up to timeout_ms for a call's result or a sealed object (see tr_put). On 0, *data
  * and *len view the result, valid until tr_ref_release (tr_get may be repeated). On TR_ETASK the
