@@ -3,12 +3,15 @@
 #include "api/node.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -56,19 +59,51 @@ int tr__node_base_dir(const char *tmpdir, char *out, size_t cap) {
     return 0;
 }
 
-static void remove_session(node *n) {
-    DIR *d = opendir(n->session);
+/* Removes a session directory: its files, and the files of its subdirectories (the
+ * spill directory). Nothing deeper exists. */
+static void remove_tree(const char *dir, int depth) {
+    DIR *d = opendir(dir);
     if (d) {
         struct dirent *e;
         while ((e = readdir(d))) {
-            if (e->d_name[0] == '.') continue;
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
             char p[1100];
-            snprintf(p, sizeof p, "%s/%s", n->session, e->d_name);
-            unlink(p);
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            if (unlink(p) != 0 && errno == EISDIR && depth > 0) remove_tree(p, depth - 1);
         }
         closedir(d);
     }
-    rmdir(n->session);
+    rmdir(dir);
+}
+
+static void remove_session(node *n) {
+    remove_tree(n->session, 1);
+}
+
+/* A node holds an exclusive flock on <session>/node.lock while it lives. A session
+ * directory whose lock can be taken (and is not brand new: a node creates the file just
+ * before locking it) belongs to a node that died without cleaning up (SIGKILL): remove it.
+ * flock, not pids: pids do not cross PID namespaces (sandboxes, containers). */
+static void sweep_stale_sessions(const char *base) {
+    DIR *d = opendir(base);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] != 'n') continue;
+        char dir[700], lock[800];
+        snprintf(dir, sizeof dir, "%s/%s", base, e->d_name);
+        snprintf(lock, sizeof lock, "%s/node.lock", dir);
+        int fd = open(lock, O_RDWR | O_CLOEXEC);
+        if (fd < 0) continue;
+        struct stat st;
+        if (fstat(fd, &st) == 0 && time(NULL) - st.st_mtime > 1 &&
+            flock(fd, LOCK_EX | LOCK_NB) == 0) {
+            TR_LOG_INFO("NODE-SWEEP", "removing %s, left by a node that died", dir);
+            remove_tree(dir, 1);
+        }
+        close(fd);
+    }
+    closedir(d);
 }
 
 static void close_walk(uv_handle_t *h, void *arg) {
@@ -168,6 +203,15 @@ int tr__node_main(const tr_config *cfg, int ready_fd) {
         return 1;
     }
     snprintf(n->sock, sizeof n->sock, "%s/node.sock", n->session);
+    char lock[600];
+    snprintf(lock, sizeof lock, "%s/node.lock", n->session);
+    int lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600); /* held until exit */
+    if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        TR_LOG_ERROR("NODE-DIR", "lock %s: %s", lock, strerror(errno));
+        remove_session(n);
+        return 1;
+    }
+    sweep_stale_sessions(base);
 
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     n->total = cfg->resources;
@@ -179,7 +223,8 @@ int tr__node_main(const tr_config *cfg, int ready_fd) {
     tr__pool_init(&n->pool, &n->loop);
     if ((rc = tr__server_create(&n->loop, n->sock, cfg->max_msg, &n->srv)) ||
         (rc = tr__kv_create(&n->kv)) ||
-        (rc = tr__store_create(tr__config_store_bytes(cfg), &n->store))) {
+        (rc = tr__store_create(tr__config_store_bytes(cfg),
+                               cfg->spill_dir ? cfg->spill_dir : n->session, &n->store))) {
         TR_LOG_ERROR("NODE-START", "%s", tr_last_error());
         remove_session(n);
         return 1;
@@ -226,6 +271,7 @@ int tr__node_main(const tr_config *cfg, int ready_fd) {
     tr__kv_destroy(n->kv);
     tr__store_destroy(n->store);
     remove_session(n);
+    close(lock_fd);
     free(n);
     return 0;
 }

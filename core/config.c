@@ -50,6 +50,7 @@ TR_API void tr_config_destroy(tr_config *cfg) {
     if (!cfg) return;
     free(cfg->address);
     free(cfg->tmpdir);
+    free(cfg->spill_dir);
     for (size_t i = 0; i < cfg->n_classes; i++)
         free((char *)cfg->classes[i].name);
     free(cfg->classes);
@@ -87,6 +88,7 @@ TR_API int tr_config_set(tr_config *cfg, const char *key, const char *value) {
         return set_str(&cfg->address, value);
     }
     if (strcmp(key, "tmpdir") == 0) return set_str(&cfg->tmpdir, value);
+    if (strcmp(key, "spill_dir") == 0) return set_str(&cfg->spill_dir, value);
     if (strcmp(key, "num_cpus") == 0) {
         if ((rc = parse_num(key, value, 0, 1e6, &d))) return rc;
         cfg->num_cpus = d;
@@ -176,12 +178,13 @@ int tr__config_copy(const tr_config *src, tr_config **out) {
     if (rc) return rc;
     if (src) {
         tr_config tmp = *src;
-        tmp.address = tmp.tmpdir = NULL;
+        tmp.address = tmp.tmpdir = tmp.spill_dir = NULL;
         tmp.classes = NULL;
         tmp.n_classes = 0;
         *c = tmp;
         if ((src->address && set_str(&c->address, src->address)) ||
-            (src->tmpdir && set_str(&c->tmpdir, src->tmpdir)))
+            (src->tmpdir && set_str(&c->tmpdir, src->tmpdir)) ||
+            (src->spill_dir && set_str(&c->spill_dir, src->spill_dir)))
             goto oom;
         for (size_t i = 0; i < src->n_classes; i++)
             if (tr_config_add_class(c, &src->classes[i])) goto oom;
@@ -210,7 +213,9 @@ size_t tr__config_store_bytes(const tr_config *cfg) {
 int tr__config_encode_node(const tr_config *cfg, tr__buf *out) {
     char res[1024];
     tr__res_format(&cfg->resources, res, sizeof res);
-    tr__enc_map(out, 7);
+    tr__enc_map(out, 8);
+    tr__enc_str(out, "spill_dir");
+    tr__enc_str(out, cfg->spill_dir); /* nil when unset */
     tr__enc_str(out, "store_bytes");
     tr__enc_uint(out, cfg->store_bytes);
     tr__enc_str(out, "num_cpus");
@@ -245,6 +250,11 @@ int tr__config_decode_node(const void *data, size_t len, tr_config *cfg) {
     uint64_t store = 0;
     if ((rc = tr__get_uint(d.root, "store_bytes", &store))) goto out;
     cfg->store_bytes = (size_t)store;
+    if (tr__obj_type(tr__obj_get(d.root, "spill_dir")) == TR__T_STR) {
+        free(cfg->spill_dir);
+        cfg->spill_dir = NULL;
+        if ((rc = tr__get_strdup(d.root, "spill_dir", &cfg->spill_dir))) goto out;
+    }
     cfg->max_msg = max_msg;
     cfg->worker_start_timeout_ms = (int)start_ms;
     cfg->log_level = (int)lvl;

@@ -25,6 +25,7 @@ struct tr_config {
     int worker_start_timeout_ms;
     char *tmpdir;       /* NULL: /tmp */
     size_t store_bytes; /* object store capacity; 0: the default */
+    char *spill_dir;    /* NULL: the node's session directory */
     tr_actor_class *classes;
     size_t n_classes;
 };

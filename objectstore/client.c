@@ -2,6 +2,7 @@
 #include "objectstore/client.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +101,103 @@ static int entry_ok(const tr__seg_hdr *h, const tr__obj_entry *e) {
     return e->off >= TR__SEG_ALIGN && e->off <= h->data_size && e->size <= h->data_size - e->off;
 }
 
+static int write_all_fd(int fd, const char *p, size_t n) {
+    while (n) {
+        ssize_t w = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int read_all_fd(int fd, char *p, size_t n) {
+    while (n) {
+        ssize_t r = read(fd, p, n > (1u << 30) ? (1u << 30) : n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+/* Writes the least recently used sealed object that no process is viewing to its spill
+ * file and frees its block. Returns 0 if one was spilled, TR_ENOMEM if none could be. The
+ * file is written without the lock; the entry is SPILLING meanwhile (gets wait). */
+static int spill_one(tr__objects *o) {
+    tr__seg_hdr *h = o->h;
+    tr__seg_lock(h);
+    tr__obj_entry *victim = NULL;
+    for (uint64_t i = 0; i < h->table_cap; i++) {
+        tr__obj_entry *e = tr__seg_entry(h, i);
+        if (e->state != TR__OBJ_SEALED || e->size == 0 || tr__seg_viewed(e) || !entry_ok(h, e))
+            continue;
+        if (!victim || e->tick < victim->tick) victim = e;
+    }
+    if (!victim) {
+        tr__seg_unlock(h);
+        return TR_ENOMEM;
+    }
+    victim->state = TR__OBJ_SPILLING;
+    victim->busy = o->idx;
+    uint8_t id[16];
+    memcpy(id, victim->id, 16);
+    const char *src = (const char *)tr__seg_data(h) + victim->off;
+    uint64_t size = victim->size;
+    tr__seg_unlock(h);
+
+    char path[700];
+    tr__seg_spill_path(h, id, path, sizeof path);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int ok = fd >= 0 && write_all_fd(fd, src, size) == 0;
+    int e_no = errno;
+    if (fd >= 0) close(fd);
+
+    tr__seg_lock(h);
+    tr__obj_entry *e = tr__seg_find(h, id);
+    if (e && e->state == TR__OBJ_SPILLING && e->busy == o->idx) {
+        if (ok) {
+            tr__seg_free(h, e->off);
+            e->off = 0;
+            e->state = TR__OBJ_SPILLED;
+            h->bytes_objects -= size;
+            h->bytes_spilled += size;
+            h->spills++;
+        } else {
+            e->state = TR__OBJ_SEALED;
+            unlink(path);
+        }
+        e->busy = -1;
+    } else if (!e) {
+        unlink(path); /* freed while we wrote it */
+    }
+    tr__seg_unlock(h);
+    tr__event_signal(&h->sealed);
+    if (!ok) return tr__err_errno(e_no, "spilling an object to %s", path);
+    return 0;
+}
+
+/* Allocates a block, spilling objects to disk while the store is full. */
+static int alloc_block(tr__objects *o, size_t len, uint64_t *off) {
+    tr__seg_hdr *h = o->h;
+    for (;;) {
+        tr__seg_lock(h);
+        int rc = tr__seg_alloc(h, len, off);
+        unsigned long long used = h->bytes_used, cap = h->data_size;
+        tr__seg_unlock(h);
+        if (rc != TR_ENOMEM) return rc;
+        rc = spill_one(o);
+        if (rc == TR_ENOMEM)
+            return tr__err(TR_ENOMEM,
+                           "the object store is full: %zu bytes do not fit (%llu of %llu bytes "
+                           "in use, all of it being viewed)",
+                           len, used, cap);
+        if (rc) return rc;
+    }
+}
+
 static int reserve(tr__objects *o, size_t len, tr_ref *out, tr__obj_entry **ep) {
     tr__seg_hdr *h = o->h;
     if (len > tr__seg_max_alloc(h))
@@ -109,16 +207,9 @@ static int reserve(tr__objects *o, size_t len, tr_ref *out, tr__obj_entry **ep) 
                        len, (unsigned long long)tr__seg_max_alloc(h));
     new_id(out);
     uint64_t off;
+    int rc = alloc_block(o, len, &off);
+    if (rc) return rc;
     tr__seg_lock(h);
-    int rc = tr__seg_alloc(h, len, &off);
-    if (rc) {
-        unsigned long long used = h->bytes_used, cap = h->data_size;
-        tr__seg_unlock(h);
-        return tr__err(TR_ENOMEM,
-                       "the object store is full: %zu bytes do not fit (%llu of %llu "
-                       "bytes in use)",
-                       len, used, cap);
-    }
     tr__obj_entry *e = tr__seg_insert(h, out->b, &rc);
     if (!e) {
         tr__seg_free(h, off);
@@ -132,6 +223,58 @@ static int reserve(tr__objects *o, size_t len, tr_ref *out, tr__obj_entry **ep) 
     tr__seg_unlock(h);
     *ep = e;
     return 0;
+}
+
+/* Reads a SPILLED object back into a fresh block. Called with the segment lock held and
+ * e SPILLED; returns with it released. */
+static int restore(tr__objects *o, tr__obj_entry *e) {
+    tr__seg_hdr *h = o->h;
+    e->state = TR__OBJ_RESTORING;
+    e->busy = o->idx;
+    uint8_t id[16];
+    memcpy(id, e->id, 16);
+    uint64_t size = e->size, off;
+    tr__seg_unlock(h);
+    int rc = alloc_block(o, size, &off);
+    tr__seg_lock(h);
+    e = tr__seg_find(h, id);
+    if (rc || !e || e->state != TR__OBJ_RESTORING || e->busy != o->idx) {
+        if (!rc) tr__seg_free(h, off);
+        if (e && e->state == TR__OBJ_RESTORING && e->busy == o->idx) {
+            e->state = TR__OBJ_SPILLED;
+            e->busy = -1;
+        }
+        tr__seg_unlock(h);
+        tr__event_signal(&h->sealed);
+        return rc ? rc : 0; /* freed meanwhile: the caller looks again */
+    }
+    e->off = off; /* recorded now, so a removal (or our death) frees the block */
+    tr__seg_unlock(h);
+    char path[700];
+    tr__seg_spill_path(h, id, path, sizeof path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int ok = fd >= 0 && read_all_fd(fd, (char *)tr__seg_data(h) + off, size) == 0;
+    int e_no = errno;
+    if (fd >= 0) close(fd);
+    tr__seg_lock(h);
+    e = tr__seg_find(h, id);
+    if (e && e->state == TR__OBJ_RESTORING && e->busy == o->idx) {
+        if (ok) {
+            e->state = TR__OBJ_SEALED;
+            h->bytes_spilled -= size;
+            h->bytes_objects += size;
+            h->restores++;
+            unlink(path);
+        } else {
+            tr__seg_free(h, e->off);
+            e->off = 0;
+            e->state = TR__OBJ_SPILLED;
+        }
+        e->busy = -1;
+    }
+    tr__seg_unlock(h);
+    tr__event_signal(&h->sealed);
+    return ok ? 0 : tr__err_errno(e_no, "restoring an object from %s", path);
 }
 
 static void seal_locked(tr__seg_hdr *h, tr__obj_entry *e) {
@@ -228,7 +371,7 @@ int tr__objects_seal(tr__objects *o, tr_ref ref) {
 int tr__objects_ready(tr__objects *o, tr_ref ref) {
     tr__seg_lock(o->h);
     tr__obj_entry *e = tr__seg_find(o->h, ref.b);
-    int r = e && e->state == TR__OBJ_SEALED;
+    int r = e && e->state >= TR__OBJ_SEALED; /* spilled objects are sealed too */
     tr__seg_unlock(o->h);
     return r;
 }
@@ -257,6 +400,7 @@ static int view_locked(tr__objects *o, const tr_ref *ref, int64_t deadline, int 
                 return tr__err(TR_EPROTO, "object store entry is corrupt");
             }
             tr__seg_hold(e, o->idx, 1);
+            tr__seg_bit(e->viewers, o->idx, 1); /* pinned: never spilled while viewed */
             if (steal_from >= 0 && steal_from < TR__SEG_MAX_CLIENTS && steal_from != o->idx)
                 tr__seg_hold(e, steal_from, 0);
             e->tick = ++h->tick;
@@ -264,6 +408,11 @@ static int view_locked(tr__objects *o, const tr_ref *ref, int64_t deadline, int 
             if (len) *len = e->size;
             tr__seg_unlock(h);
             return 0;
+        }
+        if (e->state == TR__OBJ_SPILLED) {
+            int rc = restore(o, e); /* releases the lock */
+            if (rc) return rc;
+            continue;
         }
         tr__seg_unlock(h);
         if (tr__now_ns() >= deadline)
@@ -358,6 +507,9 @@ int tr__objects_stats(tr__objects *o, tr_store_stats *out) {
     out->bytes_used = h->bytes_used;
     out->bytes_objects = h->bytes_objects;
     out->n_objects = h->n_objects;
+    out->bytes_spilled = h->bytes_spilled;
+    out->spills = h->spills;
+    out->restores = h->restores;
     tr__seg_unlock(h);
     return 0;
 }

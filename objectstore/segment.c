@@ -8,8 +8,11 @@
 #include "objectstore/segment.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "core/ids.h"
 #include "core/log.h"
 #include "core/status.h"
 
@@ -244,6 +247,7 @@ tr__obj_entry *tr__seg_insert(tr__seg_hdr *h, const uint8_t id[16], int *rc) {
     memset(&t[i], 0, sizeof t[i]);
     memcpy(t[i].id, id, 16);
     t[i].state = TR__OBJ_CREATED;
+    t[i].busy = -1;
     h->n_objects++;
     *rc = 0;
     return &t[i];
@@ -254,7 +258,13 @@ void tr__seg_remove(tr__seg_hdr *h, tr__obj_entry *e) {
     uint64_t cap = h->table_cap, mask = cap - 1;
     if (e < t || e >= t + cap) return;
     if (e->off) tr__seg_free(h, e->off);
-    if (e->state == TR__OBJ_SEALED) h->bytes_objects -= e->size;
+    if (e->state == TR__OBJ_SEALED || e->state == TR__OBJ_SPILLING) h->bytes_objects -= e->size;
+    if (e->state == TR__OBJ_SPILLED || e->state == TR__OBJ_RESTORING) h->bytes_spilled -= e->size;
+    if (e->state >= TR__OBJ_SPILLING) { /* a spill file exists, or is being written */
+        char path[700];
+        tr__seg_spill_path(h, e->id, path, sizeof path);
+        unlink(path);
+    }
     h->n_objects--;
     /* Backward-shift deletion keeps probe runs without tombstones. */
     uint64_t hole = (uint64_t)(e - t);
@@ -266,4 +276,15 @@ void tr__seg_remove(tr__seg_hdr *h, tr__obj_entry *e) {
         }
     }
     memset(&t[hole], 0, sizeof t[hole]);
+}
+
+void tr__seg_spill_path(const tr__seg_hdr *h, const uint8_t id[16], char *out, size_t cap) {
+    char hex[33];
+    tr__hex(id, 16, hex);
+    snprintf(out, cap, "%.*s/o-%s", (int)strnlen(h->spill_dir, sizeof h->spill_dir), h->spill_dir,
+             hex);
+}
+
+tr__obj_entry *tr__seg_entry(tr__seg_hdr *h, uint64_t i) {
+    return i < h->table_cap ? &table(h)[i] : NULL;
 }

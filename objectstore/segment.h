@@ -23,7 +23,18 @@
 #define TR__SEG_MAX_CLIENTS 256
 #define TR__SEG_NULL UINT64_MAX
 
-enum { TR__OBJ_EMPTY = 0, TR__OBJ_CREATED = 1, TR__OBJ_SEALED = 2 };
+/* SEALED objects live in the data region. Under memory pressure an allocating process
+ * spills the least recently used sealed object that nobody is viewing to a file:
+ * SEALED -> SPILLING (still resident, being written) -> SPILLED (only on disk); a get
+ * brings it back: SPILLED -> RESTORING (block allocated, being read) -> SEALED. */
+enum {
+    TR__OBJ_EMPTY = 0,
+    TR__OBJ_CREATED = 1,
+    TR__OBJ_SEALED = 2,
+    TR__OBJ_SPILLING = 3,
+    TR__OBJ_SPILLED = 4,
+    TR__OBJ_RESTORING = 5,
+};
 
 typedef struct tr__obj_entry {
     uint8_t id[16];
@@ -33,7 +44,10 @@ typedef struct tr__obj_entry {
     uint16_t creator; /* client index */
     uint16_t pad;
     uint64_t holders[TR__SEG_MAX_CLIENTS / 64]; /* clients holding a reference */
+    uint64_t viewers[TR__SEG_MAX_CLIENTS / 64]; /* clients that may be reading it: pinned */
     uint64_t tick;                              /* last use, for LRU */
+    int32_t busy;                               /* client spilling or restoring it, or -1 */
+    uint32_t pad2;
 } tr__obj_entry;
 
 typedef struct tr__seg_hdr {
@@ -48,9 +62,12 @@ typedef struct tr__seg_hdr {
     uint64_t bytes_used; /* allocated blocks, headers included */
     uint64_t bytes_objects;
     uint64_t n_objects;
+    uint64_t bytes_spilled; /* objects now on disk */
+    uint64_t spills, restores;
     uint64_t tick;
     tr__event sealed; /* signalled on every seal and delete */
     int32_t client_pid[TR__SEG_MAX_CLIENTS];
+    char spill_dir[512]; /* set by the node */
 } tr__seg_hdr;
 
 /* Bytes a segment needs for `capacity` bytes of objects. */
@@ -75,8 +92,12 @@ uint64_t tr__seg_max_alloc(const tr__seg_hdr *h);
 tr__obj_entry *tr__seg_find(tr__seg_hdr *h, const uint8_t id[16]);
 /* Inserts an EMPTY->CREATED entry. Returns it, or NULL with TR_EEXIST / TR_ENOMEM (full). */
 tr__obj_entry *tr__seg_insert(tr__seg_hdr *h, const uint8_t id[16], int *rc);
-/* Frees the entry's block and removes it from the table. */
+/* Frees the entry's block (and spill file) and removes it from the table. */
 void tr__seg_remove(tr__seg_hdr *h, tr__obj_entry *e);
+/* "<spill_dir>/o-<hex id>". */
+void tr__seg_spill_path(const tr__seg_hdr *h, const uint8_t id[16], char *out, size_t cap);
+/* The entry at table index i (for scans). */
+tr__obj_entry *tr__seg_entry(tr__seg_hdr *h, uint64_t i);
 
 static inline void *tr__seg_data(tr__seg_hdr *h) {
     return (char *)h + h->data_off;
@@ -86,12 +107,21 @@ static inline int tr__seg_holders_empty(const tr__obj_entry *e) {
         if (e->holders[i]) return 0;
     return 1;
 }
-static inline void tr__seg_hold(tr__obj_entry *e, int client, int on) {
+static inline void tr__seg_bit(uint64_t *set, int client, int on) {
     uint64_t bit = 1ull << (client & 63);
     if (on)
-        e->holders[client >> 6] |= bit;
+        set[client >> 6] |= bit;
     else
-        e->holders[client >> 6] &= ~bit;
+        set[client >> 6] &= ~bit;
+}
+static inline void tr__seg_hold(tr__obj_entry *e, int client, int on) {
+    tr__seg_bit(e->holders, client, on);
+    if (!on) tr__seg_bit(e->viewers, client, 0); /* no view without a hold */
+}
+static inline int tr__seg_viewed(const tr__obj_entry *e) {
+    for (int i = 0; i < TR__SEG_MAX_CLIENTS / 64; i++)
+        if (e->viewers[i]) return 1;
+    return 0;
 }
 
 #endif

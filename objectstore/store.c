@@ -1,6 +1,7 @@
 /* objectstore/store.c - segment creation, client attach and reclaim. */
 #include "objectstore/store.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -23,7 +24,24 @@ struct tr__store {
     uint8_t used[TR__SEG_MAX_CLIENTS];
     pthread_t prefault;
     int prefault_started;
+    char spill_dir[512];
 };
+
+static void remove_spill_dir(tr__store *s) {
+    if (!s->spill_dir[0]) return;
+    DIR *d = opendir(s->spill_dir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (e->d_name[0] == '.') continue;
+            char p[1100];
+            snprintf(p, sizeof p, "%s/%s", s->spill_dir, e->d_name);
+            unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(s->spill_dir);
+}
 
 /* Allocates the segment's pages up front, off the loop thread, so that no put pays for
  * first touch (~2.8 us a page here; see shared/anchors). */
@@ -35,15 +53,22 @@ static void *prefault_main(void *arg) {
     return NULL;
 }
 
-int tr__store_create(size_t capacity, tr__store **out) {
+int tr__store_create(size_t capacity, const char *spill_root, tr__store **out) {
     *out = NULL;
     tr__store *s = calloc(1, sizeof *s);
     if (!s) return tr__err(TR_ENOMEM, "object store");
+    int n = snprintf(s->spill_dir, sizeof s->spill_dir, "%s/spill-XXXXXX", spill_root);
+    if (n < 0 || (size_t)n >= sizeof s->spill_dir - 64 || !mkdtemp(s->spill_dir)) {
+        int e = errno;
+        free(s);
+        return tr__err_errno(e ? e : ENAMETOOLONG, "creating a spill directory in %s", spill_root);
+    }
     s->size = tr__seg_size_for(capacity);
     s->fd = memfd_create("troupe-objects", MFD_CLOEXEC);
     if (s->fd < 0 || ftruncate(s->fd, (off_t)s->size) != 0) {
         int e = errno;
         if (s->fd >= 0) close(s->fd);
+        remove_spill_dir(s);
         free(s);
         return tr__err_errno(e, "creating the object store segment (%zu bytes)", capacity);
     }
@@ -51,6 +76,7 @@ int tr__store_create(size_t capacity, tr__store **out) {
     if (s->h == MAP_FAILED) {
         int e = errno;
         close(s->fd);
+        remove_spill_dir(s);
         free(s);
         return tr__err_errno(e, "mapping the object store segment");
     }
@@ -58,9 +84,11 @@ int tr__store_create(size_t capacity, tr__store **out) {
     if (rc) {
         munmap(s->h, s->size);
         close(s->fd);
+        remove_spill_dir(s);
         free(s);
         return rc;
     }
+    memcpy(s->h->spill_dir, s->spill_dir, strlen(s->spill_dir) + 1);
     s->prefault_started = pthread_create(&s->prefault, NULL, prefault_main, s) == 0;
     *out = s;
     return 0;
@@ -110,8 +138,17 @@ static void on_close(void *ctx, tr__conn *c) {
             continue;
         }
         tr__seg_hold(e, idx, 0);
+        if (e->busy == idx) { /* it died spilling or restoring: undo */
+            if (e->state == TR__OBJ_SPILLING) e->state = TR__OBJ_SEALED;
+            if (e->state == TR__OBJ_RESTORING) {
+                if (e->off) tr__seg_free(h, e->off);
+                e->off = 0;
+                e->state = TR__OBJ_SPILLED;
+            }
+            e->busy = -1;
+        }
         int orphan = e->state == TR__OBJ_CREATED && e->creator == idx;
-        if (orphan || (e->state == TR__OBJ_SEALED && tr__seg_holders_empty(e))) {
+        if (orphan || (e->state >= TR__OBJ_SEALED && tr__seg_holders_empty(e))) {
             tr__seg_remove(h, e);
             freed++;
             continue;
@@ -137,9 +174,10 @@ void tr__store_status_json(tr__store *s, tr__buf *out) {
     char tmp[400];
     int n = snprintf(tmp, sizeof tmp,
                      "\"object_store\":{\"capacity\":%llu,\"bytes_used\":%llu,"
-                     "\"bytes_objects\":%llu,\"objects\":%llu}",
+                     "\"bytes_objects\":%llu,\"objects\":%llu,\"bytes_spilled\":%llu}",
                      (unsigned long long)tr__seg_max_alloc(h), (unsigned long long)h->bytes_used,
-                     (unsigned long long)h->bytes_objects, (unsigned long long)h->n_objects);
+                     (unsigned long long)h->bytes_objects, (unsigned long long)h->n_objects,
+                     (unsigned long long)h->bytes_spilled);
     tr__seg_unlock(h);
     tr__buf_append(out, tmp, (size_t)n);
 }
@@ -149,5 +187,6 @@ void tr__store_destroy(tr__store *s) {
     if (s->prefault_started) pthread_join(s->prefault, NULL);
     munmap(s->h, s->size);
     close(s->fd);
+    remove_spill_dir(s);
     free(s);
 }

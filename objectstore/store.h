@@ -20,8 +20,9 @@ enum { TR__MSG_STORE_ATTACH = 32 }; /* {} -> {size, client} + the segment's desc
 typedef struct tr__store tr__store;
 
 /* Creates a segment for `capacity` object bytes and starts pre-faulting it in the
- * background. Returns 0, TR_ENOMEM, TR_EIO. */
-int tr__store_create(size_t capacity, tr__store **out);
+ * background. Spilled objects go to a fresh 0700 directory made inside spill_root (removed
+ * by tr__store_destroy). Returns 0, TR_ENOMEM, TR_EIO, TR_EINVAL. */
+int tr__store_create(size_t capacity, const char *spill_root, tr__store **out);
 void tr__store_mount(tr__store *s, tr__server *srv);
 /* Appends JSON: "object_store":{...} */
 void tr__store_status_json(tr__store *s, tr__buf *out);

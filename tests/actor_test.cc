@@ -596,6 +596,15 @@ TEST(Runtime, NodeDeathIsReportedNotHung) {
     tr_actor_id b;
     EXPECT_EQ(tr_actor_create(rt, "Counter", nullptr, "m", 1, &b), TR_ECONNECT);
     EXPECT_EQ(tr_kv_put(rt, "k", "v", 1), TR_ECONNECT);
+    std::string addr = tr_runtime_address(rt);
+    std::string session = addr.substr(0, addr.rfind('/'));
+    tr_shutdown(rt);
+    /* the killed node could not clean up; the next node to start sweeps its directory */
+    struct stat sb;
+    ASSERT_EQ(stat(session.c_str(), &sb), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+    ASSERT_EQ(tr_init(test_config(), &rt), 0);
+    EXPECT_NE(stat(session.c_str(), &sb), 0) << session << " was not swept";
     tr_shutdown(rt);
 }
 

@@ -2,6 +2,7 @@
  * real processes: integrity across processes, zero-copy views, reference counting and
  * reclaim of a dead process's objects, create/seal, limits, tr_wait on objects. */
 #include <gtest/gtest.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -99,21 +100,17 @@ TEST_F(ObjectsTest, TooBigAndFull) {
     EXPECT_EQ(tr_put(rt, huge.data(), huge.size(), &r), TR_ENOMEM);
     EXPECT_NE(std::string(tr_last_error()).find("can never fit"), std::string::npos)
         << tr_last_error();
-    /* fill it with 4 MiB objects until a put fails, then free one and put again */
-    std::string chunk(4 << 20, 'c');
+    /* fragment it with mixed sizes (a full store spills: see the spill tests) */
     std::vector<tr_ref> held;
-    int rc;
-    while ((rc = tr_put(rt, chunk.data(), chunk.size(), &r)) == 0)
+    for (int i = 0; i < 40; i++) {
+        std::string chunk((size_t)(1 + i % 7) << 18, 'c');
+        ASSERT_EQ(tr_put(rt, chunk.data(), chunk.size(), &r), 0) << tr_last_error();
         held.push_back(r);
-    EXPECT_EQ(rc, TR_ENOMEM);
-    EXPECT_NE(std::string(tr_last_error()).find("full"), std::string::npos) << tr_last_error();
-    EXPECT_GE(held.size(), 10u);
-    ASSERT_EQ(tr_ref_release(rt, held.back()), 0);
-    held.pop_back();
-    EXPECT_EQ(tr_put(rt, chunk.data(), chunk.size(), &r), 0);
-    held.push_back(r);
-    for (auto &h : held)
-        tr_ref_release(rt, h);
+    }
+    for (size_t i = 0; i < held.size(); i += 2)
+        tr_ref_release(rt, held[i]);
+    for (size_t i = 1; i < held.size(); i += 2)
+        tr_ref_release(rt, held[i]);
     expect_empty();
     /* after all that, the biggest object fits again (free blocks merged) */
     std::string max(s.capacity, 'm');
@@ -312,6 +309,95 @@ TEST_F(ObjectsTest, LargeResultsTravelThroughTheStore) {
     int64_t v;
     ASSERT_EQ(call_i64(rt, a, "get", 0, &v), 0); /* the big reply came before this one */
     expect_empty();
+}
+
+/* Files in the node's spill directory (<session>/spill-*). */
+int spill_files(tr_runtime *rt) {
+    std::string addr = tr_runtime_address(rt);
+    std::string session = addr.substr(0, addr.rfind('/'));
+    int n = 0;
+    DIR *d = opendir(session.c_str());
+    if (!d) return -1;
+    while (struct dirent *e = readdir(d)) {
+        if (strncmp(e->d_name, "spill-", 6) != 0) continue;
+        std::string sub = session + "/" + e->d_name;
+        DIR *s = opendir(sub.c_str());
+        while (s && readdir(s))
+            n++;
+        if (s) closedir(s);
+        n -= 2; /* . and .. */
+    }
+    closedir(d);
+    return n;
+}
+
+TEST_F(ObjectsTest, SpillAndRestoreKeepEveryByte) {
+    const int kObjects = 24;
+    const size_t kSize = 8 << 20; /* 192 MiB through a 64 MiB store */
+    std::vector<tr_ref> refs(kObjects);
+    for (int i = 0; i < kObjects; i++) {
+        std::string d = pattern(kSize, 100 + i);
+        ASSERT_EQ(tr_put(rt, d.data(), d.size(), &refs[i]), 0) << i << ": " << tr_last_error();
+    }
+    tr_store_stats st = stats();
+    EXPECT_EQ(st.n_objects, (uint64_t)kObjects);
+    EXPECT_GT(st.spills, 0u);
+    EXPECT_GT(st.bytes_spilled, 0u);
+    EXPECT_LE(st.bytes_objects, st.capacity);
+    EXPECT_GT(spill_files(rt), 0);
+    /* another process reads a spilled one (the first put is the least recently used) */
+    tr_actor_id a = make();
+    std::string out, arg((const char *)&refs[0], sizeof refs[0]);
+    ASSERT_EQ(call_str(rt, a, "sum", arg, &out), 0) << tr_last_error();
+    std::string want = pattern(kSize, 100);
+    EXPECT_EQ(*(const uint64_t *)out.data(), checksum(want.data(), want.size()));
+    /* and here, every one of them, in reverse */
+    for (int i = kObjects - 1; i >= 0; i--) {
+        const void *v;
+        size_t n;
+        ASSERT_EQ(tr_get(rt, refs[i], 5000, &v, &n), 0) << i << ": " << tr_last_error();
+        want = pattern(kSize, 100 + i);
+        ASSERT_EQ(n, kSize);
+        EXPECT_EQ(checksum(v, n), checksum(want.data(), want.size())) << "object " << i;
+        ASSERT_EQ(tr_ref_release(rt, refs[i]), 0); /* viewed objects stay; release frees */
+    }
+    EXPECT_GT(stats().restores, 0u);
+    expect_empty();
+    EXPECT_EQ(spill_files(rt), 0);
+}
+
+TEST_F(ObjectsTest, ViewedObjectsAreNeverSpilled) {
+    std::vector<tr_ref> refs;
+    std::string chunk(8 << 20, 'v');
+    tr_ref r;
+    int rc;
+    /* view everything we put: once the store is full of views, a put must fail */
+    while ((rc = tr_put(rt, chunk.data(), chunk.size(), &r)) == 0) {
+        refs.push_back(r);
+        const void *v;
+        size_t n;
+        ASSERT_EQ(tr_get(rt, r, 0, &v, &n), 0);
+        ASSERT_LT(refs.size(), 100u);
+    }
+    EXPECT_EQ(rc, TR_ENOMEM);
+    EXPECT_NE(std::string(tr_last_error()).find("viewed"), std::string::npos) << tr_last_error();
+    EXPECT_EQ(stats().spills, 0u);
+    for (auto &x : refs)
+        tr_ref_release(rt, x);
+    expect_empty();
+}
+
+TEST_F(ObjectsTest, DeadPuttersSpilledObjectsAreReclaimed) {
+    tr_actor_id a = make();
+    uint64_t args[2] = {8 << 20, 3};
+    std::string out;
+    for (int i = 0; i < 12; i++)
+        ASSERT_EQ(call_str(rt, a, "put", std::string((const char *)args, 16), &out), 0)
+            << tr_last_error();
+    EXPECT_GT(stats().spills, 0u);
+    EXPECT_EQ(call_str(rt, a, "crash", "", &out), TR_EACTOR_DIED);
+    expect_empty();
+    EXPECT_EQ(spill_files(rt), 0);
 }
 
 TEST_F(ObjectsTest, ConcurrentPuttersAndGettersInOneProcess) {

@@ -119,6 +119,9 @@ TR_API void tr_config_destroy(tr_config *cfg);
  *   "tmpdir"                   where the node's 0700 session directory goes (default /tmp)
  *   "object_store_bytes"       the node's shared-memory object store capacity (default
  *                              30% of RAM, at most 1 GiB; allocated up front)
+ *   "spill_dir"                where objects go when the store is full (default: the
+ *                              node's session directory); a fresh 0700 subdirectory is
+ *                              made in it and removed when the node stops
  * Returns 0, TR_EINVAL (unknown key or bad value, with the reason in tr_last_error).
  * Thread safety: not thread-safe. */
 TR_API int tr_config_set(tr_config *cfg, const char *key, const char *value);
@@ -258,7 +261,10 @@ TR_API int tr_ref_release(tr_runtime *rt, tr_ref ref);
 
 /* Copies len bytes into the node's shared-memory object store and returns a ref to the
  * sealed (immutable) object, held by this process until tr_ref_release. No round trip to
- * the node. tr_get on an object ref gives a read-only view straight into shared memory
+ * the node. Memory returns as soon as no process holds an object (nothing is cached).
+ * When the store is full, the least recently used objects that no process is viewing
+ * (through tr_get) are spilled to disk, and read back on tr_get: nothing referenced is
+ * ever lost. tr_get on an object ref gives a read-only view straight into shared memory
  * (no copy), valid until this process releases the ref; any process on the node that
  * has the ref (e.g. passed in call arguments) may tr_get it, which makes it a holder too.
  * Returns 0, TR_EINVAL, TR_ENOMEM (the store is full, or the object can never fit: the
@@ -279,11 +285,14 @@ typedef struct tr_store_stats {
     uint64_t capacity;      /* largest object that fits in an empty store */
     uint64_t bytes_used;    /* allocated, headers included */
     uint64_t bytes_objects; /* sealed objects' bytes */
-    uint64_t n_objects;     /* objects, sealed or being written */
+    uint64_t n_objects;     /* objects, sealed or being written, resident or spilled */
+    uint64_t bytes_spilled; /* objects' bytes now on disk */
+    uint64_t spills;        /* objects written to disk so far */
+    uint64_t restores;      /* objects read back so far */
 } tr_store_stats;
 
 #define TR_STORE_STATS_INIT                                                                        \
-    { sizeof(tr_store_stats), 0, 0, 0, 0 }
+    { sizeof(tr_store_stats), 0, 0, 0, 0, 0, 0, 0 }
 /* Usage of the node's object store (for leak checks and monitoring). Returns 0, TR_EINVAL.
  * Thread safety: any thread. */
 TR_API int tr_object_stats(tr_runtime *rt, tr_store_stats *out);
