@@ -35,6 +35,7 @@
 #define NODE_RPC_MS 10000
 #define RESOLVE_SLICE_MS 50
 #define BROKEN_GRACE_NS 1000000000
+#define DRIVE_EVERY_NS 2000000 /* how often a waiter asks about other queued actors */
 
 typedef struct aconn aconn;
 
@@ -63,6 +64,7 @@ struct aconn {
     uint64_t broken_inc; /* incarnation whose connection hit EOF: do not reconnect to it */
     int64_t broken_at;   /* ...unless the node still calls it alive after BROKEN_GRACE_NS */
     int unknown;         /* the node has never heard of this id */
+    int64_t next_try;    /* when drive_others may ask the node about it again */
     tr__buf out;         /* unsent stream bytes: out[off] is stream byte `sent` */
     uint64_t sent, queued;
     tr__buf in;
@@ -81,6 +83,7 @@ struct tr__actors {
                     completes calls or closes a connection */
     int reader;
     int waiters;
+    int queued_unconnected; /* some actor has calls queued and no connection */
     tr__idmap actors;
     tr__idmap slots;
     uint64_t next_ref, tag;
@@ -602,7 +605,8 @@ int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const voi
         flush(a, ac);
     else if (ac->head == s && !ac->resolving)
         connect_actor(a, ac, 0); /* first queued call: see if the actor is up already */
-    if (ac->unknown) {           /* the node has never heard of this actor (mark_dead failed s) */
+    if (ac->fd < 0 && !ac->dead) a->queued_unconnected = 1;
+    if (ac->unknown) { /* the node has never heard of this actor (mark_dead failed s) */
         tr__idmap_del(&a->slots, s->key);
         pthread_mutex_unlock(&a->mu);
         slot_free(a, s);
@@ -638,6 +642,10 @@ static void cv_wait(tr__actors *a, int64_t deadline) {
 
 /* Waits for progress on any connection until the deadline. Called with mu held. */
 static void progress(tr__actors *a, int64_t deadline) {
+    if (a->queued_unconnected) { /* come back soon to send queued calls (drive_others) */
+        int64_t soon = tr__now_ns() + DRIVE_EVERY_NS;
+        if (soon < deadline) deadline = soon;
+    }
     if (a->reader) {
         if (deadline == TR__NO_DEADLINE) {
             a->waiters++;
@@ -667,6 +675,27 @@ static void progress(tr__actors *a, int64_t deadline) {
     }
     a->reader = 0;
     if (a->waiters) pthread_cond_broadcast(&a->cv);
+}
+
+/* Any thread that waits also sends the calls queued for every other actor that has come
+ * up meanwhile (there is no background thread to do it): a quick node query per such
+ * actor, at most every 2 ms each. Called with mu held. */
+static void drive_others(tr__actors *a, aconn *skip) {
+    if (!a->queued_unconnected) return;
+    int64_t now = tr__now_ns();
+    int left = 0;
+    size_t pos = 0;
+    void *v;
+    while (tr__idmap_next(&a->actors, &pos, NULL, &v)) {
+        aconn *ac = v;
+        if (ac->fd >= 0 || ac->dead || !ac->head) continue;
+        left = 1;
+        if (ac == skip || ac->resolving || now < ac->next_try) continue;
+        ac->next_try = now + DRIVE_EVERY_NS;
+        connect_actor(a, ac, 0); /* drops mu: the map may change, so stop here */
+        return;
+    }
+    a->queued_unconnected = left;
 }
 
 /* Sends what is queued for an unconnected actor if it is up (or learns it is dead). */
@@ -713,6 +742,7 @@ int tr__actors_get(tr__actors *a, tr_ref ref, int timeout_ms, const void **data,
             if ((rc = drive_unconnected(a, ac, deadline)) && rc != TR_ETIMEDOUT) break;
             continue;
         }
+        drive_others(a, ac);
         progress(a, deadline);
     }
     pthread_mutex_unlock(&a->mu);
@@ -750,6 +780,7 @@ int tr__actors_wait(tr__actors *a, const tr_ref *refs, size_t n, size_t num_read
             progress(a, tr__now_ns()); /* and read whatever the connected actors sent */
             continue;
         }
+        drive_others(a, NULL);
         progress(a, deadline);
     }
 out:

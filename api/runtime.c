@@ -20,9 +20,11 @@
 #include "core/config.h"
 #include "core/frame.h"
 #include "core/ids.h"
+#include "core/kv.h"
 #include "core/log.h"
 #include "core/nodeconn.h"
 #include "core/status.h"
+#include "objectstore/allreduce.h"
 #include "objectstore/client.h"
 
 #define NODE_START_TIMEOUT_MS 10000
@@ -327,71 +329,19 @@ TR_API int tr_node_status(tr_runtime *rt, char **json_out) {
     return rc;
 }
 
-static int check_key(const char *key) {
-    if (!key || !*key) return tr__err(TR_EINVAL, "kv: empty key");
-    return 0;
-}
-
 TR_API int tr_kv_put(tr_runtime *rt, const char *key, const void *value, size_t len) {
     CHECK_RT(rt, "tr_kv_put");
-    int rc = check_key(key);
-    if (rc) return rc;
-    if (!value && len) return tr__err(TR_EINVAL, "tr_kv_put: value is NULL");
-    if (len + strlen(key) + 64 > rt->cfg->max_msg)
-        return tr__err(TR_EMSGSIZE, "kv value of %zu bytes exceeds the message limit", len);
-    tr__buf b = TR__BUF_INIT;
-    tr__enc_map(&b, 2);
-    tr__enc_str(&b, "key");
-    tr__enc_str(&b, key);
-    tr__enc_str(&b, "value");
-    tr__enc_bin(&b, value ? value : "", len);
-    rc = tr__nodeconn_call(rt->node, TR__MSG_KV_PUT, &b, RPC_MS, NULL);
-    tr__buf_free(&b);
-    return rc;
+    return tr__kv_client_put(rt->node, key, value, len);
 }
 
 TR_API int tr_kv_get(tr_runtime *rt, const char *key, void **value, size_t *len) {
     CHECK_RT(rt, "tr_kv_get");
-    int rc = check_key(key);
-    if (rc) return rc;
-    if (!value || !len) return tr__err(TR_EINVAL, "tr_kv_get: NULL output");
-    *value = NULL;
-    *len = 0;
-    tr__buf b = TR__BUF_INIT;
-    tr__enc_map(&b, 1);
-    tr__enc_str(&b, "key");
-    tr__enc_str(&b, key);
-    tr__reply r;
-    rc = tr__nodeconn_call(rt->node, TR__MSG_KV_GET, &b, RPC_MS, &r);
-    tr__buf_free(&b);
-    if (rc) return rc;
-    const void *p;
-    size_t n;
-    rc = tr__get_bin(r.root, "value", &p, &n);
-    if (!rc) {
-        *value = malloc(n ? n : 1);
-        if (!*value) {
-            rc = tr__err(TR_ENOMEM, "kv value");
-        } else {
-            memcpy(*value, p, n);
-            *len = n;
-        }
-    }
-    tr__reply_free(&r);
-    return rc;
+    return tr__kv_client_get(rt->node, key, value, len);
 }
 
 TR_API int tr_kv_del(tr_runtime *rt, const char *key) {
     CHECK_RT(rt, "tr_kv_del");
-    int rc = check_key(key);
-    if (rc) return rc;
-    tr__buf b = TR__BUF_INIT;
-    tr__enc_map(&b, 1);
-    tr__enc_str(&b, "key");
-    tr__enc_str(&b, key);
-    rc = tr__nodeconn_call(rt->node, TR__MSG_KV_DEL, &b, RPC_MS, NULL);
-    tr__buf_free(&b);
-    return rc;
+    return tr__kv_client_del(rt->node, key);
 }
 
 TR_API void tr_actor_options_init(tr_actor_options *opts) {
@@ -536,4 +486,12 @@ TR_API int tr_object_seal(tr_runtime *rt, tr_ref ref) {
 TR_API int tr_object_stats(tr_runtime *rt, tr_store_stats *out) {
     CHECK_RT(rt, "tr_object_stats");
     return tr__objects_stats(rt->objects, out);
+}
+
+TR_API int tr_object_allreduce(tr_runtime *rt, const char *name, int rank, int world,
+                               uint64_t round, void *buf, size_t count, tr_dtype dtype, tr_redop op,
+                               int timeout_ms) {
+    CHECK_RT(rt, "tr_object_allreduce");
+    return tr__object_allreduce(rt->node, rt->objects, name, rank, world, round, buf, count, dtype,
+                                op, timeout_ms);
 }

@@ -175,3 +175,61 @@ void tr__kv_mount(tr__kv *kv, tr__server *s) {
     tr__server_on(s, TR__MSG_KV_GET, on_get, kv);
     tr__server_on(s, TR__MSG_KV_DEL, on_del, kv);
 }
+
+#define KV_RPC_MS 10000
+
+int tr__kv_client_put(struct tr__nodeconn *c, const char *key, const void *value, size_t len) {
+    if (!key || !*key) return tr__err(TR_EINVAL, "kv: empty key");
+    if (!value && len) return tr__err(TR_EINVAL, "kv: value is NULL");
+    if (len + strlen(key) + 64 > c->max_msg)
+        return tr__err(TR_EMSGSIZE, "kv value of %zu bytes exceeds the message limit", len);
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 2);
+    tr__enc_str(&b, "key");
+    tr__enc_str(&b, key);
+    tr__enc_str(&b, "value");
+    tr__enc_bin(&b, value ? value : "", len);
+    int rc = tr__nodeconn_call(c, TR__MSG_KV_PUT, &b, KV_RPC_MS, NULL);
+    tr__buf_free(&b);
+    return rc;
+}
+
+int tr__kv_client_get(struct tr__nodeconn *c, const char *key, void **value, size_t *len) {
+    if (!key || !*key) return tr__err(TR_EINVAL, "kv: empty key");
+    if (!value || !len) return tr__err(TR_EINVAL, "kv: NULL output");
+    *value = NULL;
+    *len = 0;
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 1);
+    tr__enc_str(&b, "key");
+    tr__enc_str(&b, key);
+    tr__reply r;
+    int rc = tr__nodeconn_call(c, TR__MSG_KV_GET, &b, KV_RPC_MS, &r);
+    tr__buf_free(&b);
+    if (rc) return rc;
+    const void *p;
+    size_t n;
+    rc = tr__get_bin(r.root, "value", &p, &n);
+    if (!rc) {
+        *value = malloc(n ? n : 1);
+        if (!*value) {
+            rc = tr__err(TR_ENOMEM, "kv value");
+        } else {
+            memcpy(*value, p, n);
+            *len = n;
+        }
+    }
+    tr__reply_free(&r);
+    return rc;
+}
+
+int tr__kv_client_del(struct tr__nodeconn *c, const char *key) {
+    if (!key || !*key) return tr__err(TR_EINVAL, "kv: empty key");
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 1);
+    tr__enc_str(&b, "key");
+    tr__enc_str(&b, key);
+    int rc = tr__nodeconn_call(c, TR__MSG_KV_DEL, &b, KV_RPC_MS, NULL);
+    tr__buf_free(&b);
+    return rc;
+}

@@ -24,4 +24,10 @@ size_t tr__kv_count(const tr__kv *kv);
 /* Mounts KV_PUT/KV_GET/KV_DEL on the server. */
 void tr__kv_mount(tr__kv *kv, tr__server *s);
 
+/* Client side, over a node connection (any thread). get: *value is malloc'd. */
+struct tr__nodeconn;
+int tr__kv_client_put(struct tr__nodeconn *c, const char *key, const void *value, size_t len);
+int tr__kv_client_get(struct tr__nodeconn *c, const char *key, void **value, size_t *len);
+int tr__kv_client_del(struct tr__nodeconn *c, const char *key);
+
 #endif

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -398,6 +399,108 @@ TEST_F(ObjectsTest, DeadPuttersSpilledObjectsAreReclaimed) {
     EXPECT_EQ(call_str(rt, a, "crash", "", &out), TR_EACTOR_DIED);
     expect_empty();
     EXPECT_EQ(spill_files(rt), 0);
+}
+
+std::vector<tr_ref> start_objar(tr_runtime *rt, const std::vector<tr_actor_id> &actors,
+                                ObjarArgs base) {
+    std::vector<tr_ref> calls;
+    for (size_t r = 0; r < actors.size(); r++) {
+        ObjarArgs a = base;
+        a.rank = (int32_t)r;
+        tr_ref c;
+        EXPECT_EQ(tr_call(rt, actors[r], "objar", &a, sizeof a, &c), 0);
+        calls.push_back(c);
+    }
+    return calls;
+}
+
+TEST_F(ObjectsTest, ObjectStoreAllreduceEveryRankGetsTheSameAnswer) {
+    const int kWorld = 4;
+    std::vector<tr_actor_id> actors;
+    for (int i = 0; i < kWorld; i++)
+        actors.push_back(make());
+    struct Case {
+        tr_dtype dtype;
+        tr_redop op;
+        uint64_t count;
+    } cases[] = {{TR_FLOAT32, TR_SUM, 1},      {TR_FLOAT32, TR_SUM, 1001}, {TR_INT32, TR_MAX, 333},
+                 {TR_INT32, TR_MIN, 64},       {TR_FLOAT32, TR_AVG, 7},    {TR_INT32, TR_PROD, 5},
+                 {TR_FLOAT32, TR_SUM, 300000}, {TR_FLOAT32, TR_SUM, 0}};
+    int k = 0;
+    for (auto &c : cases) {
+        ObjarArgs a = {kWorld, 0, 3, (int32_t)c.dtype, (int32_t)c.op, 10000, c.count, {0}};
+        snprintf(a.name, sizeof a.name, "t%d", k++);
+        auto calls = start_objar(rt, actors, a);
+        for (int r = 0; r < kWorld; r++) {
+            const void *d;
+            size_t n;
+            ASSERT_EQ(tr_get(rt, calls[r], 20000, &d, &n), 0) << tr_last_error();
+            ASSERT_EQ(n, c.count * 4);
+            for (size_t i = 0; i < c.count; i++) {
+                double want = objar_value(0, 2, i);
+                for (int q = 1; q < kWorld; q++) {
+                    double v = objar_value(q, 2, i);
+                    if (c.op == TR_SUM || c.op == TR_AVG) want += v;
+                    if (c.op == TR_PROD) want *= v;
+                    if (c.op == TR_MIN) want = std::min(want, v);
+                    if (c.op == TR_MAX) want = std::max(want, v);
+                }
+                if (c.op == TR_AVG) want /= kWorld;
+                double got =
+                    c.dtype == TR_FLOAT32 ? ((const float *)d)[i] : ((const int32_t *)d)[i];
+                ASSERT_NEAR(got, want, 1e-3) << "case " << k << " rank " << r << " i " << i;
+            }
+            tr_ref_release(rt, calls[r]);
+        }
+    }
+    /* keys of old rounds are deleted as rounds go by: at most 2 rounds' worth remain */
+    char *json;
+    ASSERT_EQ(tr_node_status(rt, &json), 0);
+    std::string st(json);
+    tr_free(json);
+    size_t at = st.find("\"kv_keys\":");
+    ASSERT_NE(at, std::string::npos);
+    EXPECT_LE(atoi(st.c_str() + at + 10), (int)(sizeof cases / sizeof cases[0]) * 2 * 2 * kWorld);
+    expect_empty();
+}
+
+TEST_F(ObjectsTest, ObjectStoreAllreduceFailuresAreReported) {
+    std::vector<tr_actor_id> actors = {make(), make()};
+    /* a missing rank: the others time out */
+    ObjarArgs a = {3, 0, 1, TR_FLOAT32, TR_SUM, 300, 10, "missing"};
+    auto calls = start_objar(rt, actors, a);
+    for (auto &c : calls) {
+        EXPECT_EQ(tr_get(rt, c, 10000, nullptr, nullptr), TR_ETASK);
+        EXPECT_NE(std::string(tr_last_error()).find("TR_ETIMEDOUT"), std::string::npos)
+            << tr_last_error();
+        tr_ref_release(rt, c);
+    }
+    /* ranks disagreeing on the count */
+    ObjarArgs b = {2, 0, 1, TR_FLOAT32, TR_SUM, 2000, 10, "mismatch"};
+    tr_ref c0, c1;
+    ASSERT_EQ(tr_call(rt, actors[0], "objar", &b, sizeof b, &c0), 0);
+    b.rank = 1;
+    b.count = 12;
+    ASSERT_EQ(tr_call(rt, actors[1], "objar", &b, sizeof b, &c1), 0);
+    int rc0 = tr_get(rt, c0, 10000, nullptr, nullptr);
+    std::string m0 = tr_last_error();
+    int rc1 = tr_get(rt, c1, 10000, nullptr, nullptr);
+    std::string m1 = tr_last_error();
+    EXPECT_EQ(rc0, TR_ETASK);
+    EXPECT_EQ(rc1, TR_ETASK);
+    EXPECT_NE((m0 + m1).find("must match"), std::string::npos) << m0 << " / " << m1;
+    tr_ref_release(rt, c0);
+    tr_ref_release(rt, c1);
+    /* bad arguments, in this process */
+    float x = 1;
+    EXPECT_EQ(tr_object_allreduce(rt, "", 0, 1, 0, &x, 1, TR_FLOAT32, TR_SUM, 100), TR_EINVAL);
+    EXPECT_EQ(tr_object_allreduce(rt, "n", 1, 1, 0, &x, 1, TR_FLOAT32, TR_SUM, 100), TR_EINVAL);
+    EXPECT_EQ(tr_object_allreduce(rt, "n", 0, 1, 0, &x, 1, (tr_dtype)99, TR_SUM, 100), TR_EINVAL);
+    EXPECT_EQ(tr_object_allreduce(rt, "n", 0, 1, 0, &x, 1, TR_FLOAT32, (tr_redop)9, 100),
+              TR_EINVAL);
+    /* a world of one is its own answer */
+    ASSERT_EQ(tr_object_allreduce(rt, "solo", 0, 1, 0, &x, 1, TR_FLOAT32, TR_SUM, 100), 0);
+    EXPECT_EQ(x, 1.0f);
 }
 
 TEST_F(ObjectsTest, ConcurrentPuttersAndGettersInOneProcess) {

@@ -23,6 +23,10 @@ std::string pattern(uint64_t size, uint64_t seed) {
     return s;
 }
 
+double objar_value(int rank, int round, size_t i) {
+    return (double)((rank + 1) * 3 + round * 7 + (int)(i % 11)) - 10.0;
+}
+
 uint64_t checksum(const void *p, size_t n) {
     const unsigned char *b = (const unsigned char *)p;
     uint64_t h = 1469598103934665603ull;
@@ -168,6 +172,28 @@ int m_sum_args(tr_ctx *ctx, void *, const void *, size_t) {
     return tr_ctx_reply(ctx, out.data(), out.size());
 }
 
+int m_objar(tr_ctx *ctx, void *, const void *args, size_t len) {
+    if (len != sizeof(ObjarArgs)) return tr_ctx_error(ctx, "objar wants ObjarArgs");
+    ObjarArgs a;
+    memcpy(&a, args, sizeof a);
+    size_t esz = tr_dtype_size((tr_dtype)a.dtype);
+    std::string buf(a.count * (esz ? esz : 1), '\0');
+    for (int r = 0; r < a.rounds; r++) {
+        for (size_t i = 0; i < a.count; i++) {
+            double v = objar_value(a.rank, r, i);
+            if (a.dtype == TR_FLOAT32)
+                ((float *)&buf[0])[i] = (float)v;
+            else if (a.dtype == TR_INT32)
+                ((int32_t *)&buf[0])[i] = (int32_t)v;
+        }
+        int rc = tr_object_allreduce(tr_ctx_runtime(ctx), a.name, a.rank, a.world, (uint64_t)r,
+                                     a.count ? &buf[0] : nullptr, a.count, (tr_dtype)a.dtype,
+                                     (tr_redop)a.op, a.timeout_ms);
+        if (rc) return tr_ctx_error(ctx, "%s: %s", tr_errname(rc), tr_last_error());
+    }
+    return tr_ctx_reply(ctx, buf.data(), buf.size());
+}
+
 int m_pid(tr_ctx *ctx, void *, const void *, size_t) {
     return reply_i64(ctx, getpid());
 }
@@ -189,12 +215,12 @@ int m_call_other(tr_ctx *ctx, void *, const void *args, size_t len) {
 }
 
 const tr_method_def counter_methods[] = {
-    {"add", m_add},           {"get", m_get},   {"seq", m_seq},
-    {"echo", m_echo},         {"fail", m_fail}, {"fail_silent", m_fail_silent},
-    {"crash", m_crash},       {"exit", m_exit}, {"sleep_ms", m_sleep_ms},
-    {"pid", m_pid},           {"name", m_name}, {"call_other", m_call_other},
-    {"big", m_big},           {"put", m_put},   {"sum", m_sum},
-    {"sum_args", m_sum_args},
+    {"add", m_add},           {"get", m_get},     {"seq", m_seq},
+    {"echo", m_echo},         {"fail", m_fail},   {"fail_silent", m_fail_silent},
+    {"crash", m_crash},       {"exit", m_exit},   {"sleep_ms", m_sleep_ms},
+    {"pid", m_pid},           {"name", m_name},   {"call_other", m_call_other},
+    {"big", m_big},           {"put", m_put},     {"sum", m_sum},
+    {"sum_args", m_sum_args}, {"objar", m_objar},
 };
 
 void add_classes(tr_config *cfg) {

@@ -22,6 +22,15 @@ tr_config *test_config_with(std::initializer_list<std::pair<const char *, const 
 std::string pattern(uint64_t size, uint64_t seed);
 uint64_t checksum(const void *p, size_t n);
 
+/* Arguments of the test actors' "objar" method: `rounds` object-store allreduces of
+ * float32/int32 buffers filled with objar_value(rank, round, i); replies the last result. */
+struct ObjarArgs {
+    int32_t world, rank, rounds, dtype, op, timeout_ms;
+    uint64_t count;
+    char name[32];
+};
+double objar_value(int rank, int round, size_t i);
+
 /* Path of the `troupe` CLI (argv[1] of the test binary), or "" if not given. */
 extern std::string g_troupe_cli;
 

@@ -293,6 +293,42 @@ typedef struct tr_store_stats {
 
 #define TR_STORE_STATS_INIT                                                                        \
     { sizeof(tr_store_stats), 0, 0, 0, 0, 0, 0, 0 }
+/* Element types and reduction operators of the reduction routines (here and, later, the
+ * collective groups). */
+typedef enum tr_dtype {
+    TR_INT8 = 0,
+    TR_UINT8 = 1,
+    TR_INT32 = 2,
+    TR_INT64 = 3,
+    TR_FLOAT16 = 4,
+    TR_BFLOAT16 = 5,
+    TR_FLOAT32 = 6,
+    TR_FLOAT64 = 7,
+} tr_dtype;
+
+typedef enum tr_redop {
+    TR_SUM = 0,
+    TR_PROD = 1,
+    TR_MIN = 2,
+    TR_MAX = 3,
+    TR_AVG = 4,
+} tr_redop;
+
+/* Bytes of one element of dtype; 0 for an unknown dtype. Thread safety: any thread. */
+TR_API size_t tr_dtype_size(tr_dtype dtype);
+
+/* Allreduce through the object store - the path ray.put/ray.get users take, kept as the
+ * baseline the collective path is measured against: each of `world` ranks (any processes
+ * on this node, typically actors) puts its buffer, publishes the ref in the node's KV
+ * store under `name`, gets every other rank's object (zero-copy), and reduces in rank
+ * order, so every rank ends with the same bytes in buf. `round` must increase by one per
+ * call on a name (0, 1, 2, ...). Returns 0, TR_EINVAL (bad arguments, or ranks disagree
+ * on the size), TR_ETIMEDOUT (a rank did not arrive), TR_ENOMEM.
+ * Thread safety: any thread; one call per (name, rank) at a time. */
+TR_API int tr_object_allreduce(tr_runtime *rt, const char *name, int rank, int world,
+                               uint64_t round, void *buf, size_t count, tr_dtype dtype, tr_redop op,
+                               int timeout_ms);
+
 /* Usage of the node's object store (for leak checks and monitoring). Returns 0, TR_EINVAL.
  * Thread safety: any thread. */
 TR_API int tr_object_stats(tr_runtime *rt, tr_store_stats *out);

@@ -1,0 +1,19 @@
+/* core/reduce.h - elementwise reduction kernels for every tr_dtype and tr_redop: the
+ * arithmetic shared by the object-store allreduce and the collective backends.
+ * float16 and bfloat16 are computed in float32 and rounded to nearest even.
+ * Pure functions; thread safety: any thread.
+ */
+#ifndef TR_CORE_REDUCE_H
+#define TR_CORE_REDUCE_H
+
+#include <stddef.h>
+
+#include "troupe/troupe.h"
+
+/* acc[i] = acc[i] op in[i] for count elements. TR_AVG accumulates a sum (finish with
+ * tr__reduce_finish). Returns 0 or TR_EINVAL (unknown dtype or op). */
+int tr__reduce(void *acc, const void *in, size_t count, tr_dtype dtype, tr_redop op);
+/* For TR_AVG: divides by n (integers truncate toward zero). Otherwise a no-op. */
+int tr__reduce_finish(void *acc, size_t count, tr_dtype dtype, tr_redop op, int n);
+
+#endif
