@@ -495,3 +495,14 @@ TR_API int tr_object_allreduce(tr_runtime *rt, const char *name, int rank, int w
     return tr__object_allreduce(rt->node, rt->objects, name, rank, world, round, buf, count, dtype,
                                 op, timeout_ms);
 }
+
+TR_API int tr_put_refs(tr_runtime *rt, const void *data, size_t len, const tr_ref *refs,
+                       size_t n_refs, tr_ref *out) {
+    CHECK_RT(rt, "tr_put_refs");
+    return tr__objects_put_refs(rt->objects, data, len, refs, n_refs, out);
+}
+
+TR_API int tr_object_refs(tr_runtime *rt, tr_ref ref, tr_ref *out, size_t cap, size_t *n) {
+    CHECK_RT(rt, "tr_object_refs");
+    return tr__objects_refs(rt->objects, ref, out, cap, n);
+}

@@ -132,7 +132,9 @@ static int spill_one(tr__objects *o) {
     tr__obj_entry *victim = NULL;
     for (uint64_t i = 0; i < h->table_cap; i++) {
         tr__obj_entry *e = tr__seg_entry(h, i);
-        if (e->state != TR__OBJ_SEALED || e->size == 0 || tr__seg_viewed(e) || !entry_ok(h, e))
+        /* containers stay resident: their removal must read the refs they hold */
+        if (e->state != TR__OBJ_SEALED || e->size == 0 || e->n_refs || tr__seg_viewed(e) ||
+            !entry_ok(h, e))
             continue;
         if (!victim || e->tick < victim->tick) victim = e;
     }
@@ -198,8 +200,13 @@ static int alloc_block(tr__objects *o, size_t len, uint64_t *off) {
     }
 }
 
-static int reserve(tr__objects *o, size_t len, tr_ref *out, tr__obj_entry **ep) {
+/* Allocates and publishes a CREATED entry; *off is its payload offset. Entries move when
+ * others are removed (backward shift), so callers find theirs again by id under the lock,
+ * never keep a pointer across an unlock. */
+static int reserve(tr__objects *o, size_t len, size_t n_refs, tr_ref *out, uint64_t *payload) {
     tr__seg_hdr *h = o->h;
+    size_t data_len = len;
+    len = tr__seg_alloc_len(len, n_refs);
     if (len > tr__seg_max_alloc(h))
         return tr__err(TR_ENOMEM,
                        "an object of %zu bytes can never fit in the object store "
@@ -217,11 +224,11 @@ static int reserve(tr__objects *o, size_t len, tr_ref *out, tr__obj_entry **ep) 
         return rc;
     }
     e->off = off;
-    e->size = len;
+    e->size = data_len;
     e->creator = (uint16_t)o->idx;
     tr__seg_hold(e, o->idx, 1);
     tr__seg_unlock(h);
-    *ep = e;
+    *payload = off;
     return 0;
 }
 
@@ -309,7 +316,7 @@ static void settle(tr__objects *o, local *l) {
     tr__obj_entry *e = tr__seg_find(h, l->id);
     if (e) {
         tr__seg_hold(e, o->idx, 0);
-        if (tr__seg_holders_empty(e)) {
+        if (tr__seg_unheld(e)) {
             tr__seg_remove(h, e);
             freed = 1;
         }
@@ -330,24 +337,86 @@ static int record_user_hold(tr__objects *o, const tr_ref *r) {
 
 int tr__objects_put(tr__objects *o, const void *data, size_t len, tr_ref *out) {
     if ((!data && len) || !out) return tr__err(TR_EINVAL, "tr_put: NULL argument");
-    tr__obj_entry *e;
-    int rc = reserve(o, len, out, &e);
+    uint64_t off;
+    int rc = reserve(o, len, 0, out, &off);
     if (rc) return rc;
     /* The copy runs without the lock: the entry is CREATED, invisible to gets. */
-    if (len) memcpy((char *)tr__seg_data(o->h) + e->off, data, len);
+    if (len) memcpy((char *)tr__seg_data(o->h) + off, data, len);
     tr__seg_lock(o->h);
-    seal_locked(o->h, e);
+    tr__obj_entry *e = tr__seg_find(o->h, out->b);
+    if (e) seal_locked(o->h, e);
     tr__seg_unlock(o->h);
     tr__event_signal(&o->h->sealed);
     return record_user_hold(o, out);
 }
 
+int tr__objects_put_refs(tr__objects *o, const void *data, size_t len, const tr_ref *refs,
+                         size_t n_refs, tr_ref *out) {
+    if ((!data && len) || !out || (!refs && n_refs) || n_refs > (1u << 20))
+        return tr__err(TR_EINVAL, "tr_put_refs: bad arguments");
+    for (size_t i = 0; i < n_refs; i++)
+        if (!tr__ref_is_object(&refs[i]))
+            return tr__err(TR_EINVAL, "tr_put_refs: ref %zu is not an object ref", i);
+    uint64_t off;
+    int rc = reserve(o, len, n_refs, out, &off);
+    if (rc) return rc;
+    tr__seg_hdr *h = o->h;
+    if (len) memcpy((char *)tr__seg_data(h) + off, data, len);
+    tr__seg_lock(h);
+    tr__obj_entry *e = tr__seg_find(h, out->b);
+    if (!e) {
+        tr__seg_unlock(h);
+        return tr__err(TR_ENOTFOUND, "tr_put_refs: the new object vanished");
+    }
+    uint8_t *dst = tr__seg_refs_of(h, e);
+    size_t i = 0;
+    for (; i < n_refs; i++) {
+        tr__obj_entry *c = tr__seg_find(h, refs[i].b);
+        if (!c) break;
+        c->contained_by++;
+        memcpy(dst + 16 * i, refs[i].b, 16);
+    }
+    if (i < n_refs) { /* undo: a contained object does not exist */
+        for (size_t k = 0; k < i; k++)
+            tr__seg_find(h, refs[k].b)->contained_by--;
+        tr__seg_remove(h, e);
+        tr__seg_unlock(h);
+        return tr__err(TR_ENOTFOUND, "tr_put_refs: contained ref %zu names no object", i);
+    }
+    e->n_refs = (uint32_t)n_refs;
+    seal_locked(h, e);
+    tr__seg_unlock(h);
+    tr__event_signal(&h->sealed);
+    return record_user_hold(o, out);
+}
+
+int tr__objects_refs(tr__objects *o, tr_ref ref, tr_ref *out, size_t cap, size_t *n) {
+    if ((!out && cap) || !n) return tr__err(TR_EINVAL, "tr_object_refs: NULL argument");
+    tr__seg_hdr *h = o->h;
+    tr__seg_lock(h);
+    tr__obj_entry *e = tr__seg_find(h, ref.b);
+    int rc = 0;
+    if (!e || e->state < TR__OBJ_SEALED) {
+        rc = tr__err(TR_ENOTFOUND, "tr_object_refs: no such sealed object");
+    } else if (e->n_refs &&
+               (!entry_ok(h, e) || e->off + tr__seg_alloc_len(e->size, e->n_refs) > h->data_size)) {
+        rc = tr__err(TR_EPROTO, "object store entry is corrupt");
+    } else {
+        *n = e->n_refs;
+        const uint8_t *src = tr__seg_refs_of(h, e);
+        for (size_t i = 0; i < cap && i < e->n_refs; i++)
+            memcpy(out[i].b, src + 16 * i, 16);
+    }
+    tr__seg_unlock(h);
+    return rc;
+}
+
 int tr__objects_create(tr__objects *o, size_t len, tr_ref *out, void **buf) {
     if (!out || !buf) return tr__err(TR_EINVAL, "tr_object_create: NULL argument");
-    tr__obj_entry *e;
-    int rc = reserve(o, len, out, &e);
+    uint64_t off;
+    int rc = reserve(o, len, 0, out, &off);
     if (rc) return rc;
-    *buf = (char *)tr__seg_data(o->h) + e->off;
+    *buf = (char *)tr__seg_data(o->h) + off;
     return record_user_hold(o, out);
 }
 

@@ -31,6 +31,11 @@ int tr__objects_attach(tr__nodeconn *node, tr__objects **out);
 void tr__objects_detach(tr__objects *o);
 
 int tr__objects_put(tr__objects *o, const void *data, size_t len, tr_ref *out);
+/* A put whose object contains refs to other objects: those stay alive while it does. */
+int tr__objects_put_refs(tr__objects *o, const void *data, size_t len, const tr_ref *refs,
+                         size_t n_refs, tr_ref *out);
+/* The refs an object contains: up to cap into out, the total in *n. */
+int tr__objects_refs(tr__objects *o, tr_ref ref, tr_ref *out, size_t cap, size_t *n);
 int tr__objects_create(tr__objects *o, size_t len, tr_ref *out, void **buf);
 int tr__objects_seal(tr__objects *o, tr_ref ref);
 /* Waits up to timeout_ms for the object to be sealed (it may be being written by another

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -253,10 +254,26 @@ tr__obj_entry *tr__seg_insert(tr__seg_hdr *h, const uint8_t id[16], int *rc) {
     return &t[i];
 }
 
-void tr__seg_remove(tr__seg_hdr *h, tr__obj_entry *e) {
+/* Removes one entry; appends the ids of the objects it contained to *work. */
+static void remove_one(tr__seg_hdr *h, tr__obj_entry *e, uint8_t **work, size_t *n, size_t *cap) {
     tr__obj_entry *t = table(h);
-    uint64_t cap = h->table_cap, mask = cap - 1;
-    if (e < t || e >= t + cap) return;
+    uint64_t cap_t = h->table_cap, mask = cap_t - 1;
+    if (e < t || e >= t + cap_t) return;
+    if (e->n_refs && e->off && e->state != TR__OBJ_CREATED &&
+        e->off + tr__seg_alloc_len(e->size, e->n_refs) <= h->data_size) {
+        if (*n + e->n_refs > *cap) {
+            size_t c = (*cap ? *cap * 2 : 64) + e->n_refs;
+            uint8_t *w = realloc(*work, c * 16);
+            if (w) {
+                *work = w;
+                *cap = c;
+            }
+        }
+        if (*n + e->n_refs <= *cap) {
+            memcpy(*work + 16 * *n, tr__seg_refs_of(h, e), 16ull * e->n_refs);
+            *n += e->n_refs;
+        }
+    }
     if (e->off) tr__seg_free(h, e->off);
     if (e->state == TR__OBJ_SEALED || e->state == TR__OBJ_SPILLING) h->bytes_objects -= e->size;
     if (e->state == TR__OBJ_SPILLED || e->state == TR__OBJ_RESTORING) h->bytes_spilled -= e->size;
@@ -269,13 +286,29 @@ void tr__seg_remove(tr__seg_hdr *h, tr__obj_entry *e) {
     /* Backward-shift deletion keeps probe runs without tombstones. */
     uint64_t hole = (uint64_t)(e - t);
     for (uint64_t j = (hole + 1) & mask; t[j].state != TR__OBJ_EMPTY; j = (j + 1) & mask) {
-        uint64_t home = slot_of(t[j].id, cap);
+        uint64_t home = slot_of(t[j].id, cap_t);
         if (((j - home) & mask) >= ((j - hole) & mask)) {
             t[hole] = t[j];
             hole = j;
         }
     }
     memset(&t[hole], 0, sizeof t[hole]);
+}
+
+void tr__seg_remove(tr__seg_hdr *h, tr__obj_entry *e) {
+    uint8_t *work = NULL;
+    size_t n = 0, cap = 0;
+    remove_one(h, e, &work, &n, &cap);
+    /* A worklist, not recursion: chains of containers may be long. Entries move when
+     * others are removed, so each is found again by id. */
+    while (n > 0) {
+        n--;
+        tr__obj_entry *c = tr__seg_find(h, work + 16 * n);
+        if (!c || c->contained_by == 0) continue;
+        c->contained_by--;
+        if (tr__seg_unheld(c) && c->state >= TR__OBJ_SEALED) remove_one(h, c, &work, &n, &cap);
+    }
+    free(work);
 }
 
 void tr__seg_spill_path(const tr__seg_hdr *h, const uint8_t id[16], char *out, size_t cap) {

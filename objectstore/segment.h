@@ -47,6 +47,8 @@ typedef struct tr__obj_entry {
     uint64_t viewers[TR__SEG_MAX_CLIENTS / 64]; /* clients that may be reading it: pinned */
     uint64_t tick;                              /* last use, for LRU */
     int32_t busy;                               /* client spilling or restoring it, or -1 */
+    uint32_t n_refs;       /* refs this object contains (stored after its data) */
+    uint32_t contained_by; /* objects that contain a ref to this one: they keep it alive */
     uint32_t pad2;
 } tr__obj_entry;
 
@@ -92,7 +94,8 @@ uint64_t tr__seg_max_alloc(const tr__seg_hdr *h);
 tr__obj_entry *tr__seg_find(tr__seg_hdr *h, const uint8_t id[16]);
 /* Inserts an EMPTY->CREATED entry. Returns it, or NULL with TR_EEXIST / TR_ENOMEM (full). */
 tr__obj_entry *tr__seg_insert(tr__seg_hdr *h, const uint8_t id[16], int *rc);
-/* Frees the entry's block (and spill file) and removes it from the table. */
+/* Frees the entry's block (and spill file) and removes it from the table; objects it
+ * contained lose that reference and go too when nothing else keeps them. */
 void tr__seg_remove(tr__seg_hdr *h, tr__obj_entry *e);
 /* "<spill_dir>/o-<hex id>". */
 void tr__seg_spill_path(const tr__seg_hdr *h, const uint8_t id[16], char *out, size_t cap);
@@ -117,6 +120,17 @@ static inline void tr__seg_bit(uint64_t *set, int client, int on) {
 static inline void tr__seg_hold(tr__obj_entry *e, int client, int on) {
     tr__seg_bit(e->holders, client, on);
     if (!on) tr__seg_bit(e->viewers, client, 0); /* no view without a hold */
+}
+/* No process holds it and no object contains it: it can go. */
+static inline int tr__seg_unheld(const tr__obj_entry *e) {
+    return tr__seg_holders_empty(e) && e->contained_by == 0;
+}
+/* Bytes of its block: the data, then (for a container) 16 bytes per contained ref. */
+static inline uint64_t tr__seg_alloc_len(uint64_t size, uint64_t n_refs) {
+    return n_refs ? ((size + 15) & ~(uint64_t)15) + 16 * n_refs : size;
+}
+static inline uint8_t *tr__seg_refs_of(tr__seg_hdr *h, const tr__obj_entry *e) {
+    return (uint8_t *)h + h->data_off + e->off + (((e->size + 15) & ~(uint64_t)15));
 }
 static inline int tr__seg_viewed(const tr__obj_entry *e) {
     for (int i = 0; i < TR__SEG_MAX_CLIENTS / 64; i++)

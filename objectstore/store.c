@@ -128,33 +128,38 @@ static void on_close(void *ctx, tr__conn *c) {
     if (idx < 0 || idx >= TR__SEG_MAX_CLIENTS) return;
     tr__seg_hdr *h = s->h;
     tr__obj_entry *t = (tr__obj_entry *)((char *)h + h->table_off);
-    size_t freed = 0;
+    size_t freed = 0, before;
     tr__seg_lock(h);
-    /* Removal shifts later entries back into the hole: re-examine the same slot. */
-    for (uint64_t i = 0; i < h->table_cap;) {
-        tr__obj_entry *e = &t[i];
-        if (e->state == TR__OBJ_EMPTY) {
-            i++;
-            continue;
-        }
-        tr__seg_hold(e, idx, 0);
-        if (e->busy == idx) { /* it died spilling or restoring: undo */
-            if (e->state == TR__OBJ_SPILLING) e->state = TR__OBJ_SEALED;
-            if (e->state == TR__OBJ_RESTORING) {
-                if (e->off) tr__seg_free(h, e->off);
-                e->off = 0;
-                e->state = TR__OBJ_SPILLED;
+    /* Removal shifts later entries back into the hole (re-examine the same slot), and may
+     * cascade to contained objects anywhere in the table: repeat until a pass frees
+     * nothing. Clearing a bit twice is harmless. */
+    do {
+        before = freed;
+        for (uint64_t i = 0; i < h->table_cap;) {
+            tr__obj_entry *e = &t[i];
+            if (e->state == TR__OBJ_EMPTY) {
+                i++;
+                continue;
             }
-            e->busy = -1;
+            tr__seg_hold(e, idx, 0);
+            if (e->busy == idx) { /* it died spilling or restoring: undo */
+                if (e->state == TR__OBJ_SPILLING) e->state = TR__OBJ_SEALED;
+                if (e->state == TR__OBJ_RESTORING) {
+                    if (e->off) tr__seg_free(h, e->off);
+                    e->off = 0;
+                    e->state = TR__OBJ_SPILLED;
+                }
+                e->busy = -1;
+            }
+            int orphan = e->state == TR__OBJ_CREATED && e->creator == idx;
+            if (orphan || (e->state >= TR__OBJ_SEALED && tr__seg_unheld(e))) {
+                tr__seg_remove(h, e);
+                freed++;
+                continue;
+            }
+            i++;
         }
-        int orphan = e->state == TR__OBJ_CREATED && e->creator == idx;
-        if (orphan || (e->state >= TR__OBJ_SEALED && tr__seg_holders_empty(e))) {
-            tr__seg_remove(h, e);
-            freed++;
-            continue;
-        }
-        i++;
-    }
+    } while (freed != before);
     h->client_pid[idx] = 0;
     tr__seg_unlock(h);
     if (freed) tr__event_signal(&h->sealed);

@@ -271,6 +271,17 @@ TR_API int tr_ref_release(tr_runtime *rt, tr_ref ref);
  * message says the capacity). Thread safety: any thread. */
 TR_API int tr_put(tr_runtime *rt, const void *data, size_t len, tr_ref *out);
 
+/* As tr_put, for an object that contains refs to other objects (e.g. a list of tensors):
+ * each contained object stays alive at least as long as this one, even after every
+ * process has released it. tr_object_refs gives them back. Returns as tr_put, and
+ * TR_ENOTFOUND if a contained ref names no object. Thread safety: any thread. */
+TR_API int tr_put_refs(tr_runtime *rt, const void *data, size_t len, const tr_ref *refs,
+                       size_t n_refs, tr_ref *out);
+
+/* The refs contained in an object (tr_put_refs): up to cap of them into out, their number
+ * in *n. Returns 0, TR_ENOTFOUND, TR_EINVAL. Thread safety: any thread. */
+TR_API int tr_object_refs(tr_runtime *rt, tr_ref ref, tr_ref *out, size_t cap, size_t *n);
+
 /* Allocates an object of len bytes for the caller to write in place (*buf, writable until
  * tr_object_seal); others see it only once sealed. Returns as tr_put.
  * Thread safety: any thread. */
