@@ -35,6 +35,7 @@
 #define NODE_RPC_MS 10000
 #define RESOLVE_SLICE_MS 50
 #define BROKEN_GRACE_NS 1000000000
+#define ADOPT_TIMEOUT_MS 2000
 #define DRIVE_EVERY_NS 2000000 /* how often a waiter asks about other queued actors */
 
 typedef struct aconn aconn;
@@ -443,8 +444,10 @@ static void on_readable(tr__actors *a, aconn *ac) {
             const void *view;
             size_t vlen;
             memcpy(r.b, data, 16);
-            int prc = tr__objects_pin(a->objects, r, 0, creator, &view, &vlen);
+            /* a short wait: the result may be mid-spill (it is sealed, and not viewed) */
+            int prc = tr__objects_pin(a->objects, r, ADOPT_TIMEOUT_MS, creator, &view, &vlen);
             if (prc) {
+                tr__objects_drop_for(a->objects, r, creator); /* or it would leak */
                 slot_fail(a, s, prc, tr_last_error());
             } else {
                 s->ac = NULL;

@@ -89,6 +89,8 @@ void tr__objects_detach(tr__objects *o) {
     free(o);
 }
 
+static void drop_bit(tr__objects *o, const uint8_t id[16], int client);
+
 static void new_id(tr_ref *r) {
     do
         tr__random_bytes(r->b, 16);
@@ -238,6 +240,11 @@ static int restore(tr__objects *o, tr__obj_entry *e) {
     tr__seg_hdr *h = o->h;
     e->state = TR__OBJ_RESTORING;
     e->busy = o->idx;
+    /* Hold it while restoring, so nobody can remove it (and free the block we are about
+     * to fill) meanwhile. The caller takes its own hold anyway once it is sealed; on
+     * failure we let go again unless we held it before. */
+    int held_before = (e->holders[o->idx >> 6] >> (o->idx & 63)) & 1;
+    tr__seg_bit(e->holders, o->idx, 1);
     uint8_t id[16];
     memcpy(id, e->id, 16);
     uint64_t size = e->size, off;
@@ -252,6 +259,7 @@ static int restore(tr__objects *o, tr__obj_entry *e) {
             e->busy = -1;
         }
         tr__seg_unlock(h);
+        if (!held_before) drop_bit(o, id, o->idx);
         tr__event_signal(&h->sealed);
         return rc ? rc : 0; /* freed meanwhile: the caller looks again */
     }
@@ -280,6 +288,7 @@ static int restore(tr__objects *o, tr__obj_entry *e) {
         e->busy = -1;
     }
     tr__seg_unlock(h);
+    if (!ok && !held_before) drop_bit(o, id, o->idx);
     tr__event_signal(&h->sealed);
     return ok ? 0 : tr__err_errno(e_no, "restoring an object from %s", path);
 }
@@ -308,21 +317,26 @@ static local *find_local(tr__objects *o, const uint8_t id[16], int make) {
 
 /* Drops the local record if nothing holds it any more, clearing our bit and freeing the
  * object when no process holds it. Called with o->mu held. */
-static void settle(tr__objects *o, local *l) {
-    if (l->user || l->pins) return;
+/* Clears `client`'s bit on an object and removes the object if nothing keeps it. */
+static void drop_bit(tr__objects *o, const uint8_t id[16], int client) {
     tr__seg_hdr *h = o->h;
     int freed = 0;
     tr__seg_lock(h);
-    tr__obj_entry *e = tr__seg_find(h, l->id);
-    if (e) {
-        tr__seg_hold(e, o->idx, 0);
-        if (tr__seg_unheld(e)) {
+    tr__obj_entry *e = tr__seg_find(h, id);
+    if (e && client >= 0 && client < TR__SEG_MAX_CLIENTS) {
+        tr__seg_hold(e, client, 0);
+                if (tr__seg_unheld(e)) {
             tr__seg_remove(h, e);
             freed = 1;
         }
     }
     tr__seg_unlock(h);
     if (freed) tr__event_signal(&h->sealed);
+}
+
+static void settle(tr__objects *o, local *l) {
+    if (l->user || l->pins) return;
+    drop_bit(o, l->id, o->idx);
     tr__idmap_del(&o->held, tr__id_key(l->id));
     free(l);
 }
@@ -330,7 +344,10 @@ static void settle(tr__objects *o, local *l) {
 static int record_user_hold(tr__objects *o, const tr_ref *r) {
     pthread_mutex_lock(&o->mu);
     local *l = find_local(o, r->b, 1);
-    if (l) l->user = 1;
+    if (l)
+        l->user = 1;
+    else
+        drop_bit(o, r->b, o->idx); /* no record, no bit: nothing would ever clear it */
     pthread_mutex_unlock(&o->mu);
     return l ? 0 : tr__err(TR_ENOMEM, "object hold");
 }
@@ -428,7 +445,7 @@ int tr__objects_seal(tr__objects *o, tr_ref ref) {
     if (!e || e->creator != o->idx)
         rc =
             tr__err(TR_ENOTFOUND, "tr_object_seal: no object created by this process has that ref");
-    else if (e->state == TR__OBJ_SEALED)
+    else if (e->state >= TR__OBJ_SEALED)
         rc = tr__err(TR_ESTATE, "tr_object_seal: the object is sealed already");
     else
         seal_locked(h, e);
@@ -498,10 +515,12 @@ int tr__objects_get(tr__objects *o, tr_ref ref, int timeout_ms, const void **dat
     int rc = view_locked(o, &ref, deadline, timeout_ms, -1, data, len);
     if (!rc) {
         local *l = find_local(o, ref.b, 1);
-        if (l)
+        if (l) {
             l->user = 1;
-        else
+        } else {
+            drop_bit(o, ref.b, o->idx);
             rc = tr__err(TR_ENOMEM, "object hold");
+        }
     }
     pthread_mutex_unlock(&o->mu);
     return rc;
@@ -525,10 +544,7 @@ int tr__objects_pin(tr__objects *o, tr_ref ref, int timeout_ms, int steal_from, 
                     size_t *len) {
     pthread_mutex_lock(&o->mu);
     int rc;
-    local *l = find_local(o, ref.b, 1);
-    if (!l) {
-        rc = tr__err(TR_ENOMEM, "object pin");
-    } else if (!data && !len) { /* pin without a view: the object need not be sealed yet */
+    if (!data && !len) { /* pin without a view: the object need not be sealed yet */
         tr__seg_lock(o->h);
         tr__obj_entry *e = tr__seg_find(o->h, ref.b);
         if (e) tr__seg_hold(e, o->idx, 1);
@@ -537,11 +553,16 @@ int tr__objects_pin(tr__objects *o, tr_ref ref, int timeout_ms, int steal_from, 
     } else {
         rc = view_locked(o, &ref, tr__deadline(timeout_ms), timeout_ms, steal_from, data, len);
     }
-    if (l) {
-        if (rc == 0)
+    /* The record is looked up only now: view_locked drops o->mu while it waits, and
+     * another thread may have made or freed one meanwhile. */
+    if (rc == 0) {
+        local *l = find_local(o, ref.b, 1);
+        if (l) {
             l->pins++;
-        else
-            settle(o, l); /* drop a record made for nothing */
+        } else {
+            drop_bit(o, ref.b, o->idx);
+            rc = tr__err(TR_ENOMEM, "object pin");
+        }
     }
     pthread_mutex_unlock(&o->mu);
     return rc;
@@ -585,4 +606,8 @@ int tr__objects_stats(tr__objects *o, tr_store_stats *out) {
 
 int tr__objects_client(const tr__objects *o) {
     return o->idx;
+}
+
+void tr__objects_drop_for(tr__objects *o, tr_ref ref, int client) {
+    drop_bit(o, ref.b, client);
 }

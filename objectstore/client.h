@@ -48,6 +48,8 @@ int tr__objects_release(tr__objects *o, tr_ref ref);
 int tr__objects_pin(tr__objects *o, tr_ref ref, int timeout_ms, int steal_from, const void **data,
                     size_t *len);
 void tr__objects_unpin(tr__objects *o, tr_ref ref);
+/* Clears another client's hold (a result we failed to adopt), freeing it if unheld. */
+void tr__objects_drop_for(tr__objects *o, tr_ref ref, int client);
 /* Forgets this process's hold without clearing its bit: another process adopts it. */
 void tr__objects_disown(tr__objects *o, tr_ref ref);
 /* This process's client index (RESULT frames name it so the caller can adopt). */

@@ -65,11 +65,13 @@ static void list_push(tr__seg_hdr *h, uint64_t o) {
 
 static void list_unlink(tr__seg_hdr *h, uint64_t o) {
     links *l = L(h, o);
-    if (l->prev != TR__SEG_NULL)
-        L(h, l->prev)->next = l->next;
-    else
+    /* links come from shared memory: never follow one out of the data region */
+    if (l->prev != TR__SEG_NULL) {
+        if (l->prev < h->data_size) L(h, l->prev)->next = l->next;
+    } else {
         h->bins[bin_of(bsize(h, o))] = l->next;
-    if (l->next != TR__SEG_NULL) L(h, l->next)->prev = l->prev;
+    }
+    if (l->next != TR__SEG_NULL && l->next < h->data_size) L(h, l->next)->prev = l->prev;
 }
 
 /* Marks block o free (size sz), fixes the next block's PREV_FREE, and lists it. */
@@ -259,8 +261,11 @@ static void remove_one(tr__seg_hdr *h, tr__obj_entry *e, uint8_t **work, size_t 
     tr__obj_entry *t = table(h);
     uint64_t cap_t = h->table_cap, mask = cap_t - 1;
     if (e < t || e >= t + cap_t) return;
-    if (e->n_refs && e->off && e->state != TR__OBJ_CREATED &&
-        e->off + tr__seg_alloc_len(e->size, e->n_refs) <= h->data_size) {
+    /* Overflow-safe bounds: a corrupt entry must not make us read outside the data. */
+    uint64_t room = e->off <= h->data_size ? h->data_size - e->off : 0;
+    uint64_t r16 = e->size <= room ? ((e->size + 15) & ~(uint64_t)15) : UINT64_MAX;
+    if (e->n_refs && e->off && e->state != TR__OBJ_CREATED && r16 <= room &&
+        e->n_refs <= (room - r16) / 16) {
         if (*n + e->n_refs > *cap) {
             size_t c = (*cap ? *cap * 2 : 64) + e->n_refs;
             uint8_t *w = realloc(*work, c * 16);

@@ -143,7 +143,12 @@ static void on_close(void *ctx, tr__conn *c) {
             }
             tr__seg_hold(e, idx, 0);
             if (e->busy == idx) { /* it died spilling or restoring: undo */
-                if (e->state == TR__OBJ_SPILLING) e->state = TR__OBJ_SEALED;
+                if (e->state == TR__OBJ_SPILLING) {
+                    char path[700];
+                    tr__seg_spill_path(h, e->id, path, sizeof path);
+                    unlink(path); /* the partial file */
+                    e->state = TR__OBJ_SEALED;
+                }
                 if (e->state == TR__OBJ_RESTORING) {
                     if (e->off) tr__seg_free(h, e->off);
                     e->off = 0;

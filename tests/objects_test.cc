@@ -369,6 +369,30 @@ TEST_F(ObjectsTest, SpillAndRestoreKeepEveryByte) {
     EXPECT_EQ(spill_files(rt), 0);
 }
 
+TEST_F(ObjectsTest, SealingASpilledObjectAgainIsRefused) {
+    tr_ref first;
+    void *buf;
+    ASSERT_EQ(tr_object_create(rt, 8 << 20, &first, &buf), 0);
+    memset(buf, 0x42, 8 << 20);
+    ASSERT_EQ(tr_object_seal(rt, first), 0);
+    std::vector<tr_ref> more(10); /* push `first` out to disk */
+    std::string chunk(8 << 20, 'm');
+    for (auto &r : more)
+        ASSERT_EQ(tr_put(rt, chunk.data(), chunk.size(), &r), 0);
+    ASSERT_GT(stats().spills, 0u);
+    EXPECT_EQ(tr_object_seal(rt, first), TR_ESTATE);
+    const void *v;
+    size_t n;
+    ASSERT_EQ(tr_get(rt, first, 5000, &v, &n), 0) << tr_last_error();
+    std::string want(8 << 20, 0x42);
+    EXPECT_EQ(checksum(v, n), checksum(want.data(), want.size()));
+    tr_ref_release(rt, first);
+    for (auto &r : more)
+        tr_ref_release(rt, r);
+    expect_empty();
+    EXPECT_EQ(spill_files(rt), 0);
+}
+
 TEST_F(ObjectsTest, ViewedObjectsAreNeverSpilled) {
     std::vector<tr_ref> refs;
     std::string chunk(8 << 20, 'v');
