@@ -184,11 +184,14 @@ static int spill_one(tr__objects *o) {
 }
 
 /* Allocates a block, spilling objects to disk while the store is full. */
+/* On success returns with the segment lock held, so the caller records the block before
+ * anyone (or our own death) could lose track of it. */
 static int alloc_block(tr__objects *o, size_t len, uint64_t *off) {
     tr__seg_hdr *h = o->h;
     for (;;) {
         tr__seg_lock(h);
         int rc = tr__seg_alloc(h, len, off);
+        if (rc == 0) return 0;
         unsigned long long used = h->bytes_used, cap = h->data_size;
         tr__seg_unlock(h);
         if (rc != TR_ENOMEM) return rc;
@@ -216,9 +219,8 @@ static int reserve(tr__objects *o, size_t len, size_t n_refs, tr_ref *out, uint6
                        len, (unsigned long long)tr__seg_max_alloc(h));
     new_id(out);
     uint64_t off;
-    int rc = alloc_block(o, len, &off);
+        int rc = alloc_block(o, len, &off); /* locked on success */
     if (rc) return rc;
-    tr__seg_lock(h);
     tr__obj_entry *e = tr__seg_insert(h, out->b, &rc);
     if (!e) {
         tr__seg_free(h, off);
@@ -249,8 +251,8 @@ static int restore(tr__objects *o, tr__obj_entry *e) {
     memcpy(id, e->id, 16);
     uint64_t size = e->size, off;
     tr__seg_unlock(h);
-    int rc = alloc_block(o, size, &off);
-    tr__seg_lock(h);
+        int rc = alloc_block(o, size, &off); /* locked on success */
+    if (rc) tr__seg_lock(h);
     e = tr__seg_find(h, id);
     if (rc || !e || e->state != TR__OBJ_RESTORING || e->busy != o->idx) {
         if (!rc) tr__seg_free(h, off);
