@@ -21,15 +21,6 @@ static int echo(tr_ctx *ctx, void *self, const void *args, size_t len) {
 
 static const tr_method_def methods[] = {{"echo", echo}};
 
-#define CHECK(expr)                                                                                \
-    do {                                                                                           \
-        int rc_ = (expr);                                                                          \
-        if (rc_) {                                                                                 \
-            fprintf(stderr, "%s: %s: %s\n", #expr, tr_errname(rc_), tr_last_error());              \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
 /* Raw baseline: 8-byte ping-pong over a Unix stream socketpair with an echo process, the
  * same shape of exchange a sync call makes (blocking read on both sides). */
 static int raw_fd = -1;

@@ -8,6 +8,18 @@
 #include <string.h>
 #include <time.h>
 
+#include "troupe/troupe.h"
+
+/* Aborts the benchmark on any troupe error, saying which call and why. */
+#define CHECK(expr)                                                                                \
+    do {                                                                                           \
+        int rc_ = (expr);                                                                          \
+        if (rc_) {                                                                                 \
+            fprintf(stderr, "%s: %s: %s\n", #expr, tr_errname(rc_), tr_last_error());              \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
 static inline double bench_now_us(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -11,15 +11,6 @@
 #include "bench/bench_util.h"
 #include "troupe/troupe.h"
 
-#define CHECK(expr)                                                                                \
-    do {                                                                                           \
-        int rc_ = (expr);                                                                          \
-        if (rc_) {                                                                                 \
-            fprintf(stderr, "%s: %s: %s\n", #expr, tr_errname(rc_), tr_last_error());              \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
 static const char *size_name(size_t n, char *buf) {
     if (n >= (1u << 30))
         sprintf(buf, "%zuGiB", n >> 30);

@@ -219,7 +219,7 @@ static int reserve(tr__objects *o, size_t len, size_t n_refs, tr_ref *out, uint6
                        len, (unsigned long long)tr__seg_max_alloc(h));
     new_id(out);
     uint64_t off;
-        int rc = alloc_block(o, len, &off); /* locked on success */
+    int rc = alloc_block(o, len, &off); /* locked on success */
     if (rc) return rc;
     tr__obj_entry *e = tr__seg_insert(h, out->b, &rc);
     if (!e) {
@@ -251,7 +251,7 @@ static int restore(tr__objects *o, tr__obj_entry *e) {
     memcpy(id, e->id, 16);
     uint64_t size = e->size, off;
     tr__seg_unlock(h);
-        int rc = alloc_block(o, size, &off); /* locked on success */
+    int rc = alloc_block(o, size, &off); /* locked on success */
     if (rc) tr__seg_lock(h);
     e = tr__seg_find(h, id);
     if (rc || !e || e->state != TR__OBJ_RESTORING || e->busy != o->idx) {
@@ -327,7 +327,7 @@ static void drop_bit(tr__objects *o, const uint8_t id[16], int client) {
     tr__obj_entry *e = tr__seg_find(h, id);
     if (e && client >= 0 && client < TR__SEG_MAX_CLIENTS) {
         tr__seg_hold(e, client, 0);
-                if (tr__seg_unheld(e)) {
+        if (tr__seg_unheld(e)) {
             tr__seg_remove(h, e);
             freed = 1;
         }
