@@ -445,9 +445,12 @@ static void on_readable(tr__actors *a, aconn *ac) {
             size_t vlen;
             memcpy(r.b, data, 16);
             /* a short wait: the result may be mid-spill (it is sealed, and not viewed) */
-            int prc = tr__objects_pin(a->objects, r, ADOPT_TIMEOUT_MS, creator, &view, &vlen);
+            int from = creator == TR__RESULT_HANDED ? -1 : creator; /* whose hold to take */
+            int prc = tr__objects_pin(a->objects, r, ADOPT_TIMEOUT_MS, from, &view, &vlen);
             if (prc) {
-                tr__objects_drop_for(a->objects, r, creator); /* or it would leak */
+                /* or it would leak: the hold is the worker's, or already ours */
+                tr__objects_drop_for(a->objects, r,
+                                     from >= 0 ? from : tr__objects_client(a->objects));
                 slot_fail(a, s, prc, tr_last_error());
             } else {
                 s->ac = NULL;
@@ -510,6 +513,25 @@ static int connect_actor(tr__actors *a, aconn *ac, int wait_ms) {
     if (epoll_ctl(a->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
         close(fd);
         return tr__err_errno(errno, "epoll_ctl");
+    }
+    /* Tell the worker our object store index first (large results are handed to us);
+     * a fresh socket's buffer takes these few bytes at once. */
+    tr__buf hello = TR__BUF_INIT;
+    size_t at = 0;
+    tr__frame_put_hdr(&hello, TR__MSG_CALLER, 0, 0);
+    at = hello.len;
+    tr__enc_array(&hello, 1);
+    tr__enc_int(&hello, a->objects ? tr__objects_client(a->objects) : -1);
+    tr__frame_hdr hh = {TR__FRAME_MAGIC, TR__FRAME_VERSION, TR__MSG_CALLER,
+                        (uint32_t)(hello.len - at), 0};
+    if (!hello.oom) memcpy(hello.data, &hh, sizeof hh);
+    ssize_t sent = hello.oom ? -1 : send(fd, hello.data, hello.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    int ok = sent == (ssize_t)hello.len;
+    tr__buf_free(&hello);
+    if (!ok) {
+        epoll_ctl(a->ep, EPOLL_CTL_DEL, fd, NULL);
+        close(fd);
+        return 0; /* treated like a worker not yet up: tried again */
     }
     ac->fd = fd;
     ac->inc = r.inc;

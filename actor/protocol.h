@@ -14,7 +14,10 @@
  *          seq = per-connection call number
  *   RESULT body = msgpack [rc:int, data:bin], same seq; for errors data is the message;
  *          or [0, ref:bin(16), creator:int] for a large result the worker put in the
- *          object store: the caller adopts it (takes the creator's hold over)
+ *          object store: creator TR__RESULT_HANDED if the worker already handed its hold
+ *          to the caller (it knows the caller's store index from CALLER), else the
+ *          worker's index and the caller takes its hold over
+ *   CALLER body = msgpack [client:int], the caller's object store index, sent once
  */
 #ifndef TR_ACTOR_PROTOCOL_H
 #define TR_ACTOR_PROTOCOL_H
@@ -34,6 +37,7 @@ enum {
     TR__MSG_WORKER_FAILED = 70,
     TR__MSG_CALL = 80,
     TR__MSG_RESULT = 81,
+    TR__MSG_CALLER = 82, /* first frame on a call connection: [object store client index] */
 };
 
 /* Actor states as the node reports them. */
@@ -46,6 +50,8 @@ enum {
 };
 
 const char *tr__actor_state_name(int state);
+
+#define TR__RESULT_HANDED 65535
 
 /* Results above this size go into the object store instead of the socket. */
 #define TR__INLINE_RESULT_MAX (100u << 10)

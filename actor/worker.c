@@ -76,6 +76,7 @@ TR_API tr_actor_id tr_ctx_actor_id(const tr_ctx *ctx) {
 
 typedef struct client {
     int fd;
+    int caller; /* the caller's object store index (from CALLER), or -1 */
     tr__buf in, out;
     int want_out;
     struct client *next;
@@ -170,7 +171,11 @@ static int store_result(worker *w, client *c, uint64_t seq, const void *data, si
         return len + 64 <= w->max_msg ? tr__result_frame(&c->out, seq, 0, data, len)
                                       : tr__result_frame(&c->out, seq, rc, tr_last_error(),
                                                          strlen(tr_last_error()) + 1);
-    tr__objects_disown(w->objects, r); /* the caller takes our hold over */
+    /* Hand our hold to the caller now, so the result survives even if we die before the
+     * caller reads the reply; a caller we do not know takes it over itself. */
+    if (c->caller >= 0 && tr__objects_give(w->objects, r, c->caller) == 0)
+        return tr__result_frame_ref(&c->out, seq, r.b, TR__RESULT_HANDED);
+    tr__objects_disown(w->objects, r);
     return tr__result_frame_ref(&c->out, seq, r.b, tr__objects_client(w->objects));
 }
 
@@ -258,6 +263,17 @@ static void on_client(worker *w, client *c, uint32_t events) {
         const char *body;
         int r = tr__frame_parse(&c->in, w->max_msg, &h, &body);
         if (r == 0) break;
+        if (r > 0 && h.type == TR__MSG_CALLER) {
+            tr__dec d;
+            int64_t idx = -1;
+            if (tr__dec_init(&d, body, h.len) == 0) {
+                if (tr__obj_len(d.root) == 1) tr__obj_int(tr__obj_at(d.root, 0), "client", &idx);
+                tr__dec_free(&d);
+            }
+            c->caller = idx >= 0 && idx < 256 ? (int)idx : -1;
+            tr__buf_consume(&c->in, TR__FRAME_HDR + h.len);
+            continue;
+        }
         if (r < 0 || h.type != TR__MSG_CALL) {
             TR_LOG_WARN("WORKER-BADFRAME", "dropping a caller: %s",
                         r < 0 ? tr_last_error() : "unexpected message type");
@@ -292,6 +308,7 @@ static void on_accept(worker *w) {
             continue;
         }
         c->fd = fd;
+        c->caller = -1;
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
         if (epoll_ctl(w->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
             close(fd);

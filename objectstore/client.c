@@ -613,3 +613,22 @@ int tr__objects_client(const tr__objects *o) {
 void tr__objects_drop_for(tr__objects *o, tr_ref ref, int client) {
     drop_bit(o, ref.b, client);
 }
+
+int tr__objects_give(tr__objects *o, tr_ref ref, int client) {
+    if (client < 0 || client >= TR__SEG_MAX_CLIENTS) return tr__err(TR_EINVAL, "bad client");
+    pthread_mutex_lock(&o->mu);
+    tr__seg_lock(o->h);
+    tr__obj_entry *e = tr__seg_find(o->h, ref.b);
+    if (e) {
+        tr__seg_bit(e->holders, client, 1);
+        if (client != o->idx) tr__seg_hold(e, o->idx, 0);
+    }
+    tr__seg_unlock(o->h);
+    local *l = find_local(o, ref.b, 0);
+    if (l && e && client != o->idx) {
+        tr__idmap_del(&o->held, tr__id_key(l->id));
+        free(l);
+    }
+    pthread_mutex_unlock(&o->mu);
+    return e ? 0 : tr__err(TR_ENOTFOUND, "no such object");
+}

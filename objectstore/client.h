@@ -48,6 +48,10 @@ int tr__objects_release(tr__objects *o, tr_ref ref);
 int tr__objects_pin(tr__objects *o, tr_ref ref, int timeout_ms, int steal_from, const void **data,
                     size_t *len);
 void tr__objects_unpin(tr__objects *o, tr_ref ref);
+/* Hands this process's hold on an object to another client (a call result for its
+ * caller): sets that client's bit, clears ours, forgets our record. Returns 0 or
+ * TR_ENOTFOUND. */
+int tr__objects_give(tr__objects *o, tr_ref ref, int client);
 /* Clears another client's hold (a result we failed to adopt), freeing it if unheld. */
 void tr__objects_drop_for(tr__objects *o, tr_ref ref, int client);
 /* Forgets this process's hold without clearing its bit: another process adopts it. */

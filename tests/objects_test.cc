@@ -577,6 +577,27 @@ TEST_F(ObjectsTest, LongChainsOfContainersAreFreedWithoutRecursion) {
     expect_empty();
 }
 
+TEST_F(ObjectsTest, ALargeResultOutlivesItsWorker) {
+    tr_actor_id a = make();
+    int64_t v;
+    ASSERT_EQ(call_i64(rt, a, "get", 0, &v), 0); /* connected: the worker knows us */
+    int64_t size = 1 << 20;
+    tr_ref big, bye;
+    ASSERT_EQ(tr_call(rt, a, "big", &size, sizeof size, &big), 0);
+    ASSERT_EQ(tr_call(rt, a, "exit", nullptr, 0, &bye), 0);
+    /* do not read yet: the worker replies, exits, and the node reclaims its holds */
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const void *d;
+    size_t n;
+    ASSERT_EQ(tr_get(rt, big, 5000, &d, &n), 0) << tr_last_error();
+    EXPECT_EQ(n, (size_t)size);
+    EXPECT_EQ(((const char *)d)[n - 1], 'b');
+    EXPECT_EQ(tr_get(rt, bye, 5000, nullptr, nullptr), TR_EACTOR_DIED);
+    tr_ref_release(rt, big);
+    tr_ref_release(rt, bye);
+    expect_empty();
+}
+
 TEST_F(ObjectsTest, ConcurrentPuttersAndGettersInOneProcess) {
     std::vector<std::thread> th;
     std::atomic<int> bad{0};
