@@ -264,7 +264,7 @@ int main(int argc, char **argv) {
             if (rc) return fail(rc, cmd);
             addr = found;
         }
-        status = cmd[1] == 't' && cmd[2] == 'a' ? cmd_status(addr) : cmd_stop(addr, cfg->tmpdir);
+        status = strcmp(cmd, "status") == 0 ? cmd_status(addr) : cmd_stop(addr, cfg->tmpdir);
     } else if (strcmp(cmd, "version") == 0) {
         printf("troupe %s (ABI %u)\n", tr_version_string(), tr_abi_version());
         status = 0;
