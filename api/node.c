@@ -118,6 +118,7 @@ static void finish(node *n) {
         TR_LOG_WARN("NODE-REAP", "%d worker(s) not reaped after %d ms", n->pool.live,
                     REAP_TIMEOUT_MS);
     tr__directory_close(n->dir);
+    tr__kv_close(n->kv);
     tr__server_close(n->srv);
     uv_close((uv_handle_t *)&n->sigterm, NULL);
     uv_close((uv_handle_t *)&n->sigint, NULL);

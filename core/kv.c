@@ -19,9 +19,21 @@ typedef struct entry {
     char key[];
 } entry;
 
+typedef struct waiter {
+    struct waiter *next;
+    struct tr__kv *kv;
+    tr__conn *conn;
+    uint64_t seq;
+    char *key;
+    size_t klen;
+    uv_timer_t timer;
+} waiter;
+
 struct tr__kv {
     entry **slots;
     size_t cap, count;
+    uv_loop_t *loop; /* set by tr__kv_mount */
+    waiter *waiters; /* gets held until their key is put */
 };
 
 static uint64_t fnv(const char *p, size_t n) {
@@ -134,6 +146,8 @@ size_t tr__kv_count(const tr__kv *kv) {
     return kv->count;
 }
 
+static void wake_waiters(tr__kv *kv, const char *k, size_t kn, const void *v, size_t vn);
+
 static void on_put(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
     const char *k;
     size_t kn, vn;
@@ -142,24 +156,97 @@ static void on_put(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
     if (!rc) rc = tr__get_bin(body, "value", &v, &vn);
     if (!rc) rc = tr__kv_put(ctx, k, kn, v, vn);
     tr__server_reply_status(c, seq, rc, rc ? tr_last_error() : NULL);
+    if (!rc) wake_waiters(ctx, k, kn, v, vn);
 }
 
-static void on_get(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
-    const char *k;
-    size_t kn, vn;
-    const void *v;
-    int rc = tr__get_str(body, "key", &k, &kn);
-    if (!rc) rc = tr__kv_get(ctx, k, kn, &v, &vn);
-    if (rc) {
-        tr__server_reply_status(c, seq, rc, tr_last_error());
-        return;
-    }
+static void reply_value(tr__conn *c, uint64_t seq, const void *v, size_t vn) {
     tr__buf b = TR__BUF_INIT;
     tr__reply_begin(&b, 0, NULL, 1);
     tr__enc_str(&b, "value");
     tr__enc_bin(&b, v, vn);
     tr__server_reply(c, seq, &b);
     tr__buf_free(&b);
+}
+
+static void on_waiter_closed(uv_handle_t *h) {
+    waiter *w = h->data;
+    tr__conn_unref(w->conn);
+    free(w->key);
+    free(w);
+}
+
+static void waiter_unlink(waiter *w) {
+    for (waiter **pp = &w->kv->waiters; *pp; pp = &(*pp)->next) {
+        if (*pp == w) {
+            *pp = w->next;
+            break;
+        }
+    }
+    uv_timer_stop(&w->timer);
+    uv_close((uv_handle_t *)&w->timer, on_waiter_closed);
+}
+
+static void on_wait_timeout(uv_timer_t *t) {
+    waiter *w = t->data;
+    tr__server_reply_status(w->conn, w->seq, TR_ENOTFOUND, "kv: the key did not appear in time");
+    waiter_unlink(w);
+}
+
+static void on_get(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
+    tr__kv *kv = ctx;
+    const char *k;
+    size_t kn, vn;
+    const void *v;
+    int rc = tr__get_str(body, "key", &k, &kn);
+    if (!rc) rc = tr__kv_get(kv, k, kn, &v, &vn);
+    int64_t wait_ms = 0;
+    if (rc == TR_ENOTFOUND && tr__obj_get(body, "wait_ms")) tr__get_int(body, "wait_ms", &wait_ms);
+    if (rc == TR_ENOTFOUND && wait_ms > 0 && kv->loop) {
+        waiter *w = calloc(1, sizeof *w);
+        char *key = malloc(kn);
+        if (w && key) {
+            memcpy(key, k, kn);
+            w->kv = kv;
+            w->conn = c;
+            w->seq = seq;
+            w->key = key;
+            w->klen = kn;
+            tr__conn_ref(c);
+            uv_timer_init(kv->loop, &w->timer);
+            w->timer.data = w;
+            uv_timer_start(&w->timer, on_wait_timeout,
+                           (uint64_t)(wait_ms > 3600000 ? 3600000 : wait_ms), 0);
+            w->next = kv->waiters;
+            kv->waiters = w;
+            return;
+        }
+        free(w);
+        free(key);
+        rc = tr__err(TR_ENOMEM, "kv: out of memory");
+    }
+    if (rc) {
+        tr__server_reply_status(c, seq, rc, tr_last_error());
+        return;
+    }
+    reply_value(c, seq, v, vn);
+}
+
+/* Answers the gets waiting for a key that was just put. */
+static void wake_waiters(tr__kv *kv, const char *k, size_t kn, const void *v, size_t vn) {
+    for (waiter *w = kv->waiters, *next; w; w = next) {
+        next = w->next;
+        if (w->klen != kn || memcmp(w->key, k, kn) != 0) continue;
+        reply_value(w->conn, w->seq, v, vn);
+        waiter_unlink(w);
+    }
+}
+
+void tr__kv_close(tr__kv *kv) {
+    while (kv && kv->waiters) {
+        waiter *w = kv->waiters;
+        tr__server_reply_status(w->conn, w->seq, TR_ECLOSED, "kv: the node is shutting down");
+        waiter_unlink(w);
+    }
 }
 
 static void on_del(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
@@ -171,6 +258,7 @@ static void on_del(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
 }
 
 void tr__kv_mount(tr__kv *kv, tr__server *s) {
+    kv->loop = tr__server_loop(s);
     tr__server_on(s, TR__MSG_KV_PUT, on_put, kv);
     tr__server_on(s, TR__MSG_KV_GET, on_get, kv);
     tr__server_on(s, TR__MSG_KV_DEL, on_del, kv);
@@ -195,16 +283,26 @@ int tr__kv_client_put(struct tr__nodeconn *c, const char *key, const void *value
 }
 
 int tr__kv_client_get(struct tr__nodeconn *c, const char *key, void **value, size_t *len) {
+    return tr__kv_client_wait(c, key, 0, value, len);
+}
+
+int tr__kv_client_wait(struct tr__nodeconn *c, const char *key, int wait_ms, void **value,
+                       size_t *len) {
     if (!key || !*key) return tr__err(TR_EINVAL, "kv: empty key");
     if (!value || !len) return tr__err(TR_EINVAL, "kv: NULL output");
     *value = NULL;
     *len = 0;
     tr__buf b = TR__BUF_INIT;
-    tr__enc_map(&b, 1);
+    tr__enc_map(&b, wait_ms > 0 ? 2 : 1);
     tr__enc_str(&b, "key");
     tr__enc_str(&b, key);
+    if (wait_ms > 0) {
+        tr__enc_str(&b, "wait_ms");
+        tr__enc_int(&b, wait_ms);
+    }
     tr__reply r;
-    int rc = tr__nodeconn_call(c, TR__MSG_KV_GET, &b, KV_RPC_MS, &r);
+    int rc =
+        tr__nodeconn_call(c, TR__MSG_KV_GET, &b, wait_ms > 0 ? wait_ms + KV_RPC_MS : KV_RPC_MS, &r);
     tr__buf_free(&b);
     if (rc) return rc;
     const void *p;

@@ -21,13 +21,20 @@ int tr__kv_put(tr__kv *kv, const char *key, size_t klen, const void *val, size_t
 int tr__kv_get(const tr__kv *kv, const char *key, size_t klen, const void **val, size_t *vlen);
 int tr__kv_del(tr__kv *kv, const char *key, size_t klen);
 size_t tr__kv_count(const tr__kv *kv);
-/* Mounts KV_PUT/KV_GET/KV_DEL on the server. */
+/* Mounts KV_PUT/KV_GET/KV_DEL on the server. A KV_GET with "wait_ms" > 0 for a missing
+ * key is answered when the key is put, or with TR_ENOTFOUND once wait_ms has passed. */
 void tr__kv_mount(tr__kv *kv, tr__server *s);
+/* Answers every waiting get with TR_ECLOSED and closes their timers (node shutdown;
+ * run the loop afterwards so libuv releases them). */
+void tr__kv_close(tr__kv *kv);
 
 /* Client side, over a node connection (any thread). get: *value is malloc'd. */
 struct tr__nodeconn;
 int tr__kv_client_put(struct tr__nodeconn *c, const char *key, const void *value, size_t len);
 int tr__kv_client_get(struct tr__nodeconn *c, const char *key, void **value, size_t *len);
+/* Like get, but the node holds the request up to wait_ms for the key to appear. */
+int tr__kv_client_wait(struct tr__nodeconn *c, const char *key, int wait_ms, void **value,
+                       size_t *len);
 int tr__kv_client_del(struct tr__nodeconn *c, const char *key);
 
 #endif

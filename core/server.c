@@ -302,6 +302,10 @@ size_t tr__server_max_msg(const tr__server *s) {
     return s->max_msg;
 }
 
+uv_loop_t *tr__server_loop(tr__server *s) {
+    return s->loop;
+}
+
 static void on_listener_closed(uv_handle_t *h) {
     free(h->data);
 }

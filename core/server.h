@@ -50,6 +50,7 @@ void tr__server_on_close(tr__server *s, tr__close_fn fn, void *ctx);
  * released the handles (run the loop after this). */
 void tr__server_close(tr__server *s);
 size_t tr__server_max_msg(const tr__server *s);
+uv_loop_t *tr__server_loop(tr__server *s);
 
 /* Sends body (a complete msgpack map) as the reply to seq. Returns 0 or a code; a closed
  * connection drops it silently. */

@@ -16,17 +16,15 @@ static void key(char *out, size_t cap, const char *name, uint64_t round, const c
     snprintf(out, cap, "troupe/objar/%s/%llu/%s%d", name, (unsigned long long)round, what, rank);
 }
 
-/* Polls the KV store for a key until it exists or the deadline passes, backing off from
- * 20 us to 1 ms between tries. */
+/* Waits for a key: the node answers as soon as it is put. In slices of at most 50 ms,
+ * because the node connection is shared and held for the whole request. */
 static int wait_key(tr__nodeconn *node, const char *k, int64_t deadline, void **v, size_t *n) {
-    long pause_ns = 20000;
     for (;;) {
-        int rc = tr__kv_client_get(node, k, v, n);
+        int left = tr__ms_left(deadline);
+        int slice = left < 0 || left > 50 ? 50 : left;
+        int rc = tr__kv_client_wait(node, k, slice > 0 ? slice : 0, v, n);
         if (rc != TR_ENOTFOUND) return rc;
         if (tr__now_ns() >= deadline) return tr__err(TR_ETIMEDOUT, "waiting for %s", k);
-        struct timespec ts = {0, pause_ns};
-        nanosleep(&ts, NULL);
-        if (pause_ns < 1000000) pause_ns *= 2;
     }
 }
 

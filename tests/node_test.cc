@@ -9,7 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <random>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,8 @@ extern "C" {
 #include "core/codec.h"
 #include "core/clock.h"
 #include "core/frame.h"
+#include "core/kv.h"
+#include "core/nodeconn.h"
 }
 
 namespace {
@@ -224,6 +228,38 @@ TEST_F(NodeTest, GarbageOnAWorkerSocketDropsOnlyThatCaller) {
     }
     ASSERT_EQ(call_i64(rt, a, "add", 1, &v), 0);
     EXPECT_EQ(v, 2);
+}
+
+TEST_F(NodeTest, KeyValueWaitIsAnsweredByThePut) {
+    tr__nodeconn *c;
+    ASSERT_EQ(tr__nodeconn_open(addr.c_str(), 1 << 20, &c), 0);
+    void *v = nullptr;
+    size_t n = 0;
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(tr__kv_client_wait(c, "later", 100, &v, &n), TR_ENOTFOUND);
+    EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(90));
+    std::thread putter([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        EXPECT_EQ(tr_kv_put(rt, "later", "here", 4), 0);
+    });
+    ASSERT_EQ(tr__kv_client_wait(c, "later", 5000, &v, &n), 0) << tr_last_error();
+    EXPECT_EQ(std::string((char *)v, n), "here");
+    free(v);
+    putter.join();
+    /* a waiter whose connection goes away is dropped, and the node keeps serving */
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 2);
+    tr__enc_str(&b, "key");
+    tr__enc_str(&b, "never");
+    tr__enc_str(&b, "wait_ms");
+    tr__enc_int(&b, 60000);
+    {
+        Raw r(addr);
+        r.send_frame(TR__MSG_KV_GET, 1, std::string(b.data, b.len));
+    }
+    tr__buf_free(&b);
+    tr__nodeconn_close(c);
+    expect_node_serves();
 }
 
 std::string run_cmd(const std::string &cmd, int *status) {
