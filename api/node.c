@@ -16,6 +16,7 @@
 #include <uv.h>
 
 #include "actor/directory.h"
+#include "collective/registry.h"
 #include "core/frame.h"
 #include "core/ids.h"
 #include "core/kv.h"
@@ -34,6 +35,7 @@ typedef struct node {
     tr__kv *kv;
     tr__directory *dir;
     tr__store *store;
+    tr__groups *groups;
     tr__pool pool;
     tr__res total;
     char session[512], sock[600];
@@ -119,6 +121,7 @@ static void finish(node *n) {
                     REAP_TIMEOUT_MS);
     tr__directory_close(n->dir);
     tr__kv_close(n->kv);
+    tr__groups_close(n->groups);
     tr__server_close(n->srv);
     uv_close((uv_handle_t *)&n->sigterm, NULL);
     uv_close((uv_handle_t *)&n->sigint, NULL);
@@ -223,7 +226,7 @@ int tr__node_main(const tr_config *cfg, int ready_fd) {
     uv_loop_init(&n->loop);
     tr__pool_init(&n->pool, &n->loop);
     if ((rc = tr__server_create(&n->loop, n->sock, cfg->max_msg, &n->srv)) ||
-        (rc = tr__kv_create(&n->kv)) ||
+        (rc = tr__kv_create(&n->kv)) || (rc = tr__groups_create(&n->groups)) ||
         (rc = tr__store_create(tr__config_store_bytes(cfg),
                                cfg->spill_dir ? cfg->spill_dir : n->session, &n->store))) {
         TR_LOG_ERROR("NODE-START", "%s", tr_last_error());
@@ -240,6 +243,7 @@ int tr__node_main(const tr_config *cfg, int ready_fd) {
     }
     tr__kv_mount(n->kv, n->srv);
     tr__store_mount(n->store, n->srv);
+    tr__groups_mount(n->groups, n->srv);
     tr__directory_mount(n->dir, n->srv);
     tr__server_on(n->srv, TR__MSG_STATUS, on_status, n);
     tr__server_on(n->srv, TR__MSG_SHUTDOWN, on_shutdown_msg, n);
@@ -271,6 +275,7 @@ int tr__node_main(const tr_config *cfg, int ready_fd) {
     tr__directory_destroy(n->dir);
     tr__kv_destroy(n->kv);
     tr__store_destroy(n->store);
+    tr__groups_destroy(n->groups);
     remove_session(n);
     close(lock_fd);
     free(n);

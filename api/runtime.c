@@ -14,6 +14,7 @@
 
 #include "actor/client.h"
 #include "actor/worker.h"
+#include "collective/group.h"
 #include "api/node.h"
 #include "core/clock.h"
 #include "core/codec.h"
@@ -505,4 +506,14 @@ TR_API int tr_put_refs(tr_runtime *rt, const void *data, size_t len, const tr_re
 TR_API int tr_object_refs(tr_runtime *rt, tr_ref ref, tr_ref *out, size_t cap, size_t *n) {
     CHECK_RT(rt, "tr_object_refs");
     return tr__objects_refs(rt->objects, ref, out, cap, n);
+}
+
+TR_API int tr_group_init(tr_runtime *rt, int world, int rank, const char *backend, const char *name,
+                         int timeout_ms, tr_group **out) {
+    CHECK_RT(rt, "tr_group_init");
+    return tr__group_init(rt->node, world, rank, backend, name, timeout_ms, out);
+}
+
+TR_API void tr_group_destroy(tr_group *g) {
+    tr__group_destroy(g);
 }

@@ -1,13 +1,20 @@
 /* tests/test_actors.cc - the test actor classes (run inside worker processes) and helpers. */
 #include "tests/test_actors.h"
 
+extern "C" {
+#include "core/reduce.h"
+}
+
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <math.h>
+
 #include <string>
+#include <vector>
 
 std::string g_troupe_cli;
 
@@ -194,6 +201,132 @@ int m_objar(tr_ctx *ctx, void *, const void *args, size_t len) {
     return tr_ctx_reply(ctx, buf.data(), buf.size());
 }
 
+/* Small values, exact in every dtype; the reference is folded in rank order with the
+ * same kernels (tested on their own in core/reduce_test). */
+void coll_fill(std::string *buf, tr_dtype t, size_t count, int rank, int salt) {
+    size_t esz = tr_dtype_size(t);
+    buf->assign(count * esz, '\0');
+    for (size_t i = 0; i < count; i++) {
+        double v = (double)((int)((i * 7 + (size_t)rank * 3 + (size_t)salt) % 5) - 2);
+        char *p = &(*buf)[i * esz];
+        switch (t) {
+        case TR_INT8:
+            *(int8_t *)p = (int8_t)v;
+            break;
+        case TR_UINT8:
+            *(uint8_t *)p = (uint8_t)(v + 2);
+            break;
+        case TR_INT32:
+            *(int32_t *)p = (int32_t)v;
+            break;
+        case TR_INT64:
+            *(int64_t *)p = (int64_t)v;
+            break;
+        case TR_FLOAT16:
+            *(uint16_t *)p =
+                v == 0 ? 0 : (uint16_t)((v < 0 ? 0x8000 : 0) | (fabs(v) == 1 ? 0x3c00 : 0x4000));
+            break;
+        case TR_BFLOAT16:
+            *(uint16_t *)p =
+                v == 0 ? 0 : (uint16_t)((v < 0 ? 0x8000 : 0) | (fabs(v) == 1 ? 0x3f80 : 0x4000));
+            break;
+        case TR_FLOAT32:
+            *(float *)p = (float)v;
+            break;
+        case TR_FLOAT64:
+            *(double *)p = v;
+            break;
+        }
+    }
+}
+
+int m_coll(tr_ctx *ctx, void *, const void *args, size_t len) {
+    if (len != sizeof(CollArgs)) return tr_ctx_error(ctx, "coll wants CollArgs");
+    CollArgs a;
+    memcpy(&a, args, sizeof a);
+    tr_group *g = nullptr;
+    int rc = tr_group_init(tr_ctx_runtime(ctx), a.world, a.rank, "shm", a.name, a.timeout_ms, &g);
+    if (rc) return tr_ctx_error(ctx, "init %s: %s", tr_errname(rc), tr_last_error());
+    if (a.mode == 1) raise(SIGSEGV);
+    if (a.mode == 2) {
+        std::vector<float> v(a.count, 1.0f);
+        rc = tr_allreduce(g, v.data(), v.data(), v.size(), TR_FLOAT32, TR_SUM, a.timeout_ms);
+        std::string msg = rc ? std::string(tr_errname(rc)) + ": " + tr_last_error() : "";
+        int rc2 = rc ? tr_barrier(g, 100) : 0; /* an unusable group says so again */
+        std::string msg2 = rc2 ? tr_errname(rc2) : "";
+        tr_group_destroy(g);
+        if (rc) return tr_ctx_error(ctx, "%s | after: %s", msg.c_str(), msg2.c_str());
+        for (float x : v)
+            if (x != (float)a.world) return tr_ctx_error(ctx, "wrong sum %f", (double)x);
+        return tr_ctx_reply(ctx, "ok", 2);
+    }
+    const tr_dtype types[] = {TR_INT8,    TR_UINT8,    TR_INT32,   TR_INT64,
+                              TR_FLOAT16, TR_BFLOAT16, TR_FLOAT32, TR_FLOAT64};
+    const tr_redop ops[] = {TR_SUM, TR_PROD, TR_MIN, TR_MAX, TR_AVG};
+    const size_t counts[] = {0, 1, 7, 100003};
+    int checked = 0;
+    for (tr_dtype t : types) {
+        size_t esz = tr_dtype_size(t);
+        for (size_t n : counts) {
+            for (tr_redop op : ops) {
+                std::string mine, want, other, got;
+                coll_fill(&mine, t, n, a.rank, (int)op);
+                coll_fill(&want, t, n, 0, (int)op);
+                for (int r = 1; r < a.world; r++) {
+                    coll_fill(&other, t, n, r, (int)op);
+                    tr__reduce(&want[0], other.data(), n, t, op);
+                }
+                tr__reduce_finish(&want[0], n, t, op, a.world);
+                got.assign(n * esz, '\x55');
+                rc = tr_allreduce(g, mine.data(), n ? &got[0] : nullptr, n, t, op, a.timeout_ms);
+                if (rc)
+                    return tr_ctx_error(ctx, "allreduce %s: %s", tr_errname(rc), tr_last_error());
+                if (got != want) {
+                    size_t i = 0;
+                    while (i < got.size() && got[i] == want[i])
+                        i++;
+                    return tr_ctx_error(ctx,
+                                        "allreduce dtype %d op %d count %zu: wrong result at "
+                                        "byte %zu: got %02x want %02x (mine %02x)",
+                                        t, op, n, i, (unsigned char)got[i], (unsigned char)want[i],
+                                        (unsigned char)mine[i]);
+                }
+                checked++;
+            }
+            int root = (int)(n % (size_t)a.world);
+            std::string buf, rootdata;
+            coll_fill(&rootdata, t, n, root, 9);
+            if (a.rank == root)
+                buf = rootdata;
+            else
+                buf.assign(n * esz, '\x33');
+            rc = tr_broadcast(g, n ? &buf[0] : nullptr, n, t, root, a.timeout_ms);
+            if (rc) return tr_ctx_error(ctx, "broadcast %s: %s", tr_errname(rc), tr_last_error());
+            if (buf != rootdata)
+                return tr_ctx_error(ctx, "broadcast dtype %d count %zu: wrong result", t, n);
+            checked++;
+        }
+    }
+    /* in place, and a barrier */
+    std::string io;
+    coll_fill(&io, TR_INT32, 1000, a.rank, 1);
+    rc = tr_allreduce(g, io.data(), &io[0], 1000, TR_INT32, TR_SUM, a.timeout_ms);
+    if (!rc) rc = tr_barrier(g, a.timeout_ms);
+    if (rc) return tr_ctx_error(ctx, "in place/barrier %s: %s", tr_errname(rc), tr_last_error());
+    /* a rank that disagrees: every rank gets TR_EINVAL, and the group stays usable */
+    int32_t x = 1;
+    rc = tr_allreduce(g, &x, &x, 1, a.rank == 0 ? TR_INT32 : TR_FLOAT32, TR_SUM, a.timeout_ms);
+    if (a.world > 1 && rc != TR_EINVAL)
+        return tr_ctx_error(ctx, "mismatch gave %s", tr_errname(rc));
+    if (a.world > 1 && !strstr(tr_last_error(), "disagree"))
+        return tr_ctx_error(ctx, "mismatch message: %s", tr_last_error());
+    rc = tr_barrier(g, a.timeout_ms);
+    if (rc) return tr_ctx_error(ctx, "barrier after mismatch %s", tr_errname(rc));
+    tr_group_destroy(g);
+    int64_t n = checked;
+    return tr_ctx_reply(ctx, &n, sizeof n);
+}
+
 int m_pid(tr_ctx *ctx, void *, const void *, size_t) {
     return reply_i64(ctx, getpid());
 }
@@ -220,7 +353,7 @@ const tr_method_def counter_methods[] = {
     {"crash", m_crash},       {"exit", m_exit},   {"sleep_ms", m_sleep_ms},
     {"pid", m_pid},           {"name", m_name},   {"call_other", m_call_other},
     {"big", m_big},           {"put", m_put},     {"sum", m_sum},
-    {"sum_args", m_sum_args}, {"objar", m_objar},
+    {"sum_args", m_sum_args}, {"objar", m_objar}, {"coll", m_coll},
 };
 
 void add_classes(tr_config *cfg) {

@@ -31,6 +31,16 @@ struct ObjarArgs {
 };
 double objar_value(int rank, int round, size_t i);
 
+/* Arguments of the "coll" method: join group `name` (shm) as `rank` of `world`, then run
+ * every (dtype, op, count) allreduce and every (dtype, count) broadcast of the suite and
+ * check each result against a reference computed here; or, with `mode`, misbehave. */
+struct CollArgs {
+    char name[32];
+    int32_t world, rank, timeout_ms;
+    int32_t mode; /* 0: the suite; 1: join, then crash; 2: one allreduce of `count` floats */
+    uint64_t count;
+};
+
 /* Path of the `troupe` CLI (argv[1] of the test binary), or "" if not given. */
 extern std::string g_troupe_cli;
 

@@ -27,6 +27,7 @@ extern "C" {
 #define TR_FOREVER (-1)
 
 typedef struct tr_config tr_config;
+typedef struct tr_group tr_group;
 typedef struct tr_runtime tr_runtime;
 typedef struct tr_ctx tr_ctx;
 
@@ -339,6 +340,33 @@ TR_API size_t tr_dtype_size(tr_dtype dtype);
 TR_API int tr_object_allreduce(tr_runtime *rt, const char *name, int rank, int world,
                                uint64_t round, void *buf, size_t count, tr_dtype dtype, tr_redop op,
                                int timeout_ms);
+
+/* ------------------------------------------------------------------ collective groups */
+
+/* Joins a collective group: `world` ranks (any processes on the node, typically actors)
+ * call this with the same name and backend and their own rank; it returns once all have
+ * joined (the rendezvous), or TR_ETIMEDOUT after timeout_ms. Backends: "shm" (ranks on one
+ * node, through a pre-faulted shared segment). Returns 0, TR_EINVAL (bad arguments, a
+ * backend not in this build, or a group of that name with another world or backend),
+ * TR_EEXIST (the rank is taken), TR_ETIMEDOUT, TR_ECONNECT. Thread safety: any thread. */
+TR_API int tr_group_init(tr_runtime *rt, int world, int rank, const char *backend,
+                         const char *name, int timeout_ms, tr_group **out);
+/* Leaves the group and frees the handle; NULL is a no-op. Thread safety: not thread-safe. */
+TR_API void tr_group_destroy(tr_group *g);
+TR_API int tr_group_rank(const tr_group *g);
+TR_API int tr_group_size(const tr_group *g);
+
+/* Collective ops: every rank of the group calls the same op with the same count, dtype,
+ * op and root, in the same order. Each waits at most timeout_ms. A dead rank gives
+ * TR_EPEER_DIED and a timeout TR_ETIMEDOUT on every live rank, and leave the group
+ * unusable (later ops return the same error); ranks that disagree on the arguments all
+ * get TR_EINVAL naming the difference (the group stays usable). In place when
+ * send == recv. Thread safety: one op at a time per group. */
+TR_API int tr_barrier(tr_group *g, int timeout_ms);
+TR_API int tr_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+                        tr_redop op, int timeout_ms);
+TR_API int tr_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, int root,
+                        int timeout_ms);
 
 /* Usage of the node's object store (for leak checks and monitoring). Returns 0, TR_EINVAL.
  * Thread safety: any thread. */

@@ -1,0 +1,157 @@
+/* collective/group.c - group lifecycle and the op API (argument checks, then the
+ * backend's ops table). */
+#include "collective/group.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "collective/registry.h"
+#include "collective/shm/segment.h"
+#include "core/clock.h"
+#include "core/codec.h"
+#include "core/status.h"
+
+static const tr__coll_backend_v1 *find_backend(const char *name) {
+    if (strcmp(name, tr__coll_shm_v1.name) == 0) return &tr__coll_shm_v1;
+    return NULL;
+}
+
+int tr__group_init(tr__nodeconn *node, int world, int rank, const char *backend, const char *name,
+                   int timeout_ms, tr_group **out) {
+    if (!out) return tr__err(TR_EINVAL, "tr_group_init: out is NULL");
+    *out = NULL;
+    if (!name || !*name || strlen(name) >= 200 || !backend || world < 1 ||
+        world > TR__COLL_MAX_WORLD || rank < 0 || rank >= world)
+        return tr__err(TR_EINVAL, "tr_group_init: bad name, backend, world (1..%d) or rank",
+                       TR__COLL_MAX_WORLD);
+    const tr__coll_backend_v1 *be = find_backend(backend);
+    if (!be)
+        return tr__err(TR_EINVAL,
+                       "tr_group_init: backend '%s' is not built into this "
+                       "troupe (available: shm)",
+                       backend);
+    tr_group *g = calloc(1, sizeof *g);
+    if (!g) return tr__err(TR_ENOMEM, "tr_group_init");
+    g->node = node;
+    g->be = be;
+    g->world = world;
+    g->rank = rank;
+    snprintf(g->name, sizeof g->name, "%s", name);
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 5);
+    tr__enc_str(&b, "name");
+    tr__enc_str(&b, name);
+    tr__enc_str(&b, "backend");
+    tr__enc_str(&b, backend);
+    tr__enc_str(&b, "world");
+    tr__enc_int(&b, world);
+    tr__enc_str(&b, "rank");
+    tr__enc_int(&b, rank);
+    tr__enc_str(&b, "wait_ms");
+    tr__enc_int(&b, timeout_ms < 0 ? 3600000 : timeout_ms);
+    tr__reply r;
+    int fd = -1;
+    /* The node answers once every rank has joined (or the wait ends): that is the
+     * rendezvous. */
+    int rc = tr__nodeconn_call_fd(node, TR__MSG_GROUP_JOIN, &b,
+                                  timeout_ms < 0 ? -1 : timeout_ms + 10000, &r, &fd);
+    tr__buf_free(&b);
+    if (rc) {
+        free(g);
+        return rc;
+    }
+    uint64_t size = 0;
+    rc = tr__get_uint(r.root, "size", &size);
+    tr__reply_free(&r);
+    if (!rc && (fd < 0 || size != tr__coll_seg_size(world)))
+        rc = tr__err(TR_EPROTO, "group join: no segment, or a segment of the wrong size");
+    if (!rc) {
+        g->seg = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (g->seg == MAP_FAILED) {
+            g->seg = NULL;
+            rc = tr__err(TR_ENOMEM, "mapping the group segment");
+        } else {
+            g->seg_size = size;
+            tr__coll_hdr *h = g->seg;
+            if (h->magic != TR__COLL_MAGIC || h->world != (uint32_t)world ||
+                h->slot != TR__COLL_SLOT || h->size != size)
+                rc = tr__err(TR_EPROTO, "group segment header is invalid");
+        }
+    }
+    if (fd >= 0) close(fd);
+    if (rc) {
+        tr__group_destroy(g);
+        return rc;
+    }
+    *out = g;
+    return 0;
+}
+
+void tr__group_destroy(tr_group *g) {
+    if (!g) return;
+    if (g->seg) {
+        tr__buf b = TR__BUF_INIT;
+        tr__enc_map(&b, 2);
+        tr__enc_str(&b, "name");
+        tr__enc_str(&b, g->name);
+        tr__enc_str(&b, "rank");
+        tr__enc_int(&b, g->rank);
+        tr__nodeconn_call(g->node, TR__MSG_GROUP_LEAVE, &b, 5000, NULL);
+        tr__buf_free(&b);
+        munmap(g->seg, g->seg_size);
+    }
+    free(g);
+}
+
+/* A failed op leaves ranks at different points of the protocol: the group is unusable
+ * from then on, and says why. */
+static int check_usable(tr_group *g) {
+    if (!g) return tr__err(TR_EINVAL, "group is NULL");
+    if (g->broken)
+        return tr__err(g->broken, "group '%s' is unusable after an earlier failure: %s", g->name,
+                       g->broken_msg);
+    return 0;
+}
+
+static int finish(tr_group *g, int rc) {
+    if (rc && rc != TR_EINVAL) {
+        g->broken = rc;
+        snprintf(g->broken_msg, sizeof g->broken_msg, "%s", tr_last_error());
+    }
+    return rc;
+}
+
+TR_API int tr_group_rank(const tr_group *g) {
+    return g ? g->rank : TR_EINVAL;
+}
+
+TR_API int tr_group_size(const tr_group *g) {
+    return g ? g->world : TR_EINVAL;
+}
+
+TR_API int tr_barrier(tr_group *g, int timeout_ms) {
+    int rc = check_usable(g);
+    if (rc) return rc;
+    return finish(g, g->be->barrier(g, tr__deadline(timeout_ms)));
+}
+
+TR_API int tr_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+                        tr_redop op, int timeout_ms) {
+    int rc = check_usable(g);
+    if (rc) return rc;
+    if (!tr_dtype_size(dtype) || (unsigned)op > TR_AVG || (count && (!send || !recv)))
+        return tr__err(TR_EINVAL, "tr_allreduce: bad dtype, op or buffer");
+    return finish(g, g->be->allreduce(g, send, recv, count, dtype, op, tr__deadline(timeout_ms)));
+}
+
+TR_API int tr_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, int root,
+                        int timeout_ms) {
+    int rc = check_usable(g);
+    if (rc) return rc;
+    if (!tr_dtype_size(dtype) || (count && !buf) || root < 0 || root >= g->world)
+        return tr__err(TR_EINVAL, "tr_broadcast: bad dtype, buffer or root");
+    return finish(g, g->be->broadcast(g, buf, count, dtype, root, tr__deadline(timeout_ms)));
+}

@@ -1,0 +1,27 @@
+/* collective/registry.h - the node's group registry: rendezvous of the ranks of a
+ * collective group (GROUP_JOIN answers once every rank has joined, or times out), the
+ * group's shared segment (created and pre-faulted here, passed to each rank with
+ * SCM_RIGHTS), and failure notification: when a member's connection closes, its bit is
+ * set in the segment's dead mask and every rank waiting in the group is woken, so live
+ * ranks fail with TR_EPEER_DIED instead of hanging. A group goes when its last member
+ * leaves. Runs on the node's loop thread (not thread-safe).
+ */
+#ifndef TR_COLLECTIVE_REGISTRY_H
+#define TR_COLLECTIVE_REGISTRY_H
+
+#include "core/server.h"
+
+enum {
+    TR__MSG_GROUP_JOIN = 96,  /* {name, world, rank, backend, wait_ms} -> {size} + fd */
+    TR__MSG_GROUP_LEAVE = 97, /* {name, rank} */
+};
+
+typedef struct tr__groups tr__groups;
+
+int tr__groups_create(tr__groups **out);
+void tr__groups_mount(tr__groups *g, tr__server *s);
+/* Answers pending joins with TR_ECLOSED and closes timers (node shutdown). */
+void tr__groups_close(tr__groups *g);
+void tr__groups_destroy(tr__groups *g);
+
+#endif

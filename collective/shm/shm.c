@@ -1,0 +1,174 @@
+/* collective/shm/shm.c - the shm backend: ranks on one node exchange data through the
+ * group's pre-faulted segment, in slot-sized (256 KiB) chunks so the working set stays
+ * in cache.
+ *
+ * allreduce, per chunk: each rank copies its chunk into its slot; barrier; each rank
+ * reduces its 1/world share of the chunk over every slot, in rank order, into the result
+ * slot; barrier; each rank copies the result out. Each rank writes S and reads S plus
+ * S*(world-1)/world bytes: the counts DESIGN.md asks for. The next chunk's (or op's)
+ * first barrier keeps the result slot from being overwritten while a rank still copies.
+ * broadcast, per chunk: the root copies into its own slot; barrier; the others copy
+ * out; barrier.
+ * The rule that keeps ops apart: before an op's first barrier a rank writes only its own
+ * slot (nobody reads slots outside an op's barriers); the result slot is written only
+ * between the first and second barrier, after everyone has copied the previous result.
+ * Barrier: a counter and a generation event (core/wait: spin briefly, then futex). The
+ * node sets a rank's bit in `dead` and signals the event when a member dies, so waiting
+ * ranks fail with TR_EPEER_DIED at once.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "collective/group.h"
+#include "collective/shm/segment.h"
+#include "core/clock.h"
+#include "core/reduce.h"
+#include "core/status.h"
+#include "core/wait.h"
+
+static tr__coll_hdr *H(tr_group *g) {
+    return g->seg;
+}
+
+static int dead_error(tr_group *g, uint64_t dead) {
+    int r = __builtin_ctzll(dead);
+    return tr__err(TR_EPEER_DIED, "group '%s': rank %d (pid %d) died", g->name, r,
+                   (int)H(g)->pid[r]);
+}
+
+static int shm_barrier(tr_group *g, int64_t deadline) {
+    tr__coll_hdr *h = H(g);
+    uint32_t seen = tr__event_seq(&h->gen);
+    uint64_t dead = __atomic_load_n(&h->dead, __ATOMIC_ACQUIRE);
+    if (dead) return dead_error(g, dead);
+    if (__atomic_add_fetch(&h->arrived, 1, __ATOMIC_ACQ_REL) == h->world) {
+        __atomic_store_n(&h->arrived, 0, __ATOMIC_RELEASE);
+        tr__event_signal(&h->gen);
+        return 0;
+    }
+    for (;;) {
+        int rc = tr__event_wait(&h->gen, seen, deadline);
+        dead = __atomic_load_n(&h->dead, __ATOMIC_ACQUIRE);
+        if (dead) return dead_error(g, dead); /* a death also signals the event */
+        if (rc == 0) return 0;
+        if (rc == TR_ETIMEDOUT)
+            return tr__err(TR_ETIMEDOUT,
+                           "group '%s' rank %d: a barrier timed out (%u of %u "
+                           "ranks arrived)",
+                           g->name, g->rank, __atomic_load_n(&h->arrived, __ATOMIC_ACQUIRE),
+                           h->world);
+        return rc;
+    }
+}
+
+static const char *kind_name(uint32_t k) {
+    return k == TR__COLL_ALLREDUCE   ? "allreduce"
+           : k == TR__COLL_BROADCAST ? "broadcast"
+                                     : "barrier";
+}
+
+/* Publishes this rank's view of the op; after the next barrier every rank checks that
+ * all agree, so a mismatch is an error on every rank, never corrupted data. */
+static void publish(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, int root,
+                    size_t count) {
+    tr__coll_desc *d = &H(g)->desc[g->rank];
+    d->seq = g->seq;
+    d->kind = kind;
+    d->dtype = (uint32_t)dtype;
+    d->op = (uint32_t)op;
+    d->root = root;
+    d->count = count;
+}
+
+static int check_agree(tr_group *g) {
+    tr__coll_hdr *h = H(g);
+    const tr__coll_desc *me = &h->desc[g->rank];
+    for (int r = 0; r < g->world; r++) {
+        const tr__coll_desc *d = &h->desc[r];
+        const char *what = d->seq != me->seq       ? "the op sequence"
+                           : d->kind != me->kind   ? "the op"
+                           : d->count != me->count ? "count"
+                           : d->dtype != me->dtype ? "dtype"
+                           : d->op != me->op       ? "reduction op"
+                           : d->root != me->root   ? "root"
+                                                   : NULL;
+        if (what)
+            return tr__err(TR_EINVAL,
+                           "group '%s': ranks disagree on %s (rank %d: %s count %llu dtype %u "
+                           "op %u root %d; rank %d: %s count %llu dtype %u op %u root %d)",
+                           g->name, what, r, kind_name(d->kind), (unsigned long long)d->count,
+                           d->dtype, d->op, d->root, g->rank, kind_name(me->kind),
+                           (unsigned long long)me->count, me->dtype, me->op, me->root);
+    }
+    return 0;
+}
+
+static int shm_barrier_op(tr_group *g, int64_t deadline) {
+    g->seq++;
+    publish(g, TR__COLL_BARRIER, TR_UINT8, TR_SUM, -1, 0);
+    int rc = shm_barrier(g, deadline);
+    int agree = rc ? 0 : check_agree(g);
+    /* a second barrier: nobody may publish the next op's descriptor while others check */
+    if (!rc) rc = shm_barrier(g, deadline);
+    return rc ? rc : agree;
+}
+
+static int shm_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+                         tr_redop op, int64_t deadline) {
+    tr__coll_hdr *h = H(g);
+    size_t esz = tr_dtype_size(dtype), per = h->slot / esz;
+    g->seq++;
+    publish(g, TR__COLL_ALLREDUCE, dtype, op, -1, count);
+    char *result = tr__coll_slot(h, g->world);
+    size_t off = 0;
+    do { /* at least once: a count of 0 still synchronises and checks agreement */
+        size_t n = count - off < per ? count - off : per;
+        if (n) memcpy(tr__coll_slot(h, g->rank), (const char *)send + off * esz, n * esz);
+        int rc = shm_barrier(g, deadline);
+        if (!rc && off == 0) rc = check_agree(g);
+        if (rc) return rc;
+        size_t lo = n * (size_t)g->rank / (size_t)g->world;
+        size_t hi = n * (size_t)(g->rank + 1) / (size_t)g->world;
+        if (hi > lo) {
+            memcpy(result + lo * esz, tr__coll_slot(h, 0) + lo * esz, (hi - lo) * esz);
+            for (int r = 1; r < g->world && !rc; r++)
+                rc = tr__reduce(result + lo * esz, tr__coll_slot(h, r) + lo * esz, hi - lo, dtype,
+                                op);
+            if (!rc) rc = tr__reduce_finish(result + lo * esz, hi - lo, dtype, op, g->world);
+        }
+        int brc = shm_barrier(g, deadline);
+        if (rc || brc) return rc ? rc : brc;
+        if (n) memcpy((char *)recv + off * esz, result, n * esz);
+        off += n;
+    } while (off < count);
+    return 0;
+}
+
+static int shm_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, int root,
+                         int64_t deadline) {
+    tr__coll_hdr *h = H(g);
+    size_t esz = tr_dtype_size(dtype), per = h->slot / esz;
+    g->seq++;
+    publish(g, TR__COLL_BROADCAST, dtype, TR_SUM, root, count);
+    char *src = tr__coll_slot(h, root);
+    size_t off = 0;
+    do {
+        size_t n = count - off < per ? count - off : per;
+        if (g->rank == root && n) memcpy(src, (char *)buf + off * esz, n * esz);
+        int rc = shm_barrier(g, deadline);
+        if (!rc && off == 0) rc = check_agree(g);
+        if (rc) return rc;
+        if (g->rank != root && n) memcpy((char *)buf + off * esz, src, n * esz);
+        if ((rc = shm_barrier(g, deadline))) return rc;
+        off += n;
+    } while (off < count);
+    return 0;
+}
+
+const tr__coll_backend_v1 tr__coll_shm_v1 = {
+    .version = 1,
+    .name = "shm",
+    .barrier = shm_barrier_op,
+    .allreduce = shm_allreduce,
+    .broadcast = shm_broadcast,
+};
