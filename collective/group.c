@@ -155,3 +155,57 @@ TR_API int tr_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, in
         return tr__err(TR_EINVAL, "tr_broadcast: bad dtype, buffer or root");
     return finish(g, g->be->broadcast(g, buf, count, dtype, root, tr__deadline(timeout_ms)));
 }
+
+static int data_op(tr_group *g, tr__coll_args *a, int timeout_ms, const char *fn) {
+    int rc = check_usable(g);
+    if (rc) return rc;
+    int rooted =
+        a->kind == TR__COLL_REDUCE || a->kind == TR__COLL_GATHER || a->kind == TR__COLL_SCATTER;
+    int me_root = rooted && a->root == g->rank;
+    /* which buffers this rank must supply */
+    int need_send = a->kind != TR__COLL_SCATTER || me_root;
+    int need_recv = !(a->kind == TR__COLL_REDUCE || a->kind == TR__COLL_GATHER) || me_root;
+    if (!tr_dtype_size(a->dtype) || (unsigned)a->op > TR_AVG ||
+        (rooted && (a->root < 0 || a->root >= g->world)) ||
+        (a->count && ((need_send && !a->send) || (need_recv && !a->recv))))
+        return tr__err(TR_EINVAL, "%s: bad dtype, op, root or buffer", fn);
+    if (!rooted) a->root = -1;
+    if (!g->be->data_op) return tr__err(TR_EINVAL, "%s: not in backend %s", fn, g->be->name);
+    return finish(g, g->be->data_op(g, a, tr__deadline(timeout_ms)));
+}
+
+TR_API int tr_reduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+                     tr_redop op, int root, int timeout_ms) {
+    tr__coll_args a = {TR__COLL_REDUCE, send, recv, count, dtype, op, root};
+    return data_op(g, &a, timeout_ms, "tr_reduce");
+}
+
+TR_API int tr_allgather(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+                        int timeout_ms) {
+    tr__coll_args a = {TR__COLL_ALLGATHER, send, recv, count, dtype, TR_SUM, -1};
+    return data_op(g, &a, timeout_ms, "tr_allgather");
+}
+
+TR_API int tr_gather(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+                     int root, int timeout_ms) {
+    tr__coll_args a = {TR__COLL_GATHER, send, recv, count, dtype, TR_SUM, root};
+    return data_op(g, &a, timeout_ms, "tr_gather");
+}
+
+TR_API int tr_scatter(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+                      int root, int timeout_ms) {
+    tr__coll_args a = {TR__COLL_SCATTER, send, recv, count, dtype, TR_SUM, root};
+    return data_op(g, &a, timeout_ms, "tr_scatter");
+}
+
+TR_API int tr_reduce_scatter(tr_group *g, const void *send, void *recv, size_t count,
+                             tr_dtype dtype, tr_redop op, int timeout_ms) {
+    tr__coll_args a = {TR__COLL_REDUCE_SCATTER, send, recv, count, dtype, op, -1};
+    return data_op(g, &a, timeout_ms, "tr_reduce_scatter");
+}
+
+TR_API int tr_alltoall(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+                       int timeout_ms) {
+    tr__coll_args a = {TR__COLL_ALLTOALL, send, recv, count, dtype, TR_SUM, -1};
+    return data_op(g, &a, timeout_ms, "tr_alltoall");
+}

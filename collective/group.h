@@ -12,7 +12,29 @@
 #include "core/nodeconn.h"
 #include "troupe/troupe.h"
 
-enum { TR__COLL_BARRIER = 1, TR__COLL_ALLREDUCE = 2, TR__COLL_BROADCAST = 3 };
+enum {
+    TR__COLL_BARRIER = 1,
+    TR__COLL_ALLREDUCE = 2,
+    TR__COLL_BROADCAST = 3,
+    TR__COLL_REDUCE = 4,
+    TR__COLL_ALLGATHER = 5,
+    TR__COLL_GATHER = 6,
+    TR__COLL_SCATTER = 7,
+    TR__COLL_REDUCE_SCATTER = 8,
+    TR__COLL_ALLTOALL = 9,
+};
+
+/* The shape of a data op, as the op API hands it to a backend: `count` elements per rank
+ * (see each op in troupe.h), root -1 where there is none. */
+typedef struct tr__coll_args {
+    int kind;
+    const void *send;
+    void *recv;
+    size_t count;
+    tr_dtype dtype;
+    tr_redop op;
+    int root;
+} tr__coll_args;
 
 /* A backend, as a versioned ops table (NCCL's ncclNet_vX): a later version only adds
  * members at the end. Every op gets an absolute deadline (core/clock.h). */
@@ -24,6 +46,8 @@ typedef struct tr__coll_backend_v1 {
                      tr_redop op, int64_t deadline);
     int (*broadcast)(tr_group *g, void *buf, size_t count, tr_dtype dtype, int root,
                      int64_t deadline);
+    /* reduce, allgather, gather, scatter, reduce_scatter, alltoall */
+    int (*data_op)(tr_group *g, const tr__coll_args *a, int64_t deadline);
 } tr__coll_backend_v1;
 
 extern const tr__coll_backend_v1 tr__coll_shm_v1;

@@ -240,6 +240,84 @@ void coll_fill(std::string *buf, tr_dtype t, size_t count, int rank, int salt) {
     }
 }
 
+/* concat of fill(rank_of(d), salt_of(d)) for d in 0..world-1 */
+template <typename F> std::string concat(int world, tr_dtype t, size_t n, F piece) {
+    std::string out, p;
+    for (int d = 0; d < world; d++) {
+        piece(d, &p);
+        out += p;
+    }
+    (void)t;
+    (void)n;
+    return out;
+}
+
+/* reduce, allgather, gather, scatter, reduce_scatter, alltoall against references.
+ * Returns the number checked, or -1 with the reason in tr_last_error (via a failing op
+ * or a message set here). */
+int coll_more(tr_group *g, const CollArgs &a, tr_dtype t, size_t n, int root) {
+    size_t esz = tr_dtype_size(t);
+    int W = a.world, me = a.rank, rc;
+    auto fail = [&](const char *what) {
+        tr_group_rank(g); /* keep tr_last_error for op failures; set ours otherwise */
+        fprintf(stderr, "coll check failed: %s\n", what);
+        return -1;
+    };
+    std::string mine, want, other, got;
+    /* reduce (sum) into root */
+    coll_fill(&mine, t, n, me, 21);
+    coll_fill(&want, t, n, 0, 21);
+    for (int r = 1; r < W; r++) {
+        coll_fill(&other, t, n, r, 21);
+        tr__reduce(&want[0], other.data(), n, t, TR_SUM);
+    }
+    got.assign(n * esz, '\x11');
+    rc = tr_reduce(g, mine.data(), me == root && n ? &got[0] : nullptr, n, t, TR_SUM, root,
+                   a.timeout_ms);
+    if (rc) return -1;
+    if (me == root && got != want) return fail("reduce");
+    /* allgather and gather */
+    std::string all = concat(W, t, n, [&](int d, std::string *p) { coll_fill(p, t, n, d, 22); });
+    coll_fill(&mine, t, n, me, 22);
+    got.assign(W * n * esz, '\x11');
+    rc = tr_allgather(g, mine.data(), n ? &got[0] : nullptr, n, t, a.timeout_ms);
+    if (rc) return -1;
+    if (got != all) return fail("allgather");
+    got.assign(W * n * esz, '\x11');
+    rc = tr_gather(g, mine.data(), me == root && n ? &got[0] : nullptr, n, t, root, a.timeout_ms);
+    if (rc) return -1;
+    if (me == root && got != all) return fail("gather");
+    /* scatter from root */
+    std::string src = concat(W, t, n, [&](int d, std::string *p) { coll_fill(p, t, n, d, 23); });
+    got.assign(n * esz, '\x11');
+    rc = tr_scatter(g, me == root ? src.data() : nullptr, n ? &got[0] : nullptr, n, t, root,
+                    a.timeout_ms);
+    if (rc) return -1;
+    coll_fill(&want, t, n, me, 23);
+    if (got != want) return fail("scatter");
+    /* reduce_scatter (max): rank k's piece for d is fill(k, 30 + d) */
+    std::string rs =
+        concat(W, t, n, [&](int d, std::string *p) { coll_fill(p, t, n, me, 30 + d); });
+    coll_fill(&want, t, n, 0, 30 + me);
+    for (int k = 1; k < W; k++) {
+        coll_fill(&other, t, n, k, 30 + me);
+        tr__reduce(&want[0], other.data(), n, t, TR_MAX);
+    }
+    got.assign(n * esz, '\x11');
+    rc = tr_reduce_scatter(g, rs.data(), n ? &got[0] : nullptr, n, t, TR_MAX, a.timeout_ms);
+    if (rc) return -1;
+    if (got != want) return fail("reduce_scatter");
+    /* alltoall: rank k's piece for d is fill(k, 40 + d); we get fill(j, 40 + me) from j */
+    std::string at =
+        concat(W, t, n, [&](int d, std::string *p) { coll_fill(p, t, n, me, 40 + d); });
+    want = concat(W, t, n, [&](int j, std::string *p) { coll_fill(p, t, n, j, 40 + me); });
+    got.assign(W * n * esz, '\x11');
+    rc = tr_alltoall(g, at.data(), n ? &got[0] : nullptr, n, t, a.timeout_ms);
+    if (rc) return -1;
+    if (got != want) return fail("alltoall");
+    return 6;
+}
+
 int m_coll(tr_ctx *ctx, void *, const void *args, size_t len) {
     if (len != sizeof(CollArgs)) return tr_ctx_error(ctx, "coll wants CollArgs");
     CollArgs a;
@@ -305,6 +383,9 @@ int m_coll(tr_ctx *ctx, void *, const void *args, size_t len) {
             if (buf != rootdata)
                 return tr_ctx_error(ctx, "broadcast dtype %d count %zu: wrong result", t, n);
             checked++;
+            int rc2 = coll_more(g, a, t, n, root);
+            if (rc2 < 0) return tr_ctx_error(ctx, "dtype %d count %zu: %s", t, n, tr_last_error());
+            checked += rc2;
         }
     }
     /* in place, and a barrier */

@@ -62,9 +62,10 @@ static int shm_barrier(tr_group *g, int64_t deadline) {
 }
 
 static const char *kind_name(uint32_t k) {
-    return k == TR__COLL_ALLREDUCE   ? "allreduce"
-           : k == TR__COLL_BROADCAST ? "broadcast"
-                                     : "barrier";
+    static const char *names[] = {
+        "?",         "barrier", "allreduce", "broadcast",      "reduce",
+        "allgather", "gather",  "scatter",   "reduce_scatter", "alltoall"};
+    return k < sizeof names / sizeof names[0] ? names[k] : "?";
 }
 
 /* Publishes this rank's view of the op; after the next barrier every rank checks that
@@ -165,10 +166,96 @@ static int shm_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, i
     return 0;
 }
 
+/* reduce (into the root), allgather, gather, scatter, reduce_scatter, alltoall. Per
+ * chunk: each rank fills its own slot (the root fills every slot for scatter); barrier;
+ * each rank reads what it needs from the slots; barrier. reduce goes through the
+ * allreduce shape (reduce in shares into the result slot), copied out by the root only. */
+static int shm_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
+    tr__coll_hdr *h = H(g);
+    size_t esz = tr_dtype_size(a->dtype), per = h->slot / esz, W = (size_t)g->world;
+    size_t me = (size_t)g->rank, count = a->count;
+    int k = a->kind;
+    g->seq++;
+    publish(g, (uint32_t)k, a->dtype, a->op, a->root, count);
+    const char *send = a->send;
+    char *recv = a->recv;
+    /* elements of one rank's buffer moved per chunk */
+    size_t step = (k == TR__COLL_REDUCE_SCATTER || k == TR__COLL_ALLTOALL) ? per / W : per;
+    char *result = tr__coll_slot(h, g->world);
+    size_t off = 0;
+    do {
+        size_t n = count - off < step ? count - off : step;
+        char *mine = tr__coll_slot(h, g->rank);
+        if (n) switch (k) {
+            case TR__COLL_REDUCE:
+            case TR__COLL_ALLGATHER:
+            case TR__COLL_GATHER:
+                memcpy(mine, send + off * esz, n * esz);
+                break;
+            case TR__COLL_SCATTER:
+                if ((int)me == a->root)
+                    for (size_t d = 0; d < W; d++)
+                        memcpy(tr__coll_slot(h, (int)d), send + (d * count + off) * esz, n * esz);
+                break;
+            default: /* reduce_scatter, alltoall: the piece for each destination */
+                for (size_t d = 0; d < W; d++)
+                    memcpy(mine + d * n * esz, send + (d * count + off) * esz, n * esz);
+            }
+        int rc = shm_barrier(g, deadline);
+        if (!rc && off == 0) rc = check_agree(g);
+        if (rc) return rc;
+        switch (k) {
+        case TR__COLL_REDUCE: {
+            size_t lo = n * me / W, hi = n * (me + 1) / W;
+            if (hi > lo) {
+                memcpy(result + lo * esz, tr__coll_slot(h, 0) + lo * esz, (hi - lo) * esz);
+                for (int r = 1; r < g->world && !rc; r++)
+                    rc = tr__reduce(result + lo * esz, tr__coll_slot(h, r) + lo * esz, hi - lo,
+                                    a->dtype, a->op);
+                if (!rc)
+                    rc = tr__reduce_finish(result + lo * esz, hi - lo, a->dtype, a->op, g->world);
+            }
+            int brc = shm_barrier(g, deadline);
+            if (rc || brc) return rc ? rc : brc;
+            if ((int)me == a->root && n) memcpy(recv + off * esz, result, n * esz);
+            off += n;
+            continue; /* the next chunk's first barrier protects the result slot */
+        }
+        case TR__COLL_ALLGATHER:
+        case TR__COLL_GATHER:
+            if (k == TR__COLL_ALLGATHER || (int)me == a->root)
+                for (size_t j = 0; j < W && n; j++)
+                    memcpy(recv + (j * count + off) * esz, tr__coll_slot(h, (int)j), n * esz);
+            break;
+        case TR__COLL_SCATTER:
+            if (n) memcpy(recv + off * esz, mine, n * esz);
+            break;
+        case TR__COLL_REDUCE_SCATTER:
+            if (n) {
+                memcpy(recv + off * esz, tr__coll_slot(h, 0) + me * n * esz, n * esz);
+                for (int r = 1; r < g->world && !rc; r++)
+                    rc = tr__reduce(recv + off * esz, tr__coll_slot(h, r) + me * n * esz, n,
+                                    a->dtype, a->op);
+                if (!rc) rc = tr__reduce_finish(recv + off * esz, n, a->dtype, a->op, g->world);
+            }
+            break;
+        default: /* alltoall */
+            for (size_t j = 0; j < W && n; j++)
+                memcpy(recv + (j * count + off) * esz, tr__coll_slot(h, (int)j) + me * n * esz,
+                       n * esz);
+        }
+        int brc = shm_barrier(g, deadline);
+        if (rc || brc) return rc ? rc : brc;
+        off += n;
+    } while (off < count);
+    return 0;
+}
+
 const tr__coll_backend_v1 tr__coll_shm_v1 = {
     .version = 1,
     .name = "shm",
     .barrier = shm_barrier_op,
     .allreduce = shm_allreduce,
     .broadcast = shm_broadcast,
+    .data_op = shm_data_op,
 };

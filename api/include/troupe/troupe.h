@@ -367,6 +367,27 @@ TR_API int tr_allreduce(tr_group *g, const void *send, void *recv, size_t count,
                         tr_redop op, int timeout_ms);
 TR_API int tr_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, int root,
                         int timeout_ms);
+/* recv (count elements) matters at root only, and may be NULL elsewhere. */
+TR_API int tr_reduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+                     tr_redop op, int root, int timeout_ms);
+/* recv holds world * count elements: rank j's count elements at j * count. */
+TR_API int tr_allgather(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+                        int timeout_ms);
+/* As allgather into root's recv only (NULL elsewhere). */
+TR_API int tr_gather(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+                     int root, int timeout_ms);
+/* root's send holds world * count elements; rank j receives send[j * count ..]. send may
+ * be NULL off the root. */
+TR_API int tr_scatter(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+                      int root, int timeout_ms);
+/* send holds world * count elements; rank j receives the reduction over all ranks of
+ * their send[j * count ..] (count elements). */
+TR_API int tr_reduce_scatter(tr_group *g, const void *send, void *recv, size_t count,
+                             tr_dtype dtype, tr_redop op, int timeout_ms);
+/* send and recv hold world * count elements; rank r's recv[j * count ..] is rank j's
+ * send[r * count ..]. */
+TR_API int tr_alltoall(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+                       int timeout_ms);
 
 /* Usage of the node's object store (for leak checks and monitoring). Returns 0, TR_EINVAL.
  * Thread safety: any thread. */
