@@ -14,6 +14,7 @@
 
 #include "actor/client.h"
 #include "actor/worker.h"
+#include "collective/declare.h"
 #include "collective/group.h"
 #include "api/node.h"
 #include "core/clock.h"
@@ -41,6 +42,8 @@ struct tr_runtime {
     tr__objects *objects;
     char *address;
     pid_t node_pid; /* embedded node, 0 otherwise */
+    int is_actor;   /* a worker's runtime: self is its actor */
+    tr_actor_id self;
 };
 
 static int self_exe(char *out, size_t cap) {
@@ -210,6 +213,9 @@ static void run_role(const tr_config *cfg, const tr__env *env) {
         TR_LOG_ERROR("WORKER-CONNECT", "cannot reach the node: %s", tr_last_error());
         _exit(2);
     }
+    if (env->actor_hex &&
+        tr__unhex(env->actor_hex, strlen(env->actor_hex), rt->self.b, sizeof rt->self.b) == 0)
+        rt->is_actor = 1;
     int status = tr__worker_run(rt, rt->node, rt->objects, rt->cfg, env->actor_hex);
     runtime_free(rt);
     exit(status);
@@ -516,4 +522,15 @@ TR_API int tr_group_init(tr_runtime *rt, int world, int rank, const char *backen
 
 TR_API void tr_group_destroy(tr_group *g) {
     tr__group_destroy(g);
+}
+
+TR_API int tr_group_declare(tr_runtime *rt, const tr_actor_id *actors, size_t n, const int *ranks,
+                            const char *backend, const char *name) {
+    CHECK_RT(rt, "tr_group_declare");
+    return tr__group_declare(rt->node, actors, n, ranks, backend, name);
+}
+
+TR_API int tr_group_open(tr_runtime *rt, const char *name, int timeout_ms, tr_group **out) {
+    CHECK_RT(rt, "tr_group_open");
+    return tr__group_open(rt->node, rt->is_actor ? &rt->self : NULL, name, timeout_ms, out);
 }

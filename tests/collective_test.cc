@@ -98,6 +98,37 @@ TEST_F(CollFailures, ARankThatDiesFailsTheOthersAtOnce) {
     tr_ref_release(rt, crash);
 }
 
+TEST_F(CollFailures, GroupsDeclaredByTheDriverOverActors) {
+    tr_actor_id a[3];
+    for (auto &x : a)
+        ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "d", 1, &x), 0);
+    int ranks[3] = {2, 0, 1};
+    ASSERT_EQ(tr_group_declare(rt, a, 3, ranks, "shm", "declared"), 0) << tr_last_error();
+    tr_ref calls[3];
+    for (int i = 0; i < 3; i++)
+        ASSERT_EQ(tr_call(rt, a[i], "open_allreduce", "declared", 8, &calls[i]), 0);
+    for (int i = 0; i < 3; i++) {
+        const void *d;
+        size_t n;
+        ASSERT_EQ(tr_get(rt, calls[i], 20000, &d, &n), 0) << tr_last_error();
+        ASSERT_EQ(n, 8u);
+        EXPECT_EQ(((const int32_t *)d)[0], ranks[i]) << "actor " << i;
+        EXPECT_EQ(((const int32_t *)d)[1], 1 + 2 + 3);
+        tr_ref_release(rt, calls[i]);
+    }
+    /* errors: not a permutation; not an actor; not declared */
+    int bad[3] = {0, 0, 1};
+    EXPECT_EQ(tr_group_declare(rt, a, 3, bad, "shm", "bad"), TR_EINVAL);
+    tr_group *g = nullptr;
+    EXPECT_EQ(tr_group_open(rt, "declared", 100, &g), TR_ESTATE);
+    tr_ref c;
+        ASSERT_EQ(tr_call(rt, a[0], "open_allreduce", "nobody|300", 10, &c), 0);
+    EXPECT_EQ(tr_get(rt, c, 30000, nullptr, nullptr), TR_ETASK);
+    EXPECT_NE(std::string(tr_last_error()).find("TR_ETIMEDOUT"), std::string::npos)
+        << tr_last_error();
+    tr_ref_release(rt, c);
+}
+
 TEST_F(CollFailures, JoinErrors) {
     tr_group *g = nullptr;
     EXPECT_EQ(tr_group_init(rt, 2, 2, "shm", "bad", 100, &g), TR_EINVAL);

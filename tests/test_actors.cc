@@ -408,6 +408,26 @@ int m_coll(tr_ctx *ctx, void *, const void *args, size_t len) {
     return tr_ctx_reply(ctx, &n, sizeof n);
 }
 
+/* Opens the declared group named by the argument ("name" or "name|timeout_ms") and
+ * allreduces rank + 1; replies {rank, sum}. */
+int m_open_allreduce(tr_ctx *ctx, void *, const void *args, size_t len) {
+    std::string name((const char *)args, len);
+    int timeout = 10000;
+    size_t bar = name.find('|');
+    if (bar != std::string::npos) {
+        timeout = atoi(name.c_str() + bar + 1);
+        name.resize(bar);
+    }
+    tr_group *g;
+    int rc = tr_group_open(tr_ctx_runtime(ctx), name.c_str(), timeout, &g);
+    if (rc) return tr_ctx_error(ctx, "open %s: %s", tr_errname(rc), tr_last_error());
+    int32_t v[2] = {tr_group_rank(g), tr_group_rank(g) + 1};
+    rc = tr_allreduce(g, &v[1], &v[1], 1, TR_INT32, TR_SUM, 10000);
+    tr_group_destroy(g);
+    if (rc) return tr_ctx_error(ctx, "allreduce %s: %s", tr_errname(rc), tr_last_error());
+    return tr_ctx_reply(ctx, v, sizeof v);
+}
+
 int m_pid(tr_ctx *ctx, void *, const void *, size_t) {
     return reply_i64(ctx, getpid());
 }
@@ -429,12 +449,25 @@ int m_call_other(tr_ctx *ctx, void *, const void *args, size_t len) {
 }
 
 const tr_method_def counter_methods[] = {
-    {"add", m_add},           {"get", m_get},     {"seq", m_seq},
-    {"echo", m_echo},         {"fail", m_fail},   {"fail_silent", m_fail_silent},
-    {"crash", m_crash},       {"exit", m_exit},   {"sleep_ms", m_sleep_ms},
-    {"pid", m_pid},           {"name", m_name},   {"call_other", m_call_other},
-    {"big", m_big},           {"put", m_put},     {"sum", m_sum},
-    {"sum_args", m_sum_args}, {"objar", m_objar}, {"coll", m_coll},
+    {"add", m_add},
+    {"get", m_get},
+    {"seq", m_seq},
+    {"echo", m_echo},
+    {"fail", m_fail},
+    {"fail_silent", m_fail_silent},
+    {"crash", m_crash},
+    {"exit", m_exit},
+    {"sleep_ms", m_sleep_ms},
+    {"pid", m_pid},
+    {"name", m_name},
+    {"call_other", m_call_other},
+    {"big", m_big},
+    {"put", m_put},
+    {"sum", m_sum},
+    {"sum_args", m_sum_args},
+    {"objar", m_objar},
+    {"coll", m_coll},
+    {"open_allreduce", m_open_allreduce},
 };
 
 void add_classes(tr_config *cfg) {

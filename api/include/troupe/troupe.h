@@ -351,6 +351,17 @@ TR_API int tr_object_allreduce(tr_runtime *rt, const char *name, int rank, int w
  * TR_EEXIST (the rank is taken), TR_ETIMEDOUT, TR_ECONNECT. Thread safety: any thread. */
 TR_API int tr_group_init(tr_runtime *rt, int world, int rank, const char *backend,
                          const char *name, int timeout_ms, tr_group **out);
+/* Declares, from the driver, a group over actors (as Ray's declare_collective_group):
+ * actors[i] gets ranks[i] (ranks NULL: i). Each actor then joins with tr_group_open on
+ * first use. Returns 0, TR_EINVAL (ranks not a permutation, bad name), TR_ECONNECT.
+ * Thread safety: any thread. */
+TR_API int tr_group_declare(tr_runtime *rt, const tr_actor_id *actors, size_t n, const int *ranks,
+                            const char *backend, const char *name);
+/* Inside an actor's method: joins the group declared under name, as this actor's rank,
+ * waiting up to timeout_ms for the declaration and the other ranks. Returns as
+ * tr_group_init, and TR_ESTATE outside an actor, TR_ENOTFOUND if this actor is not a
+ * member. Thread safety: any thread. */
+TR_API int tr_group_open(tr_runtime *rt, const char *name, int timeout_ms, tr_group **out);
 /* Leaves the group and frees the handle; NULL is a no-op. Thread safety: not thread-safe. */
 TR_API void tr_group_destroy(tr_group *g);
 TR_API int tr_group_rank(const tr_group *g);

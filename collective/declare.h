@@ -1,0 +1,18 @@
+/* collective/declare.h - groups declared from the driver over actor handles (as Ray's
+ * declare_collective_group): the declaration (world, backend, which actor is which rank)
+ * is stored in the node's KV store under "troupe/groups/<name>"; each actor opens the
+ * group on first use, finding its rank by its own actor id, then joins as with
+ * tr_group_init. Thread safety: any thread.
+ */
+#ifndef TR_COLLECTIVE_DECLARE_H
+#define TR_COLLECTIVE_DECLARE_H
+
+#include "collective/group.h"
+
+int tr__group_declare(tr__nodeconn *node, const tr_actor_id *actors, size_t n, const int *ranks,
+                      const char *backend, const char *name);
+/* self: this process's actor id. Waits up to timeout_ms for the declaration. */
+int tr__group_open(tr__nodeconn *node, const tr_actor_id *self, const char *name, int timeout_ms,
+                   tr_group **out);
+
+#endif
