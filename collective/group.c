@@ -16,6 +16,7 @@
 
 static const tr__coll_backend_v1 *find_backend(const char *name) {
     if (strcmp(name, tr__coll_shm_v1.name) == 0) return &tr__coll_shm_v1;
+    if (strcmp(name, tr__coll_gloo_v1.name) == 0) return &tr__coll_gloo_v1;
     return NULL;
 }
 
@@ -31,7 +32,7 @@ int tr__group_init(tr__nodeconn *node, int world, int rank, const char *backend,
     if (!be)
         return tr__err(TR_EINVAL,
                        "tr_group_init: backend '%s' is not built into this "
-                       "troupe (available: shm)",
+                       "troupe (available: shm, gloo)",
                        backend);
     tr_group *g = calloc(1, sizeof *g);
     if (!g) return tr__err(TR_ENOMEM, "tr_group_init");
@@ -82,6 +83,10 @@ int tr__group_init(tr__nodeconn *node, int world, int rank, const char *backend,
         }
     }
     if (fd >= 0) close(fd);
+    if (!rc && be->init) {
+        int left = tr__ms_left(tr__deadline(timeout_ms));
+        rc = be->init(g, tr__deadline(left < 0 ? -1 : left));
+    }
     if (rc) {
         tr__group_destroy(g);
         return rc;
@@ -92,6 +97,7 @@ int tr__group_init(tr__nodeconn *node, int world, int rank, const char *backend,
 
 void tr__group_destroy(tr_group *g) {
     if (!g) return;
+    if (g->impl && g->be->fini) g->be->fini(g);
     if (g->seg) {
         tr__buf b = TR__BUF_INIT;
         tr__enc_map(&b, 2);

@@ -12,6 +12,10 @@
 #include "core/nodeconn.h"
 #include "troupe/troupe.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum {
     TR__COLL_BARRIER = 1,
     TR__COLL_ALLREDUCE = 2,
@@ -41,6 +45,9 @@ typedef struct tr__coll_args {
 typedef struct tr__coll_backend_v1 {
     int version; /* 1 */
     const char *name;
+    /* after the node's rendezvous: set up g->impl (may be NULL) / tear it down */
+    int (*init)(tr_group *g, int64_t deadline);
+    void (*fini)(tr_group *g);
     int (*barrier)(tr_group *g, int64_t deadline);
     int (*allreduce)(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
                      tr_redop op, int64_t deadline);
@@ -51,6 +58,7 @@ typedef struct tr__coll_backend_v1 {
 } tr__coll_backend_v1;
 
 extern const tr__coll_backend_v1 tr__coll_shm_v1;
+extern const tr__coll_backend_v1 tr__coll_gloo_v1;
 
 struct tr_group {
     tr__nodeconn *node;
@@ -60,12 +68,16 @@ struct tr_group {
     uint64_t seq; /* ops issued */
     int broken;   /* a failed op leaves the group unusable: its code */
     char broken_msg[300];
-    void *seg; /* backend state: the shm segment */
+    void *seg; /* the group's shared segment (dead-rank mask; shm's data path) */
     size_t seg_size;
+    void *impl; /* backend state (gloo: its context) */
 };
 
 int tr__group_init(tr__nodeconn *node, int world, int rank, const char *backend, const char *name,
                    int timeout_ms, tr_group **out);
 void tr__group_destroy(tr_group *g);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

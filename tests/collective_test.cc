@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -12,7 +13,7 @@
 
 namespace {
 
-class CollTest : public ::testing::TestWithParam<int> {
+class CollTest : public ::testing::TestWithParam<std::tuple<const char *, int>> {
   protected:
     void SetUp() override {
         ASSERT_EQ(tr_init(test_config(), &rt), 0) << tr_last_error();
@@ -21,7 +22,7 @@ class CollTest : public ::testing::TestWithParam<int> {
         tr_shutdown(rt);
     }
     std::vector<tr_ref> run(const char *name, int world, int timeout_ms, int mode, uint64_t count,
-                            int participants) {
+                            int participants, const char *backend = "shm") {
         std::vector<tr_ref> calls;
         for (int r = 0; r < participants; r++) {
             tr_actor_id a;
@@ -34,6 +35,7 @@ class CollTest : public ::testing::TestWithParam<int> {
             args.timeout_ms = timeout_ms;
             args.mode = mode;
             args.count = count;
+            snprintf(args.backend, sizeof args.backend, "%s", backend);
             tr_ref c;
             EXPECT_EQ(tr_call(rt, a, "coll", &args, sizeof args, &c), 0);
             calls.push_back(c);
@@ -45,8 +47,9 @@ class CollTest : public ::testing::TestWithParam<int> {
 };
 
 TEST_P(CollTest, EveryDtypeOpAndCountAgreesWithTheReference) {
-    int world = GetParam();
-    auto calls = run("suite", world, 30000, 0, 0, world);
+    const char *backend = std::get<0>(GetParam());
+    int world = std::get<1>(GetParam());
+    auto calls = run("suite", world, 30000, 0, 0, world, backend);
     for (int r = 0; r < world; r++) {
         const void *d;
         size_t n;
@@ -58,12 +61,20 @@ TEST_P(CollTest, EveryDtypeOpAndCountAgreesWithTheReference) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, CollTest, ::testing::Values(1, 2, 3, 4, 8));
+INSTANTIATE_TEST_SUITE_P(Shm, CollTest,
+                         ::testing::Combine(::testing::Values("shm"),
+                                            ::testing::Values(1, 2, 3, 4, 8)));
+INSTANTIATE_TEST_SUITE_P(Gloo, CollTest,
+                         ::testing::Combine(::testing::Values("gloo"),
+                                            ::testing::Values(1, 2, 3, 4)));
 
 class CollFailures : public CollTest {};
 
-TEST_F(CollFailures, ARankThatNeverArrivesTimesOutEveryone) {
-    auto calls = run("short", 3, 500, 2, 10, 2); /* rank 2 never comes */
+class CollFailuresB : public CollTest {};
+
+TEST_P(CollFailuresB, ARankThatNeverArrivesTimesOutEveryone) {
+    const char *backend = std::get<0>(GetParam());
+    auto calls = run("short", 3, 500, 2, 10, 2, backend); /* rank 2 never comes */
     for (auto &c : calls) {
         EXPECT_EQ(tr_get(rt, c, 10000, nullptr, nullptr), TR_ETASK);
         EXPECT_NE(std::string(tr_last_error()).find("TR_ETIMEDOUT"), std::string::npos)
@@ -72,9 +83,10 @@ TEST_F(CollFailures, ARankThatNeverArrivesTimesOutEveryone) {
     }
 }
 
-TEST_F(CollFailures, ARankThatDiesFailsTheOthersAtOnce) {
+TEST_P(CollFailuresB, ARankThatDiesFailsTheOthersAtOnce) {
+    const char *backend = std::get<0>(GetParam());
     /* ranks 0 and 1 join and allreduce; rank 2 joins, then crashes */
-    std::vector<tr_ref> calls = run("dies", 3, 20000, 2, 300000, 2);
+    std::vector<tr_ref> calls = run("dies", 3, 20000, 2, 300000, 2, backend);
     tr_actor_id a;
     ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "x", 1, &a), 0);
     CollArgs args = {};
@@ -83,6 +95,7 @@ TEST_F(CollFailures, ARankThatDiesFailsTheOthersAtOnce) {
     args.rank = 2;
     args.timeout_ms = 20000;
     args.mode = 1;
+    snprintf(args.backend, sizeof args.backend, "%s", backend);
     tr_ref crash;
     ASSERT_EQ(tr_call(rt, a, "coll", &args, sizeof args, &crash), 0);
     auto t0 = std::chrono::steady_clock::now();
@@ -97,6 +110,10 @@ TEST_F(CollFailures, ARankThatDiesFailsTheOthersAtOnce) {
     EXPECT_EQ(tr_get(rt, crash, 5000, nullptr, nullptr), TR_EACTOR_DIED);
     tr_ref_release(rt, crash);
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, CollFailuresB,
+                         ::testing::Combine(::testing::Values("shm", "gloo"),
+                                            ::testing::Values(3)));
 
 TEST_F(CollFailures, GroupsDeclaredByTheDriverOverActors) {
     tr_actor_id a[3];
@@ -122,7 +139,7 @@ TEST_F(CollFailures, GroupsDeclaredByTheDriverOverActors) {
     tr_group *g = nullptr;
     EXPECT_EQ(tr_group_open(rt, "declared", 100, &g), TR_ESTATE);
     tr_ref c;
-        ASSERT_EQ(tr_call(rt, a[0], "open_allreduce", "nobody|300", 10, &c), 0);
+    ASSERT_EQ(tr_call(rt, a[0], "open_allreduce", "nobody|300", 10, &c), 0);
     EXPECT_EQ(tr_get(rt, c, 30000, nullptr, nullptr), TR_ETASK);
     EXPECT_NE(std::string(tr_last_error()).find("TR_ETIMEDOUT"), std::string::npos)
         << tr_last_error();

@@ -323,7 +323,8 @@ int m_coll(tr_ctx *ctx, void *, const void *args, size_t len) {
     CollArgs a;
     memcpy(&a, args, sizeof a);
     tr_group *g = nullptr;
-    int rc = tr_group_init(tr_ctx_runtime(ctx), a.world, a.rank, "shm", a.name, a.timeout_ms, &g);
+    const char *backend = a.backend[0] ? a.backend : "shm";
+    int rc = tr_group_init(tr_ctx_runtime(ctx), a.world, a.rank, backend, a.name, a.timeout_ms, &g);
     if (rc) return tr_ctx_error(ctx, "init %s: %s", tr_errname(rc), tr_last_error());
     if (a.mode == 1) raise(SIGSEGV);
     if (a.mode == 2) {

@@ -39,6 +39,7 @@ struct CollArgs {
     int32_t world, rank, timeout_ms;
     int32_t mode; /* 0: the suite; 1: join, then crash; 2: one allreduce of `count` floats */
     uint64_t count;
+    char backend[8]; /* "" means shm */
 };
 
 /* Path of the `troupe` CLI (argv[1] of the test binary), or "" if not given. */

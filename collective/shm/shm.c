@@ -253,7 +253,9 @@ static int shm_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
 
 const tr__coll_backend_v1 tr__coll_shm_v1 = {
     .version = 1,
-    .name = "shm",
+        .name = "shm",
+    .init = NULL,
+    .fini = NULL,
     .barrier = shm_barrier_op,
     .allreduce = shm_allreduce,
     .broadcast = shm_broadcast,

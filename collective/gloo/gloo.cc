@@ -1,0 +1,392 @@
+// collective/gloo/gloo.cc - the gloo backend: a thin C++ shim over Debian's libgloo (TCP
+// transport), the only C++ in the runtime. Gloo's rendezvous runs over the node's KV store
+// (a gloo::rendezvous::Store whose keys live under troupe/gloo/<group>/); each op maps to
+// the gloo collective of the same name, with troupe's reduction kernels as gloo's reduce
+// function, so every dtype and op works. Every extern "C" entry catches every exception
+// and returns a TR_E* code: a timeout gives TR_ETIMEDOUT, a broken peer TR_EPEER_DIED.
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/gather.h>
+#include <gloo/reduce.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/scatter.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include "collective/group.h"
+#include "core/clock.h"
+#include "core/kv.h"
+#include "core/reduce.h"
+#include "core/status.h"
+}
+
+namespace {
+
+using ReduceFn = void (*)(void *, const void *, const void *, size_t);
+
+// c = a op b over n elements, with troupe's kernels (AVG sums here; divided afterwards).
+template <int D, int O> void reduce_fn(void *c, const void *a, const void *b, size_t n) {
+    size_t esz = tr_dtype_size((tr_dtype)D);
+    if (c != a) std::memmove(c, a, n * esz);
+    tr__reduce(c, b, n, (tr_dtype)D, O == TR_AVG ? TR_SUM : (tr_redop)O);
+}
+
+template <int D> ReduceFn pick_op(tr_redop op) {
+    switch (op) {
+    case TR_SUM:
+        return &reduce_fn<D, TR_SUM>;
+    case TR_PROD:
+        return &reduce_fn<D, TR_PROD>;
+    case TR_MIN:
+        return &reduce_fn<D, TR_MIN>;
+    case TR_MAX:
+        return &reduce_fn<D, TR_MAX>;
+    default:
+        return &reduce_fn<D, TR_AVG>;
+    }
+}
+
+ReduceFn pick(tr_dtype d, tr_redop op) {
+    switch (d) {
+    case TR_INT8:
+        return pick_op<TR_INT8>(op);
+    case TR_UINT8:
+        return pick_op<TR_UINT8>(op);
+    case TR_INT32:
+        return pick_op<TR_INT32>(op);
+    case TR_INT64:
+        return pick_op<TR_INT64>(op);
+    case TR_FLOAT16:
+        return pick_op<TR_FLOAT16>(op);
+    case TR_BFLOAT16:
+        return pick_op<TR_BFLOAT16>(op);
+    case TR_FLOAT32:
+        return pick_op<TR_FLOAT32>(op);
+    default:
+        return pick_op<TR_FLOAT64>(op);
+    }
+}
+
+// Gloo's rendezvous keys in the node's KV store.
+class KvStore : public gloo::rendezvous::Store {
+  public:
+    KvStore(tr__nodeconn *node, std::string prefix) : node_(node), prefix_(std::move(prefix)) {}
+    ~KvStore() override {
+        for (auto &k : mine_)
+            tr__kv_client_del(node_, k.c_str());
+    }
+    void set(const std::string &key, const std::vector<char> &data) override {
+        std::string k = prefix_ + key;
+        if (tr__kv_client_put(node_, k.c_str(), data.data(), data.size()))
+            throw std::runtime_error(std::string("kv put: ") + tr_last_error());
+        mine_.push_back(k);
+    }
+    std::vector<char> get(const std::string &key) override {
+        wait({key}, kDefaultTimeout);
+        void *v = nullptr;
+        size_t n = 0;
+        if (tr__kv_client_get(node_, (prefix_ + key).c_str(), &v, &n))
+            throw std::runtime_error(std::string("kv get: ") + tr_last_error());
+        std::vector<char> out((char *)v, (char *)v + n);
+        free(v);
+        return out;
+    }
+    void wait(const std::vector<std::string> &keys) override {
+        wait(keys, kDefaultTimeout);
+    }
+    void wait(const std::vector<std::string> &keys, const std::chrono::milliseconds &t) override {
+        int64_t deadline = tr__deadline((int)t.count());
+        for (auto &key : keys) {
+            for (;;) {
+                int left = tr__ms_left(deadline);
+                void *v = nullptr;
+                size_t n = 0;
+                int rc = tr__kv_client_wait(node_, (prefix_ + key).c_str(),
+                                            left < 0 || left > 50 ? 50 : left, &v, &n);
+                free(v);
+                if (rc == 0) break;
+                if (rc != TR_ENOTFOUND) throw std::runtime_error(tr_last_error());
+                if (tr__now_ns() >= deadline)
+                    throw std::runtime_error("Timed out waiting for peers");
+            }
+        }
+    }
+
+  private:
+    tr__nodeconn *node_;
+    std::string prefix_;
+    std::vector<std::string> mine_;
+};
+
+struct State {
+    std::unique_ptr<KvStore> store;
+    std::shared_ptr<gloo::transport::Device> dev;
+    std::shared_ptr<gloo::rendezvous::Context> ctx;
+    uint32_t tag = 1;
+    uint64_t seq = 0;
+};
+
+State *S(tr_group *g) {
+    return static_cast<State *>(g->impl);
+}
+
+std::chrono::milliseconds ms_left(int64_t deadline) {
+    int left = tr__ms_left(deadline);
+    return std::chrono::milliseconds(left < 0 ? 3600000 : left < 1 ? 1 : left);
+}
+
+// Maps what Gloo throws to a code; the peer's death shows up as an I/O error.
+int failed(tr_group *g, const std::exception &e) {
+    std::string m = e.what();
+    if (m.find("imed out") != std::string::npos || m.find("imeout") != std::string::npos)
+        return tr__err(TR_ETIMEDOUT, "group '%s' (gloo): %s", g->name, m.c_str());
+    return tr__err(TR_EPEER_DIED, "group '%s' (gloo): %s", g->name, m.c_str());
+}
+
+// Buffers go to Gloo as elements of the dtype's width, so its chunking never splits one.
+template <typename F> int by_width(size_t esz, F f) {
+    switch (esz) {
+    case 1:
+        return f((uint8_t *)nullptr);
+    case 2:
+        return f((uint16_t *)nullptr);
+    case 4:
+        return f((uint32_t *)nullptr);
+    default:
+        return f((uint64_t *)nullptr);
+    }
+}
+
+const char *kind_name(uint64_t k) {
+    static const char *names[] = {
+        "?",         "barrier", "allreduce", "broadcast",      "reduce",
+        "allgather", "gather",  "scatter",   "reduce_scatter", "alltoall"};
+    return k < sizeof names / sizeof names[0] ? names[k] : "?";
+}
+
+// Every op first allgathers a small descriptor, so ranks that disagree on the op, count,
+// dtype, reduction op or root all get TR_EINVAL naming the difference instead of
+// reinterpreting each other's bytes. Throws on transport errors.
+int agree(tr_group *g, uint64_t kind, tr_dtype dtype, tr_redop op, int root, size_t count,
+          int64_t deadline) {
+    State *s = S(g);
+    uint64_t mine[6] = {
+        ++s->seq, kind, (uint64_t)dtype, (uint64_t)op, (uint64_t)(int64_t)root, (uint64_t)count};
+    std::vector<uint64_t> all(6 * (size_t)g->world);
+    gloo::AllgatherOptions o(s->ctx);
+    o.setInput(mine, 6);
+    o.setOutput(all.data(), all.size());
+    o.setTag(s->tag++);
+    o.setTimeout(ms_left(deadline));
+    gloo::allgather(o);
+    static const char *fields[] = {"the op sequence", "the op", "dtype",
+                                   "reduction op",    "root",   "count"};
+    for (int r = 0; r < g->world; r++)
+        for (int f = 0; f < 6; f++)
+            if (all[6 * r + f] != mine[f])
+                return tr__err(
+                    TR_EINVAL,
+                    "group '%s': ranks disagree on %s (rank %d: %s count %llu dtype "
+                    "%llu op %llu root %lld; rank %d: %s count %llu dtype %llu op "
+                    "%llu root %lld)",
+                    g->name, fields[f], r, kind_name(all[6 * r + 1]),
+                    (unsigned long long)all[6 * r + 5], (unsigned long long)all[6 * r + 2],
+                    (unsigned long long)all[6 * r + 3], (long long)all[6 * r + 4], g->rank,
+                    kind_name(mine[1]), (unsigned long long)mine[5], (unsigned long long)mine[2],
+                    (unsigned long long)mine[3], (long long)mine[4]);
+    return 0;
+}
+
+int g_init(tr_group *g, int64_t deadline) {
+    try {
+        auto *s = new State();
+        g->impl = s;
+        s->store.reset(new KvStore(g->node, std::string("troupe/gloo/") + g->name + "/"));
+        gloo::transport::tcp::attr attr("127.0.0.1");
+        s->dev = gloo::transport::tcp::CreateDevice(attr);
+        s->ctx = std::make_shared<gloo::rendezvous::Context>(g->rank, g->world);
+        s->ctx->setTimeout(ms_left(deadline));
+        s->ctx->connectFullMesh(*s->store, s->dev);
+        return 0;
+    } catch (const std::exception &e) {
+        return failed(g, e);
+    } catch (...) {
+        return tr__err(TR_EINTERNAL, "gloo: unknown exception");
+    }
+}
+
+void g_fini(tr_group *g) {
+    try {
+        delete S(g);
+    } catch (...) {
+    }
+    g->impl = nullptr;
+}
+
+int g_barrier(tr_group *g, int64_t deadline) {
+    try {
+        int rc = agree(g, TR__COLL_BARRIER, TR_UINT8, TR_SUM, -1, 0, deadline);
+        if (rc) return rc;
+        gloo::BarrierOptions o(S(g)->ctx);
+        o.setTag(S(g)->tag++);
+        o.setTimeout(ms_left(deadline));
+        gloo::barrier(o);
+        return 0;
+    } catch (const std::exception &e) {
+        return failed(g, e);
+    } catch (...) {
+        return tr__err(TR_EINTERNAL, "gloo: unknown exception");
+    }
+}
+
+int g_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+                tr_redop op, int64_t deadline) {
+    size_t esz = tr_dtype_size(dtype);
+    try {
+        int rc = agree(g, TR__COLL_ALLREDUCE, dtype, op, -1, count, deadline);
+        if (rc || count == 0) return rc;
+        if (send != recv) std::memcpy(recv, send, count * esz);
+        by_width(esz, [&](auto *t) {
+            using T = std::remove_pointer_t<decltype(t)>;
+            gloo::AllreduceOptions o(S(g)->ctx);
+            o.setOutput((T *)recv, count);
+            o.setReduceFunction(pick(dtype, op));
+            o.setTag(S(g)->tag++);
+            o.setTimeout(ms_left(deadline));
+            gloo::allreduce(o);
+            return 0;
+        });
+        return tr__reduce_finish(recv, count, dtype, op, g->world);
+    } catch (const std::exception &e) {
+        return failed(g, e);
+    } catch (...) {
+        return tr__err(TR_EINTERNAL, "gloo: unknown exception");
+    }
+}
+
+int g_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, int root, int64_t deadline) {
+    size_t esz = tr_dtype_size(dtype);
+    try {
+        int rc = agree(g, TR__COLL_BROADCAST, dtype, TR_SUM, root, count, deadline);
+        if (rc || count == 0) return rc;
+        return by_width(esz, [&](auto *t) {
+            using T = std::remove_pointer_t<decltype(t)>;
+            gloo::BroadcastOptions o(S(g)->ctx);
+            o.setOutput((T *)buf, count);
+            o.setRoot(root);
+            o.setTag(S(g)->tag++);
+            o.setTimeout(ms_left(deadline));
+            gloo::broadcast(o);
+            return 0;
+        });
+    } catch (const std::exception &e) {
+        return failed(g, e);
+    } catch (...) {
+        return tr__err(TR_EINTERNAL, "gloo: unknown exception");
+    }
+}
+
+int g_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
+    size_t esz = tr_dtype_size(a->dtype), n = a->count, W = (size_t)g->world;
+    size_t me = (size_t)g->rank;
+    try {
+        int rc = agree(g, (uint64_t)a->kind, a->dtype, a->op, a->root, n, deadline);
+        if (rc || n == 0) return rc;
+        return by_width(esz, [&](auto *t) {
+            using T = std::remove_pointer_t<decltype(t)>;
+            auto &ctx = S(g)->ctx;
+            switch (a->kind) {
+            case TR__COLL_REDUCE: {
+                std::vector<char> tmp((const char *)a->send, (const char *)a->send + n * esz);
+                gloo::ReduceOptions o(ctx);
+                o.setOutput((T *)tmp.data(), n);
+                o.setRoot(a->root);
+                o.setReduceFunction(pick(a->dtype, a->op));
+                o.setTag(S(g)->tag++);
+                o.setTimeout(ms_left(deadline));
+                gloo::reduce(o);
+                if ((int)me == a->root) {
+                    std::memcpy(a->recv, tmp.data(), n * esz);
+                    return tr__reduce_finish(a->recv, n, a->dtype, a->op, g->world);
+                }
+                return 0;
+            }
+            case TR__COLL_ALLGATHER: {
+                gloo::AllgatherOptions o(ctx);
+                o.setInput((T *)a->send, n);
+                o.setOutput((T *)a->recv, n * W);
+                o.setTag(S(g)->tag++);
+                o.setTimeout(ms_left(deadline));
+                gloo::allgather(o);
+                return 0;
+            }
+            case TR__COLL_GATHER: {
+                std::vector<char> sink;
+                gloo::GatherOptions o(ctx);
+                o.setInput((T *)a->send, n);
+                if ((int)me == a->root) o.setOutput((T *)a->recv, n * W);
+                o.setRoot(a->root);
+                o.setTag(S(g)->tag++);
+                o.setTimeout(ms_left(deadline));
+                gloo::gather(o);
+                return 0;
+            }
+            case TR__COLL_SCATTER: {
+                gloo::ScatterOptions o(ctx);
+                std::vector<T *> ins;
+                if ((int)me == a->root)
+                    for (size_t j = 0; j < W; j++)
+                        ins.push_back((T *)a->send + j * n);
+                if ((int)me == a->root) o.setInputs(ins, n);
+                o.setOutput((T *)a->recv, n);
+                o.setRoot(a->root);
+                o.setTag(S(g)->tag++);
+                o.setTimeout(ms_left(deadline));
+                gloo::scatter(o);
+                return 0;
+            }
+            case TR__COLL_REDUCE_SCATTER: { /* an allreduce of the whole, keeping our share */
+                std::vector<char> all((const char *)a->send, (const char *)a->send + n * W * esz);
+                gloo::AllreduceOptions o(ctx);
+                o.setOutput((T *)all.data(), n * W);
+                o.setReduceFunction(pick(a->dtype, a->op));
+                o.setTag(S(g)->tag++);
+                o.setTimeout(ms_left(deadline));
+                gloo::allreduce(o);
+                std::memcpy(a->recv, all.data() + me * n * esz, n * esz);
+                return tr__reduce_finish(a->recv, n, a->dtype, a->op, g->world);
+            }
+            default: { /* alltoall */
+                gloo::AlltoallOptions o(ctx);
+                o.setInput((T *)a->send, n * W);
+                o.setOutput((T *)a->recv, n * W);
+                o.setTag(S(g)->tag++);
+                o.setTimeout(ms_left(deadline));
+                gloo::alltoall(o);
+                return 0;
+            }
+            }
+        });
+    } catch (const std::exception &e) {
+        return failed(g, e);
+    } catch (...) {
+        return tr__err(TR_EINTERNAL, "gloo: unknown exception");
+    }
+}
+
+} // namespace
+
+extern "C" const tr__coll_backend_v1 tr__coll_gloo_v1 = {
+    1, "gloo", g_init, g_fini, g_barrier, g_allreduce, g_broadcast, g_data_op,
+};
