@@ -215,3 +215,20 @@ TR_API int tr_alltoall(tr_group *g, const void *send, void *recv, size_t count, 
     tr__coll_args a = {TR__COLL_ALLTOALL, send, recv, count, dtype, TR_SUM, -1};
     return data_op(g, &a, timeout_ms, "tr_alltoall");
 }
+
+TR_API int tr_send(tr_group *g, const void *buf, size_t count, tr_dtype dtype, int dst,
+                   int timeout_ms) {
+    int rc = check_usable(g);
+    if (rc) return rc;
+    if (!tr_dtype_size(dtype) || (count && !buf) || dst < 0 || dst >= g->world || dst == g->rank)
+        return tr__err(TR_EINVAL, "tr_send: bad dtype, buffer or destination");
+    return finish(g, g->be->send(g, buf, count, dtype, dst, tr__deadline(timeout_ms)));
+}
+
+TR_API int tr_recv(tr_group *g, void *buf, size_t count, tr_dtype dtype, int src, int timeout_ms) {
+    int rc = check_usable(g);
+    if (rc) return rc;
+    if (!tr_dtype_size(dtype) || (count && !buf) || src < 0 || src >= g->world || src == g->rank)
+        return tr__err(TR_EINVAL, "tr_recv: bad dtype, buffer or source");
+    return finish(g, g->be->recv(g, buf, count, dtype, src, tr__deadline(timeout_ms)));
+}

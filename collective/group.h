@@ -55,6 +55,10 @@ typedef struct tr__coll_backend_v1 {
                      int64_t deadline);
     /* reduce, allgather, gather, scatter, reduce_scatter, alltoall */
     int (*data_op)(tr_group *g, const tr__coll_args *a, int64_t deadline);
+    /* point to point, in order per pair of ranks */
+    int (*send)(tr_group *g, const void *buf, size_t count, tr_dtype dtype, int dst,
+                int64_t deadline);
+    int (*recv)(tr_group *g, void *buf, size_t count, tr_dtype dtype, int src, int64_t deadline);
 } tr__coll_backend_v1;
 
 extern const tr__coll_backend_v1 tr__coll_shm_v1;

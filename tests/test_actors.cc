@@ -315,7 +315,20 @@ int coll_more(tr_group *g, const CollArgs &a, tr_dtype t, size_t n, int root) {
     rc = tr_alltoall(g, at.data(), n ? &got[0] : nullptr, n, t, a.timeout_ms);
     if (rc) return -1;
     if (got != want) return fail("alltoall");
-    return 6;
+    if (W == 1) return 6;
+    /* point to point around the ring: even ranks send first, odd ranks receive first */
+    int next = (me + 1) % W, prev = (me + W - 1) % W;
+    coll_fill(&mine, t, n, me, 50);
+    coll_fill(&want, t, n, prev, 50);
+    got.assign(n * esz, '\x11');
+    for (int step = 0; step < 2; step++) {
+        bool sending = (step == 0) == (me % 2 == 0);
+        rc = sending ? tr_send(g, mine.data(), n, t, next, a.timeout_ms)
+                     : tr_recv(g, n ? &got[0] : nullptr, n, t, prev, a.timeout_ms);
+        if (rc) return -1;
+    }
+    if (got != want) return fail("send/recv");
+    return 7;
 }
 
 int m_coll(tr_ctx *ctx, void *, const void *args, size_t len) {

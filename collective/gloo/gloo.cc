@@ -135,6 +135,7 @@ struct State {
     std::shared_ptr<gloo::rendezvous::Context> ctx;
     uint32_t tag = 1;
     uint64_t seq = 0;
+    std::vector<uint64_t> sent, received; /* messages per peer, for point-to-point slots */
 };
 
 State *S(tr_group *g) {
@@ -218,6 +219,8 @@ int g_init(tr_group *g, int64_t deadline) {
         s->ctx = std::make_shared<gloo::rendezvous::Context>(g->rank, g->world);
         s->ctx->setTimeout(ms_left(deadline));
         s->ctx->connectFullMesh(*s->store, s->dev);
+        s->sent.assign((size_t)g->world, 0);
+        s->received.assign((size_t)g->world, 0);
         return 0;
     } catch (const std::exception &e) {
         return failed(g, e);
@@ -385,8 +388,78 @@ int g_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
     }
 }
 
+// A point-to-point slot, unique per ordered pair and message; high bit apart from the
+// tags Gloo's collectives use.
+uint64_t p2p_slot(int src, int dst, int world, uint64_t n, int part) {
+    return (1ull << 62) | ((uint64_t)(src * world + dst) << 40) | (n << 1) | (uint64_t)part;
+}
+
+// send: a 16-byte header (count, dtype), then the data; the receiver checks the header.
+int g_send(tr_group *g, const void *buf, size_t count, tr_dtype dtype, int dst, int64_t deadline) {
+    try {
+        State *s = S(g);
+        uint64_t n = s->sent[(size_t)dst]++;
+        uint64_t hdr[2] = {count, (uint64_t)dtype};
+        auto h = s->ctx->createUnboundBuffer(hdr, sizeof hdr);
+        h->send(dst, p2p_slot(g->rank, dst, g->world, n, 0));
+        size_t bytes = count * tr_dtype_size(dtype);
+        std::unique_ptr<gloo::transport::UnboundBuffer> d;
+        if (bytes) {
+            d = s->ctx->createUnboundBuffer((void *)buf, bytes);
+            d->send(dst, p2p_slot(g->rank, dst, g->world, n, 1));
+        }
+        if (!h->waitSend(ms_left(deadline)) || (d && !d->waitSend(ms_left(deadline))))
+            return tr__err(TR_ETIMEDOUT, "group '%s' (gloo): send to rank %d timed out", g->name,
+                           dst);
+        return 0;
+    } catch (const std::exception &e) {
+        return failed(g, e);
+    } catch (...) {
+        return tr__err(TR_EINTERNAL, "gloo: unknown exception");
+    }
+}
+
+int g_recv(tr_group *g, void *buf, size_t count, tr_dtype dtype, int src, int64_t deadline) {
+    try {
+        State *s = S(g);
+        uint64_t n = s->received[(size_t)src]++;
+        uint64_t hdr[2] = {0, 0};
+        auto h = s->ctx->createUnboundBuffer(hdr, sizeof hdr);
+        h->recv(src, p2p_slot(src, g->rank, g->world, n, 0));
+        if (!h->waitRecv(ms_left(deadline)))
+            return tr__err(TR_ETIMEDOUT, "group '%s' (gloo): recv from rank %d timed out", g->name,
+                           src);
+        size_t sent_bytes = hdr[0] * tr_dtype_size((tr_dtype)hdr[1]);
+        bool ok = hdr[0] == count && hdr[1] == (uint64_t)dtype;
+        if (sent_bytes) { /* take the data either way, so the pair stays in step */
+            std::vector<char> sink;
+            void *dst = buf;
+            if (!ok) {
+                sink.resize(sent_bytes);
+                dst = sink.data();
+            }
+            auto d = s->ctx->createUnboundBuffer(dst, sent_bytes);
+            d->recv(src, p2p_slot(src, g->rank, g->world, n, 1));
+            if (!d->waitRecv(ms_left(deadline)))
+                return tr__err(TR_ETIMEDOUT, "group '%s' (gloo): recv from rank %d timed out",
+                               g->name, src);
+        }
+        if (!ok)
+            return tr__err(TR_EINVAL,
+                           "group '%s': rank %d sent %llu elements of dtype %llu, rank %d "
+                           "expected %zu of dtype %d",
+                           g->name, src, (unsigned long long)hdr[0], (unsigned long long)hdr[1],
+                           g->rank, count, (int)dtype);
+        return 0;
+    } catch (const std::exception &e) {
+        return failed(g, e);
+    } catch (...) {
+        return tr__err(TR_EINTERNAL, "gloo: unknown exception");
+    }
+}
+
 } // namespace
 
 extern "C" const tr__coll_backend_v1 tr__coll_gloo_v1 = {
-    1, "gloo", g_init, g_fini, g_barrier, g_allreduce, g_broadcast, g_data_op,
+    1, "gloo", g_init, g_fini, g_barrier, g_allreduce, g_broadcast, g_data_op, g_send, g_recv,
 };

@@ -251,13 +251,100 @@ static int shm_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
     return 0;
 }
 
+#define CHAN_SLICE_NS 10000000 /* re-check the dead mask this often while waiting */
+
+/* Waits until ev moves past `seen`, watching the peer's life and the deadline. */
+static int chan_wait(tr_group *g, tr__event *ev, uint32_t seen, int peer, int64_t deadline) {
+    tr__coll_hdr *h = H(g);
+    for (;;) {
+        if (tr__event_seq(ev) != seen) return 0;
+        uint64_t dead = __atomic_load_n(&h->dead, __ATOMIC_ACQUIRE);
+        if (dead & (1ull << peer)) return dead_error(g, 1ull << peer);
+        int64_t now = tr__now_ns();
+        if (now >= deadline)
+            return tr__err(TR_ETIMEDOUT, "group '%s': rank %d waited for rank %d in vain", g->name,
+                           g->rank, peer);
+        int64_t slice = now + CHAN_SLICE_NS;
+        tr__event_wait(ev, seen, slice < deadline ? slice : deadline);
+    }
+}
+
+/* send: 64 KiB chunks through the (me -> dst) channel; each waits for the previous to be
+ * consumed; returns once the receiver has taken the last one (so a mismatch it detects
+ * is reported here too). */
+static int shm_send(tr_group *g, const void *buf, size_t count, tr_dtype dtype, int dst,
+                    int64_t deadline) {
+    tr__coll_hdr *h = H(g);
+    tr__coll_chan *ch = tr__coll_chan_of(h, g->rank, dst);
+    char *cb = tr__coll_chan_buf(h, g->rank, dst);
+    size_t bytes = count * tr_dtype_size(dtype), off = 0;
+    do {
+        uint32_t p = tr__event_seq(&ch->posted);
+        int rc = tr__event_seq(&ch->consumed) == p
+                     ? 0
+                     : chan_wait(g, &ch->consumed, p - 1, dst, deadline);
+        if (rc) return rc;
+        if (ch->error)
+            return tr__err(TR_EINVAL,
+                           "group '%s': rank %d refused what rank %d sent (count or "
+                           "dtype differ)",
+                           g->name, dst, g->rank);
+        size_t n = bytes - off < TR__COLL_CHAN ? bytes - off : TR__COLL_CHAN;
+        if (n) memcpy(cb, (const char *)buf + off, n);
+        ch->bytes = n;
+        ch->count = count;
+        ch->dtype = (uint32_t)dtype;
+        tr__event_signal(&ch->posted);
+        off += n;
+    } while (off < bytes);
+    uint32_t p = tr__event_seq(&ch->posted);
+    int rc =
+        tr__event_seq(&ch->consumed) == p ? 0 : chan_wait(g, &ch->consumed, p - 1, dst, deadline);
+    if (!rc && ch->error)
+        rc = tr__err(TR_EINVAL,
+                     "group '%s': rank %d refused what rank %d sent (count or dtype "
+                     "differ)",
+                     g->name, dst, g->rank);
+    return rc;
+}
+
+static int shm_recv(tr_group *g, void *buf, size_t count, tr_dtype dtype, int src,
+                    int64_t deadline) {
+    tr__coll_hdr *h = H(g);
+    tr__coll_chan *ch = tr__coll_chan_of(h, src, g->rank);
+    char *cb = tr__coll_chan_buf(h, src, g->rank);
+    size_t bytes = count * tr_dtype_size(dtype), off = 0;
+    do {
+        uint32_t c = tr__event_seq(&ch->consumed);
+        int rc = tr__event_seq(&ch->posted) != c ? 0 : chan_wait(g, &ch->posted, c, src, deadline);
+        if (rc) return rc;
+        if (ch->count != count || ch->dtype != (uint32_t)dtype || ch->bytes > TR__COLL_CHAN ||
+            off + ch->bytes > bytes) {
+            unsigned long long sc = ch->count;
+            unsigned sd = ch->dtype;
+            ch->error = 1; /* the channel is unusable from now on; the sender learns it */
+            tr__event_signal(&ch->consumed);
+            return tr__err(TR_EINVAL,
+                           "group '%s': rank %d sent %llu elements of dtype %u, rank %d expected "
+                           "%zu of dtype %d",
+                           g->name, src, sc, sd, g->rank, count, (int)dtype);
+        }
+        if (ch->bytes) memcpy((char *)buf + off, cb, ch->bytes);
+        off += ch->bytes;
+        tr__event_signal(&ch->consumed);
+    } while (off < bytes);
+    return 0;
+}
+
 const tr__coll_backend_v1 tr__coll_shm_v1 = {
     .version = 1,
-        .name = "shm",
+    .name = "shm",
     .init = NULL,
     .fini = NULL,
     .barrier = shm_barrier_op,
     .allreduce = shm_allreduce,
     .broadcast = shm_broadcast,
     .data_op = shm_data_op,
+    .send = shm_send,
+    .recv = shm_recv,
 };

@@ -395,6 +395,13 @@ TR_API int tr_scatter(tr_group *g, const void *send, void *recv, size_t count, t
  * their send[j * count ..] (count elements). */
 TR_API int tr_reduce_scatter(tr_group *g, const void *send, void *recv, size_t count,
                              tr_dtype dtype, tr_redop op, int timeout_ms);
+/* Point to point: tr_send returns once the receiver has the message (shm) or it has
+ * been handed to the transport (gloo); messages between a pair arrive in order. The
+ * receiver checks count and dtype against what was sent: a difference is TR_EINVAL on
+ * the receiver (and on an shm sender). */
+TR_API int tr_send(tr_group *g, const void *buf, size_t count, tr_dtype dtype, int dst,
+                   int timeout_ms);
+TR_API int tr_recv(tr_group *g, void *buf, size_t count, tr_dtype dtype, int src, int timeout_ms);
 /* send and recv hold world * count elements; rank r's recv[j * count ..] is rank j's
  * send[r * count ..]. */
 TR_API int tr_alltoall(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
