@@ -193,10 +193,10 @@ static void on_join(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
 static void leave(group *g, int rank, int died) {
     member *m = &g->m[rank];
     if (!m->joined) return;
-    if (died && g->h) { /* wake every rank waiting in the group: its peer is gone */
-        __atomic_or_fetch(&g->h->dead, 1ull << rank, __ATOMIC_SEQ_CST);
-        tr__event_signal(&g->h->gen);
-    }
+    (void)died; /* died or destroyed the group: either way an op waiting for it must fail */
+    /* ranks waiting in the group see the bit within 10 ms (they poll it between waits;
+     * the barrier's own event is not bumped, or a waiter would take it for completion) */
+    if (g->h && g->complete) __atomic_or_fetch(&g->h->dead, 1ull << rank, __ATOMIC_SEQ_CST);
     if (!m->answered) tr__server_reply_status(m->conn, m->seq, TR_ECLOSED, "left the group");
     m->answered = 1;
     if (--g->live == 0) group_free(g);

@@ -340,6 +340,10 @@ int m_coll(tr_ctx *ctx, void *, const void *args, size_t len) {
     int rc = tr_group_init(tr_ctx_runtime(ctx), a.world, a.rank, backend, a.name, a.timeout_ms, &g);
     if (rc) return tr_ctx_error(ctx, "init %s: %s", tr_errname(rc), tr_last_error());
     if (a.mode == 1) raise(SIGSEGV);
+    if (a.mode == 3) { /* join, then destroy the group while the others are in an op */
+        tr_group_destroy(g);
+        return tr_ctx_reply(ctx, "left", 4);
+    }
     if (a.mode == 2) {
         std::vector<float> v(a.count, 1.0f);
         rc = tr_allreduce(g, v.data(), v.data(), v.size(), TR_FLOAT32, TR_SUM, a.timeout_ms);

@@ -37,7 +37,8 @@ double objar_value(int rank, int round, size_t i);
 struct CollArgs {
     char name[32];
     int32_t world, rank, timeout_ms;
-    int32_t mode; /* 0: the suite; 1: join, then crash; 2: one allreduce of `count` floats */
+    int32_t mode; /* 0: the suite; 1: join, then crash; 2: one allreduce of `count` floats;
+                     3: join, then destroy the group at once */
     uint64_t count;
     char backend[8]; /* "" means shm */
 };

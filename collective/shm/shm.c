@@ -13,8 +13,8 @@
  * slot (nobody reads slots outside an op's barriers); the result slot is written only
  * between the first and second barrier, after everyone has copied the previous result.
  * Barrier: a counter and a generation event (core/wait: spin briefly, then futex). The
- * node sets a rank's bit in `dead` and signals the event when a member dies, so waiting
- * ranks fail with TR_EPEER_DIED at once.
+ * node sets a rank's bit in `dead` when a member dies or leaves; waiting ranks look at it
+ * at least every 10 ms and fail with TR_EPEER_DIED.
  */
 #include <stdio.h>
 #include <string.h>
@@ -26,14 +26,16 @@
 #include "core/status.h"
 #include "core/wait.h"
 
+#define CHAN_SLICE_NS 10000000 /* re-check the dead mask this often while waiting */
+
 static tr__coll_hdr *H(tr_group *g) {
     return g->seg;
 }
 
 static int dead_error(tr_group *g, uint64_t dead) {
     int r = __builtin_ctzll(dead);
-    return tr__err(TR_EPEER_DIED, "group '%s': rank %d (pid %d) died", g->name, r,
-                   (int)H(g)->pid[r]);
+    return tr__err(TR_EPEER_DIED, "group '%s': rank %d (pid %d) died or destroyed the group",
+                   g->name, r, (int)H(g)->pid[r]);
 }
 
 static int shm_barrier(tr_group *g, int64_t deadline) {
@@ -46,18 +48,22 @@ static int shm_barrier(tr_group *g, int64_t deadline) {
         tr__event_signal(&h->gen);
         return 0;
     }
+    /* Only a completed barrier moves the generation, so a rank that completed it and then
+     * left (marking itself in `dead`) does not fail the ones still waking up; deaths are
+     * noticed between waits of at most 10 ms. */
     for (;;) {
-        int rc = tr__event_wait(&h->gen, seen, deadline);
+        if (tr__event_seq(&h->gen) != seen) return 0;
         dead = __atomic_load_n(&h->dead, __ATOMIC_ACQUIRE);
-        if (dead) return dead_error(g, dead); /* a death also signals the event */
-        if (rc == 0) return 0;
-        if (rc == TR_ETIMEDOUT)
+        if (dead) return dead_error(g, dead);
+        int64_t now = tr__now_ns();
+        if (now >= deadline)
             return tr__err(TR_ETIMEDOUT,
                            "group '%s' rank %d: a barrier timed out (%u of %u "
                            "ranks arrived)",
                            g->name, g->rank, __atomic_load_n(&h->arrived, __ATOMIC_ACQUIRE),
                            h->world);
-        return rc;
+        int64_t slice = now + CHAN_SLICE_NS;
+        tr__event_wait(&h->gen, seen, slice < deadline ? slice : deadline);
     }
 }
 
@@ -250,8 +256,6 @@ static int shm_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
     } while (off < count);
     return 0;
 }
-
-#define CHAN_SLICE_NS 10000000 /* re-check the dead mask this often while waiting */
 
 /* Waits until ev moves past `seen`, watching the peer's life and the deadline. */
 static int chan_wait(tr_group *g, tr__event *ev, uint32_t seen, int peer, int64_t deadline) {
