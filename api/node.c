@@ -3,6 +3,10 @@
 #include "api/node.h"
 
 #include <dirent.h>
+#include <sys/wait.h>
+#include <spawn.h>
+#include <poll.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <errno.h>
 #include <signal.h>
@@ -17,6 +21,8 @@
 
 #include "actor/directory.h"
 #include "collective/registry.h"
+#include "core/clock.h"
+#include "core/codec.h"
 #include "core/frame.h"
 #include "core/ids.h"
 #include "core/kv.h"
@@ -26,6 +32,8 @@
 #include "core/status.h"
 #include "core/workerpool.h"
 #include "objectstore/store.h"
+
+extern char **environ;
 
 #define REAP_TIMEOUT_MS 5000
 
@@ -281,3 +289,109 @@ int tr__node_main(const tr_config *cfg, int ready_fd) {
     free(n);
     return 0;
 }
+
+int tr__node_spawn(const tr_config *cfg, const char *log_path, int timeout_ms, pid_t *pid,
+                   char **address) {
+    *pid = 0;
+    *address = NULL;
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) return tr__err_errno(errno, "pipe");
+    char exe[PATH_MAX];
+    ssize_t en = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    int rc = en < 0 ? tr__err_errno(errno, "readlink /proc/self/exe") : 0;
+    if (en >= 0) exe[en] = '\0';
+    tr__buf enc = TR__BUF_INIT;
+    if (!rc) rc = tr__config_encode_node(cfg, &enc);
+    char *hex = rc ? NULL : malloc(enc.len * 2 + 1);
+    if (!rc && !hex) rc = tr__err(TR_ENOMEM, "node config");
+    if (rc) goto out_pipe;
+    tr__hex(enc.data, enc.len, hex);
+
+    size_t n_env = 0;
+    while (environ[n_env])
+        n_env++;
+    char **envp = calloc(n_env + 6, sizeof *envp);
+    char *e_cfg = malloc(strlen(hex) + 32);
+    if (!envp || !e_cfg) {
+        free(envp);
+        free(e_cfg);
+        rc = tr__err(TR_ENOMEM, "node environment");
+        goto out_pipe;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n_env; i++)
+        if (strncmp(environ[i], "TROUPE_", 7) != 0 ||
+            strncmp(environ[i], "TROUPE_LOG_LEVEL=", 17) == 0)
+            envp[k++] = environ[i];
+    sprintf(e_cfg, "TROUPE_NODE_CONFIG=%s", hex);
+    char e_fd[32];
+    snprintf(e_fd, sizeof e_fd, "TROUPE_READY_FD=%d", 3);
+    envp[k++] = "TROUPE_ROLE=node";
+    envp[k++] = e_cfg;
+    envp[k++] = e_fd;
+    if (log_path) envp[k++] = "TROUPE_STANDALONE=1";
+    envp[k] = NULL;
+
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, p[1], 3); /* dup2 clears close-on-exec */
+    posix_spawnattr_t at;
+    posix_spawnattr_init(&at);
+    if (log_path) {
+        /* Detached, in its own session; it must not hold our stdout (a caller reading it
+         * would never see EOF): its output goes to the log. */
+        posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+        posix_spawn_file_actions_addopen(&fa, 1, log_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        posix_spawn_file_actions_adddup2(&fa, 1, 2);
+        posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID);
+    }
+    char *argv[] = {exe, NULL};
+    int e = posix_spawn(pid, exe, &fa, &at, argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    free(envp);
+    free(e_cfg);
+    if (e) {
+        tr__err_errno(e, "spawning the node service (%s)", exe);
+        rc = TR_ECONNECT;
+        *pid = 0;
+        goto out_pipe;
+    }
+    close(p[1]);
+    p[1] = -1;
+    /* Read "<address>\n" with a deadline; EOF means the node failed (it logged why). */
+    char line[700];
+    size_t got = 0;
+    int64_t deadline = tr__deadline(timeout_ms);
+    while (got < sizeof line - 1 && !memchr(line, '\n', got)) {
+        struct pollfd pfd = {p[0], POLLIN, 0};
+        int r = poll(&pfd, 1, tr__ms_left(deadline));
+        if (r == 0) break;
+        if (r < 0 && errno == EINTR) continue;
+        ssize_t m = read(p[0], line + got, sizeof line - 1 - got);
+        if (m <= 0) break;
+        got += (size_t)m;
+    }
+    char *nl = got ? memchr(line, '\n', got) : NULL;
+    if (!nl) {
+        kill(*pid, SIGKILL);
+        waitpid(*pid, NULL, 0);
+        *pid = 0;
+        rc = tr__err(TR_ECONNECT,
+                     "the node service did not start (see its log%s%s; "
+                     "TROUPE_LOG_LEVEL=debug for more)",
+                     log_path ? " in " : " above", log_path ? log_path : "");
+        goto out_pipe;
+    }
+    *nl = '\0';
+    *address = strdup(line);
+    rc = *address ? 0 : tr__err(TR_ENOMEM, "address");
+out_pipe:
+    close(p[0]);
+    if (p[1] >= 0) close(p[1]);
+    free(hex);
+    tr__buf_free(&enc);
+    return rc;
+}
+
+/* Introduces this process to the node and adopts the node's message limit. */

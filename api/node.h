@@ -4,12 +4,22 @@
 #ifndef TR_API_NODE_H
 #define TR_API_NODE_H
 
+#include <sys/types.h>
+
 #include "core/config.h"
 
 /* Runs a node service until it is shut down (SHUTDOWN message, SIGTERM/SIGINT, or - for an
  * embedded node - its owner's connection closing). Writes "<address>\n" to ready_fd
  * (if >= 0) once it listens. Returns the process exit status. */
 int tr__node_main(const tr_config *cfg, int ready_fd);
+
+/* Spawns this executable as a node service with cfg's node settings and waits up to
+ * timeout_ms for it to listen: the embedded node (log_path NULL: it shares our output,
+ * and lives as long as our connection), or a standalone one (detached in its own session,
+ * output appended to log_path). Sets *pid and *address (malloc'd). On failure the child
+ * is killed and reaped. Returns 0, TR_ECONNECT, TR_ENOMEM. */
+int tr__node_spawn(const tr_config *cfg, const char *log_path, int timeout_ms, pid_t *pid,
+                   char **address);
 
 /* "<tmpdir>/troupe-<uid>", created 0700 if missing and checked to be ours. */
 int tr__node_base_dir(const char *tmpdir, char *out, size_t cap);

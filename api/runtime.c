@@ -3,9 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,8 +31,6 @@
 #define NODE_STOP_TIMEOUT_MS 8000
 #define RPC_MS 10000
 
-extern char **environ;
-
 struct tr_runtime {
     tr_config *cfg;
     tr__nodeconn *node;
@@ -53,92 +49,11 @@ static int self_exe(char *out, size_t cap) {
     return 0;
 }
 
-/* Spawns this executable as the embedded node and reads its address from a pipe. */
+/* The embedded node: this executable, spawned as the node role (api/node.c). */
 static int start_embedded_node(const tr_config *cfg, pid_t *pid, char **address) {
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) != 0) return tr__err_errno(errno, "pipe");
-    char exe[PATH_MAX];
-    int rc = self_exe(exe, sizeof exe);
-    tr__buf enc = TR__BUF_INIT;
-    if (!rc) rc = tr__config_encode_node(cfg, &enc);
-    char *hex = rc ? NULL : malloc(enc.len * 2 + 1);
-    if (!rc && !hex) rc = tr__err(TR_ENOMEM, "node config");
-    if (rc) goto out_pipe;
-    tr__hex(enc.data, enc.len, hex);
-
-    size_t n_env = 0;
-    while (environ[n_env])
-        n_env++;
-    char **envp = calloc(n_env + 5, sizeof *envp);
-    char *e_cfg = malloc(strlen(hex) + 32);
-    if (!envp || !e_cfg) {
-        free(envp);
-        free(e_cfg);
-        rc = tr__err(TR_ENOMEM, "node environment");
-        goto out_pipe;
-    }
-    size_t k = 0;
-    for (size_t i = 0; i < n_env; i++)
-        if (strncmp(environ[i], "TROUPE_", 7) != 0 ||
-            strncmp(environ[i], "TROUPE_LOG_LEVEL=", 17) == 0)
-            envp[k++] = environ[i];
-    sprintf(e_cfg, "TROUPE_NODE_CONFIG=%s", hex);
-    char e_fd[32];
-    snprintf(e_fd, sizeof e_fd, "TROUPE_READY_FD=%d", 3);
-    envp[k++] = "TROUPE_ROLE=node";
-    envp[k++] = e_cfg;
-    envp[k++] = e_fd;
-    envp[k] = NULL;
-
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, p[1], 3); /* dup2 clears close-on-exec */
-    char *argv[] = {exe, NULL};
-    int e = posix_spawn(pid, exe, &fa, NULL, argv, envp);
-    posix_spawn_file_actions_destroy(&fa);
-    free(envp);
-    free(e_cfg);
-    if (e) {
-        rc = tr__err_errno(e, "spawning the embedded node (%s)", exe);
-        rc = TR_ECONNECT;
-        goto out_pipe;
-    }
-    close(p[1]);
-    p[1] = -1;
-    /* Read "<address>\n" with a deadline; EOF means the node failed (it logged why). */
-    char line[700];
-    size_t got = 0;
-    int64_t deadline = tr__deadline(NODE_START_TIMEOUT_MS);
-    while (got < sizeof line - 1 && !memchr(line, '\n', got)) {
-        struct pollfd pfd = {p[0], POLLIN, 0};
-        int r = poll(&pfd, 1, tr__ms_left(deadline));
-        if (r == 0) break;
-        if (r < 0 && errno == EINTR) continue;
-        ssize_t m = read(p[0], line + got, sizeof line - 1 - got);
-        if (m <= 0) break;
-        got += (size_t)m;
-    }
-    char *nl = got ? memchr(line, '\n', got) : NULL;
-    if (!nl) {
-        kill(*pid, SIGKILL);
-        waitpid(*pid, NULL, 0);
-        *pid = 0;
-        rc = tr__err(TR_ECONNECT, "the embedded node did not start (see its log above; "
-                                  "TROUPE_LOG_LEVEL=debug for more)");
-        goto out_pipe;
-    }
-    *nl = '\0';
-    *address = strdup(line);
-    rc = *address ? 0 : tr__err(TR_ENOMEM, "address");
-out_pipe:
-    close(p[0]);
-    if (p[1] >= 0) close(p[1]);
-    free(hex);
-    tr__buf_free(&enc);
-    return rc;
+    return tr__node_spawn(cfg, NULL, NODE_START_TIMEOUT_MS, pid, address);
 }
 
-/* Introduces this process to the node and adopts the node's message limit. */
 static int hello(tr__nodeconn *node, const char *role, int owner, size_t *max_msg) {
     char exe[PATH_MAX];
     int rc = self_exe(exe, sizeof exe);

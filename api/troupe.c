@@ -11,9 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,8 +27,6 @@
 #include "core/log.h"
 #include "core/nodeconn.h"
 #include "core/status.h"
-
-extern char **environ;
 
 static void usage(void) {
     fprintf(stderr,
@@ -71,87 +67,23 @@ static int cmd_start(tr_config *cfg, int head) {
         fprintf(stderr, "troupe start: only --head nodes exist on one machine for now\n");
         return 2;
     }
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) != 0) return fail(tr__err_errno(errno, "pipe"), "start");
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n < 0) return fail(tr__err_errno(errno, "readlink"), "start");
-    exe[n] = '\0';
-    tr__buf enc = TR__BUF_INIT;
-    if (tr__config_encode_node(cfg, &enc)) return fail(TR_ENOMEM, "start");
-    char *hex = malloc(enc.len * 2 + 1);
-    char *e_cfg = malloc(enc.len * 2 + 32);
-    if (!hex || !e_cfg) return fail(TR_ENOMEM, "start");
-    tr__hex(enc.data, enc.len, hex);
-    sprintf(e_cfg, "TROUPE_NODE_CONFIG=%s", hex);
-    size_t n_env = 0;
-    while (environ[n_env])
-        n_env++;
-    char **envp = calloc(n_env + 5, sizeof *envp);
-    if (!envp) return fail(TR_ENOMEM, "start");
-    size_t k = 0;
-    for (size_t i = 0; i < n_env; i++)
-        if (strncmp(environ[i], "TROUPE_", 7) != 0 ||
-            strncmp(environ[i], "TROUPE_LOG_LEVEL=", 17) == 0)
-            envp[k++] = environ[i];
-    envp[k++] = "TROUPE_ROLE=node";
-    envp[k++] = "TROUPE_STANDALONE=1";
-    envp[k++] = "TROUPE_READY_FD=3";
-    envp[k++] = e_cfg;
-    envp[k] = NULL;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, p[1], 3);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    /* A daemon must not hold our stdout (a caller reading it would never see EOF): its
-     * output goes to a log file beside the head file. */
-    char logf[600] = "/dev/null";
-    char base[512];
+    char base[512], logf[600] = "/dev/null";
     if (tr__node_base_dir(cfg->tmpdir, base, sizeof base) == 0)
         snprintf(logf, sizeof logf, "%s/node.log", base);
-    posix_spawn_file_actions_addopen(&fa, 1, logf, O_WRONLY | O_CREAT | O_APPEND, 0600);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    posix_spawnattr_t at;
-    posix_spawnattr_init(&at);
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID);
     pid_t pid;
-    char *argv[] = {exe, NULL};
-    int e = posix_spawn(&pid, exe, &fa, &at, argv, envp);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&at);
-    close(p[1]);
-    if (e) return fail(tr__err_errno(e, "spawn %s", exe), "start");
-    char line[700] = {0};
-    size_t got = 0;
-    int64_t deadline = tr__deadline(10000);
-    while (got < sizeof line - 1 && !memchr(line, '\n', got)) {
-        struct pollfd pfd = {p[0], POLLIN, 0};
-        if (poll(&pfd, 1, tr__ms_left(deadline)) <= 0) break;
-        ssize_t m = read(p[0], line + got, sizeof line - 1 - got);
-        if (m <= 0) break;
-        got += (size_t)m;
-    }
-    close(p[0]);
-    char *nl = memchr(line, '\n', got);
-    if (!nl) {
-        kill(pid, SIGKILL);
-        fprintf(stderr, "troupe: the node did not start (see %s)\n", logf);
-        return 1;
-    }
-    *nl = '\0';
+    char *addr;
+    int rc = tr__node_spawn(cfg, logf, 10000, &pid, &addr);
+    if (rc) return fail(rc, "start");
     char hf[600];
     if (head_file(cfg->tmpdir, hf, sizeof hf) == 0) {
         int fd = open(hf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (fd >= 0) {
-            dprintf(fd, "%s\n", line);
+            dprintf(fd, "%s\n", addr);
             close(fd);
         }
     }
-    printf("troupe node started (pid %d, log %s)\naddress: %s\n", (int)pid, logf, line);
-    free(hex);
-    free(e_cfg);
-    free(envp);
-    tr__buf_free(&enc);
+    printf("troupe node started (pid %d, log %s)\naddress: %s\n", (int)pid, logf, addr);
+    free(addr);
     return 0;
 }
 
