@@ -38,6 +38,22 @@ static int dead_error(tr_group *g, uint64_t dead) {
                    g->name, r, (int)H(g)->pid[r]);
 }
 
+/* The one wait of this backend: until ev moves past `seen`, looking at the dead bits in
+ * `watch` at least every 10 ms (deaths do not touch ev) and giving up at the deadline. */
+static int wait_watching(tr_group *g, tr__event *ev, uint32_t seen, uint64_t watch,
+                         int64_t deadline) {
+    tr__coll_hdr *h = H(g);
+    for (;;) {
+        if (tr__event_seq(ev) != seen) return 0;
+        uint64_t dead = __atomic_load_n(&h->dead, __ATOMIC_ACQUIRE) & watch;
+        if (dead) return dead_error(g, dead);
+        int64_t now = tr__now_ns();
+        if (now >= deadline) return tr__err(TR_ETIMEDOUT, "timed out");
+        int64_t slice = now + CHAN_SLICE_NS;
+        tr__event_wait(ev, seen, slice < deadline ? slice : deadline);
+    }
+}
+
 static int shm_barrier(tr_group *g, int64_t deadline) {
     tr__coll_hdr *h = H(g);
     uint32_t seen = tr__event_seq(&h->gen);
@@ -49,22 +65,14 @@ static int shm_barrier(tr_group *g, int64_t deadline) {
         return 0;
     }
     /* Only a completed barrier moves the generation, so a rank that completed it and then
-     * left (marking itself in `dead`) does not fail the ones still waking up; deaths are
-     * noticed between waits of at most 10 ms. */
-    for (;;) {
-        if (tr__event_seq(&h->gen) != seen) return 0;
-        dead = __atomic_load_n(&h->dead, __ATOMIC_ACQUIRE);
-        if (dead) return dead_error(g, dead);
-        int64_t now = tr__now_ns();
-        if (now >= deadline)
-            return tr__err(TR_ETIMEDOUT,
-                           "group '%s' rank %d: a barrier timed out (%u of %u "
-                           "ranks arrived)",
-                           g->name, g->rank, __atomic_load_n(&h->arrived, __ATOMIC_ACQUIRE),
-                           h->world);
-        int64_t slice = now + CHAN_SLICE_NS;
-        tr__event_wait(&h->gen, seen, slice < deadline ? slice : deadline);
-    }
+     * left (marking itself in `dead`) does not fail the ones still waking up. */
+    int rc = wait_watching(g, &h->gen, seen, ~0ull, deadline);
+    if (rc == TR_ETIMEDOUT)
+        return tr__err(TR_ETIMEDOUT,
+                       "group '%s' rank %d: a barrier timed out (%u of %u ranks "
+                       "arrived)",
+                       g->name, g->rank, __atomic_load_n(&h->arrived, __ATOMIC_ACQUIRE), h->world);
+    return rc;
 }
 
 static const char *kind_name(uint32_t k) {
@@ -259,18 +267,11 @@ static int shm_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
 
 /* Waits until ev moves past `seen`, watching the peer's life and the deadline. */
 static int chan_wait(tr_group *g, tr__event *ev, uint32_t seen, int peer, int64_t deadline) {
-    tr__coll_hdr *h = H(g);
-    for (;;) {
-        if (tr__event_seq(ev) != seen) return 0;
-        uint64_t dead = __atomic_load_n(&h->dead, __ATOMIC_ACQUIRE);
-        if (dead & (1ull << peer)) return dead_error(g, 1ull << peer);
-        int64_t now = tr__now_ns();
-        if (now >= deadline)
-            return tr__err(TR_ETIMEDOUT, "group '%s': rank %d waited for rank %d in vain", g->name,
-                           g->rank, peer);
-        int64_t slice = now + CHAN_SLICE_NS;
-        tr__event_wait(ev, seen, slice < deadline ? slice : deadline);
-    }
+    int rc = wait_watching(g, ev, seen, 1ull << peer, deadline);
+    if (rc == TR_ETIMEDOUT)
+        return tr__err(TR_ETIMEDOUT, "group '%s': rank %d waited for rank %d in vain", g->name,
+                       g->rank, peer);
+    return rc;
 }
 
 /* send: 64 KiB chunks through the (me -> dst) channel; each waits for the previous to be
