@@ -1,28 +1,72 @@
-/* bench/collectives.c - allreduce and broadcast across 2 and 4 actors at 4 B, 4 KiB, 1 MiB
- * and 64 MiB, through the object store (tr_object_allreduce; a broadcast is the root's
- * put and everyone's get) and through the shm and gloo collective backends, in one run.
- * Timed as
- * shared/anchors/mpi_coll.c times MPI: a barrier before each iteration, the iteration's
- * time is the slowest rank's, the median is reported.
+/* bench/collectives.c - allreduce, broadcast and allgather across 2 and 4 actors at 4 B,
+ * 4 KiB, 1 MiB and 64 MiB, in one run, through:
+ *   shm          troupe's shm collective backend
+ *   gloo         troupe's gloo collective backend
+ *   objectstore  the object store (allreduce: tr_object_allreduce; broadcast: the root's
+ *                put and everyone's get; allgather: everyone's put and everyone's gets)
+ *   rawgloo      the baseline: libgloo straight, no troupe (bench/raw_gloo.cc)
+ * Timed as ../shared/anchors/mpi_coll.c times MPI: a barrier before each iteration, the
+ * iteration's time is the slowest rank's, the median is reported (the first iteration,
+ * which maps pages, is left out). Sizes are per rank (allgather gathers world x size).
  *
- *   bazel run //bench:collectives [-- --json] [-- --max-mib N]
- * Metrics: <op>_us_p50_<path>_<ranks>r_<size>, e.g. allreduce_us_p50_shm_2r_1MiB.
+ *   bazel run //bench:collectives -- [--json] [--max-mib N] [--paths shm,gloo,...]
+ *                                    [--ops allreduce,...] [--worlds 2,4] [--sizes 4B,1MiB]
+ * Metrics: <op>_us_p50_<path>_<ranks>r_<size>, e.g. allreduce_us_p50_shm_2r_1MiB, and the
+ * ratios <op>_objectstore_over_shm_<ranks>r_<size> and <op>_gloo_over_rawgloo_....
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench/bench_util.h"
+#include "bench/raw_gloo.h"
 #include "troupe/troupe.h"
 
-enum { PATH_SHM = 0, PATH_OBJ = 1, PATH_GLOO = 2 };
-enum { OP_ALLREDUCE = 0, OP_BROADCAST = 1 };
+enum { PATH_SHM, PATH_OBJ, PATH_GLOO, PATH_RAWGLOO, N_PATHS };
+enum { OP_ALLREDUCE, OP_BROADCAST, OP_ALLGATHER, N_OPS };
+static const char *path_names[] = {"shm", "objectstore", "gloo", "rawgloo"};
+static const char *op_names[] = {"allreduce", "broadcast", "allgather"};
 
 typedef struct args {
     char name[32];
+    char dir[64]; /* rawgloo's FileStore */
     int32_t world, rank, path, op, iters;
     uint64_t bytes;
 } args;
+
+/* The object-store path, one iteration: every rank that contributes puts its buffer and
+ * publishes the ref in the KV store; every rank that needs a value polls for the ref,
+ * gets it (zero copy) and copies it where it belongs. */
+static int obj_iteration(tr_runtime *rt, const args *a, int i, float *buf, float *out,
+                         tr_ref *mine) {
+    char key[96];
+    int rc = 0;
+    int contributes = a->op == OP_ALLGATHER || a->rank == 0;
+    if (contributes) {
+        snprintf(key, sizeof key, "%s-%d-%d", a->name, i, a->rank);
+        rc = tr_put(rt, buf, a->bytes, mine);
+        if (!rc) rc = tr_kv_put(rt, key, mine, sizeof *mine);
+    }
+    for (int q = 0; q < a->world && !rc; q++) {
+        if (q == a->rank || (a->op == OP_BROADCAST && q != 0)) continue;
+        snprintf(key, sizeof key, "%s-%d-%d", a->name, i, q);
+        void *v = NULL;
+        size_t n = 0;
+        while ((rc = tr_kv_get(rt, key, &v, &n)) == TR_ENOTFOUND) {
+        } /* the public KV has no wait: poll */
+        tr_ref r;
+        if (!rc && n == sizeof r) memcpy(&r, v, sizeof r);
+        tr_free(v);
+        const void *view;
+        size_t vl;
+        if (!rc) rc = tr_get(rt, r, 30000, &view, &vl);
+        if (!rc) memcpy(a->op == OP_ALLGATHER ? out + (size_t)q * (a->bytes / 4) : buf, view, vl);
+        if (!rc) rc = tr_ref_release(rt, r);
+    }
+    if (!rc && a->op == OP_ALLGATHER) memcpy(out + (size_t)a->rank * (a->bytes / 4), buf, a->bytes);
+    return rc;
+}
 
 /* Runs `iters` timed iterations in one rank; replies the per-iteration times (us). */
 static int run_rank(tr_ctx *ctx, void *self, const void *in, size_t len) {
@@ -30,63 +74,67 @@ static int run_rank(tr_ctx *ctx, void *self, const void *in, size_t len) {
     if (len != sizeof(args)) return tr_ctx_error(ctx, "bad args");
     args a;
     memcpy(&a, in, sizeof a);
+    double *t = calloc((size_t)a.iters, sizeof(double));
+    if (a.path == PATH_RAWGLOO) {
+        char err[256];
+        int rc = raw_gloo_run(a.dir, a.name, a.world, a.rank, a.op, a.bytes, a.iters, t, err,
+                              sizeof err);
+        rc = rc ? tr_ctx_error(ctx, "%s", err)
+                : tr_ctx_reply(ctx, t, sizeof(double) * (size_t)a.iters);
+        free(t);
+        return rc;
+    }
     tr_runtime *rt = tr_ctx_runtime(ctx);
     tr_group *g;
     /* the object-store path uses an shm group only for the timing barriers */
     int rc =
         tr_group_init(rt, a.world, a.rank, a.path == PATH_GLOO ? "gloo" : "shm", a.name, 30000, &g);
-    if (rc) return tr_ctx_error(ctx, "group: %s", tr_last_error());
+    if (rc) {
+        free(t);
+        return tr_ctx_error(ctx, "group: %s", tr_last_error());
+    }
     size_t count = a.bytes / 4;
     float *buf = calloc(count ? count : 1, sizeof(float));
-    double *t = calloc((size_t)a.iters, sizeof(double));
-    char key[64];
+    float *out = calloc(count ? count * (size_t)a.world : 1, sizeof(float));
+    float want = a.op == OP_ALLREDUCE ? (float)(a.world * (a.world + 1) / 2) : 1.0f;
     for (int i = 0; i < a.iters && !rc; i++) {
         for (size_t k = 0; k < count; k++)
             buf[k] = (float)(a.rank + 1);
         rc = tr_barrier(g, 30000);
-        double t0 = bench_now_us();
         if (rc) break;
-        if (a.path != PATH_OBJ && a.op == OP_ALLREDUCE) {
+        tr_ref mine;
+        double t0 = bench_now_us();
+        if (a.path == PATH_OBJ && a.op == OP_ALLREDUCE)
+            rc = tr_object_allreduce(rt, a.name, a.rank, a.world, (uint64_t)i, buf, count,
+                                     TR_FLOAT32, TR_SUM, 30000);
+        else if (a.path == PATH_OBJ)
+            rc = obj_iteration(rt, &a, i, buf, out, &mine);
+        else if (a.op == OP_ALLREDUCE)
             rc = tr_allreduce(g, buf, buf, count, TR_FLOAT32, TR_SUM, 30000);
-        } else if (a.path != PATH_OBJ) {
+        else if (a.op == OP_BROADCAST)
             rc = tr_broadcast(g, buf, count, TR_FLOAT32, 0, 30000);
-        } else if (a.op == OP_ALLREDUCE) {
-            snprintf(key, sizeof key, "%s-ar", a.name);
-            rc = tr_object_allreduce(rt, key, a.rank, a.world, (uint64_t)i, buf, count, TR_FLOAT32,
-                                     TR_SUM, 30000);
-        } else { /* broadcast through the store: the root puts, the others get and copy */
-            snprintf(key, sizeof key, "%s-bc-%d", a.name, i);
-            tr_ref r;
-            if (a.rank == 0) {
-                rc = tr_put(rt, buf, a.bytes, &r);
-                if (!rc) rc = tr_kv_put(rt, key, &r, sizeof r);
-            } else {
-                void *v = NULL;
-                size_t n = 0;
-                for (;;) { /* the public KV has no wait: poll */
-                    rc = tr_kv_get(rt, key, &v, &n);
-                    if (rc != TR_ENOTFOUND) break;
-                }
-                if (!rc && n == sizeof r) memcpy(&r, v, sizeof r);
-                tr_free(v);
-                const void *view;
-                size_t vl;
-                if (!rc) rc = tr_get(rt, r, 30000, &view, &vl);
-                if (!rc) memcpy(buf, view, vl);
-            }
-            double t1 = bench_now_us();
-            t[i] = t1 - t0;
-            if (!rc) rc = tr_barrier(g, 30000); /* everyone has read before the root lets go */
-            if (!rc) rc = tr_ref_release(rt, r);
-            if (!rc && a.rank == 0) tr_kv_del(rt, key);
-            continue;
-        }
+        else
+            rc = tr_allgather(g, buf, out, count, TR_FLOAT32, 30000);
         t[i] = bench_now_us() - t0;
-        if (!rc && a.op == OP_ALLREDUCE && count && buf[0] != (float)(a.world * (a.world + 1) / 2))
-            rc = tr_ctx_error(ctx, "wrong allreduce result %f", (double)buf[0]);
+        if (!rc && a.path == PATH_OBJ && a.op != OP_ALLREDUCE &&
+            (a.op == OP_ALLGATHER || a.rank == 0)) {
+            /* everyone has read before the contributors let go (not timed) */
+            char key[96];
+            snprintf(key, sizeof key, "%s-%d-%d", a.name, i, a.rank);
+            rc = tr_barrier(g, 30000);
+            if (!rc) rc = tr_ref_release(rt, mine);
+            if (!rc) rc = tr_kv_del(rt, key);
+        } else if (!rc && a.path == PATH_OBJ) {
+            rc = tr_barrier(g, 30000);
+        }
+        float got =
+            a.op == OP_ALLGATHER ? out[count * (size_t)(a.world - 1)] / (float)a.world : buf[0];
+        if (!rc && count && got != want)
+            rc = tr_ctx_error(ctx, "wrong %s result %f", op_names[a.op], (double)got);
     }
     tr_group_destroy(g);
     free(buf);
+    free(out);
     if (rc) {
         free(t);
         return rc == TR_ETASK ? rc : tr_ctx_error(ctx, "%s: %s", tr_errname(rc), tr_last_error());
@@ -98,10 +146,36 @@ static int run_rank(tr_ctx *ctx, void *self, const void *in, size_t len) {
 
 static const tr_method_def methods[] = {{"run", run_rank}};
 
+/* "a,b,c" -> bit i set where names[i] is listed (all when the option is absent). */
+static unsigned parse_set(int argc, char **argv, const char *opt, const char **names, int n) {
+    for (int i = 1; i + 1 < argc; i++) {
+        if (strcmp(argv[i], opt) != 0) continue;
+        unsigned set = 0;
+        for (int k = 0; k < n; k++) {
+            const char *p = argv[i + 1];
+            size_t len = strlen(names[k]);
+            while ((p = strstr(p, names[k]))) {
+                if ((p == argv[i + 1] || p[-1] == ',') && (p[len] == 0 || p[len] == ','))
+                    set |= 1u << k;
+                p += len;
+            }
+        }
+        return set;
+    }
+    return ~0u;
+}
+
 int main(int argc, char **argv) {
     size_t max_mib = 64;
     for (int i = 1; i + 1 < argc; i++)
         if (strcmp(argv[i], "--max-mib") == 0) max_mib = (size_t)atol(argv[i + 1]);
+    static const char *world_names[] = {"2", "4"};
+    static const size_t sizes[] = {4, 4096, 1 << 20, 64 << 20};
+    static const char *size_names[] = {"4B", "4KiB", "1MiB", "64MiB"};
+    unsigned size_set = parse_set(argc, argv, "--sizes", size_names, 4);
+    unsigned paths = parse_set(argc, argv, "--paths", path_names, N_PATHS);
+    unsigned ops = parse_set(argc, argv, "--ops", op_names, N_OPS);
+    unsigned worlds = parse_set(argc, argv, "--worlds", world_names, 2);
     tr_config *cfg;
     CHECK(tr_config_create(&cfg));
     tr_actor_class cls = TR_ACTOR_CLASS_INIT;
@@ -114,27 +188,38 @@ int main(int argc, char **argv) {
     CHECK(tr_config_set(cfg, "object_store_bytes", store));
     tr_worker_main(cfg);
     bench_init(argc, argv);
+    char dir[64] = "/tmp/troupe-bench-gloo-XXXXXX";
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
     tr_runtime *rt;
     CHECK(tr_init(cfg, &rt));
+    /* the node pre-faults the object store in the background (objectstore/store.c): at
+     * this size that takes one of the two cores for ~0.5 s; let it finish first */
+    sleep(1);
     tr_actor_id ranks[4];
     for (int i = 0; i < 4; i++)
         CHECK(tr_actor_create(rt, "Rank", NULL, NULL, 0, &ranks[i]));
-    const size_t sizes[] = {4, 4096, 1 << 20, 64 << 20};
-    const char *size_names[] = {"4B", "4KiB", "1MiB", "64MiB"};
-    const char *paths[] = {"shm", "objectstore", "gloo"};
-    const char *ops[] = {"allreduce", "broadcast"};
+    for (int i = 0; i < 4; i++) /* none may still be starting when timing begins */
+        CHECK(tr_actor_wait_ready(rt, ranks[i], 60000));
     int seq = 0;
-    for (int world = 2; world <= 4; world += 2) {
+    for (int wi = 0; wi < 2; wi++) {
+        int world = 2 + 2 * wi;
+        if (!(worlds >> wi & 1)) continue;
         for (int s = 0; s < 4; s++) {
-            if (sizes[s] > (max_mib << 20)) continue;
+            if (sizes[s] > (max_mib << 20) || !(size_set >> s & 1)) continue;
             int iters = sizes[s] >= (64u << 20) ? 5 : sizes[s] >= (1u << 20) ? 30 : 300;
-            for (int op = 0; op < 2; op++) {
-                double p50[3];
-                for (int path = 0; path < 3; path++) {
+            for (int op = 0; op < N_OPS; op++) {
+                if (!(ops >> op & 1)) continue;
+                double p50[N_PATHS] = {0};
+                for (int path = 0; path < N_PATHS; path++) {
+                    if (!(paths >> path & 1)) continue;
                     tr_ref calls[4];
                     for (int r = 0; r < world; r++) {
-                        args a = {{0}, world, r, path, op, iters, sizes[s]};
+                        args a = {{0}, {0}, world, r, path, op, iters, sizes[s]};
                         snprintf(a.name, sizeof a.name, "b%d", seq);
+                        snprintf(a.dir, sizeof a.dir, "%s", dir);
                         CHECK(tr_call(rt, ranks[r], "run", &a, sizeof a, &calls[r]));
                     }
                     seq++;
@@ -148,22 +233,31 @@ int main(int argc, char **argv) {
                             if (t[i] > slowest[i]) slowest[i] = t[i];
                         CHECK(tr_ref_release(rt, calls[r]));
                     }
-                    /* the first iteration maps the pages: leave it out, as MPI warm-ups do */
                     p50[path] = bench_percentile(slowest + 1, (size_t)iters - 1, 50);
                     free(slowest);
                     char name[96];
-                    snprintf(name, sizeof name, "%s_us_p50_%s_%dr_%s", ops[op], paths[path], world,
-                             size_names[s]);
+                    snprintf(name, sizeof name, "%s_us_p50_%s_%dr_%s", op_names[op],
+                             path_names[path], world, size_names[s]);
                     bench_report(name, p50[path], "us");
                 }
                 char name[96];
-                snprintf(name, sizeof name, "%s_objectstore_over_shm_%dr_%s", ops[op], world,
-                         size_names[s]);
-                bench_report(name, p50[1] / p50[0], "x");
+                if (p50[PATH_OBJ] > 0 && p50[PATH_SHM] > 0) {
+                    snprintf(name, sizeof name, "%s_objectstore_over_shm_%dr_%s", op_names[op],
+                             world, size_names[s]);
+                    bench_report(name, p50[PATH_OBJ] / p50[PATH_SHM], "x");
+                }
+                if (p50[PATH_GLOO] > 0 && p50[PATH_RAWGLOO] > 0) {
+                    snprintf(name, sizeof name, "%s_gloo_over_rawgloo_%dr_%s", op_names[op], world,
+                             size_names[s]);
+                    bench_report(name, p50[PATH_GLOO] / p50[PATH_RAWGLOO], "x");
+                }
             }
         }
     }
     tr_shutdown(rt);
     tr_config_destroy(cfg);
+    char cmd[96];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
     return 0;
 }

@@ -67,7 +67,8 @@ int tr__group_init(tr__nodeconn *node, int world, int rank, const char *backend,
     uint64_t size = 0;
     rc = tr__get_uint(r.root, "size", &size);
     tr__reply_free(&r);
-    if (!rc && (fd < 0 || size != tr__coll_seg_size(world)))
+    int data = be == &tr__coll_shm_v1;
+    if (!rc && (fd < 0 || size != tr__coll_seg_size(world, data)))
         rc = tr__err(TR_EPROTO, "group join: no segment, or a segment of the wrong size");
     if (!rc) {
         g->seg = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -78,7 +79,7 @@ int tr__group_init(tr__nodeconn *node, int world, int rank, const char *backend,
             g->seg_size = size;
             tr__coll_hdr *h = g->seg;
             if (h->magic != TR__COLL_MAGIC || h->world != (uint32_t)world ||
-                h->slot != TR__COLL_SLOT || h->size != size)
+                h->slot != (data ? TR__COLL_SLOT : 0) || h->size != size)
                 rc = tr__err(TR_EPROTO, "group segment header is invalid");
         }
     }

@@ -147,7 +147,8 @@ static void on_join(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
         memcpy(g->name, name, nn);
         memcpy(g->backend, backend, bn);
         g->world = (int)world;
-        g->size = tr__coll_seg_size(g->world);
+        int data = strcmp(g->backend, "shm") == 0; /* other backends need the header alone */
+        g->size = tr__coll_seg_size(g->world, data);
         g->fd = memfd_create("troupe-group", MFD_CLOEXEC);
         if (g->fd < 0 || ftruncate(g->fd, (off_t)g->size) != 0 ||
             (g->h = mmap(NULL, g->size, PROT_READ | PROT_WRITE, MAP_SHARED, g->fd, 0)) ==
@@ -161,7 +162,7 @@ static void on_join(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
         }
         memset(g->h, 0, g->size); /* pre-fault: the ranks never touch fresh pages */
         g->h->world = (uint32_t)g->world;
-        g->h->slot = TR__COLL_SLOT;
+        g->h->slot = data ? TR__COLL_SLOT : 0;
         g->h->size = g->size;
         g->h->magic = TR__COLL_MAGIC;
         g->next = gs->all;

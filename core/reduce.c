@@ -86,13 +86,15 @@ static uint16_t f32_to_bf16(float f) {
     return (uint16_t)(x >> 16);
 }
 
+/* out may be a (same elements), never b. */
 #define LOOP(T, EXPR)                                                                              \
     do {                                                                                           \
-        T *a = acc;                                                                                \
-        const T *b = in;                                                                           \
+        T *o = out;                                                                                \
+        const T *a = in_a;                                                                         \
+        const T *restrict b = in;                                                                  \
         for (size_t i = 0; i < count; i++) {                                                       \
             T x = a[i], y = b[i];                                                                  \
-            a[i] = (EXPR);                                                                         \
+            o[i] = (EXPR);                                                                         \
         }                                                                                          \
     } while (0)
 
@@ -114,33 +116,42 @@ static uint16_t f32_to_bf16(float f) {
     }                                                                                              \
     break
 
-#define HALF_OPS(TO, FROM)                                                                         \
+/* float16/bfloat16: computed in float32, rounded back; one loop per op so each vectorises. */
+#define HALF_LOOP(TO, FROM, EXPR)                                                                  \
     do {                                                                                           \
-        uint16_t *a = acc;                                                                         \
-        const uint16_t *b = in;                                                                    \
+        uint16_t *o = out;                                                                         \
+        const uint16_t *a = in_a;                                                                  \
+        const uint16_t *restrict b = in;                                                           \
         for (size_t i = 0; i < count; i++) {                                                       \
-            float x = FROM(a[i]), y = FROM(b[i]), r;                                               \
-            switch (op) {                                                                          \
-            case TR_PROD:                                                                          \
-                r = x * y;                                                                         \
-                break;                                                                             \
-            case TR_MIN:                                                                           \
-                r = y < x ? y : x;                                                                 \
-                break;                                                                             \
-            case TR_MAX:                                                                           \
-                r = y > x ? y : x;                                                                 \
-                break;                                                                             \
-            default:                                                                               \
-                r = x + y;                                                                         \
-            }                                                                                      \
-            a[i] = TO(r);                                                                          \
+            float x = FROM(a[i]), y = FROM(b[i]);                                                  \
+            o[i] = TO(EXPR);                                                                       \
         }                                                                                          \
-        return 0;                                                                                  \
     } while (0)
+
+#define HALF_OPS(TO, FROM)                                                                         \
+    switch (op) {                                                                                  \
+    case TR_PROD:                                                                                  \
+        HALF_LOOP(TO, FROM, x *y);                                                                 \
+        return 0;                                                                                  \
+    case TR_MIN:                                                                                   \
+        HALF_LOOP(TO, FROM, y < x ? y : x);                                                        \
+        return 0;                                                                                  \
+    case TR_MAX:                                                                                   \
+        HALF_LOOP(TO, FROM, y > x ? y : x);                                                        \
+        return 0;                                                                                  \
+    default:                                                                                       \
+        HALF_LOOP(TO, FROM, x + y);                                                                \
+        return 0;                                                                                  \
+    }
 
 /* Unsigned 8-bit arithmetic wraps; signed integers are computed in unsigned arithmetic so
  * that overflow wraps (two's complement) instead of being undefined behaviour. */
 int tr__reduce(void *acc, const void *in, size_t count, tr_dtype dtype, tr_redop op) {
+    return tr__reduce3(acc, acc, in, count, dtype, op);
+}
+
+int tr__reduce3(void *out, const void *in_a, const void *in, size_t count, tr_dtype dtype,
+                tr_redop op) {
     if ((unsigned)op > TR_AVG) return tr__err(TR_EINVAL, "unknown reduction op %d", (int)op);
     switch (dtype) {
     case TR_INT8:

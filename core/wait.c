@@ -15,13 +15,27 @@
 #define SPINS 200
 
 int tr__event_wait(tr__event *ev, uint32_t expected, int64_t deadline) {
+    return tr__event_wait_spin(ev, expected, deadline, 0);
+}
+
+int tr__event_wait_spin(tr__event *ev, uint32_t expected, int64_t deadline, int64_t spin_ns) {
     uint32_t *addr = &ev->seq;
-    for (int i = 0; i < SPINS; i++) {
-        if (__atomic_load_n(addr, __ATOMIC_ACQUIRE) != expected) return 0;
-        if (i % 16 == 15)
-            sched_yield();
-        else
+    if (spin_ns > 0) { /* every party has a core: keep it, a yield or a sleep costs more */
+        int64_t until = tr__now_ns() + spin_ns;
+        if (deadline != TR__NO_DEADLINE && deadline < until) until = deadline;
+        for (unsigned i = 1;; i++) {
+            if (__atomic_load_n(addr, __ATOMIC_ACQUIRE) != expected) return 0;
             __builtin_ia32_pause();
+            if (i % 64 == 0 && tr__now_ns() >= until) break;
+        }
+    } else {
+        for (int i = 0; i < SPINS; i++) {
+            if (__atomic_load_n(addr, __ATOMIC_ACQUIRE) != expected) return 0;
+            if (i % 16 == 15)
+                sched_yield();
+            else
+                __builtin_ia32_pause();
+        }
     }
     for (;;) {
         if (__atomic_load_n(addr, __ATOMIC_ACQUIRE) != expected) return 0;

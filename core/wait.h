@@ -20,6 +20,9 @@ typedef struct tr__event {
 
 /* Returns 0 once ev->seq != seen, or TR_ETIMEDOUT at the deadline (tr__deadline()). */
 int tr__event_wait(tr__event *ev, uint32_t seen, int64_t deadline);
+/* The same, spinning up to spin_ns more before sleeping: for parties that each have a
+ * core (a kernel wake-up there costs more than the wait). */
+int tr__event_wait_spin(tr__event *ev, uint32_t seen, int64_t deadline, int64_t spin_ns);
 /* Bumps ev->seq and wakes every waiter. */
 void tr__event_signal(tr__event *ev);
 static inline uint32_t tr__event_seq(tr__event *ev) {

@@ -1,7 +1,8 @@
-/* collective/shm/segment.h - the shared segment of an shm collective group: a header
- * (barrier, dead-rank mask, each rank's op descriptor) then one slot per rank and a result
- * slot, each TR__COLL_SLOT bytes. Created, pre-faulted and owned by the node (the group
- * registry); every rank maps it. Large buffers go through in slot-sized chunks.
+/* collective/shm/segment.h - the shared segment of a collective group: a header (each
+ * rank's step counter and op descriptors, the dead-rank mask) and, for the shm backend,
+ * two staging slots per rank (by step parity) and the send/recv channels. Created,
+ * pre-faulted and owned by the node (the group registry); every rank maps it. Other
+ * backends get the header alone (they use the dead mask).
  */
 #ifndef TR_COLLECTIVE_SHM_SEGMENT_H
 #define TR_COLLECTIVE_SHM_SEGMENT_H
@@ -11,9 +12,9 @@
 
 #include "core/wait.h"
 
-#define TR__COLL_MAGIC 0x316c6c6f63727475ull /* "utrcoll1" */
+#define TR__COLL_MAGIC 0x326c6c6f63727475ull /* "utrcoll2" */
 #define TR__COLL_MAX_WORLD 64
-#define TR__COLL_SLOT (256u << 10) /* ~ cache-sized chunks, pipelined through the slots */
+#define TR__COLL_SLOT (256u << 10) /* a rank's staging slot: one chunk (measured best) */
 #define TR__COLL_CHAN (64u << 10)  /* a send/recv channel's buffer, one per ordered pair */
 
 /* One direction of a point-to-point channel: the sender posts a chunk, the receiver
@@ -34,17 +35,20 @@ typedef struct tr__coll_desc {
     uint64_t count;
 } tr__coll_desc;
 
+/* A rank's public state, on its own cache lines: only the rank writes it. */
+typedef struct tr__coll_rank {
+    tr__event posted;      /* steps this rank has posted (see shm.c) */
+    tr__coll_desc desc[2]; /* its view of its current op, by op parity */
+} __attribute__((aligned(64))) tr__coll_rank;
+
 typedef struct tr__coll_hdr {
     uint64_t magic;
     uint32_t world;
-    uint32_t slot;
+    uint32_t slot; /* bytes per staging slot; 0 when the segment is the header alone */
     uint64_t size;
-    uint32_t arrived; /* barrier: ranks arrived in this generation */
-    uint32_t pad;
-    tr__event gen; /* barrier generation; also signalled when a rank dies */
-    uint64_t dead; /* bit per rank: set by the node when a member's connection closes */
+    uint64_t dead; /* bit per rank: set by the node when a member dies or leaves */
     int32_t pid[TR__COLL_MAX_WORLD];
-    tr__coll_desc desc[TR__COLL_MAX_WORLD];
+    tr__coll_rank rk[TR__COLL_MAX_WORLD];
 } tr__coll_hdr;
 
 static inline size_t tr__coll_hdr_bytes(void) {
@@ -53,21 +57,25 @@ static inline size_t tr__coll_hdr_bytes(void) {
 static inline size_t tr__coll_chan_hdrs(int world) {
     return ((size_t)world * (size_t)world * sizeof(tr__coll_chan) + 4095) & ~(size_t)4095;
 }
-static inline size_t tr__coll_seg_size(int world) {
-    return tr__coll_hdr_bytes() + (size_t)(world + 1) * TR__COLL_SLOT + tr__coll_chan_hdrs(world) +
+/* The segment's size for a group of `world` ranks; `data`: with the shm data path. */
+static inline size_t tr__coll_seg_size(int world, int data) {
+    if (!data) return tr__coll_hdr_bytes();
+    return tr__coll_hdr_bytes() + 2 * (size_t)world * TR__COLL_SLOT + tr__coll_chan_hdrs(world) +
            (size_t)world * (size_t)world * TR__COLL_CHAN;
 }
-/* The channel from src to dst, and its buffer. */
-static inline tr__coll_chan *tr__coll_chan_of(struct tr__coll_hdr *h, int src, int dst);
-static inline char *tr__coll_chan_buf(struct tr__coll_hdr *h, int src, int dst);
-static inline char *tr__coll_slot(tr__coll_hdr *h, int i) { /* i == world: the result */
-    return (char *)h + tr__coll_hdr_bytes() + (size_t)i * h->slot;
+/* Rank r's staging slot for step `step` (slots alternate by step parity). */
+static inline char *tr__coll_slot(tr__coll_hdr *h, int r, uint32_t step) {
+    return (char *)h + tr__coll_hdr_bytes() + (2 * (size_t)r + (step & 1)) * h->slot;
 }
+static inline char *tr__coll_chans(tr__coll_hdr *h) {
+    return (char *)h + tr__coll_hdr_bytes() + 2 * (size_t)h->world * h->slot;
+}
+/* The channel from src to dst, and its buffer. */
 static inline tr__coll_chan *tr__coll_chan_of(tr__coll_hdr *h, int src, int dst) {
-    return (tr__coll_chan *)tr__coll_slot(h, (int)h->world + 1) + src * (int)h->world + dst;
+    return (tr__coll_chan *)tr__coll_chans(h) + src * (int)h->world + dst;
 }
 static inline char *tr__coll_chan_buf(tr__coll_hdr *h, int src, int dst) {
-    return tr__coll_slot(h, (int)h->world + 1) + tr__coll_chan_hdrs((int)h->world) +
+    return tr__coll_chans(h) + tr__coll_chan_hdrs((int)h->world) +
            ((size_t)src * h->world + (size_t)dst) * TR__COLL_CHAN;
 }
 

@@ -1,21 +1,32 @@
 /* collective/shm/shm.c - the shm backend: ranks on one node exchange data through the
- * group's pre-faulted segment, in slot-sized (256 KiB) chunks so the working set stays
- * in cache.
+ * group's pre-faulted segment, in chunks of up to one staging slot (256 KiB: measured best against
+ * 32 KiB-1 MiB for allreduce and broadcast here).
  *
- * allreduce, per chunk: each rank copies its chunk into its slot; barrier; each rank
- * reduces its 1/world share of the chunk over every slot, in rank order, into the result
- * slot; barrier; each rank copies the result out. Each rank writes S and reads S plus
- * S*(world-1)/world bytes: the counts DESIGN.md asks for. The next chunk's (or op's)
- * first barrier keeps the result slot from being overwritten while a rank still copies.
- * broadcast, per chunk: the root copies into its own slot; barrier; the others copy
- * out; barrier.
- * The rule that keeps ops apart: before an op's first barrier a rank writes only its own
- * slot (nobody reads slots outside an op's barriers); the result slot is written only
- * between the first and second barrier, after everyone has copied the previous result.
- * Barrier: a counter and a generation event (core/wait: spin briefly, then futex). The
- * node sets a rank's bit in `dead` when a member dies or leaves; waiting ranks look at it
- * at least every 10 ms and fail with TR_EPEER_DIED.
+ * Steps, not barriers. Every op is a sequence of steps that every rank takes in lockstep.
+ * In step s a rank writes what it contributes into its own slot of parity s & 1, bumps
+ * its `posted` counter to s + 1, waits for the counters of the ranks it reads from, and
+ * reads their slots of parity s & 1. The rule that makes slots safe to reuse: a rank
+ * finishes reading step s before it posts step s + 1, so once every rank has posted s
+ * steps, nobody reads the slots of step s - 2 any more, and a rank may write its slot
+ * for step s (wait_all(s) before writing). A wait is on one rank's counter, so a step
+ * costs one cache-line handoff per peer, not a barrier's two.
+ *
+ * The first step of every op waits for every rank and checks that all published the
+ * same op (descriptors by op parity: no rank can be two ops ahead of a rank still
+ * checking), so a mismatch is an error on every rank, never corrupted data.
+ *
+ * allreduce, at most 16 KiB (one step): each rank copies its buffer into its slot; each
+ * reduces every slot in rank order. Larger (two steps per chunk): each rank copies the
+ * other ranks' shares of the chunk into its slot; each reduces its own share (its own
+ * part straight from its buffer) into its next slot and its result; each copies the
+ * other shares out. Per rank: S(W-1)/W copied in, S read and S/W written by the
+ * reduction, S(W-1)/W copied out.
+ *
+ * Waits spin briefly then sleep on the counter's futex (core/wait); a waiting rank looks
+ * at the dead mask at least every 10 ms and fails with TR_EPEER_DIED when a rank it
+ * needs died before posting the step.
  */
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -26,53 +37,96 @@
 #include "core/status.h"
 #include "core/wait.h"
 
-#define CHAN_SLICE_NS 10000000 /* re-check the dead mask this often while waiting */
+#define SLICE_NS 10000000         /* re-check the dead mask this often while waiting */
+#define SPIN_NS 100000            /* see spin_ns() */
+#define ONESHOT_BYTES (16u << 10) /* allreduce/reduce up to this: one step */
 
 static tr__coll_hdr *H(tr_group *g) {
     return g->seg;
 }
 
-static int dead_error(tr_group *g, uint64_t dead) {
-    int r = __builtin_ctzll(dead);
+static int dead_error(tr_group *g, int r) {
     return tr__err(TR_EPEER_DIED, "group '%s': rank %d (pid %d) died or destroyed the group",
                    g->name, r, (int)H(g)->pid[r]);
 }
 
-/* The one wait of this backend: until ev moves past `seen`, looking at the dead bits in
- * `watch` at least every 10 ms (deaths do not touch ev) and giving up at the deadline. */
-static int wait_watching(tr_group *g, tr__event *ev, uint32_t seen, uint64_t watch,
-                         int64_t deadline) {
+/* A rank that died or left fails a wait only if it had not reached `target`: one that
+ * finished the op and left does not fail ranks still reading its last step. */
+static int dead_behind(tr_group *g, uint32_t target) {
     tr__coll_hdr *h = H(g);
+    uint64_t dead = __atomic_load_n(&h->dead, __ATOMIC_ACQUIRE);
+    while (dead) {
+        int r = __builtin_ctzll(dead);
+        dead &= dead - 1;
+        if ((int32_t)(tr__event_seq(&h->rk[r].posted) - target) < 0) return r;
+    }
+    return -1;
+}
+
+/* Ranks that each have a core spin this long before sleeping (MPI spins for ever): a
+ * step's work is at most a 256 KiB chunk (~15-30 us here), and a futex wake-up costs 15-25 us
+ * plus the scheduler's delay. More ranks than cores: the short yielding spin of core/wait. */
+static int64_t spin_ns(tr_group *g) {
+    static int cpus; /* computed once; every thread computes the same */
+    int ncpu = __atomic_load_n(&cpus, __ATOMIC_RELAXED);
+    if (!ncpu) {
+        cpu_set_t set;
+        ncpu = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+        __atomic_store_n(&cpus, ncpu, __ATOMIC_RELAXED);
+    }
+    return g->world <= ncpu ? SPIN_NS : 0;
+}
+
+/* The one wait of this backend: until ev moves past `seen`, watching the dead mask
+ * (at least every 10 ms: deaths do not touch ev) and the deadline. Fatal deaths: rank
+ * `peer` if peer >= 0, else those behind step `target` (see dead_behind). */
+static int wait_watching(tr_group *g, tr__event *ev, uint32_t seen, int peer, uint32_t target,
+                         int64_t deadline) {
     for (;;) {
         if (tr__event_seq(ev) != seen) return 0;
-        uint64_t dead = __atomic_load_n(&h->dead, __ATOMIC_ACQUIRE) & watch;
-        if (dead) return dead_error(g, dead);
+        int d = peer < 0 ? dead_behind(g, target)
+                : __atomic_load_n(&H(g)->dead, __ATOMIC_ACQUIRE) >> peer & 1 ? peer
+                                                                             : -1;
+        if (d >= 0) return dead_error(g, d);
         int64_t now = tr__now_ns();
-        if (now >= deadline) return tr__err(TR_ETIMEDOUT, "timed out");
-        int64_t slice = now + CHAN_SLICE_NS;
-        tr__event_wait(ev, seen, slice < deadline ? slice : deadline);
+        if (now >= deadline) return TR_ETIMEDOUT;
+        int64_t slice = now + SLICE_NS;
+        tr__event_wait_spin(ev, seen, slice < deadline ? slice : deadline, spin_ns(g));
     }
 }
 
-static int shm_barrier(tr_group *g, int64_t deadline) {
-    tr__coll_hdr *h = H(g);
-    uint32_t seen = tr__event_seq(&h->gen);
-    uint64_t dead = __atomic_load_n(&h->dead, __ATOMIC_ACQUIRE);
-    if (dead) return dead_error(g, dead);
-    if (__atomic_add_fetch(&h->arrived, 1, __ATOMIC_ACQ_REL) == h->world) {
-        __atomic_store_n(&h->arrived, 0, __ATOMIC_RELEASE);
-        tr__event_signal(&h->gen);
-        return 0;
+/* Waits until rank q has posted `target` steps. */
+static int wait_rank(tr_group *g, int q, uint32_t target, int64_t deadline) {
+    tr__event *ev = &H(g)->rk[q].posted;
+    for (;;) {
+        uint32_t cur = tr__event_seq(ev);
+        if ((int32_t)(cur - target) >= 0) return 0;
+        int rc = wait_watching(g, ev, cur, -1, target, deadline);
+        if (rc == TR_ETIMEDOUT)
+            return tr__err(TR_ETIMEDOUT, "group '%s' rank %d: timed out waiting for rank %d",
+                           g->name, g->rank, q);
+        if (rc) return rc;
     }
-    /* Only a completed barrier moves the generation, so a rank that completed it and then
-     * left (marking itself in `dead`) does not fail the ones still waking up. */
-    int rc = wait_watching(g, &h->gen, seen, ~0ull, deadline);
-    if (rc == TR_ETIMEDOUT)
-        return tr__err(TR_ETIMEDOUT,
-                       "group '%s' rank %d: a barrier timed out (%u of %u ranks "
-                       "arrived)",
-                       g->name, g->rank, __atomic_load_n(&h->arrived, __ATOMIC_ACQUIRE), h->world);
-    return rc;
+}
+
+static int wait_all(tr_group *g, uint32_t target, int64_t deadline) {
+    for (int q = 0; q < g->world; q++) {
+        if (q == g->rank) continue;
+        int rc = wait_rank(g, q, target, deadline);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* Steps this rank has posted: where it is in the lockstep. */
+static uint32_t my_step(tr_group *g) {
+    return tr__event_seq(&H(g)->rk[g->rank].posted);
+}
+static void post(tr_group *g) {
+    tr__event_signal(&H(g)->rk[g->rank].posted);
+}
+static char *slot(tr_group *g, int r, uint32_t step) {
+    return tr__coll_slot(H(g), r, step);
 }
 
 static const char *kind_name(uint32_t k) {
@@ -82,11 +136,11 @@ static const char *kind_name(uint32_t k) {
     return k < sizeof names / sizeof names[0] ? names[k] : "?";
 }
 
-/* Publishes this rank's view of the op; after the next barrier every rank checks that
- * all agree, so a mismatch is an error on every rank, never corrupted data. */
+/* Publishes this rank's view of its next op (before the op's first post). */
 static void publish(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, int root,
                     size_t count) {
-    tr__coll_desc *d = &H(g)->desc[g->rank];
+    g->seq++;
+    tr__coll_desc *d = &H(g)->rk[g->rank].desc[g->seq & 1];
     d->seq = g->seq;
     d->kind = kind;
     d->dtype = (uint32_t)dtype;
@@ -95,11 +149,12 @@ static void publish(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, int
     d->count = count;
 }
 
+/* After the op's first wait_all: does every rank agree with this one? */
 static int check_agree(tr_group *g) {
     tr__coll_hdr *h = H(g);
-    const tr__coll_desc *me = &h->desc[g->rank];
+    const tr__coll_desc *me = &h->rk[g->rank].desc[g->seq & 1];
     for (int r = 0; r < g->world; r++) {
-        const tr__coll_desc *d = &h->desc[r];
+        const tr__coll_desc *d = &h->rk[r].desc[g->seq & 1];
         const char *what = d->seq != me->seq       ? "the op sequence"
                            : d->kind != me->kind   ? "the op"
                            : d->count != me->count ? "count"
@@ -118,148 +173,171 @@ static int check_agree(tr_group *g) {
     return 0;
 }
 
+enum { FROM_ALL = -1, FROM_NONE = -2 };
+
+/* Ends this rank's write of step s: posts it, then waits for the ranks it reads in step
+ * s: every rank on an op's first step (then checks that all agree), else `from`: a rank,
+ * FROM_ALL or FROM_NONE. */
+static int post_and_wait(tr_group *g, uint32_t s, int first, int from, int64_t deadline) {
+    post(g);
+    if (first || from == FROM_ALL) {
+        int rc = wait_all(g, s + 1, deadline);
+        return !rc && first ? check_agree(g) : rc;
+    }
+    return from == FROM_NONE ? 0 : wait_rank(g, from, s + 1, deadline);
+}
+
+/* dst = src[0] op src[1] op ... op src[W-1], in rank order (every rank computes the same
+ * bits); dst may be src[0], no other. */
+static int reduce_into(void *dst, const char *const *src, int world, size_t n, tr_dtype dtype,
+                       tr_redop op) {
+    if (world == 1) {
+        if (dst != src[0]) memcpy(dst, src[0], n * tr_dtype_size(dtype));
+        return 0;
+    }
+    int rc = tr__reduce3(dst, src[0], src[1], n, dtype, op);
+    for (int q = 2; q < world && !rc; q++)
+        rc = tr__reduce(dst, src[q], n, dtype, op);
+    return rc ? rc : tr__reduce_finish(dst, n, dtype, op, world);
+}
+
 static int shm_barrier_op(tr_group *g, int64_t deadline) {
-    g->seq++;
     publish(g, TR__COLL_BARRIER, TR_UINT8, TR_SUM, -1, 0);
-    int rc = shm_barrier(g, deadline);
-    int agree = rc ? 0 : check_agree(g);
-    /* a second barrier: nobody may publish the next op's descriptor while others check */
-    if (!rc) rc = shm_barrier(g, deadline);
-    return rc ? rc : agree;
+    return post_and_wait(g, my_step(g), 1, FROM_ALL, deadline);
+}
+
+/* allreduce (root -1) and reduce (the result at root only). */
+static int allreduce_to(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+                        tr_redop op, int root, int64_t deadline) {
+    size_t esz = tr_dtype_size(dtype), W = (size_t)g->world, me = (size_t)g->rank;
+    publish(g, root < 0 ? TR__COLL_ALLREDUCE : TR__COLL_REDUCE, dtype, op, root, count);
+    uint32_t s = my_step(g);
+    int out = root < 0 || root == g->rank, rc;
+    const char *src[TR__COLL_MAX_WORLD];
+    if (W == 1 || count * esz <= ONESHOT_BYTES) {
+        if (W > 1 && count) {
+            if ((rc = wait_all(g, s, deadline))) return rc;
+            memcpy(slot(g, g->rank, s), send, count * esz);
+        }
+        if ((rc = post_and_wait(g, s, 1, FROM_ALL, deadline)) || !out || !count) return rc;
+        if (W == 1) {
+            if (recv != send) memcpy(recv, send, count * esz);
+            return tr__reduce_finish(recv, count, dtype, op, 1);
+        }
+        for (size_t q = 0; q < W; q++)
+            src[q] = slot(g, (int)q, s);
+        return reduce_into(recv, src, g->world, count, dtype, op);
+    }
+    size_t per = H(g)->slot / esz;
+    for (size_t off = 0; off < count; off += per) {
+        size_t n = count - off < per ? count - off : per, lo = n * me / W, hi = n * (me + 1) / W;
+        const char *in = (const char *)send + off * esz;
+        char *res = out ? (char *)recv + off * esz : NULL;
+        /* step A: the other ranks' shares of this chunk */
+        if ((rc = wait_all(g, s, deadline))) return rc;
+        char *mine = slot(g, g->rank, s);
+        memcpy(mine, in, lo * esz);
+        memcpy(mine + hi * esz, in + hi * esz, (n - hi) * esz);
+        if ((rc = post_and_wait(g, s, off == 0, FROM_ALL, deadline))) return rc;
+        /* step B: this rank's share, reduced into its next slot (everyone has posted s + 1:
+         * nobody reads that slot's step s - 1 any more) */
+        s++;
+        char *share = slot(g, g->rank, s) + lo * esz;
+        for (size_t q = 0; q < W; q++)
+            src[q] = q == me ? in + lo * esz : slot(g, (int)q, s - 1) + lo * esz;
+        if (hi > lo && (rc = reduce_into(share, src, g->world, hi - lo, dtype, op))) return rc;
+        if (out) memcpy(res + lo * esz, share, (hi - lo) * esz);
+        if ((rc = post_and_wait(g, s, 0, out ? FROM_ALL : FROM_NONE, deadline))) return rc;
+        for (size_t q = 0; q < W && out; q++) {
+            size_t qlo = n * q / W, qhi = n * (q + 1) / W;
+            if (q != me) memcpy(res + qlo * esz, slot(g, (int)q, s) + qlo * esz, (qhi - qlo) * esz);
+        }
+        s++;
+    }
+    return 0;
 }
 
 static int shm_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
                          tr_redop op, int64_t deadline) {
-    tr__coll_hdr *h = H(g);
-    size_t esz = tr_dtype_size(dtype), per = h->slot / esz;
-    g->seq++;
-    publish(g, TR__COLL_ALLREDUCE, dtype, op, -1, count);
-    char *result = tr__coll_slot(h, g->world);
-    size_t off = 0;
-    do { /* at least once: a count of 0 still synchronises and checks agreement */
-        size_t n = count - off < per ? count - off : per;
-        if (n) memcpy(tr__coll_slot(h, g->rank), (const char *)send + off * esz, n * esz);
-        int rc = shm_barrier(g, deadline);
-        if (!rc && off == 0) rc = check_agree(g);
-        if (rc) return rc;
-        size_t lo = n * (size_t)g->rank / (size_t)g->world;
-        size_t hi = n * (size_t)(g->rank + 1) / (size_t)g->world;
-        if (hi > lo) {
-            memcpy(result + lo * esz, tr__coll_slot(h, 0) + lo * esz, (hi - lo) * esz);
-            for (int r = 1; r < g->world && !rc; r++)
-                rc = tr__reduce(result + lo * esz, tr__coll_slot(h, r) + lo * esz, hi - lo, dtype,
-                                op);
-            if (!rc) rc = tr__reduce_finish(result + lo * esz, hi - lo, dtype, op, g->world);
-        }
-        int brc = shm_barrier(g, deadline);
-        if (rc || brc) return rc ? rc : brc;
-        if (n) memcpy((char *)recv + off * esz, result, n * esz);
-        off += n;
-    } while (off < count);
-    return 0;
+    return allreduce_to(g, send, recv, count, dtype, op, -1, deadline);
 }
 
+/* Per chunk (one step): the root copies into its slot; the others copy out. */
 static int shm_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, int root,
                          int64_t deadline) {
-    tr__coll_hdr *h = H(g);
-    size_t esz = tr_dtype_size(dtype), per = h->slot / esz;
-    g->seq++;
+    size_t bytes = count * tr_dtype_size(dtype), off = 0;
+    size_t per = H(g)->slot;
     publish(g, TR__COLL_BROADCAST, dtype, TR_SUM, root, count);
-    char *src = tr__coll_slot(h, root);
-    size_t off = 0;
+    uint32_t s = my_step(g);
+    int is_root = g->rank == root, rc;
     do {
-        size_t n = count - off < per ? count - off : per;
-        if (g->rank == root && n) memcpy(src, (char *)buf + off * esz, n * esz);
-        int rc = shm_barrier(g, deadline);
-        if (!rc && off == 0) rc = check_agree(g);
-        if (rc) return rc;
-        if (g->rank != root && n) memcpy((char *)buf + off * esz, src, n * esz);
-        if ((rc = shm_barrier(g, deadline))) return rc;
+        size_t n = bytes - off < per ? bytes - off : per;
+        if (is_root && n) {
+            if ((rc = wait_all(g, s, deadline))) return rc;
+            memcpy(slot(g, root, s), (char *)buf + off, n);
+        }
+        if ((rc = post_and_wait(g, s, off == 0, is_root ? FROM_NONE : root, deadline))) return rc;
+        if (!is_root && n) memcpy((char *)buf + off, slot(g, root, s), n);
+        s++;
         off += n;
-    } while (off < count);
+    } while (off < bytes);
     return 0;
 }
 
-/* reduce (into the root), allgather, gather, scatter, reduce_scatter, alltoall. Per
- * chunk: each rank fills its own slot (the root fills every slot for scatter); barrier;
- * each rank reads what it needs from the slots; barrier. reduce goes through the
- * allreduce shape (reduce in shares into the result slot), copied out by the root only. */
+/* reduce (through allreduce_to), allgather, gather, scatter, reduce_scatter, alltoall.
+ * Per chunk (one step): each rank writes its part into its slot (only the root, for
+ * scatter: a piece per rank); each reads what it needs from the slots. */
 static int shm_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
-    tr__coll_hdr *h = H(g);
-    size_t esz = tr_dtype_size(a->dtype), per = h->slot / esz, W = (size_t)g->world;
-    size_t me = (size_t)g->rank, count = a->count;
-    int k = a->kind;
-    g->seq++;
-    publish(g, (uint32_t)k, a->dtype, a->op, a->root, count);
+    int k = a->kind, root = a->root, is_root = g->rank == root;
+    if (k == TR__COLL_REDUCE)
+        return allreduce_to(g, a->send, a->recv, a->count, a->dtype, a->op, root, deadline);
+    size_t esz = tr_dtype_size(a->dtype), W = (size_t)g->world, me = (size_t)g->rank;
+    size_t count = a->count, per = H(g)->slot / esz;
+    int pieces = k == TR__COLL_REDUCE_SCATTER || k == TR__COLL_ALLTOALL || k == TR__COLL_SCATTER;
+    if (pieces) per /= W; /* elements of each destination's piece per chunk */
+    publish(g, (uint32_t)k, a->dtype, a->op, root, count);
+    uint32_t s = my_step(g);
     const char *send = a->send;
     char *recv = a->recv;
-    /* elements of one rank's buffer moved per chunk */
-    size_t step = (k == TR__COLL_REDUCE_SCATTER || k == TR__COLL_ALLTOALL) ? per / W : per;
-    char *result = tr__coll_slot(h, g->world);
+    const char *src[TR__COLL_MAX_WORLD];
     size_t off = 0;
+    int rc;
     do {
-        size_t n = count - off < step ? count - off : step;
-        char *mine = tr__coll_slot(h, g->rank);
-        if (n) switch (k) {
-            case TR__COLL_REDUCE:
+        size_t n = count - off < per ? count - off : per, nb = n * esz;
+        if (nb && (k != TR__COLL_SCATTER || is_root)) {
+            if ((rc = wait_all(g, s, deadline))) return rc;
+            char *mine = slot(g, g->rank, s);
+            if (!pieces) {
+                memcpy(mine, send + off * esz, nb);
+            } else {
+                for (size_t d = 0; d < W; d++)
+                    memcpy(mine + d * nb, send + (d * count + off) * esz, nb);
+            }
+        }
+        int from = k == TR__COLL_GATHER    ? (is_root ? FROM_ALL : FROM_NONE)
+                   : k == TR__COLL_SCATTER ? (is_root ? FROM_NONE : root)
+                                           : FROM_ALL;
+        if ((rc = post_and_wait(g, s, off == 0, from, deadline))) return rc;
+        if (nb) switch (k) {
             case TR__COLL_ALLGATHER:
             case TR__COLL_GATHER:
-                memcpy(mine, send + off * esz, n * esz);
+                for (size_t q = 0; q < W && (k == TR__COLL_ALLGATHER || is_root); q++)
+                    memcpy(recv + (q * count + off) * esz, slot(g, (int)q, s), nb);
                 break;
             case TR__COLL_SCATTER:
-                if ((int)me == a->root)
-                    for (size_t d = 0; d < W; d++)
-                        memcpy(tr__coll_slot(h, (int)d), send + (d * count + off) * esz, n * esz);
+                memcpy(recv + off * esz, slot(g, root, s) + me * nb, nb);
                 break;
-            default: /* reduce_scatter, alltoall: the piece for each destination */
-                for (size_t d = 0; d < W; d++)
-                    memcpy(mine + d * n * esz, send + (d * count + off) * esz, n * esz);
+            case TR__COLL_REDUCE_SCATTER:
+                for (size_t q = 0; q < W; q++)
+                    src[q] = slot(g, (int)q, s) + me * nb;
+                if (n && (rc = reduce_into(recv + off * esz, src, g->world, n, a->dtype, a->op)))
+                    return rc;
+                break;
+            default: /* alltoall */
+                for (size_t q = 0; q < W; q++)
+                    memcpy(recv + (q * count + off) * esz, slot(g, (int)q, s) + me * nb, nb);
             }
-        int rc = shm_barrier(g, deadline);
-        if (!rc && off == 0) rc = check_agree(g);
-        if (rc) return rc;
-        switch (k) {
-        case TR__COLL_REDUCE: {
-            size_t lo = n * me / W, hi = n * (me + 1) / W;
-            if (hi > lo) {
-                memcpy(result + lo * esz, tr__coll_slot(h, 0) + lo * esz, (hi - lo) * esz);
-                for (int r = 1; r < g->world && !rc; r++)
-                    rc = tr__reduce(result + lo * esz, tr__coll_slot(h, r) + lo * esz, hi - lo,
-                                    a->dtype, a->op);
-                if (!rc)
-                    rc = tr__reduce_finish(result + lo * esz, hi - lo, a->dtype, a->op, g->world);
-            }
-            int brc = shm_barrier(g, deadline);
-            if (rc || brc) return rc ? rc : brc;
-            if ((int)me == a->root && n) memcpy(recv + off * esz, result, n * esz);
-            off += n;
-            continue; /* the next chunk's first barrier protects the result slot */
-        }
-        case TR__COLL_ALLGATHER:
-        case TR__COLL_GATHER:
-            if (k == TR__COLL_ALLGATHER || (int)me == a->root)
-                for (size_t j = 0; j < W && n; j++)
-                    memcpy(recv + (j * count + off) * esz, tr__coll_slot(h, (int)j), n * esz);
-            break;
-        case TR__COLL_SCATTER:
-            if (n) memcpy(recv + off * esz, mine, n * esz);
-            break;
-        case TR__COLL_REDUCE_SCATTER:
-            if (n) {
-                memcpy(recv + off * esz, tr__coll_slot(h, 0) + me * n * esz, n * esz);
-                for (int r = 1; r < g->world && !rc; r++)
-                    rc = tr__reduce(recv + off * esz, tr__coll_slot(h, r) + me * n * esz, n,
-                                    a->dtype, a->op);
-                if (!rc) rc = tr__reduce_finish(recv + off * esz, n, a->dtype, a->op, g->world);
-            }
-            break;
-        default: /* alltoall */
-            for (size_t j = 0; j < W && n; j++)
-                memcpy(recv + (j * count + off) * esz, tr__coll_slot(h, (int)j) + me * n * esz,
-                       n * esz);
-        }
-        int brc = shm_barrier(g, deadline);
-        if (rc || brc) return rc ? rc : brc;
+        s++;
         off += n;
     } while (off < count);
     return 0;
@@ -267,7 +345,7 @@ static int shm_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
 
 /* Waits until ev moves past `seen`, watching the peer's life and the deadline. */
 static int chan_wait(tr_group *g, tr__event *ev, uint32_t seen, int peer, int64_t deadline) {
-    int rc = wait_watching(g, ev, seen, 1ull << peer, deadline);
+    int rc = wait_watching(g, ev, seen, peer, 0, deadline);
     if (rc == TR_ETIMEDOUT)
         return tr__err(TR_ETIMEDOUT, "group '%s': rank %d waited for rank %d in vain", g->name,
                        g->rank, peer);
