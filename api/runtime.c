@@ -123,7 +123,8 @@ static void run_role(const tr_config *cfg, const tr__env *env) {
     tr__log_set_role("worker");
     tr_runtime *rt = calloc(1, sizeof *rt);
     if (!rt || tr__config_copy(cfg, &rt->cfg)) _exit(2);
-    int rc = env->node_path ? connect_runtime(rt, env->node_path, "worker", 0) : TR_EINVAL;
+    rt->address = env->node_path ? strdup(env->node_path) : NULL; /* groups connect to it */
+    int rc = rt->address ? connect_runtime(rt, rt->address, "worker", 0) : TR_EINVAL;
     if (rc) {
         TR_LOG_ERROR("WORKER-CONNECT", "cannot reach the node: %s", tr_last_error());
         _exit(2);
@@ -432,7 +433,8 @@ TR_API int tr_object_refs(tr_runtime *rt, tr_ref ref, tr_ref *out, size_t cap, s
 TR_API int tr_group_init(tr_runtime *rt, int world, int rank, const char *backend, const char *name,
                          int timeout_ms, tr_group **out) {
     CHECK_RT(rt, "tr_group_init");
-    return tr__group_init(rt->node, world, rank, backend, name, timeout_ms, out);
+    return tr__group_init(rt->address, rt->cfg->max_msg, world, rank, backend, name, timeout_ms,
+                          out);
 }
 
 TR_API void tr_group_destroy(tr_group *g) {
@@ -447,5 +449,6 @@ TR_API int tr_group_declare(tr_runtime *rt, const tr_actor_id *actors, size_t n,
 
 TR_API int tr_group_open(tr_runtime *rt, const char *name, int timeout_ms, tr_group **out) {
     CHECK_RT(rt, "tr_group_open");
-    return tr__group_open(rt->node, rt->is_actor ? &rt->self : NULL, name, timeout_ms, out);
+    return tr__group_open(rt->node, rt->address, rt->cfg->max_msg, rt->is_actor ? &rt->self : NULL,
+                          name, timeout_ms, out);
 }

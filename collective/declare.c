@@ -47,8 +47,8 @@ int tr__group_declare(tr__nodeconn *node, const tr_actor_id *actors, size_t n, c
     return rc;
 }
 
-int tr__group_open(tr__nodeconn *node, const tr_actor_id *self, const char *name, int timeout_ms,
-                   tr_group **out) {
+int tr__group_open(tr__nodeconn *node, const char *node_path, size_t max_msg,
+                   const tr_actor_id *self, const char *name, int timeout_ms, tr_group **out) {
     if (!out) return tr__err(TR_EINVAL, "tr_group_open: out is NULL");
     *out = NULL;
     if (!self) return tr__err(TR_ESTATE, "tr_group_open: call it inside an actor's method");
@@ -102,5 +102,5 @@ int tr__group_open(tr__nodeconn *node, const tr_actor_id *self, const char *name
     free(v);
     if (rc) return rc;
     int left = tr__ms_left(deadline);
-    return tr__group_init(node, world, rank, backend, name, left, out);
+    return tr__group_init(node_path, max_msg, world, rank, backend, name, left, out);
 }

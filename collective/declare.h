@@ -12,7 +12,7 @@
 int tr__group_declare(tr__nodeconn *node, const tr_actor_id *actors, size_t n, const int *ranks,
                       const char *backend, const char *name);
 /* self: this process's actor id. Waits up to timeout_ms for the declaration. */
-int tr__group_open(tr__nodeconn *node, const tr_actor_id *self, const char *name, int timeout_ms,
-                   tr_group **out);
+int tr__group_open(tr__nodeconn *node, const char *node_path, size_t max_msg,
+                   const tr_actor_id *self, const char *name, int timeout_ms, tr_group **out);
 
 #endif

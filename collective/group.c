@@ -20,8 +20,8 @@ static const tr__coll_backend_v1 *find_backend(const char *name) {
     return NULL;
 }
 
-int tr__group_init(tr__nodeconn *node, int world, int rank, const char *backend, const char *name,
-                   int timeout_ms, tr_group **out) {
+int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, const char *backend,
+                   const char *name, int timeout_ms, tr_group **out) {
     if (!out) return tr__err(TR_EINVAL, "tr_group_init: out is NULL");
     *out = NULL;
     if (!name || !*name || strlen(name) >= 200 || !backend || world < 1 ||
@@ -36,7 +36,12 @@ int tr__group_init(tr__nodeconn *node, int world, int rank, const char *backend,
                        backend);
     tr_group *g = calloc(1, sizeof *g);
     if (!g) return tr__err(TR_ENOMEM, "tr_group_init");
-    g->node = node;
+    int rc = tr__nodeconn_open(node_path, max_msg, &g->node);
+    if (rc) {
+        free(g);
+        return rc;
+    }
+    tr__nodeconn *node = g->node;
     g->be = be;
     g->world = world;
     g->rank = rank;
@@ -57,10 +62,11 @@ int tr__group_init(tr__nodeconn *node, int world, int rank, const char *backend,
     int fd = -1;
     /* The node answers once every rank has joined (or the wait ends): that is the
      * rendezvous. */
-    int rc = tr__nodeconn_call_fd(node, TR__MSG_GROUP_JOIN, &b,
-                                  timeout_ms < 0 ? -1 : timeout_ms + 10000, &r, &fd);
+    rc = tr__nodeconn_call_fd(node, TR__MSG_GROUP_JOIN, &b,
+                              timeout_ms < 0 ? -1 : timeout_ms + 10000, &r, &fd);
     tr__buf_free(&b);
     if (rc) {
+        tr__nodeconn_close(node);
         free(g);
         return rc;
     }
@@ -110,6 +116,7 @@ void tr__group_destroy(tr_group *g) {
         tr__buf_free(&b);
         munmap(g->seg, g->seg_size);
     }
+    tr__nodeconn_close(g->node);
     free(g);
 }
 

@@ -65,7 +65,7 @@ extern const tr__coll_backend_v1 tr__coll_shm_v1;
 extern const tr__coll_backend_v1 tr__coll_gloo_v1;
 
 struct tr_group {
-    tr__nodeconn *node;
+    tr__nodeconn *node; /* the group's own connection to the node */
     const tr__coll_backend_v1 *be;
     char name[200];
     int world, rank;
@@ -77,8 +77,11 @@ struct tr_group {
     void *impl; /* backend state (gloo: its context) */
 };
 
-int tr__group_init(tr__nodeconn *node, int world, int rank, const char *backend, const char *name,
-                   int timeout_ms, tr_group **out);
+/* Joins through a connection of the group's own to the node at `node_path` (a rendezvous
+ * waits there without holding the process's shared connection, so threads may join
+ * groups concurrently; the node takes that connection's close for the rank's exit). */
+int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, const char *backend,
+                   const char *name, int timeout_ms, tr_group **out);
 void tr__group_destroy(tr_group *g);
 
 #ifdef __cplusplus

@@ -202,4 +202,33 @@ TEST_F(CollFailures, JoinErrors) {
     tr_group_destroy(g);
 }
 
+/* Three actors, five groups over overlapping subsets on both backends; every actor runs
+ * all of its groups at once, one thread per group (joins included). */
+TEST_F(CollFailures, SeveralGroupsPerActorUsedConcurrently) {
+    std::vector<tr_actor_id> three(3);
+    std::vector<tr_ref> calls(3);
+    for (int i = 0; i < 3; i++) {
+        ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "c", 1, &three[i]), 0);
+        MultiArgs a = {};
+        a.index = i;
+        a.iters = 30;
+        a.timeout_ms = 30000;
+        snprintf(a.tag, sizeof a.tag, "multi");
+        ASSERT_EQ(tr_call(rt, three[i], "multi", &a, sizeof a, &calls[i]), 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        int groups = 0;
+        for (const MultiGroup &mg : multi_groups)
+            for (int r = 0; r < mg.n; r++)
+                groups += mg.members[r] == i;
+        const void *d;
+        size_t n;
+        ASSERT_EQ(tr_get(rt, calls[i], 120000, &d, &n), 0)
+            << "actor " << i << ": " << tr_last_error();
+        ASSERT_EQ(n, 8u);
+        EXPECT_EQ(*(const int64_t *)d, 2 * 30 * groups) << "ops checked by actor " << i;
+        tr_ref_release(rt, calls[i]);
+    }
+}
+
 } // namespace

@@ -14,6 +14,7 @@ extern "C" {
 #include <math.h>
 
 #include <string>
+#include <thread>
 #include <vector>
 
 std::string g_troupe_cli;
@@ -41,6 +42,12 @@ uint64_t checksum(const void *p, size_t n) {
         h = (h ^ b[i]) * 1099511628211ull;
     return h;
 }
+
+/* Several groups per actor, overlapping, used concurrently (tests/collective_test). */
+const MultiGroup multi_groups[5] = {
+    {"m01", "shm", 2, {0, 1}},  {"m12", "shm", 2, {1, 2}},      {"m012", "shm", 3, {0, 1, 2}},
+    {"g02", "gloo", 2, {0, 2}}, {"g012", "gloo", 3, {0, 1, 2}},
+};
 
 namespace {
 
@@ -466,6 +473,65 @@ int m_call_other(tr_ctx *ctx, void *, const void *args, size_t len) {
     return reply_i64(ctx, out);
 }
 
+/* One group's thread: `iters` rounds of an allreduce (sum) and a broadcast at three
+ * sizes, each checked; returns "" or what went wrong. */
+static std::string multi_one(tr_runtime *rt, const MultiArgs &a, const MultiGroup &mg, int rank,
+                             int64_t *ops) {
+    char name[64];
+    snprintf(name, sizeof name, "%s-%s", a.tag, mg.suffix);
+    tr_group *g;
+    int rc = tr_group_init(rt, mg.n, rank, mg.backend, name, a.timeout_ms, &g);
+    if (rc) return std::string(name) + " init: " + tr_errname(rc) + ": " + tr_last_error();
+    const size_t counts[] = {1, 5000, 70001};
+    std::string err;
+    for (int it = 0; it < a.iters && err.empty(); it++) {
+        size_t n = counts[it % 3];
+        std::vector<int32_t> v(n), b(n);
+        for (size_t i = 0; i < n; i++)
+            v[i] = (rank + 1) * (it + 1) + (int32_t)(i % 3);
+        rc = tr_allreduce(g, v.data(), v.data(), n, TR_INT32, TR_SUM, a.timeout_ms);
+        for (size_t i = 0; i < n && !rc && err.empty(); i++)
+            if (v[i] != (it + 1) * mg.n * (mg.n + 1) / 2 + mg.n * (int32_t)(i % 3))
+                err = std::string(name) + ": wrong allreduce at " + std::to_string(i);
+        int root = it % mg.n;
+        for (size_t i = 0; i < n; i++)
+            b[i] = rank == root ? it * 7 + (int32_t)i : -1;
+        if (!rc && err.empty()) rc = tr_broadcast(g, b.data(), n, TR_INT32, root, a.timeout_ms);
+        for (size_t i = 0; i < n && !rc && err.empty(); i++)
+            if (b[i] != it * 7 + (int32_t)i)
+                err = std::string(name) + ": wrong broadcast at " + std::to_string(i);
+        if (rc) err = std::string(name) + ": " + tr_errname(rc) + ": " + tr_last_error();
+        if (err.empty()) *ops += 2;
+    }
+    tr_group_destroy(g);
+    return err;
+}
+
+int m_multi(tr_ctx *ctx, void *, const void *args, size_t len) {
+    if (len != sizeof(MultiArgs)) return tr_ctx_error(ctx, "multi wants MultiArgs");
+    MultiArgs a;
+    memcpy(&a, args, sizeof a);
+    std::vector<std::thread> threads;
+    std::vector<std::string> errs(5);
+    std::vector<int64_t> ops(5, 0);
+    for (int k = 0; k < 5; k++) {
+        const MultiGroup &mg = multi_groups[k];
+        for (int r = 0; r < mg.n; r++)
+            if (mg.members[r] == a.index)
+                threads.emplace_back([&, k, r] {
+                    errs[k] = multi_one(tr_ctx_runtime(ctx), a, multi_groups[k], r, &ops[k]);
+                });
+    }
+    for (auto &t : threads)
+        t.join();
+    int64_t total = 0;
+    for (int k = 0; k < 5; k++) {
+        if (!errs[k].empty()) return tr_ctx_error(ctx, "%s", errs[k].c_str());
+        total += ops[k];
+    }
+    return reply_i64(ctx, total);
+}
+
 const tr_method_def counter_methods[] = {
     {"add", m_add},
     {"get", m_get},
@@ -486,6 +552,7 @@ const tr_method_def counter_methods[] = {
     {"objar", m_objar},
     {"coll", m_coll},
     {"open_allreduce", m_open_allreduce},
+    {"multi", m_multi},
 };
 
 void add_classes(tr_config *cfg) {

@@ -43,6 +43,19 @@ struct CollArgs {
     char backend[8]; /* "" means shm */
 };
 
+/* Arguments of the "multi" method: actor `index` (0..2) of three joins every group of
+ * multi_groups() it belongs to, each from a thread of its own, all at once, and runs
+ * `iters` checked allreduces and broadcasts on each; replies the ops checked. */
+struct MultiArgs {
+    int32_t index, iters, timeout_ms;
+    char tag[16]; /* prefix of the group names */
+};
+struct MultiGroup {
+    const char *suffix, *backend;
+    int n, members[3]; /* actor indexes, in rank order */
+};
+extern const MultiGroup multi_groups[5];
+
 /* Path of the `troupe` CLI (argv[1] of the test binary), or "" if not given. */
 extern std::string g_troupe_cli;
 
