@@ -25,6 +25,7 @@
 
 extern "C" {
 #include "collective/group.h"
+#include "collective/steps.h"
 #include "core/clock.h"
 #include "core/kv.h"
 #include "core/reduce.h"
@@ -134,7 +135,6 @@ struct State {
     std::shared_ptr<gloo::transport::Device> dev;
     std::shared_ptr<gloo::rendezvous::Context> ctx;
     uint32_t tag = 1;
-    uint64_t seq = 0;
     std::vector<uint64_t> sent, received; /* messages per peer, for point-to-point slots */
 };
 
@@ -169,44 +169,14 @@ template <typename F> int by_width(size_t esz, F f) {
     }
 }
 
-const char *kind_name(uint64_t k) {
-    static const char *names[] = {
-        "?",         "barrier", "allreduce", "broadcast",      "reduce",
-        "allgather", "gather",  "scatter",   "reduce_scatter", "alltoall"};
-    return k < sizeof names / sizeof names[0] ? names[k] : "?";
-}
-
-// Every op first allgathers a small descriptor, so ranks that disagree on the op, count,
-// dtype, reduction op or root all get TR_EINVAL naming the difference instead of
-// reinterpreting each other's bytes. Throws on transport errors.
-int agree(tr_group *g, uint64_t kind, tr_dtype dtype, tr_redop op, int root, size_t count,
+// Every op first takes one step of the group segment's protocol (collective/steps.h):
+// ranks that disagree on the op, count, dtype, reduction op or root all get TR_EINVAL
+// naming the difference before Gloo moves a byte, and a dead rank fails the others at
+// once. The segment is shared because every rank of a group joins through one node; a
+// group spanning nodes will need this check over the network instead.
+int agree(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, int root, size_t count,
           int64_t deadline) {
-    State *s = S(g);
-    uint64_t mine[6] = {
-        ++s->seq, kind, (uint64_t)dtype, (uint64_t)op, (uint64_t)(int64_t)root, (uint64_t)count};
-    std::vector<uint64_t> all(6 * (size_t)g->world);
-    gloo::AllgatherOptions o(s->ctx);
-    o.setInput(mine, 6);
-    o.setOutput(all.data(), all.size());
-    o.setTag(s->tag++);
-    o.setTimeout(ms_left(deadline));
-    gloo::allgather(o);
-    static const char *fields[] = {"the op sequence", "the op", "dtype",
-                                   "reduction op",    "root",   "count"};
-    for (int r = 0; r < g->world; r++)
-        for (int f = 0; f < 6; f++)
-            if (all[6 * r + f] != mine[f])
-                return tr__err(
-                    TR_EINVAL,
-                    "group '%s': ranks disagree on %s (rank %d: %s count %llu dtype "
-                    "%llu op %llu root %lld; rank %d: %s count %llu dtype %llu op "
-                    "%llu root %lld)",
-                    g->name, fields[f], r, kind_name(all[6 * r + 1]),
-                    (unsigned long long)all[6 * r + 5], (unsigned long long)all[6 * r + 2],
-                    (unsigned long long)all[6 * r + 3], (long long)all[6 * r + 4], g->rank,
-                    kind_name(mine[1]), (unsigned long long)mine[5], (unsigned long long)mine[2],
-                    (unsigned long long)mine[3], (long long)mine[4]);
-    return 0;
+    return tr__coll_agree(g, kind, dtype, op, root, count, deadline);
 }
 
 int g_init(tr_group *g, int64_t deadline) {
@@ -237,20 +207,9 @@ void g_fini(tr_group *g) {
     g->impl = nullptr;
 }
 
+// The agreement step waits for every rank: that is the barrier.
 int g_barrier(tr_group *g, int64_t deadline) {
-    try {
-        int rc = agree(g, TR__COLL_BARRIER, TR_UINT8, TR_SUM, -1, 0, deadline);
-        if (rc) return rc;
-        gloo::BarrierOptions o(S(g)->ctx);
-        o.setTag(S(g)->tag++);
-        o.setTimeout(ms_left(deadline));
-        gloo::barrier(o);
-        return 0;
-    } catch (const std::exception &e) {
-        return failed(g, e);
-    } catch (...) {
-        return tr__err(TR_EINTERNAL, "gloo: unknown exception");
-    }
+    return agree(g, TR__COLL_BARRIER, TR_UINT8, TR_SUM, -1, 0, deadline);
 }
 
 int g_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
@@ -304,7 +263,7 @@ int g_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
     size_t esz = tr_dtype_size(a->dtype), n = a->count, W = (size_t)g->world;
     size_t me = (size_t)g->rank;
     try {
-        int rc = agree(g, (uint64_t)a->kind, a->dtype, a->op, a->root, n, deadline);
+        int rc = agree(g, (uint32_t)a->kind, a->dtype, a->op, a->root, n, deadline);
         if (rc || n == 0) return rc;
         return by_width(esz, [&](auto *t) {
             using T = std::remove_pointer_t<decltype(t)>;

@@ -1,0 +1,50 @@
+/* collective/steps.h - the step protocol over a group segment's header: every rank has a
+ * step counter and, by op parity, a descriptor of its current op (shm/segment.h). The shm
+ * backend moves its data in steps (shm/shm.c says how slots are reused); the gloo backend
+ * uses one step per op to check that all ranks agree before Gloo moves any byte.
+ *
+ * Waits spin (long when every rank has a core, briefly and yielding otherwise) then sleep
+ * on the counter's futex (core/wait); they look at the dead mask at least every 10 ms and
+ * at the deadline. Thread safety: a group is used by one thread at a time.
+ */
+#ifndef TR_COLLECTIVE_STEPS_H
+#define TR_COLLECTIVE_STEPS_H
+
+#include <stdint.h>
+
+#include "collective/group.h"
+#include "collective/shm/segment.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Steps this rank has posted: where it is in the lockstep. */
+uint32_t tr__coll_my_step(tr_group *g);
+/* Posts this rank's next step. */
+void tr__coll_post(tr_group *g);
+/* Until rank q has posted `target` steps / every other rank has. TR_EPEER_DIED as soon as
+ * a rank that died or left had not reached `target` (one that finished and left does not
+ * fail ranks still reading its last step); TR_ETIMEDOUT at the deadline. */
+int tr__coll_wait_rank(tr_group *g, int q, uint32_t target, int64_t deadline);
+int tr__coll_wait_all(tr_group *g, uint32_t target, int64_t deadline);
+/* Until ev moves past `seen`. Fatal deaths: rank `peer` if peer >= 0, else those behind
+ * step `target`. Returns TR_ETIMEDOUT without a message (callers word it). */
+int tr__coll_wait_event(tr_group *g, tr__event *ev, uint32_t seen, int peer, uint32_t target,
+                        int64_t deadline);
+
+/* Publishes this rank's view of its next op (g->seq moves; before the op's first post). */
+void tr__coll_publish(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, int root,
+                      size_t count);
+/* After the op's first tr__coll_wait_all: TR_EINVAL naming the difference unless every
+ * rank published the same op. */
+int tr__coll_check_agree(tr_group *g);
+/* One step that only agrees: publish, post, wait for everyone, check. */
+int tr__coll_agree(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, int root, size_t count,
+                   int64_t deadline);
+const char *tr__coll_kind_name(uint32_t kind);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
