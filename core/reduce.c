@@ -86,15 +86,24 @@ static uint16_t f32_to_bf16(float f) {
     return (uint16_t)(x >> 16);
 }
 
-/* out may be a (same elements), never b. */
+/* out and out2 may each be exactly a or b (each element is read before it is written); GCC
+ * versions these loops on aliasing and takes the vector path for exact aliases too. */
 #define LOOP(T, EXPR)                                                                              \
     do {                                                                                           \
-        T *o = out;                                                                                \
+        T *o = out, *o2 = out2;                                                                    \
         const T *a = in_a;                                                                         \
-        const T *restrict b = in;                                                                  \
-        for (size_t i = 0; i < count; i++) {                                                       \
-            T x = a[i], y = b[i];                                                                  \
-            o[i] = (EXPR);                                                                         \
+        const T *b = in;                                                                           \
+        if (o2) {                                                                                  \
+            for (size_t i = 0; i < count; i++) {                                                   \
+                T x = a[i], y = b[i], r = (EXPR);                                                  \
+                o[i] = r;                                                                          \
+                o2[i] = r;                                                                         \
+            }                                                                                      \
+        } else {                                                                                   \
+            for (size_t i = 0; i < count; i++) {                                                   \
+                T x = a[i], y = b[i];                                                              \
+                o[i] = (EXPR);                                                                     \
+            }                                                                                      \
         }                                                                                          \
     } while (0)
 
@@ -119,12 +128,13 @@ static uint16_t f32_to_bf16(float f) {
 /* float16/bfloat16: computed in float32, rounded back; one loop per op so each vectorises. */
 #define HALF_LOOP(TO, FROM, EXPR)                                                                  \
     do {                                                                                           \
-        uint16_t *o = out;                                                                         \
+        uint16_t *o = out, *o2 = out2;                                                             \
         const uint16_t *a = in_a;                                                                  \
-        const uint16_t *restrict b = in;                                                           \
+        const uint16_t *b = in;                                                                    \
         for (size_t i = 0; i < count; i++) {                                                       \
             float x = FROM(a[i]), y = FROM(b[i]);                                                  \
             o[i] = TO(EXPR);                                                                       \
+            if (o2) o2[i] = o[i];                                                                  \
         }                                                                                          \
     } while (0)
 
@@ -147,11 +157,11 @@ static uint16_t f32_to_bf16(float f) {
 /* Unsigned 8-bit arithmetic wraps; signed integers are computed in unsigned arithmetic so
  * that overflow wraps (two's complement) instead of being undefined behaviour. */
 int tr__reduce(void *acc, const void *in, size_t count, tr_dtype dtype, tr_redop op) {
-    return tr__reduce3(acc, acc, in, count, dtype, op);
+    return tr__reduce_to(acc, NULL, acc, in, count, dtype, op);
 }
 
-int tr__reduce3(void *out, const void *in_a, const void *in, size_t count, tr_dtype dtype,
-                tr_redop op) {
+int tr__reduce_to(void *out, void *out2, const void *in_a, const void *in, size_t count,
+                  tr_dtype dtype, tr_redop op) {
     if ((unsigned)op > TR_AVG) return tr__err(TR_EINVAL, "unknown reduction op %d", (int)op);
     switch (dtype) {
     case TR_INT8:

@@ -13,8 +13,11 @@
 /* acc[i] = acc[i] op in[i] for count elements. TR_AVG accumulates a sum (finish with
  * tr__reduce_finish). Returns 0 or TR_EINVAL (unknown dtype or op). */
 int tr__reduce(void *acc, const void *in, size_t count, tr_dtype dtype, tr_redop op);
-/* out[i] = a[i] op b[i]; out may be a, never b. */
-int tr__reduce3(void *out, const void *a, const void *b, size_t count, tr_dtype dtype, tr_redop op);
+/* out[i] = a[i] op b[i], also stored in out2[i] unless out2 is NULL (one pass where a
+ * result goes to two places). out and out2 may each be exactly a or b, never partly
+ * overlap one. */
+int tr__reduce_to(void *out, void *out2, const void *a, const void *b, size_t count, tr_dtype dtype,
+                  tr_redop op);
 /* For TR_AVG: divides by n (integers truncate toward zero). Otherwise a no-op. */
 int tr__reduce_finish(void *acc, size_t count, tr_dtype dtype, tr_redop op, int n);
 

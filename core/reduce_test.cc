@@ -154,7 +154,8 @@ TEST(Reduce, EveryDtypeAndOpAgainstAReference) {
     }
 }
 
-/* out = a op b into a third buffer is bit-identical to folding b into a copy of a. */
+/* out = a op b into a third buffer (and a fourth) is bit-identical to folding b into a
+ * copy of a. */
 TEST(Reduce, ThreeOperandFormMatchesTheInPlaceOne) {
     const tr_dtype types[] = {TR_INT8,    TR_UINT8,    TR_INT32,   TR_INT64,
                               TR_FLOAT16, TR_BFLOAT16, TR_FLOAT32, TR_FLOAT64};
@@ -163,19 +164,23 @@ TEST(Reduce, ThreeOperandFormMatchesTheInPlaceOne) {
     for (tr_dtype t : types) {
         for (tr_redop op : ops) {
             size_t n = 1003, esz = tr_dtype_size(t);
-            std::vector<char> a(n * esz), b(n * esz), out(n * esz), ref(n * esz);
+            std::vector<char> a(n * esz), b(n * esz), out(n * esz), out2(n * esz), ref(n * esz);
             for (size_t i = 0; i < n; i++) {
                 put(a.data(), i, t, (double)((int)(rng() % 7) - (t == TR_UINT8 ? 0 : 3)));
                 put(b.data(), i, t, (double)((int)(rng() % 7) - (t == TR_UINT8 ? 0 : 3)));
             }
             ref = a;
             ASSERT_EQ(tr__reduce(ref.data(), b.data(), n, t, op), 0);
-            ASSERT_EQ(tr__reduce3(out.data(), a.data(), b.data(), n, t, op), 0);
+            ASSERT_EQ(tr__reduce_to(out.data(), nullptr, a.data(), b.data(), n, t, op), 0);
             EXPECT_EQ(memcmp(out.data(), ref.data(), n * esz), 0) << "dtype " << t << " op " << op;
+            out.assign(n * esz, 0);
+            ASSERT_EQ(tr__reduce_to(out.data(), out2.data(), a.data(), b.data(), n, t, op), 0);
+            EXPECT_EQ(memcmp(out.data(), ref.data(), n * esz), 0) << "dtype " << t << " op " << op;
+            EXPECT_EQ(memcmp(out2.data(), ref.data(), n * esz), 0) << "dtype " << t << " op " << op;
         }
     }
     int32_t x = 1, y = 2, z = 0;
-    EXPECT_EQ(tr__reduce3(&z, &x, &y, 1, (tr_dtype)42, TR_SUM), TR_EINVAL);
+    EXPECT_EQ(tr__reduce_to(&z, nullptr, &x, &y, 1, (tr_dtype)42, TR_SUM), TR_EINVAL);
 }
 TEST(Reduce, IntegerOverflowWrapsAndBadArgumentsFail) {
     int32_t a = INT32_MAX, b = 1;

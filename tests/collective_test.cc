@@ -67,7 +67,7 @@ INSTANTIATE_TEST_SUITE_P(Shm, CollTest,
                                             ::testing::Values(1, 2, 3, 4, 8)));
 INSTANTIATE_TEST_SUITE_P(Gloo, CollTest,
                          ::testing::Combine(::testing::Values("gloo"),
-                                            ::testing::Values(1, 2, 3, 4)));
+                                            ::testing::Values(1, 2, 3, 4, 8)));
 
 class CollFailures : public CollTest {};
 

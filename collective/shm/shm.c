@@ -61,17 +61,26 @@ static int post_and_wait(tr_group *g, uint32_t s, int first, int from, int64_t d
 }
 
 /* dst = src[0] op src[1] op ... op src[W-1], in rank order (every rank computes the same
- * bits); dst may be src[0], no other. */
-static int reduce_into(void *dst, const char *const *src, int world, size_t n, tr_dtype dtype,
-                       tr_redop op) {
+ * bits), also stored in dst2 unless it is NULL (the last fold writes both). dst and dst2
+ * may each be exactly one of the sources (in place), except that dst must not be src[q]
+ * for q > 0 (it holds the partial result). */
+static int reduce_into(void *dst, void *dst2, const char *const *src, int world, size_t n,
+                       tr_dtype dtype, tr_redop op) {
+    size_t bytes = n * tr_dtype_size(dtype);
     if (world == 1) {
-        if (dst != src[0]) memcpy(dst, src[0], n * tr_dtype_size(dtype));
+        if (dst != src[0]) memcpy(dst, src[0], bytes);
+        if (dst2 && dst2 != src[0]) memcpy(dst2, src[0], bytes);
         return 0;
     }
-    int rc = tr__reduce3(dst, src[0], src[1], n, dtype, op);
-    for (int q = 2; q < world && !rc; q++)
-        rc = tr__reduce(dst, src[q], n, dtype, op);
-    return rc ? rc : tr__reduce_finish(dst, n, dtype, op, world);
+    int rc = 0;
+    const void *acc = src[0];
+    for (int q = 1; q < world && !rc; q++) {
+        rc = tr__reduce_to(dst, q == world - 1 ? dst2 : NULL, acc, src[q], n, dtype, op);
+        acc = dst;
+    }
+    if (!rc) rc = tr__reduce_finish(dst, n, dtype, op, world);
+    if (!rc && dst2) rc = tr__reduce_finish(dst2, n, dtype, op, world);
+    return rc;
 }
 
 static int shm_barrier_op(tr_group *g, int64_t deadline) {
@@ -99,7 +108,7 @@ static int allreduce_to(tr_group *g, const void *send, void *recv, size_t count,
         }
         for (size_t q = 0; q < W; q++)
             src[q] = slot(g, (int)q, s);
-        return reduce_into(recv, src, g->world, count, dtype, op);
+        return reduce_into(recv, NULL, src, g->world, count, dtype, op);
     }
     size_t per = H(g)->slot / esz;
     for (size_t off = 0; off < count; off += per) {
@@ -118,8 +127,9 @@ static int allreduce_to(tr_group *g, const void *send, void *recv, size_t count,
         char *share = slot(g, g->rank, s) + lo * esz;
         for (size_t q = 0; q < W; q++)
             src[q] = q == me ? in + lo * esz : slot(g, (int)q, s - 1) + lo * esz;
-        if (hi > lo && (rc = reduce_into(share, src, g->world, hi - lo, dtype, op))) return rc;
-        if (out) memcpy(res + lo * esz, share, (hi - lo) * esz);
+        if (hi > lo && (rc = reduce_into(share, out ? res + lo * esz : NULL, src, g->world, hi - lo,
+                                         dtype, op)))
+            return rc;
         if ((rc = post_and_wait(g, s, 0, out ? FROM_ALL : FROM_NONE, deadline))) return rc;
         for (size_t q = 0; q < W && out; q++) {
             size_t qlo = n * q / W, qhi = n * (q + 1) / W;
@@ -203,7 +213,8 @@ static int shm_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
             case TR__COLL_REDUCE_SCATTER:
                 for (size_t q = 0; q < W; q++)
                     src[q] = slot(g, (int)q, s) + me * nb;
-                if (n && (rc = reduce_into(recv + off * esz, src, g->world, n, a->dtype, a->op)))
+                if (n &&
+                    (rc = reduce_into(recv + off * esz, NULL, src, g->world, n, a->dtype, a->op)))
                     return rc;
                 break;
             default: /* alltoall */
