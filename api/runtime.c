@@ -437,6 +437,10 @@ TR_API int tr_group_init(tr_runtime *rt, int world, int rank, const char *backen
                           out);
 }
 
+TR_API int tr_group_is_initialized(tr_runtime *rt, const char *name) {
+    return rt ? tr__group_is_initialized(rt->address, name) : 0;
+}
+
 TR_API void tr_group_destroy(tr_group *g) {
     tr__group_destroy(g);
 }

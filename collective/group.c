@@ -2,6 +2,7 @@
  * backend's ops table). */
 #include "collective/group.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,38 @@ static const tr__coll_backend_v1 *find_backend(const char *name) {
     if (strcmp(name, tr__coll_shm_v1.name) == 0) return &tr__coll_shm_v1;
     if (strcmp(name, tr__coll_gloo_v1.name) == 0) return &tr__coll_gloo_v1;
     return NULL;
+}
+
+/* This process's live groups, for tr_group_is_initialized. */
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static tr_group *live;
+
+static void live_add(tr_group *g) {
+    pthread_mutex_lock(&live_mu);
+    g->live_next = live;
+    live = g;
+    pthread_mutex_unlock(&live_mu);
+}
+
+static void live_remove(tr_group *g) {
+    pthread_mutex_lock(&live_mu);
+    for (tr_group **pp = &live; *pp; pp = &(*pp)->live_next) {
+        if (*pp == g) {
+            *pp = g->live_next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&live_mu);
+}
+
+int tr__group_is_initialized(const char *node_path, const char *name) {
+    if (!node_path || !name) return 0;
+    int found = 0;
+    pthread_mutex_lock(&live_mu);
+    for (tr_group *g = live; g && !found; g = g->live_next)
+        found = strcmp(g->name, name) == 0 && strcmp(g->node_path, node_path) == 0;
+    pthread_mutex_unlock(&live_mu);
+    return found;
 }
 
 int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, const char *backend,
@@ -45,6 +78,8 @@ int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, c
     g->be = be;
     g->world = world;
     g->rank = rank;
+    g->timeout_ms = TR__GROUP_DEFAULT_TIMEOUT_MS;
+    snprintf(g->node_path, sizeof g->node_path, "%s", node_path);
     snprintf(g->name, sizeof g->name, "%s", name);
     tr__buf b = TR__BUF_INIT;
     tr__enc_map(&b, 5);
@@ -98,12 +133,14 @@ int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, c
         tr__group_destroy(g);
         return rc;
     }
+    live_add(g);
     *out = g;
     return 0;
 }
 
 void tr__group_destroy(tr_group *g) {
     if (!g) return;
+    live_remove(g);
     if (g->impl && g->be->fini) g->be->fini(g);
     if (g->seg) {
         tr__buf b = TR__BUF_INIT;
@@ -122,11 +159,25 @@ void tr__group_destroy(tr_group *g) {
 
 /* A failed op leaves ranks at different points of the protocol: the group is unusable
  * from then on, and says why. */
-static int check_usable(tr_group *g) {
+/* Every op starts here: is the group usable, and what does its timeout mean. */
+static int begin(tr_group *g, int *timeout_ms) {
     if (!g) return tr__err(TR_EINVAL, "group is NULL");
     if (g->broken)
         return tr__err(g->broken, "group '%s' is unusable after an earlier failure: %s", g->name,
                        g->broken_msg);
+    if (*timeout_ms == TR_GROUP_TIMEOUT) *timeout_ms = g->timeout_ms;
+    if (*timeout_ms < TR_FOREVER)
+        return tr__err(TR_EINVAL,
+                       "group '%s': timeout %d ms (want >= 0, TR_FOREVER or "
+                       "TR_GROUP_TIMEOUT)",
+                       g->name, *timeout_ms);
+    return 0;
+}
+
+TR_API int tr_group_set_timeout(tr_group *g, int timeout_ms) {
+    if (!g || timeout_ms < TR_FOREVER)
+        return tr__err(TR_EINVAL, "tr_group_set_timeout: NULL group or timeout below TR_FOREVER");
+    g->timeout_ms = timeout_ms;
     return 0;
 }
 
@@ -147,14 +198,14 @@ TR_API int tr_group_size(const tr_group *g) {
 }
 
 TR_API int tr_barrier(tr_group *g, int timeout_ms) {
-    int rc = check_usable(g);
+    int rc = begin(g, &timeout_ms);
     if (rc) return rc;
     return finish(g, g->be->barrier(g, tr__deadline(timeout_ms)));
 }
 
 TR_API int tr_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
                         tr_redop op, int timeout_ms) {
-    int rc = check_usable(g);
+    int rc = begin(g, &timeout_ms);
     if (rc) return rc;
     if (!tr_dtype_size(dtype) || (unsigned)op > TR_AVG || (count && (!send || !recv)))
         return tr__err(TR_EINVAL, "tr_allreduce: bad dtype, op or buffer");
@@ -163,7 +214,7 @@ TR_API int tr_allreduce(tr_group *g, const void *send, void *recv, size_t count,
 
 TR_API int tr_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, int root,
                         int timeout_ms) {
-    int rc = check_usable(g);
+    int rc = begin(g, &timeout_ms);
     if (rc) return rc;
     if (!tr_dtype_size(dtype) || (count && !buf) || root < 0 || root >= g->world)
         return tr__err(TR_EINVAL, "tr_broadcast: bad dtype, buffer or root");
@@ -171,7 +222,7 @@ TR_API int tr_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, in
 }
 
 static int data_op(tr_group *g, tr__coll_args *a, int timeout_ms, const char *fn) {
-    int rc = check_usable(g);
+    int rc = begin(g, &timeout_ms);
     if (rc) return rc;
     int rooted =
         a->kind == TR__COLL_REDUCE || a->kind == TR__COLL_GATHER || a->kind == TR__COLL_SCATTER;
@@ -226,7 +277,7 @@ TR_API int tr_alltoall(tr_group *g, const void *send, void *recv, size_t count, 
 
 TR_API int tr_send(tr_group *g, const void *buf, size_t count, tr_dtype dtype, int dst,
                    int timeout_ms) {
-    int rc = check_usable(g);
+    int rc = begin(g, &timeout_ms);
     if (rc) return rc;
     if (!tr_dtype_size(dtype) || (count && !buf) || dst < 0 || dst >= g->world || dst == g->rank)
         return tr__err(TR_EINVAL, "tr_send: bad dtype, buffer or destination");
@@ -234,7 +285,7 @@ TR_API int tr_send(tr_group *g, const void *buf, size_t count, tr_dtype dtype, i
 }
 
 TR_API int tr_recv(tr_group *g, void *buf, size_t count, tr_dtype dtype, int src, int timeout_ms) {
-    int rc = check_usable(g);
+    int rc = begin(g, &timeout_ms);
     if (rc) return rc;
     if (!tr_dtype_size(dtype) || (count && !buf) || src < 0 || src >= g->world || src == g->rank)
         return tr__err(TR_EINVAL, "tr_recv: bad dtype, buffer or source");

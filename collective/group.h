@@ -74,8 +74,13 @@ struct tr_group {
     char broken_msg[300];
     void *seg; /* the group's shared segment (dead-rank mask; shm's data path) */
     size_t seg_size;
-    void *impl; /* backend state (gloo: its context) */
+    void *impl;     /* backend state (gloo: its context) */
+    int timeout_ms; /* what TR_GROUP_TIMEOUT means for this group */
+    char node_path[108];
+    struct tr_group *live_next; /* this process's live groups (group.c) */
 };
+
+#define TR__GROUP_DEFAULT_TIMEOUT_MS 60000
 
 /* Joins through a connection of the group's own to the node at `node_path` (a rendezvous
  * waits there without holding the process's shared connection, so threads may join
@@ -83,6 +88,8 @@ struct tr_group {
 int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, const char *backend,
                    const char *name, int timeout_ms, tr_group **out);
 void tr__group_destroy(tr_group *g);
+/* Whether this process holds a live handle of group `name` on the node at node_path. */
+int tr__group_is_initialized(const char *node_path, const char *name);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <thread>
 #include <tuple>
 #include <string>
 #include <vector>
@@ -200,6 +201,36 @@ TEST_F(CollFailures, JoinErrors) {
     tr_group *h = nullptr;
     EXPECT_EQ(tr_group_init(rt, 2, 1, "shm", "solo", 100, &h), TR_EINVAL);
     tr_group_destroy(g);
+}
+
+/* Two ranks in this process (a thread each: joins do not block each other): one waits
+ * with the group's default timeout for a rank that never comes. */
+TEST_F(CollFailures, GroupDefaultTimeoutAndIsInitialized) {
+    EXPECT_EQ(tr_group_is_initialized(rt, "pair"), 0);
+    tr_group *g[2] = {nullptr, nullptr};
+    int rc[2];
+    std::thread t([&] { rc[1] = tr_group_init(rt, 2, 1, "shm", "pair", 10000, &g[1]); });
+    rc[0] = tr_group_init(rt, 2, 0, "shm", "pair", 10000, &g[0]);
+    t.join();
+    ASSERT_EQ(rc[0], 0) << tr_last_error();
+    ASSERT_EQ(rc[1], 0);
+    EXPECT_EQ(tr_group_is_initialized(rt, "pair"), 1);
+    EXPECT_EQ(tr_group_is_initialized(rt, "other"), 0);
+    EXPECT_EQ(tr_group_set_timeout(g[0], -7), TR_EINVAL);
+    int32_t x = 1;
+    EXPECT_EQ(tr_allreduce(g[0], &x, &x, 1, TR_INT32, TR_SUM, -5), TR_EINVAL);
+    ASSERT_EQ(tr_group_set_timeout(g[0], 300), 0);
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(tr_allreduce(g[0], &x, &x, 1, TR_INT32, TR_SUM, TR_GROUP_TIMEOUT), TR_ETIMEDOUT);
+    auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    EXPECT_GE(ms, 250);
+    EXPECT_LT(ms, 5000);
+    tr_group_destroy(g[0]);
+    EXPECT_EQ(tr_group_is_initialized(rt, "pair"), 1); /* rank 1's handle is still live */
+    tr_group_destroy(g[1]);
+    EXPECT_EQ(tr_group_is_initialized(rt, "pair"), 0);
 }
 
 /* Three actors, five groups over overlapping subsets on both backends; every actor runs

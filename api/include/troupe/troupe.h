@@ -366,9 +366,18 @@ TR_API int tr_group_open(tr_runtime *rt, const char *name, int timeout_ms, tr_gr
 TR_API void tr_group_destroy(tr_group *g);
 TR_API int tr_group_rank(const tr_group *g);
 TR_API int tr_group_size(const tr_group *g);
+/* 1 if this process has joined group `name` (and not destroyed it), else 0 (as Ray's
+ * is_group_initialized). Thread safety: any thread. */
+TR_API int tr_group_is_initialized(tr_runtime *rt, const char *name);
+/* An op's timeout_ms of TR_GROUP_TIMEOUT means the group's default: 60 s until
+ * tr_group_set_timeout changes it (ms, or TR_FOREVER). Returns 0, TR_EINVAL. Thread
+ * safety: not with the group's ops. */
+#define TR_GROUP_TIMEOUT (-2)
+TR_API int tr_group_set_timeout(tr_group *g, int timeout_ms);
 
 /* Collective ops: every rank of the group calls the same op with the same count, dtype,
- * op and root, in the same order. Each waits at most timeout_ms. A dead rank gives
+ * op and root, in the same order. Each waits at most timeout_ms (or the group's default:
+ * TR_GROUP_TIMEOUT; below TR_FOREVER is TR_EINVAL). A dead rank gives
  * TR_EPEER_DIED and a timeout TR_ETIMEDOUT on every live rank, and leave the group
  * unusable (later ops return the same error); ranks that disagree on the arguments all
  * get TR_EINVAL naming the difference (the group stays usable). In place when
