@@ -74,8 +74,9 @@ struct tr_group {
     char broken_msg[300];
     void *seg; /* the group's shared segment (dead-rank mask; shm's data path) */
     size_t seg_size;
-    void *impl;     /* backend state (gloo: its context) */
-    int timeout_ms; /* what TR_GROUP_TIMEOUT means for this group */
+    void *impl;                  /* backend state (gloo: its context) */
+    int timeout_ms;              /* what TR_GROUP_TIMEOUT means for this group */
+    int64_t spin_ns, spin_limit; /* how long waits spin before sleeping (steps.c) */
     char node_path[108];
     struct tr_group *live_next; /* this process's live groups (group.c) */
 };

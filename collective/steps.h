@@ -33,6 +33,10 @@ int tr__coll_wait_all(tr_group *g, uint32_t target, int64_t deadline);
 int tr__coll_wait_event(tr_group *g, tr__event *ev, uint32_t seen, int peer, uint32_t target,
                         int64_t deadline);
 
+/* The longest spin before sleeping for this group's waits (0: core/wait's short one);
+ * g->spin_ns adapts below it (steps.c). */
+int64_t tr__coll_spin_limit(const tr_group *g);
+
 /* Publishes this rank's view of its next op (g->seq moves; before the op's first post). */
 void tr__coll_publish(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, int root,
                       size_t count);
