@@ -176,8 +176,9 @@ static void on_status(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
     int k =
         snprintf(head, sizeof head,
                  "{\"pid\":%d,\"address\":\"%s\",\"version\":\"%s\",\"workers_live\":%d,"
-                 "\"kv_keys\":%zu,",
-                 (int)getpid(), n->sock, tr_version_string(), n->pool.live, tr__kv_count(n->kv));
+                 "\"kv_keys\":%zu,\"groups\":%zu,",
+                 (int)getpid(), n->sock, tr_version_string(), n->pool.live, tr__kv_count(n->kv),
+                 tr__groups_count(n->groups));
     tr__buf_append(&j, head, (size_t)k);
     tr__directory_status_json(n->dir, &j);
     tr__buf_append(&j, ",", 1);
@@ -234,7 +235,7 @@ int tr__node_main(const tr_config *cfg, int ready_fd) {
     uv_loop_init(&n->loop);
     tr__pool_init(&n->pool, &n->loop);
     if ((rc = tr__server_create(&n->loop, n->sock, cfg->max_msg, &n->srv)) ||
-        (rc = tr__kv_create(&n->kv)) || (rc = tr__groups_create(&n->groups)) ||
+        (rc = tr__kv_create(&n->kv)) || (rc = tr__groups_create(n->kv, &n->groups)) ||
         (rc = tr__store_create(tr__config_store_bytes(cfg),
                                cfg->spill_dir ? cfg->spill_dir : n->session, &n->store))) {
         TR_LOG_ERROR("NODE-START", "%s", tr_last_error());

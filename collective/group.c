@@ -80,7 +80,7 @@ int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, c
     g->world = world;
     g->rank = rank;
     g->timeout_ms = TR__GROUP_DEFAULT_TIMEOUT_MS;
-    g->spin_ns = g->spin_limit = tr__coll_spin_limit(g);
+    g->spin_limit = tr__coll_spin_limit(g);
     snprintf(g->node_path, sizeof g->node_path, "%s", node_path);
     snprintf(g->name, sizeof g->name, "%s", name);
     tr__buf b = TR__BUF_INIT;

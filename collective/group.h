@@ -74,14 +74,16 @@ struct tr_group {
     char broken_msg[300];
     void *seg; /* the group's shared segment (dead-rank mask; shm's data path) */
     size_t seg_size;
-    void *impl;                  /* backend state (gloo: its context) */
-    int timeout_ms;              /* what TR_GROUP_TIMEOUT means for this group */
-    int64_t spin_ns, spin_limit; /* how long waits spin before sleeping (steps.c) */
+    void *impl;         /* backend state (gloo: its context) */
+    int timeout_ms;     /* what TR_GROUP_TIMEOUT means for this group */
+    int64_t spin_limit; /* how long waits spin before sleeping (steps.c) */
     char node_path[108];
     struct tr_group *live_next; /* this process's live groups (group.c) */
 };
 
 #define TR__GROUP_DEFAULT_TIMEOUT_MS 60000
+/* Backends keep rendezvous keys in the node's KV store under this + "<group>/". */
+#define TR__COLL_KV_PREFIX "troupe/coll/"
 
 /* Joins through a connection of the group's own to the node at `node_path` (a rendezvous
  * waits there without holding the process's shared connection, so threads may join

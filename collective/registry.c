@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "collective/group.h"
 #include "collective/shm/segment.h"
 #include "core/log.h"
 #include "core/nodeconn.h"
@@ -37,11 +38,21 @@ typedef struct group {
 struct tr__groups {
     group *all;
     uv_loop_t *loop;
+    tr__kv *kv; /* the node's: a backend's rendezvous keys go with the group */
 };
 
-int tr__groups_create(tr__groups **out) {
+int tr__groups_create(tr__kv *kv, tr__groups **out) {
     *out = calloc(1, sizeof **out);
-    return *out ? 0 : tr__err(TR_ENOMEM, "group registry");
+    if (!*out) return tr__err(TR_ENOMEM, "group registry");
+    (*out)->kv = kv;
+    return 0;
+}
+
+size_t tr__groups_count(const tr__groups *gs) {
+    size_t n = 0;
+    for (const group *g = gs->all; g; g = g->next)
+        n++;
+    return n;
 }
 
 static group *find(tr__groups *gs, const char *name, size_t n) {
@@ -57,7 +68,14 @@ static void on_timer_closed(uv_handle_t *h) {
     free(g);
 }
 
+/* The group's last member left or died: its segment and its rendezvous keys go (a rank
+ * that died never deletes its own keys, and a later group of the same name must not
+ * find them). */
 static void group_free(group *g) {
+    char prefix[256];
+    int n = snprintf(prefix, sizeof prefix, "%s%s/", TR__COLL_KV_PREFIX, g->name);
+    if (g->gs->kv && n > 0 && (size_t)n < sizeof prefix)
+        tr__kv_del_prefix(g->gs->kv, prefix, (size_t)n);
     for (group **pp = &g->gs->all; *pp; pp = &(*pp)->next) {
         if (*pp == g) {
             *pp = g->next;
@@ -196,7 +214,7 @@ static void leave(group *g, int rank, int died) {
     if (!m->joined) return;
     (void)died; /* died or destroyed the group: either way an op waiting for it must fail */
     /* ranks waiting in the group see the bit within 10 ms (they poll it between waits;
-     * the barrier's own event is not bumped, or a waiter would take it for completion) */
+     * no step counter moves, or a waiter would take it for the rank's progress) */
     if (g->h && g->complete) __atomic_or_fetch(&g->h->dead, 1ull << rank, __ATOMIC_SEQ_CST);
     if (!m->answered) tr__server_reply_status(m->conn, m->seq, TR_ECLOSED, "left the group");
     m->answered = 1;

@@ -9,6 +9,7 @@
 #ifndef TR_COLLECTIVE_REGISTRY_H
 #define TR_COLLECTIVE_REGISTRY_H
 
+#include "core/kv.h"
 #include "core/server.h"
 
 enum {
@@ -18,7 +19,11 @@ enum {
 
 typedef struct tr__groups tr__groups;
 
-int tr__groups_create(tr__groups **out);
+/* kv: the node's KV store, where backends keep rendezvous keys under
+ * TR__COLL_KV_PREFIX "<group>/"; they are deleted with the group. */
+int tr__groups_create(tr__kv *kv, tr__groups **out);
+/* Groups alive on the node (for tr_node_status). */
+size_t tr__groups_count(const tr__groups *g);
 void tr__groups_mount(tr__groups *g, tr__server *s);
 /* Answers pending joins with TR_ECLOSED and closes timers (node shutdown). */
 void tr__groups_close(tr__groups *g);

@@ -50,29 +50,25 @@ int64_t tr__coll_spin_limit(const tr_group *g) {
     return g->world <= ncpu ? SPIN_NS : 0;
 }
 
-/* The spin adapts, as an adaptive mutex does: a wait that outlasts it halves it (the
- * peer is not running: perhaps sharing our core with us, or with another tenant, where
- * spinning only delays it), a wait that ends within it doubles it, up to the limit.
- * Measured: two ranks put on one core by the scheduler spent the whole 100 us spin on
- * each of a 1 MiB allreduce's 8 steps (1.1 ms instead of 0.14). */
-int tr__coll_wait_event(tr_group *g, tr__event *ev, uint32_t seen, int peer, uint32_t target,
+/* Spinning for a rank that last ran on our own core only delays it: then sleep at once.
+ * Measured: the scheduler once put both ranks of a 1 MiB allreduce on one core, and each
+ * of its 8 steps spent the whole spin (1.1 ms instead of 0.14). (Halving the spin after
+ * each long wait instead starved it for good on a loaded machine: 64 MiB went from 14
+ * to 130 ms.) */
+int tr__coll_wait_event(tr_group *g, tr__event *ev, uint32_t seen, int peer, int64_t target,
                         int64_t deadline) {
+    int64_t spin = g->spin_limit;
+    if (spin && __atomic_load_n(&H(g)->rk[peer].cpu, __ATOMIC_RELAXED) == sched_getcpu()) spin = 0;
     for (;;) {
         if (tr__event_seq(ev) != seen) return 0;
-        int d = peer < 0 ? dead_behind(g, target)
+        int d = target >= 0 ? dead_behind(g, (uint32_t)target)
                 : __atomic_load_n(&H(g)->dead, __ATOMIC_ACQUIRE) >> peer & 1 ? peer
                                                                              : -1;
         if (d >= 0) return dead_error(g, d);
         int64_t now = tr__now_ns();
         if (now >= deadline) return TR_ETIMEDOUT;
         int64_t slice = now + SLICE_NS;
-        tr__event_wait_spin(ev, seen, slice < deadline ? slice : deadline, g->spin_ns);
-        int64_t took = tr__now_ns() - now;
-        if (took > g->spin_ns)
-            g->spin_ns /= 2;
-        else if (g->spin_ns < g->spin_limit)
-            g->spin_ns =
-                g->spin_ns * 2 + 1000 < g->spin_limit ? g->spin_ns * 2 + 1000 : g->spin_limit;
+        tr__event_wait_spin(ev, seen, slice < deadline ? slice : deadline, spin);
     }
 }
 
@@ -81,7 +77,7 @@ int tr__coll_wait_rank(tr_group *g, int q, uint32_t target, int64_t deadline) {
     for (;;) {
         uint32_t cur = tr__event_seq(ev);
         if ((int32_t)(cur - target) >= 0) return 0;
-        int rc = tr__coll_wait_event(g, ev, cur, -1, target, deadline);
+        int rc = tr__coll_wait_event(g, ev, cur, q, target, deadline);
         if (rc == TR_ETIMEDOUT)
             return tr__err(TR_ETIMEDOUT, "group '%s' rank %d: timed out waiting for rank %d",
                            g->name, g->rank, q);
@@ -101,7 +97,12 @@ int tr__coll_wait_all(tr_group *g, uint32_t target, int64_t deadline) {
 uint32_t tr__coll_my_step(tr_group *g) {
     return tr__event_seq(&H(g)->rk[g->rank].posted);
 }
+void tr__coll_note_cpu(tr_group *g) {
+    __atomic_store_n(&H(g)->rk[g->rank].cpu, sched_getcpu(), __ATOMIC_RELAXED);
+}
+
 void tr__coll_post(tr_group *g) {
+    tr__coll_note_cpu(g);
     tr__event_signal(&H(g)->rk[g->rank].posted);
 }
 

@@ -21,20 +21,22 @@ extern "C" {
 
 /* Steps this rank has posted: where it is in the lockstep. */
 uint32_t tr__coll_my_step(tr_group *g);
-/* Posts this rank's next step. */
+/* Posts this rank's next step (and the core it runs on: see tr__coll_wait_event). */
 void tr__coll_post(tr_group *g);
+/* Records the core this rank runs on (posting does it; channels call it themselves). */
+void tr__coll_note_cpu(tr_group *g);
 /* Until rank q has posted `target` steps / every other rank has. TR_EPEER_DIED as soon as
  * a rank that died or left had not reached `target` (one that finished and left does not
  * fail ranks still reading its last step); TR_ETIMEDOUT at the deadline. */
 int tr__coll_wait_rank(tr_group *g, int q, uint32_t target, int64_t deadline);
 int tr__coll_wait_all(tr_group *g, uint32_t target, int64_t deadline);
-/* Until ev moves past `seen`. Fatal deaths: rank `peer` if peer >= 0, else those behind
- * step `target`. Returns TR_ETIMEDOUT without a message (callers word it). */
-int tr__coll_wait_event(tr_group *g, tr__event *ev, uint32_t seen, int peer, uint32_t target,
+/* Until ev, which rank `peer` moves, moves past `seen`. Fatal deaths: those behind step
+ * `target`, or with target -1 (a channel) peer's. Returns TR_ETIMEDOUT without a message
+ * (callers word it). */
+int tr__coll_wait_event(tr_group *g, tr__event *ev, uint32_t seen, int peer, int64_t target,
                         int64_t deadline);
 
-/* The longest spin before sleeping for this group's waits (0: core/wait's short one);
- * g->spin_ns adapts below it (steps.c). */
+/* How long this group's waits spin before sleeping (0: core/wait's short spin). */
 int64_t tr__coll_spin_limit(const tr_group *g);
 
 /* Publishes this rank's view of its next op (g->seq moves; before the op's first post). */

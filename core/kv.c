@@ -146,6 +146,25 @@ size_t tr__kv_count(const tr__kv *kv) {
     return kv->count;
 }
 
+size_t tr__kv_del_prefix(tr__kv *kv, const char *prefix, size_t plen) {
+    size_t n = 0;
+    for (size_t i = 0; i < kv->cap; i++) {
+        for (entry **pp = &kv->slots[i]; *pp;) {
+            entry *e = *pp;
+            if (e->klen < plen || memcmp(e->key, prefix, plen) != 0) {
+                pp = &e->next;
+                continue;
+            }
+            *pp = e->next;
+            free(e->val);
+            free(e);
+            kv->count--;
+            n++;
+        }
+    }
+    return n;
+}
+
 static void wake_waiters(tr__kv *kv, const char *k, size_t kn, const void *v, size_t vn);
 
 static void on_put(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {

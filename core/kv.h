@@ -21,6 +21,8 @@ int tr__kv_put(tr__kv *kv, const char *key, size_t klen, const void *val, size_t
 int tr__kv_get(const tr__kv *kv, const char *key, size_t klen, const void **val, size_t *vlen);
 int tr__kv_del(tr__kv *kv, const char *key, size_t klen);
 size_t tr__kv_count(const tr__kv *kv);
+/* Deletes every key that starts with prefix (a scan of the table); returns how many. */
+size_t tr__kv_del_prefix(tr__kv *kv, const char *prefix, size_t plen);
 /* Mounts KV_PUT/KV_GET/KV_DEL on the server. A KV_GET with "wait_ms" > 0 for a missing
  * key is answered when the key is put, or with TR_ENOTFOUND once wait_ms has passed. */
 void tr__kv_mount(tr__kv *kv, tr__server *s);

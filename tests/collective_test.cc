@@ -14,6 +14,27 @@
 
 namespace {
 
+/* A number from the node's status, e.g. "groups" or "kv_keys"; -1 if missing. */
+long status_field(tr_runtime *rt, const char *key) {
+    char *json = nullptr;
+    if (tr_node_status(rt, &json)) return -1;
+    std::string s(json), k = std::string("\"") + key + "\":";
+    tr_free(json);
+    size_t at = s.find(k);
+    return at == std::string::npos ? -1 : atol(s.c_str() + at + k.size());
+}
+
+/* Once every member has left or died, the node holds no group and none of its
+ * rendezvous keys (within 5 s: a dead process's connection closes asynchronously). */
+void expect_nothing_left(tr_runtime *rt, long kv_keys_before) {
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (std::chrono::steady_clock::now() < until &&
+           (status_field(rt, "groups") != 0 || status_field(rt, "kv_keys") != kv_keys_before))
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_EQ(status_field(rt, "groups"), 0);
+    EXPECT_EQ(status_field(rt, "kv_keys"), kv_keys_before);
+}
+
 class CollTest : public ::testing::TestWithParam<std::tuple<const char *, int>> {
   protected:
     void SetUp() override {
@@ -87,6 +108,7 @@ TEST_P(CollFailuresB, ARankThatNeverArrivesTimesOutEveryone) {
 
 TEST_P(CollFailuresB, ARankThatDiesFailsTheOthersAtOnce) {
     const char *backend = std::get<0>(GetParam());
+    long kv0 = status_field(rt, "kv_keys");
     /* ranks 0 and 1 join and allreduce; rank 2 joins, then crashes */
     std::vector<tr_ref> calls = run("dies", 3, 20000, 2, 300000, 2, backend);
     tr_actor_id a;
@@ -115,9 +137,11 @@ TEST_P(CollFailuresB, ARankThatDiesFailsTheOthersAtOnce) {
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
     EXPECT_EQ(tr_get(rt, crash, 5000, nullptr, nullptr), TR_EACTOR_DIED);
     tr_ref_release(rt, crash);
+    expect_nothing_left(rt, kv0); /* the dead rank's rendezvous keys too */
 }
 
 TEST_P(CollFailuresB, DestroyingAGroupMidOpFailsTheOp) {
+    long kv0 = status_field(rt, "kv_keys");
     const char *backend = std::get<0>(GetParam());
     std::vector<tr_ref> waiting = run("leaves", 2, 20000, 2, 1000, 1, backend); /* rank 0 */
     tr_actor_id a;
@@ -139,6 +163,7 @@ TEST_P(CollFailuresB, DestroyingAGroupMidOpFailsTheOp) {
     EXPECT_EQ(tr_get(rt, leaver, 5000, nullptr, nullptr), 0) << tr_last_error();
     tr_ref_release(rt, waiting[0]);
     tr_ref_release(rt, leaver);
+    expect_nothing_left(rt, kv0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, CollFailuresB,
@@ -236,6 +261,7 @@ TEST_F(CollFailures, GroupDefaultTimeoutAndIsInitialized) {
 /* Three actors, five groups over overlapping subsets on both backends; every actor runs
  * all of its groups at once, one thread per group (joins included). */
 TEST_F(CollFailures, SeveralGroupsPerActorUsedConcurrently) {
+    long kv0 = status_field(rt, "kv_keys");
     std::vector<tr_actor_id> three(3);
     std::vector<tr_ref> calls(3);
     for (int i = 0; i < 3; i++) {
@@ -260,6 +286,7 @@ TEST_F(CollFailures, SeveralGroupsPerActorUsedConcurrently) {
         EXPECT_EQ(*(const int64_t *)d, 2 * 30 * groups) << "ops checked by actor " << i;
         tr_ref_release(rt, calls[i]);
     }
+    expect_nothing_left(rt, kv0);
 }
 
 } // namespace

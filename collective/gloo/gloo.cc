@@ -1,6 +1,6 @@
 // collective/gloo/gloo.cc - the gloo backend: a thin C++ shim over Debian's libgloo (TCP
 // transport), the only C++ in the runtime. Gloo's rendezvous runs over the node's KV store
-// (a gloo::rendezvous::Store whose keys live under troupe/gloo/<group>/); each op maps to
+// (a gloo::rendezvous::Store whose keys live under troupe/coll/<group>/); each op maps to
 // the gloo collective of the same name, with troupe's reduction kernels as gloo's reduce
 // function, so every dtype and op works. Every extern "C" entry catches every exception
 // and returns a TR_E* code: a timeout gives TR_ETIMEDOUT, a broken peer TR_EPEER_DIED.
@@ -183,7 +183,7 @@ int g_init(tr_group *g, int64_t deadline) {
     try {
         auto *s = new State();
         g->impl = s;
-        s->store.reset(new KvStore(g->node, std::string("troupe/gloo/") + g->name + "/"));
+        s->store.reset(new KvStore(g->node, std::string(TR__COLL_KV_PREFIX) + g->name + "/"));
         gloo::transport::tcp::attr attr("127.0.0.1");
         s->dev = gloo::transport::tcp::CreateDevice(attr);
         s->ctx = std::make_shared<gloo::rendezvous::Context>(g->rank, g->world);

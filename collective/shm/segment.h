@@ -38,6 +38,7 @@ typedef struct tr__coll_desc {
 /* A rank's public state, on its own cache lines: only the rank writes it. */
 typedef struct tr__coll_rank {
     tr__event posted;      /* steps this rank has posted (see shm.c) */
+    int32_t cpu;           /* the core it posted from (a hint for waiters' spinning) */
     tr__coll_desc desc[2]; /* its view of its current op, by op parity */
 } __attribute__((aligned(64))) tr__coll_rank;
 

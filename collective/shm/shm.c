@@ -229,7 +229,7 @@ static int shm_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
 
 /* Waits until ev moves past `seen`, watching the peer's life and the deadline. */
 static int chan_wait(tr_group *g, tr__event *ev, uint32_t seen, int peer, int64_t deadline) {
-    int rc = tr__coll_wait_event(g, ev, seen, peer, 0, deadline);
+    int rc = tr__coll_wait_event(g, ev, seen, peer, -1, deadline);
     if (rc == TR_ETIMEDOUT)
         return tr__err(TR_ETIMEDOUT, "group '%s': rank %d waited for rank %d in vain", g->name,
                        g->rank, peer);
@@ -261,6 +261,7 @@ static int shm_send(tr_group *g, const void *buf, size_t count, tr_dtype dtype, 
         ch->bytes = n;
         ch->count = count;
         ch->dtype = (uint32_t)dtype;
+        tr__coll_note_cpu(g);
         tr__event_signal(&ch->posted);
         off += n;
     } while (off < bytes);
@@ -298,6 +299,7 @@ static int shm_recv(tr_group *g, void *buf, size_t count, tr_dtype dtype, int sr
         }
         if (ch->bytes) memcpy((char *)buf + off, cb, ch->bytes);
         off += ch->bytes;
+        tr__coll_note_cpu(g);
         tr__event_signal(&ch->consumed);
     } while (off < bytes);
     return 0;
