@@ -2,6 +2,7 @@
  * 4 KiB, 1 MiB and 64 MiB, in one run, through:
  *   shm          troupe's shm collective backend
  *   gloo         troupe's gloo collective backend
+ *   gloounchecked  the same with tr_group_set_checks(g, 0): no agreement step per op
  *   objectstore  the object store (allreduce: tr_object_allreduce; broadcast: the root's
  *                put and everyone's get; allgather: everyone's put and everyone's gets)
  *   rawgloo      the baseline: libgloo straight, no troupe (bench/raw_gloo.cc)
@@ -12,7 +13,8 @@
  *   bazel run //bench:collectives -- [--json] [--max-mib N] [--paths shm,gloo,...]
  *                                    [--ops allreduce,...] [--worlds 2,4] [--sizes 4B,1MiB]
  * Metrics: <op>_us_p50_<path>_<ranks>r_<size>, e.g. allreduce_us_p50_shm_2r_1MiB, and the
- * ratios <op>_objectstore_over_shm_<ranks>r_<size> and <op>_gloo_over_rawgloo_....
+ * ratios <op>_objectstore_over_shm_<ranks>r_<size>, <op>_gloo_over_rawgloo_... and
+ * <op>_gloounchecked_over_rawgloo_....
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -23,9 +25,9 @@
 #include "bench/raw_gloo.h"
 #include "troupe/troupe.h"
 
-enum { PATH_SHM, PATH_OBJ, PATH_GLOO, PATH_RAWGLOO, N_PATHS };
+enum { PATH_SHM, PATH_OBJ, PATH_GLOO, PATH_GLOO_UNCHECKED, PATH_RAWGLOO, N_PATHS };
 enum { OP_ALLREDUCE, OP_BROADCAST, OP_ALLGATHER, N_OPS };
-static const char *path_names[] = {"shm", "objectstore", "gloo", "rawgloo"};
+static const char *path_names[] = {"shm", "objectstore", "gloo", "gloounchecked", "rawgloo"};
 static const char *op_names[] = {"allreduce", "broadcast", "allgather"};
 
 typedef struct args {
@@ -87,8 +89,9 @@ static int run_rank(tr_ctx *ctx, void *self, const void *in, size_t len) {
     tr_runtime *rt = tr_ctx_runtime(ctx);
     tr_group *g;
     /* the object-store path uses an shm group only for the timing barriers */
-    int rc =
-        tr_group_init(rt, a.world, a.rank, a.path == PATH_GLOO ? "gloo" : "shm", a.name, 30000, &g);
+    int gloo = a.path == PATH_GLOO || a.path == PATH_GLOO_UNCHECKED;
+    int rc = tr_group_init(rt, a.world, a.rank, gloo ? "gloo" : "shm", a.name, 30000, &g);
+    if (!rc && a.path == PATH_GLOO_UNCHECKED) rc = tr_group_set_checks(g, 0);
     if (rc) {
         free(t);
         return tr_ctx_error(ctx, "group: %s", tr_last_error());
@@ -246,10 +249,11 @@ int main(int argc, char **argv) {
                              world, size_names[s]);
                     bench_report(name, p50[PATH_OBJ] / p50[PATH_SHM], "x");
                 }
-                if (p50[PATH_GLOO] > 0 && p50[PATH_RAWGLOO] > 0) {
-                    snprintf(name, sizeof name, "%s_gloo_over_rawgloo_%dr_%s", op_names[op], world,
-                             size_names[s]);
-                    bench_report(name, p50[PATH_GLOO] / p50[PATH_RAWGLOO], "x");
+                for (int gp = PATH_GLOO; gp <= PATH_GLOO_UNCHECKED; gp++) {
+                    if (p50[gp] <= 0 || p50[PATH_RAWGLOO] <= 0) continue;
+                    snprintf(name, sizeof name, "%s_%s_over_rawgloo_%dr_%s", op_names[op],
+                             path_names[gp], world, size_names[s]);
+                    bench_report(name, p50[gp] / p50[PATH_RAWGLOO], "x");
                 }
             }
         }

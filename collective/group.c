@@ -81,6 +81,7 @@ int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, c
     g->rank = rank;
     g->timeout_ms = TR__GROUP_DEFAULT_TIMEOUT_MS;
     g->spin_limit = tr__coll_spin_limit(g);
+    g->checks = 1;
     snprintf(g->node_path, sizeof g->node_path, "%s", node_path);
     snprintf(g->name, sizeof g->name, "%s", name);
     tr__buf b = TR__BUF_INIT;
@@ -173,6 +174,12 @@ static int begin(tr_group *g, int *timeout_ms) {
                        "group '%s': timeout %d ms (want >= 0, TR_FOREVER or "
                        "TR_GROUP_TIMEOUT)",
                        g->name, *timeout_ms);
+    return 0;
+}
+
+TR_API int tr_group_set_checks(tr_group *g, int on) {
+    if (!g) return tr__err(TR_EINVAL, "tr_group_set_checks: NULL group");
+    g->checks = on != 0;
     return 0;
 }
 

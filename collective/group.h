@@ -77,6 +77,7 @@ struct tr_group {
     void *impl;         /* backend state (gloo: its context) */
     int timeout_ms;     /* what TR_GROUP_TIMEOUT means for this group */
     int64_t spin_limit; /* how long waits spin before sleeping (steps.c) */
+    int checks;         /* check that ranks agree before an op (tr_group_set_checks) */
     char node_path[108];
     struct tr_group *live_next; /* this process's live groups (group.c) */
 };

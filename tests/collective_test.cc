@@ -258,6 +258,40 @@ TEST_F(CollFailures, GroupDefaultTimeoutAndIsInitialized) {
     EXPECT_EQ(tr_group_is_initialized(rt, "pair"), 0);
 }
 
+/* Without the agreement step, gloo ops still give the right results (two ranks in this
+ * process, a thread each); the choice is per handle. */
+TEST_F(CollFailures, GlooWithoutChecksStillComputesRightly) {
+    tr_group *g[2] = {nullptr, nullptr};
+    int rc[2] = {-1, -1};
+    std::vector<int32_t> out[2];
+    auto rank = [&](int r) {
+        rc[r] = tr_group_init(rt, 2, r, "gloo", "nocheck", 10000, &g[r]);
+        if (!rc[r]) rc[r] = tr_group_set_checks(g[r], 0);
+        std::vector<int32_t> v(1000);
+        for (int i = 0; i < 1000; i++)
+            v[i] = (r + 1) * i;
+        if (!rc[r])
+            rc[r] = tr_allreduce(g[r], v.data(), v.data(), v.size(), TR_INT32, TR_SUM, 10000);
+        if (!rc[r]) rc[r] = tr_barrier(g[r], 10000);
+        int32_t b = r == 1 ? 77 : 0;
+        if (!rc[r]) rc[r] = tr_broadcast(g[r], &b, 1, TR_INT32, 1, 10000);
+        v.push_back(b);
+        out[r] = v;
+    };
+    std::thread t(rank, 1);
+    rank(0);
+    t.join();
+    for (int r = 0; r < 2; r++) {
+        ASSERT_EQ(rc[r], 0) << "rank " << r << ": " << tr_last_error();
+        ASSERT_EQ(out[r].size(), 1001u);
+        for (int i = 0; i < 1000; i++)
+            ASSERT_EQ(out[r][i], 3 * i);
+        EXPECT_EQ(out[r][1000], 77);
+        tr_group_destroy(g[r]);
+    }
+    EXPECT_EQ(tr_group_set_checks(nullptr, 0), TR_EINVAL);
+}
+
 /* Three actors, five groups over overlapping subsets on both backends; every actor runs
  * all of its groups at once, one thread per group (joins included). */
 TEST_F(CollFailures, SeveralGroupsPerActorUsedConcurrently) {

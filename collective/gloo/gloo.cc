@@ -174,8 +174,11 @@ template <typename F> int by_width(size_t esz, F f) {
 // naming the difference before Gloo moves a byte, and a dead rank fails the others at
 // once. The segment is shared because every rank of a group joins through one node; a
 // group spanning nodes will need this check over the network instead.
+// The step costs the rank that arrives first one wake-up (20-50 us here, against a
+// 130-270 us Gloo op): tr_group_set_checks(g, 0) skips it, as MPI and NCCL never check.
 int agree(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, int root, size_t count,
           int64_t deadline) {
+    if (!g->checks) return 0;
     return tr__coll_agree(g, kind, dtype, op, root, count, deadline);
 }
 
@@ -207,9 +210,20 @@ void g_fini(tr_group *g) {
     g->impl = nullptr;
 }
 
-// The agreement step waits for every rank: that is the barrier.
+// The agreement step waits for every rank: that is the barrier (Gloo's without checks).
 int g_barrier(tr_group *g, int64_t deadline) {
-    return agree(g, TR__COLL_BARRIER, TR_UINT8, TR_SUM, -1, 0, deadline);
+    if (g->checks) return agree(g, TR__COLL_BARRIER, TR_UINT8, TR_SUM, -1, 0, deadline);
+    try {
+        gloo::BarrierOptions o(S(g)->ctx);
+        o.setTag(S(g)->tag++);
+        o.setTimeout(ms_left(deadline));
+        gloo::barrier(o);
+        return 0;
+    } catch (const std::exception &e) {
+        return failed(g, e);
+    } catch (...) {
+        return tr__err(TR_EINTERNAL, "gloo: unknown exception");
+    }
 }
 
 int g_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,

@@ -374,6 +374,14 @@ TR_API int tr_group_is_initialized(tr_runtime *rt, const char *name);
  * safety: not with the group's ops. */
 #define TR_GROUP_TIMEOUT (-2)
 TR_API int tr_group_set_timeout(tr_group *g, int timeout_ms);
+/* Before each op, ranks check that they all called the same op with the same count,
+ * dtype, reduction op and root (on by default). On shm the check rides on the op's first
+ * step and costs nothing; on gloo it costs the first rank to arrive one wake-up (~30% of
+ * a 4 B op here). on = 0 skips it where a backend can, as MPI and NCCL never check:
+ * ranks that disagree then get corrupted data, or an error at the timeout. Every rank of
+ * the group must choose the same. Returns 0, TR_EINVAL. Thread safety: not with the
+ * group's ops. */
+TR_API int tr_group_set_checks(tr_group *g, int on);
 
 /* Collective ops: every rank of the group calls the same op with the same count, dtype,
  * op and root, in the same order. Each waits at most timeout_ms (or the group's default:
