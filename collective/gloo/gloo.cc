@@ -332,16 +332,22 @@ int g_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
                 gloo::scatter(o);
                 return 0;
             }
-            case TR__COLL_REDUCE_SCATTER: { /* an allreduce of the whole, keeping our share */
-                std::vector<char> all((const char *)a->send, (const char *)a->send + n * W * esz);
-                gloo::AllreduceOptions o(ctx);
-                o.setOutput((T *)all.data(), n * W);
-                o.setReduceFunction(pick(a->dtype, a->op));
+            case TR__COLL_REDUCE_SCATTER: {
+                /* an alltoall brings every rank's piece for us; we reduce them in rank
+                 * order (each byte crosses the network once, an allreduce's half) */
+                std::vector<char> got(n * W * esz);
+                gloo::AlltoallOptions o(ctx);
+                o.setInput((T *)a->send, n * W);
+                o.setOutput((T *)got.data(), n * W);
                 o.setTag(S(g)->tag++);
                 o.setTimeout(ms_left(deadline));
-                gloo::allreduce(o);
-                std::memcpy(a->recv, all.data() + me * n * esz, n * esz);
-                return tr__reduce_finish(a->recv, n, a->dtype, a->op, g->world);
+                gloo::alltoall(o);
+                char *out = (char *)a->recv;
+                std::memcpy(out, got.data(), n * esz);
+                int rc = 0;
+                for (size_t j = 1; j < W && !rc; j++)
+                    rc = tr__reduce(out, got.data() + j * n * esz, n, a->dtype, a->op);
+                return rc ? rc : tr__reduce_finish(out, n, a->dtype, a->op, g->world);
             }
             default: { /* alltoall */
                 gloo::AlltoallOptions o(ctx);
