@@ -173,12 +173,11 @@ static void on_status(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
     (void)body;
     tr__buf j = TR__BUF_INIT;
     char head[1400];
-    int k =
-        snprintf(head, sizeof head,
-                 "{\"pid\":%d,\"address\":\"%s\",\"version\":\"%s\",\"workers_live\":%d,"
-                 "\"kv_keys\":%zu,\"groups\":%zu,",
-                 (int)getpid(), n->sock, tr_version_string(), n->pool.live, tr__kv_count(n->kv),
-                 tr__groups_count(n->groups));
+    int k = snprintf(head, sizeof head,
+                     "{\"pid\":%d,\"address\":\"%s\",\"version\":\"%s\",\"workers_live\":%d,"
+                     "\"kv_keys\":%zu,\"groups\":%zu,",
+                     (int)getpid(), n->sock, tr_version_string(), n->pool.live, tr__kv_count(n->kv),
+                     tr__groups_count(n->groups));
     tr__buf_append(&j, head, (size_t)k);
     tr__directory_status_json(n->dir, &j);
     tr__buf_append(&j, ",", 1);
