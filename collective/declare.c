@@ -18,8 +18,8 @@ static void key_of(char *out, size_t cap, const char *name) {
 
 int tr__group_declare(tr__nodeconn *node, const tr_actor_id *actors, size_t n, const int *ranks,
                       const char *backend, const char *name) {
-    if (!actors || n == 0 || n > TR__COLL_MAX_WORLD || !backend || !*backend || !name || !*name ||
-        strlen(name) >= 200)
+    if (!actors || n == 0 || n > TR__COLL_MAX_WORLD || !backend || !*backend || !name ||
+        !tr__coll_name_ok(name, strlen(name)))
         return tr__err(TR_EINVAL, "tr_group_declare: bad actors, backend or name");
     int32_t r32[TR__COLL_MAX_WORLD];
     uint64_t seen = 0;
@@ -52,7 +52,7 @@ int tr__group_open(tr__nodeconn *node, const char *node_path, size_t max_msg,
     if (!out) return tr__err(TR_EINVAL, "tr_group_open: out is NULL");
     *out = NULL;
     if (!self) return tr__err(TR_ESTATE, "tr_group_open: call it inside an actor's method");
-    if (!name || !*name || strlen(name) >= 200)
+    if (!name || !tr__coll_name_ok(name, strlen(name)))
         return tr__err(TR_EINVAL, "tr_group_open: bad name");
     char key[256];
     key_of(key, sizeof key, name);

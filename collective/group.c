@@ -58,9 +58,11 @@ int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, c
                    const char *name, int timeout_ms, tr_group **out) {
     if (!out) return tr__err(TR_EINVAL, "tr_group_init: out is NULL");
     *out = NULL;
-    if (!name || !*name || strlen(name) >= 200 || !backend || world < 1 ||
+    if (!name || !tr__coll_name_ok(name, strlen(name)) || !backend || world < 1 ||
         world > TR__COLL_MAX_WORLD || rank < 0 || rank >= world)
-        return tr__err(TR_EINVAL, "tr_group_init: bad name, backend, world (1..%d) or rank",
+        return tr__err(TR_EINVAL,
+                       "tr_group_init: bad name (1-199 bytes, no '/'), backend, world (1..%d) or "
+                       "rank",
                        TR__COLL_MAX_WORLD);
     const tr__coll_backend_v1 *be = find_backend(backend);
     if (!be)

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/nodeconn.h"
 #include "troupe/troupe.h"
@@ -85,6 +86,12 @@ struct tr_group {
 #define TR__GROUP_DEFAULT_TIMEOUT_MS 60000
 /* Backends keep rendezvous keys in the node's KV store under this + "<group>/". */
 #define TR__COLL_KV_PREFIX "troupe/coll/"
+
+/* A group name: 1-199 bytes, no '/' (its keys must not be a prefix of another group's),
+ * no NUL. */
+static inline int tr__coll_name_ok(const char *name, size_t n) {
+    return name && n > 0 && n < 200 && !memchr(name, '/', n) && !memchr(name, '\0', n);
+}
 
 /* Joins through a connection of the group's own to the node at `node_path` (a rendezvous
  * waits there without holding the process's shared connection, so threads may join

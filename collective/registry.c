@@ -135,8 +135,8 @@ static void on_join(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
         tr__server_reply_status(c, seq, rc, tr_last_error());
         return;
     }
-    if (nn == 0 || nn >= 200 || bn == 0 || bn >= 16 || world < 1 || world > TR__COLL_MAX_WORLD ||
-        rank < 0 || rank >= world) {
+    if (!tr__coll_name_ok(name, nn) || bn == 0 || bn >= 16 || world < 1 ||
+        world > TR__COLL_MAX_WORLD || rank < 0 || rank >= world) {
         tr__server_reply_status(c, seq, TR_EINVAL, "group join: bad name, world or rank");
         return;
     }

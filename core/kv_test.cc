@@ -48,6 +48,22 @@ TEST_F(Kv, PutGetDel) {
     EXPECT_EQ(get("group/a/rank0", &v), TR_ENOTFOUND);
 }
 
+TEST_F(Kv, DeleteByPrefix) {
+    std::string v;
+    for (int i = 0; i < 300; i++) /* enough to grow the table: every chain is scanned */
+        ASSERT_EQ(put("g/a/" + std::to_string(i), "x"), 0);
+    ASSERT_EQ(put("g/ab/0", "kept"), 0);
+    ASSERT_EQ(put("g/a", "kept too"), 0);
+    EXPECT_EQ(tr__kv_del_prefix(kv, "g/a/", 4), 300u);
+    EXPECT_EQ(tr__kv_count(kv), 2u);
+    EXPECT_EQ(get("g/a/7", &v), TR_ENOTFOUND);
+    ASSERT_EQ(get("g/ab/0", &v), 0);
+    ASSERT_EQ(get("g/a", &v), 0);
+    EXPECT_EQ(tr__kv_del_prefix(kv, "g/a/", 4), 0u);
+    EXPECT_EQ(tr__kv_del_prefix(kv, "", 0), 2u); /* the empty prefix matches every key */
+    EXPECT_EQ(tr__kv_count(kv), 0u);
+}
+
 TEST_F(Kv, Overwrite) {
     std::string v;
     ASSERT_EQ(put("k", "first"), 0);

@@ -208,6 +208,7 @@ TEST_F(CollFailures, JoinErrors) {
     EXPECT_NE(std::string(tr_last_error()).find("carrier-pigeon"), std::string::npos);
     EXPECT_EQ(tr_group_init(rt, 0, 0, "shm", "bad", 100, &g), TR_EINVAL);
     EXPECT_EQ(tr_group_init(rt, 1, 0, "shm", "", 100, &g), TR_EINVAL);
+    EXPECT_EQ(tr_group_init(rt, 1, 0, "gloo", "a/b", 100, &g), TR_EINVAL); /* keys nest */
     EXPECT_EQ(g, nullptr);
     /* a world of one works at once */
     ASSERT_EQ(tr_group_init(rt, 1, 0, "shm", "solo", 1000, &g), 0);

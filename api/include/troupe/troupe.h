@@ -344,11 +344,12 @@ TR_API int tr_object_allreduce(tr_runtime *rt, const char *name, int rank, int w
 /* ------------------------------------------------------------------ collective groups */
 
 /* Joins a collective group: `world` ranks (any processes on the node, typically actors)
- * call this with the same name and backend and their own rank; it returns once all have
- * joined (the rendezvous), or TR_ETIMEDOUT after timeout_ms. Backends: "shm" (ranks on one
- * node, through a pre-faulted shared segment) and "gloo" (Gloo over TCP). Returns 0, TR_EINVAL (bad
- * arguments, a backend not in this build, or a group of that name with another world or backend),
- * TR_EEXIST (the rank is taken), TR_ETIMEDOUT, TR_ECONNECT. Thread safety: any thread. */
+ * call this with the same name (1-199 bytes, no '/') and backend and their own rank; it returns
+ * once all have joined (the rendezvous), or TR_ETIMEDOUT after timeout_ms. Backends: "shm" (ranks
+ * on one node, through a pre-faulted shared segment) and "gloo" (Gloo over TCP). Returns 0,
+ * TR_EINVAL (bad arguments, a backend not in this build, or a group of that name with another world
+ * or backend), TR_EEXIST (the rank is taken), TR_ETIMEDOUT, TR_ECONNECT. Thread safety: any thread.
+ */
 TR_API int tr_group_init(tr_runtime *rt, int world, int rank, const char *backend, const char *name,
                          int timeout_ms, tr_group **out);
 /* Declares, from the driver, a group over actors (as Ray's declare_collective_group):
