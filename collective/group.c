@@ -3,6 +3,7 @@
 #include "collective/group.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,6 +180,12 @@ static int begin(tr_group *g, int *timeout_ms) {
     return 0;
 }
 
+/* count elements of dtype, times `mult` buffers, must fit a size_t (0: bad dtype too). */
+static int fits(size_t count, tr_dtype dtype, size_t mult) {
+    size_t esz = tr_dtype_size(dtype);
+    return esz && count <= SIZE_MAX / esz / mult;
+}
+
 TR_API int tr_group_set_checks(tr_group *g, int on) {
     if (!g) return tr__err(TR_EINVAL, "tr_group_set_checks: NULL group");
     g->checks = on != 0;
@@ -218,8 +225,8 @@ TR_API int tr_allreduce(tr_group *g, const void *send, void *recv, size_t count,
                         tr_redop op, int timeout_ms) {
     int rc = begin(g, &timeout_ms);
     if (rc) return rc;
-    if (!tr_dtype_size(dtype) || (unsigned)op > TR_AVG || (count && (!send || !recv)))
-        return tr__err(TR_EINVAL, "tr_allreduce: bad dtype, op or buffer");
+    if (!fits(count, dtype, 1) || (unsigned)op > TR_AVG || (count && (!send || !recv)))
+        return tr__err(TR_EINVAL, "tr_allreduce: bad dtype, count, op or buffer");
     return finish(g, g->be->allreduce(g, send, recv, count, dtype, op, tr__deadline(timeout_ms)));
 }
 
@@ -227,8 +234,8 @@ TR_API int tr_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, in
                         int timeout_ms) {
     int rc = begin(g, &timeout_ms);
     if (rc) return rc;
-    if (!tr_dtype_size(dtype) || (count && !buf) || root < 0 || root >= g->world)
-        return tr__err(TR_EINVAL, "tr_broadcast: bad dtype, buffer or root");
+    if (!fits(count, dtype, 1) || (count && !buf) || root < 0 || root >= g->world)
+        return tr__err(TR_EINVAL, "tr_broadcast: bad dtype, count, buffer or root");
     return finish(g, g->be->broadcast(g, buf, count, dtype, root, tr__deadline(timeout_ms)));
 }
 
@@ -241,10 +248,10 @@ static int data_op(tr_group *g, tr__coll_args *a, int timeout_ms, const char *fn
     /* which buffers this rank must supply */
     int need_send = a->kind != TR__COLL_SCATTER || me_root;
     int need_recv = !(a->kind == TR__COLL_REDUCE || a->kind == TR__COLL_GATHER) || me_root;
-    if (!tr_dtype_size(a->dtype) || (unsigned)a->op > TR_AVG ||
+    if (!fits(a->count, a->dtype, (size_t)g->world) || (unsigned)a->op > TR_AVG ||
         (rooted && (a->root < 0 || a->root >= g->world)) ||
         (a->count && ((need_send && !a->send) || (need_recv && !a->recv))))
-        return tr__err(TR_EINVAL, "%s: bad dtype, op, root or buffer", fn);
+        return tr__err(TR_EINVAL, "%s: bad dtype, count, op, root or buffer", fn);
     if (!rooted) a->root = -1;
     if (!g->be->data_op) return tr__err(TR_EINVAL, "%s: not in backend %s", fn, g->be->name);
     return finish(g, g->be->data_op(g, a, tr__deadline(timeout_ms)));
@@ -290,7 +297,7 @@ TR_API int tr_send(tr_group *g, const void *buf, size_t count, tr_dtype dtype, i
                    int timeout_ms) {
     int rc = begin(g, &timeout_ms);
     if (rc) return rc;
-    if (!tr_dtype_size(dtype) || (count && !buf) || dst < 0 || dst >= g->world || dst == g->rank)
+    if (!fits(count, dtype, 1) || (count && !buf) || dst < 0 || dst >= g->world || dst == g->rank)
         return tr__err(TR_EINVAL, "tr_send: bad dtype, buffer or destination");
     return finish(g, g->be->send(g, buf, count, dtype, dst, tr__deadline(timeout_ms)));
 }
@@ -298,7 +305,7 @@ TR_API int tr_send(tr_group *g, const void *buf, size_t count, tr_dtype dtype, i
 TR_API int tr_recv(tr_group *g, void *buf, size_t count, tr_dtype dtype, int src, int timeout_ms) {
     int rc = begin(g, &timeout_ms);
     if (rc) return rc;
-    if (!tr_dtype_size(dtype) || (count && !buf) || src < 0 || src >= g->world || src == g->rank)
+    if (!fits(count, dtype, 1) || (count && !buf) || src < 0 || src >= g->world || src == g->rank)
         return tr__err(TR_EINVAL, "tr_recv: bad dtype, buffer or source");
     return finish(g, g->be->recv(g, buf, count, dtype, src, tr__deadline(timeout_ms)));
 }

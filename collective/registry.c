@@ -218,6 +218,10 @@ static void leave(group *g, int rank, int died) {
     if (g->h && g->complete) __atomic_or_fetch(&g->h->dead, 1ull << rank, __ATOMIC_SEQ_CST);
     if (!m->answered) tr__server_reply_status(m->conn, m->seq, TR_ECLOSED, "left the group");
     m->answered = 1;
+    /* once: a rank that sent GROUP_LEAVE then closes its connection */
+    m->joined = 0;
+    tr__conn_unref(m->conn);
+    m->conn = NULL;
     if (--g->live == 0) group_free(g);
 }
 

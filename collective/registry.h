@@ -1,10 +1,11 @@
 /* collective/registry.h - the node's group registry: rendezvous of the ranks of a
  * collective group (GROUP_JOIN answers once every rank has joined, or times out), the
  * group's shared segment (created and pre-faulted here, passed to each rank with
- * SCM_RIGHTS), and failure notification: when a member's connection closes, its bit is
- * set in the segment's dead mask and every rank waiting in the group is woken, so live
- * ranks fail with TR_EPEER_DIED instead of hanging. A group goes when its last member
- * leaves. Runs on the node's loop thread (not thread-safe).
+ * SCM_RIGHTS), and failure notification: when a member leaves or its connection closes,
+ * its bit is set in the segment's dead mask, which waiting ranks look at at least every
+ * 10 ms, so live ranks fail with TR_EPEER_DIED instead of hanging. A group goes, with its
+ * rendezvous keys, when its last member leaves. Runs on the node's loop thread (not
+ * thread-safe).
  */
 #ifndef TR_COLLECTIVE_REGISTRY_H
 #define TR_COLLECTIVE_REGISTRY_H

@@ -68,7 +68,8 @@ int tr__coll_wait_event(tr_group *g, tr__event *ev, uint32_t seen, int peer, int
         int64_t now = tr__now_ns();
         if (now >= deadline) return TR_ETIMEDOUT;
         int64_t slice = now + SLICE_NS;
-        tr__event_wait_spin(ev, seen, slice < deadline ? slice : deadline, spin);
+        int rc = tr__event_wait_spin(ev, seen, slice < deadline ? slice : deadline, spin);
+        if (rc && rc != TR_ETIMEDOUT) return rc; /* the futex failed: say so, do not spin */
     }
 }
 

@@ -35,6 +35,29 @@ void expect_nothing_left(tr_runtime *rt, long kv_keys_before) {
     EXPECT_EQ(status_field(rt, "kv_keys"), kv_keys_before);
 }
 
+/* Joins `world` ranks of a group from threads of this process (joins do not block each
+ * other), then runs body(rank, group) on each; body returns "" or what went wrong. */
+template <typename F>
+void in_threads(tr_runtime *rt, int world, const char *backend, const char *name, F body) {
+    std::vector<std::thread> ts;
+    std::vector<std::string> errs((size_t)world);
+    for (int r = 0; r < world; r++)
+        ts.emplace_back([&, r] {
+            tr_group *g = nullptr;
+            int rc = tr_group_init(rt, world, r, backend, name, 10000, &g);
+            if (rc) {
+                errs[r] = std::string("init: ") + tr_last_error();
+                return;
+            }
+            errs[r] = body(r, g);
+            tr_group_destroy(g);
+        });
+    for (auto &t : ts)
+        t.join();
+    for (int r = 0; r < world; r++)
+        EXPECT_EQ(errs[r], "") << backend << " rank " << r;
+}
+
 class CollTest : public ::testing::TestWithParam<std::tuple<const char *, int>> {
   protected:
     void SetUp() override {
@@ -291,6 +314,91 @@ TEST_F(CollFailures, GlooWithoutChecksStillComputesRightly) {
         tr_group_destroy(g[r]);
     }
     EXPECT_EQ(tr_group_set_checks(nullptr, 0), TR_EINVAL);
+}
+
+/* A rank that leaves counts once, though it also closes its connection: the group
+ * lives on for the rank still in it. */
+TEST_F(CollFailures, AGroupLivesUntilItsLastRankLeaves) {
+    tr_group *g[3] = {nullptr, nullptr, nullptr};
+    std::thread t1([&] { tr_group_init(rt, 3, 1, "shm", "trio", 10000, &g[1]); });
+    std::thread t2([&] { tr_group_init(rt, 3, 2, "shm", "trio", 10000, &g[2]); });
+    ASSERT_EQ(tr_group_init(rt, 3, 0, "shm", "trio", 10000, &g[0]), 0) << tr_last_error();
+    t1.join();
+    t2.join();
+    ASSERT_TRUE(g[1] && g[2]);
+    tr_group_destroy(g[0]);
+    tr_group_destroy(g[1]);
+    EXPECT_EQ(status_field(rt, "groups"), 1);
+    tr_group_destroy(g[2]);
+    EXPECT_EQ(status_field(rt, "groups"), 0);
+}
+
+/* A refused point-to-point message fails its receive (and, on shm, its send) and leaves
+ * the pair in step: the next message goes through. */
+TEST_F(CollFailures, ARefusedMessageLeavesThePairUsable) {
+    for (const char *be : {"shm", "gloo"}) {
+        in_threads(rt, 2, be, be, [&](int r, tr_group *g) -> std::string {
+            int32_t big[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, small[5] = {0};
+            int rc = r == 0 ? tr_send(g, big, 10, TR_INT32, 1, 5000)
+                            : tr_recv(g, small, 5, TR_INT32, 0, 5000);
+            int want = r == 1 || strcmp(be, "shm") == 0 ? TR_EINVAL : 0;
+            if (rc != want) return std::string("mismatch gave ") + tr_errname(rc);
+            rc = r == 0 ? tr_send(g, big, 3, TR_INT32, 1, 5000)
+                        : tr_recv(g, small, 3, TR_INT32, 0, 5000);
+            if (rc) return std::string("next message: ") + tr_errname(rc) + " " + tr_last_error();
+            if (r == 1 && (small[0] != 1 || small[2] != 3)) return "wrong data after a refusal";
+            return "";
+        });
+    }
+}
+
+/* In place (send inside recv) gather, scatter, alltoall and allgather give the same as
+ * out of place, on both backends (Gloo posts transfers before copying its own piece). */
+TEST_F(CollFailures, InPlaceOpsOnBothBackends) {
+    const int W = 3, n = 1000, root = 1;
+    for (const char *be : {"shm", "gloo"}) {
+        std::string name = std::string("inplace-") + be;
+        in_threads(rt, W, be, name.c_str(), [&](int r, tr_group *g) -> std::string {
+            std::vector<int32_t> buf((size_t)W * n);
+            auto val = [](int from, int to, int i) { return from * 100000 + to * 10000 + i; };
+            /* gather: rank r's piece sits at r * n of the root's buffer */
+            for (int i = 0; i < n; i++)
+                buf[(size_t)r * n + i] = val(r, root, i);
+            int rc = tr_gather(g, &buf[(size_t)r * n], r == root ? buf.data() : nullptr, n,
+                               TR_INT32, root, 10000);
+            if (rc) return std::string("gather: ") + tr_last_error();
+            for (int q = 0; q < W && r == root; q++)
+                for (int i = 0; i < n; i++)
+                    if (buf[(size_t)q * n + i] != val(q, root, i)) return "gather: wrong data";
+            /* scatter: the root's own piece is its recv */
+            for (int q = 0; q < W; q++)
+                for (int i = 0; i < n; i++)
+                    buf[(size_t)q * n + i] = r == root ? val(root, q, i) : -1;
+            rc = tr_scatter(g, r == root ? buf.data() : nullptr, &buf[(size_t)r * n], n, TR_INT32,
+                            root, 10000);
+            if (rc) return std::string("scatter: ") + tr_last_error();
+            for (int i = 0; i < n; i++)
+                if (buf[(size_t)r * n + i] != val(root, r, i)) return "scatter: wrong data";
+            /* alltoall with send == recv */
+            for (int q = 0; q < W; q++)
+                for (int i = 0; i < n; i++)
+                    buf[(size_t)q * n + i] = val(r, q, i);
+            rc = tr_alltoall(g, buf.data(), buf.data(), n, TR_INT32, 10000);
+            if (rc) return std::string("alltoall: ") + tr_last_error();
+            for (int q = 0; q < W; q++)
+                for (int i = 0; i < n; i++)
+                    if (buf[(size_t)q * n + i] != val(q, r, i)) return "alltoall: wrong data";
+            /* allgather: rank r's piece already at r * n */
+            for (int i = 0; i < n; i++)
+                buf[(size_t)r * n + i] = val(r, r, i);
+            rc = tr_allgather(g, &buf[(size_t)r * n], buf.data(), n, TR_INT32, 10000);
+            if (rc) return std::string("allgather: ") + tr_last_error();
+            for (int q = 0; q < W; q++)
+                for (int i = 0; i < n; i++)
+                    if (buf[(size_t)q * n + i] != val(q, q, i)) return "allgather: wrong data";
+            return "";
+        });
+    }
 }
 
 /* Three actors, five groups over overlapping subsets on both backends; every actor runs

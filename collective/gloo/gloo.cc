@@ -38,9 +38,9 @@ using ReduceFn = void (*)(void *, const void *, const void *, size_t);
 
 // c = a op b over n elements, with troupe's kernels (AVG sums here; divided afterwards).
 template <int D, int O> void reduce_fn(void *c, const void *a, const void *b, size_t n) {
-    size_t esz = tr_dtype_size((tr_dtype)D);
-    if (c != a) std::memmove(c, a, n * esz);
-    tr__reduce(c, b, n, (tr_dtype)D, O == TR_AVG ? TR_SUM : (tr_redop)O);
+    // c may be a or b: tr__reduce_to reads each element before writing it. D and O are
+    // valid by construction (pick), so it cannot fail.
+    tr__reduce_to(c, nullptr, a, b, n, (tr_dtype)D, O == TR_AVG ? TR_SUM : (tr_redop)O);
 }
 
 template <int D> ReduceFn pick_op(tr_redop op) {
@@ -279,12 +279,26 @@ int g_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
     try {
         int rc = agree(g, (uint32_t)a->kind, a->dtype, a->op, a->root, n, deadline);
         if (rc || n == 0) return rc;
+        // Gloo posts its transfers before it copies a rank's own piece, so in place (send
+        // overlapping recv) a gather, scatter or alltoall would overwrite what it still
+        // sends: stage the send side first.
+        int k = a->kind;
+        bool wide_send =
+            k == TR__COLL_SCATTER || k == TR__COLL_ALLTOALL || k == TR__COLL_REDUCE_SCATTER;
+        bool wide_recv = k == TR__COLL_ALLGATHER || k == TR__COLL_GATHER || k == TR__COLL_ALLTOALL;
+        size_t sbytes = n * esz * (wide_send ? W : 1), rbytes = n * esz * (wide_recv ? W : 1);
+        const char *send = (const char *)a->send, *recv = (const char *)a->recv;
+        std::vector<char> staged;
+        if (send && recv && send < recv + rbytes && recv < send + sbytes) {
+            staged.assign(send, send + sbytes);
+            send = staged.data();
+        }
         return by_width(esz, [&](auto *t) {
             using T = std::remove_pointer_t<decltype(t)>;
             auto &ctx = S(g)->ctx;
             switch (a->kind) {
             case TR__COLL_REDUCE: {
-                std::vector<char> tmp((const char *)a->send, (const char *)a->send + n * esz);
+                std::vector<char> tmp((const char *)send, (const char *)send + n * esz);
                 gloo::ReduceOptions o(ctx);
                 o.setOutput((T *)tmp.data(), n);
                 o.setRoot(a->root);
@@ -300,7 +314,7 @@ int g_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
             }
             case TR__COLL_ALLGATHER: {
                 gloo::AllgatherOptions o(ctx);
-                o.setInput((T *)a->send, n);
+                o.setInput((T *)send, n);
                 o.setOutput((T *)a->recv, n * W);
                 o.setTag(S(g)->tag++);
                 o.setTimeout(ms_left(deadline));
@@ -310,7 +324,7 @@ int g_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
             case TR__COLL_GATHER: {
                 std::vector<char> sink;
                 gloo::GatherOptions o(ctx);
-                o.setInput((T *)a->send, n);
+                o.setInput((T *)send, n);
                 if ((int)me == a->root) o.setOutput((T *)a->recv, n * W);
                 o.setRoot(a->root);
                 o.setTag(S(g)->tag++);
@@ -323,7 +337,7 @@ int g_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
                 std::vector<T *> ins;
                 if ((int)me == a->root)
                     for (size_t j = 0; j < W; j++)
-                        ins.push_back((T *)a->send + j * n);
+                        ins.push_back((T *)send + j * n);
                 if ((int)me == a->root) o.setInputs(ins, n);
                 o.setOutput((T *)a->recv, n);
                 o.setRoot(a->root);
@@ -337,7 +351,7 @@ int g_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
                  * order (each byte crosses the network once, an allreduce's half) */
                 std::vector<char> got(n * W * esz);
                 gloo::AlltoallOptions o(ctx);
-                o.setInput((T *)a->send, n * W);
+                o.setInput((T *)send, n * W);
                 o.setOutput((T *)got.data(), n * W);
                 o.setTag(S(g)->tag++);
                 o.setTimeout(ms_left(deadline));
@@ -351,7 +365,7 @@ int g_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
             }
             default: { /* alltoall */
                 gloo::AlltoallOptions o(ctx);
-                o.setInput((T *)a->send, n * W);
+                o.setInput((T *)send, n * W);
                 o.setOutput((T *)a->recv, n * W);
                 o.setTag(S(g)->tag++);
                 o.setTimeout(ms_left(deadline));

@@ -236,6 +236,15 @@ static int chan_wait(tr_group *g, tr__event *ev, uint32_t seen, int peer, int64_
     return rc;
 }
 
+/* The receiver refused this message (on its first chunk: count and dtype ride on every
+ * chunk) and consumed it; clearing the flag leaves the channel in step for the next. */
+static int refused(tr_group *g, tr__coll_chan *ch, int dst) {
+    ch->error = 0;
+    return tr__err(TR_EINVAL,
+                   "group '%s': rank %d refused what rank %d sent (count or dtype differ)", g->name,
+                   dst, g->rank);
+}
+
 /* send: 64 KiB chunks through the (me -> dst) channel; each waits for the previous to be
  * consumed; returns once the receiver has taken the last one (so a mismatch it detects
  * is reported here too). */
@@ -251,11 +260,7 @@ static int shm_send(tr_group *g, const void *buf, size_t count, tr_dtype dtype, 
                      ? 0
                      : chan_wait(g, &ch->consumed, p - 1, dst, deadline);
         if (rc) return rc;
-        if (ch->error)
-            return tr__err(TR_EINVAL,
-                           "group '%s': rank %d refused what rank %d sent (count or "
-                           "dtype differ)",
-                           g->name, dst, g->rank);
+        if (ch->error) return refused(g, ch, dst);
         size_t n = bytes - off < TR__COLL_CHAN ? bytes - off : TR__COLL_CHAN;
         if (n) memcpy(cb, (const char *)buf + off, n);
         ch->bytes = n;
@@ -268,12 +273,7 @@ static int shm_send(tr_group *g, const void *buf, size_t count, tr_dtype dtype, 
     uint32_t p = tr__event_seq(&ch->posted);
     int rc =
         tr__event_seq(&ch->consumed) == p ? 0 : chan_wait(g, &ch->consumed, p - 1, dst, deadline);
-    if (!rc && ch->error)
-        rc = tr__err(TR_EINVAL,
-                     "group '%s': rank %d refused what rank %d sent (count or dtype "
-                     "differ)",
-                     g->name, dst, g->rank);
-    return rc;
+    return !rc && ch->error ? refused(g, ch, dst) : rc;
 }
 
 static int shm_recv(tr_group *g, void *buf, size_t count, tr_dtype dtype, int src,
@@ -290,7 +290,7 @@ static int shm_recv(tr_group *g, void *buf, size_t count, tr_dtype dtype, int sr
             off + ch->bytes > bytes) {
             unsigned long long sc = ch->count;
             unsigned sd = ch->dtype;
-            ch->error = 1; /* the channel is unusable from now on; the sender learns it */
+            ch->error = 1; /* the sender reports it and clears it (see refused) */
             tr__event_signal(&ch->consumed);
             return tr__err(TR_EINVAL,
                            "group '%s': rank %d sent %llu elements of dtype %u, rank %d expected "
