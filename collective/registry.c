@@ -180,6 +180,8 @@ static void on_join(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
         }
         memset(g->h, 0, g->size); /* pre-fault: the ranks never touch fresh pages */
         g->h->world = (uint32_t)g->world;
+        for (int r = 0; r < TR__COLL_MAX_WORLD; r++)
+            g->h->rk[r].cpu = -1; /* no core yet: waiters spin for it */
         g->h->slot = data ? TR__COLL_SLOT : 0;
         g->h->size = g->size;
         g->h->magic = TR__COLL_MAGIC;

@@ -318,6 +318,10 @@ typedef enum tr_dtype {
     TR_FLOAT64 = 7,
 } tr_dtype;
 
+/* Reductions, in rank order on every backend (every rank gets the same bits). Integer sums
+ * and products wrap (two's complement); TR_AVG sums in the dtype, then divides (integers
+ * truncate toward zero), so an integer average of large values wraps first. float16 and
+ * bfloat16 compute in float32 and round to nearest even at each step. */
 typedef enum tr_redop {
     TR_SUM = 0,
     TR_PROD = 1,
@@ -352,6 +356,7 @@ TR_API int tr_object_allreduce(tr_runtime *rt, const char *name, int rank, int w
  */
 TR_API int tr_group_init(tr_runtime *rt, int world, int rank, const char *backend, const char *name,
                          int timeout_ms, tr_group **out);
+/* (TR_FOREVER for a join, and for a gloo op, waits at most an hour.) */
 /* Declares, from the driver, a group over actors (as Ray's declare_collective_group):
  * actors[i] gets ranks[i] (ranks NULL: i). Each actor then joins with tr_group_open on
  * first use. Returns 0, TR_EINVAL (ranks not a permutation, bad name), TR_ECONNECT.
