@@ -352,6 +352,29 @@ TEST_F(CollFailures, ARefusedMessageLeavesThePairUsable) {
     }
 }
 
+/* Above 8 ranks the send/recv channels shrink (4 MiB in all): messages of several
+ * chunks still arrive whole and in order. 12 ranks as threads of this process. */
+TEST_F(CollFailures, PointToPointInALargeGroup) {
+    const int W = 12, n = 20000; /* 80 KB: several 28 KiB chunks */
+    in_threads(rt, W, "shm", "ring12", [&](int r, tr_group *g) -> std::string {
+        std::vector<int32_t> out(n), in(n, -1);
+        for (int round = 0; round < 2; round++) {
+            for (int i = 0; i < n; i++)
+                out[i] = r * 1000000 + round * 100000 + i;
+            int next = (r + 1) % W, prev = (r + W - 1) % W;
+            for (int step = 0; step < 2; step++) {
+                bool sending = (step == 0) == (r % 2 == 0);
+                int rc = sending ? tr_send(g, out.data(), n, TR_INT32, next, 20000)
+                                 : tr_recv(g, in.data(), n, TR_INT32, prev, 20000);
+                if (rc) return std::string(tr_errname(rc)) + ": " + tr_last_error();
+            }
+            for (int i = 0; i < n; i++)
+                if (in[i] != prev * 1000000 + round * 100000 + i) return "wrong data";
+        }
+        return "";
+    });
+}
+
 /* In place (send inside recv) gather, scatter, alltoall and allgather give the same as
  * out of place, on both backends (Gloo posts transfers before copying its own piece). */
 TEST_F(CollFailures, InPlaceOpsOnBothBackends) {

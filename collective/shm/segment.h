@@ -15,7 +15,14 @@
 #define TR__COLL_MAGIC 0x326c6c6f63727475ull /* "utrcoll2" */
 #define TR__COLL_MAX_WORLD 64
 #define TR__COLL_SLOT (256u << 10) /* a rank's staging slot: one chunk (measured best) */
-#define TR__COLL_CHAN (64u << 10)  /* a send/recv channel's buffer, one per ordered pair */
+/* A send/recv channel's buffer, one per ordered pair of ranks: 64 KiB, less in large
+ * groups so that all of them stay within ~4 MiB (at least 4 KiB each): the node
+ * pre-faults them, and 64 KiB x 64 x 64 ranks would be 256 MiB. */
+static inline size_t tr__coll_chan_size(int world) {
+    size_t c = ((size_t)4 << 20) / ((size_t)world * (size_t)world);
+    c = c > (64u << 10) ? (64u << 10) : c < 4096 ? 4096 : c;
+    return c & ~(size_t)4095;
+}
 
 /* One direction of a point-to-point channel: the sender posts a chunk, the receiver
  * consumes it. Both counters are events (spin, then futex). */
@@ -62,7 +69,7 @@ static inline size_t tr__coll_chan_hdrs(int world) {
 static inline size_t tr__coll_seg_size(int world, int data) {
     if (!data) return tr__coll_hdr_bytes();
     return tr__coll_hdr_bytes() + 2 * (size_t)world * TR__COLL_SLOT + tr__coll_chan_hdrs(world) +
-           (size_t)world * (size_t)world * TR__COLL_CHAN;
+           (size_t)world * (size_t)world * tr__coll_chan_size(world);
 }
 /* Rank r's staging slot for step `step` (slots alternate by step parity). */
 static inline char *tr__coll_slot(tr__coll_hdr *h, int r, uint32_t step) {
@@ -77,7 +84,7 @@ static inline tr__coll_chan *tr__coll_chan_of(tr__coll_hdr *h, int src, int dst)
 }
 static inline char *tr__coll_chan_buf(tr__coll_hdr *h, int src, int dst) {
     return tr__coll_chans(h) + tr__coll_chan_hdrs((int)h->world) +
-           ((size_t)src * h->world + (size_t)dst) * TR__COLL_CHAN;
+           ((size_t)src * h->world + (size_t)dst) * tr__coll_chan_size((int)h->world);
 }
 
 #endif

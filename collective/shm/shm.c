@@ -245,9 +245,9 @@ static int refused(tr_group *g, tr__coll_chan *ch, int dst) {
                    dst, g->rank);
 }
 
-/* send: 64 KiB chunks through the (me -> dst) channel; each waits for the previous to be
- * consumed; returns once the receiver has taken the last one (so a mismatch it detects
- * is reported here too). */
+/* send: chunks of the channel's size (64 KiB up to 8 ranks) through the (me -> dst) channel; each
+ * waits for the previous to be consumed; returns once the receiver has taken the last one (so a
+ * mismatch it detects is reported here too). */
 static int shm_send(tr_group *g, const void *buf, size_t count, tr_dtype dtype, int dst,
                     int64_t deadline) {
     tr__coll_hdr *h = H(g);
@@ -261,7 +261,8 @@ static int shm_send(tr_group *g, const void *buf, size_t count, tr_dtype dtype, 
                      : chan_wait(g, &ch->consumed, p - 1, dst, deadline);
         if (rc) return rc;
         if (ch->error) return refused(g, ch, dst);
-        size_t n = bytes - off < TR__COLL_CHAN ? bytes - off : TR__COLL_CHAN;
+        size_t chan = tr__coll_chan_size(g->world);
+        size_t n = bytes - off < chan ? bytes - off : chan;
         if (n) memcpy(cb, (const char *)buf + off, n);
         ch->bytes = n;
         ch->count = count;
@@ -286,8 +287,8 @@ static int shm_recv(tr_group *g, void *buf, size_t count, tr_dtype dtype, int sr
         uint32_t c = tr__event_seq(&ch->consumed);
         int rc = tr__event_seq(&ch->posted) != c ? 0 : chan_wait(g, &ch->posted, c, src, deadline);
         if (rc) return rc;
-        if (ch->count != count || ch->dtype != (uint32_t)dtype || ch->bytes > TR__COLL_CHAN ||
-            off + ch->bytes > bytes) {
+        if (ch->count != count || ch->dtype != (uint32_t)dtype ||
+            ch->bytes > tr__coll_chan_size(g->world) || off + ch->bytes > bytes) {
             unsigned long long sc = ch->count;
             unsigned sd = ch->dtype;
             ch->error = 1; /* the sender reports it and clears it (see refused) */
