@@ -155,6 +155,17 @@ int failed(tr_group *g, const std::exception &e) {
     return tr__err(TR_EPEER_DIED, "group '%s' (gloo): %s", g->name, m.c_str());
 }
 
+// Runs f, turning whatever it throws into a TR_E* code: no exception leaves the shim.
+template <typename F> int guarded(tr_group *g, F f) {
+    try {
+        return f();
+    } catch (const std::exception &e) {
+        return failed(g, e);
+    } catch (...) {
+        return tr__err(TR_EINTERNAL, "gloo: unknown exception");
+    }
+}
+
 // Buffers go to Gloo as elements of the dtype's width, so its chunking never splits one.
 template <typename F> int by_width(size_t esz, F f) {
     switch (esz) {
@@ -183,7 +194,7 @@ int agree(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, int root, siz
 }
 
 int g_init(tr_group *g, int64_t deadline) {
-    try {
+    return guarded(g, [&]() -> int {
         auto *s = new State();
         g->impl = s;
         s->store.reset(new KvStore(g->node, std::string(TR__COLL_KV_PREFIX) + g->name + "/"));
@@ -195,11 +206,7 @@ int g_init(tr_group *g, int64_t deadline) {
         s->sent.assign((size_t)g->world, 0);
         s->received.assign((size_t)g->world, 0);
         return 0;
-    } catch (const std::exception &e) {
-        return failed(g, e);
-    } catch (...) {
-        return tr__err(TR_EINTERNAL, "gloo: unknown exception");
-    }
+    });
 }
 
 void g_fini(tr_group *g) {
@@ -213,23 +220,19 @@ void g_fini(tr_group *g) {
 // The agreement step waits for every rank: that is the barrier (Gloo's without checks).
 int g_barrier(tr_group *g, int64_t deadline) {
     if (g->checks) return agree(g, TR__COLL_BARRIER, TR_UINT8, TR_SUM, -1, 0, deadline);
-    try {
+    return guarded(g, [&]() -> int {
         gloo::BarrierOptions o(S(g)->ctx);
         o.setTag(S(g)->tag++);
         o.setTimeout(ms_left(deadline));
         gloo::barrier(o);
         return 0;
-    } catch (const std::exception &e) {
-        return failed(g, e);
-    } catch (...) {
-        return tr__err(TR_EINTERNAL, "gloo: unknown exception");
-    }
+    });
 }
 
 int g_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
                 tr_redop op, int64_t deadline) {
     size_t esz = tr_dtype_size(dtype);
-    try {
+    return guarded(g, [&]() -> int {
         int rc = agree(g, TR__COLL_ALLREDUCE, dtype, op, -1, count, deadline);
         if (rc || count == 0) return rc;
         if (send != recv) std::memcpy(recv, send, count * esz);
@@ -244,16 +247,12 @@ int g_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtyp
             return 0;
         });
         return tr__reduce_finish(recv, count, dtype, op, g->world);
-    } catch (const std::exception &e) {
-        return failed(g, e);
-    } catch (...) {
-        return tr__err(TR_EINTERNAL, "gloo: unknown exception");
-    }
+    });
 }
 
 int g_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, int root, int64_t deadline) {
     size_t esz = tr_dtype_size(dtype);
-    try {
+    return guarded(g, [&]() -> int {
         int rc = agree(g, TR__COLL_BROADCAST, dtype, TR_SUM, root, count, deadline);
         if (rc || count == 0) return rc;
         return by_width(esz, [&](auto *t) {
@@ -266,17 +265,13 @@ int g_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, int root, 
             gloo::broadcast(o);
             return 0;
         });
-    } catch (const std::exception &e) {
-        return failed(g, e);
-    } catch (...) {
-        return tr__err(TR_EINTERNAL, "gloo: unknown exception");
-    }
+    });
 }
 
 int g_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
     size_t esz = tr_dtype_size(a->dtype), n = a->count, W = (size_t)g->world;
     size_t me = (size_t)g->rank;
-    try {
+    return guarded(g, [&]() -> int {
         int rc = agree(g, (uint32_t)a->kind, a->dtype, a->op, a->root, n, deadline);
         if (rc || n == 0) return rc;
         // Gloo posts its transfers before it copies a rank's own piece, so in place (send
@@ -374,11 +369,7 @@ int g_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
             }
             }
         });
-    } catch (const std::exception &e) {
-        return failed(g, e);
-    } catch (...) {
-        return tr__err(TR_EINTERNAL, "gloo: unknown exception");
-    }
+    });
 }
 
 // A point-to-point slot, unique per ordered pair and message; high bit apart from the
@@ -389,7 +380,7 @@ uint64_t p2p_slot(int src, int dst, int world, uint64_t n, int part) {
 
 // send: a 16-byte header (count, dtype), then the data; the receiver checks the header.
 int g_send(tr_group *g, const void *buf, size_t count, tr_dtype dtype, int dst, int64_t deadline) {
-    try {
+    return guarded(g, [&]() -> int {
         State *s = S(g);
         uint64_t n = s->sent[(size_t)dst]++;
         uint64_t hdr[2] = {count, (uint64_t)dtype};
@@ -405,15 +396,11 @@ int g_send(tr_group *g, const void *buf, size_t count, tr_dtype dtype, int dst, 
             return tr__err(TR_ETIMEDOUT, "group '%s' (gloo): send to rank %d timed out", g->name,
                            dst);
         return 0;
-    } catch (const std::exception &e) {
-        return failed(g, e);
-    } catch (...) {
-        return tr__err(TR_EINTERNAL, "gloo: unknown exception");
-    }
+    });
 }
 
 int g_recv(tr_group *g, void *buf, size_t count, tr_dtype dtype, int src, int64_t deadline) {
-    try {
+    return guarded(g, [&]() -> int {
         State *s = S(g);
         uint64_t n = s->received[(size_t)src]++;
         uint64_t hdr[2] = {0, 0};
@@ -444,11 +431,7 @@ int g_recv(tr_group *g, void *buf, size_t count, tr_dtype dtype, int src, int64_
                            g->name, src, (unsigned long long)hdr[0], (unsigned long long)hdr[1],
                            g->rank, count, (int)dtype);
         return 0;
-    } catch (const std::exception &e) {
-        return failed(g, e);
-    } catch (...) {
-        return tr__err(TR_EINTERNAL, "gloo: unknown exception");
-    }
+    });
 }
 
 } // namespace
