@@ -14,19 +14,9 @@
 
 namespace {
 
-/* A number from the node's status, e.g. "groups" or "kv_keys"; -1 if missing. */
-long status_field(tr_runtime *rt, const char *key) {
-    char *json = nullptr;
-    if (tr_node_status(rt, &json)) return -1;
-    std::string s(json), k = std::string("\"") + key + "\":";
-    tr_free(json);
-    size_t at = s.find(k);
-    return at == std::string::npos ? -1 : atol(s.c_str() + at + k.size());
-}
-
 /* Once every member has left or died, the node holds no group and none of its
  * rendezvous keys (within 5 s: a dead process's connection closes asynchronously). */
-void expect_nothing_left(tr_runtime *rt, long kv_keys_before) {
+void expect_nothing_left(tr_runtime *rt, int64_t kv_keys_before) {
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (std::chrono::steady_clock::now() < until &&
            (status_field(rt, "groups") != 0 || status_field(rt, "kv_keys") != kv_keys_before))
@@ -131,7 +121,7 @@ TEST_P(CollFailuresB, ARankThatNeverArrivesTimesOutEveryone) {
 
 TEST_P(CollFailuresB, ARankThatDiesFailsTheOthersAtOnce) {
     const char *backend = std::get<0>(GetParam());
-    long kv0 = status_field(rt, "kv_keys");
+    int64_t kv0 = status_field(rt, "kv_keys");
     /* ranks 0 and 1 join and allreduce; rank 2 joins, then crashes */
     std::vector<tr_ref> calls = run("dies", 3, 20000, 2, 300000, 2, backend);
     tr_actor_id a;
@@ -164,7 +154,7 @@ TEST_P(CollFailuresB, ARankThatDiesFailsTheOthersAtOnce) {
 }
 
 TEST_P(CollFailuresB, DestroyingAGroupMidOpFailsTheOp) {
-    long kv0 = status_field(rt, "kv_keys");
+    int64_t kv0 = status_field(rt, "kv_keys");
     const char *backend = std::get<0>(GetParam());
     std::vector<tr_ref> waiting = run("leaves", 2, 20000, 2, 1000, 1, backend); /* rank 0 */
     tr_actor_id a;
@@ -427,7 +417,7 @@ TEST_F(CollFailures, InPlaceOpsOnBothBackends) {
 /* Three actors, five groups over overlapping subsets on both backends; every actor runs
  * all of its groups at once, one thread per group (joins included). */
 TEST_F(CollFailures, SeveralGroupsPerActorUsedConcurrently) {
-    long kv0 = status_field(rt, "kv_keys");
+    int64_t kv0 = status_field(rt, "kv_keys");
     std::vector<tr_actor_id> three(3);
     std::vector<tr_ref> calls(3);
     for (int i = 0; i < 3; i++) {

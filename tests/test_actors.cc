@@ -634,13 +634,17 @@ bool pid_alive(int pid) {
     return !(p && p[1] == ' ' && p[2] == 'Z');
 }
 
-int64_t status_pid_of(tr_runtime *rt) {
+int64_t status_field(tr_runtime *rt, const char *key) {
     char *json = nullptr;
     if (tr_node_status(rt, &json)) return -1;
-    std::string s(json);
+    std::string s(json), k = std::string("\"") + key + "\":";
     tr_free(json);
-    size_t at = s.find("\"pid\":");
-    return at == std::string::npos ? -1 : atoll(s.c_str() + at + 6);
+    size_t at = s.find(k);
+    return at == std::string::npos ? -1 : atoll(s.c_str() + at + k.size());
+}
+
+int64_t status_pid_of(tr_runtime *rt) {
+    return status_field(rt, "pid");
 }
 
 int run_orphan_driver(const char *out_path) {

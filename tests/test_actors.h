@@ -66,6 +66,9 @@ int call_i64(tr_runtime *rt, tr_actor_id a, const char *method, int64_t arg, int
 int call_str(tr_runtime *rt, tr_actor_id a, const char *method, const std::string &arg,
              std::string *out, int timeout_ms = 10000);
 bool pid_alive(int pid);
+/* A number from the node's tr_node_status JSON, e.g. "pid", "groups", "kv_keys"; -1 if
+ * missing or on error. */
+int64_t status_field(tr_runtime *rt, const char *key);
 /* The node's pid, from tr_node_status; -1 on error. */
 int64_t status_pid_of(tr_runtime *rt);
 /* A driver that creates actors, writes the node's address and the pids to out_path and
