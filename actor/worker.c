@@ -275,15 +275,15 @@ static void on_client(worker *w, client *c, uint32_t events) {
             continue;
         }
         if (r < 0 || h.type != TR__MSG_CALL) {
-            TR_LOG_WARN("WORKER-BADFRAME", "dropping a caller: %s",
-                        r < 0 ? tr_last_error() : "unexpected message type");
+            TR_LOG_WARN_LIMITED("WORKER-BADFRAME", "dropping a caller: %s",
+                                r < 0 ? tr_last_error() : "unexpected message type");
             if (r == TR_EMSGSIZE) tr__result_frame(&c->out, h.seq, r, "", 1);
             if (flush_client(w, c) == 0) drop_client(w, c);
             return;
         }
         int64_t t0 = tr__now_ns();
         if ((r = run_call(w, c, h.seq, body, h.len))) {
-            TR_LOG_WARN("WORKER-BADCALL", "dropping a caller: %s", tr_last_error());
+            TR_LOG_WARN_LIMITED("WORKER-BADCALL", "dropping a caller: %s", tr_last_error());
             drop_client(w, c);
             return;
         }
@@ -495,5 +495,6 @@ out:
     free(w.ctx.ref_len);
     free(cls_name);
     free(path);
+    tr__log_flush_limits();
     return status;
 }
