@@ -196,7 +196,7 @@ static void on_conn_close(void *ctx, tr__conn *c) {
     if (c->owner) begin_shutdown(ctx, "the embedded node's owner disconnected");
 }
 
-int tr__node_main(const tr_config *cfg, int ready_fd) {
+int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
     node *n = calloc(1, sizeof *n);
     if (!n) return 1;
     tr__log_set_role("node");
@@ -249,6 +249,7 @@ int tr__node_main(const tr_config *cfg, int ready_fd) {
         remove_session(n);
         return 1;
     }
+    tr__server_set_owner(n->srv, owner_pid);
     tr__kv_mount(n->kv, n->srv);
     tr__store_mount(n->store, n->srv);
     tr__groups_mount(n->groups, n->srv);
@@ -287,6 +288,7 @@ int tr__node_main(const tr_config *cfg, int ready_fd) {
     remove_session(n);
     close(lock_fd);
     free(n);
+    tr__log_flush_limits();
     return 0;
 }
 
@@ -332,9 +334,13 @@ int tr__node_spawn(const tr_config *cfg, const char *log_path, int timeout_ms, p
     if (log_path) envp[k++] = "TROUPE_STANDALONE=1";
     envp[k] = NULL;
 
+    /* The node starts with stdio and the ready pipe only: nothing of the program's (a
+     * listening socket, a lock, a pipe someone waits on for EOF) may live on in the node
+     * and, through it, in every worker. */
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, p[1], 3); /* dup2 clears close-on-exec */
+    posix_spawn_file_actions_addclosefrom_np(&fa, 4);
     posix_spawnattr_t at;
     posix_spawnattr_init(&at);
     if (log_path) {
@@ -359,16 +365,19 @@ int tr__node_spawn(const tr_config *cfg, const char *log_path, int timeout_ms, p
     }
     close(p[1]);
     p[1] = -1;
-    /* Read "<address>\n" with a deadline; EOF means the node failed (it logged why). */
+    /* Read "<address>\n" with a deadline; EOF means the node failed (it logged why). The
+     * read end is non-blocking, so no path through this loop can outlive the deadline. */
     char line[700];
     size_t got = 0;
     int64_t deadline = tr__deadline(timeout_ms);
+    tr__set_nonblock(p[0], 1);
     while (got < sizeof line - 1 && !memchr(line, '\n', got)) {
         struct pollfd pfd = {p[0], POLLIN, 0};
         int r = poll(&pfd, 1, tr__ms_left(deadline));
-        if (r == 0) break;
         if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break; /* the deadline, or poll itself failed */
         ssize_t m = read(p[0], line + got, sizeof line - 1 - got);
+        if (m < 0 && (errno == EINTR || errno == EAGAIN)) continue;
         if (m <= 0) break;
         got += (size_t)m;
     }

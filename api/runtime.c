@@ -115,7 +115,9 @@ static void run_role(const tr_config *cfg, const tr__env *env) {
             free(raw);
         }
         tr__log_set_level(tr__config_log_level(nc, env));
-        int status = tr__node_main(nc, env->ready_fd);
+        /* An embedded node belongs to the driver that spawned it; a standalone one to
+         * nobody (its spawner, the troupe command, exits at once). */
+        int status = tr__node_main(nc, env->ready_fd, env->standalone ? 0 : getppid());
         tr_config_destroy(nc);
         exit(status);
     }
@@ -218,6 +220,7 @@ TR_API void tr_shutdown(tr_runtime *rt) {
         }
     }
     free(addr);
+    tr__log_flush_limits();
 }
 
 TR_API const char *tr_runtime_address(const tr_runtime *rt) {

@@ -28,7 +28,7 @@ static pid_t raw_pid;
 
 static void raw_start(void) {
     int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) exit(1);
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) exit(1);
     raw_pid = fork(); /* no threads exist yet: fork is safe here */
     if (raw_pid == 0) {
         close(sv[0]);

@@ -213,7 +213,9 @@ size_t tr__config_store_bytes(const tr_config *cfg) {
 int tr__config_encode_node(const tr_config *cfg, tr__buf *out) {
     char res[1024];
     tr__res_format(&cfg->resources, res, sizeof res);
-    tr__enc_map(out, 8);
+    tr__enc_map(out, 9);
+    tr__enc_str(out, "tmpdir");
+    tr__enc_str(out, cfg->tmpdir); /* nil when unset */
     tr__enc_str(out, "spill_dir");
     tr__enc_str(out, cfg->spill_dir); /* nil when unset */
     tr__enc_str(out, "store_bytes");
@@ -233,6 +235,14 @@ int tr__config_encode_node(const tr_config *cfg, tr__buf *out) {
     return out->oom ? TR_ENOMEM : 0;
 }
 
+/* An optional path: a string replaces *out; nil or absent leaves it. */
+static int decode_path(const tr__obj *map, const char *key, char **out) {
+    if (tr__obj_type(tr__obj_get(map, key)) != TR__T_STR) return 0;
+    free(*out);
+    *out = NULL;
+    return tr__get_strdup(map, key, out);
+}
+
 int tr__config_decode_node(const void *data, size_t len, tr_config *cfg) {
     tr__dec d;
     int rc = tr__dec_init(&d, data, len);
@@ -250,11 +260,9 @@ int tr__config_decode_node(const void *data, size_t len, tr_config *cfg) {
     uint64_t store = 0;
     if ((rc = tr__get_uint(d.root, "store_bytes", &store))) goto out;
     cfg->store_bytes = (size_t)store;
-    if (tr__obj_type(tr__obj_get(d.root, "spill_dir")) == TR__T_STR) {
-        free(cfg->spill_dir);
-        cfg->spill_dir = NULL;
-        if ((rc = tr__get_strdup(d.root, "spill_dir", &cfg->spill_dir))) goto out;
-    }
+    if ((rc = decode_path(d.root, "spill_dir", &cfg->spill_dir)) ||
+        (rc = decode_path(d.root, "tmpdir", &cfg->tmpdir)))
+        goto out;
     cfg->max_msg = max_msg;
     cfg->worker_start_timeout_ms = (int)start_ms;
     cfg->log_level = (int)lvl;

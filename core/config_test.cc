@@ -326,6 +326,8 @@ TEST_F(Config, NodeConfigRoundTrip) {
     ASSERT_EQ(tr_config_set(cfg, "worker_start_timeout_ms", "1234"), 0);
     ASSERT_EQ(tr_config_set(cfg, "log_level", "info"), 0);
     ASSERT_EQ(tr_config_set(cfg, "address", "/not/encoded"), 0);
+    ASSERT_EQ(tr_config_set(cfg, "tmpdir", "/var/tmp/sessions"), 0);
+    ASSERT_EQ(tr_config_set(cfg, "spill_dir", "/var/spill"), 0);
     tr__buf b = TR__BUF_INIT;
     ASSERT_EQ(tr__config_encode_node(cfg, &b), 0);
     int rc;
@@ -339,6 +341,8 @@ TEST_F(Config, NodeConfigRoundTrip) {
     EXPECT_EQ(back->max_msg, 1048576u);
     EXPECT_EQ(back->worker_start_timeout_ms, 1234);
     EXPECT_EQ(back->log_level, TR__LOG_INFO);
+    EXPECT_STREQ(back->tmpdir, "/var/tmp/sessions"); // where the node puts its socket
+    EXPECT_STREQ(back->spill_dir, "/var/spill");
     EXPECT_EQ(back->address, nullptr); // only the node's part travels
     tr_config_destroy(back);
     tr__buf_free(&b);
@@ -356,6 +360,8 @@ TEST_F(Config, NodeConfigRoundTripOfDefaults) {
     EXPECT_EQ(back->max_msg, (size_t)TR__DEFAULT_MAX_MSG);
     EXPECT_EQ(back->worker_start_timeout_ms, 30000);
     EXPECT_EQ(back->log_level, -1);
+    EXPECT_EQ(back->tmpdir, nullptr);
+    EXPECT_EQ(back->spill_dir, nullptr);
     tr_config_destroy(back);
     tr__buf_free(&b);
 }

@@ -30,6 +30,7 @@ struct tr__server {
     } close_hooks[8];
     int n_close_hooks;
     tr__conn *conns;
+    pid_t owner_pid;
     int closing;
 };
 
@@ -149,9 +150,16 @@ static void on_hello(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) 
         tr__server_reply_status(c, seq, TR_EPROTO, tr_last_error());
         return;
     }
+    /* Ownership is the node's to decide: a claim counts only from the process that
+     * spawned it, as the kernel names the peer (SO_PEERCRED), never as a message says. */
     int64_t owner = 0;
     if (tr__obj_get(body, "owner")) tr__get_int(body, "owner", &owner);
-    c->owner = owner != 0;
+    c->owner = owner != 0 && c->srv->owner_pid > 0 && c->pid == c->srv->owner_pid;
+    if (owner && !c->owner)
+        TR_LOG_WARN_LIMITED("NODE-OWNER", "pid %d claims to own this node; ignored (%s)",
+                            (int)c->pid,
+                            c->srv->owner_pid > 0 ? "not the process that started it"
+                                                  : "a standalone node has no owner");
     tr__buf b = TR__BUF_INIT;
     tr__reply_begin(&b, 0, NULL, 2);
     tr__enc_str(&b, "pid");
@@ -181,8 +189,8 @@ static void dispatch(tr__conn *c) {
         int rc = tr__frame_parse(&c->in, s->max_msg, &h, &body);
         if (rc == 0) break;
         if (rc < 0) {
-            TR_LOG_WARN("NODE-BADFRAME", "closing connection from pid %d: %s", (int)c->pid,
-                        tr_last_error());
+            TR_LOG_WARN_LIMITED("NODE-BADFRAME", "closing connection from pid %d: %s", (int)c->pid,
+                                tr_last_error());
             if (rc == TR_EMSGSIZE) tr__server_reply_status(c, h.seq, rc, tr_last_error());
             tr__conn_close(c);
             break;
@@ -194,8 +202,8 @@ static void dispatch(tr__conn *c) {
             rc = tr__err(TR_EPROTO, "message body is not a map");
         }
         if (rc) {
-            TR_LOG_WARN("NODE-BADMSG", "type %u from pid %d: %s", h.type, (int)c->pid,
-                        tr_last_error());
+            TR_LOG_WARN_LIMITED("NODE-BADMSG", "type %u from pid %d: %s", h.type, (int)c->pid,
+                                tr_last_error());
             tr__server_reply_status(c, h.seq, rc, tr_last_error());
             tr__buf_consume(&c->in, TR__FRAME_HDR + h.len);
             continue;
@@ -249,7 +257,7 @@ static void on_connection(uv_stream_t *listener, int status) {
         getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
         c->pid = cred.pid;
         if (cred.uid != getuid()) { /* the 0700 directory should make this impossible */
-            TR_LOG_WARN("NODE-UID", "refusing uid %d", (int)cred.uid);
+            TR_LOG_WARN_LIMITED("NODE-UID", "refusing uid %d", (int)cred.uid);
             c->closed = 1;
             uv_close((uv_handle_t *)&c->pipe, on_pipe_closed);
             return;
@@ -284,6 +292,10 @@ int tr__server_create(uv_loop_t *loop, const char *path, size_t max_msg, tr__ser
     tr__server_on(s, TR__MSG_HELLO, on_hello, NULL);
     *out = s;
     return 0;
+}
+
+void tr__server_set_owner(tr__server *s, pid_t pid) {
+    s->owner_pid = pid;
 }
 
 void tr__server_on(tr__server *s, uint8_t type, tr__handler_fn fn, void *ctx) {

@@ -1,6 +1,8 @@
 /* tests/actor_test.cc - actors as real worker processes on an embedded node: calls,
  * ordering, refs, wait, errors, crashes, kills, restarts, names, resources, clean shutdown. */
 #include <gtest/gtest.h>
+#include <dirent.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -605,6 +607,43 @@ TEST(Runtime, NodeDeathIsReportedNotHung) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2100));
     ASSERT_EQ(tr_init(test_config(), &rt), 0);
     EXPECT_NE(stat(session.c_str(), &sb), 0) << session << " was not swept";
+    tr_shutdown(rt);
+}
+
+/* The node and the workers start with only the descriptors troupe hands them: a pipe the
+ * program left inheritable is not held open by them. */
+TEST(Runtime, SpawnedProcessesInheritNoDescriptorsOfTheProgram) {
+    int p[2];
+    ASSERT_EQ(pipe(p), 0); /* inheritable on purpose: no O_CLOEXEC */
+    tr_runtime *rt;
+    ASSERT_EQ(tr_init(test_config(), &rt), 0) << tr_last_error();
+    tr_actor_id a;
+    ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "fd", 2, &a), 0);
+    int64_t worker = 0;
+    ASSERT_EQ(call_i64(rt, a, "pid", 0, &worker), 0) << tr_last_error();
+    struct stat st;
+    ASSERT_EQ(fstat(p[0], &st), 0);
+    std::string ours = "pipe:[" + std::to_string(st.st_ino) + "]";
+    close(p[1]);
+    struct pollfd pfd = {p[0], POLLIN, 0};
+    ASSERT_EQ(poll(&pfd, 1, 3000), 1) << "the writing end lives on in the node or a worker";
+    char c;
+    EXPECT_EQ(read(p[0], &c, 1), 0); /* EOF: nobody else holds the writing end */
+    /* and neither process holds either end */
+    for (int64_t pid : {status_pid_of(rt), worker}) {
+        std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+        DIR *d = opendir(dir.c_str());
+        ASSERT_NE(d, nullptr) << dir;
+        while (struct dirent *e = readdir(d)) {
+            char target[512] = "";
+            std::string link = dir + "/" + e->d_name;
+            ssize_t n = readlink(link.c_str(), target, sizeof target - 1);
+            if (n > 0) target[n] = 0;
+            EXPECT_NE(ours, target) << "pid " << pid << " holds " << link;
+        }
+        closedir(d);
+    }
+    close(p[0]);
     tr_shutdown(rt);
 }
 

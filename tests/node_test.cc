@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -23,6 +24,7 @@ extern "C" {
 #include "core/clock.h"
 #include "core/frame.h"
 #include "core/kv.h"
+#include "core/log.h"
 #include "core/nodeconn.h"
 }
 
@@ -88,6 +90,22 @@ std::string map_body(std::initializer_list<std::pair<std::string, std::string>> 
     std::string s(b.data, b.len);
     tr__buf_free(&b);
     return s;
+}
+
+/* Connects to a node, says HELLO claiming to own it, and hangs up: what an embedded
+ * node's owner does when it exits. */
+void claim_ownership_and_leave(const std::string &addr) {
+    Raw r(addr);
+    ASSERT_GE(r.fd, 0);
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 2);
+    tr__enc_str(&b, "role");
+    tr__enc_str(&b, "driver");
+    tr__enc_str(&b, "owner");
+    tr__enc_int(&b, 1);
+    r.send_frame(TR__MSG_HELLO, 1, std::string(b.data, b.len));
+    tr__buf_free(&b);
+    EXPECT_EQ(r.reply_rc(), 0);
 }
 
 class NodeTest : public ::testing::Test {
@@ -230,6 +248,29 @@ TEST_F(NodeTest, GarbageOnAWorkerSocketDropsOnlyThatCaller) {
     EXPECT_EQ(v, 2);
 }
 
+TEST_F(NodeTest, OnlyTheSpawningDriverOwnsAnEmbeddedNode) {
+    tr_actor_id a;
+    ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "o", 1, &a), 0);
+    int64_t v;
+    ASSERT_EQ(call_i64(rt, a, "add", 1, &v), 0);
+    /* another process claims to own the node, and goes */
+    pid_t child = fork(); /* this process runs no threads of troupe's: fork is safe */
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        claim_ownership_and_leave(addr);
+        _exit(::testing::Test::HasFailure() ? 1 : 0);
+    }
+    int st;
+    ASSERT_EQ(waitpid(child, &st, 0), child);
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    /* a node that took the claim would be stopping now: give it the time to */
+    Raw probe(addr);
+    EXPECT_FALSE(probe.closed_by_peer(300)) << "the node went away";
+    expect_node_serves();
+    ASSERT_EQ(call_i64(rt, a, "add", 1, &v), 0) << tr_last_error();
+    EXPECT_EQ(v, 2);
+}
+
 TEST_F(NodeTest, KeyValueWaitIsAnsweredByThePut) {
     tr__nodeconn *c;
     ASSERT_EQ(tr__nodeconn_open(addr.c_str(), 1 << 20, &c), 0);
@@ -262,6 +303,45 @@ TEST_F(NodeTest, KeyValueWaitIsAnsweredByThePut) {
     expect_node_serves();
 }
 
+TEST(NodeLog, AFloodOfMalformedMessagesIsSummarisedNotLoggedLineByLine) {
+    /* the embedded node writes to the driver's stderr: send that to a file */
+    char path[] = "/tmp/troupe-flood-XXXXXX";
+    int fd = mkstemp(path);
+    ASSERT_GE(fd, 0);
+    unlink(path);
+    int saved = dup(2);
+    dup2(fd, 2);
+    tr_runtime *rt;
+    tr_config *cfg = test_config_with({{"log_level", "warn"}});
+    int rc = tr_init(cfg, &rt);
+    tr_config_destroy(cfg);
+    if (rc == 0) {
+        Raw r(tr_runtime_address(rt));
+        for (int i = 0; i < 300; i++) {
+            r.send_frame(TR__MSG_KV_GET, (uint64_t)i, std::string("\xc1", 1));
+            EXPECT_EQ(r.reply_rc(), TR_EPROTO);
+        }
+        tr_shutdown(rt); /* the node says how many lines it left out as it exits */
+    }
+    dup2(saved, 2);
+    close(saved);
+    ASSERT_EQ(rc, 0) << tr_last_error();
+    std::string out(1 << 20, '\0');
+    ssize_t n = pread(fd, &out[0], out.size(), 0);
+    close(fd);
+    out.resize(n > 0 ? (size_t)n : 0);
+    size_t lines = 0;
+    for (size_t at = out.find("NODE-BADMSG:"); at != std::string::npos;
+         at = out.find("NODE-BADMSG:", at + 1))
+        lines++;
+    EXPECT_GE(lines, 2u) << out;
+    EXPECT_LE(lines, (size_t)TR__LOG_BURST + 1) << out;
+    EXPECT_NE(
+        out.find(std::to_string(300 - TR__LOG_BURST) + " more NODE-BADMSG line(s) not logged"),
+        std::string::npos)
+        << out;
+}
+
 std::string run_cmd(const std::string &cmd, int *status) {
     FILE *f = popen((cmd + " 2>&1").c_str(), "r");
     std::string out;
@@ -286,6 +366,9 @@ TEST(Standalone, NodeStartedByTheCliIsReachedByAddress) {
     ASSERT_NE(at, std::string::npos) << out;
     std::string addr = out.substr(at + 9);
     addr = addr.substr(0, addr.find('\n'));
+    /* --tmpdir reaches the node: its socket, not only its log, is under DIR */
+    std::string base = tmp + "/troupe-" + std::to_string(getuid()) + "/";
+    EXPECT_EQ(addr.compare(0, base.size(), base), 0) << addr << " is not under " << base;
 
     tr_config *cfg = test_config_with({{"address", addr.c_str()}});
     tr_runtime *rt;
@@ -306,6 +389,14 @@ TEST(Standalone, NodeStartedByTheCliIsReachedByAddress) {
     EXPECT_EQ(st, 0) << out;
     EXPECT_NE(out.find("standalone-actor"), std::string::npos) << out;
     EXPECT_NE(out.find("\"slot\":3"), std::string::npos) << out;
+    /* a client that claims to own the shared node, and leaves, does not stop it */
+    claim_ownership_and_leave(addr);
+    {
+        Raw probe(addr);
+        EXPECT_FALSE(probe.closed_by_peer(300)) << "the node went away";
+    }
+    ASSERT_EQ(call_i64(rt, a, "add", 0, &v), 0) << tr_last_error();
+    EXPECT_EQ(v, 42);
     tr_shutdown(rt); /* a driver leaving does not stop a standalone node... */
     tr_config_destroy(cfg);
     out = run_cmd(cli + "status --address " + addr, &st);
