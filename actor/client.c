@@ -60,7 +60,7 @@ struct aconn {
     int fd;   /* -1: not connected */
     int dead; /* permanently */
     int resolving;
-    char *reason;
+    char reason[700]; /* why it is dead (no allocation: failing calls always have a text) */
     uint64_t inc;
     uint64_t broken_inc; /* incarnation whose connection hit EOF: do not reconnect to it */
     int64_t broken_at;   /* ...unless the node still calls it alive after BROKEN_GRACE_NS */
@@ -152,7 +152,6 @@ void tr__actors_destroy(tr__actors *a) {
         }
         tr__buf_free(&ac->out);
         tr__buf_free(&ac->in);
-        free(ac->reason);
         free(ac);
     }
     pos = 0;
@@ -325,6 +324,7 @@ static void slot_done(tr__actors *a, slot *s, int rc, const void *data, size_t l
 }
 
 static void slot_fail(tr__actors *a, slot *s, int rc, const char *msg) {
+    if (!msg) msg = tr_strerror(rc);
     slot_done(a, s, rc, msg, strlen(msg));
 }
 
@@ -375,14 +375,12 @@ static void conn_failed(tr__actors *a, aconn *ac, int rc, const char *why) {
 }
 
 static void mark_dead(tr__actors *a, aconn *ac, const char *reason) {
-    char hex[33], msg[700];
+    char hex[33];
     tr__hex(ac->id.b, 16, hex);
-    snprintf(msg, sizeof msg, "actor %s is dead: %s", hex, reason);
+    snprintf(ac->reason, sizeof ac->reason, "actor %s is dead: %s", hex, reason);
     ac->dead = 1;
-    free(ac->reason);
-    ac->reason = strdup(msg);
     while (ac->head)
-        slot_fail(a, pop(ac), TR_EACTOR_DIED, msg);
+        slot_fail(a, pop(ac), TR_EACTOR_DIED, ac->reason);
     tr__buf_reset(&ac->out);
     ac->sent = ac->queued;
     wake(a);
@@ -434,7 +432,7 @@ static void on_readable(tr__actors *a, aconn *ac) {
             char why[300];
             snprintf(why, sizeof why, "malformed reply from the worker: %s",
                      r < 0 ? tr_last_error() : "unexpected frame");
-            TR_LOG_WARN("CLIENT-BADREPLY", "%s", why);
+            TR_LOG_WARN_LIMITED("CLIENT-BADREPLY", "%s", why);
             conn_failed(a, ac, TR_EPROTO, why);
             return;
         }

@@ -71,6 +71,9 @@ int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, c
                        "tr_group_init: backend '%s' is not built into this "
                        "troupe (available: shm, gloo)",
                        backend);
+    /* One deadline for the whole join: the node's rendezvous and the backend's own set-up
+     * share it, so a join never waits longer than its timeout. */
+    int64_t deadline = tr__deadline(timeout_ms < 0 ? TR__GROUP_FOREVER_MS : timeout_ms);
     tr_group *g = calloc(1, sizeof *g);
     if (!g) return tr__err(TR_ENOMEM, "tr_group_init");
     int rc = tr__nodeconn_open(node_path, max_msg, &g->node);
@@ -97,14 +100,14 @@ int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, c
     tr__enc_int(&b, world);
     tr__enc_str(&b, "rank");
     tr__enc_int(&b, rank);
+    int wait_ms = tr__ms_left(deadline);
     tr__enc_str(&b, "wait_ms");
-    tr__enc_int(&b, timeout_ms < 0 ? 3600000 : timeout_ms);
+    tr__enc_int(&b, wait_ms);
     tr__reply r;
     int fd = -1;
     /* The node answers once every rank has joined (or the wait ends): that is the
-     * rendezvous. */
-    rc = tr__nodeconn_call_fd(node, TR__MSG_GROUP_JOIN, &b,
-                              timeout_ms < 0 ? -1 : timeout_ms + 10000, &r, &fd);
+     * rendezvous. The reply's own timeout leaves the node time to say so. */
+    rc = tr__nodeconn_call_fd(node, TR__MSG_GROUP_JOIN, &b, wait_ms + 10000, &r, &fd);
     tr__buf_free(&b);
     if (rc) {
         tr__nodeconn_close(node);
@@ -131,10 +134,7 @@ int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, c
         }
     }
     if (fd >= 0) close(fd);
-    if (!rc && be->init) {
-        int left = tr__ms_left(tr__deadline(timeout_ms));
-        rc = be->init(g, tr__deadline(left < 0 ? -1 : left));
-    }
+    if (!rc && be->init) rc = be->init(g, deadline);
     if (rc) {
         tr__group_destroy(g);
         return rc;

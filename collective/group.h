@@ -84,6 +84,9 @@ struct tr_group {
 };
 
 #define TR__GROUP_DEFAULT_TIMEOUT_MS 60000
+/* What TR_FOREVER means for a join: the node's rendezvous and Gloo's connection set-up
+ * need a finite bound. */
+#define TR__GROUP_FOREVER_MS 3600000
 /* Backends keep rendezvous keys in the node's KV store under this + "<group>/". */
 #define TR__COLL_KV_PREFIX "troupe/coll/"
 

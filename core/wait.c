@@ -25,7 +25,7 @@ int tr__event_wait_spin(tr__event *ev, uint32_t expected, int64_t deadline, int6
         if (deadline != TR__NO_DEADLINE && deadline < until) until = deadline;
         for (unsigned i = 1;; i++) {
             if (__atomic_load_n(addr, __ATOMIC_ACQUIRE) != expected) return 0;
-            __builtin_ia32_pause();
+            tr__cpu_relax();
             if (i % 64 == 0 && tr__now_ns() >= until) break;
         }
     } else {
@@ -34,7 +34,7 @@ int tr__event_wait_spin(tr__event *ev, uint32_t expected, int64_t deadline, int6
             if (i % 16 == 15)
                 sched_yield();
             else
-                __builtin_ia32_pause();
+                tr__cpu_relax();
         }
     }
     for (;;) {

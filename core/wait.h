@@ -11,6 +11,18 @@
 
 #include <stdint.h>
 
+/* Tells the CPU this thread is spinning (frees the sibling hyper-thread, saves power),
+ * as libuv's uv__cpu_relax: `pause` on x86, `yield` on ARM, a compiler barrier elsewhere. */
+static inline void tr__cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__) || (defined(__arm__) && defined(__ARM_ARCH) && __ARM_ARCH >= 7)
+    __asm__ __volatile__("yield" ::: "memory");
+#else
+    __asm__ __volatile__("" ::: "memory");
+#endif
+}
+
 /* An event counter in (possibly shared) memory: waiters wait for `seq` to move; signalers
  * bump it and make the futex syscall only when someone sleeps. Zero-initialised. */
 typedef struct tr__event {

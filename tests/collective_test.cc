@@ -4,6 +4,9 @@
  * ranks that disagree. */
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
 #include <thread>
 #include <tuple>
@@ -11,6 +14,11 @@
 #include <vector>
 
 #include "tests/test_actors.h"
+
+extern "C" {
+#include "collective/registry.h"
+#include "core/nodeconn.h"
+}
 
 namespace {
 
@@ -240,6 +248,51 @@ TEST_F(CollFailures, JoinErrors) {
     tr_group *h = nullptr;
     EXPECT_EQ(tr_group_init(rt, 2, 1, "shm", "solo", 100, &h), TR_EINVAL);
     tr_group_destroy(g);
+}
+
+/* One deadline for a whole join: rank 1 reaches the node's rendezvous late and never sets
+ * up Gloo; rank 0's join still ends at its own timeout, not a timeout after rank 1 came. */
+TEST_F(CollFailures, AJoinWaitsNoLongerThanItsTimeout) {
+    const int kTimeoutMs = 1500, kLateMs = 1000;
+    std::atomic<bool> done{false};
+    std::thread late([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(kLateMs));
+        tr__nodeconn *c = nullptr;
+        ASSERT_EQ(tr__nodeconn_open(tr_runtime_address(rt), 1 << 20, &c), 0);
+        tr__buf b = TR__BUF_INIT;
+        tr__enc_map(&b, 5);
+        tr__enc_str(&b, "name");
+        tr__enc_str(&b, "late-join");
+        tr__enc_str(&b, "backend");
+        tr__enc_str(&b, "gloo");
+        tr__enc_str(&b, "world");
+        tr__enc_int(&b, 2);
+        tr__enc_str(&b, "rank");
+        tr__enc_int(&b, 1);
+        tr__enc_str(&b, "wait_ms");
+        tr__enc_int(&b, 5000);
+        tr__reply r;
+        int fd = -1;
+        EXPECT_EQ(tr__nodeconn_call_fd(c, TR__MSG_GROUP_JOIN, &b, 10000, &r, &fd), 0)
+            << tr_last_error();
+        tr__buf_free(&b);
+        tr__reply_free(&r);
+        while (!done) /* a member that never does its part of the set-up */
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        if (fd >= 0) close(fd);
+        tr__nodeconn_close(c);
+    });
+    auto t0 = std::chrono::steady_clock::now();
+    tr_group *g = nullptr;
+    int rc = tr_group_init(rt, 2, 0, "gloo", "late-join", kTimeoutMs, &g);
+    auto took = std::chrono::steady_clock::now() - t0;
+    done = true;
+    late.join();
+    EXPECT_EQ(rc, TR_ETIMEDOUT) << tr_last_error();
+    EXPECT_EQ(g, nullptr);
+    EXPECT_GE(took, std::chrono::milliseconds(kTimeoutMs));
+    /* a backend set-up with a fresh deadline would end near kLateMs + kTimeoutMs */
+    EXPECT_LT(took, std::chrono::milliseconds(kTimeoutMs + kLateMs / 2));
 }
 
 /* Two ranks in this process (a thread each: joins do not block each other): one waits
