@@ -403,6 +403,32 @@ static void on_by_name(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body
     tr__server_reply_status(c, seq, TR_ENOTFOUND, "no live actor has that name");
 }
 
+static void on_info(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
+    tr__directory *d = ctx;
+    actor *a = lookup(d, body, c, seq);
+    if (!a) return;
+    tr__buf b = TR__BUF_INIT;
+    tr__reply_begin(&b, 0, NULL, 8);
+    tr__enc_str(&b, "state");
+    tr__enc_int(&b, a->state);
+    tr__enc_str(&b, "pid");
+    tr__enc_int(&b, a->pid);
+    tr__enc_str(&b, "restarts");
+    tr__enc_int(&b, a->restarts);
+    tr__enc_str(&b, "max_restarts");
+    tr__enc_int(&b, a->max_restarts);
+    tr__enc_str(&b, "class");
+    tr__enc_str(&b, a->cls);
+    tr__enc_str(&b, "name");
+    tr__enc_str(&b, a->name);
+    tr__enc_str(&b, "node");
+    tr__enc_str(&b, d->o.node_path);
+    tr__enc_str(&b, "reason");
+    tr__enc_str(&b, a->reason);
+    tr__server_reply(c, seq, &b);
+    tr__buf_free(&b);
+}
+
 /* The worker asking what to run: only the process the node spawned for that actor. */
 static actor *worker_actor(tr__directory *d, tr__conn *c, uint64_t seq, const tr__obj *body) {
     actor *a = lookup(d, body, c, seq);
@@ -528,6 +554,7 @@ void tr__directory_mount(tr__directory *d, tr__server *s) {
     tr__server_on(s, TR__MSG_ACTOR_RESOLVE, on_resolve, d);
     tr__server_on(s, TR__MSG_ACTOR_KILL, on_kill, d);
     tr__server_on(s, TR__MSG_ACTOR_BY_NAME, on_by_name, d);
+    tr__server_on(s, TR__MSG_ACTOR_INFO, on_info, d);
     tr__server_on(s, TR__MSG_WORKER_START, on_worker_start, d);
     tr__server_on(s, TR__MSG_WORKER_READY, on_worker_ready, d);
     tr__server_on(s, TR__MSG_WORKER_FAILED, on_worker_failed, d);

@@ -31,13 +31,33 @@ static int begin(tr__buf *out, size_t *hdr_at, size_t body_guess) {
 }
 
 int tr__call_frame(tr__buf *out, uint64_t seq, const char *method, const void *args, size_t len,
-                   const void *refs, size_t n_refs) {
-    size_t at, mlen = strlen(method);
-    if (begin(out, &at, 24 + mlen + len + 16 * n_refs)) return TR_ENOMEM;
-    tr__enc_array(out, n_refs ? 3 : 2);
+                   const tr__wire_arg *wargs, size_t n) {
+    size_t at, mlen = strlen(method), inl = 0, n_inl = 0;
+    for (size_t i = 0; i < n; i++)
+        if (wargs[i].data || wargs[i].len) {
+            if (wargs[i].len > UINT32_MAX) return tr__err(TR_EMSGSIZE, "argument %zu", i);
+            inl += 4 + wargs[i].len;
+            n_inl++;
+        }
+    if (begin(out, &at, 32 + mlen + len + 16 * n + inl)) return TR_ENOMEM;
+    tr__enc_array(out, n_inl ? 4 : n ? 3 : 2);
     tr__enc_strn(out, method, mlen);
     tr__enc_bin(out, args, len);
-    if (n_refs) tr__enc_bin(out, refs, 16 * n_refs);
+    if (n) {
+        tr__enc_bin_header(out, 16 * n);
+        for (size_t i = 0; i < n; i++)
+            tr__buf_append(out, wargs[i].ref, 16);
+    }
+    if (n_inl) {
+        tr__enc_bin_header(out, inl);
+        for (size_t i = 0; i < n; i++) {
+            if (!wargs[i].data && !wargs[i].len) continue;
+            uint8_t le[4] = {(uint8_t)wargs[i].len, (uint8_t)(wargs[i].len >> 8),
+                             (uint8_t)(wargs[i].len >> 16), (uint8_t)(wargs[i].len >> 24)};
+            tr__buf_append(out, le, 4);
+            tr__buf_append(out, wargs[i].data, wargs[i].len);
+        }
+    }
     int rc = finish(out, at, TR__MSG_CALL, seq);
     if (rc) out->len = at;
     return rc;
@@ -54,38 +74,64 @@ int tr__result_frame(tr__buf *out, uint64_t seq, int rc, const void *data, size_
     return r;
 }
 
-int tr__result_frame_ref(tr__buf *out, uint64_t seq, const void *ref16, int creator) {
+int tr__result_frame_ref(tr__buf *out, uint64_t seq, const void *ref16) {
     size_t at;
     if (begin(out, &at, 32)) return TR_ENOMEM;
     tr__enc_array(out, 3);
     tr__enc_int(out, 0);
     tr__enc_bin(out, ref16, 16);
-    tr__enc_int(out, creator);
+    tr__enc_int(out, TR__RESULT_HANDED);
     int r = finish(out, at, TR__MSG_RESULT, seq);
     if (r) out->len = at;
     return r;
 }
 
+int tr__caller_frame(tr__buf *out, int client) {
+    size_t at;
+    if (begin(out, &at, 16)) return TR_ENOMEM;
+    tr__enc_array(out, 1);
+    tr__enc_int(out, client);
+    int r = finish(out, at, TR__MSG_CALLER, 0);
+    if (r) out->len = at;
+    return r;
+}
+
 int tr__call_parse(const char *body, size_t n, const char **method, size_t *mlen, const void **args,
-                   size_t *alen, const void **refs, size_t *n_refs) {
+                   size_t *alen, const void **refs, size_t *n_refs, const void **inl,
+                   size_t *inl_len) {
     tr__dec d;
     int rc = tr__dec_init(&d, body, n);
     if (rc) return rc;
     size_t k = tr__obj_len(d.root), rlen = 0;
     *refs = NULL;
-    if ((k != 2 && k != 3) || tr__obj_type(d.root) != TR__T_ARRAY ||
+    *inl = NULL;
+    *inl_len = 0;
+    if (k < 2 || k > 4 || tr__obj_type(d.root) != TR__T_ARRAY ||
         tr__obj_str(tr__obj_at(d.root, 0), "method", method, mlen) ||
         tr__obj_bin(tr__obj_at(d.root, 1), "args", args, alen) ||
-        (k == 3 &&
-         (tr__obj_bin(tr__obj_at(d.root, 2), "refs", refs, &rlen) || rlen % 16 || rlen == 0)))
-        rc = tr__err(TR_EPROTO, "malformed call body (want [method, args, refs?])");
+        (k >= 3 &&
+         (tr__obj_bin(tr__obj_at(d.root, 2), "refs", refs, &rlen) || rlen % 16 || rlen == 0)) ||
+        (k == 4 && tr__obj_bin(tr__obj_at(d.root, 3), "inline", inl, inl_len)))
+        rc = tr__err(TR_EPROTO, "malformed call body (want [method, args, refs?, inline?])");
     *n_refs = rlen / 16;
     tr__dec_free(&d); /* the views point into body, not into d */
     return rc;
 }
 
+int tr__call_inline_next(const void **p, size_t *left, const void **data, size_t *len) {
+    const uint8_t *b = *p;
+    if (*left < 4) return tr__err(TR_EPROTO, "malformed call: an inline argument is missing");
+    size_t n = (size_t)b[0] | (size_t)b[1] << 8 | (size_t)b[2] << 16 | (size_t)b[3] << 24;
+    if (n > *left - 4) return tr__err(TR_EPROTO, "malformed call: an inline argument is cut");
+    *data = b + 4;
+    *len = n;
+    *p = b + 4 + n;
+    *left -= 4 + n;
+    return 0;
+}
+
 int tr__result_parse(const char *body, size_t n, int *rcode, const void **data, size_t *dlen,
-                     int *creator) {
+                     int *is_ref) {
     tr__dec d;
     int rc = tr__dec_init(&d, body, n);
     if (rc) return rc;
@@ -94,11 +140,11 @@ int tr__result_parse(const char *body, size_t n, int *rcode, const void **data, 
     if ((k != 2 && k != 3) || tr__obj_type(d.root) != TR__T_ARRAY ||
         tr__obj_int(tr__obj_at(d.root, 0), "rc", &v) ||
         tr__obj_bin(tr__obj_at(d.root, 1), "data", data, dlen) || v > 0 || v < -1000 ||
-        (k == 3 && (tr__obj_int(tr__obj_at(d.root, 2), "creator", &who) || who < 0 || who > 65535 ||
-                    *dlen != 16 || v != 0)))
-        rc = tr__err(TR_EPROTO, "malformed result body (want [rc, data] or [0, ref, creator])");
+        (k == 3 && (tr__obj_int(tr__obj_at(d.root, 2), "handed", &who) ||
+                    who != TR__RESULT_HANDED || *dlen != 16 || v != 0)))
+        rc = tr__err(TR_EPROTO, "malformed result body (want [rc, data] or [0, ref, 65535])");
     *rcode = (int)v;
-    *creator = (int)who;
+    *is_ref = k == 3;
     tr__dec_free(&d);
     return rc;
 }

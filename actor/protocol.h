@@ -5,19 +5,21 @@
  *   ACTOR_RESOLVE {id, wait_ms}                                -> {state, inc, path?, reason?}
  *   ACTOR_KILL {id, no_restart}                                -> {}
  *   ACTOR_BY_NAME {name}                                       -> {id}
+ *   ACTOR_INFO {id}  -> {state, pid, restarts, max_restarts, class, name?, node, reason?}
  *   WORKER_START {id}      (worker, first thing)               -> {class, args, inc, path}
  *   WORKER_READY {id, inc} (constructor ran, listening)        -> {}
  *   WORKER_FAILED {id, inc, msg}                               -> {}
  * Direct messages (caller <-> worker socket; the hot path):
- *   CALL   body = msgpack [method:str, args:bin] or [method, args, refs:bin] where refs
- *          is n 16-byte object refs the worker resolves before the method runs;
- *          seq = per-connection call number
+ *   CALLER body = msgpack [client:int], the caller's object store index, sent once, first
+ *   CALL   body = msgpack [method:str, args:bin], or with arguments passed by reference
+ *          [method, args, refs:bin] or [method, args, refs:bin, inline:bin]: refs is n
+ *          16-byte refs; an object ref names an object in the store, which the worker
+ *          resolves (waiting for a seal) before the method runs; an all-zero ref takes the
+ *          next value of `inline`, a sequence of (u32 little-endian length, bytes): another
+ *          call's result the caller had and passes on. seq = per-connection call number
  *   RESULT body = msgpack [rc:int, data:bin], same seq; for errors data is the message;
- *          or [0, ref:bin(16), creator:int] for a large result the worker put in the
- *          object store: creator TR__RESULT_HANDED if the worker already handed its hold
- *          to the caller (it knows the caller's store index from CALLER), else the
- *          worker's index and the caller takes its hold over
- *   CALLER body = msgpack [client:int], the caller's object store index, sent once
+ *          or [0, ref:bin(16), 65535] for a large result the worker put in the object
+ *          store and transferred to the caller (tr__objects_transfer): the caller adopts it
  */
 #ifndef TR_ACTOR_PROTOCOL_H
 #define TR_ACTOR_PROTOCOL_H
@@ -35,6 +37,7 @@ enum {
     TR__MSG_WORKER_START = 68,
     TR__MSG_WORKER_READY = 69,
     TR__MSG_WORKER_FAILED = 70,
+    TR__MSG_ACTOR_INFO = 71,
     TR__MSG_CALL = 80,
     TR__MSG_RESULT = 81,
     TR__MSG_CALLER = 82, /* first frame on a call connection: [object store client index] */
@@ -56,18 +59,32 @@ const char *tr__actor_state_name(int state);
 /* Results above this size go into the object store instead of the socket. */
 #define TR__INLINE_RESULT_MAX (100u << 10)
 
-/* Appends a whole CALL frame (header + body) to out; refs: n_refs * 16 bytes or NULL. */
+/* An argument passed by reference: an object (ref), or a value the frame carries (ref all
+ * zero; data, len). */
+typedef struct tr__wire_arg {
+    uint8_t ref[16];
+    const void *data;
+    size_t len;
+} tr__wire_arg;
+
+/* Appends a whole CALL frame (header + body) to out. Returns 0, TR_ENOMEM, TR_EMSGSIZE. */
 int tr__call_frame(tr__buf *out, uint64_t seq, const char *method, const void *args, size_t len,
-                   const void *refs, size_t n_refs);
+                   const tr__wire_arg *wargs, size_t n_wargs);
 /* Appends a whole RESULT frame. */
 int tr__result_frame(tr__buf *out, uint64_t seq, int rc, const void *data, size_t len);
-/* Appends a RESULT frame naming an object the worker (client index creator) put. */
-int tr__result_frame_ref(tr__buf *out, uint64_t seq, const void *ref16, int creator);
-/* Parses a body. Views point into body. Returns 0 or TR_EPROTO. */
+/* Appends a RESULT frame naming an object transferred to the caller. */
+int tr__result_frame_ref(tr__buf *out, uint64_t seq, const void *ref16);
+/* Appends the CALLER frame. */
+int tr__caller_frame(tr__buf *out, int client);
+/* Parses a CALL body. Views point into body; inl and inl_len get the inline blob (NULL, 0 if
+ * none). Returns 0 or TR_EPROTO. */
 int tr__call_parse(const char *body, size_t n, const char **method, size_t *mlen, const void **args,
-                   size_t *alen, const void **refs, size_t *n_refs);
-/* *creator is -1 for inline data, else the putter's client index (data: a 16-byte ref). */
+                   size_t *alen, const void **refs, size_t *n_refs, const void **inl,
+                   size_t *inl_len);
+/* The next value of an inline blob: advances p and left past it. Returns 0 or TR_EPROTO. */
+int tr__call_inline_next(const void **p, size_t *left, const void **data, size_t *len);
+/* Parses a RESULT body; *is_ref: data is the 16-byte ref of a transferred object. */
 int tr__result_parse(const char *body, size_t n, int *rc, const void **data, size_t *dlen,
-                     int *creator);
+                     int *is_ref);
 
 #endif

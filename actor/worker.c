@@ -31,7 +31,8 @@ struct tr_ctx {
     tr__buf result;
     char err[1024];
     int has_err;
-    /* the call's object arguments, resolved (pinned views) before the method runs */
+    /* the call's arguments passed by reference, resolved before the method runs: pinned
+     * views of objects, or views of values the frame carries */
     const void **ref_data;
     size_t *ref_len;
     size_t n_refs, cap_refs;
@@ -63,6 +64,10 @@ TR_API int tr_ctx_error(tr_ctx *ctx, const char *fmt, ...) {
     va_end(ap);
     ctx->has_err = 1;
     return TR_ETASK;
+}
+
+TR_API int tr_ctx_set_error(tr_ctx *ctx, const char *msg) {
+    return msg ? tr_ctx_error(ctx, "%s", msg) : TR_ETASK;
 }
 
 TR_API tr_runtime *tr_ctx_runtime(tr_ctx *ctx) {
@@ -123,30 +128,48 @@ static const tr_method_def *find_method(const tr_actor_class *cls, const char *m
 
 #define ARG_SEAL_TIMEOUT_MS 10000
 
-/* Pins and views the call's object arguments. On failure appends an error RESULT. */
-static int resolve_refs(worker *w, client *c, uint64_t seq, const uint8_t *refs, size_t n) {
+/* Lets go of the objects among the first ctx->n_refs arguments. */
+static void unpin_refs(worker *w, const uint8_t *refs) {
+    for (size_t i = 0; i < w->ctx.n_refs; i++) {
+        tr_ref r;
+        memcpy(r.b, refs + 16 * i, 16);
+        if (tr__ref_is_object(&r)) tr__objects_unpin(w->objects, r);
+    }
+    w->ctx.n_refs = 0;
+}
+
+static const uint8_t zero_ref[16];
+
+/* Resolves the call's arguments passed by reference: objects are pinned and viewed
+ * (waiting for a seal), values carried inline are viewed in the frame. On failure appends
+ * an error RESULT and returns 1 (-1 if even that failed). */
+static int resolve_refs(worker *w, client *c, uint64_t seq, const uint8_t *refs, size_t n,
+                        const void *inl, size_t inl_len) {
     tr_ctx *ctx = &w->ctx;
     if (n > ctx->cap_refs) {
         const void **d = realloc(ctx->ref_data, n * sizeof *d);
         if (d) ctx->ref_data = d;
         size_t *l = realloc(ctx->ref_len, n * sizeof *l);
         if (l) ctx->ref_len = l;
-        if (!d || !l) return tr__result_frame(&c->out, seq, TR_ENOMEM, "", 1);
+        if (!d || !l) return tr__result_frame(&c->out, seq, TR_ENOMEM, "", 1) ? -1 : 1;
         ctx->cap_refs = n;
     }
     for (size_t i = 0; i < n; i++) {
         tr_ref r;
         memcpy(r.b, refs + 16 * i, 16);
-        int rc = tr__ref_is_object(&r) ? tr__objects_pin(w->objects, r, ARG_SEAL_TIMEOUT_MS, -1,
-                                                         &ctx->ref_data[i], &ctx->ref_len[i])
-                                       : tr__err(TR_EINVAL, "not an object ref");
+        int rc;
+        if (memcmp(r.b, zero_ref, 16) == 0)
+            rc = tr__call_inline_next(&inl, &inl_len, &ctx->ref_data[i], &ctx->ref_len[i]);
+        else if (tr__ref_is_object(&r))
+            rc = tr__objects_pin(w->objects, r, ARG_SEAL_TIMEOUT_MS, &ctx->ref_data[i],
+                                 &ctx->ref_len[i]);
+        else
+            rc = tr__err(TR_EINVAL, "not an object ref");
         if (rc) {
             char msg[400];
-            snprintf(msg, sizeof msg, "object argument %zu: %s", i, tr_last_error());
-            for (size_t k = 0; k < i; k++) {
-                memcpy(r.b, refs + 16 * k, 16);
-                tr__objects_unpin(w->objects, r);
-            }
+            snprintf(msg, sizeof msg, "argument %zu: %s", i, tr_last_error());
+            ctx->n_refs = i;
+            unpin_refs(w, refs);
             return tr__result_frame(&c->out, seq, rc, msg, strlen(msg) + 1) ? -1 : 1;
         }
     }
@@ -154,37 +177,27 @@ static int resolve_refs(worker *w, client *c, uint64_t seq, const uint8_t *refs,
     return 0;
 }
 
-static void unpin_refs(worker *w, const uint8_t *refs) {
-    for (size_t i = 0; i < w->ctx.n_refs; i++) {
-        tr_ref r;
-        memcpy(r.b, refs + 16 * i, 16);
-        tr__objects_unpin(w->objects, r);
-    }
-    w->ctx.n_refs = 0;
-}
-
-/* A large result goes into the object store; the caller adopts it. */
+/* A large result goes into the object store and is transferred to the caller, so that
+ * it survives even if we die before the caller reads the reply. */
 static int store_result(worker *w, client *c, uint64_t seq, const void *data, size_t len) {
     tr_ref r;
-    int rc = tr__objects_put(w->objects, data, len, &r);
-    if (rc) /* the store is full: fall back to the socket if the frame limit allows */
-        return len + 64 <= w->max_msg ? tr__result_frame(&c->out, seq, 0, data, len)
-                                      : tr__result_frame(&c->out, seq, rc, tr_last_error(),
-                                                         strlen(tr_last_error()) + 1);
-    /* Hand our hold to the caller now, so the result survives even if we die before the
-     * caller reads the reply; a caller we do not know takes it over itself. */
-    if (c->caller >= 0 && tr__objects_give(w->objects, r, c->caller) == 0)
-        return tr__result_frame_ref(&c->out, seq, r.b, TR__RESULT_HANDED);
-    tr__objects_disown(w->objects, r);
-    return tr__result_frame_ref(&c->out, seq, r.b, tr__objects_client(w->objects));
+    int rc = c->caller < 0 ? tr__err(TR_EINVAL, "the caller did not say its store index")
+                           : tr__objects_put(w->objects, data, len, &r);
+    if (!rc && (rc = tr__objects_transfer(w->objects, r, c->caller)))
+        tr__objects_release(w->objects, r);
+    if (!rc) return tr__result_frame_ref(&c->out, seq, r.b);
+    /* no store for it: the socket, if the frame limit allows */
+    return len + 64 <= w->max_msg
+               ? tr__result_frame(&c->out, seq, 0, data, len)
+               : tr__result_frame(&c->out, seq, rc, tr_last_error(), strlen(tr_last_error()) + 1);
 }
 
 /* Runs one call and appends its RESULT frame to c->out. */
 static int run_call(worker *w, client *c, uint64_t seq, const char *body, size_t n) {
     const char *m;
-    size_t mlen, alen, n_refs;
-    const void *args, *refs;
-    int rc = tr__call_parse(body, n, &m, &mlen, &args, &alen, &refs, &n_refs);
+    size_t mlen, alen, n_refs, inl_len;
+    const void *args, *refs, *inl;
+    int rc = tr__call_parse(body, n, &m, &mlen, &args, &alen, &refs, &n_refs, &inl, &inl_len);
     if (rc) return rc;
     const tr_method_def *def = find_method(w->cls, m, mlen);
     if (!def) {
@@ -195,7 +208,7 @@ static int run_call(worker *w, client *c, uint64_t seq, const char *body, size_t
     }
     tr_ctx *ctx = &w->ctx;
     if (n_refs) {
-        int rr = resolve_refs(w, c, seq, refs, n_refs);
+        int rr = resolve_refs(w, c, seq, refs, n_refs, inl, inl_len);
         if (rr) return rr < 0 ? TR_ENOMEM : 0;
     }
     tr__buf_reset(&ctx->result);

@@ -10,7 +10,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "actor/client.h"
+#include "actor/calls.h"
+#include "actor/control.h"
+#include "actor/protocol.h"
 #include "actor/worker.h"
 #include "collective/declare.h"
 #include "collective/group.h"
@@ -285,23 +287,39 @@ TR_API int tr_actor_create(tr_runtime *rt, const char *class_name, const tr_acto
                            const void *args, size_t len, tr_actor_id *out) {
     CHECK_RT(rt, "tr_actor_create");
     if (!out) return tr__err(TR_EINVAL, "tr_actor_create: out is NULL");
-    return tr__actor_create(rt->actors, class_name, opts, args, len, out);
+    return tr__actor_create(rt->node, class_name, opts, args, len, out);
 }
 
 TR_API int tr_actor_wait_ready(tr_runtime *rt, tr_actor_id actor, int timeout_ms) {
     CHECK_RT(rt, "tr_actor_wait_ready");
-    return tr__actor_wait_ready(rt->actors, actor, timeout_ms);
+    return tr__actor_wait_ready(rt->node, actor, timeout_ms);
 }
 
 TR_API int tr_actor_get(tr_runtime *rt, const char *name, tr_actor_id *out) {
     CHECK_RT(rt, "tr_actor_get");
     if (!out) return tr__err(TR_EINVAL, "tr_actor_get: out is NULL");
-    return tr__actor_by_name(rt->actors, name, out);
+    return tr__actor_by_name(rt->node, name, out);
 }
 
 TR_API int tr_actor_kill(tr_runtime *rt, tr_actor_id actor, int no_restart) {
     CHECK_RT(rt, "tr_actor_kill");
-    return tr__actor_kill(rt->actors, actor, no_restart);
+    return tr__actor_kill(rt->node, actor, no_restart);
+}
+
+TR_API void tr_actor_details_init(tr_actor_details *out) {
+    if (!out) return;
+    tr_actor_details def = TR_ACTOR_DETAILS_INIT;
+    *out = def;
+}
+
+TR_API int tr_actor_info(tr_runtime *rt, tr_actor_id actor, tr_actor_details *out) {
+    CHECK_RT(rt, "tr_actor_info");
+    if (!out) return tr__err(TR_EINVAL, "tr_actor_info: out is NULL");
+    return tr__actor_info(rt->node, actor, out);
+}
+
+TR_API const char *tr_actor_state_name(int state) {
+    return tr__actor_state_name(state);
 }
 
 TR_API int tr_call(tr_runtime *rt, tr_actor_id actor, const char *method, const void *args,
@@ -409,6 +427,12 @@ TR_API int tr_object_seal(tr_runtime *rt, tr_ref ref) {
     return tr__objects_seal(rt->objects, ref);
 }
 
+TR_API void tr_store_stats_init(tr_store_stats *stats) {
+    if (!stats) return;
+    tr_store_stats def = TR_STORE_STATS_INIT;
+    *stats = def;
+}
+
 TR_API int tr_object_stats(tr_runtime *rt, tr_store_stats *out) {
     CHECK_RT(rt, "tr_object_stats");
     return tr__objects_stats(rt->objects, out);
@@ -442,6 +466,13 @@ TR_API int tr_group_init(tr_runtime *rt, int world, int rank, const char *backen
 
 TR_API int tr_group_is_initialized(tr_runtime *rt, const char *name) {
     return rt ? tr__group_is_initialized(rt->address, name) : 0;
+}
+
+TR_API int tr_group_get(tr_runtime *rt, const char *name, tr_group **out) {
+    CHECK_RT(rt, "tr_group_get");
+    if (!out || !name) return tr__err(TR_EINVAL, "tr_group_get: NULL argument");
+    *out = tr__group_find(rt->address, name);
+    return *out ? 0 : tr__err(TR_ENOTFOUND, "this process has no live group named '%s'", name);
 }
 
 TR_API void tr_group_destroy(tr_group *g) {

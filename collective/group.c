@@ -45,14 +45,18 @@ static void live_remove(tr_group *g) {
     pthread_mutex_unlock(&live_mu);
 }
 
-int tr__group_is_initialized(const char *node_path, const char *name) {
-    if (!node_path || !name) return 0;
-    int found = 0;
+tr_group *tr__group_find(const char *node_path, const char *name) {
+    if (!node_path || !name) return NULL;
+    tr_group *found = NULL;
     pthread_mutex_lock(&live_mu);
     for (tr_group *g = live; g && !found; g = g->live_next)
-        found = strcmp(g->name, name) == 0 && strcmp(g->node_path, node_path) == 0;
+        if (strcmp(g->name, name) == 0 && strcmp(g->node_path, node_path) == 0) found = g;
     pthread_mutex_unlock(&live_mu);
     return found;
+}
+
+int tr__group_is_initialized(const char *node_path, const char *name) {
+    return tr__group_find(node_path, name) != NULL;
 }
 
 int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, const char *backend,

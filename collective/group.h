@@ -104,6 +104,8 @@ int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, c
 void tr__group_destroy(tr_group *g);
 /* Whether this process holds a live handle of group `name` on the node at node_path. */
 int tr__group_is_initialized(const char *node_path, const char *name);
+/* That handle (the most recently joined, if several), or NULL. */
+tr_group *tr__group_find(const char *node_path, const char *name);
 
 #ifdef __cplusplus
 }

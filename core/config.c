@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/abi.h"
 #include "core/codec.h"
 #include "core/frame.h"
 #include "core/log.h"
@@ -143,13 +144,13 @@ const tr_actor_class *tr__config_find_class(const tr_config *cfg, const char *na
     return NULL;
 }
 
-TR_API int tr_config_add_class(tr_config *cfg, const tr_actor_class *cls) {
-    if (!cfg || !cls) return tr__err(TR_EINVAL, "tr_config_add_class: NULL argument");
-    if (cls->struct_size < sizeof(tr_actor_class))
-        return tr__err(TR_EINVAL,
-                       "tr_config_add_class: struct_size %u, want %zu (use "
-                       "TR_ACTOR_CLASS_INIT)",
-                       cls->struct_size, sizeof(tr_actor_class));
+TR_API int tr_config_add_class(tr_config *cfg, const tr_actor_class *given) {
+    if (!cfg || !given) return tr__err(TR_EINVAL, "tr_config_add_class: NULL argument");
+    tr_actor_class c, *cls = &c;
+    tr_actor_class_init(cls);
+    int rc = tr__struct_in(cls, sizeof *cls, given, TR__SIZE_UPTO(tr_actor_class, n_methods),
+                           "tr_config_add_class");
+    if (rc) return rc;
     if (!cls->name || !*cls->name || strlen(cls->name) > 255)
         return tr__err(TR_EINVAL, "tr_config_add_class: class needs a name of 1..255 bytes");
     if (cls->n_methods && !cls->methods)
@@ -166,7 +167,6 @@ TR_API int tr_config_add_class(tr_config *cfg, const tr_actor_class *cls) {
     char *name = strdup(cls->name);
     if (!name) return tr__err(TR_ENOMEM, "tr_config_add_class");
     v[cfg->n_classes] = *cls;
-    v[cfg->n_classes].struct_size = sizeof(tr_actor_class);
     v[cfg->n_classes].name = name;
     cfg->n_classes++;
     return 0;

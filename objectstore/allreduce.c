@@ -67,7 +67,7 @@ int tr__object_allreduce(tr__nodeconn *node, tr__objects *objects, const char *n
             if (rc) goto out_views;
         }
         size_t len;
-        rc = tr__objects_pin(objects, refs[r], tr__ms_left(deadline), -1, &views[r], &len);
+        rc = tr__objects_pin(objects, refs[r], tr__ms_left(deadline), &views[r], &len);
         if (rc) {
             memset(&refs[r], 0, sizeof refs[r]);
             goto out_views;

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/abi.h"
 #include "core/clock.h"
 #include "core/idmap.h"
 #include "core/ids.h"
@@ -317,8 +318,6 @@ static local *find_local(tr__objects *o, const uint8_t id[16], int make) {
     return l;
 }
 
-/* Drops the local record if nothing holds it any more, clearing our bit and freeing the
- * object when no process holds it. Called with o->mu held. */
 /* Clears `client`'s bit on an object and removes the object if nothing keeps it. */
 static void drop_bit(tr__objects *o, const uint8_t id[16], int client) {
     tr__seg_hdr *h = o->h;
@@ -336,6 +335,8 @@ static void drop_bit(tr__objects *o, const uint8_t id[16], int client) {
     if (freed) tr__event_signal(&h->sealed);
 }
 
+/* Drops the local record if nothing holds it any more, clearing our bit and freeing the
+ * object when no process holds it. Called with o->mu held. */
 static void settle(tr__objects *o, local *l) {
     if (l->user || l->pins) return;
     drop_bit(o, l->id, o->idx);
@@ -468,11 +469,10 @@ void tr__objects_wait_change(tr__objects *o, int64_t deadline) {
     tr__event_wait(&o->h->sealed, tr__event_seq(&o->h->sealed), deadline);
 }
 
-/* Waits for the object to be sealed and sets our bit; `steal_from` >= 0 also clears that
- * client's bit (taking over a result a worker put for us). Called with o->mu held; drops
- * it while sleeping. */
+/* Waits for the object to be sealed (restoring it if spilled), sets our hold and view
+ * bits and gives the view. Called with o->mu held; drops it while sleeping. */
 static int view_locked(tr__objects *o, const tr_ref *ref, int64_t deadline, int timeout_ms,
-                       int steal_from, const void **data, size_t *len) {
+                       const void **data, size_t *len) {
     tr__seg_hdr *h = o->h;
     for (;;) {
         uint32_t seen = tr__event_seq(&h->sealed);
@@ -489,8 +489,6 @@ static int view_locked(tr__objects *o, const tr_ref *ref, int64_t deadline, int 
             }
             tr__seg_hold(e, o->idx, 1);
             tr__seg_bit(e->viewers, o->idx, 1); /* pinned: never spilled while viewed */
-            if (steal_from >= 0 && steal_from < TR__SEG_MAX_CLIENTS && steal_from != o->idx)
-                tr__seg_hold(e, steal_from, 0);
             e->tick = ++h->tick;
             if (data) *data = o->ro + h->data_off + e->off;
             if (len) *len = e->size;
@@ -514,7 +512,7 @@ static int view_locked(tr__objects *o, const tr_ref *ref, int64_t deadline, int 
 int tr__objects_get(tr__objects *o, tr_ref ref, int timeout_ms, const void **data, size_t *len) {
     int64_t deadline = tr__deadline(timeout_ms);
     pthread_mutex_lock(&o->mu);
-    int rc = view_locked(o, &ref, deadline, timeout_ms, -1, data, len);
+    int rc = view_locked(o, &ref, deadline, timeout_ms, data, len);
     if (!rc) {
         local *l = find_local(o, ref.b, 1);
         if (l) {
@@ -542,8 +540,7 @@ int tr__objects_release(tr__objects *o, tr_ref ref) {
     return rc;
 }
 
-int tr__objects_pin(tr__objects *o, tr_ref ref, int timeout_ms, int steal_from, const void **data,
-                    size_t *len) {
+int tr__objects_pin(tr__objects *o, tr_ref ref, int timeout_ms, const void **data, size_t *len) {
     pthread_mutex_lock(&o->mu);
     int rc;
     if (!data && !len) { /* pin without a view: the object need not be sealed yet */
@@ -553,7 +550,7 @@ int tr__objects_pin(tr__objects *o, tr_ref ref, int timeout_ms, int steal_from, 
         tr__seg_unlock(o->h);
         rc = e ? 0 : tr__err(TR_ENOTFOUND, "no such object (never put, or freed)");
     } else {
-        rc = view_locked(o, &ref, tr__deadline(timeout_ms), timeout_ms, steal_from, data, len);
+        rc = view_locked(o, &ref, tr__deadline(timeout_ms), timeout_ms, data, len);
     }
     /* The record is looked up only now: view_locked drops o->mu while it waits, and
      * another thread may have made or freed one meanwhile. */
@@ -580,55 +577,81 @@ void tr__objects_unpin(tr__objects *o, tr_ref ref) {
     pthread_mutex_unlock(&o->mu);
 }
 
-void tr__objects_disown(tr__objects *o, tr_ref ref) {
-    pthread_mutex_lock(&o->mu);
-    local *l = find_local(o, ref.b, 0);
-    if (l) {
-        tr__idmap_del(&o->held, tr__id_key(l->id));
-        free(l);
-    }
-    pthread_mutex_unlock(&o->mu);
-}
-
 int tr__objects_stats(tr__objects *o, tr_store_stats *out) {
-    if (!out || out->struct_size < sizeof *out)
-        return tr__err(TR_EINVAL, "tr_object_stats: set struct_size (TR_STORE_STATS_INIT)");
+    if (!out) return tr__err(TR_EINVAL, "tr_object_stats: out is NULL");
+    tr_store_stats st = TR_STORE_STATS_INIT;
     tr__seg_hdr *h = o->h;
     tr__seg_lock(h);
-    out->capacity = tr__seg_max_alloc(h);
-    out->bytes_used = h->bytes_used;
-    out->bytes_objects = h->bytes_objects;
-    out->n_objects = h->n_objects;
-    out->bytes_spilled = h->bytes_spilled;
-    out->spills = h->spills;
-    out->restores = h->restores;
+    st.capacity = tr__seg_max_alloc(h);
+    st.bytes_used = h->bytes_used;
+    st.bytes_objects = h->bytes_objects;
+    st.n_objects = h->n_objects;
+    st.bytes_spilled = h->bytes_spilled;
+    st.spills = h->spills;
+    st.restores = h->restores;
     tr__seg_unlock(h);
-    return 0;
+    return tr__struct_out(out, &st, sizeof st, TR__SIZE_UPTO(tr_store_stats, restores),
+                          "tr_object_stats");
 }
 
 int tr__objects_client(const tr__objects *o) {
     return o->idx;
 }
 
-void tr__objects_drop_for(tr__objects *o, tr_ref ref, int client) {
-    drop_bit(o, ref.b, client);
+int tr__objects_transfer(tr__objects *o, tr_ref ref, int client) {
+    if (client < 0 || client >= TR__SEG_MAX_CLIENTS || client == o->idx)
+        return tr__err(TR_EINVAL, "object transfer: bad client %d", client);
+    pthread_mutex_lock(&o->mu);
+    local *l = find_local(o, ref.b, 0);
+    int rc = 0;
+    if (!l) {
+        rc = tr__err(TR_ENOTFOUND, "object transfer: this process does not hold the object");
+    } else if (l->pins) {
+        rc = tr__err(TR_ESTATE, "object transfer: the object is in use here (pinned)");
+    } else {
+        /* Both bits change under one segment lock: at no moment is the object unheld. */
+        tr__seg_lock(o->h);
+        tr__obj_entry *e = tr__seg_find(o->h, ref.b);
+        if (e) {
+            tr__seg_bit(e->holders, client, 1);
+            tr__seg_hold(e, o->idx, 0);
+        }
+        tr__seg_unlock(o->h);
+        tr__idmap_del(&o->held, tr__id_key(l->id));
+        free(l);
+        if (!e) rc = tr__err(TR_ENOTFOUND, "object transfer: no such object");
+    }
+    pthread_mutex_unlock(&o->mu);
+    return rc;
 }
 
-int tr__objects_give(tr__objects *o, tr_ref ref, int client) {
-    if (client < 0 || client >= TR__SEG_MAX_CLIENTS) return tr__err(TR_EINVAL, "bad client");
+int tr__objects_adopt(tr__objects *o, tr_ref ref) {
     pthread_mutex_lock(&o->mu);
     tr__seg_lock(o->h);
     tr__obj_entry *e = tr__seg_find(o->h, ref.b);
-    if (e) {
-        tr__seg_bit(e->holders, client, 1);
-        if (client != o->idx) tr__seg_hold(e, o->idx, 0);
-    }
+    int ours = e && ((e->holders[o->idx >> 6] >> (o->idx & 63)) & 1);
     tr__seg_unlock(o->h);
-    local *l = find_local(o, ref.b, 0);
-    if (l && e && client != o->idx) {
-        tr__idmap_del(&o->held, tr__id_key(l->id));
-        free(l);
+    int rc = 0;
+    if (!ours) {
+        rc = tr__err(TR_ENOTFOUND, "the result object was not handed to this process");
+    } else {
+        local *l = find_local(o, ref.b, 1);
+        if (l) {
+            l->pins++;
+        } else {
+            drop_bit(o, ref.b, o->idx); /* no record, no bit: nothing would ever clear it */
+            rc = tr__err(TR_ENOMEM, "object adopt");
+        }
     }
     pthread_mutex_unlock(&o->mu);
-    return e ? 0 : tr__err(TR_ENOTFOUND, "no such object");
+    return rc;
+}
+
+int tr__objects_view(tr__objects *o, tr_ref ref, int timeout_ms, const void **data, size_t *len) {
+    pthread_mutex_lock(&o->mu);
+    int rc = find_local(o, ref.b, 0)
+                 ? view_locked(o, &ref, tr__deadline(timeout_ms), timeout_ms, data, len)
+                 : tr__err(TR_ESTALE, "object view: this process does not hold the object");
+    pthread_mutex_unlock(&o->mu);
+    return rc;
 }

@@ -43,20 +43,27 @@ int tr__objects_seal(tr__objects *o, tr_ref ref);
 int tr__objects_get(tr__objects *o, tr_ref ref, int timeout_ms, const void **data, size_t *len);
 int tr__objects_release(tr__objects *o, tr_ref ref);
 /* Takes a pin. With data/len NULL: the object must exist (sealed or not). Otherwise waits
- * up to timeout_ms for the seal and gives a view; steal_from >= 0 also drops that client's
- * hold (adopting a result a worker put for this process). */
-int tr__objects_pin(tr__objects *o, tr_ref ref, int timeout_ms, int steal_from, const void **data,
-                    size_t *len);
+ * up to timeout_ms for the seal and gives a view. */
+int tr__objects_pin(tr__objects *o, tr_ref ref, int timeout_ms, const void **data, size_t *len);
 void tr__objects_unpin(tr__objects *o, tr_ref ref);
-/* Hands this process's hold on an object to another client (a call result for its
- * caller): sets that client's bit, clears ours, forgets our record. Returns 0 or
- * TR_ENOTFOUND. */
-int tr__objects_give(tr__objects *o, tr_ref ref, int client);
-/* Clears another client's hold (a result we failed to adopt), freeing it if unheld. */
-void tr__objects_drop_for(tr__objects *o, tr_ref ref, int client);
-/* Forgets this process's hold without clearing its bit: another process adopts it. */
-void tr__objects_disown(tr__objects *o, tr_ref ref);
-/* This process's client index (RESULT frames name it so the caller can adopt). */
+
+/* Handing an object from one process to another (a large call result, worker to
+ * caller) is one transfer: the object has exactly one holder among the two at every
+ * moment, so it survives either process dying at any point. */
+/* Moves this process's hold (its only use of the object: no pins) to client `client`:
+ * that client's bit is set and ours cleared under one lock, and our record forgotten.
+ * Returns 0, TR_ENOTFOUND, TR_ESTATE (pinned here), TR_EINVAL. */
+int tr__objects_transfer(tr__objects *o, tr_ref ref, int client);
+/* Takes over a hold transferred to this process, as a pin (tr__objects_unpin ends it).
+ * Never waits (the object need not even be resident). Returns 0, TR_ENOTFOUND (nothing
+ * was transferred to us), TR_ENOMEM (the hold is dropped then). */
+int tr__objects_adopt(tr__objects *o, tr_ref ref);
+/* A read-only view of an object this process holds (user hold or pin), waiting up to
+ * timeout_ms for a restore from disk; the object stays resident until we let go of it.
+ * Changes no count. Returns 0, TR_ESTALE (not held here), TR_ETIMEDOUT, TR_EIO. */
+int tr__objects_view(tr__objects *o, tr_ref ref, int timeout_ms, const void **data, size_t *len);
+/* This process's client index (a caller tells its workers, to which they transfer large
+ * results). */
 int tr__objects_client(const tr__objects *o);
 /* 1 if sealed, 0 if not (yet), a negative code on error. */
 int tr__objects_ready(tr__objects *o, tr_ref ref);

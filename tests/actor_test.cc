@@ -2,6 +2,7 @@
  * ordering, refs, wait, errors, crashes, kills, restarts, names, resources, clean shutdown. */
 #include <gtest/gtest.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -12,6 +13,7 @@
 #include <fstream>
 
 #include <algorithm>
+#include <cstddef>
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -236,6 +238,129 @@ TEST_F(ActorTest, MaxRestartsRestartsAfterCrash) {
         ASSERT_TRUE(rc == 0 || rc == TR_EACTOR_DIED) << tr_errname(rc);
     }
     EXPECT_NE(pid1, pid2);
+}
+
+TEST_F(ActorTest, InfoReportsStatePidRestartsClassNameAndNode) {
+    tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
+    o.name = "described";
+    o.max_restarts = 1;
+    tr_actor_id a = make("d", &o);
+    int64_t pid = 0;
+    ASSERT_EQ(call_i64(rt, a, "pid", 0, &pid), 0);
+    tr_actor_details d;
+    tr_actor_details_init(&d);
+    ASSERT_EQ(tr_actor_info(rt, a, &d), 0) << tr_last_error();
+    EXPECT_EQ(d.state, TR_ACTOR_ALIVE);
+    EXPECT_STREQ(tr_actor_state_name(d.state), "ALIVE");
+    EXPECT_EQ(d.pid, pid);
+    EXPECT_EQ(d.restarts, 0);
+    EXPECT_EQ(d.max_restarts, 1);
+    EXPECT_STREQ(d.class_name, "Counter");
+    EXPECT_STREQ(d.name, "described");
+    EXPECT_STREQ(d.node, tr_runtime_address(rt));
+    EXPECT_STREQ(d.reason, "");
+    /* a crash: restarted, with a new pid */
+    std::string out;
+    EXPECT_EQ(call_str(rt, a, "crash", "", &out), TR_EACTOR_DIED);
+    int64_t pid2 = 0;
+    ASSERT_EQ(call_i64(rt, a, "pid", 0, &pid2, 10000), 0) << tr_last_error();
+    ASSERT_EQ(tr_actor_info(rt, a, &d), 0);
+    EXPECT_EQ(d.state, TR_ACTOR_ALIVE);
+    EXPECT_EQ(d.restarts, 1);
+    EXPECT_EQ(d.pid, pid2);
+    /* killed for good: dead, with the reason */
+    ASSERT_EQ(tr_actor_kill(rt, a, 1), 0);
+    ASSERT_EQ(tr_actor_info(rt, a, &d), 0);
+    EXPECT_EQ(d.state, TR_ACTOR_DEAD);
+    EXPECT_NE(std::string(d.reason).find("tr_actor_kill"), std::string::npos) << d.reason;
+    /* an unnamed actor, and errors */
+    tr_actor_id b = make("u");
+    ASSERT_EQ(tr_actor_wait_ready(rt, b, 10000), 0);
+    ASSERT_EQ(tr_actor_info(rt, b, &d), 0);
+    EXPECT_STREQ(d.name, "");
+    tr_actor_id nobody;
+    memset(&nobody, 0x5a, sizeof nobody);
+    EXPECT_EQ(tr_actor_info(rt, nobody, &d), TR_ENOTFOUND);
+    EXPECT_EQ(tr_actor_info(rt, b, nullptr), TR_EINVAL);
+    d.struct_size = 8;
+    EXPECT_EQ(tr_actor_info(rt, b, &d), TR_EINVAL);
+}
+
+TEST_F(ActorTest, ABindingsErrorWithoutFormatting) {
+    tr_actor_id a = make();
+    std::string out;
+    EXPECT_EQ(call_str(rt, a, "fail_plain", "100% plain, no %s here", &out), TR_ETASK);
+    EXPECT_EQ(std::string(tr_last_error()), "100% plain, no %s here");
+}
+
+/* Option and result structs of any size from the first published one up: what an older
+ * binding passes (exactly that many bytes: the sanitizers see any read beyond), and what
+ * a newer one passes (fields this library does not know). */
+TEST_F(ActorTest, StructsOfOlderAndNewerSizesAreAccepted) {
+    const size_t opts_v1 = offsetof(tr_actor_options, max_restarts) + sizeof(int);
+    auto *old_opts = (tr_actor_options *)malloc(opts_v1);
+    tr_actor_options def = TR_ACTOR_OPTIONS_INIT;
+    memcpy(old_opts, &def, opts_v1);
+    old_opts->struct_size = (uint32_t)opts_v1;
+    old_opts->name = "old-binding";
+    tr_actor_id a;
+    ASSERT_EQ(tr_actor_create(rt, "Counter", old_opts, "o", 1, &a), 0) << tr_last_error();
+    old_opts->struct_size = (uint32_t)opts_v1 - 1;
+    old_opts->name = "too-old";
+    EXPECT_EQ(tr_actor_create(rt, "Counter", old_opts, "o", 1, &a), TR_EINVAL);
+    free(old_opts);
+    struct {
+        tr_actor_options o;
+        uint64_t later_fields[4];
+    } newer;
+    newer.o = def;
+    newer.o.struct_size = sizeof newer;
+    newer.o.name = "new-binding";
+    memset(newer.later_fields, 0xee, sizeof newer.later_fields);
+    ASSERT_EQ(tr_actor_create(rt, "Counter", &newer.o, "n", 1, &a), 0) << tr_last_error();
+    tr_actor_id found;
+    ASSERT_EQ(tr_actor_get(rt, "old-binding", &found), 0);
+    ASSERT_EQ(tr_actor_get(rt, "new-binding", &found), 0);
+    EXPECT_EQ(memcmp(&found, &a, sizeof a), 0);
+
+    /* a result struct: filled up to the caller's size, nothing beyond */
+    const size_t stats_v1 = offsetof(tr_store_stats, restores) + sizeof(uint64_t);
+    auto *old_stats = (tr_store_stats *)malloc(stats_v1);
+    memset(old_stats, 0, stats_v1);
+    old_stats->struct_size = (uint32_t)stats_v1;
+    ASSERT_EQ(tr_object_stats(rt, old_stats), 0) << tr_last_error();
+    EXPECT_GT(old_stats->capacity, 0u);
+    free(old_stats);
+    struct {
+        tr_store_stats s;
+        uint64_t later_fields[2];
+    } newer_stats;
+    tr_store_stats_init(&newer_stats.s);
+    newer_stats.s.struct_size = sizeof newer_stats;
+    newer_stats.later_fields[0] = newer_stats.later_fields[1] = 77;
+    ASSERT_EQ(tr_object_stats(rt, &newer_stats.s), 0);
+    EXPECT_GT(newer_stats.s.capacity, 0u);
+    EXPECT_EQ(newer_stats.later_fields[0], 77u) << "written past what this library knows";
+    tr_store_stats tiny;
+    tiny.struct_size = 4;
+    EXPECT_EQ(tr_object_stats(rt, &tiny), TR_EINVAL);
+
+    /* an actor class */
+    const size_t cls_v1 = offsetof(tr_actor_class, n_methods) + sizeof(size_t);
+    tr_config *cfg;
+    ASSERT_EQ(tr_config_create(&cfg), 0);
+    auto *old_cls = (tr_actor_class *)malloc(cls_v1);
+    tr_actor_class cdef;
+    tr_actor_class_init(&cdef);
+    memcpy(old_cls, &cdef, cls_v1);
+    old_cls->struct_size = (uint32_t)cls_v1;
+    old_cls->name = "Old";
+    EXPECT_EQ(tr_config_add_class(cfg, old_cls), 0) << tr_last_error();
+    old_cls->struct_size = 3;
+    old_cls->name = "Older";
+    EXPECT_EQ(tr_config_add_class(cfg, old_cls), TR_EINVAL);
+    free(old_cls);
+    tr_config_destroy(cfg);
 }
 
 TEST_F(ActorTest, ConstructorFailureAndUnknownClass) {
@@ -586,15 +711,13 @@ TEST(Runtime, NodeDeathIsReportedNotHung) {
     int64_t node = status_pid_of(rt);
     ASSERT_GT(node, 0);
     ASSERT_EQ(kill((pid_t)node, SIGKILL), 0);
+    /* the worker follows its node (parent-death signal) */
     auto t0 = Clock::now();
-    /* the worker follows its node (parent-death signal); calls fail, they do not hang */
-    int rc = call_i64(rt, a, "add", 1, &v, 5000);
-    EXPECT_TRUE(rc == TR_EACTOR_DIED || rc == 0) << tr_errname(rc);
-    while (pid_alive((int)worker) && Clock::now() - t0 < std::chrono::seconds(2))
+    while (pid_alive((int)worker) && Clock::now() - t0 < std::chrono::seconds(10))
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    EXPECT_FALSE(pid_alive((int)worker));
-    EXPECT_EQ(call_i64(rt, a, "add", 1, &v, 5000), TR_EACTOR_DIED);
-    EXPECT_LT(Clock::now() - t0, std::chrono::seconds(2));
+    ASSERT_FALSE(pid_alive((int)worker)) << "the worker outlived its node";
+    /* then calls fail at once, long before their timeout: they do not hang */
+    EXPECT_EQ(call_i64(rt, a, "add", 1, &v, 60000), TR_EACTOR_DIED) << tr_last_error();
     tr_actor_id b;
     EXPECT_EQ(tr_actor_create(rt, "Counter", nullptr, "m", 1, &b), TR_ECONNECT);
     EXPECT_EQ(tr_kv_put(rt, "k", "v", 1), TR_ECONNECT);
@@ -604,7 +727,10 @@ TEST(Runtime, NodeDeathIsReportedNotHung) {
     /* the killed node could not clean up; the next node to start sweeps its directory */
     struct stat sb;
     ASSERT_EQ(stat(session.c_str(), &sb), 0);
-    std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+    /* a lock file a second old or more is not a node's that is just starting */
+    std::string lock = session + "/node.lock";
+    struct timespec old_times[2] = {{time(nullptr) - 10, 0}, {time(nullptr) - 10, 0}};
+    ASSERT_EQ(utimensat(AT_FDCWD, lock.c_str(), old_times, 0), 0);
     ASSERT_EQ(tr_init(test_config(), &rt), 0);
     EXPECT_NE(stat(session.c_str(), &sb), 0) << session << " was not swept";
     tr_shutdown(rt);

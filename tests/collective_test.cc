@@ -191,6 +191,53 @@ INSTANTIATE_TEST_SUITE_P(Backends, CollFailuresB,
                          ::testing::Combine(::testing::Values("shm", "gloo"),
                                             ::testing::Values(3)));
 
+/* A method finds a group that another method of its actor joined, by name (as Ray's ops
+ * take a group_name). */
+TEST_F(CollFailures, AGroupIsFoundAgainByName) {
+    tr_actor_id a[3];
+    for (auto &x : a)
+        ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "n", 1, &x), 0);
+    tr_ref joins[3];
+    for (int i = 0; i < 3; i++) {
+        std::string arg = "byname|3|" + std::to_string(i) + "|shm";
+        ASSERT_EQ(tr_call(rt, a[i], "join_group", arg.data(), arg.size(), &joins[i]), 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        ASSERT_EQ(tr_get(rt, joins[i], 20000, nullptr, nullptr), 0) << tr_last_error();
+        tr_ref_release(rt, joins[i]);
+    }
+    for (int round = 0; round < 2; round++) {
+        tr_ref calls[3];
+        for (int i = 0; i < 3; i++)
+            ASSERT_EQ(tr_call(rt, a[i], "allreduce_by_name", "byname", 6, &calls[i]), 0);
+        for (int i = 0; i < 3; i++) {
+            const void *d;
+            size_t n;
+            ASSERT_EQ(tr_get(rt, calls[i], 20000, &d, &n), 0) << tr_last_error();
+            EXPECT_EQ(*(const int64_t *)d, 1 + 2 + 3);
+            tr_ref_release(rt, calls[i]);
+        }
+    }
+    std::string out;
+    EXPECT_EQ(call_str(rt, a[0], "allreduce_by_name", "nosuch", &out), TR_ETASK);
+    EXPECT_NE(out.find("TR_ENOTFOUND"), std::string::npos) << out;
+    for (int i = 0; i < 3; i++)
+        ASSERT_EQ(call_str(rt, a[i], "leave_group", "byname", &out), 0) << out;
+    EXPECT_EQ(call_str(rt, a[0], "allreduce_by_name", "byname", &out), TR_ETASK);
+    EXPECT_NE(out.find("TR_ENOTFOUND"), std::string::npos) << out;
+    /* the driver: its own groups only, and bad arguments */
+    tr_group *g = nullptr;
+    EXPECT_EQ(tr_group_get(rt, "byname", &g), TR_ENOTFOUND);
+    EXPECT_EQ(tr_group_get(rt, nullptr, &g), TR_EINVAL);
+    EXPECT_EQ(tr_group_get(nullptr, "byname", &g), TR_EINVAL);
+    ASSERT_EQ(tr_group_init(rt, 1, 0, "shm", "mine", 1000, &g), 0);
+    tr_group *again = nullptr;
+    ASSERT_EQ(tr_group_get(rt, "mine", &again), 0);
+    EXPECT_EQ(again, g);
+    tr_group_destroy(g);
+    EXPECT_EQ(tr_group_get(rt, "mine", &again), TR_ENOTFOUND);
+}
+
 TEST_F(CollFailures, GroupsDeclaredByTheDriverOverActors) {
     tr_actor_id a[3];
     for (auto &x : a)

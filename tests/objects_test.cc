@@ -3,7 +3,11 @@
  * reclaim of a dead process's objects, create/seal, limits, tr_wait on objects. */
 #include <gtest/gtest.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <atomic>
 
 #include <algorithm>
 #include <chrono>
@@ -257,12 +261,13 @@ TEST_F(ObjectsTest, RefsAsCallArgumentsAreResolvedZeroCopy) {
     EXPECT_EQ(((const uint64_t *)out)[1], checksum(d2.data(), d2.size()));
     tr_ref_release(rt, call);
     expect_empty();
-    /* an argument not sealed yet: the worker waits for the seal */
+    /* an argument not sealed yet: the worker waits for the seal, and reads what was
+     * written by then */
     void *buf;
     ASSERT_EQ(tr_object_create(rt, 1000, &refs[0], &buf), 0);
     ASSERT_EQ(tr_call_refs(rt, a, "sum_args", nullptr, 0, refs, 1, &call), 0);
+    EXPECT_EQ(tr_get(rt, call, 100, &out, &n), TR_ETIMEDOUT) << "done before the seal";
     memset(buf, 7, 1000);
-    std::this_thread::sleep_for(std::chrono::milliseconds(30));
     ASSERT_EQ(tr_object_seal(rt, refs[0]), 0);
     ASSERT_EQ(tr_get(rt, call, 10000, &out, &n), 0) << tr_last_error();
     std::string sevens(1000, (char)7);
@@ -270,13 +275,220 @@ TEST_F(ObjectsTest, RefsAsCallArgumentsAreResolvedZeroCopy) {
     tr_ref_release(rt, call);
     tr_ref_release(rt, refs[0]);
     expect_empty();
-    /* bad arguments */
+    /* bad arguments: a ref that is neither an object nor a live call result of ours */
     tr_ref not_obj = call;
     not_obj.b[15] &= 0x7f;
-    EXPECT_EQ(tr_call_refs(rt, a, "sum_args", nullptr, 0, &not_obj, 1, &call), TR_EINVAL);
+    EXPECT_EQ(tr_call_refs(rt, a, "sum_args", nullptr, 0, &not_obj, 1, &call), TR_ESTALE);
     tr_ref gone = refs[0];
     EXPECT_EQ(tr_call_refs(rt, a, "sum_args", nullptr, 0, &gone, 1, &call), TR_ENOTFOUND);
     EXPECT_EQ(tr_call_refs(rt, a, "sum_args", nullptr, 0, nullptr, 1, &call), TR_EINVAL);
+}
+
+/* A call's result passed to another call (Ray's b.f.remote(a.g.remote())): the runtime
+ * waits for it and passes it on - a small result by value, a large one as the same object
+ * in the store - and the consuming call is sent only then, in order with the calls made
+ * after it. */
+TEST_F(ObjectsTest, CallResultsAsArguments) {
+    tr_actor_id a = make(), b = make();
+    /* small: not done yet when passed on */
+    int64_t ms = 150, one = 1, v;
+    tr_ref r1, r2, r3;
+    ASSERT_EQ(tr_call(rt, a, "sleep_ms", &ms, sizeof ms, &r1), 0);
+    ASSERT_EQ(tr_call_refs(rt, b, "add", nullptr, 0, &r1, 1, &r2), 0) << tr_last_error();
+    ASSERT_EQ(tr_call(rt, b, "add", &one, sizeof one, &r3), 0);
+    const void *d;
+    size_t n;
+    ASSERT_EQ(tr_get(rt, r3, 10000, &d, &n), 0) << tr_last_error();
+    memcpy(&v, d, 8);
+    EXPECT_EQ(v, 151) << "the call made after the one waiting for r1 ran first";
+    ASSERT_EQ(tr_get(rt, r2, 10000, &d, &n), 0) << tr_last_error();
+    memcpy(&v, d, 8);
+    EXPECT_EQ(v, 150);
+    /* the same result twice, and to the actor that made it */
+    tr_ref r4;
+    tr_ref twice[2] = {r1, r1};
+    ASSERT_EQ(tr_call_refs(rt, a, "add", nullptr, 0, twice, 2, &r4), 0);
+    ASSERT_EQ(tr_get(rt, r4, 10000, &d, &n), 0) << tr_last_error();
+    memcpy(&v, d, 8);
+    EXPECT_EQ(v, 300);
+    for (tr_ref r : {r1, r2, r3, r4})
+        ASSERT_EQ(tr_ref_release(rt, r), 0);
+
+    /* large: the consumer reads the producer's object in place, no copy */
+    int64_t size = 300000;
+    tr_ref big, sum;
+    ASSERT_EQ(tr_call(rt, a, "big", &size, sizeof size, &big), 0);
+    ASSERT_EQ(tr_call_refs(rt, b, "sum_args", nullptr, 0, &big, 1, &sum), 0);
+    ASSERT_EQ(tr_get(rt, sum, 10000, &d, &n), 0) << tr_last_error();
+    std::string bs((size_t)size, 'b');
+    ASSERT_EQ(n, 8u);
+    EXPECT_EQ(*(const uint64_t *)d, checksum(bs.data(), bs.size()));
+    EXPECT_EQ(stats().n_objects, 1u) << "the argument was copied";
+    EXPECT_EQ(stats().bytes_objects, (uint64_t)size);
+    tr_ref_release(rt, sum);
+    tr_ref_release(rt, big);
+    expect_empty();
+
+    /* mixed with objects, released at once, and a chain: x -> y -> z */
+    std::string blob = pattern(5000, 3);
+    tr_ref obj, x, y, z;
+    ASSERT_EQ(tr_put(rt, blob.data(), blob.size(), &obj), 0);
+    ASSERT_EQ(tr_call(rt, a, "big", &size, sizeof size, &x), 0);
+    tr_ref mix[3] = {obj, x, x};
+    ASSERT_EQ(tr_call_refs(rt, b, "sum_args", nullptr, 0, mix, 3, &y), 0);
+    ASSERT_EQ(tr_ref_release(rt, x), 0); /* the pending call keeps it */
+    ASSERT_EQ(tr_ref_release(rt, obj), 0);
+    ASSERT_EQ(tr_call_refs(rt, a, "sum_args", nullptr, 0, &y, 1, &z), 0);
+    ASSERT_EQ(tr_get(rt, z, 10000, &d, &n), 0) << tr_last_error();
+    uint64_t want[3] = {checksum(blob.data(), blob.size()), checksum(bs.data(), bs.size()),
+                        checksum(bs.data(), bs.size())};
+    uint64_t outer = checksum(want, sizeof want);
+    ASSERT_EQ(n, 8u);
+    EXPECT_EQ(*(const uint64_t *)d, outer);
+    for (tr_ref r : {y, z})
+        ASSERT_EQ(tr_ref_release(rt, r), 0);
+    expect_empty();
+}
+
+/* Reading a large result back from disk happens outside the lock that every call to the
+ * actor takes: here the restore blocks (its spill file is swapped for a FIFO nobody writes
+ * yet), and another thread's call to the same actor must still go through. */
+TEST(ObjectsRestore, AResultBeingReadBackDoesNotStallOtherCalls) {
+    char tmpl[] = "/tmp/troupe-restore-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    std::string dir = tmpl;
+    tr_config *cfg = test_config_with({{"spill_dir", tmpl}});
+    tr_runtime *rt;
+    ASSERT_EQ(tr_init(cfg, &rt), 0) << tr_last_error();
+    tr_config_destroy(cfg);
+    tr_actor_id a;
+    ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "r", 1, &a), 0);
+    int64_t size = 40 << 20, v;
+    ASSERT_EQ(call_i64(rt, a, "get", 0, &v), 0); /* connected */
+    tr_ref big;
+    ASSERT_EQ(tr_call(rt, a, "big", &size, sizeof size, &big), 0);
+    /* wait for the worker's result in the store, without reading the reply */
+    tr_store_stats st = TR_STORE_STATS_INIT;
+    for (int i = 0; i < 2000 && st.bytes_objects != (uint64_t)size; i++) {
+        if (i) usleep(5000);
+        ASSERT_EQ(tr_object_stats(rt, &st), 0);
+    }
+    ASSERT_EQ(st.bytes_objects, (uint64_t)size);
+    /* a put that needs the room spills the unread result */
+    tr_ref filler;
+    void *buf;
+    ASSERT_EQ(tr_object_create(rt, (size_t)size, &filler, &buf), 0) << tr_last_error();
+    ASSERT_EQ(tr_object_stats(rt, &st), 0);
+    ASSERT_EQ(st.spills, 1u);
+    ASSERT_EQ(tr_ref_release(rt, filler), 0);
+    /* the spill file: <spill_dir>/spill-XXXXXX/o-<id> */
+    std::string sub, spilled;
+    DIR *d = opendir(dir.c_str());
+    ASSERT_NE(d, nullptr);
+    while (struct dirent *e = readdir(d))
+        if (strncmp(e->d_name, "spill-", 6) == 0) sub = dir + "/" + e->d_name;
+    closedir(d);
+    d = opendir(sub.c_str());
+    ASSERT_NE(d, nullptr) << sub;
+    while (struct dirent *e = readdir(d))
+        if (strncmp(e->d_name, "o-", 2) == 0) spilled = sub + "/" + e->d_name;
+    closedir(d);
+    ASSERT_FALSE(spilled.empty());
+    ASSERT_EQ(unlink(spilled.c_str()), 0);
+    ASSERT_EQ(mkfifo(spilled.c_str(), 0600), 0);
+    /* the reader: tr_get reads the reply, then the result back from "disk" */
+    int get_rc = -99;
+    std::string got_ok;
+    std::thread reader([&] {
+        const void *d;
+        size_t n;
+        get_rc = tr_get(rt, big, 60000, &d, &n);
+        if (get_rc == 0)
+            got_ok =
+                n == (size_t)size && ((const char *)d)[0] == 'b' && ((const char *)d)[n - 1] == 'b'
+                    ? "yes"
+                    : "wrong bytes";
+    });
+    /* once it has the FIFO open it is inside the restore, reading */
+    int wfd = -1;
+    for (int i = 0; i < 2000 && wfd < 0; i++) {
+        wfd = open(spilled.c_str(), O_WRONLY | O_NONBLOCK);
+        if (wfd < 0) usleep(5000);
+    }
+    ASSERT_GE(wfd, 0) << "the reader never started the restore";
+    std::atomic<bool> called{false};
+    int call_rc = -99;
+    std::thread caller([&] {
+        int64_t out;
+        call_rc = call_i64(rt, a, "add", 2, &out, 20000);
+        called = true;
+    });
+    auto t0 = Clock::now();
+    while (!called && Clock::now() - t0 < std::chrono::seconds(10))
+        usleep(2000);
+    bool went_through = called;
+    /* now let the restore finish: the spilled bytes are 'b's */
+    fcntl(wfd, F_SETFL, 0);
+    std::string chunk(1 << 20, 'b');
+    for (int64_t left = size; left > 0; left -= (int64_t)chunk.size())
+        ASSERT_EQ(write(wfd, chunk.data(), chunk.size()), (ssize_t)chunk.size());
+    close(wfd);
+    reader.join();
+    caller.join();
+    EXPECT_TRUE(went_through) << "a call to the actor waited for another thread's restore";
+    EXPECT_EQ(call_rc, 0) << tr_last_error();
+    EXPECT_EQ(get_rc, 0);
+    EXPECT_EQ(got_ok, "yes");
+    tr_ref_release(rt, big);
+    tr_shutdown(rt);
+    std::string rm = "rm -rf " + dir;
+    EXPECT_EQ(system(rm.c_str()), 0);
+}
+
+/* A failed producing call fails its consumers with its code and message; the consuming
+ * method never runs, and its actor lives on. */
+TEST_F(ObjectsTest, CallResultArgumentsPropagateErrors) {
+    tr_actor_id a = make(), b = make();
+    tr_ref bad, use, crash, use2;
+    ASSERT_EQ(tr_call(rt, a, "fail", "nope", 4, &bad), 0);
+    ASSERT_EQ(tr_call_refs(rt, b, "add", nullptr, 0, &bad, 1, &use), 0);
+    EXPECT_EQ(tr_get(rt, use, 10000, nullptr, nullptr), TR_ETASK);
+    EXPECT_NE(std::string(tr_last_error()).find("failing on purpose: nope"), std::string::npos)
+        << tr_last_error();
+    EXPECT_NE(std::string(tr_last_error()).find("argument 0"), std::string::npos);
+    ASSERT_EQ(tr_call(rt, a, "crash", nullptr, 0, &crash), 0);
+    ASSERT_EQ(tr_call_refs(rt, b, "add", nullptr, 0, &crash, 1, &use2), 0);
+    EXPECT_EQ(tr_get(rt, use2, 10000, nullptr, nullptr), TR_EACTOR_DIED) << tr_last_error();
+    int64_t v = -1;
+    ASSERT_EQ(call_i64(rt, b, "get", 0, &v), 0);
+    EXPECT_EQ(v, 0) << "b's add ran with a failed argument";
+    for (tr_ref r : {bad, use, crash, use2})
+        ASSERT_EQ(tr_ref_release(rt, r), 0);
+    /* a released or foreign call ref is refused at once */
+    EXPECT_EQ(tr_call_refs(rt, b, "add", nullptr, 0, &use, 1, &use2), TR_ESTALE);
+    /* a dead consumer: calls held for their arguments fail too */
+    int64_t ms = 200;
+    tr_ref slow, held;
+    ASSERT_EQ(tr_call(rt, b, "sleep_ms", &ms, sizeof ms, &slow), 0);
+    tr_actor_id c = make();
+    ASSERT_EQ(tr_call_refs(rt, c, "add", nullptr, 0, &slow, 1, &held), 0);
+    ASSERT_EQ(tr_actor_kill(rt, c, 1), 0);
+    EXPECT_EQ(tr_get(rt, held, 10000, nullptr, nullptr), TR_EACTOR_DIED) << tr_last_error();
+    EXPECT_EQ(tr_get(rt, slow, 10000, nullptr, nullptr), 0);
+    tr_ref_release(rt, slow);
+    tr_ref_release(rt, held);
+    /* tr_wait sees held calls complete */
+    tr_ref p, q;
+    ASSERT_EQ(tr_call(rt, a, "sleep_ms", &ms, sizeof ms, &p), 0);
+    ASSERT_EQ(tr_call_refs(rt, b, "add", nullptr, 0, &p, 1, &q), 0);
+    uint8_t ready[2];
+    size_t nr = 0;
+    ASSERT_EQ(tr_wait(rt, &q, 1, 1, 10000, ready, &nr), 0);
+    EXPECT_EQ(nr, 1u);
+    ASSERT_EQ(tr_wait(rt, &p, 1, 1, 0, ready, &nr), 0);
+    EXPECT_EQ(nr, 1u) << "a consumer finished before its producer";
+    tr_ref_release(rt, p);
+    tr_ref_release(rt, q);
 }
 
 TEST_F(ObjectsTest, LargeResultsTravelThroughTheStore) {
@@ -581,12 +793,18 @@ TEST_F(ObjectsTest, ALargeResultOutlivesItsWorker) {
     tr_actor_id a = make();
     int64_t v;
     ASSERT_EQ(call_i64(rt, a, "get", 0, &v), 0); /* connected: the worker knows us */
-    int64_t size = 1 << 20;
+    int64_t size = 1 << 20, pid = 0;
+    ASSERT_EQ(call_i64(rt, a, "pid", 0, &pid), 0);
     tr_ref big, bye;
     ASSERT_EQ(tr_call(rt, a, "big", &size, sizeof size, &big), 0);
     ASSERT_EQ(tr_call(rt, a, "exit", nullptr, 0, &bye), 0);
-    /* do not read yet: the worker replies, exits, and the node reclaims its holds */
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    /* do not read yet: the worker replies and exits, and the node reclaims its holds */
+    for (int i = 0; i < 2000 && pid_alive((int)pid); i++)
+        usleep(5000);
+    ASSERT_FALSE(pid_alive((int)pid));
+    for (int i = 0; i < 2000 && status_field(rt, "workers_live") != 0; i++)
+        usleep(5000);
+    ASSERT_EQ(status_field(rt, "workers_live"), 0) << "the node has not reaped the worker";
     const void *d;
     size_t n;
     ASSERT_EQ(tr_get(rt, big, 5000, &d, &n), 0) << tr_last_error();

@@ -85,8 +85,20 @@ int reply_i64(tr_ctx *ctx, int64_t v) {
     return tr_ctx_reply(ctx, &v, sizeof v);
 }
 
+/* Adds its int64 argument - or, with no bytes, each of its ref arguments (8 bytes each:
+ * call results passed on) - and replies the total. */
 int m_add(tr_ctx *ctx, void *self, const void *args, size_t len) {
     auto *c = (Counter *)self;
+    if (len == 0 && tr_ctx_num_refs(ctx) > 0) {
+        for (size_t i = 0; i < tr_ctx_num_refs(ctx); i++) {
+            const void *d;
+            size_t n;
+            if (tr_ctx_ref(ctx, i, &d, &n) || n != 8)
+                return tr_ctx_error(ctx, "add: ref argument %zu is not 8 bytes", i);
+            c->value += arg_i64(d, n);
+        }
+        return reply_i64(ctx, c->value);
+    }
     if (len != 8) return tr_ctx_error(ctx, "add wants 8 bytes, got %zu", len);
     c->value += arg_i64(args, len);
     return reply_i64(ctx, c->value);
@@ -453,6 +465,46 @@ int m_open_allreduce(tr_ctx *ctx, void *, const void *args, size_t len) {
     return tr_ctx_reply(ctx, v, sizeof v);
 }
 
+/* "name|world|rank|backend": joins the group and keeps it for later methods. */
+int m_join_group(tr_ctx *ctx, void *, const void *args, size_t len) {
+    char name[64], backend[16];
+    int world, rank;
+    std::string a((const char *)args, len);
+    if (sscanf(a.c_str(), "%63[^|]|%d|%d|%15s", name, &world, &rank, backend) != 4)
+        return tr_ctx_error(ctx, "join_group wants name|world|rank|backend");
+    tr_group *g;
+    int rc = tr_group_init(tr_ctx_runtime(ctx), world, rank, backend, name, 10000, &g);
+    if (rc) return tr_ctx_error(ctx, "join %s: %s", tr_errname(rc), tr_last_error());
+    return reply_i64(ctx, tr_group_rank(g));
+}
+
+/* Finds the group joined by an earlier method, by name, and allreduces rank + 1. */
+int m_allreduce_by_name(tr_ctx *ctx, void *, const void *args, size_t len) {
+    std::string name((const char *)args, len);
+    tr_group *g;
+    int rc = tr_group_get(tr_ctx_runtime(ctx), name.c_str(), &g);
+    if (rc) return tr_ctx_error(ctx, "get %s: %s", tr_errname(rc), tr_last_error());
+    int32_t v = tr_group_rank(g) + 1;
+    rc = tr_allreduce(g, &v, &v, 1, TR_INT32, TR_SUM, 10000);
+    if (rc) return tr_ctx_error(ctx, "allreduce %s: %s", tr_errname(rc), tr_last_error());
+    return reply_i64(ctx, v);
+}
+
+int m_leave_group(tr_ctx *ctx, void *, const void *args, size_t len) {
+    std::string name((const char *)args, len);
+    tr_group *g;
+    int rc = tr_group_get(tr_ctx_runtime(ctx), name.c_str(), &g);
+    if (rc) return tr_ctx_error(ctx, "get %s: %s", tr_errname(rc), tr_last_error());
+    tr_group_destroy(g);
+    return reply_i64(ctx, 0);
+}
+
+/* Fails through the non-variadic tr_ctx_set_error (what bindings call). */
+int m_fail_plain(tr_ctx *ctx, void *, const void *args, size_t len) {
+    std::string msg((const char *)args, len);
+    return tr_ctx_set_error(ctx, msg.c_str());
+}
+
 int m_pid(tr_ctx *ctx, void *, const void *, size_t) {
     return reply_i64(ctx, getpid());
 }
@@ -553,6 +605,10 @@ const tr_method_def counter_methods[] = {
     {"coll", m_coll},
     {"open_allreduce", m_open_allreduce},
     {"multi", m_multi},
+    {"join_group", m_join_group},
+    {"allreduce_by_name", m_allreduce_by_name},
+    {"leave_group", m_leave_group},
+    {"fail_plain", m_fail_plain},
 };
 
 void add_classes(tr_config *cfg) {

@@ -23,11 +23,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             int r = tr__frame_parse(&b, 1 << 16, &h, &body);
             if (r <= 0) break;
             const char *m;
-            size_t mlen, alen, dlen, nrefs;
-            const void *args, *dat, *refs;
-            int rc, creator;
-            (void)tr__call_parse(body, h.len, &m, &mlen, &args, &alen, &refs, &nrefs);
-            (void)tr__result_parse(body, h.len, &rc, &dat, &dlen, &creator);
+            size_t mlen, alen, dlen, nrefs, inl_len;
+            const void *args, *dat, *refs, *inl;
+            int rc, is_ref;
+            if (tr__call_parse(body, h.len, &m, &mlen, &args, &alen, &refs, &nrefs, &inl,
+                               &inl_len) == 0) {
+                /* as the worker resolves them: an all-zero ref takes the next inline value */
+                static const uint8_t zero[16];
+                for (size_t i = 0; i < nrefs; i++) {
+                    const void *v;
+                    size_t vlen;
+                    if (memcmp((const uint8_t *)refs + 16 * i, zero, 16) == 0 &&
+                        tr__call_inline_next(&inl, &inl_len, &v, &vlen))
+                        break;
+                }
+            }
+            (void)tr__result_parse(body, h.len, &rc, &dat, &dlen, &is_ref);
             tr_config cfg;
             memset(&cfg, 0, sizeof cfg);
             (void)tr__config_decode_node(body, h.len, &cfg);

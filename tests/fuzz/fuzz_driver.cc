@@ -29,9 +29,18 @@ std::vector<std::string> seeds() {
     tr__buf b = TR__BUF_INIT;
     tr__call_frame(&b, 7, "echo", "12345678", 8, nullptr, 0);
     out.push_back(take(&b));
-    tr__call_frame(&b, 8, "sum", "", 0, "0123456789abcdef0123456789abcdef", 2);
+    tr__wire_arg wa[3] = {};
+    memcpy(wa[0].ref, "0123456789abcde\x80", 16); /* an object */
+    wa[1].data = "an inline value";               /* another call's small result */
+    wa[1].len = 15;
+    wa[2].data = "";
+    tr__call_frame(&b, 8, "sum", "", 0, wa, 3);
     out.push_back(take(&b));
-    tr__result_frame_ref(&b, 8, "0123456789abcdef", 3);
+    tr__call_frame(&b, 9, "one", "x", 1, wa, 1);
+    out.push_back(take(&b));
+    tr__result_frame_ref(&b, 8, "0123456789abcdef");
+    out.push_back(take(&b));
+    tr__caller_frame(&b, 3);
     out.push_back(take(&b));
     tr__result_frame(&b, 7, TR_ETASK, "boom", 5);
     out.push_back(take(&b));

@@ -23,8 +23,18 @@
 extern "C" {
 #endif
 
-/* Wait forever; accepted wherever a timeout in milliseconds is taken. */
+/* No deadline; accepted wherever a timeout in milliseconds is taken. The waits that need
+ * a bound treat it as one hour: a group join (tr_group_init, tr_group_open) and each gloo
+ * op. Everything else - tr_get, tr_wait, shm ops, object seals - waits for as long as
+ * it takes. */
 #define TR_FOREVER (-1)
+
+/* Option and result structs start with uint32_t struct_size, set by their _INIT macro or
+ * _init function to the size the caller was compiled with. The library accepts any
+ * struct_size from a struct's first published version up: fields a caller's older
+ * version lacks take their defaults, fields of a newer version the library does not know
+ * are ignored; result structs are filled up to the caller's struct_size. So fields are
+ * only ever added at the end, and a compiled binding keeps working across versions. */
 
 typedef struct tr_config tr_config;
 typedef struct tr_group tr_group;
@@ -86,6 +96,10 @@ TR_API int tr_ctx_error(tr_ctx *ctx, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+/* tr_ctx_error without formatting, for bindings that cannot call a variadic function:
+ * msg (copied; NULL means no text) becomes the caller's error message. Returns TR_ETASK.
+ * Thread safety: the method's thread. */
+TR_API int tr_ctx_set_error(tr_ctx *ctx, const char *msg);
 
 /* The worker's runtime, for calls made from inside a method (actors calling actors).
  * Thread safety: any thread. */
@@ -218,6 +232,43 @@ TR_API int tr_actor_get(tr_runtime *rt, const char *name, tr_actor_id *out);
  * Thread safety: any thread. */
 TR_API int tr_actor_kill(tr_runtime *rt, tr_actor_id actor, int no_restart);
 
+/* An actor's lifecycle, as tr_actor_info reports it. */
+typedef enum tr_actor_state {
+    TR_ACTOR_PENDING = 0,    /* waiting for resources to free up */
+    TR_ACTOR_STARTING = 1,   /* its worker is starting, the constructor has not finished */
+    TR_ACTOR_ALIVE = 2,      /* serving calls */
+    TR_ACTOR_RESTARTING = 3, /* died; a new worker is starting (max_restarts) */
+    TR_ACTOR_DEAD = 4,       /* for good: killed, crashed out of restarts, or its owner left */
+} tr_actor_state;
+
+/* What the node knows of an actor (tr_actor_info). Strings are NUL-terminated, cut to fit. */
+typedef struct tr_actor_details {
+    uint32_t struct_size; /* sizeof(tr_actor_details) */
+    int32_t state;        /* a tr_actor_state */
+    int32_t pid;          /* its worker's process id; 0 while none runs */
+    int32_t restarts;     /* restarts so far */
+    int32_t max_restarts; /* as created: 0, n, or -1 (forever) */
+    char class_name[256]; /* its class */
+    char name[256];       /* its name; "" if it has none */
+    char node[256];       /* the address of the node it lives on */
+    char reason[512];     /* why it last died; "" if it never did */
+} tr_actor_details;
+
+#define TR_ACTOR_DETAILS_INIT                                                                      \
+    { sizeof(tr_actor_details), 0, 0, 0, 0, "", "", "", "" }
+/* Same as TR_ACTOR_DETAILS_INIT, for bindings. Thread safety: any thread. */
+TR_API void tr_actor_details_init(tr_actor_details *out);
+
+/* Fills *out (struct_size set) with the actor's state, worker pid, restarts, class, name,
+ * node and last death reason; a dead actor is reported until its creator leaves. Returns
+ * 0, TR_EINVAL, TR_ENOTFOUND (no such actor, or forgotten), TR_ECONNECT.
+ * Thread safety: any thread. */
+TR_API int tr_actor_info(tr_runtime *rt, tr_actor_id actor, tr_actor_details *out);
+
+/* "PENDING", "STARTING", "ALIVE", "RESTARTING", "DEAD"; "UNKNOWN" otherwise (static).
+ * Thread safety: any thread. */
+TR_API const char *tr_actor_state_name(int state);
+
 /* Hex text of an id into buf (at least 33 bytes). Returns buf. Thread safety: any thread. */
 TR_API char *tr_actor_id_str(tr_actor_id id, char *buf);
 
@@ -305,6 +356,8 @@ typedef struct tr_store_stats {
 
 #define TR_STORE_STATS_INIT                                                                        \
     { sizeof(tr_store_stats), 0, 0, 0, 0, 0, 0, 0 }
+/* Same as TR_STORE_STATS_INIT, for bindings. Thread safety: any thread. */
+TR_API void tr_store_stats_init(tr_store_stats *stats);
 /* Element types and reduction operators of the reduction routines (here and, later, the
  * collective groups). */
 typedef enum tr_dtype {
@@ -356,7 +409,6 @@ TR_API int tr_object_allreduce(tr_runtime *rt, const char *name, int rank, int w
  */
 TR_API int tr_group_init(tr_runtime *rt, int world, int rank, const char *backend, const char *name,
                          int timeout_ms, tr_group **out);
-/* (TR_FOREVER for a join, and for a gloo op, waits at most an hour.) */
 /* Declares, from the driver, a group over actors (as Ray's declare_collective_group):
  * actors[i] gets ranks[i] (ranks NULL: i). Each actor then joins with tr_group_open on
  * first use. Returns 0, TR_EINVAL (ranks not a permutation, bad name), TR_ECONNECT.
@@ -368,6 +420,12 @@ TR_API int tr_group_declare(tr_runtime *rt, const tr_actor_id *actors, size_t n,
  * tr_group_init, and TR_ESTATE outside an actor, TR_ENOTFOUND if this actor is not a
  * member. Thread safety: any thread. */
 TR_API int tr_group_open(tr_runtime *rt, const char *name, int timeout_ms, tr_group **out);
+/* The handle of group `name` that this process joined (tr_group_init or tr_group_open)
+ * and has not destroyed, as Ray's ops find a group by its name: a method can run ops on a
+ * group that another method of the actor joined. *out is borrowed: it stays valid until
+ * tr_group_destroy on it (do not destroy a group another thread may be looking up).
+ * Returns 0, TR_EINVAL, TR_ENOTFOUND. Thread safety: any thread. */
+TR_API int tr_group_get(tr_runtime *rt, const char *name, tr_group **out);
 /* Leaves the group and frees the handle; NULL is a no-op. Thread safety: not thread-safe. */
 TR_API void tr_group_destroy(tr_group *g);
 TR_API int tr_group_rank(const tr_group *g);

@@ -1,15 +1,26 @@
-/* actor/client.c - direct actor calls: per-actor connections, refs, get and wait.
+/* actor/calls.c - direct actor calls: per-actor connections, refs, get and wait.
  *
  * Locking: one mutex (mu) guards everything here. Only the blocking waits happen without
- * it: epoll_wait by the leader, node RPCs while resolving an actor (flagged per actor).
+ * it: epoll_wait by the leader, node RPCs while resolving an actor (flagged per actor), and
+ * taking the view of a large result (a restore from disk may take seconds).
  * Reads of sockets always happen under mu, so replies are parsed by one thread at a time.
  *
  * Each actor connection keeps an output stream: every CALL frame is appended to `out`
  * and covers bytes [start, end) of the stream; `sent` counts the bytes the kernel took.
  * If the connection breaks, calls whose frames had started going out die with
  * TR_EACTOR_DIED; calls never sent stay queued for the next incarnation.
+ *
+ * A call may pass other calls' results as arguments. One whose producing call has not
+ * finished is held: not encoded, in its actor's held queue, with every later call to that
+ * actor behind it (calls to one actor run in the order they were made). When the last
+ * result it waits for arrives, it is encoded with the values - a small result inline in
+ * the frame, a large one (an object in the store) by ref, pinned, never copied - and
+ * queued; if one of them failed, the call fails with that code and message and is never
+ * sent. This is where Ray's actor task submitter resolves dependencies too: in the
+ * caller, so that the callee's one thread never blocks on a value another actor (maybe
+ * one it is calling) has yet to produce.
  */
-#include "actor/client.h"
+#include "actor/calls.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -22,38 +33,59 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "actor/control.h"
 #include "actor/protocol.h"
 #include "core/clock.h"
-#include "core/codec.h"
 #include "core/frame.h"
 #include "core/idmap.h"
 #include "core/ids.h"
 #include "core/log.h"
-#include "core/sched.h"
 #include "core/status.h"
 
-#define NODE_RPC_MS 10000
 #define RESOLVE_SLICE_MS 50
 #define BROKEN_GRACE_NS 1000000000
-#define ADOPT_TIMEOUT_MS 2000
 #define DRIVE_EVERY_NS 2000000 /* how often a waiter asks about other queued actors */
 
 typedef struct aconn aconn;
+typedef struct slot slot;
 
-typedef struct slot {
+/* A held call waiting for a producing call's result. */
+typedef struct edge {
+    slot *consumer;
+    struct edge *next;
+} edge;
+
+/* An argument passed by reference. */
+typedef struct call_arg {
+    tr_ref ref; /* the object (for a call's large result: once the call is encoded) */
+    slot *from; /* the call whose result this is, until this call is encoded */
+    int pinned; /* ref is pinned by this call until it completes */
+} call_arg;
+
+struct slot {
     uint64_t key;
-    aconn *ac;    /* non-NULL while the call is queued or in flight */
+    aconn *ac;    /* non-NULL while the call is held, queued or in flight */
     uint64_t seq; /* frame seq on the actor stream */
     uint64_t start, end;
     int done, rc, released;
-    char *data; /* malloc'd, or a view into an adopted object (obj_result) */
+    char *data; /* malloc'd, or a view of the result object once taken (obj_result) */
     size_t len;
-    int obj_result; /* data is object `result_ref`'s view, pinned until release */
+    int obj_result; /* the result is object `result_ref`, pinned until the slot goes */
     tr_ref result_ref;
-    tr_ref *pins; /* object arguments kept alive until the call completes */
-    size_t n_pins;
-    struct slot *next;
-} slot;
+    int viewing; /* threads taking the view of result_ref without mu */
+    call_arg *args;
+    size_t n_args;
+    /* a held call: what to encode once the results it waits for are in */
+    char *method;
+    void *body;
+    size_t body_len;
+    int waiting; /* argument calls not done yet */
+    int held;    /* in its actor's held queue */
+    /* as a producer */
+    edge *consumers; /* held calls waiting for this result */
+    int users;       /* held calls that will read this result when they are encoded */
+    slot *next;      /* in the actor's FIFO or held queue */
+};
 
 struct aconn {
     tr_actor_id id;
@@ -69,7 +101,10 @@ struct aconn {
     tr__buf out;         /* unsent stream bytes: out[off] is stream byte `sent` */
     uint64_t sent, queued;
     tr__buf in;
-    slot *head, *tail;
+    slot *head, *tail;           /* encoded calls, in order: queued or in flight */
+    slot *held_head, *held_tail; /* calls waiting for argument results, and those after */
+    int releasing;               /* release_held is running for this actor */
+    int reading;                 /* on_readable is parsing `in`: no flush meanwhile */
     uint64_t next_seq;
     int want_out;
 };
@@ -122,195 +157,85 @@ int tr__actors_create(tr__nodeconn *node, tr__objects *objects, size_t max_msg, 
     return 0;
 }
 
-static void unpin_args(tr__actors *a, slot *s) {
-    for (size_t i = 0; i < s->n_pins; i++)
-        tr__objects_unpin(a->objects, s->pins[i]);
-    free(s->pins);
-    s->pins = NULL;
-    s->n_pins = 0;
+/* ------------------------------------------------------------------ slots */
+
+static void slot_maybe_free(tr__actors *a, slot *s);
+
+/* Removes one edge from producer d to consumer s. */
+static void unlink_edge(slot *d, slot *s) {
+    for (edge **pp = &d->consumers; *pp; pp = &(*pp)->next) {
+        if ((*pp)->consumer == s) {
+            edge *e = *pp;
+            *pp = e->next;
+            free(e);
+            return;
+        }
+    }
+}
+
+/* Lets go of the call's arguments: its pins, and the producing calls it was going to read
+ * (a producer the user released goes once nobody reads it). Idempotent. */
+static void drop_args(tr__actors *a, slot *s) {
+    for (size_t i = 0; i < s->n_args; i++) {
+        call_arg *g = &s->args[i];
+        if (g->pinned) tr__objects_unpin(a->objects, g->ref);
+        g->pinned = 0;
+        slot *d = g->from;
+        if (!d) continue;
+        g->from = NULL;
+        if (!d->done) unlink_edge(d, s);
+        d->users--;
+        slot_maybe_free(a, d);
+    }
+    s->waiting = 0;
 }
 
 static void slot_free(tr__actors *a, slot *s) {
-    unpin_args(a, s);
+    drop_args(a, s);
     if (s->obj_result)
         tr__objects_unpin(a->objects, s->result_ref);
     else
         free(s->data);
+    for (edge *e = s->consumers, *n; e; e = n) {
+        n = e->next;
+        free(e);
+    }
+    free(s->args);
+    free(s->method);
+    free(s->body);
     free(s);
 }
 
-void tr__actors_destroy(tr__actors *a) {
-    if (!a) return;
-    size_t pos = 0;
-    void *v;
-    while (tr__idmap_next(&a->actors, &pos, NULL, &v)) {
-        aconn *ac = v;
-        if (ac->fd >= 0) close(ac->fd);
-        for (slot *s = ac->head, *n; s; s = n) {
-            n = s->next;
-            if (s->released) slot_free(a, s); /* others are in the slot map */
-        }
-        tr__buf_free(&ac->out);
-        tr__buf_free(&ac->in);
-        free(ac);
-    }
-    pos = 0;
-    while (tr__idmap_next(&a->slots, &pos, NULL, &v))
-        slot_free(a, v);
-    tr__idmap_free(&a->actors);
-    tr__idmap_free(&a->slots);
-    close(a->ep);
-    close(a->wake_fd);
-    pthread_mutex_destroy(&a->mu);
-    pthread_cond_destroy(&a->cv);
-    free(a);
+/* Frees a slot once nothing can reach it: released by the user, done, not being viewed,
+ * and read by no held call. */
+static void slot_maybe_free(tr__actors *a, slot *s) {
+    if (s->released && s->done && !s->viewing && !s->users) slot_free(a, s);
 }
 
-/* ------------------------------------------------------------------ node requests */
+static void release_held(tr__actors *a, aconn *ac);
 
-static void enc_id(tr__buf *b, const char *key, const void *id) {
-    tr__enc_str(b, key);
-    tr__enc_bin(b, id, 16);
-}
-
-int tr__actor_create(tr__actors *a, const char *cls, const tr_actor_options *opts, const void *args,
-                     size_t len, tr_actor_id *out) {
-    tr_actor_options def = TR_ACTOR_OPTIONS_INIT;
-    if (!opts) opts = &def;
-    if (!cls || !*cls) return tr__err(TR_EINVAL, "tr_actor_create: no class name");
-    if (opts->struct_size < sizeof(tr_actor_options))
-        return tr__err(TR_EINVAL,
-                       "tr_actor_create: options struct_size %u, want %zu (use "
-                       "TR_ACTOR_OPTIONS_INIT)",
-                       opts->struct_size, sizeof(tr_actor_options));
-    if (!args && len) return tr__err(TR_EINVAL, "tr_actor_create: args is NULL");
-    if (opts->n_resources && !opts->resources)
-        return tr__err(TR_EINVAL, "tr_actor_create: n_resources without resources");
-    if (opts->max_restarts < -1)
-        return tr__err(TR_EINVAL, "tr_actor_create: max_restarts must be >= -1");
-    if (len + 4096 > a->max_msg)
-        return tr__err(TR_EMSGSIZE,
-                       "constructor arguments of %zu bytes exceed the message "
-                       "limit of %zu",
-                       len, a->max_msg);
-    tr__res req = {0};
-    int rc;
-    if ((opts->num_cpus > 0 && (rc = tr__res_add(&req, "CPU", opts->num_cpus))) ||
-        (opts->num_gpus > 0 && (rc = tr__res_add(&req, "GPU", opts->num_gpus))))
-        return rc;
-    if (opts->num_cpus < 0 || opts->num_gpus < 0)
-        return tr__err(TR_EINVAL, "tr_actor_create: num_cpus and num_gpus must be >= 0");
-    for (size_t i = 0; i < opts->n_resources; i++)
-        if ((rc = tr__res_add(&req, opts->resources[i].name, opts->resources[i].quantity)))
-            return rc;
-    char res[1024];
-    tr__res_format(&req, res, sizeof res);
-    tr__buf b = TR__BUF_INIT;
-    tr__enc_map(&b, 5);
-    tr__enc_str(&b, "class");
-    tr__enc_str(&b, cls);
-    tr__enc_str(&b, "args");
-    tr__enc_bin(&b, args ? args : "", len);
-    tr__enc_str(&b, "max_restarts");
-    tr__enc_int(&b, opts->max_restarts);
-    tr__enc_str(&b, "res");
-    tr__enc_str(&b, res);
-    tr__enc_str(&b, "name");
-    tr__enc_str(&b, opts->name);
-    tr__reply r;
-    rc = tr__nodeconn_call(a->node, TR__MSG_ACTOR_CREATE, &b, NODE_RPC_MS, &r);
-    tr__buf_free(&b);
-    if (rc) return rc;
-    rc = tr__get_id(r.root, "id", out->b, 16);
-    tr__reply_free(&r);
-    return rc;
-}
-
-typedef struct resolved {
-    int state;
-    uint64_t inc;
-    char path[512];
-    char reason[512];
-} resolved;
-
-static int resolve(tr__actors *a, const tr_actor_id *id, int wait_ms, resolved *out) {
-    tr__buf b = TR__BUF_INIT;
-    tr__enc_map(&b, 2);
-    enc_id(&b, "id", id->b);
-    tr__enc_str(&b, "wait_ms");
-    tr__enc_int(&b, wait_ms);
-    tr__reply r;
-    int timeout = wait_ms < 0 || wait_ms > RESOLVE_SLICE_MS ? NODE_RPC_MS : wait_ms + NODE_RPC_MS;
-    int rc = tr__nodeconn_call(a->node, TR__MSG_ACTOR_RESOLVE, &b, timeout, &r);
-    tr__buf_free(&b);
-    if (rc) return rc;
-    int64_t state;
-    const char *p;
-    size_t n;
-    memset(out, 0, sizeof *out);
-    if ((rc = tr__get_int(r.root, "state", &state)) ||
-        (rc = tr__get_uint(r.root, "inc", &out->inc)))
-        goto done;
-    out->state = (int)state;
-    if (tr__get_str(r.root, "path", &p, &n) == 0 && n < sizeof out->path) memcpy(out->path, p, n);
-    if (tr__get_str(r.root, "reason", &p, &n) == 0)
-        snprintf(out->reason, sizeof out->reason, "%.*s", (int)n, p);
-    if (out->state == TR__ACTOR_ALIVE && !out->path[0])
-        rc = tr__err(TR_EPROTO, "node said ALIVE without a path");
-done:
-    tr__reply_free(&r);
-    return rc;
-}
-
-int tr__actor_wait_ready(tr__actors *a, tr_actor_id id, int timeout_ms) {
-    int64_t deadline = tr__deadline(timeout_ms);
-    for (;;) {
-        /* short slices: the node connection is shared, and held during each request */
-        int left = tr__ms_left(deadline);
-        resolved r;
-        int rc = resolve(a, &id, left < 0 || left > RESOLVE_SLICE_MS ? RESOLVE_SLICE_MS : left, &r);
-        if (rc) return rc;
-        if (r.state == TR__ACTOR_ALIVE) return 0;
-        if (r.state == TR__ACTOR_DEAD)
-            return tr__err(TR_EACTOR_DIED, "actor died: %s", r.reason[0] ? r.reason : "unknown");
-        if (tr__now_ns() >= deadline)
-            return tr__err(TR_ETIMEDOUT, "actor is still %s", tr__actor_state_name(r.state));
-    }
-}
-
-int tr__actor_by_name(tr__actors *a, const char *name, tr_actor_id *out) {
-    if (!name || !*name) return tr__err(TR_EINVAL, "tr_actor_get: no name");
-    tr__buf b = TR__BUF_INIT;
-    tr__enc_map(&b, 1);
-    tr__enc_str(&b, "name");
-    tr__enc_str(&b, name);
-    tr__reply r;
-    int rc = tr__nodeconn_call(a->node, TR__MSG_ACTOR_BY_NAME, &b, NODE_RPC_MS, &r);
-    tr__buf_free(&b);
-    if (rc) return rc == TR_ENOTFOUND ? tr__err(rc, "no live actor named '%s'", name) : rc;
-    rc = tr__get_id(r.root, "id", out->b, 16);
-    tr__reply_free(&r);
-    return rc;
-}
-
-int tr__actor_kill(tr__actors *a, tr_actor_id id, int no_restart) {
-    tr__buf b = TR__BUF_INIT;
-    tr__enc_map(&b, 2);
-    enc_id(&b, "id", id.b);
-    tr__enc_str(&b, "no_restart");
-    tr__enc_int(&b, no_restart ? 1 : 0);
-    int rc = tr__nodeconn_call(a->node, TR__MSG_ACTOR_KILL, &b, NODE_RPC_MS, NULL);
-    tr__buf_free(&b);
-    return rc;
-}
-
-/* ------------------------------------------------------------------ slots and streams */
-
-static void slot_done(tr__actors *a, slot *s, int rc, const void *data, size_t len) {
+/* The call is done (its result, or an error, is in the slot): its arguments go, the
+ * held calls waiting for it move on. */
+static void complete(tr__actors *a, slot *s) {
     s->ac = NULL;
     s->done = 1;
+    drop_args(a, s);
+    edge *e = s->consumers;
+    s->consumers = NULL;
+    s->users++; /* its consumers read it below: it must outlive them */
+    while (e) {
+        edge *n = e->next;
+        slot *c = e->consumer;
+        free(e);
+        if (--c->waiting == 0 && c->ac) release_held(a, c->ac);
+        e = n;
+    }
+    s->users--;
+    slot_maybe_free(a, s);
+}
+
+static void slot_done(tr__actors *a, slot *s, int rc, const void *data, size_t len) {
     s->rc = rc;
-    unpin_args(a, s);
     s->data = malloc(len + 1);
     if (!s->data) {
         s->rc = TR_ENOMEM;
@@ -320,7 +245,7 @@ static void slot_done(tr__actors *a, slot *s, int rc, const void *data, size_t l
         s->data[len] = '\0';
         s->len = len;
     }
-    if (s->released) slot_free(a, s);
+    complete(a, s);
 }
 
 static void slot_fail(tr__actors *a, slot *s, int rc, const char *msg) {
@@ -337,6 +262,15 @@ static slot *pop(aconn *ac) {
     return s;
 }
 
+static slot *pop_held(aconn *ac) {
+    slot *s = ac->held_head;
+    ac->held_head = s->next;
+    if (!ac->held_head) ac->held_tail = NULL;
+    s->next = NULL;
+    s->held = 0;
+    return s;
+}
+
 /* Calls completed (or a connection closed) outside the reader's own processing: the
  * reader may be asleep in epoll_wait on nothing that will fire, so poke it; followers
  * sleep on the condition variable. */
@@ -348,6 +282,8 @@ static void wake(tr__actors *a) {
     }
     if (a->waiters) pthread_cond_broadcast(&a->cv);
 }
+
+/* ------------------------------------------------------------------ streams */
 
 /* The connection broke: calls that had started going out die; the rest stay queued. */
 static void conn_failed(tr__actors *a, aconn *ac, int rc, const char *why) {
@@ -381,6 +317,8 @@ static void mark_dead(tr__actors *a, aconn *ac, const char *reason) {
     ac->dead = 1;
     while (ac->head)
         slot_fail(a, pop(ac), TR_EACTOR_DIED, ac->reason);
+    while (ac->held_head)
+        slot_fail(a, pop_held(ac), TR_EACTOR_DIED, ac->reason);
     tr__buf_reset(&ac->out);
     ac->sent = ac->queued;
     wake(a);
@@ -415,58 +353,152 @@ static void flush(tr__actors *a, aconn *ac) {
     if (ac->fd >= 0) set_want_out(a, ac, 0);
 }
 
+/* Encodes a call whose argument results are all in, appends it to the actor's stream
+ * and FIFO. If a producing call failed, or the frame cannot be made, the call fails
+ * instead (its slot says why). Returns 0 if it was queued. */
+static int encode_call(tr__actors *a, aconn *ac, slot *s, const char *method, const void *body,
+                       size_t body_len) {
+    tr__wire_arg one, *w = s->n_args <= 1 ? &one : calloc(s->n_args, sizeof *w);
+    int rc = w ? 0 : tr__err(TR_ENOMEM, "tr_call");
+    size_t bytes = body_len + strlen(method) + 64;
+    for (size_t i = 0; !rc && i < s->n_args; i++) {
+        call_arg *g = &s->args[i];
+        slot *d = g->from;
+        memset(&w[i], 0, sizeof w[i]);
+        if (!d) {
+            memcpy(w[i].ref, g->ref.b, 16);
+            bytes += 16;
+        } else if (d->rc) {
+            rc = tr__err(d->rc, "argument %zu (the result of another call) failed: %s", i,
+                         d->data ? d->data : tr_strerror(d->rc));
+        } else if (d->obj_result) { /* large: the callee reads the same object */
+            if ((rc = tr__objects_pin(a->objects, d->result_ref, 0, NULL, NULL))) break;
+            g->ref = d->result_ref;
+            g->pinned = 1;
+            memcpy(w[i].ref, g->ref.b, 16);
+            bytes += 16;
+        } else {
+            w[i].data = d->data;
+            w[i].len = d->len;
+            bytes += 20 + d->len;
+        }
+    }
+    if (!rc && bytes > a->max_msg)
+        rc = tr__err(TR_EMSGSIZE,
+                     "the call with its argument values is %zu bytes, over the message limit "
+                     "of %zu (max_message_bytes)",
+                     bytes, a->max_msg);
+    size_t before = tr__buf_avail(&ac->out); /* not len: appending may compact the buffer */
+    if (!rc) {
+        s->seq = ac->next_seq + 1;
+        rc = tr__call_frame(&ac->out, s->seq, method, body, body_len, w, s->n_args);
+    }
+    if (w != &one) free(w);
+    /* the producers' results are in the frame (or pinned) now: nothing reads them later */
+    for (size_t i = 0; i < s->n_args; i++) {
+        slot *d = s->args[i].from;
+        if (!d) continue;
+        s->args[i].from = NULL;
+        d->users--;
+        slot_maybe_free(a, d);
+    }
+    if (rc) {
+        slot_fail(a, s, rc, tr_last_error());
+        return rc;
+    }
+    ac->next_seq++;
+    s->ac = ac;
+    s->start = ac->queued;
+    s->end = ac->queued += tr__buf_avail(&ac->out) - before;
+    if (ac->tail)
+        ac->tail->next = s;
+    else
+        ac->head = s;
+    ac->tail = s;
+    return 0;
+}
+
+/* Encodes the held calls at the head of ac's held queue whose argument results are all
+ * in, in order, and sends them (or leaves them for whichever thread next waits, if the
+ * actor is not connected). Called with mu held; never drops it. */
+static void release_held(tr__actors *a, aconn *ac) {
+    if (ac->releasing) return; /* the loop below is running: it sees the change */
+    ac->releasing = 1;
+    int queued = 0;
+    while (ac->held_head && ac->held_head->waiting == 0) {
+        slot *s = pop_held(ac);
+        if (ac->dead) {
+            slot_fail(a, s, TR_EACTOR_DIED, ac->reason);
+            continue;
+        }
+        char *method = s->method;
+        void *body = s->body;
+        s->method = NULL;
+        s->body = NULL;
+        queued |= encode_call(a, ac, s, method, body ? body : "", s->body_len) == 0;
+        free(method);
+        free(body);
+    }
+    ac->releasing = 0;
+    if (!queued) return;
+    if (ac->fd >= 0) {
+        if (!ac->reading) flush(a, ac); /* else on_readable flushes once it is done */
+    } else if (!ac->dead) {
+        a->queued_unconnected = 1; /* drive_others connects it */
+    }
+    wake(a);
+}
+
 static void on_readable(tr__actors *a, aconn *ac) {
     if (ac->fd < 0) return;
     int rc = tr__read_some(ac->fd, &ac->in);
+    /* A completed call may release held calls to this same actor: their frames go out
+     * after the parse, so no send failure resets `in` under it. */
+    ac->reading = 1;
     for (;;) {
         tr__frame_hdr h;
         const char *body;
         int r = tr__frame_parse(&ac->in, a->max_msg, &h, &body);
         if (r == 0) break;
-        int res_rc, creator = -1;
+        int res_rc, is_ref = 0;
         const void *data;
         size_t dlen;
         if (r < 0 || h.type != TR__MSG_RESULT || !ac->head || ac->head->seq != h.seq ||
             ac->head->end > ac->sent ||
-            tr__result_parse(body, h.len, &res_rc, &data, &dlen, &creator)) {
+            tr__result_parse(body, h.len, &res_rc, &data, &dlen, &is_ref)) {
             char why[300];
             snprintf(why, sizeof why, "malformed reply from the worker: %s",
                      r < 0 ? tr_last_error() : "unexpected frame");
             TR_LOG_WARN_LIMITED("CLIENT-BADREPLY", "%s", why);
+            ac->reading = 0;
             conn_failed(a, ac, TR_EPROTO, why);
             return;
         }
         slot *s = pop(ac);
-        if (creator >= 0) { /* a large result: adopt the object the worker put */
-            tr_ref r;
-            const void *view;
-            size_t vlen;
-            memcpy(r.b, data, 16);
-            /* a short wait: the result may be mid-spill (it is sealed, and not viewed) */
-            int from = creator == TR__RESULT_HANDED ? -1 : creator; /* whose hold to take */
-            int prc = tr__objects_pin(a->objects, r, ADOPT_TIMEOUT_MS, from, &view, &vlen);
-            if (prc) {
-                /* or it would leak: the hold is the worker's, or already ours */
-                tr__objects_drop_for(a->objects, r,
-                                     from >= 0 ? from : tr__objects_client(a->objects));
-                slot_fail(a, s, prc, tr_last_error());
+        if (is_ref) {
+            /* A large result, transferred to us: take the hold over now (no wait); the
+             * view, which may mean a restore from disk, is taken by tr_get without mu. */
+            tr_ref obj;
+            memcpy(obj.b, data, 16);
+            int arc = tr__objects_adopt(a->objects, obj);
+            if (arc) {
+                slot_fail(a, s, arc == TR_ENOMEM ? arc : TR_EPROTO, tr_last_error());
             } else {
-                s->ac = NULL;
-                s->done = 1;
-                s->rc = 0;
-                unpin_args(a, s);
                 s->obj_result = 1;
-                s->result_ref = r;
-                s->data = (char *)view;
-                s->len = vlen;
-                if (s->released) slot_free(a, s);
+                s->result_ref = obj;
+                s->rc = 0;
+                complete(a, s);
             }
         } else {
             slot_done(a, s, res_rc, data, dlen);
         }
         tr__buf_consume(&ac->in, TR__FRAME_HDR + h.len);
     }
-    if (rc < 0) conn_failed(a, ac, TR_EACTOR_DIED, "worker connection closed");
+    ac->reading = 0;
+    if (rc < 0)
+        conn_failed(a, ac, TR_EACTOR_DIED, "worker connection closed");
+    else if (tr__buf_avail(&ac->out))
+        flush(a, ac);
 }
 
 /* Connects to the actor's current worker if the node says it is up. Called with mu held;
@@ -474,8 +506,8 @@ static void on_readable(tr__actors *a, aconn *ac) {
 static int connect_actor(tr__actors *a, aconn *ac, int wait_ms) {
     ac->resolving = 1;
     pthread_mutex_unlock(&a->mu);
-    resolved r;
-    int rc = resolve(a, &ac->id, wait_ms, &r);
+    tr__actor_where r;
+    int rc = tr__actor_resolve(a->node, &ac->id, wait_ms, &r);
     pthread_mutex_lock(&a->mu);
     ac->resolving = 0;
     if (a->waiters) pthread_cond_broadcast(&a->cv);
@@ -512,19 +544,11 @@ static int connect_actor(tr__actors *a, aconn *ac, int wait_ms) {
         close(fd);
         return tr__err_errno(errno, "epoll_ctl");
     }
-    /* Tell the worker our object store index first (large results are handed to us);
-     * a fresh socket's buffer takes these few bytes at once. */
+    /* Tell the worker our object store index first (large results are transferred to
+     * us); a fresh socket's buffer takes these few bytes at once. */
     tr__buf hello = TR__BUF_INIT;
-    size_t at = 0;
-    tr__frame_put_hdr(&hello, TR__MSG_CALLER, 0, 0);
-    at = hello.len;
-    tr__enc_array(&hello, 1);
-    tr__enc_int(&hello, a->objects ? tr__objects_client(a->objects) : -1);
-    tr__frame_hdr hh = {TR__FRAME_MAGIC, TR__FRAME_VERSION, TR__MSG_CALLER,
-                        (uint32_t)(hello.len - at), 0};
-    if (!hello.oom) memcpy(hello.data, &hh, sizeof hh);
-    ssize_t sent = hello.oom ? -1 : send(fd, hello.data, hello.len, MSG_NOSIGNAL | MSG_DONTWAIT);
-    int ok = sent == (ssize_t)hello.len;
+    int ok = tr__caller_frame(&hello, a->objects ? tr__objects_client(a->objects) : -1) == 0 &&
+             send(fd, hello.data, hello.len, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)hello.len;
     tr__buf_free(&hello);
     if (!ok) {
         epoll_ctl(a->ep, EPOLL_CTL_DEL, fd, NULL);
@@ -560,93 +584,6 @@ static aconn *get_aconn(tr__actors *a, const tr_actor_id *id) {
     return ac;
 }
 
-int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const void *args, size_t len,
-                    const tr_ref *refs, size_t n_refs, tr_ref *out) {
-    if (!method || !*method || !out || (!args && len) || (!refs && n_refs))
-        return tr__err(TR_EINVAL, "tr_call: NULL or empty argument");
-    for (size_t i = 0; i < n_refs; i++)
-        if (!tr__ref_is_object(&refs[i]))
-            return tr__err(TR_EINVAL, "tr_call_refs: ref %zu is not an object ref", i);
-    size_t mlen = strlen(method);
-    if (mlen > 255) return tr__err(TR_EINVAL, "tr_call: method name longer than 255 bytes");
-    if (len + mlen + 64 > a->max_msg)
-        return tr__err(TR_EMSGSIZE,
-                       "call arguments of %zu bytes exceed the message limit of %zu "
-                       "(max_message_bytes)",
-                       len, a->max_msg);
-    slot *s = calloc(1, sizeof *s);
-    if (!s) return tr__err(TR_ENOMEM, "tr_call");
-    if (n_refs) { /* keep the arguments alive until the call completes */
-        s->pins = malloc(n_refs * sizeof *s->pins);
-        if (!s->pins) {
-            free(s);
-            return tr__err(TR_ENOMEM, "tr_call");
-        }
-        for (size_t i = 0; i < n_refs; i++) {
-            int rc = tr__objects_pin(a->objects, refs[i], 0, -1, NULL, NULL);
-            if (rc) {
-                unpin_args(a, s);
-                free(s);
-                return tr__err(rc, "tr_call_refs: object argument %zu: %s", i, tr_last_error());
-            }
-            s->pins[s->n_pins++] = refs[i];
-        }
-    }
-    pthread_mutex_lock(&a->mu);
-    int rc = 0;
-    aconn *ac = get_aconn(a, &id);
-    if (!ac) {
-        rc = TR_ENOTFOUND;
-        goto fail;
-    }
-    s->key = ++a->next_ref;
-    if ((rc = tr__idmap_put(&a->slots, s->key, s))) goto fail;
-    if (ac->unknown) {
-        tr__idmap_del(&a->slots, s->key);
-        rc = tr__err(TR_ENOTFOUND, "tr_call: no such actor");
-        goto fail;
-    }
-    if (ac->dead) {
-        slot_fail(a, s, TR_EACTOR_DIED, ac->reason);
-        goto done;
-    }
-    size_t before = tr__buf_avail(&ac->out); /* not len: appending may compact the buffer */
-    s->seq = ++ac->next_seq;
-    if ((rc = tr__call_frame(&ac->out, s->seq, method, args ? args : "", len, refs, n_refs))) {
-        tr__idmap_del(&a->slots, s->key);
-        goto fail;
-    }
-    s->ac = ac;
-    s->start = ac->queued;
-    s->end = ac->queued += tr__buf_avail(&ac->out) - before;
-    if (ac->tail)
-        ac->tail->next = s;
-    else
-        ac->head = s;
-    ac->tail = s;
-    if (ac->fd >= 0)
-        flush(a, ac);
-    else if (ac->head == s && !ac->resolving)
-        connect_actor(a, ac, 0); /* first queued call: see if the actor is up already */
-    if (ac->fd < 0 && !ac->dead) a->queued_unconnected = 1;
-    if (ac->unknown) { /* the node has never heard of this actor (mark_dead failed s) */
-        tr__idmap_del(&a->slots, s->key);
-        pthread_mutex_unlock(&a->mu);
-        slot_free(a, s);
-        return tr__err(TR_ENOTFOUND, "tr_call: no such actor");
-    }
-done:
-    memcpy(out->b, &s->key, 8);
-    memcpy(out->b + 8, &a->tag, 8);
-    pthread_mutex_unlock(&a->mu);
-    return 0;
-fail:
-    unpin_args(a, s);
-    pthread_mutex_unlock(&a->mu);
-    free(s);
-    return rc;
-}
-
 static slot *find_slot(tr__actors *a, tr_ref ref) {
     uint64_t key, tag;
     memcpy(&key, ref.b, 8);
@@ -654,6 +591,132 @@ static slot *find_slot(tr__actors *a, tr_ref ref) {
     if (tag != a->tag) return NULL;
     return tr__idmap_get(&a->slots, key);
 }
+
+/* Links the call's arguments that are other calls' results to their producers. Called
+ * with mu held; on failure the caller drops what was linked (drop_args). */
+static int link_producers(tr__actors *a, slot *s, const tr_ref *refs) {
+    for (size_t i = 0; i < s->n_args; i++) {
+        if (tr__ref_is_object(&refs[i])) continue;
+        slot *d = find_slot(a, refs[i]);
+        if (!d)
+            return tr__err(TR_ESTALE,
+                           "tr_call_refs: argument %zu is neither an object nor a live result "
+                           "ref of a call made by this process",
+                           i);
+        if (!d->done) {
+            edge *e = malloc(sizeof *e);
+            if (!e) return tr__err(TR_ENOMEM, "tr_call_refs");
+            e->consumer = s;
+            e->next = d->consumers;
+            d->consumers = e;
+            s->waiting++;
+        }
+        s->args[i].from = d;
+        d->users++;
+    }
+    return 0;
+}
+
+/* Appends a call that must wait (for argument results, or behind another held call) to
+ * the actor's held queue, with copies of what it will encode. */
+static int hold(aconn *ac, slot *s, const char *method, const void *args, size_t len) {
+    s->method = strdup(method);
+    s->body = len ? malloc(len) : NULL;
+    if (!s->method || (len && !s->body)) return tr__err(TR_ENOMEM, "tr_call");
+    if (len) memcpy(s->body, args, len);
+    s->body_len = len;
+    s->ac = ac;
+    s->held = 1;
+    if (ac->held_tail)
+        ac->held_tail->next = s;
+    else
+        ac->held_head = s;
+    ac->held_tail = s;
+    return 0;
+}
+
+int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const void *args, size_t len,
+                    const tr_ref *refs, size_t n_refs, tr_ref *out) {
+    if (!method || !*method || !out || (!args && len) || (!refs && n_refs))
+        return tr__err(TR_EINVAL, "tr_call: NULL or empty argument");
+    size_t mlen = strlen(method);
+    if (mlen > 255) return tr__err(TR_EINVAL, "tr_call: method name longer than 255 bytes");
+    if (len + mlen + 64 + 16 * n_refs > a->max_msg)
+        return tr__err(TR_EMSGSIZE,
+                       "call arguments of %zu bytes exceed the message limit of %zu "
+                       "(max_message_bytes)",
+                       len, a->max_msg);
+    slot *s = calloc(1, sizeof *s);
+    if (!s) return tr__err(TR_ENOMEM, "tr_call");
+    int rc = 0;
+    if (n_refs) { /* objects are kept alive until the call completes */
+        s->args = calloc(n_refs, sizeof *s->args);
+        if (!s->args) {
+            free(s);
+            return tr__err(TR_ENOMEM, "tr_call");
+        }
+        s->n_args = n_refs;
+        for (size_t i = 0; i < n_refs; i++) {
+            if (!tr__ref_is_object(&refs[i])) continue;
+            if ((rc = tr__objects_pin(a->objects, refs[i], 0, NULL, NULL))) {
+                rc = tr__err(rc, "tr_call_refs: object argument %zu: %s", i, tr_last_error());
+                drop_args(a, s);
+                free(s->args);
+                free(s);
+                return rc;
+            }
+            s->args[i].ref = refs[i];
+            s->args[i].pinned = 1;
+        }
+    }
+    pthread_mutex_lock(&a->mu);
+    aconn *ac = get_aconn(a, &id);
+    if (!ac) {
+        rc = TR_ENOTFOUND;
+        goto fail;
+    }
+    if (ac->unknown) {
+        rc = tr__err(TR_ENOTFOUND, "tr_call: no such actor");
+        goto fail;
+    }
+    if ((rc = link_producers(a, s, refs))) goto fail;
+    s->key = ++a->next_ref;
+    if ((rc = tr__idmap_put(&a->slots, s->key, s))) goto fail;
+    if (ac->dead) {
+        slot_fail(a, s, TR_EACTOR_DIED, ac->reason);
+    } else if (s->waiting || ac->held_head) {
+        if ((rc = hold(ac, s, method, args, len))) {
+            tr__idmap_del(&a->slots, s->key);
+            goto fail;
+        }
+    } else if (encode_call(a, ac, s, method, args ? args : "", len) == 0) {
+        if (ac->fd >= 0)
+            flush(a, ac);
+        else if (ac->head == s && !ac->resolving)
+            connect_actor(a, ac, 0); /* first queued call: see if the actor is up already */
+        if (ac->fd < 0 && !ac->dead) a->queued_unconnected = 1;
+        if (ac->unknown) { /* the node has never heard of this actor (mark_dead failed s) */
+            tr__idmap_del(&a->slots, s->key);
+            pthread_mutex_unlock(&a->mu);
+            slot_free(a, s);
+            return tr__err(TR_ENOTFOUND, "tr_call: no such actor");
+        }
+    }
+    memcpy(out->b, &s->key, 8);
+    memcpy(out->b + 8, &a->tag, 8);
+    pthread_mutex_unlock(&a->mu);
+    return 0;
+fail:
+    drop_args(a, s);
+    pthread_mutex_unlock(&a->mu);
+    free(s->args);
+    free(s->method);
+    free(s->body);
+    free(s);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ waiting */
 
 /* Sleeps on the condition variable (never as the reader) until woken or the deadline. */
 static void cv_wait(tr__actors *a, int64_t deadline) {
@@ -733,7 +796,27 @@ static int drive_unconnected(tr__actors *a, aconn *ac, int64_t deadline) {
     return connect_actor(a, ac, wait);
 }
 
-static int finish_get(slot *s, const void **data, size_t *len) {
+/* A done slot's result for tr_get. A large result's view is taken here, without mu: it
+ * may have been spilled meanwhile and need reading back from disk. */
+static int finish_get(tr__actors *a, slot *s, int64_t deadline, const void **data, size_t *len) {
+    if (s->obj_result && !s->data) {
+        const void *v;
+        size_t n;
+        s->viewing++;
+        pthread_mutex_unlock(&a->mu);
+        int rc = tr__objects_view(a->objects, s->result_ref, tr__ms_left(deadline), &v, &n);
+        pthread_mutex_lock(&a->mu);
+        s->viewing--;
+        if (s->released) { /* released by another thread meanwhile */
+            slot_maybe_free(a, s);
+            return tr__err(TR_ESTALE, "tr_get: the ref was released while being read");
+        }
+        if (rc) return rc;
+        if (!s->data) {
+            s->data = (char *)v;
+            s->len = n;
+        }
+    }
     if (data) *data = s->data;
     if (len) *len = s->len;
     if (s->rc) return tr__err(s->rc, "%s", s->data ? s->data : tr_strerror(s->rc));
@@ -751,7 +834,7 @@ int tr__actors_get(tr__actors *a, tr_ref ref, int timeout_ms, const void **data,
             break;
         }
         if (s->done) {
-            rc = finish_get(s, data, len);
+            rc = finish_get(a, s, deadline, data, len);
             break;
         }
         /* Even a zero timeout makes one pass of progress: there is no background thread. */
@@ -763,7 +846,7 @@ int tr__actors_get(tr__actors *a, tr_ref ref, int timeout_ms, const void **data,
         aconn *ac = s->ac;
         if (ac->fd < 0) {
             if ((rc = drive_unconnected(a, ac, deadline)) && rc != TR_ETIMEDOUT) break;
-            continue;
+            if (!s->held) continue; /* a held call also needs its producers' replies read */
         }
         drive_others(a, ac);
         progress(a, deadline);
@@ -800,6 +883,7 @@ int tr__actors_wait(tr__actors *a, const tr_ref *refs, size_t n, size_t num_read
             rc = drive_unconnected(a, unconnected, slice);
             if (rc && rc != TR_ETIMEDOUT) goto out;
             rc = 0;
+            drive_others(a, unconnected);
             progress(a, tr__now_ns()); /* and read whatever the connected actors sent */
             continue;
         }
@@ -819,10 +903,43 @@ int tr__actors_release(tr__actors *a, tr_ref ref) {
         return tr__err(TR_ESTALE, "tr_ref_release: unknown or released ref");
     }
     tr__idmap_del(&a->slots, s->key);
-    if (s->done)
-        slot_free(a, s);
-    else
-        s->released = 1; /* freed when its reply arrives or its actor dies */
+    s->released = 1; /* freed now, or once done, viewed and read by the calls it feeds */
+    slot_maybe_free(a, s);
     pthread_mutex_unlock(&a->mu);
     return 0;
+}
+
+void tr__actors_destroy(tr__actors *a) {
+    if (!a) return;
+    size_t pos = 0;
+    void *v;
+    /* Held calls first: they let go of the producers they were going to read, so that
+     * every slot below is freed exactly once (released ones through its queue, the others
+     * through the map). */
+    while (tr__idmap_next(&a->actors, &pos, NULL, &v))
+        for (slot *s = ((aconn *)v)->held_head; s; s = s->next)
+            drop_args(a, s);
+    pos = 0;
+    while (tr__idmap_next(&a->actors, &pos, NULL, &v)) {
+        aconn *ac = v;
+        if (ac->fd >= 0) close(ac->fd);
+        for (int q = 0; q < 2; q++)
+            for (slot *s = q ? ac->held_head : ac->head, *n; s; s = n) {
+                n = s->next;
+                if (s->released) slot_free(a, s); /* others are in the slot map */
+            }
+        tr__buf_free(&ac->out);
+        tr__buf_free(&ac->in);
+        free(ac);
+    }
+    pos = 0;
+    while (tr__idmap_next(&a->slots, &pos, NULL, &v))
+        slot_free(a, v);
+    tr__idmap_free(&a->actors);
+    tr__idmap_free(&a->slots);
+    close(a->ep);
+    close(a->wake_fd);
+    pthread_mutex_destroy(&a->mu);
+    pthread_cond_destroy(&a->cv);
+    free(a);
 }

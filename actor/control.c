@@ -1,0 +1,184 @@
+/* actor/control.c - requests to the node's actor directory. */
+#include "actor/control.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "actor/protocol.h"
+#include "core/abi.h"
+#include "core/clock.h"
+#include "core/codec.h"
+#include "core/sched.h"
+#include "core/status.h"
+
+#define NODE_RPC_MS 10000
+#define RESOLVE_SLICE_MS 50
+
+static void enc_id(tr__buf *b, const char *key, const void *id) {
+    tr__enc_str(b, key);
+    tr__enc_bin(b, id, 16);
+}
+
+int tr__actor_create(tr__nodeconn *node, const char *cls, const tr_actor_options *given,
+                     const void *args, size_t len, tr_actor_id *out) {
+    tr_actor_options o = TR_ACTOR_OPTIONS_INIT, *opts = &o;
+    int rc;
+    if (given &&
+        (rc = tr__struct_in(&o, sizeof o, given, TR__SIZE_UPTO(tr_actor_options, max_restarts),
+                            "tr_actor_create: options")))
+        return rc;
+    if (!cls || !*cls) return tr__err(TR_EINVAL, "tr_actor_create: no class name");
+    if (!args && len) return tr__err(TR_EINVAL, "tr_actor_create: args is NULL");
+    if (opts->n_resources && !opts->resources)
+        return tr__err(TR_EINVAL, "tr_actor_create: n_resources without resources");
+    if (opts->max_restarts < -1)
+        return tr__err(TR_EINVAL, "tr_actor_create: max_restarts must be >= -1");
+    if (len + 4096 > node->max_msg)
+        return tr__err(TR_EMSGSIZE,
+                       "constructor arguments of %zu bytes exceed the message "
+                       "limit of %zu",
+                       len, node->max_msg);
+    tr__res req = {0};
+    if ((opts->num_cpus > 0 && (rc = tr__res_add(&req, "CPU", opts->num_cpus))) ||
+        (opts->num_gpus > 0 && (rc = tr__res_add(&req, "GPU", opts->num_gpus))))
+        return rc;
+    if (opts->num_cpus < 0 || opts->num_gpus < 0)
+        return tr__err(TR_EINVAL, "tr_actor_create: num_cpus and num_gpus must be >= 0");
+    for (size_t i = 0; i < opts->n_resources; i++)
+        if ((rc = tr__res_add(&req, opts->resources[i].name, opts->resources[i].quantity)))
+            return rc;
+    char res[1024];
+    tr__res_format(&req, res, sizeof res);
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 5);
+    tr__enc_str(&b, "class");
+    tr__enc_str(&b, cls);
+    tr__enc_str(&b, "args");
+    tr__enc_bin(&b, args ? args : "", len);
+    tr__enc_str(&b, "max_restarts");
+    tr__enc_int(&b, opts->max_restarts);
+    tr__enc_str(&b, "res");
+    tr__enc_str(&b, res);
+    tr__enc_str(&b, "name");
+    tr__enc_str(&b, opts->name);
+    tr__reply r;
+    rc = tr__nodeconn_call(node, TR__MSG_ACTOR_CREATE, &b, NODE_RPC_MS, &r);
+    tr__buf_free(&b);
+    if (rc) return rc;
+    rc = tr__get_id(r.root, "id", out->b, 16);
+    tr__reply_free(&r);
+    return rc;
+}
+
+int tr__actor_resolve(tr__nodeconn *node, const tr_actor_id *id, int wait_ms,
+                      tr__actor_where *out) {
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 2);
+    enc_id(&b, "id", id->b);
+    tr__enc_str(&b, "wait_ms");
+    tr__enc_int(&b, wait_ms);
+    tr__reply r;
+    int timeout = wait_ms < 0 || wait_ms > RESOLVE_SLICE_MS ? NODE_RPC_MS : wait_ms + NODE_RPC_MS;
+    int rc = tr__nodeconn_call(node, TR__MSG_ACTOR_RESOLVE, &b, timeout, &r);
+    tr__buf_free(&b);
+    if (rc) return rc;
+    int64_t state;
+    const char *p;
+    size_t n;
+    memset(out, 0, sizeof *out);
+    if ((rc = tr__get_int(r.root, "state", &state)) ||
+        (rc = tr__get_uint(r.root, "inc", &out->inc)))
+        goto done;
+    out->state = (int)state;
+    if (tr__get_str(r.root, "path", &p, &n) == 0 && n < sizeof out->path) memcpy(out->path, p, n);
+    if (tr__get_str(r.root, "reason", &p, &n) == 0)
+        snprintf(out->reason, sizeof out->reason, "%.*s", (int)n, p);
+    if (out->state == TR__ACTOR_ALIVE && !out->path[0])
+        rc = tr__err(TR_EPROTO, "node said ALIVE without a path");
+done:
+    tr__reply_free(&r);
+    return rc;
+}
+
+int tr__actor_wait_ready(tr__nodeconn *node, tr_actor_id id, int timeout_ms) {
+    int64_t deadline = tr__deadline(timeout_ms);
+    for (;;) {
+        /* short slices: the node connection is shared, and held during each request */
+        int left = tr__ms_left(deadline);
+        tr__actor_where w;
+        int rc = tr__actor_resolve(
+            node, &id, left < 0 || left > RESOLVE_SLICE_MS ? RESOLVE_SLICE_MS : left, &w);
+        if (rc) return rc;
+        if (w.state == TR__ACTOR_ALIVE) return 0;
+        if (w.state == TR__ACTOR_DEAD)
+            return tr__err(TR_EACTOR_DIED, "actor died: %s", w.reason[0] ? w.reason : "unknown");
+        if (tr__now_ns() >= deadline)
+            return tr__err(TR_ETIMEDOUT, "actor is still %s", tr__actor_state_name(w.state));
+    }
+}
+
+int tr__actor_by_name(tr__nodeconn *node, const char *name, tr_actor_id *out) {
+    if (!name || !*name) return tr__err(TR_EINVAL, "tr_actor_get: no name");
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 1);
+    tr__enc_str(&b, "name");
+    tr__enc_str(&b, name);
+    tr__reply r;
+    int rc = tr__nodeconn_call(node, TR__MSG_ACTOR_BY_NAME, &b, NODE_RPC_MS, &r);
+    tr__buf_free(&b);
+    if (rc) return rc == TR_ENOTFOUND ? tr__err(rc, "no live actor named '%s'", name) : rc;
+    rc = tr__get_id(r.root, "id", out->b, 16);
+    tr__reply_free(&r);
+    return rc;
+}
+
+int tr__actor_kill(tr__nodeconn *node, tr_actor_id id, int no_restart) {
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 2);
+    enc_id(&b, "id", id.b);
+    tr__enc_str(&b, "no_restart");
+    tr__enc_int(&b, no_restart ? 1 : 0);
+    int rc = tr__nodeconn_call(node, TR__MSG_ACTOR_KILL, &b, NODE_RPC_MS, NULL);
+    tr__buf_free(&b);
+    return rc;
+}
+
+/* Copies an optional string field of the reply into a fixed buffer ("" if nil). */
+static int copy_str(const tr__obj *map, const char *key, char *dst, size_t cap) {
+    const tr__obj *v = tr__obj_get(map, key);
+    dst[0] = '\0';
+    if (!v || tr__obj_type(v) == TR__T_NIL) return 0;
+    const char *p;
+    size_t n;
+    int rc = tr__get_str(map, key, &p, &n);
+    if (!rc) snprintf(dst, cap, "%.*s", (int)(n < cap ? n : cap - 1), p);
+    return rc;
+}
+
+int tr__actor_info(tr__nodeconn *node, tr_actor_id id, tr_actor_details *out) {
+    tr_actor_details d = TR_ACTOR_DETAILS_INIT;
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 1);
+    enc_id(&b, "id", id.b);
+    tr__reply r;
+    int rc = tr__nodeconn_call(node, TR__MSG_ACTOR_INFO, &b, NODE_RPC_MS, &r);
+    tr__buf_free(&b);
+    if (rc) return rc == TR_ENOTFOUND ? tr__err(rc, "tr_actor_info: no such actor") : rc;
+    int64_t state, pid, restarts, max_restarts;
+    if (!(rc = tr__get_int(r.root, "state", &state)) && !(rc = tr__get_int(r.root, "pid", &pid)) &&
+        !(rc = tr__get_int(r.root, "restarts", &restarts)) &&
+        !(rc = tr__get_int(r.root, "max_restarts", &max_restarts)) &&
+        !(rc = copy_str(r.root, "class", d.class_name, sizeof d.class_name)) &&
+        !(rc = copy_str(r.root, "name", d.name, sizeof d.name)) &&
+        !(rc = copy_str(r.root, "node", d.node, sizeof d.node)) &&
+        !(rc = copy_str(r.root, "reason", d.reason, sizeof d.reason))) {
+        d.state = (int32_t)state;
+        d.pid = (int32_t)pid;
+        d.restarts = (int32_t)restarts;
+        d.max_restarts = (int32_t)max_restarts;
+    }
+    tr__reply_free(&r);
+    if (rc) return rc;
+    return tr__struct_out(out, &d, sizeof d, TR__SIZE_UPTO(tr_actor_details, reason),
+                          "tr_actor_info");
+}

@@ -1,0 +1,33 @@
+/* actor/control.h - the caller's side of the node's actor directory: create, resolve (where
+ * an actor's worker listens), wait until ready, look up by name, kill, describe. Every
+ * function is one request/reply on the process's node connection (core/nodeconn.h); none
+ * is on a call's hot path (actor/calls.h). Thread safety: any thread.
+ */
+#ifndef TR_ACTOR_CONTROL_H
+#define TR_ACTOR_CONTROL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/nodeconn.h"
+#include "troupe/troupe.h"
+
+/* Where an actor is, as the node reports it. */
+typedef struct tr__actor_where {
+    int state; /* TR__ACTOR_* (actor/protocol.h) */
+    uint64_t inc;
+    char path[512];   /* its worker's socket while ALIVE */
+    char reason[512]; /* why it died, when DEAD */
+} tr__actor_where;
+
+int tr__actor_create(tr__nodeconn *node, const char *cls, const tr_actor_options *opts,
+                     const void *args, size_t len, tr_actor_id *out);
+/* Asks the node; with wait_ms > 0 the node answers once the actor is ALIVE or DEAD, or
+ * after wait_ms. Returns 0, TR_ENOTFOUND, or a transport code. */
+int tr__actor_resolve(tr__nodeconn *node, const tr_actor_id *id, int wait_ms, tr__actor_where *out);
+int tr__actor_wait_ready(tr__nodeconn *node, tr_actor_id id, int timeout_ms);
+int tr__actor_by_name(tr__nodeconn *node, const char *name, tr_actor_id *out);
+int tr__actor_kill(tr__nodeconn *node, tr_actor_id id, int no_restart);
+int tr__actor_info(tr__nodeconn *node, tr_actor_id id, tr_actor_details *out);
+
+#endif
