@@ -402,5 +402,3 @@ out_pipe:
     tr__buf_free(&enc);
     return rc;
 }
-
-/* Introduces this process to the node and adopts the node's message limit. */

@@ -44,43 +44,9 @@ struct tr_runtime {
     tr_actor_id self;
 };
 
-static int self_exe(char *out, size_t cap) {
-    ssize_t n = readlink("/proc/self/exe", out, cap - 1);
-    if (n < 0) return tr__err_errno(errno, "readlink /proc/self/exe");
-    out[n] = '\0';
-    return 0;
-}
-
 /* The embedded node: this executable, spawned as the node role (api/node.c). */
 static int start_embedded_node(const tr_config *cfg, pid_t *pid, char **address) {
     return tr__node_spawn(cfg, NULL, NODE_START_TIMEOUT_MS, pid, address);
-}
-
-static int hello(tr__nodeconn *node, const char *role, int owner, size_t *max_msg) {
-    char exe[PATH_MAX];
-    int rc = self_exe(exe, sizeof exe);
-    if (rc) return rc;
-    tr__buf b = TR__BUF_INIT;
-    tr__enc_map(&b, 4);
-    tr__enc_str(&b, "role");
-    tr__enc_str(&b, role);
-    tr__enc_str(&b, "pid");
-    tr__enc_int(&b, getpid());
-    tr__enc_str(&b, "exe");
-    tr__enc_str(&b, exe);
-    tr__enc_str(&b, "owner");
-    tr__enc_int(&b, owner);
-    tr__reply r;
-    rc = tr__nodeconn_call(node, TR__MSG_HELLO, &b, RPC_MS, &r);
-    tr__buf_free(&b);
-    if (rc) return rc;
-    uint64_t m = 0;
-    if (tr__get_uint(r.root, "max_msg", &m) == 0 && m >= 4096) {
-        *max_msg = (size_t)m;
-        node->max_msg = (size_t)m;
-    }
-    tr__reply_free(&r);
-    return 0;
 }
 
 static void runtime_free(tr_runtime *rt) {
@@ -95,7 +61,8 @@ static void runtime_free(tr_runtime *rt) {
 static int connect_runtime(tr_runtime *rt, const char *address, const char *role, int owner) {
     int rc = tr__nodeconn_open(address, rt->cfg->max_msg, &rt->node);
     if (rc) return rc;
-    if ((rc = hello(rt->node, role, owner, &rt->cfg->max_msg))) return rc;
+    if ((rc = tr__nodeconn_hello(rt->node, role, owner, RPC_MS))) return rc;
+    rt->cfg->max_msg = rt->node->max_msg; /* one message limit per node */
     if ((rc = tr__objects_attach(rt->node, &rt->objects))) return rc;
     return tr__actors_create(rt->node, rt->objects, rt->cfg->max_msg, &rt->actors);
 }

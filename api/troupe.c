@@ -90,12 +90,7 @@ static int cmd_start(tr_config *cfg, int head) {
 static int connect_cli(const char *addr, tr__nodeconn **out) {
     int rc = tr__nodeconn_open(addr, TR__DEFAULT_MAX_MSG, out);
     if (rc) return rc;
-    tr__buf b = TR__BUF_INIT;
-    tr__enc_map(&b, 1);
-    tr__enc_str(&b, "role");
-    tr__enc_str(&b, "cli");
-    rc = tr__nodeconn_call(*out, TR__MSG_HELLO, &b, 5000, NULL);
-    tr__buf_free(&b);
+    rc = tr__nodeconn_hello(*out, "cli", 0, 5000);
     if (rc) tr__nodeconn_close(*out);
     return rc;
 }

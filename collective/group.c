@@ -167,8 +167,6 @@ void tr__group_destroy(tr_group *g) {
     free(g);
 }
 
-/* A failed op leaves ranks at different points of the protocol: the group is unusable
- * from then on, and says why. */
 /* Every op starts here: is the group usable, and what does its timeout mean. */
 static int begin(tr_group *g, int *timeout_ms) {
     if (!g) return tr__err(TR_EINVAL, "group is NULL");
@@ -203,6 +201,9 @@ TR_API int tr_group_set_timeout(tr_group *g, int timeout_ms) {
     return 0;
 }
 
+/* Every op ends here. A failed op leaves ranks at different points of the protocol: the
+ * group is unusable from then on, and says why (disagreeing arguments, TR_EINVAL, are
+ * caught before any rank moves, and leave it usable). */
 static int finish(tr_group *g, int rc) {
     if (rc && rc != TR_EINVAL) {
         g->broken = rc;

@@ -33,7 +33,7 @@ typedef struct tr__frame_hdr {
  * dag 128..159. TR__MSG_REPLY answers any request, with the request's seq. */
 enum {
     TR__MSG_REPLY = 1,
-    TR__MSG_HELLO = 2,    /* {role, pid, exe}: a driver or worker introduces itself */
+    TR__MSG_HELLO = 2,    /* {role, pid, exe, owner}: a process introduces itself */
     TR__MSG_KV_PUT = 3,   /* {key, value} */
     TR__MSG_KV_GET = 4,   /* {key} -> {value} */
     TR__MSG_KV_DEL = 5,   /* {key} */

@@ -1,6 +1,8 @@
 /* core/nodeconn.c - blocking request/reply over the node's Unix socket. */
 #include "core/nodeconn.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,4 +145,29 @@ int tr__nodeconn_call_fd(tr__nodeconn *c, uint8_t type, const tr__buf *body, int
 out:
     pthread_mutex_unlock(&c->mu);
     return rc;
+}
+
+int tr__nodeconn_hello(tr__nodeconn *c, const char *role, int owner, int timeout_ms) {
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n < 0) return tr__err_errno(errno, "readlink /proc/self/exe");
+    exe[n] = '\0';
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 4);
+    tr__enc_str(&b, "role");
+    tr__enc_str(&b, role);
+    tr__enc_str(&b, "pid");
+    tr__enc_int(&b, getpid());
+    tr__enc_str(&b, "exe");
+    tr__enc_str(&b, exe);
+    tr__enc_str(&b, "owner");
+    tr__enc_int(&b, owner);
+    tr__reply r;
+    int rc = tr__nodeconn_call(c, TR__MSG_HELLO, &b, timeout_ms, &r);
+    tr__buf_free(&b);
+    if (rc) return rc;
+    uint64_t m = 0;
+    if (tr__get_uint(r.root, "max_msg", &m) == 0 && m >= 4096) c->max_msg = (size_t)m;
+    tr__reply_free(&r);
+    return 0;
 }

@@ -45,6 +45,12 @@ int tr__nodeconn_call_fd(tr__nodeconn *c, uint8_t type, const tr__buf *body, int
                          tr__reply *reply, int *passed_fd);
 void tr__reply_free(tr__reply *r);
 
+/* Introduces this process to the node (HELLO: role "driver", "worker" or "cli", its pid
+ * and executable, and - for the driver that spawned an embedded node - the claim to own
+ * it, which the node checks) and adopts the node's message limit. Returns as
+ * tr__nodeconn_call. */
+int tr__nodeconn_hello(tr__nodeconn *c, const char *role, int owner, int timeout_ms);
+
 /* Starts a reply map {"rc": rc, "msg": msg, ...} with `extra` more key/value pairs for the
  * caller to append. */
 void tr__reply_begin(tr__buf *b, int rc, const char *msg, uint32_t extra);
