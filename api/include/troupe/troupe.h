@@ -108,10 +108,11 @@ TR_API tr_runtime *tr_ctx_runtime(tr_ctx *ctx);
 /* The id of the actor running the method. Thread safety: any thread. */
 TR_API tr_actor_id tr_ctx_actor_id(const tr_ctx *ctx);
 
-/* The number of object refs passed with the call (tr_call_refs). */
+/* The number of refs passed with the call (tr_call_refs). */
 TR_API size_t tr_ctx_num_refs(const tr_ctx *ctx);
-/* A read-only, zero-copy view of object argument i, valid until the method returns.
- * Returns 0 or TR_EINVAL. Thread safety: the method's thread. */
+/* A read-only view of ref argument i (an object, zero-copy in the store, or another
+ * call's result), valid until the method returns. Returns 0 or TR_EINVAL.
+ * Thread safety: the method's thread. */
 TR_API int tr_ctx_ref(const tr_ctx *ctx, size_t i, const void **data, size_t *len);
 
 /* ------------------------------------------------------------------ configuration */
@@ -175,9 +176,9 @@ TR_API void tr_shutdown(tr_runtime *rt);
  * Thread safety: any thread. */
 TR_API const char *tr_runtime_address(const tr_runtime *rt);
 
-/* Node status as a JSON object (pid, address, resources, actors). *json_out is the
- * caller's, freed with tr_free. Returns 0, TR_ECONNECT, TR_ETIMEDOUT.
- * Thread safety: any thread. */
+/* Node status as a JSON object (pid, address, resources, actors, object store, groups;
+ * every field is described in docs/NODE.md). *json_out is the caller's, freed with
+ * tr_free. Returns 0, TR_ECONNECT, TR_ETIMEDOUT. Thread safety: any thread. */
 TR_API int tr_node_status(tr_runtime *rt, char **json_out);
 
 /* ------------------------------------------------------------------ key-value store */
@@ -282,12 +283,19 @@ TR_API char *tr_actor_id_str(tr_actor_id id, char *buf);
 TR_API int tr_call(tr_runtime *rt, tr_actor_id actor, const char *method, const void *args,
                    size_t len, tr_ref *out);
 
-/* As tr_call, passing object refs (tr_put) as arguments: the caller keeps each object
- * alive until the call completes (even if it releases its ref meanwhile), the worker
- * resolves them before the method runs - waiting for a seal if needed - and the method
- * reads them zero-copy with tr_ctx_ref. Returns as tr_call, and TR_EINVAL for a ref that
- * is not an object, TR_ENOTFOUND for an object that does not exist.
- * Thread safety: any thread. */
+/* As tr_call, passing refs as arguments: objects (tr_put) and other calls' results (refs
+ * from tr_call made in this process), in any mix; the method reads argument i with
+ * tr_ctx_ref. Each object is kept alive until the call completes (even if the caller
+ * releases its ref meanwhile), and the worker resolves it before the method runs,
+ * waiting for a seal if needed. A call's result is waited for in the caller, as in Ray:
+ * the call (and every later call to the same actor, to keep their order) is sent once the
+ * result is in - a result up to 100 KiB inside the call, a larger one as the store
+ * object it already is, zero-copy. Nothing sends it but a thread of this process inside
+ * tr_get or tr_wait (there is no background thread). If that call failed, this one fails
+ * with the same code (TR_ETASK with its message, TR_EACTOR_DIED, ...) and its method never
+ * runs. The caller may release the argument refs at once. Returns as tr_call, and
+ * TR_ENOTFOUND for an object that does not exist, TR_ESTALE for a ref that is neither an
+ * object nor a live call ref of this process. Thread safety: any thread. */
 TR_API int tr_call_refs(tr_runtime *rt, tr_actor_id actor, const char *method, const void *args,
                         size_t len, const tr_ref *refs, size_t n_refs, tr_ref *out);
 
@@ -476,10 +484,13 @@ TR_API int tr_scatter(tr_group *g, const void *send, void *recv, size_t count, t
  * their send[j * count ..] (count elements). */
 TR_API int tr_reduce_scatter(tr_group *g, const void *send, void *recv, size_t count,
                              tr_dtype dtype, tr_redop op, int timeout_ms);
-/* Point to point: tr_send returns once the receiver has the message (shm) or it has
- * been handed to the transport (gloo); messages between a pair arrive in order. The
- * receiver checks count and dtype against what was sent: a difference is TR_EINVAL on
- * the receiver (and on an shm sender). */
+/* Point to point, in order per pair of ranks, and synchronous on both backends: tr_send
+ * returns once the receiver has taken the message (shm), or once the receiver has posted
+ * its tr_recv and the data is written to the connection (gloo, which sends nothing until
+ * the receiver is ready). So a send with no matching receive waits, up to its timeout,
+ * and two ranks that both send first deadlock until then. The receiver checks count and
+ * dtype against what was sent: a difference is TR_EINVAL on the receiver (and on an shm
+ * sender). */
 TR_API int tr_send(tr_group *g, const void *buf, size_t count, tr_dtype dtype, int dst,
                    int timeout_ms);
 TR_API int tr_recv(tr_group *g, void *buf, size_t count, tr_dtype dtype, int src, int timeout_ms);
