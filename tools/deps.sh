@@ -5,7 +5,8 @@
 
 troupe_deps() {
     local pkgs=(bazel-bootstrap libgrpc-dev libmsgpack-dev libuv1-dev libgtest-dev
-        libgloo-dev pkg-config gcc g++ iproute2 procps)
+        libgloo-dev pkg-config gcc g++ iproute2 procps
+        clang-format gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
     local missing=() p
 
     if ! command -v dpkg-query >/dev/null 2>&1; then
