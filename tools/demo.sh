@@ -2,10 +2,11 @@
 # tools/demo.sh - the README's first command: installs what is missing, then runs
 #   1. examples/hello_actors: an embedded node, a few actors, calls, results, the measured
 #      round trip of a method call;
-#   2. examples/compare_paths: actors allreduce a buffer through the object store and
-#      through each collective backend (shm, gloo); prints the times and speedups and
-#      writes an SVG chart to out/compare_paths.svg.
-# Arguments go to compare_paths: [actors=4] [KiB=1024].
+#   2. examples/compare_paths: 2 and 4 actors allreduce float32 buffers from 4 B to
+#      64 MiB through the object store and through each collective backend (shm, gloo);
+#      prints the median times and which path wins at each size, and draws time against
+#      size (log axes, a line per path) in out/compare_paths.svg.
+# Argument: the actor counts to compare, e.g. 2,4 (the default).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -14,4 +15,4 @@ mkdir -p "$root/out"
 bazel build //examples:hello_actors //examples:compare_paths
 "$root/bazel-bin/examples/hello_actors"
 echo
-"$root/bazel-bin/examples/compare_paths" "${1:-4}" "${2:-1024}" "$root/out/compare_paths.svg"
+"$root/bazel-bin/examples/compare_paths" "$root/out/compare_paths.svg" "${1:-2,4}"
