@@ -283,7 +283,10 @@ TEST_F(NodeTest, KeyValueWaitIsAnsweredByThePut) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
         EXPECT_EQ(tr_kv_put(rt, "later", "here", 4), 0);
     });
+    auto t1 = std::chrono::steady_clock::now();
     ASSERT_EQ(tr__kv_client_wait(c, "later", 5000, &v, &n), 0) << tr_last_error();
+    /* it was the put that answered: the key was not there when the wait began */
+    EXPECT_GE(std::chrono::steady_clock::now() - t1, std::chrono::milliseconds(20));
     EXPECT_EQ(std::string((char *)v, n), "here");
     free(v);
     putter.join();

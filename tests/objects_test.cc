@@ -142,7 +142,7 @@ TEST_F(ObjectsTest, CreateThenSeal) {
     std::string arg((const char *)&r, sizeof r);
     tr_ref sum_ref;
     ASSERT_EQ(tr_call(rt, a, "sum", arg.data(), arg.size(), &sum_ref), 0);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(tr_get(rt, sum_ref, 100, nullptr, nullptr), TR_ETIMEDOUT) << "done before the seal";
     ASSERT_EQ(tr_object_seal(rt, r), 0);
     EXPECT_EQ(tr_object_seal(rt, r), TR_ESTATE);
     const void *d;
