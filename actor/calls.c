@@ -307,6 +307,10 @@ static void conn_failed(tr__actors *a, aconn *ac, int rc, const char *why) {
     tr__buf_consume(&ac->out, (size_t)(keep_from - ac->sent));
     ac->sent = keep_from;
     tr__buf_reset(&ac->in);
+    /* Calls never sent wait for the next incarnation: whichever thread waits next must
+     * reconnect, even one that waits for another actor's call (a held call may need
+     * these). */
+    if (ac->head && !ac->dead) a->queued_unconnected = 1;
     wake(a);
 }
 
@@ -682,6 +686,7 @@ int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const voi
     if ((rc = link_producers(a, s, refs))) goto fail;
     s->key = ++a->next_ref;
     if ((rc = tr__idmap_put(&a->slots, s->key, s))) goto fail;
+    int queued = 0;
     if (ac->dead) {
         slot_fail(a, s, TR_EACTOR_DIED, ac->reason);
     } else if (s->waiting || ac->held_head) {
@@ -690,17 +695,21 @@ int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const voi
             goto fail;
         }
     } else if (encode_call(a, ac, s, method, args ? args : "", len) == 0) {
-        if (ac->fd >= 0)
-            flush(a, ac);
-        else if (ac->head == s && !ac->resolving)
-            connect_actor(a, ac, 0); /* first queued call: see if the actor is up already */
-        if (ac->fd < 0 && !ac->dead) a->queued_unconnected = 1;
-        if (ac->unknown) { /* the node has never heard of this actor (mark_dead failed s) */
-            tr__idmap_del(&a->slots, s->key);
-            pthread_mutex_unlock(&a->mu);
-            slot_free(a, s);
-            return tr__err(TR_ENOTFOUND, "tr_call: no such actor");
-        }
+        queued = 1;
+        if (ac->fd >= 0) flush(a, ac);
+    }
+    if (ac->fd < 0 && !ac->dead && !ac->resolving && (queued || s->held) &&
+        (ac->head ? ac->head == s : ac->held_head == s))
+        connect_actor(a, ac, 0); /* first call for this actor: see if it is up already */
+    if (ac->unknown) {           /* the node has never heard of this actor (mark_dead failed s) */
+        tr__idmap_del(&a->slots, s->key);
+        pthread_mutex_unlock(&a->mu);
+        slot_free(a, s);
+        return tr__err(TR_ENOTFOUND, "tr_call: no such actor");
+    }
+    if (ac->fd < 0 && !ac->dead && ac->head && !a->queued_unconnected) {
+        a->queued_unconnected = 1;
+        wake(a); /* a reader asleep with no deadline must come back to send it */
     }
     memcpy(out->b, &s->key, 8);
     memcpy(out->b + 8, &a->tag, 8);
@@ -845,8 +854,9 @@ int tr__actors_get(tr__actors *a, tr_ref ref, int timeout_ms, const void **data,
         }
         aconn *ac = s->ac;
         if (ac->fd < 0) {
+            int held = s->held; /* s may be gone once mu has been dropped */
             if ((rc = drive_unconnected(a, ac, deadline)) && rc != TR_ETIMEDOUT) break;
-            if (!s->held) continue; /* a held call also needs its producers' replies read */
+            if (!held) continue; /* a held call also needs its producers' replies read */
         }
         drive_others(a, ac);
         progress(a, deadline);

@@ -13,18 +13,31 @@ const char *tr__actor_state_name(int state) {
 }
 
 /* Frames are built in place: reserve the header, encode the body after it, then fill the
- * header in with the body's length. */
+ * header in with the body's length. A frame that fails is taken back whole, and the
+ * buffer stays usable (its allocation failure is not left sticky): the stream of a
+ * connection holds other frames. */
 static int finish(tr__buf *out, size_t hdr_at, uint8_t type, uint64_t seq) {
-    if (out->oom) return tr__err(TR_ENOMEM, "encoding a frame");
+    if (out->oom) {
+        out->len = hdr_at;
+        out->oom = false;
+        return tr__err(TR_ENOMEM, "encoding a frame");
+    }
     size_t body = out->len - hdr_at - TR__FRAME_HDR;
-    if (body > UINT32_MAX) return tr__err(TR_EMSGSIZE, "frame body of %zu bytes", body);
+    if (body > UINT32_MAX) {
+        out->len = hdr_at;
+        return tr__err(TR_EMSGSIZE, "frame body of %zu bytes", body);
+    }
     tr__frame_hdr h = {TR__FRAME_MAGIC, TR__FRAME_VERSION, type, (uint32_t)body, seq};
     memcpy(out->data + hdr_at, &h, sizeof h);
     return 0;
 }
 
 static int begin(tr__buf *out, size_t *hdr_at, size_t body_guess) {
-    if (tr__buf_reserve(out, TR__FRAME_HDR + body_guess)) return TR_ENOMEM;
+    *hdr_at = out->len;
+    if (tr__buf_reserve(out, TR__FRAME_HDR + body_guess)) {
+        out->oom = false; /* nothing was appended */
+        return tr__err(TR_ENOMEM, "encoding a frame of %zu bytes", body_guess);
+    }
     *hdr_at = out->len;
     out->len += TR__FRAME_HDR;
     return 0;
@@ -58,9 +71,7 @@ int tr__call_frame(tr__buf *out, uint64_t seq, const char *method, const void *a
             tr__buf_append(out, wargs[i].data, wargs[i].len);
         }
     }
-    int rc = finish(out, at, TR__MSG_CALL, seq);
-    if (rc) out->len = at;
-    return rc;
+    return finish(out, at, TR__MSG_CALL, seq);
 }
 
 int tr__result_frame(tr__buf *out, uint64_t seq, int rc, const void *data, size_t len) {
@@ -69,9 +80,7 @@ int tr__result_frame(tr__buf *out, uint64_t seq, int rc, const void *data, size_
     tr__enc_array(out, 2);
     tr__enc_int(out, rc);
     tr__enc_bin(out, data, len);
-    int r = finish(out, at, TR__MSG_RESULT, seq);
-    if (r) out->len = at;
-    return r;
+    return finish(out, at, TR__MSG_RESULT, seq);
 }
 
 int tr__result_frame_ref(tr__buf *out, uint64_t seq, const void *ref16) {
@@ -81,9 +90,7 @@ int tr__result_frame_ref(tr__buf *out, uint64_t seq, const void *ref16) {
     tr__enc_int(out, 0);
     tr__enc_bin(out, ref16, 16);
     tr__enc_int(out, TR__RESULT_HANDED);
-    int r = finish(out, at, TR__MSG_RESULT, seq);
-    if (r) out->len = at;
-    return r;
+    return finish(out, at, TR__MSG_RESULT, seq);
 }
 
 int tr__caller_frame(tr__buf *out, int client) {
@@ -91,9 +98,7 @@ int tr__caller_frame(tr__buf *out, int client) {
     if (begin(out, &at, 16)) return TR_ENOMEM;
     tr__enc_array(out, 1);
     tr__enc_int(out, client);
-    int r = finish(out, at, TR__MSG_CALLER, 0);
-    if (r) out->len = at;
-    return r;
+    return finish(out, at, TR__MSG_CALLER, 0);
 }
 
 int tr__call_parse(const char *body, size_t n, const char **method, size_t *mlen, const void **args,

@@ -82,6 +82,7 @@ TR_API tr_actor_id tr_ctx_actor_id(const tr_ctx *ctx) {
 typedef struct client {
     int fd;
     int caller; /* the caller's object store index (from CALLER), or -1 */
+    pid_t pid;  /* the caller's process, from SO_PEERCRED (0 if unknown) */
     tr__buf in, out;
     int want_out;
     struct client *next;
@@ -174,6 +175,11 @@ static int resolve_refs(worker *w, client *c, uint64_t seq, const uint8_t *refs,
         }
     }
     ctx->n_refs = n;
+    if (inl_len) { /* values nobody asked for: a malformed call */
+        char msg[] = "malformed call: inline values left over";
+        unpin_refs(w, refs);
+        return tr__result_frame(&c->out, seq, TR_EPROTO, msg, sizeof msg) ? -1 : 1;
+    }
     return 0;
 }
 
@@ -183,7 +189,7 @@ static int store_result(worker *w, client *c, uint64_t seq, const void *data, si
     tr_ref r;
     int rc = c->caller < 0 ? tr__err(TR_EINVAL, "the caller did not say its store index")
                            : tr__objects_put(w->objects, data, len, &r);
-    if (!rc && (rc = tr__objects_transfer(w->objects, r, c->caller)))
+    if (!rc && (rc = tr__objects_transfer(w->objects, r, c->caller, c->pid)))
         tr__objects_release(w->objects, r);
     if (!rc) return tr__result_frame_ref(&c->out, seq, r.b);
     /* no store for it: the socket, if the frame limit allows */
@@ -322,6 +328,9 @@ static void on_accept(worker *w) {
         }
         c->fd = fd;
         c->caller = -1;
+        struct ucred cred;
+        socklen_t clen = sizeof cred;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0) c->pid = cred.pid;
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
         if (epoll_ctl(w->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
             close(fd);

@@ -470,7 +470,10 @@ void tr__objects_wait_change(tr__objects *o, int64_t deadline) {
 }
 
 /* Waits for the object to be sealed (restoring it if spilled), sets our hold and view
- * bits and gives the view. Called with o->mu held; drops it while sleeping. */
+ * bits and gives the view. Called with o->mu held and our record of the object pinned
+ * (view_pinned): no other thread's release can drop our hold then, so o->mu is dropped
+ * while waiting for a seal and while a restore reads the disk - other threads' object
+ * operations (and the actor calls that pin and unpin) go on meanwhile. */
 static int view_locked(tr__objects *o, const tr_ref *ref, int64_t deadline, int timeout_ms,
                        const void **data, size_t *len) {
     tr__seg_hdr *h = o->h;
@@ -496,7 +499,9 @@ static int view_locked(tr__objects *o, const tr_ref *ref, int64_t deadline, int 
             return 0;
         }
         if (e->state == TR__OBJ_SPILLED) {
-            int rc = restore(o, e); /* releases the lock */
+            pthread_mutex_unlock(&o->mu); /* the segment lock stays ours until restore */
+            int rc = restore(o, e);       /* releases the segment lock */
+            pthread_mutex_lock(&o->mu);
             if (rc) return rc;
             continue;
         }
@@ -509,19 +514,31 @@ static int view_locked(tr__objects *o, const tr_ref *ref, int64_t deadline, int 
     }
 }
 
+/* view_locked with our record of the object (made if need be) pinned for the while; on
+ * return *lp is that record, still carrying the extra pin for the caller to keep or drop
+ * (unpin_local). Called with o->mu held. */
+static int view_pinned(tr__objects *o, const tr_ref *ref, int timeout_ms, const void **data,
+                       size_t *len, local **lp) {
+    local *l = find_local(o, ref->b, 1);
+    *lp = l;
+    if (!l) return tr__err(TR_ENOMEM, "object record");
+    l->pins++;
+    return view_locked(o, ref, tr__deadline(timeout_ms), timeout_ms, data, len);
+}
+
+/* Drops a pin of our record; the record (and our hold) goes once nothing keeps it. */
+static void unpin_local(tr__objects *o, local *l) {
+    if (!l) return;
+    l->pins--;
+    settle(o, l);
+}
+
 int tr__objects_get(tr__objects *o, tr_ref ref, int timeout_ms, const void **data, size_t *len) {
-    int64_t deadline = tr__deadline(timeout_ms);
     pthread_mutex_lock(&o->mu);
-    int rc = view_locked(o, &ref, deadline, timeout_ms, data, len);
-    if (!rc) {
-        local *l = find_local(o, ref.b, 1);
-        if (l) {
-            l->user = 1;
-        } else {
-            drop_bit(o, ref.b, o->idx);
-            rc = tr__err(TR_ENOMEM, "object hold");
-        }
-    }
+    local *l;
+    int rc = view_pinned(o, &ref, timeout_ms, data, len, &l);
+    if (!rc) l->user = 1;
+    unpin_local(o, l);
     pthread_mutex_unlock(&o->mu);
     return rc;
 }
@@ -543,17 +560,19 @@ int tr__objects_release(tr__objects *o, tr_ref ref) {
 int tr__objects_pin(tr__objects *o, tr_ref ref, int timeout_ms, const void **data, size_t *len) {
     pthread_mutex_lock(&o->mu);
     int rc;
-    if (!data && !len) { /* pin without a view: the object need not be sealed yet */
-        tr__seg_lock(o->h);
-        tr__obj_entry *e = tr__seg_find(o->h, ref.b);
-        if (e) tr__seg_hold(e, o->idx, 1);
-        tr__seg_unlock(o->h);
-        rc = e ? 0 : tr__err(TR_ENOTFOUND, "no such object (never put, or freed)");
-    } else {
-        rc = view_locked(o, &ref, tr__deadline(timeout_ms), timeout_ms, data, len);
+    if (data || len) { /* with a view: the pin view_pinned takes is the pin */
+        local *l;
+        rc = view_pinned(o, &ref, timeout_ms, data, len, &l);
+        if (rc) unpin_local(o, l);
+        pthread_mutex_unlock(&o->mu);
+        return rc;
     }
-    /* The record is looked up only now: view_locked drops o->mu while it waits, and
-     * another thread may have made or freed one meanwhile. */
+    /* without a view: the object need not be sealed yet */
+    tr__seg_lock(o->h);
+    tr__obj_entry *e = tr__seg_find(o->h, ref.b);
+    if (e) tr__seg_hold(e, o->idx, 1);
+    tr__seg_unlock(o->h);
+    rc = e ? 0 : tr__err(TR_ENOTFOUND, "no such object (never put, or freed)");
     if (rc == 0) {
         local *l = find_local(o, ref.b, 1);
         if (l) {
@@ -598,9 +617,9 @@ int tr__objects_client(const tr__objects *o) {
     return o->idx;
 }
 
-int tr__objects_transfer(tr__objects *o, tr_ref ref, int client) {
-    if (client < 0 || client >= TR__SEG_MAX_CLIENTS || client == o->idx)
-        return tr__err(TR_EINVAL, "object transfer: bad client %d", client);
+int tr__objects_transfer(tr__objects *o, tr_ref ref, int client, pid_t pid) {
+    if (client < 0 || client >= TR__SEG_MAX_CLIENTS || client == o->idx || pid <= 0)
+        return tr__err(TR_EINVAL, "object transfer: bad client %d (pid %d)", client, (int)pid);
     pthread_mutex_lock(&o->mu);
     local *l = find_local(o, ref.b, 0);
     int rc = 0;
@@ -609,17 +628,27 @@ int tr__objects_transfer(tr__objects *o, tr_ref ref, int client) {
     } else if (l->pins) {
         rc = tr__err(TR_ESTATE, "object transfer: the object is in use here (pinned)");
     } else {
-        /* Both bits change under one segment lock: at no moment is the object unheld. */
+        /* Both bits change under one segment lock: at no moment is the object unheld. The
+         * index must still be that process's: once a client has gone, the node has
+         * cleared its holds (and its pid, under this lock), and a bit set now would never
+         * be cleared. */
         tr__seg_lock(o->h);
         tr__obj_entry *e = tr__seg_find(o->h, ref.b);
-        if (e) {
+        int attached = o->h->client_pid[client] == (int32_t)pid;
+        if (e && attached) {
             tr__seg_bit(e->holders, client, 1);
             tr__seg_hold(e, o->idx, 0);
         }
         tr__seg_unlock(o->h);
-        tr__idmap_del(&o->held, tr__id_key(l->id));
-        free(l);
-        if (!e) rc = tr__err(TR_ENOTFOUND, "object transfer: no such object");
+        if (!e)
+            rc = tr__err(TR_ENOTFOUND, "object transfer: no such object");
+        else if (!attached)
+            rc = tr__err(TR_ESTALE, "object transfer: pid %d is not attached as client %d",
+                         (int)pid, client);
+        if (!rc) {
+            tr__idmap_del(&o->held, tr__id_key(l->id));
+            free(l);
+        }
     }
     pthread_mutex_unlock(&o->mu);
     return rc;
@@ -649,9 +678,11 @@ int tr__objects_adopt(tr__objects *o, tr_ref ref) {
 
 int tr__objects_view(tr__objects *o, tr_ref ref, int timeout_ms, const void **data, size_t *len) {
     pthread_mutex_lock(&o->mu);
+    local *l = NULL;
     int rc = find_local(o, ref.b, 0)
-                 ? view_locked(o, &ref, tr__deadline(timeout_ms), timeout_ms, data, len)
+                 ? view_pinned(o, &ref, timeout_ms, data, len, &l)
                  : tr__err(TR_ESTALE, "object view: this process does not hold the object");
+    unpin_local(o, l);
     pthread_mutex_unlock(&o->mu);
     return rc;
 }

@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "core/nodeconn.h"
 #include "troupe/troupe.h"
@@ -50,17 +51,21 @@ void tr__objects_unpin(tr__objects *o, tr_ref ref);
 /* Handing an object from one process to another (a large call result, worker to
  * caller) is one transfer: the object has exactly one holder among the two at every
  * moment, so it survives either process dying at any point. */
-/* Moves this process's hold (its only use of the object: no pins) to client `client`:
- * that client's bit is set and ours cleared under one lock, and our record forgotten.
- * Returns 0, TR_ENOTFOUND, TR_ESTATE (pinned here), TR_EINVAL. */
-int tr__objects_transfer(tr__objects *o, tr_ref ref, int client);
+/* Moves this process's hold (its only use of the object: no pins) to client `client`,
+ * attached by process `pid` (the caller, as the kernel names it): that client's bit is
+ * set and ours cleared under one lock, and our record forgotten. If the index is no
+ * longer that process's (it exited), nothing changes. Returns 0, TR_ENOTFOUND,
+ * TR_ESTATE (pinned here), TR_ESTALE (not attached), TR_EINVAL. */
+int tr__objects_transfer(tr__objects *o, tr_ref ref, int client, pid_t pid);
 /* Takes over a hold transferred to this process, as a pin (tr__objects_unpin ends it).
  * Never waits (the object need not even be resident). Returns 0, TR_ENOTFOUND (nothing
  * was transferred to us), TR_ENOMEM (the hold is dropped then). */
 int tr__objects_adopt(tr__objects *o, tr_ref ref);
-/* A read-only view of an object this process holds (user hold or pin), waiting up to
- * timeout_ms for a restore from disk; the object stays resident until we let go of it.
- * Changes no count. Returns 0, TR_ESTALE (not held here), TR_ETIMEDOUT, TR_EIO. */
+/* A read-only view of an object this process holds (user hold or pin), reading it back
+ * from disk if it was spilled (a restore, once started, runs to its end; another
+ * process's is waited for up to timeout_ms); the object stays resident until we let go
+ * of it. Changes no count. Returns 0, TR_ESTALE (not held here), TR_ETIMEDOUT, TR_EIO,
+ * TR_ENOMEM. */
 int tr__objects_view(tr__objects *o, tr_ref ref, int timeout_ms, const void **data, size_t *len);
 /* This process's client index (a caller tells its workers, to which they transfer large
  * results). */

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -396,6 +398,10 @@ TEST(ObjectsRestore, AResultBeingReadBackDoesNotStallOtherCalls) {
     ASSERT_FALSE(spilled.empty());
     ASSERT_EQ(unlink(spilled.c_str()), 0);
     ASSERT_EQ(mkfifo(spilled.c_str(), 0600), 0);
+    /* what another thread's call will pass: an object, pinned as the call goes out and
+     * unpinned as it completes, both under the actor client's lock */
+    tr_ref small;
+    ASSERT_EQ(tr_put(rt, "abc", 3, &small), 0);
     /* the reader: tr_get reads the reply, then the result back from "disk" */
     int get_rc = -99;
     std::string got_ok;
@@ -419,8 +425,10 @@ TEST(ObjectsRestore, AResultBeingReadBackDoesNotStallOtherCalls) {
     std::atomic<bool> called{false};
     int call_rc = -99;
     std::thread caller([&] {
-        int64_t out;
-        call_rc = call_i64(rt, a, "add", 2, &out, 20000);
+        tr_ref c;
+        call_rc = tr_call_refs(rt, a, "sum_args", nullptr, 0, &small, 1, &c);
+        if (call_rc == 0) call_rc = tr_get(rt, c, 20000, nullptr, nullptr);
+        if (call_rc == 0) call_rc = tr_ref_release(rt, c);
         called = true;
     });
     auto t0 = Clock::now();
@@ -439,6 +447,7 @@ TEST(ObjectsRestore, AResultBeingReadBackDoesNotStallOtherCalls) {
     EXPECT_EQ(call_rc, 0) << tr_last_error();
     EXPECT_EQ(get_rc, 0);
     EXPECT_EQ(got_ok, "yes");
+    tr_ref_release(rt, small);
     tr_ref_release(rt, big);
     tr_shutdown(rt);
     std::string rm = "rm -rf " + dir;
@@ -813,6 +822,36 @@ TEST_F(ObjectsTest, ALargeResultOutlivesItsWorker) {
     EXPECT_EQ(tr_get(rt, bye, 5000, nullptr, nullptr), TR_EACTOR_DIED);
     tr_ref_release(rt, big);
     tr_ref_release(rt, bye);
+    expect_empty();
+}
+
+/* A large result whose caller has gone by the time it is ready: the worker cannot hand it
+ * to a process that is no longer attached, so nothing is left in the store. */
+TEST_F(ObjectsTest, AResultForACallerThatLeftIsNotLeaked) {
+    tr_actor_id a = make();
+    int64_t v;
+    ASSERT_EQ(call_i64(rt, a, "get", 0, &v), 0);
+    char hex[33];
+    tr_actor_id_str(a, hex);
+    std::string spec = std::string("CALL_AND_LEAVE=") + tr_runtime_address(rt) + "|" + hex + "|" +
+                       std::to_string(1 << 20) + "|300";
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    ASSERT_GT(n, 0);
+    exe[n] = 0;
+    char *argv[] = {exe, nullptr};
+    std::vector<char *> envp;
+    for (char **e = environ; *e; e++)
+        if (strncmp(*e, "GTEST_", 6) && strncmp(*e, "XML_OUTPUT_FILE=", 16)) envp.push_back(*e);
+    envp.push_back((char *)spec.c_str());
+    envp.push_back(nullptr);
+    pid_t child;
+    ASSERT_EQ(posix_spawn(&child, exe, nullptr, nullptr, argv, envp.data()), 0);
+    int st;
+    ASSERT_EQ(waitpid(child, &st, 0), child);
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st;
+    /* the worker finishes its 300 ms later; its next call is served after that */
+    ASSERT_EQ(call_i64(rt, a, "get", 0, &v, 10000), 0);
     expect_empty();
 }
 

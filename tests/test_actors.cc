@@ -153,6 +153,17 @@ int m_big(tr_ctx *ctx, void *, const void *args, size_t len) {
     return tr_ctx_reply(ctx, out.data(), out.size());
 }
 
+/* Sleeps args[1] ms, then replies args[0] bytes of 'b' (a large result, late). */
+int m_slow_big(tr_ctx *ctx, void *, const void *args, size_t len) {
+    if (len != 16) return tr_ctx_error(ctx, "slow_big wants (size, ms)");
+    int64_t v[2];
+    memcpy(v, args, sizeof v);
+    struct timespec ts = {(time_t)(v[1] / 1000), (long)(v[1] % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+    std::string out((size_t)v[0], 'b');
+    return tr_ctx_reply(ctx, out.data(), out.size());
+}
+
 /* Puts an object of args[0] bytes filled by pattern(seed = args[1]); replies its ref. */
 int m_put(tr_ctx *ctx, void *, const void *args, size_t len) {
     if (len != 16) return tr_ctx_error(ctx, "put wants (size, seed)");
@@ -609,6 +620,7 @@ const tr_method_def counter_methods[] = {
     {"allreduce_by_name", m_allreduce_by_name},
     {"leave_group", m_leave_group},
     {"fail_plain", m_fail_plain},
+    {"slow_big", m_slow_big},
 };
 
 void add_classes(tr_config *cfg) {
@@ -701,6 +713,26 @@ int64_t status_field(tr_runtime *rt, const char *key) {
 
 int64_t status_pid_of(tr_runtime *rt) {
     return status_field(rt, "pid");
+}
+
+int run_call_and_leave(const char *spec) {
+    char addr[600], hex[40];
+    long long size, ms;
+    if (sscanf(spec, "%599[^|]|%39[^|]|%lld|%lld", addr, hex, &size, &ms) != 4) return 2;
+    tr_config *cfg = test_config_with({{"address", addr}});
+    tr_runtime *rt;
+    int rc = tr_init(cfg, &rt);
+    tr_config_destroy(cfg);
+    if (rc) return 3;
+    tr_actor_id a;
+    for (int i = 0; i < 16; i++)
+        sscanf(hex + 2 * i, "%2hhx", &a.b[i]);
+    int64_t args[2] = {size, ms};
+    tr_ref r;
+    if (tr_call(rt, a, "slow_big", args, sizeof args, &r)) return 4;
+    /* make sure the call went out (the worker has it), then leave without the result */
+    if (tr_get(rt, r, 0, nullptr, nullptr) != TR_ETIMEDOUT) return 5;
+    _exit(0);
 }
 
 int run_orphan_driver(const char *out_path) {

@@ -74,5 +74,9 @@ int64_t status_pid_of(tr_runtime *rt);
 /* A driver that creates actors, writes the node's address and the pids to out_path and
  * kills itself (run by test_main when ORPHAN_PIDS is set). */
 int run_orphan_driver(const char *out_path);
+/* A driver that connects to the node at spec's address, calls "slow_big" on the actor
+ * spec names ("addr|actor hex|size|ms") and exits before the result comes (run by
+ * test_main when CALL_AND_LEAVE is set). */
+int run_call_and_leave(const char *spec);
 
 #endif
