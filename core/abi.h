@@ -20,6 +20,13 @@
  * a struct is this with its first version's last field, and never changes). */
 #define TR__SIZE_UPTO(type, last) (offsetof(type, last) + sizeof(((type *)0)->last))
 
+static inline int tr__struct_too_small(const char *what, uint32_t n, size_t v1_size) {
+    return tr__err(TR_EINVAL,
+                   "%s: struct_size %u is below the smallest this library accepts (%zu); "
+                   "initialise the struct with its _INIT macro or _init function",
+                   what, n, v1_size);
+}
+
 /* Copies a caller's struct into dst (dst_size bytes, filled with defaults beforehand):
  * as much of it as both versions have. dst's struct_size becomes dst_size. Returns 0, or
  * TR_EINVAL if src's struct_size is below v1_size. */
@@ -27,11 +34,7 @@ static inline int tr__struct_in(void *dst, size_t dst_size, const void *src, siz
                                 const char *what) {
     uint32_t n;
     memcpy(&n, src, sizeof n);
-    if (n < v1_size)
-        return tr__err(TR_EINVAL,
-                       "%s: struct_size %u is below the smallest this library accepts (%zu); "
-                       "initialise the struct with its _INIT macro or _init function",
-                       what, n, v1_size);
+    if (n < v1_size) return tr__struct_too_small(what, n, v1_size);
     memcpy(dst, src, n < dst_size ? n : dst_size);
     uint32_t mine = (uint32_t)dst_size;
     memcpy(dst, &mine, sizeof mine);
@@ -45,11 +48,7 @@ static inline int tr__struct_out(void *dst, const void *src, size_t src_size, si
                                  const char *what) {
     uint32_t n;
     memcpy(&n, dst, sizeof n);
-    if (n < v1_size)
-        return tr__err(TR_EINVAL,
-                       "%s: struct_size %u is below the smallest this library accepts (%zu); "
-                       "initialise the struct with its _INIT macro or _init function",
-                       what, n, v1_size);
+    if (n < v1_size) return tr__struct_too_small(what, n, v1_size);
     size_t k = n < src_size ? n : src_size;
     memcpy((char *)dst + sizeof n, (const char *)src + sizeof n, k - sizeof n);
     return 0;

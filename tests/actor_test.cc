@@ -778,22 +778,8 @@ TEST(Runtime, DriverDeathCleansUp) {
     int fd = mkstemp(path);
     ASSERT_GE(fd, 0);
     close(fd);
-    std::string env_pids = std::string("ORPHAN_PIDS=") + path;
-    char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    ASSERT_GT(n, 0);
-    exe[n] = 0;
-    char *argv[] = {exe, nullptr}; /* test_main runs the orphan driver: ORPHAN_PIDS is set */
-    std::vector<char *> envp;
-    for (char **e = environ; *e; e++)
-        if (strncmp(*e, "GTEST_", 6) && strncmp(*e, "XML_OUTPUT_FILE=", 16)) envp.push_back(*e);
-    envp.push_back((char *)env_pids.c_str());
-    envp.push_back(nullptr);
-    pid_t child;
-    ASSERT_EQ(posix_spawn(&child, exe, nullptr, nullptr, argv, envp.data()), 0);
-    int st;
-    ASSERT_EQ(waitpid(child, &st, 0), child);
-    ASSERT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) << "child status " << st;
+    int st = run_self(std::string("ORPHAN_PIDS=") + path); /* test_main: the orphan driver */
+    ASSERT_TRUE(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) << "child status " << st;
     std::ifstream f(path);
     std::string addr;
     std::vector<int64_t> pids;

@@ -833,23 +833,9 @@ TEST_F(ObjectsTest, AResultForACallerThatLeftIsNotLeaked) {
     ASSERT_EQ(call_i64(rt, a, "get", 0, &v), 0);
     char hex[33];
     tr_actor_id_str(a, hex);
-    std::string spec = std::string("CALL_AND_LEAVE=") + tr_runtime_address(rt) + "|" + hex + "|" +
-                       std::to_string(1 << 20) + "|300";
-    char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    ASSERT_GT(n, 0);
-    exe[n] = 0;
-    char *argv[] = {exe, nullptr};
-    std::vector<char *> envp;
-    for (char **e = environ; *e; e++)
-        if (strncmp(*e, "GTEST_", 6) && strncmp(*e, "XML_OUTPUT_FILE=", 16)) envp.push_back(*e);
-    envp.push_back((char *)spec.c_str());
-    envp.push_back(nullptr);
-    pid_t child;
-    ASSERT_EQ(posix_spawn(&child, exe, nullptr, nullptr, argv, envp.data()), 0);
-    int st;
-    ASSERT_EQ(waitpid(child, &st, 0), child);
-    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st;
+    int st = run_self(std::string("CALL_AND_LEAVE=") + tr_runtime_address(rt) + "|" + hex + "|" +
+                      std::to_string(1 << 20) + "|300");
+    ASSERT_TRUE(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st;
     /* the worker finishes its 300 ms later; its next call is served after that */
     ASSERT_EQ(call_i64(rt, a, "get", 0, &v, 10000), 0);
     expect_empty();

@@ -66,6 +66,10 @@ int call_i64(tr_runtime *rt, tr_actor_id a, const char *method, int64_t arg, int
 int call_str(tr_runtime *rt, tr_actor_id a, const char *method, const std::string &arg,
              std::string *out, int timeout_ms = 10000);
 bool pid_alive(int pid);
+/* Runs this test binary again as a helper process (test_main picks its role from the
+ * extra "NAME=value" environment entry), waits for it and returns its wait status, or
+ * -1 if it could not be started. */
+int run_self(const std::string &env_entry);
 /* A number from the node's tr_node_status JSON, e.g. "pid", "groups", "kv_keys"; -1 if
  * missing or on error. */
 int64_t status_field(tr_runtime *rt, const char *key);
