@@ -171,7 +171,8 @@ int tr__actor_info(tr__nodeconn *node, tr_actor_id id, tr_actor_details *out) {
         !(rc = copy_str(r.root, "class", d.class_name, sizeof d.class_name)) &&
         !(rc = copy_str(r.root, "name", d.name, sizeof d.name)) &&
         !(rc = copy_str(r.root, "node", d.node, sizeof d.node)) &&
-        !(rc = copy_str(r.root, "reason", d.reason, sizeof d.reason))) {
+        !(rc = copy_str(r.root, "reason", d.reason, sizeof d.reason)) &&
+        !(rc = copy_str(r.root, "cpus", d.cpus, sizeof d.cpus))) {
         d.state = (int32_t)state;
         d.pid = (int32_t)pid;
         d.restarts = (int32_t)restarts;
@@ -179,6 +180,6 @@ int tr__actor_info(tr__nodeconn *node, tr_actor_id id, tr_actor_details *out) {
     }
     tr__reply_free(&r);
     if (rc) return rc;
-    return tr__struct_out(out, &d, sizeof d, TR__SIZE_UPTO(tr_actor_details, reason),
+    return tr__struct_out(out, &d, sizeof d, TR__SIZE_UPTO(tr_actor_details, cpus),
                           "tr_actor_info");
 }

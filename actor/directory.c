@@ -36,7 +36,8 @@ typedef struct actor {
     uint64_t owner; /* connection id of the creator */
     tr__proc *proc;
     pid_t pid;
-    int holds; /* resources taken */
+    int holds;            /* resources taken */
+    int cpus[64], n_cpus; /* the cores it is bound to while it holds its resources */
     int no_restart;
     int owner_gone; /* freed once dead and reaped */
     uv_timer_t start_timer;
@@ -49,6 +50,7 @@ typedef struct actor {
 struct tr__directory {
     tr__directory_opts o;
     tr__res total, avail;
+    tr__cores cores;
     tr__idmap by_id;
     actor *all;
     int shutting_down;
@@ -62,6 +64,8 @@ int tr__directory_create(const tr__directory_opts *o, tr__directory **out) {
     if (!d) return tr__err(TR_ENOMEM, "directory");
     d->o = *o;
     d->total = d->avail = *o->total;
+    if (o->cores) d->cores = *o->cores;
+    d->o.cores = NULL; /* ours is d->cores */
     *out = d;
     return 0;
 }
@@ -139,12 +143,25 @@ static void notify(actor *a) {
         waiter_finish(a->waiters);
 }
 
+/* Takes the actor's resources (they fit), and whole cores for whole CPUs where that many
+ * are free: as mpirun binds ranks to cores, so that waits spin on a cache line that never
+ * migrates; with more actors than cores, the rest float. */
+static void hold(tr__directory *d, actor *a) {
+    tr__res_take(&d->avail, &a->req);
+    a->holds = 1;
+    double cpus = tr__res_get(&a->req, "CPU");
+    int k = cpus >= 1 && cpus < 64 ? (int)cpus : 0;
+    a->n_cpus = tr__cores_take(&d->cores, k, a->cpus);
+    if (k && !a->n_cpus)
+        TR_LOG_INFO("DIR-FLOAT", "actor %s: %d of the node's %d cores are not free; it floats",
+                    a->hex, k, d->cores.n);
+}
+
 static void schedule_pending(tr__directory *d) {
     if (d->shutting_down) return;
     for (actor *a = d->all; a; a = a->next) {
         if (a->state != TR__ACTOR_PENDING || !tr__res_fits(&a->req, &d->avail)) continue;
-        tr__res_take(&d->avail, &a->req);
-        a->holds = 1;
+        hold(d, a);
         spawn(d, a);
     }
 }
@@ -152,6 +169,8 @@ static void schedule_pending(tr__directory *d) {
 static void release(tr__directory *d, actor *a) {
     if (!a->holds) return;
     tr__res_give(&d->avail, &a->req);
+    tr__cores_give(&d->cores, a->cpus, a->n_cpus);
+    a->n_cpus = 0;
     a->holds = 0;
 }
 
@@ -178,10 +197,13 @@ static void forget(tr__directory *d, actor *a);
 static void spawn(tr__directory *d, actor *a) {
     a->state = a->inc == 0 ? TR__ACTOR_STARTING : TR__ACTOR_RESTARTING;
     a->inc++;
-    char env_node[600], env_actor[64];
+    char env_node[600], env_actor[64], env_cpus[400] = "TROUPE_CPUS=";
     snprintf(env_node, sizeof env_node, "TROUPE_NODE=%s", d->o.node_path);
     snprintf(env_actor, sizeof env_actor, "TROUPE_ACTOR=%s", a->hex);
-    const char *env[] = {"TROUPE_ROLE=worker", env_node, env_actor, NULL};
+    tr__cores_format(a->cpus, a->n_cpus, env_cpus + 12, sizeof env_cpus - 12);
+    /* the worker binds itself to its cores first thing, before it has any thread */
+    const char *env[] = {"TROUPE_ROLE=worker", env_node, env_actor, a->n_cpus ? env_cpus : NULL,
+                         NULL};
     free(a->path);
     a->path = NULL;
     int rc = tr__proc_spawn(d->o.pool, a->exe, env, on_worker_exit, a, &a->proc);
@@ -229,8 +251,7 @@ static void on_worker_exit(void *ctx, tr__proc *p, int64_t status, int sig) {
             make_dead(d, a);
             return;
         }
-        tr__res_take(&d->avail, &a->req);
-        a->holds = 1;
+        hold(d, a);
         TR_LOG_INFO("DIR-RESTART", "actor %s (%s): %s; restart %d", a->hex, a->cls, a->reason,
                     a->restarts);
         spawn(d, a);
@@ -408,7 +429,11 @@ static void on_info(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
     actor *a = lookup(d, body, c, seq);
     if (!a) return;
     tr__buf b = TR__BUF_INIT;
-    tr__reply_begin(&b, 0, NULL, 8);
+    char cpus[400];
+    tr__cores_format(a->cpus, a->n_cpus, cpus, sizeof cpus);
+    tr__reply_begin(&b, 0, NULL, 9);
+    tr__enc_str(&b, "cpus");
+    tr__enc_str(&b, cpus);
     tr__enc_str(&b, "state");
     tr__enc_int(&b, a->state);
     tr__enc_str(&b, "pid");
@@ -619,6 +644,10 @@ void tr__directory_status_json(const tr__directory *d, tr__buf *out) {
         json_str(out, a->name);
         tr__buf_append(out, ",\"reason\":", 10);
         json_str(out, a->reason);
+        char cpus[400];
+        tr__cores_format(a->cpus, a->n_cpus, cpus, sizeof cpus);
+        tr__buf_append(out, ",\"cpus\":", 8);
+        json_str(out, cpus);
         tr__buf_append(out, "}", 1);
         first = 0;
     }

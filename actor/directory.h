@@ -2,6 +2,10 @@
  * node's resources, worker processes (spawn, start timeout, restart, reap) and the
  * ACTOR_* / WORKER_* request handlers.
  *
+ * Placement: an actor waits (PENDING) until its resources are free; one that asks for
+ * whole CPUs is also bound to that many free cores, best-effort (it floats when too few
+ * are free: more actors than cores).
+ *
  * Lifecycle of an actor: PENDING (its resources are busy) -> STARTING (worker spawned)
  * -> ALIVE (constructor ran, worker listening) -> on exit RESTARTING (restarts left) or
  * DEAD (with a reason). An actor dies with its owner's connection (the driver or worker
@@ -27,6 +31,9 @@ typedef struct tr__directory_opts {
     const char *session_dir; /* worker sockets go here */
     int start_timeout_ms;
     size_t max_msg; /* the node's message limit, which its workers adopt */
+    /* CPUs to bind actors to: one that asks for k >= 1 whole CPUs gets k free ones (its
+     * worker is pinned there), or floats if fewer are free; n == 0: no binding. Copied. */
+    const tr__cores *cores;
 } tr__directory_opts;
 
 int tr__directory_create(const tr__directory_opts *o, tr__directory **out);

@@ -5,7 +5,8 @@
  *   ACTOR_RESOLVE {id, wait_ms}                                -> {state, inc, path?, reason?}
  *   ACTOR_KILL {id, no_restart}                                -> {}
  *   ACTOR_BY_NAME {name}                                       -> {id}
- *   ACTOR_INFO {id}  -> {state, pid, restarts, max_restarts, class, name?, node, reason?}
+ *   ACTOR_INFO {id}  -> {state, pid, restarts, max_restarts, class, name?, node, reason?,
+ *                        cpus ("0,1": the cores it is bound to; "" if it floats)}
  *   WORKER_START {id}      (worker, first thing)               -> {class, args, inc, path}
  *   WORKER_READY {id, inc} (constructor ran, listening)        -> {}
  *   WORKER_FAILED {id, inc, msg}                               -> {}

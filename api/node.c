@@ -3,6 +3,7 @@
 #include "api/node.h"
 
 #include <dirent.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <spawn.h>
 #include <poll.h>
@@ -46,6 +47,7 @@ typedef struct node {
     tr__groups *groups;
     tr__pool pool;
     tr__res total;
+    tr__cores cores; /* CPUs actors are bound to (none with cpu_binding "none") */
     char session[512], sock[600];
     uv_signal_t sigterm, sigint;
     uv_timer_t reap_timer;
@@ -225,10 +227,22 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
     }
     sweep_stale_sessions(base);
 
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    /* The CPUs this node may run on (its affinity: taskset, cpusets), which it hands to
+     * actors whole (cpu_binding "cores"); their count is the default CPU capacity. */
+    cpu_set_t allowed;
+    int ids[TR__MAX_CORES], n_ids = 0;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+        for (int i = 0; i < TR__MAX_CORES && i < CPU_SETSIZE; i++)
+            if (CPU_ISSET(i, &allowed)) ids[n_ids++] = i;
+    if (n_ids == 0) {
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        for (int i = 0; i < ncpu && i < TR__MAX_CORES; i++)
+            ids[n_ids++] = i;
+    }
+    tr__cores_init(&n->cores, ids, cfg->cpu_binding == TR__BIND_CORES ? n_ids : 0);
     n->total = cfg->resources;
     tr__res_add(&n->total, "CPU",
-                cfg->num_cpus >= 0 ? cfg->num_cpus : (double)(ncpu > 0 ? ncpu : 1));
+                cfg->num_cpus >= 0 ? cfg->num_cpus : (double)(n_ids > 0 ? n_ids : 1));
     tr__res_add(&n->total, "GPU", cfg->num_gpus);
 
     uv_loop_init(&n->loop);
@@ -241,9 +255,9 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
         remove_session(n);
         return 1;
     }
-    tr__directory_opts dopts = {&n->loop,    &n->pool,   &n->total,
-                                n->sock,     n->session, cfg->worker_start_timeout_ms,
-                                cfg->max_msg};
+    tr__directory_opts dopts = {&n->loop,     &n->pool,   &n->total,
+                                n->sock,      n->session, cfg->worker_start_timeout_ms,
+                                cfg->max_msg, &n->cores};
     if ((rc = tr__directory_create(&dopts, &n->dir))) {
         TR_LOG_ERROR("NODE-START", "%s", tr_last_error());
         remove_session(n);

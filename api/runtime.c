@@ -1,6 +1,7 @@
 /* api/runtime.c - tr_init/tr_shutdown and the public entry points that forward to the
  * layers: the driver side, the role dispatch (node, worker), the embedded node's start. */
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -25,6 +26,7 @@
 #include "core/kv.h"
 #include "core/log.h"
 #include "core/nodeconn.h"
+#include "core/sched.h"
 #include "core/status.h"
 #include "objectstore/allreduce.h"
 #include "objectstore/client.h"
@@ -67,6 +69,22 @@ static int connect_runtime(tr_runtime *rt, const char *address, const char *role
     return tr__actors_create(rt->node, rt->objects, rt->cfg->max_msg, &rt->actors);
 }
 
+/* A worker the node bound to cores (TROUPE_CPUS) pins itself there before it starts any
+ * thread, so that every thread it ever has inherits the mask. Best-effort: a failure
+ * (cores taken away by a cpuset since) is logged and the worker floats. */
+static void bind_cpus(const char *list) {
+    if (!list || !*list) return;
+    int ids[TR__MAX_CORES];
+    int n = tr__cores_parse(list, ids, TR__MAX_CORES);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int i = 0; i < n; i++)
+        CPU_SET(ids[i], &set);
+    if (n <= 0 || sched_setaffinity(0, sizeof set, &set) != 0)
+        TR_LOG_WARN("WORKER-BIND", "cannot bind to CPUs %s: %s", list,
+                    n <= 0 ? "malformed list" : strerror(errno));
+}
+
 /* Worker and node processes: run the role and exit. */
 static void run_role(const tr_config *cfg, const tr__env *env) {
     tr__log_set_level(tr__config_log_level(cfg, env));
@@ -92,6 +110,7 @@ static void run_role(const tr_config *cfg, const tr__env *env) {
     }
     /* worker */
     tr__log_set_role("worker");
+    bind_cpus(env->cpus);
     tr_runtime *rt = calloc(1, sizeof *rt);
     if (!rt || tr__config_copy(cfg, &rt->cfg)) _exit(2);
     rt->address = env->node_path ? strdup(env->node_path) : NULL; /* groups connect to it */

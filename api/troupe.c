@@ -1,6 +1,7 @@
 /* api/troupe.c - the `troupe` command: start, inspect and stop a standalone node service.
  *
  *   troupe start --head [--num-cpus N] [--num-gpus N] [--resources a=1,b=2] [--tmpdir D]
+ *                       [--cpu-binding cores|none]
  *   troupe status [--address PATH]
  *   troupe stop   [--address PATH]
  *
@@ -31,7 +32,7 @@
 static void usage(void) {
     fprintf(stderr,
             "usage: troupe start --head [--num-cpus N] [--num-gpus N] [--resources a=1,b=2]\n"
-            "                           [--tmpdir DIR]\n"
+            "                           [--tmpdir DIR] [--cpu-binding cores|none]\n"
             "       troupe status [--address PATH] [--tmpdir DIR]\n"
             "       troupe stop   [--address PATH] [--tmpdir DIR]\n"
             "       troupe version\n");
@@ -168,6 +169,8 @@ int main(int argc, char **argv) {
             addr = v;
         else if (strcmp(a, "--num-cpus") == 0)
             rc = tr_config_set(cfg, "num_cpus", v);
+        else if (strcmp(a, "--cpu-binding") == 0)
+            rc = tr_config_set(cfg, "cpu_binding", v);
         else if (strcmp(a, "--num-gpus") == 0)
             rc = tr_config_set(cfg, "num_gpus", v);
         else if (strcmp(a, "--resources") == 0)

@@ -55,4 +55,20 @@ static inline void bench_report(const char *name, double value, const char *unit
     fflush(stdout);
 }
 
+/* A figure over several runs: the median, with the min and max and the number of runs
+ * (the JSON object gains "min", "max" and "runs"; one run prints as bench_report). */
+static inline void bench_report_spread(const char *name, double median, double lo, double hi,
+                                       int runs, const char *unit) {
+    if (runs <= 1) {
+        bench_report(name, median, unit);
+    } else if (bench_json) {
+        printf("{\"name\": \"%s\", \"value\": %.6g, \"unit\": \"%s\", \"min\": %.6g, "
+               "\"max\": %.6g, \"runs\": %d}\n",
+               name, median, unit, lo, hi, runs);
+    } else {
+        printf("%-34s %14.2f  %-6s (%.2f - %.2f over %d runs)\n", name, median, unit, lo, hi, runs);
+    }
+    fflush(stdout);
+}
+
 #endif

@@ -12,10 +12,16 @@
  *
  *   bazel run //bench:collectives -- [--json] [--max-mib N] [--paths shm,gloo,...]
  *                                    [--ops allreduce,...] [--worlds 2,4] [--sizes 4B,1MiB]
+ *                                    [--repeat N] [--bind 0|1]
+ * --repeat N runs the whole set N times in the same node and reports each figure as the
+ * median over the runs, with the min and max beside it. Ranks have a core each where the
+ * machine has enough (actors with num_cpus = 1, bound by the node as mpirun binds), and
+ * float otherwise or with --bind 0.
  * Metrics: <op>_us_p50_<path>_<ranks>r_<size>, e.g. allreduce_us_p50_shm_2r_1MiB, and the
  * ratios <op>_objectstore_over_shm_<ranks>r_<size>, <op>_gloo_over_rawgloo_... and
  * <op>_gloounchecked_over_rawgloo_....
  */
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,10 +174,61 @@ static unsigned parse_set(int argc, char **argv, const char *opt, const char **n
     return ~0u;
 }
 
+/* Every figure of every run, reported at the end as the median over runs with the spread
+ * (min, max), under the metric's usual name. */
+typedef struct metric {
+    char name[96];
+    const char *unit;
+    double v[64];
+    int n;
+} metric;
+static metric metrics[256];
+static int n_metrics;
+
+static void record(const char *name, double value, const char *unit) {
+    int i = 0;
+    while (i < n_metrics && strcmp(metrics[i].name, name) != 0)
+        i++;
+    if (i == n_metrics) {
+        if (n_metrics == 256) return;
+        snprintf(metrics[i].name, sizeof metrics[i].name, "%s", name);
+        metrics[i].unit = unit;
+        n_metrics++;
+    }
+    if (metrics[i].n < 64) metrics[i].v[metrics[i].n++] = value;
+}
+
+/* The actors a world runs on: where every rank can have a core of its own, ranks that ask
+ * for one CPU each (the node binds them to distinct cores, as mpirun binds ranks by
+ * default); otherwise (or with --bind 0) ranks that float. Made on first use. */
+static tr_actor_id bound[4], floating[4];
+static int n_bound, n_floating;
+
+static const tr_actor_id *actors_for(tr_runtime *rt, int world, int bind) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) cores = CPU_COUNT(&set);
+    int use_bound = bind && world <= cores;
+    tr_actor_id *v = use_bound ? bound : floating;
+    int *n = use_bound ? &n_bound : &n_floating;
+    tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
+    o.num_cpus = use_bound ? 1 : 0;
+    for (; *n < world; (*n)++) {
+        CHECK(tr_actor_create(rt, "Rank", &o, NULL, 0, &v[*n]));
+        CHECK(tr_actor_wait_ready(rt, v[*n], 60000)); /* none starting while we time */
+    }
+    return v;
+}
+
 int main(int argc, char **argv) {
     size_t max_mib = 64;
-    for (int i = 1; i + 1 < argc; i++)
+    int repeat = 1, bind = 1;
+    for (int i = 1; i + 1 < argc; i++) {
         if (strcmp(argv[i], "--max-mib") == 0) max_mib = (size_t)atol(argv[i + 1]);
+        if (strcmp(argv[i], "--repeat") == 0) repeat = atoi(argv[i + 1]);
+        if (strcmp(argv[i], "--bind") == 0) bind = atoi(argv[i + 1]);
+    }
+    if (repeat < 1 || repeat > 64) repeat = 1;
     static const char *world_names[] = {"2", "4"};
     static const size_t sizes[] = {4, 4096, 1 << 20, 64 << 20};
     static const char *size_names[] = {"4B", "4KiB", "1MiB", "64MiB"};
@@ -189,6 +246,7 @@ int main(int argc, char **argv) {
     char store[32];
     snprintf(store, sizeof store, "%zu", (max_mib * 4 * 3 + 64) << 20);
     CHECK(tr_config_set(cfg, "object_store_bytes", store));
+    CHECK(tr_config_set(cfg, "num_cpus", "64")); /* placement by binding, not by quota */
     tr_worker_main(cfg);
     bench_init(argc, argv);
     char dir[64] = "/tmp/troupe-bench-gloo-XXXXXX";
@@ -201,62 +259,70 @@ int main(int argc, char **argv) {
     /* the node pre-faults the object store in the background (objectstore/store.c): at
      * this size that takes one of the two cores for ~0.5 s; let it finish first */
     sleep(1);
-    tr_actor_id ranks[4];
-    for (int i = 0; i < 4; i++)
-        CHECK(tr_actor_create(rt, "Rank", NULL, NULL, 0, &ranks[i]));
-    for (int i = 0; i < 4; i++) /* none may still be starting when timing begins */
-        CHECK(tr_actor_wait_ready(rt, ranks[i], 60000));
     int seq = 0;
-    for (int wi = 0; wi < 2; wi++) {
-        int world = 2 + 2 * wi;
-        if (!(worlds >> wi & 1)) continue;
-        for (int s = 0; s < 4; s++) {
-            if (sizes[s] > (max_mib << 20) || !(size_set >> s & 1)) continue;
-            int iters = sizes[s] >= (64u << 20) ? 5 : sizes[s] >= (1u << 20) ? 30 : 300;
-            for (int op = 0; op < N_OPS; op++) {
-                if (!(ops >> op & 1)) continue;
-                double p50[N_PATHS] = {0};
-                for (int path = 0; path < N_PATHS; path++) {
-                    if (!(paths >> path & 1)) continue;
-                    tr_ref calls[4];
-                    for (int r = 0; r < world; r++) {
-                        args a = {{0}, {0}, world, r, path, op, iters, sizes[s]};
-                        snprintf(a.name, sizeof a.name, "b%d", seq);
-                        snprintf(a.dir, sizeof a.dir, "%s", dir);
-                        CHECK(tr_call(rt, ranks[r], "run", &a, sizeof a, &calls[r]));
+    for (int run = 0; run < repeat; run++) {
+        for (int wi = 0; wi < 2; wi++) {
+            int world = 2 + 2 * wi;
+            if (!(worlds >> wi & 1)) continue;
+            const tr_actor_id *ranks = actors_for(rt, world, bind);
+            for (int s = 0; s < 4; s++) {
+                if (sizes[s] > (max_mib << 20) || !(size_set >> s & 1)) continue;
+                int iters = sizes[s] >= (64u << 20) ? 5 : sizes[s] >= (1u << 20) ? 30 : 300;
+                for (int op = 0; op < N_OPS; op++) {
+                    if (!(ops >> op & 1)) continue;
+                    double p50[N_PATHS] = {0};
+                    for (int path = 0; path < N_PATHS; path++) {
+                        if (!(paths >> path & 1)) continue;
+                        tr_ref calls[4];
+                        for (int r = 0; r < world; r++) {
+                            args a = {{0}, {0}, world, r, path, op, iters, sizes[s]};
+                            snprintf(a.name, sizeof a.name, "b%d", seq);
+                            snprintf(a.dir, sizeof a.dir, "%s", dir);
+                            CHECK(tr_call(rt, ranks[r], "run", &a, sizeof a, &calls[r]));
+                        }
+                        seq++;
+                        double *slowest = calloc((size_t)iters, sizeof(double));
+                        for (int r = 0; r < world; r++) {
+                            const void *d;
+                            size_t n;
+                            CHECK(tr_get(rt, calls[r], 600000, &d, &n));
+                            const double *t = d;
+                            for (int i = 0; i < iters; i++)
+                                if (t[i] > slowest[i]) slowest[i] = t[i];
+                            CHECK(tr_ref_release(rt, calls[r]));
+                        }
+                        p50[path] = bench_percentile(slowest + 1, (size_t)iters - 1, 50);
+                        free(slowest);
+                        char name[96];
+                        snprintf(name, sizeof name, "%s_us_p50_%s_%dr_%s", op_names[op],
+                                 path_names[path], world, size_names[s]);
+                        record(name, p50[path], "us");
                     }
-                    seq++;
-                    double *slowest = calloc((size_t)iters, sizeof(double));
-                    for (int r = 0; r < world; r++) {
-                        const void *d;
-                        size_t n;
-                        CHECK(tr_get(rt, calls[r], 600000, &d, &n));
-                        const double *t = d;
-                        for (int i = 0; i < iters; i++)
-                            if (t[i] > slowest[i]) slowest[i] = t[i];
-                        CHECK(tr_ref_release(rt, calls[r]));
-                    }
-                    p50[path] = bench_percentile(slowest + 1, (size_t)iters - 1, 50);
-                    free(slowest);
                     char name[96];
-                    snprintf(name, sizeof name, "%s_us_p50_%s_%dr_%s", op_names[op],
-                             path_names[path], world, size_names[s]);
-                    bench_report(name, p50[path], "us");
-                }
-                char name[96];
-                if (p50[PATH_OBJ] > 0 && p50[PATH_SHM] > 0) {
-                    snprintf(name, sizeof name, "%s_objectstore_over_shm_%dr_%s", op_names[op],
-                             world, size_names[s]);
-                    bench_report(name, p50[PATH_OBJ] / p50[PATH_SHM], "x");
-                }
-                for (int gp = PATH_GLOO; gp <= PATH_GLOO_UNCHECKED; gp++) {
-                    if (p50[gp] <= 0 || p50[PATH_RAWGLOO] <= 0) continue;
-                    snprintf(name, sizeof name, "%s_%s_over_rawgloo_%dr_%s", op_names[op],
-                             path_names[gp], world, size_names[s]);
-                    bench_report(name, p50[gp] / p50[PATH_RAWGLOO], "x");
+                    if (p50[PATH_OBJ] > 0 && p50[PATH_SHM] > 0) {
+                        snprintf(name, sizeof name, "%s_objectstore_over_shm_%dr_%s", op_names[op],
+                                 world, size_names[s]);
+                        record(name, p50[PATH_OBJ] / p50[PATH_SHM], "x");
+                    }
+                    for (int gp = PATH_GLOO; gp <= PATH_GLOO_UNCHECKED; gp++) {
+                        if (p50[gp] <= 0 || p50[PATH_RAWGLOO] <= 0) continue;
+                        snprintf(name, sizeof name, "%s_%s_over_rawgloo_%dr_%s", op_names[op],
+                                 path_names[gp], world, size_names[s]);
+                        record(name, p50[gp] / p50[PATH_RAWGLOO], "x");
+                    }
                 }
             }
         }
+    }
+    for (int i = 0; i < n_metrics; i++) {
+        metric *m = &metrics[i];
+        double lo = m->v[0], hi = m->v[0];
+        for (int k = 1; k < m->n; k++) {
+            if (m->v[k] < lo) lo = m->v[k];
+            if (m->v[k] > hi) hi = m->v[k];
+        }
+        bench_report_spread(m->name, bench_percentile(m->v, (size_t)m->n, 50), lo, hi, m->n,
+                            m->unit);
     }
     tr_shutdown(rt);
     tr_config_destroy(cfg);

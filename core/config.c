@@ -25,6 +25,7 @@ void tr__env_read(tr__env *e) {
     e->ready_fd = fd ? atoi(fd) : -1;
     const char *sa = getenv("TROUPE_STANDALONE");
     e->standalone = sa && strcmp(sa, "1") == 0;
+    e->cpus = getenv("TROUPE_CPUS");
     e->log_level = tr__log_parse_level(getenv("TROUPE_LOG_LEVEL"));
 }
 
@@ -90,6 +91,13 @@ TR_API int tr_config_set(tr_config *cfg, const char *key, const char *value) {
     }
     if (strcmp(key, "tmpdir") == 0) return set_str(&cfg->tmpdir, value);
     if (strcmp(key, "spill_dir") == 0) return set_str(&cfg->spill_dir, value);
+    if (strcmp(key, "cpu_binding") == 0) {
+        if (strcmp(value, "cores") == 0 || strcmp(value, "none") == 0) {
+            cfg->cpu_binding = value[0] == 'c' ? TR__BIND_CORES : TR__BIND_NONE;
+            return 0;
+        }
+        return tr__err(TR_EINVAL, "config: cpu_binding is 'cores' or 'none', not '%s'", value);
+    }
     if (strcmp(key, "num_cpus") == 0) {
         if ((rc = parse_num(key, value, 0, 1e6, &d))) return rc;
         cfg->num_cpus = d;
@@ -213,7 +221,9 @@ size_t tr__config_store_bytes(const tr_config *cfg) {
 int tr__config_encode_node(const tr_config *cfg, tr__buf *out) {
     char res[1024];
     tr__res_format(&cfg->resources, res, sizeof res);
-    tr__enc_map(out, 9);
+    tr__enc_map(out, 10);
+    tr__enc_str(out, "cpu_binding");
+    tr__enc_int(out, cfg->cpu_binding);
     tr__enc_str(out, "tmpdir");
     tr__enc_str(out, cfg->tmpdir); /* nil when unset */
     tr__enc_str(out, "spill_dir");
@@ -260,6 +270,14 @@ int tr__config_decode_node(const void *data, size_t len, tr_config *cfg) {
     uint64_t store = 0;
     if ((rc = tr__get_uint(d.root, "store_bytes", &store))) goto out;
     cfg->store_bytes = (size_t)store;
+    int64_t binding = TR__BIND_CORES;
+    if (tr__obj_get(d.root, "cpu_binding") && (rc = tr__get_int(d.root, "cpu_binding", &binding)))
+        goto out;
+    if (binding != TR__BIND_CORES && binding != TR__BIND_NONE) {
+        rc = tr__err(TR_EPROTO, "node config: cpu_binding %lld", (long long)binding);
+        goto out;
+    }
+    cfg->cpu_binding = (int)binding;
     if ((rc = decode_path(d.root, "spill_dir", &cfg->spill_dir)) ||
         (rc = decode_path(d.root, "tmpdir", &cfg->tmpdir)))
         goto out;

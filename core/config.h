@@ -26,11 +26,14 @@ struct tr_config {
     char *tmpdir;       /* NULL: /tmp */
     size_t store_bytes; /* object store capacity; 0: the default */
     char *spill_dir;    /* NULL: the node's session directory */
+    int cpu_binding;    /* TR__BIND_CORES (the default) or TR__BIND_NONE */
     tr_actor_class *classes;
     size_t n_classes;
 };
 
 enum { TR__ROLE_DRIVER = 0, TR__ROLE_NODE = 1, TR__ROLE_WORKER = 2 };
+/* How the node binds actors to CPUs (config key "cpu_binding"). */
+enum { TR__BIND_CORES = 0, TR__BIND_NONE = 1 };
 
 typedef struct tr__env {
     int role;
@@ -39,6 +42,7 @@ typedef struct tr__env {
     const char *node_config; /* TROUPE_NODE_CONFIG: hex msgpack of the node's config */
     int ready_fd;            /* TROUPE_READY_FD: the node writes its address here; -1 */
     int standalone;          /* TROUPE_STANDALONE=1: a `troupe start` node */
+    const char *cpus;        /* TROUPE_CPUS: the CPUs a worker is bound to ("0,1"), or NULL */
     int log_level;           /* TROUPE_LOG_LEVEL, -1 if unset */
 } tr__env;
 

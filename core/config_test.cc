@@ -328,6 +328,8 @@ TEST_F(Config, NodeConfigRoundTrip) {
     ASSERT_EQ(tr_config_set(cfg, "address", "/not/encoded"), 0);
     ASSERT_EQ(tr_config_set(cfg, "tmpdir", "/var/tmp/sessions"), 0);
     ASSERT_EQ(tr_config_set(cfg, "spill_dir", "/var/spill"), 0);
+    ASSERT_EQ(tr_config_set(cfg, "cpu_binding", "none"), 0);
+    EXPECT_EQ(tr_config_set(cfg, "cpu_binding", "sockets"), TR_EINVAL);
     tr__buf b = TR__BUF_INIT;
     ASSERT_EQ(tr__config_encode_node(cfg, &b), 0);
     int rc;
@@ -343,6 +345,7 @@ TEST_F(Config, NodeConfigRoundTrip) {
     EXPECT_EQ(back->log_level, TR__LOG_INFO);
     EXPECT_STREQ(back->tmpdir, "/var/tmp/sessions"); // where the node puts its socket
     EXPECT_STREQ(back->spill_dir, "/var/spill");
+    EXPECT_EQ(back->cpu_binding, TR__BIND_NONE);
     EXPECT_EQ(back->address, nullptr); // only the node's part travels
     tr_config_destroy(back);
     tr__buf_free(&b);
@@ -362,6 +365,7 @@ TEST_F(Config, NodeConfigRoundTripOfDefaults) {
     EXPECT_EQ(back->log_level, -1);
     EXPECT_EQ(back->tmpdir, nullptr);
     EXPECT_EQ(back->spill_dir, nullptr);
+    EXPECT_EQ(back->cpu_binding, TR__BIND_CORES);
     tr_config_destroy(back);
     tr__buf_free(&b);
 }

@@ -99,3 +99,71 @@ void tr__res_give(tr__res *avail, const tr__res *req) {
         if (j >= 0) avail->qty[j] += req->qty[i];
     }
 }
+
+void tr__cores_init(tr__cores *c, const int *ids, int n) {
+    memset(c, 0, sizeof *c);
+    for (int id = 0; id < TR__MAX_CORES; id++) /* ascending, each once */
+        for (int i = 0; i < n; i++)
+            if (ids[i] == id) {
+                c->id[c->n++] = (short)id;
+                break;
+            }
+}
+
+int tr__cores_take(tr__cores *c, int k, int *out) {
+    if (k < 1) return 0;
+    int free_n = 0;
+    for (int i = 0; i < c->n; i++)
+        free_n += !c->taken[i];
+    if (free_n < k) return 0;
+    int got = 0;
+    for (int i = 0; i < c->n && got < k; i++)
+        if (!c->taken[i]) {
+            c->taken[i] = 1;
+            out[got++] = c->id[i];
+        }
+    return got;
+}
+
+void tr__cores_give(tr__cores *c, const int *ids, int k) {
+    for (int j = 0; j < k; j++)
+        for (int i = 0; i < c->n; i++)
+            if (c->id[i] == ids[j]) c->taken[i] = 0;
+}
+
+void tr__cores_format(const int *ids, int k, char *out, size_t cap) {
+    size_t at = 0;
+    if (cap) out[0] = '\0';
+    for (int i = 0; i < k && at < cap; i++) {
+        int w = snprintf(out + at, cap - at, "%s%d", i ? "," : "", ids[i]);
+        if (w < 0) break;
+        at += (size_t)w;
+    }
+}
+
+int tr__cores_parse(const char *text, int *out, int cap) {
+    int n = 0;
+    const char *p = text;
+    if (!p) return -1;
+    while (*p) {
+        char *end;
+        long a = strtol(p, &end, 10), b;
+        if (end == p || a < 0 || a >= TR__MAX_CORES) return -1;
+        b = a;
+        if (*end == '-') {
+            p = end + 1;
+            b = strtol(p, &end, 10);
+            if (end == p || b < a || b >= TR__MAX_CORES) return -1;
+        }
+        for (long id = a; id <= b; id++) {
+            if (n == cap) return -1;
+            out[n++] = (int)id;
+        }
+        if (*end == ',')
+            end++;
+        else if (*end)
+            return -1;
+        p = end;
+    }
+    return n;
+}

@@ -1,7 +1,10 @@
-/* core/sched.h - resource accounting for one node: named quantities ("CPU", "GPU", custom).
+/* core/sched.h - resource accounting for one node: named quantities ("CPU", "GPU", custom),
+ * and the whole cores the node binds actors to.
  *
  * A request fits if every quantity it asks for (> 0) is available; it can ever fit if the
  * node's totals cover it. Acquire/release move quantities between available and used.
+ * Cores are handed out whole, lowest id first, to actors that ask for whole CPUs; when
+ * too few are free an actor gets none and floats (binding is best-effort).
  * Pure data, no I/O; the node's loop thread owns it (not thread-safe).
  */
 #ifndef TR_CORE_SCHED_H
@@ -32,5 +35,27 @@ bool tr__res_fits(const tr__res *req, const tr__res *avail);
 void tr__res_take(tr__res *avail, const tr__res *req);
 /* avail += req. */
 void tr__res_give(tr__res *avail, const tr__res *req);
+
+#define TR__MAX_CORES 1024 /* CPU_SETSIZE */
+
+/* The CPUs a node may run its workers on, and which of them actors hold. */
+typedef struct tr__cores {
+    int n;                   /* CPUs the node may use */
+    short id[TR__MAX_CORES]; /* their ids, ascending */
+    unsigned char taken[TR__MAX_CORES];
+} tr__cores;
+
+/* The node's CPUs: ids (any order, duplicates ignored), n of them. */
+void tr__cores_init(tr__cores *c, const int *ids, int n);
+/* Takes k free cores (lowest ids first) into out; returns k, or 0 (taking none) if fewer
+ * than k are free or k < 1. */
+int tr__cores_take(tr__cores *c, int k, int *out);
+/* Gives back cores taken before (unknown or free ids are ignored). */
+void tr__cores_give(tr__cores *c, const int *ids, int k);
+/* "0,2,3" (ascending as given); "" for none. */
+void tr__cores_format(const int *ids, int k, char *out, size_t cap);
+/* Parses "0,2,3" or ranges "0-3,6" into up to cap ids; returns how many, or -1 if the
+ * text is malformed or an id is outside [0, TR__MAX_CORES). */
+int tr__cores_parse(const char *text, int *out, int cap);
 
 #endif

@@ -194,4 +194,48 @@ TEST(Sched, FractionsFitWithinEpsilon) {
     EXPECT_TRUE(tr__res_fits(&one, &avail));
 }
 
+TEST(Cores, TakeLowestFirstWholeOrNothing) {
+    int ids[] = {3, 1, 5, 1, 2}; /* any order; duplicates once */
+    tr__cores c;
+    tr__cores_init(&c, ids, 5);
+    ASSERT_EQ(c.n, 4);
+    int got[8];
+    ASSERT_EQ(tr__cores_take(&c, 1, got), 1);
+    EXPECT_EQ(got[0], 1);
+    ASSERT_EQ(tr__cores_take(&c, 2, got), 2);
+    EXPECT_EQ(got[0], 2);
+    EXPECT_EQ(got[1], 3);
+    EXPECT_EQ(tr__cores_take(&c, 2, got), 0) << "one core left: none is taken";
+    EXPECT_EQ(tr__cores_take(&c, 0, got), 0);
+    ASSERT_EQ(tr__cores_take(&c, 1, got), 1);
+    EXPECT_EQ(got[0], 5);
+    int back[] = {2, 99}; /* unknown ids are ignored */
+    tr__cores_give(&c, back, 2);
+    ASSERT_EQ(tr__cores_take(&c, 1, got), 1);
+    EXPECT_EQ(got[0], 2);
+}
+
+TEST(Cores, FormatAndParse) {
+    int ids[] = {0, 2, 3};
+    char text[64];
+    tr__cores_format(ids, 3, text, sizeof text);
+    EXPECT_STREQ(text, "0,2,3");
+    tr__cores_format(ids, 0, text, sizeof text);
+    EXPECT_STREQ(text, "");
+    int out[16];
+    ASSERT_EQ(tr__cores_parse("0,2,3", out, 16), 3);
+    EXPECT_EQ(out[2], 3);
+    ASSERT_EQ(tr__cores_parse("0-3,6", out, 16), 5);
+    EXPECT_EQ(out[3], 3);
+    EXPECT_EQ(out[4], 6);
+    EXPECT_EQ(tr__cores_parse("", out, 16), 0);
+    EXPECT_EQ(tr__cores_parse("1,,2", out, 16), -1);
+    EXPECT_EQ(tr__cores_parse("3-1", out, 16), -1);
+    EXPECT_EQ(tr__cores_parse("-1", out, 16), -1);
+    EXPECT_EQ(tr__cores_parse("0-1023", out, 16), -1) << "more than fit";
+    EXPECT_EQ(tr__cores_parse("4096", out, 16), -1);
+    EXPECT_EQ(tr__cores_parse("1x", out, 16), -1);
+    EXPECT_EQ(tr__cores_parse(nullptr, out, 16), -1);
+}
+
 } // namespace

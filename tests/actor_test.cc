@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 #include <fstream>
 
 #include <algorithm>
+#include <set>
 #include <cstddef>
 #include <atomic>
 #include <chrono>
@@ -770,6 +772,101 @@ TEST(Runtime, SpawnedProcessesInheritNoDescriptorsOfTheProgram) {
         closedir(d);
     }
     close(p[0]);
+    tr_shutdown(rt);
+}
+
+/* The kernel's view of where a process may run: its Cpus_allowed_list ("0-1", "1"). */
+std::string allowed_cpus(int64_t pid) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind("Cpus_allowed_list:", 0) == 0)
+            return line.substr(line.find_last_of("\t ") + 1);
+    return "?";
+}
+
+/* Actors asking for whole CPUs are bound to distinct cores of the node's, as mpirun binds
+ * ranks; once there are more of them than cores, the rest float; a core comes back when
+ * its actor goes. */
+TEST(Binding, WholeCpusGetDistinctCoresAndTheRestFloat) {
+    cpu_set_t mine;
+    ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
+    std::vector<int> cores;
+    for (int i = 0; i < CPU_SETSIZE; i++)
+        if (CPU_ISSET(i, &mine)) cores.push_back(i);
+    const int n_cores = (int)cores.size();
+    ASSERT_GE(n_cores, 1);
+    tr_config *cfg = test_config_with({{"num_cpus", "1024"}}); /* CPU resources never wait */
+    tr_runtime *rt;
+    ASSERT_EQ(tr_init(cfg, &rt), 0) << tr_last_error();
+    tr_config_destroy(cfg);
+    tr_actor_options one = TR_ACTOR_OPTIONS_INIT;
+    one.num_cpus = 1;
+    std::vector<tr_actor_id> bound;
+    std::vector<int64_t> pids;
+    std::set<std::string> seen;
+    for (int i = 0; i <= n_cores; i++) { /* one more than there are cores */
+        tr_actor_id a;
+        ASSERT_EQ(tr_actor_create(rt, "Counter", &one, "b", 1, &a), 0);
+        int64_t pid = 0;
+        ASSERT_EQ(call_i64(rt, a, "pid", 0, &pid), 0) << tr_last_error();
+        tr_actor_details d = TR_ACTOR_DETAILS_INIT;
+        ASSERT_EQ(tr_actor_info(rt, a, &d), 0);
+        if (i < n_cores) {
+            EXPECT_STREQ(d.cpus, std::to_string(cores[i]).c_str()) << "actor " << i;
+            EXPECT_EQ(allowed_cpus(pid), d.cpus) << "the worker is not pinned where it says";
+            EXPECT_TRUE(seen.insert(d.cpus).second) << "two actors on core " << d.cpus;
+        } else {
+            EXPECT_STREQ(d.cpus, "") << "more actors than cores: this one floats";
+            EXPECT_EQ(allowed_cpus(pid), allowed_cpus(getpid()));
+        }
+        bound.push_back(a);
+        pids.push_back(pid);
+    }
+    /* fractional and zero CPUs float */
+    tr_actor_options half = TR_ACTOR_OPTIONS_INIT;
+    half.num_cpus = 0.5;
+    tr_actor_id h;
+    ASSERT_EQ(tr_actor_create(rt, "Counter", &half, "h", 1, &h), 0);
+    ASSERT_EQ(tr_actor_wait_ready(rt, h, 10000), 0);
+    tr_actor_details d = TR_ACTOR_DETAILS_INIT;
+    ASSERT_EQ(tr_actor_info(rt, h, &d), 0);
+    EXPECT_STREQ(d.cpus, "");
+    /* the status JSON says it too */
+    char *json = nullptr;
+    ASSERT_EQ(tr_node_status(rt, &json), 0);
+    std::string want = "\"cpus\":\"" + std::to_string(cores[0]) + "\"";
+    EXPECT_NE(std::string(json).find(want), std::string::npos) << json;
+    tr_free(json);
+    /* the first actor goes: once reaped, its core is the next one's */
+    int64_t live = status_field(rt, "workers_live");
+    ASSERT_EQ(tr_actor_kill(rt, bound[0], 1), 0);
+    for (int i = 0; i < 1000 && status_field(rt, "workers_live") != live - 1; i++)
+        usleep(5000);
+    ASSERT_EQ(status_field(rt, "workers_live"), live - 1);
+    tr_actor_id again;
+    ASSERT_EQ(tr_actor_create(rt, "Counter", &one, "a", 1, &again), 0);
+    ASSERT_EQ(tr_actor_wait_ready(rt, again, 10000), 0);
+    ASSERT_EQ(tr_actor_info(rt, again, &d), 0);
+    EXPECT_STREQ(d.cpus, std::to_string(cores[0]).c_str());
+    tr_shutdown(rt);
+}
+
+TEST(Binding, NoneLeavesEveryActorFloating) {
+    tr_config *cfg = test_config_with({{"cpu_binding", "none"}});
+    tr_runtime *rt;
+    ASSERT_EQ(tr_init(cfg, &rt), 0) << tr_last_error();
+    tr_config_destroy(cfg);
+    tr_actor_options one = TR_ACTOR_OPTIONS_INIT;
+    one.num_cpus = 1;
+    tr_actor_id a;
+    ASSERT_EQ(tr_actor_create(rt, "Counter", &one, "n", 1, &a), 0);
+    int64_t pid = 0;
+    ASSERT_EQ(call_i64(rt, a, "pid", 0, &pid), 0);
+    tr_actor_details d = TR_ACTOR_DETAILS_INIT;
+    ASSERT_EQ(tr_actor_info(rt, a, &d), 0);
+    EXPECT_STREQ(d.cpus, "");
+    EXPECT_EQ(allowed_cpus(pid), allowed_cpus(getpid()));
     tr_shutdown(rt);
 }
 

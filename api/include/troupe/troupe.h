@@ -138,6 +138,11 @@ TR_API void tr_config_destroy(tr_config *cfg);
  *   "spill_dir"                where objects go when the store is full (default: the
  *                              node's session directory); a fresh 0700 subdirectory is
  *                              made in it and removed when the node stops
+ *   "cpu_binding"              "cores" (the default): an actor created with num_cpus >= 1
+ *                              is bound to that many whole CPUs of the node's, distinct
+ *                              from every other bound actor's, as mpirun binds ranks; when
+ *                              too few are free (more actors than CPUs) it floats. "none":
+ *                              no actor is bound. tr_actor_info says which it got
  * Returns 0, TR_EINVAL (unknown key or bad value, with the reason in tr_last_error).
  * Thread safety: not thread-safe. */
 TR_API int tr_config_set(tr_config *cfg, const char *key, const char *value);
@@ -199,7 +204,8 @@ typedef struct tr_resource {
 
 typedef struct tr_actor_options {
     uint32_t struct_size;         /* sizeof(tr_actor_options) */
-    double num_cpus;              /* default 0, as Ray's actors once placed */
+    double num_cpus;              /* default 0, as Ray's actors once placed; >= 1 also binds
+                                     the actor to that many whole CPUs (cpu_binding) */
     double num_gpus;              /* default 0 */
     const tr_resource *resources; /* custom resources; borrowed for the call */
     size_t n_resources;
@@ -253,10 +259,11 @@ typedef struct tr_actor_details {
     char name[256];       /* its name; "" if it has none */
     char node[256];       /* the address of the node it lives on */
     char reason[512];     /* why it last died; "" if it never did */
+    char cpus[128];       /* the CPUs it is bound to ("0,1"); "" if it floats (cpu_binding) */
 } tr_actor_details;
 
 #define TR_ACTOR_DETAILS_INIT                                                                      \
-    { sizeof(tr_actor_details), 0, 0, 0, 0, "", "", "", "" }
+    { sizeof(tr_actor_details), 0, 0, 0, 0, "", "", "", "", "" }
 /* Same as TR_ACTOR_DETAILS_INIT, for bindings. Thread safety: any thread. */
 TR_API void tr_actor_details_init(tr_actor_details *out);
 
