@@ -135,6 +135,8 @@ int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, c
             if (h->magic != TR__COLL_MAGIC || h->world != (uint32_t)world ||
                 h->slot != (data ? TR__COLL_SLOT : 0) || h->size != size)
                 rc = tr__err(TR_EPROTO, "group segment header is invalid");
+            else
+                tr__coll_note_pinned(g);
         }
     }
     if (fd >= 0) close(fd);

@@ -79,6 +79,7 @@ struct tr_group {
     int timeout_ms;     /* what TR_GROUP_TIMEOUT means for this group */
     int64_t spin_limit; /* how long waits spin before sleeping (steps.c) */
     int checks;         /* check that ranks agree before an op (tr_group_set_checks) */
+    int pinned;         /* 1 + the one core this process is bound to, 0 if it floats */
     char node_path[108];
     struct tr_group *live_next; /* this process's live groups (group.c) */
 };

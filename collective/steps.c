@@ -58,7 +58,11 @@ int64_t tr__coll_spin_limit(const tr_group *g) {
 int tr__coll_wait_event(tr_group *g, tr__event *ev, uint32_t seen, int peer, int64_t target,
                         int64_t deadline) {
     int64_t spin = g->spin_limit;
-    if (spin && __atomic_load_n(&H(g)->rk[peer].cpu, __ATOMIC_RELAXED) == sched_getcpu()) spin = 0;
+    int peer_pinned = __atomic_load_n(&H(g)->rk[peer].pinned, __ATOMIC_RELAXED);
+    if (g->pinned && peer_pinned && peer_pinned != g->pinned)
+        spin = SPIN_NS; /* both bound to cores of their own (as mpirun binds): the peer runs */
+    else if (spin && __atomic_load_n(&H(g)->rk[peer].cpu, __ATOMIC_RELAXED) == sched_getcpu())
+        spin = 0;
     for (;;) {
         if (tr__event_seq(ev) != seen) return 0;
         int d = target >= 0 ? dead_behind(g, (uint32_t)target)
@@ -98,6 +102,15 @@ int tr__coll_wait_all(tr_group *g, uint32_t target, int64_t deadline) {
 uint32_t tr__coll_my_step(tr_group *g) {
     return tr__event_seq(&H(g)->rk[g->rank].posted);
 }
+void tr__coll_note_pinned(tr_group *g) {
+    cpu_set_t set;
+    g->pinned = 0;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) == 1)
+        for (int c = 0; c < CPU_SETSIZE; c++)
+            if (CPU_ISSET(c, &set)) g->pinned = c + 1;
+    __atomic_store_n(&H(g)->rk[g->rank].pinned, g->pinned, __ATOMIC_RELAXED);
+}
+
 void tr__coll_note_cpu(tr_group *g) {
     __atomic_store_n(&H(g)->rk[g->rank].cpu, sched_getcpu(), __ATOMIC_RELAXED);
 }

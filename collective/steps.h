@@ -25,6 +25,10 @@ uint32_t tr__coll_my_step(tr_group *g);
 void tr__coll_post(tr_group *g);
 /* Records the core this rank runs on (posting does it; channels call it themselves). */
 void tr__coll_note_cpu(tr_group *g);
+/* Records, for this rank's waiters, whether this process is bound to one core (the node's
+ * cpu_binding): two ranks bound to different cores spin for each other (each has its
+ * core, as MPI ranks do), whatever the process's own affinity says of the machine. */
+void tr__coll_note_pinned(tr_group *g);
 /* Until rank q has posted `target` steps / every other rank has. TR_EPEER_DIED as soon as
  * a rank that died or left had not reached `target` (one that finished and left does not
  * fail ranks still reading its last step); TR_ETIMEDOUT at the deadline. */

@@ -46,6 +46,7 @@ typedef struct tr__coll_desc {
 typedef struct tr__coll_rank {
     tr__event posted;      /* steps this rank has posted (see shm.c) */
     int32_t cpu;           /* the core it posted from (a hint for waiters' spinning) */
+    int32_t pinned;        /* 1 + the one core it is bound to (cpu_binding), 0 if it floats */
     tr__coll_desc desc[2]; /* its view of its current op, by op parity */
 } __attribute__((aligned(64))) tr__coll_rank;
 
