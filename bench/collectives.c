@@ -12,11 +12,12 @@
  *
  *   bazel run //bench:collectives -- [--json] [--max-mib N] [--paths shm,gloo,...]
  *                                    [--ops allreduce,...] [--worlds 2,4] [--sizes 4B,1MiB]
- *                                    [--repeat N] [--bind 0|1]
+ *                                    [--repeat N] [--bind 0|1] [--single 0|1]
  * --repeat N runs the whole set N times in the same node and reports each figure as the
  * median over the runs, with the min and max beside it. Ranks have a core each where the
  * machine has enough (actors with num_cpus = 1, bound by the node as mpirun binds), and
- * float otherwise or with --bind 0.
+ * float otherwise or with --bind 0. --single 0 turns shm's single copy off
+ * (tr_group_set_single_copy).
  * Metrics: <op>_us_p50_<path>_<ranks>r_<size>, e.g. allreduce_us_p50_shm_2r_1MiB, and the
  * ratios <op>_objectstore_over_shm_<ranks>r_<size>, <op>_gloo_over_rawgloo_... and
  * <op>_gloounchecked_over_rawgloo_....
@@ -41,6 +42,7 @@ typedef struct args {
     char dir[64]; /* rawgloo's FileStore */
     int32_t world, rank, path, op, iters;
     uint64_t bytes;
+    int32_t single; /* shm's single copy on (tr_group_set_single_copy) */
 } args;
 
 /* The object-store path, one iteration: every rank that contributes puts its buffer and
@@ -98,17 +100,26 @@ static int run_rank(tr_ctx *ctx, void *self, const void *in, size_t len) {
     int gloo = a.path == PATH_GLOO || a.path == PATH_GLOO_UNCHECKED;
     int rc = tr_group_init(rt, a.world, a.rank, gloo ? "gloo" : "shm", a.name, 30000, &g);
     if (!rc && a.path == PATH_GLOO_UNCHECKED) rc = tr_group_set_checks(g, 0);
+    if (!rc && !a.single) rc = tr_group_set_single_copy(g, 0);
     if (rc) {
         free(t);
         return tr_ctx_error(ctx, "group: %s", tr_last_error());
     }
+    /* Buffers as the MPI anchor has them: filled once, allreduce from one into another
+     * (a buffer rewritten before every iteration would be read from the writer's cache,
+     * which the anchor never measures). The object-store allreduce works in place: its
+     * buffer is refilled, untimed. */
     size_t count = a.bytes / 4;
     float *buf = calloc(count ? count : 1, sizeof(float));
     float *out = calloc(count ? count * (size_t)a.world : 1, sizeof(float));
     float want = a.op == OP_ALLREDUCE ? (float)(a.world * (a.world + 1) / 2) : 1.0f;
+    for (size_t k = 0; k < count; k++)
+        buf[k] = (float)(a.rank + 1);
     for (int i = 0; i < a.iters && !rc; i++) {
-        for (size_t k = 0; k < count; k++)
-            buf[k] = (float)(a.rank + 1);
+        if (a.path == PATH_OBJ && a.op == OP_ALLREDUCE)
+            for (size_t k = 0; k < count; k++)
+                buf[k] = (float)(a.rank + 1);
+        if (a.op == OP_BROADCAST && a.rank != 0 && count) buf[0] = buf[count - 1] = 0;
         rc = tr_barrier(g, 30000);
         if (rc) break;
         tr_ref mine;
@@ -119,7 +130,7 @@ static int run_rank(tr_ctx *ctx, void *self, const void *in, size_t len) {
         else if (a.path == PATH_OBJ)
             rc = obj_iteration(rt, &a, i, buf, out, &mine);
         else if (a.op == OP_ALLREDUCE)
-            rc = tr_allreduce(g, buf, buf, count, TR_FLOAT32, TR_SUM, 30000);
+            rc = tr_allreduce(g, buf, out, count, TR_FLOAT32, TR_SUM, 30000);
         else if (a.op == OP_BROADCAST)
             rc = tr_broadcast(g, buf, count, TR_FLOAT32, 0, 30000);
         else
@@ -136,8 +147,9 @@ static int run_rank(tr_ctx *ctx, void *self, const void *in, size_t len) {
         } else if (!rc && a.path == PATH_OBJ) {
             rc = tr_barrier(g, 30000);
         }
-        float got =
-            a.op == OP_ALLGATHER ? out[count * (size_t)(a.world - 1)] / (float)a.world : buf[0];
+        float got = a.op == OP_ALLGATHER ? out[count * (size_t)(a.world - 1)] / (float)a.world
+                    : a.op == OP_ALLREDUCE && a.path != PATH_OBJ ? out[count - 1]
+                                                                 : buf[count - 1];
         if (!rc && count && got != want)
             rc = tr_ctx_error(ctx, "wrong %s result %f", op_names[a.op], (double)got);
     }
@@ -222,11 +234,12 @@ static const tr_actor_id *actors_for(tr_runtime *rt, int world, int bind) {
 
 int main(int argc, char **argv) {
     size_t max_mib = 64;
-    int repeat = 1, bind = 1;
+    int repeat = 1, bind = 1, single = 1;
     for (int i = 1; i + 1 < argc; i++) {
         if (strcmp(argv[i], "--max-mib") == 0) max_mib = (size_t)atol(argv[i + 1]);
         if (strcmp(argv[i], "--repeat") == 0) repeat = atoi(argv[i + 1]);
         if (strcmp(argv[i], "--bind") == 0) bind = atoi(argv[i + 1]);
+        if (strcmp(argv[i], "--single") == 0) single = atoi(argv[i + 1]);
     }
     if (repeat < 1 || repeat > 64) repeat = 1;
     static const char *world_names[] = {"2", "4"};
@@ -275,7 +288,7 @@ int main(int argc, char **argv) {
                         if (!(paths >> path & 1)) continue;
                         tr_ref calls[4];
                         for (int r = 0; r < world; r++) {
-                            args a = {{0}, {0}, world, r, path, op, iters, sizes[s]};
+                            args a = {{0}, {0}, world, r, path, op, iters, sizes[s], single};
                             snprintf(a.name, sizeof a.name, "b%d", seq);
                             snprintf(a.dir, sizeof a.dir, "%s", dir);
                             CHECK(tr_call(rt, ranks[r], "run", &a, sizeof a, &calls[r]));

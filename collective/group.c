@@ -92,6 +92,7 @@ int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, c
     g->timeout_ms = TR__GROUP_DEFAULT_TIMEOUT_MS;
     g->spin_limit = tr__coll_spin_limit(g);
     g->checks = 1;
+    g->single_copy = 1;
     snprintf(g->node_path, sizeof g->node_path, "%s", node_path);
     snprintf(g->name, sizeof g->name, "%s", name);
     tr__buf b = TR__BUF_INIT;
@@ -193,6 +194,12 @@ static int fits(size_t count, tr_dtype dtype, size_t mult) {
 TR_API int tr_group_set_checks(tr_group *g, int on) {
     if (!g) return tr__err(TR_EINVAL, "tr_group_set_checks: NULL group");
     g->checks = on != 0;
+    return 0;
+}
+
+TR_API int tr_group_set_single_copy(tr_group *g, int on) {
+    if (!g) return tr__err(TR_EINVAL, "tr_group_set_single_copy: NULL group");
+    g->single_copy = on != 0;
     return 0;
 }
 

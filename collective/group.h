@@ -75,11 +75,15 @@ struct tr_group {
     char broken_msg[300];
     void *seg; /* the group's shared segment (dead-rank mask; shm's data path) */
     size_t seg_size;
-    void *impl;         /* backend state (gloo: its context) */
-    int timeout_ms;     /* what TR_GROUP_TIMEOUT means for this group */
-    int64_t spin_limit; /* how long waits spin before sleeping (steps.c) */
-    int checks;         /* check that ranks agree before an op (tr_group_set_checks) */
-    int pinned;         /* 1 + the one core this process is bound to, 0 if it floats */
+    void *impl;          /* backend state (gloo: its context) */
+    int timeout_ms;      /* what TR_GROUP_TIMEOUT means for this group */
+    int64_t spin_limit;  /* how long waits spin before sleeping (steps.c) */
+    int checks;          /* check that ranks agree before an op (tr_group_set_checks) */
+    int pinned;          /* 1 + the one core this process is bound to, 0 if it floats */
+    int can_read_all;    /* shm: this process can read every peer's memory (single copy) */
+    int single_copy;     /* shm: use it for large ops (tr_group_set_single_copy; default 1) */
+    uint64_t probe;      /* shm: the word peers read to see whether they can */
+    uint64_t single_ops; /* shm: ops this rank did by single copy (tests look) */
     char node_path[108];
     struct tr_group *live_next; /* this process's live groups (group.c) */
 };

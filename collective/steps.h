@@ -25,6 +25,11 @@ uint32_t tr__coll_my_step(tr_group *g);
 void tr__coll_post(tr_group *g);
 /* Records the core this rank runs on (posting does it; channels call it themselves). */
 void tr__coll_note_cpu(tr_group *g);
+/* Sets this rank's single-copy fields of the op just published (tr__coll_publish). */
+void tr__coll_publish_single(tr_group *g, const void *addr, int single);
+/* After an op's first step (every rank has published): whether every rank set single. */
+int tr__coll_all_single(tr_group *g);
+
 /* Records, for this rank's waiters, whether this process is bound to one core (the node's
  * cpu_binding): two ranks bound to different cores spin for each other (each has its
  * core, as MPI ranks do), whatever the process's own affinity says of the machine. */

@@ -40,6 +40,8 @@ typedef struct tr__coll_desc {
     uint32_t dtype, op;
     int32_t root;
     uint64_t count;
+    uint64_t addr;   /* single copy: where this rank's data lies in its own memory */
+    uint32_t single; /* this rank can and will read its peers' memory for this op */
 } tr__coll_desc;
 
 /* A rank's public state, on its own cache lines: only the rank writes it. */
@@ -47,6 +49,8 @@ typedef struct tr__coll_rank {
     tr__event posted;      /* steps this rank has posted (see shm.c) */
     int32_t cpu;           /* the core it posted from (a hint for waiters' spinning) */
     int32_t pinned;        /* 1 + the one core it is bound to (cpu_binding), 0 if it floats */
+    uint64_t probe;        /* address of a known word in its memory, for peers to read (shm) */
+    int32_t can_read;      /* 1: it can read every peer's memory (single copy), 2: not; 0: yet */
     tr__coll_desc desc[2]; /* its view of its current op, by op parity */
 } __attribute__((aligned(64))) tr__coll_rank;
 
