@@ -59,8 +59,9 @@ int tr__coll_wait_event(tr_group *g, tr__event *ev, uint32_t seen, int peer, int
                         int64_t deadline) {
     int64_t spin = g->spin_limit;
     int peer_pinned = __atomic_load_n(&H(g)->rk[peer].pinned, __ATOMIC_RELAXED);
-    if (g->pinned && peer_pinned && peer_pinned != g->pinned)
-        spin = SPIN_NS; /* both bound to cores of their own (as mpirun binds): the peer runs */
+    if (g->be == &tr__coll_shm_v1 && g->pinned && peer_pinned && peer_pinned != g->pinned)
+        spin = SPIN_NS; /* both bound to cores of their own (as mpirun binds): the peer runs
+                           (not for gloo: its I/O thread shares the rank's core) */
     else if (spin && __atomic_load_n(&H(g)->rk[peer].cpu, __ATOMIC_RELAXED) == sched_getcpu())
         spin = 0;
     for (;;) {
