@@ -59,9 +59,8 @@ int tr__coll_wait_event(tr_group *g, tr__event *ev, uint32_t seen, int peer, int
                         int64_t deadline) {
     int64_t spin = g->spin_limit;
     int peer_pinned = __atomic_load_n(&H(g)->rk[peer].pinned, __ATOMIC_RELAXED);
-    if (g->be == &tr__coll_shm_v1 && g->pinned && peer_pinned && peer_pinned != g->pinned)
-        spin = SPIN_NS; /* both bound to cores of their own (as mpirun binds): the peer runs
-                           (not for gloo: its I/O thread shares the rank's core) */
+    if (g->pinned && peer_pinned && peer_pinned != g->pinned)
+        spin = SPIN_NS; /* both bound to cores of their own (as mpirun binds): the peer runs */
     else if (spin && __atomic_load_n(&H(g)->rk[peer].cpu, __ATOMIC_RELAXED) == sched_getcpu())
         spin = 0;
     for (;;) {
@@ -106,7 +105,11 @@ uint32_t tr__coll_my_step(tr_group *g) {
 void tr__coll_note_pinned(tr_group *g) {
     cpu_set_t set;
     g->pinned = 0;
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) == 1)
+    /* As tr__coll_spin_limit: the long spin is shm's only. A gloo rank's I/O thread shares
+     * its core once the rank is bound, and a spin starves it until the scheduler's tick
+     * (4 KiB allreduce: 4 ms), so gloo ranks record no binding. */
+    if (g->be == &tr__coll_shm_v1 && sched_getaffinity(0, sizeof set, &set) == 0 &&
+        CPU_COUNT(&set) == 1)
         for (int c = 0; c < CPU_SETSIZE; c++)
             if (CPU_ISSET(c, &set)) g->pinned = c + 1;
     __atomic_store_n(&H(g)->rk[g->rank].pinned, g->pinned, __ATOMIC_RELAXED);

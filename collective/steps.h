@@ -31,7 +31,7 @@ void tr__coll_publish_single(tr_group *g, const void *addr, int single);
 int tr__coll_all_single(tr_group *g);
 
 /* Records, for this rank's waiters, whether this process is bound to one core (the node's
- * cpu_binding): two ranks bound to different cores spin for each other (each has its
+ * cpu_binding): two shm ranks bound to different cores spin for each other (each has its
  * core, as MPI ranks do), whatever the process's own affinity says of the machine. */
 void tr__coll_note_pinned(tr_group *g);
 /* Until rank q has posted `target` steps / every other rank has. TR_EPEER_DIED as soon as
