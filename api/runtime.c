@@ -18,6 +18,7 @@
 #include "collective/declare.h"
 #include "collective/group.h"
 #include "api/node.h"
+#include "core/affinity.h"
 #include "core/clock.h"
 #include "core/codec.h"
 #include "core/config.h"
@@ -74,6 +75,7 @@ static int connect_runtime(tr_runtime *rt, const char *address, const char *role
  * (cores taken away by a cpuset since) is logged and the worker floats. */
 static void bind_cpus(const char *list) {
     if (!list || !*list) return;
+    tr__affinity_note_unbound(); /* for helper threads that must not share our core */
     int ids[TR__MAX_CORES];
     int n = tr__cores_parse(list, ids, TR__MAX_CORES);
     cpu_set_t set;

@@ -2,7 +2,7 @@
  * 4 KiB, 1 MiB and 64 MiB, in one run, through:
  *   shm          troupe's shm collective backend
  *   gloo         troupe's gloo collective backend
- *   gloounchecked  the same with tr_group_set_checks(g, 0): no agreement step per op
+ *   gloounchecked  the same with tr_group_set_checks(g, 0): no agreement check
  *   objectstore  the object store (allreduce: tr_object_allreduce; broadcast: the root's
  *                put and everyone's get; allgather: everyone's put and everyone's gets)
  *   rawgloo      the baseline: libgloo straight, no troupe (bench/raw_gloo.cc)

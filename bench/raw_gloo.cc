@@ -12,6 +12,10 @@
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
+extern "C" {
+#include "core/affinity.h"
+}
+
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -27,7 +31,12 @@ extern "C" int raw_gloo_run(const char *dir, const char *prefix, int world, int 
                             size_t bytes, int iters, double *t, char *err, size_t errlen) {
     try {
         gloo::transport::tcp::attr attr("127.0.0.1");
+        // As troupe's gloo backend does, the I/O thread gets the CPUs the rank had before
+        // the node bound it (core/affinity.h): Gloo is measured, not a shared core.
+        cpu_set_t saved;
+        int widened = tr__affinity_widen(&saved);
         auto dev = gloo::transport::tcp::CreateDevice(attr);
+        if (widened) tr__affinity_restore(&saved);
         gloo::rendezvous::FileStore fs(dir);
         gloo::rendezvous::PrefixStore ps(prefix, fs);
         auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, world);

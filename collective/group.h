@@ -70,8 +70,9 @@ struct tr_group {
     const tr__coll_backend_v1 *be;
     char name[200];
     int world, rank;
-    uint64_t seq; /* ops issued */
-    int broken;   /* a failed op leaves the group unusable: its code */
+    uint64_t seq;        /* ops issued */
+    uint32_t agree_step; /* gloo: this rank's step count as its current op began */
+    int broken;          /* a failed op leaves the group unusable: its code */
     char broken_msg[300];
     void *seg; /* the group's shared segment (dead-rank mask; shm's data path) */
     size_t seg_size;

@@ -143,6 +143,7 @@ void tr__coll_publish(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, i
     d->count = count;
     d->addr = 0;
     d->single = 0;
+    d->entered = 0;
 }
 
 void tr__coll_publish_single(tr_group *g, const void *addr, int single) {
@@ -157,18 +158,23 @@ int tr__coll_all_single(tr_group *g) {
     return 1;
 }
 
+/* What d and me disagree on, or NULL. */
+static const char *differs(const tr__coll_desc *d, const tr__coll_desc *me) {
+    return d->seq != me->seq       ? "the op sequence"
+           : d->kind != me->kind   ? "the op"
+           : d->count != me->count ? "count"
+           : d->dtype != me->dtype ? "dtype"
+           : d->op != me->op       ? "reduction op"
+           : d->root != me->root   ? "root"
+                                   : NULL;
+}
+
 int tr__coll_check_agree(tr_group *g) {
     tr__coll_hdr *h = H(g);
     const tr__coll_desc *me = &h->rk[g->rank].desc[g->seq & 1];
     for (int r = 0; r < g->world; r++) {
         const tr__coll_desc *d = &h->rk[r].desc[g->seq & 1];
-        const char *what = d->seq != me->seq       ? "the op sequence"
-                           : d->kind != me->kind   ? "the op"
-                           : d->count != me->count ? "count"
-                           : d->dtype != me->dtype ? "dtype"
-                           : d->op != me->op       ? "reduction op"
-                           : d->root != me->root   ? "root"
-                                                   : NULL;
+        const char *what = differs(d, me);
         if (what)
             return tr__err(TR_EINVAL,
                            "group '%s': ranks disagree on %s (rank %d: %s count %llu dtype %u "
@@ -181,13 +187,41 @@ int tr__coll_check_agree(tr_group *g) {
     return 0;
 }
 
-enum { FROM_ALL = -1, FROM_NONE = -2 };
-
-int tr__coll_agree(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, int root, size_t count,
-                   int64_t deadline) {
+int tr__coll_agree_enter(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, int root,
+                         size_t count) {
+    tr__coll_hdr *h = H(g);
     tr__coll_publish(g, kind, dtype, op, root, count);
-    uint32_t s = tr__coll_my_step(g);
+    g->agree_step = tr__coll_my_step(g);
     tr__coll_post(g);
-    int rc = tr__coll_wait_all(g, s + 1, deadline);
+    /* Of two ranks that disagree, the later to post sees the earlier: each posts (a
+     * seq_cst increment), then reads the other's counter with a seq_cst load, which
+     * cannot move before the post (Dekker's pattern, on x86 and arm64 alike). */
+    tr__coll_desc *me = &h->rk[g->rank].desc[g->seq & 1];
+    uint32_t entered = TR__COLL_ENTERED;
+    for (int r = 0; r < g->world && entered == TR__COLL_ENTERED; r++) {
+        uint32_t posted = __atomic_load_n(&h->rk[r].posted.seq, __ATOMIC_SEQ_CST);
+        if ((int32_t)(posted - (g->agree_step + 1)) >= 0 && differs(&h->rk[r].desc[g->seq & 1], me))
+            entered = TR__COLL_STANDS_IN;
+    }
+    me->entered = entered;
+    tr__coll_post(g);
+    return entered == TR__COLL_ENTERED;
+}
+
+int tr__coll_agree_leave(tr_group *g, int64_t deadline) {
+    int rc = tr__coll_wait_all(g, g->agree_step + 1, deadline);
     return rc ? rc : tr__coll_check_agree(g);
+}
+
+int tr__coll_agree_stand_in(tr_group *g, int64_t deadline, tr__coll_desc *out) {
+    int rc = tr__coll_wait_all(g, g->agree_step + 2, deadline);
+    if (rc) return rc;
+    for (int r = 0; r < g->world; r++) {
+        const tr__coll_desc *d = &H(g)->rk[r].desc[g->seq & 1];
+        if (d->entered == TR__COLL_ENTERED) {
+            *out = *d;
+            return 1;
+        }
+    }
+    return 0;
 }

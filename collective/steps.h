@@ -1,7 +1,7 @@
 /* collective/steps.h - the step protocol over a group segment's header: every rank has a
  * step counter and, by op parity, a descriptor of its current op (shm/segment.h). The shm
  * backend moves its data in steps (shm/shm.c says how slots are reused); the gloo backend
- * uses one step per op to check that all ranks agree before Gloo moves any byte.
+ * takes two steps per op that never wait, to check that all ranks agree (see below).
  *
  * Waits spin (long when every rank has a core, briefly and yielding otherwise) then sleep
  * on the counter's futex (core/wait); they look at the dead mask at least every 10 ms and
@@ -54,9 +54,21 @@ void tr__coll_publish(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, i
 /* After the op's first tr__coll_wait_all: TR_EINVAL naming the difference unless every
  * rank published the same op. */
 int tr__coll_check_agree(tr_group *g);
-/* One step that only agrees: publish, post, wait for everyone, check. */
-int tr__coll_agree(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, int root, size_t count,
-                   int64_t deadline);
+/* The agreement riding on the op (gloo), two steps that never wait. enter publishes this
+ * rank's op, posts, compares it with every rank that has already posted it and posts
+ * again: 1 if all of those agree (run the op, then leave), 0 if one disagrees (stand in).
+ * Of any two ranks that disagree the later to post sees the earlier, so the ranks that
+ * run the op all agree, and data moves only between them.
+ * leave: after running the op, wait until every rank has posted its op and check them:
+ * TR_EINVAL naming the difference, as tr__coll_check_agree.
+ * stand_in: wait until every rank has decided; 1 and the op of the ranks that run it in
+ * *out (the caller runs that op on scratch buffers, so they finish and Gloo stays in
+ * step), 0 if none does. Then tr__coll_check_agree gives the TR_EINVAL. */
+enum { TR__COLL_ENTERED = 1, TR__COLL_STANDS_IN = 2 };
+int tr__coll_agree_enter(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, int root,
+                         size_t count);
+int tr__coll_agree_leave(tr_group *g, int64_t deadline);
+int tr__coll_agree_stand_in(tr_group *g, int64_t deadline, tr__coll_desc *out);
 const char *tr__coll_kind_name(uint32_t kind);
 
 #ifdef __cplusplus

@@ -3,9 +3,12 @@
 
 extern "C" {
 #include "core/reduce.h"
+#include "core/status.h"
 }
 
+#include <dirent.h>
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -364,6 +367,97 @@ int coll_more(tr_group *g, const CollArgs &a, tr_dtype t, size_t n, int root) {
     return 7;
 }
 
+/* Mode 6: ops the ranks disagree on (count, dtype, reduction op, root, the op itself),
+ * each with every rank in turn arriving 20 ms late, so the others are inside the op when it
+ * comes or it is there first. Every rank must get TR_EINVAL naming the difference, and the
+ * allreduce after each must give the right sum (the group stays usable). Returns the
+ * disagreements checked, or -1 with the reason in tr_last_error. */
+int coll_mismatches(tr_group *g, const CollArgs &a) {
+    const int W = a.world, me = a.rank, n = 8, t = a.timeout_ms;
+    /* A gloo rank bound to one core runs Gloo's I/O thread on more (core/affinity.h) */
+    cpu_set_t mine;
+    if (!strcmp(a.backend, "gloo") && sched_getaffinity(0, sizeof mine, &mine) == 0 &&
+        CPU_COUNT(&mine) == 1 && sysconf(_SC_NPROCESSORS_ONLN) > 1) {
+        int wide = 0;
+        DIR *d = opendir("/proc/self/task");
+        for (struct dirent *e; d && (e = readdir(d));) {
+            cpu_set_t m;
+            if (e->d_name[0] != '.' &&
+                sched_getaffinity((pid_t)atoi(e->d_name), sizeof m, &m) == 0 && CPU_COUNT(&m) > 1)
+                wide++;
+        }
+        if (d) closedir(d);
+        if (!wide) {
+            tr__err(TR_EINTERNAL, "a bound gloo rank has no thread off its core");
+            return -1;
+        }
+    }
+    std::vector<int32_t> in((size_t)(W * 64), me + 1), out((size_t)(W * 64));
+    int checked = 0;
+    for (int late = -1; late < W; late++) {
+        for (int s = 0; s < 10; s++) {
+            if (me == late) usleep(20000);
+            int rc = TR_EINTERNAL;
+            switch (s) {
+            case 0: /* count */
+                rc = tr_allreduce(g, in.data(), out.data(), me == W - 1 ? 64 : n, TR_INT32, TR_SUM,
+                                  t);
+                break;
+            case 1: /* dtype, of another width (a stand-in of the wrong width would hang) */
+                rc = tr_allreduce(g, in.data(), out.data(), n, me == 0 ? TR_INT32 : TR_FLOAT64,
+                                  TR_SUM, t);
+                break;
+            case 8: /* no elements against some (no Gloo op at all on one side) */
+                rc = tr_allreduce(g, in.data(), out.data(), me == 0 ? 0 : n, TR_INT32, TR_SUM, t);
+                break;
+            case 9: /* the wide ops */
+                rc = me == W - 1
+                         ? tr_reduce_scatter(g, in.data(), out.data(), n, TR_INT32, TR_SUM, t)
+                         : tr_alltoall(g, in.data(), out.data(), n, TR_INT32, t);
+                break;
+            case 2: /* reduction op */
+                rc = tr_allreduce(g, in.data(), out.data(), n, TR_INT32, me % 2 ? TR_MAX : TR_SUM,
+                                  t);
+                break;
+            case 3: /* root: each rank names the next one (all wait to receive) */
+                rc = tr_broadcast(g, out.data(), n, TR_INT32, (me + 1) % W, t);
+                break;
+            case 4: /* root: two camps, each with its own root sending */
+                rc = tr_broadcast(g, out.data(), n, TR_INT32, me % 2, t);
+                break;
+            case 5: /* the op */
+                rc = me == 0 ? tr_allgather(g, in.data(), out.data(), n, TR_INT32, t)
+                             : tr_allreduce(g, in.data(), out.data(), n, TR_INT32, TR_SUM, t);
+                break;
+            case 6: /* a barrier against a rooted op */
+                rc = me == W - 1 ? tr_barrier(g, t)
+                                 : tr_gather(g, in.data(), out.data(), n, TR_INT32, 0, t);
+                break;
+            case 7: /* two rooted ops */
+                rc = me == 0 ? tr_scatter(g, in.data(), out.data(), n, TR_INT32, 0, t)
+                             : tr_reduce(g, in.data(), out.data(), n, TR_INT32, TR_SUM, 0, t);
+                break;
+            }
+            if (rc != TR_EINVAL || !strstr(tr_last_error(), "disagree")) {
+                std::string m = tr_last_error();
+                tr__err(TR_EINTERNAL, "disagreement %d (rank %d late): %s: %s", s, late,
+                        tr_errname(rc), m.c_str());
+                return -1;
+            }
+            int32_t x = me + 1;
+            rc = tr_allreduce(g, &x, &x, 1, TR_INT32, TR_SUM, t);
+            if (rc || x != W * (W + 1) / 2) {
+                std::string m = rc ? tr_last_error() : "wrong sum " + std::to_string(x);
+                tr__err(TR_EINTERNAL, "allreduce after disagreement %d (rank %d late): %s", s, late,
+                        m.c_str());
+                return -1;
+            }
+            checked++;
+        }
+    }
+    return checked;
+}
+
 int m_coll(tr_ctx *ctx, void *, const void *args, size_t len) {
     if (len != sizeof(CollArgs)) return tr_ctx_error(ctx, "coll wants CollArgs");
     CollArgs a;
@@ -377,6 +471,13 @@ int m_coll(tr_ctx *ctx, void *, const void *args, size_t len) {
     if (a.mode == 3) { /* join, then destroy the group while the others are in an op */
         tr_group_destroy(g);
         return tr_ctx_reply(ctx, "left", 4);
+    }
+    if (a.mode == 6) {
+        int64_t n = coll_mismatches(g, a);
+        std::string m = tr_last_error();
+        tr_group_destroy(g);
+        if (n < 0) return tr_ctx_error(ctx, "%s", m.c_str());
+        return tr_ctx_reply(ctx, &n, sizeof n);
     }
     if (a.mode == 2) {
         std::vector<float> v(a.count, 1.0f);

@@ -26,6 +26,7 @@
 extern "C" {
 #include "collective/group.h"
 #include "collective/steps.h"
+#include "core/affinity.h"
 #include "core/clock.h"
 #include "core/kv.h"
 #include "core/reduce.h"
@@ -130,6 +131,15 @@ class KvStore : public gloo::rendezvous::Store {
     std::vector<std::string> mine_;
 };
 
+// The calling thread's CPUs widened while it lives (core/affinity.h).
+struct Widened {
+    cpu_set_t saved;
+    int on = tr__affinity_widen(&saved);
+    ~Widened() {
+        if (on) tr__affinity_restore(&saved);
+    }
+};
+
 struct State {
     std::unique_ptr<KvStore> store;
     std::shared_ptr<gloo::transport::Device> dev;
@@ -180,17 +190,221 @@ template <typename F> int by_width(size_t esz, F f) {
     }
 }
 
-// Every op first takes one step of the group segment's protocol (collective/steps.h):
-// ranks that disagree on the op, count, dtype, reduction op or root all get TR_EINVAL
-// naming the difference before Gloo moves a byte, and a dead rank fails the others at
-// once. The segment is shared because every rank of a group joins through one node; a
-// group spanning nodes will need this check over the network instead.
-// The step costs the rank that arrives first one wake-up (20-50 us here, against a
-// 130-270 us Gloo op): tr_group_set_checks(g, 0) skips it, as MPI and NCCL never check.
-int agree(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, int root, size_t count,
-          int64_t deadline) {
-    if (!g->checks) return 0;
-    return tr__coll_agree(g, kind, dtype, op, root, count, deadline);
+// The runners: each calls the Gloo collective of its name and nothing else (they throw
+// what Gloo throws: callers run them under guarded).
+int run_barrier(tr_group *g, int64_t deadline) {
+    gloo::BarrierOptions o(S(g)->ctx);
+    o.setTag(S(g)->tag++);
+    o.setTimeout(ms_left(deadline));
+    gloo::barrier(o);
+    return 0;
+}
+
+int run_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+                  tr_redop op, int64_t deadline) {
+    size_t esz = tr_dtype_size(dtype);
+    if (count == 0) return 0;
+    if (send != recv) std::memcpy(recv, send, count * esz);
+    by_width(esz, [&](auto *t) {
+        using T = std::remove_pointer_t<decltype(t)>;
+        gloo::AllreduceOptions o(S(g)->ctx);
+        o.setOutput((T *)recv, count);
+        o.setReduceFunction(pick(dtype, op));
+        o.setTag(S(g)->tag++);
+        o.setTimeout(ms_left(deadline));
+        gloo::allreduce(o);
+        return 0;
+    });
+    return tr__reduce_finish(recv, count, dtype, op, g->world);
+}
+
+int run_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, int root,
+                  int64_t deadline) {
+    if (count == 0) return 0;
+    return by_width(tr_dtype_size(dtype), [&](auto *t) {
+        using T = std::remove_pointer_t<decltype(t)>;
+        gloo::BroadcastOptions o(S(g)->ctx);
+        o.setOutput((T *)buf, count);
+        o.setRoot(root);
+        o.setTag(S(g)->tag++);
+        o.setTimeout(ms_left(deadline));
+        gloo::broadcast(o);
+        return 0;
+    });
+}
+
+// The bytes an op reads from send and writes to recv on this rank, for `bytes` a piece.
+void side_bytes(int kind, size_t bytes, size_t W, bool root, size_t *sbytes, size_t *rbytes) {
+    bool wide_send = (kind == TR__COLL_SCATTER && root) || kind == TR__COLL_ALLTOALL ||
+                     kind == TR__COLL_REDUCE_SCATTER;
+    bool wide_recv = kind == TR__COLL_ALLGATHER || (kind == TR__COLL_GATHER && root) ||
+                     kind == TR__COLL_ALLTOALL;
+    *sbytes = bytes * (wide_send ? W : 1);
+    *rbytes = bytes * (wide_recv ? W : 1);
+}
+
+int run_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
+    size_t esz = tr_dtype_size(a->dtype), n = a->count, W = (size_t)g->world;
+    size_t me = (size_t)g->rank;
+    if (n == 0) return 0;
+    // Gloo posts its transfers before it copies a rank's own piece, so in place (send
+    // overlapping recv) a gather, scatter or alltoall would overwrite what it still
+    // sends: stage the send side first.
+    size_t sbytes, rbytes;
+    side_bytes(a->kind, n * esz, W, a->root == (int)me, &sbytes, &rbytes);
+    const char *send = (const char *)a->send, *recv = (const char *)a->recv;
+    std::vector<char> staged;
+    if (send && recv && send < recv + rbytes && recv < send + sbytes) {
+        staged.assign(send, send + sbytes);
+        send = staged.data();
+    }
+    return by_width(esz, [&](auto *t) {
+        using T = std::remove_pointer_t<decltype(t)>;
+        auto &ctx = S(g)->ctx;
+        switch (a->kind) {
+        case TR__COLL_REDUCE: {
+            std::vector<char> tmp((const char *)send, (const char *)send + n * esz);
+            gloo::ReduceOptions o(ctx);
+            o.setOutput((T *)tmp.data(), n);
+            o.setRoot(a->root);
+            o.setReduceFunction(pick(a->dtype, a->op));
+            o.setTag(S(g)->tag++);
+            o.setTimeout(ms_left(deadline));
+            gloo::reduce(o);
+            if ((int)me == a->root) {
+                std::memcpy(a->recv, tmp.data(), n * esz);
+                return tr__reduce_finish(a->recv, n, a->dtype, a->op, g->world);
+            }
+            return 0;
+        }
+        case TR__COLL_ALLGATHER: {
+            gloo::AllgatherOptions o(ctx);
+            o.setInput((T *)send, n);
+            o.setOutput((T *)a->recv, n * W);
+            o.setTag(S(g)->tag++);
+            o.setTimeout(ms_left(deadline));
+            gloo::allgather(o);
+            return 0;
+        }
+        case TR__COLL_GATHER: {
+            std::vector<char> sink;
+            gloo::GatherOptions o(ctx);
+            o.setInput((T *)send, n);
+            if ((int)me == a->root) o.setOutput((T *)a->recv, n * W);
+            o.setRoot(a->root);
+            o.setTag(S(g)->tag++);
+            o.setTimeout(ms_left(deadline));
+            gloo::gather(o);
+            return 0;
+        }
+        case TR__COLL_SCATTER: {
+            gloo::ScatterOptions o(ctx);
+            std::vector<T *> ins;
+            if ((int)me == a->root)
+                for (size_t j = 0; j < W; j++)
+                    ins.push_back((T *)send + j * n);
+            if ((int)me == a->root) o.setInputs(ins, n);
+            o.setOutput((T *)a->recv, n);
+            o.setRoot(a->root);
+            o.setTag(S(g)->tag++);
+            o.setTimeout(ms_left(deadline));
+            gloo::scatter(o);
+            return 0;
+        }
+        case TR__COLL_REDUCE_SCATTER: {
+            /* an alltoall brings every rank's piece for us; we reduce them in rank
+             * order (each byte crosses the network once, an allreduce's half) */
+            std::vector<char> got(n * W * esz);
+            gloo::AlltoallOptions o(ctx);
+            o.setInput((T *)send, n * W);
+            o.setOutput((T *)got.data(), n * W);
+            o.setTag(S(g)->tag++);
+            o.setTimeout(ms_left(deadline));
+            gloo::alltoall(o);
+            char *out = (char *)a->recv;
+            std::memcpy(out, got.data(), n * esz);
+            int rc = 0;
+            for (size_t j = 1; j < W && !rc; j++)
+                rc = tr__reduce(out, got.data() + j * n * esz, n, a->dtype, a->op);
+            return rc ? rc : tr__reduce_finish(out, n, a->dtype, a->op, g->world);
+        }
+        default: { /* alltoall */
+            gloo::AlltoallOptions o(ctx);
+            o.setInput((T *)send, n * W);
+            o.setOutput((T *)a->recv, n * W);
+            o.setTag(S(g)->tag++);
+            o.setTimeout(ms_left(deadline));
+            gloo::alltoall(o);
+            return 0;
+        }
+        }
+    });
+}
+
+// Runs the op that the ranks which entered it run (e, read from the group segment: checked
+// like any peer input), on zeroed scratch buffers, so they finish it and every rank's Gloo
+// tags stay in step.
+int run_stand_in(tr_group *g, const tr__coll_desc &e, int64_t deadline) {
+    tr_dtype dtype = (tr_dtype)e.dtype;
+    size_t esz = tr_dtype_size(dtype), W = (size_t)g->world;
+    bool rooted = e.kind == TR__COLL_BROADCAST || e.kind == TR__COLL_REDUCE ||
+                  e.kind == TR__COLL_GATHER || e.kind == TR__COLL_SCATTER;
+    if (e.kind == TR__COLL_BARRIER) return run_barrier(g, deadline);
+    if (e.kind < TR__COLL_ALLREDUCE || e.kind > TR__COLL_ALLTOALL || !esz || e.op > TR_AVG ||
+        (rooted && (e.root < 0 || e.root >= g->world)) || e.count > SIZE_MAX / esz / W)
+        return tr__err(TR_EINTERNAL, "group '%s': a malformed op descriptor in the segment",
+                       g->name);
+    size_t n = (size_t)e.count, sbytes, rbytes;
+    side_bytes((int)e.kind, n * esz, W, e.root == g->rank, &sbytes, &rbytes);
+    // calloc: large scratch comes as untouched zero pages
+    std::unique_ptr<char, decltype(&free)> in((char *)calloc(1, sbytes ? sbytes : 1), &free),
+        out((char *)calloc(1, rbytes ? rbytes : 1), &free);
+    if (!in || !out)
+        return tr__err(TR_ENOMEM, "group '%s': no memory to stand in for a %zu-byte op", g->name,
+                       sbytes + rbytes);
+    switch (e.kind) {
+    case TR__COLL_ALLREDUCE:
+        return run_allreduce(g, in.get(), out.get(), n, dtype, (tr_redop)e.op, deadline);
+    case TR__COLL_BROADCAST:
+        return run_broadcast(g, out.get(), n, dtype, e.root, deadline);
+    default: {
+        tr__coll_args a = {(int)e.kind, in.get(), out.get(), n, dtype, (tr_redop)e.op, e.root};
+        return run_data_op(g, &a, deadline);
+    }
+    }
+}
+
+// With checks on (the default) every op carries the agreement of the group segment
+// (collective/steps.h): a rank posts its op and compares it with the ranks already there,
+// without waiting, then runs the Gloo op; after it, it checks the ranks that came later.
+// Ranks that disagree all get TR_EINVAL naming the difference; before that, a rank that
+// saw a disagreement runs the op of the ranks that entered it on scratch buffers, so they
+// finish and the group stays usable. No rank waits for the others before Gloo moves data,
+// so the check costs a few shared cache lines, not a wake-up. The segment is shared
+// because every rank of a group joins through one node; a group spanning nodes will need
+// this check over the network instead. tr_group_set_checks(g, 0) skips it, as MPI and
+// NCCL never check.
+template <typename F>
+int checked(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, int root, size_t count,
+            int64_t deadline, F run) {
+    if (!g->checks) return guarded(g, run);
+    if (tr__coll_agree_enter(g, kind, dtype, op, root, count)) {
+        int rc = guarded(g, run);
+        return rc ? rc : tr__coll_agree_leave(g, deadline);
+    }
+    tr__coll_desc e;
+    int rc = tr__coll_agree_stand_in(g, deadline, &e);
+    if (rc == 1) rc = guarded(g, [&] { return run_stand_in(g, e, deadline); });
+    if (rc < 0) {
+        // The ranks that entered wait for us: close this rank's connections so they fail
+        // now, not at their timeout. The group is unusable from here, whatever the code.
+        S(g)->ctx.reset();
+        g->broken = rc == TR_EINVAL ? TR_EINTERNAL : rc;
+        snprintf(g->broken_msg, sizeof g->broken_msg, "%s", tr_last_error());
+        return g->broken;
+    }
+    rc = tr__coll_check_agree(g);
+    return rc ? rc : tr__err(TR_EINTERNAL, "group '%s': a rank stood in, yet all agree", g->name);
 }
 
 int g_init(tr_group *g, int64_t deadline) {
@@ -199,7 +413,12 @@ int g_init(tr_group *g, int64_t deadline) {
         g->impl = s;
         s->store.reset(new KvStore(g->node, std::string(TR__COLL_KV_PREFIX) + g->name + "/"));
         gloo::transport::tcp::attr attr("127.0.0.1");
-        s->dev = gloo::transport::tcp::CreateDevice(attr);
+        // Gloo's I/O thread gets the CPUs the rank had before the node bound it: on the
+        // rank's one core it delays the rank's wake-ups by a tick (core/affinity.h).
+        {
+            Widened w;
+            s->dev = gloo::transport::tcp::CreateDevice(attr);
+        }
         s->ctx = std::make_shared<gloo::rendezvous::Context>(g->rank, g->world);
         s->ctx->setTimeout(ms_left(deadline));
         s->ctx->connectFullMesh(*s->store, s->dev);
@@ -217,159 +436,25 @@ void g_fini(tr_group *g) {
     g->impl = nullptr;
 }
 
-// The agreement step waits for every rank: that is the barrier (Gloo's without checks).
 int g_barrier(tr_group *g, int64_t deadline) {
-    if (g->checks) return agree(g, TR__COLL_BARRIER, TR_UINT8, TR_SUM, -1, 0, deadline);
-    return guarded(g, [&]() -> int {
-        gloo::BarrierOptions o(S(g)->ctx);
-        o.setTag(S(g)->tag++);
-        o.setTimeout(ms_left(deadline));
-        gloo::barrier(o);
-        return 0;
-    });
+    return checked(g, TR__COLL_BARRIER, TR_UINT8, TR_SUM, -1, 0, deadline,
+                   [&] { return run_barrier(g, deadline); });
 }
 
 int g_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
                 tr_redop op, int64_t deadline) {
-    size_t esz = tr_dtype_size(dtype);
-    return guarded(g, [&]() -> int {
-        int rc = agree(g, TR__COLL_ALLREDUCE, dtype, op, -1, count, deadline);
-        if (rc || count == 0) return rc;
-        if (send != recv) std::memcpy(recv, send, count * esz);
-        by_width(esz, [&](auto *t) {
-            using T = std::remove_pointer_t<decltype(t)>;
-            gloo::AllreduceOptions o(S(g)->ctx);
-            o.setOutput((T *)recv, count);
-            o.setReduceFunction(pick(dtype, op));
-            o.setTag(S(g)->tag++);
-            o.setTimeout(ms_left(deadline));
-            gloo::allreduce(o);
-            return 0;
-        });
-        return tr__reduce_finish(recv, count, dtype, op, g->world);
-    });
+    return checked(g, TR__COLL_ALLREDUCE, dtype, op, -1, count, deadline,
+                   [&] { return run_allreduce(g, send, recv, count, dtype, op, deadline); });
 }
 
 int g_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, int root, int64_t deadline) {
-    size_t esz = tr_dtype_size(dtype);
-    return guarded(g, [&]() -> int {
-        int rc = agree(g, TR__COLL_BROADCAST, dtype, TR_SUM, root, count, deadline);
-        if (rc || count == 0) return rc;
-        return by_width(esz, [&](auto *t) {
-            using T = std::remove_pointer_t<decltype(t)>;
-            gloo::BroadcastOptions o(S(g)->ctx);
-            o.setOutput((T *)buf, count);
-            o.setRoot(root);
-            o.setTag(S(g)->tag++);
-            o.setTimeout(ms_left(deadline));
-            gloo::broadcast(o);
-            return 0;
-        });
-    });
+    return checked(g, TR__COLL_BROADCAST, dtype, TR_SUM, root, count, deadline,
+                   [&] { return run_broadcast(g, buf, count, dtype, root, deadline); });
 }
 
 int g_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
-    size_t esz = tr_dtype_size(a->dtype), n = a->count, W = (size_t)g->world;
-    size_t me = (size_t)g->rank;
-    return guarded(g, [&]() -> int {
-        int rc = agree(g, (uint32_t)a->kind, a->dtype, a->op, a->root, n, deadline);
-        if (rc || n == 0) return rc;
-        // Gloo posts its transfers before it copies a rank's own piece, so in place (send
-        // overlapping recv) a gather, scatter or alltoall would overwrite what it still
-        // sends: stage the send side first.
-        int k = a->kind;
-        bool wide_send =
-            k == TR__COLL_SCATTER || k == TR__COLL_ALLTOALL || k == TR__COLL_REDUCE_SCATTER;
-        bool wide_recv = k == TR__COLL_ALLGATHER || k == TR__COLL_GATHER || k == TR__COLL_ALLTOALL;
-        size_t sbytes = n * esz * (wide_send ? W : 1), rbytes = n * esz * (wide_recv ? W : 1);
-        const char *send = (const char *)a->send, *recv = (const char *)a->recv;
-        std::vector<char> staged;
-        if (send && recv && send < recv + rbytes && recv < send + sbytes) {
-            staged.assign(send, send + sbytes);
-            send = staged.data();
-        }
-        return by_width(esz, [&](auto *t) {
-            using T = std::remove_pointer_t<decltype(t)>;
-            auto &ctx = S(g)->ctx;
-            switch (a->kind) {
-            case TR__COLL_REDUCE: {
-                std::vector<char> tmp((const char *)send, (const char *)send + n * esz);
-                gloo::ReduceOptions o(ctx);
-                o.setOutput((T *)tmp.data(), n);
-                o.setRoot(a->root);
-                o.setReduceFunction(pick(a->dtype, a->op));
-                o.setTag(S(g)->tag++);
-                o.setTimeout(ms_left(deadline));
-                gloo::reduce(o);
-                if ((int)me == a->root) {
-                    std::memcpy(a->recv, tmp.data(), n * esz);
-                    return tr__reduce_finish(a->recv, n, a->dtype, a->op, g->world);
-                }
-                return 0;
-            }
-            case TR__COLL_ALLGATHER: {
-                gloo::AllgatherOptions o(ctx);
-                o.setInput((T *)send, n);
-                o.setOutput((T *)a->recv, n * W);
-                o.setTag(S(g)->tag++);
-                o.setTimeout(ms_left(deadline));
-                gloo::allgather(o);
-                return 0;
-            }
-            case TR__COLL_GATHER: {
-                std::vector<char> sink;
-                gloo::GatherOptions o(ctx);
-                o.setInput((T *)send, n);
-                if ((int)me == a->root) o.setOutput((T *)a->recv, n * W);
-                o.setRoot(a->root);
-                o.setTag(S(g)->tag++);
-                o.setTimeout(ms_left(deadline));
-                gloo::gather(o);
-                return 0;
-            }
-            case TR__COLL_SCATTER: {
-                gloo::ScatterOptions o(ctx);
-                std::vector<T *> ins;
-                if ((int)me == a->root)
-                    for (size_t j = 0; j < W; j++)
-                        ins.push_back((T *)send + j * n);
-                if ((int)me == a->root) o.setInputs(ins, n);
-                o.setOutput((T *)a->recv, n);
-                o.setRoot(a->root);
-                o.setTag(S(g)->tag++);
-                o.setTimeout(ms_left(deadline));
-                gloo::scatter(o);
-                return 0;
-            }
-            case TR__COLL_REDUCE_SCATTER: {
-                /* an alltoall brings every rank's piece for us; we reduce them in rank
-                 * order (each byte crosses the network once, an allreduce's half) */
-                std::vector<char> got(n * W * esz);
-                gloo::AlltoallOptions o(ctx);
-                o.setInput((T *)send, n * W);
-                o.setOutput((T *)got.data(), n * W);
-                o.setTag(S(g)->tag++);
-                o.setTimeout(ms_left(deadline));
-                gloo::alltoall(o);
-                char *out = (char *)a->recv;
-                std::memcpy(out, got.data(), n * esz);
-                int rc = 0;
-                for (size_t j = 1; j < W && !rc; j++)
-                    rc = tr__reduce(out, got.data() + j * n * esz, n, a->dtype, a->op);
-                return rc ? rc : tr__reduce_finish(out, n, a->dtype, a->op, g->world);
-            }
-            default: { /* alltoall */
-                gloo::AlltoallOptions o(ctx);
-                o.setInput((T *)send, n * W);
-                o.setOutput((T *)a->recv, n * W);
-                o.setTag(S(g)->tag++);
-                o.setTimeout(ms_left(deadline));
-                gloo::alltoall(o);
-                return 0;
-            }
-            }
-        });
-    });
+    return checked(g, (uint32_t)a->kind, a->dtype, a->op, a->root, a->count, deadline,
+                   [&] { return run_data_op(g, a, deadline); });
 }
 
 // A point-to-point slot, unique per ordered pair and message; high bit apart from the

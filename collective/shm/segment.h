@@ -12,7 +12,7 @@
 
 #include "core/wait.h"
 
-#define TR__COLL_MAGIC 0x326c6c6f63727475ull /* "utrcoll2" */
+#define TR__COLL_MAGIC 0x336c6c6f63727475ull /* "utrcoll3" */
 #define TR__COLL_MAX_WORLD 64
 #define TR__COLL_SLOT (256u << 10) /* a rank's staging slot: one chunk (measured best) */
 /* A send/recv channel's buffer, one per ordered pair of ranks: 64 KiB, less in large
@@ -40,8 +40,9 @@ typedef struct tr__coll_desc {
     uint32_t dtype, op;
     int32_t root;
     uint64_t count;
-    uint64_t addr;   /* single copy: where this rank's data lies in its own memory */
-    uint32_t single; /* this rank can and will read its peers' memory for this op */
+    uint64_t addr;    /* single copy: where this rank's data lies in its own memory */
+    uint32_t single;  /* this rank can and will read its peers' memory for this op */
+    uint32_t entered; /* gloo: 1 it runs the op, 2 it stands in for the ranks that do */
 } tr__coll_desc;
 
 /* A rank's public state, on its own cache lines: only the rank writes it. */
