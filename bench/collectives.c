@@ -12,12 +12,12 @@
  *
  *   bazel run //bench:collectives -- [--json] [--max-mib N] [--paths shm,gloo,...]
  *                                    [--ops allreduce,...] [--worlds 2,4] [--sizes 4B,1MiB]
- *                                    [--repeat N] [--bind 0|1] [--single 0|1]
+ *                                    [--repeat N] [--bind 0|1] [--single -1|0|1]
  * --repeat N runs the whole set N times in the same node and reports each figure as the
  * median over the runs, with the min and max beside it. Ranks have a core each where the
  * machine has enough (actors with num_cpus = 1, bound by the node as mpirun binds), and
- * float otherwise or with --bind 0. --single 0 turns shm's single copy off
- * (tr_group_set_single_copy).
+ * float otherwise or with --bind 0. --single sets shm's single copy: -1 (default) where it
+ * pays on this machine, 1 on, 0 off (tr_group_set_single_copy).
  * Metrics: <op>_us_p50_<path>_<ranks>r_<size>, e.g. allreduce_us_p50_shm_2r_1MiB, and the
  * ratios <op>_objectstore_over_shm_<ranks>r_<size>, <op>_gloo_over_rawgloo_... and
  * <op>_gloounchecked_over_rawgloo_....
@@ -42,7 +42,7 @@ typedef struct args {
     char dir[64]; /* rawgloo's FileStore */
     int32_t world, rank, path, op, iters;
     uint64_t bytes;
-    int32_t single; /* shm's single copy on (tr_group_set_single_copy) */
+    int32_t single; /* shm's single copy: 1, 0, -1 where it pays (tr_group_set_single_copy) */
 } args;
 
 /* The object-store path, one iteration: every rank that contributes puts its buffer and
@@ -100,7 +100,7 @@ static int run_rank(tr_ctx *ctx, void *self, const void *in, size_t len) {
     int gloo = a.path == PATH_GLOO || a.path == PATH_GLOO_UNCHECKED;
     int rc = tr_group_init(rt, a.world, a.rank, gloo ? "gloo" : "shm", a.name, 30000, &g);
     if (!rc && a.path == PATH_GLOO_UNCHECKED) rc = tr_group_set_checks(g, 0);
-    if (!rc && !a.single) rc = tr_group_set_single_copy(g, 0);
+    if (!rc) rc = tr_group_set_single_copy(g, a.single);
     if (rc) {
         free(t);
         return tr_ctx_error(ctx, "group: %s", tr_last_error());
@@ -234,7 +234,7 @@ static const tr_actor_id *actors_for(tr_runtime *rt, int world, int bind) {
 
 int main(int argc, char **argv) {
     size_t max_mib = 64;
-    int repeat = 1, bind = 1, single = 1;
+    int repeat = 1, bind = 1, single = -1;
     for (int i = 1; i + 1 < argc; i++) {
         if (strcmp(argv[i], "--max-mib") == 0) max_mib = (size_t)atol(argv[i + 1]);
         if (strcmp(argv[i], "--repeat") == 0) repeat = atoi(argv[i + 1]);

@@ -92,7 +92,7 @@ int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, c
     g->timeout_ms = TR__GROUP_DEFAULT_TIMEOUT_MS;
     g->spin_limit = tr__coll_spin_limit(g);
     g->checks = 1;
-    g->single_copy = 1;
+    g->single_copy = -1;
     snprintf(g->node_path, sizeof g->node_path, "%s", node_path);
     snprintf(g->name, sizeof g->name, "%s", name);
     tr__buf b = TR__BUF_INIT;
@@ -199,7 +199,9 @@ TR_API int tr_group_set_checks(tr_group *g, int on) {
 
 TR_API int tr_group_set_single_copy(tr_group *g, int on) {
     if (!g) return tr__err(TR_EINVAL, "tr_group_set_single_copy: NULL group");
-    g->single_copy = on != 0;
+    if (on < -1 || on > 1)
+        return tr__err(TR_EINVAL, "tr_group_set_single_copy: %d (want 1, 0 or -1)", on);
+    g->single_copy = on;
     return 0;
 }
 

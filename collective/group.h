@@ -82,7 +82,9 @@ struct tr_group {
     int checks;          /* check that ranks agree before an op (tr_group_set_checks) */
     int pinned;          /* 1 + the one core this process is bound to, 0 if it floats */
     int can_read_all;    /* shm: this process can read every peer's memory (single copy) */
-    int single_copy;     /* shm: use it for large ops (tr_group_set_single_copy; default 1) */
+    int single_copy;     /* shm: large ops by single copy: 1 on, 0 off, -1 (default) where
+                            it pays (tr_group_set_single_copy) */
+    int single_pays;     /* shm: this machine's process_vm_readv runs near memcpy's speed */
     uint64_t probe;      /* shm: the word peers read to see whether they can */
     uint64_t single_ops; /* shm: ops this rank did by single copy (tests look) */
     char node_path[108];

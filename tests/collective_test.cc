@@ -139,13 +139,17 @@ TEST_F(CollFailures, TheSuiteWithoutSingleCopy) {
 }
 
 /* Single copy between ranks that are threads of this process (reading one's own memory is
- * always allowed): every large op takes that path, and gives the same bytes. */
+ * always allowed): forced on, every large op takes that path and gives the same bytes;
+ * off on one rank, none does; by default, every one where this machine's measurement says
+ * it pays. */
 TEST_F(CollFailures, LargeOpsReadThePeersBufferDirectly) {
-    const size_t n = 256 << 10; /* int32: 1 MiB a rank */
-    for (int off_rank : {-1, 1}) {
-        std::string name = off_rank < 0 ? "direct" : "direct-off";
+    const size_t n = 256 << 10;        /* int32: 1 MiB a rank */
+    for (int off_rank : {-1, 1, -2}) { /* -1: forced on, 1: rank 1 off, -2: the default */
+        std::string name = off_rank == -1 ? "direct" : off_rank == 1 ? "direct-off" : "auto";
         in_threads(rt, 2, "shm", name.c_str(), [&](int r, tr_group *g) -> std::string {
-            if (r == off_rank) tr_group_set_single_copy(g, 0);
+            if (tr_group_set_single_copy(g, 2) != TR_EINVAL) return "on = 2 accepted";
+            if (off_rank != -2 && tr_group_set_single_copy(g, r == off_rank ? 0 : 1))
+                return tr_last_error();
             std::vector<int32_t> mine(n), all(2 * n), want(2 * n), b(n);
             for (size_t i = 0; i < n; i++) {
                 mine[i] = (int32_t)(r * 1000003 + i);
@@ -169,7 +173,8 @@ TEST_F(CollFailures, LargeOpsReadThePeersBufferDirectly) {
             if (!std::equal(piece.begin(), piece.end(), want.begin() + (long)(r * n)))
                 return "scatter: wrong bytes";
             /* (only where ranks have a core each: not on a one-CPU machine) */
-            uint64_t expect = off_rank < 0 && (g->pinned || g->spin_limit > 0) ? 4 : 0;
+            bool on = off_rank == -1 || (off_rank == -2 && g->single_pays);
+            uint64_t expect = on && (g->pinned || g->spin_limit > 0) ? 4 : 0;
             if (g->single_ops != expect)
                 return "single-copy ops: " + std::to_string(g->single_ops) + ", want " +
                        std::to_string(expect);

@@ -460,12 +460,15 @@ TR_API int tr_group_set_timeout(tr_group *g, int timeout_ms);
  * timeout. Every rank of the group must choose the same. Returns 0, TR_EINVAL.
  * Thread safety: not with the group's ops. */
 TR_API int tr_group_set_checks(tr_group *g, int on);
-/* shm: broadcast, allgather, gather and scatter of 64 KiB or more read the data straight
- * from the owner's buffer in its own memory (process_vm_readv, one copy instead of two
- * through shared memory), where every rank can (the same user; a Yama ptrace scope or a
- * seccomp filter may forbid it: then the shared-memory path, as before). on = 0 turns it
- * off for this rank's ops (an op uses it only where every rank has it on). Other backends
- * ignore it. Returns 0, TR_EINVAL. Thread safety: not with the group's ops. */
+/* shm: broadcast, allgather, gather and scatter of 64 KiB or more can read the data
+ * straight from the owner's buffer in its own memory (process_vm_readv: one copy instead
+ * of two through shared memory) where every rank can (the same user; a Yama ptrace scope
+ * or a seccomp filter may forbid it). Whether that is faster depends on the machine: the
+ * two copies through shared memory overlap, so it pays only where the kernel's copy runs
+ * near memcpy's speed. on = -1 (the default): where it pays, measured once per process
+ * as the rank joins; 1: wherever allowed; 0: never. An op uses it only where every rank
+ * has it on. Other backends ignore it. Returns 0, TR_EINVAL.
+ * Thread safety: not with the group's ops. */
 TR_API int tr_group_set_single_copy(tr_group *g, int on);
 
 /* Collective ops: every rank of the group calls the same op with the same count, dtype,
