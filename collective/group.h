@@ -81,6 +81,7 @@ struct tr_group {
     int64_t spin_limit;  /* how long waits spin before sleeping (steps.c) */
     int checks;          /* check that ranks agree before an op (tr_group_set_checks) */
     int pinned;          /* 1 + the one core this process is bound to, 0 if it floats */
+    int cores_own;       /* shm: every rank is bound to a core no other rank has */
     int can_read_all;    /* shm: this process can read every peer's memory (single copy) */
     int single_copy;     /* shm: large ops by single copy: 1 on, 0 off, -1 (default) where
                             it pays (tr_group_set_single_copy) */

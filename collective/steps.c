@@ -8,7 +8,8 @@
 #include "core/status.h"
 
 #define SLICE_NS 10000000 /* re-check the dead mask this often while waiting */
-#define SPIN_NS 100000    /* see spin_ns() */
+#define SPIN_NS 100000    /* see tr__coll_spin_limit() */
+#define YIELD_NS 20000    /* the same, with more ranks than cores */
 
 static tr__coll_hdr *H(tr_group *g) {
     return g->seg;
@@ -34,10 +35,12 @@ static int dead_behind(tr_group *g, uint32_t target) {
 
 /* How long shm ranks may spin before sleeping when each has a core (MPI spins for ever):
  * a step's work is at most a 256 KiB chunk (~15-30 us here), and a futex wake-up costs
- * 15-25 us plus the scheduler's delay. More ranks than cores, or a backend whose progress
- * needs threads of its own (Gloo's I/O thread: with peers spinning even 20 us in the
- * agreement step, a gloo allgather of 4 B went from 0.15 to 2-4 ms here, a scheduler
- * tick): no long spin, only core/wait's short yielding one. */
+ * 15-25 us plus the scheduler's delay. More ranks than cores: yield the core for up to
+ * 20 us before sleeping, as MPI's ranks yield when oversubscribed (the rank awaited may be
+ * waiting for this one's core; 4 ranks on 2 cores, 4 B allreduce: 6.4 us with core/wait's
+ * short spin, 3.3 us yielding). A backend whose progress needs threads of its own (Gloo's
+ * I/O thread: with peers spinning even 20 us, a gloo allgather of 4 B went from 0.15 to
+ * 2-4 ms here, a scheduler tick): no long spin, only core/wait's short one. */
 int64_t tr__coll_spin_limit(const tr_group *g) {
     if (g->be != &tr__coll_shm_v1) return 0;
     static int cpus; /* computed once; every thread computes the same */
@@ -47,10 +50,11 @@ int64_t tr__coll_spin_limit(const tr_group *g) {
         ncpu = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
         __atomic_store_n(&cpus, ncpu, __ATOMIC_RELAXED);
     }
-    return g->world <= ncpu ? SPIN_NS : 0;
+    return g->world <= ncpu ? SPIN_NS : -YIELD_NS;
 }
 
-/* Spinning for a rank that last ran on our own core only delays it: then sleep at once.
+/* Spinning for a rank that last ran on our own core only delays it: then sleep at once
+ * (a yielding wait, with more ranks than cores, lets it run and stays).
  * Measured: the scheduler once put both ranks of a 1 MiB allreduce on one core, and each
  * of its 8 steps spent the whole spin (1.1 ms instead of 0.14). (Halving the spin after
  * each long wait instead starved it for good on a loaded machine: 64 MiB went from 14
@@ -58,10 +62,9 @@ int64_t tr__coll_spin_limit(const tr_group *g) {
 int tr__coll_wait_event(tr_group *g, tr__event *ev, uint32_t seen, int peer, int64_t target,
                         int64_t deadline) {
     int64_t spin = g->spin_limit;
-    int peer_pinned = __atomic_load_n(&H(g)->rk[peer].pinned, __ATOMIC_RELAXED);
-    if (g->pinned && peer_pinned && peer_pinned != g->pinned)
-        spin = SPIN_NS; /* both bound to cores of their own (as mpirun binds): the peer runs */
-    else if (spin && __atomic_load_n(&H(g)->rk[peer].cpu, __ATOMIC_RELAXED) == sched_getcpu())
+    if (g->cores_own)
+        spin = SPIN_NS; /* all bound to cores of their own (as mpirun binds): the peer runs */
+    else if (spin > 0 && __atomic_load_n(&H(g)->rk[peer].cpu, __ATOMIC_RELAXED) == sched_getcpu())
         spin = 0;
     for (;;) {
         if (tr__event_seq(ev) != seen) return 0;

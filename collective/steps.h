@@ -30,9 +30,10 @@ void tr__coll_publish_single(tr_group *g, const void *addr, int single);
 /* After an op's first step (every rank has published): whether every rank set single. */
 int tr__coll_all_single(tr_group *g);
 
-/* Records, for this rank's waiters, whether this process is bound to one core (the node's
- * cpu_binding): two shm ranks bound to different cores spin for each other (each has its
- * core, as MPI ranks do), whatever the process's own affinity says of the machine. */
+/* Records, for the other ranks, whether this process is bound to one core (the node's
+ * cpu_binding). When every shm rank is bound to a core no other rank has (g->cores_own,
+ * found at join), their waits spin for each other, as MPI ranks do, whatever a process's
+ * own affinity says of the machine; ranks sharing a core, or one floating, do not. */
 void tr__coll_note_pinned(tr_group *g);
 /* Until rank q has posted `target` steps / every other rank has. TR_EPEER_DIED as soon as
  * a rank that died or left had not reached `target` (one that finished and left does not

@@ -28,6 +28,14 @@ int tr__event_wait_spin(tr__event *ev, uint32_t expected, int64_t deadline, int6
             tr__cpu_relax();
             if (i % 64 == 0 && tr__now_ns() >= until) break;
         }
+    } else if (spin_ns < 0) { /* cores are shared: let the others run */
+        int64_t until = tr__now_ns() - spin_ns;
+        if (deadline != TR__NO_DEADLINE && deadline < until) until = deadline;
+        for (;;) {
+            if (__atomic_load_n(addr, __ATOMIC_ACQUIRE) != expected) return 0;
+            sched_yield();
+            if (tr__now_ns() >= until) break;
+        }
     } else {
         for (int i = 0; i < SPINS; i++) {
             if (__atomic_load_n(addr, __ATOMIC_ACQUIRE) != expected) return 0;

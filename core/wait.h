@@ -33,7 +33,9 @@ typedef struct tr__event {
 /* Returns 0 once ev->seq != seen, or TR_ETIMEDOUT at the deadline (tr__deadline()). */
 int tr__event_wait(tr__event *ev, uint32_t seen, int64_t deadline);
 /* The same, spinning up to spin_ns more before sleeping: for parties that each have a
- * core (a kernel wake-up there costs more than the wait). */
+ * core (a kernel wake-up there costs more than the wait). A negative spin_ns yields the
+ * core instead, for up to -spin_ns: for parties that share cores (the one awaited may be
+ * waiting for this one's core; a sleep and a wake-up cost more than a yield). */
 int tr__event_wait_spin(tr__event *ev, uint32_t seen, int64_t deadline, int64_t spin_ns);
 /* Bumps ev->seq and wakes every waiter. */
 void tr__event_signal(tr__event *ev);

@@ -4,11 +4,13 @@
  * ranks that disagree. */
 #include <gtest/gtest.h>
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <thread>
 #include <tuple>
 #include <string>
@@ -36,13 +38,16 @@ void expect_nothing_left(tr_runtime *rt, int64_t kv_keys_before) {
 }
 
 /* Joins `world` ranks of a group from threads of this process (joins do not block each
- * other), then runs body(rank, group) on each; body returns "" or what went wrong. */
+ * other; each thread first runs before(rank) if given), then runs body(rank, group) on
+ * each; body returns "" or what went wrong. */
 template <typename F>
-void in_threads(tr_runtime *rt, int world, const char *backend, const char *name, F body) {
+void in_threads(tr_runtime *rt, int world, const char *backend, const char *name, F body,
+                std::function<void(int)> before = {}) {
     std::vector<std::thread> ts;
     std::vector<std::string> errs((size_t)world);
     for (int r = 0; r < world; r++)
         ts.emplace_back([&, r] {
+            if (before) before(r);
             tr_group *g = nullptr;
             int rc = tr_group_init(rt, world, r, backend, name, 10000, &g);
             if (rc) {
@@ -174,12 +179,47 @@ TEST_F(CollFailures, LargeOpsReadThePeersBufferDirectly) {
                 return "scatter: wrong bytes";
             /* (only where ranks have a core each: not on a one-CPU machine) */
             bool on = off_rank == -1 || (off_rank == -2 && g->single_pays);
-            uint64_t expect = on && (g->pinned || g->spin_limit > 0) ? 4 : 0;
+            uint64_t expect = on && (g->cores_own || g->spin_limit > 0) ? 4 : 0;
             if (g->single_ops != expect)
                 return "single-copy ops: " + std::to_string(g->single_ops) + ", want " +
                        std::to_string(expect);
             return "";
         });
+    }
+}
+
+/* Ranks bound to cores of their own spin for each other; ranks bound to one shared core
+ * must not (each would keep the core from the rank it waits for). Both compute right. */
+TEST_F(CollFailures, OnlyRanksWithCoresOfTheirOwnSpin) {
+    cpu_set_t all;
+    ASSERT_EQ(sched_getaffinity(0, sizeof all, &all), 0);
+    std::vector<int> cpus;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &all)) cpus.push_back(c);
+    if (cpus.size() < 2) {
+        printf("skipped: one CPU, no two cores to bind to\n");
+        return;
+    }
+    for (int shared : {0, 1}) {
+        std::string name = shared ? "one-core" : "own-cores";
+        in_threads(
+            rt, 2, "shm", name.c_str(),
+            [&](int r, tr_group *g) -> std::string {
+                if (g->cores_own != !shared)
+                    return "cores_own " + std::to_string(g->cores_own) + " with " + name;
+                for (int i = 0; i < 2000; i++) {
+                    int32_t x = r + 1;
+                    if (tr_allreduce(g, &x, &x, 1, TR_INT32, TR_SUM, 10000)) return tr_last_error();
+                    if (x != 3) return "wrong sum " + std::to_string(x);
+                }
+                return "";
+            },
+            [&](int r) {
+                cpu_set_t one;
+                CPU_ZERO(&one);
+                CPU_SET(cpus[shared ? 0 : (size_t)r], &one);
+                sched_setaffinity(0, sizeof one, &one);
+            });
     }
 }
 

@@ -153,6 +153,13 @@ static int shm_init(tr_group *g, int64_t deadline) {
         if (ok) ok = read_peer(g, q, &v, h->rk[q].probe, sizeof v) == 0 && v == PROBE_MAGIC;
     }
     tr__err_clear();
+    /* Every rank has recorded its binding before publishing its probe: do they all have a
+     * core of their own? (Two sharing one, or one floating, and a long spin could keep the
+     * core from the very rank awaited.) */
+    g->cores_own = g->pinned != 0;
+    for (int q = 0; q < g->world && g->cores_own; q++)
+        for (int p = 0; p < q && g->cores_own; p++)
+            if (!h->rk[q].pinned || h->rk[q].pinned == h->rk[p].pinned) g->cores_own = 0;
     g->can_read_all = ok;
     g->single_pays = ok && single_pays();
     return 0;
@@ -171,7 +178,7 @@ static int begin_large(tr_group *g, uint32_t *s, const void *addr, int mine, int
     /* With more ranks than cores, readers pinning the owner's pages at once queue on its
      * memory map, and the owner cannot run while they copy: the slots are faster there
      * (measured, 4 ranks on 2 cores, 1 MiB: broadcast 130 against 255 us). */
-    int has_core = g->pinned || g->spin_limit > 0;
+    int has_core = g->cores_own || g->spin_limit > 0;
     int want = g->single_copy > 0 || (g->single_copy < 0 && g->single_pays);
     tr__coll_publish_single(g, addr, mine && has_core && g->can_read_all && want);
     int rc = post_and_wait(g, *s, 1, FROM_ALL, deadline);

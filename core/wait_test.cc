@@ -1,0 +1,87 @@
+// core/wait_test.cc - the event wait in its three spin modes: long spin, short spin,
+// yielding; each wakes on a signal (while spinning and asleep) and times out on time.
+#include <gtest/gtest.h>
+
+#include <sched.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+extern "C" {
+#include "core/status.h"
+#include "core/clock.h"
+#include "core/wait.h"
+}
+
+namespace {
+
+const int64_t kModes[] = {100000, 0, -20000}; /* spin 100 us, the short spin, yield 20 us */
+
+TEST(Wait, ReturnsAtOnceWhenTheCounterHasMoved) {
+    for (int64_t spin : kModes) {
+        tr__event ev = {};
+        tr__event_signal(&ev);
+        EXPECT_EQ(tr__event_wait_spin(&ev, 0, tr__deadline(1000), spin), 0) << spin;
+    }
+}
+
+TEST(Wait, TimesOutAtTheDeadlineInEveryMode) {
+    for (int64_t spin : kModes) {
+        tr__event ev = {};
+        auto t0 = std::chrono::steady_clock::now();
+        EXPECT_EQ(tr__event_wait_spin(&ev, 0, tr__deadline(50), spin), TR_ETIMEDOUT) << spin;
+        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - t0)
+                      .count();
+        EXPECT_GE(ms, 49) << spin;
+        EXPECT_LT(ms, 2000) << spin;
+        EXPECT_EQ(ev.sleepers, 0u) << spin;
+    }
+}
+
+/* A signal while the waiter spins (at once) and once it sleeps (after 30 ms). */
+TEST(Wait, ASignalWakesTheWaiterSpinningOrAsleep) {
+    for (int64_t spin : kModes)
+        for (int delay_ms : {0, 30}) {
+            tr__event ev = {};
+            std::thread t([&] {
+                std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+                tr__event_signal(&ev);
+            });
+            EXPECT_EQ(tr__event_wait_spin(&ev, 0, tr__deadline(5000), spin), 0)
+                << spin << " " << delay_ms;
+            t.join();
+        }
+}
+
+/* Two threads bound to one core take turns 2000 times: the yielding wait hands the core
+ * over (a long spin there would hold it until the scheduler's tick, every turn). */
+TEST(Wait, TwoThreadsOnOneCoreTakeTurnsByYielding) {
+    cpu_set_t all, one;
+    ASSERT_EQ(sched_getaffinity(0, sizeof all, &all), 0);
+    CPU_ZERO(&one);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &all)) {
+            CPU_SET(c, &one);
+            break;
+        }
+    tr__event ping = {}, pong = {};
+    std::atomic<int> failed{0};
+    auto player = [&](tr__event *mine, tr__event *theirs, bool first) {
+        sched_setaffinity(0, sizeof one, &one);
+        for (uint32_t i = 0; i < 2000; i++) {
+            if (!first && tr__event_wait_spin(mine, i, tr__deadline(10000), -20000)) failed++;
+            tr__event_signal(theirs);
+            if (first && tr__event_wait_spin(mine, i, tr__deadline(10000), -20000)) failed++;
+        }
+    };
+    std::thread a(player, &ping, &pong, true), b(player, &pong, &ping, false);
+    a.join();
+    b.join();
+    EXPECT_EQ(failed.load(), 0);
+    EXPECT_EQ(ping.seq, 2000u);
+    EXPECT_EQ(pong.seq, 2000u);
+}
+
+} // namespace
