@@ -19,6 +19,14 @@ int tr__event_wait(tr__event *ev, uint32_t expected, int64_t deadline) {
 }
 
 int tr__event_wait_spin(tr__event *ev, uint32_t expected, int64_t deadline, int64_t spin_ns) {
+    return tr__event_wait_stop(ev, expected, deadline, spin_ns, NULL);
+}
+
+/* The stop word is looked at wherever seq is, and once more just before sleeping. */
+#define STOPPED(stop) ((stop) && __atomic_load_n((stop), __ATOMIC_SEQ_CST))
+
+int tr__event_wait_stop(tr__event *ev, uint32_t expected, int64_t deadline, int64_t spin_ns,
+                        const uint32_t *stop) {
     uint32_t *addr = &ev->seq;
     if (spin_ns > 0) { /* every party has a core: keep it, a yield or a sleep costs more */
         int64_t until = tr__now_ns() + spin_ns;
@@ -26,7 +34,7 @@ int tr__event_wait_spin(tr__event *ev, uint32_t expected, int64_t deadline, int6
         for (unsigned i = 1;; i++) {
             if (__atomic_load_n(addr, __ATOMIC_ACQUIRE) != expected) return 0;
             tr__cpu_relax();
-            if (i % 64 == 0 && tr__now_ns() >= until) break;
+            if (i % 64 == 0 && (tr__now_ns() >= until || STOPPED(stop))) break;
         }
     } else if (spin_ns < 0) { /* cores are shared: let the others run */
         int64_t until = tr__now_ns() - spin_ns;
@@ -34,7 +42,7 @@ int tr__event_wait_spin(tr__event *ev, uint32_t expected, int64_t deadline, int6
         for (;;) {
             if (__atomic_load_n(addr, __ATOMIC_ACQUIRE) != expected) return 0;
             sched_yield();
-            if (tr__now_ns() >= until) break;
+            if (tr__now_ns() >= until || STOPPED(stop)) break;
         }
     } else {
         for (int i = 0; i < SPINS; i++) {
@@ -47,6 +55,7 @@ int tr__event_wait_spin(tr__event *ev, uint32_t expected, int64_t deadline, int6
     }
     for (;;) {
         if (__atomic_load_n(addr, __ATOMIC_ACQUIRE) != expected) return 0;
+        if (STOPPED(stop)) return tr__err(TR_ECLOSED, "wait stopped");
         struct timespec ts, *tsp = NULL;
         if (deadline != TR__NO_DEADLINE) {
             int64_t left = deadline - tr__now_ns();
@@ -60,7 +69,7 @@ int tr__event_wait_spin(tr__event *ev, uint32_t expected, int64_t deadline, int6
         __atomic_add_fetch(&ev->sleepers, 1, __ATOMIC_SEQ_CST);
         long r = 0;
         int e = 0;
-        if (__atomic_load_n(addr, __ATOMIC_SEQ_CST) == expected) {
+        if (__atomic_load_n(addr, __ATOMIC_SEQ_CST) == expected && !STOPPED(stop)) {
             r = syscall(SYS_futex, addr, FUTEX_WAIT, expected, tsp, NULL, 0);
             e = errno;
         }
@@ -68,6 +77,11 @@ int tr__event_wait_spin(tr__event *ev, uint32_t expected, int64_t deadline, int6
         if (r != 0 && e != EAGAIN && e != EINTR && e != ETIMEDOUT)
             return tr__err_errno(e, "futex wait");
     }
+}
+
+void tr__event_wake(tr__event *ev) {
+    if (__atomic_load_n(&ev->sleepers, __ATOMIC_SEQ_CST))
+        syscall(SYS_futex, &ev->seq, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
 }
 
 void tr__event_signal(tr__event *ev) {

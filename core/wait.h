@@ -37,8 +37,16 @@ int tr__event_wait(tr__event *ev, uint32_t seen, int64_t deadline);
  * core instead, for up to -spin_ns: for parties that share cores (the one awaited may be
  * waiting for this one's core; a sleep and a wake-up cost more than a yield). */
 int tr__event_wait_spin(tr__event *ev, uint32_t seen, int64_t deadline, int64_t spin_ns);
+/* The same, ending with TR_ECLOSED once *stop (may be NULL) is non-zero: whoever sets
+ * it (a seq_cst store) then calls tr__event_wake on the events waited on. A wake-up that
+ * races the waiter's going to sleep can be missed (seq did not move): the waiter then
+ * sees the stop at its deadline, so wait in slices (dag/chan.c: 10 ms). */
+int tr__event_wait_stop(tr__event *ev, uint32_t seen, int64_t deadline, int64_t spin_ns,
+                        const uint32_t *stop);
 /* Bumps ev->seq and wakes every waiter. */
 void tr__event_signal(tr__event *ev);
+/* Wakes every waiter without moving ev->seq (they look at their stop word). */
+void tr__event_wake(tr__event *ev);
 static inline uint32_t tr__event_seq(tr__event *ev) {
     return __atomic_load_n(&ev->seq, __ATOMIC_ACQUIRE);
 }

@@ -18,7 +18,7 @@ fi
 out=$(mktemp -d "${TEST_TMPDIR:-/tmp}/aarch64.XXXXXX")
 trap 'rm -rf "$out"' EXIT
 n=0 bad=0
-for f in core/*.c actor/*.c objectstore/*.c collective/*.c collective/shm/*.c api/*.c; do
+for f in core/*.c actor/*.c objectstore/*.c collective/*.c collective/shm/*.c dag/*.c api/*.c; do
     [[ -f "$f" ]] || continue
     n=$((n + 1))
     if ! "$cc" -std=c11 -D_GNU_SOURCE -O1 -Wall -Wextra -Werror -fvisibility=hidden \

@@ -1,0 +1,140 @@
+/* dag/chan.c - see chan.h. */
+#include "dag/chan.h"
+
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/status.h"
+
+#define SLICE_NS 10000000 /* a wait calls its check at least this often */
+#define PAYLOAD_OFF sizeof(tr__chan_slot)
+
+_Static_assert(sizeof(tr__chan_slot) == 96, "payload 32 bytes into seq's cache line");
+_Static_assert(sizeof(tr__chan_hdr) == 64, "the first slot starts on a cache line");
+
+static size_t stride_of(uint64_t slot_bytes) {
+    return (PAYLOAD_OFF + (size_t)slot_bytes + 63) & ~(size_t)63;
+}
+
+size_t tr__chan_size(uint32_t slots, uint64_t slot_bytes, uint32_t readers) {
+    if (slots < 1 || slots > TR__CHAN_MAX_SLOTS || readers < 1 || readers > TR__CHAN_MAX_READERS ||
+        slot_bytes > (1ull << 30))
+        return 0;
+    return sizeof(tr__chan_hdr) + (size_t)slots * stride_of(slot_bytes);
+}
+
+int tr__chan_init(void *mem, size_t avail, uint32_t slots, uint64_t slot_bytes, uint32_t readers) {
+    size_t size = tr__chan_size(slots, slot_bytes, readers);
+    if (!size || ((uintptr_t)mem & 63) || size > avail)
+        return tr__err(TR_EINVAL, "channel: %u slots of %llu bytes for %u readers in %zu bytes",
+                       slots, (unsigned long long)slot_bytes, readers, avail);
+    tr__chan_hdr *c = mem;
+    c->version = TR__CHAN_SHM_V1;
+    c->slots = slots;
+    c->slot_bytes = slot_bytes;
+    c->readers = readers;
+    c->stride = (uint32_t)stride_of(slot_bytes);
+    c->size = size;
+    __atomic_store_n(&c->magic, TR__CHAN_MAGIC, __ATOMIC_RELEASE);
+    return 0;
+}
+
+int tr__chan_check(const void *mem, size_t avail) {
+    const tr__chan_hdr *c = mem;
+    if (((uintptr_t)mem & 63) || avail < sizeof *c ||
+        __atomic_load_n(&c->magic, __ATOMIC_ACQUIRE) != TR__CHAN_MAGIC)
+        return tr__err(TR_EPROTO, "channel: no channel header here");
+    size_t size = tr__chan_size(c->slots, c->slot_bytes, c->readers);
+    if (c->version != TR__CHAN_SHM_V1 || !size || c->size != size || size > avail ||
+        c->stride != stride_of(c->slot_bytes))
+        return tr__err(TR_EPROTO,
+                       "channel: a malformed header (version %u, %u slots of %llu bytes, %u "
+                       "readers, %llu bytes in all, %zu mapped)",
+                       c->version, c->slots, (unsigned long long)c->slot_bytes, c->readers,
+                       (unsigned long long)c->size, avail);
+    return 0;
+}
+
+static tr__chan_slot *slot_of(tr__chan_hdr *c, uint64_t v) {
+    return (tr__chan_slot *)((char *)c + sizeof *c + (size_t)(v % c->slots) * c->stride);
+}
+
+/* Until ev has reached `target` (wrapping counts: compared as a difference). */
+static int wait_until(tr__event *ev, uint32_t target, const tr__chan_wait *w) {
+    for (;;) {
+        uint32_t cur = tr__event_seq(ev);
+        if ((int32_t)(cur - target) >= 0) return 0;
+        if (w->stop && __atomic_load_n(w->stop, __ATOMIC_ACQUIRE))
+            return tr__err(TR_ECLOSED, "channel: the graph is stopping");
+        if (w->check) {
+            int rc = w->check(w->arg);
+            if (rc) return rc;
+        }
+        int64_t now = tr__now_ns();
+        if (w->deadline != TR__NO_DEADLINE && now >= w->deadline)
+            return tr__err(TR_ETIMEDOUT, "channel: timed out");
+        int64_t slice = now + SLICE_NS;
+        if (w->deadline != TR__NO_DEADLINE && w->deadline < slice) slice = w->deadline;
+        int rc = tr__event_wait_stop(ev, cur, slice, w->spin_ns, w->stop);
+        if (rc && rc != TR_ETIMEDOUT && rc != TR_ECLOSED) return rc;
+    }
+}
+
+int tr__chan_write_begin(tr__chan_hdr *c, uint64_t v, void **buf, size_t *cap,
+                         const tr__chan_wait *w) {
+    tr__chan_slot *s = slot_of(c, v);
+    uint32_t before = (uint32_t)(v / c->slots); /* values through this slot before v */
+    for (uint32_t r = 0; r < c->readers; r++) {
+        int rc = wait_until(&s->done[r], before, w);
+        if (rc) return rc;
+    }
+    *buf = (char *)s + PAYLOAD_OFF;
+    *cap = (size_t)c->slot_bytes;
+    return 0;
+}
+
+void tr__chan_write_end(tr__chan_hdr *c, uint64_t v, int32_t code, uint32_t flags, size_t len) {
+    tr__chan_slot *s = slot_of(c, v);
+    s->code = code;
+    s->flags = flags;
+    s->len = len <= c->slot_bytes ? len : c->slot_bytes;
+    tr__event_signal(&s->seq); /* seq_cst: the fields above are visible before it moves */
+}
+
+int tr__chan_ready(tr__chan_hdr *c, uint64_t v) {
+    tr__chan_slot *s = slot_of(c, v);
+    return (int32_t)(tr__event_seq(&s->seq) - (uint32_t)(v / c->slots + 1)) >= 0;
+}
+
+int tr__chan_read(tr__chan_hdr *c, uint64_t v, const tr__chan_wait *w, const void **data,
+                  size_t *len, int32_t *code, uint32_t *flags) {
+    tr__chan_slot *s = slot_of(c, v);
+    int rc = wait_until(&s->seq, (uint32_t)(v / c->slots + 1), w);
+    if (rc) return rc;
+    /* one read of each field a peer wrote, then checked: never trusted twice */
+    uint64_t n = __atomic_load_n(&s->len, __ATOMIC_RELAXED);
+    int32_t k = __atomic_load_n(&s->code, __ATOMIC_RELAXED);
+    uint32_t f = __atomic_load_n(&s->flags, __ATOMIC_RELAXED);
+    if (n > c->slot_bytes || (k != 0 && (k > 0 || strcmp(tr_errname(k), "TR_E?") == 0)) ||
+        (f & ~(uint32_t)TR__CHAN_REF) || ((f & TR__CHAN_REF) && n != 16))
+        return tr__err(TR_EPROTO, "channel: value %llu is malformed (len %llu, code %d, flags %u)",
+                       (unsigned long long)v, (unsigned long long)n, k, f);
+    *data = (const char *)s + PAYLOAD_OFF;
+    *len = (size_t)n;
+    *code = k;
+    *flags = f;
+    return 0;
+}
+
+void tr__chan_release(tr__chan_hdr *c, uint64_t v, uint32_t reader) {
+    if (reader < c->readers) tr__event_signal(&slot_of(c, v)->done[reader]);
+}
+
+void tr__chan_wake_all(tr__chan_hdr *c) {
+    for (uint32_t i = 0; i < c->slots; i++) {
+        tr__chan_slot *s = slot_of(c, i);
+        tr__event_wake(&s->seq);
+        for (uint32_t r = 0; r < c->readers; r++)
+            tr__event_wake(&s->done[r]);
+    }
+}

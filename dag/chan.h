@@ -1,0 +1,90 @@
+/* dag/chan.h - a compiled graph's channel: a ring of pre-allocated slots in shared memory
+ * that carries one value per execution from one writer to a fixed set of readers.
+ *
+ * Executions are numbered 0, 1, 2, ...; value v goes through slot v % slots. A slot's
+ * `seq` counts the values written through it, so value v is there once seq reaches
+ * v / slots + 1; its `done[r]` counts the values reader r has finished with, so the writer
+ * may put value v in once every done[r] reaches v / slots (the slot's previous value,
+ * v - slots, is released by everyone). The sequence word, the length and the first 32
+ * bytes of the value share one cache line (a small value costs a reader one miss); the
+ * done words sit on the line before it, so readers releasing a value do not bounce the
+ * line the writer fills next. The writer writes straight into the slot, readers read in
+ * place (16-byte aligned), nothing is copied on the way.
+ *
+ * Waits use core/wait (spin, yield or sleep as the caller says) in slices: between
+ * slices, and whenever the stop word is set and the channel's words woken
+ * (tr__chan_wake_all), a wait ends with TR_ECLOSED; at the deadline with TR_ETIMEDOUT; a
+ * check callback, if any, can end it with its own code (a dead peer). Every field a peer
+ * writes is checked before use: a length over the slot, an unknown code or flag gives
+ * TR_EPROTO, never a read outside the slot. Thread safety: one writer thread, and one
+ * thread per reader index.
+ */
+#ifndef TR_DAG_CHAN_H
+#define TR_DAG_CHAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/wait.h"
+
+#define TR__CHAN_MAGIC 0x316e616863727475ull /* "utrchan1" */
+#define TR__CHAN_SHM_V1 1                    /* the transport (tcp and nccl come later) */
+#define TR__CHAN_MAX_READERS 8
+#define TR__CHAN_MAX_SLOTS 1024
+
+enum { TR__CHAN_REF = 1 }; /* flags: the payload is a 16-byte object ref */
+
+typedef struct tr__chan_hdr {
+    uint64_t magic;
+    uint32_t version;    /* the transport: TR__CHAN_SHM_V1 */
+    uint32_t slots;      /* values in flight at most */
+    uint64_t slot_bytes; /* the payload each slot holds */
+    uint32_t readers;
+    uint32_t stride; /* bytes from one slot to the next */
+    uint64_t size;   /* the whole channel, this header included */
+} __attribute__((aligned(64))) tr__chan_hdr;
+
+typedef struct tr__chan_slot {
+    tr__event done[TR__CHAN_MAX_READERS]; /* one line: readers write here */
+    tr__event seq;                        /* values written through this slot */
+    int32_t code;                         /* 0: a value; else a TR_E* and its message */
+    uint32_t flags;
+    uint64_t len;
+    uint64_t pad;
+    /* the payload follows: 16-byte aligned, 32 bytes into seq's line */
+} tr__chan_slot;
+
+/* What a wait may do and when it ends. */
+typedef struct tr__chan_wait {
+    int64_t deadline;        /* tr__deadline(); TR__NO_DEADLINE: none */
+    int64_t spin_ns;         /* as tr__event_wait_spin */
+    const uint32_t *stop;    /* ends waits with TR_ECLOSED once non-zero; may be NULL */
+    int (*check)(void *arg); /* called between slices; non-zero ends the wait with it */
+    void *arg;
+} tr__chan_wait;
+
+/* Bytes a channel of these dimensions takes (0 if they are out of range). */
+size_t tr__chan_size(uint32_t slots, uint64_t slot_bytes, uint32_t readers);
+/* Lays a channel out in zeroed memory of `avail` bytes (its creator). */
+int tr__chan_init(void *mem, size_t avail, uint32_t slots, uint64_t slot_bytes, uint32_t readers);
+/* A peer's check of a channel it maps: TR_EPROTO unless the header is sound and fits. */
+int tr__chan_check(const void *mem, size_t avail);
+
+/* Writer: waits until value v's slot is free, then gives its payload area. */
+int tr__chan_write_begin(tr__chan_hdr *c, uint64_t v, void **buf, size_t *cap,
+                         const tr__chan_wait *w);
+/* Publishes value v: len bytes written into the area, or an error code and message. */
+void tr__chan_write_end(tr__chan_hdr *c, uint64_t v, int32_t code, uint32_t flags, size_t len);
+
+/* Reader: waits until value v is there and views it in place (until the release). */
+int tr__chan_read(tr__chan_hdr *c, uint64_t v, const tr__chan_wait *w, const void **data,
+                  size_t *len, int32_t *code, uint32_t *flags);
+/* Whether value v is there (no wait). */
+int tr__chan_ready(tr__chan_hdr *c, uint64_t v);
+/* Reader `reader` is done with value v: its slot may take value v + slots. */
+void tr__chan_release(tr__chan_hdr *c, uint64_t v, uint32_t reader);
+
+/* Wakes every waiter on the channel without moving anything (after setting a stop word). */
+void tr__chan_wake_all(tr__chan_hdr *c);
+
+#endif
