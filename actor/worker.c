@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "actor/ctx.h"
 #include "actor/protocol.h"
 #include "core/clock.h"
 #include "core/codec.h"
@@ -24,19 +25,6 @@
 #define NODE_TIMEOUT_MS 10000
 #define FLUSH_AFTER_NS 20000 /* a call slower than this gets its reply sent at once */
 #define FLUSH_BYTES (256u << 10)
-
-struct tr_ctx {
-    tr_runtime *rt;
-    tr_actor_id id;
-    tr__buf result;
-    char err[1024];
-    int has_err;
-    /* the call's arguments passed by reference, resolved before the method runs: pinned
-     * views of objects, or views of values the frame carries */
-    const void **ref_data;
-    size_t *ref_len;
-    size_t n_refs, cap_refs;
-};
 
 TR_API size_t tr_ctx_num_refs(const tr_ctx *ctx) {
     return ctx ? ctx->n_refs : 0;
@@ -89,6 +77,10 @@ typedef struct client {
 } client;
 
 typedef struct worker {
+    tr__worker_env env;
+    pthread_mutex_t mu; /* the actor's method lock (env.mu) */
+    const tr__worker_builtin *builtins;
+    size_t n_builtins;
     int ep, lfd;
     tr__nodeconn *node;
     tr__objects *objects;
@@ -205,6 +197,19 @@ static int run_call(worker *w, client *c, uint64_t seq, const char *body, size_t
     const void *args, *refs, *inl;
     int rc = tr__call_parse(body, n, &m, &mlen, &args, &alen, &refs, &n_refs, &inl, &inl_len);
     if (rc) return rc;
+    for (size_t i = 0; i < w->n_builtins; i++) {
+        const tr__worker_builtin *b = &w->builtins[i];
+        if (strlen(b->name) != mlen || memcmp(b->name, m, mlen) != 0) continue;
+        tr_ctx *ctx = &w->ctx;
+        tr__buf_reset(&ctx->result);
+        ctx->has_err = 0;
+        int r = b->fn(&w->env, ctx, args, alen);
+        if (r != 0 || ctx->result.oom)
+            return tr__result_frame(&c->out, seq, r ? r : TR_ENOMEM,
+                                    ctx->has_err ? ctx->err : tr_last_error(),
+                                    strlen(ctx->has_err ? ctx->err : tr_last_error()) + 1);
+        return tr__result_frame(&c->out, seq, 0, ctx->result.data, ctx->result.len);
+    }
     const tr_method_def *def = find_method(w->cls, m, mlen);
     if (!def) {
         char msg[400];
@@ -219,7 +224,9 @@ static int run_call(worker *w, client *c, uint64_t seq, const char *body, size_t
     }
     tr__buf_reset(&ctx->result);
     ctx->has_err = 0;
+    pthread_mutex_lock(&w->mu);
     int r = def->fn(ctx, w->self, args, alen);
+    pthread_mutex_unlock(&w->mu);
     if (n_refs) unpin_refs(w, refs);
     if (r != 0 || ctx->result.oom) {
         if (!ctx->has_err) {
@@ -379,9 +386,13 @@ static int node_gone(tr__nodeconn *node) {
 }
 
 int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, const tr_config *cfg,
-                   const char *actor_hex) {
+                   const char *node_path, const char *actor_hex, const tr__worker_builtin *builtins,
+                   size_t n_builtins) {
     worker w;
     memset(&w, 0, sizeof w);
+    pthread_mutex_init(&w.mu, NULL);
+    w.builtins = builtins;
+    w.n_builtins = n_builtins;
     w.node = node;
     w.objects = objects;
     w.max_msg = cfg->max_msg;
@@ -446,6 +457,7 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
         }
     }
     tr__reply_free(&r);
+    w.env = (tr__worker_env){rt, w.ctx.id, w.cls, w.self, &w.mu, node_path, w.max_msg, objects};
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -506,6 +518,9 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
 out:
     while (w.clients)
         drop_client(&w, w.clients);
+    /* a compiled graph's loop may be in a method: the destructor waits for it, and no
+     * method runs after it (the process exits holding the lock) */
+    pthread_mutex_lock(&w.mu);
     if (w.self && w.cls && w.cls->dtor) w.cls->dtor(w.self);
     if (w.lfd >= 0) {
         close(w.lfd);

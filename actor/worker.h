@@ -2,19 +2,46 @@
  * the actor, listens on its own socket, and executes calls on the thread that reads them
  * (no hand-off), in the order each connection sent them.
  *
- * One thread. Replies to a batch of calls read together go out in one write.
+ * One thread serves calls; a compiled graph's loop is another (dag/exec.c), and the
+ * actor's method lock keeps their methods from running at once. Replies to a batch of
+ * calls read together go out in one write.
  */
 #ifndef TR_ACTOR_WORKER_H
 #define TR_ACTOR_WORKER_H
+
+#include <pthread.h>
 
 #include "core/config.h"
 #include "core/nodeconn.h"
 #include "objectstore/client.h"
 #include "troupe/troupe.h"
 
+/* What other threads of the worker need to run the actor's methods (dag/exec.c: a
+ * compiled graph's loop). `mu` is the actor's method lock: held while any method runs, so
+ * methods never run at the same time, from whichever thread. */
+typedef struct tr__worker_env {
+    tr_runtime *rt;
+    tr_actor_id id;
+    const tr_actor_class *cls;
+    void *self;
+    pthread_mutex_t *mu;
+    const char *node_path;
+    size_t max_msg;
+    tr__objects *objects;
+} tr__worker_env;
+
+/* A method the worker itself serves, for any class (names start with "__troupe_"). It
+ * runs on the worker's loop without the method lock and replies through ctx. */
+typedef struct tr__worker_builtin {
+    const char *name;
+    int (*fn)(const tr__worker_env *env, tr_ctx *ctx, const void *args, size_t len);
+} tr__worker_builtin;
+
 /* Runs the worker until its node goes away or it is told to stop. Returns the process
- * exit status. rt is the worker's own runtime (for calls made inside methods). */
+ * exit status. rt is the worker's own runtime (for calls made inside methods); builtins
+ * (n of them) are served beside the class's methods. */
 int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, const tr_config *cfg,
-                   const char *actor_hex);
+                   const char *node_path, const char *actor_hex, const tr__worker_builtin *builtins,
+                   size_t n_builtins);
 
 #endif

@@ -19,6 +19,8 @@
 #include "collective/group.h"
 #include "api/node.h"
 #include "core/affinity.h"
+#include "dag/exec.h"
+#include "dag/plan.h"
 #include "core/clock.h"
 #include "core/codec.h"
 #include "core/config.h"
@@ -124,7 +126,9 @@ static void run_role(const tr_config *cfg, const tr__env *env) {
     if (env->actor_hex &&
         tr__unhex(env->actor_hex, strlen(env->actor_hex), rt->self.b, sizeof rt->self.b) == 0)
         rt->is_actor = 1;
-    int status = tr__worker_run(rt, rt->node, rt->objects, rt->cfg, env->actor_hex);
+    static const tr__worker_builtin builtins[] = {{TR__DAG_ATTACH, tr__dag_attach}};
+    int status = tr__worker_run(rt, rt->node, rt->objects, rt->cfg, rt->address, env->actor_hex,
+                                builtins, sizeof builtins / sizeof builtins[0]);
     runtime_free(rt);
     exit(status);
 }
@@ -443,6 +447,14 @@ TR_API int tr_put_refs(tr_runtime *rt, const void *data, size_t len, const tr_re
 TR_API int tr_object_refs(tr_runtime *rt, tr_ref ref, tr_ref *out, size_t cap, size_t *n) {
     CHECK_RT(rt, "tr_object_refs");
     return tr__objects_refs(rt->objects, ref, out, cap, n);
+}
+
+const char *tr__runtime_address(tr_runtime *rt) {
+    return rt ? rt->address : NULL;
+}
+
+size_t tr__runtime_max_msg(tr_runtime *rt) {
+    return rt ? rt->cfg->max_msg : 0;
 }
 
 TR_API int tr_group_init(tr_runtime *rt, int world, int rank, const char *backend, const char *name,

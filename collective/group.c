@@ -59,6 +59,10 @@ int tr__group_is_initialized(const char *node_path, const char *name) {
     return tr__group_find(node_path, name) != NULL;
 }
 
+static int join(const char *node_path, size_t max_msg, int world, int rank,
+                const tr__coll_backend_v1 *be, const char *name, uint64_t extra, int timeout_ms,
+                tr_group **out);
+
 int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, const char *backend,
                    const char *name, int timeout_ms, tr_group **out) {
     if (!out) return tr__err(TR_EINVAL, "tr_group_init: out is NULL");
@@ -75,6 +79,26 @@ int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, c
                        "tr_group_init: backend '%s' is not built into this "
                        "troupe (available: shm, gloo)",
                        backend);
+    return join(node_path, max_msg, world, rank, be, name, 0, timeout_ms, out);
+}
+
+/* No ops: a segment, its members and their dead mask (steps.h). */
+static const tr__coll_backend_v1 segment_only = {.version = 1, .name = TR__COLL_SEGMENT_BACKEND};
+
+int tr__group_join_segment(const char *node_path, size_t max_msg, int world, int rank,
+                           const char *name, uint64_t extra, int timeout_ms, tr_group **out) {
+    if (!out) return tr__err(TR_EINVAL, "segment join: out is NULL");
+    *out = NULL;
+    if (!name || !tr__coll_name_ok(name, strlen(name)) || world < 1 || world > TR__COLL_MAX_WORLD ||
+        rank < 0 || rank >= world || extra > TR__COLL_MAX_EXTRA)
+        return tr__err(TR_EINVAL, "segment join: bad name, world, rank or size");
+    return join(node_path, max_msg, world, rank, &segment_only, name, extra, timeout_ms, out);
+}
+
+static int join(const char *node_path, size_t max_msg, int world, int rank,
+                const tr__coll_backend_v1 *be, const char *name, uint64_t extra, int timeout_ms,
+                tr_group **out) {
+    const char *backend = be->name;
     /* One deadline for the whole join: the node's rendezvous and the backend's own set-up
      * share it, so a join never waits longer than its timeout. */
     int64_t deadline = tr__deadline(timeout_ms < 0 ? TR__GROUP_FOREVER_MS : timeout_ms);
@@ -96,7 +120,11 @@ int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, c
     snprintf(g->node_path, sizeof g->node_path, "%s", node_path);
     snprintf(g->name, sizeof g->name, "%s", name);
     tr__buf b = TR__BUF_INIT;
-    tr__enc_map(&b, 5);
+    tr__enc_map(&b, extra ? 6 : 5);
+    if (extra) {
+        tr__enc_str(&b, "bytes");
+        tr__enc_uint(&b, extra);
+    }
     tr__enc_str(&b, "name");
     tr__enc_str(&b, name);
     tr__enc_str(&b, "backend");
@@ -123,7 +151,7 @@ int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, c
     rc = tr__get_uint(r.root, "size", &size);
     tr__reply_free(&r);
     int data = be == &tr__coll_shm_v1;
-    if (!rc && (fd < 0 || size != tr__coll_seg_size(world, data)))
+    if (!rc && (fd < 0 || size != tr__coll_seg_size(world, data) + extra))
         rc = tr__err(TR_EPROTO, "group join: no segment, or a segment of the wrong size");
     if (!rc) {
         g->seg = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -146,7 +174,7 @@ int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, c
         tr__group_destroy(g);
         return rc;
     }
-    live_add(g);
+    if (be != &segment_only) live_add(g); /* tr_group_is_initialized: users' groups only */
     *out = g;
     return 0;
 }

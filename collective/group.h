@@ -110,6 +110,14 @@ static inline int tr__coll_name_ok(const char *name, size_t n) {
  * groups concurrently; the node takes that connection's close for the rank's exit). */
 int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, const char *backend,
                    const char *name, int timeout_ms, tr_group **out);
+/* A group with no ops for other modules' shared state (dag/: a compiled graph's
+ * channels): the node's rendezvous, a segment of the header (members' pids, dead mask)
+ * and `extra` bytes after it (tr__coll_hdr_bytes() on, pre-faulted and zeroed), each
+ * member's leave or death in the dead mask. tr__group_destroy leaves it. */
+#define TR__COLL_SEGMENT_BACKEND "segment"
+#define TR__COLL_MAX_EXTRA (1ull << 30)
+int tr__group_join_segment(const char *node_path, size_t max_msg, int world, int rank,
+                           const char *name, uint64_t extra, int timeout_ms, tr_group **out);
 void tr__group_destroy(tr_group *g);
 /* Whether this process holds a live handle of group `name` on the node at node_path. */
 int tr__group_is_initialized(const char *node_path, const char *name);

@@ -27,6 +27,7 @@ typedef struct group {
     char name[200];
     char backend[16];
     int world, joined, live;
+    uint64_t extra; /* "segment" groups: bytes after the header */
     int fd;
     size_t size;
     tr__coll_hdr *h;
@@ -135,18 +136,28 @@ static void on_join(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
         tr__server_reply_status(c, seq, rc, tr_last_error());
         return;
     }
+    uint64_t extra = 0; /* "segment" groups: bytes after the header, for their owners */
+    if (tr__obj_get(body, "bytes") && (rc = tr__get_uint(body, "bytes", &extra))) {
+        tr__server_reply_status(c, seq, rc, tr_last_error());
+        return;
+    }
+    int segment = bn == strlen(TR__COLL_SEGMENT_BACKEND) &&
+                  memcmp(backend, TR__COLL_SEGMENT_BACKEND, bn) == 0;
     if (!tr__coll_name_ok(name, nn) || bn == 0 || bn >= 16 || world < 1 ||
-        world > TR__COLL_MAX_WORLD || rank < 0 || rank >= world) {
-        tr__server_reply_status(c, seq, TR_EINVAL, "group join: bad name, world or rank");
+        world > TR__COLL_MAX_WORLD || rank < 0 || rank >= world ||
+        extra > (segment ? TR__COLL_MAX_EXTRA : 0)) {
+        tr__server_reply_status(c, seq, TR_EINVAL, "group join: bad name, world, rank or size");
         return;
     }
     group *g = find(gs, name, nn);
-    if (g && (g->world != world || strlen(g->backend) != bn || memcmp(g->backend, backend, bn))) {
+    if (g && (g->world != world || strlen(g->backend) != bn || memcmp(g->backend, backend, bn) ||
+              g->extra != extra)) {
         char msg[400];
         snprintf(msg, sizeof msg,
-                 "group '%s' exists with world %d and backend %s; this rank "
-                 "asked for world %d and backend %.*s",
-                 g->name, g->world, g->backend, (int)world, (int)bn, backend);
+                 "group '%s' exists with world %d, backend %s and %llu extra bytes; this rank "
+                 "asked for world %d, backend %.*s and %llu",
+                 g->name, g->world, g->backend, (unsigned long long)g->extra, (int)world, (int)bn,
+                 backend, (unsigned long long)extra);
         tr__server_reply_status(c, seq, TR_EINVAL, msg);
         return;
     }
@@ -166,7 +177,8 @@ static void on_join(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
         memcpy(g->backend, backend, bn);
         g->world = (int)world;
         int data = strcmp(g->backend, "shm") == 0; /* other backends need the header alone */
-        g->size = tr__coll_seg_size(g->world, data);
+        g->extra = extra;
+        g->size = tr__coll_seg_size(g->world, data) + (size_t)extra;
         g->fd = memfd_create("troupe-group", MFD_CLOEXEC);
         if (g->fd < 0 || ftruncate(g->fd, (off_t)g->size) != 0 ||
             (g->h = mmap(NULL, g->size, PROT_READ | PROT_WRITE, MAP_SHARED, g->fd, 0)) ==

@@ -19,6 +19,7 @@ extern "C" {
 
 #include <math.h>
 
+#include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
@@ -61,6 +62,7 @@ struct Counter {
     int64_t value = 0;
     int64_t last_seq = 0;
     std::string name;
+    std::atomic<int> busy{0}; /* set while "excl" runs: methods never overlap */
 };
 
 int counter_new(tr_ctx *ctx, const void *args, size_t len, void **self) {
@@ -108,6 +110,31 @@ int m_add(tr_ctx *ctx, void *self, const void *args, size_t len) {
     if (len != 8) return tr_ctx_error(ctx, "add wants 8 bytes, got %zu", len);
     c->value += arg_i64(args, len);
     return reply_i64(ctx, c->value);
+}
+
+/* Its int64 argument plus each int64 ref argument, plus 1 (stateless: compiled graphs). */
+int m_plus1(tr_ctx *ctx, void *, const void *args, size_t len) {
+    if (len != 8) return tr_ctx_error(ctx, "plus1 wants 8 bytes, got %zu", len);
+    int64_t sum = arg_i64(args, len) + 1;
+    for (size_t i = 0; i < tr_ctx_num_refs(ctx); i++) {
+        const void *d;
+        size_t n;
+        if (tr_ctx_ref(ctx, i, &d, &n) || n != 8)
+            return tr_ctx_error(ctx, "plus1: ref argument %zu is not 8 bytes", i);
+        sum += arg_i64(d, n);
+    }
+    return reply_i64(ctx, sum);
+}
+
+/* Fails if another method of the actor is running (the actor's lock must prevent it),
+ * else holds the actor for ~200 us and echoes its argument. */
+int m_excl(tr_ctx *ctx, void *self, const void *args, size_t len) {
+    auto *c = (Counter *)self;
+    if (c->busy.exchange(1)) return tr_ctx_error(ctx, "excl: another method is running");
+    struct timespec ts = {0, 200000};
+    nanosleep(&ts, NULL);
+    c->busy = 0;
+    return tr_ctx_reply(ctx, args, len);
 }
 
 int m_get(tr_ctx *ctx, void *self, const void *, size_t) {
@@ -728,6 +755,8 @@ const tr_method_def counter_methods[] = {
     {"leave_group", m_leave_group},
     {"fail_plain", m_fail_plain},
     {"slow_big", m_slow_big},
+    {"plus1", m_plus1},
+    {"excl", m_excl},
 };
 
 void add_classes(tr_config *cfg) {

@@ -1,0 +1,24 @@
+/* actor/ctx.h - what a method's tr_ctx holds: one per thread that runs methods (the
+ * worker's loop, and each compiled graph's loop, dag/exec.c). Internal. */
+#ifndef TR_ACTOR_CTX_H
+#define TR_ACTOR_CTX_H
+
+#include <stddef.h>
+
+#include "core/buf.h"
+#include "troupe/troupe.h"
+
+struct tr_ctx {
+    tr_runtime *rt;
+    tr_actor_id id;
+    tr__buf result;
+    char err[1024];
+    int has_err;
+    /* the call's arguments passed by reference, resolved before the method runs: pinned
+     * views of objects, or views of values the frame carries */
+    const void **ref_data;
+    size_t *ref_len;
+    size_t n_refs, cap_refs;
+};
+
+#endif

@@ -1,0 +1,266 @@
+/* dag/exec.c - see exec.h. */
+#include "dag/exec.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actor/ctx.h"
+#include "collective/group.h"
+#include "collective/shm/segment.h"
+#include "core/clock.h"
+#include "core/codec.h"
+#include "core/log.h"
+#include "core/status.h"
+#include "dag/chan.h"
+#include "dag/plan.h"
+
+#define MAX_INPUTS 16
+#define MAX_STEPS 256
+
+typedef struct step {
+    const tr_method_def *def;
+    uint64_t out_off;
+    size_t n_in;
+    uint64_t in_off[MAX_INPUTS];
+    uint32_t reader[MAX_INPUTS];
+    tr__chan_hdr *out, *in[MAX_INPUTS];
+} step;
+
+typedef struct loop {
+    tr__worker_env env;
+    char name[200];
+    int world, rank, timeout_ms;
+    uint64_t bytes;
+    int64_t spin_ns;
+    size_t n_steps;
+    step steps[];
+} loop;
+
+static const tr_method_def *find_method(const tr_actor_class *cls, const char *m, size_t n) {
+    for (size_t i = 0; i < cls->n_methods; i++) {
+        const char *name = cls->methods[i].name;
+        if (strlen(name) == n && memcmp(name, m, n) == 0) return &cls->methods[i];
+    }
+    return NULL;
+}
+
+/* Reads the attach message into a new loop (its steps' methods found in the class). */
+static int parse(const tr__worker_env *env, tr_ctx *ctx, const tr__obj *root, loop **out) {
+    const tr__obj *steps = tr__obj_get(root, "steps");
+    size_t n = steps ? tr__obj_len(steps) : 0;
+    if (!steps || n == 0 || n > MAX_STEPS) return tr_ctx_error(ctx, "dag attach: no steps");
+    loop *l = calloc(1, sizeof *l + n * sizeof(step));
+    if (!l) return tr_ctx_error(ctx, "dag attach: out of memory");
+    l->n_steps = n;
+    for (size_t i = 0; i < n; i++) {
+        const tr__obj *s = tr__obj_at(steps, i);
+        const tr__obj *ins = tr__obj_len(s) == 3 ? tr__obj_at(s, 2) : NULL;
+        const char *m;
+        size_t mlen;
+        step *st = &l->steps[i];
+        if (!ins || tr__obj_str(tr__obj_at(s, 0), "method", &m, &mlen) ||
+            tr__obj_uint(tr__obj_at(s, 1), "out", &st->out_off) || tr__obj_len(ins) < 1 ||
+            tr__obj_len(ins) > MAX_INPUTS) {
+            free(l);
+            return tr_ctx_error(ctx, "dag attach: malformed step %zu", i);
+        }
+        st->def = find_method(env->cls, m, mlen);
+        if (!st->def) {
+            free(l);
+            tr_ctx_error(ctx, "class '%s' has no method '%.*s'", env->cls->name,
+                         (int)(mlen > 200 ? 200 : mlen), m);
+            return TR_ENOMETHOD;
+        }
+        st->n_in = tr__obj_len(ins);
+        for (size_t j = 0; j < st->n_in; j++) {
+            const tr__obj *p = tr__obj_at(ins, j);
+            uint64_t reader = 0;
+            if (tr__obj_len(p) != 2 || tr__obj_uint(tr__obj_at(p, 0), "chan", &st->in_off[j]) ||
+                tr__obj_uint(tr__obj_at(p, 1), "reader", &reader) ||
+                reader >= TR__CHAN_MAX_READERS) {
+                free(l);
+                return tr_ctx_error(ctx, "dag attach: malformed input %zu of step %zu", j, i);
+            }
+            st->reader[j] = (uint32_t)reader;
+        }
+    }
+    *out = l;
+    return 0;
+}
+
+/* A channel at `off` in the graph's area of `bytes`, checked; NULL if it is not sound. */
+static tr__chan_hdr *chan_at(tr__dag_hdr *h, uint64_t bytes, uint64_t off) {
+    if (off < sizeof *h || off >= bytes || off % 64) return NULL;
+    tr__chan_hdr *c = (tr__chan_hdr *)((char *)h + off);
+    return tr__chan_check(c, (size_t)(bytes - off)) == 0 ? c : NULL;
+}
+
+typedef struct watch {
+    tr__coll_hdr *coll;
+} watch;
+
+/* Waits end when the driver (rank 0) has gone. */
+static int driver_gone(void *arg) {
+    watch *w = arg;
+    uint64_t dead = __atomic_load_n(&w->coll->dead, __ATOMIC_ACQUIRE);
+    return dead & 1 ? tr__err(TR_EPEER_DIED, "the graph's driver went away") : 0;
+}
+
+/* Runs step st of execution e (inputs waited for, method or error, output written). */
+static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_wait *w) {
+    const void *data[MAX_INPUTS];
+    size_t len[MAX_INPUTS];
+    int32_t failed = 0;
+    const void *why = NULL;
+    size_t why_len = 0;
+    for (size_t j = 0; j < st->n_in; j++) {
+        int32_t code;
+        uint32_t flags;
+        int rc = tr__chan_read(st->in[j], e, w, &data[j], &len[j], &code, &flags);
+        if (rc) return rc;
+        if (code && !failed) {
+            failed = code;
+            why = data[j];
+            why_len = len[j];
+        }
+    }
+    int32_t code = failed;
+    if (!failed) {
+        ctx->n_refs = st->n_in - 1;
+        for (size_t j = 1; j < st->n_in; j++) {
+            ctx->ref_data[j - 1] = data[j];
+            ctx->ref_len[j - 1] = len[j];
+        }
+        tr__buf_reset(&ctx->result);
+        ctx->has_err = 0;
+        pthread_mutex_lock(l->env.mu);
+        int r = st->def->fn(ctx, l->env.self, data[0], len[0]);
+        pthread_mutex_unlock(l->env.mu);
+        ctx->n_refs = 0;
+        if (r != 0 || ctx->result.oom) {
+            if (!ctx->has_err)
+                snprintf(ctx->err, sizeof ctx->err, "method '%s' %s", st->def->name,
+                         ctx->result.oom ? "ran out of memory for its result" : "failed");
+            code = TR_ETASK;
+            why = ctx->err;
+            why_len = strlen(ctx->err) + 1;
+        } else {
+            why = ctx->result.data;
+            why_len = ctx->result.len;
+        }
+    }
+    void *buf;
+    size_t cap;
+    int rc = tr__chan_write_begin(st->out, e, &buf, &cap, w);
+    if (rc) return rc;
+    char toolong[300];
+    if (why_len > cap) {
+        snprintf(toolong, sizeof toolong,
+                 "method '%s': its result of %zu bytes exceeds the graph's slot_bytes (%zu)",
+                 st->def->name, why_len, cap);
+        code = TR_EMSGSIZE;
+        why = toolong;
+        why_len = strlen(toolong) + 1;
+        if (why_len > cap) why_len = cap;
+    }
+    if (why_len) memcpy(buf, why, why_len);
+    tr__chan_write_end(st->out, e, code, 0, why_len);
+    for (size_t j = 0; j < st->n_in; j++)
+        tr__chan_release(st->in[j], e, st->reader[j]);
+    return 0;
+}
+
+static void *run_loop(void *arg) {
+    loop *l = arg;
+    tr_group *seg = NULL;
+    tr_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.rt = l->env.rt;
+    ctx.id = l->env.id;
+    const void *ref_data[MAX_INPUTS];
+    size_t ref_len[MAX_INPUTS];
+    ctx.ref_data = ref_data;
+    ctx.ref_len = ref_len;
+    ctx.cap_refs = MAX_INPUTS;
+    int rc = tr__group_join_segment(l->env.node_path, l->env.max_msg, l->world, l->rank, l->name,
+                                    l->bytes, l->timeout_ms, &seg);
+    if (rc) {
+        TR_LOG_WARN("DAG-JOIN", "graph %s: %s", l->name, tr_last_error());
+        goto out;
+    }
+    tr__dag_hdr *h = (tr__dag_hdr *)((char *)seg->seg + tr__coll_hdr_bytes());
+    watch wt = {seg->seg};
+    tr__chan_wait w = {tr__deadline(l->timeout_ms), 0, &h->stop, driver_gone, &wt};
+    /* the driver lays the channels out once everyone has joined */
+    while (!rc && tr__event_seq(&h->ready) == 0)
+        rc = tr__event_wait_stop(&h->ready, 0, w.deadline, 0, &h->stop);
+    if (!rc && __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != TR__DAG_MAGIC)
+        rc = tr__err(TR_EPROTO, "no graph header");
+    for (size_t i = 0; !rc && i < l->n_steps; i++) {
+        step *st = &l->steps[i];
+        st->out = chan_at(h, l->bytes, st->out_off);
+        for (size_t j = 0; j < st->n_in; j++)
+            if (!(st->in[j] = chan_at(h, l->bytes, st->in_off[j]))) st->out = NULL;
+        if (!st->out) rc = tr__err(TR_EPROTO, "step %zu: a channel that is not sound", i);
+    }
+    if (rc) {
+        if (rc != TR_ECLOSED) TR_LOG_WARN("DAG-ATTACH", "graph %s: %s", l->name, tr_last_error());
+        goto out;
+    }
+    w.deadline = TR__NO_DEADLINE; /* an idle graph waits (asleep) until it stops */
+    w.spin_ns = l->spin_ns;
+    for (uint64_t e = 0; !rc; e++)
+        for (size_t i = 0; !rc && i < l->n_steps; i++)
+            rc = run_step(l, &ctx, &l->steps[i], e, &w);
+    if (rc != TR_ECLOSED && rc != TR_EPEER_DIED)
+        TR_LOG_WARN("DAG-LOOP", "graph %s: %s", l->name, tr_last_error());
+out:
+    tr__group_destroy(seg); /* leaving: the driver's teardown sees it in the dead mask */
+    tr__buf_free(&ctx.result);
+    free(l);
+    return NULL;
+}
+
+int tr__dag_attach(const tr__worker_env *env, tr_ctx *ctx, const void *args, size_t len) {
+    tr__dec d;
+    if (tr__dec_init(&d, args, len)) return tr_ctx_error(ctx, "dag attach: not msgpack");
+    loop *l = NULL;
+    const char *name;
+    size_t nn;
+    int64_t world, rank, timeout_ms, spin_ns;
+    uint64_t bytes;
+    const tr__obj *check = tr__obj_get(d.root, "check");
+    int rc = parse(env, ctx, d.root, &l);
+    if (!rc &&
+        (tr__get_str(d.root, "name", &name, &nn) || nn >= sizeof l->name ||
+         tr__get_int(d.root, "world", &world) || tr__get_int(d.root, "rank", &rank) ||
+         tr__get_uint(d.root, "bytes", &bytes) || tr__get_int(d.root, "timeout_ms", &timeout_ms) ||
+         tr__get_int(d.root, "spin_ns", &spin_ns)))
+        rc = tr_ctx_error(ctx, "dag attach: malformed: %s", tr_last_error());
+    if (rc || check) {
+        free(l);
+        tr__dec_free(&d);
+        return rc ? rc : tr_ctx_reply(ctx, "ok", 2);
+    }
+    memcpy(l->name, name, nn);
+    l->env = *env;
+    l->world = (int)world;
+    l->rank = (int)rank;
+    l->bytes = bytes;
+    l->timeout_ms = (int)timeout_ms;
+    l->spin_ns = spin_ns;
+    tr__dec_free(&d);
+    pthread_t t;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    rc = pthread_create(&t, &a, run_loop, l);
+    pthread_attr_destroy(&a);
+    if (rc) {
+        free(l);
+        return tr_ctx_error(ctx, "dag attach: cannot start the graph's thread");
+    }
+    return tr_ctx_reply(ctx, "ok", 2);
+}

@@ -1,0 +1,563 @@
+/* dag/graph.c - the driver's side of a compiled graph (troupe/dag.h): building, checking,
+ * laying out the channels, executions, teardown. The layout: every node whose value
+ * someone reads gets one channel (dag/chan.h) with a reader index per reading (a bound
+ * node's input, or one of the graph's outputs); the driver writes the input node's
+ * channel and reads the outputs' ones; each actor runs its nodes in node order, which is
+ * topological (a node binds only to nodes made before it). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "collective/group.h"
+#include "collective/shm/segment.h"
+#include "core/buf.h"
+#include "core/clock.h"
+#include "core/codec.h"
+#include "core/ids.h"
+#include "core/status.h"
+#include "dag/chan.h"
+#include "dag/plan.h"
+#include "troupe/dag.h"
+
+#define TEARDOWN_MS 2000 /* how long a teardown waits for the actors to leave */
+#define SPIN_NS 50000    /* waits spin this long where every party has a core */
+#define YIELD_NS 20000   /* and yield this long where they share cores */
+
+typedef struct node {
+    int is_input;
+    tr_actor_id actor;
+    char *method;
+    tr_dag_node *inputs;
+    uint32_t *in_reader; /* its reader index on each input's channel */
+    size_t n_inputs;
+    tr_dag_transport transport;
+    int rank;           /* its actor's rank in the segment */
+    uint32_t n_readers; /* of its value */
+    uint64_t chan_off;  /* its channel's offset from the tr__dag_hdr; 0: none */
+    int reaches_output;
+} node;
+
+struct tr_dag {
+    tr_runtime *rt;
+    node *nodes;
+    size_t n, cap;
+    tr_dag_node *outputs;
+    uint32_t *out_reader;
+    size_t n_outputs;
+    tr_dag_options opts;
+    int compiled, torn;
+    int broken; /* an actor died: every call says so */
+    char broken_msg[300];
+    char name[32];
+    tr_group *seg;
+    tr__dag_hdr *h;
+    uint64_t bytes;
+    tr_actor_id *actors;
+    size_t n_actors;
+    int64_t spin_ns;
+    uint64_t next_exec, release_base;
+    unsigned char *released; /* window of 4 x max_inflight executions from release_base */
+};
+
+static char *id_short(tr_actor_id id, char *buf) {
+    char full[33];
+    tr_actor_id_str(id, full);
+    memcpy(buf, full, 8);
+    buf[8] = 0;
+    return buf;
+}
+
+TR_API int tr_dag_create(tr_runtime *rt, tr_dag **out) {
+    if (!rt || !out) return tr__err(TR_EINVAL, "tr_dag_create: NULL argument");
+    tr_dag *g = calloc(1, sizeof *g);
+    if (!g) return tr__err(TR_ENOMEM, "tr_dag_create");
+    g->rt = rt;
+    g->nodes = calloc(8, sizeof *g->nodes);
+    if (!g->nodes) {
+        free(g);
+        return tr__err(TR_ENOMEM, "tr_dag_create");
+    }
+    g->cap = 8;
+    g->n = 1; /* node 0: the input */
+    g->nodes[0].is_input = 1;
+    *out = g;
+    return 0;
+}
+
+static int building(tr_dag *g, const char *fn) {
+    if (!g) return tr__err(TR_EINVAL, "%s: NULL graph", fn);
+    if (g->compiled || g->torn) return tr__err(TR_ESTATE, "%s: the graph is compiled already", fn);
+    return 0;
+}
+
+TR_API int tr_dag_input(tr_dag *g, tr_dag_node *out) {
+    int rc = building(g, "tr_dag_input");
+    if (rc) return rc;
+    if (!out) return tr__err(TR_EINVAL, "tr_dag_input: out is NULL");
+    *out = 0;
+    return 0;
+}
+
+TR_API int tr_dag_bind(tr_dag *g, tr_actor_id actor, const char *method, const tr_dag_node *inputs,
+                       size_t n_inputs, tr_dag_node *out) {
+    int rc = building(g, "tr_dag_bind");
+    if (rc) return rc;
+    if (!method || !*method || strlen(method) > 200 || !inputs || n_inputs < 1 || n_inputs > 16 ||
+        !out)
+        return tr__err(TR_EINVAL,
+                       "tr_dag_bind: a method name (1-200 bytes), 1-16 inputs and out, please");
+    for (size_t i = 0; i < n_inputs; i++)
+        if (inputs[i] >= g->n)
+            return tr__err(TR_EINVAL, "tr_dag_bind: input %zu is node %u, not of this graph", i,
+                           inputs[i]);
+    if (g->n == g->cap) {
+        node *nn = realloc(g->nodes, 2 * g->cap * sizeof *nn);
+        if (!nn) return tr__err(TR_ENOMEM, "tr_dag_bind");
+        g->nodes = nn;
+        g->cap *= 2;
+    }
+    node *n = &g->nodes[g->n];
+    memset(n, 0, sizeof *n);
+    n->actor = actor;
+    n->method = strdup(method);
+    n->inputs = malloc(n_inputs * sizeof *n->inputs);
+    n->in_reader = calloc(n_inputs, sizeof *n->in_reader);
+    if (!n->method || !n->inputs || !n->in_reader) {
+        free(n->method);
+        free(n->inputs);
+        free(n->in_reader);
+        return tr__err(TR_ENOMEM, "tr_dag_bind");
+    }
+    memcpy(n->inputs, inputs, n_inputs * sizeof *inputs);
+    n->n_inputs = n_inputs;
+    *out = (tr_dag_node)g->n++;
+    return 0;
+}
+
+TR_API int tr_dag_output(tr_dag *g, const tr_dag_node *nodes, size_t n) {
+    int rc = building(g, "tr_dag_output");
+    if (rc) return rc;
+    if (!nodes || n < 1 || n > 64) return tr__err(TR_EINVAL, "tr_dag_output: 1-64 nodes, please");
+    for (size_t i = 0; i < n; i++)
+        if (nodes[i] >= g->n)
+            return tr__err(TR_EINVAL, "tr_dag_output: node %u is not of this graph", nodes[i]);
+    tr_dag_node *o = malloc(n * sizeof *o);
+    uint32_t *r = calloc(n, sizeof *r);
+    if (!o || !r) {
+        free(o);
+        free(r);
+        return tr__err(TR_ENOMEM, "tr_dag_output");
+    }
+    memcpy(o, nodes, n * sizeof *o);
+    free(g->outputs);
+    free(g->out_reader);
+    g->outputs = o;
+    g->out_reader = r;
+    g->n_outputs = n;
+    return 0;
+}
+
+TR_API int tr_dag_set_transport(tr_dag *g, tr_dag_node nd, tr_dag_transport t) {
+    int rc = building(g, "tr_dag_set_transport");
+    if (rc) return rc;
+    if (nd >= g->n || (t != TR_DAG_AUTO && t != TR_DAG_SHM))
+        return tr__err(TR_EINVAL,
+                       "tr_dag_set_transport: unknown node or transport (auto and shm for now)");
+    g->nodes[nd].transport = t;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- compile */
+
+static int name_node(tr_dag *g, tr_dag_node i, char *buf, size_t cap) {
+    if (g->nodes[i].is_input) return snprintf(buf, cap, "node %u (the input)", i);
+    char a[9];
+    return snprintf(buf, cap, "node %u (actor %s, method '%s')", i, id_short(g->nodes[i].actor, a),
+                    g->nodes[i].method);
+}
+
+/* Which nodes reach an output, who reads what (reader indices), which actor is which
+ * rank, and where each channel lies. */
+static int plan(tr_dag *g) {
+    char what[300];
+    if (!g->n_outputs) return tr__err(TR_EINVAL, "tr_dag_compile: the graph has no outputs");
+    for (size_t k = 0; k < g->n_outputs; k++)
+        g->nodes[g->outputs[k]].reaches_output = 1;
+    for (size_t i = g->n; i-- > 1;) /* inputs come before their readers */
+        if (g->nodes[i].reaches_output)
+            for (size_t j = 0; j < g->nodes[i].n_inputs; j++)
+                g->nodes[g->nodes[i].inputs[j]].reaches_output = 1;
+    for (tr_dag_node i = 1; i < g->n; i++) {
+        if (g->nodes[i].reaches_output) continue;
+        name_node(g, i, what, sizeof what);
+        return tr__err(TR_EINVAL, "tr_dag_compile: the value of %s reaches no output", what);
+    }
+    for (tr_dag_node i = 1; i < g->n; i++) {
+        node *n = &g->nodes[i];
+        for (size_t j = 0; j < n->n_inputs; j++) {
+            if (n->inputs[j] >= i)
+                return tr__err(TR_EINVAL, "tr_dag_compile: a cycle at node %u", i);
+            n->in_reader[j] = g->nodes[n->inputs[j]].n_readers++;
+        }
+    }
+    for (size_t k = 0; k < g->n_outputs; k++)
+        g->out_reader[k] = g->nodes[g->outputs[k]].n_readers++;
+    g->bytes = sizeof(tr__dag_hdr);
+    for (tr_dag_node i = 0; i < g->n; i++) {
+        node *n = &g->nodes[i];
+        if (n->n_readers > TR__CHAN_MAX_READERS) {
+            name_node(g, i, what, sizeof what);
+            return tr__err(TR_EINVAL, "tr_dag_compile: %u readers of %s (at most %d)", n->n_readers,
+                           what, TR__CHAN_MAX_READERS);
+        }
+        if (!n->n_readers) continue;
+        size_t sz = tr__chan_size(g->opts.max_inflight, g->opts.slot_bytes, n->n_readers);
+        if (!sz || g->bytes + sz > TR__COLL_MAX_EXTRA)
+            return tr__err(TR_EINVAL,
+                           "tr_dag_compile: channels of %u slots of %llu bytes do not fit",
+                           g->opts.max_inflight, (unsigned long long)g->opts.slot_bytes);
+        n->chan_off = g->bytes;
+        g->bytes += sz;
+    }
+    g->actors = calloc(g->n, sizeof *g->actors);
+    if (!g->actors) return tr__err(TR_ENOMEM, "tr_dag_compile");
+    for (tr_dag_node i = 1; i < g->n; i++) {
+        node *n = &g->nodes[i];
+        size_t a = 0;
+        while (a < g->n_actors && memcmp(&g->actors[a], &n->actor, sizeof n->actor))
+            a++;
+        if (a == g->n_actors) g->actors[g->n_actors++] = n->actor;
+        n->rank = (int)a + 1;
+    }
+    if (g->n_actors + 1 > TR__COLL_MAX_WORLD)
+        return tr__err(TR_EINVAL, "tr_dag_compile: %zu actors (at most %d)", g->n_actors,
+                       TR__COLL_MAX_WORLD - 1);
+    return 0;
+}
+
+/* The attach message of the actor of rank `rank`. */
+static void attach_msg(tr_dag *g, int rank, int check, tr__buf *b) {
+    size_t steps = 0;
+    for (tr_dag_node i = 1; i < g->n; i++)
+        steps += g->nodes[i].rank == rank;
+    tr__enc_map(b, check ? 8 : 7);
+    if (check) {
+        tr__enc_str(b, "check");
+        tr__enc_bool(b, 1);
+    }
+    tr__enc_str(b, "name");
+    tr__enc_str(b, g->name);
+    tr__enc_str(b, "world");
+    tr__enc_int(b, (int64_t)g->n_actors + 1);
+    tr__enc_str(b, "rank");
+    tr__enc_int(b, rank);
+    tr__enc_str(b, "bytes");
+    tr__enc_uint(b, g->bytes);
+    tr__enc_str(b, "timeout_ms");
+    tr__enc_int(b, g->opts.attach_timeout_ms);
+    tr__enc_str(b, "spin_ns");
+    tr__enc_int(b, g->spin_ns);
+    tr__enc_str(b, "steps");
+    tr__enc_array(b, (uint32_t)steps);
+    for (tr_dag_node i = 1; i < g->n; i++) {
+        node *n = &g->nodes[i];
+        if (n->rank != rank) continue;
+        tr__enc_array(b, 3);
+        tr__enc_str(b, n->method);
+        tr__enc_uint(b, n->chan_off);
+        tr__enc_array(b, (uint32_t)n->n_inputs);
+        for (size_t j = 0; j < n->n_inputs; j++) {
+            tr__enc_array(b, 2);
+            tr__enc_uint(b, g->nodes[n->inputs[j]].chan_off);
+            tr__enc_uint(b, n->in_reader[j]);
+        }
+    }
+}
+
+/* Sends every actor its attach message (check: only have the steps checked), then waits
+ * for the replies; the first failure, naming the actor's first node. */
+static int attach_all(tr_dag *g, int check) {
+    tr_ref *refs = calloc(g->n_actors, sizeof *refs);
+    if (!refs) return tr__err(TR_ENOMEM, "tr_dag_compile");
+    size_t sent = 0;
+    int rc = 0;
+    for (; sent < g->n_actors && !rc; sent++) {
+        tr__buf b = TR__BUF_INIT;
+        attach_msg(g, (int)sent + 1, check, &b);
+        rc = b.oom ? tr__err(TR_ENOMEM, "tr_dag_compile")
+                   : tr_call(g->rt, g->actors[sent], TR__DAG_ATTACH, b.data, b.len, &refs[sent]);
+        tr__buf_free(&b);
+        if (rc) break;
+    }
+    for (size_t a = 0; a < sent; a++) {
+        int r = tr_get(g->rt, refs[a], g->opts.attach_timeout_ms, NULL, NULL);
+        if (r && !rc) {
+            char what[300], why[600];
+            snprintf(why, sizeof why, "%s", tr_last_error());
+            tr_dag_node first = 1;
+            while (first < g->n && g->nodes[first].rank != (int)a + 1)
+                first++;
+            name_node(g, first, what, sizeof what);
+            rc = tr__err(r, "tr_dag_compile: %s: %s", what, why);
+        }
+        tr_ref_release(g->rt, refs[a]);
+    }
+    free(refs);
+    return rc;
+}
+
+static tr__chan_hdr *chan(tr_dag *g, tr_dag_node i) {
+    return (tr__chan_hdr *)((char *)g->h + g->nodes[i].chan_off);
+}
+
+TR_API int tr_dag_compile(tr_dag *g, const tr_dag_options *opts) {
+    int rc = building(g, "tr_dag_compile");
+    if (rc) return rc;
+    tr_dag_options def = TR_DAG_OPTIONS_INIT;
+    if (opts && opts->struct_size < sizeof def)
+        return tr__err(TR_EINVAL, "tr_dag_compile: options from an older troupe (struct_size)");
+    g->opts = opts ? *opts : def;
+    if (g->opts.max_inflight < 1 || g->opts.max_inflight > TR__CHAN_MAX_SLOTS ||
+        g->opts.slot_bytes < 16 || g->opts.submit_timeout_ms < -1 || g->opts.attach_timeout_ms < 1)
+        return tr__err(TR_EINVAL,
+                       "tr_dag_compile: max_inflight 1-%d, slot_bytes >= 16 and "
+                       "timeouts, please",
+                       TR__CHAN_MAX_SLOTS);
+    if ((rc = plan(g))) return rc;
+    for (tr_dag_node i = 1; i < g->n; i++) {
+        tr_actor_details d;
+        memset(&d, 0, sizeof d);
+        d.struct_size = sizeof d;
+        int r = tr_actor_wait_ready(g->rt, g->nodes[i].actor, g->opts.attach_timeout_ms);
+        if (!r) r = tr_actor_info(g->rt, g->nodes[i].actor, &d);
+        if (r || d.state != TR_ACTOR_ALIVE) {
+            char what[300], why[400];
+            snprintf(why, sizeof why, "%s", r ? tr_last_error() : tr_actor_state_name(d.state));
+            name_node(g, i, what, sizeof what);
+            return tr__err(r && r != TR_ETIMEDOUT ? r : TR_EACTOR_DIED,
+                           "tr_dag_compile: the actor of %s is not alive: %s", what, why);
+        }
+    }
+    uint8_t rnd[8];
+    tr__random_bytes(rnd, sizeof rnd);
+    snprintf(g->name, sizeof g->name, "dag-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
+             rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    g->spin_ns = ncpu >= (long)g->n_actors + 1 ? SPIN_NS : -YIELD_NS;
+    if ((rc = attach_all(g, 1)) || (rc = attach_all(g, 0))) return rc;
+    /* every actor's loop joins the segment: that is the rendezvous */
+    rc = tr__group_join_segment(tr__runtime_address(g->rt), tr__runtime_max_msg(g->rt),
+                                (int)g->n_actors + 1, 0, g->name, g->bytes,
+                                g->opts.attach_timeout_ms, &g->seg);
+    if (rc) return rc;
+    g->h = (tr__dag_hdr *)((char *)g->seg->seg + tr__coll_hdr_bytes());
+    for (tr_dag_node i = 0; i < g->n; i++) {
+        node *n = &g->nodes[i];
+        if (n->n_readers &&
+            (rc = tr__chan_init(chan(g, i), (size_t)(g->bytes - n->chan_off), g->opts.max_inflight,
+                                g->opts.slot_bytes, n->n_readers)))
+            break;
+        g->h->n_chans += n->n_readers != 0;
+    }
+    g->released = calloc(4 * (size_t)g->opts.max_inflight, 1);
+    if (!rc && !g->released) rc = tr__err(TR_ENOMEM, "tr_dag_compile");
+    g->compiled = 1;
+    if (rc) {
+        g->torn = 1;
+        __atomic_store_n(&g->h->stop, 1, __ATOMIC_SEQ_CST);
+    }
+    __atomic_store_n(&g->h->magic, TR__DAG_MAGIC, __ATOMIC_RELEASE);
+    tr__event_signal(&g->h->ready);
+    return rc;
+}
+
+/* -------------------------------------------------------------------------- execute */
+
+static void stop_all(tr_dag *g) {
+    __atomic_store_n(&g->h->stop, 1, __ATOMIC_SEQ_CST);
+    tr__event_wake(&g->h->ready);
+    for (tr_dag_node i = 0; i < g->n; i++)
+        if (g->nodes[i].n_readers) tr__chan_wake_all(chan(g, i));
+}
+
+/* Waits end, and the graph is torn down, when one of its actors dies. */
+static int actor_died(void *arg) {
+    tr_dag *g = arg;
+    uint64_t dead = __atomic_load_n(&((tr__coll_hdr *)g->seg->seg)->dead, __ATOMIC_ACQUIRE) >> 1;
+    if (!dead && !g->broken) return 0;
+    if (!g->broken) {
+        char a[9];
+        size_t k = (size_t)__builtin_ctzll(dead);
+        g->broken = TR_EACTOR_DIED;
+        snprintf(g->broken_msg, sizeof g->broken_msg,
+                 "graph %s: actor %s died; the graph is torn down", g->name,
+                 id_short(g->actors[k < g->n_actors ? k : 0], a));
+        stop_all(g);
+    }
+    return tr__err(g->broken, "%s", g->broken_msg);
+}
+
+static int usable(tr_dag *g, const char *fn) {
+    if (!g) return tr__err(TR_EINVAL, "%s: NULL graph", fn);
+    if (!g->compiled || g->torn)
+        return tr__err(TR_ESTATE, "%s: the graph is %s", fn,
+                       g->torn ? "torn down" : "not compiled");
+    return g->broken ? tr__err(g->broken, "%s", g->broken_msg) : 0;
+}
+
+static tr__chan_wait waits(tr_dag *g, int timeout_ms) {
+    tr__chan_wait w = {tr__deadline(timeout_ms), g->spin_ns, &g->h->stop, actor_died, g};
+    return w;
+}
+
+TR_API int tr_dag_execute(tr_dag *g, const void *input, size_t len, uint64_t *exec) {
+    int rc = usable(g, "tr_dag_execute");
+    if (rc) return rc;
+    if ((!input && len) || !exec) return tr__err(TR_EINVAL, "tr_dag_execute: NULL argument");
+    if (len > g->opts.slot_bytes)
+        return tr__err(TR_EMSGSIZE, "tr_dag_execute: %zu bytes of input, slot_bytes is %llu", len,
+                       (unsigned long long)g->opts.slot_bytes);
+    uint64_t e = g->next_exec;
+    if (e - g->release_base >= 4 * (uint64_t)g->opts.max_inflight)
+        return tr__err(TR_ETIMEDOUT, "tr_dag_execute: %llu executions are not released",
+                       (unsigned long long)(e - g->release_base));
+    if (g->nodes[0].n_readers) {
+        tr__chan_wait w = waits(g, g->opts.submit_timeout_ms);
+        void *buf;
+        size_t cap;
+        if ((rc = tr__chan_write_begin(chan(g, 0), e, &buf, &cap, &w)))
+            return rc == TR_ECLOSED && g->broken ? tr__err(g->broken, "%s", g->broken_msg) : rc;
+        if (len) memcpy(buf, input, len);
+        tr__chan_write_end(chan(g, 0), e, 0, 0, len);
+    }
+    g->next_exec++;
+    *exec = e;
+    return 0;
+}
+
+static int check_exec(tr_dag *g, uint64_t e, const char *fn) {
+    if (e >= g->next_exec || e < g->release_base || g->released[e % (4 * g->opts.max_inflight)])
+        return tr__err(TR_EINVAL, "%s: execution %llu is not submitted, or released", fn,
+                       (unsigned long long)e);
+    return 0;
+}
+
+TR_API int tr_dag_get(tr_dag *g, uint64_t exec, size_t output, int timeout_ms, const void **data,
+                      size_t *len) {
+    int rc = usable(g, "tr_dag_get");
+    if (rc || (rc = check_exec(g, exec, "tr_dag_get"))) return rc;
+    if (output >= g->n_outputs || !data || !len)
+        return tr__err(TR_EINVAL, "tr_dag_get: output %zu of %zu, or a NULL argument", output,
+                       g->n_outputs);
+    tr__chan_wait w = waits(g, timeout_ms);
+    int32_t code;
+    uint32_t flags;
+    rc = tr__chan_read(chan(g, g->outputs[output]), exec, &w, data, len, &code, &flags);
+    if (rc) return rc == TR_ECLOSED && g->broken ? tr__err(g->broken, "%s", g->broken_msg) : rc;
+    if (code) {
+        int n = (int)(*len > 1000 ? 1000 : *len);
+        rc = tr__err(code, "%.*s", n, (const char *)*data);
+        *data = NULL;
+        *len = 0;
+    }
+    return rc;
+}
+
+TR_API int tr_dag_ready(tr_dag *g, uint64_t exec) {
+    int rc = usable(g, "tr_dag_ready");
+    if (rc || (rc = check_exec(g, exec, "tr_dag_ready"))) return rc;
+    if ((rc = actor_died(g))) return rc;
+    for (size_t k = 0; k < g->n_outputs; k++)
+        if (!tr__chan_ready(chan(g, g->outputs[k]), exec)) return 0;
+    return 1;
+}
+
+TR_API int tr_dag_release(tr_dag *g, uint64_t exec) {
+    int rc = usable(g, "tr_dag_release");
+    if (rc == TR_EACTOR_DIED) rc = 0; /* letting go is always fine */
+    if (rc || (rc = check_exec(g, exec, "tr_dag_release"))) return rc;
+    size_t win = 4 * (size_t)g->opts.max_inflight;
+    g->released[exec % win] = 1;
+    for (size_t k = 0; k < g->n_outputs; k++)
+        tr__chan_release(chan(g, g->outputs[k]), exec, g->out_reader[k]);
+    while (g->release_base < g->next_exec && g->released[g->release_base % win])
+        g->released[g->release_base++ % win] = 0;
+    return 0;
+}
+
+/* -------------------------------------------------------------------------- the rest */
+
+TR_API int tr_dag_to_dot(tr_dag *g, char **out) {
+    if (!g || !out) return tr__err(TR_EINVAL, "tr_dag_to_dot: NULL argument");
+    tr__buf b = TR__BUF_INIT;
+    char line[600], a[9];
+    tr__buf_append(&b, "digraph troupe_dag {\n  rankdir=LR;\n", 34);
+    for (tr_dag_node i = 0; i < g->n; i++) {
+        node *n = &g->nodes[i];
+        int k = n->is_input
+                    ? snprintf(line, sizeof line, "  n%u [label=\"input\" shape=oval];\n", i)
+                    : snprintf(line, sizeof line, "  n%u [label=\"%s\\nactor %s\" shape=box];\n", i,
+                               n->method, id_short(n->actor, a));
+        tr__buf_append(&b, line, (size_t)k);
+    }
+    const char *slots = g->compiled ? "" : " (not compiled)";
+    for (tr_dag_node i = 1; i < g->n; i++) {
+        node *n = &g->nodes[i];
+        for (size_t j = 0; j < n->n_inputs; j++) {
+            int k = snprintf(line, sizeof line, "  n%u -> n%u [label=\"shm %u x %llu B%s\"];\n",
+                             n->inputs[j], i, g->opts.max_inflight,
+                             (unsigned long long)g->opts.slot_bytes, slots);
+            tr__buf_append(&b, line, (size_t)k);
+        }
+    }
+    for (size_t k = 0; k < g->n_outputs; k++) {
+        int m = snprintf(line, sizeof line,
+                         "  out%zu [label=\"output %zu\" shape=oval];\n  n%u -> out%zu;\n", k, k,
+                         g->outputs[k], k);
+        tr__buf_append(&b, line, (size_t)m);
+    }
+    tr__buf_append(&b, "}\n", 3); /* with its NUL */
+    if (b.oom) {
+        tr__buf_free(&b);
+        return tr__err(TR_ENOMEM, "tr_dag_to_dot");
+    }
+    *out = malloc(b.len);
+    if (*out) memcpy(*out, b.data, b.len);
+    tr__buf_free(&b);
+    return *out ? 0 : tr__err(TR_ENOMEM, "tr_dag_to_dot");
+}
+
+TR_API int tr_dag_destroy(tr_dag *g) {
+    if (!g) return 0;
+    int rc = 0;
+    if (g->seg) {
+        stop_all(g);
+        /* each actor's loop leaves the segment as it ends: wait for them, so that the
+         * channels are gone when this returns */
+        uint64_t all = g->n_actors >= 63 ? ~1ull : ((1ull << (g->n_actors + 1)) - 2);
+        int64_t deadline = tr__deadline(TEARDOWN_MS);
+        tr__coll_hdr *ch = g->seg->seg;
+        while ((__atomic_load_n(&ch->dead, __ATOMIC_ACQUIRE) & all) != all) {
+            if (tr__now_ns() >= deadline) {
+                rc = tr__err(TR_ETIMEDOUT, "graph %s: actors did not leave within %d ms", g->name,
+                             TEARDOWN_MS);
+                break;
+            }
+            usleep(500);
+        }
+        tr__group_destroy(g->seg);
+    }
+    for (tr_dag_node i = 1; i < g->n; i++) {
+        free(g->nodes[i].method);
+        free(g->nodes[i].inputs);
+        free(g->nodes[i].in_reader);
+    }
+    free(g->nodes);
+    free(g->outputs);
+    free(g->out_reader);
+    free(g->actors);
+    free(g->released);
+    free(g);
+    return rc;
+}

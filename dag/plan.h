@@ -1,0 +1,41 @@
+/* dag/plan.h - what the driver and the actors of a compiled graph share: the graph's
+ * segment (a "segment" group of the node: collective/group.h, the driver rank 0 and each
+ * actor a rank after it) and the message that attaches an actor to it.
+ *
+ * Segment: the group header (members' pids, the dead mask the node sets when a member
+ * leaves or dies), then, at tr__coll_hdr_bytes(), a tr__dag_hdr and the channels
+ * (dag/chan.h), each at an offset from the tr__dag_hdr, 64-byte aligned. The driver lays
+ * the channels out after the rendezvous, then sets `magic` and signals `ready`; actors
+ * wait for that, check every channel they use, and run. `stop` (seq_cst) ends every wait
+ * of the graph: the teardown.
+ *
+ * Attach (TR__DAG_ATTACH, the worker's builtin; msgpack): {name, world, rank, bytes,
+ * timeout_ms, steps: [[method, out, [[chan, reader], ...]], ...]}: the segment group to
+ * join as `rank`, and this actor's steps in the order it runs them for each execution:
+ * the method, the channel it writes (its offset), and the channels it reads with its
+ * reader index there (the method's arguments, then its call refs).
+ */
+#ifndef TR_DAG_PLAN_H
+#define TR_DAG_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/wait.h"
+#include "troupe/troupe.h"
+
+#define TR__DAG_ATTACH "__troupe_dag_attach"
+#define TR__DAG_MAGIC 0x3167616472747574ull /* "tutrdag1" */
+
+typedef struct tr__dag_hdr {
+    uint64_t magic;
+    uint32_t stop;
+    uint32_t n_chans;
+    tr__event ready;
+} __attribute__((aligned(64))) tr__dag_hdr;
+
+/* The node a runtime talks to, and its message limit (defined by api/runtime.c). */
+const char *tr__runtime_address(tr_runtime *rt);
+size_t tr__runtime_max_msg(tr_runtime *rt);
+
+#endif

@@ -1,0 +1,357 @@
+/* tests/dag_test.cc - compiled graphs over real actor processes: chains, several inputs
+ * and outputs, pipelined executions in order, method errors, compile errors naming the
+ * node, several graphs and classic calls on one actor (never at once), an actor killed
+ * under a graph, a full pipeline, and teardown leaving nothing. */
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/test_actors.h"
+#include "troupe/dag.h"
+
+namespace {
+
+class Dag : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        ASSERT_EQ(tr_init(test_config(), &rt), 0) << tr_last_error();
+    }
+    void TearDown() override {
+        tr_shutdown(rt);
+    }
+    tr_actor_id actor() {
+        tr_actor_id a;
+        EXPECT_EQ(tr_actor_create(rt, "Counter", nullptr, "c", 1, &a), 0) << tr_last_error();
+        EXPECT_EQ(tr_actor_wait_ready(rt, a, 10000), 0) << tr_last_error();
+        return a;
+    }
+    /* executes x and reads output i as an int64 (-1 and the error on failure) */
+    int64_t run(tr_dag *g, int64_t x, size_t outputs = 1, std::vector<int64_t> *all = nullptr) {
+        uint64_t e;
+        if (tr_dag_execute(g, &x, sizeof x, &e)) return -1;
+        int64_t first = -1;
+        for (size_t i = 0; i < outputs; i++) {
+            const void *d;
+            size_t n;
+            if (tr_dag_get(g, e, i, 10000, &d, &n) || n != 8) {
+                ADD_FAILURE() << "output " << i << ": " << tr_last_error();
+                break;
+            }
+            int64_t v;
+            memcpy(&v, d, 8);
+            if (i == 0) first = v;
+            if (all) all->push_back(v);
+        }
+        EXPECT_EQ(tr_dag_release(g, e), 0);
+        return first;
+    }
+    /* the node holds no group (a graph's segment is one) within 5 s */
+    void expect_no_segments() {
+        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (status_field(rt, "groups") != 0 && std::chrono::steady_clock::now() < until)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        EXPECT_EQ(status_field(rt, "groups"), 0);
+    }
+    tr_runtime *rt = nullptr;
+};
+
+TEST_F(Dag, AChainOfThreeActors) {
+    tr_actor_id a = actor(), b = actor(), c = actor();
+    tr_dag *g;
+    tr_dag_node in, na, nb, nc;
+    ASSERT_EQ(tr_dag_create(rt, &g), 0);
+    ASSERT_EQ(tr_dag_input(g, &in), 0);
+    ASSERT_EQ(tr_dag_bind(g, a, "plus1", &in, 1, &na), 0);
+    ASSERT_EQ(tr_dag_bind(g, b, "plus1", &na, 1, &nb), 0);
+    ASSERT_EQ(tr_dag_bind(g, c, "plus1", &nb, 1, &nc), 0);
+    ASSERT_EQ(tr_dag_output(g, &nc, 1), 0);
+    ASSERT_EQ(tr_dag_compile(g, nullptr), 0) << tr_last_error();
+    for (int64_t x = 0; x < 200; x++)
+        ASSERT_EQ(run(g, x), x + 3);
+    EXPECT_EQ(tr_dag_bind(g, a, "plus1", &in, 1, &na), TR_ESTATE);
+    EXPECT_EQ(tr_dag_destroy(g), 0) << tr_last_error();
+    expect_no_segments();
+}
+
+/* Two nodes read the input, a third takes both (its args and its call ref), and the
+ * graph has three outputs; one actor runs two of the nodes. */
+TEST_F(Dag, SeveralInputsAndOutputs) {
+    tr_actor_id a = actor(), b = actor();
+    tr_dag *g;
+    tr_dag_node in, n1, n2, n3;
+    ASSERT_EQ(tr_dag_create(rt, &g), 0);
+    ASSERT_EQ(tr_dag_input(g, &in), 0);
+    ASSERT_EQ(tr_dag_bind(g, a, "plus1", &in, 1, &n1), 0);
+    ASSERT_EQ(tr_dag_bind(g, b, "plus1", &in, 1, &n2), 0);
+    tr_dag_node both[] = {n1, n2};
+    ASSERT_EQ(tr_dag_bind(g, a, "plus1", both, 2, &n3), 0);
+    tr_dag_node outs[] = {n3, n1, n2};
+    ASSERT_EQ(tr_dag_output(g, outs, 3), 0);
+    ASSERT_EQ(tr_dag_compile(g, nullptr), 0) << tr_last_error();
+    for (int64_t x = 0; x < 50; x++) {
+        std::vector<int64_t> got;
+        run(g, x, 3, &got);
+        ASSERT_EQ(got, (std::vector<int64_t>{2 * x + 3, x + 1, x + 1}));
+    }
+    char *dot = nullptr;
+    ASSERT_EQ(tr_dag_to_dot(g, &dot), 0);
+    std::string d(dot);
+    tr_free(dot);
+    EXPECT_NE(d.find("digraph"), std::string::npos);
+    EXPECT_NE(d.find("n1 -> n3"), std::string::npos) << d;
+    EXPECT_NE(d.find("n2 -> n3"), std::string::npos) << d;
+    EXPECT_NE(d.find("plus1"), std::string::npos) << d;
+    EXPECT_NE(d.find("shm 8 x 65536 B"), std::string::npos) << d;
+    EXPECT_EQ(tr_dag_destroy(g), 0);
+}
+
+/* max_inflight executions submitted before any is read: all come back, in order. */
+TEST_F(Dag, PipelinedExecutionsComeBackInOrder) {
+    tr_actor_id a = actor(), b = actor();
+    tr_dag *g;
+    tr_dag_node in, na, nb;
+    ASSERT_EQ(tr_dag_create(rt, &g), 0);
+    ASSERT_EQ(tr_dag_input(g, &in), 0);
+    ASSERT_EQ(tr_dag_bind(g, a, "seq", &in, 1, &na), 0); /* fails unless in order */
+    ASSERT_EQ(tr_dag_bind(g, b, "plus1", &na, 1, &nb), 0);
+    ASSERT_EQ(tr_dag_output(g, &nb, 1), 0);
+    tr_dag_options o = TR_DAG_OPTIONS_INIT;
+    o.max_inflight = 4;
+    ASSERT_EQ(tr_dag_compile(g, &o), 0) << tr_last_error();
+    int64_t next = 1;
+    for (int round = 0; round < 100; round++) {
+        uint64_t e[4];
+        for (int k = 0; k < 4; k++, next++)
+            ASSERT_EQ(tr_dag_execute(g, &next, 8, &e[k]), 0) << tr_last_error();
+        for (int k = 0; k < 4; k++) {
+            const void *d;
+            size_t n;
+            ASSERT_EQ(tr_dag_get(g, e[k], 0, 10000, &d, &n), 0) << tr_last_error();
+            int64_t v;
+            memcpy(&v, d, 8);
+            ASSERT_EQ(v, next - 4 + k + 1);
+            ASSERT_EQ(tr_dag_release(g, e[k]), 0);
+        }
+    }
+    const void *d;
+    size_t n;
+    EXPECT_EQ(tr_dag_get(g, 0, 0, 0, &d, &n), TR_EINVAL) << "released";
+    EXPECT_EQ(tr_dag_get(g, 10000, 0, 0, &d, &n), TR_EINVAL) << "not submitted";
+    EXPECT_EQ(tr_dag_destroy(g), 0);
+}
+
+/* A method error reaches the outputs as TR_ETASK with its message; the step after it is
+ * skipped; the next execution works. */
+TEST_F(Dag, AMethodErrorReachesTheOutputAndTheGraphGoesOn) {
+    tr_actor_id a = actor(), b = actor();
+    tr_dag *g;
+    tr_dag_node in, na, nb;
+    ASSERT_EQ(tr_dag_create(rt, &g), 0);
+    ASSERT_EQ(tr_dag_input(g, &in), 0);
+    ASSERT_EQ(tr_dag_bind(g, a, "plus1", &in, 1, &na), 0);
+    ASSERT_EQ(tr_dag_bind(g, b, "plus1", &na, 1, &nb), 0);
+    ASSERT_EQ(tr_dag_output(g, &nb, 1), 0);
+    ASSERT_EQ(tr_dag_compile(g, nullptr), 0) << tr_last_error();
+    for (int i = 0; i < 3; i++) {
+        uint64_t e;
+        ASSERT_EQ(tr_dag_execute(g, "abc", 3, &e), 0); /* plus1 wants 8 bytes */
+        const void *d;
+        size_t n;
+        EXPECT_EQ(tr_dag_get(g, e, 0, 10000, &d, &n), TR_ETASK);
+        EXPECT_NE(std::string(tr_last_error()).find("plus1 wants 8 bytes, got 3"),
+                  std::string::npos)
+            << tr_last_error();
+        EXPECT_EQ(tr_dag_release(g, e), 0);
+        EXPECT_EQ(run(g, 10), 12);
+    }
+    EXPECT_EQ(tr_dag_destroy(g), 0);
+}
+
+TEST_F(Dag, CompileRefusesWhatCannotRunNamingTheNode) {
+    tr_actor_id a = actor(), dead = actor();
+    ASSERT_EQ(tr_actor_kill(rt, dead, 1), 0);
+    struct Case {
+        const char *what;
+        int code;
+        const char *says;
+    } cases[] = {
+        {"no outputs", TR_EINVAL, "no outputs"},
+        {"dangling", TR_EINVAL, "node 2 (actor"},
+        {"no method", TR_ENOMETHOD, "no method 'nope'"},
+        {"dead actor", TR_EACTOR_DIED, "not alive"},
+    };
+    for (auto &k : cases) {
+        tr_dag *g;
+        tr_dag_node in, n1, n2;
+        ASSERT_EQ(tr_dag_create(rt, &g), 0);
+        ASSERT_EQ(tr_dag_input(g, &in), 0);
+        std::string what = k.what;
+        tr_actor_id who = what == "dead actor" ? dead : a;
+        ASSERT_EQ(tr_dag_bind(g, who, what == "no method" ? "nope" : "plus1", &in, 1, &n1), 0);
+        ASSERT_EQ(tr_dag_bind(g, a, "plus1", &in, 1, &n2), 0);
+        if (what != "no outputs") {
+            ASSERT_EQ(tr_dag_output(g, &n1, 1), 0);
+        }
+        if (what != "dangling" && what != "no outputs") {
+            tr_dag_node both[] = {n1, n2};
+            ASSERT_EQ(tr_dag_output(g, both, 2), 0);
+        }
+        EXPECT_EQ(tr_dag_compile(g, nullptr), k.code) << what << ": " << tr_last_error();
+        EXPECT_NE(std::string(tr_last_error()).find(k.says), std::string::npos)
+            << what << ": " << tr_last_error();
+        EXPECT_EQ(tr_dag_destroy(g), 0);
+    }
+    tr_dag *g;
+    ASSERT_EQ(tr_dag_create(rt, &g), 0);
+    tr_dag_node bad = 5, out;
+    EXPECT_EQ(tr_dag_bind(g, a, "plus1", &bad, 1, &out), TR_EINVAL);
+    EXPECT_EQ(tr_dag_output(g, &bad, 1), TR_EINVAL);
+    uint64_t e;
+    EXPECT_EQ(tr_dag_execute(g, "x", 1, &e), TR_ESTATE);
+    EXPECT_EQ(tr_dag_destroy(g), 0);
+    expect_no_segments();
+}
+
+/* Two graphs over one actor and classic calls beside them, all on its "excl" method,
+ * which fails if another method of the actor runs at the same time. */
+TEST_F(Dag, SeveralGraphsAndClassicCallsShareAnActorOneMethodAtATime) {
+    tr_actor_id a = actor(), b = actor();
+    tr_dag *g[2];
+    for (auto &gr : g) {
+        tr_dag_node in, na, nb;
+        ASSERT_EQ(tr_dag_create(rt, &gr), 0);
+        ASSERT_EQ(tr_dag_input(gr, &in), 0);
+        ASSERT_EQ(tr_dag_bind(gr, a, "excl", &in, 1, &na), 0);
+        ASSERT_EQ(tr_dag_bind(gr, b, "excl", &na, 1, &nb), 0);
+        ASSERT_EQ(tr_dag_output(gr, &nb, 1), 0);
+        ASSERT_EQ(tr_dag_compile(gr, nullptr), 0) << tr_last_error();
+    }
+    std::atomic<int> classic_bad{0};
+    std::thread classic([&] {
+        for (int i = 0; i < 100; i++) {
+            tr_ref r;
+            int64_t x = i;
+            if (tr_call(rt, a, "excl", &x, 8, &r) || tr_get(rt, r, 10000, nullptr, nullptr))
+                classic_bad++;
+            tr_ref_release(rt, r);
+        }
+    });
+    std::vector<std::thread> ts;
+    std::atomic<int> graph_bad{0};
+    for (auto *gr : g)
+        ts.emplace_back([&, gr] {
+            for (int64_t x = 0; x < 200; x++) {
+                uint64_t e;
+                const void *d;
+                size_t n;
+                if (tr_dag_execute(gr, &x, 8, &e) || tr_dag_get(gr, e, 0, 10000, &d, &n) ||
+                    n != 8 || memcmp(d, &x, 8))
+                    graph_bad++;
+                tr_dag_release(gr, e);
+            }
+        });
+    for (auto &t : ts)
+        t.join();
+    classic.join();
+    EXPECT_EQ(graph_bad.load(), 0) << tr_last_error();
+    EXPECT_EQ(classic_bad.load(), 0);
+    for (auto *gr : g)
+        EXPECT_EQ(tr_dag_destroy(gr), 0);
+    expect_no_segments();
+}
+
+/* Ray's case: kill one of four actors under a multi-output graph. Pending executions fail
+ * with TR_EACTOR_DIED within a second; the three others answer, and a new graph over them
+ * works. */
+TEST_F(Dag, AKilledActorFailsTheGraphAndTheOthersStayUsable) {
+    std::vector<tr_actor_id> a;
+    for (int i = 0; i < 4; i++)
+        a.push_back(actor());
+    tr_dag *g;
+    tr_dag_node in, n[4];
+    ASSERT_EQ(tr_dag_create(rt, &g), 0);
+    ASSERT_EQ(tr_dag_input(g, &in), 0);
+    for (int i = 0; i < 4; i++)
+        ASSERT_EQ(tr_dag_bind(g, a[(size_t)i], "plus1", &in, 1, &n[i]), 0);
+    ASSERT_EQ(tr_dag_output(g, n, 4), 0);
+    ASSERT_EQ(tr_dag_compile(g, nullptr), 0) << tr_last_error();
+    std::vector<int64_t> got;
+    run(g, 5, 4, &got);
+    EXPECT_EQ(got, (std::vector<int64_t>{6, 6, 6, 6}));
+    ASSERT_EQ(tr_actor_kill(rt, a[2], 1), 0);
+    auto t0 = std::chrono::steady_clock::now();
+    int rc = 0;
+    for (int i = 0; i < 100 && !rc; i++) { /* until the death is seen */
+        uint64_t e;
+        int64_t x = i;
+        rc = tr_dag_execute(g, &x, 8, &e);
+        for (size_t k = 0; k < 4 && !rc; k++) {
+            const void *d;
+            size_t len;
+            rc = tr_dag_get(g, e, k, 5000, &d, &len);
+        }
+        if (!rc) tr_dag_release(g, e);
+    }
+    EXPECT_EQ(rc, TR_EACTOR_DIED) << tr_last_error();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+    uint64_t e;
+    EXPECT_EQ(tr_dag_execute(g, "12345678", 8, &e), TR_EACTOR_DIED);
+    EXPECT_EQ(tr_dag_destroy(g), 0) << tr_last_error();
+    for (int i : {0, 1, 3}) {
+        int64_t v;
+        EXPECT_EQ(call_i64(rt, a[(size_t)i], "plus1", 1, &v, 5000), 0) << tr_last_error();
+        EXPECT_EQ(v, 2);
+    }
+    ASSERT_EQ(tr_dag_create(rt, &g), 0);
+    tr_dag_node m[3];
+    ASSERT_EQ(tr_dag_input(g, &in), 0);
+    int k = 0;
+    for (int i : {0, 1, 3})
+        ASSERT_EQ(tr_dag_bind(g, a[(size_t)i], "plus1", &in, 1, &m[k++]), 0);
+    ASSERT_EQ(tr_dag_output(g, m, 3), 0);
+    ASSERT_EQ(tr_dag_compile(g, nullptr), 0) << tr_last_error();
+    got.clear();
+    run(g, 7, 3, &got);
+    EXPECT_EQ(got, (std::vector<int64_t>{8, 8, 8}));
+    EXPECT_EQ(tr_dag_destroy(g), 0);
+    expect_no_segments();
+}
+
+/* Nothing read, nothing released: the pipeline fills and execute says so at its submit
+ * timeout instead of waiting for ever; input over slot_bytes is refused. */
+TEST_F(Dag, AFullPipelineTimesOut) {
+    tr_actor_id a = actor();
+    tr_dag *g;
+    tr_dag_node in, na;
+    ASSERT_EQ(tr_dag_create(rt, &g), 0);
+    ASSERT_EQ(tr_dag_input(g, &in), 0);
+    ASSERT_EQ(tr_dag_bind(g, a, "echo", &in, 1, &na), 0);
+    ASSERT_EQ(tr_dag_output(g, &na, 1), 0);
+    tr_dag_options o = TR_DAG_OPTIONS_INIT;
+    o.max_inflight = 2;
+    o.slot_bytes = 64;
+    o.submit_timeout_ms = 200;
+    ASSERT_EQ(tr_dag_compile(g, &o), 0) << tr_last_error();
+    std::string big(65, 'x');
+    uint64_t e;
+    EXPECT_EQ(tr_dag_execute(g, big.data(), big.size(), &e), TR_EMSGSIZE);
+    int rc = 0, n = 0;
+    while (!rc && n < 100) {
+        rc = tr_dag_execute(g, "x", 1, &e);
+        n += rc == 0;
+    }
+    EXPECT_EQ(rc, TR_ETIMEDOUT) << tr_last_error();
+    EXPECT_GE(n, 2);
+    EXPECT_LE(n, 8);
+    EXPECT_EQ(tr_dag_destroy(g), 0);
+    expect_no_segments();
+}
+
+} // namespace
