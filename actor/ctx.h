@@ -19,6 +19,11 @@ struct tr_ctx {
     const void **ref_data;
     size_t *ref_len;
     size_t n_refs, cap_refs;
+    /* where a reply goes straight to, if it fits (a compiled graph's output slot): then
+     * direct_len is its length and `result` stays empty */
+    void *direct;
+    size_t direct_cap, direct_len;
+    int direct_used;
 };
 
 #endif

@@ -41,6 +41,13 @@ TR_API int tr_ctx_ref(const tr_ctx *ctx, size_t i, const void **data, size_t *le
 TR_API int tr_ctx_reply(tr_ctx *ctx, const void *data, size_t len) {
     if (!ctx || (!data && len)) return tr__err(TR_EINVAL, "tr_ctx_reply: NULL argument");
     tr__buf_reset(&ctx->result);
+    ctx->direct_used = 0;
+    if (ctx->direct && len <= ctx->direct_cap) { /* one copy, straight into place */
+        if (len) memcpy(ctx->direct, data, len);
+        ctx->direct_len = len;
+        ctx->direct_used = 1;
+        return 0;
+    }
     return tr__buf_append(&ctx->result, data, len);
 }
 

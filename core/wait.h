@@ -45,6 +45,8 @@ int tr__event_wait_stop(tr__event *ev, uint32_t seen, int64_t deadline, int64_t 
                         const uint32_t *stop);
 /* Bumps ev->seq and wakes every waiter. */
 void tr__event_signal(tr__event *ev);
+/* Moves ev->seq to `seq` and wakes every waiter (for a counter with one writer). */
+void tr__event_set(tr__event *ev, uint32_t seq);
 /* Wakes every waiter without moving ev->seq (they look at their stop word). */
 void tr__event_wake(tr__event *ev);
 static inline uint32_t tr__event_seq(tr__event *ev) {

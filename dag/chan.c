@@ -6,21 +6,28 @@
 #include "core/clock.h"
 #include "core/status.h"
 
-#define SLICE_NS 10000000 /* a wait calls its check at least this often */
+#define SLICE_NS 100000000 /* a wait calls its check at least this often */
 #define PAYLOAD_OFF sizeof(tr__chan_slot)
 
-_Static_assert(sizeof(tr__chan_slot) == 96, "payload 32 bytes into seq's cache line");
-_Static_assert(sizeof(tr__chan_hdr) == 64, "the first slot starts on a cache line");
+_Static_assert(sizeof(tr__chan_slot) == 32, "payload 32 bytes into seq's cache line");
+_Static_assert(sizeof(tr__chan_hdr) == 64 && sizeof(tr__chan_writer) == 64 &&
+                   sizeof(tr__chan_reader) == 64,
+               "a line each: the slots start on a cache line");
 
 static size_t stride_of(uint64_t slot_bytes) {
     return (PAYLOAD_OFF + (size_t)slot_bytes + 63) & ~(size_t)63;
+}
+
+/* Bytes before the first slot: the header, the writer's line, the readers' lines. */
+static size_t slots_off(uint32_t readers) {
+    return sizeof(tr__chan_hdr) + sizeof(tr__chan_writer) + readers * sizeof(tr__chan_reader);
 }
 
 size_t tr__chan_size(uint32_t slots, uint64_t slot_bytes, uint32_t readers) {
     if (slots < 1 || slots > TR__CHAN_MAX_SLOTS || readers < 1 || readers > TR__CHAN_MAX_READERS ||
         slot_bytes > (1ull << 30))
         return 0;
-    return sizeof(tr__chan_hdr) + (size_t)slots * stride_of(slot_bytes);
+    return slots_off(readers) + (size_t)slots * stride_of(slot_bytes);
 }
 
 int tr__chan_init(void *mem, size_t avail, uint32_t slots, uint64_t slot_bytes, uint32_t readers) {
@@ -56,11 +63,21 @@ int tr__chan_check(const void *mem, size_t avail) {
 }
 
 static tr__chan_slot *slot_of(tr__chan_hdr *c, uint64_t v) {
-    return (tr__chan_slot *)((char *)c + sizeof *c + (size_t)(v % c->slots) * c->stride);
+    return (tr__chan_slot *)((char *)c + slots_off(c->readers) +
+                             (size_t)(v % c->slots) * c->stride);
+}
+
+static tr__chan_writer *writer_of(tr__chan_hdr *c) {
+    return (tr__chan_writer *)(c + 1);
+}
+
+static tr__chan_reader *reader_of(tr__chan_hdr *c, uint32_t r) {
+    return (tr__chan_reader *)((char *)(c + 1) + sizeof(tr__chan_writer)) + r;
 }
 
 /* Until ev has reached `target` (wrapping counts: compared as a difference). */
 static int wait_until(tr__event *ev, uint32_t target, const tr__chan_wait *w) {
+    int64_t spin = w->spin_ns; /* once: an idle graph's waits sleep, slice after slice */
     for (;;) {
         uint32_t cur = tr__event_seq(ev);
         if ((int32_t)(cur - target) >= 0) return 0;
@@ -75,19 +92,30 @@ static int wait_until(tr__event *ev, uint32_t target, const tr__chan_wait *w) {
             return tr__err(TR_ETIMEDOUT, "channel: timed out");
         int64_t slice = now + SLICE_NS;
         if (w->deadline != TR__NO_DEADLINE && w->deadline < slice) slice = w->deadline;
-        int rc = tr__event_wait_stop(ev, cur, slice, w->spin_ns, w->stop);
+        int rc = tr__event_wait_stop(ev, cur, slice, spin, w->stop);
         if (rc && rc != TR_ETIMEDOUT && rc != TR_ECLOSED) return rc;
+        spin = 0;
     }
 }
 
 int tr__chan_write_begin(tr__chan_hdr *c, uint64_t v, void **buf, size_t *cap,
                          const tr__chan_wait *w) {
-    tr__chan_slot *s = slot_of(c, v);
-    uint32_t before = (uint32_t)(v / c->slots); /* values through this slot before v */
-    for (uint32_t r = 0; r < c->readers; r++) {
-        int rc = wait_until(&s->done[r], before, w);
-        if (rc) return rc;
+    if (v >= c->slots) { /* the slot's previous value, v - slots, must be let go of */
+        uint32_t need = (uint32_t)(v - c->slots + 1);
+        tr__chan_writer *me = writer_of(c);
+        if ((int32_t)(me->seen - need) < 0) { /* look again, waiting where it must */
+            uint32_t low = 0;
+            for (uint32_t r = 0; r < c->readers; r++) {
+                tr__event *ev = &reader_of(c, r)->consumed;
+                int rc = wait_until(ev, need, w);
+                if (rc) return rc;
+                uint32_t got = tr__event_seq(ev);
+                if (r == 0 || (int32_t)(got - low) < 0) low = got;
+            }
+            me->seen = low;
+        }
     }
+    tr__chan_slot *s = slot_of(c, v);
     *buf = (char *)s + PAYLOAD_OFF;
     *cap = (size_t)c->slot_bytes;
     return 0;
@@ -127,14 +155,15 @@ int tr__chan_read(tr__chan_hdr *c, uint64_t v, const tr__chan_wait *w, const voi
 }
 
 void tr__chan_release(tr__chan_hdr *c, uint64_t v, uint32_t reader) {
-    if (reader < c->readers) tr__event_signal(&slot_of(c, v)->done[reader]);
+    if (reader >= c->readers) return;
+    tr__event *ev = &reader_of(c, reader)->consumed;
+    uint32_t to = (uint32_t)(v + 1);
+    if ((int32_t)(to - tr__event_seq(ev)) > 0) tr__event_set(ev, to);
 }
 
 void tr__chan_wake_all(tr__chan_hdr *c) {
-    for (uint32_t i = 0; i < c->slots; i++) {
-        tr__chan_slot *s = slot_of(c, i);
-        tr__event_wake(&s->seq);
-        for (uint32_t r = 0; r < c->readers; r++)
-            tr__event_wake(&s->done[r]);
-    }
+    for (uint32_t i = 0; i < c->slots; i++)
+        tr__event_wake(&slot_of(c, i)->seq);
+    for (uint32_t r = 0; r < c->readers; r++)
+        tr__event_wake(&reader_of(c, r)->consumed);
 }

@@ -3,21 +3,23 @@
  *
  * Executions are numbered 0, 1, 2, ...; value v goes through slot v % slots. A slot's
  * `seq` counts the values written through it, so value v is there once seq reaches
- * v / slots + 1; its `done[r]` counts the values reader r has finished with, so the writer
- * may put value v in once every done[r] reaches v / slots (the slot's previous value,
- * v - slots, is released by everyone). The sequence word, the length and the first 32
- * bytes of the value share one cache line (a small value costs a reader one miss); the
- * done words sit on the line before it, so readers releasing a value do not bounce the
- * line the writer fills next. The writer writes straight into the slot, readers read in
- * place (16-byte aligned), nothing is copied on the way.
+ * v / slots + 1. Each reader has a `consumed` count on a cache line of its own: the
+ * values it is done with, in order; the writer may put value v in once every reader's
+ * count reaches v - slots + 1. The writer keeps the lowest count it saw on a line of its
+ * own and reads the readers' lines only when that no longer covers the value it writes,
+ * so a reader's release stays in its own cache most of the time (about one line transfer
+ * per `slots` values). The sequence word, the length and the first 32 bytes of the value
+ * share one cache line: a small value costs its reader one line. The writer writes
+ * straight into the slot, readers read in place (16-byte aligned), nothing is copied on
+ * the way.
  *
- * Waits use core/wait (spin, yield or sleep as the caller says) in slices: between
- * slices, and whenever the stop word is set and the channel's words woken
- * (tr__chan_wake_all), a wait ends with TR_ECLOSED; at the deadline with TR_ETIMEDOUT; a
- * check callback, if any, can end it with its own code (a dead peer). Every field a peer
- * writes is checked before use: a length over the slot, an unknown code or flag gives
- * TR_EPROTO, never a read outside the slot. Thread safety: one writer thread, and one
- * thread per reader index.
+ * Waits use core/wait (spin, yield or sleep as the caller says, once; then sleep) in
+ * slices of 100 ms: between slices, and whenever the stop word is set and the channel's
+ * words woken (tr__chan_wake_all), a wait ends with TR_ECLOSED; at the deadline with
+ * TR_ETIMEDOUT; a check callback, if any, can end it with its own code (a dead peer).
+ * Every field a peer writes is checked before use: a length over the slot, an unknown
+ * code or flag gives TR_EPROTO, never a read outside the slot. Thread safety: one writer
+ * thread, and one thread per reader index.
  */
 #ifndef TR_DAG_CHAN_H
 #define TR_DAG_CHAN_H
@@ -44,10 +46,18 @@ typedef struct tr__chan_hdr {
     uint64_t size;   /* the whole channel, this header included */
 } __attribute__((aligned(64))) tr__chan_hdr;
 
+/* The writer's own line, then one line per reader, after the header. */
+typedef struct tr__chan_writer {
+    uint32_t seen; /* the lowest `consumed` it read last */
+} __attribute__((aligned(64))) tr__chan_writer;
+
+typedef struct tr__chan_reader {
+    tr__event consumed; /* values this reader is done with */
+} __attribute__((aligned(64))) tr__chan_reader;
+
 typedef struct tr__chan_slot {
-    tr__event done[TR__CHAN_MAX_READERS]; /* one line: readers write here */
-    tr__event seq;                        /* values written through this slot */
-    int32_t code;                         /* 0: a value; else a TR_E* and its message */
+    tr__event seq; /* values written through this slot */
+    int32_t code;  /* 0: a value; else a TR_E* and its message */
     uint32_t flags;
     uint64_t len;
     uint64_t pad;
@@ -81,7 +91,7 @@ int tr__chan_read(tr__chan_hdr *c, uint64_t v, const tr__chan_wait *w, const voi
                   size_t *len, int32_t *code, uint32_t *flags);
 /* Whether value v is there (no wait). */
 int tr__chan_ready(tr__chan_hdr *c, uint64_t v);
-/* Reader `reader` is done with value v: its slot may take value v + slots. */
+/* Reader `reader` is done with every value up to v (values are let go of in order). */
 void tr__chan_release(tr__chan_hdr *c, uint64_t v, uint32_t reader);
 
 /* Wakes every waiter on the channel without moving anything (after setting a stop word). */

@@ -87,7 +87,8 @@ TEST(Chan, SizesAndHeaders) {
     EXPECT_EQ(tr__chan_size(4, 64, 0), 0u);
     EXPECT_EQ(tr__chan_size(4, 64, TR__CHAN_MAX_READERS + 1), 0u);
     EXPECT_EQ(tr__chan_size(TR__CHAN_MAX_SLOTS + 1, 64, 1), 0u);
-    EXPECT_EQ(tr__chan_size(2, 32, 1), 64u + 2 * 128u); // 96 + 32 fills two lines a slot
+    // header, the writer's line, a reader's line, then slots of 32 + 32 bytes: a line each
+    EXPECT_EQ(tr__chan_size(2, 32, 1), 3 * 64u + 2 * 64u);
     Shared s(4, 1000, 2);
     ASSERT_NE(s.mem, MAP_FAILED);
     EXPECT_EQ(tr__chan_check(s.mem, s.size), 0) << tr_last_error();
@@ -168,7 +169,7 @@ TEST(Chan, ScribbledFieldsAreRefused) {
     Shared s(2, 64, 1);
     ASSERT_NE(s.mem, MAP_FAILED);
     tr__chan_wait w = waits(1000);
-    auto *slot0 = (tr__chan_slot *)((char *)s.mem + sizeof(tr__chan_hdr));
+    auto *slot0 = (tr__chan_slot *)((char *)s.mem + 3 * 64); /* header, writer, one reader */
     const void *d;
     size_t n;
     int32_t code;

@@ -126,7 +126,13 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
             why_len = len[j];
         }
     }
+    /* the output slot first: the method replies straight into it */
+    void *buf;
+    size_t cap;
+    int rc = tr__chan_write_begin(st->out, e, &buf, &cap, w);
+    if (rc) return rc;
     int32_t code = failed;
+    size_t out_len = 0;
     if (!failed) {
         ctx->n_refs = st->n_in - 1;
         for (size_t j = 1; j < st->n_in; j++) {
@@ -135,9 +141,13 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
         }
         tr__buf_reset(&ctx->result);
         ctx->has_err = 0;
+        ctx->direct = buf;
+        ctx->direct_cap = cap;
+        ctx->direct_used = 0;
         pthread_mutex_lock(l->env.mu);
         int r = st->def->fn(ctx, l->env.self, data[0], len[0]);
         pthread_mutex_unlock(l->env.mu);
+        ctx->direct = NULL;
         ctx->n_refs = 0;
         if (r != 0 || ctx->result.oom) {
             if (!ctx->has_err)
@@ -146,15 +156,13 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
             code = TR_ETASK;
             why = ctx->err;
             why_len = strlen(ctx->err) + 1;
+        } else if (ctx->direct_used) {
+            out_len = ctx->direct_len; /* in place already */
         } else {
             why = ctx->result.data;
             why_len = ctx->result.len;
         }
     }
-    void *buf;
-    size_t cap;
-    int rc = tr__chan_write_begin(st->out, e, &buf, &cap, w);
-    if (rc) return rc;
     char toolong[300];
     if (why_len > cap) {
         snprintf(toolong, sizeof toolong,
@@ -165,8 +173,11 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
         why_len = strlen(toolong) + 1;
         if (why_len > cap) why_len = cap;
     }
-    if (why_len) memcpy(buf, why, why_len);
-    tr__chan_write_end(st->out, e, code, 0, why_len);
+    if (why_len) {
+        memcpy(buf, why, why_len);
+        out_len = why_len;
+    }
+    tr__chan_write_end(st->out, e, code, 0, out_len);
     for (size_t j = 0; j < st->n_in; j++)
         tr__chan_release(st->in[j], e, st->reader[j]);
     return 0;

@@ -479,10 +479,13 @@ TR_API int tr_dag_release(tr_dag *g, uint64_t exec) {
     if (rc || (rc = check_exec(g, exec, "tr_dag_release"))) return rc;
     size_t win = 4 * (size_t)g->opts.max_inflight;
     g->released[exec % win] = 1;
-    for (size_t k = 0; k < g->n_outputs; k++)
-        tr__chan_release(chan(g, g->outputs[k]), exec, g->out_reader[k]);
+    uint64_t base = g->release_base;
     while (g->release_base < g->next_exec && g->released[g->release_base % win])
         g->released[g->release_base++ % win] = 0;
+    /* a channel hears of releases in order: the prefix released so far */
+    if (g->release_base != base)
+        for (size_t k = 0; k < g->n_outputs; k++)
+            tr__chan_release(chan(g, g->outputs[k]), g->release_base - 1, g->out_reader[k]);
     return 0;
 }
 

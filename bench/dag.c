@@ -1,0 +1,261 @@
+/* bench/dag.c - compiled graphs against their baselines, measured in the same run: a raw
+ * shared-memory ping-pong between two processes with the wait primitive the channels use
+ * (core/wait, spinning as a graph does where every party has a core), troupe's classic
+ * call (sync round trip and pipelined calls), and memcpy of 1 MiB.
+ *
+ *   bazel run //bench:dag [-- --json] [-- --iters N]
+ *
+ * Metrics: raw_shm_rtt_us_p50, classic_rtt_us_p50, classic_async_calls_per_s,
+ * dag_echo_rtt_us_p50 (driver -> actor -> driver, 8 bytes), dag_execs_per_s_1actor and
+ * dag_execs_per_s_chain4 (pipelined: max_inflight executions in flight), memcpy_1MiB_us_p50,
+ * dag_echo_1MiB_us_p50, dag_idle_cpu_ms_per_s (CPU time of the graph's processes, driver
+ * included, over a second in which the compiled graph sits idle), and the ratios the
+ * targets are stated in.
+ */
+#include <dirent.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench/bench_util.h"
+#include "core/clock.h"
+#include "core/wait.h"
+#include "troupe/dag.h"
+#include "troupe/troupe.h"
+
+#define SPIN_NS 50000 /* as dag/graph.c spins where every party has a core */
+
+static int echo(tr_ctx *ctx, void *self, const void *args, size_t len) {
+    (void)self;
+    return tr_ctx_reply(ctx, args, len);
+}
+
+static const tr_method_def methods[] = {{"echo", echo}};
+
+/* The raw baseline: ping and pong words in a shared page, a forked echo process. */
+static double raw_shm_rtt_p50(int iters, int64_t spin) {
+    tr__event *ev = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (ev == MAP_FAILED) exit(1);
+    tr__event *ping = &ev[0], *pong = &ev[8]; /* a cache line apart */
+    pid_t kid = fork();
+    if (kid == 0) {
+        for (uint32_t i = 0; i < (uint32_t)iters + 1000; i++) {
+            if (tr__event_wait_spin(ping, i, tr__deadline(10000), spin)) _exit(1);
+            tr__event_signal(pong);
+        }
+        _exit(0);
+    }
+    double *t = malloc(sizeof(double) * (size_t)iters);
+    for (uint32_t i = 0; i < (uint32_t)iters + 1000; i++) {
+        double t0 = bench_now_us();
+        tr__event_signal(ping);
+        if (tr__event_wait_spin(pong, i, tr__deadline(10000), spin)) exit(1);
+        if (i >= 1000) t[i - 1000] = bench_now_us() - t0;
+    }
+    waitpid(kid, NULL, 0);
+    munmap(ev, 4096);
+    double p50 = bench_percentile(t, (size_t)iters, 50);
+    free(t);
+    return p50;
+}
+
+static double classic_rtt_us(tr_runtime *rt, tr_actor_id a, int64_t v) {
+    tr_ref r;
+    double t = bench_now_us();
+    CHECK(tr_call(rt, a, "echo", &v, sizeof v, &r));
+    CHECK(tr_get(rt, r, 10000, NULL, NULL));
+    CHECK(tr_ref_release(rt, r));
+    return bench_now_us() - t;
+}
+
+static double classic_async_per_s(tr_runtime *rt, tr_actor_id a, int total) {
+    enum { WINDOW = 1000 };
+    static tr_ref refs[WINDOW];
+    double t0 = bench_now_us();
+    for (int done = 0; done < total; done += WINDOW) {
+        for (int i = 0; i < WINDOW; i++) {
+            int64_t v = done + i;
+            CHECK(tr_call(rt, a, "echo", &v, sizeof v, &refs[i]));
+        }
+        for (int i = 0; i < WINDOW; i++) {
+            CHECK(tr_get(rt, refs[i], 10000, NULL, NULL));
+            CHECK(tr_ref_release(rt, refs[i]));
+        }
+    }
+    return (double)(total / WINDOW * WINDOW) / ((bench_now_us() - t0) / 1e6);
+}
+
+/* A graph: the input through `n` actors' echo, one after another. */
+static tr_dag *chain(tr_runtime *rt, const tr_actor_id *a, int n, uint64_t slot_bytes) {
+    tr_dag *g;
+    tr_dag_node prev;
+    CHECK(tr_dag_create(rt, &g));
+    CHECK(tr_dag_input(g, &prev));
+    for (int i = 0; i < n; i++)
+        CHECK(tr_dag_bind(g, a[i], "echo", &prev, 1, &prev));
+    CHECK(tr_dag_output(g, &prev, 1));
+    tr_dag_options o = TR_DAG_OPTIONS_INIT;
+    o.slot_bytes = slot_bytes;
+    CHECK(tr_dag_compile(g, &o));
+    return g;
+}
+
+static double dag_rtt_us(tr_dag *g, const void *in, size_t len) {
+    uint64_t e;
+    const void *d;
+    size_t n;
+    double t = bench_now_us();
+    CHECK(tr_dag_execute(g, in, len, &e));
+    CHECK(tr_dag_get(g, e, 0, 10000, &d, &n));
+    CHECK(tr_dag_release(g, e));
+    t = bench_now_us() - t;
+    if (n != len) {
+        fprintf(stderr, "the graph returned %zu bytes, not %zu\n", n, len);
+        exit(1);
+    }
+    return t;
+}
+
+/* Executions per second with up to `window` in flight. */
+static double dag_per_s(tr_dag *g, int total, int window) {
+    double t0 = bench_now_us();
+    uint64_t next_get = UINT64_MAX, e;
+    for (int64_t i = 0; i < total; i++) {
+        CHECK(tr_dag_execute(g, &i, sizeof i, &e));
+        if (next_get == UINT64_MAX) next_get = e; /* numbers go on from earlier runs */
+        if (e + 1 - next_get >= (uint64_t)window) {
+            const void *d;
+            size_t n;
+            CHECK(tr_dag_get(g, next_get, 0, 10000, &d, &n));
+            CHECK(tr_dag_release(g, next_get++));
+        }
+    }
+    for (; next_get <= e; next_get++) {
+        const void *d;
+        size_t n;
+        CHECK(tr_dag_get(g, next_get, 0, 10000, &d, &n));
+        CHECK(tr_dag_release(g, next_get));
+    }
+    return (double)total / ((bench_now_us() - t0) / 1e6);
+}
+
+/* CPU time (ns) of every thread of a process, from /proc/PID/task/ * /schedstat. */
+static int64_t cpu_ns(pid_t pid) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    int64_t sum = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        char p[320];
+        snprintf(p, sizeof p, "/proc/%d/task/%s/schedstat", (int)pid, e->d_name);
+        FILE *f = fopen(p, "r");
+        long long ns = 0;
+        if (f && fscanf(f, "%lld", &ns) == 1) sum += ns;
+        if (f) fclose(f);
+    }
+    if (d) closedir(d);
+    return sum;
+}
+
+int main(int argc, char **argv) {
+    tr_config *cfg;
+    CHECK(tr_config_create(&cfg));
+    tr_actor_class cls = TR_ACTOR_CLASS_INIT;
+    cls.name = "Echo";
+    cls.methods = methods;
+    cls.n_methods = 1;
+    CHECK(tr_config_add_class(cfg, &cls));
+    tr_worker_main(cfg); /* a worker never returns from here */
+
+    int iters = 20000;
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--iters") == 0) iters = atoi(argv[i + 1]);
+    if (iters < 1000) iters = 1000;
+    bench_init(argc, argv);
+
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    double raw = raw_shm_rtt_p50(iters, ncpu >= 2 ? SPIN_NS : -20000);
+
+    tr_runtime *rt;
+    CHECK(tr_init(cfg, &rt));
+    tr_actor_id a[4];
+    for (int i = 0; i < 4; i++) {
+        CHECK(tr_actor_create(rt, "Echo", NULL, NULL, 0, &a[i]));
+        CHECK(tr_actor_wait_ready(rt, a[i], 10000));
+    }
+    double *t = malloc(sizeof(double) * (size_t)iters);
+    for (int i = 0; i < 1000; i++)
+        classic_rtt_us(rt, a[0], i);
+    for (int i = 0; i < iters; i++)
+        t[i] = classic_rtt_us(rt, a[0], i);
+    double classic = bench_percentile(t, (size_t)iters, 50);
+    double classic_async = classic_async_per_s(rt, a[0], iters * 5);
+
+    tr_dag *g1 = chain(rt, a, 1, 65536);
+    int64_t v = 42;
+    for (int i = 0; i < 1000; i++)
+        dag_rtt_us(g1, &v, sizeof v);
+    for (int i = 0; i < iters; i++)
+        t[i] = dag_rtt_us(g1, &v, sizeof v);
+    double dag_rtt = bench_percentile(t, (size_t)iters, 50);
+    double per_s_1 = dag_per_s(g1, iters * 5, 8);
+
+    /* idle: the compiled graph waits for a second; its processes should sleep */
+    tr_actor_details det;
+    memset(&det, 0, sizeof det);
+    det.struct_size = sizeof det;
+    CHECK(tr_actor_info(rt, a[0], &det));
+    int64_t c0 = cpu_ns(det.pid) + cpu_ns(getpid());
+    usleep(1000000);
+    int64_t c1 = cpu_ns(det.pid) + cpu_ns(getpid());
+    double idle_ms = (double)(c1 - c0) / 1e6;
+    CHECK(tr_dag_destroy(g1));
+
+    tr_dag *g4 = chain(rt, a, 4, 65536);
+    dag_per_s(g4, 1000, 8);
+    double per_s_4 = dag_per_s(g4, iters * 5, 8);
+    CHECK(tr_dag_destroy(g4));
+
+    /* 1 MiB through one actor, beside memcpy of 1 MiB */
+    size_t mib = 1 << 20;
+    char *src = malloc(mib), *dst = malloc(mib);
+    memset(src, 1, mib);
+    memset(dst, 2, mib);
+    int big_iters = iters / 20 > 200 ? iters / 20 : 200;
+    for (int i = 0; i < big_iters; i++) {
+        double t0 = bench_now_us();
+        memcpy(dst, src, mib);
+        __asm__ volatile("" ::"r"(dst) : "memory");
+        t[i] = bench_now_us() - t0;
+    }
+    double copy = bench_percentile(t, (size_t)big_iters, 50);
+    tr_dag *gb = chain(rt, a, 1, mib);
+    for (int i = 0; i < 20; i++)
+        dag_rtt_us(gb, src, mib);
+    for (int i = 0; i < big_iters; i++)
+        t[i] = dag_rtt_us(gb, src, mib);
+    double big = bench_percentile(t, (size_t)big_iters, 50);
+    CHECK(tr_dag_destroy(gb));
+
+    bench_report("raw_shm_rtt_us_p50", raw, "us");
+    bench_report("classic_rtt_us_p50", classic, "us");
+    bench_report("classic_async_calls_per_s", classic_async, "calls/s");
+    bench_report("dag_echo_rtt_us_p50", dag_rtt, "us");
+    bench_report("dag_echo_over_raw_shm", dag_rtt / raw, "x");
+    bench_report("dag_echo_over_classic", dag_rtt / classic, "x");
+    bench_report("dag_execs_per_s_1actor", per_s_1, "execs/s");
+    bench_report("dag_1actor_over_classic_async", per_s_1 / classic_async, "x");
+    bench_report("dag_execs_per_s_chain4", per_s_4, "execs/s");
+    bench_report("memcpy_1MiB_us_p50", copy, "us");
+    bench_report("dag_echo_1MiB_us_p50", big, "us");
+    bench_report("dag_echo_1MiB_over_memcpy", big / copy, "x");
+    bench_report("dag_idle_cpu_ms_per_s", idle_ms, "ms/s");
+    tr_shutdown(rt);
+    tr_config_destroy(cfg);
+    free(t);
+    free(src);
+    free(dst);
+    return 0;
+}
