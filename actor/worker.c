@@ -85,7 +85,6 @@ typedef struct client {
 
 typedef struct worker {
     tr__worker_env env;
-    pthread_mutex_t mu; /* the actor's method lock (env.mu) */
     const tr__worker_builtin *builtins;
     size_t n_builtins;
     int ep, lfd;
@@ -97,6 +96,10 @@ typedef struct worker {
     size_t max_msg;
     client *clients;
 } worker;
+
+/* The actor's method lock (env.mu): static, so that a graph's loop thread that outlives
+ * tr__worker_run still finds a lock (held for good once the destructor ran). */
+static pthread_mutex_t method_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static volatile sig_atomic_t stop_requested;
 static void on_term(int sig) {
@@ -231,9 +234,9 @@ static int run_call(worker *w, client *c, uint64_t seq, const char *body, size_t
     }
     tr__buf_reset(&ctx->result);
     ctx->has_err = 0;
-    pthread_mutex_lock(&w->mu);
+    pthread_mutex_lock(&method_mu);
     int r = def->fn(ctx, w->self, args, alen);
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_unlock(&method_mu);
     if (n_refs) unpin_refs(w, refs);
     if (r != 0 || ctx->result.oom) {
         if (!ctx->has_err) {
@@ -397,7 +400,6 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
                    size_t n_builtins) {
     worker w;
     memset(&w, 0, sizeof w);
-    pthread_mutex_init(&w.mu, NULL);
     w.builtins = builtins;
     w.n_builtins = n_builtins;
     w.node = node;
@@ -464,7 +466,8 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
         }
     }
     tr__reply_free(&r);
-    w.env = (tr__worker_env){rt, w.ctx.id, w.cls, w.self, &w.mu, node_path, w.max_msg, objects};
+    w.env =
+        (tr__worker_env){rt, w.ctx.id, w.cls, w.self, &method_mu, node_path, w.max_msg, objects};
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -527,7 +530,7 @@ out:
         drop_client(&w, w.clients);
     /* a compiled graph's loop may be in a method: the destructor waits for it, and no
      * method runs after it (the process exits holding the lock) */
-    pthread_mutex_lock(&w.mu);
+    pthread_mutex_lock(&method_mu);
     if (w.self && w.cls && w.cls->dtor) w.cls->dtor(w.self);
     if (w.lfd >= 0) {
         close(w.lfd);

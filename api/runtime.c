@@ -193,6 +193,7 @@ TR_API int tr_init_abi(const tr_config *cfg, tr_runtime **out, unsigned abi) {
 
 TR_API void tr_shutdown(tr_runtime *rt) {
     if (!rt) return;
+    tr__dag_shutdown(rt); /* its compiled graphs first: their actors' loops end */
     pid_t pid = rt->node_pid;
     if (pid && rt->node) tr__nodeconn_call(rt->node, TR__MSG_SHUTDOWN, NULL, 2000, NULL);
     char *addr = rt->address;
@@ -447,10 +448,6 @@ TR_API int tr_put_refs(tr_runtime *rt, const void *data, size_t len, const tr_re
 TR_API int tr_object_refs(tr_runtime *rt, tr_ref ref, tr_ref *out, size_t cap, size_t *n) {
     CHECK_RT(rt, "tr_object_refs");
     return tr__objects_refs(rt->objects, ref, out, cap, n);
-}
-
-const char *tr__runtime_address(tr_runtime *rt) {
-    return rt ? rt->address : NULL;
 }
 
 size_t tr__runtime_max_msg(tr_runtime *rt) {

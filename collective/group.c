@@ -95,6 +95,20 @@ int tr__group_join_segment(const char *node_path, size_t max_msg, int world, int
     return join(node_path, max_msg, world, rank, &segment_only, name, extra, timeout_ms, out);
 }
 
+int tr__group_cancel_segment(const char *node_path, size_t max_msg, const char *name) {
+    tr__nodeconn *node;
+    int rc = tr__nodeconn_open(node_path, max_msg, &node);
+    if (rc) return rc;
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 1);
+    tr__enc_str(&b, "name");
+    tr__enc_str(&b, name);
+    rc = tr__nodeconn_call(node, TR__MSG_GROUP_CANCEL, &b, 5000, NULL);
+    tr__buf_free(&b);
+    tr__nodeconn_close(node);
+    return rc;
+}
+
 static int join(const char *node_path, size_t max_msg, int world, int rank,
                 const tr__coll_backend_v1 *be, const char *name, uint64_t extra, int timeout_ms,
                 tr_group **out) {

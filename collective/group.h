@@ -115,9 +115,12 @@ int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, c
  * and `extra` bytes after it (tr__coll_hdr_bytes() on, pre-faulted and zeroed), each
  * member's leave or death in the dead mask. tr__group_destroy leaves it. */
 #define TR__COLL_SEGMENT_BACKEND "segment"
-#define TR__COLL_MAX_EXTRA (1ull << 30)
+#define TR__COLL_MAX_EXTRA (256ull << 20)
 int tr__group_join_segment(const char *node_path, size_t max_msg, int world, int rank,
                            const char *name, uint64_t extra, int timeout_ms, tr_group **out);
+/* Calls off a segment group still gathering: its waiting joins fail with TR_ECANCELED.
+ * TR_ENOTFOUND if there is none (complete, gone, or never made). */
+int tr__group_cancel_segment(const char *node_path, size_t max_msg, const char *name);
 void tr__group_destroy(tr_group *g);
 /* Whether this process holds a live handle of group `name` on the node at node_path. */
 int tr__group_is_initialized(const char *node_path, const char *name);

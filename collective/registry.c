@@ -258,6 +258,34 @@ static void on_leave(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) 
     leave(g, (int)rank, 0);
 }
 
+/* Calls off a "segment" group whose rendezvous has not completed (its creator gave up,
+ * e.g. a graph's compile failed): the ranks waiting are told at once, not at the
+ * rendezvous timeout, and the segment goes. */
+static void on_cancel(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
+    tr__groups *gs = ctx;
+    const char *name;
+    size_t nn;
+    int rc = tr__get_str(body, "name", &name, &nn);
+    if (rc) {
+        tr__server_reply_status(c, seq, rc, tr_last_error());
+        return;
+    }
+    group *g = find(gs, name, nn);
+    if (!g || g->complete || strcmp(g->backend, TR__COLL_SEGMENT_BACKEND) != 0) {
+        tr__server_reply_status(c, seq, TR_ENOTFOUND,
+                                "group cancel: no segment group of that name is gathering");
+        return;
+    }
+    for (int r = 0; r < g->world; r++)
+        if (g->m[r].joined && !g->m[r].answered) {
+            tr__server_reply_status(g->m[r].conn, g->m[r].seq, TR_ECANCELED,
+                                    "the group was called off");
+            g->m[r].answered = 1;
+        }
+    tr__server_reply_status(c, seq, 0, NULL);
+    group_free(g);
+}
+
 /* A member's connection closed (it died, or its runtime shut down without leaving). */
 static void on_conn_close(void *ctx, tr__conn *c) {
     tr__groups *gs = ctx;
@@ -286,6 +314,7 @@ void tr__groups_mount(tr__groups *gs, tr__server *s) {
     gs->loop = tr__server_loop(s);
     tr__server_on(s, TR__MSG_GROUP_JOIN, on_join, gs);
     tr__server_on(s, TR__MSG_GROUP_LEAVE, on_leave, gs);
+    tr__server_on(s, TR__MSG_GROUP_CANCEL, on_cancel, gs);
     tr__server_on_close(s, on_conn_close, gs);
 }
 

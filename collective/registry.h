@@ -14,8 +14,9 @@
 #include "core/server.h"
 
 enum {
-    TR__MSG_GROUP_JOIN = 96,  /* {name, world, rank, backend, wait_ms} -> {size} + fd */
-    TR__MSG_GROUP_LEAVE = 97, /* {name, rank} */
+    TR__MSG_GROUP_JOIN = 96,   /* {name, world, rank, backend, wait_ms} -> {size} + fd */
+    TR__MSG_GROUP_LEAVE = 97,  /* {name, rank} */
+    TR__MSG_GROUP_CANCEL = 98, /* {name}: a "segment" group still gathering is called off */
 };
 
 typedef struct tr__groups tr__groups;

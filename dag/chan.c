@@ -10,17 +10,16 @@
 #define PAYLOAD_OFF sizeof(tr__chan_slot)
 
 _Static_assert(sizeof(tr__chan_slot) == 32, "payload 32 bytes into seq's cache line");
-_Static_assert(sizeof(tr__chan_hdr) == 64 && sizeof(tr__chan_writer) == 64 &&
-                   sizeof(tr__chan_reader) == 64,
+_Static_assert(sizeof(tr__chan_hdr) == 64 && sizeof(tr__chan_reader) == 64,
                "a line each: the slots start on a cache line");
 
 static size_t stride_of(uint64_t slot_bytes) {
     return (PAYLOAD_OFF + (size_t)slot_bytes + 63) & ~(size_t)63;
 }
 
-/* Bytes before the first slot: the header, the writer's line, the readers' lines. */
+/* Bytes before the first slot: the header and the readers' lines. */
 static size_t slots_off(uint32_t readers) {
-    return sizeof(tr__chan_hdr) + sizeof(tr__chan_writer) + readers * sizeof(tr__chan_reader);
+    return sizeof(tr__chan_hdr) + readers * sizeof(tr__chan_reader);
 }
 
 size_t tr__chan_size(uint32_t slots, uint64_t slot_bytes, uint32_t readers) {
@@ -30,49 +29,60 @@ size_t tr__chan_size(uint32_t slots, uint64_t slot_bytes, uint32_t readers) {
     return slots_off(readers) + (size_t)slots * stride_of(slot_bytes);
 }
 
-int tr__chan_init(void *mem, size_t avail, uint32_t slots, uint64_t slot_bytes, uint32_t readers) {
+static void fill(tr__chan *c, void *mem, const tr__chan_hdr *h) {
+    c->base = mem;
+    c->slots = h->slots;
+    c->readers = h->readers;
+    c->stride = h->stride;
+    c->slot_bytes = h->slot_bytes;
+    c->seen = 0;
+}
+
+int tr__chan_init(tr__chan *c, void *mem, size_t avail, uint32_t slots, uint64_t slot_bytes,
+                  uint32_t readers) {
     size_t size = tr__chan_size(slots, slot_bytes, readers);
     if (!size || ((uintptr_t)mem & 63) || size > avail)
         return tr__err(TR_EINVAL, "channel: %u slots of %llu bytes for %u readers in %zu bytes",
                        slots, (unsigned long long)slot_bytes, readers, avail);
-    tr__chan_hdr *c = mem;
-    c->version = TR__CHAN_SHM_V1;
-    c->slots = slots;
-    c->slot_bytes = slot_bytes;
-    c->readers = readers;
-    c->stride = (uint32_t)stride_of(slot_bytes);
-    c->size = size;
-    __atomic_store_n(&c->magic, TR__CHAN_MAGIC, __ATOMIC_RELEASE);
+    tr__chan_hdr *h = mem, mine = {0, TR__CHAN_SHM_V1, slots, slot_bytes, readers, 0, size};
+    mine.stride = (uint32_t)stride_of(slot_bytes);
+    h->version = mine.version;
+    h->slots = slots;
+    h->slot_bytes = slot_bytes;
+    h->readers = readers;
+    h->stride = mine.stride;
+    h->size = size;
+    __atomic_store_n(&h->magic, TR__CHAN_MAGIC, __ATOMIC_RELEASE);
+    fill(c, mem, &mine);
     return 0;
 }
 
-int tr__chan_check(const void *mem, size_t avail) {
-    const tr__chan_hdr *c = mem;
-    if (((uintptr_t)mem & 63) || avail < sizeof *c ||
-        __atomic_load_n(&c->magic, __ATOMIC_ACQUIRE) != TR__CHAN_MAGIC)
+int tr__chan_open(tr__chan *c, void *mem, size_t avail) {
+    if (((uintptr_t)mem & 63) || avail < sizeof(tr__chan_hdr))
+        return tr__err(TR_EPROTO, "channel: no room for a channel header here");
+    tr__chan_hdr h;
+    const tr__chan_hdr *shared = mem;
+    if (__atomic_load_n(&shared->magic, __ATOMIC_ACQUIRE) != TR__CHAN_MAGIC)
         return tr__err(TR_EPROTO, "channel: no channel header here");
-    size_t size = tr__chan_size(c->slots, c->slot_bytes, c->readers);
-    if (c->version != TR__CHAN_SHM_V1 || !size || c->size != size || size > avail ||
-        c->stride != stride_of(c->slot_bytes))
+    memcpy(&h, shared, sizeof h); /* one copy, checked, then only the copy is used */
+    size_t size = tr__chan_size(h.slots, h.slot_bytes, h.readers);
+    if (h.version != TR__CHAN_SHM_V1 || !size || h.size != size || size > avail ||
+        h.stride != stride_of(h.slot_bytes))
         return tr__err(TR_EPROTO,
                        "channel: a malformed header (version %u, %u slots of %llu bytes, %u "
                        "readers, %llu bytes in all, %zu mapped)",
-                       c->version, c->slots, (unsigned long long)c->slot_bytes, c->readers,
-                       (unsigned long long)c->size, avail);
+                       h.version, h.slots, (unsigned long long)h.slot_bytes, h.readers,
+                       (unsigned long long)h.size, avail);
+    fill(c, mem, &h);
     return 0;
 }
 
-static tr__chan_slot *slot_of(tr__chan_hdr *c, uint64_t v) {
-    return (tr__chan_slot *)((char *)c + slots_off(c->readers) +
-                             (size_t)(v % c->slots) * c->stride);
+static tr__chan_slot *slot_of(tr__chan *c, uint64_t v) {
+    return (tr__chan_slot *)(c->base + slots_off(c->readers) + (size_t)(v % c->slots) * c->stride);
 }
 
-static tr__chan_writer *writer_of(tr__chan_hdr *c) {
-    return (tr__chan_writer *)(c + 1);
-}
-
-static tr__chan_reader *reader_of(tr__chan_hdr *c, uint32_t r) {
-    return (tr__chan_reader *)((char *)(c + 1) + sizeof(tr__chan_writer)) + r;
+static tr__event *consumed_of(tr__chan *c, uint32_t r) {
+    return &((tr__chan_reader *)(c->base + sizeof(tr__chan_hdr)) + r)->consumed;
 }
 
 /* Until ev has reached `target` (wrapping counts: compared as a difference). */
@@ -98,30 +108,27 @@ static int wait_until(tr__event *ev, uint32_t target, const tr__chan_wait *w) {
     }
 }
 
-int tr__chan_write_begin(tr__chan_hdr *c, uint64_t v, void **buf, size_t *cap,
-                         const tr__chan_wait *w) {
+int tr__chan_write_begin(tr__chan *c, uint64_t v, void **buf, size_t *cap, const tr__chan_wait *w) {
     if (v >= c->slots) { /* the slot's previous value, v - slots, must be let go of */
         uint32_t need = (uint32_t)(v - c->slots + 1);
-        tr__chan_writer *me = writer_of(c);
-        if ((int32_t)(me->seen - need) < 0) { /* look again, waiting where it must */
+        if ((int32_t)(c->seen - need) < 0) { /* look again, waiting where it must */
             uint32_t low = 0;
             for (uint32_t r = 0; r < c->readers; r++) {
-                tr__event *ev = &reader_of(c, r)->consumed;
+                tr__event *ev = consumed_of(c, r);
                 int rc = wait_until(ev, need, w);
                 if (rc) return rc;
                 uint32_t got = tr__event_seq(ev);
                 if (r == 0 || (int32_t)(got - low) < 0) low = got;
             }
-            me->seen = low;
+            c->seen = low;
         }
     }
-    tr__chan_slot *s = slot_of(c, v);
-    *buf = (char *)s + PAYLOAD_OFF;
+    *buf = (char *)slot_of(c, v) + PAYLOAD_OFF;
     *cap = (size_t)c->slot_bytes;
     return 0;
 }
 
-void tr__chan_write_end(tr__chan_hdr *c, uint64_t v, int32_t code, uint32_t flags, size_t len) {
+void tr__chan_write_end(tr__chan *c, uint64_t v, int32_t code, uint32_t flags, size_t len) {
     tr__chan_slot *s = slot_of(c, v);
     s->code = code;
     s->flags = flags;
@@ -129,13 +136,13 @@ void tr__chan_write_end(tr__chan_hdr *c, uint64_t v, int32_t code, uint32_t flag
     tr__event_signal(&s->seq); /* seq_cst: the fields above are visible before it moves */
 }
 
-int tr__chan_ready(tr__chan_hdr *c, uint64_t v) {
+int tr__chan_ready(tr__chan *c, uint64_t v) {
     tr__chan_slot *s = slot_of(c, v);
     return (int32_t)(tr__event_seq(&s->seq) - (uint32_t)(v / c->slots + 1)) >= 0;
 }
 
-int tr__chan_read(tr__chan_hdr *c, uint64_t v, const tr__chan_wait *w, const void **data,
-                  size_t *len, int32_t *code, uint32_t *flags) {
+int tr__chan_read(tr__chan *c, uint64_t v, const tr__chan_wait *w, const void **data, size_t *len,
+                  int32_t *code, uint32_t *flags) {
     tr__chan_slot *s = slot_of(c, v);
     int rc = wait_until(&s->seq, (uint32_t)(v / c->slots + 1), w);
     if (rc) return rc;
@@ -154,16 +161,16 @@ int tr__chan_read(tr__chan_hdr *c, uint64_t v, const tr__chan_wait *w, const voi
     return 0;
 }
 
-void tr__chan_release(tr__chan_hdr *c, uint64_t v, uint32_t reader) {
+void tr__chan_release(tr__chan *c, uint64_t v, uint32_t reader) {
     if (reader >= c->readers) return;
-    tr__event *ev = &reader_of(c, reader)->consumed;
+    tr__event *ev = consumed_of(c, reader);
     uint32_t to = (uint32_t)(v + 1);
     if ((int32_t)(to - tr__event_seq(ev)) > 0) tr__event_set(ev, to);
 }
 
-void tr__chan_wake_all(tr__chan_hdr *c) {
+void tr__chan_wake_all(tr__chan *c) {
     for (uint32_t i = 0; i < c->slots; i++)
         tr__event_wake(&slot_of(c, i)->seq);
     for (uint32_t r = 0; r < c->readers; r++)
-        tr__event_wake(&reader_of(c, r)->consumed);
+        tr__event_wake(consumed_of(c, r));
 }

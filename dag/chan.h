@@ -5,10 +5,10 @@
  * `seq` counts the values written through it, so value v is there once seq reaches
  * v / slots + 1. Each reader has a `consumed` count on a cache line of its own: the
  * values it is done with, in order; the writer may put value v in once every reader's
- * count reaches v - slots + 1. The writer keeps the lowest count it saw on a line of its
- * own and reads the readers' lines only when that no longer covers the value it writes,
- * so a reader's release stays in its own cache most of the time (about one line transfer
- * per `slots` values). The sequence word, the length and the first 32 bytes of the value
+ * count reaches v - slots + 1. The writer remembers the lowest count it saw and reads the
+ * readers' lines only when that no longer covers the value it writes, so a reader's
+ * release stays in its own cache most of the time (about one line transfer per `slots`
+ * values). The sequence word, the length and the first 32 bytes of the value
  * share one cache line: a small value costs its reader one line. The writer writes
  * straight into the slot, readers read in place (16-byte aligned), nothing is copied on
  * the way.
@@ -17,9 +17,12 @@
  * slices of 100 ms: between slices, and whenever the stop word is set and the channel's
  * words woken (tr__chan_wake_all), a wait ends with TR_ECLOSED; at the deadline with
  * TR_ETIMEDOUT; a check callback, if any, can end it with its own code (a dead peer).
- * Every field a peer writes is checked before use: a length over the slot, an unknown
- * code or flag gives TR_EPROTO, never a read outside the slot. Thread safety: one writer
- * thread, and one thread per reader index.
+ * Each process uses a channel through a tr__chan of its own memory: the header is checked
+ * once (tr__chan_open) and its dimensions copied, so a peer that rewrites the shared
+ * header later cannot move any access outside the channel; every field a peer writes per
+ * value is checked before use (a length over the slot, an unknown code or flag give
+ * TR_EPROTO, never a read outside the slot). Thread safety: one writer thread, and one
+ * thread per reader index.
  */
 #ifndef TR_DAG_CHAN_H
 #define TR_DAG_CHAN_H
@@ -46,14 +49,18 @@ typedef struct tr__chan_hdr {
     uint64_t size;   /* the whole channel, this header included */
 } __attribute__((aligned(64))) tr__chan_hdr;
 
-/* The writer's own line, then one line per reader, after the header. */
-typedef struct tr__chan_writer {
-    uint32_t seen; /* the lowest `consumed` it read last */
-} __attribute__((aligned(64))) tr__chan_writer;
-
+/* One line per reader after the header. */
 typedef struct tr__chan_reader {
     tr__event consumed; /* values this reader is done with */
 } __attribute__((aligned(64))) tr__chan_reader;
+
+/* A process's handle on a channel: the header's dimensions, checked, in its own memory. */
+typedef struct tr__chan {
+    char *base; /* the channel's header in this process's mapping */
+    uint32_t slots, readers, stride;
+    uint64_t slot_bytes;
+    uint32_t seen; /* the writer's: the lowest `consumed` it read last */
+} tr__chan;
 
 typedef struct tr__chan_slot {
     tr__event seq; /* values written through this slot */
@@ -75,26 +82,26 @@ typedef struct tr__chan_wait {
 
 /* Bytes a channel of these dimensions takes (0 if they are out of range). */
 size_t tr__chan_size(uint32_t slots, uint64_t slot_bytes, uint32_t readers);
-/* Lays a channel out in zeroed memory of `avail` bytes (its creator). */
-int tr__chan_init(void *mem, size_t avail, uint32_t slots, uint64_t slot_bytes, uint32_t readers);
-/* A peer's check of a channel it maps: TR_EPROTO unless the header is sound and fits. */
-int tr__chan_check(const void *mem, size_t avail);
+/* Lays a channel out in zeroed memory of `avail` bytes (its creator), opening it in *c. */
+int tr__chan_init(tr__chan *c, void *mem, size_t avail, uint32_t slots, uint64_t slot_bytes,
+                  uint32_t readers);
+/* A peer's handle on a channel it maps: TR_EPROTO unless the header is sound and fits. */
+int tr__chan_open(tr__chan *c, void *mem, size_t avail);
 
 /* Writer: waits until value v's slot is free, then gives its payload area. */
-int tr__chan_write_begin(tr__chan_hdr *c, uint64_t v, void **buf, size_t *cap,
-                         const tr__chan_wait *w);
+int tr__chan_write_begin(tr__chan *c, uint64_t v, void **buf, size_t *cap, const tr__chan_wait *w);
 /* Publishes value v: len bytes written into the area, or an error code and message. */
-void tr__chan_write_end(tr__chan_hdr *c, uint64_t v, int32_t code, uint32_t flags, size_t len);
+void tr__chan_write_end(tr__chan *c, uint64_t v, int32_t code, uint32_t flags, size_t len);
 
 /* Reader: waits until value v is there and views it in place (until the release). */
-int tr__chan_read(tr__chan_hdr *c, uint64_t v, const tr__chan_wait *w, const void **data,
-                  size_t *len, int32_t *code, uint32_t *flags);
+int tr__chan_read(tr__chan *c, uint64_t v, const tr__chan_wait *w, const void **data, size_t *len,
+                  int32_t *code, uint32_t *flags);
 /* Whether value v is there (no wait). */
-int tr__chan_ready(tr__chan_hdr *c, uint64_t v);
+int tr__chan_ready(tr__chan *c, uint64_t v);
 /* Reader `reader` is done with every value up to v (values are let go of in order). */
-void tr__chan_release(tr__chan_hdr *c, uint64_t v, uint32_t reader);
+void tr__chan_release(tr__chan *c, uint64_t v, uint32_t reader);
 
 /* Wakes every waiter on the channel without moving anything (after setting a stop word). */
-void tr__chan_wake_all(tr__chan_hdr *c);
+void tr__chan_wake_all(tr__chan *c);
 
 #endif

@@ -23,10 +23,11 @@ namespace {
 struct Shared {
     void *mem = MAP_FAILED;
     size_t size = 0;
+    tr__chan writer; /* the creator's handle */
     Shared(uint32_t slots, uint64_t bytes, uint32_t readers) {
         size = tr__chan_size(slots, bytes, readers);
         mem = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-        if (mem != MAP_FAILED && tr__chan_init(mem, size, slots, bytes, readers)) {
+        if (mem != MAP_FAILED && tr__chan_init(&writer, mem, size, slots, bytes, readers)) {
             munmap(mem, size);
             mem = MAP_FAILED;
         }
@@ -34,7 +35,10 @@ struct Shared {
     ~Shared() {
         if (mem != MAP_FAILED) munmap(mem, size);
     }
-    tr__chan_hdr *c() {
+    tr__chan *c() {
+        return &writer;
+    }
+    tr__chan_hdr *hdr() {
         return static_cast<tr__chan_hdr *>(mem);
     }
 };
@@ -52,7 +56,7 @@ unsigned char byte_of(uint64_t v, size_t i) {
     return (unsigned char)(v * 31 + i * 7);
 }
 
-int write_value(tr__chan_hdr *c, uint64_t v, const tr__chan_wait *w) {
+int write_value(tr__chan *c, uint64_t v, const tr__chan_wait *w) {
     void *buf;
     size_t cap;
     int rc = tr__chan_write_begin(c, v, &buf, &cap, w);
@@ -65,7 +69,7 @@ int write_value(tr__chan_hdr *c, uint64_t v, const tr__chan_wait *w) {
 }
 
 // 0, or the first value that came wrong, plus one
-uint64_t read_values(tr__chan_hdr *c, uint32_t reader, uint64_t count, int delay_us) {
+uint64_t read_values(tr__chan *c, uint32_t reader, uint64_t count, int delay_us) {
     tr__chan_wait w = waits(20000);
     for (uint64_t v = 0; v < count; v++) {
         const void *d;
@@ -87,13 +91,16 @@ TEST(Chan, SizesAndHeaders) {
     EXPECT_EQ(tr__chan_size(4, 64, 0), 0u);
     EXPECT_EQ(tr__chan_size(4, 64, TR__CHAN_MAX_READERS + 1), 0u);
     EXPECT_EQ(tr__chan_size(TR__CHAN_MAX_SLOTS + 1, 64, 1), 0u);
-    // header, the writer's line, a reader's line, then slots of 32 + 32 bytes: a line each
-    EXPECT_EQ(tr__chan_size(2, 32, 1), 3 * 64u + 2 * 64u);
+    // the header, a reader's line, then slots of 32 + 32 bytes: a line each
+    EXPECT_EQ(tr__chan_size(2, 32, 1), 2 * 64u + 2 * 64u);
     Shared s(4, 1000, 2);
     ASSERT_NE(s.mem, MAP_FAILED);
-    EXPECT_EQ(tr__chan_check(s.mem, s.size), 0) << tr_last_error();
-    EXPECT_EQ(tr__chan_check(s.mem, s.size - 1), TR_EPROTO); // does not fit the mapping
-    EXPECT_EQ(tr__chan_init(s.mem, 10, 4, 1000, 2), TR_EINVAL);
+    tr__chan peer;
+    EXPECT_EQ(tr__chan_open(&peer, s.mem, s.size), 0) << tr_last_error();
+    EXPECT_EQ(peer.slots, 4u);
+    EXPECT_EQ(peer.slot_bytes, 1000u);
+    EXPECT_EQ(tr__chan_open(&peer, s.mem, s.size - 1), TR_EPROTO); // does not fit the mapping
+    EXPECT_EQ(tr__chan_init(&peer, s.mem, 10, 4, 1000, 2), TR_EINVAL);
     void *buf;
     size_t cap;
     tr__chan_wait w = waits(1000);
@@ -112,7 +119,11 @@ TEST(Chan, ValuesCrossProcessesInOrderThroughAWrappingRing) {
     for (int r = 0; r < 2; r++) {
         kids[r] = fork();
         ASSERT_GE(kids[r], 0);
-        if (kids[r] == 0) _exit((int)(read_values(s.c(), (uint32_t)r, count, r ? 100 : 0) != 0));
+        if (kids[r] == 0) { /* a process of its own, with a handle of its own */
+            tr__chan mine;
+            if (tr__chan_open(&mine, s.mem, s.size)) _exit(2);
+            _exit((int)(read_values(&mine, (uint32_t)r, count, r ? 100 : 0) != 0));
+        }
     }
     tr__chan_wait w = waits(20000);
     for (uint64_t v = 0; v < count; v++)
@@ -169,7 +180,7 @@ TEST(Chan, ScribbledFieldsAreRefused) {
     Shared s(2, 64, 1);
     ASSERT_NE(s.mem, MAP_FAILED);
     tr__chan_wait w = waits(1000);
-    auto *slot0 = (tr__chan_slot *)((char *)s.mem + 3 * 64); /* header, writer, one reader */
+    auto *slot0 = (tr__chan_slot *)((char *)s.mem + 2 * 64); /* the header, one reader */
     const void *d;
     size_t n;
     int32_t code;
@@ -203,8 +214,34 @@ TEST(Chan, ScribbledFieldsAreRefused) {
           +[](tr__chan_hdr *h) { h->stride = 64; }}) {
         Shared t(2, 64, 1);
         ASSERT_NE(t.mem, MAP_FAILED);
-        scribble(t.c());
-        EXPECT_EQ(tr__chan_check(t.mem, t.size), TR_EPROTO);
+        scribble(t.hdr());
+        tr__chan peer;
+        EXPECT_EQ(tr__chan_open(&peer, t.mem, t.size), TR_EPROTO);
+    }
+}
+
+// Scribbling on the header after a process opened the channel changes nothing for it:
+// its handle holds the dimensions it checked (else a division by zero, or a slot far
+// outside the mapping).
+TEST(Chan, AHeaderRewrittenAfterOpeningIsNotTrusted) {
+    Shared s(2, 64, 1);
+    ASSERT_NE(s.mem, MAP_FAILED);
+    tr__chan reader;
+    ASSERT_EQ(tr__chan_open(&reader, s.mem, s.size), 0);
+    s.hdr()->slots = 0;
+    s.hdr()->stride = 1u << 30;
+    s.hdr()->slot_bytes = 1ull << 40;
+    s.hdr()->readers = 1000;
+    tr__chan_wait w = waits(1000);
+    for (uint64_t v = 0; v < 10; v++) {
+        ASSERT_EQ(write_value(s.c(), v, &w), 0);
+        const void *d;
+        size_t n;
+        int32_t code;
+        uint32_t flags;
+        ASSERT_EQ(tr__chan_read(&reader, v, &w, &d, &n, &code, &flags), 0);
+        EXPECT_EQ(n, len_of(v, 64));
+        tr__chan_release(&reader, v, 0);
     }
 }
 

@@ -25,11 +25,12 @@ typedef struct step {
     size_t n_in;
     uint64_t in_off[MAX_INPUTS];
     uint32_t reader[MAX_INPUTS];
-    tr__chan_hdr *out, *in[MAX_INPUTS];
+    tr__chan out, in[MAX_INPUTS];
 } step;
 
 typedef struct loop {
     tr__worker_env env;
+    char node_path[108];
     char name[200];
     int world, rank, timeout_ms;
     uint64_t bytes;
@@ -90,11 +91,13 @@ static int parse(const tr__worker_env *env, tr_ctx *ctx, const tr__obj *root, lo
     return 0;
 }
 
-/* A channel at `off` in the graph's area of `bytes`, checked; NULL if it is not sound. */
-static tr__chan_hdr *chan_at(tr__dag_hdr *h, uint64_t bytes, uint64_t off) {
-    if (off < sizeof *h || off >= bytes || off % 64) return NULL;
-    tr__chan_hdr *c = (tr__chan_hdr *)((char *)h + off);
-    return tr__chan_check(c, (size_t)(bytes - off)) == 0 ? c : NULL;
+/* Opens the channel at `off` in the graph's area of `bytes` (all of it mapped: the join
+ * checked the segment's size); TR_EPROTO if it is not sound. */
+static int open_at(tr__chan *c, tr__dag_hdr *h, uint64_t bytes, uint64_t off) {
+    if (off < sizeof *h || off >= bytes || off % 64)
+        return tr__err(TR_EPROTO, "a channel offset %llu outside the graph's %llu bytes",
+                       (unsigned long long)off, (unsigned long long)bytes);
+    return tr__chan_open(c, (char *)h + off, (size_t)(bytes - off));
 }
 
 typedef struct watch {
@@ -118,7 +121,7 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
     for (size_t j = 0; j < st->n_in; j++) {
         int32_t code;
         uint32_t flags;
-        int rc = tr__chan_read(st->in[j], e, w, &data[j], &len[j], &code, &flags);
+        int rc = tr__chan_read(&st->in[j], e, w, &data[j], &len[j], &code, &flags);
         if (rc) return rc;
         if (code && !failed) {
             failed = code;
@@ -129,7 +132,7 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
     /* the output slot first: the method replies straight into it */
     void *buf;
     size_t cap;
-    int rc = tr__chan_write_begin(st->out, e, &buf, &cap, w);
+    int rc = tr__chan_write_begin(&st->out, e, &buf, &cap, w);
     if (rc) return rc;
     int32_t code = failed;
     size_t out_len = 0;
@@ -177,9 +180,9 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
         memcpy(buf, why, why_len);
         out_len = why_len;
     }
-    tr__chan_write_end(st->out, e, code, 0, out_len);
+    tr__chan_write_end(&st->out, e, code, 0, out_len);
     for (size_t j = 0; j < st->n_in; j++)
-        tr__chan_release(st->in[j], e, st->reader[j]);
+        tr__chan_release(&st->in[j], e, st->reader[j]);
     return 0;
 }
 
@@ -204,17 +207,24 @@ static void *run_loop(void *arg) {
     tr__dag_hdr *h = (tr__dag_hdr *)((char *)seg->seg + tr__coll_hdr_bytes());
     watch wt = {seg->seg};
     tr__chan_wait w = {tr__deadline(l->timeout_ms), 0, &h->stop, driver_gone, &wt};
-    /* the driver lays the channels out once everyone has joined */
-    while (!rc && tr__event_seq(&h->ready) == 0)
-        rc = tr__event_wait_stop(&h->ready, 0, w.deadline, 0, &h->stop);
+    /* the driver lays the channels out once everyone has joined (or goes away) */
+    while (!rc && tr__event_seq(&h->ready) == 0) {
+        if ((rc = driver_gone(&wt))) break;
+        int64_t slice = tr__deadline(100);
+        rc =
+            tr__event_wait_stop(&h->ready, 0, slice < w.deadline ? slice : w.deadline, 0, &h->stop);
+        if (rc == TR_ETIMEDOUT && tr__now_ns() < w.deadline) rc = 0;
+    }
     if (!rc && __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != TR__DAG_MAGIC)
         rc = tr__err(TR_EPROTO, "no graph header");
     for (size_t i = 0; !rc && i < l->n_steps; i++) {
         step *st = &l->steps[i];
-        st->out = chan_at(h, l->bytes, st->out_off);
-        for (size_t j = 0; j < st->n_in; j++)
-            if (!(st->in[j] = chan_at(h, l->bytes, st->in_off[j]))) st->out = NULL;
-        if (!st->out) rc = tr__err(TR_EPROTO, "step %zu: a channel that is not sound", i);
+        rc = open_at(&st->out, h, l->bytes, st->out_off);
+        for (size_t j = 0; !rc && j < st->n_in; j++)
+            if (!(rc = open_at(&st->in[j], h, l->bytes, st->in_off[j])) &&
+                st->reader[j] >= st->in[j].readers)
+                rc = tr__err(TR_EPROTO, "step %zu reads input %zu as reader %u of %u", i, j,
+                             st->reader[j], st->in[j].readers);
     }
     if (rc) {
         if (rc != TR_ECLOSED) TR_LOG_WARN("DAG-ATTACH", "graph %s: %s", l->name, tr_last_error());
@@ -236,7 +246,10 @@ out:
 
 int tr__dag_attach(const tr__worker_env *env, tr_ctx *ctx, const void *args, size_t len) {
     tr__dec d;
-    if (tr__dec_init(&d, args, len)) return tr_ctx_error(ctx, "dag attach: not msgpack");
+    if (tr__dec_init(&d, args, len)) {
+        tr_ctx_error(ctx, "dag attach: not msgpack");
+        return TR_EPROTO;
+    }
     loop *l = NULL;
     const char *name;
     size_t nn;
@@ -250,6 +263,12 @@ int tr__dag_attach(const tr__worker_env *env, tr_ctx *ctx, const void *args, siz
          tr__get_uint(d.root, "bytes", &bytes) || tr__get_int(d.root, "timeout_ms", &timeout_ms) ||
          tr__get_int(d.root, "spin_ns", &spin_ns)))
         rc = tr_ctx_error(ctx, "dag attach: malformed: %s", tr_last_error());
+    /* checked here, not trusted: the segment must hold the graph's header, waits must end */
+    if (!rc && (world < 2 || world > TR__COLL_MAX_WORLD || rank < 1 || rank >= world ||
+                bytes < sizeof(tr__dag_hdr) || bytes % 64 || bytes > TR__COLL_MAX_EXTRA ||
+                timeout_ms < 1 || timeout_ms > 3600000 || spin_ns < -1000000 || spin_ns > 1000000))
+        rc = tr_ctx_error(ctx, "dag attach: world, rank, size, timeout or spin out of range");
+    if (rc == TR_ETASK) rc = TR_EPROTO;
     if (rc || check) {
         free(l);
         tr__dec_free(&d);
@@ -257,6 +276,8 @@ int tr__dag_attach(const tr__worker_env *env, tr_ctx *ctx, const void *args, siz
     }
     memcpy(l->name, name, nn);
     l->env = *env;
+    snprintf(l->node_path, sizeof l->node_path, "%s", env->node_path ? env->node_path : "");
+    l->env.node_path = l->node_path; /* the worker's copy may go before this thread does */
     l->world = (int)world;
     l->rank = (int)rank;
     l->bytes = bytes;

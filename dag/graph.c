@@ -4,6 +4,7 @@
  * node's input, or one of the graph's outputs); the driver writes the input node's
  * channel and reads the outputs' ones; each actor runs its nodes in node order, which is
  * topological (a node binds only to nodes made before it). */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,11 +36,13 @@ typedef struct node {
     int rank;           /* its actor's rank in the segment */
     uint32_t n_readers; /* of its value */
     uint64_t chan_off;  /* its channel's offset from the tr__dag_hdr; 0: none */
+    tr__chan ch;        /* this process's handle on it */
     int reaches_output;
 } node;
 
 struct tr_dag {
     tr_runtime *rt;
+    struct tr_dag *live_next; /* this process's graphs (torn down by tr_shutdown) */
     node *nodes;
     size_t n, cap;
     tr_dag_node *outputs;
@@ -47,7 +50,8 @@ struct tr_dag {
     size_t n_outputs;
     tr_dag_options opts;
     int compiled, torn;
-    int broken; /* an actor died: every call says so */
+    int attached; /* actors were sent their attach messages */
+    int broken;   /* an actor died: every call says so */
     char broken_msg[300];
     char name[32];
     tr_group *seg;
@@ -59,6 +63,31 @@ struct tr_dag {
     uint64_t next_exec, release_base;
     unsigned char *released; /* window of 4 x max_inflight executions from release_base */
 };
+
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static tr_dag *live;
+
+static void live_remove(tr_dag *g) {
+    pthread_mutex_lock(&live_mu);
+    for (tr_dag **pp = &live; *pp; pp = &(*pp)->live_next)
+        if (*pp == g) {
+            *pp = g->live_next;
+            break;
+        }
+    pthread_mutex_unlock(&live_mu);
+}
+
+void tr__dag_shutdown(tr_runtime *rt) {
+    for (;;) {
+        pthread_mutex_lock(&live_mu);
+        tr_dag *g = live;
+        while (g && g->rt != rt)
+            g = g->live_next;
+        pthread_mutex_unlock(&live_mu);
+        if (!g) return;
+        tr_dag_destroy(g);
+    }
+}
 
 static char *id_short(tr_actor_id id, char *buf) {
     char full[33];
@@ -81,6 +110,10 @@ TR_API int tr_dag_create(tr_runtime *rt, tr_dag **out) {
     g->cap = 8;
     g->n = 1; /* node 0: the input */
     g->nodes[0].is_input = 1;
+    pthread_mutex_lock(&live_mu);
+    g->live_next = live;
+    live = g;
+    pthread_mutex_unlock(&live_mu);
     *out = g;
     return 0;
 }
@@ -307,13 +340,11 @@ static int attach_all(tr_dag *g, int check) {
     return rc;
 }
 
-static tr__chan_hdr *chan(tr_dag *g, tr_dag_node i) {
-    return (tr__chan_hdr *)((char *)g->h + g->nodes[i].chan_off);
+static tr__chan *chan(tr_dag *g, tr_dag_node i) {
+    return &g->nodes[i].ch;
 }
 
-TR_API int tr_dag_compile(tr_dag *g, const tr_dag_options *opts) {
-    int rc = building(g, "tr_dag_compile");
-    if (rc) return rc;
+static int compile(tr_dag *g, const tr_dag_options *opts) {
     tr_dag_options def = TR_DAG_OPTIONS_INIT;
     if (opts && opts->struct_size < sizeof def)
         return tr__err(TR_EINVAL, "tr_dag_compile: options from an older troupe (struct_size)");
@@ -324,7 +355,8 @@ TR_API int tr_dag_compile(tr_dag *g, const tr_dag_options *opts) {
                        "tr_dag_compile: max_inflight 1-%d, slot_bytes >= 16 and "
                        "timeouts, please",
                        TR__CHAN_MAX_SLOTS);
-    if ((rc = plan(g))) return rc;
+    int rc = plan(g);
+    if (rc) return rc;
     for (tr_dag_node i = 1; i < g->n; i++) {
         tr_actor_details d;
         memset(&d, 0, sizeof d);
@@ -345,31 +377,51 @@ TR_API int tr_dag_compile(tr_dag *g, const tr_dag_options *opts) {
              rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     g->spin_ns = ncpu >= (long)g->n_actors + 1 ? SPIN_NS : -YIELD_NS;
-    if ((rc = attach_all(g, 1)) || (rc = attach_all(g, 0))) return rc;
+    if ((rc = attach_all(g, 1))) return rc;
+    g->attached = 1; /* from here, a failure calls the segment off */
+    if ((rc = attach_all(g, 0))) return rc;
     /* every actor's loop joins the segment: that is the rendezvous */
-    rc = tr__group_join_segment(tr__runtime_address(g->rt), tr__runtime_max_msg(g->rt),
+    rc = tr__group_join_segment(tr_runtime_address(g->rt), tr__runtime_max_msg(g->rt),
                                 (int)g->n_actors + 1, 0, g->name, g->bytes,
                                 g->opts.attach_timeout_ms, &g->seg);
     if (rc) return rc;
     g->h = (tr__dag_hdr *)((char *)g->seg->seg + tr__coll_hdr_bytes());
-    for (tr_dag_node i = 0; i < g->n; i++) {
+    for (tr_dag_node i = 0; i < g->n && !rc; i++) {
         node *n = &g->nodes[i];
-        if (n->n_readers &&
-            (rc = tr__chan_init(chan(g, i), (size_t)(g->bytes - n->chan_off), g->opts.max_inflight,
-                                g->opts.slot_bytes, n->n_readers)))
-            break;
+        if (n->n_readers)
+            rc = tr__chan_init(&n->ch, (char *)g->h + n->chan_off, (size_t)(g->bytes - n->chan_off),
+                               g->opts.max_inflight, g->opts.slot_bytes, n->n_readers);
         g->h->n_chans += n->n_readers != 0;
     }
     g->released = calloc(4 * (size_t)g->opts.max_inflight, 1);
     if (!rc && !g->released) rc = tr__err(TR_ENOMEM, "tr_dag_compile");
-    g->compiled = 1;
-    if (rc) {
-        g->torn = 1;
-        __atomic_store_n(&g->h->stop, 1, __ATOMIC_SEQ_CST);
-    }
+    if (rc) return rc;
     __atomic_store_n(&g->h->magic, TR__DAG_MAGIC, __ATOMIC_RELEASE);
     tr__event_signal(&g->h->ready);
-    return rc;
+    g->compiled = 1;
+    return 0;
+}
+
+static void stop_all(tr_dag *g);
+
+/* A failed compile is final (tr_dag_destroy is all that is left to do): the actors that
+ * attached are told at once - the segment is called off while they gather, or stopped
+ * once joined - instead of waiting for their rendezvous to time out. */
+TR_API int tr_dag_compile(tr_dag *g, const tr_dag_options *opts) {
+    int rc = building(g, "tr_dag_compile");
+    if (rc) return rc;
+    if ((rc = compile(g, opts)) == 0) return 0;
+    char why[600];
+    snprintf(why, sizeof why, "%s", tr_last_error());
+    g->torn = 1;
+    if (g->seg) {
+        __atomic_store_n(&g->h->magic, TR__DAG_MAGIC, __ATOMIC_RELEASE);
+        stop_all(g);
+        tr__event_signal(&g->h->ready);
+    } else if (g->attached) {
+        tr__group_cancel_segment(tr_runtime_address(g->rt), tr__runtime_max_msg(g->rt), g->name);
+    }
+    return tr__err(rc, "%s", why);
 }
 
 /* -------------------------------------------------------------------------- execute */
@@ -533,6 +585,7 @@ TR_API int tr_dag_to_dot(tr_dag *g, char **out) {
 
 TR_API int tr_dag_destroy(tr_dag *g) {
     if (!g) return 0;
+    live_remove(g);
     int rc = 0;
     if (g->seg) {
         stop_all(g);

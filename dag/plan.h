@@ -34,8 +34,9 @@ typedef struct tr__dag_hdr {
     tr__event ready;
 } __attribute__((aligned(64))) tr__dag_hdr;
 
-/* The node a runtime talks to, and its message limit (defined by api/runtime.c). */
-const char *tr__runtime_address(tr_runtime *rt);
+/* A runtime's message limit (defined by api/runtime.c). */
 size_t tr__runtime_max_msg(tr_runtime *rt);
+/* Tears down every graph of rt (tr_shutdown, before the runtime goes). */
+void tr__dag_shutdown(tr_runtime *rt);
 
 #endif

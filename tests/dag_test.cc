@@ -355,3 +355,89 @@ TEST_F(Dag, AFullPipelineTimesOut) {
 }
 
 } // namespace
+
+namespace {
+
+/* A graph still compiled when its runtime shuts down is torn down with it (ASan sees any
+ * leak), and the shutdown does not wait for anything. */
+TEST(DagShutdown, TearsDownTheGraphsLeft) {
+    tr_runtime *rt;
+    ASSERT_EQ(tr_init(test_config(), &rt), 0) << tr_last_error();
+    tr_actor_id a;
+    ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "c", 1, &a), 0);
+    tr_dag *g;
+    tr_dag_node in, n;
+    ASSERT_EQ(tr_dag_create(rt, &g), 0);
+    ASSERT_EQ(tr_dag_input(g, &in), 0);
+    ASSERT_EQ(tr_dag_bind(g, a, "plus1", &in, 1, &n), 0);
+    ASSERT_EQ(tr_dag_output(g, &n, 1), 0);
+    ASSERT_EQ(tr_dag_compile(g, nullptr), 0) << tr_last_error();
+    uint64_t e;
+    int64_t x = 1;
+    ASSERT_EQ(tr_dag_execute(g, &x, 8, &e), 0); /* in flight, never read */
+    tr_dag *unbuilt;
+    ASSERT_EQ(tr_dag_create(rt, &unbuilt), 0); /* and one never compiled */
+    auto t0 = std::chrono::steady_clock::now();
+    tr_shutdown(rt);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+}
+
+} // namespace
+
+extern "C" {
+#include "core/codec.h"
+}
+
+namespace {
+
+/* What a hostile process of the same user could send an actor as an attach message: each
+ * is refused with an error, and the actor goes on serving. */
+TEST_F(Dag, MalformedAttachMessagesAreRefused) {
+    tr_actor_id a = actor();
+    auto attach = [&](int bytes, int world, int rank, int64_t timeout, const char *method) {
+        tr__buf b = TR__BUF_INIT;
+        tr__enc_map(&b, 7);
+        tr__enc_str(&b, "name");
+        tr__enc_str(&b, "dag-hostile");
+        tr__enc_str(&b, "world");
+        tr__enc_int(&b, world);
+        tr__enc_str(&b, "rank");
+        tr__enc_int(&b, rank);
+        tr__enc_str(&b, "bytes");
+        tr__enc_uint(&b, (uint64_t)bytes);
+        tr__enc_str(&b, "timeout_ms");
+        tr__enc_int(&b, timeout);
+        tr__enc_str(&b, "spin_ns");
+        tr__enc_int(&b, 0);
+        tr__enc_str(&b, "steps");
+        tr__enc_array(&b, 1);
+        tr__enc_array(&b, 3);
+        tr__enc_str(&b, method);
+        tr__enc_uint(&b, 64);
+        tr__enc_array(&b, 1);
+        tr__enc_array(&b, 2);
+        tr__enc_uint(&b, 64);
+        tr__enc_uint(&b, 0);
+        tr_ref r;
+        int rc = tr_call(rt, a, "__troupe_dag_attach", b.data, b.len, &r);
+        tr__buf_free(&b);
+        if (!rc) rc = tr_get(rt, r, 5000, nullptr, nullptr);
+        tr_ref_release(rt, r);
+        return rc;
+    };
+    EXPECT_EQ(attach(0, 2, 1, 1000, "plus1"), TR_EPROTO) << "no room for the graph's header";
+    EXPECT_EQ(attach(100, 2, 1, 1000, "plus1"), TR_EPROTO) << "not a multiple of 64";
+    EXPECT_EQ(attach(4096, 1, 0, 1000, "plus1"), TR_EPROTO) << "rank 0 is the driver's";
+    EXPECT_EQ(attach(4096, 1000, 1, 1000, "plus1"), TR_EPROTO) << "world too large";
+    EXPECT_EQ(attach(4096, 2, 1, -1, "plus1"), TR_EPROTO) << "a wait with no end";
+    EXPECT_EQ(attach(4096, 2, 1, 1000, "nope"), TR_ENOMETHOD);
+    tr_ref r;
+    ASSERT_EQ(tr_call(rt, a, "__troupe_dag_attach", "\xc1\xc1", 2, &r), 0);
+    EXPECT_EQ(tr_get(rt, r, 5000, nullptr, nullptr), TR_EPROTO) << "not msgpack";
+    tr_ref_release(rt, r);
+    int64_t v;
+    EXPECT_EQ(call_i64(rt, a, "plus1", 1, &v, 5000), 0) << tr_last_error();
+    EXPECT_EQ(v, 2);
+}
+
+} // namespace

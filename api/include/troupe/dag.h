@@ -70,8 +70,9 @@ TR_API int tr_dag_set_transport(tr_dag *g, tr_dag_node node, tr_dag_transport t)
 /* Compiles the graph (opts may be NULL): checks it, has the node lay out its channels,
  * and starts each actor's loop. Refuses, naming the node: no outputs, a node whose value
  * reaches no output, more than 8 readers of one value, an actor that is not alive or has
- * no such method. Returns 0, TR_EINVAL, TR_ENOMETHOD, TR_EACTOR_DIED, TR_ETIMEDOUT,
- * TR_ESTATE (compiled already), TR_ECONNECT. */
+ * no such method. A failed compile is final: destroy the graph. Returns 0, TR_EINVAL,
+ * TR_ENOMETHOD, TR_EACTOR_DIED, TR_ETIMEDOUT, TR_ESTATE (compiled already, or failed),
+ * TR_ECONNECT, TR_EPROTO (an actor refused its part), TR_ENOMEM. */
 TR_API int tr_dag_compile(tr_dag *g, const tr_dag_options *opts);
 
 /* Submits one execution with `input` (copied into the input channel), waiting up to the
@@ -80,21 +81,24 @@ TR_API int tr_dag_compile(tr_dag *g, const tr_dag_options *opts);
 TR_API int tr_dag_execute(tr_dag *g, const void *input, size_t len, uint64_t *exec);
 /* Output `output` of execution `exec`, waiting up to timeout_ms: a view valid until
  * tr_dag_release(g, exec). Returns 0, TR_ETASK (a method failed; its message in
- * tr_last_error), TR_ETIMEDOUT, TR_EACTOR_DIED, TR_EINVAL (no such output or execution,
- * released), TR_ESTATE. */
+ * tr_last_error), TR_EMSGSIZE (a result larger than slot_bytes), TR_ETIMEDOUT,
+ * TR_EACTOR_DIED, TR_EINVAL (no such output or execution, released), TR_ESTATE,
+ * TR_EPROTO (a malformed value in the channel). */
 TR_API int tr_dag_get(tr_dag *g, uint64_t exec, size_t output, int timeout_ms, const void **data,
                       size_t *len);
 /* Whether every output of `exec` is there (no wait): 1, 0, or a TR_E* code. */
 TR_API int tr_dag_ready(tr_dag *g, uint64_t exec);
-/* Lets go of an execution's outputs (their slots take later executions). Returns 0,
- * TR_EINVAL (not submitted, or released already). */
+/* Lets go of an execution's outputs (their slots take later executions, once every
+ * earlier execution is let go of too). Returns 0, TR_EINVAL (not submitted, or released
+ * already), TR_ESTATE (not compiled, torn down). */
 TR_API int tr_dag_release(tr_dag *g, uint64_t exec);
 
 /* Graphviz text of the graph into a malloc'd string (*out; tr_free). Returns 0, TR_ENOMEM. */
 TR_API int tr_dag_to_dot(tr_dag *g, char **out);
 
 /* Tears the graph down (its actors' loops end, its channels go) and frees it. Returns 0 or
- * the first error seen while tearing down. */
+ * the first error seen while tearing down. tr_shutdown destroys the graphs its runtime
+ * still has (their handles are invalid then). */
 TR_API int tr_dag_destroy(tr_dag *g);
 
 #ifdef __cplusplus
