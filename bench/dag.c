@@ -9,7 +9,10 @@
  * dag_echo_rtt_us_p50 (driver -> actor -> driver, 8 bytes), dag_execs_per_s_1actor and
  * dag_execs_per_s_chain4 (pipelined: max_inflight executions in flight), memcpy_1MiB_us_p50,
  * dag_echo_1MiB_us_p50, dag_idle_cpu_ms_per_s (CPU time of the graph's processes, driver
- * included, over a second in which the compiled graph sits idle), and the ratios the
+ * included, over a second in which the compiled graph sits idle), dag_allreduce_us_p50_4r_1MiB
+ * (input -> 4 actors each make 1 MiB of float32 -> a collective node allreduces them ->
+ * the 4 sums back) beside classic_allreduce_us_p50_4r_1MiB (the same fill and
+ * tr_allreduce inside the 4 actors, called classically; interleaved), and the ratios the
  * targets are stated in.
  */
 #include <dirent.h>
@@ -31,7 +34,37 @@ static int echo(tr_ctx *ctx, void *self, const void *args, size_t len) {
     return tr_ctx_reply(ctx, args, len);
 }
 
-static const tr_method_def methods[] = {{"echo", echo}};
+#define AR_FLOATS (256 * 1024) /* 1 MiB of float32 */
+
+/* 1 MiB of floats, each its int64 argument: a collective node's input. */
+static int fill(tr_ctx *ctx, void *self, const void *args, size_t len) {
+    (void)self;
+    static float v[AR_FLOATS];
+    int64_t x = 0;
+    if (len == sizeof x) memcpy(&x, args, sizeof x);
+    for (size_t i = 0; i < AR_FLOATS; i++)
+        v[i] = (float)x;
+    return tr_ctx_reply(ctx, v, sizeof v);
+}
+
+/* The same fill, then the allreduce through tr_allreduce on the declared group "bench-ar"
+ * (the baseline of the collective node); replies the first element. */
+static int fill_ar(tr_ctx *ctx, void *self, const void *args, size_t len) {
+    (void)self;
+    static float v[AR_FLOATS];
+    static tr_group *g;
+    int64_t x = 0;
+    if (len == sizeof x) memcpy(&x, args, sizeof x);
+    if (!g && tr_group_open(tr_ctx_runtime(ctx), "bench-ar", 10000, &g))
+        return tr_ctx_error(ctx, "group: %s", tr_last_error());
+    for (size_t i = 0; i < AR_FLOATS; i++)
+        v[i] = (float)x;
+    if (tr_allreduce(g, v, v, AR_FLOATS, TR_FLOAT32, TR_SUM, 10000))
+        return tr_ctx_error(ctx, "allreduce: %s", tr_last_error());
+    return tr_ctx_reply(ctx, v, sizeof v[0]);
+}
+
+static const tr_method_def methods[] = {{"echo", echo}, {"fill", fill}, {"fill_ar", fill_ar}};
 
 /* The raw baseline: ping and pong words in a shared page, a forked echo process. */
 static double raw_shm_rtt_p50(int iters, int64_t spin) {
@@ -165,7 +198,7 @@ int main(int argc, char **argv) {
     tr_actor_class cls = TR_ACTOR_CLASS_INIT;
     cls.name = "Echo";
     cls.methods = methods;
-    cls.n_methods = 1;
+    cls.n_methods = sizeof methods / sizeof methods[0];
     CHECK(tr_config_add_class(cfg, &cls));
     tr_worker_main(cfg); /* a worker never returns from here */
 
@@ -239,6 +272,57 @@ int main(int argc, char **argv) {
     double big = bench_percentile(t, (size_t)big_iters, 50);
     CHECK(tr_dag_destroy(gb));
 
+    /* a collective node over the 4 actors' 1 MiB outputs, beside tr_allreduce in them */
+    tr_dag *ga;
+    tr_dag_node in, nf[4], nr[4];
+    CHECK(tr_dag_create(rt, &ga));
+    CHECK(tr_dag_input(ga, &in));
+    for (int i = 0; i < 4; i++)
+        CHECK(tr_dag_bind(ga, a[i], "fill", &in, 1, &nf[i]));
+    CHECK(tr_dag_allreduce(ga, nf, 4, TR_FLOAT32, TR_SUM, nr));
+    CHECK(tr_dag_output(ga, nr, 4));
+    tr_dag_options ao = TR_DAG_OPTIONS_INIT;
+    ao.slot_bytes = mib;
+    ao.max_inflight = 2;
+    CHECK(tr_dag_compile(ga, &ao));
+    CHECK(tr_group_declare(rt, a, 4, NULL, "shm", "bench-ar"));
+    int ar_iters = big_iters / 2 > 50 ? big_iters / 2 : 50;
+    double *tg = malloc(sizeof(double) * (size_t)ar_iters);
+    double *tc = malloc(sizeof(double) * (size_t)ar_iters);
+    for (int i = -5; i < ar_iters; i++) { /* interleaved; the first 5 warm up */
+        int64_t x = i + 10;
+        uint64_t e;
+        double t0 = bench_now_us();
+        CHECK(tr_dag_execute(ga, &x, sizeof x, &e));
+        for (size_t k = 0; k < 4; k++) {
+            const void *d;
+            size_t n;
+            CHECK(tr_dag_get(ga, e, k, 10000, &d, &n));
+            if (n != mib || ((const float *)d)[AR_FLOATS - 1] != (float)(4 * x)) {
+                fprintf(stderr, "the collective node gave a wrong sum\n");
+                exit(1);
+            }
+        }
+        CHECK(tr_dag_release(ga, e));
+        double t1 = bench_now_us();
+        tr_ref r[4];
+        for (int k = 0; k < 4; k++)
+            CHECK(tr_call(rt, a[k], "fill_ar", &x, sizeof x, &r[k]));
+        for (int k = 0; k < 4; k++) {
+            CHECK(tr_get(rt, r[k], 10000, NULL, NULL));
+            CHECK(tr_ref_release(rt, r[k]));
+        }
+        if (i >= 0) {
+            tg[i] = t1 - t0;
+            tc[i] = bench_now_us() - t1;
+        }
+    }
+    double ar_dag = bench_percentile(tg, (size_t)ar_iters, 50);
+    double ar_classic = bench_percentile(tc, (size_t)ar_iters, 50);
+    CHECK(tr_dag_destroy(ga));
+    free(tg);
+    free(tc);
+
     bench_report("raw_shm_rtt_us_p50", raw, "us");
     bench_report("classic_rtt_us_p50", classic, "us");
     bench_report("classic_async_calls_per_s", classic_async, "calls/s");
@@ -252,6 +336,9 @@ int main(int argc, char **argv) {
     bench_report("dag_echo_1MiB_us_p50", big, "us");
     bench_report("dag_echo_1MiB_over_memcpy", big / copy, "x");
     bench_report("dag_idle_cpu_ms_per_s", idle_ms, "ms/s");
+    bench_report("dag_allreduce_us_p50_4r_1MiB", ar_dag, "us");
+    bench_report("classic_allreduce_us_p50_4r_1MiB", ar_classic, "us");
+    bench_report("dag_allreduce_over_classic", ar_dag / ar_classic, "x");
     tr_shutdown(rt);
     tr_config_destroy(cfg);
     free(t);

@@ -20,7 +20,12 @@
 #define MAX_STEPS 256
 
 typedef struct step {
-    const tr_method_def *def;
+    const tr_method_def *def; /* NULL for a collective node's step */
+    char group[64];           /* a collective node: its shm group, world, rank, dtype, op */
+    int gworld, grank;
+    tr_dtype dtype;
+    tr_redop op;
+    tr_group *grp;
     uint64_t out_off;
     size_t n_in;
     uint64_t in_off[MAX_INPUTS];
@@ -57,7 +62,8 @@ static int parse(const tr__worker_env *env, tr_ctx *ctx, const tr__obj *root, lo
     l->n_steps = n;
     for (size_t i = 0; i < n; i++) {
         const tr__obj *s = tr__obj_at(steps, i);
-        const tr__obj *ins = tr__obj_len(s) == 3 ? tr__obj_at(s, 2) : NULL;
+        size_t parts = tr__obj_len(s);
+        const tr__obj *ins = parts == 3 || parts == 4 ? tr__obj_at(s, 2) : NULL;
         const char *m;
         size_t mlen;
         step *st = &l->steps[i];
@@ -67,14 +73,40 @@ static int parse(const tr__worker_env *env, tr_ctx *ctx, const tr__obj *root, lo
             free(l);
             return tr_ctx_error(ctx, "dag attach: malformed step %zu", i);
         }
-        st->def = find_method(env->cls, m, mlen);
-        if (!st->def) {
+        if (parts == 4) { /* a collective node: [group, world, rank, dtype, op] */
+            const tr__obj *c = tr__obj_at(s, 3);
+            const char *gn;
+            size_t gl;
+            int64_t world, rank, dtype, op;
+            if (tr__obj_len(c) != 5 || tr__obj_str(tr__obj_at(c, 0), "group", &gn, &gl) ||
+                gl == 0 || gl >= sizeof st->group || !tr__coll_name_ok(gn, gl) ||
+                tr__obj_int(tr__obj_at(c, 1), "world", &world) ||
+                tr__obj_int(tr__obj_at(c, 2), "rank", &rank) ||
+                tr__obj_int(tr__obj_at(c, 3), "dtype", &dtype) ||
+                tr__obj_int(tr__obj_at(c, 4), "op", &op) || world < 1 ||
+                world > TR__COLL_MAX_WORLD || rank < 0 || rank >= world ||
+                !tr_dtype_size((tr_dtype)dtype) || op < 0 || op > TR_AVG) {
+                free(l);
+                tr_ctx_error(ctx, "dag attach: malformed collective step %zu", i);
+                return TR_EPROTO;
+            }
+            memcpy(st->group, gn, gl);
+            st->gworld = (int)world;
+            st->grank = (int)rank;
+            st->dtype = (tr_dtype)dtype;
+            st->op = (tr_redop)op;
+        } else if (!(st->def = find_method(env->cls, m, mlen))) {
             free(l);
             tr_ctx_error(ctx, "class '%s' has no method '%.*s'", env->cls->name,
                          (int)(mlen > 200 ? 200 : mlen), m);
             return TR_ENOMETHOD;
         }
         st->n_in = tr__obj_len(ins);
+        if (!st->def && st->n_in != 1) {
+            tr_ctx_error(ctx, "dag attach: collective step %zu with %zu inputs", i, st->n_in);
+            free(l);
+            return TR_EPROTO;
+        }
         for (size_t j = 0; j < st->n_in; j++) {
             const tr__obj *p = tr__obj_at(ins, j);
             uint64_t reader = 0;
@@ -111,8 +143,51 @@ static int driver_gone(void *arg) {
     return dead & 1 ? tr__err(TR_EPEER_DIED, "the graph's driver went away") : 0;
 }
 
+/* A collective node's step: every participant first allreduces (max) whether its input
+ * failed and its length, so that all of them agree to reduce the data or to fail, then
+ * the data, straight into the output slot. */
+static int run_coll(step *st, uint64_t e, const tr__chan_wait *w) {
+    const void *data;
+    size_t len;
+    int32_t code;
+    uint32_t flags;
+    int rc = tr__chan_read(&st->in[0], e, w, &data, &len, &code, &flags);
+    if (rc) return rc;
+    void *buf;
+    size_t cap;
+    if ((rc = tr__chan_write_begin(&st->out, e, &buf, &cap, w))) return rc;
+    size_t esz = tr_dtype_size(st->dtype);
+    int bad = code != 0 || len % esz != 0 || len > cap;
+    int64_t count = bad ? 0 : (int64_t)(len / esz), h[3] = {bad, count, -count};
+    char msg[400] = "";
+    rc = tr_allreduce(st->grp, h, h, 3, TR_INT64, TR_MAX, TR_FOREVER);
+    if (!rc && (h[0] || h[1] != -h[2])) {
+        if (code)
+            snprintf(msg, sizeof msg, "%.*s", (int)(len < 300 ? len : 300), (const char *)data);
+        else
+            snprintf(msg, sizeof msg, "allreduce: %s",
+                     bad ? "this input is not whole elements of the dtype, or "
+                           "is larger than slot_bytes"
+                         : "another participant's input failed, or the lengths "
+                           "differ");
+        code = code ? code : TR_EINVAL;
+    } else if (!rc) {
+        rc = tr_allreduce(st->grp, data, buf, (size_t)count, st->dtype, st->op, TR_FOREVER);
+    }
+    if (rc) { /* the group failed (a participant left or died): so does this step */
+        snprintf(msg, sizeof msg, "allreduce: %s", tr_last_error());
+        code = rc;
+    }
+    size_t out = code ? strlen(msg) + 1 : len;
+    if (code) memcpy(buf, msg, out < cap ? out : cap);
+    tr__chan_write_end(&st->out, e, code, 0, out < cap ? out : cap);
+    tr__chan_release(&st->in[0], e, st->reader[0]);
+    return rc;
+}
+
 /* Runs step st of execution e (inputs waited for, method or error, output written). */
 static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_wait *w) {
+    if (!st->def) return run_coll(st, e, w);
     const void *data[MAX_INPUTS];
     size_t len[MAX_INPUTS];
     int32_t failed = 0;
@@ -226,6 +301,10 @@ static void *run_loop(void *arg) {
                 rc = tr__err(TR_EPROTO, "step %zu reads input %zu as reader %u of %u", i, j,
                              st->reader[j], st->in[j].readers);
     }
+    for (size_t i = 0; !rc && i < l->n_steps; i++) /* collective nodes' groups */
+        if (!l->steps[i].def)
+            rc = tr__group_init(l->node_path, l->env.max_msg, l->steps[i].gworld, l->steps[i].grank,
+                                "shm", l->steps[i].group, l->timeout_ms, &l->steps[i].grp);
     if (rc) {
         if (rc != TR_ECLOSED) TR_LOG_WARN("DAG-ATTACH", "graph %s: %s", l->name, tr_last_error());
         goto out;
@@ -238,6 +317,8 @@ static void *run_loop(void *arg) {
     if (rc != TR_ECLOSED && rc != TR_EPEER_DIED)
         TR_LOG_WARN("DAG-LOOP", "graph %s: %s", l->name, tr_last_error());
 out:
+    for (size_t i = 0; i < l->n_steps; i++)
+        if (l->steps[i].grp) tr_group_destroy(l->steps[i].grp);
     tr__group_destroy(seg); /* leaving: the driver's teardown sees it in the dead mask */
     tr__buf_free(&ctx.result);
     free(l);

@@ -27,6 +27,10 @@
 
 typedef struct node {
     int is_input;
+    int coll; /* a collective node: its allreduce's number (from 1); 0 otherwise */
+    int coll_rank, coll_world;
+    tr_dtype dtype;
+    tr_redop op;
     tr_actor_id actor;
     char *method;
     tr_dag_node *inputs;
@@ -51,6 +55,7 @@ struct tr_dag {
     tr_dag_options opts;
     int compiled, torn;
     int attached; /* actors were sent their attach messages */
+    int n_colls;  /* collective nodes' allreduces */
     int broken;   /* an actor died: every call says so */
     char broken_msg[300];
     char name[32];
@@ -132,21 +137,12 @@ TR_API int tr_dag_input(tr_dag *g, tr_dag_node *out) {
     return 0;
 }
 
-TR_API int tr_dag_bind(tr_dag *g, tr_actor_id actor, const char *method, const tr_dag_node *inputs,
-                       size_t n_inputs, tr_dag_node *out) {
-    int rc = building(g, "tr_dag_bind");
-    if (rc) return rc;
-    if (!method || !*method || strlen(method) > 200 || !inputs || n_inputs < 1 || n_inputs > 16 ||
-        !out)
-        return tr__err(TR_EINVAL,
-                       "tr_dag_bind: a method name (1-200 bytes), 1-16 inputs and out, please");
-    for (size_t i = 0; i < n_inputs; i++)
-        if (inputs[i] >= g->n)
-            return tr__err(TR_EINVAL, "tr_dag_bind: input %zu is node %u, not of this graph", i,
-                           inputs[i]);
+/* A new node at g->nodes[g->n] (the caller fills it in, then counts it); NULL: no memory. */
+static node *add_node(tr_dag *g, tr_actor_id actor, const char *method, const tr_dag_node *inputs,
+                      size_t n_inputs) {
     if (g->n == g->cap) {
         node *nn = realloc(g->nodes, 2 * g->cap * sizeof *nn);
-        if (!nn) return tr__err(TR_ENOMEM, "tr_dag_bind");
+        if (!nn) return NULL;
         g->nodes = nn;
         g->cap *= 2;
     }
@@ -160,11 +156,58 @@ TR_API int tr_dag_bind(tr_dag *g, tr_actor_id actor, const char *method, const t
         free(n->method);
         free(n->inputs);
         free(n->in_reader);
-        return tr__err(TR_ENOMEM, "tr_dag_bind");
+        return NULL;
     }
     memcpy(n->inputs, inputs, n_inputs * sizeof *inputs);
     n->n_inputs = n_inputs;
+    return n;
+}
+
+TR_API int tr_dag_bind(tr_dag *g, tr_actor_id actor, const char *method, const tr_dag_node *inputs,
+                       size_t n_inputs, tr_dag_node *out) {
+    int rc = building(g, "tr_dag_bind");
+    if (rc) return rc;
+    if (!method || !*method || strlen(method) > 200 || !inputs || n_inputs < 1 || n_inputs > 16 ||
+        !out)
+        return tr__err(TR_EINVAL,
+                       "tr_dag_bind: a method name (1-200 bytes), 1-16 inputs and out, please");
+    for (size_t i = 0; i < n_inputs; i++)
+        if (inputs[i] >= g->n)
+            return tr__err(TR_EINVAL, "tr_dag_bind: input %zu is node %u, not of this graph", i,
+                           inputs[i]);
+    if (!add_node(g, actor, method, inputs, n_inputs)) return tr__err(TR_ENOMEM, "tr_dag_bind");
     *out = (tr_dag_node)g->n++;
+    return 0;
+}
+
+TR_API int tr_dag_allreduce(tr_dag *g, const tr_dag_node *inputs, size_t n, tr_dtype dtype,
+                            tr_redop op, tr_dag_node *outs) {
+    int rc = building(g, "tr_dag_allreduce");
+    if (rc) return rc;
+    if (!inputs || !outs || n < 1 || n > TR__COLL_MAX_WORLD || !tr_dtype_size(dtype) ||
+        (unsigned)op > TR_AVG)
+        return tr__err(TR_EINVAL, "tr_dag_allreduce: 1-%d inputs, a dtype and an op, please",
+                       TR__COLL_MAX_WORLD);
+    for (size_t i = 0; i < n; i++) {
+        if (inputs[i] >= g->n || g->nodes[inputs[i]].is_input)
+            return tr__err(TR_EINVAL, "tr_dag_allreduce: input %zu is not a bound node", i);
+        for (size_t j = 0; j < i; j++)
+            if (!memcmp(&g->nodes[inputs[i]].actor, &g->nodes[inputs[j]].actor,
+                        sizeof(tr_actor_id)))
+                return tr__err(TR_EINVAL,
+                               "tr_dag_allreduce: inputs %zu and %zu are on the same actor", j, i);
+    }
+    int id = ++g->n_colls;
+    for (size_t i = 0; i < n; i++) {
+        node *nd = add_node(g, g->nodes[inputs[i]].actor, "allreduce", &inputs[i], 1);
+        if (!nd) return tr__err(TR_ENOMEM, "tr_dag_allreduce");
+        nd->coll = id;
+        nd->coll_rank = (int)i;
+        nd->coll_world = (int)n;
+        nd->dtype = dtype;
+        nd->op = op;
+        outs[i] = (tr_dag_node)g->n++;
+    }
     return 0;
 }
 
@@ -296,14 +339,24 @@ static void attach_msg(tr_dag *g, int rank, int check, tr__buf *b) {
     for (tr_dag_node i = 1; i < g->n; i++) {
         node *n = &g->nodes[i];
         if (n->rank != rank) continue;
-        tr__enc_array(b, 3);
-        tr__enc_str(b, n->method);
+        tr__enc_array(b, n->coll ? 4 : 3);
+        tr__enc_str(b, n->coll ? "" : n->method);
         tr__enc_uint(b, n->chan_off);
         tr__enc_array(b, (uint32_t)n->n_inputs);
         for (size_t j = 0; j < n->n_inputs; j++) {
             tr__enc_array(b, 2);
             tr__enc_uint(b, g->nodes[n->inputs[j]].chan_off);
             tr__enc_uint(b, n->in_reader[j]);
+        }
+        if (n->coll) { /* [group, world, rank, dtype, op]: an shm group of its own */
+            char group[64];
+            snprintf(group, sizeof group, "%s-ar%d", g->name, n->coll);
+            tr__enc_array(b, 5);
+            tr__enc_str(b, group);
+            tr__enc_int(b, n->coll_world);
+            tr__enc_int(b, n->coll_rank);
+            tr__enc_int(b, n->dtype);
+            tr__enc_int(b, n->op);
         }
     }
 }

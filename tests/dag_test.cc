@@ -441,3 +441,44 @@ TEST_F(Dag, MalformedAttachMessagesAreRefused) {
 }
 
 } // namespace
+
+namespace {
+
+/* A collective node: four actors' values allreduced, the sum to each; a failed input
+ * fails every output of that execution, and the next one works. */
+TEST_F(Dag, ACollectiveNodeAllreducesTheActorsValues) {
+    std::vector<tr_actor_id> a;
+    for (int i = 0; i < 4; i++)
+        a.push_back(actor());
+    tr_dag *g;
+    tr_dag_node in, n[4], r[4];
+    ASSERT_EQ(tr_dag_create(rt, &g), 0);
+    ASSERT_EQ(tr_dag_input(g, &in), 0);
+    for (int i = 0; i < 4; i++)
+        ASSERT_EQ(tr_dag_bind(g, a[(size_t)i], i == 3 ? "echo" : "plus1", &in, 1, &n[i]), 0);
+    tr_dag_node same[] = {n[0], n[0]};
+    EXPECT_EQ(tr_dag_allreduce(g, same, 2, TR_INT64, TR_SUM, r), TR_EINVAL) << "one actor twice";
+    ASSERT_EQ(tr_dag_allreduce(g, n, 4, TR_INT64, TR_SUM, r), 0) << tr_last_error();
+    ASSERT_EQ(tr_dag_output(g, r, 4), 0);
+    ASSERT_EQ(tr_dag_compile(g, nullptr), 0) << tr_last_error();
+    for (int64_t x = 0; x < 100; x++) {
+        std::vector<int64_t> got;
+        run(g, x, 4, &got);
+        ASSERT_EQ(got, std::vector<int64_t>(4, 3 * (x + 1) + x)) << x;
+    }
+    uint64_t e;
+    ASSERT_EQ(tr_dag_execute(g, "abc", 3, &e), 0); /* plus1 fails; echo gives 3 bytes */
+    for (size_t k = 0; k < 4; k++) {
+        const void *d;
+        size_t len;
+        EXPECT_NE(tr_dag_get(g, e, k, 10000, &d, &len), 0) << k;
+    }
+    ASSERT_EQ(tr_dag_release(g, e), 0);
+    std::vector<int64_t> got;
+    run(g, 1, 4, &got);
+    EXPECT_EQ(got, std::vector<int64_t>(4, 7));
+    EXPECT_EQ(tr_dag_destroy(g), 0);
+    expect_no_segments();
+}
+
+} // namespace
