@@ -3,7 +3,8 @@
 #   1. examples/hello_actors: an embedded node, a few actors, calls, results, the measured
 #      round trip of a method call;
 #   2. examples/compare_paths: 2 and 4 actors allreduce float32 buffers from 4 B to
-#      64 MiB through the object store and through each collective backend (shm, gloo);
+#      64 MiB through the object store, through each collective backend (shm, gloo) and
+#      as a compiled graph (a collective node over the actors' outputs);
 #      prints the median times and which path wins at each size, and draws time against
 #      size (log axes, a line per path) in out/compare_paths.svg.
 # Argument: the actor counts to compare, e.g. 2,4 (the default).
