@@ -600,7 +600,8 @@ TR_API int tr_dag_to_dot(tr_dag *g, char **out) {
     if (!g || !out) return tr__err(TR_EINVAL, "tr_dag_to_dot: NULL argument");
     tr__buf b = TR__BUF_INIT;
     char line[600], a[9];
-    tr__buf_append(&b, "digraph troupe_dag {\n  rankdir=LR;\n", 34);
+    static const char head[] = "digraph troupe_dag {\n  rankdir=LR;\n";
+    tr__buf_append(&b, head, sizeof head - 1);
     for (tr_dag_node i = 0; i < g->n; i++) {
         node *n = &g->nodes[i];
         int k = n->is_input

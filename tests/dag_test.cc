@@ -104,7 +104,8 @@ TEST_F(Dag, SeveralInputsAndOutputs) {
     ASSERT_EQ(tr_dag_to_dot(g, &dot), 0);
     std::string d(dot);
     tr_free(dot);
-    EXPECT_NE(d.find("digraph"), std::string::npos);
+    EXPECT_EQ(d.find("digraph troupe_dag {\n  rankdir=LR;\n  n0 [label=\"input\""), 0u) << d;
+    EXPECT_EQ(d.substr(d.size() - 2), "}\n");
     EXPECT_NE(d.find("n1 -> n3"), std::string::npos) << d;
     EXPECT_NE(d.find("n2 -> n3"), std::string::npos) << d;
     EXPECT_NE(d.find("plus1"), std::string::npos) << d;
