@@ -454,6 +454,10 @@ size_t tr__runtime_max_msg(tr_runtime *rt) {
     return rt ? rt->cfg->max_msg : 0;
 }
 
+struct tr__objects *tr__runtime_objects(tr_runtime *rt) {
+    return rt ? rt->objects : NULL;
+}
+
 TR_API int tr_group_init(tr_runtime *rt, int world, int rank, const char *backend, const char *name,
                          int timeout_ms, tr_group **out) {
     CHECK_RT(rt, "tr_group_init");

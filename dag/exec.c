@@ -15,6 +15,7 @@
 #include "core/status.h"
 #include "dag/chan.h"
 #include "dag/plan.h"
+#include "objectstore/client.h"
 
 #define MAX_INPUTS 16
 #define MAX_STEPS 256
@@ -31,6 +32,8 @@ typedef struct step {
     uint64_t in_off[MAX_INPUTS];
     uint32_t reader[MAX_INPUTS];
     tr__chan out, in[MAX_INPUTS];
+    tr_ref *out_refs; /* by output slot: the object a value too large went as */
+    unsigned char *out_ref_set;
 } step;
 
 typedef struct loop {
@@ -157,7 +160,8 @@ static int run_coll(step *st, uint64_t e, const tr__chan_wait *w) {
     size_t cap;
     if ((rc = tr__chan_write_begin(&st->out, e, &buf, &cap, w))) return rc;
     size_t esz = tr_dtype_size(st->dtype);
-    int bad = code != 0 || len % esz != 0 || len > cap;
+    /* (a value that went as an object, over slot_bytes, is not reduced: an error) */
+    int bad = code != 0 || (flags & TR__CHAN_REF) || len % esz != 0 || len > cap;
     int64_t count = bad ? 0 : (int64_t)(len / esz), h[3] = {bad, count, -count};
     char msg[400] = "";
     rc = tr_allreduce(st->grp, h, h, 3, TR_INT64, TR_MAX, TR_FOREVER);
@@ -190,14 +194,27 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
     if (!st->def) return run_coll(st, e, w);
     const void *data[MAX_INPUTS];
     size_t len[MAX_INPUTS];
+    tr_ref pin[MAX_INPUTS];
+    int pinned[MAX_INPUTS] = {0};
     int32_t failed = 0;
     const void *why = NULL;
     size_t why_len = 0;
+    char pin_err[300];
     for (size_t j = 0; j < st->n_in; j++) {
         int32_t code;
         uint32_t flags;
         int rc = tr__chan_read(&st->in[j], e, w, &data[j], &len[j], &code, &flags);
         if (rc) return rc;
+        if (!code && (flags & TR__CHAN_REF)) { /* a value over a slot: an object, viewed */
+            memcpy(pin[j].b, data[j], sizeof pin[j].b);
+            if ((code = tr__objects_pin(l->env.objects, pin[j], 10000, &data[j], &len[j]))) {
+                snprintf(pin_err, sizeof pin_err, "input %zu: %s", j, tr_last_error());
+                data[j] = pin_err;
+                len[j] = strlen(pin_err) + 1;
+            } else {
+                pinned[j] = 1;
+            }
+        }
         if (code && !failed) {
             failed = code;
             why = data[j];
@@ -208,8 +225,18 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
     void *buf;
     size_t cap;
     int rc = tr__chan_write_begin(&st->out, e, &buf, &cap, w);
-    if (rc) return rc;
+    if (rc) {
+        for (size_t j = 0; j < st->n_in; j++)
+            if (pinned[j]) tr__objects_unpin(l->env.objects, pin[j]);
+        return rc;
+    }
+    size_t slot = (size_t)(e % st->out.slots);
+    if (st->out_ref_set[slot]) { /* the slot's last value went as an object: read by now */
+        tr__objects_release(l->env.objects, st->out_refs[slot]);
+        st->out_ref_set[slot] = 0;
+    }
     int32_t code = failed;
+    uint32_t flags = 0;
     size_t out_len = 0;
     if (!failed) {
         ctx->n_refs = st->n_in - 1;
@@ -242,6 +269,16 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
         }
     }
     char toolong[300];
+    tr_ref put;                   /* (in scope while `why` may point at it) */
+    if (why_len > cap && !code) { /* a result over the slot: an object, its ref in the slot */
+        if (tr__objects_put(l->env.objects, why, why_len, &put) == 0) {
+            st->out_refs[slot] = put;
+            st->out_ref_set[slot] = 1;
+            why = put.b;
+            why_len = sizeof put.b;
+            flags = TR__CHAN_REF;
+        }
+    }
     if (why_len > cap) {
         snprintf(toolong, sizeof toolong,
                  "method '%s': its result of %zu bytes exceeds the graph's slot_bytes (%zu)",
@@ -255,9 +292,11 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
         memcpy(buf, why, why_len);
         out_len = why_len;
     }
-    tr__chan_write_end(&st->out, e, code, 0, out_len);
-    for (size_t j = 0; j < st->n_in; j++)
+    tr__chan_write_end(&st->out, e, code, flags, out_len);
+    for (size_t j = 0; j < st->n_in; j++) {
+        if (pinned[j]) tr__objects_unpin(l->env.objects, pin[j]);
         tr__chan_release(&st->in[j], e, st->reader[j]);
+    }
     return 0;
 }
 
@@ -295,6 +334,9 @@ static void *run_loop(void *arg) {
     for (size_t i = 0; !rc && i < l->n_steps; i++) {
         step *st = &l->steps[i];
         rc = open_at(&st->out, h, l->bytes, st->out_off);
+        if (!rc && (!(st->out_refs = calloc(st->out.slots, sizeof *st->out_refs)) ||
+                    !(st->out_ref_set = calloc(st->out.slots, 1))))
+            rc = tr__err(TR_ENOMEM, "step %zu", i);
         for (size_t j = 0; !rc && j < st->n_in; j++)
             if (!(rc = open_at(&st->in[j], h, l->bytes, st->in_off[j])) &&
                 st->reader[j] >= st->in[j].readers)
@@ -317,8 +359,14 @@ static void *run_loop(void *arg) {
     if (rc != TR_ECLOSED && rc != TR_EPEER_DIED)
         TR_LOG_WARN("DAG-LOOP", "graph %s: %s", l->name, tr_last_error());
 out:
-    for (size_t i = 0; i < l->n_steps; i++)
-        if (l->steps[i].grp) tr_group_destroy(l->steps[i].grp);
+    for (size_t i = 0; i < l->n_steps; i++) {
+        step *st = &l->steps[i];
+        if (st->grp) tr_group_destroy(st->grp);
+        for (size_t k = 0; st->out_ref_set && k < st->out.slots; k++)
+            if (st->out_ref_set[k]) tr__objects_release(l->env.objects, st->out_refs[k]);
+        free(st->out_refs);
+        free(st->out_ref_set);
+    }
     tr__group_destroy(seg); /* leaving: the driver's teardown sees it in the dead mask */
     tr__buf_free(&ctx.result);
     free(l);

@@ -19,6 +19,7 @@
 #include "core/status.h"
 #include "dag/chan.h"
 #include "dag/plan.h"
+#include "objectstore/client.h"
 #include "troupe/dag.h"
 
 #define TEARDOWN_MS 2000 /* how long a teardown waits for the actors to leave */
@@ -67,6 +68,11 @@ struct tr_dag {
     int64_t spin_ns;
     uint64_t next_exec, release_base;
     unsigned char *released; /* window of 4 x max_inflight executions from release_base */
+    tr__objects *objects;    /* the runtime's store: values over a slot travel as objects */
+    tr_ref *in_refs;         /* by input slot: the object its value went as, if any */
+    unsigned char *in_ref_set;
+    tr_ref *pins; /* by (execution in the window, output): objects viewed */
+    unsigned char *pinned;
 };
 
 static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -446,8 +452,15 @@ static int compile(tr_dag *g, const tr_dag_options *opts) {
                                g->opts.max_inflight, g->opts.slot_bytes, n->n_readers);
         g->h->n_chans += n->n_readers != 0;
     }
-    g->released = calloc(4 * (size_t)g->opts.max_inflight, 1);
-    if (!rc && !g->released) rc = tr__err(TR_ENOMEM, "tr_dag_compile");
+    size_t win = 4 * (size_t)g->opts.max_inflight;
+    g->objects = tr__runtime_objects(g->rt);
+    g->released = calloc(win, 1);
+    g->in_refs = calloc(g->opts.max_inflight, sizeof *g->in_refs);
+    g->in_ref_set = calloc(g->opts.max_inflight, 1);
+    g->pins = calloc(win * g->n_outputs, sizeof *g->pins);
+    g->pinned = calloc(win * g->n_outputs, 1);
+    if (!rc && (!g->released || !g->in_refs || !g->in_ref_set || !g->pins || !g->pinned))
+        rc = tr__err(TR_ENOMEM, "tr_dag_compile");
     if (rc) return rc;
     __atomic_store_n(&g->h->magic, TR__DAG_MAGIC, __ATOMIC_RELEASE);
     tr__event_signal(&g->h->ready);
@@ -520,9 +533,6 @@ TR_API int tr_dag_execute(tr_dag *g, const void *input, size_t len, uint64_t *ex
     int rc = usable(g, "tr_dag_execute");
     if (rc) return rc;
     if ((!input && len) || !exec) return tr__err(TR_EINVAL, "tr_dag_execute: NULL argument");
-    if (len > g->opts.slot_bytes)
-        return tr__err(TR_EMSGSIZE, "tr_dag_execute: %zu bytes of input, slot_bytes is %llu", len,
-                       (unsigned long long)g->opts.slot_bytes);
     uint64_t e = g->next_exec;
     if (e - g->release_base >= 4 * (uint64_t)g->opts.max_inflight)
         return tr__err(TR_ETIMEDOUT, "tr_dag_execute: %llu executions are not released",
@@ -533,8 +543,29 @@ TR_API int tr_dag_execute(tr_dag *g, const void *input, size_t len, uint64_t *ex
         size_t cap;
         if ((rc = tr__chan_write_begin(chan(g, 0), e, &buf, &cap, &w)))
             return rc == TR_ECLOSED && g->broken ? tr__err(g->broken, "%s", g->broken_msg) : rc;
-        if (len) memcpy(buf, input, len);
-        tr__chan_write_end(chan(g, 0), e, 0, 0, len);
+        size_t slot = (size_t)(e % g->opts.max_inflight);
+        if (g->in_ref_set[slot]) { /* its last value went as an object: read by now */
+            tr__objects_release(g->objects, g->in_refs[slot]);
+            g->in_ref_set[slot] = 0;
+        }
+        if (len <= cap) {
+            if (len) memcpy(buf, input, len);
+            tr__chan_write_end(chan(g, 0), e, 0, 0, len);
+        } else { /* larger than a slot: an object in the store, its ref in the slot */
+            tr_ref r;
+            if ((rc = tr__objects_put(g->objects, input, len, &r))) {
+                /* the slot must move on: the execution carries the error */
+                int k = snprintf(buf, cap, "input of %zu bytes: %s", len, tr_last_error());
+                tr__chan_write_end(chan(g, 0), e, rc, 0, k < 0 ? 0 : (size_t)k + 1);
+                g->next_exec++;
+                *exec = e;
+                return 0;
+            }
+            memcpy(buf, r.b, sizeof r.b);
+            g->in_refs[slot] = r;
+            g->in_ref_set[slot] = 1;
+            tr__chan_write_end(chan(g, 0), e, 0, TR__CHAN_REF, sizeof r.b);
+        }
     }
     g->next_exec++;
     *exec = e;
@@ -565,6 +596,20 @@ TR_API int tr_dag_get(tr_dag *g, uint64_t exec, size_t output, int timeout_ms, c
         rc = tr__err(code, "%.*s", n, (const char *)*data);
         *data = NULL;
         *len = 0;
+    } else if (flags & TR__CHAN_REF) { /* the value is an object: pinned until the release */
+        size_t k = (size_t)(exec % (4 * g->opts.max_inflight)) * g->n_outputs + output;
+        tr_ref r;
+        memcpy(r.b, *data, sizeof r.b);
+        if (g->pinned[k]) tr__objects_unpin(g->objects, g->pins[k]);
+        g->pinned[k] = 0;
+        int64_t left = tr__ms_left(w.deadline);
+        if ((rc = tr__objects_pin(g->objects, r, left < 0 ? 60000 : (int)left, data, len))) {
+            *data = NULL;
+            *len = 0;
+            return rc;
+        }
+        g->pins[k] = r;
+        g->pinned[k] = 1;
     }
     return rc;
 }
@@ -584,6 +629,11 @@ TR_API int tr_dag_release(tr_dag *g, uint64_t exec) {
     if (rc || (rc = check_exec(g, exec, "tr_dag_release"))) return rc;
     size_t win = 4 * (size_t)g->opts.max_inflight;
     g->released[exec % win] = 1;
+    for (size_t k = (size_t)(exec % win) * g->n_outputs, o = 0; o < g->n_outputs; o++, k++)
+        if (g->pinned[k]) { /* objects viewed through tr_dag_get */
+            tr__objects_unpin(g->objects, g->pins[k]);
+            g->pinned[k] = 0;
+        }
     uint64_t base = g->release_base;
     while (g->release_base < g->next_exec && g->released[g->release_base % win])
         g->released[g->release_base++ % win] = 0;
@@ -667,7 +717,16 @@ TR_API int tr_dag_destroy(tr_dag *g) {
     free(g->outputs);
     free(g->out_reader);
     free(g->actors);
+    size_t win = 4 * (size_t)g->opts.max_inflight;
+    for (size_t k = 0; g->pinned && k < win * g->n_outputs; k++)
+        if (g->pinned[k]) tr__objects_unpin(g->objects, g->pins[k]);
+    for (size_t k = 0; g->in_ref_set && k < g->opts.max_inflight; k++)
+        if (g->in_ref_set[k]) tr__objects_release(g->objects, g->in_refs[k]);
     free(g->released);
+    free(g->in_refs);
+    free(g->in_ref_set);
+    free(g->pins);
+    free(g->pinned);
     free(g);
     return rc;
 }

@@ -34,8 +34,10 @@ typedef struct tr__dag_hdr {
     tr__event ready;
 } __attribute__((aligned(64))) tr__dag_hdr;
 
-/* A runtime's message limit (defined by api/runtime.c). */
+/* A runtime's message limit and its object store client (defined by api/runtime.c). */
 size_t tr__runtime_max_msg(tr_runtime *rt);
+struct tr__objects;
+struct tr__objects *tr__runtime_objects(tr_runtime *rt);
 /* Tears down every graph of rt (tr_shutdown, before the runtime goes). */
 void tr__dag_shutdown(tr_runtime *rt);
 

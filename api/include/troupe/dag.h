@@ -44,7 +44,8 @@ typedef enum tr_dag_transport { TR_DAG_AUTO = 0, TR_DAG_SHM = 1 } tr_dag_transpo
 typedef struct tr_dag_options {
     uint32_t struct_size;  /* sizeof(tr_dag_options) */
     uint32_t max_inflight; /* executions in flight at most (slots per channel); default 8 */
-    uint64_t slot_bytes;   /* the largest value a channel carries; default 64 KiB */
+    uint64_t slot_bytes;   /* values up to this go in the channels; larger ones as objects
+                              in the store, by reference; default 64 KiB */
     int submit_timeout_ms; /* how long tr_dag_execute waits for a free slot; default 10 s */
     int attach_timeout_ms; /* how long compile waits for the actors; default 10 s */
 } tr_dag_options;
@@ -82,13 +83,14 @@ TR_API int tr_dag_set_transport(tr_dag *g, tr_dag_node node, tr_dag_transport t)
  * TR_ECONNECT, TR_EPROTO (an actor refused its part), TR_ENOMEM. */
 TR_API int tr_dag_compile(tr_dag *g, const tr_dag_options *opts);
 
-/* Submits one execution with `input` (copied into the input channel), waiting up to the
- * submit timeout for a free slot; *exec gets its number. Returns 0, TR_EMSGSIZE (larger
- * than slot_bytes), TR_ETIMEDOUT, TR_EACTOR_DIED, TR_ESTATE (not compiled, torn down). */
+/* Submits one execution with `input` (copied into the input channel, or put in the store
+ * if it is larger than slot_bytes), waiting up to the submit timeout for a free slot;
+ * *exec gets its number. Returns 0, TR_ETIMEDOUT, TR_EACTOR_DIED, TR_ESTATE (not compiled,
+ * torn down), TR_EINVAL. */
 TR_API int tr_dag_execute(tr_dag *g, const void *input, size_t len, uint64_t *exec);
 /* Output `output` of execution `exec`, waiting up to timeout_ms: a view valid until
  * tr_dag_release(g, exec). Returns 0, TR_ETASK (a method failed; its message in
- * tr_last_error), TR_EMSGSIZE (a result larger than slot_bytes), TR_ETIMEDOUT,
+ * tr_last_error), TR_EMSGSIZE (an input or result the store could not take), TR_ETIMEDOUT,
  * TR_EACTOR_DIED, TR_EINVAL (no such output or execution, released), TR_ESTATE,
  * TR_EPROTO (a malformed value in the channel). */
 TR_API int tr_dag_get(tr_dag *g, uint64_t exec, size_t output, int timeout_ms, const void **data,
