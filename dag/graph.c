@@ -4,10 +4,12 @@
  * node's input, or one of the graph's outputs); the driver writes the input node's
  * channel and reads the outputs' ones; each actor runs its nodes in node order, which is
  * topological (a node binds only to nodes made before it). */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "collective/group.h"
@@ -73,6 +75,12 @@ struct tr_dag {
     unsigned char *in_ref_set;
     tr_ref *pins; /* by (execution in the window, output): objects viewed */
     unsigned char *pinned;
+    /* tr_dag_fd: an eventfd, and the thread that counts executions into it */
+    int efd;
+    pthread_t watcher;
+    int watching;
+    uint32_t watch_stop;
+    tr__event submitted; /* executions submitted (what the watcher waits on) */
 };
 
 static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -557,7 +565,8 @@ TR_API int tr_dag_execute(tr_dag *g, const void *input, size_t len, uint64_t *ex
                 /* the slot must move on: the execution carries the error */
                 int k = snprintf(buf, cap, "input of %zu bytes: %s", len, tr_last_error());
                 tr__chan_write_end(chan(g, 0), e, rc, 0, k < 0 ? 0 : (size_t)k + 1);
-                g->next_exec++;
+                __atomic_store_n(&g->next_exec, e + 1, __ATOMIC_RELEASE);
+                tr__event_signal(&g->submitted);
                 *exec = e;
                 return 0;
             }
@@ -567,7 +576,8 @@ TR_API int tr_dag_execute(tr_dag *g, const void *input, size_t len, uint64_t *ex
             tr__chan_write_end(chan(g, 0), e, 0, TR__CHAN_REF, sizeof r.b);
         }
     }
-    g->next_exec++;
+    __atomic_store_n(&g->next_exec, e + 1, __ATOMIC_RELEASE);
+    tr__event_signal(&g->submitted); /* a syscall only if the watcher sleeps */
     *exec = e;
     return 0;
 }
@@ -621,6 +631,58 @@ TR_API int tr_dag_ready(tr_dag *g, uint64_t exec) {
     for (size_t k = 0; k < g->n_outputs; k++)
         if (!tr__chan_ready(chan(g, g->outputs[k]), exec)) return 0;
     return 1;
+}
+
+/* The watcher: for each execution in turn, once all its outputs are there (or the graph
+ * went down), adds 1 to the eventfd. It only views the channels (no releases), so it runs
+ * beside the thread that uses the graph. */
+static void *watch(void *arg) {
+    tr_dag *g = arg;
+    uint64_t e = 0;
+    size_t k = 0; /* the output of e looked at next */
+    for (;;) {
+        if (__atomic_load_n(&g->watch_stop, __ATOMIC_SEQ_CST)) return NULL;
+        uint32_t seen = tr__event_seq(&g->submitted);
+        if (e >= __atomic_load_n(&g->next_exec, __ATOMIC_ACQUIRE)) { /* caught up: sleep */
+            tr__event_wait_stop(&g->submitted, seen, tr__deadline(100), 0, &g->watch_stop);
+            continue;
+        }
+        int down = __atomic_load_n(&g->h->stop, __ATOMIC_ACQUIRE) != 0 ||
+                   __atomic_load_n(&((tr__coll_hdr *)g->seg->seg)->dead, __ATOMIC_ACQUIRE) >> 1;
+        while (k < g->n_outputs && !down) {
+            tr__chan_wait w = {tr__deadline(100), 0, &g->watch_stop, NULL, NULL};
+            const void *d;
+            size_t n;
+            int32_t code;
+            uint32_t flags;
+            int rc = tr__chan_read(chan(g, g->outputs[k]), e, &w, &d, &n, &code, &flags);
+            if (rc == TR_ETIMEDOUT) break; /* not yet: look at the stop words, then again */
+            if (rc)
+                down = 1;
+            else
+                k++;
+        }
+        if (k < g->n_outputs && !down) continue;
+        uint64_t one = 1;
+        if (write(g->efd, &one, sizeof one) != (ssize_t)sizeof one || down) return NULL;
+        e++; /* (a graph that went down stays readable: calls say why) */
+        k = 0;
+    }
+}
+
+TR_API int tr_dag_fd(tr_dag *g) {
+    int rc = usable(g, "tr_dag_fd");
+    if (rc) return rc;
+    if (g->watching) return g->efd;
+    g->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (g->efd < 0) return tr__err_errno(errno, "tr_dag_fd: eventfd");
+    if (pthread_create(&g->watcher, NULL, watch, g)) {
+        close(g->efd);
+        g->efd = -1;
+        return tr__err(TR_ENOMEM, "tr_dag_fd: cannot start the watcher thread");
+    }
+    g->watching = 1;
+    return g->efd;
 }
 
 TR_API int tr_dag_release(tr_dag *g, uint64_t exec) {
@@ -691,6 +753,14 @@ TR_API int tr_dag_destroy(tr_dag *g) {
     if (!g) return 0;
     live_remove(g);
     int rc = 0;
+    if (g->watching) {
+        __atomic_store_n(&g->watch_stop, 1, __ATOMIC_SEQ_CST);
+        tr__event_wake(&g->submitted);
+        for (tr_dag_node i = 0; i < g->n; i++)
+            if (g->nodes[i].n_readers) tr__chan_wake_all(chan(g, i));
+        pthread_join(g->watcher, NULL);
+        close(g->efd);
+    }
     if (g->seg) {
         stop_all(g);
         /* each actor's loop leaves the segment as it ends: wait for them, so that the

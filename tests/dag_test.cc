@@ -529,3 +529,76 @@ TEST_F(Dag, ValuesOverASlotTravelAsObjects) {
 }
 
 } // namespace
+
+#include <poll.h>
+
+namespace {
+
+/* tr_dag_fd for event loops: readable once executions are ready, the count in submission
+ * order; quiet when none is pending; readable for good once an actor dies under it. */
+TEST_F(Dag, APollableFdCountsReadyExecutions) {
+    tr_actor_id a = actor();
+    tr_dag *g;
+    tr_dag_node in, na;
+    ASSERT_EQ(tr_dag_create(rt, &g), 0);
+    EXPECT_EQ(tr_dag_fd(g), TR_ESTATE) << "not compiled";
+    ASSERT_EQ(tr_dag_input(g, &in), 0);
+    ASSERT_EQ(tr_dag_bind(g, a, "plus1", &in, 1, &na), 0);
+    ASSERT_EQ(tr_dag_output(g, &na, 1), 0);
+    ASSERT_EQ(tr_dag_compile(g, nullptr), 0) << tr_last_error();
+    int fd = tr_dag_fd(g);
+    ASSERT_GE(fd, 0) << tr_last_error();
+    EXPECT_EQ(tr_dag_fd(g), fd) << "one per graph";
+    struct pollfd p = {fd, POLLIN, 0};
+    EXPECT_EQ(poll(&p, 1, 50), 0) << "nothing submitted: quiet";
+    for (int round = 0; round < 3; round++) {
+        uint64_t e[3];
+        for (int64_t i = 0; i < 3; i++)
+            ASSERT_EQ(tr_dag_execute(g, &i, 8, &e[i]), 0);
+        uint64_t ready = 0;
+        while (ready < 3) {
+            ASSERT_EQ(poll(&p, 1, 5000), 1) << "ready " << ready;
+            uint64_t n;
+            ASSERT_EQ(read(fd, &n, sizeof n), (ssize_t)sizeof n);
+            ready += n;
+        }
+        EXPECT_EQ(ready, 3u);
+        for (int64_t i = 0; i < 3; i++) {
+            EXPECT_EQ(tr_dag_ready(g, e[i]), 1);
+            const void *d;
+            size_t n;
+            ASSERT_EQ(tr_dag_get(g, e[i], 0, 0, &d, &n), 0);
+            int64_t v;
+            memcpy(&v, d, 8);
+            EXPECT_EQ(v, i + 1);
+            ASSERT_EQ(tr_dag_release(g, e[i]), 0);
+        }
+        EXPECT_EQ(poll(&p, 1, 20), 0) << "all taken: quiet again";
+    }
+    EXPECT_EQ(tr_dag_destroy(g), 0);
+    /* an execution that never comes back: its actor is killed while it sleeps */
+    tr_actor_id b = actor();
+    ASSERT_EQ(tr_dag_create(rt, &g), 0);
+    ASSERT_EQ(tr_dag_input(g, &in), 0);
+    ASSERT_EQ(tr_dag_bind(g, b, "sleep_ms", &in, 1, &na), 0);
+    ASSERT_EQ(tr_dag_output(g, &na, 1), 0);
+    ASSERT_EQ(tr_dag_compile(g, nullptr), 0) << tr_last_error();
+    fd = tr_dag_fd(g);
+    ASSERT_GE(fd, 0);
+    p.fd = fd;
+    uint64_t e;
+    int64_t ms = 3000;
+    ASSERT_EQ(tr_dag_execute(g, &ms, 8, &e), 0);
+    EXPECT_EQ(poll(&p, 1, 50), 0) << "still sleeping";
+    ASSERT_EQ(tr_actor_kill(rt, b, 1), 0);
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(poll(&p, 1, 2500), 1) << "a dead actor: readable";
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+    const void *d;
+    size_t n;
+    EXPECT_EQ(tr_dag_get(g, e, 0, 5000, &d, &n), TR_EACTOR_DIED);
+    EXPECT_EQ(tr_dag_destroy(g), 0);
+    expect_no_segments();
+}
+
+} // namespace

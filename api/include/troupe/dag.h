@@ -97,6 +97,13 @@ TR_API int tr_dag_get(tr_dag *g, uint64_t exec, size_t output, int timeout_ms, c
                       size_t *len);
 /* Whether every output of `exec` is there (no wait): 1, 0, or a TR_E* code. */
 TR_API int tr_dag_ready(tr_dag *g, uint64_t exec);
+/* A descriptor for event loops (epoll, libuv, asyncio): an eventfd that counts, in
+ * submission order, the executions whose outputs are all there (read it to take the
+ * count), kept up by a thread of the graph's that sleeps while none is pending. If the
+ * graph goes down it stays readable and tr_dag_get says why. Owned by the graph (closed
+ * by tr_dag_destroy). Returns the fd, or TR_ESTATE (not compiled), TR_EACTOR_DIED,
+ * TR_ENOMEM, TR_EIO. */
+TR_API int tr_dag_fd(tr_dag *g);
 /* Lets go of an execution's outputs (their slots take later executions, once every
  * earlier execution is let go of too). Returns 0, TR_EINVAL (not submitted, or released
  * already), TR_ESTATE (not compiled, torn down). */
