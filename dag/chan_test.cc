@@ -228,10 +228,16 @@ TEST(Chan, AHeaderRewrittenAfterOpeningIsNotTrusted) {
     ASSERT_NE(s.mem, MAP_FAILED);
     tr__chan reader;
     ASSERT_EQ(tr__chan_open(&reader, s.mem, s.size), 0);
-    s.hdr()->slots = 0;
-    s.hdr()->stride = 1u << 30;
-    s.hdr()->slot_bytes = 1ull << 40;
-    s.hdr()->readers = 1000;
+    pid_t hostile = fork(); /* another process of the same user rewrites the header */
+    if (hostile == 0) {
+        s.hdr()->slots = 0;
+        s.hdr()->stride = 1u << 30;
+        s.hdr()->slot_bytes = 1ull << 40;
+        s.hdr()->readers = 1000;
+        _exit(0);
+    }
+    ASSERT_EQ(waitpid(hostile, nullptr, 0), hostile);
+    ASSERT_EQ(s.hdr()->slots, 0u) << "the scribbling is in the shared mapping";
     tr__chan_wait w = waits(1000);
     for (uint64_t v = 0; v < 10; v++) {
         ASSERT_EQ(write_value(s.c(), v, &w), 0);

@@ -4,6 +4,7 @@
  * under a graph, a full pipeline, and teardown leaving nothing. */
 #include <gtest/gtest.h>
 
+#include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -62,8 +63,24 @@ class Dag : public ::testing::Test {
     tr_runtime *rt = nullptr;
 };
 
+/* Threads of an actor's worker process (a graph's loop is one while the graph lives). */
+int threads_of(tr_runtime *rt, tr_actor_id a) {
+    tr_actor_details d;
+    memset(&d, 0, sizeof d);
+    d.struct_size = sizeof d;
+    if (tr_actor_info(rt, a, &d) || d.pid <= 0) return -1;
+    std::string path = "/proc/" + std::to_string(d.pid) + "/task";
+    DIR *dir = opendir(path.c_str());
+    int n = 0;
+    for (struct dirent *e; dir && (e = readdir(dir));)
+        n += e->d_name[0] != '.';
+    if (dir) closedir(dir);
+    return n;
+}
+
 TEST_F(Dag, AChainOfThreeActors) {
     tr_actor_id a = actor(), b = actor(), c = actor();
+    int threads_before = threads_of(rt, a);
     tr_dag *g;
     tr_dag_node in, na, nb, nc;
     ASSERT_EQ(tr_dag_create(rt, &g), 0);
@@ -76,8 +93,13 @@ TEST_F(Dag, AChainOfThreeActors) {
     for (int64_t x = 0; x < 200; x++)
         ASSERT_EQ(run(g, x), x + 3);
     EXPECT_EQ(tr_dag_bind(g, a, "plus1", &in, 1, &na), TR_ESTATE);
+    EXPECT_EQ(threads_of(rt, a), threads_before + 1) << "the graph's loop thread";
     EXPECT_EQ(tr_dag_destroy(g), 0) << tr_last_error();
     expect_no_segments();
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (threads_of(rt, a) != threads_before && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_EQ(threads_of(rt, a), threads_before) << "no thread left behind";
 }
 
 /* Two nodes read the input, a third takes both (its args and its call ref), and the
