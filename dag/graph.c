@@ -537,13 +537,22 @@ static tr__chan_wait waits(tr_dag *g, int timeout_ms) {
     return w;
 }
 
-TR_API int tr_dag_execute(tr_dag *g, const void *input, size_t len, uint64_t *exec) {
-    int rc = usable(g, "tr_dag_execute");
+/* Lets go of the object the input slot's last value went as (its readers are done). */
+static void input_slot_free(tr_dag *g, size_t slot) {
+    if (g->in_ref_set[slot] == 1) tr__objects_release(g->objects, g->in_refs[slot]);
+    if (g->in_ref_set[slot] == 2) tr__objects_unpin(g->objects, g->in_refs[slot]);
+    g->in_ref_set[slot] = 0;
+}
+
+/* One execution: the input as bytes (ref NULL) or as an object of the store (*ref). */
+static int submit(tr_dag *g, const void *input, size_t len, const tr_ref *ref, uint64_t *exec,
+                  const char *fn) {
+    int rc = usable(g, fn);
     if (rc) return rc;
-    if ((!input && len) || !exec) return tr__err(TR_EINVAL, "tr_dag_execute: NULL argument");
+    if ((!input && len && !ref) || !exec) return tr__err(TR_EINVAL, "%s: NULL argument", fn);
     uint64_t e = g->next_exec;
     if (e - g->release_base >= 4 * (uint64_t)g->opts.max_inflight)
-        return tr__err(TR_ETIMEDOUT, "tr_dag_execute: %llu executions are not released",
+        return tr__err(TR_ETIMEDOUT, "%s: %llu executions are not released", fn,
                        (unsigned long long)(e - g->release_base));
     if (g->nodes[0].n_readers) {
         tr__chan_wait w = waits(g, g->opts.submit_timeout_ms);
@@ -552,34 +561,46 @@ TR_API int tr_dag_execute(tr_dag *g, const void *input, size_t len, uint64_t *ex
         if ((rc = tr__chan_write_begin(chan(g, 0), e, &buf, &cap, &w)))
             return rc == TR_ECLOSED && g->broken ? tr__err(g->broken, "%s", g->broken_msg) : rc;
         size_t slot = (size_t)(e % g->opts.max_inflight);
-        if (g->in_ref_set[slot]) { /* its last value went as an object: read by now */
-            tr__objects_release(g->objects, g->in_refs[slot]);
-            g->in_ref_set[slot] = 0;
+        input_slot_free(g, slot);
+        tr_ref r;
+        int how =
+            0; /* 0: bytes in the slot; 1: an object we put (held); 2: the caller's (pinned) */
+        if (ref) {
+            r = *ref;
+            rc = tr__objects_pin(g->objects, r, 0, NULL, NULL);
+            how = 2;
+        } else if (len > cap) { /* larger than a slot: an object in the store, by ref */
+            rc = tr__objects_put(g->objects, input, len, &r);
+            how = 1;
         }
-        if (len <= cap) {
-            if (len) memcpy(buf, input, len);
-            tr__chan_write_end(chan(g, 0), e, 0, 0, len);
-        } else { /* larger than a slot: an object in the store, its ref in the slot */
-            tr_ref r;
-            if ((rc = tr__objects_put(g->objects, input, len, &r))) {
-                /* the slot must move on: the execution carries the error */
-                int k = snprintf(buf, cap, "input of %zu bytes: %s", len, tr_last_error());
-                tr__chan_write_end(chan(g, 0), e, rc, 0, k < 0 ? 0 : (size_t)k + 1);
-                __atomic_store_n(&g->next_exec, e + 1, __ATOMIC_RELEASE);
-                tr__event_signal(&g->submitted);
-                *exec = e;
-                return 0;
-            }
+        if (rc) { /* the slot must move on: the execution carries the error */
+            int k = snprintf(buf, cap, "%s: the input: %s", fn, tr_last_error());
+            tr__chan_write_end(chan(g, 0), e, rc, 0,
+                               k < 0                 ? 0
+                               : (size_t)k + 1 > cap ? cap
+                                                     : (size_t)k + 1);
+        } else if (how) {
             memcpy(buf, r.b, sizeof r.b);
             g->in_refs[slot] = r;
-            g->in_ref_set[slot] = 1;
+            g->in_ref_set[slot] = (unsigned char)how;
             tr__chan_write_end(chan(g, 0), e, 0, TR__CHAN_REF, sizeof r.b);
+        } else {
+            if (len) memcpy(buf, input, len);
+            tr__chan_write_end(chan(g, 0), e, 0, 0, len);
         }
     }
     __atomic_store_n(&g->next_exec, e + 1, __ATOMIC_RELEASE);
     tr__event_signal(&g->submitted); /* a syscall only if the watcher sleeps */
     *exec = e;
     return 0;
+}
+
+TR_API int tr_dag_execute(tr_dag *g, const void *input, size_t len, uint64_t *exec) {
+    return submit(g, input, len, NULL, exec, "tr_dag_execute");
+}
+
+TR_API int tr_dag_execute_ref(tr_dag *g, tr_ref input, uint64_t *exec) {
+    return submit(g, NULL, 0, &input, exec, "tr_dag_execute_ref");
 }
 
 static int check_exec(tr_dag *g, uint64_t e, const char *fn) {
@@ -622,6 +643,23 @@ TR_API int tr_dag_get(tr_dag *g, uint64_t exec, size_t output, int timeout_ms, c
         g->pinned[k] = 1;
     }
     return rc;
+}
+
+TR_API int tr_dag_get_ref(tr_dag *g, uint64_t exec, size_t output, int timeout_ms, tr_ref *out) {
+    if (!out) return tr__err(TR_EINVAL, "tr_dag_get_ref: out is NULL");
+    const void *d;
+    size_t n;
+    int rc = tr_dag_get(g, exec, output, timeout_ms, &d, &n);
+    if (rc) return rc;
+    size_t k = (size_t)(exec % (4 * g->opts.max_inflight)) * g->n_outputs + output;
+    if (g->pinned[k]) { /* it went as an object: this process takes a hold of its own */
+        const void *v;
+        size_t vn;
+        rc = tr__objects_get(g->objects, g->pins[k], 0, &v, &vn);
+        if (!rc) *out = g->pins[k];
+        return rc;
+    }
+    return tr__objects_put(g->objects, d, n, out); /* from its slot: one copy */
 }
 
 TR_API int tr_dag_ready(tr_dag *g, uint64_t exec) {
@@ -791,7 +829,7 @@ TR_API int tr_dag_destroy(tr_dag *g) {
     for (size_t k = 0; g->pinned && k < win * g->n_outputs; k++)
         if (g->pinned[k]) tr__objects_unpin(g->objects, g->pins[k]);
     for (size_t k = 0; g->in_ref_set && k < g->opts.max_inflight; k++)
-        if (g->in_ref_set[k]) tr__objects_release(g->objects, g->in_refs[k]);
+        input_slot_free(g, k);
     free(g->released);
     free(g->in_refs);
     free(g->in_ref_set);

@@ -93,13 +93,15 @@ TEST_F(Dag, AChainOfThreeActors) {
     for (int64_t x = 0; x < 200; x++)
         ASSERT_EQ(run(g, x), x + 3);
     EXPECT_EQ(tr_dag_bind(g, a, "plus1", &in, 1, &na), TR_ESTATE);
-    EXPECT_EQ(threads_of(rt, a), threads_before + 1) << "the graph's loop thread";
+    /* (a sanitizer may start a helper thread of its own with the first new thread) */
+    int threads_during = threads_of(rt, a);
+    EXPECT_GT(threads_during, threads_before) << "the graph's loop thread";
     EXPECT_EQ(tr_dag_destroy(g), 0) << tr_last_error();
     expect_no_segments();
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (threads_of(rt, a) != threads_before && std::chrono::steady_clock::now() < until)
+    while (threads_of(rt, a) != threads_during - 1 && std::chrono::steady_clock::now() < until)
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    EXPECT_EQ(threads_of(rt, a), threads_before) << "no thread left behind";
+    EXPECT_EQ(threads_of(rt, a), threads_during - 1) << "the loop thread is gone";
 }
 
 /* Two nodes read the input, a third takes both (its args and its call ref), and the
@@ -540,6 +542,43 @@ TEST_F(Dag, ValuesOverASlotTravelAsObjects) {
         ASSERT_EQ(tr_dag_release(g, e), 0);
         EXPECT_EQ(run(g, 5), 5) << "small values still go in the slots"; /* echo of 8 bytes */
     }
+    /* inputs and outputs as objects: a put passed by ref (released at once), and each
+     * output taken as a ref of our own, large (the same object) and small (put) */
+    std::string big((size_t)(3 << 20), 'q');
+    tr_ref in_ref, out_ref[2];
+    ASSERT_EQ(tr_put(rt, big.data(), big.size(), &in_ref), 0);
+    uint64_t e;
+    ASSERT_EQ(tr_dag_execute_ref(g, in_ref, &e), 0) << tr_last_error();
+    ASSERT_EQ(tr_ref_release(rt, in_ref), 0); /* the graph pins it while it needs it */
+    for (size_t k = 0; k < 2; k++) {
+        ASSERT_EQ(tr_dag_get_ref(g, e, k, 10000, &out_ref[k]), 0) << tr_last_error();
+    }
+    ASSERT_EQ(tr_dag_release(g, e), 0);
+    EXPECT_EQ(run(g, 6), 6);
+    EXPECT_EQ(run(g, 7), 7); /* the slots have been reused: our refs still hold */
+    for (auto &r : out_ref) {
+        const void *d;
+        size_t n;
+        ASSERT_EQ(tr_get(rt, r, 5000, &d, &n), 0) << tr_last_error();
+        EXPECT_EQ(n, big.size());
+        EXPECT_EQ(memcmp(d, big.data(), n), 0);
+        ASSERT_EQ(tr_ref_release(rt, r), 0);
+    }
+    tr_ref small;
+    ASSERT_EQ(tr_dag_execute(g, "12345678", 8, &e), 0);
+    ASSERT_EQ(tr_dag_get_ref(g, e, 0, 10000, &small), 0);
+    ASSERT_EQ(tr_dag_release(g, e), 0);
+    const void *sd;
+    size_t sn;
+    ASSERT_EQ(tr_get(rt, small, 5000, &sd, &sn), 0);
+    EXPECT_EQ(std::string((const char *)sd, sn), "12345678");
+    ASSERT_EQ(tr_ref_release(rt, small), 0);
+    tr_ref gone = in_ref; /* released and unreferenced: gone from the store */
+    ASSERT_EQ(tr_dag_execute_ref(g, gone, &e), 0);
+    const void *gd;
+    size_t gn;
+    EXPECT_NE(tr_dag_get(g, e, 0, 10000, &gd, &gn), 0) << "a ref not in the store";
+    ASSERT_EQ(tr_dag_release(g, e), 0);
     EXPECT_EQ(tr_dag_destroy(g), 0);
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     do {

@@ -88,6 +88,10 @@ TR_API int tr_dag_compile(tr_dag *g, const tr_dag_options *opts);
  * *exec gets its number. Returns 0, TR_ETIMEDOUT, TR_EACTOR_DIED, TR_ESTATE (not compiled,
  * torn down), TR_EINVAL. */
 TR_API int tr_dag_execute(tr_dag *g, const void *input, size_t len, uint64_t *exec);
+/* The same with the input an object of the store (tr_put), passed by reference: the graph
+ * pins it until its readers are done, so the caller may release its ref at once. A ref
+ * that is not in the store gives the execution's outputs the error. */
+TR_API int tr_dag_execute_ref(tr_dag *g, tr_ref input, uint64_t *exec);
 /* Output `output` of execution `exec`, waiting up to timeout_ms: a view valid until
  * tr_dag_release(g, exec). Returns 0, TR_ETASK (a method failed; its message in
  * tr_last_error), TR_EMSGSIZE (an input or result the store could not take), TR_ETIMEDOUT,
@@ -95,6 +99,11 @@ TR_API int tr_dag_execute(tr_dag *g, const void *input, size_t len, uint64_t *ex
  * TR_EPROTO (a malformed value in the channel). */
 TR_API int tr_dag_get(tr_dag *g, uint64_t exec, size_t output, int timeout_ms, const void **data,
                       size_t *len);
+/* Output `output` of execution `exec` as an object of the store that this process holds
+ * (tr_get views it, tr_ref_release lets go): a value over slot_bytes is already one (no
+ * copy), a smaller one is put (one copy). To pass a graph's result on (tr_call_refs,
+ * tr_dag_execute_ref) beyond tr_dag_release. Returns as tr_dag_get, and TR_ENOMEM. */
+TR_API int tr_dag_get_ref(tr_dag *g, uint64_t exec, size_t output, int timeout_ms, tr_ref *out);
 /* Whether every output of `exec` is there (no wait): 1, 0, or a TR_E* code. */
 TR_API int tr_dag_ready(tr_dag *g, uint64_t exec);
 /* A descriptor for event loops (epoll, libuv, asyncio): an eventfd that counts, in
