@@ -199,18 +199,22 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
     int32_t failed = 0;
     const void *why = NULL;
     size_t why_len = 0;
-    char pin_err[300];
+    char pin_err[MAX_INPUTS][160];
     for (size_t j = 0; j < st->n_in; j++) {
         int32_t code;
         uint32_t flags;
         int rc = tr__chan_read(&st->in[j], e, w, &data[j], &len[j], &code, &flags);
-        if (rc) return rc;
+        if (rc) { /* let go of what this step pinned so far */
+            for (size_t k = 0; k < j; k++)
+                if (pinned[k]) tr__objects_unpin(l->env.objects, pin[k]);
+            return rc;
+        }
         if (!code && (flags & TR__CHAN_REF)) { /* a value over a slot: an object, viewed */
             memcpy(pin[j].b, data[j], sizeof pin[j].b);
             if ((code = tr__objects_pin(l->env.objects, pin[j], 10000, &data[j], &len[j]))) {
-                snprintf(pin_err, sizeof pin_err, "input %zu: %s", j, tr_last_error());
-                data[j] = pin_err;
-                len[j] = strlen(pin_err) + 1;
+                snprintf(pin_err[j], sizeof pin_err[j], "input %zu: %s", j, tr_last_error());
+                data[j] = pin_err[j];
+                len[j] = strlen(pin_err[j]) + 1;
             } else {
                 pinned[j] = 1;
             }

@@ -80,6 +80,7 @@ struct tr_dag {
     pthread_t watcher;
     int watching;
     uint32_t watch_stop;
+    uint64_t watch_from;
     tr__event submitted; /* executions submitted (what the watcher waits on) */
 };
 
@@ -187,8 +188,10 @@ TR_API int tr_dag_bind(tr_dag *g, tr_actor_id actor, const char *method, const t
                        "tr_dag_bind: a method name (1-200 bytes), 1-16 inputs and out, please");
     for (size_t i = 0; i < n_inputs; i++)
         if (inputs[i] >= g->n)
-            return tr__err(TR_EINVAL, "tr_dag_bind: input %zu is node %u, not of this graph", i,
-                           inputs[i]);
+            return tr__err(TR_EINVAL,
+                           "tr_dag_bind: input %zu is node %u, not one of this graph's nodes "
+                           "made before this one (so no graph has a cycle)",
+                           i, inputs[i]);
     if (!add_node(g, actor, method, inputs, n_inputs)) return tr__err(TR_ENOMEM, "tr_dag_bind");
     *out = (tr_dag_node)g->n++;
     return 0;
@@ -211,10 +214,19 @@ TR_API int tr_dag_allreduce(tr_dag *g, const tr_dag_node *inputs, size_t n, tr_d
                 return tr__err(TR_EINVAL,
                                "tr_dag_allreduce: inputs %zu and %zu are on the same actor", j, i);
     }
-    int id = ++g->n_colls;
+    size_t first = g->n; /* all n nodes or none */
+    int id = g->n_colls + 1;
     for (size_t i = 0; i < n; i++) {
         node *nd = add_node(g, g->nodes[inputs[i]].actor, "allreduce", &inputs[i], 1);
-        if (!nd) return tr__err(TR_ENOMEM, "tr_dag_allreduce");
+        if (!nd) {
+            while (g->n > first) {
+                node *x = &g->nodes[--g->n];
+                free(x->method);
+                free(x->inputs);
+                free(x->in_reader);
+            }
+            return tr__err(TR_ENOMEM, "tr_dag_allreduce");
+        }
         nd->coll = id;
         nd->coll_rank = (int)i;
         nd->coll_world = (int)n;
@@ -222,6 +234,7 @@ TR_API int tr_dag_allreduce(tr_dag *g, const tr_dag_node *inputs, size_t n, tr_d
         nd->op = op;
         outs[i] = (tr_dag_node)g->n++;
     }
+    g->n_colls = id;
     return 0;
 }
 
@@ -539,8 +552,7 @@ static tr__chan_wait waits(tr_dag *g, int timeout_ms) {
 
 /* Lets go of the object the input slot's last value went as (its readers are done). */
 static void input_slot_free(tr_dag *g, size_t slot) {
-    if (g->in_ref_set[slot] == 1) tr__objects_release(g->objects, g->in_refs[slot]);
-    if (g->in_ref_set[slot] == 2) tr__objects_unpin(g->objects, g->in_refs[slot]);
+    if (g->in_ref_set[slot]) tr__objects_unpin(g->objects, g->in_refs[slot]);
     g->in_ref_set[slot] = 0;
 }
 
@@ -563,15 +575,19 @@ static int submit(tr_dag *g, const void *input, size_t len, const tr_ref *ref, u
         size_t slot = (size_t)(e % g->opts.max_inflight);
         input_slot_free(g, slot);
         tr_ref r;
-        int how =
-            0; /* 0: bytes in the slot; 1: an object we put (held); 2: the caller's (pinned) */
+        int how = 0; /* 0: bytes in the slot; 2: an object, pinned by the graph */
         if (ref) {
             r = *ref;
             rc = tr__objects_pin(g->objects, r, 0, NULL, NULL);
             how = 2;
         } else if (len > cap) { /* larger than a slot: an object in the store, by ref */
-            rc = tr__objects_put(g->objects, input, len, &r);
-            how = 1;
+            /* held by the graph as a pin, not as this process's hold, so that a hold taken
+             * by tr_dag_get_ref is the caller's alone */
+            if (!(rc = tr__objects_put(g->objects, input, len, &r))) {
+                rc = tr__objects_pin(g->objects, r, 0, NULL, NULL);
+                tr__objects_release(g->objects, r);
+            }
+            how = 2;
         }
         if (rc) { /* the slot must move on: the execution carries the error */
             int k = snprintf(buf, cap, "%s: the input: %s", fn, tr_last_error());
@@ -631,9 +647,10 @@ TR_API int tr_dag_get(tr_dag *g, uint64_t exec, size_t output, int timeout_ms, c
         size_t k = (size_t)(exec % (4 * g->opts.max_inflight)) * g->n_outputs + output;
         tr_ref r;
         memcpy(r.b, *data, sizeof r.b);
-        if (g->pinned[k]) tr__objects_unpin(g->objects, g->pins[k]);
-        g->pinned[k] = 0;
         int64_t left = tr__ms_left(w.deadline);
+        if (g->pinned[k]) /* viewed before (the slot holds the same ref until the release) */
+            return tr__objects_view(g->objects, g->pins[k], left < 0 ? 60000 : (int)left, data,
+                                    len);
         if ((rc = tr__objects_pin(g->objects, r, left < 0 ? 60000 : (int)left, data, len))) {
             *data = NULL;
             *len = 0;
@@ -676,17 +693,23 @@ TR_API int tr_dag_ready(tr_dag *g, uint64_t exec) {
  * beside the thread that uses the graph. */
 static void *watch(void *arg) {
     tr_dag *g = arg;
-    uint64_t e = 0;
+    uint64_t e = g->watch_from;
     size_t k = 0; /* the output of e looked at next */
     for (;;) {
         if (__atomic_load_n(&g->watch_stop, __ATOMIC_SEQ_CST)) return NULL;
         uint32_t seen = tr__event_seq(&g->submitted);
+        int down = __atomic_load_n(&g->h->stop, __ATOMIC_ACQUIRE) != 0 ||
+                   __atomic_load_n(&((tr__coll_hdr *)g->seg->seg)->dead, __ATOMIC_ACQUIRE) >> 1;
+        if (down) { /* readable for good: each read takes one, and there are plenty */
+            uint64_t many = 1ull << 40;
+            if (write(g->efd, &many, sizeof many) < 0) {
+            }
+            return NULL;
+        }
         if (e >= __atomic_load_n(&g->next_exec, __ATOMIC_ACQUIRE)) { /* caught up: sleep */
             tr__event_wait_stop(&g->submitted, seen, tr__deadline(100), 0, &g->watch_stop);
             continue;
         }
-        int down = __atomic_load_n(&g->h->stop, __ATOMIC_ACQUIRE) != 0 ||
-                   __atomic_load_n(&((tr__coll_hdr *)g->seg->seg)->dead, __ATOMIC_ACQUIRE) >> 1;
         while (k < g->n_outputs && !down) {
             tr__chan_wait w = {tr__deadline(100), 0, &g->watch_stop, NULL, NULL};
             const void *d;
@@ -700,10 +723,10 @@ static void *watch(void *arg) {
             else
                 k++;
         }
-        if (k < g->n_outputs && !down) continue;
+        if (down || k < g->n_outputs) continue; /* (down: made readable for good above) */
         uint64_t one = 1;
-        if (write(g->efd, &one, sizeof one) != (ssize_t)sizeof one || down) return NULL;
-        e++; /* (a graph that went down stays readable: calls say why) */
+        if (write(g->efd, &one, sizeof one) != (ssize_t)sizeof one) return NULL;
+        e++;
         k = 0;
     }
 }
@@ -712,7 +735,8 @@ TR_API int tr_dag_fd(tr_dag *g) {
     int rc = usable(g, "tr_dag_fd");
     if (rc) return rc;
     if (g->watching) return g->efd;
-    g->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    g->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK | EFD_SEMAPHORE);
+    g->watch_from = g->release_base; /* the oldest execution not let go of */
     if (g->efd < 0) return tr__err_errno(errno, "tr_dag_fd: eventfd");
     if (pthread_create(&g->watcher, NULL, watch, g)) {
         close(g->efd);

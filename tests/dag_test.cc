@@ -235,8 +235,15 @@ TEST_F(Dag, CompileRefusesWhatCannotRunNamingTheNode) {
     }
     tr_dag *g;
     ASSERT_EQ(tr_dag_create(rt, &g), 0);
-    tr_dag_node bad = 5, out;
+    tr_dag_node bad = 5, out, in0, n1;
     EXPECT_EQ(tr_dag_bind(g, a, "plus1", &bad, 1, &out), TR_EINVAL);
+    /* a cycle: a node that would read itself, or a node made after it */
+    ASSERT_EQ(tr_dag_input(g, &in0), 0);
+    ASSERT_EQ(tr_dag_bind(g, a, "plus1", &in0, 1, &n1), 0);
+    tr_dag_node itself = n1 + 1, loop[] = {n1, n1 + 1};
+    EXPECT_EQ(tr_dag_bind(g, a, "plus1", &itself, 1, &out), TR_EINVAL);
+    EXPECT_NE(std::string(tr_last_error()).find("no graph has a cycle"), std::string::npos);
+    EXPECT_EQ(tr_dag_bind(g, a, "plus1", loop, 2, &out), TR_EINVAL);
     EXPECT_EQ(tr_dag_output(g, &bad, 1), TR_EINVAL);
     uint64_t e;
     EXPECT_EQ(tr_dag_execute(g, "x", 1, &e), TR_ESTATE);
@@ -533,11 +540,14 @@ TEST_F(Dag, ValuesOverASlotTravelAsObjects) {
         uint64_t e;
         ASSERT_EQ(tr_dag_execute(g, big.data(), big.size(), &e), 0) << tr_last_error();
         for (size_t k = 0; k < 2; k++) {
-            const void *d;
-            size_t n;
+            const void *d, *again;
+            size_t n, n2;
             ASSERT_EQ(tr_dag_get(g, e, k, 10000, &d, &n), 0) << tr_last_error();
             ASSERT_EQ(n, big.size());
             EXPECT_EQ(memcmp(d, big.data(), n), 0) << i << " " << k;
+            ASSERT_EQ(tr_dag_get(g, e, k, 10000, &again, &n2), 0) << "asked twice";
+            EXPECT_EQ(again, d);
+            EXPECT_EQ(memcmp(d, big.data(), n), 0) << "the first view still holds";
         }
         ASSERT_EQ(tr_dag_release(g, e), 0);
         EXPECT_EQ(run(g, 5), 5) << "small values still go in the slots"; /* echo of 8 bytes */
@@ -607,6 +617,8 @@ TEST_F(Dag, APollableFdCountsReadyExecutions) {
     ASSERT_EQ(tr_dag_bind(g, a, "plus1", &in, 1, &na), 0);
     ASSERT_EQ(tr_dag_output(g, &na, 1), 0);
     ASSERT_EQ(tr_dag_compile(g, nullptr), 0) << tr_last_error();
+    for (int64_t i = 0; i < 5; i++) /* run and let go of before the fd exists: not counted */
+        ASSERT_EQ(run(g, i), i + 1);
     int fd = tr_dag_fd(g);
     ASSERT_GE(fd, 0) << tr_last_error();
     EXPECT_EQ(tr_dag_fd(g), fd) << "one per graph";
@@ -655,6 +667,11 @@ TEST_F(Dag, APollableFdCountsReadyExecutions) {
     auto t0 = std::chrono::steady_clock::now();
     EXPECT_EQ(poll(&p, 1, 2500), 1) << "a dead actor: readable";
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+    for (int i = 0; i < 3; i++) { /* and stays so, read after read */
+        uint64_t one;
+        EXPECT_EQ(read(fd, &one, sizeof one), (ssize_t)sizeof one);
+        EXPECT_EQ(poll(&p, 1, 0), 1);
+    }
     const void *d;
     size_t n;
     EXPECT_EQ(tr_dag_get(g, e, 0, 5000, &d, &n), TR_EACTOR_DIED);

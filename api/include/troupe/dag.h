@@ -102,16 +102,18 @@ TR_API int tr_dag_get(tr_dag *g, uint64_t exec, size_t output, int timeout_ms, c
 /* Output `output` of execution `exec` as an object of the store that this process holds
  * (tr_get views it, tr_ref_release lets go): a value over slot_bytes is already one (no
  * copy), a smaller one is put (one copy). To pass a graph's result on (tr_call_refs,
- * tr_dag_execute_ref) beyond tr_dag_release. Returns as tr_dag_get, and TR_ENOMEM. */
+ * tr_dag_execute_ref) beyond tr_dag_release. A process holds an object once, as with
+ * tr_get: asking twice for the same object gives one hold. Returns as tr_dag_get, and
+ * TR_ENOMEM. */
 TR_API int tr_dag_get_ref(tr_dag *g, uint64_t exec, size_t output, int timeout_ms, tr_ref *out);
 /* Whether every output of `exec` is there (no wait): 1, 0, or a TR_E* code. */
 TR_API int tr_dag_ready(tr_dag *g, uint64_t exec);
-/* A descriptor for event loops (epoll, libuv, asyncio): an eventfd that counts, in
- * submission order, the executions whose outputs are all there (read it to take the
- * count), kept up by a thread of the graph's that sleeps while none is pending. If the
- * graph goes down it stays readable and tr_dag_get says why. Owned by the graph (closed
- * by tr_dag_destroy). Returns the fd, or TR_ESTATE (not compiled), TR_EACTOR_DIED,
- * TR_ENOMEM, TR_EIO. */
+/* A descriptor for event loops (epoll, libuv, asyncio): an eventfd in semaphore mode
+ * that counts the executions whose outputs are all there, in submission order from the
+ * oldest not yet released: each read of it takes one. A thread of the graph's keeps it
+ * up and sleeps while none is pending. If the graph goes down it stays readable and
+ * tr_dag_get says why. Owned by the graph (closed by tr_dag_destroy). Returns the fd, or
+ * TR_ESTATE (not compiled), TR_EACTOR_DIED, TR_ENOMEM, TR_EIO. */
 TR_API int tr_dag_fd(tr_dag *g);
 /* Lets go of an execution's outputs (their slots take later executions, once every
  * earlier execution is let go of too). Returns 0, TR_EINVAL (not submitted, or released
