@@ -44,6 +44,10 @@ int tr__actor_create(tr__nodeconn *node, const char *cls, const tr_actor_options
         return rc;
     if (opts->num_cpus < 0 || opts->num_gpus < 0)
         return tr__err(TR_EINVAL, "tr_actor_create: num_cpus and num_gpus must be >= 0");
+    if (opts->num_gpus > 1 && opts->num_gpus != (double)(long long)opts->num_gpus)
+        return tr__err(TR_EINVAL,
+                       "tr_actor_create: num_gpus %g: a share of one GPU (< 1) or whole GPUs",
+                       opts->num_gpus);
     for (size_t i = 0; i < opts->n_resources; i++)
         if ((rc = tr__res_add(&req, opts->resources[i].name, opts->resources[i].quantity)))
             return rc;
@@ -172,7 +176,8 @@ int tr__actor_info(tr__nodeconn *node, tr_actor_id id, tr_actor_details *out) {
         !(rc = copy_str(r.root, "name", d.name, sizeof d.name)) &&
         !(rc = copy_str(r.root, "node", d.node, sizeof d.node)) &&
         !(rc = copy_str(r.root, "reason", d.reason, sizeof d.reason)) &&
-        !(rc = copy_str(r.root, "cpus", d.cpus, sizeof d.cpus))) {
+        !(rc = copy_str(r.root, "cpus", d.cpus, sizeof d.cpus)) &&
+        !(rc = copy_str(r.root, "gpus", d.gpus, sizeof d.gpus))) {
         d.state = (int32_t)state;
         d.pid = (int32_t)pid;
         d.restarts = (int32_t)restarts;

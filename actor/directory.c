@@ -36,8 +36,10 @@ typedef struct actor {
     uint64_t owner; /* connection id of the creator */
     tr__proc *proc;
     pid_t pid;
-    int holds;            /* resources taken */
-    int cpus[64], n_cpus; /* the cores it is bound to while it holds its resources */
+    int holds;                      /* resources taken */
+    int cpus[64], n_cpus;           /* the cores it is bound to while it holds its resources */
+    int gpus[TR__MAX_GPUS], n_gpus; /* the GPUs it was given, likewise */
+    double gpu_req;                 /* how many it asked for */
     int no_restart;
     int owner_gone; /* freed once dead and reaped */
     uv_timer_t start_timer;
@@ -51,6 +53,7 @@ struct tr__directory {
     tr__directory_opts o;
     tr__res total, avail;
     tr__cores cores;
+    tr__gpus gpus;
     tr__idmap by_id;
     actor *all;
     int shutting_down;
@@ -66,6 +69,8 @@ int tr__directory_create(const tr__directory_opts *o, tr__directory **out) {
     d->total = d->avail = *o->total;
     if (o->cores) d->cores = *o->cores;
     d->o.cores = NULL; /* ours is d->cores */
+    if (o->gpus) d->gpus = *o->gpus;
+    d->o.gpus = NULL;
     *out = d;
     return 0;
 }
@@ -155,12 +160,20 @@ static void hold(tr__directory *d, actor *a) {
     if (k && !a->n_cpus)
         TR_LOG_INFO("DIR-FLOAT", "actor %s: %d of the node's %d cores are not free; it floats",
                     a->hex, k, d->cores.n);
+    a->gpu_req = tr__res_get(&a->req, "GPU");
+    a->n_gpus = tr__gpus_take(&d->gpus, a->gpu_req, a->gpus, TR__MAX_GPUS);
+}
+
+/* Whether the actor's resources can be held now: the quantities, and GPUs it can have
+ * whole (or a device with room for its share). */
+static int fits_now(tr__directory *d, actor *a) {
+    return tr__res_fits(&a->req, &d->avail) && tr__gpus_fit(&d->gpus, tr__res_get(&a->req, "GPU"));
 }
 
 static void schedule_pending(tr__directory *d) {
     if (d->shutting_down) return;
     for (actor *a = d->all; a; a = a->next) {
-        if (a->state != TR__ACTOR_PENDING || !tr__res_fits(&a->req, &d->avail)) continue;
+        if (a->state != TR__ACTOR_PENDING || !fits_now(d, a)) continue;
         hold(d, a);
         spawn(d, a);
     }
@@ -171,6 +184,8 @@ static void release(tr__directory *d, actor *a) {
     tr__res_give(&d->avail, &a->req);
     tr__cores_give(&d->cores, a->cpus, a->n_cpus);
     a->n_cpus = 0;
+    tr__gpus_give(&d->gpus, a->gpu_req, a->gpus, a->n_gpus);
+    a->n_gpus = 0;
     a->holds = 0;
 }
 
@@ -198,12 +213,20 @@ static void spawn(tr__directory *d, actor *a) {
     a->state = a->inc == 0 ? TR__ACTOR_STARTING : TR__ACTOR_RESTARTING;
     a->inc++;
     char env_node[600], env_actor[64], env_cpus[400] = "TROUPE_CPUS=";
+    char env_cuda[400] = "CUDA_VISIBLE_DEVICES=", env_gpus[400] = "TROUPE_GPUS=";
     snprintf(env_node, sizeof env_node, "TROUPE_NODE=%s", d->o.node_path);
     snprintf(env_actor, sizeof env_actor, "TROUPE_ACTOR=%s", a->hex);
     tr__cores_format(a->cpus, a->n_cpus, env_cpus + 12, sizeof env_cpus - 12);
+    /* its GPUs, and none but those (as Ray: an actor that asked for none sees none) */
+    tr__gpus_format(&d->gpus, a->gpus, a->n_gpus, env_gpus + 12, sizeof env_gpus - 12);
+    tr__gpus_format(&d->gpus, a->gpus, a->n_gpus, env_cuda + 21, sizeof env_cuda - 21);
     /* the worker binds itself to its cores first thing, before it has any thread */
-    const char *env[] = {"TROUPE_ROLE=worker", env_node, env_actor, a->n_cpus ? env_cpus : NULL,
-                         NULL};
+    const char *env[6] = {"TROUPE_ROLE=worker", env_node, env_actor};
+    int ne = 3;
+    if (a->n_cpus) env[ne++] = env_cpus;
+    if (d->gpus.n) env[ne++] = env_cuda;
+    if (a->n_gpus) env[ne++] = env_gpus;
+    env[ne] = NULL;
     free(a->path);
     a->path = NULL;
     int rc = tr__proc_spawn(d->o.pool, a->exe, env, on_worker_exit, a, &a->proc);
@@ -247,7 +270,7 @@ static void on_worker_exit(void *ctx, tr__proc *p, int64_t status, int sig) {
         set_reason(a, "worker process exited with status %lld", (long long)status);
     if (can_restart) {
         a->restarts++;
-        if (!tr__res_fits(&a->req, &d->avail)) { /* cannot happen: we just gave them back */
+        if (!fits_now(d, a)) { /* cannot happen: we just gave them back */
             make_dead(d, a);
             return;
         }
@@ -298,7 +321,9 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
             }
         }
     }
-    if (!tr__res_fits(&a->req, &d->total)) {
+    tr__gpus all = d->gpus; /* every device free: can it ever be placed? */
+    memset(all.used, 0, sizeof all.used);
+    if (!tr__res_fits(&a->req, &d->total) || !tr__gpus_fit(&all, tr__res_get(&a->req, "GPU"))) {
         char want[512], have[512];
         tr__res_format(&a->req, want, sizeof want);
         tr__res_format(&d->total, have, sizeof have);
@@ -431,9 +456,13 @@ static void on_info(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
     tr__buf b = TR__BUF_INIT;
     char cpus[400];
     tr__cores_format(a->cpus, a->n_cpus, cpus, sizeof cpus);
-    tr__reply_begin(&b, 0, NULL, 9);
+    char gpus[400];
+    tr__gpus_format(&d->gpus, a->gpus, a->n_gpus, gpus, sizeof gpus);
+    tr__reply_begin(&b, 0, NULL, 10);
     tr__enc_str(&b, "cpus");
     tr__enc_str(&b, cpus);
+    tr__enc_str(&b, "gpus");
+    tr__enc_str(&b, gpus);
     tr__enc_str(&b, "state");
     tr__enc_int(&b, a->state);
     tr__enc_str(&b, "pid");
@@ -647,6 +676,9 @@ void tr__directory_status_json(const tr__directory *d, tr__buf *out) {
         char cpus[400];
         tr__cores_format(a->cpus, a->n_cpus, cpus, sizeof cpus);
         tr__buf_append(out, ",\"cpus\":", 8);
+        json_str(out, cpus);
+        tr__gpus_format(&d->gpus, a->gpus, a->n_gpus, cpus, sizeof cpus);
+        tr__buf_append(out, ",\"gpus\":", 8);
         json_str(out, cpus);
         tr__buf_append(out, "}", 1);
         first = 0;

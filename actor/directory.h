@@ -34,6 +34,9 @@ typedef struct tr__directory_opts {
     /* CPUs to bind actors to: one that asks for k >= 1 whole CPUs gets k free ones (its
      * worker is pinned there), or floats if fewer are free; n == 0: no binding. Copied. */
     const tr__cores *cores;
+    /* GPUs to give actors (whole, or a share of one for k < 1): the worker is started with
+     * CUDA_VISIBLE_DEVICES set to them (to none if it asked for none). Copied. */
+    const tr__gpus *gpus;
 } tr__directory_opts;
 
 int tr__directory_create(const tr__directory_opts *o, tr__directory **out);

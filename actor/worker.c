@@ -65,6 +65,11 @@ TR_API int tr_ctx_set_error(tr_ctx *ctx, const char *msg) {
     return msg ? tr_ctx_error(ctx, "%s", msg) : TR_ETASK;
 }
 
+TR_API const char *tr_ctx_gpu_ids(const tr_ctx *ctx) {
+    const char *g = ctx ? getenv("TROUPE_GPUS") : NULL; /* set by the node at spawn */
+    return g ? g : "";
+}
+
 TR_API tr_runtime *tr_ctx_runtime(tr_ctx *ctx) {
     return ctx ? ctx->rt : NULL;
 }

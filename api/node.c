@@ -3,6 +3,7 @@
 #include "api/node.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <sched.h>
 #include <sys/wait.h>
 #include <spawn.h>
@@ -48,6 +49,7 @@ typedef struct node {
     tr__pool pool;
     tr__res total;
     tr__cores cores; /* CPUs actors are bound to (none with cpu_binding "none") */
+    tr__gpus gpus;   /* GPUs actors are given */
     char session[512], sock[600];
     uv_signal_t sigterm, sigint;
     uv_timer_t reap_timer;
@@ -157,6 +159,27 @@ static void on_signal(uv_signal_t *s, int sig) {
     begin_shutdown(s->data, sig == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
+/* The GPUs the CUDA driver shows this process: loaded at run time (libcuda.so.1), so a
+ * build without CUDA and a machine without a GPU or driver both say 0, with the reason,
+ * never a crash. */
+static int detect_gpus(char *why, size_t cap) {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        snprintf(why, cap, "no CUDA driver (%s)", dlerror());
+        return 0;
+    }
+    int (*init)(unsigned) = (int (*)(unsigned))dlsym(lib, "cuInit");
+    int (*count)(int *) = (int (*)(int *))dlsym(lib, "cuDeviceGetCount");
+    int n = 0, rc = init && count ? init(0) : -1;
+    if (rc == 0) rc = count(&n);
+    if (rc != 0) {
+        snprintf(why, cap, "the CUDA driver says %d (cuInit/cuDeviceGetCount)", rc);
+        n = 0;
+    }
+    dlclose(lib);
+    return n < 0 ? 0 : n;
+}
+
 /* Shutdown begins after the loop has written the SHUTDOWN reply. */
 static void on_stop_idle(uv_idle_t *h) {
     uv_idle_stop(h);
@@ -177,9 +200,9 @@ static void on_status(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
     char head[1400];
     int k = snprintf(head, sizeof head,
                      "{\"pid\":%d,\"address\":\"%s\",\"version\":\"%s\",\"workers_live\":%d,"
-                     "\"kv_keys\":%zu,\"groups\":%zu,",
+                     "\"kv_keys\":%zu,\"groups\":%zu,\"gpus_total\":%d,",
                      (int)getpid(), n->sock, tr_version_string(), n->pool.live, tr__kv_count(n->kv),
-                     tr__groups_count(n->groups));
+                     tr__groups_count(n->groups), n->gpus.n);
     tr__buf_append(&j, head, (size_t)k);
     tr__directory_status_json(n->dir, &j);
     tr__buf_append(&j, ",", 1);
@@ -243,7 +266,13 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
     n->total = cfg->resources;
     tr__res_add(&n->total, "CPU",
                 cfg->num_cpus >= 0 ? cfg->num_cpus : (double)(n_ids > 0 ? n_ids : 1));
-    tr__res_add(&n->total, "GPU", cfg->num_gpus);
+    /* GPUs: as many as the CUDA driver shows this process (its CUDA_VISIBLE_DEVICES
+     * included), unless num_gpus says; a device is given whole, or shared for k < 1 */
+    char why[300] = "";
+    int gpus = cfg->num_gpus >= 0 ? (int)cfg->num_gpus : detect_gpus(why, sizeof why);
+    if (cfg->num_gpus < 0 && !gpus) TR_LOG_INFO("NODE-GPUS", "0 GPUs: %s", why);
+    tr__gpus_init(&n->gpus, gpus, getenv("CUDA_VISIBLE_DEVICES"));
+    tr__res_add(&n->total, "GPU", cfg->num_gpus >= 0 ? cfg->num_gpus : (double)gpus);
 
     uv_loop_init(&n->loop);
     tr__pool_init(&n->pool, &n->loop);
@@ -257,7 +286,7 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
     }
     tr__directory_opts dopts = {&n->loop,     &n->pool,   &n->total,
                                 n->sock,      n->session, cfg->worker_start_timeout_ms,
-                                cfg->max_msg, &n->cores};
+                                cfg->max_msg, &n->cores,  &n->gpus};
     if ((rc = tr__directory_create(&dopts, &n->dir))) {
         TR_LOG_ERROR("NODE-START", "%s", tr_last_error());
         remove_session(n);

@@ -16,9 +16,9 @@
 #include "troupe/troupe.h"
 
 struct tr_config {
-    char *address;   /* node socket path; NULL = embedded node */
-    double num_cpus; /* < 0: the machine's CPU count */
-    double num_gpus;
+    char *address;     /* node socket path; NULL = embedded node */
+    double num_cpus;   /* < 0: the machine's CPU count */
+    double num_gpus;   /* < 0: as many as the CUDA driver shows the node */
     tr__res resources; /* custom resources */
     int log_level;     /* < 0: unset */
     size_t max_msg;

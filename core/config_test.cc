@@ -46,7 +46,7 @@ TEST_F(Config, Defaults) {
     EXPECT_EQ(cfg->address, nullptr);
     EXPECT_EQ(cfg->tmpdir, nullptr);
     EXPECT_EQ(cfg->num_cpus, -1.0);
-    EXPECT_EQ(cfg->num_gpus, 0.0);
+    EXPECT_EQ(cfg->num_gpus, -1.0); /* detected */
     EXPECT_EQ(cfg->resources.n, 0);
     EXPECT_EQ(cfg->log_level, -1);
     EXPECT_EQ(cfg->max_msg, (size_t)TR__DEFAULT_MAX_MSG);
@@ -132,7 +132,7 @@ TEST_F(Config, BadValuesAreEinvalAndLeaveTheOldValue) {
     }
     EXPECT_EQ(cfg->num_cpus, 8.0);
     EXPECT_EQ(tr_config_set(cfg, "num_gpus", "-0.5"), TR_EINVAL);
-    EXPECT_EQ(cfg->num_gpus, 0.0);
+    EXPECT_EQ(cfg->num_gpus, -1.0); /* detected */
 
     ASSERT_EQ(tr_config_set(cfg, "resources", "A=1"), 0);
     EXPECT_EQ(tr_config_set(cfg, "resources", "B=1,C"), TR_EINVAL);
@@ -358,7 +358,7 @@ TEST_F(Config, NodeConfigRoundTripOfDefaults) {
     tr_config *back = decoded(b, &rc);
     ASSERT_EQ(rc, 0) << tr_last_error();
     EXPECT_EQ(back->num_cpus, -1.0);
-    EXPECT_EQ(back->num_gpus, 0.0);
+    EXPECT_EQ(back->num_gpus, -1.0); /* detected by the node */
     EXPECT_EQ(back->resources.n, 0);
     EXPECT_EQ(back->max_msg, (size_t)TR__DEFAULT_MAX_MSG);
     EXPECT_EQ(back->worker_start_timeout_ms, 30000);

@@ -167,3 +167,78 @@ int tr__cores_parse(const char *text, int *out, int cap) {
     }
     return n;
 }
+
+#define GPU_EPS 1e-9
+
+void tr__gpus_init(tr__gpus *g, int n, const char *visible) {
+    memset(g, 0, sizeof *g);
+    g->n = n < 0 ? 0 : n > TR__MAX_GPUS ? TR__MAX_GPUS : n;
+    for (int i = 0; i < g->n; i++) {
+        snprintf(g->name[i], sizeof g->name[i], "%d", i);
+        if (!visible) continue;
+        const char *end = strchr(visible, ',');
+        size_t len = end ? (size_t)(end - visible) : strlen(visible);
+        if (len > 0 && len < sizeof g->name[i]) {
+            memcpy(g->name[i], visible, len);
+            g->name[i][len] = 0;
+        }
+        visible = end ? end + 1 : NULL;
+    }
+}
+
+void tr__gpus_format(const tr__gpus *g, const int *ids, int n, char *out, size_t cap) {
+    size_t at = 0;
+    if (cap) out[0] = 0;
+    for (int j = 0; j < n && at < cap; j++) {
+        if (ids[j] < 0 || ids[j] >= g->n) continue;
+        int k = snprintf(out + at, cap - at, "%s%s", at ? "," : "", g->name[ids[j]]);
+        if (k < 0) break;
+        at += (size_t)k;
+    }
+}
+
+/* The device a fraction k goes to: the one with the least room left that has enough
+ * (best fit keeps whole devices whole); -1 if none. */
+static int fraction_home(const tr__gpus *g, double k) {
+    int best = -1;
+    for (int i = 0; i < g->n; i++)
+        if (1.0 - g->used[i] + GPU_EPS >= k && (best < 0 || g->used[i] > g->used[best])) best = i;
+    return best;
+}
+
+int tr__gpus_fit(const tr__gpus *g, double k) {
+    if (k <= 0) return 1;
+    if (k < 1) return fraction_home(g, k) >= 0;
+    if (k != (double)(int)k) return 0;
+    int free_whole = 0;
+    for (int i = 0; i < g->n; i++)
+        free_whole += g->used[i] < GPU_EPS;
+    return free_whole >= (int)k;
+}
+
+int tr__gpus_take(tr__gpus *g, double k, int *out, int cap) {
+    if (k <= 0 || !tr__gpus_fit(g, k)) return 0;
+    if (k < 1) {
+        int i = fraction_home(g, k);
+        if (cap < 1) return 0;
+        g->used[i] += k;
+        out[0] = i;
+        return 1;
+    }
+    int n = 0;
+    for (int i = 0; i < g->n && n < (int)k && n < cap; i++)
+        if (g->used[i] < GPU_EPS) {
+            g->used[i] = 1.0;
+            out[n++] = i;
+        }
+    return n;
+}
+
+void tr__gpus_give(tr__gpus *g, double k, const int *ids, int n) {
+    for (int j = 0; j < n; j++) {
+        int i = ids[j];
+        if (i < 0 || i >= g->n) continue;
+        g->used[i] -= k < 1 ? k : 1.0;
+        if (g->used[i] < GPU_EPS) g->used[i] = 0;
+    }
+}

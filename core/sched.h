@@ -58,4 +58,28 @@ void tr__cores_format(const int *ids, int k, char *out, size_t cap);
  * text is malformed or an id is outside [0, TR__MAX_CORES). */
 int tr__cores_parse(const char *text, int *out, int cap);
 
+#define TR__MAX_GPUS 64
+
+/* The node's GPUs (ids 0..n-1, as CUDA numbers the devices the node sees) and how much of
+ * each is taken: an actor that asks for k >= 1 (whole) GPUs gets k free devices; one that
+ * asks for k < 1 shares a device with others, as Ray's fractional GPUs. */
+typedef struct tr__gpus {
+    int n;
+    double used[TR__MAX_GPUS];
+    char name[TR__MAX_GPUS][48]; /* as CUDA_VISIBLE_DEVICES names it: "0", or a UUID */
+} tr__gpus;
+
+/* n devices named "0".."n-1", or, if `visible` (the node's own CUDA_VISIBLE_DEVICES) is
+ * set, by its comma-separated names in order. */
+void tr__gpus_init(tr__gpus *g, int n, const char *visible);
+/* The names of devices ids[0..n) joined by commas ("" for none): a CUDA_VISIBLE_DEVICES. */
+void tr__gpus_format(const tr__gpus *g, const int *ids, int n, char *out, size_t cap);
+/* Whether k GPUs can be placed now (k whole and >= 1, or 0 < k < 1). 1 for k == 0. */
+int tr__gpus_fit(const tr__gpus *g, double k);
+/* Takes k GPUs (they fit): their ids into out (cap of them); returns how many (0 for
+ * k == 0). A fraction goes to the device with the least room that has enough. */
+int tr__gpus_take(tr__gpus *g, double k, int *out, int cap);
+/* Gives back what tr__gpus_take gave for the same k. */
+void tr__gpus_give(tr__gpus *g, double k, const int *ids, int n);
+
 #endif

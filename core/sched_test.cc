@@ -238,4 +238,45 @@ TEST(Cores, FormatAndParse) {
     EXPECT_EQ(tr__cores_parse(nullptr, out, 16), -1);
 }
 
+/* Whole GPUs go to actors asking for whole ones, lowest id first; fractions share a
+ * device (the fullest that has room, so whole devices stay whole); all come back. */
+TEST(Gpus, WholeAndFractionalPlacement) {
+    tr__gpus g;
+    tr__gpus_init(&g, 2, nullptr);
+    int ids[4];
+    EXPECT_TRUE(tr__gpus_fit(&g, 0));
+    EXPECT_FALSE(tr__gpus_fit(&g, 1.5)) << "more than one: whole numbers only";
+    EXPECT_FALSE(tr__gpus_fit(&g, 3));
+    ASSERT_EQ(tr__gpus_take(&g, 0.5, ids, 4), 1);
+    EXPECT_EQ(ids[0], 0);
+    ASSERT_EQ(tr__gpus_take(&g, 0.25, ids + 1, 3), 1);
+    EXPECT_EQ(ids[1], 0) << "best fit: the fuller device that has room";
+    EXPECT_FALSE(tr__gpus_fit(&g, 2)) << "device 0 is partly taken";
+    ASSERT_EQ(tr__gpus_take(&g, 1, ids + 2, 2), 1);
+    EXPECT_EQ(ids[2], 1);
+    EXPECT_FALSE(tr__gpus_fit(&g, 0.5)) << "0.25 left on device 0, none on 1";
+    EXPECT_TRUE(tr__gpus_fit(&g, 0.25));
+    tr__gpus_give(&g, 0.5, ids, 1);
+    tr__gpus_give(&g, 0.25, ids + 1, 1);
+    tr__gpus_give(&g, 1, ids + 2, 1);
+    EXPECT_TRUE(tr__gpus_fit(&g, 2)) << "everything back";
+    ASSERT_EQ(tr__gpus_take(&g, 2, ids, 4), 2);
+    EXPECT_EQ(ids[0], 0);
+    EXPECT_EQ(ids[1], 1);
+    tr__gpus none;
+    tr__gpus_init(&none, 0, nullptr);
+    EXPECT_FALSE(tr__gpus_fit(&none, 0.1));
+    EXPECT_EQ(tr__gpus_take(&none, 1, ids, 4), 0);
+    char text[64];
+    int both[] = {0, 1};
+    tr__gpus_format(&g, both, 2, text, sizeof text);
+    EXPECT_STREQ(text, "0,1");
+    tr__gpus named; /* the node itself restricted to some devices: actors get those names */
+    tr__gpus_init(&named, 2, "3,GPU-5d2e");
+    tr__gpus_format(&named, both + 1, 1, text, sizeof text);
+    EXPECT_STREQ(text, "GPU-5d2e");
+    tr__gpus_format(&named, both, 2, text, sizeof text);
+    EXPECT_STREQ(text, "3,GPU-5d2e");
+}
+
 } // namespace

@@ -137,6 +137,13 @@ int m_excl(tr_ctx *ctx, void *self, const void *args, size_t len) {
     return tr_ctx_reply(ctx, args, len);
 }
 
+/* "<tr_ctx_gpu_ids>|<CUDA_VISIBLE_DEVICES, or (unset)>": what GPUs the actor was given. */
+int m_gpus(tr_ctx *ctx, void *, const void *, size_t) {
+    const char *cuda = getenv("CUDA_VISIBLE_DEVICES");
+    std::string out = std::string(tr_ctx_gpu_ids(ctx)) + "|" + (cuda ? cuda : "(unset)");
+    return tr_ctx_reply(ctx, out.data(), out.size());
+}
+
 int m_get(tr_ctx *ctx, void *self, const void *, size_t) {
     return reply_i64(ctx, ((Counter *)self)->value);
 }
@@ -757,6 +764,7 @@ const tr_method_def counter_methods[] = {
     {"slow_big", m_slow_big},
     {"plus1", m_plus1},
     {"excl", m_excl},
+    {"gpus", m_gpus},
 };
 
 void add_classes(tr_config *cfg) {

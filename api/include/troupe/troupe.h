@@ -108,6 +108,11 @@ TR_API tr_runtime *tr_ctx_runtime(tr_ctx *ctx);
 /* The id of the actor running the method. Thread safety: any thread. */
 TR_API tr_actor_id tr_ctx_actor_id(const tr_ctx *ctx);
 
+/* The GPUs the node gave this actor (num_gpus), as CUDA_VISIBLE_DEVICES names them in its
+ * process ("0,1"; inside the process they are devices 0..k-1); "" if none. Static text.
+ * Thread safety: any thread. */
+TR_API const char *tr_ctx_gpu_ids(const tr_ctx *ctx);
+
 /* The number of refs passed with the call (tr_call_refs). */
 TR_API size_t tr_ctx_num_refs(const tr_ctx *ctx);
 /* A read-only view of ref argument i (an object, zero-copy in the store, or another
@@ -127,7 +132,8 @@ TR_API void tr_config_destroy(tr_config *cfg);
 /* Sets one option from text (both strings are copied). Keys:
  *   "address"                  node socket path to connect to; unset = start an embedded node
  *   "num_cpus", "num_gpus"     node capacity (embedded or `troupe start`); default: the
- *                              machine's CPU count and 0 GPUs
+ *                              machine's CPU count and the GPUs the CUDA driver shows the
+ *                              node (0, with the reason logged, without a GPU or driver)
  *   "resources"                custom node resources, "name=qty[,name=qty...]"
  *   "log_level"                error|warn|info|debug (overrides TROUPE_LOG_LEVEL)
  *   "max_message_bytes"        largest accepted frame (default 64 MiB)
@@ -206,7 +212,9 @@ typedef struct tr_actor_options {
     uint32_t struct_size;         /* sizeof(tr_actor_options) */
     double num_cpus;              /* default 0, as Ray's actors once placed; >= 1 also binds
                                      the actor to that many whole CPUs (cpu_binding) */
-    double num_gpus;              /* default 0 */
+    double num_gpus;              /* default 0; k >= 1 (whole): k GPUs of its own, k < 1:
+                                     a share of one; its worker sees only those
+                                     (CUDA_VISIBLE_DEVICES; none if it asked for none) */
     const tr_resource *resources; /* custom resources; borrowed for the call */
     size_t n_resources;
     const char *name; /* unique actor name or NULL; copied */
@@ -260,10 +268,11 @@ typedef struct tr_actor_details {
     char node[256];       /* the address of the node it lives on */
     char reason[512];     /* why it last died; "" if it never did */
     char cpus[128];       /* the CPUs it is bound to ("0,1"); "" if it floats (cpu_binding) */
+    char gpus[128];       /* the GPUs it was given, as CUDA_VISIBLE_DEVICES names them */
 } tr_actor_details;
 
 #define TR_ACTOR_DETAILS_INIT                                                                      \
-    { sizeof(tr_actor_details), 0, 0, 0, 0, "", "", "", "", "" }
+    { sizeof(tr_actor_details), 0, 0, 0, 0, "", "", "", "", "", "" }
 /* Same as TR_ACTOR_DETAILS_INIT, for bindings. Thread safety: any thread. */
 TR_API void tr_actor_details_init(tr_actor_details *out);
 
