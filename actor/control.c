@@ -1,6 +1,7 @@
 /* actor/control.c - requests to the node's actor directory. */
 #include "actor/control.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -44,7 +45,7 @@ int tr__actor_create(tr__nodeconn *node, const char *cls, const tr_actor_options
         return rc;
     if (opts->num_cpus < 0 || opts->num_gpus < 0)
         return tr__err(TR_EINVAL, "tr_actor_create: num_cpus and num_gpus must be >= 0");
-    if (opts->num_gpus > 1 && opts->num_gpus != (double)(long long)opts->num_gpus)
+    if (opts->num_gpus > 1 && (opts->num_gpus > 1e6 || opts->num_gpus != floor(opts->num_gpus)))
         return tr__err(TR_EINVAL,
                        "tr_actor_create: num_gpus %g: a share of one GPU (< 1) or whole GPUs",
                        opts->num_gpus);

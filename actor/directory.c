@@ -213,7 +213,7 @@ static void spawn(tr__directory *d, actor *a) {
     a->state = a->inc == 0 ? TR__ACTOR_STARTING : TR__ACTOR_RESTARTING;
     a->inc++;
     char env_node[600], env_actor[64], env_cpus[400] = "TROUPE_CPUS=";
-    char env_cuda[400] = "CUDA_VISIBLE_DEVICES=", env_gpus[400] = "TROUPE_GPUS=";
+    char env_cuda[64 * 97 + 32] = "CUDA_VISIBLE_DEVICES=", env_gpus[64 * 97 + 32] = "TROUPE_GPUS=";
     snprintf(env_node, sizeof env_node, "TROUPE_NODE=%s", d->o.node_path);
     snprintf(env_actor, sizeof env_actor, "TROUPE_ACTOR=%s", a->hex);
     tr__cores_format(a->cpus, a->n_cpus, env_cpus + 12, sizeof env_cpus - 12);
@@ -456,7 +456,7 @@ static void on_info(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
     tr__buf b = TR__BUF_INIT;
     char cpus[400];
     tr__cores_format(a->cpus, a->n_cpus, cpus, sizeof cpus);
-    char gpus[400];
+    char gpus[64 * 97];
     tr__gpus_format(&d->gpus, a->gpus, a->n_gpus, gpus, sizeof gpus);
     tr__reply_begin(&b, 0, NULL, 10);
     tr__enc_str(&b, "cpus");
@@ -677,9 +677,10 @@ void tr__directory_status_json(const tr__directory *d, tr__buf *out) {
         tr__cores_format(a->cpus, a->n_cpus, cpus, sizeof cpus);
         tr__buf_append(out, ",\"cpus\":", 8);
         json_str(out, cpus);
-        tr__gpus_format(&d->gpus, a->gpus, a->n_gpus, cpus, sizeof cpus);
+        static char gpus[64 * 97]; /* the loop thread's alone */
+        tr__gpus_format(&d->gpus, a->gpus, a->n_gpus, gpus, sizeof gpus);
         tr__buf_append(out, ",\"gpus\":", 8);
-        json_str(out, cpus);
+        json_str(out, gpus);
         tr__buf_append(out, "}", 1);
         first = 0;
     }

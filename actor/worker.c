@@ -65,9 +65,11 @@ TR_API int tr_ctx_set_error(tr_ctx *ctx, const char *msg) {
     return msg ? tr_ctx_error(ctx, "%s", msg) : TR_ETASK;
 }
 
+/* TROUPE_GPUS, read once as the worker starts (before any thread) */
+static char gpu_ids[64 * 97];
+
 TR_API const char *tr_ctx_gpu_ids(const tr_ctx *ctx) {
-    const char *g = ctx ? getenv("TROUPE_GPUS") : NULL; /* set by the node at spawn */
-    return g ? g : "";
+    return ctx ? gpu_ids : "";
 }
 
 TR_API tr_runtime *tr_ctx_runtime(tr_ctx *ctx) {
@@ -407,6 +409,8 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
     memset(&w, 0, sizeof w);
     w.builtins = builtins;
     w.n_builtins = n_builtins;
+    const char *gpus = getenv("TROUPE_GPUS"); /* set by the node at spawn */
+    snprintf(gpu_ids, sizeof gpu_ids, "%s", gpus ? gpus : "");
     w.node = node;
     w.objects = objects;
     w.max_msg = cfg->max_msg;

@@ -3,12 +3,12 @@
 #include "api/node.h"
 
 #include <dirent.h>
-#include <dlfcn.h>
 #include <sched.h>
 #include <sys/wait.h>
 #include <spawn.h>
 #include <poll.h>
 #include <limits.h>
+#include <math.h>
 #include <fcntl.h>
 #include <errno.h>
 #include <signal.h>
@@ -159,25 +159,21 @@ static void on_signal(uv_signal_t *s, int sig) {
     begin_shutdown(s->data, sig == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
-/* The GPUs the CUDA driver shows this process: loaded at run time (libcuda.so.1), so a
- * build without CUDA and a machine without a GPU or driver both say 0, with the reason,
- * never a crash. */
+/* The GPUs the NVIDIA driver lists (/proc/driver/nvidia/gpus): read without loading
+ * or initialising CUDA in the node (whose workers it spawns), so a build without CUDA and
+ * a machine without a GPU or driver both say 0, with the reason, never a crash. */
 static int detect_gpus(char *why, size_t cap) {
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        snprintf(why, cap, "no CUDA driver (%s)", dlerror());
+    DIR *d = opendir("/proc/driver/nvidia/gpus");
+    if (!d) {
+        snprintf(why, cap, "no NVIDIA driver (/proc/driver/nvidia/gpus: %s)", strerror(errno));
         return 0;
     }
-    int (*init)(unsigned) = (int (*)(unsigned))dlsym(lib, "cuInit");
-    int (*count)(int *) = (int (*)(int *))dlsym(lib, "cuDeviceGetCount");
-    int n = 0, rc = init && count ? init(0) : -1;
-    if (rc == 0) rc = count(&n);
-    if (rc != 0) {
-        snprintf(why, cap, "the CUDA driver says %d (cuInit/cuDeviceGetCount)", rc);
-        n = 0;
-    }
-    dlclose(lib);
-    return n < 0 ? 0 : n;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    if (!n) snprintf(why, cap, "the NVIDIA driver lists no GPU");
+    return n;
 }
 
 /* Shutdown begins after the loop has written the SHUTDOWN reply. */
@@ -269,10 +265,15 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
     /* GPUs: as many as the CUDA driver shows this process (its CUDA_VISIBLE_DEVICES
      * included), unless num_gpus says; a device is given whole, or shared for k < 1 */
     char why[300] = "";
-    int gpus = cfg->num_gpus >= 0 ? (int)cfg->num_gpus : detect_gpus(why, sizeof why);
+    int gpus = cfg->num_gpus >= 0 ? (int)ceil(cfg->num_gpus) : detect_gpus(why, sizeof why);
     if (cfg->num_gpus < 0 && !gpus) TR_LOG_INFO("NODE-GPUS", "0 GPUs: %s", why);
+    /* no more devices than the node's own CUDA_VISIBLE_DEVICES names, if it has one */
     tr__gpus_init(&n->gpus, gpus, getenv("CUDA_VISIBLE_DEVICES"));
-    tr__res_add(&n->total, "GPU", cfg->num_gpus >= 0 ? cfg->num_gpus : (double)gpus);
+    double gpu_qty = (double)n->gpus.n; /* one "GPU" per device, whatever resources said */
+    if (cfg->num_gpus >= 0 && cfg->num_gpus < gpu_qty) gpu_qty = cfg->num_gpus;
+    tr__res_add(&n->total, "GPU", 0);
+    for (int i = 0; i < n->total.n; i++)
+        if (strcmp(n->total.name[i], "GPU") == 0) n->total.qty[i] = gpu_qty;
 
     uv_loop_init(&n->loop);
     tr__pool_init(&n->pool, &n->loop);

@@ -32,7 +32,7 @@ void tr__env_read(tr__env *e) {
 static void config_defaults(tr_config *c) {
     memset(c, 0, sizeof *c);
     c->num_cpus = -1;
-    c->num_gpus = -1; /* as many as the CUDA driver shows */
+    c->num_gpus = -1; /* as many as the NVIDIA driver lists */
     c->log_level = -1;
     c->max_msg = TR__DEFAULT_MAX_MSG;
     c->worker_start_timeout_ms = 30000;

@@ -18,7 +18,7 @@
 struct tr_config {
     char *address;     /* node socket path; NULL = embedded node */
     double num_cpus;   /* < 0: the machine's CPU count */
-    double num_gpus;   /* < 0: as many as the CUDA driver shows the node */
+    double num_gpus;   /* < 0: as many as the NVIDIA driver lists */
     tr__res resources; /* custom resources */
     int log_level;     /* < 0: unset */
     size_t max_msg;

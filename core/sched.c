@@ -174,15 +174,19 @@ void tr__gpus_init(tr__gpus *g, int n, const char *visible) {
     memset(g, 0, sizeof *g);
     g->n = n < 0 ? 0 : n > TR__MAX_GPUS ? TR__MAX_GPUS : n;
     for (int i = 0; i < g->n; i++) {
-        snprintf(g->name[i], sizeof g->name[i], "%d", i);
-        if (!visible) continue;
+        if (!visible) {
+            snprintf(g->name[i], sizeof g->name[i], "%d", i);
+            continue;
+        }
         const char *end = strchr(visible, ',');
         size_t len = end ? (size_t)(end - visible) : strlen(visible);
-        if (len > 0 && len < sizeof g->name[i]) {
-            memcpy(g->name[i], visible, len);
-            g->name[i][len] = 0;
+        if (!*visible || len == 0 || len >= sizeof g->name[i]) {
+            g->n = i; /* the list names no more devices the node may use */
+            break;
         }
-        visible = end ? end + 1 : NULL;
+        memcpy(g->name[i], visible, len);
+        g->name[i][len] = 0;
+        visible = end ? end + 1 : "";
     }
 }
 
@@ -208,6 +212,7 @@ static int fraction_home(const tr__gpus *g, double k) {
 
 int tr__gpus_fit(const tr__gpus *g, double k) {
     if (k <= 0) return 1;
+    if (k > TR__MAX_GPUS) return 0;
     if (k < 1) return fraction_home(g, k) >= 0;
     if (k != (double)(int)k) return 0;
     int free_whole = 0;

@@ -66,11 +66,12 @@ int tr__cores_parse(const char *text, int *out, int cap);
 typedef struct tr__gpus {
     int n;
     double used[TR__MAX_GPUS];
-    char name[TR__MAX_GPUS][48]; /* as CUDA_VISIBLE_DEVICES names it: "0", or a UUID */
+    char name[TR__MAX_GPUS][96]; /* as CUDA_VISIBLE_DEVICES names it: "0", a UUID, a MIG */
 } tr__gpus;
 
-/* n devices named "0".."n-1", or, if `visible` (the node's own CUDA_VISIBLE_DEVICES) is
- * set, by its comma-separated names in order. */
+/* n devices named "0".."n-1"; or, if `visible` (the node's own CUDA_VISIBLE_DEVICES) is
+ * set, by its comma-separated names in order, and no more devices than it names (an
+ * empty or over-long name ends the list: the rest would not be the node's). */
 void tr__gpus_init(tr__gpus *g, int n, const char *visible);
 /* The names of devices ids[0..n) joined by commas ("" for none): a CUDA_VISIBLE_DEVICES. */
 void tr__gpus_format(const tr__gpus *g, const int *ids, int n, char *out, size_t cap);

@@ -52,10 +52,19 @@ int tr__proc_spawn(tr__pool *pool, const char *exe, const char *const *env, tr__
         return tr__err(TR_ENOMEM, "spawn");
     }
     size_t k = 0;
-    for (size_t i = 0; i < n_env; i++)
-        if (strncmp(environ[i], "TROUPE_", 7) != 0 ||
-            strncmp(environ[i], "TROUPE_LOG_LEVEL=", 17) == 0)
-            envp[k++] = environ[i];
+    for (size_t i = 0; i < n_env; i++) {
+        if (strncmp(environ[i], "TROUPE_", 7) == 0 &&
+            strncmp(environ[i], "TROUPE_LOG_LEVEL=", 17) != 0)
+            continue;
+        /* a variable the process is given replaces the node's own (getenv would find the
+         * first of two: the node's CUDA_VISIBLE_DEVICES, not the actor's) */
+        const char *eq = strchr(environ[i], '=');
+        size_t name = eq ? (size_t)(eq - environ[i]) + 1 : strlen(environ[i]);
+        int replaced = 0;
+        for (size_t j = 0; j < n_add && !replaced; j++)
+            replaced = strncmp(environ[i], env[j], name) == 0;
+        if (!replaced) envp[k++] = environ[i];
+    }
     for (size_t i = 0; i < n_add; i++)
         envp[k++] = (char *)env[i];
     envp[k] = NULL;

@@ -603,7 +603,8 @@ TEST(Runtime, ShutdownLeavesNothingBehind) {
 }
 
 TEST(Runtime, ResourcesPlaceQueueAndRefuse) {
-    tr_config *cfg = test_config_with({{"resources", "slot=2"}, {"num_cpus", "4"}});
+    tr_config *cfg =
+        test_config_with({{"resources", "slot=2"}, {"num_cpus", "4"}, {"num_gpus", "0"}});
     tr_runtime *rt;
     ASSERT_EQ(tr_init(cfg, &rt), 0) << tr_last_error();
     tr_resource slot = {"slot", 1};

@@ -4,6 +4,8 @@
  * 0 GPUs. */
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
 #include <string>
 
 #include "tests/test_actors.h"
@@ -34,9 +36,28 @@ std::string seen(tr_runtime *rt, tr_actor_id a) {
     return out;
 }
 
-TEST(Gpus, ActorsGetWholeGpusOrSharesAndSeeOnlyThose) {
-    tr_runtime *rt;
-    ASSERT_EQ(tr_init(test_config_with({{"num_gpus", "2"}}), &rt), 0) << tr_last_error();
+/* The tests own the variable: whatever the runner's environment says */
+class Gpus : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        unsetenv("CUDA_VISIBLE_DEVICES");
+    }
+    void TearDown() override {
+        if (rt) tr_shutdown(rt);
+        tr_config_destroy(cfg);
+        unsetenv("CUDA_VISIBLE_DEVICES");
+    }
+    tr_runtime *start(std::initializer_list<std::pair<const char *, const char *>> kv) {
+        cfg = test_config_with(kv);
+        EXPECT_EQ(tr_init(cfg, &rt), 0) << tr_last_error();
+        return rt;
+    }
+    tr_config *cfg = nullptr;
+    tr_runtime *rt = nullptr;
+};
+
+TEST_F(Gpus, ActorsGetWholeGpusOrSharesAndSeeOnlyThose) {
+    ASSERT_TRUE(start({{"num_gpus", "2"}}));
     Placed a = create(rt, 1), b = create(rt, 1);
     ASSERT_EQ(a.rc, 0);
     ASSERT_EQ(b.rc, 0);
@@ -62,16 +83,30 @@ TEST(Gpus, ActorsGetWholeGpusOrSharesAndSeeOnlyThose) {
     ASSERT_EQ(h2.rc, 0);
     EXPECT_EQ(seen(rt, h1.id), "1|1");
     EXPECT_EQ(seen(rt, h2.id), "1|1") << "two halves share one device";
-    tr_shutdown(rt);
+}
+
+/* A node started with CUDA_VISIBLE_DEVICES of its own: no more devices than it names,
+ * given out by those names, each worker's environment holding the variable once. */
+TEST_F(Gpus, TheNodesOwnVisibleDevicesAreWhatItGives) {
+    setenv("CUDA_VISIBLE_DEVICES", "7,GPU-5d2e", 1);
+    ASSERT_TRUE(start({{"num_gpus", "3"}}));
+    EXPECT_EQ(status_field(rt, "gpus_total"), 2) << "it names two";
+    Placed a = create(rt, 1), b = create(rt, 1);
+    ASSERT_EQ(a.rc, 0);
+    ASSERT_EQ(b.rc, 0);
+    EXPECT_EQ(seen(rt, a.id), "7|7");
+    EXPECT_EQ(seen(rt, b.id), "GPU-5d2e|GPU-5d2e");
+    EXPECT_EQ(create(rt, 3).rc, TR_ERESOURCES);
+    Placed none = create(rt, 0);
+    ASSERT_EQ(none.rc, 0);
+    EXPECT_EQ(seen(rt, none.id), "|") << "none, not the node's list";
 }
 
 /* No driver here: the node counts 0 GPUs (and logs why) instead of failing. */
-TEST(Gpus, NoDriverMeansNoGpus) {
-    tr_runtime *rt;
-    ASSERT_EQ(tr_init(test_config(), &rt), 0) << tr_last_error();
+TEST_F(Gpus, NoDriverMeansNoGpus) {
+    ASSERT_TRUE(start({}));
     if (status_field(rt, "gpus_total") > 0) {
         printf("skipped: this machine has GPUs\n");
-        tr_shutdown(rt);
         return;
     }
     EXPECT_EQ(create(rt, 1).rc, TR_ERESOURCES);
@@ -79,7 +114,6 @@ TEST(Gpus, NoDriverMeansNoGpus) {
     Placed none = create(rt, 0);
     ASSERT_EQ(none.rc, 0);
     EXPECT_EQ(seen(rt, none.id), "|(unset)") << "a node without GPUs leaves the variable alone";
-    tr_shutdown(rt);
 }
 
 } // namespace

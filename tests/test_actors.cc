@@ -137,10 +137,20 @@ int m_excl(tr_ctx *ctx, void *self, const void *args, size_t len) {
     return tr_ctx_reply(ctx, args, len);
 }
 
-/* "<tr_ctx_gpu_ids>|<CUDA_VISIBLE_DEVICES, or (unset)>": what GPUs the actor was given. */
+/* "<tr_ctx_gpu_ids>|<CUDA_VISIBLE_DEVICES, or (unset)>": what GPUs the actor was given;
+ * "!" after it if the process's environment holds the variable more than once. */
 int m_gpus(tr_ctx *ctx, void *, const void *, size_t) {
     const char *cuda = getenv("CUDA_VISIBLE_DEVICES");
     std::string out = std::string(tr_ctx_gpu_ids(ctx)) + "|" + (cuda ? cuda : "(unset)");
+    FILE *f = fopen("/proc/self/environ", "r");
+    std::string env;
+    for (int c; f && (c = fgetc(f)) != EOF;)
+        env.push_back((char)c);
+    if (f) fclose(f);
+    size_t seen = 0;
+    for (size_t at = 0; (at = env.find("CUDA_VISIBLE_DEVICES=", at)) != std::string::npos; at++)
+        seen += at == 0 || env[at - 1] == '\0';
+    if (seen > 1) out += "!";
     return tr_ctx_reply(ctx, out.data(), out.size());
 }
 

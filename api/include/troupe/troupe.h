@@ -132,8 +132,9 @@ TR_API void tr_config_destroy(tr_config *cfg);
 /* Sets one option from text (both strings are copied). Keys:
  *   "address"                  node socket path to connect to; unset = start an embedded node
  *   "num_cpus", "num_gpus"     node capacity (embedded or `troupe start`); default: the
- *                              machine's CPU count and the GPUs the CUDA driver shows the
- *                              node (0, with the reason logged, without a GPU or driver)
+ *                              machine's CPU count and the GPUs the NVIDIA driver lists
+ *                              (no more than the node's CUDA_VISIBLE_DEVICES names; 0,
+ *                              with the reason logged, without a GPU or driver)
  *   "resources"                custom node resources, "name=qty[,name=qty...]"
  *   "log_level"                error|warn|info|debug (overrides TROUPE_LOG_LEVEL)
  *   "max_message_bytes"        largest accepted frame (default 64 MiB)
@@ -268,7 +269,7 @@ typedef struct tr_actor_details {
     char node[256];       /* the address of the node it lives on */
     char reason[512];     /* why it last died; "" if it never did */
     char cpus[128];       /* the CPUs it is bound to ("0,1"); "" if it floats (cpu_binding) */
-    char gpus[128];       /* the GPUs it was given, as CUDA_VISIBLE_DEVICES names them */
+    char gpus[1024];      /* the GPUs it was given, as CUDA_VISIBLE_DEVICES names them */
 } tr_actor_details;
 
 #define TR_ACTOR_DETAILS_INIT                                                                      \
