@@ -128,7 +128,7 @@ static void drop_client(worker *w, client *c) {
     free(c);
 }
 
-static const tr_method_def *find_method(const tr_actor_class *cls, const char *m, size_t n) {
+const tr_method_def *tr__find_method(const tr_actor_class *cls, const char *m, size_t n) {
     for (size_t i = 0; i < cls->n_methods; i++) {
         const char *name = cls->methods[i].name;
         if (strlen(name) == n && memcmp(name, m, n) == 0) return &cls->methods[i];
@@ -227,7 +227,7 @@ static int run_call(worker *w, client *c, uint64_t seq, const char *body, size_t
                                     strlen(ctx->has_err ? ctx->err : tr_last_error()) + 1);
         return tr__result_frame(&c->out, seq, 0, ctx->result.data, ctx->result.len);
     }
-    const tr_method_def *def = find_method(w->cls, m, mlen);
+    const tr_method_def *def = tr__find_method(w->cls, m, mlen);
     if (!def) {
         char msg[400];
         int k = snprintf(msg, sizeof msg, "class '%s' has no method '%.*s'", w->cls->name,

@@ -37,6 +37,9 @@ typedef struct tr__worker_builtin {
     int (*fn)(const tr__worker_env *env, tr_ctx *ctx, const void *args, size_t len);
 } tr__worker_builtin;
 
+/* The class's method named m (n bytes), or NULL. */
+const tr_method_def *tr__find_method(const tr_actor_class *cls, const char *m, size_t n);
+
 /* Runs the worker until its node goes away or it is told to stop. Returns the process
  * exit status. rt is the worker's own runtime (for calls made inside methods); builtins
  * (n of them) are served beside the class's methods. */

@@ -121,22 +121,7 @@ int main(int argc, char **argv) {
     double p99 = bench_percentile(lat, (size_t)calls, 99);
 
     /* async: a window of calls in flight, then their results, repeated */
-    enum { WINDOW = 1000 };
-    static tr_ref refs[WINDOW];
-    int total = calls * 5;
-    double t0 = bench_now_us();
-    for (int done = 0; done < total; done += WINDOW) {
-        for (int i = 0; i < WINDOW; i++) {
-            int64_t v = done + i;
-            CHECK(tr_call(rt, a, "echo", &v, sizeof v, &refs[i]));
-        }
-        for (int i = 0; i < WINDOW; i++) {
-            CHECK(tr_get(rt, refs[i], 10000, NULL, NULL));
-            CHECK(tr_ref_release(rt, refs[i]));
-        }
-    }
-    double secs = (bench_now_us() - t0) / 1e6;
-    double per_s = (double)(total / WINDOW * WINDOW) / secs;
+    double per_s = bench_async_calls_per_s(rt, a, "echo", calls * 5);
 
     bench_report("raw_socket_rtt_us_p50", raw_p50, "us");
     bench_report("raw_socket_rtt_us_p99", raw_p99, "us");

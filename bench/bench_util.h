@@ -71,4 +71,24 @@ static inline void bench_report_spread(const char *name, double median, double l
     fflush(stdout);
 }
 
+/* Pipelined calls of an 8-byte `method` (an echo): windows of 1000 in flight, then their
+ * results; returns calls per second over `total` (rounded down to whole windows). */
+static inline double bench_async_calls_per_s(tr_runtime *rt, tr_actor_id a, const char *method,
+                                             int total) {
+    enum { WINDOW = 1000 };
+    static tr_ref refs[WINDOW];
+    double t0 = bench_now_us();
+    for (int done = 0; done + WINDOW <= total; done += WINDOW) {
+        for (int i = 0; i < WINDOW; i++) {
+            int64_t v = done + i;
+            CHECK(tr_call(rt, a, method, &v, sizeof v, &refs[i]));
+        }
+        for (int i = 0; i < WINDOW; i++) {
+            CHECK(tr_get(rt, refs[i], 10000, NULL, NULL));
+            CHECK(tr_ref_release(rt, refs[i]));
+        }
+    }
+    return (double)(total / WINDOW * WINDOW) / ((bench_now_us() - t0) / 1e6);
+}
+
 #endif

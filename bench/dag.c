@@ -111,23 +111,6 @@ static double classic_rtt_us(tr_runtime *rt, tr_actor_id a, int64_t v) {
     return bench_now_us() - t;
 }
 
-static double classic_async_per_s(tr_runtime *rt, tr_actor_id a, int total) {
-    enum { WINDOW = 1000 };
-    static tr_ref refs[WINDOW];
-    double t0 = bench_now_us();
-    for (int done = 0; done < total; done += WINDOW) {
-        for (int i = 0; i < WINDOW; i++) {
-            int64_t v = done + i;
-            CHECK(tr_call(rt, a, "echo", &v, sizeof v, &refs[i]));
-        }
-        for (int i = 0; i < WINDOW; i++) {
-            CHECK(tr_get(rt, refs[i], 10000, NULL, NULL));
-            CHECK(tr_ref_release(rt, refs[i]));
-        }
-    }
-    return (double)(total / WINDOW * WINDOW) / ((bench_now_us() - t0) / 1e6);
-}
-
 /* A graph: the input through `n` actors' echo, one after another. */
 static tr_dag *chain(tr_runtime *rt, const tr_actor_id *a, int n, uint64_t slot_bytes) {
     tr_dag *g;
@@ -233,7 +216,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < iters; i++)
         t[i] = classic_rtt_us(rt, a[0], i);
     double classic = bench_percentile(t, (size_t)iters, 50);
-    double classic_async = classic_async_per_s(rt, a[0], iters * 5);
+    double classic_async = bench_async_calls_per_s(rt, a[0], "echo", iters * 5);
 
     tr_dag *g1 = chain(rt, a, 1, 65536);
     int64_t v = 42;

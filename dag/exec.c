@@ -47,14 +47,6 @@ typedef struct loop {
     step steps[];
 } loop;
 
-static const tr_method_def *find_method(const tr_actor_class *cls, const char *m, size_t n) {
-    for (size_t i = 0; i < cls->n_methods; i++) {
-        const char *name = cls->methods[i].name;
-        if (strlen(name) == n && memcmp(name, m, n) == 0) return &cls->methods[i];
-    }
-    return NULL;
-}
-
 /* Reads the attach message into a new loop (its steps' methods found in the class). */
 static int parse(const tr__worker_env *env, tr_ctx *ctx, const tr__obj *root, loop **out) {
     const tr__obj *steps = tr__obj_get(root, "steps");
@@ -98,7 +90,7 @@ static int parse(const tr__worker_env *env, tr_ctx *ctx, const tr__obj *root, lo
             st->grank = (int)rank;
             st->dtype = (tr_dtype)dtype;
             st->op = (tr_redop)op;
-        } else if (!(st->def = find_method(env->cls, m, mlen))) {
+        } else if (!(st->def = tr__find_method(env->cls, m, mlen))) {
             free(l);
             tr_ctx_error(ctx, "class '%s' has no method '%.*s'", env->cls->name,
                          (int)(mlen > 200 ? 200 : mlen), m);
