@@ -219,9 +219,9 @@ static void spawn(tr__directory *d, actor *a) {
     tr__cores_format(a->cpus, a->n_cpus, env_cpus + 12, sizeof env_cpus - 12);
     /* its GPUs, and none but those (as Ray: an actor that asked for none sees none) */
     tr__gpus_format(&d->gpus, a->gpus, a->n_gpus, env_gpus + 12, sizeof env_gpus - 12);
-    tr__gpus_format(&d->gpus, a->gpus, a->n_gpus, env_cuda + 21, sizeof env_cuda - 21);
+    memcpy(env_cuda + 21, env_gpus + 12, strlen(env_gpus + 12) + 1);
     /* the worker binds itself to its cores first thing, before it has any thread */
-    const char *env[6] = {"TROUPE_ROLE=worker", env_node, env_actor};
+    const char *env[7] = {"TROUPE_ROLE=worker", env_node, env_actor}; /* 3 + 3 + NULL */
     int ne = 3;
     if (a->n_cpus) env[ne++] = env_cpus;
     if (d->gpus.n) env[ne++] = env_cuda;
@@ -321,9 +321,9 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
             }
         }
     }
-    tr__gpus all = d->gpus; /* every device free: can it ever be placed? */
-    memset(all.used, 0, sizeof all.used);
-    if (!tr__res_fits(&a->req, &d->total) || !tr__gpus_fit(&all, tr__res_get(&a->req, "GPU"))) {
+    double k = tr__res_get(&a->req, "GPU"); /* with every device free, would it fit? */
+    int gpus_ever = k <= 0 || (k < 1 ? d->gpus.n > 0 : k <= d->gpus.n);
+    if (!tr__res_fits(&a->req, &d->total) || !gpus_ever) {
         char want[512], have[512];
         tr__res_format(&a->req, want, sizeof want);
         tr__res_format(&d->total, have, sizeof have);

@@ -214,7 +214,8 @@ static int run_call(worker *w, client *c, uint64_t seq, const char *body, size_t
     const void *args, *refs, *inl;
     int rc = tr__call_parse(body, n, &m, &mlen, &args, &alen, &refs, &n_refs, &inl, &inl_len);
     if (rc) return rc;
-    for (size_t i = 0; i < w->n_builtins; i++) {
+    int builtin = mlen > 9 && memcmp(m, "__troupe_", 9) == 0; /* not on a method's path */
+    for (size_t i = 0; builtin && i < w->n_builtins; i++) {
         const tr__worker_builtin *b = &w->builtins[i];
         if (strlen(b->name) != mlen || memcmp(b->name, m, mlen) != 0) continue;
         tr_ctx *ctx = &w->ctx;

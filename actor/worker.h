@@ -30,7 +30,7 @@ typedef struct tr__worker_env {
     tr__objects *objects;
 } tr__worker_env;
 
-/* A method the worker itself serves, for any class (names start with "__troupe_"). It
+/* A method the worker itself serves, for any class (names must start with "__troupe_"). It
  * runs on the worker's loop without the method lock and replies through ctx. */
 typedef struct tr__worker_builtin {
     const char *name;

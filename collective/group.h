@@ -79,7 +79,7 @@ struct tr_group {
     void *impl;          /* backend state (gloo: its context) */
     int timeout_ms;      /* what TR_GROUP_TIMEOUT means for this group */
     int64_t spin_limit;  /* how long waits spin before sleeping (steps.c) */
-    int checks;          /* check that ranks agree before an op (tr_group_set_checks) */
+    int checks;          /* check that ranks agree on each op (tr_group_set_checks) */
     int pinned;          /* 1 + the one core this process is bound to, 0 if it floats */
     int cores_own;       /* shm: every rank is bound to a core no other rank has */
     int can_read_all;    /* shm: this process can read every peer's memory (single copy) */

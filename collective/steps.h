@@ -46,7 +46,8 @@ int tr__coll_wait_all(tr_group *g, uint32_t target, int64_t deadline);
 int tr__coll_wait_event(tr_group *g, tr__event *ev, uint32_t seen, int peer, int64_t target,
                         int64_t deadline);
 
-/* How long this group's waits spin before sleeping (0: core/wait's short spin). */
+/* How long this group's waits spin before sleeping (0: core/wait's short spin; negative:
+ * yield the core that long, where ranks share cores). */
 int64_t tr__coll_spin_limit(const tr_group *g);
 
 /* Publishes this rank's view of its next op (g->seq moves; before the op's first post). */

@@ -91,6 +91,5 @@ void tr__event_set(tr__event *ev, uint32_t seq) {
 
 void tr__event_signal(tr__event *ev) {
     __atomic_add_fetch(&ev->seq, 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&ev->sleepers, __ATOMIC_SEQ_CST))
-        syscall(SYS_futex, &ev->seq, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
+    tr__event_wake(ev);
 }

@@ -40,7 +40,7 @@ int tr__event_wait_spin(tr__event *ev, uint32_t seen, int64_t deadline, int64_t 
 /* The same, ending with TR_ECLOSED once *stop (may be NULL) is non-zero: whoever sets
  * it (a seq_cst store) then calls tr__event_wake on the events waited on. A wake-up that
  * races the waiter's going to sleep can be missed (seq did not move): the waiter then
- * sees the stop at its deadline, so wait in slices (dag/chan.c: 10 ms). */
+ * sees the stop at its deadline, so wait in slices (dag/chan.c: 100 ms). */
 int tr__event_wait_stop(tr__event *ev, uint32_t seen, int64_t deadline, int64_t spin_ns,
                         const uint32_t *stop);
 /* Bumps ev->seq and wakes every waiter. */

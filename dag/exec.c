@@ -127,14 +127,9 @@ static int open_at(tr__chan *c, tr__dag_hdr *h, uint64_t bytes, uint64_t off) {
     return tr__chan_open(c, (char *)h + off, (size_t)(bytes - off));
 }
 
-typedef struct watch {
-    tr__coll_hdr *coll;
-} watch;
-
-/* Waits end when the driver (rank 0) has gone. */
+/* Waits end when the driver (rank 0) has gone (arg: the segment's group header). */
 static int driver_gone(void *arg) {
-    watch *w = arg;
-    uint64_t dead = __atomic_load_n(&w->coll->dead, __ATOMIC_ACQUIRE);
+    uint64_t dead = __atomic_load_n(&((tr__coll_hdr *)arg)->dead, __ATOMIC_ACQUIRE);
     return dead & 1 ? tr__err(TR_EPEER_DIED, "the graph's driver went away") : 0;
 }
 
@@ -315,11 +310,10 @@ static void *run_loop(void *arg) {
         goto out;
     }
     tr__dag_hdr *h = (tr__dag_hdr *)((char *)seg->seg + tr__coll_hdr_bytes());
-    watch wt = {seg->seg};
-    tr__chan_wait w = {tr__deadline(l->timeout_ms), 0, &h->stop, driver_gone, &wt};
+    tr__chan_wait w = {tr__deadline(l->timeout_ms), 0, &h->stop, driver_gone, seg->seg};
     /* the driver lays the channels out once everyone has joined (or goes away) */
     while (!rc && tr__event_seq(&h->ready) == 0) {
-        if ((rc = driver_gone(&wt))) break;
+        if ((rc = driver_gone(seg->seg))) break;
         int64_t slice = tr__deadline(100);
         rc =
             tr__event_wait_stop(&h->ready, 0, slice < w.deadline ? slice : w.deadline, 0, &h->stop);

@@ -298,11 +298,8 @@ static int plan(tr_dag *g) {
     }
     for (tr_dag_node i = 1; i < g->n; i++) {
         node *n = &g->nodes[i];
-        for (size_t j = 0; j < n->n_inputs; j++) {
-            if (n->inputs[j] >= i)
-                return tr__err(TR_EINVAL, "tr_dag_compile: a cycle at node %u", i);
+        for (size_t j = 0; j < n->n_inputs; j++) /* (inputs are earlier nodes: bind) */
             n->in_reader[j] = g->nodes[n->inputs[j]].n_readers++;
-        }
     }
     for (size_t k = 0; k < g->n_outputs; k++)
         g->out_reader[k] = g->nodes[g->outputs[k]].n_readers++;
@@ -337,6 +334,14 @@ static int plan(tr_dag *g) {
         return tr__err(TR_EINVAL, "tr_dag_compile: %zu actors (at most %d)", g->n_actors,
                        TR__COLL_MAX_WORLD - 1);
     return 0;
+}
+
+/* The first node of the actor of rank `rank` (it names the actor in errors). */
+static tr_dag_node first_node_of(tr_dag *g, int rank) {
+    tr_dag_node i = 1;
+    while (i < g->n && g->nodes[i].rank != rank)
+        i++;
+    return i;
 }
 
 /* The attach message of the actor of rank `rank`. */
@@ -408,10 +413,7 @@ static int attach_all(tr_dag *g, int check) {
         if (r && !rc) {
             char what[300], why[600];
             snprintf(why, sizeof why, "%s", tr_last_error());
-            tr_dag_node first = 1;
-            while (first < g->n && g->nodes[first].rank != (int)a + 1)
-                first++;
-            name_node(g, first, what, sizeof what);
+            name_node(g, first_node_of(g, (int)a + 1), what, sizeof what);
             rc = tr__err(r, "tr_dag_compile: %s: %s", what, why);
         }
         tr_ref_release(g->rt, refs[a]);
@@ -437,10 +439,9 @@ static int compile(tr_dag *g, const tr_dag_options *opts) {
                        TR__CHAN_MAX_SLOTS);
     int rc = plan(g);
     if (rc) return rc;
-    for (tr_dag_node i = 1; i < g->n; i++) {
-        tr_actor_details d;
-        memset(&d, 0, sizeof d);
-        d.struct_size = sizeof d;
+    for (tr_dag_node i = 1; i < g->n; i++) { /* each actor once, at its first node */
+        if (i != first_node_of(g, g->nodes[i].rank)) continue;
+        tr_actor_details d = TR_ACTOR_DETAILS_INIT;
         int r = tr_actor_wait_ready(g->rt, g->nodes[i].actor, g->opts.attach_timeout_ms);
         if (!r) r = tr_actor_info(g->rt, g->nodes[i].actor, &d);
         if (r || d.state != TR_ACTOR_ALIVE) {
@@ -471,7 +472,6 @@ static int compile(tr_dag *g, const tr_dag_options *opts) {
         if (n->n_readers)
             rc = tr__chan_init(&n->ch, (char *)g->h + n->chan_off, (size_t)(g->bytes - n->chan_off),
                                g->opts.max_inflight, g->opts.slot_bytes, n->n_readers);
-        g->h->n_chans += n->n_readers != 0;
     }
     size_t win = 4 * (size_t)g->opts.max_inflight;
     g->objects = tr__runtime_objects(g->rt);
@@ -575,11 +575,11 @@ static int submit(tr_dag *g, const void *input, size_t len, const tr_ref *ref, u
         size_t slot = (size_t)(e % g->opts.max_inflight);
         input_slot_free(g, slot);
         tr_ref r;
-        int how = 0; /* 0: bytes in the slot; 2: an object, pinned by the graph */
+        int as_object = 0; /* the value goes as an object, pinned by the graph */
         if (ref) {
             r = *ref;
             rc = tr__objects_pin(g->objects, r, 0, NULL, NULL);
-            how = 2;
+            as_object = 1;
         } else if (len > cap) { /* larger than a slot: an object in the store, by ref */
             /* held by the graph as a pin, not as this process's hold, so that a hold taken
              * by tr_dag_get_ref is the caller's alone */
@@ -587,7 +587,7 @@ static int submit(tr_dag *g, const void *input, size_t len, const tr_ref *ref, u
                 rc = tr__objects_pin(g->objects, r, 0, NULL, NULL);
                 tr__objects_release(g->objects, r);
             }
-            how = 2;
+            as_object = 1;
         }
         if (rc) { /* the slot must move on: the execution carries the error */
             int k = snprintf(buf, cap, "%s: the input: %s", fn, tr_last_error());
@@ -595,10 +595,10 @@ static int submit(tr_dag *g, const void *input, size_t len, const tr_ref *ref, u
                                k < 0                 ? 0
                                : (size_t)k + 1 > cap ? cap
                                                      : (size_t)k + 1);
-        } else if (how) {
+        } else if (as_object) {
             memcpy(buf, r.b, sizeof r.b);
             g->in_refs[slot] = r;
-            g->in_ref_set[slot] = (unsigned char)how;
+            g->in_ref_set[slot] = 1;
             tr__chan_write_end(chan(g, 0), e, 0, TR__CHAN_REF, sizeof r.b);
         } else {
             if (len) memcpy(buf, input, len);

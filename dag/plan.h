@@ -9,11 +9,13 @@
  * wait for that, check every channel they use, and run. `stop` (seq_cst) ends every wait
  * of the graph: the teardown.
  *
- * Attach (TR__DAG_ATTACH, the worker's builtin; msgpack): {name, world, rank, bytes,
- * timeout_ms, steps: [[method, out, [[chan, reader], ...]], ...]}: the segment group to
- * join as `rank`, and this actor's steps in the order it runs them for each execution:
- * the method, the channel it writes (its offset), and the channels it reads with its
- * reader index there (the method's arguments, then its call refs).
+ * Attach (TR__DAG_ATTACH, the worker's builtin; msgpack): {[check: true,] name, world,
+ * rank, bytes, timeout_ms, spin_ns, steps: [[method, out, [[chan, reader], ...]
+ * [, [group, world, rank, dtype, op]]], ...]}: the segment group to join as `rank`, how
+ * its waits spin, and this actor's steps in the order it runs them for each execution:
+ * the method ("" for a collective node, whose fourth element names its shm group), the
+ * channel it writes (its offset), and the channels it reads with its reader index there
+ * (the method's arguments, then its call refs). With `check`, the steps are only checked.
  */
 #ifndef TR_DAG_PLAN_H
 #define TR_DAG_PLAN_H
@@ -30,7 +32,7 @@
 typedef struct tr__dag_hdr {
     uint64_t magic;
     uint32_t stop;
-    uint32_t n_chans;
+    uint32_t pad;
     tr__event ready;
 } __attribute__((aligned(64))) tr__dag_hdr;
 

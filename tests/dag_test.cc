@@ -65,9 +65,7 @@ class Dag : public ::testing::Test {
 
 /* Threads of an actor's worker process (a graph's loop is one while the graph lives). */
 int threads_of(tr_runtime *rt, tr_actor_id a) {
-    tr_actor_details d;
-    memset(&d, 0, sizeof d);
-    d.struct_size = sizeof d;
+    tr_actor_details d = TR_ACTOR_DETAILS_INIT;
     if (tr_actor_info(rt, a, &d) || d.pid <= 0) return -1;
     std::string path = "/proc/" + std::to_string(d.pid) + "/task";
     DIR *dir = opendir(path.c_str());

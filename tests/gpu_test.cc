@@ -17,9 +17,10 @@ struct Placed {
     tr_actor_id id;
 };
 
-Placed create(tr_runtime *rt, double gpus) {
+Placed create(tr_runtime *rt, double gpus, double cpus = 0) {
     tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
     o.num_gpus = gpus;
+    o.num_cpus = cpus;
     Placed p;
     p.rc = tr_actor_create(rt, "Counter", &o, "g", 1, &p.id);
     return p;
@@ -83,6 +84,15 @@ TEST_F(Gpus, ActorsGetWholeGpusOrSharesAndSeeOnlyThose) {
     ASSERT_EQ(h2.rc, 0);
     EXPECT_EQ(seen(rt, h1.id), "1|1");
     EXPECT_EQ(seen(rt, h2.id), "1|1") << "two halves share one device";
+    /* a core and a GPU: every variable the worker is given at once (TROUPE_CPUS,
+     * CUDA_VISIBLE_DEVICES, TROUPE_GPUS) */
+    ASSERT_EQ(tr_actor_kill(rt, c.id, 1), 0);
+    Placed both = create(rt, 1, 1);
+    ASSERT_EQ(both.rc, 0);
+    EXPECT_EQ(seen(rt, both.id), "0|0");
+    tr_actor_details d2 = TR_ACTOR_DETAILS_INIT;
+    ASSERT_EQ(tr_actor_info(rt, both.id, &d2), 0);
+    EXPECT_STREQ(d2.gpus, "0");
 }
 
 /* A node started with CUDA_VISIBLE_DEVICES of its own: no more devices than it names,

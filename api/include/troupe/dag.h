@@ -75,11 +75,11 @@ TR_API int tr_dag_output(tr_dag *g, const tr_dag_node *nodes, size_t n);
 /* The transport of node's output edges. Returns 0, TR_EINVAL, TR_ESTATE. */
 TR_API int tr_dag_set_transport(tr_dag *g, tr_dag_node node, tr_dag_transport t);
 
-/* Compiles the graph (opts may be NULL): checks it, has the node lay out its channels,
- * and starts each actor's loop. Refuses, naming the node: no outputs, a node whose value
- * reaches no output, more than 8 readers of one value, an actor that is not alive or has
- * no such method. A failed compile is final: destroy the graph. Returns 0, TR_EINVAL,
- * TR_ENOMETHOD, TR_EACTOR_DIED, TR_ETIMEDOUT, TR_ESTATE (compiled already, or failed),
+/* Compiles the graph (opts may be NULL): checks it, has the node make the graph's shared
+ * segment, lays the channels out in it, and starts each actor's loop. Refuses, naming the node: no
+ * outputs, a node whose value reaches no output, more than 8 readers of one value, an actor that is
+ * not alive or has no such method. A failed compile is final: destroy the graph. Returns 0,
+ * TR_EINVAL, TR_ENOMETHOD, TR_EACTOR_DIED, TR_ETIMEDOUT, TR_ESTATE (compiled already, or failed),
  * TR_ECONNECT, TR_EPROTO (an actor refused its part), TR_ENOMEM. */
 TR_API int tr_dag_compile(tr_dag *g, const tr_dag_options *opts);
 
