@@ -8,7 +8,8 @@
  * Metrics: raw_shm_rtt_us_p50, classic_rtt_us_p50, classic_async_calls_per_s,
  * dag_echo_rtt_us_p50 (driver -> actor -> driver, 8 bytes), dag_execs_per_s_1actor and
  * dag_execs_per_s_chain4 (pipelined: max_inflight executions in flight), memcpy_1MiB_us_p50,
- * dag_echo_1MiB_us_p50, dag_idle_cpu_ms_per_s (CPU time of the graph's processes, driver
+ * dag_echo_1MiB_us_p50 beside raw_shm_1MiB_echo_us_p50 (the same two copies by hand between
+ * two processes, interleaved), dag_idle_cpu_ms_per_s (CPU time of the graph's processes, driver
  * included, over a second in which the compiled graph sits idle), dag_allreduce_us_p50_4r_1MiB
  * (input -> 4 actors each make 1 MiB of float32 -> a collective node allreduces them ->
  * the 4 sums back) beside classic_allreduce_us_p50_4r_1MiB (the same fill and
@@ -68,21 +69,29 @@ static const tr_method_def methods[] = {{"echo", echo}, {"fill", fill}, {"fill_a
 
 /* The raw baseline: ping and pong words in a shared page, a forked echo process, kept
  * for the run so that its blocks interleave with the graph's (this host's cross-core
- * latency moves between runs and within them). */
+ * latency moves between runs and within them). In its 1 MiB mode the echo process also
+ * copies buffer A into buffer B (both shared) before it answers: what a graph's 1 MiB
+ * echo does, by hand. */
+#define RAW_MAP (4096 + 2 * (1u << 20))
 static tr__event *raw_ev;
+static char *raw_a, *raw_b;
 static pid_t raw_kid;
 static uint32_t raw_n;
 static int64_t raw_spin;
 
 static void raw_start(int64_t spin) {
-    raw_ev = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    raw_ev = mmap(NULL, RAW_MAP, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (raw_ev == MAP_FAILED) exit(1);
+    raw_a = (char *)raw_ev + 4096;
+    raw_b = raw_a + (1u << 20);
+    memset(raw_a, 0, 2u << 20); /* faulted once, as a graph's segment is */
     raw_spin = spin;
     raw_kid = fork(); /* no threads yet: fork is safe here */
     if (raw_kid == 0) {
         for (uint32_t i = 0;; i++) { /* until the parent stops it (ping[1] set) */
             if (tr__event_wait_spin(&raw_ev[0], i, tr__deadline(60000), spin)) _exit(1);
             if (__atomic_load_n(&raw_ev[16].seq, __ATOMIC_ACQUIRE)) _exit(0);
+            if (__atomic_load_n(&raw_ev[24].seq, __ATOMIC_ACQUIRE)) memcpy(raw_b, raw_a, 1u << 20);
             tr__event_signal(&raw_ev[8]);
         }
     }
@@ -95,11 +104,21 @@ static double raw_rtt_us(void) {
     return bench_now_us() - t0;
 }
 
+/* 1 MiB by hand: copied into A here, from A to B by the echo process. */
+static double raw_1mib_us(const char *src) {
+    __atomic_store_n(&raw_ev[24].seq, 1, __ATOMIC_RELEASE);
+    double t0 = bench_now_us();
+    memcpy(raw_a, src, 1u << 20);
+    tr__event_signal(&raw_ev[0]);
+    if (tr__event_wait_spin(&raw_ev[8], raw_n++, tr__deadline(10000), raw_spin)) exit(1);
+    return bench_now_us() - t0;
+}
+
 static void raw_stop(void) {
     __atomic_store_n(&raw_ev[16].seq, 1, __ATOMIC_RELEASE);
     tr__event_signal(&raw_ev[0]);
     waitpid(raw_kid, NULL, 0);
-    munmap(raw_ev, 4096);
+    munmap(raw_ev, RAW_MAP);
 }
 
 static double classic_rtt_us(tr_runtime *rt, tr_actor_id a, int64_t v) {
@@ -231,7 +250,6 @@ int main(int argc, char **argv) {
         for (int i = 0; i < n; i++)
             t[base + i] = dag_rtt_us(g1, &v, sizeof v);
     }
-    raw_stop();
     double raw = bench_percentile(rt_raw, (size_t)iters, 50);
     double dag_rtt = bench_percentile(t, (size_t)iters, 50);
     free(rt_raw);
@@ -267,11 +285,20 @@ int main(int argc, char **argv) {
     }
     double copy = bench_percentile(t, (size_t)big_iters, 50);
     tr_dag *gb = chain(rt, a, 1, mib);
+    double *tr_big = malloc(sizeof(double) * (size_t)big_iters);
     for (int i = 0; i < 20; i++)
-        dag_rtt_us(gb, src, mib);
-    for (int i = 0; i < big_iters; i++)
-        t[i] = dag_rtt_us(gb, src, mib);
+        dag_rtt_us(gb, src, mib), raw_1mib_us(src);
+    for (int base = 0; base < big_iters; base += 50) { /* interleaved, block by block */
+        int n = big_iters - base < 50 ? big_iters - base : 50;
+        for (int i = 0; i < n; i++)
+            tr_big[base + i] = raw_1mib_us(src);
+        for (int i = 0; i < n; i++)
+            t[base + i] = dag_rtt_us(gb, src, mib);
+    }
+    raw_stop();
     double big = bench_percentile(t, (size_t)big_iters, 50);
+    double raw_big = bench_percentile(tr_big, (size_t)big_iters, 50);
+    free(tr_big);
     CHECK(tr_dag_destroy(gb));
 
     /* a collective node over the 4 actors' 1 MiB outputs, beside tr_allreduce in them */
@@ -337,6 +364,8 @@ int main(int argc, char **argv) {
     bench_report("memcpy_1MiB_us_p50", copy, "us");
     bench_report("dag_echo_1MiB_us_p50", big, "us");
     bench_report("dag_echo_1MiB_over_memcpy", big / copy, "x");
+    bench_report("raw_shm_1MiB_echo_us_p50", raw_big, "us");
+    bench_report("dag_echo_1MiB_over_raw_shm", big / raw_big, "x");
     bench_report("dag_idle_cpu_ms_per_s", idle_ms, "ms/s");
     bench_report("dag_allreduce_us_p50_4r_1MiB", ar_dag, "us");
     bench_report("classic_allreduce_us_p50_4r_1MiB", ar_classic, "us");

@@ -606,7 +606,7 @@ static int submit(tr_dag *g, const void *input, size_t len, const tr_ref *ref, u
         }
     }
     __atomic_store_n(&g->next_exec, e + 1, __ATOMIC_RELEASE);
-    tr__event_signal(&g->submitted); /* a syscall only if the watcher sleeps */
+    if (g->watching) tr__event_signal(&g->submitted); /* (a syscall only if it sleeps) */
     *exec = e;
     return 0;
 }
