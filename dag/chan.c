@@ -85,8 +85,7 @@ static tr__event *consumed_of(tr__chan *c, uint32_t r) {
     return &((tr__chan_reader *)(c->base + sizeof(tr__chan_hdr)) + r)->consumed;
 }
 
-/* Until ev has reached `target` (wrapping counts: compared as a difference). */
-static int wait_until(tr__event *ev, uint32_t target, const tr__chan_wait *w) {
+int tr__chan_wait_event(tr__event *ev, uint32_t target, const tr__chan_wait *w) {
     int64_t spin = w->spin_ns; /* once: an idle graph's waits sleep, slice after slice */
     for (;;) {
         uint32_t cur = tr__event_seq(ev);
@@ -115,7 +114,7 @@ int tr__chan_write_begin(tr__chan *c, uint64_t v, void **buf, size_t *cap, const
             uint32_t low = 0;
             for (uint32_t r = 0; r < c->readers; r++) {
                 tr__event *ev = consumed_of(c, r);
-                int rc = wait_until(ev, need, w);
+                int rc = tr__chan_wait_event(ev, need, w);
                 if (rc) return rc;
                 uint32_t got = tr__event_seq(ev);
                 if (r == 0 || (int32_t)(got - low) < 0) low = got;
@@ -144,7 +143,7 @@ int tr__chan_ready(tr__chan *c, uint64_t v) {
 int tr__chan_read(tr__chan *c, uint64_t v, const tr__chan_wait *w, const void **data, size_t *len,
                   int32_t *code, uint32_t *flags) {
     tr__chan_slot *s = slot_of(c, v);
-    int rc = wait_until(&s->seq, (uint32_t)(v / c->slots + 1), w);
+    int rc = tr__chan_wait_event(&s->seq, (uint32_t)(v / c->slots + 1), w);
     if (rc) return rc;
     /* one read of each field a peer wrote, then checked: never trusted twice */
     uint64_t n = __atomic_load_n(&s->len, __ATOMIC_RELAXED);

@@ -101,6 +101,10 @@ int tr__chan_ready(tr__chan *c, uint64_t v);
 /* Reader `reader` is done with every value up to v (values are let go of in order). */
 void tr__chan_release(tr__chan *c, uint64_t v, uint32_t reader);
 
+/* The channels' wait, for any event word of the graph: until ev reaches `target`
+ * (wrapping counts, compared as a difference), ending as the channels' waits do. */
+int tr__chan_wait_event(tr__event *ev, uint32_t target, const tr__chan_wait *w);
+
 /* Wakes every waiter on the channel without moving anything (after setting a stop word). */
 void tr__chan_wake_all(tr__chan *c);
 

@@ -312,13 +312,7 @@ static void *run_loop(void *arg) {
     tr__dag_hdr *h = (tr__dag_hdr *)((char *)seg->seg + tr__coll_hdr_bytes());
     tr__chan_wait w = {tr__deadline(l->timeout_ms), 0, &h->stop, driver_gone, seg->seg};
     /* the driver lays the channels out once everyone has joined (or goes away) */
-    while (!rc && tr__event_seq(&h->ready) == 0) {
-        if ((rc = driver_gone(seg->seg))) break;
-        int64_t slice = tr__deadline(100);
-        rc =
-            tr__event_wait_stop(&h->ready, 0, slice < w.deadline ? slice : w.deadline, 0, &h->stop);
-        if (rc == TR_ETIMEDOUT && tr__now_ns() < w.deadline) rc = 0;
-    }
+    rc = tr__chan_wait_event(&h->ready, 1, &w);
     if (!rc && __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != TR__DAG_MAGIC)
         rc = tr__err(TR_EPROTO, "no graph header");
     for (size_t i = 0; !rc && i < l->n_steps; i++) {
