@@ -24,6 +24,12 @@ struct tr_ctx {
     void *direct;
     size_t direct_cap, direct_len;
     int direct_used;
+    /* a compiled graph's step (dag/exec.c): tr_ctx_reply_device leaves its device value
+     * here for the step to send on */
+    int in_graph;
+    const void *dev_ptr;
+    size_t dev_len;
+    int dev_used;
 };
 
 #endif

@@ -42,6 +42,7 @@ TR_API int tr_ctx_reply(tr_ctx *ctx, const void *data, size_t len) {
     if (!ctx || (!data && len)) return tr__err(TR_EINVAL, "tr_ctx_reply: NULL argument");
     tr__buf_reset(&ctx->result);
     ctx->direct_used = 0;
+    ctx->dev_used = 0;                           /* (replaces a tr_ctx_reply_device too) */
     if (ctx->direct && len <= ctx->direct_cap) { /* one copy, straight into place */
         if (len) memcpy(ctx->direct, data, len);
         ctx->direct_len = len;

@@ -20,6 +20,9 @@
 #include <time.h>
 #include <unistd.h>
 #include <uv.h>
+#ifdef TR_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
 
 #include "actor/directory.h"
 #include "collective/registry.h"
@@ -161,7 +164,8 @@ static void on_signal(uv_signal_t *s, int sig) {
 
 /* The GPUs the NVIDIA driver lists (/proc/driver/nvidia/gpus): read without loading
  * or initialising CUDA in the node (whose workers it spawns), so a build without CUDA and
- * a machine without a GPU or driver both say 0, with the reason, never a crash. */
+ * a machine without a GPU or driver both say 0, with the reason, never a crash. The CUDA
+ * build also asks the driver its version (cudaDriverGetVersion: no context is made). */
 static int detect_gpus(char *why, size_t cap) {
     DIR *d = opendir("/proc/driver/nvidia/gpus");
     if (!d) {
@@ -173,6 +177,18 @@ static int detect_gpus(char *why, size_t cap) {
         n += e->d_name[0] != '.';
     closedir(d);
     if (!n) snprintf(why, cap, "the NVIDIA driver lists no GPU");
+#ifdef TR_WITH_CUDA
+    /* a driver too old for the runtime this troupe was built with: no GPU works */
+    int drv = 0;
+    if (n && (cudaDriverGetVersion(&drv) != cudaSuccess || drv < CUDART_VERSION)) {
+        cudaGetLastError();
+        snprintf(why, cap,
+                 "%d GPU(s), but the NVIDIA driver supports CUDA %d.%d and this troupe's "
+                 "runtime needs %d.%d",
+                 n, drv / 1000, drv % 1000 / 10, CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
+        n = 0;
+    }
+#endif
     return n;
 }
 

@@ -465,6 +465,13 @@ TR_API int tr_group_init(tr_runtime *rt, int world, int rank, const char *backen
                           out);
 }
 
+TR_API int tr_group_init_multigpu(tr_runtime *rt, int world, int rank, const int *devices, int ndev,
+                                  const char *name, int timeout_ms, tr_group **out) {
+    CHECK_RT(rt, "tr_group_init_multigpu");
+    return tr__group_init_devs(rt->address, rt->cfg->max_msg, world, rank, devices, ndev, name,
+                               timeout_ms, out);
+}
+
 TR_API int tr_group_is_initialized(tr_runtime *rt, const char *name) {
     return rt ? tr__group_is_initialized(rt->address, name) : 0;
 }

@@ -16,12 +16,27 @@
 #include "core/clock.h"
 #include "core/codec.h"
 #include "core/status.h"
+#ifdef TR_WITH_CUDA
+#include "collective/nccl/nccl.h"
+#define BACKENDS "shm, gloo, nccl"
+#else
+#define BACKENDS "shm, gloo; nccl needs the CUDA build, --config=cuda"
+#endif
 
 static const tr__coll_backend_v1 *find_backend(const char *name) {
     if (strcmp(name, tr__coll_shm_v1.name) == 0) return &tr__coll_shm_v1;
     if (strcmp(name, tr__coll_gloo_v1.name) == 0) return &tr__coll_gloo_v1;
+#ifdef TR_WITH_CUDA
+    if (strcmp(name, tr__coll_nccl_v1.name) == 0) return &tr__coll_nccl_v1;
+#endif
     return NULL;
 }
+
+#ifdef TR_WITH_CUDA
+static int is_nccl(const tr_group *g) {
+    return g->be == &tr__coll_nccl_v1;
+}
+#endif
 
 /* This process's live groups, for tr_group_is_initialized. */
 static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -60,8 +75,8 @@ int tr__group_is_initialized(const char *node_path, const char *name) {
 }
 
 static int join(const char *node_path, size_t max_msg, int world, int rank,
-                const tr__coll_backend_v1 *be, const char *name, uint64_t extra, int timeout_ms,
-                tr_group **out);
+                const tr__coll_backend_v1 *be, const char *name, uint64_t extra, const int *devs,
+                int ndev, int timeout_ms, tr_group **out);
 
 int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, const char *backend,
                    const char *name, int timeout_ms, tr_group **out) {
@@ -77,9 +92,34 @@ int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, c
     if (!be)
         return tr__err(TR_EINVAL,
                        "tr_group_init: backend '%s' is not built into this "
-                       "troupe (available: shm, gloo)",
+                       "troupe (available: " BACKENDS ")",
                        backend);
-    return join(node_path, max_msg, world, rank, be, name, 0, timeout_ms, out);
+    return join(node_path, max_msg, world, rank, be, name, 0, NULL, 0, timeout_ms, out);
+}
+
+int tr__group_init_devs(const char *node_path, size_t max_msg, int world, int rank, const int *devs,
+                        int ndev, const char *name, int timeout_ms, tr_group **out) {
+    if (!out) return tr__err(TR_EINVAL, "tr_group_init_multigpu: out is NULL");
+    *out = NULL;
+#ifdef TR_WITH_CUDA
+    if (!name || !tr__coll_name_ok(name, strlen(name)) || world < 1 ||
+        world * ndev > TR__COLL_MAX_WORLD * TR__NCCL_MAX_DEV || world > TR__COLL_MAX_WORLD ||
+        rank < 0 || rank >= world || !devs || ndev < 1 || ndev > TR__NCCL_MAX_DEV)
+        return tr__err(TR_EINVAL,
+                       "tr_group_init_multigpu: bad name, world, rank or devices (1..%d)",
+                       TR__NCCL_MAX_DEV);
+    for (int i = 0; i < ndev; i++)
+        for (int j = 0; j < i; j++)
+            if (devs[i] == devs[j])
+                return tr__err(TR_EINVAL, "tr_group_init_multigpu: device %d twice", devs[i]);
+    return join(node_path, max_msg, world, rank, &tr__coll_nccl_v1, name, 0, devs, ndev, timeout_ms,
+                out);
+#else
+    (void)node_path, (void)max_msg, (void)world, (void)rank, (void)devs, (void)ndev, (void)name,
+        (void)timeout_ms;
+    return tr__err(TR_EINVAL, "tr_group_init_multigpu: this troupe was built without CUDA "
+                              "(build with --config=cuda)");
+#endif
 }
 
 /* No ops: a segment, its members and their dead mask (steps.h). */
@@ -92,7 +132,8 @@ int tr__group_join_segment(const char *node_path, size_t max_msg, int world, int
     if (!name || !tr__coll_name_ok(name, strlen(name)) || world < 1 || world > TR__COLL_MAX_WORLD ||
         rank < 0 || rank >= world || extra > TR__COLL_MAX_EXTRA)
         return tr__err(TR_EINVAL, "segment join: bad name, world, rank or size");
-    return join(node_path, max_msg, world, rank, &segment_only, name, extra, timeout_ms, out);
+    return join(node_path, max_msg, world, rank, &segment_only, name, extra, NULL, 0, timeout_ms,
+                out);
 }
 
 int tr__group_cancel_segment(const char *node_path, size_t max_msg, const char *name) {
@@ -110,8 +151,8 @@ int tr__group_cancel_segment(const char *node_path, size_t max_msg, const char *
 }
 
 static int join(const char *node_path, size_t max_msg, int world, int rank,
-                const tr__coll_backend_v1 *be, const char *name, uint64_t extra, int timeout_ms,
-                tr_group **out) {
+                const tr__coll_backend_v1 *be, const char *name, uint64_t extra, const int *devs,
+                int ndev, int timeout_ms, tr_group **out) {
     const char *backend = be->name;
     /* One deadline for the whole join: the node's rendezvous and the backend's own set-up
      * share it, so a join never waits longer than its timeout. */
@@ -131,6 +172,9 @@ static int join(const char *node_path, size_t max_msg, int world, int rank,
     g->spin_limit = tr__coll_spin_limit(g);
     g->checks = 1;
     g->single_copy = -1;
+    g->ndev = ndev;
+    for (int i = 0; i < ndev; i++)
+        g->devs[i] = devs[i];
     snprintf(g->node_path, sizeof g->node_path, "%s", node_path);
     snprintf(g->name, sizeof g->name, "%s", name);
     tr__buf b = TR__BUF_INIT;
@@ -184,6 +228,10 @@ static int join(const char *node_path, size_t max_msg, int world, int rank,
     }
     if (fd >= 0) close(fd);
     if (!rc && be->init) rc = be->init(g, deadline);
+#ifdef TR_WITH_CUDA
+    /* Asked once per process (0 where there is no GPU: no pointer is ever looked at). */
+    g->gpu_bufs = !rc && (be == &tr__coll_shm_v1 || be == &tr__coll_gloo_v1) && tr__gpu_present();
+#endif
     if (rc) {
         tr__group_destroy(g);
         return rc;
@@ -197,6 +245,9 @@ void tr__group_destroy(tr_group *g) {
     if (!g) return;
     live_remove(g);
     if (g->impl && g->be->fini) g->be->fini(g);
+#ifdef TR_WITH_CUDA
+    tr__gpu_stage_free(g);
+#endif
     if (g->seg) {
         tr__buf b = TR__BUF_INIT;
         tr__enc_map(&b, 2);
@@ -275,10 +326,39 @@ TR_API int tr_group_size(const tr_group *g) {
     return g ? g->world : TR_EINVAL;
 }
 
+/* An op's arguments to its backend's entry. */
+static int dispatch(tr_group *g, const tr__coll_args *a, int64_t deadline) {
+    switch (a->kind) {
+    case TR__COLL_BARRIER:
+        return g->be->barrier(g, deadline);
+    case TR__COLL_ALLREDUCE:
+        return g->be->allreduce(g, a->send, a->recv, a->count, a->dtype, a->op, deadline);
+    case TR__COLL_BROADCAST:
+        return g->be->broadcast(g, a->recv, a->count, a->dtype, a->root, deadline);
+    case TR__COLL_SEND:
+        return g->be->send(g, a->send, a->count, a->dtype, a->root, deadline);
+    case TR__COLL_RECV:
+        return g->be->recv(g, a->recv, a->count, a->dtype, a->root, deadline);
+    default:
+        return g->be->data_op(g, a, deadline);
+    }
+}
+
+/* Every checked op runs here, and ends: device buffers on a CPU backend go through pinned
+ * host memory (the CUDA build, where this process sees a GPU). */
+static int run_op(tr_group *g, const tr__coll_args *a, int timeout_ms) {
+    int64_t deadline = tr__deadline(timeout_ms);
+#ifdef TR_WITH_CUDA
+    if (g->gpu_bufs) return finish(g, tr__gpu_staged(g, a, deadline, dispatch));
+#endif
+    return finish(g, dispatch(g, a, deadline));
+}
+
 TR_API int tr_barrier(tr_group *g, int timeout_ms) {
     int rc = begin(g, &timeout_ms);
     if (rc) return rc;
-    return finish(g, g->be->barrier(g, tr__deadline(timeout_ms)));
+    tr__coll_args a = {TR__COLL_BARRIER, NULL, NULL, 0, TR_UINT8, TR_SUM, -1};
+    return run_op(g, &a, timeout_ms);
 }
 
 TR_API int tr_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
@@ -287,7 +367,8 @@ TR_API int tr_allreduce(tr_group *g, const void *send, void *recv, size_t count,
     if (rc) return rc;
     if (!fits(count, dtype, 1) || (unsigned)op > TR_AVG || (count && (!send || !recv)))
         return tr__err(TR_EINVAL, "tr_allreduce: bad dtype, count, op or buffer");
-    return finish(g, g->be->allreduce(g, send, recv, count, dtype, op, tr__deadline(timeout_ms)));
+    tr__coll_args a = {TR__COLL_ALLREDUCE, send, recv, count, dtype, op, -1};
+    return run_op(g, &a, timeout_ms);
 }
 
 TR_API int tr_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, int root,
@@ -296,7 +377,8 @@ TR_API int tr_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, in
     if (rc) return rc;
     if (!fits(count, dtype, 1) || (count && !buf) || root < 0 || root >= g->world)
         return tr__err(TR_EINVAL, "tr_broadcast: bad dtype, count, buffer or root");
-    return finish(g, g->be->broadcast(g, buf, count, dtype, root, tr__deadline(timeout_ms)));
+    tr__coll_args a = {TR__COLL_BROADCAST, buf, buf, count, dtype, TR_SUM, root};
+    return run_op(g, &a, timeout_ms);
 }
 
 static int data_op(tr_group *g, tr__coll_args *a, int timeout_ms, const char *fn) {
@@ -314,7 +396,7 @@ static int data_op(tr_group *g, tr__coll_args *a, int timeout_ms, const char *fn
         return tr__err(TR_EINVAL, "%s: bad dtype, count, op, root or buffer", fn);
     if (!rooted) a->root = -1;
     if (!g->be->data_op) return tr__err(TR_EINVAL, "%s: not in backend %s", fn, g->be->name);
-    return finish(g, g->be->data_op(g, a, tr__deadline(timeout_ms)));
+    return run_op(g, a, timeout_ms);
 }
 
 TR_API int tr_reduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
@@ -359,7 +441,8 @@ TR_API int tr_send(tr_group *g, const void *buf, size_t count, tr_dtype dtype, i
     if (rc) return rc;
     if (!fits(count, dtype, 1) || (count && !buf) || dst < 0 || dst >= g->world || dst == g->rank)
         return tr__err(TR_EINVAL, "tr_send: bad dtype, buffer or destination");
-    return finish(g, g->be->send(g, buf, count, dtype, dst, tr__deadline(timeout_ms)));
+    tr__coll_args a = {TR__COLL_SEND, buf, NULL, count, dtype, TR_SUM, dst};
+    return run_op(g, &a, timeout_ms);
 }
 
 TR_API int tr_recv(tr_group *g, void *buf, size_t count, tr_dtype dtype, int src, int timeout_ms) {
@@ -367,5 +450,104 @@ TR_API int tr_recv(tr_group *g, void *buf, size_t count, tr_dtype dtype, int src
     if (rc) return rc;
     if (!fits(count, dtype, 1) || (count && !buf) || src < 0 || src >= g->world || src == g->rank)
         return tr__err(TR_EINVAL, "tr_recv: bad dtype, buffer or source");
-    return finish(g, g->be->recv(g, buf, count, dtype, src, tr__deadline(timeout_ms)));
+    tr__coll_args a = {TR__COLL_RECV, NULL, buf, count, dtype, TR_SUM, src};
+    return run_op(g, &a, timeout_ms);
+}
+
+/* ------------------------------------------------------------------ the CUDA build's forms */
+
+#ifdef TR_WITH_CUDA
+/* Checks a _multigpu op's arrays (n = the group's devices): each entry non-NULL where the
+ * op uses it (need: 1 every device, 2 the root device only, 0 never). */
+static int arrays_ok(const void *const *v, int n, int need, int root_dev) {
+    if (need == 0) return 1;
+    if (!v) return 0;
+    for (int i = 0; i < n; i++)
+        if (!v[i] && (need == 1 || i == root_dev)) return 0;
+    return 1;
+}
+
+static int multi(tr_group *g, int kind, const void *const *send, void *const *recv, size_t count,
+                 tr_dtype dtype, tr_redop op, int root_rank, int root_gpu, int timeout_ms,
+                 const char *fn) {
+    int rc = begin(g, &timeout_ms);
+    if (rc) return rc;
+    if (!is_nccl(g)) return tr__err(TR_EINVAL, "%s: group '%s' is not an nccl group", fn, g->name);
+    int n = g->ndev ? g->ndev : 1, rooted = root_rank >= 0;
+    int root_here = rooted && root_rank == g->rank;
+    size_t mult = (size_t)g->world * (size_t)n;
+    int need_recv = kind == TR__COLL_REDUCE ? (root_here ? 2 : 0) : 1;
+    if (!fits(count, dtype, mult) || (unsigned)op > TR_AVG ||
+        (rooted && (root_rank >= g->world || root_gpu < 0 || root_gpu >= n)) ||
+        (count && (!arrays_ok(send, n, 1, -1) ||
+                   !arrays_ok((const void *const *)recv, n, need_recv, root_gpu))))
+        return tr__err(TR_EINVAL, "%s: bad dtype, count, op, root or buffers (%d per process)", fn,
+                       n);
+    int root = rooted ? root_rank * n + root_gpu : -1;
+    return finish(
+        g, tr__nccl_multi(g, kind, send, recv, count, dtype, op, root, tr__deadline(timeout_ms)));
+}
+#else
+static int multi(tr_group *g, int kind, const void *const *send, void *const *recv, size_t count,
+                 tr_dtype dtype, tr_redop op, int root_rank, int root_gpu, int timeout_ms,
+                 const char *fn) {
+    (void)g, (void)kind, (void)send, (void)recv, (void)count, (void)dtype, (void)op,
+        (void)root_rank, (void)root_gpu, (void)timeout_ms;
+    return tr__err(TR_EINVAL, "%s: this troupe was built without CUDA (--config=cuda)", fn);
+}
+#endif
+
+TR_API int tr_allreduce_multigpu(tr_group *g, const void *const *send, void *const *recv,
+                                 size_t count, tr_dtype dtype, tr_redop op, int timeout_ms) {
+    return multi(g, TR__COLL_ALLREDUCE, send, recv, count, dtype, op, -1, 0, timeout_ms,
+                 "tr_allreduce_multigpu");
+}
+
+TR_API int tr_broadcast_multigpu(tr_group *g, void *const *bufs, size_t count, tr_dtype dtype,
+                                 int root_rank, int root_gpu, int timeout_ms) {
+    if (root_rank < 0) return tr__err(TR_EINVAL, "tr_broadcast_multigpu: root rank %d", root_rank);
+    return multi(g, TR__COLL_BROADCAST, (const void *const *)bufs, bufs, count, dtype, TR_SUM,
+                 root_rank, root_gpu, timeout_ms, "tr_broadcast_multigpu");
+}
+
+TR_API int tr_reduce_multigpu(tr_group *g, const void *const *send, void *const *recv, size_t count,
+                              tr_dtype dtype, tr_redop op, int root_rank, int root_gpu,
+                              int timeout_ms) {
+    if (root_rank < 0) return tr__err(TR_EINVAL, "tr_reduce_multigpu: root rank %d", root_rank);
+    return multi(g, TR__COLL_REDUCE, send, recv, count, dtype, op, root_rank, root_gpu, timeout_ms,
+                 "tr_reduce_multigpu");
+}
+
+TR_API int tr_allgather_multigpu(tr_group *g, const void *const *send, void *const *recv,
+                                 size_t count, tr_dtype dtype, int timeout_ms) {
+    return multi(g, TR__COLL_ALLGATHER, send, recv, count, dtype, TR_SUM, -1, 0, timeout_ms,
+                 "tr_allgather_multigpu");
+}
+
+TR_API int tr_reduce_scatter_multigpu(tr_group *g, const void *const *send, void *const *recv,
+                                      size_t count, tr_dtype dtype, tr_redop op, int timeout_ms) {
+    return multi(g, TR__COLL_REDUCE_SCATTER, send, recv, count, dtype, op, -1, 0, timeout_ms,
+                 "tr_reduce_scatter_multigpu");
+}
+
+TR_API int tr_group_set_stream(tr_group *g, void *stream) {
+    if (!g) return tr__err(TR_EINVAL, "tr_group_set_stream: NULL group");
+#ifdef TR_WITH_CUDA
+    if (is_nccl(g) && g->impl) return tr__nccl_set_stream(g, stream);
+#else
+    (void)stream;
+#endif
+    return tr__err(TR_EINVAL, "tr_group_set_stream: group '%s' is not an nccl group", g->name);
+}
+
+TR_API int tr_group_synchronize(tr_group *g, int timeout_ms) {
+    int rc = begin(g, &timeout_ms);
+    if (rc) return rc;
+#ifdef TR_WITH_CUDA
+    if (is_nccl(g) && g->impl) { /* its own timeout leaves the ops running, the group usable */
+        rc = tr__nccl_synchronize(g, tr__deadline(timeout_ms));
+        return rc == TR_ETIMEDOUT ? rc : finish(g, rc);
+    }
+#endif
+    return 0; /* the CPU backends' ops have finished when they return */
 }

@@ -27,6 +27,8 @@ enum {
     TR__COLL_SCATTER = 7,
     TR__COLL_REDUCE_SCATTER = 8,
     TR__COLL_ALLTOALL = 9,
+    TR__COLL_SEND = 10, /* point to point: root is the peer */
+    TR__COLL_RECV = 11,
 };
 
 /* The shape of a data op, as the op API hands it to a backend: `count` elements per rank
@@ -63,6 +65,8 @@ typedef struct tr__coll_backend_v1 {
 } tr__coll_backend_v1;
 
 extern const tr__coll_backend_v1 tr__coll_shm_v1;
+/* (tr__coll_nccl_v1: collective/nccl/nccl.h, in the CUDA build) */
+#define TR__NCCL_MAX_DEV 16
 extern const tr__coll_backend_v1 tr__coll_gloo_v1;
 
 struct tr_group {
@@ -88,6 +92,12 @@ struct tr_group {
     int single_pays;     /* shm: this machine's process_vm_readv runs near memcpy's speed */
     uint64_t probe;      /* shm: the word peers read to see whether they can */
     uint64_t single_ops; /* shm: ops this rank did by single copy (tests look) */
+    int ndev;            /* nccl: devices this process drives (0: its current one) */
+    int devs[TR__NCCL_MAX_DEV];
+    int gpu_bufs; /* CPU backends, CUDA build: this process sees a GPU, so buffers
+                     may be device memory (nccl/stage.c) */
+    void *stage;  /* pinned host memory staging device buffers */
+    size_t stage_bytes;
     char node_path[108];
     struct tr_group *live_next; /* this process's live groups (group.c) */
 };
@@ -110,6 +120,10 @@ static inline int tr__coll_name_ok(const char *name, size_t n) {
  * groups concurrently; the node takes that connection's close for the rank's exit). */
 int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, const char *backend,
                    const char *name, int timeout_ms, tr_group **out);
+/* An nccl group whose process drives ndev devices (devs: CUDA ordinals as this process
+ * sees them): a communicator of world * ndev ranks, for the _multigpu ops. */
+int tr__group_init_devs(const char *node_path, size_t max_msg, int world, int rank, const int *devs,
+                        int ndev, const char *name, int timeout_ms, tr_group **out);
 /* A group with no ops for other modules' shared state (dag/: a compiled graph's
  * channels): the node's rendezvous, a segment of the header (members' pids, dead mask)
  * and `extra` bytes after it (tr__coll_hdr_bytes() on, pre-faulted and zeroed), each

@@ -37,7 +37,9 @@
 #define TR__CHAN_MAX_READERS 8
 #define TR__CHAN_MAX_SLOTS 1024
 
-enum { TR__CHAN_REF = 1 }; /* flags: the payload is a 16-byte object ref */
+/* flags (at most one): the payload is a 16-byte object ref; or it describes a device
+ * value sent by NCCL (16 bytes) or left in a CUDA IPC buffer (80 bytes): dag/gpu.h */
+enum { TR__CHAN_REF = 1, TR__CHAN_DEV_NCCL = 2, TR__CHAN_DEV_IPC = 4 };
 
 typedef struct tr__chan_hdr {
     uint64_t magic;

@@ -14,7 +14,12 @@
 #include "core/log.h"
 #include "core/status.h"
 #include "dag/chan.h"
+#include "dag/gpu.h"
 #include "dag/plan.h"
+#include "troupe/dag.h"
+#ifdef TR_WITH_CUDA
+#include "collective/nccl/nccl.h"
+#endif
 #include "objectstore/client.h"
 
 #define MAX_INPUTS 16
@@ -34,6 +39,9 @@ typedef struct step {
     tr__chan out, in[MAX_INPUTS];
     tr_ref *out_refs; /* by output slot: the object a value too large went as */
     unsigned char *out_ref_set;
+    int gpu_out;          /* the output's transport when device to device (dag/gpu.h) */
+    tr__dag_gpu_out gout; /* (the CUDA build) */
+    tr__dag_gpu_in gin[MAX_INPUTS];
 } step;
 
 typedef struct loop {
@@ -43,6 +51,9 @@ typedef struct loop {
     int world, rank, timeout_ms;
     uint64_t bytes;
     int64_t spin_ns;
+    char nccl_name[64]; /* the graph's nccl group, for its nccl edges: "" if none */
+    int nccl_world, nccl_rank;
+    tr_group *nccl;
     size_t n_steps;
     step steps[];
 } loop;
@@ -118,6 +129,69 @@ static int parse(const tr__worker_env *env, tr_ctx *ctx, const tr__obj *root, lo
     return 0;
 }
 
+/* The optional GPU keys: "gpu": [[transport, [reader ranks in the nccl group]] per
+ * step], "nccl": [group, world, rank]. */
+static int parse_gpu(loop *l, tr_ctx *ctx, const tr__obj *root) {
+    const tr__obj *gpu = tr__obj_get(root, "gpu"), *nc = tr__obj_get(root, "nccl");
+    if (gpu && tr__obj_len(gpu) != l->n_steps)
+        return tr_ctx_error(ctx, "dag attach: %zu gpu entries for %zu steps", tr__obj_len(gpu),
+                            l->n_steps);
+    for (size_t i = 0; gpu && i < l->n_steps; i++) {
+        const tr__obj *e = tr__obj_at(gpu, i), *dst = tr__obj_at(e, 1);
+        int64_t t;
+        if (tr__obj_len(e) != 2 || tr__obj_int(tr__obj_at(e, 0), "transport", &t) ||
+            (t != 0 && t != TR_DAG_NCCL && t != TR_DAG_CUDA_IPC) || !dst ||
+            tr__obj_len(dst) > TR__CHAN_MAX_READERS ||
+            (t == TR_DAG_NCCL && tr__obj_len(dst) == 0) || (t != 0 && !l->steps[i].def))
+            return tr_ctx_error(ctx, "dag attach: malformed gpu entry %zu", i);
+        step *st = &l->steps[i];
+        st->gpu_out = (int)t;
+        st->gout.transport = (int)t;
+        st->gout.n_dst = (int)tr__obj_len(dst);
+        for (int k = 0; k < st->gout.n_dst; k++) {
+            int64_t r;
+            if (tr__obj_int(tr__obj_at(dst, (size_t)k), "rank", &r) || r < 0 ||
+                r >= TR__COLL_MAX_WORLD)
+                return tr_ctx_error(ctx, "dag attach: malformed gpu entry %zu", i);
+            st->gout.dst[k] = (int)r;
+        }
+    }
+    if (nc) {
+        const char *gn;
+        size_t gl;
+        int64_t world, rank;
+        if (tr__obj_len(nc) != 3 || tr__obj_str(tr__obj_at(nc, 0), "group", &gn, &gl) || gl == 0 ||
+            gl >= sizeof l->nccl_name || !tr__coll_name_ok(gn, gl) ||
+            tr__obj_int(tr__obj_at(nc, 1), "world", &world) ||
+            tr__obj_int(tr__obj_at(nc, 2), "rank", &rank) || world < 2 ||
+            world > TR__COLL_MAX_WORLD || rank < 0 || rank >= world)
+            return tr_ctx_error(ctx, "dag attach: malformed nccl entry");
+        memcpy(l->nccl_name, gn, gl);
+        l->nccl_world = (int)world;
+        l->nccl_rank = (int)rank;
+    }
+    for (size_t i = 0; i < l->n_steps; i++) {
+        step *st = &l->steps[i];
+        for (int k = 0; st->gpu_out == TR_DAG_NCCL && k < st->gout.n_dst; k++)
+            if (st->gout.dst[k] >= l->nccl_world || st->gout.dst[k] == l->nccl_rank)
+                return tr_ctx_error(ctx, "dag attach: step %zu sends to rank %d", i,
+                                    st->gout.dst[k]);
+#ifndef TR_WITH_CUDA
+        if (st->gpu_out) {
+            tr_ctx_error(ctx, "dag attach: this worker was built without CUDA (--config=cuda)");
+            return TR_EINVAL;
+        }
+#else
+        if ((st->gpu_out || l->nccl_world) && !tr__gpu_present()) {
+            tr_ctx_error(ctx, "dag attach: this actor sees no CUDA device, and its part of the "
+                              "graph moves device values (was it created with num_gpus?)");
+            return TR_ERESOURCES;
+        }
+#endif
+    }
+    return 0;
+}
+
 /* Opens the channel at `off` in the graph's area of `bytes` (all of it mapped: the join
  * checked the segment's size); TR_EPROTO if it is not sound. */
 static int open_at(tr__chan *c, tr__dag_hdr *h, uint64_t bytes, uint64_t off) {
@@ -148,7 +222,7 @@ static int run_coll(step *st, uint64_t e, const tr__chan_wait *w) {
     if ((rc = tr__chan_write_begin(&st->out, e, &buf, &cap, w))) return rc;
     size_t esz = tr_dtype_size(st->dtype);
     /* (a value that went as an object, over slot_bytes, is not reduced: an error) */
-    int bad = code != 0 || (flags & TR__CHAN_REF) || len % esz != 0 || len > cap;
+    int bad = code != 0 || flags != 0 || len % esz != 0 || len > cap;
     int64_t count = bad ? 0 : (int64_t)(len / esz), h[3] = {bad, count, -count};
     char msg[400] = "";
     rc = tr_allreduce(st->grp, h, h, 3, TR_INT64, TR_MAX, TR_FOREVER);
@@ -206,6 +280,22 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
                 pinned[j] = 1;
             }
         }
+        if (!code && (flags & (TR__CHAN_DEV_NCCL | TR__CHAN_DEV_IPC))) {
+            /* a device value: received now (nccl's rendezvous: graph.c orders it), or
+             * mapped. A failure stops this actor's part (an nccl writer waits for it). */
+#ifdef TR_WITH_CUDA
+            rc = tr__dag_gpu_read(&st->gin[j], l->nccl, &st->in[j], e, data[j], len[j], flags,
+                                  &data[j], &len[j]);
+#else
+            rc = tr__err(TR_EPROTO, "a device value, in a worker built without CUDA");
+#endif
+            if (rc) {
+                TR_LOG_WARN("DAG-GPU", "graph %s: input %zu: %s", l->name, j, tr_last_error());
+                for (size_t k = 0; k < j; k++)
+                    if (pinned[k]) tr__objects_unpin(l->env.objects, pin[k]);
+                return rc;
+            }
+        }
         if (code && !failed) {
             failed = code;
             why = data[j];
@@ -229,6 +319,8 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
     int32_t code = failed;
     uint32_t flags = 0;
     size_t out_len = 0;
+    int gpu_done = 0, gpu_rc = 0; /* a device value taken (under the lock), and how */
+    size_t gpu_len = 0;
     if (!failed) {
         ctx->n_refs = st->n_in - 1;
         for (size_t j = 1; j < st->n_in; j++) {
@@ -237,11 +329,33 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
         }
         tr__buf_reset(&ctx->result);
         ctx->has_err = 0;
-        ctx->direct = buf;
+        ctx->direct = st->gpu_out ? NULL : buf; /* a device edge's slot holds a payload */
         ctx->direct_cap = cap;
         ctx->direct_used = 0;
+        ctx->in_graph = 1;
+        ctx->dev_used = 0;
         pthread_mutex_lock(l->env.mu);
         int r = st->def->fn(ctx, l->env.self, data[0], len[0]);
+#ifdef TR_WITH_CUDA
+        /* a device value, or any value of a device edge, is taken before the lock goes:
+         * the reply may be memory the actor's next method changes */
+        if (r == 0 && !ctx->result.oom && (st->gpu_out || ctx->dev_used)) {
+            gpu_done = 1;
+            gpu_len = ctx->dev_used ? ctx->dev_len : ctx->result.len;
+            if (st->gpu_out)
+                gpu_rc = tr__dag_gpu_take(&st->gout, l->nccl, e,
+                                          ctx->dev_used ? ctx->dev_ptr : ctx->result.data, gpu_len,
+                                          ctx->dev_used, buf, cap, &out_len, &flags);
+            else if (gpu_len > cap) /* a device value on an shm edge: into the slot */
+                gpu_rc = tr__err(TR_EMSGSIZE,
+                                 "its device result of %zu bytes exceeds the "
+                                 "graph's slot_bytes (%zu)",
+                                 gpu_len, cap);
+            else if (!(gpu_rc = tr__dag_gpu_to_host(buf, ctx->dev_ptr, gpu_len)))
+                out_len = gpu_len;
+        }
+        ctx->dev_used = 0;
+#endif
         pthread_mutex_unlock(l->env.mu);
         ctx->direct = NULL;
         ctx->n_refs = 0;
@@ -252,6 +366,17 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
             code = TR_ETASK;
             why = ctx->err;
             why_len = strlen(ctx->err) + 1;
+        } else if (gpu_done) { /* the slot holds its payload or value already */
+            if (gpu_rc) {
+                snprintf(ctx->err, sizeof ctx->err, "method '%s': %s", st->def->name,
+                         tr_last_error());
+                code = gpu_rc;
+                flags = 0;
+                out_len = 0;
+                why = ctx->err;
+                why_len = strlen(ctx->err) + 1;
+                if (why_len > cap) why_len = cap;
+            }
         } else if (ctx->direct_used) {
             out_len = ctx->direct_len; /* in place already */
         } else {
@@ -288,6 +413,15 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
         if (pinned[j]) tr__objects_unpin(l->env.objects, pin[j]);
         tr__chan_release(&st->in[j], e, st->reader[j]);
     }
+#ifdef TR_WITH_CUDA
+    /* published first: the readers learn of the value from the slot, then receive it */
+    if (gpu_done && !gpu_rc && !code && (rc = tr__dag_gpu_send(&st->gout, l->nccl, gpu_len))) {
+        TR_LOG_WARN("DAG-GPU", "graph %s: sending a device value: %s", l->name, tr_last_error());
+        return rc;
+    }
+#else
+    (void)gpu_done, (void)gpu_rc, (void)gpu_len;
+#endif
     return 0;
 }
 
@@ -331,6 +465,15 @@ static void *run_loop(void *arg) {
         if (!l->steps[i].def)
             rc = tr__group_init(l->node_path, l->env.max_msg, l->steps[i].gworld, l->steps[i].grank,
                                 "shm", l->steps[i].group, l->timeout_ms, &l->steps[i].grp);
+    if (!rc && l->nccl_world) { /* the graph's own communicator, for its nccl edges */
+        rc = tr__group_init(l->node_path, l->env.max_msg, l->nccl_world, l->nccl_rank, "nccl",
+                            l->nccl_name, l->timeout_ms, &l->nccl);
+        if (!rc) tr_group_set_checks(l->nccl, 0); /* the channels carry lengths */
+    }
+    for (size_t i = 0; !rc && i < l->n_steps; i++) {
+        l->steps[i].gout.slots = l->steps[i].out.slots;
+        l->steps[i].gout.slot_bytes = l->steps[i].out.slot_bytes;
+    }
     if (rc) {
         if (rc != TR_ECLOSED) TR_LOG_WARN("DAG-ATTACH", "graph %s: %s", l->name, tr_last_error());
         goto out;
@@ -346,11 +489,17 @@ out:
     for (size_t i = 0; i < l->n_steps; i++) {
         step *st = &l->steps[i];
         if (st->grp) tr_group_destroy(st->grp);
+#ifdef TR_WITH_CUDA
+        tr__dag_gpu_out_free(&st->gout);
+        for (size_t j = 0; j < st->n_in; j++)
+            tr__dag_gpu_in_free(&st->gin[j]);
+#endif
         for (size_t k = 0; st->out_ref_set && k < st->out.slots; k++)
             if (st->out_ref_set[k]) tr__objects_release(l->env.objects, st->out_refs[k]);
         free(st->out_refs);
         free(st->out_ref_set);
     }
+    if (l->nccl) tr_group_destroy(l->nccl);
     tr__group_destroy(seg); /* leaving: the driver's teardown sees it in the dead mask */
     tr__buf_free(&ctx.result);
     free(l);
@@ -370,6 +519,7 @@ int tr__dag_attach(const tr__worker_env *env, tr_ctx *ctx, const void *args, siz
     uint64_t bytes;
     const tr__obj *check = tr__obj_get(d.root, "check");
     int rc = parse(env, ctx, d.root, &l);
+    if (!rc && (rc = parse_gpu(l, ctx, d.root)) == TR_ETASK) rc = TR_EPROTO;
     if (!rc &&
         (tr__get_str(d.root, "name", &name, &nn) || nn >= sizeof l->name ||
          tr__get_int(d.root, "world", &world) || tr__get_int(d.root, "rank", &rank) ||
@@ -409,3 +559,11 @@ int tr__dag_attach(const tr__worker_env *env, tr_ctx *ctx, const void *args, siz
     }
     return tr_ctx_reply(ctx, "ok", 2);
 }
+
+#ifndef TR_WITH_CUDA
+TR_API int tr_ctx_reply_device(tr_ctx *ctx, const void *dev, size_t len) {
+    (void)ctx, (void)dev, (void)len;
+    return tr__err(TR_EINVAL, "tr_ctx_reply_device: this troupe was built without CUDA "
+                              "(--config=cuda)");
+}
+#endif

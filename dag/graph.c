@@ -67,6 +67,9 @@ struct tr_dag {
     uint64_t bytes;
     tr_actor_id *actors;
     size_t n_actors;
+    int gpu;        /* some edge carries device values (dag/gpu.h) */
+    int *nccl_rank; /* by actor: its rank in the graph's nccl group, or -1 */
+    int nccl_world;
     int64_t spin_ns;
     uint64_t next_exec, release_base;
     unsigned char *released; /* window of 4 x max_inflight executions from release_base */
@@ -264,9 +267,14 @@ TR_API int tr_dag_output(tr_dag *g, const tr_dag_node *nodes, size_t n) {
 TR_API int tr_dag_set_transport(tr_dag *g, tr_dag_node nd, tr_dag_transport t) {
     int rc = building(g, "tr_dag_set_transport");
     if (rc) return rc;
-    if (nd >= g->n || (t != TR_DAG_AUTO && t != TR_DAG_SHM))
-        return tr__err(TR_EINVAL,
-                       "tr_dag_set_transport: unknown node or transport (auto and shm for now)");
+    if (nd >= g->n ||
+        (t != TR_DAG_AUTO && t != TR_DAG_SHM && t != TR_DAG_NCCL && t != TR_DAG_CUDA_IPC))
+        return tr__err(TR_EINVAL, "tr_dag_set_transport: unknown node or transport");
+#ifndef TR_WITH_CUDA
+    if (t == TR_DAG_NCCL || t == TR_DAG_CUDA_IPC)
+        return tr__err(TR_EINVAL, "tr_dag_set_transport: device transports need the CUDA build "
+                                  "(--config=cuda)");
+#endif
     g->nodes[nd].transport = t;
     return 0;
 }
@@ -280,8 +288,11 @@ static int name_node(tr_dag *g, tr_dag_node i, char *buf, size_t cap) {
                     g->nodes[i].method);
 }
 
+static int plan_gpu(tr_dag *g);
+static int check_gpus(tr_dag *g);
+
 /* Which nodes reach an output, who reads what (reader indices), which actor is which
- * rank, and where each channel lies. */
+ * rank, and where each channel lies; then the device edges (plan_gpu). */
 static int plan(tr_dag *g) {
     char what[300];
     if (!g->n_outputs) return tr__err(TR_EINVAL, "tr_dag_compile: the graph has no outputs");
@@ -333,6 +344,171 @@ static int plan(tr_dag *g) {
     if (g->n_actors + 1 > TR__COLL_MAX_WORLD)
         return tr__err(TR_EINVAL, "tr_dag_compile: %zu actors (at most %d)", g->n_actors,
                        TR__COLL_MAX_WORLD - 1);
+    return plan_gpu(g);
+}
+
+static int is_dev(const node *n) {
+    return n->transport == TR_DAG_NCCL || n->transport == TR_DAG_CUDA_IPC;
+}
+
+/* Runs one execution's steps on paper, each actor in its order, to see that no actor
+ * waits for ever: a step reads its inputs in order (an nccl input once its writer sends
+ * and all its readers are there: NCCL does not promise that one receive of a grouped
+ * send completes without the others), then runs; an nccl write waits for all its
+ * readers, a collective node for all its participants. Returns the node an actor is stuck at, or 0
+ * if every actor finishes. */
+static tr_dag_node stuck_at(tr_dag *g) {
+    size_t na = g->n_actors;
+    size_t *at = calloc(na, sizeof *at), *phase = calloc(na, sizeof *phase);
+    unsigned char *done = calloc(g->n, 1), *posted = calloc(g->n, 1), *reg = calloc(na, 1);
+    uint32_t *waiting = calloc(g->n, sizeof *waiting), *need = calloc(g->n, sizeof *need);
+    int *arrived = calloc((size_t)g->n_colls + 1, sizeof *arrived);
+    unsigned char *here = calloc(g->n, 1);
+    tr_dag_node stuck = 0;
+    if (!at || !phase || !done || !posted || !reg || !waiting || !need || !arrived || !here)
+        goto out; /* (out of memory: the real run will tell) */
+    done[0] = 1;  /* the driver's input */
+    for (tr_dag_node i = 1; i < g->n; i++)
+        for (size_t j = 0; j < g->nodes[i].n_inputs; j++)
+            need[g->nodes[i].inputs[j]]++;
+    for (int moved = 1; moved;) {
+        moved = 0;
+        for (size_t a = 0; a < na; a++)
+            for (;;) {
+                tr_dag_node m = (tr_dag_node)at[a];
+                while (m < g->n && (m == 0 || g->nodes[m].rank != (int)a + 1))
+                    m++;
+                at[a] = m;
+                if (m >= g->n) break;
+                node *n = &g->nodes[m];
+                if (phase[a] < n->n_inputs) {
+                    tr_dag_node x = n->inputs[phase[a]];
+                    if (g->nodes[x].transport == TR_DAG_NCCL) {
+                        /* as NCCL promises no more: x's readers all receive together, once
+                         * its writer sends */
+                        if (!reg[a]) {
+                            reg[a] = 1;
+                            waiting[x]++;
+                        }
+                        if (!posted[x] || waiting[x] < need[x]) break;
+                        reg[a] = 0;
+                    } else if (!done[x]) {
+                        break;
+                    }
+                    phase[a]++;
+                } else if (n->coll) {
+                    if (!here[m]) {
+                        here[m] = 1;
+                        arrived[n->coll]++;
+                    }
+                    if (arrived[n->coll] < n->coll_world) break;
+                    done[m] = 1;
+                    at[a]++, phase[a] = 0;
+                } else {
+                    posted[m] = 1;
+                    if (n->transport == TR_DAG_NCCL && waiting[m] < need[m]) break;
+                    done[m] = 1;
+                    at[a]++, phase[a] = 0;
+                }
+                moved = 1;
+            }
+    }
+    for (size_t a = 0; a < na && !stuck; a++)
+        if (at[a] < g->n) stuck = (tr_dag_node)at[a];
+out:
+    free(at), free(phase), free(done), free(posted), free(reg), free(waiting), free(need),
+        free(arrived), free(here);
+    return stuck;
+}
+
+/* Device edges: where they may go, the graph's nccl group (every actor with an nccl
+ * edge, a rank each), and that the nccl rendezvous cannot deadlock. */
+static int plan_gpu(tr_dag *g) {
+    char what[300], other[300];
+    g->nccl_rank = malloc(g->n_actors * sizeof *g->nccl_rank);
+    if (!g->nccl_rank) return tr__err(TR_ENOMEM, "tr_dag_compile");
+    for (size_t a = 0; a < g->n_actors; a++)
+        g->nccl_rank[a] = -1;
+    for (tr_dag_node i = 0; i < g->n; i++) {
+        node *n = &g->nodes[i];
+        if (!is_dev(n)) continue;
+        g->gpu = 1;
+        name_node(g, i, what, sizeof what);
+        if (n->is_input || n->coll)
+            return tr__err(TR_EINVAL, "tr_dag_compile: %s: device transports are for method nodes",
+                           what);
+        if (n->transport == TR_DAG_CUDA_IPC && g->opts.slot_bytes < 80)
+            return tr__err(TR_EINVAL, "tr_dag_compile: %s: cuda_ipc edges need slot_bytes >= 80",
+                           what);
+        for (size_t k = 0; k < g->n_outputs; k++)
+            if (g->outputs[k] == i)
+                return tr__err(TR_EINVAL,
+                               "tr_dag_compile: %s is an output, and its transport carries "
+                               "device values: they end at actors' methods",
+                               what);
+        if (n->transport == TR_DAG_NCCL && g->nccl_rank[n->rank - 1] < 0)
+            g->nccl_rank[n->rank - 1] = g->nccl_world++;
+        for (tr_dag_node m = i + 1; m < g->n; m++)
+            for (size_t j = 0; j < g->nodes[m].n_inputs; j++) {
+                if (g->nodes[m].inputs[j] != i) continue;
+                name_node(g, m, other, sizeof other);
+                if (g->nodes[m].coll)
+                    return tr__err(TR_EINVAL,
+                                   "tr_dag_compile: %s reads the device value of %s: collective "
+                                   "nodes take host values",
+                                   other, what);
+                if (g->nodes[m].rank == n->rank)
+                    return tr__err(TR_EINVAL,
+                                   "tr_dag_compile: %s reads the device value of %s on the same "
+                                   "actor: use shm there",
+                                   other, what);
+                if (n->transport == TR_DAG_NCCL && g->nccl_rank[g->nodes[m].rank - 1] < 0)
+                    g->nccl_rank[g->nodes[m].rank - 1] = g->nccl_world++;
+            }
+    }
+    tr_dag_node at = g->nccl_world || g->n_colls ? stuck_at(g) : 0;
+    if (at) {
+        name_node(g, at, what, sizeof what);
+        return tr__err(TR_EINVAL,
+                       "tr_dag_compile: the graph's nccl sends and receives (or collective "
+                       "nodes) would wait for each other: %s never runs; order the nodes so that "
+                       "each actor takes an nccl input before what waits for its writer",
+                       what);
+    }
+    return 0;
+}
+
+/* Every actor at either end of a device edge has a GPU; nccl's actors one each (NCCL
+ * refuses two ranks of one communicator on one GPU). */
+static int check_gpus(tr_dag *g) {
+    char what[300], first[TR__COLL_MAX_WORLD][16];
+    memset(first, 0, sizeof first);
+    for (tr_dag_node i = 1; i < g->n; i++) {
+        node *n = &g->nodes[i];
+        int dev_in = 0;
+        for (size_t j = 0; j < n->n_inputs; j++)
+            dev_in |= is_dev(&g->nodes[n->inputs[j]]);
+        if (!is_dev(n) && !dev_in) continue;
+        tr_actor_details d = TR_ACTOR_DETAILS_INIT;
+        int r = tr_actor_info(g->rt, n->actor, &d);
+        if (r) return r;
+        name_node(g, i, what, sizeof what);
+        if (!d.gpus[0])
+            return tr__err(TR_ERESOURCES,
+                           "tr_dag_compile: the actor of %s moves device values and has no GPU "
+                           "(create it with num_gpus)",
+                           what);
+        int a = n->rank - 1;
+        if (g->nccl_rank[a] < 0 || first[a][0]) continue;
+        snprintf(first[a], sizeof first[a], "%.*s", (int)strcspn(d.gpus, ","), d.gpus);
+        for (size_t b = 0; b < g->n_actors; b++)
+            if ((int)b != a && first[b][0] && strcmp(first[b], first[a]) == 0)
+                return tr__err(TR_EINVAL,
+                               "tr_dag_compile: the actor of %s shares GPU %s with another actor "
+                               "of the graph's nccl edges: NCCL needs a GPU each (cuda_ipc "
+                               "edges work between actors sharing a GPU)",
+                               what, first[a]);
+    }
     return 0;
 }
 
@@ -349,7 +525,36 @@ static void attach_msg(tr_dag *g, int rank, int check, tr__buf *b) {
     size_t steps = 0;
     for (tr_dag_node i = 1; i < g->n; i++)
         steps += g->nodes[i].rank == rank;
-    tr__enc_map(b, check ? 8 : 7);
+    int my_nccl = g->nccl_rank ? g->nccl_rank[rank - 1] : -1;
+    tr__enc_map(b, (uint32_t)((check ? 8 : 7) + g->gpu + (my_nccl >= 0)));
+    if (my_nccl >= 0) { /* [group, world, rank]: the graph's nccl group */
+        char group[64];
+        snprintf(group, sizeof group, "%s-nccl", g->name);
+        tr__enc_str(b, "nccl");
+        tr__enc_array(b, 3);
+        tr__enc_str(b, group);
+        tr__enc_int(b, g->nccl_world);
+        tr__enc_int(b, my_nccl);
+    }
+    if (g->gpu) { /* per step: [transport, [nccl ranks of its readers]] */
+        tr__enc_str(b, "gpu");
+        tr__enc_array(b, (uint32_t)steps);
+        for (tr_dag_node i = 1; i < g->n; i++) {
+            node *n = &g->nodes[i];
+            if (n->rank != rank) continue;
+            uint32_t nd = 0;
+            for (tr_dag_node m = i + 1; n->transport == TR_DAG_NCCL && m < g->n; m++)
+                for (size_t j = 0; j < g->nodes[m].n_inputs; j++)
+                    nd += g->nodes[m].inputs[j] == i;
+            tr__enc_array(b, 2);
+            tr__enc_int(b, is_dev(n) ? n->transport : 0);
+            tr__enc_array(b, nd);
+            for (tr_dag_node m = i + 1; nd && m < g->n; m++)
+                for (size_t j = 0; j < g->nodes[m].n_inputs; j++)
+                    if (g->nodes[m].inputs[j] == i)
+                        tr__enc_int(b, g->nccl_rank[g->nodes[m].rank - 1]);
+        }
+    }
     if (check) {
         tr__enc_str(b, "check");
         tr__enc_bool(b, 1);
@@ -452,6 +657,7 @@ static int compile(tr_dag *g, const tr_dag_options *opts) {
                            "tr_dag_compile: the actor of %s is not alive: %s", what, why);
         }
     }
+    if (g->gpu && (rc = check_gpus(g))) return rc;
     uint8_t rnd[8];
     tr__random_bytes(rnd, sizeof rnd);
     snprintf(g->name, sizeof g->name, "dag-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
@@ -641,6 +847,10 @@ TR_API int tr_dag_get(tr_dag *g, uint64_t exec, size_t output, int timeout_ms, c
     if (code) {
         int n = (int)(*len > 1000 ? 1000 : *len);
         rc = tr__err(code, "%.*s", n, (const char *)*data);
+        *data = NULL;
+        *len = 0;
+    } else if (flags & ~(uint32_t)TR__CHAN_REF) { /* device edges end at actors */
+        rc = tr__err(TR_EPROTO, "tr_dag_get: a device value's payload on an output");
         *data = NULL;
         *len = 0;
     } else if (flags & TR__CHAN_REF) { /* the value is an object: pinned until the release */
@@ -849,6 +1059,7 @@ TR_API int tr_dag_destroy(tr_dag *g) {
     free(g->outputs);
     free(g->out_reader);
     free(g->actors);
+    free(g->nccl_rank);
     size_t win = 4 * (size_t)g->opts.max_inflight;
     for (size_t k = 0; g->pinned && k < win * g->n_outputs; k++)
         if (g->pinned[k]) tr__objects_unpin(g->objects, g->pins[k]);

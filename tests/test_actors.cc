@@ -19,6 +19,10 @@ extern "C" {
 
 #include <math.h>
 
+#ifdef TR_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
 #include <atomic>
 #include <string>
 #include <thread>
@@ -746,6 +750,85 @@ int m_multi(tr_ctx *ctx, void *, const void *args, size_t len) {
     return reply_i64(ctx, total);
 }
 
+#ifdef TR_WITH_CUDA
+/* "name|world|rank|backend|count|mode" on device memory (this actor's first visible GPU):
+ * mode 0 joins the group, allreduces count int32 (rank + 1) * (i % 1000) and broadcasts
+ * i * 3 + 1 from rank 0, checks both and replies "ok"; mode 1 runs 4 MiB float
+ * allreduces until one fails and replies the error's name (a peer is killed meanwhile). */
+int m_gpu_coll(tr_ctx *ctx, void *, const void *args, size_t len) {
+    char name[64], backend[16];
+    int world, rank, mode;
+    unsigned long long count;
+    std::string a((const char *)args, len);
+    if (sscanf(a.c_str(), "%63[^|]|%d|%d|%15[^|]|%llu|%d", name, &world, &rank, backend, &count,
+               &mode) != 6)
+        return tr_ctx_error(ctx, "gpu_coll wants name|world|rank|backend|count|mode");
+    if (mode == 1) count = 1 << 20;
+    size_t n = count, bytes = n * 4;
+    void *d = nullptr;
+    cudaError_t ce = cudaMalloc(&d, bytes ? bytes : 4);
+    if (ce != cudaSuccess) return tr_ctx_error(ctx, "cudaMalloc: %s", cudaGetErrorString(ce));
+    std::vector<int32_t> h(n);
+    std::string err;
+    tr_group *g = nullptr;
+    int rc = tr_group_init(tr_ctx_runtime(ctx), world, rank, backend, name, 30000, &g);
+    if (rc) err = std::string("join: ") + tr_errname(rc) + ": " + tr_last_error();
+    for (int it = 0; mode == 1 && err.empty(); it++) {
+        rc = tr_allreduce(g, d, d, n, TR_FLOAT32, TR_SUM, 20000);
+        if (rc) err = tr_errname(rc);
+    }
+    if (mode == 0 && err.empty()) {
+        for (size_t i = 0; i < n; i++)
+            h[i] = (rank + 1) * (int32_t)(i % 1000);
+        cudaMemcpy(d, h.data(), bytes, cudaMemcpyHostToDevice);
+        rc = tr_allreduce(g, d, d, n, TR_INT32, TR_SUM, 30000);
+        if (!rc) cudaMemcpy(h.data(), d, bytes, cudaMemcpyDeviceToHost);
+        for (size_t i = 0; i < n && !rc && err.empty(); i++)
+            if (h[i] != world * (world + 1) / 2 * (int32_t)(i % 1000))
+                err = "wrong allreduce at " + std::to_string(i);
+        for (size_t i = 0; i < n; i++)
+            h[i] = rank == 0 ? (int32_t)i * 3 + 1 : -1;
+        cudaMemcpy(d, h.data(), bytes, cudaMemcpyHostToDevice);
+        if (!rc && err.empty()) rc = tr_broadcast(g, d, n, TR_INT32, 0, 30000);
+        if (!rc) cudaMemcpy(h.data(), d, bytes, cudaMemcpyDeviceToHost);
+        for (size_t i = 0; i < n && !rc && err.empty(); i++)
+            if (h[i] != (int32_t)i * 3 + 1) err = "wrong broadcast at " + std::to_string(i);
+        if (rc && err.empty()) err = std::string(tr_errname(rc)) + ": " + tr_last_error();
+        if (err.empty()) err = "ok";
+    }
+    tr_group_destroy(g);
+    cudaFree(d);
+    return tr_ctx_reply(ctx, err.data(), err.size());
+}
+
+/* A device value: int64 k -> 1000 int32 k + i in device memory the actor keeps, replied
+ * with tr_ctx_reply_device (a classic call gets the bytes on the host). */
+int m_dev_fill(tr_ctx *ctx, void *, const void *args, size_t len) {
+    static void *d; /* the actor's: valid after the method returns */
+    if (!d && cudaMalloc(&d, 4000) != cudaSuccess) return tr_ctx_error(ctx, "cudaMalloc");
+    int64_t k = arg_i64(args, len);
+    std::vector<int32_t> h(1000);
+    for (int i = 0; i < 1000; i++)
+        h[i] = (int32_t)k + i;
+    if (cudaMemcpy(d, h.data(), 4000, cudaMemcpyHostToDevice) != cudaSuccess)
+        return tr_ctx_error(ctx, "cudaMemcpy");
+    return tr_ctx_reply_device(ctx, d, 4000);
+}
+
+/* Sums int32s: a device value (a graph's device edge gives a device pointer) or host
+ * bytes (an shm edge), whichever args is. */
+int m_dev_sum(tr_ctx *ctx, void *, const void *args, size_t len) {
+    std::vector<int32_t> h(len / 4);
+    cudaError_t ce = cudaMemcpy(h.data(), args, h.size() * 4, cudaMemcpyDefault);
+    if (ce != cudaSuccess)
+        return tr_ctx_error(ctx, "dev_sum: not device memory? %s", cudaGetErrorString(ce));
+    int64_t sum = 0;
+    for (int32_t v : h)
+        sum += v;
+    return reply_i64(ctx, sum);
+}
+#endif
+
 const tr_method_def counter_methods[] = {
     {"add", m_add},
     {"get", m_get},
@@ -775,6 +858,11 @@ const tr_method_def counter_methods[] = {
     {"plus1", m_plus1},
     {"excl", m_excl},
     {"gpus", m_gpus},
+#ifdef TR_WITH_CUDA
+    {"gpu_coll", m_gpu_coll},
+    {"dev_fill", m_dev_fill},
+    {"dev_sum", m_dev_sum},
+#endif
 };
 
 void add_classes(tr_config *cfg) {

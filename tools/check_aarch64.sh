@@ -20,6 +20,8 @@ trap 'rm -rf "$out"' EXIT
 n=0 bad=0
 for f in core/*.c actor/*.c objectstore/*.c collective/*.c collective/shm/*.c dag/*.c api/*.c; do
     [[ -f "$f" ]] || continue
+    # the CUDA build's own files (x86-64 CUDA here): tools/test.sh --config=cuda compiles them
+    [[ "$f" == dag/gpu.c ]] && continue
     n=$((n + 1))
     if ! "$cc" -std=c11 -D_GNU_SOURCE -O1 -Wall -Wextra -Werror -fvisibility=hidden \
         -I. -Iapi/include -idirafter /usr/include -c "$f" -o "$out/$n.o"; then

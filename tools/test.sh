@@ -16,6 +16,17 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root" || exit 1
 "$root/tools/deps.sh" || exit 1
 
+# The CUDA build takes CUDA and NCCL from /usr/local/cuda (no Debian package has CUDA 13).
+for arg in "$@"; do
+    if [[ "$arg" == --config=cuda && ! ( -f /usr/local/cuda/include/nccl.h &&
+          -e /usr/local/cuda/lib64/libnccl.so && -e /usr/local/cuda/lib64/libcudart.so ) ]]; then
+        echo "tools/test.sh --config=cuda: CUDA and NCCL are not in /usr/local/cuda" \
+            "(include/nccl.h, lib64/libnccl.so, lib64/libcudart.so)" >&2
+        echo "0 passed, 1 failed"
+        exit 1
+    fi
+done
+
 bep=$(mktemp "${TMPDIR:-/tmp}/troupe-bep.XXXXXX")
 trap 'rm -f "$bep"' EXIT
 

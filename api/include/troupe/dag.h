@@ -38,8 +38,26 @@ extern "C" {
 typedef struct tr_dag tr_dag;
 typedef uint32_t tr_dag_node; /* a node of its graph */
 
-/* Edge transports (tr_dag_set_transport): auto picks shm on one node. */
-typedef enum tr_dag_transport { TR_DAG_AUTO = 0, TR_DAG_SHM = 1 } tr_dag_transport;
+/* Edge transports (tr_dag_set_transport): auto picks shm on one node. In the CUDA build
+ * (--config=cuda), a node's value may be device memory (its method replies with
+ * tr_ctx_reply_device; a host reply is copied up), carried device to device to the actors
+ * that read it, whose methods get a device pointer (valid until they return: finish with
+ * it first) of the value's length:
+ * - TR_DAG_NCCL: NCCL send/recv on the graph's own communicator (its actors with nccl
+ *   edges, one GPU each, distinct GPUs), set up at compile time; the writer sends to all
+ *   its readers at once and waits until they have it, each reader receives as it takes
+ *   the input. Compile refuses a graph whose order of sends and receives could deadlock.
+ * - TR_DAG_CUDA_IPC: the writer copies the value into a device buffer of its own that
+ *   its readers map (CUDA IPC): for actors sharing a GPU. slot_bytes >= 80.
+ * Device edges end at actors' method nodes (not outputs, not collective nodes); a value
+ * over slot_bytes is an error (TR_EMSGSIZE), not an object. A device reply on an shm
+ * edge is copied into the slot. */
+typedef enum tr_dag_transport {
+    TR_DAG_AUTO = 0,
+    TR_DAG_SHM = 1,
+    TR_DAG_NCCL = 2,
+    TR_DAG_CUDA_IPC = 3
+} tr_dag_transport;
 
 typedef struct tr_dag_options {
     uint32_t struct_size;  /* sizeof(tr_dag_options) */

@@ -88,6 +88,12 @@ TR_API void tr_actor_class_init(tr_actor_class *cls);
  * (one copy in, a zero-copy view for the caller) instead of the socket.
  * Returns 0 or TR_ENOMEM. Thread safety: the method's thread. */
 TR_API int tr_ctx_reply(tr_ctx *ctx, const void *data, size_t len);
+/* The method's result is len bytes of device memory at dev (the CUDA build): in a
+ * classic call it is copied to the host and replied as tr_ctx_reply; in a compiled
+ * graph's step it goes on as the edge's transport says (TR_DAG_NCCL, TR_DAG_CUDA_IPC:
+ * device to device; shm: copied into the slot), after the method returns, so dev must
+ * stay valid until then (memory the actor owns). Without CUDA: TR_EINVAL. */
+TR_API int tr_ctx_reply_device(tr_ctx *ctx, const void *dev, size_t len);
 
 /* Sets the error message the caller will see and returns TR_ETASK, so a method can
  * `return tr_ctx_error(ctx, "bad input %d", x);`. Thread safety: the method's thread. */
@@ -525,6 +531,64 @@ TR_API int tr_recv(tr_group *g, void *buf, size_t count, tr_dtype dtype, int src
  * send[r * count ..]. */
 TR_API int tr_alltoall(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
                        int timeout_ms);
+
+/* ------------------------------------------------------------------ GPUs (nccl) */
+
+/* The "nccl" backend (in a troupe built with --config=cuda; elsewhere tr_group_init says
+ * it is not built in): ranks are processes with a CUDA device each (the current device
+ * as the rank joins; an actor created with num_gpus >= 1 sees its GPUs as 0, 1, ...), and
+ * every op above takes device buffers. The join makes a non-blocking NCCL communicator
+ * within the join's timeout; each op waits for the GPU with its own deadline, and a
+ * timeout, a rank's death or an NCCL error aborts the communicator (ncclCommAbort), so
+ * no rank hangs: every live rank gets TR_ETIMEDOUT or TR_EPEER_DIED, with NCCL's message.
+ * The agreement check runs before NCCL moves a byte (send/recv: the receiver checks a
+ * header). NCCL's reduction order is its own (floating-point results may differ from the
+ * CPU backends' in the last bits), and TR_AVG of signed integers is TR_EINVAL (NCCL
+ * averages integers in unsigned arithmetic). A join in a process that sees no GPU:
+ * TR_ERESOURCES.
+ * An op reads its inputs after what the caller enqueued on the default stream (the
+ * group's stream is a blocking one); work on the caller's other streams must finish
+ * first (or use the async form on that stream). In place: send == recv on every op (NCCL's
+ * own layouts aside, an overlap costs a device copy of send). As NCCL requires, ops of
+ * two nccl groups on one GPU must be issued in the same order by every process, and not
+ * from two threads at once.
+ * On shm and gloo, in the CUDA build, device buffers work too: they are staged through
+ * pinned host memory kept with the group (the copies are the cost). */
+
+/* An nccl group whose process drives ndev local devices (devices: CUDA ordinals as this
+ * process sees them, all different; 1..16): one NCCL rank per device, world * ndev in
+ * all, for the _multigpu ops below (as Ray's allreduce_multigpu). Single-device ops work
+ * on such a group only when ndev is 1. Returns as tr_group_init. Thread safety: any
+ * thread. */
+TR_API int tr_group_init_multigpu(tr_runtime *rt, int world, int rank, const int *devices, int ndev,
+                                  const char *name, int timeout_ms, tr_group **out);
+/* One buffer per device of this process (send[i], recv[i] on devices[i]); counts as in
+ * the single-device ops, over world * ndev NCCL ranks: allgather's recv[i] holds
+ * world * ndev * count elements, NCCL rank (rank * ndev + i)'s at that index * count;
+ * reduce_scatter's send[i] likewise, and recv[i] gets that index's reduction. The root is
+ * (root_rank, root_gpu: an index into that process's devices); reduce's recv matters at
+ * the root device only. nccl groups only; TR_EINVAL elsewhere. */
+TR_API int tr_allreduce_multigpu(tr_group *g, const void *const *send, void *const *recv,
+                                 size_t count, tr_dtype dtype, tr_redop op, int timeout_ms);
+TR_API int tr_broadcast_multigpu(tr_group *g, void *const *bufs, size_t count, tr_dtype dtype,
+                                 int root_rank, int root_gpu, int timeout_ms);
+TR_API int tr_reduce_multigpu(tr_group *g, const void *const *send, void *const *recv, size_t count,
+                              tr_dtype dtype, tr_redop op, int root_rank, int root_gpu,
+                              int timeout_ms);
+TR_API int tr_allgather_multigpu(tr_group *g, const void *const *send, void *const *recv,
+                                 size_t count, tr_dtype dtype, int timeout_ms);
+TR_API int tr_reduce_scatter_multigpu(tr_group *g, const void *const *send, void *const *recv,
+                                      size_t count, tr_dtype dtype, tr_redop op, int timeout_ms);
+/* The async form (single-device nccl groups): with a stream set (a cudaStream_t; NULL
+ * goes back to waiting), each op runs the agreement check, enqueues on that stream and
+ * returns; compute enqueued after it overlaps nothing it depends on. Each op keeps its
+ * deadline: a watchdog thread aborts the communicator when one passes, a rank dies or
+ * NCCL fails, so work waiting on the stream never hangs. tr_group_synchronize waits for
+ * every op enqueued so far (0, or the failure, which leaves the group unusable); other
+ * backends' ops have finished when they return, so there it returns 0 at once.
+ * Returns 0, TR_EINVAL. Thread safety: not with the group's ops. */
+TR_API int tr_group_set_stream(tr_group *g, void *stream);
+TR_API int tr_group_synchronize(tr_group *g, int timeout_ms);
 
 /* Usage of the node's object store (for leak checks and monitoring). Returns 0, TR_EINVAL.
  * Thread safety: any thread. */
