@@ -429,10 +429,17 @@ typedef struct nop {
     int n_peers;
 } nop;
 
+/* avg.cu: TR_AVG of signed integers is NCCL's sum, then this divides (0 or a cudaError_t) */
+int tr__nccl_avg_divide(void *p, size_t n, int dtype, int by, cudaStream_t st);
+
+static int signed_avg(tr_redop op, tr_dtype dt) {
+    return op == TR_AVG && (dt == TR_INT8 || dt == TR_INT32 || dt == TR_INT64);
+}
+
 static ncclResult_t enqueue_one(nstate *s, int i, const nop *o, cudaStream_t st) {
     ncclComm_t c = s->comm[i];
     ncclDataType_t t = dtypes[o->dtype];
-    ncclRedOp_t op = redops[o->op];
+    ncclRedOp_t op = signed_avg(o->op, o->dtype) ? ncclSum : redops[o->op];
     const void *in = o->send ? o->send[i] : NULL;
     void *out = o->recv ? o->recv[i] : NULL;
     switch (o->kind) {
@@ -521,6 +528,19 @@ static int run(tr_group *g, const nop *o, int64_t deadline) {
         return rc;
     }
     cudaError_t ce = cudaSuccess;
+    int divide = signed_avg(o->op, o->dtype) &&
+                 (o->kind == TR__COLL_ALLREDUCE || o->kind == TR__COLL_REDUCE ||
+                  o->kind == TR__COLL_REDUCE_SCATTER);
+    for (int i = 0; divide && i < s->ndev && ce == cudaSuccess; i++) {
+        if (o->kind == TR__COLL_REDUCE && o->root != g->rank * s->ndev + i) continue;
+        if (s->ndev > 1) cudaSetDevice(s->dev[i]);
+        ce = (cudaError_t)tr__nccl_avg_divide(o->recv[i], o->count, (int)o->dtype,
+                                              g->world * s->ndev, user ? user : s->own[i]);
+    }
+    if (ce != cudaSuccess) {
+        cudaSetDevice(prev);
+        return cuda_fail(g, s, ce, "the average's division");
+    }
     if (user) {
         pthread_mutex_lock(&s->mu);
         pending *p = &s->ring[s->tail % RING];
@@ -603,12 +623,6 @@ static int single(tr_group *g, int kind, const void *send, void *recv, size_t co
     if (S(g)->ndev > 1)
         return tr__err(TR_EINVAL, "group '%s' drives %d GPUs: use the _multigpu ops", g->name,
                        S(g)->ndev);
-    if (op == TR_AVG && dtype != TR_UINT8 && dtype < TR_FLOAT16 && kind != TR__COLL_BROADCAST &&
-        kind != TR__COLL_BARRIER)
-        return tr__err(TR_EINVAL,
-                       "group '%s': nccl averages signed integers in unsigned arithmetic; "
-                       "use TR_SUM and divide",
-                       g->name);
     int rc = agree(g, (uint32_t)kind, dtype, op, root, count, deadline);
     if (!rc) rc = unalias(g, S(g), kind, &send, recv, count, dtype, root);
     if (rc) return rc;
@@ -721,11 +735,6 @@ int tr__nccl_send_many(tr_group *g, const void *buf, size_t bytes, const int *ds
 int tr__nccl_multi(tr_group *g, int kind, const void *const *send, void *const *recv, size_t count,
                    tr_dtype dtype, tr_redop op, int root, int64_t deadline) {
     nstate *s = S(g);
-    if (op == TR_AVG && dtype != TR_UINT8 && dtype < TR_FLOAT16 && kind != TR__COLL_BROADCAST)
-        return tr__err(TR_EINVAL,
-                       "group '%s': nccl averages signed integers in unsigned arithmetic; "
-                       "use TR_SUM and divide",
-                       g->name);
     int rc = agree(g, (uint32_t)kind, dtype, op, root, count, deadline);
     if (rc) return rc;
     if (s->user)

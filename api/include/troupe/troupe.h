@@ -543,17 +543,15 @@ TR_API int tr_alltoall(tr_group *g, const void *send, void *recv, size_t count, 
  * no rank hangs: every live rank gets TR_ETIMEDOUT or TR_EPEER_DIED, with NCCL's message.
  * The agreement check runs before NCCL moves a byte (send/recv: the receiver checks a
  * header). NCCL's reduction order is its own (floating-point results may differ from the
- * CPU backends' in the last bits), and TR_AVG of signed integers is TR_EINVAL (NCCL
- * averages integers in unsigned arithmetic). A join in a process that sees no GPU:
- * TR_ERESOURCES.
- * An op reads its inputs after what the caller enqueued on the default stream (the
- * group's stream is a blocking one); work on the caller's other streams must finish
- * first (or use the async form on that stream). In place: send == recv on every op (NCCL's
- * own layouts aside, an overlap costs a device copy of send). As NCCL requires, ops of
- * two nccl groups on one GPU must be issued in the same order by every process, and not
- * from two threads at once.
- * On shm and gloo, in the CUDA build, device buffers work too: they are staged through
- * pinned host memory kept with the group (the copies are the cost). */
+ * CPU backends' in the last bits); TR_AVG of signed integers is NCCL's sum, then a
+ * division (truncating, as on the CPU backends: NCCL's own average is unsigned). A join in a
+ * process that sees no GPU: TR_ERESOURCES. An op reads its inputs after what the caller enqueued on
+ * the default stream (the group's stream is a blocking one); work on the caller's other streams
+ * must finish first (or use the async form on that stream). In place: send == recv on every op
+ * (NCCL's own layouts aside, an overlap costs a device copy of send). As NCCL requires, ops of two
+ * nccl groups on one GPU must be issued in the same order by every process, and not from two
+ * threads at once. On shm and gloo, in the CUDA build, device buffers work too: they are staged
+ * through pinned host memory kept with the group (the copies are the cost). */
 
 /* An nccl group whose process drives ndev local devices (devices: CUDA ordinals as this
  * process sees them, all different; 1..16): one NCCL rank per device, world * ndev in
