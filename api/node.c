@@ -25,6 +25,7 @@
 #endif
 
 #include "actor/directory.h"
+#include "api/cluster.h"
 #include "collective/registry.h"
 #include "core/clock.h"
 #include "core/codec.h"
@@ -59,6 +60,7 @@ typedef struct node {
     uv_idle_t stop_idle;
     uint64_t shutdown_started;
     int stopping;
+    tr__cluster *cluster; /* NULL unless the node is part of a cluster */
 } node;
 
 int tr__node_base_dir(const char *tmpdir, char *out, size_t cap) {
@@ -219,6 +221,7 @@ static void on_status(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
     tr__directory_status_json(n->dir, &j);
     tr__buf_append(&j, ",", 1);
     tr__store_status_json(n->store, &j);
+    tr__cluster_status_json(n->cluster, &j);
     tr__buf_append(&j, "}", 1);
     tr__buf b = TR__BUF_INIT;
     tr__reply_begin(&b, j.oom ? TR_ENOMEM : 0, NULL, 1);
@@ -328,6 +331,12 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
     uv_idle_init(&n->loop, &n->stop_idle);
     n->stop_idle.data = n;
 
+    /* a cluster's head listens for other nodes; another node joins its head first */
+    if ((rc = tr__cluster_start(cfg, n->sock, &n->total, n->gpus.n, &n->cluster))) {
+        TR_LOG_ERROR("NODE-CLUSTER", "%s", tr_last_error());
+        remove_session(n);
+        return 1;
+    }
     if (ready_fd >= 0) {
         char line[700];
         int k = snprintf(line, sizeof line, "%s\n", n->sock);
@@ -341,6 +350,7 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
     uv_walk(&n->loop, close_walk, NULL);
     uv_run(&n->loop, UV_RUN_DEFAULT);
     uv_loop_close(&n->loop);
+    tr__cluster_stop(n->cluster);
     tr__directory_destroy(n->dir);
     tr__kv_destroy(n->kv);
     tr__store_destroy(n->store);

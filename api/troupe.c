@@ -1,13 +1,16 @@
 /* api/troupe.c - the `troupe` command: start, inspect and stop a standalone node service.
  *
- *   troupe start --head [--num-cpus N] [--num-gpus N] [--resources a=1,b=2] [--tmpdir D]
- *                       [--cpu-binding cores|none]
+ *   troupe start --head [--port P] [--bind ADDR] [--token T] [--num-cpus N] [--num-gpus N]
+ *                       [--resources a=1,b=2] [--tmpdir D] [--cpu-binding cores|none]
+ *   troupe start --address HOST:PORT [--token T] [--bind ADDR] [--port P] [...]
  *   troupe status [--address PATH]
  *   troupe stop   [--address PATH]
  *
  * `start` spawns this executable as a detached node (its own session), waits until it
  * listens, records its address in <tmpdir>/troupe-<uid>/head and prints it. Drivers reach
- * it with the config key "address".
+ * it with the config key "address". With --port, a head listens on TCP for other nodes
+ * (loopback unless --bind names another address, which needs --token); `start --address
+ * HOST:PORT` starts a node that joins that head (api/cluster.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,8 +34,10 @@
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: troupe start --head [--num-cpus N] [--num-gpus N] [--resources a=1,b=2]\n"
-            "                           [--tmpdir DIR] [--cpu-binding cores|none]\n"
+            "usage: troupe start --head [--port P] [--bind ADDR] [--token T] [--num-cpus N]\n"
+            "                           [--num-gpus N] [--resources a=1,b=2] [--tmpdir DIR]\n"
+            "                           [--cpu-binding cores|none]\n"
+            "       troupe start --address HOST:PORT [--token T] [--bind ADDR] [--port P] ...\n"
             "       troupe status [--address PATH] [--tmpdir DIR]\n"
             "       troupe stop   [--address PATH] [--tmpdir DIR]\n"
             "       troupe version\n");
@@ -63,18 +68,31 @@ static int default_address(const char *tmpdir, char *out, size_t cap) {
     return out[0] ? 0 : tr__err(TR_ENOTFOUND, "%s is empty", hf);
 }
 
-static int cmd_start(tr_config *cfg, int head) {
-    if (!head) {
-        fprintf(stderr, "troupe start: only --head nodes exist on one machine for now\n");
+static int cmd_start(tr_config *cfg, int head, const char *join) {
+    if (head == !!join) {
+        fprintf(stderr, "troupe start: --head, or --address HOST:PORT of a head to join\n");
         return 2;
     }
+    int rc = join ? tr_config_set(cfg, "cluster_head", join) : 0;
+    if (rc) return fail(rc, "--address");
     char base[512], logf[600] = "/dev/null";
     if (tr__node_base_dir(cfg->tmpdir, base, sizeof base) == 0)
         snprintf(logf, sizeof logf, "%s/node.log", base);
     pid_t pid;
     char *addr;
-    int rc = tr__node_spawn(cfg, logf, 10000, &pid, &addr);
-    if (rc) return fail(rc, "start");
+    rc = tr__node_spawn(cfg, logf, join ? 20000 : 10000, &pid, &addr);
+    if (rc) { /* the node says why in its log: its last lines */
+        char tail[4][512] = {{0}};
+        int k = 0;
+        FILE *f = fopen(logf, "r");
+        for (char line[512]; f && fgets(line, sizeof line, f);)
+            snprintf(tail[k++ % 4], sizeof tail[0], "%s", line);
+        if (f) fclose(f);
+        fprintf(stderr, "troupe: the node did not start; the end of its log (%s):\n", logf);
+        for (int i = 0; i < 4; i++)
+            fputs(tail[(k + i) % 4], stderr);
+        return fail(rc, "start");
+    }
     char hf[600];
     if (head_file(cfg->tmpdir, hf, sizeof hf) == 0) {
         int fd = open(hf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -177,6 +195,12 @@ int main(int argc, char **argv) {
             rc = tr_config_set(cfg, "resources", v);
         else if (strcmp(a, "--tmpdir") == 0)
             rc = tr_config_set(cfg, "tmpdir", v);
+        else if (strcmp(a, "--port") == 0)
+            rc = tr_config_set(cfg, "cluster_port", v);
+        else if (strcmp(a, "--bind") == 0)
+            rc = tr_config_set(cfg, "cluster_bind", v);
+        else if (strcmp(a, "--token") == 0)
+            rc = tr_config_set(cfg, "cluster_token", v);
         else {
             usage();
             return 2;
@@ -187,7 +211,7 @@ int main(int argc, char **argv) {
     int status;
     char found[700];
     if (strcmp(cmd, "start") == 0) {
-        status = cmd_start(cfg, head);
+        status = cmd_start(cfg, head, addr);
     } else if (strcmp(cmd, "status") == 0 || strcmp(cmd, "stop") == 0) {
         if (!addr) {
             int rc = default_address(cfg->tmpdir, found, sizeof found);

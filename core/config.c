@@ -36,6 +36,7 @@ static void config_defaults(tr_config *c) {
     c->log_level = -1;
     c->max_msg = TR__DEFAULT_MAX_MSG;
     c->worker_start_timeout_ms = 30000;
+    c->cluster_port = -1;
 }
 
 TR_API int tr_config_create(tr_config **out) {
@@ -53,6 +54,9 @@ TR_API void tr_config_destroy(tr_config *cfg) {
     free(cfg->address);
     free(cfg->tmpdir);
     free(cfg->spill_dir);
+    free(cfg->cluster_bind);
+    free(cfg->cluster_token);
+    free(cfg->cluster_head);
     for (size_t i = 0; i < cfg->n_classes; i++)
         free((char *)cfg->classes[i].name);
     free(cfg->classes);
@@ -91,6 +95,18 @@ TR_API int tr_config_set(tr_config *cfg, const char *key, const char *value) {
     }
     if (strcmp(key, "tmpdir") == 0) return set_str(&cfg->tmpdir, value);
     if (strcmp(key, "spill_dir") == 0) return set_str(&cfg->spill_dir, value);
+    if (strcmp(key, "cluster_bind") == 0) return set_str(&cfg->cluster_bind, value);
+    if (strcmp(key, "cluster_head") == 0) return set_str(&cfg->cluster_head, value);
+    if (strcmp(key, "cluster_token") == 0) {
+        if (strlen(value) > 255)
+            return tr__err(TR_EINVAL, "config 'cluster_token': at most 255 bytes");
+        return set_str(&cfg->cluster_token, value);
+    }
+    if (strcmp(key, "cluster_port") == 0) {
+        if ((rc = parse_num(key, value, -1, 65535, &d))) return rc;
+        cfg->cluster_port = (int)d;
+        return 0;
+    }
     if (strcmp(key, "cpu_binding") == 0) {
         if (strcmp(value, "cores") == 0 || strcmp(value, "none") == 0) {
             cfg->cpu_binding = value[0] == 'c' ? TR__BIND_CORES : TR__BIND_NONE;
@@ -187,12 +203,16 @@ int tr__config_copy(const tr_config *src, tr_config **out) {
     if (src) {
         tr_config tmp = *src;
         tmp.address = tmp.tmpdir = tmp.spill_dir = NULL;
+        tmp.cluster_bind = tmp.cluster_token = tmp.cluster_head = NULL;
         tmp.classes = NULL;
         tmp.n_classes = 0;
         *c = tmp;
         if ((src->address && set_str(&c->address, src->address)) ||
             (src->tmpdir && set_str(&c->tmpdir, src->tmpdir)) ||
-            (src->spill_dir && set_str(&c->spill_dir, src->spill_dir)))
+            (src->spill_dir && set_str(&c->spill_dir, src->spill_dir)) ||
+            (src->cluster_bind && set_str(&c->cluster_bind, src->cluster_bind)) ||
+            (src->cluster_token && set_str(&c->cluster_token, src->cluster_token)) ||
+            (src->cluster_head && set_str(&c->cluster_head, src->cluster_head)))
             goto oom;
         for (size_t i = 0; i < src->n_classes; i++)
             if (tr_config_add_class(c, &src->classes[i])) goto oom;
@@ -221,7 +241,15 @@ size_t tr__config_store_bytes(const tr_config *cfg) {
 int tr__config_encode_node(const tr_config *cfg, tr__buf *out) {
     char res[1024];
     tr__res_format(&cfg->resources, res, sizeof res);
-    tr__enc_map(out, 10);
+    tr__enc_map(out, 14);
+    tr__enc_str(out, "cluster_port");
+    tr__enc_int(out, cfg->cluster_port);
+    tr__enc_str(out, "cluster_bind");
+    tr__enc_str(out, cfg->cluster_bind); /* nil when unset */
+    tr__enc_str(out, "cluster_token");
+    tr__enc_str(out, cfg->cluster_token);
+    tr__enc_str(out, "cluster_head");
+    tr__enc_str(out, cfg->cluster_head);
     tr__enc_str(out, "cpu_binding");
     tr__enc_int(out, cfg->cpu_binding);
     tr__enc_str(out, "tmpdir");
@@ -279,8 +307,19 @@ int tr__config_decode_node(const void *data, size_t len, tr_config *cfg) {
     }
     cfg->cpu_binding = (int)binding;
     if ((rc = decode_path(d.root, "spill_dir", &cfg->spill_dir)) ||
-        (rc = decode_path(d.root, "tmpdir", &cfg->tmpdir)))
+        (rc = decode_path(d.root, "tmpdir", &cfg->tmpdir)) ||
+        (rc = decode_path(d.root, "cluster_bind", &cfg->cluster_bind)) ||
+        (rc = decode_path(d.root, "cluster_token", &cfg->cluster_token)) ||
+        (rc = decode_path(d.root, "cluster_head", &cfg->cluster_head)))
         goto out;
+    int64_t cport = -1;
+    if (tr__obj_get(d.root, "cluster_port") && (rc = tr__get_int(d.root, "cluster_port", &cport)))
+        goto out;
+    if (cport < -1 || cport > 65535) {
+        rc = tr__err(TR_EPROTO, "node config: cluster_port %lld", (long long)cport);
+        goto out;
+    }
+    cfg->cluster_port = (int)cport;
     cfg->max_msg = max_msg;
     cfg->worker_start_timeout_ms = (int)start_ms;
     cfg->log_level = (int)lvl;

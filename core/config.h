@@ -27,6 +27,11 @@ struct tr_config {
     size_t store_bytes; /* object store capacity; 0: the default */
     char *spill_dir;    /* NULL: the node's session directory */
     int cpu_binding;    /* TR__BIND_CORES (the default) or TR__BIND_NONE */
+    /* a cluster (api/cluster.c): the node's TCP port for other nodes (-1: none; 0: any),
+     * the address it binds (NULL: loopback for a head, else the one facing the head), the
+     * cluster's token, and the head to join ("HOST:PORT"; NULL: this node is the head) */
+    int cluster_port;
+    char *cluster_bind, *cluster_token, *cluster_head;
     tr_actor_class *classes;
     size_t n_classes;
 };

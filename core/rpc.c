@@ -1,0 +1,442 @@
+/* core/rpc.c - see rpc.h. A reply is a 4-byte little-endian status code (the handler's),
+ * then the handler's bytes; transport failures are gRPC statuses. */
+#include "core/rpc.h"
+
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/slice.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/status.h"
+
+#define METHOD "/troupe.Node/Call"
+#define AUTH_KEY "authorization"
+#define BEARER "Bearer "
+
+/* ------------------------------------------------------------------ shared */
+
+static void *tag_of(void *p, int kind) {
+    return (void *)((uintptr_t)p | (uintptr_t)kind);
+}
+
+static gpr_timespec deadline_in(int timeout_ms) {
+    if (timeout_ms < 0) return gpr_inf_future(GPR_CLOCK_MONOTONIC);
+    return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                        gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
+}
+
+/* The bytes of a received message, appended to b. */
+static int read_all(grpc_byte_buffer *bb, tr__buf *b) {
+    grpc_byte_buffer_reader r;
+    if (!grpc_byte_buffer_reader_init(&r, bb)) return tr__err(TR_EPROTO, "rpc: unreadable message");
+    grpc_slice sl;
+    int rc = 0;
+    while (!rc && grpc_byte_buffer_reader_next(&r, &sl)) {
+        rc = tr__buf_append(b, GRPC_SLICE_START_PTR(sl), GRPC_SLICE_LENGTH(sl));
+        grpc_slice_unref(sl);
+    }
+    grpc_byte_buffer_reader_destroy(&r);
+    return rc;
+}
+
+static grpc_channel_args *size_args(size_t max_msg, grpc_arg a[2], grpc_channel_args *args) {
+    int lim = max_msg > (size_t)INT32_MAX - 64 ? INT32_MAX : (int)max_msg + 64;
+    a[0].type = a[1].type = GRPC_ARG_INTEGER;
+    a[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+    a[1].key = (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
+    a[0].value.integer = a[1].value.integer = lim;
+    args->num_args = 2;
+    args->args = a;
+    return args;
+}
+
+/* Constant-time: whether the slice equals "Bearer <token>". */
+static int token_ok(grpc_slice v, const char *token) {
+    size_t tn = strlen(token), bn = strlen(BEARER), n = GRPC_SLICE_LENGTH(v);
+    const unsigned char *p = GRPC_SLICE_START_PTR(v);
+    unsigned diff = n != bn + tn;
+    for (size_t i = 0; i < bn + tn; i++) {
+        unsigned char want = i < bn ? (unsigned char)BEARER[i] : (unsigned char)token[i - bn];
+        diff |= (i < n ? p[i] : 0u) ^ want;
+    }
+    return diff == 0;
+}
+
+static int is_loopback(const char *bind) {
+    return strncmp(bind, "127.", 4) == 0 || strncmp(bind, "localhost:", 10) == 0 ||
+           strncmp(bind, "[::1]:", 6) == 0;
+}
+
+/* ------------------------------------------------------------------ server */
+
+enum { T_NEW = 1, T_RECV = 2, T_DONE = 3 }; /* low bits of a call's tags */
+#define T_SHUTDOWN ((void *)(uintptr_t)4)
+
+typedef struct scall {
+    grpc_call *call;
+    grpc_call_details details;
+    grpc_metadata_array md;
+    grpc_byte_buffer *req, *resp;
+    grpc_slice status_msg;
+    int cancelled;
+} __attribute__((aligned(8))) scall;
+
+struct tr__rpc_server {
+    grpc_server *srv;
+    grpc_completion_queue *cq;
+    pthread_t thread;
+    char token[256];
+    size_t max_msg;
+    tr__rpc_handler handler;
+    void *ctx;
+    int shutting;
+};
+
+static void free_call(scall *c) {
+    if (c->call) grpc_call_unref(c->call);
+    grpc_call_details_destroy(&c->details);
+    grpc_metadata_array_destroy(&c->md);
+    if (c->req) grpc_byte_buffer_destroy(c->req);
+    if (c->resp) grpc_byte_buffer_destroy(c->resp);
+    grpc_slice_unref(c->status_msg);
+    free(c);
+}
+
+static int request_next(tr__rpc_server *s) {
+    scall *c = calloc(1, sizeof *c);
+    if (!c) return tr__err(TR_ENOMEM, "rpc server");
+    grpc_call_details_init(&c->details);
+    grpc_metadata_array_init(&c->md);
+    c->status_msg = grpc_empty_slice();
+    if (grpc_server_request_call(s->srv, &c->call, &c->details, &c->md, s->cq, s->cq,
+                                 tag_of(c, T_NEW)) != GRPC_CALL_OK) {
+        free_call(c);
+        return tr__err(TR_EINTERNAL, "rpc server: request_call");
+    }
+    return 0;
+}
+
+/* The call's last batch: its reply (or none) and its status. */
+static void finish_call(scall *c, grpc_status_code st, const char *msg) {
+    grpc_op ops[4];
+    size_t n = 0;
+    memset(ops, 0, sizeof ops);
+    ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+    if (c->resp) {
+        ops[n].op = GRPC_OP_SEND_MESSAGE;
+        ops[n++].data.send_message.send_message = c->resp;
+    }
+    grpc_slice_unref(c->status_msg);
+    c->status_msg = grpc_slice_from_copied_string(msg);
+    ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    ops[n].data.send_status_from_server.status = st;
+    ops[n++].data.send_status_from_server.status_details = &c->status_msg;
+    ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    ops[n++].data.recv_close_on_server.cancelled = &c->cancelled;
+    if (grpc_call_start_batch(c->call, ops, n, tag_of(c, T_DONE), NULL) != GRPC_CALL_OK)
+        free_call(c);
+}
+
+static void on_new(tr__rpc_server *s, scall *c) {
+    if (!__atomic_load_n(&s->shutting, __ATOMIC_ACQUIRE))
+        request_next(s); /* always one request outstanding */
+    if (grpc_slice_str_cmp(c->details.method, METHOD) != 0) {
+        finish_call(c, GRPC_STATUS_UNIMPLEMENTED, "troupe: unknown method");
+        return;
+    }
+    if (s->token[0]) {
+        int ok = 0;
+        for (size_t i = 0; i < c->md.count; i++)
+            if (grpc_slice_str_cmp(c->md.metadata[i].key, AUTH_KEY) == 0)
+                ok = token_ok(c->md.metadata[i].value, s->token);
+        if (!ok) {
+            char *peer = grpc_call_get_peer(c->call);
+            TR_LOG_WARN("RPC-AUTH", "refused a call from %s: missing or wrong token",
+                        peer ? peer : "?");
+            gpr_free(peer);
+            finish_call(c, GRPC_STATUS_UNAUTHENTICATED, "troupe: missing or wrong token");
+            return;
+        }
+    }
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_MESSAGE;
+    op.data.recv_message.recv_message = &c->req;
+    if (grpc_call_start_batch(c->call, &op, 1, tag_of(c, T_RECV), NULL) != GRPC_CALL_OK)
+        finish_call(c, GRPC_STATUS_INTERNAL, "troupe: cannot receive");
+}
+
+static void on_recv(tr__rpc_server *s, scall *c, int success) {
+    if (!success || !c->req) {
+        finish_call(c, GRPC_STATUS_INVALID_ARGUMENT, "troupe: no request");
+        return;
+    }
+    tr__buf in = TR__BUF_INIT, out = TR__BUF_INIT;
+    int rc = read_all(c->req, &in);
+    uint8_t hdr[4] = {0};
+    tr__buf_append(&out, hdr, 4); /* the code, filled in below */
+    if (!rc) rc = s->handler(s->ctx, in.data, in.len, &out);
+    if (rc && out.len == 4) {
+        const char *m = tr_last_error();
+        tr__buf_append(&out, m, strlen(m));
+    }
+    if (out.oom) {
+        finish_call(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "troupe: out of memory for the reply");
+    } else {
+        uint32_t u = (uint32_t)rc;
+        for (int i = 0; i < 4; i++)
+            out.data[i] = (uint8_t)(u >> (8 * i));
+        grpc_slice sl = grpc_slice_from_copied_buffer((const char *)out.data, out.len);
+        c->resp = grpc_raw_byte_buffer_create(&sl, 1);
+        grpc_slice_unref(sl);
+        finish_call(c, GRPC_STATUS_OK, "");
+    }
+    tr__buf_free(&in);
+    tr__buf_free(&out);
+}
+
+static void *serve(void *arg) {
+    tr__rpc_server *s = arg;
+    for (;;) {
+        grpc_event ev = grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        if (ev.type == GRPC_QUEUE_SHUTDOWN) break;
+        if (ev.type != GRPC_OP_COMPLETE) continue;
+        if (ev.tag == T_SHUTDOWN) {
+            grpc_completion_queue_shutdown(s->cq);
+            continue;
+        }
+        int kind = (int)((uintptr_t)ev.tag & 3);
+        scall *c = (scall *)((uintptr_t)ev.tag & ~(uintptr_t)3);
+        if (kind == T_NEW) {
+            if (ev.success)
+                on_new(s, c);
+            else
+                free_call(c); /* the server is shutting down */
+        } else if (kind == T_RECV) {
+            on_recv(s, c, ev.success);
+        } else {
+            free_call(c);
+        }
+    }
+    return NULL;
+}
+
+int tr__rpc_server_create(const char *bind, const char *token, size_t max_msg,
+                          tr__rpc_handler handler, void *ctx, tr__rpc_server **out, int *port) {
+    if (!out || !bind || !handler) return tr__err(TR_EINVAL, "rpc server: NULL argument");
+    *out = NULL;
+    if (!token) token = "";
+    if (strlen(token) >= sizeof((tr__rpc_server *)0)->token)
+        return tr__err(TR_EINVAL, "rpc server: a token of at most 255 bytes");
+    if (!token[0] && !is_loopback(bind))
+        return tr__err(TR_EINVAL, "rpc server: binding %s (not loopback) needs a cluster token",
+                       bind);
+    tr__rpc_server *s = calloc(1, sizeof *s);
+    if (!s) return tr__err(TR_ENOMEM, "rpc server");
+    snprintf(s->token, sizeof s->token, "%s", token);
+    s->max_msg = max_msg;
+    s->handler = handler;
+    s->ctx = ctx;
+    grpc_init();
+    grpc_arg a[2];
+    grpc_channel_args args;
+    s->cq = grpc_completion_queue_create_for_next(NULL);
+    s->srv = grpc_server_create(size_args(max_msg, a, &args), NULL);
+    grpc_server_register_completion_queue(s->srv, s->cq, NULL);
+    grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+    int p = grpc_server_add_http2_port(s->srv, bind, creds);
+    grpc_server_credentials_release(creds);
+    if (p <= 0) {
+        grpc_server_destroy(s->srv);
+        grpc_completion_queue_shutdown(s->cq);
+        while (grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+               GRPC_QUEUE_SHUTDOWN) {
+        }
+        grpc_completion_queue_destroy(s->cq);
+        free(s);
+        grpc_shutdown();
+        return tr__err(TR_EIO, "rpc server: cannot listen on %s", bind);
+    }
+    grpc_server_start(s->srv);
+    int rc = request_next(s);
+    if (!rc && pthread_create(&s->thread, NULL, serve, s) != 0)
+        rc = tr__err(TR_ENOMEM, "rpc server: no thread");
+    if (rc) {
+        s->thread = 0;
+        grpc_server_shutdown_and_notify(s->srv, s->cq, T_SHUTDOWN);
+        grpc_server_cancel_all_calls(s->srv);
+        serve(s); /* drains here */
+        grpc_server_destroy(s->srv);
+        grpc_completion_queue_destroy(s->cq);
+        free(s);
+        grpc_shutdown();
+        return rc;
+    }
+    if (port) *port = p;
+    *out = s;
+    return 0;
+}
+
+void tr__rpc_server_destroy(tr__rpc_server *s) {
+    if (!s) return;
+    __atomic_store_n(&s->shutting, 1, __ATOMIC_RELEASE);
+    grpc_server_shutdown_and_notify(s->srv, s->cq, T_SHUTDOWN);
+    grpc_server_cancel_all_calls(s->srv);
+    pthread_join(s->thread, NULL);
+    grpc_server_destroy(s->srv);
+    grpc_completion_queue_destroy(s->cq);
+    free(s);
+    grpc_shutdown();
+}
+
+/* ------------------------------------------------------------------ client */
+
+struct tr__rpc_client {
+    grpc_channel *ch;
+    char auth[300];
+    size_t max_msg;
+};
+
+int tr__rpc_client_create(const char *target, const char *token, size_t max_msg,
+                          tr__rpc_client **out) {
+    if (!out || !target) return tr__err(TR_EINVAL, "rpc client: NULL argument");
+    *out = NULL;
+    if (token && strlen(token) > 255) return tr__err(TR_EINVAL, "rpc client: token too long");
+    tr__rpc_client *c = calloc(1, sizeof *c);
+    if (!c) return tr__err(TR_ENOMEM, "rpc client");
+    snprintf(c->auth, sizeof c->auth, BEARER "%s", token ? token : "");
+    c->max_msg = max_msg;
+    grpc_init();
+    grpc_arg a[2];
+    grpc_channel_args args;
+    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+    c->ch = grpc_channel_create(target, creds, size_args(max_msg, a, &args));
+    grpc_channel_credentials_release(creds);
+    if (!c->ch) {
+        free(c);
+        grpc_shutdown();
+        return tr__err(TR_EINVAL, "rpc client: bad target %s", target);
+    }
+    *out = c;
+    return 0;
+}
+
+void tr__rpc_client_destroy(tr__rpc_client *c) {
+    if (!c) return;
+    grpc_channel_destroy(c->ch);
+    free(c);
+    grpc_shutdown();
+}
+
+static int code_of_status(grpc_status_code st, const char *detail) {
+    switch (st) {
+    case GRPC_STATUS_UNAVAILABLE:
+        return tr__err(TR_ECONNECT, "rpc: unavailable: %s", detail);
+    case GRPC_STATUS_DEADLINE_EXCEEDED:
+        return tr__err(TR_ETIMEDOUT, "rpc: deadline exceeded: %s", detail);
+    case GRPC_STATUS_UNAUTHENTICATED:
+    case GRPC_STATUS_PERMISSION_DENIED:
+        return tr__err(TR_EPERM, "rpc: refused: %s", detail);
+    case GRPC_STATUS_RESOURCE_EXHAUSTED:
+        return tr__err(TR_EMSGSIZE, "rpc: too large: %s", detail);
+    case GRPC_STATUS_CANCELLED:
+        return tr__err(TR_ECLOSED, "rpc: cancelled: %s", detail);
+    default:
+        return tr__err(TR_EIO, "rpc: status %d: %s", (int)st, detail);
+    }
+}
+
+int tr__rpc_call(tr__rpc_client *c, const void *req, size_t len, int timeout_ms, tr__buf *reply) {
+    if (!c || (!req && len) || !reply) return tr__err(TR_EINVAL, "rpc call: NULL argument");
+    if (len > c->max_msg)
+        return tr__err(TR_EMSGSIZE, "rpc call: %zu bytes (at most %zu)", len, c->max_msg);
+    grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+    grpc_slice method = grpc_slice_from_static_string(METHOD);
+    grpc_call *call = grpc_channel_create_call(c->ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, method,
+                                               NULL, deadline_in(timeout_ms), NULL);
+    grpc_slice body = grpc_slice_from_copied_buffer(req, len);
+    grpc_byte_buffer *out = grpc_raw_byte_buffer_create(&body, 1), *in = NULL;
+    grpc_slice_unref(body);
+    grpc_metadata md;
+    memset(&md, 0, sizeof md);
+    md.key = grpc_slice_from_static_string(AUTH_KEY);
+    md.value = grpc_slice_from_copied_string(c->auth);
+    grpc_metadata_array init_md, trail_md;
+    grpc_metadata_array_init(&init_md);
+    grpc_metadata_array_init(&trail_md);
+    grpc_status_code st = GRPC_STATUS_UNKNOWN;
+    grpc_slice details = grpc_empty_slice();
+    grpc_op ops[6];
+    memset(ops, 0, sizeof ops);
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[0].data.send_initial_metadata.count = 1;
+    ops[0].data.send_initial_metadata.metadata = &md;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = out;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &init_md;
+    ops[4].op = GRPC_OP_RECV_MESSAGE;
+    ops[4].data.recv_message.recv_message = &in;
+    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[5].data.recv_status_on_client.trailing_metadata = &trail_md;
+    ops[5].data.recv_status_on_client.status = &st;
+    ops[5].data.recv_status_on_client.status_details = &details;
+    int rc = 0;
+    if (grpc_call_start_batch(call, ops, 6, tag_of(call, 0), NULL) != GRPC_CALL_OK) {
+        rc = tr__err(TR_EINTERNAL, "rpc call: start_batch");
+    } else {
+        /* the call's own deadline ends it; the pluck waits for that */
+        grpc_event ev = grpc_completion_queue_pluck(cq, tag_of(call, 0),
+                                                    gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        if (ev.type != GRPC_OP_COMPLETE) {
+            rc = tr__err(TR_EINTERNAL, "rpc call: no completion");
+        } else if (st != GRPC_STATUS_OK) {
+            char *d = grpc_slice_to_c_string(details);
+            rc = code_of_status(st, d ? d : "");
+            gpr_free(d);
+        } else if (!in) {
+            rc = tr__err(TR_EPROTO, "rpc call: a reply without a message");
+        } else {
+            size_t at = reply->len;
+            rc = read_all(in, reply);
+            if (!rc && reply->len - at < 4)
+                rc = tr__err(TR_EPROTO, "rpc call: a reply of %zu bytes", reply->len - at);
+            if (!rc) {
+                uint32_t u = 0;
+                for (int i = 0; i < 4; i++)
+                    u |= (uint32_t)reply->data[at + i] << (8 * i);
+                memmove(reply->data + at, reply->data + at + 4, reply->len - at - 4);
+                reply->len -= 4;
+                int code = (int32_t)u;
+                if (code > 0 || (code && strcmp(tr_errname(code), "TR_E?") == 0))
+                    rc = tr__err(TR_EPROTO, "rpc call: status %d in a reply", code);
+                else if (code)
+                    rc = tr__err(code, "%.*s", (int)(reply->len - at > 400 ? 400 : reply->len - at),
+                                 (const char *)reply->data + at);
+            }
+        }
+    }
+    if (in) grpc_byte_buffer_destroy(in);
+    grpc_byte_buffer_destroy(out);
+    grpc_slice_unref(md.value);
+    grpc_slice_unref(details);
+    grpc_metadata_array_destroy(&init_md);
+    grpc_metadata_array_destroy(&trail_md);
+    grpc_call_unref(call);
+    grpc_completion_queue_shutdown(cq);
+    while (
+        grpc_completion_queue_pluck(cq, tag_of(call, 0), gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
+            .type != GRPC_QUEUE_SHUTDOWN) {
+    }
+    grpc_completion_queue_destroy(cq);
+    return rc;
+}

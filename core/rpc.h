@@ -1,0 +1,46 @@
+/* core/rpc.h - cross-node RPC over the gRPC C core (the only code that includes gRPC):
+ * unary calls of one method, "/troupe.Node/Call", whose request and reply are opaque
+ * bytes (msgpack, as every control message), over HTTP/2 on TCP.
+ *
+ * Auth: a server made with a token accepts only calls whose `authorization` metadata is
+ * "Bearer <token>" (compared in constant time); any other call is refused with
+ * UNAUTHENTICATED, logged, and its handler never runs. A server that binds anything but
+ * a loopback address must have a token. Clients send theirs with every call.
+ *
+ * Threads: a server runs its completion queue on a thread of its own and calls the
+ * handler there, one call at a time; a client may be used from any thread (each call
+ * waits on a queue of its own, with its deadline). Status codes: TR_ECONNECT (nothing
+ * listens, or the connection broke), TR_ETIMEDOUT (the deadline), TR_EPERM (refused by
+ * the token), TR_EMSGSIZE (over the size limit), else the handler's own code.
+ */
+#ifndef TR_CORE_RPC_H
+#define TR_CORE_RPC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/buf.h"
+
+typedef struct tr__rpc_server tr__rpc_server;
+typedef struct tr__rpc_client tr__rpc_client;
+
+/* A request's handler: the request's bytes in, the reply's appended to `reply`; returns 0,
+ * or a TR_E* code that the caller gets (with `reply` as its message, if any). */
+typedef int (*tr__rpc_handler)(void *ctx, const void *req, size_t len, tr__buf *reply);
+
+/* Listens on `bind` ("HOST:PORT"; port 0 picks one, *port gets it) with `token` (NULL or
+ * "": none, loopback only) and messages up to max_msg bytes. */
+int tr__rpc_server_create(const char *bind, const char *token, size_t max_msg,
+                          tr__rpc_handler handler, void *ctx, tr__rpc_server **out, int *port);
+/* Stops listening, cancels calls in flight, waits for the thread, frees. NULL: no-op. */
+void tr__rpc_server_destroy(tr__rpc_server *s);
+
+/* A channel to `target` ("HOST:PORT"); connects lazily, reconnects as gRPC does. */
+int tr__rpc_client_create(const char *target, const char *token, size_t max_msg,
+                          tr__rpc_client **out);
+void tr__rpc_client_destroy(tr__rpc_client *c);
+/* One call: the reply's bytes appended to `reply` (also on a handler's error: its
+ * message). Returns 0 or a code as above. */
+int tr__rpc_call(tr__rpc_client *c, const void *req, size_t len, int timeout_ms, tr__buf *reply);
+
+#endif

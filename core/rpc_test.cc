@@ -1,0 +1,152 @@
+/* core/rpc_test.cc - core/rpc over real gRPC on loopback: echo (small, 1 MiB, from
+ * threads), the token (wrong or missing: refused, the handler never runs), a handler's
+ * error code and message, a deadline, nothing listening, size limits, the loopback rule. */
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern "C" {
+#include "core/rpc.h"
+#include "core/status.h"
+}
+
+namespace {
+
+struct Served {
+    std::atomic<int> calls{0};
+    std::atomic<int> sleep_ms{0};
+};
+
+int handler(void *ctx, const void *req, size_t len, tr__buf *reply) {
+    auto *s = (Served *)ctx;
+    s->calls++;
+    if (s->sleep_ms) std::this_thread::sleep_for(std::chrono::milliseconds(s->sleep_ms));
+    std::string r((const char *)req, len);
+    if (r == "missing") return tr__err(TR_ENOTFOUND, "no such key: missing");
+    return tr__buf_append(reply, req, len);
+}
+
+struct Rpc : ::testing::Test {
+    void SetUp() override {
+        ASSERT_EQ(
+            tr__rpc_server_create("127.0.0.1:0", "s3cret", 4 << 20, handler, &served, &srv, &port),
+            0)
+            << tr_last_error();
+        target = "127.0.0.1:" + std::to_string(port);
+    }
+    void TearDown() override {
+        tr__rpc_server_destroy(srv);
+    }
+    int call(tr__rpc_client *c, const std::string &req, std::string *out, int timeout = 5000) {
+        tr__buf b = TR__BUF_INIT;
+        int rc = tr__rpc_call(c, req.data(), req.size(), timeout, &b);
+        if (out) *out = std::string((const char *)b.data, b.len);
+        tr__buf_free(&b);
+        return rc;
+    }
+    Served served;
+    tr__rpc_server *srv = nullptr;
+    int port = 0;
+    std::string target;
+};
+
+TEST_F(Rpc, EchoesSmallAndLargeMessagesFromManyThreads) {
+    tr__rpc_client *c;
+    ASSERT_EQ(tr__rpc_client_create(target.c_str(), "s3cret", 4 << 20, &c), 0);
+    std::string out;
+    ASSERT_EQ(call(c, "hello", &out), 0) << tr_last_error();
+    EXPECT_EQ(out, "hello");
+    std::string big(1 << 20, 'x');
+    for (size_t i = 0; i < big.size(); i += 4093)
+        big[i] = (char)('a' + i % 26);
+    ASSERT_EQ(call(c, big, &out), 0) << tr_last_error();
+    EXPECT_EQ(out, big);
+    ASSERT_EQ(call(c, "", &out), 0) << tr_last_error();
+    EXPECT_EQ(out, "");
+    std::vector<std::thread> ts;
+    std::atomic<int> bad{0};
+    for (int t = 0; t < 4; t++)
+        ts.emplace_back([&, t] {
+            for (int i = 0; i < 200; i++) {
+                std::string req = std::to_string(t) + ":" + std::to_string(i), got;
+                if (call(c, req, &got) || got != req) bad++;
+            }
+        });
+    for (auto &t : ts)
+        t.join();
+    EXPECT_EQ(bad.load(), 0);
+    EXPECT_EQ(served.calls.load(), 3 + 800);
+    tr__rpc_client_destroy(c);
+}
+
+TEST_F(Rpc, AWrongOrMissingTokenIsRefusedAndNothingRuns) {
+    for (const char *tok : {"wrong", "", "s3cre", "s3cret!"}) {
+        tr__rpc_client *c;
+        ASSERT_EQ(tr__rpc_client_create(target.c_str(), tok, 1 << 20, &c), 0);
+        EXPECT_EQ(call(c, "hello", nullptr), TR_EPERM) << "token '" << tok << "'";
+        tr__rpc_client_destroy(c);
+    }
+    EXPECT_EQ(served.calls.load(), 0);
+}
+
+TEST_F(Rpc, AHandlersErrorReachesTheCallerWithItsMessage) {
+    tr__rpc_client *c;
+    ASSERT_EQ(tr__rpc_client_create(target.c_str(), "s3cret", 1 << 20, &c), 0);
+    EXPECT_EQ(call(c, "missing", nullptr), TR_ENOTFOUND);
+    EXPECT_NE(strstr(tr_last_error(), "no such key: missing"), nullptr) << tr_last_error();
+    tr__rpc_client_destroy(c);
+}
+
+TEST_F(Rpc, ACallEndsAtItsDeadline) {
+    served.sleep_ms = 600;
+    tr__rpc_client *c;
+    ASSERT_EQ(tr__rpc_client_create(target.c_str(), "s3cret", 1 << 20, &c), 0);
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(call(c, "slow", nullptr, 100), TR_ETIMEDOUT);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(s, 0.5);
+    tr__rpc_client_destroy(c);
+}
+
+TEST_F(Rpc, SizeLimitsHoldOnBothSides) {
+    tr__rpc_client *c;
+    ASSERT_EQ(tr__rpc_client_create(target.c_str(), "s3cret", 1024, &c), 0);
+    EXPECT_EQ(call(c, std::string(2048, 'y'), nullptr), TR_EMSGSIZE);
+    tr__rpc_client_destroy(c);
+    ASSERT_EQ(tr__rpc_client_create(target.c_str(), "s3cret", 16 << 20, &c), 0);
+    EXPECT_EQ(call(c, std::string(8 << 20, 'y'), nullptr), TR_EMSGSIZE); /* the server's 4 MiB */
+    tr__rpc_client_destroy(c);
+}
+
+TEST(RpcAlone, NothingListeningIsAConnectError) {
+    tr__rpc_server *s;
+    int port = 0;
+    Served served;
+    ASSERT_EQ(tr__rpc_server_create("127.0.0.1:0", "", 1 << 20, handler, &served, &s, &port), 0);
+    tr__rpc_server_destroy(s); /* the port is free again */
+    tr__rpc_client *c;
+    std::string target = "127.0.0.1:" + std::to_string(port);
+    ASSERT_EQ(tr__rpc_client_create(target.c_str(), "", 1 << 20, &c), 0);
+    tr__buf b = TR__BUF_INIT;
+    int rc = tr__rpc_call(c, "x", 1, 3000, &b);
+    EXPECT_TRUE(rc == TR_ECONNECT) << tr_errname(rc) << ": " << tr_last_error();
+    tr__buf_free(&b);
+    tr__rpc_client_destroy(c);
+}
+
+TEST(RpcAlone, ANonLoopbackServerNeedsAToken) {
+    tr__rpc_server *s = nullptr;
+    Served served;
+    EXPECT_EQ(tr__rpc_server_create("0.0.0.0:0", "", 1 << 20, handler, &served, &s, nullptr),
+              TR_EINVAL);
+    EXPECT_EQ(s, nullptr);
+    EXPECT_EQ(tr__rpc_server_create("0.0.0.0:0", "tok", 1 << 20, handler, &served, &s, nullptr), 0)
+        << tr_last_error();
+    tr__rpc_server_destroy(s);
+}
+
+} // namespace
