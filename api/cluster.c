@@ -4,6 +4,7 @@
 #include "api/cluster.h"
 
 #include <arpa/inet.h>
+#include <math.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 #define BEAT_MS 500
 #define LOST_MS 3000
 #define JOIN_MS 10000
+#define FORGET_MS 60000 /* a node lost this long leaves the table */
 
 typedef struct member {
     char id[17];
@@ -131,6 +133,11 @@ static int handle(void *ctx, const void *req, size_t len, tr__buf *reply) {
             (rc = tr__get_double(d.root, "cpus", &m.cpus)) ||
             (rc = tr__get_int(d.root, "gpus", &gpus)))
             goto out;
+        if (!m.id[0] || strcmp(m.id, cl->id) == 0 || !isfinite(m.cpus) || m.cpus < 0 ||
+            m.cpus > 1e6 || gpus < 0 || gpus > 65536) {
+            rc = tr__err(TR_EPROTO, "cluster: a registration with a bad id, CPUs or GPUs");
+            goto out;
+        }
         m.gpus = (int)gpus;
         m.last_ns = tr__now_ns();
         m.alive = 1;
@@ -153,7 +160,7 @@ static int handle(void *ctx, const void *req, size_t len, tr__buf *reply) {
         int i = 1;
         while (i < cl->n && strcmp(cl->nodes[i].id, id) != 0)
             i++;
-        if (i == cl->n) {
+        if (i >= cl->n) {
             rc = tr__err(TR_ENOTFOUND, "cluster: node %s is not known here: register again", id);
             goto out;
         }
@@ -208,7 +215,11 @@ static void keep_table(tr__cluster *cl, const tr__buf *reply) {
     if (tr__dec_init(&d, reply->data, reply->len)) return;
     const char *s;
     size_t n;
-    if (tr__get_str(d.root, "json", &s, &n) == 0) {
+    int sound =
+        tr__get_str(d.root, "json", &s, &n) == 0 && n >= 2 && s[0] == '[' && s[n - 1] == ']';
+    for (size_t i = 0; sound && i < n; i++) /* printable ASCII, as the head writes it */
+        sound = s[i] >= 0x20 && s[i] < 0x7f && s[i] != '\\';
+    if (sound) {
         char *copy = malloc(n + 1);
         if (copy) {
             memcpy(copy, s, n);
@@ -256,6 +267,10 @@ static void sweep(tr__cluster *cl) {
             TR_LOG_ERROR("CLUSTER-LOST", "node %s at %s is lost: no heartbeat for %lld ms", m->id,
                          m->address, (long long)ms_since(m->last_ns));
         }
+        if (!m->alive && ms_since(m->last_ns) >= FORGET_MS) { /* gone for good: forgotten */
+            TR_LOG_INFO("CLUSTER-FORGET", "node %s at %s leaves the table", m->id, m->address);
+            cl->nodes[i--] = cl->nodes[--cl->n];
+        }
     }
     pthread_mutex_unlock(&cl->mu);
 }
@@ -265,7 +280,7 @@ static void *tick(void *arg) {
     pthread_mutex_lock(&cl->mu);
     while (!cl->stop) {
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
+        clock_gettime(CLOCK_MONOTONIC, &ts);
         ts.tv_nsec += BEAT_MS * 1000000L;
         ts.tv_sec += ts.tv_nsec / 1000000000L;
         ts.tv_nsec %= 1000000000L;
@@ -315,7 +330,11 @@ int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *tot
     tr__cluster *cl = calloc(1, sizeof *cl);
     if (!cl) return tr__err(TR_ENOMEM, "cluster");
     pthread_mutex_init(&cl->mu, NULL);
-    pthread_cond_init(&cl->cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* heartbeats ignore wall-clock steps */
+    pthread_cond_init(&cl->cv, &ca);
+    pthread_condattr_destroy(&ca);
     cl->head = !cfg->cluster_head;
     cl->max_msg = cfg->max_msg;
     uint8_t rnd[8];
@@ -333,30 +352,40 @@ int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *tot
     const char *token = cfg->cluster_token ? cfg->cluster_token : "";
     char ip[64] = "127.0.0.1", bind[160];
     int rc = 0;
-    if (!cl->head) {
+    const char *b = cfg->cluster_bind;
+    if (b && (strchr(b, ':') || strcmp(b, "0.0.0.0") == 0 || !*b))
+        rc = tr__err(TR_EINVAL,
+                     "cluster_bind '%s': an IPv4 address of this machine, without a port "
+                     "(other nodes reach this node at it; a wildcard cannot be reached)",
+                     b);
+    if (!rc && !cl->head) {
         snprintf(cl->head_addr, sizeof cl->head_addr, "%s", cfg->cluster_head);
         if (!cfg->cluster_bind) rc = facing(cl->head_addr, ip, sizeof ip);
     }
-    if (!rc) {
-        snprintf(bind, sizeof bind, "%s:%d", cfg->cluster_bind ? cfg->cluster_bind : ip,
-                 cfg->cluster_port < 0 ? 0 : cfg->cluster_port);
-        int port = 0;
-        rc = tr__rpc_server_create(bind, token, cfg->max_msg, handle, cl, &cl->srv, &port);
-        if (!rc)
-            snprintf(cl->address, sizeof cl->address, "%s:%d",
-                     cfg->cluster_bind ? cfg->cluster_bind : ip, port);
-    }
-    if (!rc && cl->head) { /* the head heads its own table */
+    if (!rc && cl->head) { /* the head heads its own table (its address once it listens) */
         member *m = &cl->nodes[cl->n++];
         snprintf(m->id, sizeof m->id, "%s", cl->id);
-        snprintf(m->address, sizeof m->address, "%s", cl->address);
         snprintf(m->sock, sizeof m->sock, "%s", cl->sock);
         snprintf(m->resources, sizeof m->resources, "%s", cl->resources);
         m->cpus = cl->cpus;
         m->gpus = cl->gpus;
         m->alive = 1;
         m->last_ns = tr__now_ns();
-        TR_LOG_INFO("CLUSTER-HEAD", "head %s listening at %s", cl->id, cl->address);
+    }
+    if (!rc) {
+        snprintf(bind, sizeof bind, "%s:%d", cfg->cluster_bind ? cfg->cluster_bind : ip,
+                 cfg->cluster_port < 0 ? 0 : cfg->cluster_port);
+        int port = 0;
+        rc = tr__rpc_server_create(bind, token, cfg->max_msg, handle, cl, &cl->srv, &port);
+        pthread_mutex_lock(&cl->mu);
+        if (!rc)
+            snprintf(cl->address, sizeof cl->address, "%s:%d",
+                     cfg->cluster_bind ? cfg->cluster_bind : ip, port);
+        if (!rc && cl->head)
+            snprintf(cl->nodes[0].address, sizeof cl->nodes[0].address, "%s", cl->address);
+        pthread_mutex_unlock(&cl->mu);
+        if (!rc && cl->head)
+            TR_LOG_INFO("CLUSTER-HEAD", "head %s listening at %s", cl->id, cl->address);
     }
     if (!rc && !cl->head) { /* join: the head must take us within JOIN_MS */
         rc = tr__rpc_client_create(cl->head_addr, token, cfg->max_msg, &cl->to_head);

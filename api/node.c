@@ -332,10 +332,12 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
     n->stop_idle.data = n;
 
     /* a cluster's head listens for other nodes; another node joins its head first */
+    int status = 0;
     if ((rc = tr__cluster_start(cfg, n->sock, &n->total, n->gpus.n, &n->cluster))) {
         TR_LOG_ERROR("NODE-CLUSTER", "%s", tr_last_error());
-        remove_session(n);
-        return 1;
+        status = 1; /* the spawner sees the ready pipe close without a line */
+        if (ready_fd >= 0) close(ready_fd);
+        goto out;
     }
     if (ready_fd >= 0) {
         char line[700];
@@ -346,6 +348,7 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
     }
     TR_LOG_INFO("NODE-UP", "listening on %s", n->sock);
     uv_run(&n->loop, UV_RUN_DEFAULT);
+out:
     /* Anything still open (should be nothing) is closed before the loop goes. */
     uv_walk(&n->loop, close_walk, NULL);
     uv_run(&n->loop, UV_RUN_DEFAULT);
@@ -359,7 +362,7 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
     close(lock_fd);
     free(n);
     tr__log_flush_limits();
-    return 0;
+    return status;
 }
 
 int tr__node_spawn(const tr_config *cfg, const char *log_path, int timeout_ms, pid_t *pid,

@@ -51,7 +51,9 @@ struct tr_runtime {
 
 /* The embedded node: this executable, spawned as the node role (api/node.c). */
 static int start_embedded_node(const tr_config *cfg, pid_t *pid, char **address) {
-    return tr__node_spawn(cfg, NULL, NODE_START_TIMEOUT_MS, pid, address);
+    /* a node that joins a cluster's head may take the join's 10 s first */
+    return tr__node_spawn(cfg, NULL, cfg && cfg->cluster_head ? 25000 : NODE_START_TIMEOUT_MS, pid,
+                          address);
 }
 
 static void runtime_free(tr_runtime *rt) {

@@ -73,6 +73,10 @@ static int cmd_start(tr_config *cfg, int head, const char *join) {
         fprintf(stderr, "troupe start: --head, or --address HOST:PORT of a head to join\n");
         return 2;
     }
+    if (head && cfg->cluster_port < 0 && (cfg->cluster_bind || cfg->cluster_token)) {
+        fprintf(stderr, "troupe start: --bind and --token are for a cluster: give --port too\n");
+        return 2;
+    }
     int rc = join ? tr_config_set(cfg, "cluster_head", join) : 0;
     if (rc) return fail(rc, "--address");
     char base[512], logf[600] = "/dev/null";
@@ -81,16 +85,14 @@ static int cmd_start(tr_config *cfg, int head, const char *join) {
     pid_t pid;
     char *addr;
     rc = tr__node_spawn(cfg, logf, join ? 20000 : 10000, &pid, &addr);
-    if (rc) { /* the node says why in its log: its last lines */
-        char tail[4][512] = {{0}};
-        int k = 0;
+    if (rc) { /* the node says why in its log: its last error line */
+        char last[1024] = "", line[1024];
         FILE *f = fopen(logf, "r");
-        for (char line[512]; f && fgets(line, sizeof line, f);)
-            snprintf(tail[k++ % 4], sizeof tail[0], "%s", line);
+        while (f && fgets(line, sizeof line, f))
+            if (strstr(line, "troupe node[") && strstr(line, "] E "))
+                snprintf(last, sizeof last, "%s", line);
         if (f) fclose(f);
-        fprintf(stderr, "troupe: the node did not start; the end of its log (%s):\n", logf);
-        for (int i = 0; i < 4; i++)
-            fputs(tail[(k + i) % 4], stderr);
+        if (last[0]) fprintf(stderr, "%s", last);
         return fail(rc, "start");
     }
     char hf[600];

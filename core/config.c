@@ -104,6 +104,8 @@ TR_API int tr_config_set(tr_config *cfg, const char *key, const char *value) {
     }
     if (strcmp(key, "cluster_port") == 0) {
         if ((rc = parse_num(key, value, -1, 65535, &d))) return rc;
+        if (d != (int)d)
+            return tr__err(TR_EINVAL, "config 'cluster_port': '%s' is not whole", value);
         cfg->cluster_port = (int)d;
         return 0;
     }

@@ -351,6 +351,32 @@ TEST_F(Config, NodeConfigRoundTrip) {
     tr__buf_free(&b);
 }
 
+TEST_F(Config, ClusterKeysTravelToTheNodeAndAreChecked) {
+    ASSERT_EQ(tr_config_set(cfg, "cluster_port", "6380"), 0);
+    ASSERT_EQ(tr_config_set(cfg, "cluster_bind", "10.1.2.3"), 0);
+    ASSERT_EQ(tr_config_set(cfg, "cluster_token", "s3cret"), 0);
+    ASSERT_EQ(tr_config_set(cfg, "cluster_head", "10.1.2.1:6380"), 0);
+    EXPECT_EQ(tr_config_set(cfg, "cluster_port", "65536"), TR_EINVAL);
+    EXPECT_EQ(tr_config_set(cfg, "cluster_port", "-2"), TR_EINVAL);
+    EXPECT_EQ(tr_config_set(cfg, "cluster_token", std::string(256, 't').c_str()), TR_EINVAL);
+    tr__buf b = TR__BUF_INIT;
+    ASSERT_EQ(tr__config_encode_node(cfg, &b), 0);
+    int rc;
+    tr_config *back = decoded(b, &rc);
+    ASSERT_EQ(rc, 0) << tr_last_error();
+    EXPECT_EQ(back->cluster_port, 6380);
+    EXPECT_STREQ(back->cluster_bind, "10.1.2.3");
+    EXPECT_STREQ(back->cluster_token, "s3cret");
+    EXPECT_STREQ(back->cluster_head, "10.1.2.1:6380");
+    tr_config *copy = nullptr;
+    ASSERT_EQ(tr__config_copy(back, &copy), 0);
+    EXPECT_STREQ(copy->cluster_token, "s3cret");
+    EXPECT_NE(copy->cluster_token, back->cluster_token);
+    tr_config_destroy(copy);
+    tr_config_destroy(back);
+    tr__buf_free(&b);
+}
+
 TEST_F(Config, NodeConfigRoundTripOfDefaults) {
     tr__buf b = TR__BUF_INIT;
     ASSERT_EQ(tr__config_encode_node(cfg, &b), 0);
@@ -366,6 +392,9 @@ TEST_F(Config, NodeConfigRoundTripOfDefaults) {
     EXPECT_EQ(back->tmpdir, nullptr);
     EXPECT_EQ(back->spill_dir, nullptr);
     EXPECT_EQ(back->cpu_binding, TR__BIND_CORES);
+    EXPECT_EQ(back->cluster_port, -1); /* no cluster */
+    EXPECT_EQ(back->cluster_head, nullptr);
+    EXPECT_EQ(back->cluster_token, nullptr);
     tr_config_destroy(back);
     tr__buf_free(&b);
 }

@@ -9,6 +9,7 @@
 #include <grpc/slice.h>
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
+#include <arpa/inet.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,13 +48,50 @@ static int read_all(grpc_byte_buffer *bb, tr__buf *b) {
     return rc;
 }
 
-static grpc_channel_args *size_args(size_t max_msg, grpc_arg a[2], grpc_channel_args *args) {
+/* A server's or a client's channel arguments (a[] holds them; at most 12). */
+static grpc_channel_args *make_args(size_t max_msg, int server, grpc_arg *a,
+                                    grpc_channel_args *args) {
     int lim = max_msg > (size_t)INT32_MAX - 64 ? INT32_MAX : (int)max_msg + 64;
-    a[0].type = a[1].type = GRPC_ARG_INTEGER;
-    a[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-    a[1].key = (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
-    a[0].value.integer = a[1].value.integer = lim;
-    args->num_args = 2;
+    typedef struct {
+        const char *key;
+        int value;
+    } kv_t;
+    const kv_t common[] = {
+        {GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, lim},
+        {GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, lim},
+        /* a dead peer or a cut link is seen in seconds, not at TCP's retransmission pace */
+        {GRPC_ARG_KEEPALIVE_TIME_MS, server ? 2000 : 1000},
+        {GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000},
+        {GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1},
+        {GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0},
+    };
+    const kv_t server_only[] = {
+        {GRPC_ARG_ALLOW_REUSEPORT, 0}, /* another head on the same port fails, never shares */
+        {GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 500}, /* clients' keepalives */
+        {GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0},
+    };
+    const kv_t client_only[] = {
+        {GRPC_ARG_ENABLE_HTTP_PROXY, 0}, /* straight to the node, whatever http_proxy says */
+        {GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200}, /* a head back is seen within a second */
+        {GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200},
+        {GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000},
+    };
+    kv_t kv[12];
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof common / sizeof common[0]; i++)
+        kv[n++] = common[i];
+    const kv_t *more = server ? server_only : client_only;
+    size_t m = server ? sizeof server_only / sizeof server_only[0]
+                      : sizeof client_only / sizeof client_only[0];
+    for (size_t i = 0; i < m; i++)
+        kv[n++] = more[i];
+
+    for (size_t i = 0; i < n; i++) {
+        a[i].type = GRPC_ARG_INTEGER;
+        a[i].key = (char *)kv[i].key;
+        a[i].value.integer = kv[i].value;
+    }
+    args->num_args = n;
     args->args = a;
     return args;
 }
@@ -70,9 +108,22 @@ static int token_ok(grpc_slice v, const char *token) {
     return diff == 0;
 }
 
+/* Whether "HOST:PORT" names a loopback address (an IP literal: 127/8, ::1). */
 static int is_loopback(const char *bind) {
-    return strncmp(bind, "127.", 4) == 0 || strncmp(bind, "localhost:", 10) == 0 ||
-           strncmp(bind, "[::1]:", 6) == 0;
+    char host[64];
+    const char *colon = strrchr(bind, ':');
+    size_t n = colon ? (size_t)(colon - bind) : 0;
+    if (!colon || n == 0 || n >= sizeof host) return 0;
+    memcpy(host, bind, n);
+    host[n] = '\0';
+    if (host[0] == '[' && host[n - 1] == ']') { /* [v6] */
+        memmove(host, host + 1, n - 2);
+        host[n - 2] = '\0';
+    }
+    struct in_addr v4;
+    struct in6_addr v6;
+    if (inet_pton(AF_INET, host, &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+    return inet_pton(AF_INET6, host, &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
 /* ------------------------------------------------------------------ server */
@@ -97,10 +148,13 @@ struct tr__rpc_server {
     size_t max_msg;
     tr__rpc_handler handler;
     void *ctx;
-    int shutting;
+    int shutting;     /* destroy began: no call starts another batch */
+    int got_shutdown; /* the server's shutdown tag came (serve's thread only) */
+    long live;        /* calls allocated and not freed (serve's thread only) */
 };
 
-static void free_call(scall *c) {
+static void free_call(tr__rpc_server *s, scall *c) {
+    s->live--;
     if (c->call) grpc_call_unref(c->call);
     grpc_call_details_destroy(&c->details);
     grpc_metadata_array_destroy(&c->md);
@@ -113,19 +167,24 @@ static void free_call(scall *c) {
 static int request_next(tr__rpc_server *s) {
     scall *c = calloc(1, sizeof *c);
     if (!c) return tr__err(TR_ENOMEM, "rpc server");
+    s->live++;
     grpc_call_details_init(&c->details);
     grpc_metadata_array_init(&c->md);
     c->status_msg = grpc_empty_slice();
     if (grpc_server_request_call(s->srv, &c->call, &c->details, &c->md, s->cq, s->cq,
                                  tag_of(c, T_NEW)) != GRPC_CALL_OK) {
-        free_call(c);
+        free_call(s, c);
         return tr__err(TR_EINTERNAL, "rpc server: request_call");
     }
     return 0;
 }
 
 /* The call's last batch: its reply (or none) and its status. */
-static void finish_call(scall *c, grpc_status_code st, const char *msg) {
+static void finish_call(tr__rpc_server *s, scall *c, grpc_status_code st, const char *msg) {
+    if (__atomic_load_n(&s->shutting, __ATOMIC_ACQUIRE)) { /* unref cancels it */
+        free_call(s, c);
+        return;
+    }
     grpc_op ops[4];
     size_t n = 0;
     memset(ops, 0, sizeof ops);
@@ -142,14 +201,18 @@ static void finish_call(scall *c, grpc_status_code st, const char *msg) {
     ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
     ops[n++].data.recv_close_on_server.cancelled = &c->cancelled;
     if (grpc_call_start_batch(c->call, ops, n, tag_of(c, T_DONE), NULL) != GRPC_CALL_OK)
-        free_call(c);
+        free_call(s, c);
 }
 
 static void on_new(tr__rpc_server *s, scall *c) {
-    if (!__atomic_load_n(&s->shutting, __ATOMIC_ACQUIRE))
-        request_next(s); /* always one request outstanding */
+    if (__atomic_load_n(&s->shutting, __ATOMIC_ACQUIRE)) {
+        free_call(s, c);
+        return;
+    }
+    if (request_next(s)) /* always one request outstanding */
+        TR_LOG_ERROR("RPC-ACCEPT", "%s: this server takes no more calls", tr_last_error());
     if (grpc_slice_str_cmp(c->details.method, METHOD) != 0) {
-        finish_call(c, GRPC_STATUS_UNIMPLEMENTED, "troupe: unknown method");
+        finish_call(s, c, GRPC_STATUS_UNIMPLEMENTED, "troupe: unknown method");
         return;
     }
     if (s->token[0]) {
@@ -159,10 +222,10 @@ static void on_new(tr__rpc_server *s, scall *c) {
                 ok = token_ok(c->md.metadata[i].value, s->token);
         if (!ok) {
             char *peer = grpc_call_get_peer(c->call);
-            TR_LOG_WARN("RPC-AUTH", "refused a call from %s: missing or wrong token",
-                        peer ? peer : "?");
+            TR_LOG_WARN_LIMITED("RPC-AUTH", "refused a call from %s: missing or wrong token",
+                                peer ? peer : "?");
             gpr_free(peer);
-            finish_call(c, GRPC_STATUS_UNAUTHENTICATED, "troupe: missing or wrong token");
+            finish_call(s, c, GRPC_STATUS_UNAUTHENTICATED, "troupe: missing or wrong token");
             return;
         }
     }
@@ -171,12 +234,16 @@ static void on_new(tr__rpc_server *s, scall *c) {
     op.op = GRPC_OP_RECV_MESSAGE;
     op.data.recv_message.recv_message = &c->req;
     if (grpc_call_start_batch(c->call, &op, 1, tag_of(c, T_RECV), NULL) != GRPC_CALL_OK)
-        finish_call(c, GRPC_STATUS_INTERNAL, "troupe: cannot receive");
+        finish_call(s, c, GRPC_STATUS_INTERNAL, "troupe: cannot receive");
 }
 
 static void on_recv(tr__rpc_server *s, scall *c, int success) {
+    if (__atomic_load_n(&s->shutting, __ATOMIC_ACQUIRE)) {
+        free_call(s, c);
+        return;
+    }
     if (!success || !c->req) {
-        finish_call(c, GRPC_STATUS_INVALID_ARGUMENT, "troupe: no request");
+        finish_call(s, c, GRPC_STATUS_INVALID_ARGUMENT, "troupe: no request");
         return;
     }
     tr__buf in = TR__BUF_INIT, out = TR__BUF_INIT;
@@ -189,7 +256,7 @@ static void on_recv(tr__rpc_server *s, scall *c, int success) {
         tr__buf_append(&out, m, strlen(m));
     }
     if (out.oom) {
-        finish_call(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "troupe: out of memory for the reply");
+        finish_call(s, c, GRPC_STATUS_RESOURCE_EXHAUSTED, "troupe: out of memory for the reply");
     } else {
         uint32_t u = (uint32_t)rc;
         for (int i = 0; i < 4; i++)
@@ -197,7 +264,7 @@ static void on_recv(tr__rpc_server *s, scall *c, int success) {
         grpc_slice sl = grpc_slice_from_copied_buffer((const char *)out.data, out.len);
         c->resp = grpc_raw_byte_buffer_create(&sl, 1);
         grpc_slice_unref(sl);
-        finish_call(c, GRPC_STATUS_OK, "");
+        finish_call(s, c, GRPC_STATUS_OK, "");
     }
     tr__buf_free(&in);
     tr__buf_free(&out);
@@ -210,21 +277,24 @@ static void *serve(void *arg) {
         if (ev.type == GRPC_QUEUE_SHUTDOWN) break;
         if (ev.type != GRPC_OP_COMPLETE) continue;
         if (ev.tag == T_SHUTDOWN) {
-            grpc_completion_queue_shutdown(s->cq);
-            continue;
-        }
-        int kind = (int)((uintptr_t)ev.tag & 3);
-        scall *c = (scall *)((uintptr_t)ev.tag & ~(uintptr_t)3);
-        if (kind == T_NEW) {
-            if (ev.success)
-                on_new(s, c);
-            else
-                free_call(c); /* the server is shutting down */
-        } else if (kind == T_RECV) {
-            on_recv(s, c, ev.success);
+            s->got_shutdown = 1;
         } else {
-            free_call(c);
+            int kind = (int)((uintptr_t)ev.tag & 3);
+            scall *c = (scall *)((uintptr_t)ev.tag & ~(uintptr_t)3);
+            if (kind == T_NEW) {
+                if (ev.success)
+                    on_new(s, c);
+                else
+                    free_call(s, c); /* the server is shutting down */
+            } else if (kind == T_RECV) {
+                on_recv(s, c, ev.success);
+            } else {
+                free_call(s, c);
+            }
         }
+        /* the queue goes once the server is down and every call is freed (a call that
+         * starts a batch on a shut queue aborts the process) */
+        if (s->got_shutdown && s->live == 0) grpc_completion_queue_shutdown(s->cq);
     }
     return NULL;
 }
@@ -246,10 +316,10 @@ int tr__rpc_server_create(const char *bind, const char *token, size_t max_msg,
     s->handler = handler;
     s->ctx = ctx;
     grpc_init();
-    grpc_arg a[2];
+    grpc_arg a[12];
     grpc_channel_args args;
     s->cq = grpc_completion_queue_create_for_next(NULL);
-    s->srv = grpc_server_create(size_args(max_msg, a, &args), NULL);
+    s->srv = grpc_server_create(make_args(max_msg, 1, a, &args), NULL);
     grpc_server_register_completion_queue(s->srv, s->cq, NULL);
     grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
     int p = grpc_server_add_http2_port(s->srv, bind, creds);
@@ -271,6 +341,7 @@ int tr__rpc_server_create(const char *bind, const char *token, size_t max_msg,
         rc = tr__err(TR_ENOMEM, "rpc server: no thread");
     if (rc) {
         s->thread = 0;
+        s->shutting = 1;
         grpc_server_shutdown_and_notify(s->srv, s->cq, T_SHUTDOWN);
         grpc_server_cancel_all_calls(s->srv);
         serve(s); /* drains here */
@@ -315,10 +386,10 @@ int tr__rpc_client_create(const char *target, const char *token, size_t max_msg,
     snprintf(c->auth, sizeof c->auth, BEARER "%s", token ? token : "");
     c->max_msg = max_msg;
     grpc_init();
-    grpc_arg a[2];
+    grpc_arg a[12];
     grpc_channel_args args;
     grpc_channel_credentials *creds = grpc_insecure_credentials_create();
-    c->ch = grpc_channel_create(target, creds, size_args(max_msg, a, &args));
+    c->ch = grpc_channel_create(target, creds, make_args(max_msg, 0, a, &args));
     grpc_channel_credentials_release(creds);
     if (!c->ch) {
         free(c);

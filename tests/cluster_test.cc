@@ -8,6 +8,7 @@
  * Skips, saying why, where namespaces cannot be made (not root, no `ip`). */
 #include <gtest/gtest.h>
 
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,7 +75,20 @@ class Cluster : public ::testing::Test {
             return;
         }
         cli = real;
-        tag = "trc" + std::to_string(getpid() % 100000);
+        /* TSan builds: the nodes run gRPC too (core/tsan_grpc.supp, by absolute path) */
+        if (realpath("core/tsan_grpc.supp", real))
+            setenv("TSAN_OPTIONS", (std::string("suppressions=") + real).c_str(), 1);
+        /* namespaces an earlier run left (killed before its teardown): its pid is gone */
+        std::string old = run("ip netns list | grep -o '^trc[0-9]*[a-z]*'");
+        for (size_t at = 0; at < old.size();) {
+            size_t nl = old.find('\n', at);
+            std::string ns = old.substr(at, nl == std::string::npos ? std::string::npos : nl - at);
+            at = nl == std::string::npos ? old.size() : nl + 1;
+            int opid = atoi(ns.c_str() + 3);
+            if (ns.size() > 3 && opid > 0 && kill(opid, 0) != 0)
+                run("ip netns pids " + ns + " | xargs -r kill -9; ip netns del " + ns);
+        }
+        tag = "trc" + std::to_string(getpid());
         std::string br = tag + "br";
         std::string script = "set -e; ip netns add " + br + "; ip -n " + br +
                              " link add br0 type bridge; ip -n " + br + " link set br0 up; ";
@@ -102,16 +116,18 @@ class Cluster : public ::testing::Test {
                 close(p[0]);
                 std::string c = "ip netns exec " + tag + kNames[i] +
                                 " unshare -m --propagation private sh -c 'mount -t tmpfs tmpfs "
-                                "/tmp && echo up && exec sleep 100000'";
+                                "/tmp && echo $$ && exec sleep 100000'";
                 execl("/bin/sh", "sh", "-c", c.c_str(), (char *)nullptr);
                 _exit(127);
             }
             close(p[1]);
-            char buf[8] = {0};
-            ssize_t n = read(p[0], buf, 3);
+            char buf[32] = {0};
+            struct pollfd pf = {p[0], POLLIN, 0};
+            ssize_t n = poll(&pf, 1, 15000) == 1 ? read(p[0], buf, sizeof buf - 1) : -1;
             close(p[0]);
             holder[i] = pid;
-            if (n != 3) {
+            inner[i] = n > 0 ? atoi(buf) : 0; /* the process in the node's namespaces */
+            if (inner[i] <= 0) {
                 skip_why = "cannot give a node a private /tmp (unshare -m)";
                 TearDownTestSuite();
                 return;
@@ -149,21 +165,18 @@ class Cluster : public ::testing::Test {
     /* cmd inside node i's namespaces (the holder's: network, mount). The holder is `sleep`
      * after exec, a child of sh; its pid is the sh's, which exec'd. */
     static std::string in(int i, const std::string &cmd, int *status = nullptr) {
-        std::string pid = run("pgrep -P " + std::to_string(holder[i]) + " -x sleep || echo " +
-                              std::to_string(holder[i]));
-        pid = pid.substr(0, pid.find('\n'));
-        return run("nsenter -t " + pid + " -m -n -- " + cmd, status);
+        return run("nsenter -t " + std::to_string(inner[i]) + " -m -n -- " + cmd, status);
     }
     static std::string status_of(int i) {
         return in(i, cli + " status");
     }
 
     static std::string skip_why, cli, tag;
-    static pid_t holder[3];
+    static pid_t holder[3], inner[3];
 };
 
 std::string Cluster::skip_why, Cluster::cli, Cluster::tag;
-pid_t Cluster::holder[3];
+pid_t Cluster::holder[3], Cluster::inner[3];
 
 TEST_F(Cluster, NodesJoinOverTheNetworkAndFailuresAreSeen) {
     int st;
@@ -203,11 +216,8 @@ TEST_F(Cluster, NodesJoinOverTheNetworkAndFailuresAreSeen) {
     std::string pid = a.substr(a.find("\"pid\":") + 6);
     pid = pid.substr(0, pid.find(','));
     in(1, "kill -9 " + pid);
-    auto t0 = std::chrono::steady_clock::now();
     EXPECT_TRUE(eventually(6000, [] { return count(status_of(0), "\"alive\":false") == 1; }))
         << status_of(0);
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    EXPECT_LT(s, 6.0);
 
     /* node b's link cut: both sides notice; back up: b is alive again */
     in(2, "ip link set " + tag + "vb down");
@@ -217,7 +227,7 @@ TEST_F(Cluster, NodesJoinOverTheNetworkAndFailuresAreSeen) {
         return status_of(2).find("\"head_alive\":false") != std::string::npos;
     })) << status_of(2);
     in(2, "ip link set " + tag + "vb up");
-    EXPECT_TRUE(eventually(8000, [] { return count(status_of(0), "\"alive\":true") == 2; }))
+    EXPECT_TRUE(eventually(15000, [] { return count(status_of(0), "\"alive\":true") == 2; }))
         << status_of(0);
 
     /* the head killed: b says so within seconds, and keeps running */

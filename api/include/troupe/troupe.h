@@ -156,6 +156,14 @@ TR_API void tr_config_destroy(tr_config *cfg);
  *                              from every other bound actor's, as mpirun binds ranks; when
  *                              too few are free (more actors than CPUs) it floats. "none":
  *                              no actor is bound. tr_actor_info says which it got
+ *   "cluster_port"             the node's TCP port for other nodes of a cluster (-1, the
+ *                              default: none; 0: any free one); `troupe start --port`
+ *   "cluster_bind"             the address it binds (default: loopback on a head, the
+ *                              address facing the head on another node); `--bind`
+ *   "cluster_token"            the cluster's shared token (<= 255 bytes), required to bind
+ *                              anything but loopback; `--token`
+ *   "cluster_head"             "HOST:PORT" of the head to join (unset: none, or this node
+ *                              is the head); `troupe start --address`
  * Returns 0, TR_EINVAL (unknown key or bad value, with the reason in tr_last_error).
  * Thread safety: not thread-safe. */
 TR_API int tr_config_set(tr_config *cfg, const char *key, const char *value);
