@@ -1,0 +1,155 @@
+/* api/cluster_test.cc - the head's side of membership against hostile and odd peers, on
+ * loopback: bytes that are not msgpack, unknown ops, registrations with bad fields, a
+ * heartbeat from a stranger, a member pretending to be the head, garbage on the TCP port;
+ * the head answers each with an error and keeps serving. */
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+
+extern "C" {
+#include "api/cluster.h"
+#include "core/codec.h"
+#include "core/config.h"
+#include "core/rpc.h"
+#include "core/status.h"
+}
+
+namespace {
+
+struct Head : ::testing::Test {
+    void SetUp() override {
+        ASSERT_EQ(tr_config_create(&cfg), 0);
+        ASSERT_EQ(tr_config_set(cfg, "cluster_port", "0"), 0);
+        ASSERT_EQ(tr_config_set(cfg, "cluster_token", "tok"), 0);
+        tr__res total = {};
+        tr__res_add(&total, "CPU", 2);
+        ASSERT_EQ(tr__cluster_start(cfg, "/nowhere/node.sock", &total, 0, &cl), 0)
+            << tr_last_error();
+        tr__buf j = TR__BUF_INIT;
+        tr__cluster_status_json(cl, &j);
+        std::string s((const char *)j.data, j.len);
+        tr__buf_free(&j);
+        size_t at = s.find("\"address\":\"") + 11;
+        address = s.substr(at, s.find('"', at) - at);
+        ASSERT_EQ(tr__rpc_client_create(address.c_str(), "tok", 1 << 20, &c), 0);
+    }
+    void TearDown() override {
+        tr__rpc_client_destroy(c);
+        tr__cluster_stop(cl);
+        tr_config_destroy(cfg);
+    }
+    int send(const tr__buf &b) {
+        tr__buf r = TR__BUF_INIT;
+        int rc = tr__rpc_call(c, b.data, b.len, 5000, &r);
+        tr__buf_free(&r);
+        return rc;
+    }
+    /* A registration with one field replaced (key "": none). */
+    int reg(const char *id, double cpus, int64_t gpus, const char *addr = "10.0.0.9:1") {
+        tr__buf b = TR__BUF_INIT;
+        tr__enc_map(&b, 7);
+        tr__enc_str(&b, "op");
+        tr__enc_str(&b, "register");
+        tr__enc_str(&b, "id");
+        tr__enc_str(&b, id);
+        tr__enc_str(&b, "address");
+        tr__enc_str(&b, addr);
+        tr__enc_str(&b, "sock");
+        tr__enc_str(&b, "/s");
+        tr__enc_str(&b, "cpus");
+        tr__enc_double(&b, cpus);
+        tr__enc_str(&b, "gpus");
+        tr__enc_int(&b, gpus);
+        tr__enc_str(&b, "resources");
+        tr__enc_str(&b, "CPU=1");
+        int rc = send(b);
+        tr__buf_free(&b);
+        return rc;
+    }
+    int nodes() {
+        tr__buf j = TR__BUF_INIT;
+        tr__cluster_status_json(cl, &j);
+        std::string s((const char *)j.data, j.len);
+        tr__buf_free(&j);
+        int n = 0;
+        for (size_t at = 0; (at = s.find("\"alive\":", at)) != std::string::npos; at++)
+            n++;
+        return n;
+    }
+    tr_config *cfg = nullptr;
+    tr__cluster *cl = nullptr;
+    tr__rpc_client *c = nullptr;
+    std::string address;
+};
+
+TEST_F(Head, HostilePeersGetErrorsAndTheHeadGoesOn) {
+    tr__buf b = TR__BUF_INIT;
+    tr__buf_append(&b, "\xc1\xff\x00garbage", 10); /* not msgpack */
+    EXPECT_NE(send(b), 0);
+    tr__buf_reset(&b);
+    tr__enc_map(&b, 1);
+    tr__enc_str(&b, "op");
+    tr__enc_str(&b, "launch_missiles");
+    EXPECT_EQ(send(b), TR_EINVAL);
+    tr__buf_reset(&b);
+    tr__enc_map(&b, 1);
+    tr__enc_str(&b, "op");
+    tr__enc_int(&b, 42); /* op of the wrong type */
+    EXPECT_NE(send(b), 0);
+    tr__buf_reset(&b);
+    tr__enc_map(&b, 2);
+    tr__enc_str(&b, "op");
+    tr__enc_str(&b, "heartbeat");
+    tr__enc_str(&b, "id");
+    tr__enc_str(&b, "0123456789abcdef"); /* a stranger */
+    EXPECT_EQ(send(b), TR_ENOTFOUND);
+    tr__buf_free(&b);
+
+    EXPECT_EQ(reg("", 1, 0), TR_EPROTO);                           /* no id */
+    EXPECT_EQ(reg("aaaaaaaaaaaaaaaa", NAN, 0), TR_EPROTO);         /* NaN CPUs */
+    EXPECT_EQ(reg("aaaaaaaaaaaaaaaa", -1, 0), TR_EPROTO);          /* negative */
+    EXPECT_EQ(reg("aaaaaaaaaaaaaaaa", 1, -3), TR_EPROTO);          /* negative GPUs */
+    EXPECT_EQ(reg("aaaaaaaaaaaaaaaa", 1, 0, "a\"b:1"), TR_EPROTO); /* a quote in JSON */
+    EXPECT_EQ(reg("this-id-is-far-too-long-for-a-node", 1, 0), TR_EPROTO);
+    EXPECT_EQ(nodes(), 1); /* the head alone */
+
+    /* garbage straight on the TCP port: the connection dies, the head does not */
+    std::string host = address.substr(0, address.rfind(':'));
+    int port = atoi(address.c_str() + address.rfind(':') + 1);
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a = {};
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    inet_pton(AF_INET, host.c_str(), &a.sin_addr);
+    ASSERT_EQ(connect(s, (sockaddr *)&a, sizeof a), 0);
+    std::string junk(4096, '\x7f');
+    EXPECT_GT(write(s, junk.data(), junk.size()), 0);
+    close(s);
+
+    /* a sound registration still works, and twice is one node */
+    EXPECT_EQ(reg("bbbbbbbbbbbbbbbb", 4, 1), 0) << tr_last_error();
+    EXPECT_EQ(reg("bbbbbbbbbbbbbbbb", 4, 1), 0) << tr_last_error();
+    EXPECT_EQ(nodes(), 2);
+}
+
+TEST_F(Head, AClientWithoutTheTokenIsRefused) {
+    tr__rpc_client *bad;
+    ASSERT_EQ(tr__rpc_client_create(address.c_str(), "nope", 1 << 20, &bad), 0);
+    tr__buf b = TR__BUF_INIT, r = TR__BUF_INIT;
+    tr__enc_map(&b, 1);
+    tr__enc_str(&b, "op");
+    tr__enc_str(&b, "nodes");
+    EXPECT_EQ(tr__rpc_call(bad, b.data, b.len, 5000, &r), TR_EPERM);
+    EXPECT_EQ(tr__rpc_call(c, b.data, b.len, 5000, &r), 0) << tr_last_error();
+    tr__buf_free(&b);
+    tr__buf_free(&r);
+    tr__rpc_client_destroy(bad);
+}
+
+} // namespace
