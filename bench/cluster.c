@@ -6,6 +6,8 @@
  *   rpc_rtt_us_p50           the same echo through core/rpc (token check, a queue per
  *                            call, msgpack-free bytes): what a control message costs
  *   rpc_over_raw_grpc        their ratio, round by round
+ *   rpc_stream_rtt_us_p50    the echo as messages on one core/rpc stream (one in flight)
+ *   rpc_stream_msgs_per_s    echoes on one stream with up to 1,000 in flight
  *   raw_tcp_gbps             one TCP stream of 256 MiB over the same veth
  * 5 rounds, interleaved; medians with their spread. Cross-node calls and object pulls
  * (issue 12) will be measured here beside these baselines.
@@ -107,6 +109,13 @@ static int echo(void *ctx, const void *req, size_t len, tr__buf *reply) {
     return tr__buf_append(reply, req, len);
 }
 
+static void stream_echo(void *ctx, tr__rpc_stream *st, const void *msg, size_t len) {
+    (void)ctx;
+    tr__rpc_stream_send(st, msg, len);
+}
+
+static const tr__rpc_stream_handlers stream_handlers = {stream_echo, NULL, NULL};
+
 /* A TCP sink: reads each connection to its end, then answers one byte. */
 static void *tcp_sink(void *arg) {
     (void)arg;
@@ -135,6 +144,7 @@ static int serve(void) {
     char bind[64];
     snprintf(bind, sizeof bind, "0.0.0.0:%d", RPC_PORT);
     if (tr__rpc_server_create(bind, TOKEN, 1 << 20, echo, NULL, &s, NULL)) die("rpc: listen");
+    tr__rpc_server_on_stream(s, &stream_handlers);
     printf("ready\n");
     fflush(stdout);
     pause(); /* until killed */
@@ -223,6 +233,45 @@ static double rpc_rtt(const char *host) {
     return bench_percentile(lat, CALLS, 50);
 }
 
+/* One stream: round trips one at a time (p50, us) and pipelined echoes per second. */
+static void stream_figures(const char *host, double *rtt, double *per_s) {
+    char target[64];
+    snprintf(target, sizeof target, "%s:%d", host, RPC_PORT);
+    tr__rpc_client *c;
+    tr__rpc_stream *st;
+    if (tr__rpc_client_create(target, TOKEN, 1 << 20, &c) || tr__rpc_stream_open(c, &st))
+        die("rpc stream: open");
+    char body[PAYLOAD];
+    memset(body, 'x', sizeof body);
+    static double lat[CALLS];
+    tr__buf r = TR__BUF_INIT;
+    for (int i = -200; i < CALLS; i++) {
+        tr__buf_reset(&r);
+        double t0 = bench_now_us();
+        if (tr__rpc_stream_send(st, body, sizeof body) || tr__rpc_stream_recv(st, 10000, &r) ||
+            r.len != PAYLOAD)
+            die("rpc stream: an echo failed");
+        if (i >= 0) lat[i] = bench_now_us() - t0;
+    }
+    *rtt = bench_percentile(lat, CALLS, 50);
+    const int total = 50000, window = 1000;
+    int sent = 0, got = 0;
+    double t0 = bench_now_us();
+    while (got < total) {
+        while (sent < total && sent - got < window) {
+            if (tr__rpc_stream_send(st, body, sizeof body)) die("rpc stream: send");
+            sent++;
+        }
+        tr__buf_reset(&r);
+        if (tr__rpc_stream_recv(st, 10000, &r)) die("rpc stream: recv");
+        got++;
+    }
+    *per_s = total / ((bench_now_us() - t0) / 1e6);
+    tr__buf_free(&r);
+    tr__rpc_stream_close(st);
+    tr__rpc_client_destroy(c);
+}
+
 static double tcp_gbps(const char *host) {
     int s = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(TCP_PORT)};
@@ -253,16 +302,19 @@ static void report(const char *name, double *v, const char *unit) {
 
 static int client(const char *host) {
     grpc_init();
-    double raw[ROUNDS], rpc[ROUNDS], ratio[ROUNDS], tcp[ROUNDS];
+    double raw[ROUNDS], rpc[ROUNDS], ratio[ROUNDS], tcp[ROUNDS], srtt[ROUNDS], sps[ROUNDS];
     for (int r = 0; r < ROUNDS; r++) {
         raw[r] = raw_grpc_rtt(host);
         rpc[r] = rpc_rtt(host);
         ratio[r] = rpc[r] / raw[r];
+        stream_figures(host, &srtt[r], &sps[r]);
         tcp[r] = tcp_gbps(host);
     }
     report("raw_grpc_rtt_us_p50", raw, "us");
     report("rpc_rtt_us_p50", rpc, "us");
     report("rpc_over_raw_grpc", ratio, "x");
+    report("rpc_stream_rtt_us_p50", srtt, "us");
+    report("rpc_stream_msgs_per_s", sps, "/s");
     report("raw_tcp_gbps", tcp, "GB/s");
     grpc_shutdown();
     return 0;

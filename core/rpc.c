@@ -19,6 +19,7 @@
 #include "core/status.h"
 
 #define METHOD "/troupe.Node/Call"
+#define STREAM_METHOD "/troupe.Node/Stream"
 #define AUTH_KEY "authorization"
 #define BEARER "Bearer "
 
@@ -128,8 +129,12 @@ static int is_loopback(const char *bind) {
 
 /* ------------------------------------------------------------------ server */
 
-enum { T_NEW = 1, T_RECV = 2, T_DONE = 3 }; /* low bits of a call's tags */
-#define T_SHUTDOWN ((void *)(uintptr_t)4)
+/* the low 3 bits of a tag: what completed (a call's or a stream's; both 8-aligned) */
+enum { T_NEW = 1, T_RECV = 2, T_DONE = 3, S_RECV = 4, S_SEND = 5, S_END = 6, S_STATUS = 7 };
+#define T_SHUTDOWN ((void *)(uintptr_t)8)
+
+static void stream_accept(tr__rpc_server *s, grpc_call *call);
+static void stream_event(tr__rpc_server *s, tr__rpc_stream *st, int kind, int success);
 
 typedef struct scall {
     grpc_call *call;
@@ -148,7 +153,8 @@ struct tr__rpc_server {
     size_t max_msg;
     tr__rpc_handler handler;
     void *ctx;
-    int shutting;     /* destroy began: no call starts another batch */
+    const tr__rpc_stream_handlers *streams; /* NULL: no streams (atomic) */
+    int shutting;                           /* destroy began: no call starts another batch */
     int got_shutdown; /* the server's shutdown tag came (serve's thread only) */
     long live;        /* calls allocated and not freed (serve's thread only) */
 };
@@ -211,7 +217,9 @@ static void on_new(tr__rpc_server *s, scall *c) {
     }
     if (request_next(s)) /* always one request outstanding */
         TR_LOG_ERROR("RPC-ACCEPT", "%s: this server takes no more calls", tr_last_error());
-    if (grpc_slice_str_cmp(c->details.method, METHOD) != 0) {
+    int stream = grpc_slice_str_cmp(c->details.method, STREAM_METHOD) == 0;
+    if (grpc_slice_str_cmp(c->details.method, METHOD) != 0 &&
+        !(stream && __atomic_load_n(&s->streams, __ATOMIC_ACQUIRE))) {
         finish_call(s, c, GRPC_STATUS_UNIMPLEMENTED, "troupe: unknown method");
         return;
     }
@@ -228,6 +236,13 @@ static void on_new(tr__rpc_server *s, scall *c) {
             finish_call(s, c, GRPC_STATUS_UNAUTHENTICATED, "troupe: missing or wrong token");
             return;
         }
+    }
+    if (stream) { /* the stream takes the call over */
+        grpc_call *call = c->call;
+        c->call = NULL;
+        free_call(s, c);
+        stream_accept(s, call);
+        return;
     }
     grpc_op op;
     memset(&op, 0, sizeof op);
@@ -279,9 +294,11 @@ static void *serve(void *arg) {
         if (ev.tag == T_SHUTDOWN) {
             s->got_shutdown = 1;
         } else {
-            int kind = (int)((uintptr_t)ev.tag & 3);
-            scall *c = (scall *)((uintptr_t)ev.tag & ~(uintptr_t)3);
-            if (kind == T_NEW) {
+            int kind = (int)((uintptr_t)ev.tag & 7);
+            scall *c = (scall *)((uintptr_t)ev.tag & ~(uintptr_t)7);
+            if (kind >= S_RECV) {
+                stream_event(s, (tr__rpc_stream *)c, kind, ev.success);
+            } else if (kind == T_NEW) {
                 if (ev.success)
                     on_new(s, c);
                 else
@@ -510,4 +527,396 @@ int tr__rpc_call(tr__rpc_client *c, const void *req, size_t len, int timeout_ms,
     }
     grpc_completion_queue_destroy(cq);
     return rc;
+}
+
+/* ------------------------------------------------------------------ streams */
+
+typedef struct smsg { /* a message waiting for the send in flight */
+    struct smsg *next;
+    grpc_byte_buffer *bb;
+} smsg;
+
+typedef struct rmsg { /* a message received, not yet taken (client) */
+    struct rmsg *next;
+    size_t len;
+    unsigned char data[];
+} rmsg;
+
+struct tr__rpc_stream {
+    grpc_call *call;
+    tr__rpc_server *srv;       /* the server's side; NULL on a client */
+    grpc_completion_queue *cq; /* a client's own */
+    pthread_t thread;          /* a client's: drives cq */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs;  /* batches in flight, and 1 for the owner (client: until close; server: until
+                  on_end has returned) */
+    int ended; /* no more messages either way */
+    int code;  /* how it ended (a client's recv says) */
+    char why[256];
+    int cq_shut;
+    size_t max_msg;
+    int sending; /* one send in flight: `out`; the rest wait in sq */
+    grpc_byte_buffer *out, *in;
+    smsg *sq, *sq_tail;
+    rmsg *rq, *rq_tail;
+    /* a client's */
+    grpc_metadata auth;
+    grpc_metadata_array md_in, md_trail;
+    grpc_status_code status;
+    grpc_slice details;
+    /* a server's */
+    int cancelled;
+    grpc_slice st_msg;
+} __attribute__((aligned(8)));
+
+/* Starts a RECV_MESSAGE (caller holds mu). */
+static int start_recv(tr__rpc_stream *st, int with_initial_md) {
+    grpc_op ops[2];
+    size_t n = 0;
+    memset(ops, 0, sizeof ops);
+    if (with_initial_md) ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[n].op = GRPC_OP_RECV_MESSAGE;
+    ops[n++].data.recv_message.recv_message = &st->in;
+    if (grpc_call_start_batch(st->call, ops, n, tag_of(st, S_RECV), NULL) != GRPC_CALL_OK)
+        return -1;
+    st->refs++;
+    return 0;
+}
+
+/* Starts a SEND_MESSAGE of bb (caller holds mu). */
+static int start_send(tr__rpc_stream *st, grpc_byte_buffer *bb) {
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_SEND_MESSAGE;
+    op.data.send_message.send_message = bb;
+    st->out = bb;
+    if (grpc_call_start_batch(st->call, &op, 1, tag_of(st, S_SEND), NULL) != GRPC_CALL_OK) {
+        st->out = NULL;
+        return -1;
+    }
+    st->sending = 1;
+    st->refs++;
+    return 0;
+}
+
+static void stream_free(tr__rpc_stream *st) {
+    for (smsg *m = st->sq, *next; m; m = next) {
+        next = m->next;
+        grpc_byte_buffer_destroy(m->bb);
+        free(m);
+    }
+    for (rmsg *m = st->rq, *next; m; m = next) {
+        next = m->next;
+        free(m);
+    }
+    if (st->in) grpc_byte_buffer_destroy(st->in);
+    if (st->out) grpc_byte_buffer_destroy(st->out);
+    if (st->call) grpc_call_unref(st->call);
+    if (st->srv) {
+        grpc_slice_unref(st->st_msg);
+    } else {
+        grpc_slice_unref(st->auth.value);
+        grpc_slice_unref(st->details);
+        grpc_metadata_array_destroy(&st->md_in);
+        grpc_metadata_array_destroy(&st->md_trail);
+    }
+    pthread_mutex_destroy(&st->mu);
+    pthread_cond_destroy(&st->cv);
+    free(st);
+}
+
+static void stream_init(tr__rpc_stream *st, size_t max_msg) {
+    pthread_mutex_init(&st->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&st->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    st->max_msg = max_msg;
+    st->refs = 1;
+}
+
+/* A completed send: the next waiting one goes (caller holds mu). */
+static void sent(tr__rpc_stream *st) {
+    st->refs--;
+    grpc_byte_buffer_destroy(st->out);
+    st->out = NULL;
+    st->sending = 0;
+    while (st->sq && !st->ended) {
+        smsg *m = st->sq;
+        st->sq = m->next;
+        if (!st->sq) st->sq_tail = NULL;
+        grpc_byte_buffer *bb = m->bb;
+        free(m);
+        if (start_send(st, bb) == 0) break;
+        grpc_byte_buffer_destroy(bb);
+    }
+}
+
+void tr__rpc_server_on_stream(tr__rpc_server *s, const tr__rpc_stream_handlers *h) {
+    __atomic_store_n(&s->streams, h, __ATOMIC_RELEASE);
+}
+
+static void stream_accept(tr__rpc_server *s, grpc_call *call) {
+    tr__rpc_stream *st = calloc(1, sizeof *st);
+    if (!st) {
+        grpc_call_cancel(call, NULL);
+        grpc_call_unref(call);
+        return;
+    }
+    stream_init(st, s->max_msg);
+    st->srv = s;
+    st->call = call;
+    st->st_msg = grpc_empty_slice();
+    s->live++;
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    op.data.recv_close_on_server.cancelled = &st->cancelled;
+    pthread_mutex_lock(&st->mu);
+    int ok = grpc_call_start_batch(call, &op, 1, tag_of(st, S_END), NULL) == GRPC_CALL_OK;
+    if (ok) st->refs++;
+    if (ok && start_recv(st, 1) != 0) grpc_call_cancel(call, NULL); /* S_END will come */
+    pthread_mutex_unlock(&st->mu);
+    if (!ok) { /* nothing in flight: gone at once */
+        s->live--;
+        stream_free(st);
+    }
+}
+
+/* A server stream's completion, on the server's thread. */
+static void stream_event(tr__rpc_server *s, tr__rpc_stream *st, int kind, int success) {
+    int shutting = __atomic_load_n(&s->shutting, __ATOMIC_ACQUIRE);
+    pthread_mutex_lock(&st->mu);
+    if (kind == S_RECV) {
+        st->refs--;
+        grpc_byte_buffer *in = st->in;
+        st->in = NULL;
+        if (success && in && !st->ended && !shutting) {
+            tr__buf b = TR__BUF_INIT;
+            int rc = read_all(in, &b);
+            pthread_mutex_unlock(&st->mu);
+            const tr__rpc_stream_handlers *h = __atomic_load_n(&s->streams, __ATOMIC_ACQUIRE);
+            if (!rc) h->on_msg(h->ctx, st, b.data, b.len);
+            tr__buf_free(&b);
+            pthread_mutex_lock(&st->mu);
+            if (!st->ended && start_recv(st, 0) != 0) grpc_call_cancel(st->call, NULL);
+        } else if (success && !in && !st->ended && !shutting) { /* the client is done */
+            grpc_op op;
+            memset(&op, 0, sizeof op);
+            op.op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+            op.data.send_status_from_server.status = GRPC_STATUS_OK;
+            op.data.send_status_from_server.status_details = &st->st_msg;
+            if (grpc_call_start_batch(st->call, &op, 1, tag_of(st, S_STATUS), NULL) == GRPC_CALL_OK)
+                st->refs++;
+        }
+        if (in) grpc_byte_buffer_destroy(in);
+    } else if (kind == S_SEND) {
+        sent(st);
+    } else if (kind == S_STATUS) {
+        st->refs--;
+    } else { /* S_END: the call is over; the application hears it once */
+        st->refs--;
+        st->ended = 1;
+        pthread_mutex_unlock(&st->mu);
+        const tr__rpc_stream_handlers *h = __atomic_load_n(&s->streams, __ATOMIC_ACQUIRE);
+        if (h->on_end) h->on_end(h->ctx, st);
+        pthread_mutex_lock(&st->mu);
+        st->refs--; /* the owner's */
+    }
+    int gone = st->refs == 0;
+    pthread_mutex_unlock(&st->mu);
+    if (gone) {
+        s->live--;
+        stream_free(st);
+    }
+}
+
+static void *client_loop(void *arg) {
+    tr__rpc_stream *st = arg;
+    for (;;) {
+        grpc_event ev =
+            grpc_completion_queue_next(st->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        if (ev.type == GRPC_QUEUE_SHUTDOWN) break;
+        if (ev.type != GRPC_OP_COMPLETE) continue;
+        int kind = (int)((uintptr_t)ev.tag & 7);
+        pthread_mutex_lock(&st->mu);
+        if (kind == S_RECV) {
+            st->refs--;
+            grpc_byte_buffer *in = st->in;
+            st->in = NULL;
+            if (ev.success && in) {
+                tr__buf b = TR__BUF_INIT;
+                if (read_all(in, &b) == 0 && !b.oom) {
+                    rmsg *m = malloc(sizeof *m + b.len);
+                    if (m) {
+                        m->next = NULL;
+                        m->len = b.len;
+                        if (b.len) memcpy(m->data, b.data, b.len);
+                        if (st->rq_tail)
+                            st->rq_tail->next = m;
+                        else
+                            st->rq = m;
+                        st->rq_tail = m;
+                        pthread_cond_broadcast(&st->cv);
+                    }
+                }
+                tr__buf_free(&b);
+                grpc_byte_buffer_destroy(in);
+                if (!st->ended && start_recv(st, 0) != 0) grpc_call_cancel(st->call, NULL);
+            }
+        } else if (kind == S_SEND) {
+            sent(st);
+        } else if (kind == S_END) { /* the status: how it ended */
+            st->refs--;
+            char *d = grpc_slice_to_c_string(st->details);
+            if (st->status == GRPC_STATUS_OK)
+                st->code = tr__err(TR_ECLOSED, "rpc stream: the peer ended it");
+            else
+                st->code = code_of_status(st->status, d ? d : "");
+            snprintf(st->why, sizeof st->why, "%s", tr_last_error());
+            gpr_free(d);
+            st->ended = 1;
+            pthread_cond_broadcast(&st->cv);
+        }
+        int shut = st->refs == 0 && !st->cq_shut;
+        if (shut) st->cq_shut = 1;
+        pthread_mutex_unlock(&st->mu);
+        if (shut) grpc_completion_queue_shutdown(st->cq);
+    }
+    return NULL;
+}
+
+int tr__rpc_stream_open(tr__rpc_client *c, tr__rpc_stream **out) {
+    if (!c || !out) return tr__err(TR_EINVAL, "rpc stream: NULL argument");
+    *out = NULL;
+    tr__rpc_stream *st = calloc(1, sizeof *st);
+    if (!st) return tr__err(TR_ENOMEM, "rpc stream");
+    stream_init(st, c->max_msg);
+    st->cq = grpc_completion_queue_create_for_next(NULL);
+    grpc_slice method = grpc_slice_from_static_string(STREAM_METHOD);
+    st->call = grpc_channel_create_call(c->ch, NULL, GRPC_PROPAGATE_DEFAULTS, st->cq, method, NULL,
+                                        gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    st->auth.key = grpc_slice_from_static_string(AUTH_KEY);
+    st->auth.value = grpc_slice_from_copied_string(c->auth);
+    grpc_metadata_array_init(&st->md_in);
+    grpc_metadata_array_init(&st->md_trail);
+    st->details = grpc_empty_slice();
+    st->status = GRPC_STATUS_UNKNOWN;
+    grpc_op ops[3];
+    memset(ops, 0, sizeof ops);
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[0].data.send_initial_metadata.count = 1;
+    ops[0].data.send_initial_metadata.metadata = &st->auth;
+    ops[1].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[1].data.recv_initial_metadata.recv_initial_metadata = &st->md_in;
+    ops[2].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[2].data.recv_status_on_client.trailing_metadata = &st->md_trail;
+    ops[2].data.recv_status_on_client.status = &st->status;
+    ops[2].data.recv_status_on_client.status_details = &st->details;
+    pthread_mutex_lock(&st->mu);
+    int rc = grpc_call_start_batch(st->call, ops, 3, tag_of(st, S_END), NULL) == GRPC_CALL_OK
+                 ? 0
+                 : tr__err(TR_EINTERNAL, "rpc stream: start");
+    if (!rc) st->refs++;
+    if (!rc && start_recv(st, 0) != 0) rc = tr__err(TR_EINTERNAL, "rpc stream: receive");
+    pthread_mutex_unlock(&st->mu);
+    if (!rc && pthread_create(&st->thread, NULL, client_loop, st) != 0)
+        rc = tr__err(TR_ENOMEM, "rpc stream: no thread");
+    if (rc) {
+        if (st->refs > 1) { /* batches in flight: the loop must drain them */
+            grpc_call_cancel(st->call, NULL);
+            st->refs--; /* the owner's */
+            client_loop(st);
+        }
+        grpc_completion_queue_destroy(st->cq);
+        stream_free(st);
+        return rc;
+    }
+    *out = st;
+    return 0;
+}
+
+int tr__rpc_stream_send(tr__rpc_stream *st, const void *msg, size_t len) {
+    if (!st || (!msg && len)) return tr__err(TR_EINVAL, "rpc stream send: NULL argument");
+    if (len > st->max_msg)
+        return tr__err(TR_EMSGSIZE, "rpc stream send: %zu bytes (at most %zu)", len, st->max_msg);
+    grpc_slice sl = grpc_slice_from_copied_buffer(msg, len);
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
+    grpc_slice_unref(sl);
+    int rc = 0;
+    pthread_mutex_lock(&st->mu);
+    if (st->ended) {
+        rc = st->code ? tr__err(st->code, "%s", st->why) : tr__err(TR_ECLOSED, "rpc stream: ended");
+    } else if (!st->sending) {
+        if (start_send(st, bb) != 0)
+            rc = tr__err(TR_EINTERNAL, "rpc stream: send");
+        else
+            bb = NULL;
+    } else {
+        smsg *m = malloc(sizeof *m);
+        if (!m) {
+            rc = tr__err(TR_ENOMEM, "rpc stream send");
+        } else {
+            m->next = NULL;
+            m->bb = bb;
+            bb = NULL;
+            if (st->sq_tail)
+                st->sq_tail->next = m;
+            else
+                st->sq = m;
+            st->sq_tail = m;
+        }
+    }
+    pthread_mutex_unlock(&st->mu);
+    if (bb) grpc_byte_buffer_destroy(bb);
+    return rc;
+}
+
+int tr__rpc_stream_recv(tr__rpc_stream *st, int timeout_ms, tr__buf *msg) {
+    if (!st || !msg) return tr__err(TR_EINVAL, "rpc stream recv: NULL argument");
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    if (timeout_ms >= 0) {
+        until.tv_sec += timeout_ms / 1000;
+        until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        until.tv_sec += until.tv_nsec / 1000000000L;
+        until.tv_nsec %= 1000000000L;
+    }
+    int rc = 0;
+    pthread_mutex_lock(&st->mu);
+    while (!st->rq && !st->ended && rc == 0) {
+        if (timeout_ms < 0)
+            pthread_cond_wait(&st->cv, &st->mu);
+        else if (pthread_cond_timedwait(&st->cv, &st->mu, &until) != 0)
+            rc = tr__err(TR_ETIMEDOUT, "rpc stream recv: nothing in %d ms", timeout_ms);
+    }
+    if (st->rq) {
+        rmsg *m = st->rq;
+        st->rq = m->next;
+        if (!st->rq) st->rq_tail = NULL;
+        rc = tr__buf_append(msg, m->data, m->len);
+        free(m);
+    } else if (!rc) {
+        rc = tr__err(st->code ? st->code : TR_ECLOSED, "%s",
+                     st->why[0] ? st->why : "rpc stream: ended");
+    }
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
+void tr__rpc_stream_close(tr__rpc_stream *st) {
+    if (!st) return;
+    pthread_mutex_lock(&st->mu);
+    st->ended = 1;
+    st->refs--; /* the owner's */
+    int shut = st->refs == 0 && !st->cq_shut;
+    if (shut) st->cq_shut = 1;
+    pthread_mutex_unlock(&st->mu);
+    grpc_call_cancel(st->call, NULL); /* what is in flight completes now */
+    if (shut) grpc_completion_queue_shutdown(st->cq);
+    pthread_join(st->thread, NULL);
+    grpc_completion_queue_destroy(st->cq);
+    stream_free(st);
 }

@@ -43,4 +43,29 @@ void tr__rpc_client_destroy(tr__rpc_client *c);
  * message). Returns 0 or a code as above. */
 int tr__rpc_call(tr__rpc_client *c, const void *req, size_t len, int timeout_ms, tr__buf *reply);
 
+/* Streams: one call that carries messages both ways, in order, pipelined (a caller's
+ * link to a node). Messages are opaque bytes up to max_msg.
+ * Server: rpc_server_on_stream gives the callbacks, called on the server's thread: a
+ * stream's messages in order, then its end (the peer closed or broke, or the server
+ * stops); the stream handle is valid from its first message until on_end returns, and
+ * tr__rpc_stream_send may be called on it from any thread until then.
+ * Client: open, send (queued, never blocks on the network), recv (the next message, up to
+ * timeout_ms: TR_ETIMEDOUT; once the stream ended: its error, TR_ECLOSED when it ended
+ * cleanly), close (cancels what is in flight, frees). Thread safety: any thread; one
+ * receiver at a time per stream. */
+typedef struct tr__rpc_stream tr__rpc_stream;
+typedef void (*tr__rpc_on_msg)(void *ctx, tr__rpc_stream *st, const void *msg, size_t len);
+typedef void (*tr__rpc_on_end)(void *ctx, tr__rpc_stream *st);
+typedef struct tr__rpc_stream_handlers {
+    tr__rpc_on_msg on_msg;
+    tr__rpc_on_end on_end; /* may be NULL */
+    void *ctx;
+} tr__rpc_stream_handlers;
+/* Takes streams from now on (before: refused as an unknown method); h must outlive s. */
+void tr__rpc_server_on_stream(tr__rpc_server *s, const tr__rpc_stream_handlers *h);
+int tr__rpc_stream_open(tr__rpc_client *c, tr__rpc_stream **out);
+int tr__rpc_stream_send(tr__rpc_stream *st, const void *msg, size_t len);
+int tr__rpc_stream_recv(tr__rpc_stream *st, int timeout_ms, tr__buf *msg);
+void tr__rpc_stream_close(tr__rpc_stream *st);
+
 #endif

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,12 +31,27 @@ int handler(void *ctx, const void *req, size_t len, tr__buf *reply) {
     return tr__buf_append(reply, req, len);
 }
 
+/* Streams: every message echoed back on its stream; ends counted. */
+struct Streams {
+    std::atomic<int> msgs{0}, ends{0};
+};
+
+void on_msg(void *ctx, tr__rpc_stream *st, const void *msg, size_t len) {
+    ((Streams *)ctx)->msgs++;
+    tr__rpc_stream_send(st, msg, len);
+}
+
+void on_end(void *ctx, tr__rpc_stream *) {
+    ((Streams *)ctx)->ends++;
+}
+
 struct Rpc : ::testing::Test {
     void SetUp() override {
         ASSERT_EQ(
             tr__rpc_server_create("127.0.0.1:0", "s3cret", 4 << 20, handler, &served, &srv, &port),
             0)
             << tr_last_error();
+        tr__rpc_server_on_stream(srv, &handlers);
         target = "127.0.0.1:" + std::to_string(port);
     }
     void TearDown() override {
@@ -49,6 +65,8 @@ struct Rpc : ::testing::Test {
         return rc;
     }
     Served served;
+    Streams streams;
+    tr__rpc_stream_handlers handlers = {on_msg, on_end, &streams};
     tr__rpc_server *srv = nullptr;
     int port = 0;
     std::string target;
@@ -119,6 +137,94 @@ TEST_F(Rpc, SizeLimitsHoldOnBothSides) {
     tr__rpc_client_destroy(c);
     ASSERT_EQ(tr__rpc_client_create(target.c_str(), "s3cret", 16 << 20, &c), 0);
     EXPECT_EQ(call(c, std::string(8 << 20, 'y'), nullptr), TR_EMSGSIZE); /* the server's 4 MiB */
+    tr__rpc_client_destroy(c);
+}
+
+bool eventually(int ms, const std::function<bool()> &pred) {
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (!pred() && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return pred();
+}
+
+/* 10,000 messages sent without waiting come back in order; two streams at once. */
+TEST_F(Rpc, StreamsCarryPipelinedMessagesInOrder) {
+    tr__rpc_client *c;
+    ASSERT_EQ(tr__rpc_client_create(target.c_str(), "s3cret", 4 << 20, &c), 0);
+    std::vector<std::thread> ts;
+    std::atomic<int> bad{0};
+    for (int t = 0; t < 2; t++)
+        ts.emplace_back([&, t] {
+            tr__rpc_stream *st;
+            if (tr__rpc_stream_open(c, &st)) {
+                bad++;
+                return;
+            }
+            const int n = 10000;
+            for (int i = 0; i < n; i++) {
+                std::string m = std::to_string(t) + "/" + std::to_string(i);
+                if (tr__rpc_stream_send(st, m.data(), m.size())) bad++;
+            }
+            tr__buf b = TR__BUF_INIT;
+            for (int i = 0; i < n; i++) {
+                tr__buf_reset(&b);
+                std::string want = std::to_string(t) + "/" + std::to_string(i);
+                if (tr__rpc_stream_recv(st, 10000, &b) ||
+                    std::string((const char *)b.data, b.len) != want)
+                    bad++;
+            }
+            tr__buf_reset(&b);
+            if (tr__rpc_stream_recv(st, 50, &b) != TR_ETIMEDOUT) bad++; /* nothing more */
+            tr__buf_free(&b);
+            tr__rpc_stream_close(st);
+        });
+    for (auto &t : ts)
+        t.join();
+    EXPECT_EQ(bad.load(), 0);
+    EXPECT_EQ(streams.msgs.load(), 20000);
+    EXPECT_TRUE(eventually(3000, [&] { return streams.ends.load() == 2; })) << streams.ends;
+    tr__rpc_client_destroy(c);
+}
+
+TEST_F(Rpc, AStreamWithoutTheTokenEndsRefused) {
+    tr__rpc_client *c;
+    ASSERT_EQ(tr__rpc_client_create(target.c_str(), "wrong", 1 << 20, &c), 0);
+    tr__rpc_stream *st;
+    ASSERT_EQ(tr__rpc_stream_open(c, &st), 0);
+    tr__rpc_stream_send(st, "x", 1);
+    tr__buf b = TR__BUF_INIT;
+    EXPECT_EQ(tr__rpc_stream_recv(st, 5000, &b), TR_EPERM) << tr_last_error();
+    EXPECT_NE(tr__rpc_stream_send(st, "y", 1), 0); /* ended */
+    tr__buf_free(&b);
+    tr__rpc_stream_close(st);
+    tr__rpc_client_destroy(c);
+    EXPECT_EQ(streams.msgs.load(), 0);
+}
+
+TEST(RpcAlone, AStreamSeesItsServerGo) {
+    tr__rpc_server *s;
+    int port = 0;
+    Served served;
+    Streams streams;
+    tr__rpc_stream_handlers h = {on_msg, on_end, &streams};
+    ASSERT_EQ(tr__rpc_server_create("127.0.0.1:0", "", 1 << 20, handler, &served, &s, &port), 0);
+    tr__rpc_server_on_stream(s, &h);
+    tr__rpc_client *c;
+    std::string target = "127.0.0.1:" + std::to_string(port);
+    ASSERT_EQ(tr__rpc_client_create(target.c_str(), "", 1 << 20, &c), 0);
+    tr__rpc_stream *st;
+    ASSERT_EQ(tr__rpc_stream_open(c, &st), 0);
+    tr__buf b = TR__BUF_INIT;
+    ASSERT_EQ(tr__rpc_stream_send(st, "ping", 4), 0);
+    ASSERT_EQ(tr__rpc_stream_recv(st, 5000, &b), 0) << tr_last_error();
+    tr__rpc_server_destroy(s); /* with the stream open: it ends on both sides */
+    EXPECT_EQ(streams.ends.load(), 1);
+    auto t0 = std::chrono::steady_clock::now();
+    int rc = tr__rpc_stream_recv(st, 10000, &b);
+    EXPECT_TRUE(rc == TR_ECLOSED || rc == TR_ECONNECT || rc == TR_EIO) << tr_errname(rc);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+    tr__buf_free(&b);
+    tr__rpc_stream_close(st);
     tr__rpc_client_destroy(c);
 }
 
