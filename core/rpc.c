@@ -531,6 +531,8 @@ int tr__rpc_call(tr__rpc_client *c, const void *req, size_t len, int timeout_ms,
 
 /* ------------------------------------------------------------------ streams */
 
+#define STREAM_QUEUE_BYTES (64u << 20) /* what a stream holds unsent, or received untaken */
+
 typedef struct smsg { /* a message waiting for the send in flight */
     struct smsg *next;
     grpc_byte_buffer *bb;
@@ -559,7 +561,12 @@ struct tr__rpc_stream {
     int sending; /* one send in flight: `out`; the rest wait in sq */
     grpc_byte_buffer *out, *in;
     smsg *sq, *sq_tail;
+    size_t sq_bytes;
     rmsg *rq, *rq_tail;
+    size_t rq_bytes;
+    int recv_paused; /* a client's: rq is full; its reader re-arms the receive */
+    int half_closed; /* a server's: the client sent all; the status follows the replies */
+    const tr__rpc_stream_handlers *h; /* a server's: the handlers it came with */
     /* a client's */
     grpc_metadata auth;
     grpc_metadata_array md_in, md_trail;
@@ -637,6 +644,18 @@ static void stream_init(tr__rpc_stream *st, size_t max_msg) {
     st->refs = 1;
 }
 
+/* A server's status OK, once every reply owed has gone (caller holds mu). */
+static void send_status(tr__rpc_stream *st) {
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    op.data.send_status_from_server.status = GRPC_STATUS_OK;
+    op.data.send_status_from_server.status_details = &st->st_msg;
+    st->half_closed = 0; /* (once) */
+    if (grpc_call_start_batch(st->call, &op, 1, tag_of(st, S_STATUS), NULL) == GRPC_CALL_OK)
+        st->refs++;
+}
+
 /* A completed send: the next waiting one goes (caller holds mu). */
 static void sent(tr__rpc_stream *st) {
     st->refs--;
@@ -648,13 +667,16 @@ static void sent(tr__rpc_stream *st) {
         st->sq = m->next;
         if (!st->sq) st->sq_tail = NULL;
         grpc_byte_buffer *bb = m->bb;
+        st->sq_bytes -= grpc_byte_buffer_length(bb);
         free(m);
         if (start_send(st, bb) == 0) break;
         grpc_byte_buffer_destroy(bb);
     }
+    if (st->half_closed && !st->sending && !st->ended) send_status(st);
 }
 
 void tr__rpc_server_on_stream(tr__rpc_server *s, const tr__rpc_stream_handlers *h) {
+    if (!s || !h || !h->on_msg) return; /* (a server takes streams once, for good) */
     __atomic_store_n(&s->streams, h, __ATOMIC_RELEASE);
 }
 
@@ -667,6 +689,7 @@ static void stream_accept(tr__rpc_server *s, grpc_call *call) {
     }
     stream_init(st, s->max_msg);
     st->srv = s;
+    st->h = __atomic_load_n(&s->streams, __ATOMIC_ACQUIRE); /* this stream's for good */
     st->call = call;
     st->st_msg = grpc_empty_slice();
     s->live++;
@@ -697,19 +720,16 @@ static void stream_event(tr__rpc_server *s, tr__rpc_stream *st, int kind, int su
             tr__buf b = TR__BUF_INIT;
             int rc = read_all(in, &b);
             pthread_mutex_unlock(&st->mu);
-            const tr__rpc_stream_handlers *h = __atomic_load_n(&s->streams, __ATOMIC_ACQUIRE);
-            if (!rc) h->on_msg(h->ctx, st, b.data, b.len);
-            tr__buf_free(&b);
+            if (!rc && !b.oom) st->h->on_msg(st->h->ctx, st, b.data, b.len);
             pthread_mutex_lock(&st->mu);
-            if (!st->ended && start_recv(st, 0) != 0) grpc_call_cancel(st->call, NULL);
-        } else if (success && !in && !st->ended && !shutting) { /* the client is done */
-            grpc_op op;
-            memset(&op, 0, sizeof op);
-            op.op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-            op.data.send_status_from_server.status = GRPC_STATUS_OK;
-            op.data.send_status_from_server.status_details = &st->st_msg;
-            if (grpc_call_start_batch(st->call, &op, 1, tag_of(st, S_STATUS), NULL) == GRPC_CALL_OK)
-                st->refs++;
+            if (rc || b.oom) /* never a silent gap in an ordered stream: it ends */
+                grpc_call_cancel(st->call, NULL);
+            else if (!st->ended && start_recv(st, 0) != 0)
+                grpc_call_cancel(st->call, NULL);
+            tr__buf_free(&b);
+        } else if (success && !in && !st->ended && !shutting) { /* the client sent all */
+            st->half_closed = 1;
+            if (!st->sending) send_status(st); /* else once the replies owed have gone */
         }
         if (in) grpc_byte_buffer_destroy(in);
     } else if (kind == S_SEND) {
@@ -720,8 +740,7 @@ static void stream_event(tr__rpc_server *s, tr__rpc_stream *st, int kind, int su
         st->refs--;
         st->ended = 1;
         pthread_mutex_unlock(&st->mu);
-        const tr__rpc_stream_handlers *h = __atomic_load_n(&s->streams, __ATOMIC_ACQUIRE);
-        if (h->on_end) h->on_end(h->ctx, st);
+        if (st->h->on_end) st->h->on_end(st->h->ctx, st);
         pthread_mutex_lock(&st->mu);
         st->refs--; /* the owner's */
     }
@@ -748,34 +767,49 @@ static void *client_loop(void *arg) {
             st->in = NULL;
             if (ev.success && in) {
                 tr__buf b = TR__BUF_INIT;
-                if (read_all(in, &b) == 0 && !b.oom) {
-                    rmsg *m = malloc(sizeof *m + b.len);
-                    if (m) {
-                        m->next = NULL;
-                        m->len = b.len;
-                        if (b.len) memcpy(m->data, b.data, b.len);
-                        if (st->rq_tail)
-                            st->rq_tail->next = m;
-                        else
-                            st->rq = m;
-                        st->rq_tail = m;
-                        pthread_cond_broadcast(&st->cv);
-                    }
+                rmsg *m = NULL;
+                if (read_all(in, &b) == 0 && !b.oom) m = malloc(sizeof *m + b.len);
+                if (m) {
+                    m->next = NULL;
+                    m->len = b.len;
+                    if (b.len) memcpy(m->data, b.data, b.len);
+                    if (st->rq_tail)
+                        st->rq_tail->next = m;
+                    else
+                        st->rq = m;
+                    st->rq_tail = m;
+                    st->rq_bytes += b.len;
+                    pthread_cond_broadcast(&st->cv);
+                    /* backpressure: a reader that lags stops the receives (and HTTP/2's
+                     * flow control the sender); tr__rpc_stream_recv re-arms */
+                    if (st->ended)
+                        ;
+                    else if (st->rq_bytes >= STREAM_QUEUE_BYTES)
+                        st->recv_paused = 1;
+                    else if (start_recv(st, 0) != 0)
+                        grpc_call_cancel(st->call, NULL);
+                } else { /* never a silent gap in an ordered stream: it ends */
+                    st->code = tr__err(TR_ENOMEM, "rpc stream: no room for a message received");
+                    snprintf(st->why, sizeof st->why, "%s", tr_last_error());
+                    st->ended = 1;
+                    grpc_call_cancel(st->call, NULL);
+                    pthread_cond_broadcast(&st->cv);
                 }
                 tr__buf_free(&b);
                 grpc_byte_buffer_destroy(in);
-                if (!st->ended && start_recv(st, 0) != 0) grpc_call_cancel(st->call, NULL);
             }
         } else if (kind == S_SEND) {
             sent(st);
         } else if (kind == S_END) { /* the status: how it ended */
             st->refs--;
             char *d = grpc_slice_to_c_string(st->details);
-            if (st->status == GRPC_STATUS_OK)
+            if (st->code) /* ended here already, and says why */
+                ;
+            else if (st->status == GRPC_STATUS_OK)
                 st->code = tr__err(TR_ECLOSED, "rpc stream: the peer ended it");
             else
                 st->code = code_of_status(st->status, d ? d : "");
-            snprintf(st->why, sizeof st->why, "%s", tr_last_error());
+            if (st->why[0] == '\0') snprintf(st->why, sizeof st->why, "%s", tr_last_error());
             gpr_free(d);
             st->ended = 1;
             pthread_cond_broadcast(&st->cv);
@@ -825,14 +859,22 @@ int tr__rpc_stream_open(tr__rpc_client *c, tr__rpc_stream **out) {
     if (!rc && pthread_create(&st->thread, NULL, client_loop, st) != 0)
         rc = tr__err(TR_ENOMEM, "rpc stream: no thread");
     if (rc) {
+        char why[300];
+        snprintf(why, sizeof why, "%s", tr_last_error());
         if (st->refs > 1) { /* batches in flight: the loop must drain them */
             grpc_call_cancel(st->call, NULL);
             st->refs--; /* the owner's */
             client_loop(st);
+        } else {
+            grpc_completion_queue_shutdown(st->cq);
+            while (
+                grpc_completion_queue_next(st->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+                GRPC_QUEUE_SHUTDOWN) {
+            }
         }
         grpc_completion_queue_destroy(st->cq);
         stream_free(st);
-        return rc;
+        return tr__err(rc, "%s", why);
     }
     *out = st;
     return 0;
@@ -854,11 +896,15 @@ int tr__rpc_stream_send(tr__rpc_stream *st, const void *msg, size_t len) {
             rc = tr__err(TR_EINTERNAL, "rpc stream: send");
         else
             bb = NULL;
+    } else if (st->sq_bytes + len > STREAM_QUEUE_BYTES) {
+        rc = tr__err(TR_ENOMEM, "rpc stream send: %zu bytes wait unsent: the peer is not reading",
+                     st->sq_bytes);
     } else {
         smsg *m = malloc(sizeof *m);
         if (!m) {
             rc = tr__err(TR_ENOMEM, "rpc stream send");
         } else {
+            st->sq_bytes += len;
             m->next = NULL;
             m->bb = bb;
             bb = NULL;
@@ -876,6 +922,7 @@ int tr__rpc_stream_send(tr__rpc_stream *st, const void *msg, size_t len) {
 
 int tr__rpc_stream_recv(tr__rpc_stream *st, int timeout_ms, tr__buf *msg) {
     if (!st || !msg) return tr__err(TR_EINVAL, "rpc stream recv: NULL argument");
+    if (st->srv) return tr__err(TR_EINVAL, "rpc stream recv: a server's messages come to on_msg");
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
     if (timeout_ms >= 0) {
@@ -896,8 +943,13 @@ int tr__rpc_stream_recv(tr__rpc_stream *st, int timeout_ms, tr__buf *msg) {
         rmsg *m = st->rq;
         st->rq = m->next;
         if (!st->rq) st->rq_tail = NULL;
+        st->rq_bytes -= m->len;
         rc = tr__buf_append(msg, m->data, m->len);
         free(m);
+        if (st->recv_paused && !st->ended && st->rq_bytes < STREAM_QUEUE_BYTES / 2) {
+            st->recv_paused = 0;
+            if (start_recv(st, 0) != 0) grpc_call_cancel(st->call, NULL);
+        }
     } else if (!rc) {
         rc = tr__err(st->code ? st->code : TR_ECLOSED, "%s",
                      st->why[0] ? st->why : "rpc stream: ended");
@@ -907,7 +959,7 @@ int tr__rpc_stream_recv(tr__rpc_stream *st, int timeout_ms, tr__buf *msg) {
 }
 
 void tr__rpc_stream_close(tr__rpc_stream *st) {
-    if (!st) return;
+    if (!st || st->srv) return; /* (a server's stream ends with its call: on_end) */
     pthread_mutex_lock(&st->mu);
     st->ended = 1;
     st->refs--; /* the owner's */

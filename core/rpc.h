@@ -44,15 +44,22 @@ void tr__rpc_client_destroy(tr__rpc_client *c);
 int tr__rpc_call(tr__rpc_client *c, const void *req, size_t len, int timeout_ms, tr__buf *reply);
 
 /* Streams: one call that carries messages both ways, in order, pipelined (a caller's
- * link to a node). Messages are opaque bytes up to max_msg.
- * Server: rpc_server_on_stream gives the callbacks, called on the server's thread: a
- * stream's messages in order, then its end (the peer closed or broke, or the server
- * stops); the stream handle is valid from its first message until on_end returns, and
- * tr__rpc_stream_send may be called on it from any thread until then.
- * Client: open, send (queued, never blocks on the network), recv (the next message, up to
- * timeout_ms: TR_ETIMEDOUT; once the stream ended: its error, TR_ECLOSED when it ended
- * cleanly), close (cancels what is in flight, frees). Thread safety: any thread; one
- * receiver at a time per stream. */
+ * link to a node). Messages are opaque bytes up to max_msg; a message that cannot be
+ * read or kept ends the stream (never a silent gap).
+ * Server: tr__rpc_server_on_stream gives the callbacks, called on the server's thread
+ * (the one that also runs unary handlers: do not wait there for work that needs this
+ * server): a stream's messages in order, then its end, once (the peer closed or broke,
+ * or the server stops; possibly with no message before it). tr__rpc_stream_send works on
+ * it from any thread until on_end returns: on_end must see that no other thread sends
+ * after. A client that half-closes gets its status after the replies queued before.
+ * Client: open, send (queued; never waits for the network; TR_ENOMEM past 64 MiB
+ * unsent: the peer is not reading), recv (the next message, up to timeout_ms:
+ * TR_ETIMEDOUT; once the stream ended, why: TR_ECLOSED when cleanly, TR_EPERM when the
+ * token was refused; a reader that lags 64 MiB behind stops the receives, and HTTP/2's
+ * flow control stops the sender), close (cancels what is in flight, unsent messages
+ * included, and frees: the last call on a stream, with no other thread in it; streams
+ * close before their client is destroyed). Thread safety: send from any thread, one
+ * receiver at a time. */
 typedef struct tr__rpc_stream tr__rpc_stream;
 typedef void (*tr__rpc_on_msg)(void *ctx, tr__rpc_stream *st, const void *msg, size_t len);
 typedef void (*tr__rpc_on_end)(void *ctx, tr__rpc_stream *st);

@@ -201,6 +201,28 @@ TEST_F(Rpc, AStreamWithoutTheTokenEndsRefused) {
     EXPECT_EQ(streams.msgs.load(), 0);
 }
 
+/* A message over the server's limit ends the stream (the client hears it, no hang); one
+ * over the client's own limit is refused at once. */
+TEST_F(Rpc, AStreamMessageOverALimitEndsOrIsRefused) {
+    tr__rpc_client *c;
+    ASSERT_EQ(tr__rpc_client_create(target.c_str(), "s3cret", 16 << 20, &c), 0);
+    tr__rpc_stream *st;
+    ASSERT_EQ(tr__rpc_stream_open(c, &st), 0);
+    std::string big(8 << 20, 'z'); /* the server takes 4 MiB */
+    EXPECT_EQ(tr__rpc_stream_send(st, big.data(), big.size()), 0);
+    tr__buf b = TR__BUF_INIT;
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_NE(tr__rpc_stream_recv(st, 10000, &b), 0);
+    EXPECT_NE(tr_last_error(), std::string()); /* says why */
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+    std::string huge(17 << 20, 'z');
+    EXPECT_EQ(tr__rpc_stream_send(st, huge.data(), huge.size()), TR_EMSGSIZE);
+    tr__buf_free(&b);
+    tr__rpc_stream_close(st);
+    tr__rpc_client_destroy(c);
+    EXPECT_EQ(streams.msgs.load(), 0);
+}
+
 TEST(RpcAlone, AStreamSeesItsServerGo) {
     tr__rpc_server *s;
     int port = 0;
