@@ -1,6 +1,8 @@
 /* api/cluster.c - see cluster.h. Messages are msgpack maps with an "op": register
  * {id, address, sock, cpus, gpus, resources} -> {head}; heartbeat {id} -> {json: the
- * node table} (TR_ENOTFOUND: register again); nodes {} -> {json}. */
+ * node table} (TR_ENOTFOUND: register again); nodes {} -> {json}; status {} -> {json:
+ * this node's tr_node_status, as its own socket gives it} (any node; `troupe status
+ * --address HOST:PORT`). */
 #include "api/cluster.h"
 
 #include <arpa/inet.h>
@@ -16,8 +18,10 @@
 
 #include "core/clock.h"
 #include "core/codec.h"
+#include "core/frame.h"
 #include "core/ids.h"
 #include "core/log.h"
+#include "core/nodeconn.h"
 #include "core/rpc.h"
 #include "core/status.h"
 
@@ -56,7 +60,8 @@ struct tr__cluster {
     int n;
     int head_alive; /* a member's view */
     int64_t head_ok_ns;
-    char *nodes_json; /* a member's copy of the head's table */
+    char *nodes_json;   /* a member's copy of the head's table */
+    tr__nodeconn *self; /* the RPC thread's connection to this node's own socket (status) */
     pthread_t thread;
     int stop;
 };
@@ -107,6 +112,36 @@ static void reply_json(tr__cluster *cl, tr__buf *reply) {
     tr__buf_free(&j);
 }
 
+/* This node's tr_node_status JSON, asked of its own socket (on the RPC thread, which
+ * keeps the connection; a broken one is opened again once). */
+static int own_status(tr__cluster *cl, tr__buf *reply) {
+    int rc = 0;
+    tr__reply r;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (!cl->self && ((rc = tr__nodeconn_open(cl->sock, cl->max_msg, &cl->self)) ||
+                          (rc = tr__nodeconn_hello(cl->self, "cli", 0, 5000)))) {
+            tr__nodeconn_close(cl->self);
+            cl->self = NULL;
+            return rc;
+        }
+        rc = tr__nodeconn_call(cl->self, TR__MSG_STATUS, NULL, 5000, &r);
+        if (!rc) break;
+        tr__nodeconn_close(cl->self);
+        cl->self = NULL;
+    }
+    if (rc) return rc;
+    const char *j;
+    size_t n;
+    rc = tr__get_str(r.root, "json", &j, &n);
+    if (!rc) {
+        tr__enc_map(reply, 1);
+        tr__enc_str(reply, "json");
+        tr__enc_strn(reply, j, n);
+    }
+    tr__reply_free(&r);
+    return rc;
+}
+
 /* The RPC server's thread: the head answers members; a member answers pings. */
 static int handle(void *ctx, const void *req, size_t len, tr__buf *reply) {
     tr__cluster *cl = ctx;
@@ -115,6 +150,10 @@ static int handle(void *ctx, const void *req, size_t len, tr__buf *reply) {
     if (rc) return rc;
     char op[32], id[17];
     rc = get_field(d.root, "op", op, sizeof op);
+    if (!rc && strcmp(op, "status") == 0) { /* this node's status, from its own socket */
+        tr__dec_free(&d);
+        return own_status(cl, reply);
+    }
     if (!rc && !cl->head && strcmp(op, "ping") != 0)
         rc = tr__err(TR_EINVAL, "cluster: this node is not the head (it is %s)", cl->head_addr);
     if (rc) {
@@ -458,6 +497,7 @@ void tr__cluster_stop(tr__cluster *cl) {
     }
     tr__rpc_server_destroy(cl->srv);
     tr__rpc_client_destroy(cl->to_head);
+    tr__nodeconn_close(cl->self);
     free(cl->nodes_json);
     pthread_mutex_destroy(&cl->mu);
     pthread_cond_destroy(&cl->cv);

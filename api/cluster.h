@@ -7,7 +7,8 @@
  * registers with the head (refused: the node does not start), and heartbeats every 500
  * ms; the head marks a node lost after 3 s without one, and a node marks its head lost
  * after 3 s without an answer (both logged, both in `troupe status`). A node the head
- * no longer knows (the head restarted) registers again.
+ * no longer knows (the head restarted) registers again. Any node answers "status" over
+ * the network with its own tr_node_status (`troupe status --address HOST:PORT`).
  *
  * Threads: the RPC server's thread answers other nodes; a thread of the cluster's
  * heartbeats and sweeps. The node's loop thread only reads the table (status). */

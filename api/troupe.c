@@ -3,7 +3,7 @@
  *   troupe start --head [--port P] [--bind ADDR] [--token T] [--num-cpus N] [--num-gpus N]
  *                       [--resources a=1,b=2] [--tmpdir D] [--cpu-binding cores|none]
  *   troupe start --address HOST:PORT [--token T] [--bind ADDR] [--port P] [...]
- *   troupe status [--address PATH]
+ *   troupe status [--address PATH | --address HOST:PORT --token T]
  *   troupe stop   [--address PATH]
  *
  * `start` spawns this executable as a detached node (its own session), waits until it
@@ -30,6 +30,7 @@
 #include "core/ids.h"
 #include "core/log.h"
 #include "core/nodeconn.h"
+#include "core/rpc.h"
 #include "core/status.h"
 
 static void usage(void) {
@@ -38,7 +39,7 @@ static void usage(void) {
             "                           [--num-gpus N] [--resources a=1,b=2] [--tmpdir DIR]\n"
             "                           [--cpu-binding cores|none]\n"
             "       troupe start --address HOST:PORT [--token T] [--bind ADDR] [--port P] ...\n"
-            "       troupe status [--address PATH] [--tmpdir DIR]\n"
+            "       troupe status [--address PATH | --address HOST:PORT --token T] [--tmpdir DIR]\n"
             "       troupe stop   [--address PATH] [--tmpdir DIR]\n"
             "       troupe version\n");
 }
@@ -116,7 +117,31 @@ static int connect_cli(const char *addr, tr__nodeconn **out) {
     return rc;
 }
 
-static int cmd_status(const char *addr) {
+/* A node of a cluster, over the network: "HOST:PORT" (its cluster address). */
+static int remote_status(const char *addr, const char *token) {
+    tr__rpc_client *c;
+    int rc = tr__rpc_client_create(addr, token, TR__DEFAULT_MAX_MSG, &c);
+    if (rc) return fail(rc, "status");
+    tr__buf b = TR__BUF_INIT, r = TR__BUF_INIT;
+    tr__enc_map(&b, 1);
+    tr__enc_str(&b, "op");
+    tr__enc_str(&b, "status");
+    rc = tr__rpc_call(c, b.data, b.len, 5000, &r);
+    tr__dec d;
+    const char *p;
+    size_t n;
+    if (!rc && !(rc = tr__dec_init(&d, r.data, r.len))) {
+        if (!(rc = tr__get_str(d.root, "json", &p, &n))) printf("%.*s\n", (int)n, p);
+        tr__dec_free(&d);
+    }
+    tr__buf_free(&b);
+    tr__buf_free(&r);
+    tr__rpc_client_destroy(c);
+    return rc ? fail(rc, "status") : 0;
+}
+
+static int cmd_status(const char *addr, const char *token) {
+    if (!strchr(addr, '/') && strchr(addr, ':')) return remote_status(addr, token);
     tr__nodeconn *c;
     int rc = connect_cli(addr, &c);
     if (rc) return fail(rc, "status");
@@ -220,7 +245,8 @@ int main(int argc, char **argv) {
             if (rc) return fail(rc, cmd);
             addr = found;
         }
-        status = strcmp(cmd, "status") == 0 ? cmd_status(addr) : cmd_stop(addr, cfg->tmpdir);
+        status = strcmp(cmd, "status") == 0 ? cmd_status(addr, cfg->cluster_token)
+                                            : cmd_stop(addr, cfg->tmpdir);
     } else if (strcmp(cmd, "version") == 0) {
         printf("troupe %s (ABI %u)\n", tr_version_string(), tr_abi_version());
         status = 0;

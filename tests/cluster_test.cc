@@ -134,6 +134,14 @@ TEST_F(Cluster, NodesJoinOverTheNetworkAndFailuresAreSeen) {
     })) << status_of(1);
     /* each node sees only its own /tmp: one session in each */
     EXPECT_EQ(count(in(1, "sh -c 'ls -d /tmp/troupe-*/n[0-9]*-*'"), "/tmp/troupe-"), 1);
+    /* the head's status, asked over the network from node b (its socket is out of reach) */
+    std::string remote = in(2, cli + " status --address 10.213.0.1:7301 --token s3cret", &st);
+    EXPECT_EQ(st, 0) << remote;
+    EXPECT_NE(remote.find("\"role\":\"head\""), std::string::npos) << remote;
+    EXPECT_EQ(count(remote, "\"alive\":true"), 3) << remote;
+    remote = in(2, cli + " status --address 10.213.0.1:7301 --token nope", &st);
+    EXPECT_NE(st, 0);
+    EXPECT_NE(remote.find("refused"), std::string::npos) << remote;
 
     /* a node killed: the head says it is lost within seconds */
     std::string a = status_of(1);
