@@ -26,17 +26,6 @@ extern "C" {
 
 namespace {
 
-/* Once every member has left or died, the node holds no group and none of its
- * rendezvous keys (within 5 s: a dead process's connection closes asynchronously). */
-void expect_nothing_left(tr_runtime *rt, int64_t kv_keys_before) {
-    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (std::chrono::steady_clock::now() < until &&
-           (status_field(rt, "groups") != 0 || status_field(rt, "kv_keys") != kv_keys_before))
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    EXPECT_EQ(status_field(rt, "groups"), 0);
-    EXPECT_EQ(status_field(rt, "kv_keys"), kv_keys_before);
-}
-
 /* Joins `world` ranks of a group from threads of this process (joins do not block each
  * other; each thread first runs before(rank) if given), then runs body(rank, group) on
  * each; body returns "" or what went wrong. */

@@ -1,6 +1,8 @@
 /* tests/test_actors.cc - the test actor classes (run inside worker processes) and helpers. */
 #include "tests/test_actors.h"
 
+#include <gtest/gtest.h>
+
 extern "C" {
 #include "core/reduce.h"
 #include "core/status.h"
@@ -24,6 +26,7 @@ extern "C" {
 #endif
 
 #include <atomic>
+#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
@@ -951,6 +954,15 @@ int64_t status_field(tr_runtime *rt, const char *key) {
     tr_free(json);
     size_t at = s.find(k);
     return at == std::string::npos ? -1 : atoll(s.c_str() + at + k.size());
+}
+
+void expect_nothing_left(tr_runtime *rt, int64_t kv_keys_before) {
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (std::chrono::steady_clock::now() < until &&
+           (status_field(rt, "groups") != 0 || status_field(rt, "kv_keys") != kv_keys_before))
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_EQ(status_field(rt, "groups"), 0);
+    EXPECT_EQ(status_field(rt, "kv_keys"), kv_keys_before);
 }
 
 int64_t status_pid_of(tr_runtime *rt) {

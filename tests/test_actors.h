@@ -75,6 +75,10 @@ int run_self(const std::string &env_entry);
 /* A number from the node's tr_node_status JSON, e.g. "pid", "groups", "kv_keys"; -1 if
  * missing or on error. */
 int64_t status_field(tr_runtime *rt, const char *key);
+/* Once every member has left or died, the node holds no group and none of its rendezvous
+ * keys (kv_keys back to kv_keys_before; within 5 s: a dead process's connection closes
+ * asynchronously). Checked with EXPECT_EQ. */
+void expect_nothing_left(tr_runtime *rt, int64_t kv_keys_before);
 /* The node's pid, from tr_node_status; -1 on error. */
 int64_t status_pid_of(tr_runtime *rt);
 /* A driver that creates actors, writes the node's address and the pids to out_path and
