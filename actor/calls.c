@@ -35,6 +35,7 @@
 
 #include "actor/control.h"
 #include "actor/protocol.h"
+#include "actor/remote.h"
 #include "core/clock.h"
 #include "core/frame.h"
 #include "core/idmap.h"
@@ -89,8 +90,9 @@ struct slot {
 
 struct aconn {
     tr_actor_id id;
-    int fd;   /* -1: not connected */
-    int dead; /* permanently */
+    int fd;          /* -1: not connected */
+    tr__rlink *link; /* an actor on another node: fd reads its results, writes go here */
+    int dead;        /* permanently */
     int resolving;
     char reason[700]; /* why it is dead (no allocation: failing calls always have a text) */
     uint64_t inc;
@@ -114,6 +116,7 @@ struct tr__actors {
     pthread_cond_t cv;
     tr__nodeconn *node;
     tr__objects *objects;
+    tr__remotes *remotes; /* links to other nodes (actor/remote.h) */
     int ep;
     int wake_fd; /* eventfd in the epoll set: wakes the reader when another thread
                     completes calls or closes a connection */
@@ -130,6 +133,10 @@ int tr__actors_create(tr__nodeconn *node, tr__objects *objects, size_t max_msg, 
     *out = NULL;
     tr__actors *a = calloc(1, sizeof *a);
     if (!a) return tr__err(TR_ENOMEM, "actor client");
+    if (tr__remotes_create(max_msg, &a->remotes)) {
+        free(a);
+        return TR_ENOMEM;
+    }
     a->ep = epoll_create1(EPOLL_CLOEXEC);
     a->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
@@ -137,6 +144,7 @@ int tr__actors_create(tr__nodeconn *node, tr__objects *objects, size_t max_msg, 
         int e = errno;
         if (a->ep >= 0) close(a->ep);
         if (a->wake_fd >= 0) close(a->wake_fd);
+        tr__remotes_destroy(a->remotes);
         free(a);
         return tr__err_errno(e, "epoll/eventfd");
     }
@@ -292,6 +300,8 @@ static void conn_failed(tr__actors *a, aconn *ac, int rc, const char *why) {
     snprintf(msg, sizeof msg, "actor %s died while the call was in flight (%s)", hex, why);
     if (ac->fd >= 0) {
         epoll_ctl(a->ep, EPOLL_CTL_DEL, ac->fd, NULL);
+        if (ac->link) tr__remote_close(a->remotes, ac->link, ac->id.b);
+        ac->link = NULL;
         close(ac->fd);
         ac->fd = -1;
     }
@@ -338,7 +348,17 @@ static void set_want_out(tr__actors *a, aconn *ac, int on) {
 /* Writes queued bytes without blocking; on EAGAIN the leader finishes the job when the
  * socket is writable again. */
 static void flush(tr__actors *a, aconn *ac) {
-    while (ac->fd >= 0 && tr__buf_avail(&ac->out)) {
+    if (ac->fd >= 0 && ac->link && tr__buf_avail(&ac->out)) { /* queued, never blocks */
+        size_t n = tr__buf_avail(&ac->out);
+        if (tr__remote_send(ac->link, ac->id.b, ac->out.data + ac->out.off, n)) {
+            conn_failed(a, ac, TR_EACTOR_DIED, tr_last_error());
+            return;
+        }
+        tr__buf_consume(&ac->out, n);
+        ac->sent += (uint64_t)n;
+        return;
+    }
+    while (ac->fd >= 0 && !ac->link && tr__buf_avail(&ac->out)) {
         ssize_t n = send(ac->fd, ac->out.data + ac->out.off, tr__buf_avail(&ac->out),
                          MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
@@ -354,7 +374,7 @@ static void flush(tr__actors *a, aconn *ac) {
         conn_failed(a, ac, TR_EACTOR_DIED, n < 0 ? strerror(errno) : "send failed");
         return;
     }
-    if (ac->fd >= 0) set_want_out(a, ac, 0);
+    if (ac->fd >= 0 && !ac->link) set_want_out(a, ac, 0);
 }
 
 /* Encodes a call whose argument results are all in, appends it to the actor's stream
@@ -505,6 +525,32 @@ static void on_readable(tr__actors *a, aconn *ac) {
         flush(a, ac);
 }
 
+/* An actor on another node: its results come through the link's socketpair, its calls go
+ * on the link's stream. Called with mu held. */
+static int connect_remote(tr__actors *a, aconn *ac, const tr__actor_where *r) {
+    int fd;
+    tr__rlink *link;
+    int rc = tr__remote_open(a->remotes, r->remote, r->token, ac->id.b, &fd, &link);
+    if (rc == TR_ECONNECT) {
+        mark_dead(a, ac, tr_last_error());
+        return 0;
+    }
+    if (rc) return rc;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ac};
+    if (epoll_ctl(a->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        rc = tr__err_errno(errno, "epoll_ctl");
+        tr__remote_close(a->remotes, link, ac->id.b);
+        close(fd);
+        return rc;
+    }
+    ac->fd = fd;
+    ac->link = link;
+    ac->inc = r->inc;
+    ac->want_out = 0;
+    flush(a, ac);
+    return 0;
+}
+
 /* Connects to the actor's current worker if the node says it is up. Called with mu held;
  * drops it during the node RPC. Returns 0 or a transport error. */
 static int connect_actor(tr__actors *a, aconn *ac, int wait_ms) {
@@ -533,9 +579,10 @@ static int connect_actor(tr__actors *a, aconn *ac, int wait_ms) {
     if (r.state != TR__ACTOR_ALIVE) return 0;
     /* The node has not yet reaped the incarnation we saw die (or it died after the node
      * answered): wait a little for the restart or the verdict. */
-    int fd = r.inc == ac->broken_inc && tr__now_ns() - ac->broken_at < BROKEN_GRACE_NS
-                 ? -1
-                 : tr__unix_connect_nb(r.path); /* never blocks, even on a full backlog */
+    int grace = r.inc == ac->broken_inc && tr__now_ns() - ac->broken_at < BROKEN_GRACE_NS;
+    if (r.remote[0] && !grace) return connect_remote(a, ac, &r);
+    int fd = grace || r.remote[0] ? -1 : tr__unix_connect_nb(r.path); /* never blocks, even on a
+                                                                         full backlog */
     if (fd < 0) {
         pthread_mutex_unlock(&a->mu);
         struct timespec ts = {0, 2000000};
@@ -947,6 +994,7 @@ void tr__actors_destroy(tr__actors *a) {
         slot_free(a, v);
     tr__idmap_free(&a->actors);
     tr__idmap_free(&a->slots);
+    tr__remotes_destroy(a->remotes);
     close(a->ep);
     close(a->wake_fd);
     pthread_mutex_destroy(&a->mu);

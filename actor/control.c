@@ -98,7 +98,11 @@ int tr__actor_resolve(tr__nodeconn *node, const tr_actor_id *id, int wait_ms,
     if (tr__get_str(r.root, "path", &p, &n) == 0 && n < sizeof out->path) memcpy(out->path, p, n);
     if (tr__get_str(r.root, "reason", &p, &n) == 0)
         snprintf(out->reason, sizeof out->reason, "%.*s", (int)n, p);
-    if (out->state == TR__ACTOR_ALIVE && !out->path[0])
+    if (tr__get_str(r.root, "remote", &p, &n) == 0 && n < sizeof out->remote)
+        memcpy(out->remote, p, n);
+    if (tr__get_str(r.root, "token", &p, &n) == 0 && n < sizeof out->token)
+        memcpy(out->token, p, n);
+    if (out->state == TR__ACTOR_ALIVE && !out->path[0] && !out->remote[0])
         rc = tr__err(TR_EPROTO, "node said ALIVE without a path");
 done:
     tr__reply_free(&r);

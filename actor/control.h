@@ -18,6 +18,8 @@ typedef struct tr__actor_where {
     uint64_t inc;
     char path[512];   /* its worker's socket while ALIVE */
     char reason[512]; /* why it died, when DEAD */
+    char remote[160]; /* "HOST:PORT": it lives on that node of the cluster (no path) */
+    char token[256];  /* the cluster's token, to reach that node */
 } tr__actor_where;
 
 int tr__actor_create(tr__nodeconn *node, const char *cls, const tr_actor_options *opts,

@@ -75,7 +75,8 @@ int tr__directory_create(const tr__directory_opts *o, tr__directory **out) {
     return 0;
 }
 
-static actor *lookup(tr__directory *d, const tr__obj *body, tr__conn *c, uint64_t seq) {
+/* fwd: the message type to offer the cluster when the id is not ours (0: none). */
+static actor *lookup(tr__directory *d, const tr__obj *body, tr__conn *c, uint64_t seq, int fwd) {
     uint8_t id[16];
     if (tr__get_id(body, "id", id, 16)) {
         tr__server_reply_status(c, seq, TR_EPROTO, tr_last_error());
@@ -83,6 +84,7 @@ static actor *lookup(tr__directory *d, const tr__obj *body, tr__conn *c, uint64_
     }
     actor *a = tr__idmap_get(&d->by_id, tr__id_key(id));
     if (!a || memcmp(a->id, id, 16) != 0) {
+        if (fwd && d->o.forward && d->o.forward(d->o.forward_ctx, fwd, c, seq, body)) return NULL;
         char hex[33];
         tr__hex(id, 16, hex);
         tr__server_reply_status(c, seq, TR_ENOTFOUND, "no such actor");
@@ -324,6 +326,13 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
     double k = tr__res_get(&a->req, "GPU"); /* with every device free, would it fit? */
     int gpus_ever = k <= 0 || (k < 1 ? d->gpus.n > 0 : k <= d->gpus.n);
     if (!tr__res_fits(&a->req, &d->total) || !gpus_ever) {
+        if (d->o.forward && d->o.forward(d->o.forward_ctx, TR__MSG_ACTOR_CREATE, c, seq, body)) {
+            free(res);
+            free(a->cls);
+            free(a->name);
+            free(a);
+            return;
+        }
         char want[512], have[512];
         tr__res_format(&a->req, want, sizeof want);
         tr__res_format(&d->total, have, sizeof have);
@@ -375,7 +384,7 @@ fail:
 
 static void on_resolve(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
     tr__directory *d = ctx;
-    actor *a = lookup(d, body, c, seq);
+    actor *a = lookup(d, body, c, seq, TR__MSG_ACTOR_RESOLVE);
     if (!a) return;
     int64_t wait_ms = 0;
     if (tr__obj_get(body, "wait_ms")) tr__get_int(body, "wait_ms", &wait_ms);
@@ -415,7 +424,7 @@ static void kill_actor(tr__directory *d, actor *a, const char *why) {
 
 static void on_kill(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
     tr__directory *d = ctx;
-    actor *a = lookup(d, body, c, seq);
+    actor *a = lookup(d, body, c, seq, TR__MSG_ACTOR_KILL);
     if (!a) return;
     int64_t no_restart = 1;
     if (tr__obj_get(body, "no_restart")) tr__get_int(body, "no_restart", &no_restart);
@@ -446,12 +455,13 @@ static void on_by_name(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body
             return;
         }
     }
+    if (d->o.forward && d->o.forward(d->o.forward_ctx, TR__MSG_ACTOR_BY_NAME, c, seq, body)) return;
     tr__server_reply_status(c, seq, TR_ENOTFOUND, "no live actor has that name");
 }
 
 static void on_info(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
     tr__directory *d = ctx;
-    actor *a = lookup(d, body, c, seq);
+    actor *a = lookup(d, body, c, seq, TR__MSG_ACTOR_INFO);
     if (!a) return;
     tr__buf b = TR__BUF_INIT;
     char cpus[400];
@@ -485,7 +495,7 @@ static void on_info(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
 
 /* The worker asking what to run: only the process the node spawned for that actor. */
 static actor *worker_actor(tr__directory *d, tr__conn *c, uint64_t seq, const tr__obj *body) {
-    actor *a = lookup(d, body, c, seq);
+    actor *a = lookup(d, body, c, seq, 0);
     if (!a) return NULL;
     if (a->pid == 0 || c->pid != a->pid) {
         tr__server_reply_status(c, seq, TR_EPERM, "not this actor's worker process");

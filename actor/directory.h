@@ -37,6 +37,12 @@ typedef struct tr__directory_opts {
     /* GPUs to give actors (whole, or a share of one for k < 1): the worker is started with
      * CUDA_VISIBLE_DEVICES set to them (to none if it asked for none). Copied. */
     const tr__gpus *gpus;
+    /* In a cluster (may be NULL): a request this node cannot answer itself - an actor that
+     * can never fit here (ACTOR_CREATE), an id or a name it does not know (ACTOR_RESOLVE,
+     * _KILL, _INFO, _BY_NAME) - is offered here first; returning non-zero means the hook
+     * took it and replies itself (later, from the loop); 0: the node answers as alone. */
+    int (*forward)(void *ctx, int type, tr__conn *c, uint64_t seq, const tr__obj *body);
+    void *forward_ctx;
 } tr__directory_opts;
 
 int tr__directory_create(const tr__directory_opts *o, tr__directory **out);

@@ -257,7 +257,7 @@ static int run_call(worker *w, client *c, uint64_t seq, const char *body, size_t
         }
         return tr__result_frame(&c->out, seq, TR_ETASK, ctx->err, strlen(ctx->err) + 1);
     }
-    if (ctx->result.len > TR__INLINE_RESULT_MAX && w->objects)
+    if (ctx->result.len > TR__INLINE_RESULT_MAX && w->objects && c->caller >= 0)
         return store_result(w, c, seq, ctx->result.data, ctx->result.len);
     if (ctx->result.len + 64 > w->max_msg) {
         snprintf(ctx->err, sizeof ctx->err,

@@ -16,6 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "actor/control.h"
+#include "actor/protocol.h"
+#include "actor/relay.h"
 #include "core/clock.h"
 #include "core/codec.h"
 #include "core/frame.h"
@@ -30,6 +33,60 @@
 #define LOST_MS 3000
 #define JOIN_MS 10000
 #define FORGET_MS 60000 /* a node lost this long leaves the table */
+#define PEER_MS 5000    /* a request to another node */
+#define MAX_JOBS 64     /* forwarded requests in flight */
+#define POLL_NS 10000000
+
+/* An actor this node knows lives on another node. */
+typedef struct ractor {
+    uint8_t id[16];
+    char address[128]; /* its node's RPC server */
+    uint64_t owner;    /* the connection here that created it (0: learned from the head) */
+    struct ractor *next;
+} ractor;
+
+/* The head's directory of the actors it placed. */
+typedef struct hactor {
+    uint8_t id[16];
+    char node[17];
+    char address[128];
+    char *name;
+    struct hactor *next;
+} hactor;
+
+/* A connection to this node's own socket on behalf of a creator on another node ("<node
+ * id>/<connection id>"): the actors made on it live as long as it does. */
+typedef struct owner {
+    char key[64];
+    char node[17];
+    tr__nodeconn *nc;
+    struct owner *next;
+} owner;
+
+typedef struct peer {
+    char address[128];
+    tr__rpc_client *client;
+    struct peer *next;
+} peer;
+
+/* A request of the node's directory forwarded to the cluster, run on a thread of its own
+ * (they wait on other nodes), replied to from the loop. */
+typedef struct job {
+    struct tr__cluster *cl;
+    int type;
+    tr__conn *c;
+    uint64_t seq;
+    uint64_t conn_id;
+    uint8_t id[16];
+    int64_t wait_ms, no_restart, max_restarts;
+    char *cls, *name, *res, *exe;
+    void *args;
+    size_t args_len;
+    char owner_key[64]; /* owner_gone jobs */
+    char address[128];  /* ...and the node to tell */
+    tr__buf reply;
+    struct job *next;
+} job;
 
 typedef struct member {
     char id[17];
@@ -40,6 +97,7 @@ typedef struct member {
     char resources[256];
     int64_t last_ns;
     int alive;
+    int placed; /* the head: actors it placed there, to spread them */
 } member;
 
 struct tr__cluster {
@@ -56,6 +114,7 @@ struct tr__cluster {
     tr__rpc_client *to_head;
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    pthread_cond_t jobs_cv;
     member nodes[MAX_NODES]; /* the head's table (itself first) */
     int n;
     int head_alive; /* a member's view */
@@ -64,6 +123,18 @@ struct tr__cluster {
     tr__nodeconn *self; /* the RPC thread's connection to this node's own socket (status) */
     pthread_t thread;
     int stop;
+    char token[256];
+    uv_loop_t *loop;
+    uv_async_t async; /* done jobs, to reply from the loop */
+    int async_live;
+    tr__relay *relay; /* callers on other nodes reach our actors through it */
+    int jobs;         /* threads running */
+    int closing;
+    job *done;
+    ractor *remote;
+    hactor *placed; /* the head's */
+    owner *owners;  /* RPC thread's and sweeps', under mu */
+    peer *peers;
 };
 
 static int64_t ms_since(int64_t ns) {
@@ -112,11 +183,10 @@ static void reply_json(tr__cluster *cl, tr__buf *reply) {
     tr__buf_free(&j);
 }
 
-/* This node's tr_node_status JSON, asked of its own socket (on the RPC thread, which
- * keeps the connection; a broken one is opened again once). */
-static int own_status(tr__cluster *cl, tr__buf *reply) {
+/* One request to this node's own socket (on the RPC thread, which keeps the connection;
+ * a broken one is opened again once). */
+static int self_call(tr__cluster *cl, uint8_t type, const tr__buf *body, tr__reply *r) {
     int rc = 0;
-    tr__reply r;
     for (int attempt = 0; attempt < 2; attempt++) {
         if (!cl->self && ((rc = tr__nodeconn_open(cl->sock, cl->max_msg, &cl->self)) ||
                           (rc = tr__nodeconn_hello(cl->self, "cli", 0, 5000)))) {
@@ -124,11 +194,18 @@ static int own_status(tr__cluster *cl, tr__buf *reply) {
             cl->self = NULL;
             return rc;
         }
-        rc = tr__nodeconn_call(cl->self, TR__MSG_STATUS, NULL, 5000, &r);
-        if (!rc) break;
+        rc = tr__nodeconn_call(cl->self, type, body, 5000, r);
+        if (rc != TR_ECONNECT && rc != TR_ETIMEDOUT && rc != TR_EPROTO) break;
         tr__nodeconn_close(cl->self);
         cl->self = NULL;
     }
+    return rc;
+}
+
+/* This node's tr_node_status JSON, asked of its own socket. */
+static int own_status(tr__cluster *cl, tr__buf *reply) {
+    tr__reply r;
+    int rc = self_call(cl, TR__MSG_STATUS, NULL, &r);
     if (rc) return rc;
     const char *j;
     size_t n;
@@ -142,6 +219,702 @@ static int own_status(tr__cluster *cl, tr__buf *reply) {
     return rc;
 }
 
+/* ------------------------------------------------------------------ actors across nodes */
+
+static tr__rpc_client *peer_client(tr__cluster *cl, const char *address) {
+    pthread_mutex_lock(&cl->mu);
+    peer *p = cl->peers;
+    while (p && strcmp(p->address, address) != 0)
+        p = p->next;
+    if (!p && (p = calloc(1, sizeof *p))) {
+        snprintf(p->address, sizeof p->address, "%s", address);
+        if (tr__rpc_client_create(address, cl->token, cl->max_msg, &p->client)) {
+            free(p);
+            p = NULL;
+        } else {
+            p->next = cl->peers;
+            cl->peers = p;
+        }
+    }
+    pthread_mutex_unlock(&cl->mu);
+    return p ? p->client : NULL;
+}
+
+/* One request to the node at address (any thread but the RPC server's). */
+static int call_peer(tr__cluster *cl, const char *address, const tr__buf *req, int timeout_ms,
+                     tr__buf *reply) {
+    tr__rpc_client *c = peer_client(cl, address);
+    if (!c) return tr__err(TR_ECONNECT, "cluster: no channel to %s", address);
+    if (req->oom) return tr__err(TR_ENOMEM, "cluster");
+    size_t keep = reply->len;
+    int rc = tr__rpc_call(c, req->data, req->len, timeout_ms, reply);
+    if (rc == TR_ECONNECT) { /* a connection that broke (gRPC reconnects): once more */
+        reply->len = keep;
+        struct timespec ts = {0, 100000000};
+        nanosleep(&ts, NULL);
+        rc = tr__rpc_call(c, req->data, req->len, timeout_ms, reply);
+    }
+    return rc;
+}
+
+/* A flat map re-encoded, with the value of `key` (if present) replaced by `value`. */
+static void reencode(const tr__obj *map, const char *key, const char *value, tr__buf *out) {
+    size_t n = tr__obj_len(map);
+    tr__enc_map(out, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) {
+        const tr__obj *k = tr__obj_key_at(map, i), *v = tr__obj_val_at(map, i);
+        const char *ks;
+        size_t kn;
+        if (tr__obj_str(k, "key", &ks, &kn)) {
+            tr__enc_nil(out);
+            tr__enc_nil(out);
+            continue;
+        }
+        tr__enc_strn(out, ks, kn);
+        const char *sp;
+        const void *bp;
+        size_t sn;
+        int64_t iv;
+        double dv;
+        bool bv;
+        if (kn == strlen(key) && memcmp(ks, key, kn) == 0)
+            tr__enc_str(out, value);
+        else if (tr__obj_type(v) == TR__T_STR && !tr__obj_str(v, "v", &sp, &sn))
+            tr__enc_strn(out, sp, sn);
+        else if (tr__obj_type(v) == TR__T_BIN && !tr__obj_bin(v, "v", &bp, &sn))
+            tr__enc_bin(out, bp, sn);
+        else if (tr__obj_type(v) == TR__T_INT && !tr__obj_int(v, "v", &iv))
+            tr__enc_int(out, iv);
+        else if (tr__obj_type(v) == TR__T_FLOAT && !tr__obj_double(v, "v", &dv))
+            tr__enc_double(out, dv);
+        else if (tr__obj_type(v) == TR__T_BOOL && !tr__obj_bool(v, "v", &bv))
+            tr__enc_bool(out, bv);
+        else
+            tr__enc_nil(out);
+    }
+}
+
+/* The connection to our own socket for a creator on another node (RPC thread; mu held). */
+static tr__nodeconn *owner_conn(tr__cluster *cl, const char *key, const char *node,
+                                const char *exe) {
+    for (owner *o = cl->owners; o; o = o->next)
+        if (strcmp(o->key, key) == 0) return o->nc;
+    owner *o = calloc(1, sizeof *o);
+    if (!o) {
+        tr__err(TR_ENOMEM, "cluster: owner");
+        return NULL;
+    }
+    snprintf(o->key, sizeof o->key, "%s", key);
+    snprintf(o->node, sizeof o->node, "%s", node);
+    if (tr__nodeconn_open(cl->sock, cl->max_msg, &o->nc) ||
+        tr__nodeconn_hello_exe(o->nc, "driver", exe, 5000)) {
+        tr__nodeconn_close(o->nc);
+        free(o);
+        return NULL;
+    }
+    o->next = cl->owners;
+    cl->owners = o;
+    return o->nc;
+}
+
+/* Closes the owner connections that match key, or node (either may be NULL): their
+ * actors die ("its owner exited"). Caller holds mu. */
+static void drop_owners(tr__cluster *cl, const char *key, const char *node) {
+    for (owner **pp = &cl->owners; *pp;) {
+        owner *o = *pp;
+        if ((key && strcmp(o->key, key) == 0) || (node && strcmp(o->node, node) == 0)) {
+            *pp = o->next;
+            TR_LOG_INFO("CLUSTER-OWNER", "the actors of %s here go: their owner is gone", o->key);
+            tr__nodeconn_close(o->nc);
+            free(o);
+        } else {
+            pp = &o->next;
+        }
+    }
+}
+
+/* "create" (any node, asked by the head): the actor is made here, owned by the creator's
+ * connection; a node:ADDRESS resource named it here and is not ours to count. */
+static int op_create(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
+    char key[64], node[17], exe[1024], res_in[512];
+    int rc;
+    if ((rc = get_field(req, "owner", key, sizeof key)) ||
+        (rc = get_field(req, "node", node, sizeof node)) ||
+        (rc = get_field(req, "exe", exe, sizeof exe)) ||
+        (rc = get_field(req, "res", res_in, sizeof res_in)))
+        return rc;
+    tr__res want, keep;
+    memset(&want, 0, sizeof want);
+    memset(&keep, 0, sizeof keep);
+    if ((rc = tr__res_parse(&want, res_in))) return rc;
+    for (int i = 0; i < want.n; i++)
+        if (strncmp(want.name[i], "node:", 5) != 0) tr__res_add(&keep, want.name[i], want.qty[i]);
+    char res[512];
+    tr__res_format(&keep, res, sizeof res);
+    const char *cls, *name = NULL;
+    const void *args;
+    size_t cn, an, nn = 0;
+    int64_t max_restarts;
+    if ((rc = tr__get_str(req, "class", &cls, &cn)) ||
+        (rc = tr__get_bin(req, "args", &args, &an)) ||
+        (rc = tr__get_int(req, "max_restarts", &max_restarts)))
+        return rc;
+    int named = tr__obj_type(tr__obj_get(req, "name")) == TR__T_STR;
+    if (named && (rc = tr__get_str(req, "name", &name, &nn))) return rc;
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, named ? 5 : 4);
+    tr__enc_str(&b, "class");
+    tr__enc_strn(&b, cls, cn);
+    tr__enc_str(&b, "args");
+    tr__enc_bin(&b, args, an);
+    tr__enc_str(&b, "max_restarts");
+    tr__enc_int(&b, max_restarts);
+    tr__enc_str(&b, "res");
+    tr__enc_str(&b, res);
+    if (named) {
+        tr__enc_str(&b, "name");
+        tr__enc_strn(&b, name, nn);
+    }
+    pthread_mutex_lock(&cl->mu);
+    tr__nodeconn *nc = b.oom ? NULL : owner_conn(cl, key, node, exe);
+    tr__reply r;
+    rc = nc ? tr__nodeconn_call(nc, TR__MSG_ACTOR_CREATE, &b, 5000, &r)
+            : (b.oom ? tr__err(TR_ENOMEM, "cluster") : TR_ECONNECT);
+    pthread_mutex_unlock(&cl->mu);
+    tr__buf_free(&b);
+    if (rc) return rc;
+    uint8_t id[16];
+    rc = tr__get_id(r.root, "id", id, 16);
+    tr__reply_free(&r);
+    if (rc) return rc;
+    tr__enc_map(reply, 1);
+    tr__enc_str(reply, "id");
+    tr__enc_bin(reply, id, 16);
+    return 0;
+}
+
+/* "resolve", "kill", "info" (any node): our directory's answer, as it gives it. */
+static int op_local(tr__cluster *cl, uint8_t type, const tr__obj *req, tr__buf *reply) {
+    uint8_t id[16];
+    int rc = tr__get_id(req, "id", id, 16);
+    if (rc) return rc;
+    int64_t no_restart = 1;
+    if (type == TR__MSG_ACTOR_KILL && (rc = tr__get_int(req, "no_restart", &no_restart))) return rc;
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, type == TR__MSG_ACTOR_INFO ? 1 : 2);
+    tr__enc_str(&b, "id");
+    tr__enc_bin(&b, id, 16);
+    if (type == TR__MSG_ACTOR_RESOLVE) {
+        tr__enc_str(&b, "wait_ms");
+        tr__enc_int(&b, 0);
+    } else if (type == TR__MSG_ACTOR_KILL) {
+        tr__enc_str(&b, "no_restart");
+        tr__enc_int(&b, no_restart);
+    }
+    tr__reply r;
+    rc = b.oom ? tr__err(TR_ENOMEM, "cluster") : self_call(cl, type, &b, &r);
+    tr__buf_free(&b);
+    if (rc) return rc;
+    tr__buf_append(reply, r.mem, r.mem_len);
+    tr__reply_free(&r);
+    return 0;
+}
+
+/* The head: a node for an actor that did not fit where it was asked for, by resources
+ * (a node's own "node:<its IP>" among them), the one it placed fewest actors on. Then
+ * "create" there (or here), and the actor goes in the head's directory. */
+static int op_place(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
+    char res_in[512];
+    int rc = get_field(req, "res", res_in, sizeof res_in);
+    if (rc) return rc;
+    tr__res want;
+    memset(&want, 0, sizeof want);
+    if ((rc = tr__res_parse(&want, res_in))) return rc;
+    char address[128] = "", node[17] = "";
+    int best = -1;
+    pthread_mutex_lock(&cl->mu);
+    for (int i = 0; i < cl->n; i++) {
+        member *m = &cl->nodes[i];
+        if (!m->alive) continue;
+        tr__res has;
+        memset(&has, 0, sizeof has);
+        char tag[64];
+        const char *colon = strrchr(m->address, ':');
+        snprintf(tag, sizeof tag, "node:%.*s", colon ? (int)(colon - m->address) : 0, m->address);
+        if (tr__res_parse(&has, m->resources) || tr__res_add(&has, tag, 1)) continue;
+        if (!tr__res_fits(&want, &has)) continue;
+        if (best < 0 || m->placed < cl->nodes[best].placed) best = i;
+    }
+    if (best >= 0) {
+        cl->nodes[best].placed++;
+        snprintf(address, sizeof address, "%s", cl->nodes[best].address);
+        snprintf(node, sizeof node, "%s", cl->nodes[best].id);
+    }
+    pthread_mutex_unlock(&cl->mu);
+    if (best < 0)
+        return tr__err(TR_ERESOURCES,
+                       "no node of the cluster has {%s} in all (nor is one named so)", res_in);
+    tr__buf r = TR__BUF_INIT;
+    if (best == 0) { /* here (the head is row 0) */
+        rc = op_create(cl, req, &r);
+    } else {
+        tr__buf fwd = TR__BUF_INIT; /* the same request, as a "create" */
+        reencode(req, "op", "create", &fwd);
+        rc = call_peer(cl, address, &fwd, PEER_MS, &r);
+        tr__buf_free(&fwd);
+    }
+    uint8_t id[16];
+    tr__dec d;
+    if (!rc && !(rc = tr__dec_init(&d, r.data, r.len))) {
+        rc = tr__get_id(d.root, "id", id, 16);
+        tr__dec_free(&d);
+    }
+    tr__buf_free(&r);
+    if (rc) {
+        char why[400];
+        snprintf(why, sizeof why, "%s", tr_last_error());
+        return tr__err(rc, "creating the actor on node %s: %s", address, why);
+    }
+    hactor *h = calloc(1, sizeof *h);
+    if (h) {
+        memcpy(h->id, id, 16);
+        snprintf(h->node, sizeof h->node, "%s", node);
+        snprintf(h->address, sizeof h->address, "%s", address);
+        if (tr__obj_type(tr__obj_get(req, "name")) == TR__T_STR)
+            tr__get_strdup(req, "name", &h->name);
+        pthread_mutex_lock(&cl->mu);
+        h->next = cl->placed;
+        cl->placed = h;
+        pthread_mutex_unlock(&cl->mu);
+    }
+    tr__enc_map(reply, 2);
+    tr__enc_str(reply, "id");
+    tr__enc_bin(reply, id, 16);
+    tr__enc_str(reply, "address");
+    tr__enc_str(reply, address);
+    return 0;
+}
+
+/* The head: where an actor it placed lives ("where" by id, "by_name" by name). */
+static int op_find(tr__cluster *cl, const tr__obj *req, int by_name, tr__buf *reply) {
+    uint8_t id[16];
+    const char *name = NULL;
+    size_t nn = 0;
+    int rc = by_name ? tr__get_str(req, "name", &name, &nn) : tr__get_id(req, "id", id, 16);
+    if (rc) return rc;
+    pthread_mutex_lock(&cl->mu);
+    hactor *h = cl->placed;
+    while (h && (by_name ? !h->name || strlen(h->name) != nn || memcmp(h->name, name, nn) != 0
+                         : memcmp(h->id, id, 16) != 0))
+        h = h->next;
+    if (h) {
+        tr__enc_map(reply, 2);
+        tr__enc_str(reply, "id");
+        tr__enc_bin(reply, h->id, 16);
+        tr__enc_str(reply, "address");
+        tr__enc_str(reply, h->address);
+    }
+    pthread_mutex_unlock(&cl->mu);
+    return h ? 0 : tr__err(TR_ENOTFOUND, "no such actor in the cluster");
+}
+
+/* ------------------------------------------------------------------ forwarded requests */
+
+static void job_free(job *j) {
+    free(j->cls);
+    free(j->name);
+    free(j->res);
+    free(j->exe);
+    free(j->args);
+    tr__buf_free(&j->reply);
+    free(j);
+}
+
+static void reply_status(job *j, int rc, const char *msg) {
+    tr__buf_reset(&j->reply);
+    tr__reply_begin(&j->reply, rc, msg, 0);
+}
+
+static void remember(tr__cluster *cl, const uint8_t *id, const char *address, uint64_t owner) {
+    pthread_mutex_lock(&cl->mu);
+    ractor *r = cl->remote;
+    while (r && memcmp(r->id, id, 16) != 0)
+        r = r->next;
+    if (!r && (r = calloc(1, sizeof *r))) {
+        memcpy(r->id, id, 16);
+        r->next = cl->remote;
+        cl->remote = r;
+    }
+    if (r) {
+        snprintf(r->address, sizeof r->address, "%s", address);
+        if (owner) r->owner = owner;
+    }
+    pthread_mutex_unlock(&cl->mu);
+}
+
+/* The node an actor lives on: known here, or asked of the head. */
+static int locate(tr__cluster *cl, const uint8_t *id, char *address, size_t cap) {
+    pthread_mutex_lock(&cl->mu);
+    ractor *r = cl->remote;
+    while (r && memcmp(r->id, id, 16) != 0)
+        r = r->next;
+    if (r) snprintf(address, cap, "%s", r->address);
+    char head[128];
+    snprintf(head, sizeof head, "%s", cl->head ? cl->address : cl->head_addr);
+    pthread_mutex_unlock(&cl->mu);
+    if (r) return 0;
+    tr__buf q = TR__BUF_INIT, a = TR__BUF_INIT;
+    tr__enc_map(&q, 2);
+    tr__enc_str(&q, "op");
+    tr__enc_str(&q, "where");
+    tr__enc_str(&q, "id");
+    tr__enc_bin(&q, id, 16);
+    int rc = call_peer(cl, head, &q, PEER_MS, &a);
+    tr__dec d;
+    if (!rc && !(rc = tr__dec_init(&d, a.data, a.len))) {
+        rc = get_field(d.root, "address", address, cap);
+        tr__dec_free(&d);
+    }
+    tr__buf_free(&q);
+    tr__buf_free(&a);
+    if (!rc) remember(cl, id, address, 0);
+    return rc;
+}
+
+static int closing(tr__cluster *cl) {
+    pthread_mutex_lock(&cl->mu);
+    int c = cl->closing;
+    pthread_mutex_unlock(&cl->mu);
+    return c;
+}
+
+static void run_create(tr__cluster *cl, job *j) {
+    tr__buf q = TR__BUF_INIT, a = TR__BUF_INIT;
+    char key[64];
+    snprintf(key, sizeof key, "%s/%llu", cl->id, (unsigned long long)j->conn_id);
+    tr__enc_map(&q, j->name ? 9 : 8);
+    tr__enc_str(&q, "op");
+    tr__enc_str(&q, "place");
+    tr__enc_str(&q, "owner");
+    tr__enc_str(&q, key);
+    tr__enc_str(&q, "node");
+    tr__enc_str(&q, cl->id);
+    tr__enc_str(&q, "exe");
+    tr__enc_str(&q, j->exe);
+    tr__enc_str(&q, "class");
+    tr__enc_str(&q, j->cls);
+    tr__enc_str(&q, "args");
+    tr__enc_bin(&q, j->args, j->args_len);
+    tr__enc_str(&q, "max_restarts");
+    tr__enc_int(&q, j->max_restarts);
+    tr__enc_str(&q, "res");
+    tr__enc_str(&q, j->res);
+    if (j->name) {
+        tr__enc_str(&q, "name");
+        tr__enc_str(&q, j->name);
+    }
+    char head[128];
+    pthread_mutex_lock(&cl->mu);
+    snprintf(head, sizeof head, "%s", cl->head ? cl->address : cl->head_addr);
+    pthread_mutex_unlock(&cl->mu);
+    int rc = call_peer(cl, head, &q, PEER_MS * 2, &a);
+    uint8_t id[16];
+    char address[128];
+    tr__dec d;
+    if (!rc && !(rc = tr__dec_init(&d, a.data, a.len))) {
+        if (!(rc = tr__get_id(d.root, "id", id, 16)))
+            rc = get_field(d.root, "address", address, sizeof address);
+        tr__dec_free(&d);
+    }
+    if (rc) {
+        char why[600];
+        snprintf(why, sizeof why, "%s", tr_last_error());
+        reply_status(j, rc, why);
+    } else {
+        remember(cl, id, address, j->conn_id);
+        tr__reply_begin(&j->reply, 0, NULL, 1);
+        tr__enc_str(&j->reply, "id");
+        tr__enc_bin(&j->reply, id, 16);
+    }
+    tr__buf_free(&q);
+    tr__buf_free(&a);
+}
+
+/* resolve, kill, info: asked of the actor's node. */
+static void run_on_node(tr__cluster *cl, job *j) {
+    char address[128];
+    int rc = locate(cl, j->id, address, sizeof address);
+    if (rc) {
+        char why[400];
+        snprintf(why, sizeof why, "%s", tr_last_error());
+        reply_status(j, rc == TR_ENOTFOUND ? rc : TR_ECONNECT,
+                     rc == TR_ENOTFOUND ? "no such actor" : why);
+        return;
+    }
+    const char *op = j->type == TR__MSG_ACTOR_RESOLVE ? "resolve"
+                     : j->type == TR__MSG_ACTOR_KILL  ? "kill"
+                                                      : "info";
+    int64_t deadline = tr__deadline((int)(j->wait_ms > 1000 ? 1000 : j->wait_ms));
+    for (;;) {
+        tr__buf q = TR__BUF_INIT, a = TR__BUF_INIT;
+        tr__enc_map(&q, j->type == TR__MSG_ACTOR_KILL ? 3 : 2);
+        tr__enc_str(&q, "op");
+        tr__enc_str(&q, op);
+        tr__enc_str(&q, "id");
+        tr__enc_bin(&q, j->id, 16);
+        if (j->type == TR__MSG_ACTOR_KILL) {
+            tr__enc_str(&q, "no_restart");
+            tr__enc_int(&q, j->no_restart);
+        }
+        rc = call_peer(cl, address, &q, PEER_MS, &a);
+        tr__buf_free(&q);
+        tr__dec d;
+        int decoded = !rc && tr__dec_init(&d, a.data, a.len) == 0;
+        if (!rc && !decoded) rc = TR_EPROTO;
+        char why[600];
+        snprintf(why, sizeof why, "%s", rc ? tr_last_error() : "");
+        if (j->type != TR__MSG_ACTOR_RESOLVE || (rc && rc != TR_ECONNECT && rc != TR_ETIMEDOUT)) {
+            if (rc) {
+                reply_status(j, rc, why);
+            } else {
+                tr__buf_reset(&j->reply);
+                reencode(d.root, "node", address, &j->reply);
+            }
+            if (decoded) tr__dec_free(&d);
+            tr__buf_free(&a);
+            return;
+        }
+        int64_t state = TR__ACTOR_DEAD;
+        uint64_t inc = 0;
+        const char *reason = NULL;
+        size_t rn = 0;
+        char unreachable[800];
+        if (rc) {
+            snprintf(unreachable, sizeof unreachable, "its node at %s cannot be reached: %s",
+                     address, why);
+            reason = unreachable;
+            rn = strlen(unreachable);
+        } else if (tr__get_int(d.root, "state", &state) || tr__get_uint(d.root, "inc", &inc)) {
+            state = TR__ACTOR_DEAD;
+            reason = "its node answered without a state";
+            rn = strlen(reason);
+        } else if (tr__get_str(d.root, "reason", &reason, &rn)) {
+            reason = NULL;
+        }
+        int final = state == TR__ACTOR_ALIVE || state == TR__ACTOR_DEAD ||
+                    tr__now_ns() >= deadline || closing(cl);
+        if (final) {
+            tr__buf_reset(&j->reply);
+            tr__reply_begin(&j->reply, 0, NULL, 6);
+            tr__enc_str(&j->reply, "state");
+            tr__enc_int(&j->reply, state);
+            tr__enc_str(&j->reply, "inc");
+            tr__enc_uint(&j->reply, inc);
+            tr__enc_str(&j->reply, "path");
+            tr__enc_nil(&j->reply);
+            tr__enc_str(&j->reply, "reason");
+            if (reason)
+                tr__enc_strn(&j->reply, reason, rn);
+            else
+                tr__enc_nil(&j->reply);
+            tr__enc_str(&j->reply, "remote");
+            tr__enc_str(&j->reply, address);
+            tr__enc_str(&j->reply, "token");
+            tr__enc_str(&j->reply, cl->token);
+        }
+        if (decoded) tr__dec_free(&d); /* (it points into a) */
+        tr__buf_free(&a);
+        if (final) return;
+        struct timespec ts = {0, POLL_NS};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void run_by_name(tr__cluster *cl, job *j) {
+    tr__buf q = TR__BUF_INIT, a = TR__BUF_INIT;
+    tr__enc_map(&q, 2);
+    tr__enc_str(&q, "op");
+    tr__enc_str(&q, "by_name");
+    tr__enc_str(&q, "name");
+    tr__enc_str(&q, j->name);
+    char head[128];
+    pthread_mutex_lock(&cl->mu);
+    snprintf(head, sizeof head, "%s", cl->head ? cl->address : cl->head_addr);
+    pthread_mutex_unlock(&cl->mu);
+    int rc = call_peer(cl, head, &q, PEER_MS, &a);
+    uint8_t id[16];
+    char address[128];
+    tr__dec d;
+    if (!rc && !(rc = tr__dec_init(&d, a.data, a.len))) {
+        if (!(rc = tr__get_id(d.root, "id", id, 16)))
+            rc = get_field(d.root, "address", address, sizeof address);
+        tr__dec_free(&d);
+    }
+    if (rc) {
+        reply_status(j, rc, rc == TR_ENOTFOUND ? "no live actor has that name" : tr_last_error());
+    } else {
+        remember(cl, id, address, 0);
+        tr__reply_begin(&j->reply, 0, NULL, 1);
+        tr__enc_str(&j->reply, "id");
+        tr__enc_bin(&j->reply, id, 16);
+    }
+    tr__buf_free(&q);
+    tr__buf_free(&a);
+}
+
+static void *job_main(void *arg) {
+    job *j = arg;
+    tr__cluster *cl = j->cl;
+    if (j->type == TR__MSG_ACTOR_CREATE) {
+        run_create(cl, j);
+    } else if (j->type == TR__MSG_ACTOR_BY_NAME) {
+        run_by_name(cl, j);
+    } else if (j->type == 0) { /* a creator here is gone: its actors there go too */
+        tr__buf q = TR__BUF_INIT, a = TR__BUF_INIT;
+        tr__enc_map(&q, 2);
+        tr__enc_str(&q, "op");
+        tr__enc_str(&q, "owner_gone");
+        tr__enc_str(&q, "owner");
+        tr__enc_str(&q, j->owner_key);
+        if (call_peer(cl, j->address, &q, PEER_MS, &a))
+            TR_LOG_WARN("CLUSTER-OWNER", "telling %s that %s is gone: %s", j->address, j->owner_key,
+                        tr_last_error());
+        tr__buf_free(&q);
+        tr__buf_free(&a);
+    } else {
+        run_on_node(cl, j);
+    }
+    if (j->reply.oom) reply_status(j, TR_ENOMEM, "cluster: out of memory");
+    pthread_mutex_lock(&cl->mu);
+    j->next = cl->done;
+    cl->done = j;
+    if (cl->async_live) uv_async_send(&cl->async);
+    cl->jobs--;
+    pthread_cond_broadcast(&cl->jobs_cv);
+    pthread_mutex_unlock(&cl->mu);
+    return NULL;
+}
+
+/* Starts a job (loop thread). Returns 0 if it could not (too many, closing). */
+static int start_job(tr__cluster *cl, job *j) {
+    pthread_mutex_lock(&cl->mu);
+    int ok = !cl->closing && cl->jobs < MAX_JOBS;
+    if (ok) cl->jobs++;
+    pthread_mutex_unlock(&cl->mu);
+    pthread_t t;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    if (ok && pthread_create(&t, &at, job_main, j) != 0) {
+        pthread_mutex_lock(&cl->mu);
+        cl->jobs--;
+        pthread_mutex_unlock(&cl->mu);
+        ok = 0;
+    }
+    pthread_attr_destroy(&at);
+    return ok;
+}
+
+static void on_jobs_done(uv_async_t *h) {
+    tr__cluster *cl = h->data;
+    pthread_mutex_lock(&cl->mu);
+    job *j = cl->done;
+    cl->done = NULL;
+    pthread_mutex_unlock(&cl->mu);
+    while (j) {
+        job *n = j->next;
+        if (j->c) {
+            if (j->reply.len) tr__server_reply(j->c, j->seq, &j->reply);
+            tr__conn_unref(j->c);
+        }
+        job_free(j);
+        j = n;
+    }
+}
+
+int tr__cluster_forward(tr__cluster *cl, int type, tr__conn *c, uint64_t seq, const tr__obj *body) {
+    if (!cl) return 0;
+    job *j = calloc(1, sizeof *j);
+    if (!j) return 0;
+    j->cl = cl;
+    j->type = type;
+    j->seq = seq;
+    j->conn_id = c->id;
+    int rc = 0;
+    if (type == TR__MSG_ACTOR_CREATE) {
+        const void *args;
+        if ((rc = tr__get_strdup(body, "class", &j->cls)) ||
+            (rc = tr__get_bin(body, "args", &args, &j->args_len)) ||
+            (rc = tr__get_int(body, "max_restarts", &j->max_restarts)) ||
+            (rc = tr__get_strdup(body, "res", &j->res)))
+            goto fail;
+        if (tr__obj_type(tr__obj_get(body, "name")) == TR__T_STR &&
+            (rc = tr__get_strdup(body, "name", &j->name)))
+            goto fail;
+        j->args = malloc(j->args_len ? j->args_len : 1);
+        j->exe = c->exe ? strdup(c->exe) : NULL;
+        if (!j->args || !j->exe) goto fail;
+        memcpy(j->args, args, j->args_len);
+    } else if (type == TR__MSG_ACTOR_BY_NAME) {
+        if ((rc = tr__get_strdup(body, "name", &j->name))) goto fail;
+    } else {
+        if ((rc = tr__get_id(body, "id", j->id, 16))) goto fail;
+        if (tr__obj_get(body, "wait_ms")) tr__get_int(body, "wait_ms", &j->wait_ms);
+        j->no_restart = 1;
+        if (tr__obj_get(body, "no_restart")) tr__get_int(body, "no_restart", &j->no_restart);
+    }
+    j->c = c;
+    tr__conn_ref(c);
+    if (start_job(cl, j)) return 1;
+    tr__conn_unref(c);
+fail:
+    job_free(j);
+    return 0;
+}
+
+void tr__cluster_conn_closed(tr__cluster *cl, tr__conn *c) {
+    if (!cl) return;
+    char addrs[8][sizeof(((ractor *)0)->address)];
+    int n = 0;
+    pthread_mutex_lock(&cl->mu);
+    for (ractor **pp = &cl->remote; *pp;) {
+        ractor *r = *pp;
+        if (r->owner != c->id) {
+            pp = &r->next;
+            continue;
+        }
+        int k = 0;
+        while (k < n && strcmp(addrs[k], r->address) != 0)
+            k++;
+        if (k == n && n < 8) snprintf(addrs[n++], sizeof addrs[0], "%s", r->address);
+        *pp = r->next;
+        free(r);
+    }
+    pthread_mutex_unlock(&cl->mu);
+    for (int k = 0; k < n; k++) {
+        job *j = calloc(1, sizeof *j);
+        if (!j) break;
+        j->cl = cl;
+        snprintf(j->owner_key, sizeof j->owner_key, "%s/%llu", cl->id, (unsigned long long)c->id);
+        snprintf(j->address, sizeof j->address, "%.127s", addrs[k]);
+        if (!start_job(cl, j)) job_free(j);
+    }
+}
+
+void tr__cluster_close(tr__cluster *cl) {
+    if (!cl) return;
+    pthread_mutex_lock(&cl->mu);
+    cl->closing = 1;
+    while (cl->jobs > 0)
+        pthread_cond_wait(&cl->jobs_cv, &cl->mu);
+    pthread_mutex_unlock(&cl->mu);
+    on_jobs_done(&cl->async);
+    if (cl->async_live) {
+        cl->async_live = 0;
+        uv_close((uv_handle_t *)&cl->async, NULL);
+    }
+}
+
 /* The RPC server's thread: the head answers members; a member answers pings. */
 static int handle(void *ctx, const void *req, size_t len, tr__buf *reply) {
     tr__cluster *cl = ctx;
@@ -153,6 +926,37 @@ static int handle(void *ctx, const void *req, size_t len, tr__buf *reply) {
     if (!rc && strcmp(op, "status") == 0) { /* this node's status, from its own socket */
         tr__dec_free(&d);
         return own_status(cl, reply);
+    }
+    int any = 0, took = 1; /* the requests about actors, which take the lock themselves */
+    if (rc)
+        took = 0;
+    else if (strcmp(op, "create") == 0)
+        any = op_create(cl, d.root, reply);
+    else if (strcmp(op, "resolve") == 0)
+        any = op_local(cl, TR__MSG_ACTOR_RESOLVE, d.root, reply);
+    else if (strcmp(op, "kill") == 0)
+        any = op_local(cl, TR__MSG_ACTOR_KILL, d.root, reply);
+    else if (strcmp(op, "info") == 0)
+        any = op_local(cl, TR__MSG_ACTOR_INFO, d.root, reply);
+    else if (cl->head && strcmp(op, "place") == 0)
+        any = op_place(cl, d.root, reply);
+    else if (cl->head && strcmp(op, "where") == 0)
+        any = op_find(cl, d.root, 0, reply);
+    else if (cl->head && strcmp(op, "by_name") == 0)
+        any = op_find(cl, d.root, 1, reply);
+    else if (strcmp(op, "owner_gone") == 0) {
+        char key[64];
+        if (!(any = get_field(d.root, "owner", key, sizeof key))) {
+            pthread_mutex_lock(&cl->mu);
+            drop_owners(cl, key, NULL);
+            pthread_mutex_unlock(&cl->mu);
+            tr__enc_map(reply, 0);
+        }
+    } else
+        took = 0;
+    if (took) {
+        tr__dec_free(&d);
+        return any;
     }
     if (!rc && !cl->head && strcmp(op, "ping") != 0)
         rc = tr__err(TR_EINVAL, "cluster: this node is not the head (it is %s)", cl->head_addr);
@@ -207,7 +1011,20 @@ static int handle(void *ctx, const void *req, size_t len, tr__buf *reply) {
         if (!cl->nodes[i].alive)
             TR_LOG_WARN("CLUSTER-BACK", "node %s at %s is back", id, cl->nodes[i].address);
         cl->nodes[i].alive = 1;
-        reply_json(cl, reply);
+        /* the table, and the lost nodes' ids: the actors their drivers made elsewhere go */
+        int lost = 0;
+        for (int k = 1; k < cl->n; k++)
+            lost += !cl->nodes[k].alive;
+        tr__enc_map(reply, 2);
+        tr__buf j = TR__BUF_INIT;
+        table_json(cl, &j);
+        tr__enc_str(reply, "json");
+        tr__enc_strn(reply, (const char *)j.data, j.len);
+        tr__buf_free(&j);
+        tr__enc_str(reply, "lost");
+        tr__enc_array(reply, (uint32_t)lost);
+        for (int k = 1; k < cl->n; k++)
+            if (!cl->nodes[k].alive) tr__enc_str(reply, cl->nodes[k].id);
     } else if (strcmp(op, "nodes") == 0) {
         reply_json(cl, reply);
     } else if (strcmp(op, "ping") == 0) {
@@ -282,6 +1099,22 @@ static void beat(tr__cluster *cl) {
             TR_LOG_WARN("CLUSTER-REJOIN", "registered again with the head at %s", cl->head_addr);
     } else if (!rc) {
         keep_table(cl, &r);
+        tr__dec d;
+        if (tr__dec_init(&d, r.data, r.len) == 0) {
+            const tr__obj *lost = tr__obj_get(d.root, "lost");
+            pthread_mutex_lock(&cl->mu);
+            for (size_t i = 0; i < tr__obj_len(lost); i++) {
+                const char *s;
+                size_t n;
+                char id[17];
+                if (tr__obj_str(tr__obj_at(lost, i), "lost", &s, &n) || n >= sizeof id) continue;
+                memcpy(id, s, n);
+                id[n] = '\0';
+                drop_owners(cl, NULL, id);
+            }
+            pthread_mutex_unlock(&cl->mu);
+            tr__dec_free(&d);
+        }
     }
     pthread_mutex_lock(&cl->mu);
     if (!rc) {
@@ -305,6 +1138,7 @@ static void sweep(tr__cluster *cl) {
             m->alive = 0;
             TR_LOG_ERROR("CLUSTER-LOST", "node %s at %s is lost: no heartbeat for %lld ms", m->id,
                          m->address, (long long)ms_since(m->last_ns));
+            drop_owners(cl, NULL, m->id); /* the actors its drivers made here go */
         }
         if (!m->alive && ms_since(m->last_ns) >= FORGET_MS) { /* gone for good: forgotten */
             TR_LOG_INFO("CLUSTER-FORGET", "node %s at %s leaves the table", m->id, m->address);
@@ -363,7 +1197,7 @@ static int facing(const char *target, char *ip, size_t cap) {
 }
 
 int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *total, int gpus,
-                      tr__cluster **out) {
+                      uv_loop_t *loop, tr__cluster **out) {
     *out = NULL;
     if (cfg->cluster_port < 0 && !cfg->cluster_head) return 0;
     tr__cluster *cl = calloc(1, sizeof *cl);
@@ -374,7 +1208,13 @@ int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *tot
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* heartbeats ignore wall-clock steps */
     pthread_cond_init(&cl->cv, &ca);
     pthread_condattr_destroy(&ca);
+    pthread_cond_init(&cl->jobs_cv, NULL);
     cl->head = !cfg->cluster_head;
+    cl->loop = loop;
+    if (loop && uv_async_init(loop, &cl->async, on_jobs_done) == 0) {
+        cl->async.data = cl;
+        cl->async_live = 1;
+    }
     cl->max_msg = cfg->max_msg;
     uint8_t rnd[8];
     tr__random_bytes(rnd, sizeof rnd);
@@ -389,6 +1229,7 @@ int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *tot
     for (char *p = cl->resources; *p; p++)
         if (*p == '"' || *p == '\\') *p = '_';
     const char *token = cfg->cluster_token ? cfg->cluster_token : "";
+    snprintf(cl->token, sizeof cl->token, "%s", token);
     char ip[64] = "127.0.0.1", bind[160];
     int rc = 0;
     const char *b = cfg->cluster_bind;
@@ -415,7 +1256,9 @@ int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *tot
         snprintf(bind, sizeof bind, "%s:%d", cfg->cluster_bind ? cfg->cluster_bind : ip,
                  cfg->cluster_port < 0 ? 0 : cfg->cluster_port);
         int port = 0;
-        rc = tr__rpc_server_create(bind, token, cfg->max_msg, handle, cl, &cl->srv, &port);
+        rc = tr__relay_create(sock, cfg->max_msg, &cl->relay);
+        if (!rc) rc = tr__rpc_server_create(bind, token, cfg->max_msg, handle, cl, &cl->srv, &port);
+        if (!rc) tr__rpc_server_on_stream(cl->srv, tr__relay_handlers(cl->relay));
         pthread_mutex_lock(&cl->mu);
         if (!rc)
             snprintf(cl->address, sizeof cl->address, "%s:%d",
@@ -455,6 +1298,10 @@ int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *tot
         rc = tr__err(TR_ENOMEM, "cluster: no thread");
     if (rc) {
         cl->thread = 0;
+        if (cl->async_live) { /* a loop that never runs again still releases it */
+            cl->async_live = 0;
+            uv_close((uv_handle_t *)&cl->async, NULL);
+        }
         tr__cluster_stop(cl);
         return rc;
     }
@@ -496,8 +1343,30 @@ void tr__cluster_stop(tr__cluster *cl) {
         pthread_join(cl->thread, NULL);
     }
     tr__rpc_server_destroy(cl->srv);
+    tr__relay_destroy(cl->relay);
     tr__rpc_client_destroy(cl->to_head);
     tr__nodeconn_close(cl->self);
+    while (cl->owners) {
+        owner *o = cl->owners;
+        cl->owners = o->next;
+        tr__nodeconn_close(o->nc);
+        free(o);
+    }
+    for (ractor *r = cl->remote, *n; r; r = n) {
+        n = r->next;
+        free(r);
+    }
+    for (hactor *h = cl->placed, *n; h; h = n) {
+        n = h->next;
+        free(h->name);
+        free(h);
+    }
+    for (peer *p = cl->peers, *n; p; p = n) {
+        n = p->next;
+        tr__rpc_client_destroy(p->client);
+        free(p);
+    }
+    pthread_cond_destroy(&cl->jobs_cv);
     free(cl->nodes_json);
     pthread_mutex_destroy(&cl->mu);
     pthread_cond_destroy(&cl->cv);

@@ -1,4 +1,5 @@
-/* api/cluster.h - a node's part in a cluster of nodes (issue 12, first step: membership).
+/* api/cluster.h - a node's part in a cluster of nodes (issue 12): membership, actors
+ * placed on other nodes, and the relay that lets callers elsewhere reach ours.
  *
  * The head (config cluster_port >= 0, no cluster_head) listens for other nodes over gRPC
  * (core/rpc: token, loopback unless cluster_bind says otherwise) and keeps the node table:
@@ -10,14 +11,30 @@
  * no longer knows (the head restarted) registers again. Any node answers "status" over
  * the network with its own tr_node_status (`troupe status --address HOST:PORT`).
  *
+ * Actors across nodes. An actor that can never fit on the node asked (by its totals,
+ * custom resources included; every node also has "node:<its IP>" = 1) goes to the head,
+ * which places it on the live node that fits and has had the fewest placed ("place"), has
+ * that node create it ("create": on a connection to its own socket per creator, so the
+ * actor lives as long as its creator's connection - or its node - does), and keeps it in
+ * its directory ("where", "by_name"). A node asked about an actor id it does not know
+ * finds its node (its own record, else the head's) and asks there ("resolve", "kill",
+ * "info"); a caller learns the node's address and opens a link to it (actor/remote.h,
+ * actor/relay.h). These forwarded requests run on threads of their own (they wait on
+ * other nodes) and are replied to from the node's loop.
+ *
  * Threads: the RPC server's thread answers other nodes; a thread of the cluster's
- * heartbeats and sweeps. The node's loop thread only reads the table (status). */
+ * heartbeats and sweeps; forwarded requests each on one of their own. The node's loop
+ * thread calls tr__cluster_forward / _conn_closed / _close and reads the table (status). */
 #ifndef TR_API_CLUSTER_H
 #define TR_API_CLUSTER_H
 
+#include <uv.h>
+
 #include "core/buf.h"
+#include "core/codec.h"
 #include "core/config.h"
 #include "core/sched.h"
+#include "core/server.h"
 
 typedef struct tr__cluster tr__cluster;
 
@@ -25,7 +42,15 @@ typedef struct tr__cluster tr__cluster;
  * total: its resources; gpus: its devices. Fails, with the reason, when it cannot listen
  * or the head refuses it or cannot be reached within 10 s. */
 int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *total, int gpus,
-                      tr__cluster **out);
+                      uv_loop_t *loop, tr__cluster **out);
+/* The directory's forward hook (actor/directory.h): takes the request (returns 1) unless
+ * cl is NULL, closing, or has too many in flight. Loop thread. */
+int tr__cluster_forward(tr__cluster *cl, int type, tr__conn *c, uint64_t seq, const tr__obj *body);
+/* A connection of the node closed: the actors it created on other nodes go. Loop thread. */
+void tr__cluster_conn_closed(tr__cluster *cl, tr__conn *c);
+/* The node stops: waits for forwarded requests in flight, releases the loop's handle.
+ * Loop thread, before the loop's last run. */
+void tr__cluster_close(tr__cluster *cl);
 /* `,"cluster":{...}` for the node's status JSON (nothing when cl is NULL). */
 void tr__cluster_status_json(tr__cluster *cl, tr__buf *j);
 void tr__cluster_stop(tr__cluster *cl);

@@ -29,7 +29,7 @@ struct Head : ::testing::Test {
         ASSERT_EQ(tr_config_set(cfg, "cluster_token", "tok"), 0);
         tr__res total = {};
         tr__res_add(&total, "CPU", 2);
-        ASSERT_EQ(tr__cluster_start(cfg, "/nowhere/node.sock", &total, 0, &cl), 0)
+        ASSERT_EQ(tr__cluster_start(cfg, "/nowhere/node.sock", &total, 0, NULL, &cl), 0)
             << tr_last_error();
         tr__buf j = TR__BUF_INIT;
         tr__cluster_status_json(cl, &j);

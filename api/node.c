@@ -136,6 +136,7 @@ static void finish(node *n) {
     if (n->pool.live)
         TR_LOG_WARN("NODE-REAP", "%d worker(s) not reaped after %d ms", n->pool.live,
                     REAP_TIMEOUT_MS);
+    tr__cluster_close(n->cluster);
     tr__directory_close(n->dir);
     tr__kv_close(n->kv);
     tr__groups_close(n->groups);
@@ -232,7 +233,14 @@ static void on_status(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
     tr__buf_free(&j);
 }
 
+static int forward(void *ctx, int type, tr__conn *c, uint64_t seq, const tr__obj *body) {
+    node *n = ctx;
+    return tr__cluster_forward(n->cluster, type, c, seq, body);
+}
+
 static void on_conn_close(void *ctx, tr__conn *c) {
+    node *n = ctx;
+    tr__cluster_conn_closed(n->cluster, c);
     if (c->owner) begin_shutdown(ctx, "the embedded node's owner disconnected");
 }
 
@@ -304,9 +312,9 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
         remove_session(n);
         return 1;
     }
-    tr__directory_opts dopts = {&n->loop,     &n->pool,   &n->total,
-                                n->sock,      n->session, cfg->worker_start_timeout_ms,
-                                cfg->max_msg, &n->cores,  &n->gpus};
+    tr__directory_opts dopts = {
+        &n->loop,     &n->pool,  &n->total, n->sock, n->session, cfg->worker_start_timeout_ms,
+        cfg->max_msg, &n->cores, &n->gpus,  forward, n};
     if ((rc = tr__directory_create(&dopts, &n->dir))) {
         TR_LOG_ERROR("NODE-START", "%s", tr_last_error());
         remove_session(n);
@@ -333,7 +341,7 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
 
     /* a cluster's head listens for other nodes; another node joins its head first */
     int status = 0;
-    if ((rc = tr__cluster_start(cfg, n->sock, &n->total, n->gpus.n, &n->cluster))) {
+    if ((rc = tr__cluster_start(cfg, n->sock, &n->total, n->gpus.n, &n->loop, &n->cluster))) {
         TR_LOG_ERROR("NODE-CLUSTER", "%s", tr_last_error());
         status = 1; /* the spawner sees the ready pipe close without a line */
         if (ready_fd >= 0) close(ready_fd);

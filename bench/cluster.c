@@ -9,8 +9,14 @@
  *   rpc_stream_rtt_us_p50    the echo as messages on one core/rpc stream (one in flight)
  *   rpc_stream_msgs_per_s    echoes on one stream with up to 1,000 in flight
  *   raw_tcp_gbps             one TCP stream of 256 MiB over the same veth
- * 5 rounds, interleaved; medians with their spread. Cross-node calls and object pulls
- * (issue 12) will be measured here beside these baselines.
+ *   cluster_call_rtt_us_p50  an 8-byte echo to an actor on the other node: the client's
+ *                            embedded node joins the server's (the head), the actor is
+ *                            placed there by its "node:10.213.0.1" resource, and each
+ *                            call goes caller -> link -> that node's relay -> worker
+ *   cluster_over_raw_grpc    its ratio to raw_grpc_rtt_us_p50, round by round
+ *   cluster_async_calls_per_s  the same echo, 1,000 calls in flight at a time
+ * 5 rounds, interleaved; medians with their spread. Object pulls (issue 12) will be
+ * measured here beside these baselines.
  *
  *   bazel build //bench:cluster && sudo bazel-bin/bench/cluster [--json]
  * (roles: --serve, --client HOST: the run starts them itself in the namespaces)
@@ -34,11 +40,13 @@
 
 #include "bench/bench_util.h"
 #include "core/rpc.h"
+#include "troupe/troupe.h"
 #include "tools/netns.h"
 
 #define RAW_PORT 7401
 #define RPC_PORT 7402
 #define TCP_PORT 7403
+#define HEAD_PORT 7404
 #define TOKEN "bench-token"
 #define PAYLOAD 100
 #define ROUNDS 5
@@ -135,7 +143,37 @@ static void *tcp_sink(void *arg) {
     return NULL;
 }
 
+static int echo_method(tr_ctx *ctx, void *self, const void *args, size_t len) {
+    (void)self;
+    return tr_ctx_reply(ctx, args, len);
+}
+
+static const tr_method_def echo_methods[] = {{"echo", echo_method}};
+
+/* The configuration both sides (and the actor's worker) start from. */
+static tr_config *base_config(void) {
+    tr_config *cfg;
+    CHECK(tr_config_create(&cfg));
+    tr_actor_class cls = TR_ACTOR_CLASS_INIT;
+    cls.name = "Echo";
+    cls.methods = echo_methods;
+    cls.n_methods = 1;
+    CHECK(tr_config_add_class(cfg, &cls));
+    return cfg;
+}
+
+static tr_runtime *head_rt;
+
 static int serve(void) {
+    /* the head of a cluster (an embedded node), where the actor will live */
+    tr_config *cfg = base_config();
+    char port[16];
+    snprintf(port, sizeof port, "%d", HEAD_PORT);
+    CHECK(tr_config_set(cfg, "cluster_port", port));
+    CHECK(tr_config_set(cfg, "cluster_bind", "10.213.0.1"));
+    CHECK(tr_config_set(cfg, "cluster_token", TOKEN));
+    CHECK(tr_init(cfg, &head_rt));
+    tr_config_destroy(cfg);
     grpc_init();
     pthread_t t1, t2;
     pthread_create(&t1, NULL, raw_grpc_server, NULL);
@@ -293,6 +331,46 @@ static double tcp_gbps(const char *host) {
     return (double)TCP_BYTES / us / 1e3;
 }
 
+/* An actor on the head's node, called from here through this node (joined to it). */
+static tr_runtime *cluster_join(const char *host, tr_actor_id *a) {
+    tr_config *cfg = base_config();
+    char head[64], res[64];
+    snprintf(head, sizeof head, "%s:%d", host, HEAD_PORT);
+    CHECK(tr_config_set(cfg, "cluster_head", head));
+    CHECK(tr_config_set(cfg, "cluster_token", TOKEN));
+    tr_runtime *rt;
+    CHECK(tr_init(cfg, &rt));
+    tr_config_destroy(cfg);
+    snprintf(res, sizeof res, "node:%s", host);
+    tr_resource r = {res, 1};
+    tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
+    o.resources = &r;
+    o.n_resources = 1;
+    CHECK(tr_actor_create(rt, "Echo", &o, NULL, 0, a));
+    CHECK(tr_actor_wait_ready(rt, *a, 30000));
+    tr_actor_details d = TR_ACTOR_DETAILS_INIT;
+    CHECK(tr_actor_info(rt, *a, &d));
+    if (strncmp(d.node, host, strlen(host)) != 0) die("the actor is not on the other node");
+    return rt;
+}
+
+static double cluster_rtt(tr_runtime *rt, tr_actor_id a) {
+    static double lat[CALLS];
+    for (int i = -200; i < CALLS; i++) {
+        int64_t v = i;
+        tr_ref ref;
+        const void *p;
+        size_t n;
+        double t0 = bench_now_us();
+        CHECK(tr_call(rt, a, "echo", &v, sizeof v, &ref));
+        CHECK(tr_get(rt, ref, 10000, &p, &n));
+        if (i >= 0) lat[i] = bench_now_us() - t0;
+        if (n != 8 || memcmp(p, &v, 8) != 0) die("cluster: a wrong echo");
+        CHECK(tr_ref_release(rt, ref));
+    }
+    return bench_percentile(lat, CALLS, 50);
+}
+
 static void report(const char *name, double *v, const char *unit) {
     double tmp[ROUNDS];
     memcpy(tmp, v, sizeof tmp);
@@ -301,10 +379,16 @@ static void report(const char *name, double *v, const char *unit) {
 }
 
 static int client(const char *host) {
+    tr_actor_id a;
+    tr_runtime *rt = cluster_join(host, &a);
     grpc_init();
     double raw[ROUNDS], rpc[ROUNDS], ratio[ROUNDS], tcp[ROUNDS], srtt[ROUNDS], sps[ROUNDS];
+    double crtt[ROUNDS], cratio[ROUNDS], cps[ROUNDS];
     for (int r = 0; r < ROUNDS; r++) {
         raw[r] = raw_grpc_rtt(host);
+        crtt[r] = cluster_rtt(rt, a);
+        cratio[r] = crtt[r] / raw[r];
+        cps[r] = bench_async_calls_per_s(rt, a, "echo", 20000);
         rpc[r] = rpc_rtt(host);
         ratio[r] = rpc[r] / raw[r];
         stream_figures(host, &srtt[r], &sps[r]);
@@ -316,13 +400,20 @@ static int client(const char *host) {
     report("rpc_stream_rtt_us_p50", srtt, "us");
     report("rpc_stream_msgs_per_s", sps, "/s");
     report("raw_tcp_gbps", tcp, "GB/s");
+    report("cluster_call_rtt_us_p50", crtt, "us");
+    report("cluster_over_raw_grpc", cratio, "x");
+    report("cluster_async_calls_per_s", cps, "/s");
     grpc_shutdown();
+    tr_shutdown(rt);
     return 0;
 }
 
 /* ------------------------------------------------------------------ the run */
 
 int main(int argc, char **argv) {
+    tr_config *wcfg = base_config();
+    tr_worker_main(wcfg); /* the actor's worker never returns from here */
+    tr_config_destroy(wcfg);
     int json = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--serve") == 0) return serve();

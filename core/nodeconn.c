@@ -135,6 +135,7 @@ int tr__nodeconn_call_fd(tr__nodeconn *c, uint8_t type, const tr__buf *body, int
         }
         if (rc == 0 && reply) {
             reply->mem = mem;
+            reply->mem_len = rh.len;
             reply->root = dec->root;
         } else {
             tr__dec_free(dec);
@@ -147,11 +148,21 @@ out:
     return rc;
 }
 
+static int hello(tr__nodeconn *c, const char *role, const char *exe, int owner, int timeout_ms);
+
 int tr__nodeconn_hello(tr__nodeconn *c, const char *role, int owner, int timeout_ms) {
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n < 0) return tr__err_errno(errno, "readlink /proc/self/exe");
     exe[n] = '\0';
+    return hello(c, role, exe, owner, timeout_ms);
+}
+
+int tr__nodeconn_hello_exe(tr__nodeconn *c, const char *role, const char *exe, int timeout_ms) {
+    return hello(c, role, exe, 0, timeout_ms);
+}
+
+static int hello(tr__nodeconn *c, const char *role, const char *exe, int owner, int timeout_ms) {
     tr__buf b = TR__BUF_INIT;
     tr__enc_map(&b, 4);
     tr__enc_str(&b, "role");

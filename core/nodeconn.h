@@ -27,6 +27,7 @@ typedef struct tr__nodeconn {
 typedef struct tr__reply {
     tr__dec dec;
     char *mem;
+    size_t mem_len; /* the reply map's bytes: mem[0..mem_len) */
     const tr__obj *root;
 } tr__reply;
 
@@ -50,6 +51,9 @@ void tr__reply_free(tr__reply *r);
  * it, which the node checks) and adopts the node's message limit. Returns as
  * tr__nodeconn_call. */
 int tr__nodeconn_hello(tr__nodeconn *c, const char *role, int owner, int timeout_ms);
+/* The same, naming exe as the executable (the node runs it for actors created on this
+ * connection): a cluster node creating actors for a driver on another node. */
+int tr__nodeconn_hello_exe(tr__nodeconn *c, const char *role, const char *exe, int timeout_ms);
 
 /* Starts a reply map {"rc": rc, "msg": msg, ...} with `extra` more key/value pairs for the
  * caller to append. */

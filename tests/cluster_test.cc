@@ -102,6 +102,84 @@ class Cluster : public ::testing::Test {
 std::string Cluster::skip_why, Cluster::cli, Cluster::supp_path;
 tr_netns Cluster::net;
 
+/* Actors across nodes: a driver on node a (its own node's socket, nothing else) places
+ * actors on node b and on the head by their "node:IP" resources and calls them over the
+ * network (the checks are the driver's: run_cluster_driver); then node b is killed under a
+ * call in flight. These nodes keep their sessions in /tmp/c2 and are stopped at the end. */
+TEST_F(Cluster, ActorsAreCalledAcrossNodes) {
+    int st;
+    const std::string tmp = " --tmpdir /tmp/c2";
+    for (int i = 0; i < 3; i++)
+        in(i, "mkdir -p /tmp/c2");
+    std::string out =
+        in(0, cli + " start --head --bind 10.213.0.1 --port 7401 --token t0k" + tmp, &st);
+    ASSERT_EQ(st, 0) << out;
+    for (int i = 1; i < 3; i++) {
+        out = in(i, cli + " start --address 10.213.0.1:7401 --token t0k" + tmp, &st);
+        ASSERT_EQ(st, 0) << out;
+    }
+    auto status_c2 = [&](int i) { return in(i, cli + " status" + tmp); };
+    ASSERT_TRUE(eventually(5000, [&] { return count(status_c2(0), "\"alive\":true") == 3; }))
+        << status_c2(0);
+    char self[4096];
+    ASSERT_TRUE(realpath("/proc/self/exe", self));
+    auto driver = [&](const std::string &spec, const std::string &tail) {
+        return "sh -c 'CLUSTER_DRIVER=\"" + spec +
+               "\" TR_NODE=$(ls /tmp/c2/troupe-*/n*/node.sock | head -1) " + self + tail + "'";
+    };
+    out = in(1, driver("calls|10.213.0.3|10.213.0.1", " 2>&1"), &st);
+    EXPECT_EQ(st, 0) << out;
+    for (const char *what :
+         {"placed", "info names the node", "call", "10000 calls in order", "echo 1", "echo 1000",
+          "echo 102401", "echo 1048576", "echo 16777216", "a method's error", "an unknown method",
+          "fits nowhere", "by name", "actor to actor across nodes", "killed"})
+        EXPECT_NE(out.find(std::string("OK ") + what), std::string::npos) << what << "\n" << out;
+    printf("%s", out.c_str()); /* the driver's figures, for the log */
+    /* the driver has left: the actors it made on b and on the head go with it */
+    EXPECT_TRUE(eventually(5000,
+                           [&] {
+                               return count(status_c2(0), "\"state\":\"ALIVE\"") == 0 &&
+                                      count(status_c2(2), "\"state\":\"ALIVE\"") == 0;
+                           }))
+        << status_c2(0) << "\n"
+        << status_c2(2);
+
+    /* node b killed under a call in flight: the caller hears within seconds */
+    std::string marker = "/dev/shm/trc" + std::to_string(getpid());
+    std::string log = marker + ".log";
+    unlink(marker.c_str());
+    in(1, driver("hold|10.213.0.3|10.213.0.1|" + marker, " >" + log + " 2>&1 &"));
+    EXPECT_TRUE(eventually(30000, [&] { return access(marker.c_str(), F_OK) == 0; }));
+    std::string b = status_c2(2);
+    std::string pid = b.substr(b.find("\"pid\":") + 6);
+    pid = pid.substr(0, pid.find(','));
+    in(2, "kill -9 " + pid);
+    auto read_log = [&] {
+        std::string s;
+        if (FILE *f = fopen(log.c_str(), "r")) {
+            char buf[4096];
+            size_t n;
+            while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+                s.append(buf, n);
+            fclose(f);
+        }
+        return s;
+    };
+    EXPECT_TRUE(eventually(60000, [&] {
+        return read_log().find("the cluster goes on") != std::string::npos;
+    })) << read_log();
+    out = read_log();
+    for (const char *what : {"placed", "call", "the call in flight dies with its node",
+                             "a later call fails too", "the cluster goes on"})
+        EXPECT_NE(out.find(std::string("OK ") + what), std::string::npos) << what << "\n" << out;
+    printf("%s", out.c_str());
+    unlink(marker.c_str());
+    unlink(log.c_str());
+    for (int i = 0; i < 2; i++)
+        in(i, "sh -c 'for s in /tmp/c2/troupe-*/n*/node.sock; do " + cli +
+                  " stop --address $s; done'");
+}
+
 TEST_F(Cluster, NodesJoinOverTheNetworkAndFailuresAreSeen) {
     int st;
     for (int i = 0; i < 3; i++) /* tmpdirs for the starts that must fail (their logs) */

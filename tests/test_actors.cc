@@ -9,6 +9,7 @@ extern "C" {
 }
 
 #include <dirent.h>
+#include <stdio.h>
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
@@ -1024,4 +1025,152 @@ int run_orphan_driver(const char *out_path) {
     fclose(f);
     raise(SIGKILL); /* die without tr_shutdown: the node must notice and clean up */
     return 1;
+}
+
+/* ------------------------------------------------------------------ a driver on a node of a
+ * cluster (tests/cluster_test.cc runs it inside a node's namespaces) */
+
+namespace {
+
+int g_cluster_fails = 0;
+
+void cluster_check(bool ok, const char *what, const std::string &detail = "") {
+    printf("%s %s%s%s\n", ok ? "OK" : "FAIL", what, detail.empty() ? "" : ": ", detail.c_str());
+    fflush(stdout);
+    if (!ok) g_cluster_fails++;
+}
+
+/* An actor asking for resource res=1 (e.g. "node:10.213.0.3"), ready. */
+int cluster_actor(tr_runtime *rt, const char *res, const char *name, tr_actor_id *out) {
+    tr_resource r = {res, 1};
+    tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
+    o.resources = &r;
+    o.n_resources = 1;
+    o.name = name;
+    int rc = tr_actor_create(rt, "Counter", &o, "c", 1, out);
+    return rc ? rc : tr_actor_wait_ready(rt, *out, 30000);
+}
+
+} // namespace
+
+int run_cluster_driver(const char *spec) {
+    char scenario[32], ip[64], ip2[64], marker[400] = "";
+    if (sscanf(spec, "%31[^|]|%63[^|]|%63[^|]|%399[^|]", scenario, ip, ip2, marker) < 3) return 2;
+    const char *addr = getenv("TR_NODE");
+    if (!addr) return 2;
+    tr_config *cfg = test_config_with({{"address", addr}});
+    tr_runtime *rt;
+    int rc = tr_init(cfg, &rt);
+    tr_config_destroy(cfg);
+    if (rc) {
+        printf("FAIL init: %s\n", tr_last_error());
+        return 3;
+    }
+    std::string there = std::string("node:") + ip;
+    tr_actor_id far;
+    rc = cluster_actor(rt, there.c_str(), "far", &far);
+    cluster_check(rc == 0, "placed", rc ? tr_last_error() : "");
+    if (rc) return 1;
+    tr_actor_details d = TR_ACTOR_DETAILS_INIT;
+    rc = tr_actor_info(rt, far, &d);
+    cluster_check(rc == 0 && strncmp(d.node, ip, strlen(ip)) == 0 && d.node[strlen(ip)] == ':',
+                  "info names the node", rc ? tr_last_error() : d.node);
+    int64_t pid = 0;
+    rc = call_i64(rt, far, "pid", 0, &pid);
+    cluster_check(rc == 0 && pid > 0 && pid == d.pid, "call", rc ? tr_last_error() : "");
+
+    if (strcmp(scenario, "hold") == 0) { /* the test kills far's node meanwhile */
+        tr_ref slow;
+        int64_t ms = 60000;
+        rc = tr_call(rt, far, "sleep_ms", &ms, sizeof ms, &slow);
+        tr_get(rt, slow, 300, nullptr, nullptr); /* it went out */
+        FILE *f = fopen(marker, "w");
+        if (f) {
+            fprintf(f, "READY\n");
+            fclose(f);
+        }
+        auto t0 = std::chrono::steady_clock::now();
+        rc = tr_get(rt, slow, 30000, nullptr, nullptr);
+        long long took = (long long)std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now() - t0)
+                             .count();
+        cluster_check(rc == TR_EACTOR_DIED, "the call in flight dies with its node",
+                      std::string(tr_errname(rc)) + " after " + std::to_string(took) +
+                          " ms: " + tr_last_error());
+        int64_t v = 0;
+        rc = call_i64(rt, far, "pid", 0, &v, 20000);
+        cluster_check(rc == TR_EACTOR_DIED, "a later call fails too", tr_errname(rc));
+        tr_actor_id near;
+        rc = tr_actor_create(rt, "Counter", nullptr, "n", 1, &near);
+        if (!rc) rc = call_i64(rt, near, "pid", 0, &v);
+        cluster_check(rc == 0, "the cluster goes on", rc ? tr_last_error() : "");
+        tr_shutdown(rt);
+        return g_cluster_fails ? 1 : 0;
+    }
+
+    /* 10,000 calls in flight at once, in order */
+    const int N = 10000;
+    std::vector<tr_ref> refs(N);
+    auto t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < N && !rc; i++) {
+        int64_t s = i + 1;
+        rc = tr_call(rt, far, "seq", &s, sizeof s, &refs[(size_t)i]);
+    }
+    int bad = 0;
+    for (int i = 0; i < N && !rc; i++) {
+        const void *p;
+        size_t n;
+        int r = tr_get(rt, refs[(size_t)i], 30000, &p, &n);
+        if (r || n != 8 || *(const int64_t *)p != i + 1) bad++;
+        tr_ref_release(rt, refs[(size_t)i]);
+    }
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    cluster_check(rc == 0 && bad == 0, "10000 calls in order",
+                  std::to_string(bad) + " bad, " + std::to_string((int)(N / secs)) + " calls/s");
+    /* values of every size, byte for byte */
+    for (uint64_t size : {(uint64_t)1, (uint64_t)1000, (uint64_t)(100 << 10) + 1, (uint64_t)1 << 20,
+                          (uint64_t)16 << 20}) {
+        std::string v = pattern(size, size), out;
+        rc = call_str(rt, far, "echo", v, &out, 30000);
+        cluster_check(rc == 0 && out == v, ("echo " + std::to_string(size)).c_str(),
+                      rc ? tr_last_error() : "");
+    }
+    std::string msg;
+    rc = call_str(rt, far, "fail", "x", &msg);
+    cluster_check(rc == TR_ETASK && msg.find("failing on purpose") != msg.npos, "a method's error",
+                  msg);
+    rc = call_str(rt, far, "nope", "", &msg);
+    cluster_check(rc == TR_ENOMETHOD, "an unknown method", tr_errname(rc));
+    tr_actor_id none;
+    tr_resource r = {"nowhere", 1};
+    tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
+    o.resources = &r;
+    o.n_resources = 1;
+    rc = tr_actor_create(rt, "Counter", &o, "c", 1, &none);
+    cluster_check(rc == TR_ERESOURCES, "fits nowhere", tr_last_error());
+    tr_actor_id byname;
+    rc = tr_actor_get(rt, "far", &byname);
+    cluster_check(rc == 0 && memcmp(&byname, &far, sizeof far) == 0, "by name",
+                  rc ? tr_last_error() : "");
+    /* an actor on one node calling an actor on a third */
+    tr_actor_id third;
+    std::string other = std::string("node:") + ip2;
+    rc = cluster_actor(rt, other.c_str(), nullptr, &third);
+    int64_t v = 0;
+    if (!rc) {
+        tr_ref ref;
+        rc = tr_call(rt, far, "call_other", &third, sizeof third, &ref);
+        const void *p;
+        size_t n;
+        if (!rc) rc = tr_get(rt, ref, 30000, &p, &n);
+        if (!rc && n == 8) memcpy(&v, p, 8);
+    }
+    cluster_check(rc == 0 && v == 5, "actor to actor across nodes", rc ? tr_last_error() : "");
+    /* killed: every later call says so */
+    rc = tr_actor_kill(rt, far, 1);
+    int64_t x;
+    int rc2 = call_i64(rt, far, "pid", 0, &x, 20000);
+    cluster_check(rc == 0 && rc2 == TR_EACTOR_DIED, "killed", tr_errname(rc2));
+    tr_shutdown(rt);
+    return g_cluster_fails ? 1 : 0;
 }

@@ -9,6 +9,7 @@ int main(int argc, char **argv) {
     tr_worker_main(test_config()); /* returns at once unless this is a worker */
     if (const char *p = getenv("ORPHAN_PIDS")) return run_orphan_driver(p);
     if (const char *p = getenv("CALL_AND_LEAVE")) return run_call_and_leave(p);
+    if (const char *p = getenv("CLUSTER_DRIVER")) return run_cluster_driver(p);
     ::testing::InitGoogleTest(&argc, argv);
     if (argc > 1) g_troupe_cli = argv[1];
     return RUN_ALL_TESTS();

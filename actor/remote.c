@@ -1,0 +1,313 @@
+/* actor/remote.c - see remote.h.
+ *
+ * Each actor registered on a link has a socketpair: the caller reads one end, the link's
+ * receive thread writes the actor's RESULT bytes into the other. The receive thread
+ * writes without the link's lock (a full socket waits for the caller's reader, who may
+ * need the lock to send), holding a reference on the entry instead. A link that ends
+ * shuts every entry's write end (the caller reads EOF) and leaves the registry, so the
+ * next call there opens a fresh one; it is freed with the registry.
+ */
+#include "actor/remote.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "core/idmap.h"
+#include "core/ids.h"
+#include "core/log.h"
+#include "core/rpc.h"
+#include "core/status.h"
+
+#define RECV_SLICE_MS 200
+#define SOCK_BUF (4 << 20)
+
+typedef struct entry {
+    uint8_t id[16];
+    int wfd;  /* the write end; -1 once shut */
+    int refs; /* the receive thread writing to it */
+    int gone; /* the caller closed it: freed when refs drops to 0 */
+} entry;
+
+struct tr__rlink {
+    tr__remotes *r;
+    char address[160];
+    tr__rpc_client *client;
+    tr__rpc_stream *st;
+    pthread_t thread;
+    int dead; /* the stream ended */
+    int stop;
+    char why[300];
+    tr__idmap entries; /* by tr__id_key */
+    struct tr__rlink *next;
+};
+
+struct tr__remotes {
+    pthread_mutex_t mu; /* everything here, every link's fields and entries */
+    size_t max_msg;
+    tr__rlink *links; /* live ones */
+    tr__rlink *ended; /* ended ones, freed at destroy */
+};
+
+int tr__remotes_create(size_t max_msg, tr__remotes **out) {
+    tr__remotes *r = calloc(1, sizeof *r);
+    if (!r) return tr__err(TR_ENOMEM, "remote links");
+    pthread_mutex_init(&r->mu, NULL);
+    r->max_msg = max_msg;
+    *out = r;
+    return 0;
+}
+
+static void entry_put(entry *e) {
+    if (--e->refs > 0 || !e->gone) return;
+    if (e->wfd >= 0) close(e->wfd);
+    free(e);
+}
+
+/* Shuts every entry's write end: their readers see EOF. Caller holds mu. */
+static void link_end(tr__rlink *l, const char *why) {
+    if (l->dead) return;
+    l->dead = 1;
+    snprintf(l->why, sizeof l->why, "%s", why);
+    size_t pos = 0;
+    uint64_t key;
+    void *v;
+    while (tr__idmap_next(&l->entries, &pos, &key, &v)) {
+        entry *e = v;
+        if (e->wfd >= 0 && e->refs == 0) {
+            close(e->wfd);
+            e->wfd = -1;
+        }
+    }
+    tr__remotes *r = l->r;
+    for (tr__rlink **pp = &r->links; *pp; pp = &(*pp)->next) {
+        if (*pp == l) {
+            *pp = l->next;
+            l->next = r->ended;
+            r->ended = l;
+            break;
+        }
+    }
+}
+
+/* Writes all of data to e's socket, waiting while it is full (the caller reads it), until
+ * the link stops. Without the lock. Returns 0 or -1. */
+static int write_all(tr__rlink *l, int fd, const char *data, size_t len) {
+    while (len) {
+        ssize_t n = send(fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            data += n;
+            len -= (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno != EAGAIN) return -1;
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        poll(&p, 1, RECV_SLICE_MS);
+        if (__atomic_load_n(&l->stop, __ATOMIC_RELAXED)) return -1;
+    }
+    return 0;
+}
+
+static void *recv_main(void *arg) {
+    tr__rlink *l = arg;
+    tr__remotes *r = l->r;
+    tr__buf m = TR__BUF_INIT;
+    char why[300] = "";
+    for (;;) {
+        tr__buf_reset(&m);
+        int rc = tr__rpc_stream_recv(l->st, RECV_SLICE_MS, &m);
+        if (__atomic_load_n(&l->stop, __ATOMIC_RELAXED)) break;
+        if (rc == TR_ETIMEDOUT) continue;
+        if (rc) {
+            snprintf(why, sizeof why, "the link to node %s ended: %s", l->address,
+                     rc == TR_ECLOSED ? "closed" : tr_last_error());
+            break;
+        }
+        const unsigned char *p = (const unsigned char *)m.data + m.off;
+        size_t n = tr__buf_avail(&m);
+        if (n < TR__REMOTE_HDR || (p[0] != TR__REMOTE_DATA && p[0] != TR__REMOTE_EOF)) {
+            snprintf(why, sizeof why, "node %s sent a malformed message (%zu bytes)", l->address,
+                     n);
+            break;
+        }
+        pthread_mutex_lock(&r->mu);
+        entry *e = tr__idmap_get(&l->entries, tr__id_key(p + 1));
+        if (e && (memcmp(e->id, p + 1, 16) != 0 || e->gone || e->wfd < 0)) e = NULL;
+        if (e && p[0] == TR__REMOTE_EOF) { /* the actor's connection there ended */
+            char hex[33];
+            tr__hex(e->id, 16, hex);
+            TR_LOG_DEBUG("REMOTE-EOF", "actor %s on %s: %.*s", hex, l->address,
+                         (int)(n - TR__REMOTE_HDR > 200 ? 200 : n - TR__REMOTE_HDR),
+                         (const char *)p + TR__REMOTE_HDR);
+            if (e->refs == 0) {
+                close(e->wfd);
+                e->wfd = -1;
+            }
+            e = NULL;
+        }
+        if (e) e->refs++;
+        int fd = e ? e->wfd : -1;
+        pthread_mutex_unlock(&r->mu);
+        if (!e) continue; /* results for an actor the caller let go of: dropped */
+        int wr = write_all(l, fd, (const char *)p + TR__REMOTE_HDR, n - TR__REMOTE_HDR);
+        pthread_mutex_lock(&r->mu);
+        if (wr && !e->gone && e->wfd >= 0) { /* the reader is gone or stuck: end it */
+            close(e->wfd);
+            e->wfd = -1;
+        }
+        entry_put(e);
+        pthread_mutex_unlock(&r->mu);
+    }
+    tr__buf_free(&m);
+    pthread_mutex_lock(&r->mu);
+    if (!why[0]) snprintf(why, sizeof why, "the link to node %s was closed", l->address);
+    if (!l->stop) TR_LOG_WARN("REMOTE-LINK", "%s", why);
+    link_end(l, why);
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+static void link_free(tr__rlink *l) {
+    __atomic_store_n(&l->stop, 1, __ATOMIC_RELAXED);
+    if (l->thread) pthread_join(l->thread, NULL);
+    tr__rpc_stream_close(l->st);
+    tr__rpc_client_destroy(l->client);
+    size_t pos = 0;
+    uint64_t key;
+    void *v;
+    while (tr__idmap_next(&l->entries, &pos, &key, &v)) {
+        entry *e = v;
+        if (e->wfd >= 0) close(e->wfd);
+        free(e);
+    }
+    tr__idmap_free(&l->entries);
+    free(l);
+}
+
+void tr__remotes_destroy(tr__remotes *r) {
+    if (!r) return;
+    pthread_mutex_lock(&r->mu);
+    tr__rlink *all = r->links, *ended = r->ended;
+    r->links = r->ended = NULL;
+    pthread_mutex_unlock(&r->mu);
+    for (tr__rlink *lists[2] = {all, ended}, **pl = lists; pl < lists + 2; pl++) {
+        for (tr__rlink *l = *pl, *n; l; l = n) {
+            n = l->next;
+            link_free(l);
+        }
+    }
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}
+
+/* A live link to address, opened if need be. Caller holds mu (dropped while opening). */
+static int get_link(tr__remotes *r, const char *address, const char *token, tr__rlink **out) {
+    for (tr__rlink *l = r->links; l; l = l->next) {
+        if (strcmp(l->address, address) == 0) {
+            *out = l;
+            return 0;
+        }
+    }
+    tr__rlink *l = calloc(1, sizeof *l);
+    if (!l) return tr__err(TR_ENOMEM, "remote link");
+    l->r = r;
+    snprintf(l->address, sizeof l->address, "%s", address);
+    int rc = tr__rpc_client_create(address, token, r->max_msg, &l->client);
+    if (!rc) rc = tr__rpc_stream_open(l->client, &l->st);
+    if (!rc && pthread_create(&l->thread, NULL, recv_main, l) != 0)
+        rc = tr__err(TR_ENOMEM, "remote link: no thread");
+    if (rc) {
+        char why[300];
+        snprintf(why, sizeof why, "%s", tr_last_error());
+        if (l->st) tr__rpc_stream_close(l->st);
+        tr__rpc_client_destroy(l->client);
+        free(l);
+        return tr__err(rc == TR_ENOMEM ? rc : TR_ECONNECT, "cannot reach node %s: %s", address,
+                       why);
+    }
+    l->next = r->links;
+    r->links = l;
+    *out = l;
+    return 0;
+}
+
+int tr__remote_open(tr__remotes *r, const char *address, const char *token, const uint8_t id[16],
+                    int *fd, tr__rlink **link) {
+    *fd = -1;
+    *link = NULL;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+        return tr__err_errno(errno, "socketpair");
+    int sz = SOCK_BUF;
+    setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+    setsockopt(sv[0], SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
+    fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+    entry *e = calloc(1, sizeof *e);
+    if (!e) {
+        close(sv[0]);
+        close(sv[1]);
+        return tr__err(TR_ENOMEM, "remote actor");
+    }
+    memcpy(e->id, id, 16);
+    e->wfd = sv[1];
+    pthread_mutex_lock(&r->mu);
+    tr__rlink *l = NULL;
+    int rc = get_link(r, address, token, &l);
+    if (!rc && tr__idmap_get(&l->entries, tr__id_key(id)))
+        rc = tr__err(TR_EEXIST, "actor is open on the link already");
+    if (!rc) rc = tr__idmap_put(&l->entries, tr__id_key(id), e);
+    pthread_mutex_unlock(&r->mu);
+    if (rc) {
+        close(sv[0]);
+        close(sv[1]);
+        free(e);
+        return rc;
+    }
+    *fd = sv[0];
+    *link = l;
+    return 0;
+}
+
+static int send_msg(tr__rlink *l, int kind, const uint8_t id[16], const void *data, size_t len) {
+    tr__buf b = TR__BUF_INIT;
+    unsigned char k = (unsigned char)kind;
+    tr__buf_append(&b, &k, 1);
+    tr__buf_append(&b, id, 16);
+    if (len) tr__buf_append(&b, data, len);
+    int rc = b.oom ? tr__err(TR_ENOMEM, "remote call") : tr__rpc_stream_send(l->st, b.data, b.len);
+    tr__buf_free(&b);
+    return rc;
+}
+
+int tr__remote_send(tr__rlink *l, const uint8_t id[16], const void *data, size_t len) {
+    tr__remotes *r = l->r;
+    pthread_mutex_lock(&r->mu);
+    int rc = l->dead ? tr__err(TR_ECONNECT, "%s", l->why) : 0;
+    pthread_mutex_unlock(&r->mu);
+    /* a link that ends meanwhile fails the send, or drops what it queued: either way the
+     * caller reads EOF next */
+    if (!rc) rc = send_msg(l, TR__REMOTE_DATA, id, data, len);
+    return rc;
+}
+
+void tr__remote_close(tr__remotes *r, tr__rlink *l, const uint8_t id[16]) {
+    pthread_mutex_lock(&r->mu);
+    entry *e = tr__idmap_get(&l->entries, tr__id_key(id));
+    if (e && memcmp(e->id, id, 16) == 0) {
+        tr__idmap_del(&l->entries, tr__id_key(id));
+        e->gone = 1;
+        e->refs++;
+        entry_put(e);
+    }
+    int dead = l->dead;
+    pthread_mutex_unlock(&r->mu);
+    if (!dead) send_msg(l, TR__REMOTE_CLOSE, id, NULL, 0);
+}

@@ -1,0 +1,48 @@
+/* actor/remote.h - a process's links to other nodes of a cluster, for calls to actors
+ * that live there (issue 12): one gRPC stream per node (core/rpc), opened on the first
+ * call to an actor there and shared by every actor on that node and every thread.
+ *
+ * A stream message is [kind: 1 byte][actor id: 16 bytes][payload]:
+ *   caller -> node  TR__REMOTE_DATA   CALL frames for the actor: the byte stream a worker
+ *                                     socket would carry (no CALLER frame: the node's
+ *                                     relay says its own), cut anywhere
+ *                   TR__REMOTE_CLOSE  the caller let go of the actor (no payload)
+ *   node -> caller  TR__REMOTE_DATA   RESULT frames from the actor, cut anywhere
+ *                   TR__REMOTE_EOF    the actor's worker connection ended (payload: why);
+ *                                     the caller asks its node what became of the actor
+ *
+ * To actor/calls.c a remote actor looks like a worker socket: tr__remote_open gives a
+ * descriptor whose reads are the actor's RESULT bytes and whose end of file is the end of
+ * the actor's connection or of the whole link (the node died, the network broke, the
+ * token was refused); its writes go through tr__remote_send. A thread per link receives.
+ * Thread safety: every function may be called from any thread.
+ */
+#ifndef TR_ACTOR_REMOTE_H
+#define TR_ACTOR_REMOTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { TR__REMOTE_DATA = 1, TR__REMOTE_CLOSE = 2, TR__REMOTE_EOF = 3 };
+#define TR__REMOTE_HDR 17
+
+typedef struct tr__remotes tr__remotes;
+typedef struct tr__rlink tr__rlink;
+
+int tr__remotes_create(size_t max_msg, tr__remotes **out);
+/* Closes every link (their receive threads end) and frees. NULL: no-op. */
+void tr__remotes_destroy(tr__remotes *r);
+
+/* Registers actor id on the link to the node at address ("HOST:PORT", reached with
+ * token), opening the link if there is none. *fd: the read side (non-blocking,
+ * close-on-exec), the caller's to read and, after tr__remote_close, to close. Returns 0,
+ * TR_ECONNECT (the stream cannot be opened), TR_ENOMEM, TR_EEXIST (id is open already). */
+int tr__remote_open(tr__remotes *r, const char *address, const char *token, const uint8_t id[16],
+                    int *fd, tr__rlink **link);
+/* Queues bytes of CALL frames for actor id; never waits for the network. Returns 0,
+ * TR_ECONNECT (the link ended), TR_ENOMEM. */
+int tr__remote_send(tr__rlink *l, const uint8_t id[16], const void *data, size_t len);
+/* The caller lets go of actor id (before closing its fd): the node is told. */
+void tr__remote_close(tr__remotes *r, tr__rlink *l, const uint8_t id[16]);
+
+#endif
