@@ -123,6 +123,7 @@ struct tr__actors {
     int reader;
     int waiters;
     int queued_unconnected; /* some actor has calls queued and no connection */
+    int remote_backlog;     /* some remote actor has bytes its full link did not take */
     tr__idmap actors;
     tr__idmap slots;
     uint64_t next_ref, tag;
@@ -348,14 +349,18 @@ static void set_want_out(tr__actors *a, aconn *ac, int on) {
 /* Writes queued bytes without blocking; on EAGAIN the leader finishes the job when the
  * socket is writable again. */
 static void flush(tr__actors *a, aconn *ac) {
-    if (ac->fd >= 0 && ac->link && tr__buf_avail(&ac->out)) { /* queued, never blocks */
-        size_t n = tr__buf_avail(&ac->out);
-        if (tr__remote_send(ac->link, ac->id.b, ac->out.data + ac->out.off, n)) {
+    if (ac->fd >= 0 && ac->link) { /* queued on the link, never blocks */
+        size_t taken = 0;
+        int rc = tr__buf_avail(&ac->out)
+                     ? tr__remote_send(a->remotes, ac->link, ac->id.b, ac->out.data + ac->out.off,
+                                       tr__buf_avail(&ac->out), &taken)
+                     : 0;
+        tr__buf_consume(&ac->out, taken);
+        ac->sent += (uint64_t)taken;
+        if (rc == TR_ENOMEM) /* the link is full: the leader tries again in a moment */
+            a->remote_backlog = 1;
+        else if (rc)
             conn_failed(a, ac, TR_EACTOR_DIED, tr_last_error());
-            return;
-        }
-        tr__buf_consume(&ac->out, n);
-        ac->sent += (uint64_t)n;
         return;
     }
     while (ac->fd >= 0 && !ac->link && tr__buf_avail(&ac->out)) {
@@ -802,8 +807,18 @@ static void progress(tr__actors *a, int64_t deadline) {
     pthread_mutex_unlock(&a->mu);
     struct epoll_event evs[32];
     int ms = tr__ms_left(deadline);
+    if (a->remote_backlog && (ms < 0 || ms > 5)) ms = 5;
     int n = epoll_wait(a->ep, evs, 32, ms);
     pthread_mutex_lock(&a->mu);
+    if (a->remote_backlog) { /* links that were full may take more now */
+        a->remote_backlog = 0;
+        size_t pos = 0;
+        void *v;
+        while (tr__idmap_next(&a->actors, &pos, NULL, &v)) {
+            aconn *ac = v;
+            if (ac->link && tr__buf_avail(&ac->out) && !ac->reading) flush(a, ac);
+        }
+    }
     for (int i = 0; i < n; i++) {
         aconn *ac = evs[i].data.ptr;
         if (!ac) { /* the wake eventfd */

@@ -6,6 +6,13 @@
  * goes (its link ended, the caller let go, its worker closed) leaves the epoll set at
  * once and is freed by the relay thread before its next epoll_wait, so an event already
  * fetched never points at freed memory.
+ *
+ * Connections are keyed by (actor id, the caller's generation); one that ended stays as
+ * a tombstone, dropping what still comes for it, until the caller's CLOSE. Only CALL
+ * frames pass to a worker: the relay follows the frame headers in the byte stream (a
+ * caller elsewhere must not say CALLER, or anything else, to a worker here). A result
+ * piece the link cannot take (64 MiB unsent: the caller is not reading) is kept, and the
+ * worker is not read, until it can.
  */
 #include "actor/relay.h"
 
@@ -31,28 +38,36 @@
 #include "core/status.h"
 
 #define READ_CHUNK (256u << 10)
-#define RETRY_NS 10000000             /* how often an actor not yet up is asked about */
-#define QUEUE_CAP ((size_t)256 << 20) /* bytes held for one actor not yet up */
+#define RETRY_NS 10000000              /* how often an actor not yet up is asked about */
+#define QUEUE_CAP ((size_t)256 << 20)  /* bytes held for one actor not yet up... */
+#define STREAM_CAP ((size_t)512 << 20) /* ...and for all of one link's */
+#define GIVE_UP_NS 10000000000LL       /* the node cannot say where an actor is */
 
-enum { C_RESOLVING, C_OPEN };
+enum { C_RESOLVING, C_OPEN, C_DONE };
 
 typedef struct rstream rstream;
 
 typedef struct rconn {
     uint8_t id[16];
+    uint32_t gen;
     rstream *s;
     int fd; /* the worker's socket once open */
     int state;
-    int dead; /* left: in the graveyard */
-    int want_out;
-    int64_t next_try;
-    tr__buf out; /* bytes the worker has not taken */
+    int dead;   /* left: in the graveyard */
+    int events; /* what the epoll set waits for */
+    int64_t next_try, first_err;
+    tr__buf out;                      /* bytes the worker has not taken */
+    tr__buf held;                     /* a result piece the link did not take yet */
+    unsigned char hdr[TR__FRAME_HDR]; /* the gate: the frame header being read */
+    size_t hdr_have;
+    uint64_t body_left;
     struct rconn *next;
 } rconn;
 
 struct rstream {
     tr__rpc_stream *st;
     uint64_t serial;
+    size_t queued; /* bytes held for its actors not yet up */
     rconn *conns;
     struct rstream *next;
 };
@@ -67,6 +82,7 @@ struct tr__relay {
     rconn *grave;
     uint64_t next_serial;
     int resolving;
+    int holding; /* connections with a result piece held */
     int stop;
     pthread_t thread;
     tr__rpc_stream_handlers h;
@@ -84,14 +100,41 @@ static void send_kind(rconn *c, int kind, const void *data, size_t len) {
     unsigned char k = (unsigned char)kind;
     tr__buf_append(&b, &k, 1);
     tr__buf_append(&b, c->id, 16);
+    tr__buf_append(&b, &c->gen, 4);
     if (len) tr__buf_append(&b, data, len);
     if (!b.oom) tr__rpc_stream_send(c->s->st, b.data, b.len);
     tr__buf_free(&b);
 }
 
+static void set_events(tr__relay *r, rconn *c, int events) {
+    if (c->fd < 0 || c->events == events) return;
+    struct epoll_event ev = {.events = (uint32_t)events, .data.ptr = c};
+    epoll_ctl(r->ep, EPOLL_CTL_MOD, c->fd, &ev);
+    c->events = events;
+}
+
+/* The worker side of c ends (fd closed, buffers freed); c stays, as a tombstone, until
+ * the caller closes it or its link ends. */
+static void conn_close_worker(tr__relay *r, rconn *c) {
+    if (c->state == C_RESOLVING) {
+        r->resolving--;
+        c->s->queued -= tr__buf_avail(&c->out);
+    }
+    if (tr__buf_avail(&c->held)) r->holding--;
+    if (c->fd >= 0) {
+        epoll_ctl(r->ep, EPOLL_CTL_DEL, c->fd, NULL);
+        close(c->fd);
+        c->fd = -1;
+    }
+    tr__buf_free(&c->out);
+    tr__buf_free(&c->held);
+    c->state = C_DONE;
+}
+
 /* Takes c out of its stream and the epoll set; freed by the relay thread. */
 static void conn_drop(tr__relay *r, rconn *c) {
     if (c->dead) return;
+    conn_close_worker(r, c);
     c->dead = 1;
     for (rconn **pp = &c->s->conns; *pp; pp = &(*pp)->next) {
         if (*pp == c) {
@@ -99,26 +142,21 @@ static void conn_drop(tr__relay *r, rconn *c) {
             break;
         }
     }
-    if (c->state == C_RESOLVING) r->resolving--;
-    if (c->fd >= 0) {
-        epoll_ctl(r->ep, EPOLL_CTL_DEL, c->fd, NULL);
-        close(c->fd);
-        c->fd = -1;
-    }
     c->next = r->grave;
     r->grave = c;
 }
 
+/* The caller hears that c ended, and why; c becomes a tombstone. */
 static void conn_eof(tr__relay *r, rconn *c, const char *why) {
+    if (c->state == C_DONE) return;
     send_kind(c, TR__REMOTE_EOF, why, strlen(why));
-    conn_drop(r, c);
+    conn_close_worker(r, c);
 }
 
-static void set_want_out(tr__relay *r, rconn *c, int on) {
-    if (c->want_out == on) return;
-    struct epoll_event ev = {.events = EPOLLIN | (on ? EPOLLOUT : 0), .data.ptr = c};
-    epoll_ctl(r->ep, EPOLL_CTL_MOD, c->fd, &ev);
-    c->want_out = on;
+/* Whether the worker is read (no result piece held) and written to (bytes queued). */
+static void update_events(tr__relay *r, rconn *c) {
+    set_events(r, c,
+               (tr__buf_avail(&c->held) ? 0 : EPOLLIN) | (tr__buf_avail(&c->out) ? EPOLLOUT : 0));
 }
 
 /* Writes what the worker takes now. Caller holds mu. */
@@ -131,14 +169,38 @@ static void flush(tr__relay *r, rconn *c) {
             continue;
         }
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && errno == EAGAIN) {
-            set_want_out(r, c, 1);
-            return;
-        }
+        if (n < 0 && errno == EAGAIN) break;
         conn_eof(r, c, "the actor's worker connection broke");
         return;
     }
-    set_want_out(r, c, 0);
+    update_events(r, c);
+}
+
+/* The gate: n more bytes from the caller, which must be whole CALL frames in sequence.
+ * Returns 0, or -1 at the first byte of anything else. */
+static int gate(tr__relay *r, rconn *c, const char *p, size_t n) {
+    while (n) {
+        if (c->body_left) {
+            size_t k = n < c->body_left ? n : (size_t)c->body_left;
+            c->body_left -= k;
+            p += k;
+            n -= k;
+            continue;
+        }
+        size_t k = TR__FRAME_HDR - c->hdr_have;
+        if (k > n) k = n;
+        memcpy(c->hdr + c->hdr_have, p, k);
+        c->hdr_have += k;
+        p += k;
+        n -= k;
+        if (c->hdr_have < TR__FRAME_HDR) break;
+        tr__frame_hdr h;
+        memcpy(&h, c->hdr, sizeof h);
+        if (tr__frame_check(&h, r->max_msg) || h.type != TR__MSG_CALL) return -1;
+        c->body_left = h.len;
+        c->hdr_have = 0;
+    }
+    return 0;
 }
 
 static rstream *find_stream(tr__relay *r, tr__rpc_stream *st) {
@@ -147,9 +209,9 @@ static rstream *find_stream(tr__relay *r, tr__rpc_stream *st) {
     return NULL;
 }
 
-static rconn *find_conn(rstream *s, const uint8_t *id) {
+static rconn *find_conn(rstream *s, const uint8_t *id, uint32_t gen) {
     for (rconn *c = s->conns; c; c = c->next)
-        if (memcmp(c->id, id, 16) == 0) return c;
+        if (c->gen == gen && memcmp(c->id, id, 16) == 0) return c;
     return NULL;
 }
 
@@ -169,15 +231,24 @@ static void on_msg(void *ctx, tr__rpc_stream *st, const void *msg, size_t len) {
         s->next = r->streams;
         r->streams = s;
     }
-    rconn *c = s ? find_conn(s, p + 1) : NULL;
-    if (!s) goto out;
+    uint32_t gen;
+    memcpy(&gen, p + 17, 4);
+    rconn *c = s ? find_conn(s, p + 1, gen) : NULL;
+    if (!s) {
+        TR_LOG_WARN_LIMITED("RELAY-OOM", "out of memory: a caller's message is dropped");
+        goto out;
+    }
     if (p[0] == TR__REMOTE_CLOSE) {
         if (c) conn_drop(r, c);
         goto out;
     }
     if (!c) {
-        if (!(c = calloc(1, sizeof *c))) goto out;
+        if (!(c = calloc(1, sizeof *c))) {
+            TR_LOG_WARN_LIMITED("RELAY-OOM", "out of memory: a caller's message is dropped");
+            goto out;
+        }
         memcpy(c->id, p + 1, 16);
+        c->gen = gen;
         c->s = s;
         c->fd = -1;
         c->state = C_RESOLVING;
@@ -186,8 +257,13 @@ static void on_msg(void *ctx, tr__rpc_stream *st, const void *msg, size_t len) {
         r->resolving++;
         wake(r);
     }
+    if (c->state == C_DONE) goto out; /* it ended: the caller hears (or heard) why */
     const char *data = (const char *)p + TR__REMOTE_HDR;
     size_t n = len - TR__REMOTE_HDR;
+    if (gate(r, c, data, n)) {
+        conn_eof(r, c, "the caller sent something other than CALL frames");
+        goto out;
+    }
     if (c->state == C_OPEN && !tr__buf_avail(&c->out)) { /* straight to the worker */
         ssize_t w = send(c->fd, data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w > 0) {
@@ -196,10 +272,16 @@ static void on_msg(void *ctx, tr__rpc_stream *st, const void *msg, size_t len) {
         }
     }
     if (!n) goto out;
-    if (tr__buf_avail(&c->out) + n > QUEUE_CAP || tr__buf_append(&c->out, data, n)) {
+    if (c->state == C_RESOLVING &&
+        (tr__buf_avail(&c->out) + n > QUEUE_CAP || c->s->queued + n > STREAM_CAP)) {
         conn_eof(r, c, "too many bytes queued for an actor that is not up");
         goto out;
     }
+    if (tr__buf_append(&c->out, data, n)) {
+        conn_eof(r, c, "the node is out of memory");
+        goto out;
+    }
+    if (c->state == C_RESOLVING) c->s->queued += n;
     if (c->state == C_OPEN) flush(r, c);
 out:
     pthread_mutex_unlock(&r->mu);
@@ -225,36 +307,62 @@ static void on_end(void *ctx, tr__rpc_stream *st) {
     pthread_mutex_unlock(&r->mu);
 }
 
-/* A worker's bytes, back to its caller. Caller holds mu. */
+/* Sends c's held result piece; 0 once it is gone, -1 if the link is still full. */
+static int send_held(tr__relay *r, rconn *c) {
+    if (!tr__buf_avail(&c->held)) return 0;
+    int rc = tr__rpc_stream_send(c->s->st, c->held.data + c->held.off, tr__buf_avail(&c->held));
+    if (rc == TR_ENOMEM) return -1;
+    if (rc) { /* the link ended (its on_end comes) or the piece cannot go: never a gap */
+        conn_eof(r, c, "the link cannot take the actor's results");
+        return 0;
+    }
+    tr__buf_reset(&c->held);
+    r->holding--;
+    return 0;
+}
+
+/* A worker's bytes, back to its caller, in messages of the link's size at most. Caller
+ * holds mu. */
 static void on_worker(tr__relay *r, rconn *c, uint32_t events) {
     if ((events & EPOLLOUT) && c->state == C_OPEN) flush(r, c);
-    if (c->dead || !(events & (EPOLLIN | EPOLLHUP | EPOLLERR))) return;
-    for (int round = 0; round < 4; round++) { /* then the other connections get a turn */
-        tr__buf b = TR__BUF_INIT;
-        if (tr__buf_reserve(&b, TR__REMOTE_HDR + READ_CHUNK)) {
+    if (c->state != C_OPEN || !(events & (EPOLLIN | EPOLLHUP | EPOLLERR))) return;
+    size_t chunk =
+        r->max_msg - TR__REMOTE_HDR < READ_CHUNK ? r->max_msg - TR__REMOTE_HDR : READ_CHUNK;
+    for (int round = 0; round < 4 && !tr__buf_avail(&c->held); round++) {
+        tr__buf *b = &c->held; /* read into it: sent at once, or kept if the link is full */
+        tr__buf_reset(b);
+        if (tr__buf_reserve(b, TR__REMOTE_HDR + chunk)) {
             conn_eof(r, c, "the node is out of memory");
             return;
         }
-        b.data[0] = TR__REMOTE_DATA;
-        memcpy(b.data + 1, c->id, 16);
+        b->data[0] = TR__REMOTE_DATA;
+        memcpy(b->data + 1, c->id, 16);
+        memcpy(b->data + 17, &c->gen, 4);
         ssize_t n;
         do {
-            n = recv(c->fd, b.data + TR__REMOTE_HDR, READ_CHUNK, MSG_DONTWAIT);
+            n = recv(c->fd, b->data + TR__REMOTE_HDR, chunk, MSG_DONTWAIT);
         } while (n < 0 && errno == EINTR);
-        if (n > 0) tr__rpc_stream_send(c->s->st, b.data, TR__REMOTE_HDR + (size_t)n);
-        tr__buf_free(&b);
-        if (n > 0 && (size_t)n == READ_CHUNK) continue;
-        if (n > 0 || (n < 0 && errno == EAGAIN)) return;
+        if (n > 0) {
+            b->len = TR__REMOTE_HDR + (size_t)n;
+            r->holding++;
+            if (send_held(r, c)) break; /* the link is full: not read until it takes this */
+            if (c->state != C_OPEN) return;
+            if ((size_t)n == chunk) continue;
+            return;
+        }
+        if (n < 0 && errno == EAGAIN) return;
         conn_eof(r, c,
                  n == 0 ? "the actor's worker closed the connection"
                         : "the actor's worker connection broke");
         return;
     }
+    update_events(r, c);
 }
 
 typedef struct pending {
     uint64_t serial;
     uint8_t id[16];
+    uint32_t gen;
 } pending;
 
 /* Asks the node about actors not yet up (without mu) and opens those that are. */
@@ -266,6 +374,7 @@ static void resolve_pass(tr__relay *r) {
         for (rconn *c = s->conns; c && n < 64; c = c->next)
             if (c->state == C_RESOLVING && c->next_try <= now) {
                 todo[n].serial = s->serial;
+                todo[n].gen = c->gen;
                 memcpy(todo[n++].id, c->id, 16);
             }
     for (int i = 0; i < n; i++) {
@@ -287,15 +396,22 @@ static void resolve_pass(tr__relay *r) {
         rstream *s = r->streams;
         while (s && s->serial != todo[i].serial)
             s = s->next;
-        rconn *c = s ? find_conn(s, todo[i].id) : NULL;
+        rconn *c = s ? find_conn(s, todo[i].id, todo[i].gen) : NULL;
         if (!c || c->state != C_RESOLVING) continue;
         c->next_try = tr__now_ns() + RETRY_NS;
         if (rc == TR_ENOTFOUND) {
             conn_eof(r, c, "no such actor on this node");
             continue;
         }
-        if (rc) {
+        if (rc) { /* the node cannot say: tried again, for a while */
             TR_LOG_WARN_LIMITED("RELAY-RESOLVE", "%s", why);
+            if (!c->first_err) c->first_err = tr__now_ns();
+            if (tr__now_ns() - c->first_err > GIVE_UP_NS) conn_eof(r, c, why);
+            continue;
+        }
+        c->first_err = 0;
+        if (w.remote[0]) { /* (never: the node does not forward its own questions) */
+            conn_eof(r, c, "the actor is not on this node");
             continue;
         }
         if (w.state == TR__ACTOR_DEAD) {
@@ -314,14 +430,17 @@ static void resolve_pass(tr__relay *r) {
             conn_eof(r, c, "the node is out of memory");
             continue;
         }
-        tr__buf_free(&c->out);
-        c->out = hello;
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
         if (epoll_ctl(r->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
             close(fd);
+            tr__buf_free(&hello);
             continue;
         }
+        c->s->queued -= tr__buf_avail(&c->out);
+        tr__buf_free(&c->out);
+        c->out = hello;
         c->fd = fd;
+        c->events = EPOLLIN;
         c->state = C_OPEN;
         r->resolving--;
         flush(r, c);
@@ -336,10 +455,9 @@ static void *relay_main(void *arg) {
         while (r->grave) {
             rconn *c = r->grave;
             r->grave = c->next;
-            tr__buf_free(&c->out);
             free(c);
         }
-        int timeout = r->resolving ? (int)(RETRY_NS / 1000000) : 1000;
+        int timeout = r->resolving || r->holding ? (int)(RETRY_NS / 1000000) : 1000;
         pthread_mutex_unlock(&r->mu);
         int n = epoll_wait(r->ep, evs, 64, timeout);
         pthread_mutex_lock(&r->mu);
@@ -353,6 +471,13 @@ static void *relay_main(void *arg) {
             }
             if (!c->dead) on_worker(r, c, evs[i].events);
         }
+        if (r->holding) /* links that were full may take the pieces held now */
+            for (rstream *s = r->streams; s; s = s->next)
+                for (rconn *c = s->conns; c; c = c->next)
+                    if (tr__buf_avail(&c->held) && !send_held(r, c) && c->state == C_OPEN) {
+                        update_events(r, c);
+                        on_worker(r, c, EPOLLIN);
+                    }
         if (r->resolving) resolve_pass(r);
     }
     pthread_mutex_unlock(&r->mu);
@@ -407,7 +532,6 @@ void tr__relay_destroy(tr__relay *r) {
     }
     for (rconn *c = r->grave, *n; c; c = n) {
         n = c->next;
-        tr__buf_free(&c->out);
         free(c);
     }
     tr__nodeconn_close(r->node);

@@ -5,7 +5,8 @@
  * writes without the link's lock (a full socket waits for the caller's reader, who may
  * need the lock to send), holding a reference on the entry instead. A link that ends
  * shuts every entry's write end (the caller reads EOF) and leaves the registry, so the
- * next call there opens a fresh one; it is freed with the registry.
+ * next call there opens a fresh one; it is freed when its last entry closes (or with the
+ * registry).
  */
 #include "actor/remote.h"
 
@@ -31,9 +32,10 @@
 
 typedef struct entry {
     uint8_t id[16];
-    int wfd;  /* the write end; -1 once shut */
-    int refs; /* the receive thread writing to it */
-    int gone; /* the caller closed it: freed when refs drops to 0 */
+    uint32_t gen; /* this opening's, in every message */
+    int wfd;      /* the write end; -1 once shut */
+    int refs;     /* the receive thread writing to it */
+    int gone;     /* the caller closed it: freed when refs drops to 0 */
 } entry;
 
 struct tr__rlink {
@@ -46,6 +48,8 @@ struct tr__rlink {
     int stop;
     char why[300];
     tr__idmap entries; /* by tr__id_key */
+    uint32_t next_gen;
+    int freeing;
     struct tr__rlink *next;
 };
 
@@ -133,6 +137,8 @@ static void *recv_main(void *arg) {
         }
         const unsigned char *p = (const unsigned char *)m.data + m.off;
         size_t n = tr__buf_avail(&m);
+        uint32_t gen = 0;
+        if (n >= TR__REMOTE_HDR) memcpy(&gen, p + 17, 4); /* (little-endian hosts) */
         if (n < TR__REMOTE_HDR || (p[0] != TR__REMOTE_DATA && p[0] != TR__REMOTE_EOF)) {
             snprintf(why, sizeof why, "node %s sent a malformed message (%zu bytes)", l->address,
                      n);
@@ -140,7 +146,8 @@ static void *recv_main(void *arg) {
         }
         pthread_mutex_lock(&r->mu);
         entry *e = tr__idmap_get(&l->entries, tr__id_key(p + 1));
-        if (e && (memcmp(e->id, p + 1, 16) != 0 || e->gone || e->wfd < 0)) e = NULL;
+        if (e && (memcmp(e->id, p + 1, 16) != 0 || e->gen != gen || e->gone || e->wfd < 0))
+            e = NULL; /* an earlier opening's bytes, or one the caller let go of: dropped */
         if (e && p[0] == TR__REMOTE_EOF) { /* the actor's connection there ended */
             char hex[33];
             tr__hex(e->id, 16, hex);
@@ -258,11 +265,13 @@ int tr__remote_open(tr__remotes *r, const char *address, const char *token, cons
     }
     memcpy(e->id, id, 16);
     e->wfd = sv[1];
+
     pthread_mutex_lock(&r->mu);
     tr__rlink *l = NULL;
     int rc = get_link(r, address, token, &l);
     if (!rc && tr__idmap_get(&l->entries, tr__id_key(id)))
         rc = tr__err(TR_EEXIST, "actor is open on the link already");
+    if (!rc) e->gen = ++l->next_gen;
     if (!rc) rc = tr__idmap_put(&l->entries, tr__id_key(id), e);
     pthread_mutex_unlock(&r->mu);
     if (rc) {
@@ -276,38 +285,67 @@ int tr__remote_open(tr__remotes *r, const char *address, const char *token, cons
     return 0;
 }
 
-static int send_msg(tr__rlink *l, int kind, const uint8_t id[16], const void *data, size_t len) {
+static int send_msg(tr__rlink *l, int kind, const uint8_t id[16], uint32_t gen, const void *data,
+                    size_t len) {
     tr__buf b = TR__BUF_INIT;
     unsigned char k = (unsigned char)kind;
     tr__buf_append(&b, &k, 1);
     tr__buf_append(&b, id, 16);
+    tr__buf_append(&b, &gen, 4);
     if (len) tr__buf_append(&b, data, len);
     int rc = b.oom ? tr__err(TR_ENOMEM, "remote call") : tr__rpc_stream_send(l->st, b.data, b.len);
     tr__buf_free(&b);
     return rc;
 }
 
-int tr__remote_send(tr__rlink *l, const uint8_t id[16], const void *data, size_t len) {
-    tr__remotes *r = l->r;
+int tr__remote_send(tr__remotes *r, tr__rlink *l, const uint8_t id[16], const void *data,
+                    size_t len, size_t *taken) {
+    *taken = 0;
     pthread_mutex_lock(&r->mu);
-    int rc = l->dead ? tr__err(TR_ECONNECT, "%s", l->why) : 0;
+    entry *e = tr__idmap_get(&l->entries, tr__id_key(id));
+    uint32_t gen = e ? e->gen : 0;
+    int rc = l->dead ? tr__err(TR_ECONNECT, "%s", l->why)
+             : !e    ? tr__err(TR_ECONNECT, "the actor is not open on the link")
+                     : 0;
     pthread_mutex_unlock(&r->mu);
     /* a link that ends meanwhile fails the send, or drops what it queued: either way the
      * caller reads EOF next */
-    if (!rc) rc = send_msg(l, TR__REMOTE_DATA, id, data, len);
+    size_t piece = r->max_msg - TR__REMOTE_HDR;
+    while (!rc && *taken < len) {
+        size_t n = len - *taken < piece ? len - *taken : piece;
+        rc = send_msg(l, TR__REMOTE_DATA, id, gen, (const char *)data + *taken, n);
+        if (!rc) *taken += n;
+    }
     return rc;
 }
 
 void tr__remote_close(tr__remotes *r, tr__rlink *l, const uint8_t id[16]) {
     pthread_mutex_lock(&r->mu);
     entry *e = tr__idmap_get(&l->entries, tr__id_key(id));
+    uint32_t gen = 0;
     if (e && memcmp(e->id, id, 16) == 0) {
+        gen = e->gen;
         tr__idmap_del(&l->entries, tr__id_key(id));
         e->gone = 1;
         e->refs++;
         entry_put(e);
     }
     int dead = l->dead;
+    /* an ended link goes with its last actor (its receive thread has finished or is
+     * finishing: it takes no entry after the link ended) */
+    int free_it = dead && !l->freeing && l->entries.count == 0;
+    if (free_it) {
+        l->freeing = 1;
+        for (tr__rlink **pp = &r->ended; *pp; pp = &(*pp)->next) {
+            if (*pp == l) {
+                *pp = l->next;
+                break;
+            }
+        }
+    }
     pthread_mutex_unlock(&r->mu);
-    if (!dead) send_msg(l, TR__REMOTE_CLOSE, id, NULL, 0);
+    if (free_it)
+        link_free(l);
+    else if (!dead && e) /* (a lost CLOSE only keeps a connection there until the link ends) */
+        send_msg(l, TR__REMOTE_CLOSE, id, gen, NULL, 0);
 }

@@ -2,19 +2,24 @@
  * that live there (issue 12): one gRPC stream per node (core/rpc), opened on the first
  * call to an actor there and shared by every actor on that node and every thread.
  *
- * A stream message is [kind: 1 byte][actor id: 16 bytes][payload]:
+ * A stream message is [kind: 1 byte][actor id: 16 bytes][generation: u32 LE][payload]; the
+ * generation names one opening of the actor on the link (the caller's), so that bytes of
+ * an earlier connection to the same actor, still in flight, never reach a later one:
  *   caller -> node  TR__REMOTE_DATA   CALL frames for the actor: the byte stream a worker
  *                                     socket would carry (no CALLER frame: the node's
  *                                     relay says its own), cut anywhere
- *                   TR__REMOTE_CLOSE  the caller let go of the actor (no payload)
+ *                   TR__REMOTE_CLOSE  the caller let go of the actor (no payload): the
+ *                                     relay forgets that generation
  *   node -> caller  TR__REMOTE_DATA   RESULT frames from the actor, cut anywhere
  *                   TR__REMOTE_EOF    the actor's worker connection ended (payload: why);
- *                                     the caller asks its node what became of the actor
+ *                                     the caller asks its node what became of the actor;
+ *                                     bytes of that generation that still come are dropped
  *
  * To actor/calls.c a remote actor looks like a worker socket: tr__remote_open gives a
  * descriptor whose reads are the actor's RESULT bytes and whose end of file is the end of
  * the actor's connection or of the whole link (the node died, the network broke, the
  * token was refused); its writes go through tr__remote_send. A thread per link receives.
+ * A link that ended is freed once its last actor is closed.
  * Thread safety: every function may be called from any thread.
  */
 #ifndef TR_ACTOR_REMOTE_H
@@ -24,7 +29,7 @@
 #include <stdint.h>
 
 enum { TR__REMOTE_DATA = 1, TR__REMOTE_CLOSE = 2, TR__REMOTE_EOF = 3 };
-#define TR__REMOTE_HDR 17
+#define TR__REMOTE_HDR 21
 
 typedef struct tr__remotes tr__remotes;
 typedef struct tr__rlink tr__rlink;
@@ -39,10 +44,14 @@ void tr__remotes_destroy(tr__remotes *r);
  * TR_ECONNECT (the stream cannot be opened), TR_ENOMEM, TR_EEXIST (id is open already). */
 int tr__remote_open(tr__remotes *r, const char *address, const char *token, const uint8_t id[16],
                     int *fd, tr__rlink **link);
-/* Queues bytes of CALL frames for actor id; never waits for the network. Returns 0,
- * TR_ECONNECT (the link ended), TR_ENOMEM. */
-int tr__remote_send(tr__rlink *l, const uint8_t id[16], const void *data, size_t len);
-/* The caller lets go of actor id (before closing its fd): the node is told. */
+/* Queues bytes of CALL frames for actor id, in messages of at most the link's message
+ * limit; never waits for the network. *taken: the bytes queued. Returns 0 (all of them),
+ * TR_ENOMEM (the link holds 64 MiB unsent: try the rest later), TR_ECONNECT (the link
+ * ended). */
+int tr__remote_send(tr__remotes *r, tr__rlink *l, const uint8_t id[16], const void *data,
+                    size_t len, size_t *taken);
+/* The caller lets go of actor id (before closing its fd): the node is told. l may be
+ * freed by this call. */
 void tr__remote_close(tr__remotes *r, tr__rlink *l, const uint8_t id[16]);
 
 #endif

@@ -33,8 +33,15 @@
 #define LOST_MS 3000
 #define JOIN_MS 10000
 #define FORGET_MS 60000 /* a node lost this long leaves the table */
-#define PEER_MS 5000    /* a request to another node */
-#define MAX_JOBS 64     /* forwarded requests in flight */
+/* Waits nest, each inside the one that waits on it: the node's own loop (SELF_MS, it
+ * answers in microseconds) < the head's "create" on a node (PLACE_MS, on the head's RPC
+ * thread, which also serves heartbeats: under LOST_MS) < a node's "place" at the head
+ * (PLACE_WAIT_MS) < the client's wait for its node (10 s). */
+#define SELF_MS 1000
+#define PLACE_MS 2500
+#define PLACE_WAIT_MS 6000
+#define PEER_MS 2500 /* any other request to another node */
+#define MAX_JOBS 64  /* forwarded requests in flight */
 #define POLL_NS 10000000
 
 /* An actor this node knows lives on another node. */
@@ -60,6 +67,7 @@ typedef struct owner {
     char key[64];
     char node[17];
     tr__nodeconn *nc;
+    int refs; /* the list's (until dropped), and a create's in progress */
     struct owner *next;
 } owner;
 
@@ -189,12 +197,12 @@ static int self_call(tr__cluster *cl, uint8_t type, const tr__buf *body, tr__rep
     int rc = 0;
     for (int attempt = 0; attempt < 2; attempt++) {
         if (!cl->self && ((rc = tr__nodeconn_open(cl->sock, cl->max_msg, &cl->self)) ||
-                          (rc = tr__nodeconn_hello(cl->self, "cli", 0, 5000)))) {
+                          (rc = tr__nodeconn_hello(cl->self, "cli", 0, SELF_MS)))) {
             tr__nodeconn_close(cl->self);
             cl->self = NULL;
             return rc;
         }
-        rc = tr__nodeconn_call(cl->self, type, body, 5000, r);
+        rc = tr__nodeconn_call(cl->self, type, body, SELF_MS, r);
         if (rc != TR_ECONNECT && rc != TR_ETIMEDOUT && rc != TR_EPROTO) break;
         tr__nodeconn_close(cl->self);
         cl->self = NULL;
@@ -240,15 +248,16 @@ static tr__rpc_client *peer_client(tr__cluster *cl, const char *address) {
     return p ? p->client : NULL;
 }
 
-/* One request to the node at address (any thread but the RPC server's). */
+/* One request to the node at address (any thread but the RPC server's); retry: once more
+ * if the connection broke (gRPC reconnects), for requests that may run twice. */
 static int call_peer(tr__cluster *cl, const char *address, const tr__buf *req, int timeout_ms,
-                     tr__buf *reply) {
+                     int retry, tr__buf *reply) {
     tr__rpc_client *c = peer_client(cl, address);
     if (!c) return tr__err(TR_ECONNECT, "cluster: no channel to %s", address);
     if (req->oom) return tr__err(TR_ENOMEM, "cluster");
     size_t keep = reply->len;
     int rc = tr__rpc_call(c, req->data, req->len, timeout_ms, reply);
-    if (rc == TR_ECONNECT) { /* a connection that broke (gRPC reconnects): once more */
+    if (rc == TR_ECONNECT && retry) {
         reply->len = keep;
         struct timespec ts = {0, 100000000};
         nanosleep(&ts, NULL);
@@ -294,39 +303,54 @@ static void reencode(const tr__obj *map, const char *key, const char *value, tr_
     }
 }
 
-/* The connection to our own socket for a creator on another node (RPC thread; mu held). */
-static tr__nodeconn *owner_conn(tr__cluster *cl, const char *key, const char *node,
-                                const char *exe) {
-    for (owner *o = cl->owners; o; o = o->next)
-        if (strcmp(o->key, key) == 0) return o->nc;
-    owner *o = calloc(1, sizeof *o);
-    if (!o) {
+/* Lets go of a reference on o; the last one of an owner dropped closes its connection.
+ * Caller holds mu. */
+static void owner_put(owner *o) {
+    if (--o->refs > 0) return;
+    tr__nodeconn_close(o->nc);
+    free(o);
+}
+
+/* The connection to our own socket for a creator on another node, with a reference the
+ * caller gives back with owner_put (RPC thread). Opened without mu: the node's loop, which
+ * answers, takes mu too. */
+static owner *owner_get(tr__cluster *cl, const char *key, const char *node, const char *exe) {
+    pthread_mutex_lock(&cl->mu);
+    owner *o = cl->owners;
+    while (o && strcmp(o->key, key) != 0)
+        o = o->next;
+    if (o) o->refs++;
+    pthread_mutex_unlock(&cl->mu);
+    if (o) return o;
+    if (!(o = calloc(1, sizeof *o))) {
         tr__err(TR_ENOMEM, "cluster: owner");
         return NULL;
     }
     snprintf(o->key, sizeof o->key, "%s", key);
     snprintf(o->node, sizeof o->node, "%s", node);
     if (tr__nodeconn_open(cl->sock, cl->max_msg, &o->nc) ||
-        tr__nodeconn_hello_exe(o->nc, "driver", exe, 5000)) {
+        tr__nodeconn_hello_exe(o->nc, "driver", exe, SELF_MS)) {
         tr__nodeconn_close(o->nc);
         free(o);
         return NULL;
     }
+    o->refs = 2; /* the list's and the caller's (only this thread adds owners) */
+    pthread_mutex_lock(&cl->mu);
     o->next = cl->owners;
     cl->owners = o;
-    return o->nc;
+    pthread_mutex_unlock(&cl->mu);
+    return o;
 }
 
-/* Closes the owner connections that match key, or node (either may be NULL): their
- * actors die ("its owner exited"). Caller holds mu. */
+/* Drops the owner connections that match key, or node (either may be NULL): their
+ * actors die ("its owner exited") once nothing uses the connection. Caller holds mu. */
 static void drop_owners(tr__cluster *cl, const char *key, const char *node) {
     for (owner **pp = &cl->owners; *pp;) {
         owner *o = *pp;
         if ((key && strcmp(o->key, key) == 0) || (node && strcmp(o->node, node) == 0)) {
             *pp = o->next;
             TR_LOG_INFO("CLUSTER-OWNER", "the actors of %s here go: their owner is gone", o->key);
-            tr__nodeconn_close(o->nc);
-            free(o);
+            owner_put(o);
         } else {
             pp = &o->next;
         }
@@ -375,12 +399,15 @@ static int op_create(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
         tr__enc_str(&b, "name");
         tr__enc_strn(&b, name, nn);
     }
-    pthread_mutex_lock(&cl->mu);
-    tr__nodeconn *nc = b.oom ? NULL : owner_conn(cl, key, node, exe);
+    owner *o = b.oom ? NULL : owner_get(cl, key, node, exe);
     tr__reply r;
-    rc = nc ? tr__nodeconn_call(nc, TR__MSG_ACTOR_CREATE, &b, 5000, &r)
-            : (b.oom ? tr__err(TR_ENOMEM, "cluster") : TR_ECONNECT);
-    pthread_mutex_unlock(&cl->mu);
+    rc = o ? tr__nodeconn_call(o->nc, TR__MSG_ACTOR_CREATE, &b, SELF_MS, &r)
+           : (b.oom ? tr__err(TR_ENOMEM, "cluster") : TR_ECONNECT);
+    if (o) {
+        pthread_mutex_lock(&cl->mu);
+        owner_put(o);
+        pthread_mutex_unlock(&cl->mu);
+    }
     tr__buf_free(&b);
     if (rc) return rc;
     uint8_t id[16];
@@ -460,7 +487,7 @@ static int op_place(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
     } else {
         tr__buf fwd = TR__BUF_INIT; /* the same request, as a "create" */
         reencode(req, "op", "create", &fwd);
-        rc = call_peer(cl, address, &fwd, PEER_MS, &r);
+        rc = call_peer(cl, address, &fwd, PLACE_MS, 0, &r);
         tr__buf_free(&fwd);
     }
     uint8_t id[16];
@@ -569,7 +596,7 @@ static int locate(tr__cluster *cl, const uint8_t *id, char *address, size_t cap)
     tr__enc_str(&q, "where");
     tr__enc_str(&q, "id");
     tr__enc_bin(&q, id, 16);
-    int rc = call_peer(cl, head, &q, PEER_MS, &a);
+    int rc = call_peer(cl, head, &q, PEER_MS, 1, &a);
     tr__dec d;
     if (!rc && !(rc = tr__dec_init(&d, a.data, a.len))) {
         rc = get_field(d.root, "address", address, cap);
@@ -579,6 +606,25 @@ static int locate(tr__cluster *cl, const uint8_t *id, char *address, size_t cap)
     tr__buf_free(&a);
     if (!rc) remember(cl, id, address, 0);
     return rc;
+}
+
+/* Whether the head counts the node at address lost (or forgotten, or the head itself is
+ * out of reach): an actor there that cannot be reached is dead, not just late. */
+static int node_lost(tr__cluster *cl, const char *address) {
+    int lost = 1;
+    pthread_mutex_lock(&cl->mu);
+    if (cl->head) {
+        for (int i = 0; i < cl->n; i++)
+            if (strcmp(cl->nodes[i].address, address) == 0) lost = !cl->nodes[i].alive;
+    } else if (cl->head_alive && cl->nodes_json) {
+        char pat[200];
+        snprintf(pat, sizeof pat, "\"address\":\"%s\"", address);
+        const char *at = strstr(cl->nodes_json, pat);
+        const char *alive = at ? strstr(at, "\"alive\":") : NULL;
+        if (alive) lost = strncmp(alive + 8, "true", 4) != 0;
+    }
+    pthread_mutex_unlock(&cl->mu);
+    return lost;
 }
 
 static int closing(tr__cluster *cl) {
@@ -617,7 +663,7 @@ static void run_create(tr__cluster *cl, job *j) {
     pthread_mutex_lock(&cl->mu);
     snprintf(head, sizeof head, "%s", cl->head ? cl->address : cl->head_addr);
     pthread_mutex_unlock(&cl->mu);
-    int rc = call_peer(cl, head, &q, PEER_MS * 2, &a);
+    int rc = call_peer(cl, head, &q, PLACE_WAIT_MS, 0, &a);
     uint8_t id[16];
     char address[128];
     tr__dec d;
@@ -666,7 +712,7 @@ static void run_on_node(tr__cluster *cl, job *j) {
             tr__enc_str(&q, "no_restart");
             tr__enc_int(&q, j->no_restart);
         }
-        rc = call_peer(cl, address, &q, PEER_MS, &a);
+        rc = call_peer(cl, address, &q, PEER_MS, 1, &a);
         tr__buf_free(&q);
         tr__dec d;
         int decoded = !rc && tr__dec_init(&d, a.data, a.len) == 0;
@@ -689,9 +735,12 @@ static void run_on_node(tr__cluster *cl, job *j) {
         const char *reason = NULL;
         size_t rn = 0;
         char unreachable[800];
-        if (rc) {
-            snprintf(unreachable, sizeof unreachable, "its node at %s cannot be reached: %s",
-                     address, why);
+        if (rc && !node_lost(cl, address)) { /* late, maybe: asked again, unless time is up */
+            state = TR__ACTOR_RESTARTING;
+        } else if (rc) {
+            snprintf(unreachable, sizeof unreachable,
+                     "its node at %s cannot be reached and the cluster counts it lost: %s", address,
+                     why);
             reason = unreachable;
             rn = strlen(unreachable);
         } else if (tr__get_int(d.root, "state", &state) || tr__get_uint(d.root, "inc", &inc)) {
@@ -741,7 +790,7 @@ static void run_by_name(tr__cluster *cl, job *j) {
     pthread_mutex_lock(&cl->mu);
     snprintf(head, sizeof head, "%s", cl->head ? cl->address : cl->head_addr);
     pthread_mutex_unlock(&cl->mu);
-    int rc = call_peer(cl, head, &q, PEER_MS, &a);
+    int rc = call_peer(cl, head, &q, PEER_MS, 1, &a);
     uint8_t id[16];
     char address[128];
     tr__dec d;
@@ -776,7 +825,7 @@ static void *job_main(void *arg) {
         tr__enc_str(&q, "owner_gone");
         tr__enc_str(&q, "owner");
         tr__enc_str(&q, j->owner_key);
-        if (call_peer(cl, j->address, &q, PEER_MS, &a))
+        if (call_peer(cl, j->address, &q, PEER_MS, 1, &a))
             TR_LOG_WARN("CLUSTER-OWNER", "telling %s that %s is gone: %s", j->address, j->owner_key,
                         tr_last_error());
         tr__buf_free(&q);
@@ -825,6 +874,8 @@ static void on_jobs_done(uv_async_t *h) {
         job *n = j->next;
         if (j->c) {
             if (j->reply.len) tr__server_reply(j->c, j->seq, &j->reply);
+            /* its creator left while the actor was being made: it goes too */
+            if (j->type == TR__MSG_ACTOR_CREATE && j->c->closed) tr__cluster_conn_closed(cl, j->c);
             tr__conn_unref(j->c);
         }
         job_free(j);
@@ -833,7 +884,9 @@ static void on_jobs_done(uv_async_t *h) {
 }
 
 int tr__cluster_forward(tr__cluster *cl, int type, tr__conn *c, uint64_t seq, const tr__obj *body) {
-    if (!cl) return 0;
+    /* the node's own connections (the RPC thread's, the relay's, creators' from other
+     * nodes) ask about this node only: forwarding them could come back here */
+    if (!cl || c->pid == getpid()) return 0;
     job *j = calloc(1, sizeof *j);
     if (!j) return 0;
     j->cl = cl;
@@ -874,8 +927,8 @@ fail:
 
 void tr__cluster_conn_closed(tr__cluster *cl, tr__conn *c) {
     if (!cl) return;
-    char addrs[8][sizeof(((ractor *)0)->address)];
-    int n = 0;
+    /* its actors' records leave the list; each node that has some is told once */
+    ractor *mine = NULL;
     pthread_mutex_lock(&cl->mu);
     for (ractor **pp = &cl->remote; *pp;) {
         ractor *r = *pp;
@@ -883,21 +936,34 @@ void tr__cluster_conn_closed(tr__cluster *cl, tr__conn *c) {
             pp = &r->next;
             continue;
         }
-        int k = 0;
-        while (k < n && strcmp(addrs[k], r->address) != 0)
-            k++;
-        if (k == n && n < 8) snprintf(addrs[n++], sizeof addrs[0], "%s", r->address);
         *pp = r->next;
-        free(r);
+        ractor *seen = mine;
+        while (seen && strcmp(seen->address, r->address) != 0)
+            seen = seen->next;
+        if (seen) {
+            free(r);
+        } else {
+            r->next = mine;
+            mine = r;
+        }
     }
     pthread_mutex_unlock(&cl->mu);
-    for (int k = 0; k < n; k++) {
+    while (mine) {
+        ractor *r = mine;
+        mine = r->next;
         job *j = calloc(1, sizeof *j);
-        if (!j) break;
-        j->cl = cl;
-        snprintf(j->owner_key, sizeof j->owner_key, "%s/%llu", cl->id, (unsigned long long)c->id);
-        snprintf(j->address, sizeof j->address, "%.127s", addrs[k]);
-        if (!start_job(cl, j)) job_free(j);
+        if (j) {
+            j->cl = cl;
+            snprintf(j->owner_key, sizeof j->owner_key, "%s/%llu", cl->id,
+                     (unsigned long long)c->id);
+            snprintf(j->address, sizeof j->address, "%s", r->address);
+            if (!start_job(cl, j)) { /* closing: the head's sweep will say this node is lost */
+                TR_LOG_WARN("CLUSTER-OWNER", "cannot tell %s that %s is gone", r->address,
+                            j->owner_key);
+                job_free(j);
+            }
+        }
+        free(r);
     }
 }
 
@@ -1211,10 +1277,6 @@ int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *tot
     pthread_cond_init(&cl->jobs_cv, NULL);
     cl->head = !cfg->cluster_head;
     cl->loop = loop;
-    if (loop && uv_async_init(loop, &cl->async, on_jobs_done) == 0) {
-        cl->async.data = cl;
-        cl->async_live = 1;
-    }
     cl->max_msg = cfg->max_msg;
     uint8_t rnd[8];
     tr__random_bytes(rnd, sizeof rnd);
@@ -1298,12 +1360,14 @@ int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *tot
         rc = tr__err(TR_ENOMEM, "cluster: no thread");
     if (rc) {
         cl->thread = 0;
-        if (cl->async_live) { /* a loop that never runs again still releases it */
-            cl->async_live = 0;
-            uv_close((uv_handle_t *)&cl->async, NULL);
-        }
         tr__cluster_stop(cl);
         return rc;
+    }
+    /* last: nothing fails after it (a handle of a loop that outlives cl must be closed
+     * by tr__cluster_close, from the loop) */
+    if (loop && uv_async_init(loop, &cl->async, on_jobs_done) == 0) {
+        cl->async.data = cl;
+        cl->async_live = 1;
     }
     *out = cl;
     return 0;
@@ -1349,8 +1413,7 @@ void tr__cluster_stop(tr__cluster *cl) {
     while (cl->owners) {
         owner *o = cl->owners;
         cl->owners = o->next;
-        tr__nodeconn_close(o->nc);
-        free(o);
+        owner_put(o);
     }
     for (ractor *r = cl->remote, *n; r; r = n) {
         n = r->next;

@@ -1,0 +1,189 @@
+/* tests/relay_test.cc - a node's relay (actor/relay.h) against callers that misbehave:
+ * a real node (embedded, listening for other nodes on loopback with a token) and an
+ * actor on it, reached over a raw core/rpc stream that speaks the link's messages
+ * (actor/remote.h) by hand. A call goes through and its result comes back; anything
+ * but CALL frames ends that connection with a reason and reaches no worker; short,
+ * unknown-kind and stale-generation messages are dropped; an unknown actor gets EOF; a
+ * wrong token is refused; and the actor is still fine for a proper caller afterwards. */
+#include <gtest/gtest.h>
+
+#include <stdint.h>
+#include <string.h>
+
+#include <string>
+
+#include "tests/test_actors.h"
+
+extern "C" {
+#include "actor/protocol.h"
+#include "actor/remote.h"
+#include "core/buf.h"
+#include "core/frame.h"
+#include "core/rpc.h"
+#include "core/status.h"
+}
+
+namespace {
+
+class Relay : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        tr_config *cfg = test_config_with({{"cluster_port", "0"}, {"cluster_token", "tok"}});
+        ASSERT_EQ(tr_init(cfg, &rt), 0) << tr_last_error();
+        tr_config_destroy(cfg);
+        ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "r", 1, &actor), 0);
+        ASSERT_EQ(tr_actor_wait_ready(rt, actor, 20000), 0);
+        char *json = nullptr;
+        ASSERT_EQ(tr_node_status(rt, &json), 0);
+        std::string s = json;
+        tr_free(json);
+        size_t at = s.find("\"address\":\"127.0.0.1:");
+        ASSERT_NE(at, std::string::npos) << s;
+        address = s.substr(at + 11, s.find('"', at + 11) - at - 11);
+    }
+    void TearDown() override {
+        if (st) tr__rpc_stream_close(st);
+        if (client) tr__rpc_client_destroy(client);
+        tr_shutdown(rt);
+    }
+
+    void open(const char *token) {
+        ASSERT_EQ(tr__rpc_client_create(address.c_str(), token, 64 << 20, &client), 0);
+        ASSERT_EQ(tr__rpc_stream_open(client, &st), 0);
+    }
+    void send(int kind, const tr_actor_id &id, uint32_t gen, const std::string &payload) {
+        std::string m(1, (char)kind);
+        m.append((const char *)id.b, 16);
+        m.append((const char *)&gen, 4);
+        m += payload;
+        ASSERT_EQ(tr__rpc_stream_send(st, m.data(), m.size()), 0);
+    }
+    static std::string call_frame(uint64_t seq, const char *method, int64_t arg) {
+        tr__buf b = TR__BUF_INIT;
+        tr__call_frame(&b, seq, method, &arg, sizeof arg, nullptr, 0);
+        std::string f(b.data + b.off, tr__buf_avail(&b));
+        tr__buf_free(&b);
+        return f;
+    }
+    /* The next message: kind, generation and payload; false on a timeout or the end. */
+    bool next(int *kind, uint32_t *gen, std::string *payload, int ms = 5000) {
+        tr__buf b = TR__BUF_INIT;
+        int rc = tr__rpc_stream_recv(st, ms, &b);
+        bool ok = rc == 0 && tr__buf_avail(&b) >= TR__REMOTE_HDR;
+        if (ok) {
+            const char *p = b.data + b.off;
+            *kind = (unsigned char)p[0];
+            memcpy(gen, p + 17, 4);
+            payload->assign(p + TR__REMOTE_HDR, tr__buf_avail(&b) - TR__REMOTE_HDR);
+        }
+        tr__buf_free(&b);
+        return ok;
+    }
+    /* Reads DATA messages of generation gen until one whole RESULT frame is in: its rc and
+     * int64 value. */
+    bool result(uint32_t gen, uint64_t seq, int *rc, int64_t *v) {
+        std::string acc;
+        for (int i = 0; i < 100; i++) {
+            int kind;
+            uint32_t g;
+            std::string p;
+            if (!next(&kind, &g, &p)) return false;
+            if (kind != TR__REMOTE_DATA || g != gen) continue;
+            acc += p;
+            tr__buf b = TR__BUF_INIT;
+            tr__buf_append(&b, acc.data(), acc.size());
+            tr__frame_hdr h;
+            const char *body;
+            int r = tr__frame_parse(&b, 1 << 20, &h, &body);
+            bool done = false;
+            if (r == 1 && h.type == TR__MSG_RESULT && h.seq == seq) {
+                const void *data;
+                size_t n;
+                int is_ref = 0;
+                done = tr__result_parse(body, h.len, rc, &data, &n, &is_ref) == 0 && n == 8;
+                if (done) memcpy(v, data, 8);
+            }
+            tr__buf_free(&b);
+            if (r < 0) return false;
+            if (done) return true;
+        }
+        return false;
+    }
+
+    tr_runtime *rt = nullptr;
+    tr_actor_id actor;
+    std::string address;
+    tr__rpc_client *client = nullptr;
+    tr__rpc_stream *st = nullptr;
+};
+
+TEST_F(Relay, CallsGoThroughAndAnythingElseIsRefused) {
+    open("tok");
+    /* a call, as a caller on another node makes it */
+    send(TR__REMOTE_DATA, actor, 1, call_frame(1, "add", 5));
+    int rc = -1;
+    int64_t v = 0;
+    ASSERT_TRUE(result(1, 1, &rc, &v));
+    EXPECT_EQ(rc, 0);
+    EXPECT_EQ(v, 5);
+    /* its CALL frame cut in three messages still makes one call */
+    std::string f = call_frame(2, "add", 2);
+    send(TR__REMOTE_DATA, actor, 1, f.substr(0, 3));
+    send(TR__REMOTE_DATA, actor, 1, f.substr(3, 15));
+    send(TR__REMOTE_DATA, actor, 1, f.substr(18));
+    ASSERT_TRUE(result(1, 2, &rc, &v));
+    EXPECT_EQ(v, 7);
+
+    /* a CALLER frame (it would point the worker at another process's store): the
+     * connection ends with a reason, and the frame reaches no worker */
+    tr__buf b = TR__BUF_INIT;
+    tr__caller_frame(&b, 0);
+    send(TR__REMOTE_DATA, actor, 2, std::string(b.data + b.off, tr__buf_avail(&b)));
+    tr__buf_free(&b);
+    int kind;
+    uint32_t gen;
+    std::string p;
+    ASSERT_TRUE(next(&kind, &gen, &p));
+    EXPECT_EQ(kind, TR__REMOTE_EOF);
+    EXPECT_EQ(gen, 2u);
+    EXPECT_NE(p.find("other than CALL frames"), std::string::npos) << p;
+    /* ...and what still comes for that generation is dropped (no answer) */
+    send(TR__REMOTE_DATA, actor, 2, call_frame(1, "add", 100));
+    /* garbage bytes (a bad frame header) end generation 3 the same way */
+    send(TR__REMOTE_DATA, actor, 3, std::string(40, '\xff'));
+    ASSERT_TRUE(next(&kind, &gen, &p));
+    EXPECT_EQ(kind, TR__REMOTE_EOF);
+    EXPECT_EQ(gen, 3u);
+    /* short messages and unknown kinds are dropped */
+    ASSERT_EQ(tr__rpc_stream_send(st, "\x01xyz", 4), 0);
+    send(9, actor, 1, call_frame(3, "add", 1000));
+    /* an actor nobody knows: EOF with the reason */
+    tr_actor_id nobody;
+    memset(nobody.b, 0x5a, 16);
+    send(TR__REMOTE_DATA, nobody, 4, call_frame(1, "add", 1));
+    ASSERT_TRUE(next(&kind, &gen, &p));
+    EXPECT_EQ(kind, TR__REMOTE_EOF);
+    EXPECT_EQ(gen, 4u);
+    EXPECT_NE(p.find("no such actor"), std::string::npos) << p;
+    /* generation 1 went on untouched: the dropped messages never ran (7 + 1 = 8) */
+    send(TR__REMOTE_DATA, actor, 1, call_frame(3, "add", 1));
+    ASSERT_TRUE(result(1, 3, &rc, &v));
+    EXPECT_EQ(v, 8);
+    /* and the actor answers a proper caller */
+    int64_t out = 0;
+    EXPECT_EQ(call_i64(rt, actor, "add", 2, &out), 0);
+    EXPECT_EQ(out, 10);
+}
+
+TEST_F(Relay, AWrongTokenIsRefused) {
+    open("wrong");
+    send(TR__REMOTE_DATA, actor, 1, call_frame(1, "add", 5));
+    tr__buf b = TR__BUF_INIT;
+    EXPECT_EQ(tr__rpc_stream_recv(st, 5000, &b), TR_EPERM);
+    tr__buf_free(&b);
+    int64_t out = 0;
+    EXPECT_EQ(call_i64(rt, actor, "add", 0, &out), 0);
+    EXPECT_EQ(out, 0); /* the refused call never ran */
+}
+
+} // namespace
