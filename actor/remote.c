@@ -1,7 +1,7 @@
 /* actor/remote.c - see remote.h.
  *
  * Each actor registered on a link has a socketpair: the caller reads one end, the link's
- * receive thread writes the actor's RESULT bytes into the other. The receive thread
+ * stream thread (core/rpc's, in on_msg) writes the actor's RESULT bytes into the other. It
  * writes without the link's lock (a full socket waits for the caller's reader, who may
  * need the lock to send), holding a reference on the entry instead. A link that ends
  * shuts every entry's write end (the caller reads EOF) and leaves the registry, so the
@@ -34,7 +34,7 @@ typedef struct entry {
     uint8_t id[16];
     uint32_t gen; /* this opening's, in every message */
     int wfd;      /* the write end; -1 once shut */
-    int refs;     /* the receive thread writing to it */
+    int refs;     /* the stream thread writing to it */
     int gone;     /* the caller closed it: freed when refs drops to 0 */
 } entry;
 
@@ -43,7 +43,7 @@ struct tr__rlink {
     char address[160];
     tr__rpc_client *client;
     tr__rpc_stream *st;
-    pthread_t thread;
+    tr__rpc_stream_handlers h;
     int dead; /* the stream ended */
     int stop;
     char why[300];
@@ -120,72 +120,74 @@ static int write_all(tr__rlink *l, int fd, const char *data, size_t len) {
     return 0;
 }
 
-static void *recv_main(void *arg) {
-    tr__rlink *l = arg;
+/* The link's stream thread: a message from the node (no hand-off: its RESULT bytes go
+ * into the actor's socketpair from here). */
+static void on_msg(void *ctx, tr__rpc_stream *st, const void *msg, size_t n) {
+    (void)st;
+    tr__rlink *l = ctx;
     tr__remotes *r = l->r;
-    tr__buf m = TR__BUF_INIT;
-    char why[300] = "";
-    for (;;) {
-        tr__buf_reset(&m);
-        int rc = tr__rpc_stream_recv(l->st, RECV_SLICE_MS, &m);
-        if (__atomic_load_n(&l->stop, __ATOMIC_RELAXED)) break;
-        if (rc == TR_ETIMEDOUT) continue;
-        if (rc) {
-            snprintf(why, sizeof why, "the link to node %s ended: %s", l->address,
-                     rc == TR_ECLOSED ? "closed" : tr_last_error());
-            break;
-        }
-        const unsigned char *p = (const unsigned char *)m.data + m.off;
-        size_t n = tr__buf_avail(&m);
-        uint32_t gen = 0;
-        if (n >= TR__REMOTE_HDR) memcpy(&gen, p + 17, 4); /* (little-endian hosts) */
-        if (n < TR__REMOTE_HDR || (p[0] != TR__REMOTE_DATA && p[0] != TR__REMOTE_EOF)) {
-            snprintf(why, sizeof why, "node %s sent a malformed message (%zu bytes)", l->address,
-                     n);
-            break;
-        }
-        pthread_mutex_lock(&r->mu);
-        entry *e = tr__idmap_get(&l->entries, tr__id_key(p + 1));
-        if (e && (memcmp(e->id, p + 1, 16) != 0 || e->gen != gen || e->gone || e->wfd < 0))
-            e = NULL; /* an earlier opening's bytes, or one the caller let go of: dropped */
-        if (e && p[0] == TR__REMOTE_EOF) { /* the actor's connection there ended */
-            char hex[33];
-            tr__hex(e->id, 16, hex);
-            TR_LOG_DEBUG("REMOTE-EOF", "actor %s on %s: %.*s", hex, l->address,
-                         (int)(n - TR__REMOTE_HDR > 200 ? 200 : n - TR__REMOTE_HDR),
-                         (const char *)p + TR__REMOTE_HDR);
-            if (e->refs == 0) {
-                close(e->wfd);
-                e->wfd = -1;
-            }
-            e = NULL;
-        }
-        if (e) e->refs++;
-        int fd = e ? e->wfd : -1;
+    const unsigned char *p = msg;
+    uint32_t gen = 0;
+    if (n >= TR__REMOTE_HDR) memcpy(&gen, p + 17, 4); /* (little-endian hosts) */
+    pthread_mutex_lock(&r->mu);
+    if (l->dead) {
         pthread_mutex_unlock(&r->mu);
-        if (!e) continue; /* results for an actor the caller let go of: dropped */
-        int wr = write_all(l, fd, (const char *)p + TR__REMOTE_HDR, n - TR__REMOTE_HDR);
-        pthread_mutex_lock(&r->mu);
-        if (wr && !e->gone && e->wfd >= 0) { /* the reader is gone or stuck: end it */
+        return;
+    }
+    if (n < TR__REMOTE_HDR || (p[0] != TR__REMOTE_DATA && p[0] != TR__REMOTE_EOF)) {
+        char why[300];
+        snprintf(why, sizeof why, "node %s sent a malformed message (%zu bytes)", l->address, n);
+        TR_LOG_WARN("REMOTE-LINK", "%s", why);
+        link_end(l, why); /* its actors read EOF; nothing more is taken from it */
+        pthread_mutex_unlock(&r->mu);
+        return;
+    }
+    entry *e = tr__idmap_get(&l->entries, tr__id_key(p + 1));
+    if (e && (memcmp(e->id, p + 1, 16) != 0 || e->gen != gen || e->gone || e->wfd < 0))
+        e = NULL; /* an earlier opening's bytes, or one the caller let go of: dropped */
+    if (e && p[0] == TR__REMOTE_EOF) { /* the actor's connection there ended */
+        char hex[33];
+        tr__hex(e->id, 16, hex);
+        TR_LOG_DEBUG("REMOTE-EOF", "actor %s on %s: %.*s", hex, l->address,
+                     (int)(n - TR__REMOTE_HDR > 200 ? 200 : n - TR__REMOTE_HDR),
+                     (const char *)p + TR__REMOTE_HDR);
+        if (e->refs == 0) {
             close(e->wfd);
             e->wfd = -1;
         }
-        entry_put(e);
-        pthread_mutex_unlock(&r->mu);
+        e = NULL;
     }
-    tr__buf_free(&m);
-    pthread_mutex_lock(&r->mu);
-    if (!why[0]) snprintf(why, sizeof why, "the link to node %s was closed", l->address);
-    if (!l->stop) TR_LOG_WARN("REMOTE-LINK", "%s", why);
-    link_end(l, why);
+    if (e) e->refs++;
+    int fd = e ? e->wfd : -1;
     pthread_mutex_unlock(&r->mu);
-    return NULL;
+    if (!e) return; /* results for an actor the caller let go of: dropped */
+    int wr = write_all(l, fd, (const char *)p + TR__REMOTE_HDR, n - TR__REMOTE_HDR);
+    pthread_mutex_lock(&r->mu);
+    if (wr && !e->gone && e->wfd >= 0) { /* the reader is gone or stuck: end it */
+        close(e->wfd);
+        e->wfd = -1;
+    }
+    entry_put(e);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* The link's stream thread: the stream ended (the node died, the network broke, the
+ * token was refused, or we closed it). */
+static void on_end(void *ctx, tr__rpc_stream *st) {
+    tr__rlink *l = ctx;
+    char reason[240], why[600];
+    int rc = tr__rpc_stream_why(st, reason, sizeof reason);
+    snprintf(why, sizeof why, "the link to node %s ended: %s", l->address,
+             rc == TR_ECLOSED ? "closed" : reason);
+    pthread_mutex_lock(&l->r->mu);
+    if (!l->stop && !l->dead) TR_LOG_WARN("REMOTE-LINK", "%s", why);
+    link_end(l, why);
+    pthread_mutex_unlock(&l->r->mu);
 }
 
 static void link_free(tr__rlink *l) {
     __atomic_store_n(&l->stop, 1, __ATOMIC_RELAXED);
-    if (l->thread) pthread_join(l->thread, NULL);
-    tr__rpc_stream_close(l->st);
+    tr__rpc_stream_close(l->st); /* (joins its thread: on_msg and on_end are over) */
     tr__rpc_client_destroy(l->client);
     size_t pos = 0;
     uint64_t key;
@@ -228,9 +230,10 @@ static int get_link(tr__remotes *r, const char *address, const char *token, tr__
     l->r = r;
     snprintf(l->address, sizeof l->address, "%s", address);
     int rc = tr__rpc_client_create(address, token, r->max_msg, &l->client);
-    if (!rc) rc = tr__rpc_stream_open(l->client, &l->st);
-    if (!rc && pthread_create(&l->thread, NULL, recv_main, l) != 0)
-        rc = tr__err(TR_ENOMEM, "remote link: no thread");
+    l->h.on_msg = on_msg;
+    l->h.on_end = on_end;
+    l->h.ctx = l;
+    if (!rc) rc = tr__rpc_stream_open_cb(l->client, &l->h, &l->st);
     if (rc) {
         char why[300];
         snprintf(why, sizeof why, "%s", tr_last_error());
@@ -331,8 +334,8 @@ void tr__remote_close(tr__remotes *r, tr__rlink *l, const uint8_t id[16]) {
         entry_put(e);
     }
     int dead = l->dead;
-    /* an ended link goes with its last actor (its receive thread has finished or is
-     * finishing: it takes no entry after the link ended) */
+    /* an ended link goes with its last actor (its stream thread takes no entry after
+     * the link ended) */
     int free_it = dead && !l->freeing && l->entries.count == 0;
     if (free_it) {
         l->freeing = 1;

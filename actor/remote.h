@@ -18,9 +18,9 @@
  * To actor/calls.c a remote actor looks like a worker socket: tr__remote_open gives a
  * descriptor whose reads are the actor's RESULT bytes and whose end of file is the end of
  * the actor's connection or of the whole link (the node died, the network broke, the
- * token was refused); its writes go through tr__remote_send. A thread per link receives.
- * A link that ended is freed once its last actor is closed.
- * Thread safety: every function may be called from any thread.
+ * token was refused); its writes go through tr__remote_send. The link's stream thread (core/rpc)
+ * delivers, with no hand-off. A link that ended is freed once its last actor is closed. Thread
+ * safety: every function may be called from any thread.
  */
 #ifndef TR_ACTOR_REMOTE_H
 #define TR_ACTOR_REMOTE_H
@@ -35,7 +35,7 @@ typedef struct tr__remotes tr__remotes;
 typedef struct tr__rlink tr__rlink;
 
 int tr__remotes_create(size_t max_msg, tr__remotes **out);
-/* Closes every link (their receive threads end) and frees. NULL: no-op. */
+/* Closes every link (their stream threads end) and frees. NULL: no-op. */
 void tr__remotes_destroy(tr__remotes *r);
 
 /* Registers actor id on the link to the node at address ("HOST:PORT", reached with

@@ -969,6 +969,35 @@ void tr__cluster_conn_closed(tr__cluster *cl, tr__conn *c) {
 
 void tr__cluster_close(tr__cluster *cl) {
     if (!cl) return;
+    /* the actors this node's creators have elsewhere go with it: each node that has some
+     * is told (the head would count this node lost in a few seconds anyway) */
+    pthread_mutex_lock(&cl->mu);
+    ractor *mine = NULL;
+    for (ractor **pp = &cl->remote; *pp;) {
+        ractor *r = *pp, *seen = mine;
+        while (seen && strcmp(seen->address, r->address) != 0)
+            seen = seen->next;
+        *pp = r->next;
+        if (r->owner && !seen) {
+            r->next = mine;
+            mine = r;
+        } else {
+            free(r);
+        }
+    }
+    pthread_mutex_unlock(&cl->mu);
+    while (mine) {
+        ractor *r = mine;
+        mine = r->next;
+        job *j = calloc(1, sizeof *j);
+        if (j) {
+            j->cl = cl;
+            snprintf(j->owner_key, sizeof j->owner_key, "%s/*", cl->id);
+            snprintf(j->address, sizeof j->address, "%s", r->address);
+            if (!start_job(cl, j)) job_free(j);
+        }
+        free(r);
+    }
     pthread_mutex_lock(&cl->mu);
     cl->closing = 1;
     while (cl->jobs > 0)
@@ -1013,8 +1042,11 @@ static int handle(void *ctx, const void *req, size_t len, tr__buf *reply) {
     else if (strcmp(op, "owner_gone") == 0) {
         char key[64];
         if (!(any = get_field(d.root, "owner", key, sizeof key))) {
+            size_t kn = strlen(key); /* "<node>/" "*": every creator on that node */
+            int all = kn > 2 && strcmp(key + kn - 2, "/*") == 0;
+            if (all) key[kn - 2] = '\0';
             pthread_mutex_lock(&cl->mu);
-            drop_owners(cl, key, NULL);
+            drop_owners(cl, all ? NULL : key, all ? key : NULL);
             pthread_mutex_unlock(&cl->mu);
             tr__enc_map(reply, 0);
         }

@@ -566,7 +566,7 @@ struct tr__rpc_stream {
     size_t rq_bytes;
     int recv_paused; /* a client's: rq is full; its reader re-arms the receive */
     int half_closed; /* a server's: the client sent all; the status follows the replies */
-    const tr__rpc_stream_handlers *h; /* a server's: the handlers it came with */
+    const tr__rpc_stream_handlers *h; /* a server's handlers, or a callback client's */
     /* a client's */
     grpc_metadata auth;
     grpc_metadata_array md_in, md_trail;
@@ -765,7 +765,23 @@ static void *client_loop(void *arg) {
             st->refs--;
             grpc_byte_buffer *in = st->in;
             st->in = NULL;
-            if (ev.success && in) {
+            if (ev.success && in && st->h) { /* a callback stream: on_msg, here */
+                tr__buf b = TR__BUF_INIT;
+                int rc = read_all(in, &b);
+                grpc_byte_buffer_destroy(in);
+                in = NULL;
+                if (!rc && !b.oom && !st->ended) {
+                    pthread_mutex_unlock(&st->mu);
+                    st->h->on_msg(st->h->ctx, st, b.data, b.len);
+                    pthread_mutex_lock(&st->mu);
+                    if (!st->ended && start_recv(st, 0) != 0) grpc_call_cancel(st->call, NULL);
+                } else if (rc || b.oom) { /* never a silent gap in an ordered stream */
+                    st->code = tr__err(TR_ENOMEM, "rpc stream: no room for a message received");
+                    snprintf(st->why, sizeof st->why, "%s", tr_last_error());
+                    grpc_call_cancel(st->call, NULL);
+                }
+                tr__buf_free(&b);
+            } else if (ev.success && in) {
                 tr__buf b = TR__BUF_INIT;
                 rmsg *m = NULL;
                 if (read_all(in, &b) == 0 && !b.oom) m = malloc(sizeof *m + b.len);
@@ -813,6 +829,11 @@ static void *client_loop(void *arg) {
             gpr_free(d);
             st->ended = 1;
             pthread_cond_broadcast(&st->cv);
+            if (st->h && st->h->on_end) { /* once: S_END comes once */
+                pthread_mutex_unlock(&st->mu);
+                st->h->on_end(st->h->ctx, st);
+                pthread_mutex_lock(&st->mu);
+            }
         }
         int shut = st->refs == 0 && !st->cq_shut;
         if (shut) st->cq_shut = 1;
@@ -823,11 +844,17 @@ static void *client_loop(void *arg) {
 }
 
 int tr__rpc_stream_open(tr__rpc_client *c, tr__rpc_stream **out) {
-    if (!c || !out) return tr__err(TR_EINVAL, "rpc stream: NULL argument");
+    return tr__rpc_stream_open_cb(c, NULL, out);
+}
+
+int tr__rpc_stream_open_cb(tr__rpc_client *c, const tr__rpc_stream_handlers *h,
+                           tr__rpc_stream **out) {
+    if (!c || !out || (h && !h->on_msg)) return tr__err(TR_EINVAL, "rpc stream: NULL argument");
     *out = NULL;
     tr__rpc_stream *st = calloc(1, sizeof *st);
     if (!st) return tr__err(TR_ENOMEM, "rpc stream");
     stream_init(st, c->max_msg);
+    st->h = h;
     st->cq = grpc_completion_queue_create_for_next(NULL);
     grpc_slice method = grpc_slice_from_static_string(STREAM_METHOD);
     st->call = grpc_channel_create_call(c->ch, NULL, GRPC_PROPAGATE_DEFAULTS, st->cq, method, NULL,
@@ -922,7 +949,8 @@ int tr__rpc_stream_send(tr__rpc_stream *st, const void *msg, size_t len) {
 
 int tr__rpc_stream_recv(tr__rpc_stream *st, int timeout_ms, tr__buf *msg) {
     if (!st || !msg) return tr__err(TR_EINVAL, "rpc stream recv: NULL argument");
-    if (st->srv) return tr__err(TR_EINVAL, "rpc stream recv: a server's messages come to on_msg");
+    if (st->srv || st->h)
+        return tr__err(TR_EINVAL, "rpc stream recv: this stream's messages come to on_msg");
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
     if (timeout_ms >= 0) {
@@ -954,6 +982,14 @@ int tr__rpc_stream_recv(tr__rpc_stream *st, int timeout_ms, tr__buf *msg) {
         rc = tr__err(st->code ? st->code : TR_ECLOSED, "%s",
                      st->why[0] ? st->why : "rpc stream: ended");
     }
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
+int tr__rpc_stream_why(tr__rpc_stream *st, char *why, size_t cap) {
+    pthread_mutex_lock(&st->mu);
+    int rc = st->ended ? (st->code ? st->code : TR_ECLOSED) : 0;
+    if (cap) snprintf(why, cap, "%s", st->why[0] ? st->why : rc ? "rpc stream: ended" : "");
     pthread_mutex_unlock(&st->mu);
     return rc;
 }

@@ -71,6 +71,15 @@ typedef struct tr__rpc_stream_handlers {
 /* Takes streams from now on (before: refused as an unknown method); h must outlive s. */
 void tr__rpc_server_on_stream(tr__rpc_server *s, const tr__rpc_stream_handlers *h);
 int tr__rpc_stream_open(tr__rpc_client *c, tr__rpc_stream **out);
+/* A client stream whose messages go to h->on_msg, in order, on the stream's own thread
+ * (the one that takes its completions: no hand-off), and whose end goes to h->on_end,
+ * once; tr__rpc_stream_recv is refused on it. A callback that waits holds back this
+ * stream's receives (HTTP/2 flow control stops the sender) and its sends' completions;
+ * it must not wait for tr__rpc_stream_close. h must outlive the stream. */
+int tr__rpc_stream_open_cb(tr__rpc_client *c, const tr__rpc_stream_handlers *h,
+                           tr__rpc_stream **out);
+/* Whether the stream ended (0: not yet), and why: the code recv would give, its text. */
+int tr__rpc_stream_why(tr__rpc_stream *st, char *why, size_t cap);
 int tr__rpc_stream_send(tr__rpc_stream *st, const void *msg, size_t len);
 int tr__rpc_stream_recv(tr__rpc_stream *st, int timeout_ms, tr__buf *msg);
 void tr__rpc_stream_close(tr__rpc_stream *st);
