@@ -130,6 +130,38 @@ struct tr__actors {
     size_t max_msg;
 };
 
+/* The store's puller (objectstore/client.h): an object another node made is copied here
+ * from that node, over this process's link to it. */
+static int pull_object(void *ctx, tr_ref ref, int timeout_ms) {
+    tr__actors *a = ctx;
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 1);
+    tr__enc_str(&b, "num");
+    tr__enc_uint(&b, tr__ref_node(&ref));
+    tr__reply r;
+    int rc = tr__nodeconn_call(a->node, TR__MSG_NODE_WHERE, &b, 5000, &r);
+    tr__buf_free(&b);
+    if (rc)
+        return rc == TR_ECONNECT || rc == TR_ETIMEDOUT
+                   ? rc
+                   : tr__err(TR_EOBJECT_LOST, "%s", tr_last_error());
+    const char *p, *t;
+    size_t n, tn;
+    char address[160], token[256];
+    rc = tr__get_str(r.root, "address", &p, &n);
+    if (!rc) rc = tr__get_str(r.root, "token", &t, &tn);
+    if (!rc && (n >= sizeof address || tn >= sizeof token))
+        rc = tr__err(TR_EPROTO, "node_where: too long");
+    if (!rc) {
+        memcpy(address, p, n);
+        address[n] = '\0';
+        memcpy(token, t, tn);
+        token[tn] = '\0';
+    }
+    tr__reply_free(&r);
+    return rc ? rc : tr__remote_pull(a->remotes, address, token, a->objects, ref.b, timeout_ms);
+}
+
 int tr__actors_create(tr__nodeconn *node, tr__objects *objects, size_t max_msg, tr__actors **out) {
     *out = NULL;
     tr__actors *a = calloc(1, sizeof *a);
@@ -158,6 +190,7 @@ int tr__actors_create(tr__nodeconn *node, tr__objects *objects, size_t max_msg, 
     a->node = node;
     a->objects = objects;
     a->max_msg = max_msg;
+    if (objects) tr__objects_set_puller(objects, pull_object, a);
     do { /* bit 63 clear: b[15]'s top bit marks object refs (objectstore/client.h) */
         tr__random_bytes(&a->tag, sizeof a->tag);
         a->tag &= ~(1ull << 63);

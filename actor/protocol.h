@@ -10,6 +10,8 @@
  *   WORKER_START {id}      (worker, first thing)               -> {class, args, inc, path}
  *   WORKER_READY {id, inc} (constructor ran, listening)        -> {}
  *   WORKER_FAILED {id, inc, msg}                               -> {}
+ *   NODE_WHERE {num}  (a node of the cluster, by number: to pull its objects)
+ *                                                              -> {address, token}
  * Direct messages (caller <-> worker socket; the hot path):
  *   CALLER body = msgpack [client:int], the caller's object store index, sent once, first
  *   CALL   body = msgpack [method:str, args:bin], or with arguments passed by reference
@@ -39,6 +41,7 @@ enum {
     TR__MSG_WORKER_READY = 69,
     TR__MSG_WORKER_FAILED = 70,
     TR__MSG_ACTOR_INFO = 71,
+    TR__MSG_NODE_WHERE = 72,
     TR__MSG_CALL = 80,
     TR__MSG_RESULT = 81,
     TR__MSG_CALLER = 82, /* first frame on a call connection: [object store client index] */

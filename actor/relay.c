@@ -72,6 +72,15 @@ struct rstream {
     struct rstream *next;
 };
 
+/* A caller's request for a piece of one of our objects (served by the relay thread). */
+typedef struct objreq {
+    uint64_t serial; /* its stream */
+    uint8_t ref[16];
+    uint32_t req;
+    uint64_t off, len;
+    struct objreq *next;
+} objreq;
+
 struct tr__relay {
     pthread_mutex_t mu;
     char node_path[512];
@@ -83,6 +92,9 @@ struct tr__relay {
     uint64_t next_serial;
     int resolving;
     int holding; /* connections with a result piece held */
+    objreq *objq, *objq_tail;
+    tr__objects *objs;   /* the relay thread's view of our store, for callers' pulls */
+    tr__nodeconn *onode; /* ...and the connection it lives as long as */
     int stop;
     pthread_t thread;
     tr__rpc_stream_handlers h;
@@ -219,7 +231,8 @@ static rconn *find_conn(rstream *s, const uint8_t *id, uint32_t gen) {
 static void on_msg(void *ctx, tr__rpc_stream *st, const void *msg, size_t len) {
     tr__relay *r = ctx;
     const unsigned char *p = msg;
-    if (len < TR__REMOTE_HDR || (p[0] != TR__REMOTE_DATA && p[0] != TR__REMOTE_CLOSE)) {
+    if (len < TR__REMOTE_HDR || (p[0] != TR__REMOTE_DATA && p[0] != TR__REMOTE_CLOSE &&
+                                 (p[0] != TR__REMOTE_OBJ_GET || len != TR__REMOTE_HDR + 16))) {
         TR_LOG_WARN_LIMITED("RELAY-BAD", "a caller sent a malformed message (%zu bytes)", len);
         return;
     }
@@ -230,6 +243,24 @@ static void on_msg(void *ctx, tr__rpc_stream *st, const void *msg, size_t len) {
         s->serial = ++r->next_serial;
         s->next = r->streams;
         r->streams = s;
+    }
+    if (s && p[0] == TR__REMOTE_OBJ_GET) { /* for the relay thread (it reads our store) */
+        objreq *q = calloc(1, sizeof *q);
+        if (q) {
+            q->serial = s->serial;
+            memcpy(q->ref, p + 1, 16);
+            memcpy(&q->req, p + 17, 4);
+            memcpy(&q->off, p + TR__REMOTE_HDR, 8);
+            memcpy(&q->len, p + TR__REMOTE_HDR + 8, 8);
+            if (r->objq_tail)
+                r->objq_tail->next = q;
+            else
+                r->objq = q;
+            r->objq_tail = q;
+            wake(r);
+        }
+        pthread_mutex_unlock(&r->mu);
+        return;
     }
     uint32_t gen;
     memcpy(&gen, p + 17, 4);
@@ -359,6 +390,83 @@ static void on_worker(tr__relay *r, rconn *c, uint32_t events) {
     update_events(r, c);
 }
 
+/* The relay thread's view of our store, on a node connection of its own (a process's
+ * holds live as long as its connection), opened when first needed. Called without mu.
+ * Returns 0 or a code. */
+static int store_view(tr__relay *r) {
+    if (r->objs) return 0;
+    int rc = 0;
+    if (!r->onode && ((rc = tr__nodeconn_open(r->node_path, r->max_msg, &r->onode)) ||
+                      (rc = tr__nodeconn_hello(r->onode, "cli", 0, 5000)))) {
+        tr__nodeconn_close(r->onode);
+        r->onode = NULL;
+        return rc;
+    }
+    return tr__objects_attach(r->onode, &r->objs);
+}
+
+/* [kind][ref][req][payload...] on the stream with that serial, if it is still there.
+ * Returns 0, TR_ENOMEM (the link is full: try again), or another code. Caller holds mu. */
+static int send_obj(tr__relay *r, uint64_t serial, const tr__buf *b) {
+    rstream *s = r->streams;
+    while (s && s->serial != serial)
+        s = s->next;
+    if (!s) return 0; /* its link ended: nobody to answer */
+    return tr__rpc_stream_send(s->st, b->data, b->len);
+}
+
+/* Serves the callers' requests for pieces of our objects: a view of the object (held
+ * while it is copied out), the piece, or why not. Called with mu; drops it meanwhile. */
+static void serve_objects(tr__relay *r) {
+    while (r->objq) {
+        objreq *q = r->objq;
+        r->objq = q->next;
+        if (!r->objq) r->objq_tail = NULL;
+        pthread_mutex_unlock(&r->mu);
+        tr__buf b = TR__BUF_INIT;
+        unsigned char k = TR__REMOTE_OBJ_DATA;
+        tr__buf_append(&b, &k, 1);
+        tr__buf_append(&b, q->ref, 16);
+        tr__buf_append(&b, &q->req, 4);
+        tr_ref ref;
+        memcpy(ref.b, q->ref, 16);
+        const void *data = NULL;
+        size_t size = 0;
+        int rc = !tr__ref_is_object(&ref) ? tr__err(TR_EINVAL, "not an object ref")
+                 : store_view(r)          ? tr__err(TR_EOBJECT_LOST, "the store is out of reach")
+                                          : tr__objects_get(r->objs, ref, 0, &data, &size);
+        if (!rc &&
+            (q->off > size || q->len > size - q->off || q->len > r->max_msg - TR__REMOTE_HDR - 64))
+            rc = tr__err(TR_EINVAL, "a piece [%llu, +%llu) of an object of %zu bytes",
+                         (unsigned long long)q->off, (unsigned long long)q->len, size);
+        if (!rc) {
+            uint64_t total = size;
+            tr__buf_append(&b, &q->off, 8);
+            tr__buf_append(&b, &total, 8);
+            tr__buf_append(&b, (const char *)data + q->off, (size_t)q->len);
+        } else {
+            char why[300];
+            snprintf(why, sizeof why, "%s",
+                     rc == TR_ENOTFOUND ? "no such object here (freed?)" : tr_last_error());
+            int32_t code = rc;
+            b.data[0] = TR__REMOTE_OBJ_ERR;
+            tr__buf_append(&b, &code, 4);
+            tr__buf_append(&b, why, strlen(why));
+        }
+        if (data) tr__objects_release(r->objs, ref);
+        pthread_mutex_lock(&r->mu);
+        int src = b.oom ? TR_ENOMEM : send_obj(r, q->serial, &b);
+        tr__buf_free(&b);
+        if (src == TR_ENOMEM) { /* the link is full: this one again, in a moment */
+            q->next = r->objq;
+            r->objq = q;
+            if (!r->objq_tail) r->objq_tail = q;
+            return;
+        }
+        free(q);
+    }
+}
+
 typedef struct pending {
     uint64_t serial;
     uint8_t id[16];
@@ -457,7 +565,7 @@ static void *relay_main(void *arg) {
             r->grave = c->next;
             free(c);
         }
-        int timeout = r->resolving || r->holding ? (int)(RETRY_NS / 1000000) : 1000;
+        int timeout = r->resolving || r->holding || r->objq ? (int)(RETRY_NS / 1000000) : 1000;
         pthread_mutex_unlock(&r->mu);
         int n = epoll_wait(r->ep, evs, 64, timeout);
         pthread_mutex_lock(&r->mu);
@@ -478,6 +586,7 @@ static void *relay_main(void *arg) {
                         update_events(r, c);
                         on_worker(r, c, EPOLLIN);
                     }
+        if (r->objq) serve_objects(r);
         if (r->resolving) resolve_pass(r);
     }
     pthread_mutex_unlock(&r->mu);
@@ -534,6 +643,13 @@ void tr__relay_destroy(tr__relay *r) {
         n = c->next;
         free(c);
     }
+    while (r->objq) {
+        objreq *q = r->objq;
+        r->objq = q->next;
+        free(q);
+    }
+    tr__objects_detach(r->objs);
+    tr__nodeconn_close(r->onode);
     tr__nodeconn_close(r->node);
     close(r->ep);
     close(r->wake_fd);

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "core/clock.h"
 #include "core/idmap.h"
 #include "core/ids.h"
 #include "core/log.h"
@@ -28,6 +29,8 @@
 #include "core/status.h"
 
 #define RECV_SLICE_MS 200
+#define PULL_CHUNK ((size_t)4 << 20)
+#define PULL_WINDOW 8
 #define SOCK_BUF (4 << 20)
 
 typedef struct entry {
@@ -37,6 +40,20 @@ typedef struct entry {
     int refs;     /* the stream thread writing to it */
     int gone;     /* the caller closed it: freed when refs drops to 0 */
 } entry;
+
+/* An object being pulled over a link (the puller's thread waits on the registry's cv). */
+typedef struct pull {
+    uint8_t ref[16];
+    uint32_t req0; /* its requests' numbers start here */
+    char *buf;     /* the object's bytes in our store, once created */
+    int64_t total; /* -1 until the node says */
+    uint64_t got;  /* bytes in */
+    int inflight;  /* requests out */
+    int rc;        /* the first failure */
+    char why[300];
+    int dead; /* the puller left: nothing more is written to buf */
+    struct pull *next;
+} pull;
 
 struct tr__rlink {
     tr__remotes *r;
@@ -49,12 +66,16 @@ struct tr__rlink {
     char why[300];
     tr__idmap entries; /* by tr__id_key */
     uint32_t next_gen;
+    uint32_t next_req;
+    pull *pulls;
+    int pullers; /* threads in tr__remote_pull on it: it is not freed under them */
     int freeing;
     struct tr__rlink *next;
 };
 
 struct tr__remotes {
     pthread_mutex_t mu; /* everything here, every link's fields and entries */
+    pthread_cond_t cv;  /* pulls: a piece came, or the link ended */
     size_t max_msg;
     tr__rlink *links; /* live ones */
     tr__rlink *ended; /* ended ones, freed at destroy */
@@ -64,6 +85,11 @@ int tr__remotes_create(size_t max_msg, tr__remotes **out) {
     tr__remotes *r = calloc(1, sizeof *r);
     if (!r) return tr__err(TR_ENOMEM, "remote links");
     pthread_mutex_init(&r->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&r->cv, &ca);
+    pthread_condattr_destroy(&ca);
     r->max_msg = max_msg;
     *out = r;
     return 0;
@@ -91,6 +117,13 @@ static void link_end(tr__rlink *l, const char *why) {
         }
     }
     tr__remotes *r = l->r;
+    for (pull *p = l->pulls; p; p = p->next) {
+        if (!p->rc) {
+            p->rc = TR_EOBJECT_LOST;
+            snprintf(p->why, sizeof p->why, "%s", why);
+        }
+    }
+    pthread_cond_broadcast(&r->cv);
     for (tr__rlink **pp = &r->links; *pp; pp = &(*pp)->next) {
         if (*pp == l) {
             *pp = l->next;
@@ -120,6 +153,43 @@ static int write_all(tr__rlink *l, int fd, const char *data, size_t len) {
     return 0;
 }
 
+/* An object piece (or why there is none) for a pull on l: its bytes go in place. Caller
+ * holds mu. */
+static void on_object(tr__rlink *l, const unsigned char *p, size_t n, uint32_t req) {
+    pull *q = l->pulls;
+    while (q && (memcmp(q->ref, p + 1, 16) != 0 || req - q->req0 > (1u << 30)))
+        q = q->next;
+    if (!q || q->dead) return; /* a pull that gave up: dropped */
+    q->inflight--;
+    const unsigned char *b = p + TR__REMOTE_HDR;
+    size_t left = n - TR__REMOTE_HDR;
+    if (p[0] == TR__REMOTE_OBJ_ERR || left < 16) {
+        int32_t code = TR_EOBJECT_LOST;
+        if (p[0] == TR__REMOTE_OBJ_ERR && left >= 4) memcpy(&code, b, 4);
+        if (!q->rc) {
+            q->rc = code == TR_ENOTFOUND ? TR_EOBJECT_LOST : code;
+            snprintf(q->why, sizeof q->why, "node %s: %.*s", l->address,
+                     (int)(left > 4 ? (left - 4 > 250 ? 250 : left - 4) : 0), (const char *)b + 4);
+        }
+    } else {
+        uint64_t off, total;
+        memcpy(&off, b, 8);
+        memcpy(&total, b + 8, 8);
+        size_t k = left - 16;
+        if (q->total < 0) {
+            q->total = (int64_t)total;
+        } else if (!q->rc &&
+                   ((uint64_t)q->total != total || off > total || k > total - off || !q->buf)) {
+            q->rc = TR_EPROTO;
+            snprintf(q->why, sizeof q->why, "node %s sent a piece that does not fit", l->address);
+        } else if (!q->rc) {
+            memcpy(q->buf + off, b + 16, k); /* (the puller waits for this under mu) */
+            q->got += k;
+        }
+    }
+    pthread_cond_broadcast(&l->r->cv);
+}
+
 /* The link's stream thread: a message from the node (no hand-off: its RESULT bytes go
  * into the actor's socketpair from here). */
 static void on_msg(void *ctx, tr__rpc_stream *st, const void *msg, size_t n) {
@@ -131,6 +201,11 @@ static void on_msg(void *ctx, tr__rpc_stream *st, const void *msg, size_t n) {
     if (n >= TR__REMOTE_HDR) memcpy(&gen, p + 17, 4); /* (little-endian hosts) */
     pthread_mutex_lock(&r->mu);
     if (l->dead) {
+        pthread_mutex_unlock(&r->mu);
+        return;
+    }
+    if (n >= TR__REMOTE_HDR && (p[0] == TR__REMOTE_OBJ_DATA || p[0] == TR__REMOTE_OBJ_ERR)) {
+        on_object(l, p, n, gen);
         pthread_mutex_unlock(&r->mu);
         return;
     }
@@ -214,6 +289,7 @@ void tr__remotes_destroy(tr__remotes *r) {
         }
     }
     pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
     free(r);
 }
 
@@ -322,6 +398,20 @@ int tr__remote_send(tr__remotes *r, tr__rlink *l, const uint8_t id[16], const vo
     return rc;
 }
 
+/* Whether an ended link can go now (no actor open on it, nobody pulling): then it leaves
+ * the registry and the caller frees it, after dropping mu. Caller holds mu. */
+static int claim_ended(tr__remotes *r, tr__rlink *l) {
+    if (!l->dead || l->freeing || l->entries.count || l->pullers) return 0;
+    l->freeing = 1;
+    for (tr__rlink **pp = &r->ended; *pp; pp = &(*pp)->next) {
+        if (*pp == l) {
+            *pp = l->next;
+            break;
+        }
+    }
+    return 1;
+}
+
 void tr__remote_close(tr__remotes *r, tr__rlink *l, const uint8_t id[16]) {
     pthread_mutex_lock(&r->mu);
     entry *e = tr__idmap_get(&l->entries, tr__id_key(id));
@@ -336,19 +426,119 @@ void tr__remote_close(tr__remotes *r, tr__rlink *l, const uint8_t id[16]) {
     int dead = l->dead;
     /* an ended link goes with its last actor (its stream thread takes no entry after
      * the link ended) */
-    int free_it = dead && !l->freeing && l->entries.count == 0;
-    if (free_it) {
-        l->freeing = 1;
-        for (tr__rlink **pp = &r->ended; *pp; pp = &(*pp)->next) {
-            if (*pp == l) {
-                *pp = l->next;
-                break;
-            }
-        }
-    }
+    int free_it = claim_ended(r, l);
     pthread_mutex_unlock(&r->mu);
     if (free_it)
         link_free(l);
     else if (!dead && e) /* (a lost CLOSE only keeps a connection there until the link ends) */
         send_msg(l, TR__REMOTE_CLOSE, id, gen, NULL, 0);
+}
+
+static int send_get(tr__rlink *l, const uint8_t ref[16], uint32_t req, uint64_t off, uint64_t len) {
+    uint64_t body[2] = {off, len};
+    return send_msg(l, TR__REMOTE_OBJ_GET, ref, req, body, sizeof body);
+}
+
+/* Waits (mu held) until cond or the deadline; 0 or TR_ETIMEDOUT. */
+static int wait_until(tr__remotes *r, int64_t deadline) {
+    if (deadline == INT64_MAX) {
+        pthread_cond_wait(&r->cv, &r->mu);
+        return 0;
+    }
+    struct timespec ts = {(time_t)(deadline / 1000000000), (long)(deadline % 1000000000)};
+    return pthread_cond_timedwait(&r->cv, &r->mu, &ts) == ETIMEDOUT ? TR_ETIMEDOUT : 0;
+}
+
+int tr__remote_pull(tr__remotes *r, const char *address, const char *token, tr__objects *o,
+                    const uint8_t ref[16], int timeout_ms) {
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : tr__deadline(timeout_ms);
+    size_t chunk = r->max_msg - TR__REMOTE_HDR - 64;
+    if (chunk > PULL_CHUNK) chunk = PULL_CHUNK;
+    pull q;
+    memset(&q, 0, sizeof q);
+    memcpy(q.ref, ref, 16);
+    q.total = -1;
+    pthread_mutex_lock(&r->mu);
+    tr__rlink *l = NULL;
+    int rc = get_link(r, address, token, &l);
+    if (rc) {
+        pthread_mutex_unlock(&r->mu);
+        return tr__err(TR_EOBJECT_LOST, "%s", tr_last_error());
+    }
+    l->pullers++;
+    q.req0 = l->next_req;
+    l->next_req += 1u << 20; /* room for every piece's number */
+    q.next = l->pulls;
+    l->pulls = &q;
+    tr_ref obj;
+    memcpy(obj.b, ref, 16);
+    int created = 0;
+    /* its size first */
+    q.inflight = 1;
+    pthread_mutex_unlock(&r->mu);
+    rc = send_get(l, ref, q.req0, 0, 0);
+    pthread_mutex_lock(&r->mu);
+    if (rc) q.inflight = 0;
+    while (!rc && !q.rc && q.total < 0)
+        rc = wait_until(r, deadline);
+    if (!rc && !q.rc) { /* room here; another puller already: its seal is waited for */
+        pthread_mutex_unlock(&r->mu);
+        void *buf = NULL;
+        int crc = tr__objects_create_as(o, obj, (size_t)q.total, &buf);
+        pthread_mutex_lock(&r->mu);
+        if (crc == TR_EEXIST) {
+            q.dead = 1;
+        } else if (crc) {
+            q.rc = crc;
+            snprintf(q.why, sizeof q.why, "%s", tr_last_error());
+        } else {
+            q.buf = buf;
+            created = 1;
+        }
+    }
+    /* the pieces, PULL_WINDOW at a time */
+    uint64_t next = 0;
+    uint32_t req = q.req0 + 1;
+    while (!rc && !q.rc && !q.dead && q.got < (uint64_t)q.total) {
+        while (q.inflight < PULL_WINDOW && next < (uint64_t)q.total) {
+            uint64_t k = (uint64_t)q.total - next < chunk ? (uint64_t)q.total - next : chunk;
+            q.inflight++;
+            pthread_mutex_unlock(&r->mu);
+            int src = send_get(l, ref, req++, next, k);
+            pthread_mutex_lock(&r->mu);
+            if (src) {
+                q.inflight--;
+                if (!q.rc) {
+                    q.rc = TR_EOBJECT_LOST;
+                    snprintf(q.why, sizeof q.why, "%s", tr_last_error());
+                }
+                break;
+            }
+            next += k;
+        }
+        if (!q.rc && q.got < (uint64_t)q.total) rc = wait_until(r, deadline);
+    }
+    q.dead = 1; /* no piece is written from here on */
+    for (pull **pp = &l->pulls; *pp; pp = &(*pp)->next) {
+        if (*pp == &q) {
+            *pp = q.next;
+            break;
+        }
+    }
+    int64_t total = q.total;
+    uint64_t got = q.got;
+    l->pullers--;
+    int free_it = claim_ended(r, l);
+    pthread_mutex_unlock(&r->mu);
+    if (free_it) link_free(l);
+    if (!rc && q.rc)
+        rc = tr__err(q.rc, "pulling an object from %s: %s", address, q.why);
+    else if (rc == TR_ETIMEDOUT)
+        rc = tr__err(rc, "pulling an object from %s: %llu of %lld bytes in %d ms", address,
+                     (unsigned long long)got, (long long)total, timeout_ms);
+    if (created) {
+        if (!rc) rc = tr__objects_seal(o, obj);
+        if (rc) tr__objects_abort(o, obj); /* else our hold goes to the lookup that follows */
+    }
+    return rc;
 }

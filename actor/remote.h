@@ -28,7 +28,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { TR__REMOTE_DATA = 1, TR__REMOTE_CLOSE = 2, TR__REMOTE_EOF = 3 };
+#include "objectstore/client.h"
+
+enum {
+    TR__REMOTE_DATA = 1,
+    TR__REMOTE_CLOSE = 2,
+    TR__REMOTE_EOF = 3,
+    TR__REMOTE_OBJ_GET = 4,  /* id: an object ref; gen: the request's number; payload
+                                u64 offset, u64 length (0: only its size) */
+    TR__REMOTE_OBJ_DATA = 5, /* payload u64 offset, u64 the object's size, the bytes */
+    TR__REMOTE_OBJ_ERR = 6,  /* payload i32 code, then why */
+};
 #define TR__REMOTE_HDR 21
 
 typedef struct tr__remotes tr__remotes;
@@ -50,6 +60,13 @@ int tr__remote_open(tr__remotes *r, const char *address, const char *token, cons
  * ended). */
 int tr__remote_send(tr__remotes *r, tr__rlink *l, const uint8_t id[16], const void *data,
                     size_t len, size_t *taken);
+/* Copies object ref from the node at address into this node's store o (its size first,
+ * then 4 MiB pieces, 8 of them in flight, each written in place, then sealed), within
+ * timeout_ms. Another process (or thread) pulling the same object already: returns 0 at
+ * once, the caller's lookup waits for that seal. Returns 0, TR_EOBJECT_LOST (the node no
+ * longer has it, or its link ended), TR_ETIMEDOUT, TR_ENOMEM (no room here). */
+int tr__remote_pull(tr__remotes *r, const char *address, const char *token, tr__objects *o,
+                    const uint8_t ref[16], int timeout_ms);
 /* The caller lets go of actor id (before closing its fd): the node is told. l may be
  * freed by this call. */
 void tr__remote_close(tr__remotes *r, tr__rlink *l, const uint8_t id[16]);

@@ -105,7 +105,8 @@ typedef struct member {
     char resources[256];
     int64_t last_ns;
     int alive;
-    int placed; /* the head: actors it placed there, to spread them */
+    int placed;   /* the head: actors it placed there, to spread them */
+    uint32_t num; /* its number (in its objects' ids), the head's 1 */
 } member;
 
 struct tr__cluster {
@@ -132,6 +133,9 @@ struct tr__cluster {
     pthread_t thread;
     int stop;
     char token[256];
+    uint32_t num;      /* ours: the head's 1, a member's as the head gave it */
+    uint32_t next_num; /* the head's next for a new member */
+    tr__store *store;  /* the node's, to number its objects */
     uv_loop_t *loop;
     uv_async_t async; /* done jobs, to reply from the loop */
     int async_live;
@@ -156,10 +160,10 @@ static void table_json(tr__cluster *cl, tr__buf *j) {
         member *m = &cl->nodes[i];
         char e[1024];
         int k = snprintf(e, sizeof e,
-                         "%s{\"id\":\"%s\",\"address\":\"%s\",\"head\":%s,\"cpus\":%g,\"gpus\":%d,"
-                         "\"resources\":\"%s\",\"alive\":%s,\"last_seen_ms\":%lld}",
-                         i ? "," : "", m->id, m->address, i == 0 ? "true" : "false", m->cpus,
-                         m->gpus, m->resources, m->alive ? "true" : "false",
+                         "%s{\"id\":\"%s\",\"address\":\"%s\",\"num\":%u,\"head\":%s,\"cpus\":%g,"
+                         "\"gpus\":%d,\"resources\":\"%s\",\"alive\":%s,\"last_seen_ms\":%lld}",
+                         i ? "," : "", m->id, m->address, m->num, i == 0 ? "true" : "false",
+                         m->cpus, m->gpus, m->resources, m->alive ? "true" : "false",
                          (long long)(i == 0 ? 0 : ms_since(m->last_ns)));
         tr__buf_append(j, e, (size_t)(k < (int)sizeof e ? k : (int)sizeof e - 1));
     }
@@ -1089,13 +1093,33 @@ static int handle(void *ctx, const void *req, size_t len, tr__buf *reply) {
             rc = tr__err(TR_ERESOURCES, "cluster: %d nodes already", MAX_NODES);
             goto out;
         }
+        /* its number: the one it had (here, or - the head restarted - as it says, if no
+         * other node has it), else a new one */
+        int64_t want = 0;
+        if (tr__obj_get(d.root, "num")) tr__get_int(d.root, "num", &want);
+        if (i < cl->n) want = cl->nodes[i].num;
+        for (int k = 0; k < cl->n && want > 0; k++)
+            if (k != i && cl->nodes[k].num == (uint32_t)want) want = 0;
+        if (want <= 1 || want > 0xffffff) {
+            for (;;) {
+                want = cl->next_num++;
+                if (cl->next_num > 0xffffff) cl->next_num = 2;
+                int used = 0;
+                for (int k = 0; k < cl->n; k++)
+                    used |= cl->nodes[k].num == (uint32_t)want;
+                if (!used) break;
+            }
+        }
+        m.num = (uint32_t)want;
         if (i == cl->n) cl->n++;
         cl->nodes[i] = m;
         TR_LOG_INFO("CLUSTER-JOIN", "node %s at %s joined (%g CPUs, %d GPUs)", m.id, m.address,
                     m.cpus, m.gpus);
-        tr__enc_map(reply, 1);
+        tr__enc_map(reply, 2);
         tr__enc_str(reply, "head");
         tr__enc_str(reply, cl->id);
+        tr__enc_str(reply, "num");
+        tr__enc_uint(reply, m.num);
     } else if (strcmp(op, "heartbeat") == 0) {
         if ((rc = get_field(d.root, "id", id, sizeof id))) goto out;
         int i = 1;
@@ -1140,7 +1164,7 @@ out:
 static int call_head(tr__cluster *cl, const char *op, int timeout_ms, tr__buf *reply) {
     tr__buf b = TR__BUF_INIT;
     int reg = strcmp(op, "register") == 0;
-    tr__enc_map(&b, reg ? 7 : 2);
+    tr__enc_map(&b, reg ? 8 : 2);
     tr__enc_str(&b, "op");
     tr__enc_str(&b, op);
     tr__enc_str(&b, "id");
@@ -1156,11 +1180,32 @@ static int call_head(tr__cluster *cl, const char *op, int timeout_ms, tr__buf *r
         tr__enc_int(&b, cl->gpus);
         tr__enc_str(&b, "resources");
         tr__enc_str(&b, cl->resources);
+        tr__enc_str(&b, "num");
+        tr__enc_uint(&b, cl->num);
     }
     int rc = b.oom ? tr__err(TR_ENOMEM, "cluster")
                    : tr__rpc_call(cl->to_head, b.data, b.len, timeout_ms, reply);
     tr__buf_free(&b);
     return rc;
+}
+
+/* A registration's reply: the number the head gave us. */
+static void take_num(tr__cluster *cl, const tr__buf *reply) {
+    tr__dec d;
+    if (tr__dec_init(&d, reply->data, reply->len)) return;
+    uint64_t num = 0;
+    if (tr__get_uint(d.root, "num", &num) == 0 && num > 1 && num <= 0xffffff) {
+        pthread_mutex_lock(&cl->mu);
+        if (cl->num && cl->num != num)
+            TR_LOG_WARN("CLUSTER-NUM",
+                        "the head numbers this node %llu now (was %u): objects "
+                        "made before cannot be found elsewhere",
+                        (unsigned long long)num, cl->num);
+        cl->num = (uint32_t)num;
+        if (cl->store) tr__store_set_node_num(cl->store, cl->num);
+        pthread_mutex_unlock(&cl->mu);
+    }
+    tr__dec_free(&d);
 }
 
 /* A heartbeat's reply: the head's table, kept for status. */
@@ -1193,6 +1238,7 @@ static void beat(tr__cluster *cl) {
     if (rc == TR_ENOTFOUND) { /* the head restarted: join again */
         tr__buf_reset(&r);
         rc = call_head(cl, "register", BEAT_MS * 2, &r);
+        if (!rc) take_num(cl, &r);
         if (!rc)
             TR_LOG_WARN("CLUSTER-REJOIN", "registered again with the head at %s", cl->head_addr);
     } else if (!rc) {
@@ -1345,6 +1391,8 @@ int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *tot
         m->gpus = cl->gpus;
         m->alive = 1;
         m->last_ns = tr__now_ns();
+        m->num = cl->num = 1;
+        cl->next_num = 2;
     }
     if (!rc) {
         snprintf(bind, sizeof bind, "%s:%d", cfg->cluster_bind ? cfg->cluster_bind : ip,
@@ -1369,6 +1417,7 @@ int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *tot
         while (!rc) {
             tr__buf r = TR__BUF_INIT;
             rc = call_head(cl, "register", 2000, &r);
+            if (!rc) take_num(cl, &r);
             tr__buf_free(&r);
             if (!rc || rc == TR_EPERM || rc == TR_EPROTO || tr__now_ns() >= until) break;
             rc = 0;
@@ -1402,6 +1451,58 @@ int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *tot
         cl->async_live = 1;
     }
     *out = cl;
+    return 0;
+}
+
+void tr__cluster_set_store(tr__cluster *cl, tr__store *store) {
+    if (!cl) return;
+    pthread_mutex_lock(&cl->mu);
+    cl->store = store;
+    tr__store_set_node_num(store, cl->num);
+    pthread_mutex_unlock(&cl->mu);
+}
+
+uint32_t tr__cluster_node_num(tr__cluster *cl) {
+    if (!cl) return 0;
+    pthread_mutex_lock(&cl->mu);
+    uint32_t n = cl->num;
+    pthread_mutex_unlock(&cl->mu);
+    return n;
+}
+
+const char *tr__cluster_token(tr__cluster *cl) {
+    return cl ? cl->token : "";
+}
+
+int tr__cluster_node_address(tr__cluster *cl, uint32_t num, char *out, size_t cap) {
+    if (!cl) return tr__err(TR_ENOTFOUND, "this node is in no cluster");
+    int rc = TR_ENOTFOUND, alive = 0;
+    pthread_mutex_lock(&cl->mu);
+    if (cl->head) {
+        for (int i = 0; i < cl->n; i++) {
+            if (cl->nodes[i].num != num) continue;
+            snprintf(out, cap, "%s", cl->nodes[i].address);
+            alive = cl->nodes[i].alive;
+            rc = 0;
+        }
+    } else if (cl->nodes_json) { /* the head's table as the last heartbeat gave it */
+        char pat[64];
+        snprintf(pat, sizeof pat, "\",\"num\":%u,", num);
+        const char *at = strstr(cl->nodes_json, pat);
+        const char *start = at;
+        while (start && start > cl->nodes_json && *(start - 1) != '"')
+            start--;
+        if (at && start > cl->nodes_json && (size_t)(at - start) < cap) {
+            memcpy(out, start, (size_t)(at - start));
+            out[at - start] = '\0';
+            const char *al = strstr(at, "\"alive\":");
+            alive = al && strncmp(al + 8, "true", 4) == 0 && cl->head_alive;
+            rc = 0;
+        }
+    }
+    pthread_mutex_unlock(&cl->mu);
+    if (rc) return tr__err(TR_EOBJECT_LOST, "node %u is not in the cluster (any more)", num);
+    if (!alive) return tr__err(TR_EOBJECT_LOST, "node %u at %s is lost", num, out);
     return 0;
 }
 

@@ -35,6 +35,7 @@
 #include "core/config.h"
 #include "core/sched.h"
 #include "core/server.h"
+#include "objectstore/store.h"
 
 typedef struct tr__cluster tr__cluster;
 
@@ -51,6 +52,15 @@ void tr__cluster_conn_closed(tr__cluster *cl, tr__conn *c);
 /* The node stops: waits for forwarded requests in flight, releases the loop's handle.
  * Loop thread, before the loop's last run. */
 void tr__cluster_close(tr__cluster *cl);
+/* The node's object store: the cluster writes the node's number into it (now, and if the
+ * head numbers the node anew), for the ids of the objects made here. */
+void tr__cluster_set_store(tr__cluster *cl, tr__store *store);
+/* This node's number in the cluster (0: none). */
+uint32_t tr__cluster_node_num(tr__cluster *cl);
+/* The cluster's token ("" for none). */
+const char *tr__cluster_token(tr__cluster *cl);
+/* The RPC address of node number num, alive: 0, or TR_EOBJECT_LOST (unknown, or lost). */
+int tr__cluster_node_address(tr__cluster *cl, uint32_t num, char *out, size_t cap);
 /* `,"cluster":{...}` for the node's status JSON (nothing when cl is NULL). */
 void tr__cluster_status_json(tr__cluster *cl, tr__buf *j);
 void tr__cluster_stop(tr__cluster *cl);

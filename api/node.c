@@ -25,6 +25,7 @@
 #endif
 
 #include "actor/directory.h"
+#include "actor/protocol.h"
 #include "api/cluster.h"
 #include "collective/registry.h"
 #include "core/clock.h"
@@ -233,6 +234,28 @@ static void on_status(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
     tr__buf_free(&j);
 }
 
+/* NODE_WHERE {num} -> {address, token}: where to pull another node's objects from. */
+static void on_node_where(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
+    node *n = ctx;
+    int64_t num = 0;
+    char address[160];
+    int rc = tr__get_int(body, "num", &num);
+    if (!rc && (num <= 0 || num > 0xffffff)) rc = tr__err(TR_EPROTO, "node_where: bad number");
+    if (!rc) rc = tr__cluster_node_address(n->cluster, (uint32_t)num, address, sizeof address);
+    if (rc) {
+        tr__server_reply_status(c, seq, rc, tr_last_error());
+        return;
+    }
+    tr__buf b = TR__BUF_INIT;
+    tr__reply_begin(&b, 0, NULL, 2);
+    tr__enc_str(&b, "address");
+    tr__enc_str(&b, address);
+    tr__enc_str(&b, "token");
+    tr__enc_str(&b, tr__cluster_token(n->cluster));
+    tr__server_reply(c, seq, &b);
+    tr__buf_free(&b);
+}
+
 static int forward(void *ctx, int type, tr__conn *c, uint64_t seq, const tr__obj *body) {
     node *n = ctx;
     return tr__cluster_forward(n->cluster, type, c, seq, body);
@@ -326,6 +349,7 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
     tr__groups_mount(n->groups, n->srv);
     tr__directory_mount(n->dir, n->srv);
     tr__server_on(n->srv, TR__MSG_STATUS, on_status, n);
+    tr__server_on(n->srv, TR__MSG_NODE_WHERE, on_node_where, n);
     tr__server_on(n->srv, TR__MSG_SHUTDOWN, on_shutdown_msg, n);
     tr__server_on_close(n->srv, on_conn_close, n);
 
@@ -347,6 +371,7 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
         if (ready_fd >= 0) close(ready_fd);
         goto out;
     }
+    tr__cluster_set_store(n->cluster, n->store); /* its number goes in our objects' ids */
     if (ready_fd >= 0) {
         char line[700];
         int k = snprintf(line, sizeof line, "%s\n", n->sock);

@@ -34,6 +34,8 @@ struct tr__objects {
     int idx;            /* our client index */
     pthread_mutex_t mu; /* guards `held`; taken before the segment lock */
     tr__idmap held;     /* id key -> local */
+    tr__objects_puller puller;
+    void *puller_ctx;
 };
 
 int tr__objects_attach(tr__nodeconn *node, tr__objects **out) {
@@ -92,10 +94,14 @@ void tr__objects_detach(tr__objects *o) {
 
 static void drop_bit(tr__objects *o, const uint8_t id[16], int client);
 
-static void new_id(tr_ref *r) {
+static void new_id(const tr__seg_hdr *h, tr_ref *r) {
     do
         tr__random_bytes(r->b, 16);
     while (tr__id_key(r->b) == 0);
+    uint32_t num = __atomic_load_n(&h->node_num, __ATOMIC_ACQUIRE);
+    r->b[12] = (uint8_t)num;
+    r->b[13] = (uint8_t)(num >> 8);
+    r->b[14] = (uint8_t)(num >> 16);
     r->b[15] |= TR__REF_OBJECT_BIT;
 }
 
@@ -209,7 +215,8 @@ static int alloc_block(tr__objects *o, size_t len, uint64_t *off) {
 /* Allocates and publishes a CREATED entry; *off is its payload offset. Entries move when
  * others are removed (backward shift), so callers find theirs again by id under the lock,
  * never keep a pointer across an unlock. */
-static int reserve(tr__objects *o, size_t len, size_t n_refs, tr_ref *out, uint64_t *payload) {
+static int reserve(tr__objects *o, size_t len, size_t n_refs, int keep_id, tr_ref *out,
+                   uint64_t *payload) {
     tr__seg_hdr *h = o->h;
     size_t data_len = len;
     len = tr__seg_alloc_len(len, n_refs);
@@ -218,7 +225,7 @@ static int reserve(tr__objects *o, size_t len, size_t n_refs, tr_ref *out, uint6
                        "an object of %zu bytes can never fit in the object store "
                        "(capacity %llu bytes; set object_store_bytes)",
                        len, (unsigned long long)tr__seg_max_alloc(h));
-    new_id(out);
+    if (!keep_id) new_id(h, out);
     uint64_t off;
     int rc = alloc_block(o, len, &off); /* locked on success */
     if (rc) return rc;
@@ -358,7 +365,7 @@ static int record_user_hold(tr__objects *o, const tr_ref *r) {
 int tr__objects_put(tr__objects *o, const void *data, size_t len, tr_ref *out) {
     if ((!data && len) || !out) return tr__err(TR_EINVAL, "tr_put: NULL argument");
     uint64_t off;
-    int rc = reserve(o, len, 0, out, &off);
+    int rc = reserve(o, len, 0, 0, out, &off);
     if (rc) return rc;
     /* The copy runs without the lock: the entry is CREATED, invisible to gets. */
     if (len) memcpy((char *)tr__seg_data(o->h) + off, data, len);
@@ -378,7 +385,7 @@ int tr__objects_put_refs(tr__objects *o, const void *data, size_t len, const tr_
         if (!tr__ref_is_object(&refs[i]))
             return tr__err(TR_EINVAL, "tr_put_refs: ref %zu is not an object ref", i);
     uint64_t off;
-    int rc = reserve(o, len, n_refs, out, &off);
+    int rc = reserve(o, len, n_refs, 0, out, &off);
     if (rc) return rc;
     tr__seg_hdr *h = o->h;
     if (len) memcpy((char *)tr__seg_data(h) + off, data, len);
@@ -434,7 +441,7 @@ int tr__objects_refs(tr__objects *o, tr_ref ref, tr_ref *out, size_t cap, size_t
 int tr__objects_create(tr__objects *o, size_t len, tr_ref *out, void **buf) {
     if (!out || !buf) return tr__err(TR_EINVAL, "tr_object_create: NULL argument");
     uint64_t off;
-    int rc = reserve(o, len, 0, out, &off);
+    int rc = reserve(o, len, 0, 0, out, &off);
     if (rc) return rc;
     *buf = (char *)tr__seg_data(o->h) + off;
     return record_user_hold(o, out);
@@ -455,6 +462,44 @@ int tr__objects_seal(tr__objects *o, tr_ref ref) {
     tr__seg_unlock(h);
     if (!rc) tr__event_signal(&h->sealed);
     return rc;
+}
+
+int tr__objects_create_as(tr__objects *o, tr_ref ref, size_t len, void **buf) {
+    if (!buf || !tr__ref_is_object(&ref) || tr__id_key(ref.b) == 0)
+        return tr__err(TR_EINVAL, "object create: bad arguments");
+    tr__seg_lock(o->h);
+    int there = tr__seg_find(o->h, ref.b) != NULL;
+    tr__seg_unlock(o->h);
+    if (there) return tr__err(TR_EEXIST, "the object is in the store already");
+    uint64_t off;
+    int rc = reserve(o, len, 0, 1, &ref, &off); /* (EEXIST if another made it meanwhile) */
+    if (!rc) *buf = (char *)tr__seg_data(o->h) + off;
+    return rc;
+}
+
+void tr__objects_abort(tr__objects *o, tr_ref ref) {
+    tr__seg_hdr *h = o->h;
+    tr__seg_lock(h);
+    tr__obj_entry *e = tr__seg_find(h, ref.b);
+    int gone = e && e->state == TR__OBJ_CREATED && e->creator == o->idx;
+    if (gone) tr__seg_remove(h, e);
+    tr__seg_unlock(h);
+    if (gone) tr__event_signal(&h->sealed);
+}
+
+uint32_t tr__objects_node_num(const tr__objects *o) {
+    return __atomic_load_n(&o->h->node_num, __ATOMIC_ACQUIRE);
+}
+
+void tr__objects_set_puller(tr__objects *o, tr__objects_puller fn, void *ctx) {
+    o->puller = fn;
+    o->puller_ctx = ctx;
+}
+
+/* Whether a lookup that found nothing should pull ref from the node that made it. */
+static int pullable(const tr__objects *o, const tr_ref *ref) {
+    uint32_t num = tr__ref_node(ref), mine = tr__objects_node_num(o);
+    return o->puller && num != 0 && mine != 0 && num != mine; /* (no cluster, no pull) */
 }
 
 int tr__objects_ready(tr__objects *o, tr_ref ref) {
@@ -534,13 +579,17 @@ static void unpin_local(tr__objects *o, local *l) {
 }
 
 int tr__objects_get(tr__objects *o, tr_ref ref, int timeout_ms, const void **data, size_t *len) {
-    pthread_mutex_lock(&o->mu);
-    local *l;
-    int rc = view_pinned(o, &ref, timeout_ms, data, len, &l);
-    if (!rc) l->user = 1;
-    unpin_local(o, l);
-    pthread_mutex_unlock(&o->mu);
-    return rc;
+    int64_t deadline = tr__deadline(timeout_ms);
+    for (int pulled = 0;; pulled = 1) {
+        pthread_mutex_lock(&o->mu);
+        local *l;
+        int rc = view_pinned(o, &ref, tr__ms_left(deadline), data, len, &l);
+        if (!rc) l->user = 1;
+        unpin_local(o, l);
+        pthread_mutex_unlock(&o->mu);
+        if (rc != TR_ENOTFOUND || pulled || !pullable(o, &ref)) return rc;
+        if ((rc = o->puller(o->puller_ctx, ref, tr__ms_left(deadline)))) return rc;
+    }
 }
 
 int tr__objects_release(tr__objects *o, tr_ref ref) {
@@ -561,11 +610,16 @@ int tr__objects_pin(tr__objects *o, tr_ref ref, int timeout_ms, const void **dat
     pthread_mutex_lock(&o->mu);
     int rc;
     if (data || len) { /* with a view: the pin view_pinned takes is the pin */
-        local *l;
-        rc = view_pinned(o, &ref, timeout_ms, data, len, &l);
-        if (rc) unpin_local(o, l);
-        pthread_mutex_unlock(&o->mu);
-        return rc;
+        int64_t deadline = tr__deadline(timeout_ms);
+        for (int pulled = 0;; pulled = 1) {
+            local *l;
+            rc = view_pinned(o, &ref, tr__ms_left(deadline), data, len, &l);
+            if (rc) unpin_local(o, l);
+            pthread_mutex_unlock(&o->mu);
+            if (rc != TR_ENOTFOUND || pulled || !pullable(o, &ref)) return rc;
+            if ((rc = o->puller(o->puller_ctx, ref, tr__ms_left(deadline)))) return rc;
+            pthread_mutex_lock(&o->mu);
+        }
     }
     /* without a view: the object need not be sealed yet */
     tr__seg_lock(o->h);

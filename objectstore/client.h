@@ -27,6 +27,11 @@ typedef struct tr__objects tr__objects;
 static inline int tr__ref_is_object(const tr_ref *r) {
     return (r->b[15] & TR__REF_OBJECT_BIT) != 0;
 }
+/* The number of the node whose store made the object (b[12..14]; 0: a node in no
+ * cluster). An object of another node is pulled into ours on first use (the puller). */
+static inline uint32_t tr__ref_node(const tr_ref *r) {
+    return (uint32_t)r->b[12] | (uint32_t)r->b[13] << 8 | (uint32_t)r->b[14] << 16;
+}
 
 int tr__objects_attach(tr__nodeconn *node, tr__objects **out);
 void tr__objects_detach(tr__objects *o);
@@ -38,6 +43,21 @@ int tr__objects_put_refs(tr__objects *o, const void *data, size_t len, const tr_
 /* The refs an object contains: up to cap into out, the total in *n. */
 int tr__objects_refs(tr__objects *o, tr_ref ref, tr_ref *out, size_t cap, size_t *n);
 int tr__objects_create(tr__objects *o, size_t len, tr_ref *out, void **buf);
+/* As create, under a given id (a copy of another node's object): TR_EEXIST if the store
+ * has it already (being pulled by another process, or there). Unlike create it records
+ * no user hold: the process's hold bit is set until its next lookup of the object (a
+ * get or a pin, which takes it over) lets it go. */
+int tr__objects_create_as(tr__objects *o, tr_ref ref, size_t len, void **buf);
+/* Removes an object this process created and has not sealed (a pull that failed). */
+void tr__objects_abort(tr__objects *o, tr_ref ref);
+/* This node's number in its cluster (0: none). */
+uint32_t tr__objects_node_num(const tr__objects *o);
+/* Where tr__objects_get and a pin with a view find no object that another node made:
+ * fn fetches it into this store (tr__objects_create_as, then seal) within timeout_ms and
+ * returns 0, or a code (TR_EOBJECT_LOST ...); then the lookup is made again. Set once,
+ * before use. */
+typedef int (*tr__objects_puller)(void *ctx, tr_ref ref, int timeout_ms);
+void tr__objects_set_puller(tr__objects *o, tr__objects_puller fn, void *ctx);
 int tr__objects_seal(tr__objects *o, tr_ref ref);
 /* Waits up to timeout_ms for the object to be sealed (it may be being written by another
  * process), takes this process's hold and gives a read-only view. */

@@ -70,6 +70,7 @@ typedef struct tr__seg_hdr {
     tr__event sealed; /* signalled on every seal and delete */
     int32_t client_pid[TR__SEG_MAX_CLIENTS];
     char spill_dir[512]; /* set by the node */
+    uint32_t node_num;   /* the node's number in its cluster (0: none), in every new id */
 } tr__seg_hdr;
 
 /* Bytes a segment needs for `capacity` bytes of objects. */

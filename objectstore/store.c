@@ -200,3 +200,7 @@ void tr__store_destroy(tr__store *s) {
     remove_spill_dir(s);
     free(s);
 }
+
+void tr__store_set_node_num(tr__store *s, uint32_t num) {
+    __atomic_store_n(&s->h->node_num, num & 0xffffff, __ATOMIC_RELEASE);
+}

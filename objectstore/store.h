@@ -27,5 +27,8 @@ void tr__store_mount(tr__store *s, tr__server *srv);
 /* Appends JSON: "object_store":{...} */
 void tr__store_status_json(tr__store *s, tr__buf *out);
 void tr__store_destroy(tr__store *s);
+/* The node's number in its cluster (1..2^24-1), written into the ids of objects made
+ * from now on (objectstore/client.h: tr__ref_node). */
+void tr__store_set_node_num(tr__store *s, uint32_t num);
 
 #endif

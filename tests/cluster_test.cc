@@ -129,10 +129,28 @@ TEST_F(Cluster, ActorsAreCalledAcrossNodes) {
     };
     out = in(1, driver("calls|10.213.0.3|10.213.0.1", " 2>&1"), &st);
     EXPECT_EQ(st, 0) << out;
-    for (const char *what :
-         {"placed", "info names the node", "call", "10000 calls in order", "echo 1", "echo 1000",
-          "echo 102401", "echo 1048576", "echo 16777216", "a method's error", "an unknown method",
-          "fits nowhere", "by name", "actor to actor across nodes", "killed"})
+    for (const char *what : {"placed",
+                             "info names the node",
+                             "call",
+                             "10000 calls in order",
+                             "echo 1",
+                             "echo 1000",
+                             "echo 102401",
+                             "echo 1048576",
+                             "echo 16777216",
+                             "object argument 1",
+                             "object argument 1048579",
+                             "object argument 67108864",
+                             "object argument 268435456",
+                             "tr_get there of an object here",
+                             "tr_get here of an object there",
+                             "an object whose maker died is lost",
+                             "a method's error",
+                             "an unknown method",
+                             "fits nowhere",
+                             "by name",
+                             "actor to actor across nodes",
+                             "killed"})
         EXPECT_NE(out.find(std::string("OK ") + what), std::string::npos) << what << "\n" << out;
     printf("%s", out.c_str()); /* the driver's figures, for the log */
     /* the driver has left: the actors it made on b and on the head go with it */

@@ -175,6 +175,70 @@ TEST_F(Relay, CallsGoThroughAndAnythingElseIsRefused) {
     EXPECT_EQ(out, 10);
 }
 
+/* Pieces of our objects, as a node pulling one asks for them: the size, a piece, and
+ * errors (not an object, out of range, unknown) as OBJ_ERR; a wrong-sized request is
+ * dropped. */
+TEST_F(Relay, ObjectPiecesAndBadRequests) {
+    open("tok");
+    std::string v = pattern(100000, 3);
+    tr_ref obj;
+    ASSERT_EQ(tr_put(rt, v.data(), v.size(), &obj), 0);
+    auto get = [&](const tr_ref &ref, uint32_t req, uint64_t off, uint64_t len) {
+        uint64_t body[2] = {off, len};
+        std::string m(1, (char)TR__REMOTE_OBJ_GET);
+        m.append((const char *)ref.b, 16);
+        m.append((const char *)&req, 4);
+        m.append((const char *)body, sizeof body);
+        ASSERT_EQ(tr__rpc_stream_send(st, m.data(), m.size()), 0);
+    };
+    int kind;
+    uint32_t req;
+    std::string p;
+    get(obj, 7, 0, 0); /* its size */
+    ASSERT_TRUE(next(&kind, &req, &p));
+    EXPECT_EQ(kind, TR__REMOTE_OBJ_DATA);
+    EXPECT_EQ(req, 7u);
+    ASSERT_EQ(p.size(), 16u);
+    uint64_t off, total;
+    memcpy(&off, p.data(), 8);
+    memcpy(&total, p.data() + 8, 8);
+    EXPECT_EQ(total, v.size());
+    get(obj, 8, 1000, 5000); /* a piece */
+    ASSERT_TRUE(next(&kind, &req, &p));
+    EXPECT_EQ(kind, TR__REMOTE_OBJ_DATA);
+    ASSERT_EQ(p.size(), 16u + 5000);
+    EXPECT_EQ(p.substr(16), v.substr(1000, 5000));
+    get(obj, 9, 99000, 5000); /* past its end */
+    ASSERT_TRUE(next(&kind, &req, &p));
+    EXPECT_EQ(kind, TR__REMOTE_OBJ_ERR);
+    EXPECT_EQ(req, 9u);
+    tr_ref nothing;
+    memset(nothing.b, 0x11, 16);
+    nothing.b[15] |= 0x80;
+    get(nothing, 10, 0, 0); /* no such object */
+    ASSERT_TRUE(next(&kind, &req, &p));
+    EXPECT_EQ(kind, TR__REMOTE_OBJ_ERR);
+    int32_t code;
+    memcpy(&code, p.data(), 4);
+    EXPECT_EQ(code, TR_ENOTFOUND);
+    memset(nothing.b, 0x11, 16); /* not an object ref at all */
+    get(nothing, 11, 0, 0);
+    ASSERT_TRUE(next(&kind, &req, &p));
+    EXPECT_EQ(kind, TR__REMOTE_OBJ_ERR);
+    EXPECT_EQ(req, 11u);
+    /* a request of the wrong size: dropped (the next answer is the next request's) */
+    std::string bad(1, (char)TR__REMOTE_OBJ_GET);
+    bad.append((const char *)obj.b, 16);
+    bad.append(12, '\0');
+    ASSERT_EQ(tr__rpc_stream_send(st, bad.data(), bad.size()), 0);
+    get(obj, 12, 0, 10);
+    ASSERT_TRUE(next(&kind, &req, &p));
+    EXPECT_EQ(req, 12u);
+    EXPECT_EQ(p.substr(16), v.substr(0, 10));
+    /* the relay let go of what it read: our hold is the only one, and the object goes */
+    EXPECT_EQ(tr_ref_release(rt, obj), 0);
+}
+
 TEST_F(Relay, AWrongTokenIsRefused) {
     open("wrong");
     send(TR__REMOTE_DATA, actor, 1, call_frame(1, "add", 5));

@@ -1135,6 +1135,57 @@ int run_cluster_driver(const char *spec) {
         cluster_check(rc == 0 && out == v, ("echo " + std::to_string(size)).c_str(),
                       rc ? tr_last_error() : "");
     }
+    /* objects put here, read there (pulled on first use): as call arguments, and by a
+     * tr_get in the method */
+    for (uint64_t size :
+         {(uint64_t)1, ((uint64_t)1 << 20) + 3, (uint64_t)64 << 20, (uint64_t)256 << 20}) {
+        std::string v = pattern(size, size + 1);
+        uint64_t want = checksum(v.data(), v.size()), got = 0;
+        tr_ref obj, ref;
+        rc = tr_put(rt, v.data(), v.size(), &obj);
+        v.clear();
+        v.shrink_to_fit();
+        if (!rc) rc = tr_call_refs(rt, far, "sum_args", nullptr, 0, &obj, 1, &ref);
+        const void *p;
+        size_t n;
+        if (!rc) rc = tr_get(rt, ref, 60000, &p, &n);
+        if (!rc && n == 8) memcpy(&got, p, 8);
+        cluster_check(rc == 0 && got == want, ("object argument " + std::to_string(size)).c_str(),
+                      rc ? tr_last_error() : "");
+        if (size == ((uint64_t)1 << 20) + 3) {
+            got = 0;
+            rc = tr_call(rt, far, "sum", &obj, sizeof obj, &ref);
+            if (!rc) rc = tr_get(rt, ref, 60000, &p, &n);
+            if (!rc && n == 8) memcpy(&got, p, 8);
+            cluster_check(rc == 0 && got == want, "tr_get there of an object here",
+                          rc ? tr_last_error() : "");
+        }
+        tr_ref_release(rt, obj);
+    }
+    /* an object put there, read here */
+    tr_ref remote_obj;
+    {
+        uint64_t args[2] = {(uint64_t)32 << 20, 7};
+        tr_ref ref;
+        const void *p;
+        size_t n;
+        rc = tr_call(rt, far, "put", args, sizeof args, &ref);
+        if (!rc) rc = tr_get(rt, ref, 30000, &p, &n);
+        if (!rc && n == 16) memcpy(&remote_obj, p, 16);
+        auto t1 = std::chrono::steady_clock::now();
+        if (!rc) rc = tr_get(rt, remote_obj, 60000, &p, &n);
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+        std::string want = pattern(args[0], args[1]);
+        cluster_check(rc == 0 && n == want.size() && memcmp(p, want.data(), n) == 0,
+                      "tr_get here of an object there",
+                      rc ? tr_last_error()
+                         : std::to_string((int)(args[0] / s / 1e6)) + " MB/s pulled");
+        if (!rc) tr_ref_release(rt, remote_obj);
+        /* and one more, which is never pulled before its maker dies */
+        if (!rc) rc = tr_call(rt, far, "put", args, sizeof args, &ref);
+        if (!rc) rc = tr_get(rt, ref, 30000, &p, &n);
+        if (!rc && n == 16) memcpy(&remote_obj, p, 16);
+    }
     std::string msg;
     rc = call_str(rt, far, "fail", "x", &msg);
     cluster_check(rc == TR_ETASK && msg.find("failing on purpose") != msg.npos, "a method's error",
@@ -1171,6 +1222,10 @@ int run_cluster_driver(const char *spec) {
     int64_t x;
     int rc2 = call_i64(rt, far, "pid", 0, &x, 20000);
     cluster_check(rc == 0 && rc2 == TR_EACTOR_DIED, "killed", tr_errname(rc2));
+    /* its objects went with it: an error, not a hang */
+    rc = tr_get(rt, remote_obj, 20000, nullptr, nullptr);
+    cluster_check(rc == TR_EOBJECT_LOST, "an object whose maker died is lost",
+                  std::string(tr_errname(rc)) + ": " + tr_last_error());
     tr_shutdown(rt);
     return g_cluster_fails ? 1 : 0;
 }

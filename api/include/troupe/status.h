@@ -47,7 +47,8 @@ extern "C" {
     X(EPEER_DIED, -19, "peer died")                                                                \
     X(EPERM, -20, "permission denied")                                                             \
     X(ESTATE, -21, "operation not valid in this state")                                            \
-    X(EINTERNAL, -22, "internal error")
+    X(EINTERNAL, -22, "internal error")                                                            \
+    X(EOBJECT_LOST, -23, "object lost: the node that had it is gone or freed it")
 
 typedef enum tr_status {
     TR_OK = 0,
