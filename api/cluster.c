@@ -1115,11 +1115,16 @@ static int handle(void *ctx, const void *req, size_t len, tr__buf *reply) {
         cl->nodes[i] = m;
         TR_LOG_INFO("CLUSTER-JOIN", "node %s at %s joined (%g CPUs, %d GPUs)", m.id, m.address,
                     m.cpus, m.gpus);
-        tr__enc_map(reply, 2);
+        tr__enc_map(reply, 3);
         tr__enc_str(reply, "head");
         tr__enc_str(reply, cl->id);
         tr__enc_str(reply, "num");
         tr__enc_uint(reply, m.num);
+        tr__buf j = TR__BUF_INIT; /* the table, so the node knows it before a heartbeat */
+        table_json(cl, &j);
+        tr__enc_str(reply, "json");
+        tr__enc_strn(reply, (const char *)j.data, j.len);
+        tr__buf_free(&j);
     } else if (strcmp(op, "heartbeat") == 0) {
         if ((rc = get_field(d.root, "id", id, sizeof id))) goto out;
         int i = 1;
@@ -1418,6 +1423,7 @@ int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *tot
             tr__buf r = TR__BUF_INIT;
             rc = call_head(cl, "register", 2000, &r);
             if (!rc) take_num(cl, &r);
+            if (!rc) keep_table(cl, &r);
             tr__buf_free(&r);
             if (!rc || rc == TR_EPERM || rc == TR_EPROTO || tr__now_ns() >= until) break;
             rc = 0;

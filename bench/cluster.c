@@ -15,6 +15,10 @@
  *                            call goes caller -> link -> that node's relay -> worker
  *   cluster_over_raw_grpc    its ratio to raw_grpc_rtt_us_p50, round by round
  *   cluster_async_calls_per_s  the same echo, 1,000 calls in flight at a time
+ *   object_pull_gbps_256MiB  tr_get here of a 256 MiB object the actor put there: pulled
+ *                            over the link in pieces into this node's store (released
+ *                            after each round, so each round pulls it again)
+ *   object_pull_over_raw_tcp its ratio to raw_tcp_gbps, round by round
  * 5 rounds, interleaved; medians with their spread. Object pulls (issue 12) will be
  * measured here beside these baselines.
  *
@@ -148,7 +152,25 @@ static int echo_method(tr_ctx *ctx, void *self, const void *args, size_t len) {
     return tr_ctx_reply(ctx, args, len);
 }
 
-static const tr_method_def echo_methods[] = {{"echo", echo_method}};
+/* Puts an object of the size asked for (a byte pattern) and replies its ref; the worker
+ * holds it. */
+static int put_method(tr_ctx *ctx, void *self, const void *args, size_t len) {
+    (void)self;
+    uint64_t size;
+    if (len != 8) return tr_ctx_error(ctx, "put wants a size");
+    memcpy(&size, args, 8);
+    char *buf = malloc(size ? size : 1);
+    if (!buf) return tr_ctx_error(ctx, "no memory");
+    for (uint64_t i = 0; i < size; i++)
+        buf[i] = (char)(i * 131 + 7);
+    tr_ref r;
+    int rc = tr_put(tr_ctx_runtime(ctx), buf, size, &r);
+    free(buf);
+    if (rc) return tr_ctx_error(ctx, "tr_put: %s", tr_last_error());
+    return tr_ctx_reply(ctx, &r, sizeof r);
+}
+
+static const tr_method_def echo_methods[] = {{"echo", echo_method}, {"put", put_method}};
 
 /* The configuration both sides (and the actor's worker) start from. */
 static tr_config *base_config(void) {
@@ -157,7 +179,7 @@ static tr_config *base_config(void) {
     tr_actor_class cls = TR_ACTOR_CLASS_INIT;
     cls.name = "Echo";
     cls.methods = echo_methods;
-    cls.n_methods = 1;
+    cls.n_methods = 2;
     CHECK(tr_config_add_class(cfg, &cls));
     return cfg;
 }
@@ -371,6 +393,34 @@ static double cluster_rtt(tr_runtime *rt, tr_actor_id a) {
     return bench_percentile(lat, CALLS, 50);
 }
 
+#define PULL_BYTES ((uint64_t)256 << 20)
+
+/* The 256 MiB object the actor put on its node, for the pulls. */
+static tr_ref far_object(tr_runtime *rt, tr_actor_id a) {
+    uint64_t size = PULL_BYTES;
+    tr_ref ref, obj;
+    const void *p;
+    size_t n;
+    CHECK(tr_call(rt, a, "put", &size, sizeof size, &ref));
+    CHECK(tr_get(rt, ref, 60000, &p, &n));
+    if (n != 16) die("put: no ref");
+    memcpy(&obj, p, 16);
+    CHECK(tr_ref_release(rt, ref));
+    return obj;
+}
+
+static double pull_gbps(tr_runtime *rt, tr_ref obj) {
+    const void *p;
+    size_t n;
+    double t0 = bench_now_us();
+    CHECK(tr_get(rt, obj, 60000, &p, &n));
+    double us = bench_now_us() - t0;
+    if (n != PULL_BYTES || ((const char *)p)[n - 1] != (char)((n - 1) * 131 + 7))
+        die("pull: wrong bytes");
+    CHECK(tr_ref_release(rt, obj)); /* our copy goes: the next round pulls again */
+    return (double)n / us / 1e3;
+}
+
 static void report(const char *name, double *v, const char *unit) {
     double tmp[ROUNDS];
     memcpy(tmp, v, sizeof tmp);
@@ -383,7 +433,8 @@ static int client(const char *host) {
     tr_runtime *rt = cluster_join(host, &a);
     grpc_init();
     double raw[ROUNDS], rpc[ROUNDS], ratio[ROUNDS], tcp[ROUNDS], srtt[ROUNDS], sps[ROUNDS];
-    double crtt[ROUNDS], cratio[ROUNDS], cps[ROUNDS];
+    double crtt[ROUNDS], cratio[ROUNDS], cps[ROUNDS], pull[ROUNDS], pratio[ROUNDS];
+    tr_ref obj = far_object(rt, a);
     for (int r = 0; r < ROUNDS; r++) {
         raw[r] = raw_grpc_rtt(host);
         crtt[r] = cluster_rtt(rt, a);
@@ -393,6 +444,8 @@ static int client(const char *host) {
         ratio[r] = rpc[r] / raw[r];
         stream_figures(host, &srtt[r], &sps[r]);
         tcp[r] = tcp_gbps(host);
+        pull[r] = pull_gbps(rt, obj);
+        pratio[r] = pull[r] / tcp[r];
     }
     report("raw_grpc_rtt_us_p50", raw, "us");
     report("rpc_rtt_us_p50", rpc, "us");
@@ -403,6 +456,8 @@ static int client(const char *host) {
     report("cluster_call_rtt_us_p50", crtt, "us");
     report("cluster_over_raw_grpc", cratio, "x");
     report("cluster_async_calls_per_s", cps, "/s");
+    report("object_pull_gbps_256MiB", pull, "GB/s");
+    report("object_pull_over_raw_tcp", pratio, "x");
     grpc_shutdown();
     tr_shutdown(rt);
     return 0;

@@ -62,10 +62,12 @@ void tr__err_clear(void) {
 }
 
 int tr__err(int code, const char *fmt, ...) {
+    char tmp[sizeof last_error]; /* the arguments may be tr_last_error() itself */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
+    memcpy(last_error, tmp, sizeof tmp);
     return code;
 }
 
