@@ -407,12 +407,12 @@ static int store_view(tr__relay *r) {
 
 /* [kind][ref][req][payload...] on the stream with that serial, if it is still there.
  * Returns 0, TR_ENOMEM (the link is full: try again), or another code. Caller holds mu. */
-static int send_obj(tr__relay *r, uint64_t serial, const tr__buf *b) {
+static int send_obj(tr__relay *r, uint64_t serial, const struct iovec *iov, int n) {
     rstream *s = r->streams;
     while (s && s->serial != serial)
         s = s->next;
     if (!s) return 0; /* its link ended: nobody to answer */
-    return tr__rpc_stream_send(s->st, b->data, b->len);
+    return tr__rpc_stream_sendv(s->st, iov, n);
 }
 
 /* Serves the callers' requests for pieces of our objects: a view of the object (held
@@ -423,7 +423,8 @@ static void serve_objects(tr__relay *r) {
         r->objq = q->next;
         if (!r->objq) r->objq_tail = NULL;
         pthread_mutex_unlock(&r->mu);
-        tr__buf b = TR__BUF_INIT;
+        tr__buf b = TR__BUF_INIT; /* the header (and an error's text); a piece is sent
+                                      from the store itself */
         unsigned char k = TR__REMOTE_OBJ_DATA;
         tr__buf_append(&b, &k, 1);
         tr__buf_append(&b, q->ref, 16);
@@ -443,7 +444,6 @@ static void serve_objects(tr__relay *r) {
             uint64_t total = size;
             tr__buf_append(&b, &q->off, 8);
             tr__buf_append(&b, &total, 8);
-            tr__buf_append(&b, (const char *)data + q->off, (size_t)q->len);
         } else {
             char why[300];
             snprintf(why, sizeof why, "%s",
@@ -453,10 +453,16 @@ static void serve_objects(tr__relay *r) {
             tr__buf_append(&b, &code, 4);
             tr__buf_append(&b, why, strlen(why));
         }
-        if (data) tr__objects_release(r->objs, ref);
         pthread_mutex_lock(&r->mu);
-        int src = b.oom ? TR_ENOMEM : send_obj(r, q->serial, &b);
+        struct iovec iov[2] = {{b.data, b.len},
+                               {(char *)data + (rc ? 0 : q->off), rc ? 0 : q->len}};
+        int src = b.oom ? TR_ENOMEM : send_obj(r, q->serial, iov, 2);
         tr__buf_free(&b);
+        if (data) { /* (the piece is in gRPC's buffer now) */
+            pthread_mutex_unlock(&r->mu);
+            tr__objects_release(r->objs, ref);
+            pthread_mutex_lock(&r->mu);
+        }
         if (src == TR_ENOMEM) { /* the link is full: this one again, in a moment */
             q->next = r->objq;
             r->objq = q;

@@ -153,9 +153,27 @@ static int write_all(tr__rlink *l, int fd, const char *data, size_t len) {
     return 0;
 }
 
-/* An object piece (or why there is none) for a pull on l: its bytes go in place. Caller
- * holds mu. */
-static void on_object(tr__rlink *l, const unsigned char *p, size_t n, uint32_t req) {
+/* Copies k bytes from the pieces iov[0..niov), starting skip bytes in, to dst. */
+static void copy_from(const struct iovec *iov, int niov, size_t skip, char *dst, size_t k) {
+    for (int i = 0; i < niov && k; i++) {
+        size_t l = iov[i].iov_len;
+        if (skip >= l) {
+            skip -= l;
+            continue;
+        }
+        size_t c = l - skip < k ? l - skip : k;
+        memcpy(dst, (const char *)iov[i].iov_base + skip, c);
+        dst += c;
+        k -= c;
+        skip = 0;
+    }
+}
+
+/* An object piece (or why there is none) for a pull on l: its bytes go in place, from p
+ * (n bytes) or, when iov is set, from those pieces (p: the first bytes, n: the total).
+ * Caller holds mu. */
+static void on_object(tr__rlink *l, const unsigned char *p, size_t n, uint32_t req,
+                      const struct iovec *iov, int niov) {
     pull *q = l->pulls;
     while (q && (memcmp(q->ref, p + 1, 16) != 0 || req - q->req0 > (1u << 30)))
         q = q->next;
@@ -183,7 +201,10 @@ static void on_object(tr__rlink *l, const unsigned char *p, size_t n, uint32_t r
             q->rc = TR_EPROTO;
             snprintf(q->why, sizeof q->why, "node %s sent a piece that does not fit", l->address);
         } else if (!q->rc) {
-            memcpy(q->buf + off, b + 16, k); /* (the puller waits for this under mu) */
+            if (iov) /* (the puller waits for this under mu) */
+                copy_from(iov, niov, TR__REMOTE_HDR + 16, q->buf + off, k);
+            else
+                memcpy(q->buf + off, b + 16, k);
             q->got += k;
         }
     }
@@ -205,7 +226,7 @@ static void on_msg(void *ctx, tr__rpc_stream *st, const void *msg, size_t n) {
         return;
     }
     if (n >= TR__REMOTE_HDR && (p[0] == TR__REMOTE_OBJ_DATA || p[0] == TR__REMOTE_OBJ_ERR)) {
-        on_object(l, p, n, gen);
+        on_object(l, p, n, gen, NULL, 0);
         pthread_mutex_unlock(&r->mu);
         return;
     }
@@ -244,6 +265,28 @@ static void on_msg(void *ctx, tr__rpc_stream *st, const void *msg, size_t n) {
     }
     entry_put(e);
     pthread_mutex_unlock(&r->mu);
+}
+
+/* The link's stream thread: a message as the pieces it came in. An object's piece goes
+ * from them straight into the store; anything else is made one buffer for on_msg. */
+static void on_msgv(void *ctx, tr__rpc_stream *st, const struct iovec *iov, int niov, size_t n) {
+    tr__rlink *l = ctx;
+    unsigned char head[TR__REMOTE_HDR + 16];
+    size_t hn = n < sizeof head ? n : sizeof head;
+    copy_from(iov, niov, 0, (char *)head, hn);
+    if (hn == sizeof head && head[0] == TR__REMOTE_OBJ_DATA) {
+        uint32_t gen;
+        memcpy(&gen, head + 17, 4);
+        pthread_mutex_lock(&l->r->mu);
+        if (!l->dead) on_object(l, head, n, gen, iov, niov);
+        pthread_mutex_unlock(&l->r->mu);
+        return;
+    }
+    tr__buf b = TR__BUF_INIT;
+    for (int i = 0; i < niov; i++)
+        tr__buf_append(&b, iov[i].iov_base, iov[i].iov_len);
+    if (!b.oom) on_msg(ctx, st, b.data, b.len);
+    tr__buf_free(&b);
 }
 
 /* The link's stream thread: the stream ended (the node died, the network broke, the
@@ -308,6 +351,7 @@ static int get_link(tr__remotes *r, const char *address, const char *token, tr__
     int rc = tr__rpc_client_create(address, token, r->max_msg, &l->client);
     l->h.on_msg = on_msg;
     l->h.on_end = on_end;
+    l->h.on_msgv = on_msgv;
     l->h.ctx = l;
     if (!rc) rc = tr__rpc_stream_open_cb(l->client, &l->h, &l->st);
     if (rc) {

@@ -492,6 +492,21 @@ TR_API void tr_group_destroy(tr_group *g) {
 TR_API int tr_group_declare(tr_runtime *rt, const tr_actor_id *actors, size_t n, const int *ranks,
                             const char *backend, const char *name) {
     CHECK_RT(rt, "tr_group_declare");
+    /* every rank on one node: groups do not span the nodes of a cluster yet (a join
+     * there would wait for ranks it never sees), so say so now rather than time out */
+    for (size_t i = 1; actors && i < n && i <= 64; i++) {
+        tr_actor_details a = TR_ACTOR_DETAILS_INIT, b = TR_ACTOR_DETAILS_INIT;
+        if (tr__actor_info(rt->node, actors[0], &a) || tr__actor_info(rt->node, actors[i], &b))
+            break; /* (the declaration's own checks report a bad id) */
+        if (strcmp(a.node, b.node) != 0)
+            return tr__err(TR_EINVAL,
+                           "tr_group_declare: group '%s' would span nodes (%s and %s): the "
+                           "'%s' backend needs every rank on one node%s",
+                           name ? name : "", a.node, b.node, backend ? backend : "",
+                           backend && strcmp(backend, "shm") == 0
+                               ? ""
+                               : " (groups across the nodes of a cluster are not supported yet)");
+    }
     return tr__group_declare(rt->node, actors, n, ranks, backend, name);
 }
 

@@ -126,7 +126,7 @@ static void stream_echo(void *ctx, tr__rpc_stream *st, const void *msg, size_t l
     tr__rpc_stream_send(st, msg, len);
 }
 
-static const tr__rpc_stream_handlers stream_handlers = {stream_echo, NULL, NULL};
+static const tr__rpc_stream_handlers stream_handlers = {stream_echo, NULL, NULL, NULL};
 
 /* A TCP sink: reads each connection to its end, then answers one byte. */
 static void *tcp_sink(void *arg) {

@@ -752,6 +752,58 @@ static void stream_event(tr__rpc_server *s, tr__rpc_stream *st, int kind, int su
     }
 }
 
+/* A callback stream's message, as its slices, to on_msgv (called with st->mu held; drops
+ * it during the call). Returns 0 or a code (unreadable, no memory). */
+static int deliver_pieces(tr__rpc_stream *st, grpc_byte_buffer *bb) {
+    grpc_byte_buffer_reader r;
+    if (!grpc_byte_buffer_reader_init(&r, bb)) return tr__err(TR_EPROTO, "rpc: unreadable message");
+    grpc_slice stack_sl[64], *sl = stack_sl;
+    struct iovec stack_iov[64], *iov = stack_iov;
+    int n = 0, cap = 64, rc = 0;
+    size_t len = 0;
+    grpc_slice s;
+    while (grpc_byte_buffer_reader_next(&r, &s)) {
+        if (n == cap) {
+            int ncap = cap * 2;
+            grpc_slice *ns = malloc(ncap * sizeof *ns);
+            struct iovec *ni = malloc(ncap * sizeof *ni);
+            if (!ns || !ni) {
+                free(ns);
+                free(ni);
+                grpc_slice_unref(s);
+                rc = tr__err(TR_ENOMEM, "rpc stream: no room for a message's pieces");
+                break;
+            }
+            memcpy(ns, sl, n * sizeof *ns);
+            memcpy(ni, iov, n * sizeof *ni);
+            if (sl != stack_sl) {
+                free(sl);
+                free(iov);
+            }
+            sl = ns;
+            iov = ni;
+            cap = ncap;
+        }
+        sl[n] = s;
+        iov[n].iov_base = GRPC_SLICE_START_PTR(s);
+        iov[n].iov_len = GRPC_SLICE_LENGTH(s);
+        len += iov[n++].iov_len;
+    }
+    grpc_byte_buffer_reader_destroy(&r);
+    if (!rc && !st->ended) {
+        pthread_mutex_unlock(&st->mu);
+        st->h->on_msgv(st->h->ctx, st, iov, n, len);
+        pthread_mutex_lock(&st->mu);
+    }
+    for (int i = 0; i < n; i++)
+        grpc_slice_unref(sl[i]);
+    if (sl != stack_sl) {
+        free(sl);
+        free(iov);
+    }
+    return rc;
+}
+
 static void *client_loop(void *arg) {
     tr__rpc_stream *st = arg;
     for (;;) {
@@ -765,7 +817,17 @@ static void *client_loop(void *arg) {
             st->refs--;
             grpc_byte_buffer *in = st->in;
             st->in = NULL;
-            if (ev.success && in && st->h) { /* a callback stream: on_msg, here */
+            if (ev.success && in && st->h && st->h->on_msgv) { /* its pieces, no copy */
+                int rc = deliver_pieces(st, in);
+                grpc_byte_buffer_destroy(in);
+                in = NULL;
+                if (!rc && !st->ended && start_recv(st, 0) != 0) grpc_call_cancel(st->call, NULL);
+                if (rc) { /* never a silent gap in an ordered stream */
+                    st->code = rc;
+                    snprintf(st->why, sizeof st->why, "%s", tr_last_error());
+                    grpc_call_cancel(st->call, NULL);
+                }
+            } else if (ev.success && in && st->h) { /* a callback stream: on_msg, here */
                 tr__buf b = TR__BUF_INIT;
                 int rc = read_all(in, &b);
                 grpc_byte_buffer_destroy(in);
@@ -908,10 +970,21 @@ int tr__rpc_stream_open_cb(tr__rpc_client *c, const tr__rpc_stream_handlers *h,
 }
 
 int tr__rpc_stream_send(tr__rpc_stream *st, const void *msg, size_t len) {
+    struct iovec one = {(void *)msg, len};
     if (!st || (!msg && len)) return tr__err(TR_EINVAL, "rpc stream send: NULL argument");
+    return tr__rpc_stream_sendv(st, &one, 1);
+}
+
+int tr__rpc_stream_sendv(tr__rpc_stream *st, const struct iovec *iov, int n) {
+    size_t len = 0;
+    for (int i = 0; i < n; i++)
+        len += iov[i].iov_len;
+    if (!st || n < 0 || (!iov && n)) return tr__err(TR_EINVAL, "rpc stream send: NULL argument");
     if (len > st->max_msg)
         return tr__err(TR_EMSGSIZE, "rpc stream send: %zu bytes (at most %zu)", len, st->max_msg);
-    grpc_slice sl = grpc_slice_from_copied_buffer(msg, len);
+    grpc_slice sl = grpc_slice_malloc(len);
+    for (int i = 0, at = 0; i < n; at += (int)iov[i].iov_len, i++)
+        if (iov[i].iov_len) memcpy(GRPC_SLICE_START_PTR(sl) + at, iov[i].iov_base, iov[i].iov_len);
     grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
     grpc_slice_unref(sl);
     int rc = 0;

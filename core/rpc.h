@@ -18,6 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "core/buf.h"
 
@@ -63,10 +64,16 @@ int tr__rpc_call(tr__rpc_client *c, const void *req, size_t len, int timeout_ms,
 typedef struct tr__rpc_stream tr__rpc_stream;
 typedef void (*tr__rpc_on_msg)(void *ctx, tr__rpc_stream *st, const void *msg, size_t len);
 typedef void (*tr__rpc_on_end)(void *ctx, tr__rpc_stream *st);
+/* A message as the pieces it arrived in (len bytes in all), valid during the call. */
+typedef void (*tr__rpc_on_msgv)(void *ctx, tr__rpc_stream *st, const struct iovec *iov, int n,
+                                size_t len);
 typedef struct tr__rpc_stream_handlers {
     tr__rpc_on_msg on_msg;
     tr__rpc_on_end on_end; /* may be NULL */
     void *ctx;
+    /* a callback client stream's (tr__rpc_stream_open_cb) messages go here instead of
+     * on_msg if it is set: no copy into one buffer (on_msg must still be set) */
+    tr__rpc_on_msgv on_msgv;
 } tr__rpc_stream_handlers;
 /* Takes streams from now on (before: refused as an unknown method); h must outlive s. */
 void tr__rpc_server_on_stream(tr__rpc_server *s, const tr__rpc_stream_handlers *h);
@@ -81,6 +88,8 @@ int tr__rpc_stream_open_cb(tr__rpc_client *c, const tr__rpc_stream_handlers *h,
 /* Whether the stream ended (0: not yet), and why: the code recv would give, its text. */
 int tr__rpc_stream_why(tr__rpc_stream *st, char *why, size_t cap);
 int tr__rpc_stream_send(tr__rpc_stream *st, const void *msg, size_t len);
+/* The same, the message gathered from n pieces (one copy, into gRPC's buffer). */
+int tr__rpc_stream_sendv(tr__rpc_stream *st, const struct iovec *iov, int n);
 int tr__rpc_stream_recv(tr__rpc_stream *st, int timeout_ms, tr__buf *msg);
 void tr__rpc_stream_close(tr__rpc_stream *st);
 

@@ -66,7 +66,7 @@ struct Rpc : ::testing::Test {
     }
     Served served;
     Streams streams;
-    tr__rpc_stream_handlers handlers = {on_msg, on_end, &streams};
+    tr__rpc_stream_handlers handlers = {on_msg, on_end, &streams, nullptr};
     tr__rpc_server *srv = nullptr;
     int port = 0;
     std::string target;
@@ -228,7 +228,7 @@ TEST(RpcAlone, AStreamSeesItsServerGo) {
     int port = 0;
     Served served;
     Streams streams;
-    tr__rpc_stream_handlers h = {on_msg, on_end, &streams};
+    tr__rpc_stream_handlers h = {on_msg, on_end, &streams, nullptr};
     ASSERT_EQ(tr__rpc_server_create("127.0.0.1:0", "", 1 << 20, handler, &served, &s, &port), 0);
     tr__rpc_server_on_stream(s, &h);
     tr__rpc_client *c;

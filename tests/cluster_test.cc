@@ -105,7 +105,8 @@ tr_netns Cluster::net;
 /* Actors across nodes: a driver on node a (its own node's socket, nothing else) places
  * actors on node b and on the head by their "node:IP" resources and calls them over the
  * network (the checks are the driver's: run_cluster_driver); then node b is killed under a
- * call in flight. These nodes keep their sessions in /tmp/c2 and are stopped at the end. */
+ * call in flight, and a new node b's link is cut under another. These nodes keep their sessions in
+ * /tmp/c2 and are stopped at the end. */
 TEST_F(Cluster, ActorsAreCalledAcrossNodes) {
     int st;
     const std::string tmp = " --tmpdir /tmp/c2";
@@ -145,6 +146,7 @@ TEST_F(Cluster, ActorsAreCalledAcrossNodes) {
                              "tr_get there of an object here",
                              "tr_get here of an object there",
                              "an object whose maker died is lost",
+                             "a group across nodes is refused",
                              "a method's error",
                              "an unknown method",
                              "fits nowhere",
@@ -193,7 +195,25 @@ TEST_F(Cluster, ActorsAreCalledAcrossNodes) {
     printf("%s", out.c_str());
     unlink(marker.c_str());
     unlink(log.c_str());
-    for (int i = 0; i < 2; i++)
+
+    /* a new node b, and its link cut under a call in flight: the same, within seconds */
+    out = in(2, cli + " start --address 10.213.0.1:7401 --token t0k" + tmp, &st);
+    ASSERT_EQ(st, 0) << out;
+    in(1, driver("hold|10.213.0.3|10.213.0.1|" + marker, " >" + log + " 2>&1 &"));
+    EXPECT_TRUE(eventually(30000, [&] { return access(marker.c_str(), F_OK) == 0; })) << read_log();
+    in(2, "ip link set " + link_of(2) + " down");
+    EXPECT_TRUE(eventually(60000, [&] {
+        return read_log().find("the cluster goes on") != std::string::npos;
+    })) << read_log();
+    in(2, "ip link set " + link_of(2) + " up");
+    out = read_log();
+    for (const char *what : {"placed", "call", "the call in flight dies with its node",
+                             "a later call fails too", "the cluster goes on"})
+        EXPECT_NE(out.find(std::string("OK ") + what), std::string::npos) << what << "\n" << out;
+    printf("%s", out.c_str());
+    unlink(marker.c_str());
+    unlink(log.c_str());
+    for (int i = 0; i < 3; i++)
         in(i, "sh -c 'for s in /tmp/c2/troupe-*/n*/node.sock; do " + cli +
                   " stop --address $s; done'");
 }

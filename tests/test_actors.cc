@@ -1217,6 +1217,19 @@ int run_cluster_driver(const char *spec) {
         if (!rc && n == 8) memcpy(&v, p, 8);
     }
     cluster_check(rc == 0 && v == 5, "actor to actor across nodes", rc ? tr_last_error() : "");
+    /* a group over actors on two nodes: refused at once, with the reason */
+    {
+        tr_actor_id here, pair[2];
+        rc = tr_actor_create(rt, "Counter", nullptr, "h", 1, &here);
+        pair[0] = here;
+        pair[1] = far;
+        int g1 = rc ? rc : tr_group_declare(rt, pair, 2, nullptr, "shm", "spans");
+        std::string why = tr_last_error();
+        int g2 = rc ? rc : tr_group_declare(rt, pair, 2, nullptr, "gloo", "spans2");
+        cluster_check(g1 == TR_EINVAL && g2 == TR_EINVAL && why.find("span nodes") != why.npos,
+                      "a group across nodes is refused", why);
+        if (!rc) tr_actor_kill(rt, here, 1);
+    }
     /* killed: every later call says so */
     rc = tr_actor_kill(rt, far, 1);
     int64_t x;
