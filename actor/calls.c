@@ -145,21 +145,26 @@ static int pull_object(void *ctx, tr_ref ref, int timeout_ms) {
         return rc == TR_ECONNECT || rc == TR_ETIMEDOUT
                    ? rc
                    : tr__err(TR_EOBJECT_LOST, "%s", tr_last_error());
-    const char *p, *t;
-    size_t n, tn;
-    char address[160], token[256];
+    const char *p, *t, *ca = "";
+    size_t n, tn, cn = 0;
+    char address[160], token[256], tls_ca[512];
     rc = tr__get_str(r.root, "address", &p, &n);
     if (!rc) rc = tr__get_str(r.root, "token", &t, &tn);
-    if (!rc && (n >= sizeof address || tn >= sizeof token))
+    if (!rc && tr__obj_type(tr__obj_get(r.root, "tls_ca")) == TR__T_STR)
+        rc = tr__get_str(r.root, "tls_ca", &ca, &cn);
+    if (!rc && (n >= sizeof address || tn >= sizeof token || cn >= sizeof tls_ca))
         rc = tr__err(TR_EPROTO, "node_where: too long");
     if (!rc) {
         memcpy(address, p, n);
         address[n] = '\0';
         memcpy(token, t, tn);
         token[tn] = '\0';
+        memcpy(tls_ca, ca, cn);
+        tls_ca[cn] = '\0';
     }
     tr__reply_free(&r);
-    return rc ? rc : tr__remote_pull(a->remotes, address, token, a->objects, ref.b, timeout_ms);
+    return rc ? rc
+              : tr__remote_pull(a->remotes, address, token, tls_ca, a->objects, ref.b, timeout_ms);
 }
 
 int tr__actors_create(tr__nodeconn *node, tr__objects *objects, size_t max_msg, tr__actors **out) {
@@ -558,7 +563,10 @@ static void on_readable(tr__actors *a, aconn *ac) {
     }
     ac->reading = 0;
     if (rc < 0)
-        conn_failed(a, ac, TR_EACTOR_DIED, "worker connection closed");
+        conn_failed(a, ac, TR_EACTOR_DIED,
+                    ac->link ? "its worker's connection on the other node, or the link to that "
+                               "node, closed"
+                             : "worker connection closed");
     else if (tr__buf_avail(&ac->out))
         flush(a, ac);
 }
@@ -568,7 +576,7 @@ static void on_readable(tr__actors *a, aconn *ac) {
 static int connect_remote(tr__actors *a, aconn *ac, const tr__actor_where *r) {
     int fd;
     tr__rlink *link;
-    int rc = tr__remote_open(a->remotes, r->remote, r->token, ac->id.b, &fd, &link);
+    int rc = tr__remote_open(a->remotes, r->remote, r->token, r->tls_ca, ac->id.b, &fd, &link);
     if (rc == TR_ECONNECT) {
         mark_dead(a, ac, tr_last_error());
         return 0;

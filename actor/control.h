@@ -20,6 +20,7 @@ typedef struct tr__actor_where {
     char reason[512]; /* why it died, when DEAD */
     char remote[160]; /* "HOST:PORT": it lives on that node of the cluster (no path) */
     char token[256];  /* the cluster's token, to reach that node */
+    char tls_ca[512]; /* and the CA file to check it with (TLS); "" for plain */
 } tr__actor_where;
 
 int tr__actor_create(tr__nodeconn *node, const char *cls, const tr_actor_options *opts,

@@ -337,7 +337,8 @@ void tr__remotes_destroy(tr__remotes *r) {
 }
 
 /* A live link to address, opened if need be. Caller holds mu (dropped while opening). */
-static int get_link(tr__remotes *r, const char *address, const char *token, tr__rlink **out) {
+static int get_link(tr__remotes *r, const char *address, const char *token, const char *tls_ca,
+                    tr__rlink **out) {
     for (tr__rlink *l = r->links; l; l = l->next) {
         if (strcmp(l->address, address) == 0) {
             *out = l;
@@ -348,7 +349,10 @@ static int get_link(tr__remotes *r, const char *address, const char *token, tr__
     if (!l) return tr__err(TR_ENOMEM, "remote link");
     l->r = r;
     snprintf(l->address, sizeof l->address, "%s", address);
-    int rc = tr__rpc_client_create(address, token, r->max_msg, &l->client);
+    tr__rpc_tls tls = {NULL, NULL, NULL};
+    int rc = tls_ca && *tls_ca ? tr__rpc_tls_load(NULL, NULL, tls_ca, &tls) : 0;
+    if (!rc) rc = tr__rpc_client_create_tls(address, token, &tls, r->max_msg, &l->client);
+    tr__rpc_tls_free(&tls);
     l->h.on_msg = on_msg;
     l->h.on_end = on_end;
     l->h.on_msgv = on_msgv;
@@ -369,8 +373,8 @@ static int get_link(tr__remotes *r, const char *address, const char *token, tr__
     return 0;
 }
 
-int tr__remote_open(tr__remotes *r, const char *address, const char *token, const uint8_t id[16],
-                    int *fd, tr__rlink **link) {
+int tr__remote_open(tr__remotes *r, const char *address, const char *token, const char *tls_ca,
+                    const uint8_t id[16], int *fd, tr__rlink **link) {
     *fd = -1;
     *link = NULL;
     int sv[2];
@@ -391,7 +395,7 @@ int tr__remote_open(tr__remotes *r, const char *address, const char *token, cons
 
     pthread_mutex_lock(&r->mu);
     tr__rlink *l = NULL;
-    int rc = get_link(r, address, token, &l);
+    int rc = get_link(r, address, token, tls_ca, &l);
     if (!rc && tr__idmap_get(&l->entries, tr__id_key(id)))
         rc = tr__err(TR_EEXIST, "actor is open on the link already");
     if (!rc) e->gen = ++l->next_gen;
@@ -493,8 +497,8 @@ static int wait_until(tr__remotes *r, int64_t deadline) {
     return pthread_cond_timedwait(&r->cv, &r->mu, &ts) == ETIMEDOUT ? TR_ETIMEDOUT : 0;
 }
 
-int tr__remote_pull(tr__remotes *r, const char *address, const char *token, tr__objects *o,
-                    const uint8_t ref[16], int timeout_ms) {
+int tr__remote_pull(tr__remotes *r, const char *address, const char *token, const char *tls_ca,
+                    tr__objects *o, const uint8_t ref[16], int timeout_ms) {
     int64_t deadline = timeout_ms < 0 ? INT64_MAX : tr__deadline(timeout_ms);
     size_t chunk = r->max_msg - TR__REMOTE_HDR - 64;
     if (chunk > PULL_CHUNK) chunk = PULL_CHUNK;
@@ -504,7 +508,7 @@ int tr__remote_pull(tr__remotes *r, const char *address, const char *token, tr__
     q.total = -1;
     pthread_mutex_lock(&r->mu);
     tr__rlink *l = NULL;
-    int rc = get_link(r, address, token, &l);
+    int rc = get_link(r, address, token, tls_ca, &l);
     if (rc) {
         pthread_mutex_unlock(&r->mu);
         return tr__err(TR_EOBJECT_LOST, "%s", tr_last_error());

@@ -49,11 +49,12 @@ int tr__remotes_create(size_t max_msg, tr__remotes **out);
 void tr__remotes_destroy(tr__remotes *r);
 
 /* Registers actor id on the link to the node at address ("HOST:PORT", reached with
- * token), opening the link if there is none. *fd: the read side (non-blocking,
+ * token, over TLS checked against the CA file tls_ca if it is not NULL or ""), opening
+ * the link if there is none. *fd: the read side (non-blocking,
  * close-on-exec), the caller's to read and, after tr__remote_close, to close. Returns 0,
  * TR_ECONNECT (the stream cannot be opened), TR_ENOMEM, TR_EEXIST (id is open already). */
-int tr__remote_open(tr__remotes *r, const char *address, const char *token, const uint8_t id[16],
-                    int *fd, tr__rlink **link);
+int tr__remote_open(tr__remotes *r, const char *address, const char *token, const char *tls_ca,
+                    const uint8_t id[16], int *fd, tr__rlink **link);
 /* Queues bytes of CALL frames for actor id, in messages of at most the link's message
  * limit; never waits for the network. *taken: the bytes queued. Returns 0 (all of them),
  * TR_ENOMEM (the link holds 64 MiB unsent: try the rest later), TR_ECONNECT (the link
@@ -65,8 +66,8 @@ int tr__remote_send(tr__remotes *r, tr__rlink *l, const uint8_t id[16], const vo
  * timeout_ms. Another process (or thread) pulling the same object already: returns 0 at
  * once, the caller's lookup waits for that seal. Returns 0, TR_EOBJECT_LOST (the node no
  * longer has it, or its link ended), TR_ETIMEDOUT, TR_ENOMEM (no room here). */
-int tr__remote_pull(tr__remotes *r, const char *address, const char *token, tr__objects *o,
-                    const uint8_t ref[16], int timeout_ms);
+int tr__remote_pull(tr__remotes *r, const char *address, const char *token, const char *tls_ca,
+                    tr__objects *o, const uint8_t ref[16], int timeout_ms);
 /* The caller lets go of actor id (before closing its fd): the node is told. l may be
  * freed by this call. */
 void tr__remote_close(tr__remotes *r, tr__rlink *l, const uint8_t id[16]);

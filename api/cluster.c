@@ -133,6 +133,8 @@ struct tr__cluster {
     pthread_t thread;
     int stop;
     char token[256];
+    tr__rpc_tls tls;   /* between the nodes, if configured: this node's cert and key, the CA */
+    char tls_ca[512];  /* the CA's file, for this node's drivers and workers ("": plain) */
     uint32_t num;      /* ours: the head's 1, a member's as the head gave it */
     uint32_t next_num; /* the head's next for a new member */
     tr__store *store;  /* the node's, to number its objects */
@@ -240,7 +242,7 @@ static tr__rpc_client *peer_client(tr__cluster *cl, const char *address) {
         p = p->next;
     if (!p && (p = calloc(1, sizeof *p))) {
         snprintf(p->address, sizeof p->address, "%s", address);
-        if (tr__rpc_client_create(address, cl->token, cl->max_msg, &p->client)) {
+        if (tr__rpc_client_create_tls(address, cl->token, &cl->tls, cl->max_msg, &p->client)) {
             free(p);
             p = NULL;
         } else {
@@ -758,7 +760,7 @@ static void run_on_node(tr__cluster *cl, job *j) {
                     tr__now_ns() >= deadline || closing(cl);
         if (final) {
             tr__buf_reset(&j->reply);
-            tr__reply_begin(&j->reply, 0, NULL, 6);
+            tr__reply_begin(&j->reply, 0, NULL, 7);
             tr__enc_str(&j->reply, "state");
             tr__enc_int(&j->reply, state);
             tr__enc_str(&j->reply, "inc");
@@ -774,6 +776,8 @@ static void run_on_node(tr__cluster *cl, job *j) {
             tr__enc_str(&j->reply, address);
             tr__enc_str(&j->reply, "token");
             tr__enc_str(&j->reply, cl->token);
+            tr__enc_str(&j->reply, "tls_ca");
+            tr__enc_str(&j->reply, cl->tls_ca);
         }
         if (decoded) tr__dec_free(&d); /* (it points into a) */
         tr__buf_free(&a);
@@ -1375,8 +1379,15 @@ int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *tot
         if (*p == '"' || *p == '\\') *p = '_';
     const char *token = cfg->cluster_token ? cfg->cluster_token : "";
     snprintf(cl->token, sizeof cl->token, "%s", token);
+    int tls_parts = !!cfg->cluster_tls_cert + !!cfg->cluster_tls_key + !!cfg->cluster_tls_ca;
+    int rc = tls_parts && tls_parts != 3
+                 ? tr__err(TR_EINVAL, "cluster TLS needs all of cluster_tls_cert, cluster_tls_key "
+                                      "and cluster_tls_ca (--tls-cert, --tls-key, --tls-ca)")
+             : tls_parts ? tr__rpc_tls_load(cfg->cluster_tls_cert, cfg->cluster_tls_key,
+                                            cfg->cluster_tls_ca, &cl->tls)
+                         : 0;
+    if (!rc && tls_parts) snprintf(cl->tls_ca, sizeof cl->tls_ca, "%s", cfg->cluster_tls_ca);
     char ip[64] = "127.0.0.1", bind[160];
-    int rc = 0;
     const char *b = cfg->cluster_bind;
     if (b && (strchr(b, ':') || strcmp(b, "0.0.0.0") == 0 || !*b))
         rc = tr__err(TR_EINVAL,
@@ -1404,7 +1415,9 @@ int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *tot
                  cfg->cluster_port < 0 ? 0 : cfg->cluster_port);
         int port = 0;
         rc = tr__relay_create(sock, cfg->max_msg, &cl->relay);
-        if (!rc) rc = tr__rpc_server_create(bind, token, cfg->max_msg, handle, cl, &cl->srv, &port);
+        if (!rc)
+            rc = tr__rpc_server_create_tls(bind, token, &cl->tls, cfg->max_msg, handle, cl,
+                                           &cl->srv, &port);
         if (!rc) tr__rpc_server_on_stream(cl->srv, tr__relay_handlers(cl->relay));
         pthread_mutex_lock(&cl->mu);
         if (!rc)
@@ -1417,7 +1430,7 @@ int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *tot
             TR_LOG_INFO("CLUSTER-HEAD", "head %s listening at %s", cl->id, cl->address);
     }
     if (!rc && !cl->head) { /* join: the head must take us within JOIN_MS */
-        rc = tr__rpc_client_create(cl->head_addr, token, cfg->max_msg, &cl->to_head);
+        rc = tr__rpc_client_create_tls(cl->head_addr, token, &cl->tls, cfg->max_msg, &cl->to_head);
         int64_t until = tr__deadline(JOIN_MS);
         while (!rc) {
             tr__buf r = TR__BUF_INIT;
@@ -1478,6 +1491,10 @@ uint32_t tr__cluster_node_num(tr__cluster *cl) {
 
 const char *tr__cluster_token(tr__cluster *cl) {
     return cl ? cl->token : "";
+}
+
+const char *tr__cluster_tls_ca(tr__cluster *cl) {
+    return cl ? cl->tls_ca : "";
 }
 
 int tr__cluster_node_address(tr__cluster *cl, uint32_t num, char *out, size_t cap) {
@@ -1569,6 +1586,7 @@ void tr__cluster_stop(tr__cluster *cl) {
         free(p);
     }
     pthread_cond_destroy(&cl->jobs_cv);
+    tr__rpc_tls_free(&cl->tls);
     free(cl->nodes_json);
     pthread_mutex_destroy(&cl->mu);
     pthread_cond_destroy(&cl->cv);

@@ -57,8 +57,9 @@ void tr__cluster_close(tr__cluster *cl);
 void tr__cluster_set_store(tr__cluster *cl, tr__store *store);
 /* This node's number in the cluster (0: none). */
 uint32_t tr__cluster_node_num(tr__cluster *cl);
-/* The cluster's token ("" for none). */
+/* The cluster's token ("" for none), and its CA's file for TLS ("" for plain). */
 const char *tr__cluster_token(tr__cluster *cl);
+const char *tr__cluster_tls_ca(tr__cluster *cl);
 /* The RPC address of node number num, alive: 0, or TR_EOBJECT_LOST (unknown, or lost). */
 int tr__cluster_node_address(tr__cluster *cl, uint32_t num, char *out, size_t cap);
 /* `,"cluster":{...}` for the node's status JSON (nothing when cl is NULL). */

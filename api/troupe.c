@@ -3,7 +3,8 @@
  *   troupe start --head [--port P] [--bind ADDR] [--token T] [--num-cpus N] [--num-gpus N]
  *                       [--resources a=1,b=2] [--tmpdir D] [--cpu-binding cores|none]
  *   troupe start --address HOST:PORT [--token T] [--bind ADDR] [--port P] [...]
- *   troupe status [--address PATH | --address HOST:PORT --token T]
+ *                (either start: [--tls-cert F --tls-key F --tls-ca F], TLS between nodes)
+ *   troupe status [--address PATH | --address HOST:PORT --token T [--tls-ca F]]
  *   troupe stop   [--address PATH]
  *
  * `start` spawns this executable as a detached node (its own session), waits until it
@@ -39,7 +40,9 @@ static void usage(void) {
             "                           [--num-gpus N] [--resources a=1,b=2] [--tmpdir DIR]\n"
             "                           [--cpu-binding cores|none]\n"
             "       troupe start --address HOST:PORT [--token T] [--bind ADDR] [--port P] ...\n"
-            "       troupe status [--address PATH | --address HOST:PORT --token T] [--tmpdir DIR]\n"
+            "         (either start: [--tls-cert FILE --tls-key FILE --tls-ca FILE])\n"
+            "       troupe status [--address PATH | --address HOST:PORT --token T [--tls-ca F]]\n"
+            "                     [--tmpdir DIR]\n"
             "       troupe stop   [--address PATH] [--tmpdir DIR]\n"
             "       troupe version\n");
 }
@@ -118,9 +121,12 @@ static int connect_cli(const char *addr, tr__nodeconn **out) {
 }
 
 /* A node of a cluster, over the network: "HOST:PORT" (its cluster address). */
-static int remote_status(const char *addr, const char *token) {
+static int remote_status(const char *addr, const char *token, const char *tls_ca) {
     tr__rpc_client *c;
-    int rc = tr__rpc_client_create(addr, token, TR__DEFAULT_MAX_MSG, &c);
+    tr__rpc_tls tls = {NULL, NULL, NULL};
+    int rc = tls_ca ? tr__rpc_tls_load(NULL, NULL, tls_ca, &tls) : 0;
+    if (!rc) rc = tr__rpc_client_create_tls(addr, token, &tls, TR__DEFAULT_MAX_MSG, &c);
+    tr__rpc_tls_free(&tls);
     if (rc) return fail(rc, "status");
     tr__buf b = TR__BUF_INIT, r = TR__BUF_INIT;
     tr__enc_map(&b, 1);
@@ -140,8 +146,8 @@ static int remote_status(const char *addr, const char *token) {
     return rc ? fail(rc, "status") : 0;
 }
 
-static int cmd_status(const char *addr, const char *token) {
-    if (!strchr(addr, '/') && strchr(addr, ':')) return remote_status(addr, token);
+static int cmd_status(const char *addr, const char *token, const char *tls_ca) {
+    if (!strchr(addr, '/') && strchr(addr, ':')) return remote_status(addr, token, tls_ca);
     tr__nodeconn *c;
     int rc = connect_cli(addr, &c);
     if (rc) return fail(rc, "status");
@@ -228,7 +234,14 @@ int main(int argc, char **argv) {
             rc = tr_config_set(cfg, "cluster_bind", v);
         else if (strcmp(a, "--token") == 0)
             rc = tr_config_set(cfg, "cluster_token", v);
-        else {
+        else if (strncmp(a, "--tls-", 6) == 0 &&
+                 (strcmp(a + 6, "cert") == 0 || strcmp(a + 6, "key") == 0 ||
+                  strcmp(a + 6, "ca") == 0)) {
+            char key[32], abs[PATH_MAX]; /* (the node runs elsewhere: absolute paths) */
+            snprintf(key, sizeof key, "cluster_tls_%s", a + 6);
+            rc = realpath(v, abs) ? tr_config_set(cfg, key, abs)
+                                  : tr__err(TR_EINVAL, "%s: %s", v, strerror(errno));
+        } else {
             usage();
             return 2;
         }
@@ -245,8 +258,9 @@ int main(int argc, char **argv) {
             if (rc) return fail(rc, cmd);
             addr = found;
         }
-        status = strcmp(cmd, "status") == 0 ? cmd_status(addr, cfg->cluster_token)
-                                            : cmd_stop(addr, cfg->tmpdir);
+        status = strcmp(cmd, "status") == 0
+                     ? cmd_status(addr, cfg->cluster_token, cfg->cluster_tls_ca)
+                     : cmd_stop(addr, cfg->tmpdir);
     } else if (strcmp(cmd, "version") == 0) {
         printf("troupe %s (ABI %u)\n", tr_version_string(), tr_abi_version());
         status = 0;

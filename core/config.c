@@ -57,6 +57,9 @@ TR_API void tr_config_destroy(tr_config *cfg) {
     free(cfg->cluster_bind);
     free(cfg->cluster_token);
     free(cfg->cluster_head);
+    free(cfg->cluster_tls_cert);
+    free(cfg->cluster_tls_key);
+    free(cfg->cluster_tls_ca);
     for (size_t i = 0; i < cfg->n_classes; i++)
         free((char *)cfg->classes[i].name);
     free(cfg->classes);
@@ -97,6 +100,9 @@ TR_API int tr_config_set(tr_config *cfg, const char *key, const char *value) {
     if (strcmp(key, "spill_dir") == 0) return set_str(&cfg->spill_dir, value);
     if (strcmp(key, "cluster_bind") == 0) return set_str(&cfg->cluster_bind, value);
     if (strcmp(key, "cluster_head") == 0) return set_str(&cfg->cluster_head, value);
+    if (strcmp(key, "cluster_tls_cert") == 0) return set_str(&cfg->cluster_tls_cert, value);
+    if (strcmp(key, "cluster_tls_key") == 0) return set_str(&cfg->cluster_tls_key, value);
+    if (strcmp(key, "cluster_tls_ca") == 0) return set_str(&cfg->cluster_tls_ca, value);
     if (strcmp(key, "cluster_token") == 0) {
         if (strlen(value) > 255)
             return tr__err(TR_EINVAL, "config 'cluster_token': at most 255 bytes");
@@ -206,6 +212,7 @@ int tr__config_copy(const tr_config *src, tr_config **out) {
         tr_config tmp = *src;
         tmp.address = tmp.tmpdir = tmp.spill_dir = NULL;
         tmp.cluster_bind = tmp.cluster_token = tmp.cluster_head = NULL;
+        tmp.cluster_tls_cert = tmp.cluster_tls_key = tmp.cluster_tls_ca = NULL;
         tmp.classes = NULL;
         tmp.n_classes = 0;
         *c = tmp;
@@ -214,7 +221,10 @@ int tr__config_copy(const tr_config *src, tr_config **out) {
             (src->spill_dir && set_str(&c->spill_dir, src->spill_dir)) ||
             (src->cluster_bind && set_str(&c->cluster_bind, src->cluster_bind)) ||
             (src->cluster_token && set_str(&c->cluster_token, src->cluster_token)) ||
-            (src->cluster_head && set_str(&c->cluster_head, src->cluster_head)))
+            (src->cluster_head && set_str(&c->cluster_head, src->cluster_head)) ||
+            (src->cluster_tls_cert && set_str(&c->cluster_tls_cert, src->cluster_tls_cert)) ||
+            (src->cluster_tls_key && set_str(&c->cluster_tls_key, src->cluster_tls_key)) ||
+            (src->cluster_tls_ca && set_str(&c->cluster_tls_ca, src->cluster_tls_ca)))
             goto oom;
         for (size_t i = 0; i < src->n_classes; i++)
             if (tr_config_add_class(c, &src->classes[i])) goto oom;
@@ -243,7 +253,7 @@ size_t tr__config_store_bytes(const tr_config *cfg) {
 int tr__config_encode_node(const tr_config *cfg, tr__buf *out) {
     char res[1024];
     tr__res_format(&cfg->resources, res, sizeof res);
-    tr__enc_map(out, 14);
+    tr__enc_map(out, 17);
     tr__enc_str(out, "cluster_port");
     tr__enc_int(out, cfg->cluster_port);
     tr__enc_str(out, "cluster_bind");
@@ -252,6 +262,12 @@ int tr__config_encode_node(const tr_config *cfg, tr__buf *out) {
     tr__enc_str(out, cfg->cluster_token);
     tr__enc_str(out, "cluster_head");
     tr__enc_str(out, cfg->cluster_head);
+    tr__enc_str(out, "cluster_tls_cert");
+    tr__enc_str(out, cfg->cluster_tls_cert);
+    tr__enc_str(out, "cluster_tls_key");
+    tr__enc_str(out, cfg->cluster_tls_key);
+    tr__enc_str(out, "cluster_tls_ca");
+    tr__enc_str(out, cfg->cluster_tls_ca);
     tr__enc_str(out, "cpu_binding");
     tr__enc_int(out, cfg->cpu_binding);
     tr__enc_str(out, "tmpdir");
@@ -312,7 +328,10 @@ int tr__config_decode_node(const void *data, size_t len, tr_config *cfg) {
         (rc = decode_path(d.root, "tmpdir", &cfg->tmpdir)) ||
         (rc = decode_path(d.root, "cluster_bind", &cfg->cluster_bind)) ||
         (rc = decode_path(d.root, "cluster_token", &cfg->cluster_token)) ||
-        (rc = decode_path(d.root, "cluster_head", &cfg->cluster_head)))
+        (rc = decode_path(d.root, "cluster_head", &cfg->cluster_head)) ||
+        (rc = decode_path(d.root, "cluster_tls_cert", &cfg->cluster_tls_cert)) ||
+        (rc = decode_path(d.root, "cluster_tls_key", &cfg->cluster_tls_key)) ||
+        (rc = decode_path(d.root, "cluster_tls_ca", &cfg->cluster_tls_ca)))
         goto out;
     int64_t cport = -1;
     if (tr__obj_get(d.root, "cluster_port") && (rc = tr__get_int(d.root, "cluster_port", &cport)))

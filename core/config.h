@@ -32,6 +32,9 @@ struct tr_config {
      * cluster's token, and the head to join ("HOST:PORT"; NULL: this node is the head) */
     int cluster_port;
     char *cluster_bind, *cluster_token, *cluster_head;
+    /* TLS between nodes (PEM file paths; NULL: plain): this node's certificate and key,
+     * and the CA that signed every node's (core/rpc.h: tr__rpc_tls) */
+    char *cluster_tls_cert, *cluster_tls_key, *cluster_tls_ca;
     tr_actor_class *classes;
     size_t n_classes;
 };

@@ -11,6 +11,7 @@
 #include <grpc/support/time.h>
 #include <arpa/inet.h>
 #include <pthread.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -316,9 +317,54 @@ static void *serve(void *arg) {
     return NULL;
 }
 
+static int read_pem(const char *path, char **out) {
+    *out = NULL;
+    if (!path) return 0;
+    FILE *f = fopen(path, "rb");
+    char *b = f ? malloc((1 << 20) + 1) : NULL;
+    size_t n = b ? fread(b, 1, 1 << 20, f) : 0;
+    int bad = !f || !b || n == 0 || (n == (1 << 20) && fgetc(f) != EOF);
+    int e = errno;
+    if (f) fclose(f);
+    if (bad) {
+        free(b);
+        return tr__err(TR_EINVAL, "TLS: cannot read %s%s%s", path, f ? "" : ": ",
+                       f ? " (empty, or over 1 MiB)" : strerror(e));
+    }
+    b[n] = '\0';
+    *out = b;
+    return 0;
+}
+
+int tr__rpc_tls_load(const char *cert_path, const char *key_path, const char *ca_path,
+                     tr__rpc_tls *out) {
+    memset(out, 0, sizeof *out);
+    int rc = read_pem(cert_path, &out->cert);
+    if (!rc) rc = read_pem(key_path, &out->key);
+    if (!rc) rc = read_pem(ca_path, &out->ca);
+    if (rc) tr__rpc_tls_free(out);
+    return rc;
+}
+
+void tr__rpc_tls_free(tr__rpc_tls *t) {
+    if (!t) return;
+    free(t->cert);
+    free(t->key);
+    free(t->ca);
+    memset(t, 0, sizeof *t);
+}
+
 int tr__rpc_server_create(const char *bind, const char *token, size_t max_msg,
                           tr__rpc_handler handler, void *ctx, tr__rpc_server **out, int *port) {
+    return tr__rpc_server_create_tls(bind, token, NULL, max_msg, handler, ctx, out, port);
+}
+
+int tr__rpc_server_create_tls(const char *bind, const char *token, const tr__rpc_tls *tls,
+                              size_t max_msg, tr__rpc_handler handler, void *ctx,
+                              tr__rpc_server **out, int *port) {
     if (!out || !bind || !handler) return tr__err(TR_EINVAL, "rpc server: NULL argument");
+    if (tls && (!tls->cert) != (!tls->key))
+        return tr__err(TR_EINVAL, "rpc server: TLS needs both a certificate and its key");
     *out = NULL;
     if (!token) token = "";
     if (strlen(token) >= sizeof((tr__rpc_server *)0)->token)
@@ -338,8 +384,14 @@ int tr__rpc_server_create(const char *bind, const char *token, size_t max_msg,
     s->cq = grpc_completion_queue_create_for_next(NULL);
     s->srv = grpc_server_create(make_args(max_msg, 1, a, &args), NULL);
     grpc_server_register_completion_queue(s->srv, s->cq, NULL);
-    grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
-    int p = grpc_server_add_http2_port(s->srv, bind, creds);
+    grpc_server_credentials *creds;
+    if (tls && tls->cert) {
+        grpc_ssl_pem_key_cert_pair pair = {tls->key, tls->cert};
+        creds = grpc_ssl_server_credentials_create(NULL, &pair, 1, 0, NULL);
+    } else {
+        creds = grpc_insecure_server_credentials_create();
+    }
+    int p = creds ? grpc_server_add_http2_port(s->srv, bind, creds) : 0;
     grpc_server_credentials_release(creds);
     if (p <= 0) {
         grpc_server_destroy(s->srv);
@@ -395,6 +447,11 @@ struct tr__rpc_client {
 
 int tr__rpc_client_create(const char *target, const char *token, size_t max_msg,
                           tr__rpc_client **out) {
+    return tr__rpc_client_create_tls(target, token, NULL, max_msg, out);
+}
+
+int tr__rpc_client_create_tls(const char *target, const char *token, const tr__rpc_tls *tls,
+                              size_t max_msg, tr__rpc_client **out) {
     if (!out || !target) return tr__err(TR_EINVAL, "rpc client: NULL argument");
     *out = NULL;
     if (token && strlen(token) > 255) return tr__err(TR_EINVAL, "rpc client: token too long");
@@ -403,11 +460,20 @@ int tr__rpc_client_create(const char *target, const char *token, size_t max_msg,
     snprintf(c->auth, sizeof c->auth, BEARER "%s", token ? token : "");
     c->max_msg = max_msg;
     grpc_init();
-    grpc_arg a[12];
+    grpc_arg a[13];
     grpc_channel_args args;
-    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
-    c->ch = grpc_channel_create(target, creds, make_args(max_msg, 0, a, &args));
-    grpc_channel_credentials_release(creds);
+    grpc_channel_credentials *creds;
+    make_args(max_msg, 0, a, &args);
+    if (tls && tls->ca) {
+        creds = grpc_ssl_credentials_create(tls->ca, NULL, NULL, NULL);
+        a[args.num_args].type = GRPC_ARG_STRING; /* the name every node's certificate has */
+        a[args.num_args].key = (char *)GRPC_SSL_TARGET_NAME_OVERRIDE_ARG;
+        a[args.num_args++].value.string = (char *)TR__RPC_TLS_NAME;
+    } else {
+        creds = grpc_insecure_credentials_create();
+    }
+    c->ch = creds ? grpc_channel_create(target, creds, &args) : NULL;
+    if (creds) grpc_channel_credentials_release(creds);
     if (!c->ch) {
         free(c);
         grpc_shutdown();
@@ -784,12 +850,16 @@ static int deliver_pieces(tr__rpc_stream *st, grpc_byte_buffer *bb) {
             iov = ni;
             cap = ncap;
         }
-        sl[n] = s;
-        iov[n].iov_base = GRPC_SLICE_START_PTR(s);
-        iov[n].iov_len = GRPC_SLICE_LENGTH(s);
-        len += iov[n++].iov_len;
+        sl[n++] = s;
     }
     grpc_byte_buffer_reader_destroy(&r);
+    /* the views last: a small slice keeps its bytes inside itself (where sl[] holds it
+     * now, for good), and sl[] may have moved while it grew */
+    for (int i = 0; i < n; i++) {
+        iov[i].iov_base = GRPC_SLICE_START_PTR(sl[i]);
+        iov[i].iov_len = GRPC_SLICE_LENGTH(sl[i]);
+        len += iov[i].iov_len;
+    }
     if (!rc && !st->ended) {
         pthread_mutex_unlock(&st->mu);
         st->h->on_msgv(st->h->ctx, st, iov, n, len);

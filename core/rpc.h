@@ -25,6 +25,21 @@
 typedef struct tr__rpc_server tr__rpc_server;
 typedef struct tr__rpc_client tr__rpc_client;
 
+/* TLS (gRPC's SSL credentials), optional: a server with a certificate chain and its key
+ * speaks TLS only; a client with a CA bundle speaks TLS only and accepts a server whose
+ * certificate that CA signed for the name TR__RPC_TLS_NAME (a cluster's nodes share the
+ * name, whatever their addresses). The token still authenticates the client. PEM text;
+ * NULL members: not used. */
+#define TR__RPC_TLS_NAME "troupe-node"
+typedef struct tr__rpc_tls {
+    char *cert, *key, *ca;
+} tr__rpc_tls;
+/* Reads the PEM files named (any may be NULL) into *out. Returns 0, or TR_EINVAL naming
+ * the file that cannot be read (or is empty, or over 1 MiB). */
+int tr__rpc_tls_load(const char *cert_path, const char *key_path, const char *ca_path,
+                     tr__rpc_tls *out);
+void tr__rpc_tls_free(tr__rpc_tls *t);
+
 /* A request's handler: the request's bytes in, the reply's appended to `reply`; returns 0,
  * or a TR_E* code that the caller gets (with `reply` as its message, if any). */
 typedef int (*tr__rpc_handler)(void *ctx, const void *req, size_t len, tr__buf *reply);
@@ -33,12 +48,19 @@ typedef int (*tr__rpc_handler)(void *ctx, const void *req, size_t len, tr__buf *
  * "": none, loopback only) and messages up to max_msg bytes. */
 int tr__rpc_server_create(const char *bind, const char *token, size_t max_msg,
                           tr__rpc_handler handler, void *ctx, tr__rpc_server **out, int *port);
+/* The same over TLS when tls has a cert and key (tls may be NULL: plain). */
+int tr__rpc_server_create_tls(const char *bind, const char *token, const tr__rpc_tls *tls,
+                              size_t max_msg, tr__rpc_handler handler, void *ctx,
+                              tr__rpc_server **out, int *port);
 /* Stops listening, cancels calls in flight, waits for the thread, frees. NULL: no-op. */
 void tr__rpc_server_destroy(tr__rpc_server *s);
 
 /* A channel to `target` ("HOST:PORT"); connects lazily, reconnects as gRPC does. */
 int tr__rpc_client_create(const char *target, const char *token, size_t max_msg,
                           tr__rpc_client **out);
+/* The same over TLS when tls has a CA (tls may be NULL: plain). */
+int tr__rpc_client_create_tls(const char *target, const char *token, const tr__rpc_tls *tls,
+                              size_t max_msg, tr__rpc_client **out);
 void tr__rpc_client_destroy(tr__rpc_client *c);
 /* One call: the reply's bytes appended to `reply` (also on a handler's error: its
  * message). Returns 0 or a code as above. */

@@ -278,3 +278,74 @@ TEST(RpcAlone, ANonLoopbackServerNeedsAToken) {
 }
 
 } // namespace
+
+namespace {
+
+/* TLS: the test certificates (core/testdata: a CA, a node certificate it signed for
+ * "troupe-node", another CA). */
+TEST(RpcTls, CallsAndStreamsGoOverTlsAndMismatchesAreRefused) {
+    tr__rpc_tls srv_tls, cli_tls, wrong_ca;
+    ASSERT_EQ(
+        tr__rpc_tls_load("core/testdata/node.pem", "core/testdata/node.key", nullptr, &srv_tls), 0)
+        << tr_last_error();
+    ASSERT_EQ(tr__rpc_tls_load(nullptr, nullptr, "core/testdata/ca.pem", &cli_tls), 0);
+    ASSERT_EQ(tr__rpc_tls_load(nullptr, nullptr, "core/testdata/other_ca.pem", &wrong_ca), 0);
+    tr__rpc_tls none;
+    EXPECT_EQ(tr__rpc_tls_load("core/testdata/nope.pem", nullptr, nullptr, &none), TR_EINVAL);
+    EXPECT_NE(std::string(tr_last_error()).find("nope.pem"), std::string::npos);
+    tr__rpc_tls half = {srv_tls.cert, nullptr, nullptr};
+    Served served;
+    tr__rpc_server *srv = nullptr;
+    int port = 0;
+    EXPECT_EQ(tr__rpc_server_create_tls("127.0.0.1:0", "t", &half, 1 << 20, handler, &served, &srv,
+                                        &port),
+              TR_EINVAL);
+    ASSERT_EQ(tr__rpc_server_create_tls("127.0.0.1:0", "t", &srv_tls, 1 << 20, handler, &served,
+                                        &srv, &port),
+              0)
+        << tr_last_error();
+    Streams streams;
+    tr__rpc_stream_handlers h = {on_msg, on_end, &streams, nullptr};
+    tr__rpc_server_on_stream(srv, &h);
+    std::string target = "127.0.0.1:" + std::to_string(port);
+    auto call = [&](const tr__rpc_tls *tls, const char *token, std::string *out) {
+        tr__rpc_client *c;
+        EXPECT_EQ(tr__rpc_client_create_tls(target.c_str(), token, tls, 1 << 20, &c), 0);
+        tr__buf r = TR__BUF_INIT;
+        int rc = tr__rpc_call(c, "over tls", 8, 3000, &r);
+        if (out) out->assign(r.data ? r.data + r.off : "", tr__buf_avail(&r));
+        tr__buf_free(&r);
+        tr__rpc_client_destroy(c);
+        return rc;
+    };
+    std::string out;
+    EXPECT_EQ(call(&cli_tls, "t", &out), 0) << tr_last_error();
+    EXPECT_EQ(out, "over tls");
+    EXPECT_EQ(call(&cli_tls, "wrong", nullptr), TR_EPERM); /* the token still counts */
+    EXPECT_EQ(call(nullptr, "t", nullptr), TR_ECONNECT);   /* plain to a TLS server */
+    EXPECT_EQ(call(&wrong_ca, "t", nullptr), TR_ECONNECT); /* a CA that did not sign it */
+    EXPECT_EQ(served.calls, 1); /* only the first ran: the rest were refused before it */
+    /* a stream over TLS */
+    tr__rpc_client *c;
+    tr__rpc_stream *st;
+    ASSERT_EQ(tr__rpc_client_create_tls(target.c_str(), "t", &cli_tls, 1 << 20, &c), 0);
+    ASSERT_EQ(tr__rpc_stream_open(c, &st), 0);
+    ASSERT_EQ(tr__rpc_stream_send(st, "ping", 4), 0);
+    tr__buf b = TR__BUF_INIT;
+    EXPECT_EQ(tr__rpc_stream_recv(st, 5000, &b), 0) << tr_last_error();
+    EXPECT_EQ(std::string(b.data ? b.data + b.off : "", tr__buf_avail(&b)), "ping");
+    tr__buf_free(&b);
+    tr__rpc_stream_close(st);
+    tr__rpc_client_destroy(c);
+    tr__rpc_server_destroy(srv);
+    /* a TLS client to a plain server */
+    ASSERT_EQ(tr__rpc_server_create("127.0.0.1:0", "t", 1 << 20, handler, &served, &srv, &port), 0);
+    target = "127.0.0.1:" + std::to_string(port);
+    EXPECT_EQ(call(&cli_tls, "t", nullptr), TR_ECONNECT);
+    tr__rpc_server_destroy(srv);
+    tr__rpc_tls_free(&srv_tls);
+    tr__rpc_tls_free(&cli_tls);
+    tr__rpc_tls_free(&wrong_ca);
+}
+
+} // namespace

@@ -267,6 +267,23 @@ int m_sum_args(tr_ctx *ctx, void *, const void *, size_t) {
     return tr_ctx_reply(ctx, out.data(), out.size());
 }
 
+/* Where its object argument first differs from pattern(size, seed) (args: the two
+ * uint64s): an int64 offset, -1 if nowhere, -2 if the sizes differ. */
+int m_first_diff(tr_ctx *ctx, void *, const void *args, size_t len) {
+    if (len != 16 || tr_ctx_num_refs(ctx) != 1) return tr_ctx_error(ctx, "first_diff: bad call");
+    uint64_t size, seed;
+    memcpy(&size, args, 8);
+    memcpy(&seed, (const char *)args + 8, 8);
+    const void *d;
+    size_t n;
+    if (tr_ctx_ref(ctx, 0, &d, &n)) return tr_ctx_error(ctx, "tr_ctx_ref failed");
+    std::string want = pattern(size, seed);
+    int64_t at = n != size ? -2 : -1;
+    for (size_t i = 0; at == -1 && i < n; i++)
+        if (((const char *)d)[i] != want[i]) at = (int64_t)i;
+    return reply_i64(ctx, at);
+}
+
 int m_objar(tr_ctx *ctx, void *, const void *args, size_t len) {
     if (len != sizeof(ObjarArgs)) return tr_ctx_error(ctx, "objar wants ObjarArgs");
     ObjarArgs a;
@@ -850,6 +867,7 @@ const tr_method_def counter_methods[] = {
     {"put", m_put},
     {"sum", m_sum},
     {"sum_args", m_sum_args},
+    {"first_diff", m_first_diff},
     {"objar", m_objar},
     {"coll", m_coll},
     {"open_allreduce", m_open_allreduce},
@@ -1150,8 +1168,22 @@ int run_cluster_driver(const char *spec) {
         size_t n;
         if (!rc) rc = tr_get(rt, ref, 60000, &p, &n);
         if (!rc && n == 8) memcpy(&got, p, 8);
+        std::string where;
+        if (!rc && got != want) { /* where it went wrong, for the log */
+            uint64_t a2[2] = {size, size + 1};
+            int64_t at = -3;
+            if (tr_call_refs(rt, far, "first_diff", a2, sizeof a2, &obj, 1, &ref) == 0 &&
+                tr_get(rt, ref, 60000, &p, &n) == 0 && n == 8)
+                memcpy(&at, p, 8);
+            where = "a checksum differs; first wrong byte at " + std::to_string(at);
+            const void *mine;
+            size_t mn;
+            if (tr_get(rt, obj, 1000, &mine, &mn) == 0)
+                where += checksum(mine, mn) == want ? " (the copy here is right)"
+                                                    : " (the copy here is wrong too)";
+        }
         cluster_check(rc == 0 && got == want, ("object argument " + std::to_string(size)).c_str(),
-                      rc ? tr_last_error() : "");
+                      rc ? tr_last_error() : where);
         if (size == ((uint64_t)1 << 20) + 3) {
             got = 0;
             rc = tr_call(rt, far, "sum", &obj, sizeof obj, &ref);

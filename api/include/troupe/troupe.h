@@ -164,6 +164,13 @@ TR_API void tr_config_destroy(tr_config *cfg);
  *                              anything but loopback; `--token`
  *   "cluster_head"             "HOST:PORT" of the head to join (unset: none, or this node
  *                              is the head); `troupe start --address`
+ *   "cluster_tls_cert", "cluster_tls_key", "cluster_tls_ca"
+ *                              TLS between the nodes (all three, or none): PEM files of
+ *                              this node's certificate chain and key, and of the CA that
+ *                              signed every node's certificate for the name "troupe-node";
+ *                              `--tls-cert`, `--tls-key`, `--tls-ca`. The token still
+ *                              authenticates; a driver reaches other nodes with the CA
+ *                              its node names
  * Returns 0, TR_EINVAL (unknown key or bad value, with the reason in tr_last_error).
  * Thread safety: not thread-safe. */
 TR_API int tr_config_set(tr_config *cfg, const char *key, const char *value);
