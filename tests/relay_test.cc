@@ -258,3 +258,78 @@ TEST_F(Relay, AWrongTokenIsRefused) {
 }
 
 } // namespace
+
+namespace {
+
+/* A cluster of two nodes on loopback over TLS (core/testdata's certificates): the head
+ * embedded here, a node started by the CLI on 127.0.0.2. An actor placed there is called
+ * over a TLS link and given an object put here (pulled there over TLS); a node with a CA
+ * that did not sign the head's certificate cannot join. */
+TEST(TlsCluster, ActorsCallsAndObjectsOverTls) {
+    if (g_troupe_cli.empty()) GTEST_SKIP() << "no troupe CLI path given to the test";
+    char cert[4096], key[4096], ca[4096], other[4096];
+    ASSERT_TRUE(realpath("core/testdata/node.pem", cert) &&
+                realpath("core/testdata/node.key", key) && realpath("core/testdata/ca.pem", ca) &&
+                realpath("core/testdata/other_ca.pem", other));
+    tr_config *cfg = test_config_with({{"cluster_port", "0"},
+                                       {"cluster_token", "tok"},
+                                       {"cluster_tls_cert", cert},
+                                       {"cluster_tls_key", key},
+                                       {"cluster_tls_ca", ca}});
+    tr_runtime *rt;
+    ASSERT_EQ(tr_init(cfg, &rt), 0) << tr_last_error();
+    tr_config_destroy(cfg);
+    char *json = nullptr;
+    ASSERT_EQ(tr_node_status(rt, &json), 0);
+    std::string s = json;
+    tr_free(json);
+    size_t at = s.find("\"address\":\"127.0.0.1:");
+    ASSERT_NE(at, std::string::npos) << s;
+    std::string head = s.substr(at + 11, s.find('"', at + 11) - at - 11);
+    std::string tmp = "/tmp/trtls" + std::to_string(getpid()); /* (socket paths are short) */
+    std::string start = g_troupe_cli + " start --address " + head +
+                        " --bind 127.0.0.2 --token tok" + " --tls-cert " + cert + " --tls-key " +
+                        key + " --tmpdir " + tmp;
+    ASSERT_EQ(system(("mkdir -p " + tmp + "/a " + tmp + "/b").c_str()), 0);
+    /* the wrong CA: the node cannot join (it does not trust the head) */
+    int st = system((start + "/b --tls-ca " + other + " >" + tmp + "/b.out 2>&1").c_str());
+    EXPECT_NE(st, 0);
+    std::string said;
+    if (FILE *f = fopen((tmp + "/b.out").c_str(), "r")) {
+        char line[1024];
+        while (fgets(line, sizeof line, f))
+            said += line;
+        fclose(f);
+    }
+    EXPECT_NE(said.find("cannot join"), std::string::npos) << said;
+    ASSERT_EQ(system((start + "/a --tls-ca " + ca + " >/dev/null").c_str()), 0);
+    tr_resource r = {"node:127.0.0.2", 1};
+    tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
+    o.resources = &r;
+    o.n_resources = 1;
+    tr_actor_id far;
+    ASSERT_EQ(tr_actor_create(rt, "Counter", &o, "t", 1, &far), 0) << tr_last_error();
+    ASSERT_EQ(tr_actor_wait_ready(rt, far, 30000), 0) << tr_last_error();
+    tr_actor_details d = TR_ACTOR_DETAILS_INIT;
+    ASSERT_EQ(tr_actor_info(rt, far, &d), 0);
+    EXPECT_EQ(std::string(d.node).rfind("127.0.0.2:", 0), 0u) << d.node;
+    int64_t out = 0;
+    EXPECT_EQ(call_i64(rt, far, "add", 7, &out), 0) << tr_last_error();
+    EXPECT_EQ(out, 7);
+    std::string v = pattern(3 << 20, 9);
+    tr_ref obj, ref;
+    ASSERT_EQ(tr_put(rt, v.data(), v.size(), &obj), 0);
+    ASSERT_EQ(tr_call_refs(rt, far, "sum_args", nullptr, 0, &obj, 1, &ref), 0);
+    const void *p;
+    size_t n;
+    ASSERT_EQ(tr_get(rt, ref, 30000, &p, &n), 0) << tr_last_error();
+    ASSERT_EQ(n, 8u);
+    uint64_t got;
+    memcpy(&got, p, 8);
+    EXPECT_EQ(got, checksum(v.data(), v.size()));
+    tr_shutdown(rt);
+    EXPECT_EQ(system((g_troupe_cli + " stop --tmpdir " + tmp + "/a >/dev/null 2>&1").c_str()), 0);
+    EXPECT_EQ(system(("rm -rf " + tmp).c_str()), 0);
+}
+
+} // namespace
