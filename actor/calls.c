@@ -755,14 +755,20 @@ int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const voi
         s->n_args = n_refs;
         for (size_t i = 0; i < n_refs; i++) {
             if (!tr__ref_is_object(&refs[i])) continue;
-            if ((rc = tr__objects_pin(a->objects, refs[i], 0, NULL, NULL))) {
+            s->args[i].ref = refs[i];
+            rc = tr__objects_pin(a->objects, refs[i], 0, NULL, NULL);
+            uint32_t num = tr__ref_node(&refs[i]), mine = tr__objects_node_num(a->objects);
+            if (rc == TR_ENOTFOUND && num && mine && num != mine) {
+                rc = 0; /* another node's object, not here: its node keeps it; the callee pulls */
+                continue;
+            }
+            if (rc) {
                 rc = tr__err(rc, "tr_call_refs: object argument %zu: %s", i, tr_last_error());
                 drop_args(a, s);
                 free(s->args);
                 free(s);
                 return rc;
             }
-            s->args[i].ref = refs[i];
             s->args[i].pinned = 1;
         }
     }
@@ -1024,6 +1030,7 @@ int tr__actors_release(tr__actors *a, tr_ref ref) {
 
 void tr__actors_destroy(tr__actors *a) {
     if (!a) return;
+    if (a->objects) tr__objects_set_puller(a->objects, NULL, NULL); /* it pulled through us */
     size_t pos = 0;
     void *v;
     /* Held calls first: they let go of the producers they were going to read, so that

@@ -44,12 +44,15 @@ typedef struct entry {
 /* An object being pulled over a link (the puller's thread waits on the registry's cv). */
 typedef struct pull {
     uint8_t ref[16];
-    uint32_t req0; /* its requests' numbers start here */
-    char *buf;     /* the object's bytes in our store, once created */
-    int64_t total; /* -1 until the node says */
-    uint64_t got;  /* bytes in */
-    int inflight;  /* requests out */
-    int rc;        /* the first failure */
+    uint32_t req0;   /* its requests' numbers start here */
+    char *buf;       /* the object's bytes in our store, once created */
+    int64_t total;   /* -1 until the node says */
+    uint64_t got;    /* bytes in */
+    int inflight;    /* requests out */
+    uint64_t chunk;  /* every piece's size but the last's */
+    uint32_t pieces; /* how many */
+    uint8_t *seen;   /* a bit per piece come in */
+    int rc;          /* the first failure */
     char why[300];
     int dead; /* the puller left: nothing more is written to buf */
     struct pull *next;
@@ -61,7 +64,8 @@ struct tr__rlink {
     tr__rpc_client *client;
     tr__rpc_stream *st;
     tr__rpc_stream_handlers h;
-    int dead; /* the stream ended */
+    tr__rpc_stream *ost; /* object pulls' stream (the same handlers) */
+    int dead;            /* a stream ended */
     int stop;
     char why[300];
     tr__idmap entries; /* by tr__id_key */
@@ -175,39 +179,57 @@ static void copy_from(const struct iovec *iov, int niov, size_t skip, char *dst,
 static void on_object(tr__rlink *l, const unsigned char *p, size_t n, uint32_t req,
                       const struct iovec *iov, int niov) {
     pull *q = l->pulls;
-    while (q && (memcmp(q->ref, p + 1, 16) != 0 || req - q->req0 > (1u << 30)))
+    while (q && (memcmp(q->ref, p + 1, 16) != 0 || req - q->req0 >= (1u << 20)))
         q = q->next;
-    if (!q || q->dead) return; /* a pull that gave up: dropped */
-    q->inflight--;
+    if (!q || q->dead || q->rc) return; /* a pull that gave up, or failed: dropped */
     const unsigned char *b = p + TR__REMOTE_HDR;
     size_t left = n - TR__REMOTE_HDR;
-    if (p[0] == TR__REMOTE_OBJ_ERR || left < 16) {
-        int32_t code = TR_EOBJECT_LOST;
-        if (p[0] == TR__REMOTE_OBJ_ERR && left >= 4) memcpy(&code, b, 4);
-        if (!q->rc) {
-            q->rc = code == TR_ENOTFOUND ? TR_EOBJECT_LOST : code;
-            snprintf(q->why, sizeof q->why, "node %s: %.*s", l->address,
-                     (int)(left > 4 ? (left - 4 > 250 ? 250 : left - 4) : 0), (const char *)b + 4);
-        }
-    } else {
-        uint64_t off, total;
+    uint32_t i = req - q->req0; /* 0: the size; i: piece i - 1 */
+    if (p[0] == TR__REMOTE_OBJ_ERR) {
+        int32_t code = TR_EPROTO;
+        if (left >= 4) memcpy(&code, b, 4);
+        /* a code of ours, or it is the peer that is wrong */
+        q->rc = code == TR_ENOTFOUND                  ? TR_EOBJECT_LOST
+                : code < 0 && code >= TR_EOBJECT_LOST ? code
+                                                      : TR_EPROTO;
+        snprintf(q->why, sizeof q->why, "node %s: %.*s", l->address,
+                 (int)(left > 4 ? (left - 4 > 250 ? 250 : left - 4) : 0), (const char *)b + 4);
+        q->inflight--;
+        pthread_cond_broadcast(&l->r->cv);
+        return;
+    }
+    uint64_t off = 0, total = 0;
+    if (left >= 16) {
         memcpy(&off, b, 8);
         memcpy(&total, b + 8, 8);
-        size_t k = left - 16;
-        if (q->total < 0) {
-            q->total = (int64_t)total;
-        } else if (!q->rc &&
-                   ((uint64_t)q->total != total || off > total || k > total - off || !q->buf)) {
-            q->rc = TR_EPROTO;
-            snprintf(q->why, sizeof q->why, "node %s sent a piece that does not fit", l->address);
-        } else if (!q->rc) {
-            if (iov) /* (the puller waits for this under mu) */
-                copy_from(iov, niov, TR__REMOTE_HDR + 16, q->buf + off, k);
-            else
-                memcpy(q->buf + off, b + 16, k);
-            q->got += k;
-        }
     }
+    size_t k = left >= 16 ? left - 16 : 0;
+    const char *bad = NULL;
+    if (left < 16 || total > (uint64_t)INT64_MAX / 2)
+        bad = "a malformed piece";
+    else if (i == 0 && (q->total >= 0 || k != 0 || off != 0))
+        bad = "an unasked-for size";
+    else if (i > 0 && (q->total < 0 || !q->buf || (uint64_t)q->total != total))
+        bad = "a piece of another size";
+    else if (i > 0 &&
+             (i - 1 >= q->pieces || off != (uint64_t)(i - 1) * q->chunk ||
+              k != ((uint64_t)q->total - off < q->chunk ? (uint64_t)q->total - off : q->chunk) ||
+              (q->seen[(i - 1) / 8] >> ((i - 1) % 8) & 1)))
+        bad = "a piece it was not asked for";
+    if (bad) {
+        q->rc = TR_EPROTO;
+        snprintf(q->why, sizeof q->why, "node %s sent %s", l->address, bad);
+    } else if (i == 0) {
+        q->total = (int64_t)total;
+    } else {
+        if (iov) /* (the puller waits for this under mu) */
+            copy_from(iov, niov, TR__REMOTE_HDR + 16, q->buf + off, k);
+        else
+            memcpy(q->buf + off, b + 16, k);
+        q->seen[(i - 1) / 8] |= (uint8_t)(1u << ((i - 1) % 8));
+        q->got += k;
+    }
+    q->inflight--;
     pthread_cond_broadcast(&l->r->cv);
 }
 
@@ -306,6 +328,7 @@ static void on_end(void *ctx, tr__rpc_stream *st) {
 static void link_free(tr__rlink *l) {
     __atomic_store_n(&l->stop, 1, __ATOMIC_RELAXED);
     tr__rpc_stream_close(l->st); /* (joins its thread: on_msg and on_end are over) */
+    tr__rpc_stream_close(l->ost);
     tr__rpc_client_destroy(l->client);
     size_t pos = 0;
     uint64_t key;
@@ -358,10 +381,12 @@ static int get_link(tr__remotes *r, const char *address, const char *token, cons
     l->h.on_msgv = on_msgv;
     l->h.ctx = l;
     if (!rc) rc = tr__rpc_stream_open_cb(l->client, &l->h, &l->st);
+    if (!rc) rc = tr__rpc_stream_open_cb(l->client, &l->h, &l->ost);
     if (rc) {
         char why[300];
         snprintf(why, sizeof why, "%s", tr_last_error());
         if (l->st) tr__rpc_stream_close(l->st);
+        if (l->ost) tr__rpc_stream_close(l->ost);
         tr__rpc_client_destroy(l->client);
         free(l);
         return tr__err(rc == TR_ENOMEM ? rc : TR_ECONNECT, "cannot reach node %s: %s", address,
@@ -482,9 +507,16 @@ void tr__remote_close(tr__remotes *r, tr__rlink *l, const uint8_t id[16]) {
         send_msg(l, TR__REMOTE_CLOSE, id, gen, NULL, 0);
 }
 
+/* A request for a piece, on the link's stream for objects (its own thread delivers the
+ * pieces: never behind an actor's results that nobody is reading yet). */
 static int send_get(tr__rlink *l, const uint8_t ref[16], uint32_t req, uint64_t off, uint64_t len) {
     uint64_t body[2] = {off, len};
-    return send_msg(l, TR__REMOTE_OBJ_GET, ref, req, body, sizeof body);
+    uint8_t m[1 + 16 + 4 + 16];
+    m[0] = TR__REMOTE_OBJ_GET;
+    memcpy(m + 1, ref, 16);
+    memcpy(m + 17, &req, 4);
+    memcpy(m + 21, body, sizeof body);
+    return tr__rpc_stream_send(l->ost, m, sizeof m);
 }
 
 /* Waits (mu held) until cond or the deadline; 0 or TR_ETIMEDOUT. */
@@ -506,6 +538,7 @@ int tr__remote_pull(tr__remotes *r, const char *address, const char *token, cons
     memset(&q, 0, sizeof q);
     memcpy(q.ref, ref, 16);
     q.total = -1;
+    q.chunk = chunk;
     pthread_mutex_lock(&r->mu);
     tr__rlink *l = NULL;
     int rc = get_link(r, address, token, tls_ca, &l);
@@ -521,14 +554,33 @@ int tr__remote_pull(tr__remotes *r, const char *address, const char *token, cons
     tr_ref obj;
     memcpy(obj.b, ref, 16);
     int created = 0;
-    /* its size first */
-    q.inflight = 1;
-    pthread_mutex_unlock(&r->mu);
-    rc = send_get(l, ref, q.req0, 0, 0);
-    pthread_mutex_lock(&r->mu);
-    if (rc) q.inflight = 0;
-    while (!rc && !q.rc && q.total < 0)
-        rc = wait_until(r, deadline);
+    /* its size first (asked again while the node says it is not sealed yet) */
+    for (;;) {
+        q.inflight = 1;
+        pthread_mutex_unlock(&r->mu);
+        rc = send_get(l, ref, q.req0, 0, 0);
+        pthread_mutex_lock(&r->mu);
+        if (rc) q.inflight = 0;
+        while (!rc && !q.rc && q.total < 0)
+            rc = wait_until(r, deadline);
+        if (rc || q.rc != TR_ETIMEDOUT || tr__now_ns() >= deadline) break;
+        q.rc = 0;
+        pthread_mutex_unlock(&r->mu);
+        struct timespec ts = {0, 20000000};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&r->mu);
+    }
+    uint64_t npieces = q.total > 0 ? ((uint64_t)q.total + chunk - 1) / chunk : 0;
+    if (!rc && !q.rc && npieces >= (1u << 20) - 1) {
+        q.rc = TR_EMSGSIZE;
+        snprintf(q.why, sizeof q.why, "an object of %lld bytes is too large to pull",
+                 (long long)q.total);
+    }
+    q.pieces = (uint32_t)npieces;
+    if (!rc && !q.rc && !(q.seen = calloc(npieces / 8 + 1, 1))) {
+        q.rc = TR_ENOMEM;
+        snprintf(q.why, sizeof q.why, "no memory to pull %lld bytes", (long long)q.total);
+    }
     if (!rc && !q.rc) { /* room here; another puller already: its seal is waited for */
         pthread_mutex_unlock(&r->mu);
         void *buf = NULL;
@@ -564,6 +616,10 @@ int tr__remote_pull(tr__remotes *r, const char *address, const char *token, cons
             }
             next += k;
         }
+        if (!q.rc && q.got < (uint64_t)q.total && q.inflight == 0 && next >= (uint64_t)q.total) {
+            q.rc = TR_EPROTO; /* every piece answered, some bytes missing: never sealed */
+            snprintf(q.why, sizeof q.why, "node %s left bytes out", address);
+        }
         if (!q.rc && q.got < (uint64_t)q.total) rc = wait_until(r, deadline);
     }
     q.dead = 1; /* no piece is written from here on */
@@ -575,6 +631,9 @@ int tr__remote_pull(tr__remotes *r, const char *address, const char *token, cons
     }
     int64_t total = q.total;
     uint64_t got = q.got;
+    /* every byte in: done, whatever happened to the link or the clock since */
+    if (created && total >= 0 && got == (uint64_t)total) rc = q.rc = 0;
+    free(q.seen);
     l->pullers--;
     int free_it = claim_ended(r, l);
     pthread_mutex_unlock(&r->mu);
@@ -586,7 +645,7 @@ int tr__remote_pull(tr__remotes *r, const char *address, const char *token, cons
                      (unsigned long long)got, (long long)total, timeout_ms);
     if (created) {
         if (!rc) rc = tr__objects_seal(o, obj);
-        if (rc) tr__objects_abort(o, obj); /* else our hold goes to the lookup that follows */
+        if (rc) tr__objects_abort(o, obj); /* else its pin goes after the lookup that follows */
     }
-    return rc;
+    return rc ? rc : created;
 }

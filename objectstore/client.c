@@ -473,8 +473,19 @@ int tr__objects_create_as(tr__objects *o, tr_ref ref, size_t len, void **buf) {
     if (there) return tr__err(TR_EEXIST, "the object is in the store already");
     uint64_t off;
     int rc = reserve(o, len, 0, 1, &ref, &off); /* (EEXIST if another made it meanwhile) */
-    if (!rc) *buf = (char *)tr__seg_data(o->h) + off;
-    return rc;
+    if (rc) return rc;
+    *buf = (char *)tr__seg_data(o->h) + off;
+    /* a pin of our record keeps our hold bit (one per process) through whatever other
+     * threads here do with the object meanwhile; the lookup after the pull drops it */
+    pthread_mutex_lock(&o->mu);
+    local *l = find_local(o, ref.b, 1);
+    if (l) l->pins++;
+    pthread_mutex_unlock(&o->mu);
+    if (!l) {
+        tr__objects_abort(o, ref);
+        return tr__err(TR_ENOMEM, "object record");
+    }
+    return 0;
 }
 
 void tr__objects_abort(tr__objects *o, tr_ref ref) {
@@ -485,6 +496,7 @@ void tr__objects_abort(tr__objects *o, tr_ref ref) {
     if (gone) tr__seg_remove(h, e);
     tr__seg_unlock(h);
     if (gone) tr__event_signal(&h->sealed);
+    tr__objects_unpin(o, ref); /* create_as's pin, if it made one */
 }
 
 uint32_t tr__objects_node_num(const tr__objects *o) {
@@ -578,17 +590,24 @@ static void unpin_local(tr__objects *o, local *l) {
     settle(o, l);
 }
 
+/* After a lookup that followed a pull: the pull's pin (create_as) goes, if it made one. */
+static int after_pull(tr__objects *o, tr_ref ref, int made, int rc) {
+    if (made) tr__objects_unpin(o, ref);
+    return rc;
+}
+
 int tr__objects_get(tr__objects *o, tr_ref ref, int timeout_ms, const void **data, size_t *len) {
     int64_t deadline = tr__deadline(timeout_ms);
-    for (int pulled = 0;; pulled = 1) {
+    for (int pulled = 0, made = 0;; pulled = 1) {
         pthread_mutex_lock(&o->mu);
         local *l;
         int rc = view_pinned(o, &ref, tr__ms_left(deadline), data, len, &l);
         if (!rc) l->user = 1;
         unpin_local(o, l);
         pthread_mutex_unlock(&o->mu);
-        if (rc != TR_ENOTFOUND || pulled || !pullable(o, &ref)) return rc;
-        if ((rc = o->puller(o->puller_ctx, ref, tr__ms_left(deadline)))) return rc;
+        if (rc != TR_ENOTFOUND || pulled || !pullable(o, &ref)) return after_pull(o, ref, made, rc);
+        if ((rc = o->puller(o->puller_ctx, ref, tr__ms_left(deadline))) < 0) return rc;
+        made = rc == 1;
     }
 }
 
@@ -611,13 +630,15 @@ int tr__objects_pin(tr__objects *o, tr_ref ref, int timeout_ms, const void **dat
     int rc;
     if (data || len) { /* with a view: the pin view_pinned takes is the pin */
         int64_t deadline = tr__deadline(timeout_ms);
-        for (int pulled = 0;; pulled = 1) {
+        for (int pulled = 0, made = 0;; pulled = 1) {
             local *l;
             rc = view_pinned(o, &ref, tr__ms_left(deadline), data, len, &l);
             if (rc) unpin_local(o, l);
             pthread_mutex_unlock(&o->mu);
-            if (rc != TR_ENOTFOUND || pulled || !pullable(o, &ref)) return rc;
-            if ((rc = o->puller(o->puller_ctx, ref, tr__ms_left(deadline)))) return rc;
+            if (rc != TR_ENOTFOUND || pulled || !pullable(o, &ref))
+                return after_pull(o, ref, made, rc);
+            if ((rc = o->puller(o->puller_ctx, ref, tr__ms_left(deadline))) < 0) return rc;
+            made = rc == 1;
             pthread_mutex_lock(&o->mu);
         }
     }

@@ -45,8 +45,8 @@ int tr__objects_refs(tr__objects *o, tr_ref ref, tr_ref *out, size_t cap, size_t
 int tr__objects_create(tr__objects *o, size_t len, tr_ref *out, void **buf);
 /* As create, under a given id (a copy of another node's object): TR_EEXIST if the store
  * has it already (being pulled by another process, or there). Unlike create it records
- * no user hold: the process's hold bit is set until its next lookup of the object (a
- * get or a pin, which takes it over) lets it go. */
+ * no user hold but a pin (tr__objects_unpin ends it; abort does): the puller returns 1
+ * and the lookup that follows drops it. */
 int tr__objects_create_as(tr__objects *o, tr_ref ref, size_t len, void **buf);
 /* Removes an object this process created and has not sealed (a pull that failed). */
 void tr__objects_abort(tr__objects *o, tr_ref ref);
@@ -54,8 +54,10 @@ void tr__objects_abort(tr__objects *o, tr_ref ref);
 uint32_t tr__objects_node_num(const tr__objects *o);
 /* Where tr__objects_get and a pin with a view find no object that another node made:
  * fn fetches it into this store (tr__objects_create_as, then seal) within timeout_ms and
- * returns 0, or a code (TR_EOBJECT_LOST ...); then the lookup is made again. Set once,
- * before use. */
+ * returns 1 (made here: create_as's pin is dropped after the next lookup), 0 (another
+ * puller made it, or is making it: the lookup waits for its seal), or a code
+ * (TR_EOBJECT_LOST ...); then the lookup is made again. NULL: none. Set before use, or
+ * cleared when nothing can be looking up. */
 typedef int (*tr__objects_puller)(void *ctx, tr_ref ref, int timeout_ms);
 void tr__objects_set_puller(tr__objects *o, tr__objects_puller fn, void *ctx);
 int tr__objects_seal(tr__objects *o, tr_ref ref);

@@ -147,6 +147,7 @@ TEST_F(Cluster, ActorsAreCalledAcrossNodes) {
                              "tr_get here of an object there",
                              "an object whose maker died is lost",
                              "a group across nodes is refused",
+                             "an object from one node, through here, to a third",
                              "a method's error",
                              "an unknown method",
                              "fits nowhere",

@@ -1249,6 +1249,23 @@ int run_cluster_driver(const char *spec) {
         if (!rc && n == 8) memcpy(&v, p, 8);
     }
     cluster_check(rc == 0 && v == 5, "actor to actor across nodes", rc ? tr_last_error() : "");
+    /* an object made on b, passed from here (which never had it) to an actor on the head */
+    {
+        uint64_t args[2] = {(uint64_t)1 << 20, 5}, got = 0;
+        tr_ref ref, bobj;
+        const void *p;
+        size_t n;
+        rc = tr_call(rt, far, "put", args, sizeof args, &ref);
+        if (!rc) rc = tr_get(rt, ref, 30000, &p, &n);
+        if (!rc && n == 16) memcpy(&bobj, p, 16);
+        if (!rc) rc = tr_call_refs(rt, third, "sum_args", nullptr, 0, &bobj, 1, &ref);
+        if (!rc) rc = tr_get(rt, ref, 30000, &p, &n);
+        if (!rc && n == 8) memcpy(&got, p, 8);
+        std::string want = pattern(args[0], args[1]);
+        cluster_check(rc == 0 && got == checksum(want.data(), want.size()),
+                      "an object from one node, through here, to a third",
+                      rc ? tr_last_error() : "");
+    }
     /* a group over actors on two nodes: refused at once, with the reason */
     {
         tr_actor_id here, pair[2];
