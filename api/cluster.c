@@ -670,6 +670,12 @@ static void run_create(tr__cluster *cl, job *j) {
     snprintf(head, sizeof head, "%s", cl->head ? cl->address : cl->head_addr);
     pthread_mutex_unlock(&cl->mu);
     int rc = call_peer(cl, head, &q, PLACE_WAIT_MS, 0, &a);
+    if (rc == TR_ECONNECT || rc == TR_ETIMEDOUT) {
+        char why[400];
+        snprintf(why, sizeof why, "%s", tr_last_error());
+        rc = tr__err(rc, "placing the actor on another node: the head at %s cannot be reached: %s",
+                     head, why);
+    }
     uint8_t id[16];
     char address[128];
     tr__dec d;

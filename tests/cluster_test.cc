@@ -287,6 +287,19 @@ TEST_F(Cluster, NodesJoinOverTheNetworkAndFailuresAreSeen) {
     EXPECT_TRUE(eventually(6000, [] {
         return status_of(2).find("\"head_alive\":false") != std::string::npos;
     })) << status_of(2);
+    /* a driver on b without its head: its own node's actors work; what needs the head
+     * fails within seconds, saying so */
+    char self[4096];
+    ASSERT_TRUE(realpath("/proc/self/exe", self));
+    out = in(2,
+             std::string("sh -c 'CLUSTER_DRIVER=\"headless|10.213.0.1|10.213.0.1\" "
+                         "TR_NODE=$(ls /tmp/troupe-*/n*/node.sock | head -1) ") +
+                 self + " 2>&1'",
+             &st);
+    EXPECT_EQ(st, 0) << out;
+    EXPECT_NE(out.find("OK a local actor works"), std::string::npos) << out;
+    EXPECT_NE(out.find("OK placing elsewhere fails in seconds"), std::string::npos) << out;
+    printf("%s", out.c_str());
 }
 
 } // namespace

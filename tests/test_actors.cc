@@ -1085,6 +1085,25 @@ int run_cluster_driver(const char *spec) {
         return 3;
     }
     std::string there = std::string("node:") + ip;
+    if (strcmp(scenario, "headless") == 0) { /* the head is gone */
+        tr_actor_id near;
+        int64_t v = 0;
+        rc = tr_actor_create(rt, "Counter", nullptr, "n", 1, &near);
+        if (!rc) rc = call_i64(rt, near, "pid", 0, &v);
+        cluster_check(rc == 0, "a local actor works", rc ? tr_last_error() : "");
+        auto t0 = std::chrono::steady_clock::now();
+        tr_actor_id lost;
+        rc = cluster_actor(rt, there.c_str(), nullptr, &lost);
+        long long ms = (long long)std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::steady_clock::now() - t0)
+                           .count();
+        std::string why = tr_last_error();
+        cluster_check(rc != 0 && ms < 15000 && why.find("head") != std::string::npos,
+                      "placing elsewhere fails in seconds",
+                      std::string(tr_errname(rc)) + " after " + std::to_string(ms) + " ms: " + why);
+        tr_shutdown(rt);
+        return g_cluster_fails ? 1 : 0;
+    }
     tr_actor_id far;
     rc = cluster_actor(rt, there.c_str(), "far", &far);
     cluster_check(rc == 0, "placed", rc ? tr_last_error() : "");

@@ -89,7 +89,8 @@ int run_orphan_driver(const char *out_path);
  * test_main when CALL_AND_LEAVE is set). */
 int run_call_and_leave(const char *spec);
 /* A driver on a node of a cluster (TR_NODE: its socket), run by test_main when
- * CLUSTER_DRIVER is "calls|IP|IP2" or "hold|IP|IP2|MARKER": an actor placed on the node
+ * CLUSTER_DRIVER is "calls|IP|IP2", "hold|IP|IP2|MARKER" or "headless|IP|IP" (no head
+ * any more: a local actor works, placing one on IP fails in seconds): an actor placed on the node
  * at IP (by its "node:IP" resource), then calls of every kind (or: a call left in flight
  * for the test to kill that node under, MARKER written once it is); prints a line "OK
  * what" or "FAIL what: why" per check; exits 0 if all passed. */
