@@ -481,21 +481,21 @@ typedef struct pending {
 
 /* Asks the node about actors not yet up (without mu) and opens those that are. */
 static void resolve_pass(tr__relay *r) {
-    pending todo[64];
+    pending due[64];
     int n = 0;
     int64_t now = tr__now_ns();
     for (rstream *s = r->streams; s && n < 64; s = s->next)
         for (rconn *c = s->conns; c && n < 64; c = c->next)
             if (c->state == C_RESOLVING && c->next_try <= now) {
-                todo[n].serial = s->serial;
-                todo[n].gen = c->gen;
-                memcpy(todo[n++].id, c->id, 16);
+                due[n].serial = s->serial;
+                due[n].gen = c->gen;
+                memcpy(due[n++].id, c->id, 16);
             }
     for (int i = 0; i < n; i++) {
         pthread_mutex_unlock(&r->mu);
         tr__actor_where w;
         tr_actor_id id;
-        memcpy(id.b, todo[i].id, 16);
+        memcpy(id.b, due[i].id, 16);
         int rc = r->node ? tr__actor_resolve(r->node, &id, 0, &w) : TR_ECONNECT;
         if (rc == TR_ECONNECT || rc == TR_EPROTO || rc == TR_ETIMEDOUT) { /* once more */
             tr__nodeconn_close(r->node);
@@ -508,9 +508,9 @@ static void resolve_pass(tr__relay *r) {
         snprintf(why, sizeof why, "%s", rc ? tr_last_error() : "");
         pthread_mutex_lock(&r->mu);
         rstream *s = r->streams;
-        while (s && s->serial != todo[i].serial)
+        while (s && s->serial != due[i].serial)
             s = s->next;
-        rconn *c = s ? find_conn(s, todo[i].id, todo[i].gen) : NULL;
+        rconn *c = s ? find_conn(s, due[i].id, due[i].gen) : NULL;
         if (!c || c->state != C_RESOLVING) continue;
         c->next_try = tr__now_ns() + RETRY_NS;
         if (rc == TR_ENOTFOUND) {
