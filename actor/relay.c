@@ -42,6 +42,7 @@
 #define QUEUE_CAP ((size_t)256 << 20)  /* bytes held for one actor not yet up... */
 #define STREAM_CAP ((size_t)512 << 20) /* ...and for all of one link's */
 #define GIVE_UP_NS 10000000000LL       /* the node cannot say where an actor is */
+#define OBJ_QUEUE_CAP 256              /* object requests queued per link */
 
 enum { C_RESOLVING, C_OPEN, C_DONE };
 
@@ -69,6 +70,9 @@ struct rstream {
     uint64_t serial;
     size_t queued; /* bytes held for its actors not yet up */
     rconn *conns;
+    struct objreq *objq, *objq_tail; /* its pulls' requests, in order */
+    int n_obj;
+    int64_t obj_full_until; /* its link was full: its requests wait till then */
     struct rstream *next;
 };
 
@@ -91,8 +95,8 @@ struct tr__relay {
     rconn *grave;
     uint64_t next_serial;
     int resolving;
-    int holding; /* connections with a result piece held */
-    objreq *objq, *objq_tail;
+    int holding;         /* connections with a result piece held */
+    int n_obj;           /* object requests queued, all streams */
     tr__objects *objs;   /* the relay thread's view of our store, for callers' pulls */
     tr__nodeconn *onode; /* ...and the connection it lives as long as */
     int stop;
@@ -245,19 +249,32 @@ static void on_msg(void *ctx, tr__rpc_stream *st, const void *msg, size_t len) {
         r->streams = s;
     }
     if (s && p[0] == TR__REMOTE_OBJ_GET) { /* for the relay thread (it reads our store) */
-        objreq *q = calloc(1, sizeof *q);
+        objreq *q = s->n_obj < OBJ_QUEUE_CAP ? calloc(1, sizeof *q) : NULL;
         if (q) {
             q->serial = s->serial;
             memcpy(q->ref, p + 1, 16);
             memcpy(&q->req, p + 17, 4);
             memcpy(&q->off, p + TR__REMOTE_HDR, 8);
             memcpy(&q->len, p + TR__REMOTE_HDR + 8, 8);
-            if (r->objq_tail)
-                r->objq_tail->next = q;
+            if (s->objq_tail)
+                s->objq_tail->next = q;
             else
-                r->objq = q;
-            r->objq_tail = q;
+                s->objq = q;
+            s->objq_tail = q;
+            s->n_obj++;
+            r->n_obj++;
             wake(r);
+        } else { /* no room: the puller hears it (a pull waits for every answer) */
+            tr__buf b = TR__BUF_INIT;
+            int32_t code = TR_ENOMEM;
+            const char *why = "too many object requests on this link";
+            unsigned char k = TR__REMOTE_OBJ_ERR;
+            tr__buf_append(&b, &k, 1);
+            tr__buf_append(&b, p + 1, 20);
+            tr__buf_append(&b, &code, 4);
+            tr__buf_append(&b, why, strlen(why));
+            if (!b.oom) tr__rpc_stream_send(st, b.data, b.len);
+            tr__buf_free(&b);
         }
         pthread_mutex_unlock(&r->mu);
         return;
@@ -327,6 +344,12 @@ static void on_end(void *ctx, tr__rpc_stream *st) {
     if (s) {
         while (s->conns)
             conn_drop(r, s->conns);
+        while (s->objq) { /* nobody to answer */
+            objreq *q = s->objq;
+            s->objq = q->next;
+            r->n_obj--;
+            free(q);
+        }
         for (rstream **pp = &r->streams; *pp; pp = &(*pp)->next) {
             if (*pp == s) {
                 *pp = s->next;
@@ -415,61 +438,88 @@ static int send_obj(tr__relay *r, uint64_t serial, const struct iovec *iov, int 
     return tr__rpc_stream_sendv(s->st, iov, n);
 }
 
-/* Serves the callers' requests for pieces of our objects: a view of the object (held
- * while it is copied out), the piece, or why not. Called with mu; drops it meanwhile. */
-static void serve_objects(tr__relay *r) {
-    while (r->objq) {
-        objreq *q = r->objq;
-        r->objq = q->next;
-        if (!r->objq) r->objq_tail = NULL;
+/* One request for a piece: sent (or why not). Returns 1 if the link was full (nothing
+ * sent: try again later). Called with mu; drops it meanwhile. */
+static int serve_one(tr__relay *r, objreq *q) {
+    pthread_mutex_unlock(&r->mu);
+    tr__buf b = TR__BUF_INIT; /* the header (and an error's text); a piece is sent from the
+                                 store itself */
+    unsigned char k = TR__REMOTE_OBJ_DATA;
+    tr__buf_append(&b, &k, 1);
+    tr__buf_append(&b, q->ref, 16);
+    tr__buf_append(&b, &q->req, 4);
+    tr_ref ref;
+    memcpy(ref.b, q->ref, 16);
+    const void *data = NULL;
+    size_t size = 0;
+    int rc = !tr__ref_is_object(&ref) ? tr__err(TR_EINVAL, "not an object ref")
+             : store_view(r)          ? tr__err(TR_EOBJECT_LOST, "the store is out of reach")
+                                      : tr__objects_get(r->objs, ref, 0, &data, &size);
+    if (!rc &&
+        (q->off > size || q->len > size - q->off || q->len > r->max_msg - TR__REMOTE_HDR - 64))
+        rc = tr__err(TR_EINVAL, "a piece [%llu, +%llu) of an object of %zu bytes",
+                     (unsigned long long)q->off, (unsigned long long)q->len, size);
+    if (!rc) {
+        uint64_t total = size;
+        tr__buf_append(&b, &q->off, 8);
+        tr__buf_append(&b, &total, 8);
+    } else {
+        char why[300];
+        snprintf(why, sizeof why, "%s",
+                 rc == TR_ENOTFOUND ? "no such object here (freed?)" : tr_last_error());
+        int32_t code = rc;
+        b.data[0] = TR__REMOTE_OBJ_ERR;
+        tr__buf_append(&b, &code, 4);
+        tr__buf_append(&b, why, strlen(why));
+    }
+    pthread_mutex_lock(&r->mu);
+    struct iovec iov[2] = {{b.data, b.len}, {(char *)data + (rc ? 0 : q->off), rc ? 0 : q->len}};
+    int src = b.oom ? TR_ENOMEM : send_obj(r, q->serial, iov, 2);
+    tr__buf_free(&b);
+    if (data) { /* (the piece is in gRPC's buffer now) */
         pthread_mutex_unlock(&r->mu);
-        tr__buf b = TR__BUF_INIT; /* the header (and an error's text); a piece is sent
-                                      from the store itself */
-        unsigned char k = TR__REMOTE_OBJ_DATA;
-        tr__buf_append(&b, &k, 1);
-        tr__buf_append(&b, q->ref, 16);
-        tr__buf_append(&b, &q->req, 4);
-        tr_ref ref;
-        memcpy(ref.b, q->ref, 16);
-        const void *data = NULL;
-        size_t size = 0;
-        int rc = !tr__ref_is_object(&ref) ? tr__err(TR_EINVAL, "not an object ref")
-                 : store_view(r)          ? tr__err(TR_EOBJECT_LOST, "the store is out of reach")
-                                          : tr__objects_get(r->objs, ref, 0, &data, &size);
-        if (!rc &&
-            (q->off > size || q->len > size - q->off || q->len > r->max_msg - TR__REMOTE_HDR - 64))
-            rc = tr__err(TR_EINVAL, "a piece [%llu, +%llu) of an object of %zu bytes",
-                         (unsigned long long)q->off, (unsigned long long)q->len, size);
-        if (!rc) {
-            uint64_t total = size;
-            tr__buf_append(&b, &q->off, 8);
-            tr__buf_append(&b, &total, 8);
-        } else {
-            char why[300];
-            snprintf(why, sizeof why, "%s",
-                     rc == TR_ENOTFOUND ? "no such object here (freed?)" : tr_last_error());
-            int32_t code = rc;
-            b.data[0] = TR__REMOTE_OBJ_ERR;
-            tr__buf_append(&b, &code, 4);
-            tr__buf_append(&b, why, strlen(why));
-        }
+        tr__objects_release(r->objs, ref);
         pthread_mutex_lock(&r->mu);
-        struct iovec iov[2] = {{b.data, b.len},
-                               {(char *)data + (rc ? 0 : q->off), rc ? 0 : q->len}};
-        int src = b.oom ? TR_ENOMEM : send_obj(r, q->serial, iov, 2);
-        tr__buf_free(&b);
-        if (data) { /* (the piece is in gRPC's buffer now) */
-            pthread_mutex_unlock(&r->mu);
-            tr__objects_release(r->objs, ref);
-            pthread_mutex_lock(&r->mu);
+    }
+    return src == TR_ENOMEM;
+}
+
+/* Serves the callers' requests for pieces of our objects, a request per stream in turn
+ * (a stream whose link is full waits, the others go on): a view of the object (held while
+ * the piece is copied out), the piece, or why not. Called with mu; drops it meanwhile. */
+static void serve_objects(tr__relay *r) {
+    for (int served = 1; served && r->n_obj;) {
+        served = 0;
+        int64_t now = tr__now_ns();
+        for (uint64_t serial = 0;;) { /* each stream once, by serial (they may go) */
+            rstream *s = NULL;
+            for (rstream *t = r->streams; t; t = t->next)
+                if (t->serial > serial && t->objq && t->obj_full_until <= now &&
+                    (!s || t->serial < s->serial))
+                    s = t;
+            if (!s) break;
+            serial = s->serial;
+            objreq *q = s->objq;
+            s->objq = q->next;
+            if (!s->objq) s->objq_tail = NULL;
+            s->n_obj--;
+            r->n_obj--;
+            int full = serve_one(r, q);
+            s = r->streams; /* found again: it may have ended meanwhile */
+            while (s && s->serial != serial)
+                s = s->next;
+            if (full && s) { /* this one again, once its link takes more */
+                q->next = s->objq;
+                s->objq = q;
+                if (!s->objq_tail) s->objq_tail = q;
+                s->n_obj++;
+                r->n_obj++;
+                s->obj_full_until = tr__now_ns() + RETRY_NS;
+            } else {
+                free(q);
+                served = 1;
+            }
         }
-        if (src == TR_ENOMEM) { /* the link is full: this one again, in a moment */
-            q->next = r->objq;
-            r->objq = q;
-            if (!r->objq_tail) r->objq_tail = q;
-            return;
-        }
-        free(q);
     }
 }
 
@@ -571,7 +621,7 @@ static void *relay_main(void *arg) {
             r->grave = c->next;
             free(c);
         }
-        int timeout = r->resolving || r->holding || r->objq ? (int)(RETRY_NS / 1000000) : 1000;
+        int timeout = r->resolving || r->holding || r->n_obj ? (int)(RETRY_NS / 1000000) : 1000;
         pthread_mutex_unlock(&r->mu);
         int n = epoll_wait(r->ep, evs, 64, timeout);
         pthread_mutex_lock(&r->mu);
@@ -592,7 +642,7 @@ static void *relay_main(void *arg) {
                         update_events(r, c);
                         on_worker(r, c, EPOLLIN);
                     }
-        if (r->objq) serve_objects(r);
+        if (r->n_obj) serve_objects(r);
         if (r->resolving) resolve_pass(r);
     }
     pthread_mutex_unlock(&r->mu);
@@ -643,17 +693,18 @@ void tr__relay_destroy(tr__relay *r) {
         sn = s->next;
         while (s->conns)
             conn_drop(r, s->conns);
+        while (s->objq) {
+            objreq *q = s->objq;
+            s->objq = q->next;
+            free(q);
+        }
         free(s);
     }
     for (rconn *c = r->grave, *n; c; c = n) {
         n = c->next;
         free(c);
     }
-    while (r->objq) {
-        objreq *q = r->objq;
-        r->objq = q->next;
-        free(q);
-    }
+
     tr__objects_detach(r->objs);
     tr__nodeconn_close(r->onode);
     tr__nodeconn_close(r->node);
