@@ -428,14 +428,18 @@ static int store_view(tr__relay *r) {
     return tr__objects_attach(r->onode, &r->objs);
 }
 
-/* [kind][ref][req][payload...] on the stream with that serial, if it is still there.
- * Returns 0, TR_ENOMEM (the link is full: try again), or another code. Caller holds mu. */
-static int send_obj(tr__relay *r, uint64_t serial, const struct iovec *iov, int n) {
-    rstream *s = r->streams;
-    while (s && s->serial != serial)
-        s = s->next;
-    if (!s) return 0; /* its link ended: nobody to answer */
-    return tr__rpc_stream_sendv(s->st, iov, n);
+/* A view of an object lent to gRPC with a piece of it. */
+typedef struct lent_view {
+    tr__objects *objs;
+    tr_ref ref;
+} lent_view;
+
+/* gRPC has sent the piece (or dropped it): the view goes (any thread; views are pins,
+ * counted, so pieces of one object in flight at once each keep theirs). */
+static void let_go(void *p) {
+    lent_view *v = p;
+    tr__objects_unpin(v->objs, v->ref);
+    free(v);
 }
 
 /* One request for a piece: sent (or why not). Returns 1 if the link was full (nothing
@@ -454,7 +458,7 @@ static int serve_one(tr__relay *r, objreq *q) {
     size_t size = 0;
     int rc = !tr__ref_is_object(&ref) ? tr__err(TR_EINVAL, "not an object ref")
              : store_view(r)          ? tr__err(TR_EOBJECT_LOST, "the store is out of reach")
-                                      : tr__objects_get(r->objs, ref, 0, &data, &size);
+                                      : tr__objects_pin(r->objs, ref, 0, &data, &size);
     if (!rc &&
         (q->off > size || q->len > size - q->off || q->len > r->max_msg - TR__REMOTE_HDR - 64))
         rc = tr__err(TR_EINVAL, "a piece [%llu, +%llu) of an object of %zu bytes",
@@ -472,15 +476,35 @@ static int serve_one(tr__relay *r, objreq *q) {
         tr__buf_append(&b, &code, 4);
         tr__buf_append(&b, why, strlen(why));
     }
-    pthread_mutex_lock(&r->mu);
-    struct iovec iov[2] = {{b.data, b.len}, {(char *)data + (rc ? 0 : q->off), rc ? 0 : q->len}};
-    int src = b.oom ? TR_ENOMEM : send_obj(r, q->serial, iov, 2);
-    tr__buf_free(&b);
-    if (data) { /* (the piece is in gRPC's buffer now) */
-        pthread_mutex_unlock(&r->mu);
-        tr__objects_release(r->objs, ref);
-        pthread_mutex_lock(&r->mu);
+    /* the piece goes from the store itself: our view of the object is held until gRPC
+     * has sent it (let_go) */
+    lent_view *v = data ? malloc(sizeof *v) : NULL;
+    if (v) {
+        v->objs = r->objs;
+        v->ref = ref;
+    } else if (data) {
+        tr__objects_unpin(r->objs, ref);
+        rc = tr__err(TR_ENOMEM, "the node is out of memory");
+        b.data[0] = TR__REMOTE_OBJ_ERR; /* (b holds the header: an error follows it) */
+        int32_t code = rc;
+        b.len = TR__REMOTE_HDR;
+        tr__buf_append(&b, &code, 4);
     }
+    pthread_mutex_lock(&r->mu);
+    rstream *s = r->streams;
+    while (s && s->serial != q->serial)
+        s = s->next;
+    int src = 0;
+    if (!s) { /* its link ended: nobody to answer */
+        if (v) let_go(v);
+    } else if (v) {
+        src = b.oom ? (let_go(v), TR_ENOMEM)
+                    : tr__rpc_stream_send_lent(s->st, b.data, b.len, (const char *)data + q->off,
+                                               (size_t)q->len, let_go, v);
+    } else {
+        src = b.oom ? TR_ENOMEM : tr__rpc_stream_send(s->st, b.data, b.len);
+    }
+    tr__buf_free(&b);
     return src == TR_ENOMEM;
 }
 

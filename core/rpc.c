@@ -1045,6 +1045,8 @@ int tr__rpc_stream_send(tr__rpc_stream *st, const void *msg, size_t len) {
     return tr__rpc_stream_sendv(st, &one, 1);
 }
 
+static int send_bb(tr__rpc_stream *st, grpc_byte_buffer *bb, size_t len);
+
 int tr__rpc_stream_sendv(tr__rpc_stream *st, const struct iovec *iov, int n) {
     size_t len = 0;
     for (int i = 0; i < n; i++)
@@ -1053,10 +1055,48 @@ int tr__rpc_stream_sendv(tr__rpc_stream *st, const struct iovec *iov, int n) {
     if (len > st->max_msg)
         return tr__err(TR_EMSGSIZE, "rpc stream send: %zu bytes (at most %zu)", len, st->max_msg);
     grpc_slice sl = grpc_slice_malloc(len);
-    for (int i = 0, at = 0; i < n; at += (int)iov[i].iov_len, i++)
+    for (size_t i = 0, at = 0; i < (size_t)n; at += iov[i].iov_len, i++)
         if (iov[i].iov_len) memcpy(GRPC_SLICE_START_PTR(sl) + at, iov[i].iov_base, iov[i].iov_len);
     grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
     grpc_slice_unref(sl);
+    return send_bb(st, bb, len);
+}
+
+typedef struct lent {
+    void (*done)(void *);
+    void *ctx;
+} lent;
+
+static void lent_done(void *p) {
+    lent *l = p;
+    l->done(l->ctx);
+    free(l);
+}
+
+int tr__rpc_stream_send_lent(tr__rpc_stream *st, const void *head, size_t hlen, const void *data,
+                             size_t len, void (*done)(void *), void *ctx) {
+    lent *l = malloc(sizeof *l);
+    if (!st || !done || !l || hlen + len > st->max_msg) {
+        free(l);
+        if (done) done(ctx);
+        return !st || !done ? tr__err(TR_EINVAL, "rpc stream send: NULL argument")
+               : !l         ? tr__err(TR_ENOMEM, "rpc stream send")
+                    : tr__err(TR_EMSGSIZE, "rpc stream send: %zu bytes (at most %zu)", hlen + len,
+                              st->max_msg);
+    }
+    l->done = done;
+    l->ctx = ctx;
+    grpc_slice sl[2];
+    sl[0] = grpc_slice_from_copied_buffer(head, hlen);
+    sl[1] = grpc_slice_new_with_user_data((void *)data, len, lent_done, l);
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(sl, 2);
+    grpc_slice_unref(sl[0]);
+    grpc_slice_unref(sl[1]); /* the buffer holds it: done runs when gRPC lets go */
+    return send_bb(st, bb, hlen + len);
+}
+
+/* Sends (or queues) a message built already; on failure it is destroyed. */
+static int send_bb(tr__rpc_stream *st, grpc_byte_buffer *bb, size_t len) {
     int rc = 0;
     pthread_mutex_lock(&st->mu);
     if (st->ended) {

@@ -112,6 +112,11 @@ int tr__rpc_stream_why(tr__rpc_stream *st, char *why, size_t cap);
 int tr__rpc_stream_send(tr__rpc_stream *st, const void *msg, size_t len);
 /* The same, the message gathered from n pieces (one copy, into gRPC's buffer). */
 int tr__rpc_stream_sendv(tr__rpc_stream *st, const struct iovec *iov, int n);
+/* The same, head (copied) then len bytes at data, lent without a copy: done(ctx) runs once
+ * gRPC no longer needs them (any thread; also when the send fails), and data must stay
+ * valid and unchanged until then. */
+int tr__rpc_stream_send_lent(tr__rpc_stream *st, const void *head, size_t hlen, const void *data,
+                             size_t len, void (*done)(void *), void *ctx);
 int tr__rpc_stream_recv(tr__rpc_stream *st, int timeout_ms, tr__buf *msg);
 void tr__rpc_stream_close(tr__rpc_stream *st);
 
