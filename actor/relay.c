@@ -478,10 +478,12 @@ static int serve_one(tr__relay *r, objreq *q) {
     }
     /* the piece goes from the store itself: our view of the object is held until gRPC
      * has sent it (let_go) */
-    lent_view *v = data ? malloc(sizeof *v) : NULL;
+    lent_view *v = data && !rc ? malloc(sizeof *v) : NULL;
     if (v) {
         v->objs = r->objs;
         v->ref = ref;
+    } else if (data && rc) { /* (a piece out of range: b says why) */
+        tr__objects_unpin(r->objs, ref);
     } else if (data) {
         tr__objects_unpin(r->objs, ref);
         rc = tr__err(TR_ENOMEM, "the node is out of memory");

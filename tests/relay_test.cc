@@ -210,10 +210,12 @@ TEST_F(Relay, ObjectPiecesAndBadRequests) {
     EXPECT_EQ(kind, TR__REMOTE_OBJ_DATA);
     ASSERT_EQ(p.size(), 16u + 5000);
     EXPECT_EQ(p.substr(16), v.substr(1000, 5000));
-    get(obj, 9, 99000, 5000); /* past its end */
+    get(obj, 9, 99000, 5000); /* past its end: why, and nothing else */
     ASSERT_TRUE(next(&kind, &req, &p));
     EXPECT_EQ(kind, TR__REMOTE_OBJ_ERR);
     EXPECT_EQ(req, 9u);
+    ASSERT_GE(p.size(), 4u);
+    EXPECT_EQ(p.substr(4), "a piece [99000, +5000) of an object of 100000 bytes");
     tr_ref nothing;
     memset(nothing.b, 0x11, 16);
     nothing.b[15] |= 0x80;
