@@ -75,7 +75,9 @@ static grpc_channel_args *make_args(size_t max_msg, int server, grpc_arg *a,
     const kv_t client_only[] = {
         {GRPC_ARG_ENABLE_HTTP_PROXY, 0}, /* straight to the node, whatever http_proxy says */
         {GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200}, /* a head back is seen within a second */
-        {GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200},
+        /* (gRPC takes this as every connection attempt's deadline too: TCP, the TLS
+         * handshake and HTTP/2's settings; 200 ms failed TLS handshakes on a busy host) */
+        {GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000},
         {GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000},
     };
     kv_t kv[12];
