@@ -586,30 +586,55 @@ static void remember(tr__cluster *cl, const uint8_t *id, const char *address, ui
 }
 
 /* The node an actor lives on: known here, or asked of the head. */
+/* One request to the head about an actor, whose answer is {id, address}; a head out of
+ * reach is named in the error. */
+static int ask_head(tr__cluster *cl, const tr__buf *q, int timeout_ms, int retry, uint8_t id[16],
+                    char *address, size_t cap) {
+    char head[128];
+    pthread_mutex_lock(&cl->mu);
+    snprintf(head, sizeof head, "%s", cl->head ? cl->address : cl->head_addr);
+    pthread_mutex_unlock(&cl->mu);
+    tr__buf a = TR__BUF_INIT;
+    int rc = call_peer(cl, head, q, timeout_ms, retry, &a);
+    if (rc == TR_ECONNECT || rc == TR_ETIMEDOUT) {
+        char why[400];
+        snprintf(why, sizeof why, "%s", tr_last_error());
+        rc = tr__err(rc, "the head at %s cannot be reached: %s", head, why);
+    }
+    tr__dec d;
+    if (!rc && !(rc = tr__dec_init(&d, a.data, a.len))) {
+        if (!(rc = tr__get_id(d.root, "id", id, 16)))
+            rc = get_field(d.root, "address", address, cap);
+        tr__dec_free(&d);
+    }
+    tr__buf_free(&a);
+    return rc;
+}
+
+/* A forwarded request's answer: the actor's id. */
+static void reply_id(job *j, const uint8_t id[16]) {
+    tr__reply_begin(&j->reply, 0, NULL, 1);
+    tr__enc_str(&j->reply, "id");
+    tr__enc_bin(&j->reply, id, 16);
+}
+
 static int locate(tr__cluster *cl, const uint8_t *id, char *address, size_t cap) {
     pthread_mutex_lock(&cl->mu);
     ractor *r = cl->remote;
     while (r && memcmp(r->id, id, 16) != 0)
         r = r->next;
     if (r) snprintf(address, cap, "%s", r->address);
-    char head[128];
-    snprintf(head, sizeof head, "%s", cl->head ? cl->address : cl->head_addr);
     pthread_mutex_unlock(&cl->mu);
     if (r) return 0;
-    tr__buf q = TR__BUF_INIT, a = TR__BUF_INIT;
+    tr__buf q = TR__BUF_INIT;
     tr__enc_map(&q, 2);
     tr__enc_str(&q, "op");
     tr__enc_str(&q, "where");
     tr__enc_str(&q, "id");
     tr__enc_bin(&q, id, 16);
-    int rc = call_peer(cl, head, &q, PEER_MS, 1, &a);
-    tr__dec d;
-    if (!rc && !(rc = tr__dec_init(&d, a.data, a.len))) {
-        rc = get_field(d.root, "address", address, cap);
-        tr__dec_free(&d);
-    }
+    uint8_t same[16];
+    int rc = ask_head(cl, &q, PEER_MS, 1, same, address, cap);
     tr__buf_free(&q);
-    tr__buf_free(&a);
     if (!rc) remember(cl, id, address, 0);
     return rc;
 }
@@ -641,7 +666,7 @@ static int closing(tr__cluster *cl) {
 }
 
 static void run_create(tr__cluster *cl, job *j) {
-    tr__buf q = TR__BUF_INIT, a = TR__BUF_INIT;
+    tr__buf q = TR__BUF_INIT;
     char key[64];
     snprintf(key, sizeof key, "%s/%llu", cl->id, (unsigned long long)j->conn_id);
     tr__enc_map(&q, j->name ? 9 : 8);
@@ -665,37 +690,18 @@ static void run_create(tr__cluster *cl, job *j) {
         tr__enc_str(&q, "name");
         tr__enc_str(&q, j->name);
     }
-    char head[128];
-    pthread_mutex_lock(&cl->mu);
-    snprintf(head, sizeof head, "%s", cl->head ? cl->address : cl->head_addr);
-    pthread_mutex_unlock(&cl->mu);
-    int rc = call_peer(cl, head, &q, PLACE_WAIT_MS, 0, &a);
-    if (rc == TR_ECONNECT || rc == TR_ETIMEDOUT) {
-        char why[400];
-        snprintf(why, sizeof why, "%s", tr_last_error());
-        rc = tr__err(rc, "placing the actor on another node: the head at %s cannot be reached: %s",
-                     head, why);
-    }
     uint8_t id[16];
     char address[128];
-    tr__dec d;
-    if (!rc && !(rc = tr__dec_init(&d, a.data, a.len))) {
-        if (!(rc = tr__get_id(d.root, "id", id, 16)))
-            rc = get_field(d.root, "address", address, sizeof address);
-        tr__dec_free(&d);
-    }
+    int rc = ask_head(cl, &q, PLACE_WAIT_MS, 0, id, address, sizeof address);
     if (rc) {
         char why[600];
-        snprintf(why, sizeof why, "%s", tr_last_error());
+        snprintf(why, sizeof why, "placing the actor on another node: %s", tr_last_error());
         reply_status(j, rc, why);
     } else {
         remember(cl, id, address, j->conn_id);
-        tr__reply_begin(&j->reply, 0, NULL, 1);
-        tr__enc_str(&j->reply, "id");
-        tr__enc_bin(&j->reply, id, 16);
+        reply_id(j, id);
     }
     tr__buf_free(&q);
-    tr__buf_free(&a);
 }
 
 /* resolve, kill, info: asked of the actor's node. */
@@ -794,35 +800,22 @@ static void run_on_node(tr__cluster *cl, job *j) {
 }
 
 static void run_by_name(tr__cluster *cl, job *j) {
-    tr__buf q = TR__BUF_INIT, a = TR__BUF_INIT;
+    tr__buf q = TR__BUF_INIT;
     tr__enc_map(&q, 2);
     tr__enc_str(&q, "op");
     tr__enc_str(&q, "by_name");
     tr__enc_str(&q, "name");
     tr__enc_str(&q, j->name);
-    char head[128];
-    pthread_mutex_lock(&cl->mu);
-    snprintf(head, sizeof head, "%s", cl->head ? cl->address : cl->head_addr);
-    pthread_mutex_unlock(&cl->mu);
-    int rc = call_peer(cl, head, &q, PEER_MS, 1, &a);
     uint8_t id[16];
     char address[128];
-    tr__dec d;
-    if (!rc && !(rc = tr__dec_init(&d, a.data, a.len))) {
-        if (!(rc = tr__get_id(d.root, "id", id, 16)))
-            rc = get_field(d.root, "address", address, sizeof address);
-        tr__dec_free(&d);
-    }
+    int rc = ask_head(cl, &q, PEER_MS, 1, id, address, sizeof address);
     if (rc) {
         reply_status(j, rc, rc == TR_ENOTFOUND ? "no live actor has that name" : tr_last_error());
     } else {
         remember(cl, id, address, 0);
-        tr__reply_begin(&j->reply, 0, NULL, 1);
-        tr__enc_str(&j->reply, "id");
-        tr__enc_bin(&j->reply, id, 16);
+        reply_id(j, id);
     }
     tr__buf_free(&q);
-    tr__buf_free(&a);
 }
 
 static void *job_main(void *arg) {
