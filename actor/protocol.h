@@ -10,8 +10,8 @@
  *   WORKER_START {id}      (worker, first thing)               -> {class, args, inc, path}
  *   WORKER_READY {id, inc} (constructor ran, listening)        -> {}
  *   WORKER_FAILED {id, inc, msg}                               -> {}
- *   NODE_WHERE {num}  (a node of the cluster, by number: to pull its objects)
- *                                                              -> {address, token}
+ *   NODE_WHERE {num}  (a node of the cluster, by number: to pull its objects; 0: this
+ *                      node)                                   -> {address, token, tls_ca}
  * Direct messages (caller <-> worker socket; the hot path):
  *   CALLER body = msgpack [client:int], the caller's object store index, sent once, first
  *   CALL   body = msgpack [method:str, args:bin], or with arguments passed by reference

@@ -71,6 +71,18 @@ typedef struct owner {
     struct owner *next;
 } owner;
 
+/* A key of the head's cluster-wide key-value store (collective groups that span nodes keep
+ * their declarations and rendezvous keys there). */
+typedef struct ckv {
+    char *key;
+    void *val;
+    size_t len;
+    struct ckv *next;
+} ckv;
+#define CKV_MAX_KEYS 16384
+#define CKV_MAX_BYTES (64u << 20)
+#define CKV_MAX_KEY 1024
+
 typedef struct peer {
     char address[128];
     tr__rpc_client *client;
@@ -149,6 +161,8 @@ struct tr__cluster {
     hactor *placed; /* the head's */
     owner *owners;  /* RPC thread's and sweeps', under mu */
     peer *peers;
+    ckv *kv; /* the head's cluster KV store, under mu */
+    size_t kv_keys, kv_bytes;
 };
 
 static int64_t ms_since(int64_t ns) {
@@ -551,6 +565,132 @@ static int op_find(tr__cluster *cl, const tr__obj *req, int by_name, tr__buf *re
     return h ? 0 : tr__err(TR_ENOTFOUND, "no such actor in the cluster");
 }
 
+/* ------------------------------------------------------------------ the cluster KV store */
+
+static void reply_status(job *j, int rc, const char *msg);
+
+static void ckv_free(ckv *e) {
+    free(e->key);
+    free(e->val);
+    free(e);
+}
+
+/* The head: kv_put {key, value} -> {}; kv_get {key} -> {value} (TR_ENOTFOUND); kv_del
+ * {key} -> {}; kv_del_prefix {key: the prefix} -> {n}. Bounded: CKV_MAX_KEYS keys,
+ * CKV_MAX_BYTES of values (TR_ERESOURCES past them). Takes mu. */
+static int op_kv(tr__cluster *cl, const char *op, const tr__obj *req, tr__buf *reply) {
+    const char *key;
+    size_t kn;
+    int rc = tr__get_str(req, "key", &key, &kn);
+    if (rc) return rc;
+    if (kn == 0 || kn > CKV_MAX_KEY || memchr(key, '\0', kn))
+        return tr__err(TR_EINVAL, "cluster kv: a key of %zu bytes (want 1..%d, no NUL)", kn,
+                       CKV_MAX_KEY);
+    const void *val = NULL;
+    size_t vn = 0;
+    int put = strcmp(op, "kv_put") == 0, prefix = strcmp(op, "kv_del_prefix") == 0;
+    if (put && (rc = tr__get_bin(req, "value", &val, &vn))) return rc;
+    if (!put && !prefix && strcmp(op, "kv_get") != 0 && strcmp(op, "kv_del") != 0)
+        return tr__err(TR_EINVAL, "cluster: unknown op '%s'", op);
+    pthread_mutex_lock(&cl->mu);
+    ckv **pp = &cl->kv;
+    uint64_t n = 0;
+    while (*pp) {
+        ckv *e = *pp;
+        int hit = prefix ? strncmp(e->key, key, kn) == 0
+                         : strlen(e->key) == kn && memcmp(e->key, key, kn) == 0;
+        if (!hit) {
+            pp = &e->next;
+            continue;
+        }
+        if (!put && !prefix && strcmp(op, "kv_get") == 0) break;
+        *pp = e->next; /* put replaces it; del and del_prefix drop it */
+        cl->kv_keys--;
+        cl->kv_bytes -= e->len;
+        ckv_free(e);
+        n++;
+        if (!prefix) break;
+    }
+    if (put) {
+        ckv *e = NULL;
+        if (cl->kv_keys >= CKV_MAX_KEYS || vn > CKV_MAX_BYTES - cl->kv_bytes) {
+            rc = tr__err(TR_ERESOURCES, "cluster kv: full (%zu keys, %zu bytes)", cl->kv_keys,
+                         cl->kv_bytes);
+        } else if (!(e = calloc(1, sizeof *e)) || !(e->key = strndup(key, kn)) ||
+                   !(e->val = malloc(vn ? vn : 1))) {
+            if (e) ckv_free(e);
+            rc = tr__err(TR_ENOMEM, "cluster kv");
+        } else {
+            if (vn) memcpy(e->val, val, vn);
+            e->len = vn;
+            e->next = cl->kv;
+            cl->kv = e;
+            cl->kv_keys++;
+            cl->kv_bytes += vn;
+        }
+        if (!rc) tr__enc_map(reply, 0);
+    } else if (prefix) {
+        tr__enc_map(reply, 1);
+        tr__enc_str(reply, "n");
+        tr__enc_uint(reply, n);
+    } else if (strcmp(op, "kv_del") == 0) {
+        tr__enc_map(reply, 0);
+    } else if (*pp) {
+        tr__enc_map(reply, 1);
+        tr__enc_str(reply, "value");
+        tr__enc_bin(reply, (*pp)->val, (*pp)->len);
+    } else {
+        rc = tr__err(TR_ENOTFOUND, "cluster kv: no key '%.*s'", (int)(kn > 200 ? 200 : kn), key);
+    }
+    pthread_mutex_unlock(&cl->mu);
+    return rc;
+}
+
+/* A node's KV request for the cluster's store, asked of the head (a job). */
+static void run_kv(tr__cluster *cl, job *j) {
+    char op[32], head[128];
+    snprintf(op, sizeof op, "kv_%s", j->cls);
+    pthread_mutex_lock(&cl->mu);
+    snprintf(head, sizeof head, "%s", cl->head ? cl->address : cl->head_addr);
+    pthread_mutex_unlock(&cl->mu);
+    tr__buf q = TR__BUF_INIT, a = TR__BUF_INIT;
+    int put = strcmp(j->cls, "put") == 0;
+    tr__enc_map(&q, put ? 3 : 2);
+    tr__enc_str(&q, "op");
+    tr__enc_str(&q, op);
+    tr__enc_str(&q, "key");
+    tr__enc_str(&q, j->name);
+    if (put) {
+        tr__enc_str(&q, "value");
+        tr__enc_bin(&q, j->args, j->args_len);
+    }
+    int rc = call_peer(cl, head, &q, PEER_MS, 1, &a);
+    tr__dec d;
+    if (!rc && !(rc = tr__dec_init(&d, a.data, a.len))) {
+        const void *v;
+        size_t vn;
+        if (strcmp(j->cls, "get") != 0) {
+            tr__reply_begin(&j->reply, 0, NULL, 0);
+        } else if (!(rc = tr__get_bin(d.root, "value", &v, &vn))) {
+            tr__reply_begin(&j->reply, 0, NULL, 1);
+            tr__enc_str(&j->reply, "value");
+            tr__enc_bin(&j->reply, v, vn);
+        }
+        tr__dec_free(&d);
+    }
+    if (rc) {
+        char why[600];
+        if (rc == TR_ECONNECT || rc == TR_ETIMEDOUT)
+            snprintf(why, sizeof why, "the head at %s cannot be reached: %s", head,
+                     tr_last_error());
+        else
+            snprintf(why, sizeof why, "%s", tr_last_error());
+        reply_status(j, rc, why);
+    }
+    tr__buf_free(&q);
+    tr__buf_free(&a);
+}
+
 /* ------------------------------------------------------------------ forwarded requests */
 
 static void job_free(job *j) {
@@ -825,6 +965,8 @@ static void *job_main(void *arg) {
         run_create(cl, j);
     } else if (j->type == TR__MSG_ACTOR_BY_NAME) {
         run_by_name(cl, j);
+    } else if (j->type == TR__MSG_CLUSTER_KV) {
+        run_kv(cl, j);
     } else if (j->type == 0) { /* a creator here is gone: its actors there go too */
         tr__buf q = TR__BUF_INIT, a = TR__BUF_INIT;
         tr__enc_map(&q, 2);
@@ -917,6 +1059,15 @@ int tr__cluster_forward(tr__cluster *cl, int type, tr__conn *c, uint64_t seq, co
         memcpy(j->args, args, j->args_len);
     } else if (type == TR__MSG_ACTOR_BY_NAME) {
         if ((rc = tr__get_strdup(body, "name", &j->name))) goto fail;
+    } else if (type == TR__MSG_CLUSTER_KV) { /* (the node checked the op) */
+        const void *v = NULL;
+        if ((rc = tr__get_strdup(body, "op", &j->cls)) ||
+            (rc = tr__get_strdup(body, "key", &j->name)))
+            goto fail;
+        if (strcmp(j->cls, "put") == 0 && (rc = tr__get_bin(body, "value", &v, &j->args_len)))
+            goto fail;
+        if (!(j->args = malloc(j->args_len ? j->args_len : 1))) goto fail;
+        if (j->args_len) memcpy(j->args, v, j->args_len);
     } else {
         if ((rc = tr__get_id(body, "id", j->id, 16))) goto fail;
         if (tr__obj_get(body, "wait_ms")) tr__get_int(body, "wait_ms", &j->wait_ms);
@@ -1046,6 +1197,8 @@ static int handle(void *ctx, const void *req, size_t len, tr__buf *reply) {
         any = op_find(cl, d.root, 0, reply);
     else if (cl->head && strcmp(op, "by_name") == 0)
         any = op_find(cl, d.root, 1, reply);
+    else if (cl->head && strncmp(op, "kv_", 3) == 0)
+        any = op_kv(cl, op, d.root, reply);
     else if (strcmp(op, "owner_gone") == 0) {
         char key[64];
         if (!(any = get_field(d.root, "owner", key, sizeof key))) {
@@ -1583,6 +1736,10 @@ void tr__cluster_stop(tr__cluster *cl) {
         n = p->next;
         tr__rpc_client_destroy(p->client);
         free(p);
+    }
+    for (ckv *e = cl->kv, *n; e; e = n) {
+        n = e->next;
+        ckv_free(e);
     }
     pthread_cond_destroy(&cl->jobs_cv);
     tr__rpc_tls_free(&cl->tls);

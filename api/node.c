@@ -240,7 +240,11 @@ static void on_node_where(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *b
     int64_t num = 0;
     char address[160];
     int rc = tr__get_int(body, "num", &num);
-    if (!rc && (num <= 0 || num > 0xffffff)) rc = tr__err(TR_EPROTO, "node_where: bad number");
+    if (!rc && (num < 0 || num > 0xffffff)) rc = tr__err(TR_EPROTO, "node_where: bad number");
+    if (!rc && num == 0) { /* this node */
+        num = tr__cluster_node_num(n->cluster);
+        if (num == 0) rc = tr__err(TR_ENOTFOUND, "this node is in no cluster");
+    }
     if (!rc) rc = tr__cluster_node_address(n->cluster, (uint32_t)num, address, sizeof address);
     if (rc) {
         tr__server_reply_status(c, seq, rc, tr_last_error());
@@ -256,6 +260,25 @@ static void on_node_where(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *b
     tr__enc_str(&b, tr__cluster_tls_ca(n->cluster));
     tr__server_reply(c, seq, &b);
     tr__buf_free(&b);
+}
+
+/* CLUSTER_KV {op, key, value?}: the cluster's KV store, on the head (a forwarded request:
+ * api/cluster.h). A node in no cluster has none: TR_ESTATE. */
+static void on_cluster_kv(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
+    node *n = ctx;
+    const char *op, *key;
+    size_t on, kn;
+    int rc = tr__get_str(body, "op", &op, &on);
+    if (!rc) rc = tr__get_str(body, "key", &key, &kn);
+    if (!rc &&
+        !((on == 3 && (!memcmp(op, "put", 3) || !memcmp(op, "get", 3) || !memcmp(op, "del", 3))) ||
+          (on == 10 && !memcmp(op, "del_prefix", 10))))
+        rc = tr__err(TR_EINVAL, "cluster kv: unknown op '%.*s'", (int)(on > 32 ? 32 : on), op);
+    if (!rc && !n->cluster) rc = tr__err(TR_ESTATE, "cluster kv: this node is in no cluster");
+    if (!rc && !tr__cluster_forward(n->cluster, TR__MSG_CLUSTER_KV, c, seq, body))
+        rc = tr__err(TR_ERESOURCES,
+                     "cluster kv: too many requests in flight, or the node is stopping");
+    if (rc) tr__server_reply_status(c, seq, rc, tr_last_error());
 }
 
 static int forward(void *ctx, int type, tr__conn *c, uint64_t seq, const tr__obj *body) {
@@ -352,6 +375,7 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
     tr__directory_mount(n->dir, n->srv);
     tr__server_on(n->srv, TR__MSG_STATUS, on_status, n);
     tr__server_on(n->srv, TR__MSG_NODE_WHERE, on_node_where, n);
+    tr__server_on(n->srv, TR__MSG_CLUSTER_KV, on_cluster_kv, n);
     tr__server_on(n->srv, TR__MSG_SHUTDOWN, on_shutdown_msg, n);
     tr__server_on_close(n->srv, on_conn_close, n);
 

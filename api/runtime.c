@@ -489,25 +489,82 @@ TR_API void tr_group_destroy(tr_group *g) {
     tr__group_destroy(g);
 }
 
+/* This node's IP in its cluster (of its "IP:port"): where Gloo's ranks here listen. */
+static int own_cluster_ip(tr__nodeconn *node, char *ip, size_t cap) {
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 1);
+    tr__enc_str(&b, "num");
+    tr__enc_int(&b, 0);
+    tr__reply r;
+    int rc = tr__nodeconn_call(node, TR__MSG_NODE_WHERE, &b, 5000, &r);
+    tr__buf_free(&b);
+    if (rc) return rc;
+    const char *a;
+    size_t an;
+    rc = tr__get_str(r.root, "address", &a, &an);
+    const char *colon = rc ? NULL : memrchr(a, ':', an);
+    if (!rc && (!colon || colon == a || (size_t)(colon - a) >= cap))
+        rc = tr__err(TR_EPROTO, "the node's cluster address is not IP:port");
+    if (!rc) {
+        memcpy(ip, a, (size_t)(colon - a));
+        ip[colon - a] = '\0';
+    }
+    tr__reply_free(&r);
+    return rc;
+}
+
 TR_API int tr_group_declare(tr_runtime *rt, const tr_actor_id *actors, size_t n, const int *ranks,
                             const char *backend, const char *name) {
     CHECK_RT(rt, "tr_group_declare");
-    /* every rank on one node: groups do not span the nodes of a cluster yet (a join
-     * there would wait for ranks it never sees), so say so now rather than time out */
-    for (size_t i = 1; actors && i < n && i <= 64; i++) {
-        tr_actor_details a = TR_ACTOR_DETAILS_INIT, b = TR_ACTOR_DETAILS_INIT;
-        if (tr__actor_info(rt->node, actors[0], &a) || tr__actor_info(rt->node, actors[i], &b))
-            break; /* (the declaration's own checks report a bad id) */
-        if (strcmp(a.node, b.node) != 0)
-            return tr__err(TR_EINVAL,
-                           "tr_group_declare: group '%s' would span nodes (%s and %s): the "
-                           "'%s' backend needs every rank on one node%s",
-                           name ? name : "", a.node, b.node, backend ? backend : "",
-                           backend && strcmp(backend, "shm") == 0
-                               ? ""
-                               : " (groups across the nodes of a cluster are not supported yet)");
+    if (!actors || n == 0 || n > 1024 || !backend || !name) /* (it says why) */
+        return tr__group_declare(rt->node, actors, n, ranks, backend, name, NULL, 0);
+    /* where each actor lives: this node (its socket path) or another ("IP:port") */
+    char(*nodes)[256] = calloc(n, sizeof *nodes);
+    char(*ips)[64] = calloc(n, sizeof *ips);
+    const char **hosts = calloc(n, sizeof *hosts);
+    int rc = nodes && ips && hosts ? 0 : tr__err(TR_ENOMEM, "tr_group_declare");
+    int span = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        tr_actor_details d = TR_ACTOR_DETAILS_INIT;
+        if ((rc = tr__actor_info(rt->node, actors[i], &d))) {
+            char why[400];
+            snprintf(why, sizeof why, "%s", tr_last_error());
+            rc = tr__err(rc, "tr_group_declare: actor %zu: %s", i, why);
+            break;
+        }
+        snprintf(nodes[i], sizeof nodes[i], "%s", d.node);
+        span |= strcmp(nodes[i], nodes[0]) != 0;
     }
-    return tr__group_declare(rt->node, actors, n, ranks, backend, name);
+    const char *be = backend;
+    if (!rc && span && strcmp(backend, "gloo") != 0 && strcmp(backend, "auto") != 0)
+        rc = tr__err(TR_EINVAL,
+                     "tr_group_declare: group '%s' would span nodes (%s and %s): the '%s' "
+                     "backend needs every rank on one node (across nodes: gloo, or auto)",
+                     name, nodes[0], nodes[n - 1], backend);
+    if (!rc && !span) {
+        if (strcmp(be, "auto") == 0) be = "shm"; /* one node: shm is the fastest */
+        rc = tr__group_declare(rt->node, actors, n, ranks, be, name, NULL, 0);
+    } else if (!rc) {
+        /* each rank's Gloo listens on its node's address: "IP:port" there, ours here */
+        char here[64] = "";
+        for (size_t i = 0; i < n && !rc; i++) {
+            const char *colon = strrchr(nodes[i], ':');
+            if (nodes[i][0] == '/' || !colon) { /* a socket path: an actor on this node */
+                if (!here[0]) rc = own_cluster_ip(rt->node, here, sizeof here);
+                snprintf(ips[i], sizeof ips[i], "%s", here);
+            } else {
+                snprintf(ips[i], sizeof ips[i], "%.*s", (int)(colon - nodes[i]), nodes[i]);
+            }
+            hosts[i] = ips[i];
+        }
+        uint64_t nonce = 0;
+        tr__random_bytes(&nonce, sizeof nonce);
+        if (!rc) rc = tr__group_declare(rt->node, actors, n, ranks, "gloo", name, hosts, nonce | 1);
+    }
+    free(nodes);
+    free(ips);
+    free(hosts);
+    return rc;
 }
 
 TR_API int tr_group_open(tr_runtime *rt, const char *name, int timeout_ms, tr_group **out) {

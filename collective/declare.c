@@ -1,5 +1,6 @@
 /* collective/declare.c - see declare.h. The KV value is msgpack
- * {"backend": str, "ids": bin (16 bytes per actor), "ranks": bin (4 bytes per actor)}. */
+ * {"backend": str, "ids": bin (16 bytes per actor), "ranks": bin (4 bytes per actor)},
+ * and for a group across nodes "nonce": uint, "hosts": [str: each actor's node's IP]. */
 #include "collective/declare.h"
 
 #include <stdio.h>
@@ -17,7 +18,8 @@ static void key_of(char *out, size_t cap, const char *name) {
 }
 
 int tr__group_declare(tr__nodeconn *node, const tr_actor_id *actors, size_t n, const int *ranks,
-                      const char *backend, const char *name) {
+                      const char *backend, const char *name, const char *const *hosts,
+                      uint64_t nonce) {
     if (!actors || n == 0 || n > TR__COLL_MAX_WORLD || !backend || !*backend || !name ||
         !tr__coll_name_ok(name, strlen(name)))
         return tr__err(TR_EINVAL, "tr_group_declare: bad actors, backend or name");
@@ -32,17 +34,37 @@ int tr__group_declare(tr__nodeconn *node, const tr_actor_id *actors, size_t n, c
         r32[i] = r;
     }
     tr__buf b = TR__BUF_INIT;
-    tr__enc_map(&b, 3);
+    tr__enc_map(&b, hosts ? 5 : 3);
     tr__enc_str(&b, "backend");
     tr__enc_str(&b, backend);
     tr__enc_str(&b, "ids");
     tr__enc_bin(&b, actors, n * sizeof *actors);
     tr__enc_str(&b, "ranks");
     tr__enc_bin(&b, r32, n * sizeof r32[0]);
+    if (hosts) {
+        tr__enc_str(&b, "nonce");
+        tr__enc_uint(&b, nonce);
+        tr__enc_str(&b, "hosts");
+        tr__enc_array(&b, (uint32_t)n);
+        for (size_t i = 0; i < n; i++)
+            tr__enc_str(&b, hosts[i]);
+    }
     char key[256];
     key_of(key, sizeof key, name);
-    int rc = b.oom ? tr__err(TR_ENOMEM, "tr_group_declare")
-                   : tr__kv_client_put(node, key, b.data, b.len);
+    int rc = 0;
+    if (b.oom) {
+        rc = tr__err(TR_ENOMEM, "tr_group_declare");
+    } else if (!hosts) {
+        rc = tr__kv_client_put(node, key, b.data, b.len);
+    } else {
+        /* an earlier group of this name: its keys go, and a declaration of it on this
+         * node would be found before this one */
+        char prefix[256];
+        snprintf(prefix, sizeof prefix, "%s%s/", TR__COLL_KV_PREFIX, name);
+        rc = tr__kv_client_cluster(node, "del_prefix", prefix, NULL, 0, NULL, NULL);
+        if (!rc) rc = tr__kv_client_cluster(node, "put", key, b.data, b.len, NULL, NULL);
+        if (!rc) tr__kv_client_del(node, key);
+    }
     tr__buf_free(&b);
     return rc;
 }
@@ -60,9 +82,17 @@ int tr__group_open(tr__nodeconn *node, const char *node_path, size_t max_msg,
     void *v = NULL;
     size_t vn = 0;
     int rc;
-    for (;;) { /* in slices: the node connection is shared */
-        int left = tr__ms_left(deadline);
-        rc = tr__kv_client_wait(node, key, left < 0 || left > 50 ? 50 : left, &v, &vn);
+    int cluster = 1; /* whether to look in the cluster's store too (groups that span nodes) */
+    for (;;) {       /* in slices: the node connection is shared */
+        int left = tr__ms_left(deadline), slice = cluster ? 20 : 50;
+        rc = tr__kv_client_wait(node, key, left < 0 || left > slice ? slice : left, &v, &vn);
+        if (rc == TR_ENOTFOUND && cluster) {
+            rc = tr__kv_client_cluster(node, "get", key, NULL, 0, &v, &vn);
+            if (rc == TR_ESTATE) { /* this node is in no cluster */
+                cluster = 0;
+                rc = TR_ENOTFOUND;
+            }
+        }
         if (rc != TR_ENOTFOUND) break;
         if (tr__now_ns() >= deadline) {
             return tr__err(TR_ETIMEDOUT, "tr_group_open: no group '%s' was declared within %d ms",
@@ -78,8 +108,15 @@ int tr__group_open(tr__nodeconn *node, const char *node_path, size_t max_msg,
     if (!rc) rc = tr__get_str(d.root, "backend", &be, &bn);
     if (!rc) rc = tr__get_bin(d.root, "ids", &ids, &idn);
     if (!rc) rc = tr__get_bin(d.root, "ranks", &ranks, &rn);
-    char backend[16] = {0};
-    int world = 0, rank = -1;
+    char backend[16] = {0}, host[64] = "";
+    int world = 0, rank = -1, span = 0;
+    uint64_t nonce = 0;
+    const tr__obj *hosts = NULL;
+    if (!rc && tr__obj_get(d.root, "nonce")) { /* ranks on several nodes */
+        span = 1;
+        rc = tr__get_uint(d.root, "nonce", &nonce);
+        hosts = tr__obj_get(d.root, "hosts");
+    }
     if (!rc) {
         world = (int)(idn / sizeof(tr_actor_id));
         if (idn % sizeof(tr_actor_id) || rn != (size_t)world * 4 || bn == 0 ||
@@ -92,9 +129,17 @@ int tr__group_open(tr__nodeconn *node, const char *node_path, size_t max_msg,
                     int32_t r;
                     memcpy(&r, (const char *)ranks + 4 * i, 4);
                     rank = r;
+                    const char *h;
+                    size_t hn;
+                    if (span && (tr__obj_len(hosts) != (size_t)world ||
+                                 tr__obj_str(tr__obj_at(hosts, (size_t)i), "hosts", &h, &hn) ||
+                                 hn == 0 || hn >= sizeof host))
+                        rc = tr__err(TR_EPROTO, "group declaration '%s' has bad hosts", name);
+                    else if (span)
+                        memcpy(host, h, hn);
                 }
             }
-            if (rank < 0 || rank >= world)
+            if (!rc && (rank < 0 || rank >= world))
                 rc = tr__err(TR_ENOTFOUND, "this actor is not a member of group '%s'", name);
         }
     }
@@ -102,5 +147,7 @@ int tr__group_open(tr__nodeconn *node, const char *node_path, size_t max_msg,
     free(v);
     if (rc) return rc;
     int left = tr__ms_left(deadline);
+    if (span)
+        return tr__group_init_span(node_path, max_msg, world, rank, name, nonce, host, left, out);
     return tr__group_init(node_path, max_msg, world, rank, backend, name, left, out);
 }

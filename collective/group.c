@@ -18,13 +18,15 @@
 #include "core/status.h"
 #ifdef TR_WITH_CUDA
 #include "collective/nccl/nccl.h"
-#define BACKENDS "shm, gloo, nccl"
+#define BACKENDS "shm, gloo, nccl, auto"
 #else
-#define BACKENDS "shm, gloo; nccl needs the CUDA build, --config=cuda"
+#define BACKENDS "shm, gloo, auto; nccl needs the CUDA build, --config=cuda"
 #endif
 
 static const tr__coll_backend_v1 *find_backend(const char *name) {
-    if (strcmp(name, tr__coll_shm_v1.name) == 0) return &tr__coll_shm_v1;
+    /* "auto": on one node (tr_group_init's groups always are) shm is the fastest */
+    if (strcmp(name, tr__coll_shm_v1.name) == 0 || strcmp(name, "auto") == 0)
+        return &tr__coll_shm_v1;
     if (strcmp(name, tr__coll_gloo_v1.name) == 0) return &tr__coll_gloo_v1;
 #ifdef TR_WITH_CUDA
     if (strcmp(name, tr__coll_nccl_v1.name) == 0) return &tr__coll_nccl_v1;
@@ -148,6 +150,48 @@ int tr__group_cancel_segment(const char *node_path, size_t max_msg, const char *
     tr__buf_free(&b);
     tr__nodeconn_close(node);
     return rc;
+}
+
+int tr__group_init_span(const char *node_path, size_t max_msg, int world, int rank,
+                        const char *name, uint64_t nonce, const char *host, int timeout_ms,
+                        tr_group **out) {
+    if (!out) return tr__err(TR_EINVAL, "tr_group_open: out is NULL");
+    *out = NULL;
+    if (!name || !tr__coll_name_ok(name, strlen(name)) || world < 1 || world > TR__COLL_MAX_WORLD ||
+        rank < 0 || rank >= world || !host || !*host ||
+        strlen(host) >= sizeof(((tr_group *)0)->host))
+        return tr__err(TR_EINVAL, "tr_group_open: bad name, world, rank or host");
+    int64_t deadline = tr__deadline(timeout_ms < 0 ? TR__GROUP_FOREVER_MS : timeout_ms);
+    tr_group *g = calloc(1, sizeof *g);
+    if (!g) return tr__err(TR_ENOMEM, "tr_group_open");
+    int rc = tr__nodeconn_open(node_path, max_msg, &g->node);
+    if (rc) {
+        free(g);
+        return rc;
+    }
+    g->be = &tr__coll_gloo_v1;
+    g->world = world;
+    g->rank = rank;
+    g->timeout_ms = TR__GROUP_DEFAULT_TIMEOUT_MS;
+    g->checks = 1;
+    g->single_copy = -1;
+    g->span = 1;
+    snprintf(g->node_path, sizeof g->node_path, "%s", node_path);
+    snprintf(g->name, sizeof g->name, "%s", name);
+    snprintf(g->span_prefix, sizeof g->span_prefix, "%s%s/%016llx/", TR__COLL_KV_PREFIX, name,
+             (unsigned long long)nonce);
+    snprintf(g->host, sizeof g->host, "%s", host);
+    rc = g->be->init(g, deadline);
+#ifdef TR_WITH_CUDA
+    g->gpu_bufs = !rc && tr__gpu_present();
+#endif
+    if (rc) {
+        tr__group_destroy(g);
+        return rc;
+    }
+    live_add(g);
+    *out = g;
+    return 0;
 }
 
 static int join(const char *node_path, size_t max_msg, int world, int rank,

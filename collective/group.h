@@ -99,6 +99,13 @@ struct tr_group {
     void *stage;  /* pinned host memory staging device buffers */
     size_t stage_bytes;
     char node_path[108];
+    /* gloo, a group whose ranks are on several nodes of a cluster (tr_group_declare):
+     * no node's registry, no segment; rendezvous in the cluster's KV store under
+     * span_prefix, Gloo's TCP on this node's cluster address (host), agreement checked
+     * by an exchange of the ops' descriptors */
+    int span;
+    char span_prefix[256];
+    char host[64];
     struct tr_group *live_next; /* this process's live groups (group.c) */
 };
 
@@ -124,6 +131,13 @@ int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, c
  * sees them): a communicator of world * ndev ranks, for the _multigpu ops. */
 int tr__group_init_devs(const char *node_path, size_t max_msg, int world, int rank, const int *devs,
                         int ndev, const char *name, int timeout_ms, tr_group **out);
+/* Joins a declared gloo group whose ranks are on several nodes of a cluster: the
+ * rendezvous runs in the cluster's KV store under TR__COLL_KV_PREFIX "<name>/<nonce>/"
+ * (nonce: the declaration's, so no key of an earlier group of that name is ever read),
+ * not in the node's registry; Gloo listens on host, this rank's node's address. */
+int tr__group_init_span(const char *node_path, size_t max_msg, int world, int rank,
+                        const char *name, uint64_t nonce, const char *host, int timeout_ms,
+                        tr_group **out);
 /* A group with no ops for other modules' shared state (dag/: a compiled graph's
  * channels): the node's rendezvous, a segment of the header (members' pids, dead mask)
  * and `extra` bytes after it (tr__coll_hdr_bytes() on, pre-faulted and zeroed), each

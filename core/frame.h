@@ -39,6 +39,9 @@ enum {
     TR__MSG_KV_DEL = 5,   /* {key} */
     TR__MSG_STATUS = 6,   /* {} -> {json} */
     TR__MSG_SHUTDOWN = 7, /* {} */
+    /* {op: put|get|del|del_prefix, key, value?}: the cluster's KV store, on its head
+     * (get -> {value}; a node in no cluster: TR_ESTATE) */
+    TR__MSG_CLUSTER_KV = 8,
     TR__MSG_CORE_MAX = 31,
 };
 

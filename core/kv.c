@@ -350,3 +350,42 @@ int tr__kv_client_del(struct tr__nodeconn *c, const char *key) {
     tr__buf_free(&b);
     return rc;
 }
+
+int tr__kv_client_cluster(struct tr__nodeconn *c, const char *op, const char *key,
+                          const void *value, size_t len, void **out, size_t *out_len) {
+    if (!op || !key || !*key) return tr__err(TR_EINVAL, "cluster kv: empty key");
+    int put = strcmp(op, "put") == 0, get = strcmp(op, "get") == 0;
+    if ((put && !value && len) || (get && (!out || !out_len)))
+        return tr__err(TR_EINVAL, "cluster kv: NULL value or output");
+    if (put && len + strlen(key) + 64 > c->max_msg)
+        return tr__err(TR_EMSGSIZE, "kv value of %zu bytes exceeds the message limit", len);
+    if (get) {
+        *out = NULL;
+        *out_len = 0;
+    }
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, put ? 3 : 2);
+    tr__enc_str(&b, "op");
+    tr__enc_str(&b, op);
+    tr__enc_str(&b, "key");
+    tr__enc_str(&b, key);
+    if (put) {
+        tr__enc_str(&b, "value");
+        tr__enc_bin(&b, value ? value : "", len);
+    }
+    tr__reply r;
+    /* the node asks the head (its own wait for it is 2.5 s) */
+    int rc = tr__nodeconn_call(c, TR__MSG_CLUSTER_KV, &b, KV_RPC_MS, get ? &r : NULL);
+    tr__buf_free(&b);
+    if (rc || !get) return rc;
+    const void *p;
+    size_t n;
+    rc = tr__get_bin(r.root, "value", &p, &n);
+    if (!rc && !(*out = malloc(n ? n : 1))) rc = tr__err(TR_ENOMEM, "kv value");
+    if (!rc) {
+        if (n) memcpy(*out, p, n);
+        *out_len = n;
+    }
+    tr__reply_free(&r);
+    return rc;
+}

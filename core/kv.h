@@ -38,5 +38,10 @@ int tr__kv_client_get(struct tr__nodeconn *c, const char *key, void **value, siz
 int tr__kv_client_wait(struct tr__nodeconn *c, const char *key, int wait_ms, void **value,
                        size_t *len);
 int tr__kv_client_del(struct tr__nodeconn *c, const char *key);
+/* The cluster's KV store, on its head, through the node (CLUSTER_KV; served by api/):
+ * op "put" (value, len), "get" (*out malloc'd, *out_len), "del", "del_prefix" (key is the
+ * prefix). No waiting get: poll. TR_ESTATE where the node is in no cluster. */
+int tr__kv_client_cluster(struct tr__nodeconn *c, const char *op, const char *key,
+                          const void *value, size_t len, void **out, size_t *out_len);
 
 #endif

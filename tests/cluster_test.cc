@@ -146,7 +146,9 @@ TEST_F(Cluster, ActorsAreCalledAcrossNodes) {
                              "tr_get there of an object here",
                              "tr_get here of an object there",
                              "an object whose maker died is lost",
-                             "a group across nodes is refused",
+                             "shm across nodes is refused",
+                             "a gloo group over three nodes: every op",
+                             "auto across nodes",
                              "an object from one node, through here, to a third",
                              "a method's error",
                              "an unknown method",
@@ -190,8 +192,14 @@ TEST_F(Cluster, ActorsAreCalledAcrossNodes) {
         return read_log().find("the cluster goes on") != std::string::npos;
     })) << read_log();
     out = read_log();
-    for (const char *what : {"placed", "call", "the call in flight dies with its node",
-                             "a later call fails too", "the cluster goes on"})
+    EXPECT_NE(out.find("OK an allreduce in flight fails when a rank's node dies: TR_ETASK"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find("EPEER_DIED"), std::string::npos) << out; /* at once, not a timeout */
+    for (const char *what :
+         {"placed", "call", "a group across the nodes", "the call in flight dies with its node",
+          "an allreduce in flight fails when a rank's node dies", "a later call fails too",
+          "the cluster goes on"})
         EXPECT_NE(out.find(std::string("OK ") + what), std::string::npos) << what << "\n" << out;
     printf("%s", out.c_str());
     unlink(marker.c_str());
@@ -208,8 +216,10 @@ TEST_F(Cluster, ActorsAreCalledAcrossNodes) {
     })) << read_log();
     in(2, "ip link set " + link_of(2) + " up");
     out = read_log();
-    for (const char *what : {"placed", "call", "the call in flight dies with its node",
-                             "a later call fails too", "the cluster goes on"})
+    for (const char *what :
+         {"placed", "call", "a group across the nodes", "the call in flight dies with its node",
+          "an allreduce in flight fails when a rank's node dies", "a later call fails too",
+          "the cluster goes on"})
         EXPECT_NE(out.find(std::string("OK ") + what), std::string::npos) << what << "\n" << out;
     printf("%s", out.c_str());
     unlink(marker.c_str());

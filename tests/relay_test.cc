@@ -18,7 +18,10 @@ extern "C" {
 #include "actor/protocol.h"
 #include "actor/remote.h"
 #include "core/buf.h"
+#include "core/codec.h"
 #include "core/frame.h"
+#include "core/kv.h"
+#include "core/nodeconn.h"
 #include "core/rpc.h"
 #include "core/status.h"
 }
@@ -257,6 +260,65 @@ TEST_F(Relay, AWrongTokenIsRefused) {
     int64_t out = 0;
     EXPECT_EQ(call_i64(rt, actor, "add", 0, &out), 0);
     EXPECT_EQ(out, 0); /* the refused call never ran */
+}
+
+/* The cluster's KV store (the head's, which collective groups across nodes rendezvous in),
+ * through the node's CLUSTER_KV: put, get, replace, del, del_prefix; bad requests refused
+ * with a reason; a node in no cluster says so. */
+TEST_F(Relay, TheClusterKvStoreAndBadRequests) {
+    tr__nodeconn *c;
+    ASSERT_EQ(tr__nodeconn_open(tr_runtime_address(rt), 64 << 20, &c), 0);
+    auto get = [&](const char *key, std::string *v) {
+        void *p = nullptr;
+        size_t n = 0;
+        int rc = tr__kv_client_cluster(c, "get", key, nullptr, 0, &p, &n);
+        if (!rc) v->assign((const char *)p, n);
+        free(p);
+        return rc;
+    };
+    std::string v;
+    EXPECT_EQ(get("k/1", &v), TR_ENOTFOUND);
+    EXPECT_EQ(tr__kv_client_cluster(c, "put", "k/1", "one", 3, nullptr, nullptr), 0);
+    EXPECT_EQ(tr__kv_client_cluster(c, "put", "k/2", "", 0, nullptr, nullptr), 0);
+    EXPECT_EQ(tr__kv_client_cluster(c, "put", "j/1", "x", 1, nullptr, nullptr), 0);
+    ASSERT_EQ(get("k/1", &v), 0) << tr_last_error();
+    EXPECT_EQ(v, "one");
+    ASSERT_EQ(get("k/2", &v), 0);
+    EXPECT_EQ(v, "");
+    EXPECT_EQ(tr__kv_client_cluster(c, "put", "k/1", "uno", 3, nullptr, nullptr), 0);
+    ASSERT_EQ(get("k/1", &v), 0);
+    EXPECT_EQ(v, "uno");
+    EXPECT_EQ(tr__kv_client_cluster(c, "del", "k/2", nullptr, 0, nullptr, nullptr), 0);
+    EXPECT_EQ(get("k/2", &v), TR_ENOTFOUND);
+    EXPECT_EQ(tr__kv_client_cluster(c, "put", "k/3", "3", 1, nullptr, nullptr), 0);
+    EXPECT_EQ(tr__kv_client_cluster(c, "del_prefix", "k/", nullptr, 0, nullptr, nullptr), 0);
+    EXPECT_EQ(get("k/1", &v), TR_ENOTFOUND);
+    EXPECT_EQ(get("k/3", &v), TR_ENOTFOUND);
+    ASSERT_EQ(get("j/1", &v), 0); /* another prefix stays */
+    EXPECT_EQ(v, "x");
+    /* bad requests: an unknown op, a key too long, a missing key field */
+    EXPECT_EQ(tr__kv_client_cluster(c, "list", "k", nullptr, 0, nullptr, nullptr), TR_EINVAL);
+    EXPECT_NE(std::string(tr_last_error()).find("unknown op"), std::string::npos);
+    std::string big(2000, 'k');
+    EXPECT_EQ(tr__kv_client_cluster(c, "put", big.c_str(), "v", 1, nullptr, nullptr), TR_EINVAL);
+    EXPECT_NE(std::string(tr_last_error()).find("key"), std::string::npos) << tr_last_error();
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 1);
+    tr__enc_str(&b, "op");
+    tr__enc_str(&b, "get");
+    EXPECT_EQ(tr__nodeconn_call(c, TR__MSG_CLUSTER_KV, &b, 5000, nullptr), TR_EPROTO);
+    tr__buf_free(&b);
+    tr__nodeconn_close(c);
+    /* a node in no cluster */
+    tr_config *cfg = test_config_with({});
+    tr_runtime *lone;
+    ASSERT_EQ(tr_init(cfg, &lone), 0) << tr_last_error();
+    tr_config_destroy(cfg);
+    ASSERT_EQ(tr__nodeconn_open(tr_runtime_address(lone), 1 << 20, &c), 0);
+    EXPECT_EQ(tr__kv_client_cluster(c, "put", "k", "v", 1, nullptr, nullptr), TR_ESTATE);
+    EXPECT_NE(std::string(tr_last_error()).find("no cluster"), std::string::npos);
+    tr__nodeconn_close(c);
+    tr_shutdown(lone);
 }
 
 } // namespace

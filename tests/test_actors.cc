@@ -533,8 +533,14 @@ int m_coll(tr_ctx *ctx, void *, const void *args, size_t len) {
     memcpy(&a, args, sizeof a);
     tr_group *g = nullptr;
     const char *backend = a.backend[0] ? a.backend : "shm";
-    int rc = tr_group_init(tr_ctx_runtime(ctx), a.world, a.rank, backend, a.name, a.timeout_ms, &g);
+    int rc = a.mode == 7 ? tr_group_open(tr_ctx_runtime(ctx), a.name, a.timeout_ms, &g)
+                         : tr_group_init(tr_ctx_runtime(ctx), a.world, a.rank, backend, a.name,
+                                         a.timeout_ms, &g);
     if (rc) return tr_ctx_error(ctx, "init %s: %s", tr_errname(rc), tr_last_error());
+    if (a.mode == 7) { /* a declared group: its rank and size are the declaration's */
+        if (tr_group_size(g) != a.world) return tr_ctx_error(ctx, "size %d", tr_group_size(g));
+        a.rank = tr_group_rank(g);
+    }
     if (a.mode == 1) raise(SIGSEGV);
     /* the suite forces single copy on (whether it pays here or not), 4 turns it off, 5 off
      * on odd ranks only */
@@ -650,6 +656,19 @@ int m_open_allreduce(tr_ctx *ctx, void *, const void *args, size_t len) {
     tr_group_destroy(g);
     if (rc) return tr_ctx_error(ctx, "allreduce %s: %s", tr_errname(rc), tr_last_error());
     return tr_ctx_reply(ctx, v, sizeof v);
+}
+
+/* Opens the declared group named by the argument, allreduces rank + 1 and keeps the group
+ * for later methods; replies the sum. */
+int m_open_keep(tr_ctx *ctx, void *, const void *args, size_t len) {
+    std::string name((const char *)args, len);
+    tr_group *g;
+    int rc = tr_group_open(tr_ctx_runtime(ctx), name.c_str(), 20000, &g);
+    if (rc) return tr_ctx_error(ctx, "open %s: %s", tr_errname(rc), tr_last_error());
+    int32_t v = tr_group_rank(g) + 1;
+    rc = tr_allreduce(g, &v, &v, 1, TR_INT32, TR_SUM, 20000);
+    if (rc) return tr_ctx_error(ctx, "allreduce %s: %s", tr_errname(rc), tr_last_error());
+    return reply_i64(ctx, v);
 }
 
 /* "name|world|rank|backend": joins the group and keeps it for later methods. */
@@ -871,6 +890,7 @@ const tr_method_def counter_methods[] = {
     {"objar", m_objar},
     {"coll", m_coll},
     {"open_allreduce", m_open_allreduce},
+    {"open_keep", m_open_keep},
     {"multi", m_multi},
     {"join_group", m_join_group},
     {"allreduce_by_name", m_allreduce_by_name},
@@ -1117,6 +1137,26 @@ int run_cluster_driver(const char *spec) {
     cluster_check(rc == 0 && pid > 0 && pid == d.pid, "call", rc ? tr_last_error() : "");
 
     if (strcmp(scenario, "hold") == 0) { /* the test kills far's node meanwhile */
+        /* a group over an actor here and one on b, the one here left in an allreduce that
+         * b's never enters */
+        tr_actor_id gh, gb;
+        tr_ref k[2], stuck;
+        int64_t sum[2] = {0, 0};
+        int grc = tr_actor_create(rt, "Counter", nullptr, "g", 1, &gh);
+        if (!grc) grc = cluster_actor(rt, there.c_str(), nullptr, &gb);
+        tr_actor_id pair[2] = {gh, gb};
+        if (!grc) grc = tr_group_declare(rt, pair, 2, nullptr, "gloo", "held");
+        for (int i = 0; i < 2 && !grc; i++)
+            grc = tr_call(rt, pair[i], "open_keep", "held", 4, &k[i]);
+        for (int i = 0; i < 2 && !grc; i++) {
+            const void *p;
+            size_t n;
+            grc = tr_get(rt, k[i], 30000, &p, &n);
+            if (!grc && n == 8) memcpy(&sum[i], p, 8);
+        }
+        cluster_check(grc == 0 && sum[0] == 3 && sum[1] == 3, "a group across the nodes",
+                      grc ? tr_last_error() : "");
+        if (!grc) grc = tr_call(rt, gh, "allreduce_by_name", "held", 4, &stuck);
         tr_ref slow;
         int64_t ms = 60000;
         rc = tr_call(rt, far, "sleep_ms", &ms, sizeof ms, &slow);
@@ -1134,6 +1174,14 @@ int run_cluster_driver(const char *spec) {
         cluster_check(rc == TR_EACTOR_DIED, "the call in flight dies with its node",
                       std::string(tr_errname(rc)) + " after " + std::to_string(took) +
                           " ms: " + tr_last_error());
+        /* the rank here hears that its peer died (its process went with its node: at
+         * once), or, its link cut, that the op timed out (10 s) */
+        rc = grc ? grc : tr_get(rt, stuck, 30000, nullptr, nullptr);
+        std::string why = tr_last_error();
+        cluster_check(rc == TR_ETASK &&
+                          (why.find("EPEER_DIED") != why.npos || why.find("ETIMEDOUT") != why.npos),
+                      "an allreduce in flight fails when a rank's node dies",
+                      std::string(tr_errname(rc)) + ": " + why);
         int64_t v = 0;
         rc = call_i64(rt, far, "pid", 0, &v, 20000);
         cluster_check(rc == TR_EACTOR_DIED, "a later call fails too", tr_errname(rc));
@@ -1285,18 +1333,65 @@ int run_cluster_driver(const char *spec) {
                       "an object from one node, through here, to a third",
                       rc ? tr_last_error() : "");
     }
-    /* a group over actors on two nodes: refused at once, with the reason */
+    /* groups across nodes: shm refused at once, with the reason; gloo over three nodes
+     * (here, b, the head) through every op, dtype and reduction, each checked by the
+     * ranks; auto picks gloo there */
     {
-        tr_actor_id here, pair[2];
+        tr_actor_id here, trio[3];
         rc = tr_actor_create(rt, "Counter", nullptr, "h", 1, &here);
-        pair[0] = here;
-        pair[1] = far;
-        int g1 = rc ? rc : tr_group_declare(rt, pair, 2, nullptr, "shm", "spans");
+        trio[0] = far;
+        trio[1] = here;
+        trio[2] = third;
+        int g1 = rc ? rc : tr_group_declare(rt, trio, 3, nullptr, "shm", "spans");
         std::string why = tr_last_error();
-        int g2 = rc ? rc : tr_group_declare(rt, pair, 2, nullptr, "gloo", "spans2");
-        cluster_check(g1 == TR_EINVAL && g2 == TR_EINVAL && why.find("span nodes") != why.npos,
-                      "a group across nodes is refused", why);
-        if (!rc) tr_actor_kill(rt, here, 1);
+        cluster_check(g1 == TR_EINVAL && why.find("span nodes") != why.npos,
+                      "shm across nodes is refused", why);
+        const int ranks[3] = {2, 0, 1};
+        if (!rc) rc = tr_group_declare(rt, trio, 3, ranks, "gloo", "span3");
+        tr_ref done[3];
+        int made = 0;
+        auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < 3 && !rc; i++, made++) {
+            CollArgs a = {};
+            snprintf(a.name, sizeof a.name, "span3");
+            a.world = 3;
+            a.timeout_ms = 120000;
+            a.mode = 7;
+            rc = tr_call(rt, trio[i], "coll", &a, sizeof a, &done[i]);
+        }
+        int64_t checked[3] = {0, 0, 0};
+        std::string errs;
+        for (int i = 0; i < made; i++) {
+            const void *p;
+            size_t n;
+            int r = tr_get(rt, done[i], 600000, &p, &n);
+            if (!r && n == 8) memcpy(&checked[i], p, 8);
+            if (r)
+                errs += std::string(" rank ") + std::to_string(ranks[i]) + ": " + tr_errname(r) +
+                        ": " + tr_last_error();
+            if (r && !rc) rc = r;
+        }
+        double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        cluster_check(rc == 0 && checked[0] > 100 && checked[0] == checked[1] &&
+                          checked[1] == checked[2],
+                      "a gloo group over three nodes: every op",
+                      rc ? errs
+                         : std::to_string(checked[0]) + " ops checked per rank in " +
+                               std::to_string((int)(secs * 1000)) + " ms");
+        tr_actor_id pair[2] = {here, far};
+        int32_t sums[2][2] = {{0, 0}, {0, 0}};
+        if (!rc) rc = tr_group_declare(rt, pair, 2, nullptr, "auto", "span-auto");
+        for (int i = 0; i < 2 && !rc; i++)
+            rc = tr_call(rt, pair[i], "open_allreduce", "span-auto", 9, &done[i]);
+        for (int i = 0; i < 2 && !rc; i++) {
+            const void *p;
+            size_t n;
+            rc = tr_get(rt, done[i], 60000, &p, &n);
+            if (!rc && n == 8) memcpy(sums[i], p, 8);
+        }
+        cluster_check(rc == 0 && sums[0][1] == 3 && sums[1][1] == 3 && sums[0][0] != sums[1][0],
+                      "auto across nodes", rc ? tr_last_error() : "");
+        tr_actor_kill(rt, here, 1);
     }
     /* killed: every later call says so */
     rc = tr_actor_kill(rt, far, 1);

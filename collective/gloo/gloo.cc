@@ -80,17 +80,24 @@ ReduceFn pick(tr_dtype d, tr_redop op) {
     }
 }
 
-// Gloo's rendezvous keys in the node's KV store.
+// Gloo's rendezvous keys in the node's KV store, or (a group across nodes) the cluster's,
+// which has no waiting get: it is polled.
 class KvStore : public gloo::rendezvous::Store {
   public:
-    KvStore(tr__nodeconn *node, std::string prefix) : node_(node), prefix_(std::move(prefix)) {}
+    KvStore(tr__nodeconn *node, std::string prefix, bool cluster)
+        : node_(node), prefix_(std::move(prefix)), cluster_(cluster) {}
     ~KvStore() override {
         for (auto &k : mine_)
-            tr__kv_client_del(node_, k.c_str());
+            if (cluster_)
+                tr__kv_client_cluster(node_, "del", k.c_str(), nullptr, 0, nullptr, nullptr);
+            else
+                tr__kv_client_del(node_, k.c_str());
     }
     void set(const std::string &key, const std::vector<char> &data) override {
         std::string k = prefix_ + key;
-        if (tr__kv_client_put(node_, k.c_str(), data.data(), data.size()))
+        if (cluster_ ? tr__kv_client_cluster(node_, "put", k.c_str(), data.data(), data.size(),
+                                             nullptr, nullptr)
+                     : tr__kv_client_put(node_, k.c_str(), data.data(), data.size()))
             throw std::runtime_error(std::string("kv put: ") + tr_last_error());
         mine_.push_back(k);
     }
@@ -98,7 +105,7 @@ class KvStore : public gloo::rendezvous::Store {
         wait({key}, kDefaultTimeout);
         void *v = nullptr;
         size_t n = 0;
-        if (tr__kv_client_get(node_, (prefix_ + key).c_str(), &v, &n))
+        if (read(prefix_ + key, 0, &v, &n))
             throw std::runtime_error(std::string("kv get: ") + tr_last_error());
         std::vector<char> out((char *)v, (char *)v + n);
         free(v);
@@ -114,20 +121,29 @@ class KvStore : public gloo::rendezvous::Store {
                 int left = tr__ms_left(deadline);
                 void *v = nullptr;
                 size_t n = 0;
-                int rc = tr__kv_client_wait(node_, (prefix_ + key).c_str(),
-                                            left < 0 || left > 50 ? 50 : left, &v, &n);
+                int rc = read(prefix_ + key, left < 0 || left > 50 ? 50 : left, &v, &n);
                 free(v);
                 if (rc == 0) break;
                 if (rc != TR_ENOTFOUND) throw std::runtime_error(tr_last_error());
                 if (tr__now_ns() >= deadline)
                     throw std::runtime_error("Timed out waiting for peers");
+                if (cluster_) {
+                    struct timespec ts = {0, 10000000};
+                    nanosleep(&ts, nullptr);
+                }
             }
         }
     }
 
   private:
+    int read(const std::string &k, int wait_ms, void **v, size_t *n) {
+        if (cluster_) return tr__kv_client_cluster(node_, "get", k.c_str(), nullptr, 0, v, n);
+        return tr__kv_client_wait(node_, k.c_str(), wait_ms, v, n);
+    }
+
     tr__nodeconn *node_;
     std::string prefix_;
+    bool cluster_;
     std::vector<std::string> mine_;
 };
 
@@ -384,10 +400,54 @@ int run_stand_in(tr_group *g, const tr__coll_desc &e, int64_t deadline) {
 // because every rank of a group joins through one node; a group spanning nodes will need
 // this check over the network instead. tr_group_set_checks(g, 0) skips it, as MPI and
 // NCCL never check.
+// A group across nodes has no shared segment: its ranks exchange their ops' descriptors
+// (an allgather of 32 bytes each) before the op, and all see the same table, so either
+// every rank runs the op or every rank returns the same TR_EINVAL (the group stays usable).
+// One more exchange per op: a network round trip, which small ops feel.
+int span_agree(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, int root, size_t count,
+               int64_t deadline) {
+    uint64_t mine[4] = {kind, (uint64_t)dtype, (uint64_t)op, (uint64_t)count};
+    mine[0] |= (uint64_t)(uint32_t)root << 32;
+    std::vector<uint64_t> all((size_t)g->world * 4);
+    int rc = guarded(g, [&] {
+        gloo::AllgatherOptions o(S(g)->ctx);
+        o.setInput(mine, 4);
+        o.setOutput(all.data(), all.size());
+        o.setTag(S(g)->tag++);
+        o.setTimeout(ms_left(deadline));
+        gloo::allgather(o);
+        return 0;
+    });
+    if (rc) return rc;
+    const uint64_t *first = &all[0];
+    for (int r = 1; r < g->world; r++) {
+        const uint64_t *d = &all[(size_t)r * 4];
+        if (std::memcmp(d, first, sizeof mine) == 0) continue;
+        const char *what = (uint32_t)d[0] != (uint32_t)first[0] ? "the op"
+                           : d[3] != first[3]                   ? "count"
+                           : d[1] != first[1]                   ? "dtype"
+                           : d[2] != first[2]                   ? "reduction op"
+                                                                : "root";
+        return tr__err(TR_EINVAL,
+                       "group '%s': ranks disagree on %s (rank 0: %s count %llu dtype %u op %u "
+                       "root %d; rank %d: %s count %llu dtype %u op %u root %d)",
+                       g->name, what, tr__coll_kind_name((uint32_t)first[0]),
+                       (unsigned long long)first[3], (unsigned)first[1], (unsigned)first[2],
+                       (int32_t)(first[0] >> 32), r, tr__coll_kind_name((uint32_t)d[0]),
+                       (unsigned long long)d[3], (unsigned)d[1], (unsigned)d[2],
+                       (int32_t)(d[0] >> 32));
+    }
+    return 0;
+}
+
 template <typename F>
 int checked(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, int root, size_t count,
             int64_t deadline, F run) {
     if (!g->checks) return guarded(g, run);
+    if (g->span) {
+        int rc = span_agree(g, kind, dtype, op, root, count, deadline);
+        return rc ? rc : guarded(g, run);
+    }
     if (tr__coll_agree_enter(g, kind, dtype, op, root, count)) {
         int rc = guarded(g, run);
         return rc ? rc : tr__coll_agree_leave(g, deadline);
@@ -411,8 +471,12 @@ int g_init(tr_group *g, int64_t deadline) {
     return guarded(g, [&]() -> int {
         auto *s = new State();
         g->impl = s;
-        s->store.reset(new KvStore(g->node, std::string(TR__COLL_KV_PREFIX) + g->name + "/"));
-        gloo::transport::tcp::attr attr("127.0.0.1");
+        s->store.reset(new KvStore(g->node,
+                                   g->span ? std::string(g->span_prefix)
+                                           : std::string(TR__COLL_KV_PREFIX) + g->name + "/",
+                                   g->span != 0));
+        // one node: loopback; across nodes: this rank's node's address in the cluster
+        gloo::transport::tcp::attr attr(g->span ? g->host : "127.0.0.1");
         // Gloo's I/O thread gets the CPUs the rank had before the node bound it: on the
         // rank's one core it delays the rank's wake-ups by a tick (core/affinity.h).
         {
