@@ -19,8 +19,17 @@
  *                            over the link in pieces into this node's store (released
  *                            after each round, so each round pulls it again)
  *   object_pull_over_raw_tcp its ratio to raw_tcp_gbps, round by round
- * 5 rounds, interleaved; medians with their spread. Object pulls (issue 12) will be
- * measured here beside these baselines.
+ *   raw_gloo_allreduce_us_{4B,1MiB,64MiB}  raw Gloo (libgloo, TCP on the namespaces'
+ *                            addresses, a file-store rendezvous), two ranks, one per
+ *                            namespace: a barrier, then a timed in-place float32 sum
+ *   cluster_gloo_allreduce_us_{...}  the same through troupe: a gloo group declared over
+ *                            an actor on each node (tr_group_declare across nodes), timed
+ *                            the same way inside the actor here; agreement checks off, as
+ *                            raw Gloo has none
+ *   cluster_gloo_over_raw_{...}  their ratio, round by round
+ *   cluster_gloo_checked_us_{...}  troupe's default: each op's agreement checked (one more
+ *                            exchange of 32 bytes per rank)
+ * 5 rounds, interleaved; medians with their spread.
  *
  *   bazel build //bench:cluster && sudo bazel-bin/bench/cluster [--json]
  * (roles: --serve, --client HOST: the run starts them itself in the namespaces)
@@ -43,6 +52,7 @@
 #include <unistd.h>
 
 #include "bench/bench_util.h"
+#include "bench/raw_gloo.h"
 #include "core/rpc.h"
 #include "troupe/troupe.h"
 #include "tools/netns.h"
@@ -170,7 +180,47 @@ static int put_method(tr_ctx *ctx, void *self, const void *args, size_t len) {
     return tr_ctx_reply(ctx, &r, sizeof r);
 }
 
-static const tr_method_def echo_methods[] = {{"echo", echo_method}, {"put", put_method}};
+/* gloo_args: a gloo group's allreduce, timed as bench/raw_gloo.cc times raw Gloo. */
+typedef struct gloo_args {
+    char name[32];
+    uint64_t bytes;
+    int32_t iters, checks;
+} gloo_args;
+
+/* Runs args.iters allreduces (a barrier before each) on the group declared under
+ * args.name (opened on first use, kept), replies the median time of one, in us. */
+static int gloo_method(tr_ctx *ctx, void *self, const void *args, size_t len) {
+    (void)self;
+    gloo_args a;
+    if (len != sizeof a) return tr_ctx_error(ctx, "gloo wants gloo_args");
+    memcpy(&a, args, sizeof a);
+    tr_runtime *rt = tr_ctx_runtime(ctx);
+    tr_group *g;
+    if (tr_group_get(rt, a.name, &g) && tr_group_open(rt, a.name, 60000, &g))
+        return tr_ctx_error(ctx, "open: %s", tr_last_error());
+    tr_group_set_checks(g, a.checks);
+    size_t n = a.bytes / sizeof(float);
+    float *buf = malloc((n ? n : 1) * sizeof *buf);
+    double *t = malloc((size_t)a.iters * sizeof *t);
+    int rc = buf && t ? 0 : TR_ENOMEM;
+    for (int i = 0; i < a.iters && !rc; i++) {
+        for (size_t k = 0; k < n; k++)
+            buf[k] = (float)(tr_group_rank(g) + 1);
+        rc = tr_barrier(g, 60000);
+        double t0 = bench_now_us();
+        if (!rc) rc = tr_allreduce(g, buf, buf, n, TR_FLOAT32, TR_SUM, 60000);
+        t[i] = bench_now_us() - t0;
+        if (!rc && n && buf[n - 1] != 3.0f) rc = TR_EINTERNAL;
+    }
+    double med = rc ? 0 : bench_percentile(t, (size_t)a.iters, 50);
+    free(buf);
+    free(t);
+    if (rc) return tr_ctx_error(ctx, "allreduce: %s: %s", tr_errname(rc), tr_last_error());
+    return tr_ctx_reply(ctx, &med, sizeof med);
+}
+
+static const tr_method_def echo_methods[] = {
+    {"echo", echo_method}, {"put", put_method}, {"gloo", gloo_method}};
 
 /* The configuration both sides (and the actor's worker) start from. */
 static tr_config *base_config(void) {
@@ -179,12 +229,36 @@ static tr_config *base_config(void) {
     tr_actor_class cls = TR_ACTOR_CLASS_INIT;
     cls.name = "Echo";
     cls.methods = echo_methods;
-    cls.n_methods = 2;
+    cls.n_methods = 3;
     CHECK(tr_config_add_class(cfg, &cls));
     return cfg;
 }
 
 static tr_runtime *head_rt;
+
+/* The raw Gloo sizes and iterations; the run's file-store directory (in /dev/shm, which
+ * both namespaces see). */
+static const size_t gloo_bytes[3] = {4, 1 << 20, 64 << 20};
+static const int gloo_iters[3] = {200, 40, 5};
+static const char *gloo_names[3] = {"4B", "1MiB", "64MiB"};
+static const char *gloo_dir;
+
+/* Raw Gloo's rank 0, on the head's side: every round's three sizes, in the client's
+ * order (each joins through the file store when the client's rank 1 comes). */
+static void *raw_gloo_rank0(void *arg) {
+    (void)arg;
+    static double t[200];
+    char err[256], prefix[32];
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int k = 0; k < 3; k++) {
+            snprintf(prefix, sizeof prefix, "r%ds%d", r, k);
+            if (raw_gloo_run_on("10.213.0.1", gloo_dir, prefix, 2, 0, RAW_GLOO_ALLREDUCE,
+                                gloo_bytes[k], gloo_iters[k], t, err, sizeof err))
+                fprintf(stderr, "bench/cluster: %s\n", err);
+        }
+    }
+    return NULL;
+}
 
 static int serve(void) {
     /* the head of a cluster (an embedded node), where the actor will live */
@@ -197,9 +271,10 @@ static int serve(void) {
     CHECK(tr_init(cfg, &head_rt));
     tr_config_destroy(cfg);
     grpc_init();
-    pthread_t t1, t2;
+    pthread_t t1, t2, t3;
     pthread_create(&t1, NULL, raw_grpc_server, NULL);
     pthread_create(&t2, NULL, tcp_sink, NULL);
+    pthread_create(&t3, NULL, raw_gloo_rank0, NULL);
     tr__rpc_server *s;
     char bind[64];
     snprintf(bind, sizeof bind, "0.0.0.0:%d", RPC_PORT);
@@ -421,6 +496,35 @@ static double pull_gbps(tr_runtime *rt, tr_ref obj) {
     return (double)n / us / 1e3;
 }
 
+/* Raw Gloo's rank 1 here: the median of one allreduce, us. */
+static double raw_gloo_us(int round, int k) {
+    static double t[200];
+    char err[256], prefix[32];
+    snprintf(prefix, sizeof prefix, "r%ds%d", round, k);
+    if (raw_gloo_run_on("10.213.0.2", gloo_dir, prefix, 2, 1, RAW_GLOO_ALLREDUCE, gloo_bytes[k],
+                        gloo_iters[k], t, err, sizeof err))
+        die(err);
+    return bench_percentile(t, (size_t)gloo_iters[k], 50);
+}
+
+/* troupe's gloo group over the two actors (ours is rank 0): its median, us. */
+static double cluster_gloo_us(tr_runtime *rt, const tr_actor_id pair[2], int k, int checks) {
+    gloo_args a = {"bench-gloo", gloo_bytes[k], gloo_iters[k], checks};
+    tr_ref ref[2];
+    double med[2] = {0, 0};
+    for (int i = 0; i < 2; i++)
+        CHECK(tr_call(rt, pair[i], "gloo", &a, sizeof a, &ref[i]));
+    for (int i = 0; i < 2; i++) {
+        const void *p;
+        size_t n;
+        CHECK(tr_get(rt, ref[i], 120000, &p, &n));
+        if (n != 8) die("gloo: no time");
+        memcpy(&med[i], p, 8);
+        CHECK(tr_ref_release(rt, ref[i]));
+    }
+    return med[0];
+}
+
 static void report(const char *name, double *v, const char *unit) {
     double tmp[ROUNDS];
     memcpy(tmp, v, sizeof tmp);
@@ -435,7 +539,20 @@ static int client(const char *host) {
     double raw[ROUNDS], rpc[ROUNDS], ratio[ROUNDS], tcp[ROUNDS], srtt[ROUNDS], sps[ROUNDS];
     double crtt[ROUNDS], cratio[ROUNDS], cps[ROUNDS], pull[ROUNDS], pratio[ROUNDS];
     tr_ref obj = far_object(rt, a);
+    /* a gloo group over an actor here and the one there */
+    tr_actor_id pair[2];
+    CHECK(tr_actor_create(rt, "Echo", NULL, NULL, 0, &pair[0]));
+    CHECK(tr_actor_wait_ready(rt, pair[0], 30000));
+    pair[1] = a;
+    CHECK(tr_group_declare(rt, pair, 2, NULL, "gloo", "bench-gloo"));
+    double graw[3][ROUNDS], gtr[3][ROUNDS], gratio[3][ROUNDS], gchk[3][ROUNDS];
     for (int r = 0; r < ROUNDS; r++) {
+        for (int k = 0; k < 3; k++) {
+            graw[k][r] = raw_gloo_us(r, k);
+            gtr[k][r] = cluster_gloo_us(rt, pair, k, 0);
+            gratio[k][r] = gtr[k][r] / graw[k][r];
+            gchk[k][r] = cluster_gloo_us(rt, pair, k, 1);
+        }
         raw[r] = raw_grpc_rtt(host);
         crtt[r] = cluster_rtt(rt, a);
         cratio[r] = crtt[r] / raw[r];
@@ -458,6 +575,17 @@ static int client(const char *host) {
     report("cluster_async_calls_per_s", cps, "/s");
     report("object_pull_gbps_256MiB", pull, "GB/s");
     report("object_pull_over_raw_tcp", pratio, "x");
+    char name[64];
+    for (int k = 0; k < 3; k++) {
+        snprintf(name, sizeof name, "raw_gloo_allreduce_us_%s", gloo_names[k]);
+        report(name, graw[k], "us");
+        snprintf(name, sizeof name, "cluster_gloo_allreduce_us_%s", gloo_names[k]);
+        report(name, gtr[k], "us");
+        snprintf(name, sizeof name, "cluster_gloo_over_raw_%s", gloo_names[k]);
+        report(name, gratio[k], "x");
+        snprintf(name, sizeof name, "cluster_gloo_checked_us_%s", gloo_names[k]);
+        report(name, gchk[k], "us");
+    }
     grpc_shutdown();
     tr_shutdown(rt);
     return 0;
@@ -470,6 +598,8 @@ int main(int argc, char **argv) {
     tr_worker_main(wcfg); /* the actor's worker never returns from here */
     tr_config_destroy(wcfg);
     int json = 0;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--gloo-dir") == 0 && i + 1 < argc) gloo_dir = argv[i + 1];
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--serve") == 0) return serve();
         if (strcmp(argv[i], "--client") == 0 && i + 1 < argc) {
@@ -485,9 +615,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench/cluster: %s: nothing measured\n", why);
         return 0;
     }
+    /* raw Gloo's rendezvous files, where both namespaces see them */
+    char gdir[] = "/dev/shm/trbench-gloo-XXXXXX";
+    if (!mkdtemp(gdir)) die("mkdtemp");
     /* the server in namespace 0, until killed */
     char inner[8192];
-    snprintf(cmd, sizeof cmd, "%s --serve", self);
+    snprintf(cmd, sizeof cmd, "%s --serve --gloo-dir %s", self, gdir);
     tr_netns_wrap(&net, 0, cmd, inner, sizeof inner);
     int p[2];
     if (pipe(p)) die("pipe");
@@ -506,7 +639,8 @@ int main(int argc, char **argv) {
     }
     fprintf(stderr, "bench/cluster: server in %sn0 (10.213.0.1), client in %sn1\n", net.tag,
             net.tag);
-    snprintf(cmd, sizeof cmd, "%s --client 10.213.0.1%s", self, json ? " --json" : "");
+    snprintf(cmd, sizeof cmd, "%s --client 10.213.0.1 --gloo-dir %s%s", self, gdir,
+             json ? " --json" : "");
     tr_netns_wrap(&net, 1, cmd, inner, sizeof inner);
     fflush(stdout);
     int st = system(inner);
@@ -514,5 +648,7 @@ int main(int argc, char **argv) {
     waitpid(srv, NULL, 0);
     close(p[0]);
     tr_netns_down(&net);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", gdir);
+    if (system(cmd) != 0) fprintf(stderr, "bench/cluster: could not remove %s\n", gdir);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
 }

@@ -29,8 +29,14 @@ static double now_us() {
 
 extern "C" int raw_gloo_run(const char *dir, const char *prefix, int world, int rank, int op,
                             size_t bytes, int iters, double *t, char *err, size_t errlen) {
+    return raw_gloo_run_on("127.0.0.1", dir, prefix, world, rank, op, bytes, iters, t, err, errlen);
+}
+
+extern "C" int raw_gloo_run_on(const char *host, const char *dir, const char *prefix, int world,
+                               int rank, int op, size_t bytes, int iters, double *t, char *err,
+                               size_t errlen) {
     try {
-        gloo::transport::tcp::attr attr("127.0.0.1");
+        gloo::transport::tcp::attr attr(host);
         // As troupe's gloo backend does, the I/O thread gets the CPUs the rank had before
         // the node bound it (core/affinity.h): Gloo is measured, not a shared core.
         cpu_set_t saved;

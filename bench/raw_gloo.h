@@ -18,6 +18,9 @@ enum { RAW_GLOO_ALLREDUCE = 0, RAW_GLOO_BROADCAST = 1, RAW_GLOO_ALLGATHER = 2 };
  * message in err. */
 int raw_gloo_run(const char *dir, const char *prefix, int world, int rank, int op, size_t bytes,
                  int iters, double *t, char *err, size_t errlen);
+/* The same, Gloo listening on host (bench/cluster: a namespace's address). */
+int raw_gloo_run_on(const char *host, const char *dir, const char *prefix, int world, int rank,
+                    int op, size_t bytes, int iters, double *t, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

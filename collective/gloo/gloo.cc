@@ -401,28 +401,44 @@ int run_stand_in(tr_group *g, const tr__coll_desc &e, int64_t deadline) {
 // this check over the network instead. tr_group_set_checks(g, 0) skips it, as MPI and
 // NCCL never check.
 // A group across nodes has no shared segment: its ranks exchange their ops' descriptors
-// (an allgather of 32 bytes each) before the op, and all see the same table, so either
-// every rank runs the op or every rank returns the same TR_EINVAL (the group stays usable).
-// One more exchange per op: a network round trip, which small ops feel.
+// (an allgather of a fixed 256 bytes each) before the op, and all see the same table, so
+// either every rank runs the op or every rank returns the same TR_EINVAL (the group stays
+// usable). The exchange carries a small allreduce's data too (up to kInline bytes), which
+// each rank then reduces in rank order, and is itself a barrier: those ops take one
+// exchange, checked or not. Larger ops take one more, a network round trip.
+constexpr size_t kInline = 224;
+struct Slot {
+    uint64_t d[4]; // kind | root << 32, dtype, op, count
+    unsigned char data[kInline];
+};
+
+// 1: the op is done (it rode on the exchange); 0: run it; < 0: the code.
 int span_agree(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, int root, size_t count,
-               int64_t deadline) {
-    uint64_t mine[4] = {kind, (uint64_t)dtype, (uint64_t)op, (uint64_t)count};
-    mine[0] |= (uint64_t)(uint32_t)root << 32;
-    std::vector<uint64_t> all((size_t)g->world * 4);
+               int64_t deadline, const void *send, void *recv) {
+    size_t esz = tr_dtype_size(dtype), bytes = count * esz;
+    bool inl = kind == TR__COLL_BARRIER || (kind == TR__COLL_ALLREDUCE && bytes <= kInline);
+    Slot mine;
+    std::memset(&mine, 0, sizeof mine);
+    mine.d[0] = kind | (uint64_t)(uint32_t)root << 32;
+    mine.d[1] = (uint64_t)dtype;
+    mine.d[2] = (uint64_t)op;
+    mine.d[3] = (uint64_t)count;
+    if (kind == TR__COLL_ALLREDUCE && inl && bytes) std::memcpy(mine.data, send, bytes);
+    std::vector<Slot> all((size_t)g->world);
     int rc = guarded(g, [&] {
         gloo::AllgatherOptions o(S(g)->ctx);
-        o.setInput(mine, 4);
-        o.setOutput(all.data(), all.size());
+        o.setInput((uint64_t *)&mine, sizeof mine / 8);
+        o.setOutput((uint64_t *)all.data(), all.size() * sizeof mine / 8);
         o.setTag(S(g)->tag++);
         o.setTimeout(ms_left(deadline));
         gloo::allgather(o);
         return 0;
     });
     if (rc) return rc;
-    const uint64_t *first = &all[0];
+    const uint64_t *first = all[0].d;
     for (int r = 1; r < g->world; r++) {
-        const uint64_t *d = &all[(size_t)r * 4];
-        if (std::memcmp(d, first, sizeof mine) == 0) continue;
+        const uint64_t *d = all[(size_t)r].d;
+        if (std::memcmp(d, first, sizeof mine.d) == 0) continue;
         const char *what = (uint32_t)d[0] != (uint32_t)first[0] ? "the op"
                            : d[3] != first[3]                   ? "count"
                            : d[1] != first[1]                   ? "dtype"
@@ -437,16 +453,25 @@ int span_agree(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, int root
                        (unsigned long long)d[3], (unsigned)d[1], (unsigned)d[2],
                        (int32_t)(d[0] >> 32));
     }
-    return 0;
+    if (!inl) return 0;
+    if (kind == TR__COLL_ALLREDUCE && bytes) {
+        uint64_t acc[kInline / 8];
+        std::memcpy(acc, all[0].data, bytes);
+        for (int r = 1; r < g->world && !rc; r++)
+            rc = tr__reduce(acc, all[(size_t)r].data, count, dtype, op);
+        if (!rc) rc = tr__reduce_finish(acc, count, dtype, op, g->world);
+        if (!rc) std::memcpy(recv, acc, bytes);
+    }
+    return rc ? rc : 1;
 }
 
 template <typename F>
 int checked(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, int root, size_t count,
-            int64_t deadline, F run) {
+            int64_t deadline, F run, const void *send = nullptr, void *recv = nullptr) {
     if (!g->checks) return guarded(g, run);
     if (g->span) {
-        int rc = span_agree(g, kind, dtype, op, root, count, deadline);
-        return rc ? rc : guarded(g, run);
+        int rc = span_agree(g, kind, dtype, op, root, count, deadline, send, recv);
+        return rc < 0 ? rc : rc == 1 ? 0 : guarded(g, run);
     }
     if (tr__coll_agree_enter(g, kind, dtype, op, root, count)) {
         int rc = guarded(g, run);
@@ -507,8 +532,9 @@ int g_barrier(tr_group *g, int64_t deadline) {
 
 int g_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
                 tr_redop op, int64_t deadline) {
-    return checked(g, TR__COLL_ALLREDUCE, dtype, op, -1, count, deadline,
-                   [&] { return run_allreduce(g, send, recv, count, dtype, op, deadline); });
+    return checked(
+        g, TR__COLL_ALLREDUCE, dtype, op, -1, count, deadline,
+        [&] { return run_allreduce(g, send, recv, count, dtype, op, deadline); }, send, recv);
 }
 
 int g_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, int root, int64_t deadline) {
