@@ -595,6 +595,20 @@ static int op_kv(tr__cluster *cl, const char *op, const tr__obj *req, tr__buf *r
     pthread_mutex_lock(&cl->mu);
     ckv **pp = &cl->kv;
     uint64_t n = 0;
+    if (put) { /* full (counting what this put replaces): refused, the old value kept */
+        size_t keys = cl->kv_keys, bytes = cl->kv_bytes;
+        for (ckv *e = cl->kv; e; e = e->next)
+            if (strlen(e->key) == kn && memcmp(e->key, key, kn) == 0) {
+                keys--;
+                bytes -= e->len;
+                break;
+            }
+        if (keys >= CKV_MAX_KEYS || vn > CKV_MAX_BYTES - bytes) {
+            pthread_mutex_unlock(&cl->mu);
+            return tr__err(TR_ERESOURCES, "cluster kv: full (%zu keys, %zu bytes)", cl->kv_keys,
+                           cl->kv_bytes);
+        }
+    }
     while (*pp) {
         ckv *e = *pp;
         int hit = prefix ? strncmp(e->key, key, kn) == 0
@@ -613,11 +627,8 @@ static int op_kv(tr__cluster *cl, const char *op, const tr__obj *req, tr__buf *r
     }
     if (put) {
         ckv *e = NULL;
-        if (cl->kv_keys >= CKV_MAX_KEYS || vn > CKV_MAX_BYTES - cl->kv_bytes) {
-            rc = tr__err(TR_ERESOURCES, "cluster kv: full (%zu keys, %zu bytes)", cl->kv_keys,
-                         cl->kv_bytes);
-        } else if (!(e = calloc(1, sizeof *e)) || !(e->key = strndup(key, kn)) ||
-                   !(e->val = malloc(vn ? vn : 1))) {
+        if (!(e = calloc(1, sizeof *e)) || !(e->key = strndup(key, kn)) ||
+            !(e->val = malloc(vn ? vn : 1))) {
             if (e) ckv_free(e);
             rc = tr__err(TR_ENOMEM, "cluster kv");
         } else {
@@ -1647,6 +1658,12 @@ const char *tr__cluster_token(tr__cluster *cl) {
 
 const char *tr__cluster_tls_ca(tr__cluster *cl) {
     return cl ? cl->tls_ca : "";
+}
+
+int tr__cluster_self_address(tr__cluster *cl, char *out, size_t cap) {
+    if (!cl) return tr__err(TR_ENOTFOUND, "this node is in no cluster");
+    snprintf(out, cap, "%s", cl->address); /* (set at start, never changed) */
+    return 0;
 }
 
 int tr__cluster_node_address(tr__cluster *cl, uint32_t num, char *out, size_t cap) {

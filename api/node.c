@@ -241,11 +241,10 @@ static void on_node_where(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *b
     char address[160];
     int rc = tr__get_int(body, "num", &num);
     if (!rc && (num < 0 || num > 0xffffff)) rc = tr__err(TR_EPROTO, "node_where: bad number");
-    if (!rc && num == 0) { /* this node */
-        num = tr__cluster_node_num(n->cluster);
-        if (num == 0) rc = tr__err(TR_ENOTFOUND, "this node is in no cluster");
-    }
-    if (!rc) rc = tr__cluster_node_address(n->cluster, (uint32_t)num, address, sizeof address);
+    if (!rc && num == 0) /* this node */
+        rc = tr__cluster_self_address(n->cluster, address, sizeof address);
+    else if (!rc)
+        rc = tr__cluster_node_address(n->cluster, (uint32_t)num, address, sizeof address);
     if (rc) {
         tr__server_reply_status(c, seq, rc, tr_last_error());
         return;

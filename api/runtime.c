@@ -489,8 +489,8 @@ TR_API void tr_group_destroy(tr_group *g) {
     tr__group_destroy(g);
 }
 
-/* This node's IP in its cluster (of its "IP:port"): where Gloo's ranks here listen. */
-static int own_cluster_ip(tr__nodeconn *node, char *ip, size_t cap) {
+/* This node's address in its cluster, "IP:port". */
+static int own_cluster_address(tr__nodeconn *node, char *out, size_t cap) {
     tr__buf b = TR__BUF_INIT;
     tr__enc_map(&b, 1);
     tr__enc_str(&b, "num");
@@ -502,12 +502,11 @@ static int own_cluster_ip(tr__nodeconn *node, char *ip, size_t cap) {
     const char *a;
     size_t an;
     rc = tr__get_str(r.root, "address", &a, &an);
-    const char *colon = rc ? NULL : memrchr(a, ':', an);
-    if (!rc && (!colon || colon == a || (size_t)(colon - a) >= cap))
+    if (!rc && (an == 0 || an >= cap || !memchr(a, ':', an)))
         rc = tr__err(TR_EPROTO, "the node's cluster address is not IP:port");
     if (!rc) {
-        memcpy(ip, a, (size_t)(colon - a));
-        ip[colon - a] = '\0';
+        memcpy(out, a, an);
+        out[an] = '\0';
     }
     tr__reply_free(&r);
     return rc;
@@ -516,13 +515,13 @@ static int own_cluster_ip(tr__nodeconn *node, char *ip, size_t cap) {
 TR_API int tr_group_declare(tr_runtime *rt, const tr_actor_id *actors, size_t n, const int *ranks,
                             const char *backend, const char *name) {
     CHECK_RT(rt, "tr_group_declare");
-    if (!actors || n == 0 || n > 1024 || !backend || !name) /* (it says why) */
-        return tr__group_declare(rt->node, actors, n, ranks, backend, name, NULL, 0);
+    if (!actors || n == 0 || n > 64 || !backend || !name) /* (it says why) */
+        return tr__group_declare(rt->node, actors, n, ranks, backend, name, 0, NULL, 0, 0);
     /* where each actor lives: this node (its socket path) or another ("IP:port") */
     char(*nodes)[256] = calloc(n, sizeof *nodes);
-    char(*ips)[64] = calloc(n, sizeof *ips);
+    char(*addrs)[80] = calloc(n, sizeof *addrs);
     const char **hosts = calloc(n, sizeof *hosts);
-    int rc = nodes && ips && hosts ? 0 : tr__err(TR_ENOMEM, "tr_group_declare");
+    int rc = nodes && addrs && hosts ? 0 : tr__err(TR_ENOMEM, "tr_group_declare");
     int span = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         tr_actor_details d = TR_ACTOR_DETAILS_INIT;
@@ -532,37 +531,46 @@ TR_API int tr_group_declare(tr_runtime *rt, const tr_actor_id *actors, size_t n,
             rc = tr__err(rc, "tr_group_declare: actor %zu: %s", i, why);
             break;
         }
+        if (strlen(d.node) >= sizeof addrs[i]) {
+            rc = tr__err(TR_EINVAL, "tr_group_declare: actor %zu's node address is too long", i);
+            break;
+        }
         snprintf(nodes[i], sizeof nodes[i], "%s", d.node);
         span |= strcmp(nodes[i], nodes[0]) != 0;
     }
     const char *be = backend;
-    if (!rc && span && strcmp(backend, "gloo") != 0 && strcmp(backend, "auto") != 0)
+    int hier = strcmp(backend, "hier") == 0, autob = strcmp(backend, "auto") == 0;
+    if (!rc && span && strcmp(backend, "gloo") != 0 && !autob && !hier)
         rc = tr__err(TR_EINVAL,
                      "tr_group_declare: group '%s' would span nodes (%s and %s): the '%s' "
-                     "backend needs every rank on one node (across nodes: gloo, or auto)",
+                     "backend needs every rank on one node (across nodes: gloo, hier or auto)",
                      name, nodes[0], nodes[n - 1], backend);
+    /* in a cluster, every declaration goes in the cluster's store (the head's): a rank
+     * on any node finds it there, and a later one of the name replaces it everywhere */
+    char here[80] = "";
+    int cluster = 0;
+    if (!rc) {
+        rc = own_cluster_address(rt->node, here, sizeof here);
+        cluster = rc == 0;
+        if (rc == TR_ENOTFOUND) rc = 0; /* this node is in no cluster */
+    }
     if (!rc && !span) {
-        if (strcmp(be, "auto") == 0) be = "shm"; /* one node: shm is the fastest */
-        rc = tr__group_declare(rt->node, actors, n, ranks, be, name, NULL, 0);
+        if (autob || hier) be = "shm"; /* one node: shm is the fastest */
+        rc = tr__group_declare(rt->node, actors, n, ranks, be, name, cluster, NULL, 0, 0);
     } else if (!rc) {
-        /* each rank's Gloo listens on its node's address: "IP:port" there, ours here */
-        char here[64] = "";
-        for (size_t i = 0; i < n && !rc; i++) {
-            const char *colon = strrchr(nodes[i], ':');
-            if (nodes[i][0] == '/' || !colon) { /* a socket path: an actor on this node */
-                if (!here[0]) rc = own_cluster_ip(rt->node, here, sizeof here);
-                snprintf(ips[i], sizeof ips[i], "%s", here);
-            } else {
-                snprintf(ips[i], sizeof ips[i], "%.*s", (int)(colon - nodes[i]), nodes[i]);
-            }
-            hosts[i] = ips[i];
+        /* each rank's node, by its cluster address ("IP:port"; Gloo listens on the IP) */
+        for (size_t i = 0; i < n; i++) {
+            int local = nodes[i][0] == '/' || !strchr(nodes[i], ':'); /* a socket: here */
+            snprintf(addrs[i], sizeof addrs[i], "%s", local ? here : nodes[i]);
+            hosts[i] = addrs[i];
         }
         uint64_t nonce = 0;
         tr__random_bytes(&nonce, sizeof nonce);
-        if (!rc) rc = tr__group_declare(rt->node, actors, n, ranks, "gloo", name, hosts, nonce | 1);
+        rc = tr__group_declare(rt->node, actors, n, ranks, "gloo", name, 1, hosts, nonce | 1,
+                               hier || autob);
     }
     free(nodes);
-    free(ips);
+    free(addrs);
     free(hosts);
     return rc;
 }

@@ -28,7 +28,11 @@
  *                            raw Gloo has none
  *   cluster_gloo_over_raw_{...}  their ratio, round by round
  *   cluster_gloo_checked_us_{...}  troupe's default: each op's agreement checked (one more
- *                            exchange of 32 bytes per rank)
+ *                            exchange of 256 bytes per rank, which carries ops <= 224 B)
+ *   cluster_flat4_allreduce_us_{...}, cluster_hier4_allreduce_us_{...}  four ranks, two per
+ *                            node: a gloo group, and a two-level one (backend "hier": shm
+ *                            in each node, Gloo between the nodes' leaders); checks off
+ *   cluster_hier4_over_flat4_{...}  their ratio, round by round
  * 5 rounds, interleaved; medians with their spread.
  *
  *   bazel build //bench:cluster && sudo bazel-bin/bench/cluster [--json]
@@ -202,20 +206,22 @@ static int gloo_method(tr_ctx *ctx, void *self, const void *args, size_t len) {
     size_t n = a.bytes / sizeof(float);
     float *buf = malloc((n ? n : 1) * sizeof *buf);
     double *t = malloc((size_t)a.iters * sizeof *t);
-    int rc = buf && t ? 0 : TR_ENOMEM;
-    for (int i = 0; i < a.iters && !rc; i++) {
+    int rc = buf && t ? 0 : TR_ENOMEM, wrong = 0;
+    for (int i = 0; i < a.iters && !rc && !wrong; i++) {
         for (size_t k = 0; k < n; k++)
             buf[k] = (float)(tr_group_rank(g) + 1);
         rc = tr_barrier(g, 60000);
         double t0 = bench_now_us();
         if (!rc) rc = tr_allreduce(g, buf, buf, n, TR_FLOAT32, TR_SUM, 60000);
         t[i] = bench_now_us() - t0;
-        if (!rc && n && buf[n - 1] != 3.0f) rc = TR_EINTERNAL;
+        int w = tr_group_size(g);
+        if (!rc && n && buf[n - 1] != (float)(w * (w + 1) / 2)) wrong = 1;
     }
-    double med = rc ? 0 : bench_percentile(t, (size_t)a.iters, 50);
+    double med = rc || wrong ? 0 : bench_percentile(t, (size_t)a.iters, 50);
     free(buf);
     free(t);
     if (rc) return tr_ctx_error(ctx, "allreduce: %s: %s", tr_errname(rc), tr_last_error());
+    if (wrong) return tr_ctx_error(ctx, "allreduce: a wrong sum");
     return tr_ctx_reply(ctx, &med, sizeof med);
 }
 
@@ -428,26 +434,34 @@ static double tcp_gbps(const char *host) {
     return (double)TCP_BYTES / us / 1e3;
 }
 
+/* An Echo actor placed on the node at host, ready. */
+static tr_actor_id cluster_actor_on(tr_runtime *rt, const char *host) {
+    char res[64];
+    snprintf(res, sizeof res, "node:%s", host);
+    tr_resource r = {res, 1};
+    tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
+    o.resources = &r;
+    o.n_resources = 1;
+    tr_actor_id a;
+    CHECK(tr_actor_create(rt, "Echo", &o, NULL, 0, &a));
+    CHECK(tr_actor_wait_ready(rt, a, 30000));
+    tr_actor_details d = TR_ACTOR_DETAILS_INIT;
+    CHECK(tr_actor_info(rt, a, &d));
+    if (strncmp(d.node, host, strlen(host)) != 0) die("the actor is not on the other node");
+    return a;
+}
+
 /* An actor on the head's node, called from here through this node (joined to it). */
 static tr_runtime *cluster_join(const char *host, tr_actor_id *a) {
     tr_config *cfg = base_config();
-    char head[64], res[64];
+    char head[64];
     snprintf(head, sizeof head, "%s:%d", host, HEAD_PORT);
     CHECK(tr_config_set(cfg, "cluster_head", head));
     CHECK(tr_config_set(cfg, "cluster_token", TOKEN));
     tr_runtime *rt;
     CHECK(tr_init(cfg, &rt));
     tr_config_destroy(cfg);
-    snprintf(res, sizeof res, "node:%s", host);
-    tr_resource r = {res, 1};
-    tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
-    o.resources = &r;
-    o.n_resources = 1;
-    CHECK(tr_actor_create(rt, "Echo", &o, NULL, 0, a));
-    CHECK(tr_actor_wait_ready(rt, *a, 30000));
-    tr_actor_details d = TR_ACTOR_DETAILS_INIT;
-    CHECK(tr_actor_info(rt, *a, &d));
-    if (strncmp(d.node, host, strlen(host)) != 0) die("the actor is not on the other node");
+    *a = cluster_actor_on(rt, host);
     return rt;
 }
 
@@ -507,14 +521,16 @@ static double raw_gloo_us(int round, int k) {
     return bench_percentile(t, (size_t)gloo_iters[k], 50);
 }
 
-/* troupe's gloo group over the two actors (ours is rank 0): its median, us. */
-static double cluster_gloo_us(tr_runtime *rt, const tr_actor_id pair[2], int k, int checks) {
-    gloo_args a = {"bench-gloo", gloo_bytes[k], gloo_iters[k], checks};
-    tr_ref ref[2];
-    double med[2] = {0, 0};
-    for (int i = 0; i < 2; i++)
-        CHECK(tr_call(rt, pair[i], "gloo", &a, sizeof a, &ref[i]));
-    for (int i = 0; i < 2; i++) {
+/* troupe's group `name` over n actors (ours is rank 0): its median, us. */
+static double cluster_gloo_us(tr_runtime *rt, const tr_actor_id *actors, int n, const char *name,
+                              int k, int checks) {
+    gloo_args a = {"", gloo_bytes[k], gloo_iters[k], checks};
+    snprintf(a.name, sizeof a.name, "%s", name);
+    tr_ref ref[4];
+    double med[4] = {0, 0, 0, 0};
+    for (int i = 0; i < n; i++)
+        CHECK(tr_call(rt, actors[i], "gloo", &a, sizeof a, &ref[i]));
+    for (int i = 0; i < n; i++) {
         const void *p;
         size_t n;
         CHECK(tr_get(rt, ref[i], 120000, &p, &n));
@@ -545,13 +561,27 @@ static int client(const char *host) {
     CHECK(tr_actor_wait_ready(rt, pair[0], 30000));
     pair[1] = a;
     CHECK(tr_group_declare(rt, pair, 2, NULL, "gloo", "bench-gloo"));
+    /* four ranks, two per node: flat Gloo, and two levels (shm in each node, Gloo between
+     * the nodes' leaders) */
+    tr_actor_id four[4];
+    four[0] = pair[0];
+    four[1] = a;
+    CHECK(tr_actor_create(rt, "Echo", NULL, NULL, 0, &four[2]));
+    CHECK(tr_actor_wait_ready(rt, four[2], 30000));
+    four[3] = cluster_actor_on(rt, host);
+    CHECK(tr_group_declare(rt, four, 4, NULL, "gloo", "bench-flat4"));
+    CHECK(tr_group_declare(rt, four, 4, NULL, "hier", "bench-hier4"));
     double graw[3][ROUNDS], gtr[3][ROUNDS], gratio[3][ROUNDS], gchk[3][ROUNDS];
+    double g4[3][ROUNDS], h4[3][ROUNDS], hratio[3][ROUNDS];
     for (int r = 0; r < ROUNDS; r++) {
         for (int k = 0; k < 3; k++) {
             graw[k][r] = raw_gloo_us(r, k);
-            gtr[k][r] = cluster_gloo_us(rt, pair, k, 0);
+            gtr[k][r] = cluster_gloo_us(rt, pair, 2, "bench-gloo", k, 0);
             gratio[k][r] = gtr[k][r] / graw[k][r];
-            gchk[k][r] = cluster_gloo_us(rt, pair, k, 1);
+            gchk[k][r] = cluster_gloo_us(rt, pair, 2, "bench-gloo", k, 1);
+            g4[k][r] = cluster_gloo_us(rt, four, 4, "bench-flat4", k, 0);
+            h4[k][r] = cluster_gloo_us(rt, four, 4, "bench-hier4", k, 0);
+            hratio[k][r] = h4[k][r] / g4[k][r];
         }
         raw[r] = raw_grpc_rtt(host);
         crtt[r] = cluster_rtt(rt, a);
@@ -585,6 +615,14 @@ static int client(const char *host) {
         report(name, gratio[k], "x");
         snprintf(name, sizeof name, "cluster_gloo_checked_us_%s", gloo_names[k]);
         report(name, gchk[k], "us");
+    }
+    for (int k = 0; k < 3; k++) {
+        snprintf(name, sizeof name, "cluster_flat4_allreduce_us_%s", gloo_names[k]);
+        report(name, g4[k], "us");
+        snprintf(name, sizeof name, "cluster_hier4_allreduce_us_%s", gloo_names[k]);
+        report(name, h4[k], "us");
+        snprintf(name, sizeof name, "cluster_hier4_over_flat4_%s", gloo_names[k]);
+        report(name, hratio[k], "x");
     }
     grpc_shutdown();
     tr_shutdown(rt);

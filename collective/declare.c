@@ -1,11 +1,13 @@
 /* collective/declare.c - see declare.h. The KV value is msgpack
  * {"backend": str, "ids": bin (16 bytes per actor), "ranks": bin (4 bytes per actor)},
- * and for a group across nodes "nonce": uint, "hosts": [str: each actor's node's IP]. */
+ * and for a group across nodes "nonce": uint, "hosts": [str: each actor's node, "IP:port"],
+ * "hier": int (1: allreduce in two levels, collective/gloo). */
 #include "collective/declare.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "collective/shm/segment.h"
 #include "core/clock.h"
@@ -18,8 +20,8 @@ static void key_of(char *out, size_t cap, const char *name) {
 }
 
 int tr__group_declare(tr__nodeconn *node, const tr_actor_id *actors, size_t n, const int *ranks,
-                      const char *backend, const char *name, const char *const *hosts,
-                      uint64_t nonce) {
+                      const char *backend, const char *name, int cluster, const char *const *hosts,
+                      uint64_t nonce, int hier) {
     if (!actors || n == 0 || n > TR__COLL_MAX_WORLD || !backend || !*backend || !name ||
         !tr__coll_name_ok(name, strlen(name)))
         return tr__err(TR_EINVAL, "tr_group_declare: bad actors, backend or name");
@@ -34,7 +36,7 @@ int tr__group_declare(tr__nodeconn *node, const tr_actor_id *actors, size_t n, c
         r32[i] = r;
     }
     tr__buf b = TR__BUF_INIT;
-    tr__enc_map(&b, hosts ? 5 : 3);
+    tr__enc_map(&b, hosts ? 6 : 3);
     tr__enc_str(&b, "backend");
     tr__enc_str(&b, backend);
     tr__enc_str(&b, "ids");
@@ -48,22 +50,21 @@ int tr__group_declare(tr__nodeconn *node, const tr_actor_id *actors, size_t n, c
         tr__enc_array(&b, (uint32_t)n);
         for (size_t i = 0; i < n; i++)
             tr__enc_str(&b, hosts[i]);
+        tr__enc_str(&b, "hier");
+        tr__enc_int(&b, hier);
     }
     char key[256];
     key_of(key, sizeof key, name);
     int rc = 0;
     if (b.oom) {
         rc = tr__err(TR_ENOMEM, "tr_group_declare");
-    } else if (!hosts) {
+    } else if (!cluster) {
         rc = tr__kv_client_put(node, key, b.data, b.len);
-    } else {
-        /* an earlier group of this name: its keys go, and a declaration of it on this
-         * node would be found before this one */
+    } else { /* an earlier group of this name across nodes: its keys go (a dead rank's stay) */
         char prefix[256];
         snprintf(prefix, sizeof prefix, "%s%s/", TR__COLL_KV_PREFIX, name);
         rc = tr__kv_client_cluster(node, "del_prefix", prefix, NULL, 0, NULL, NULL);
         if (!rc) rc = tr__kv_client_cluster(node, "put", key, b.data, b.len, NULL, NULL);
-        if (!rc) tr__kv_client_del(node, key);
     }
     tr__buf_free(&b);
     return rc;
@@ -82,21 +83,30 @@ int tr__group_open(tr__nodeconn *node, const char *node_path, size_t max_msg,
     void *v = NULL;
     size_t vn = 0;
     int rc;
-    int cluster = 1; /* whether to look in the cluster's store too (groups that span nodes) */
-    for (;;) {       /* in slices: the node connection is shared */
-        int left = tr__ms_left(deadline), slice = cluster ? 20 : 50;
-        rc = tr__kv_client_wait(node, key, left < 0 || left > slice ? slice : left, &v, &vn);
-        if (rc == TR_ENOTFOUND && cluster) {
+    /* A node in a cluster keeps declarations in the cluster's store (polled: a head that
+     * is slow, or a node busy forwarding, is "not yet"); a node in none, in its own. */
+    int cluster = 1;
+    char last[300] = "";
+    for (;;) { /* in slices: the node connection is shared */
+        int left = tr__ms_left(deadline);
+        if (cluster) {
             rc = tr__kv_client_cluster(node, "get", key, NULL, 0, &v, &vn);
-            if (rc == TR_ESTATE) { /* this node is in no cluster */
-                cluster = 0;
+            if (rc == TR_ESTATE) cluster = 0; /* this node is in no cluster */
+            if (rc == TR_ERESOURCES || rc == TR_ECONNECT || rc == TR_ETIMEDOUT) {
+                snprintf(last, sizeof last, " (last: %s)", tr_last_error());
                 rc = TR_ENOTFOUND;
             }
+            if (rc == TR_ENOTFOUND && left != 0) {
+                struct timespec ts = {0, 20000000};
+                nanosleep(&ts, NULL);
+            }
         }
+        if (!cluster)
+            rc = tr__kv_client_wait(node, key, left < 0 || left > 50 ? 50 : left, &v, &vn);
         if (rc != TR_ENOTFOUND) break;
         if (tr__now_ns() >= deadline) {
-            return tr__err(TR_ETIMEDOUT, "tr_group_open: no group '%s' was declared within %d ms",
-                           name, timeout_ms);
+            return tr__err(TR_ETIMEDOUT, "tr_group_open: no group '%s' was declared within %d ms%s",
+                           name, timeout_ms, last);
         }
     }
     if (rc) return rc;
@@ -108,14 +118,19 @@ int tr__group_open(tr__nodeconn *node, const char *node_path, size_t max_msg,
     if (!rc) rc = tr__get_str(d.root, "backend", &be, &bn);
     if (!rc) rc = tr__get_bin(d.root, "ids", &ids, &idn);
     if (!rc) rc = tr__get_bin(d.root, "ranks", &ranks, &rn);
-    char backend[16] = {0}, host[64] = "";
+    char backend[16] = {0};
     int world = 0, rank = -1, span = 0;
+    int64_t hier = 0;
     uint64_t nonce = 0;
     const tr__obj *hosts = NULL;
+    char(*by_rank)[TR__COLL_HOST_MAX] = NULL;  /* each rank's node, "IP:port" */
     if (!rc && tr__obj_get(d.root, "nonce")) { /* ranks on several nodes */
         span = 1;
         rc = tr__get_uint(d.root, "nonce", &nonce);
+        if (!rc && tr__obj_get(d.root, "hier")) rc = tr__get_int(d.root, "hier", &hier);
         hosts = tr__obj_get(d.root, "hosts");
+        if (!rc && !(by_rank = calloc(TR__COLL_MAX_WORLD, sizeof *by_rank)))
+            rc = tr__err(TR_ENOMEM, "tr_group_open");
     }
     if (!rc) {
         world = (int)(idn / sizeof(tr_actor_id));
@@ -124,20 +139,24 @@ int tr__group_open(tr__nodeconn *node, const char *node_path, size_t max_msg,
             rc = tr__err(TR_EPROTO, "group declaration '%s' is malformed", name);
         } else {
             memcpy(backend, be, bn);
-            for (int i = 0; i < world; i++) {
-                if (memcmp((const char *)ids + 16 * i, self->b, 16) == 0) {
-                    int32_t r;
-                    memcpy(&r, (const char *)ranks + 4 * i, 4);
-                    rank = r;
-                    const char *h;
-                    size_t hn;
-                    if (span && (tr__obj_len(hosts) != (size_t)world ||
-                                 tr__obj_str(tr__obj_at(hosts, (size_t)i), "hosts", &h, &hn) ||
-                                 hn == 0 || hn >= sizeof host))
-                        rc = tr__err(TR_EPROTO, "group declaration '%s' has bad hosts", name);
-                    else if (span)
-                        memcpy(host, h, hn);
+            if (span && tr__obj_len(hosts) != (size_t)world)
+                rc = tr__err(TR_EPROTO, "group declaration '%s' has bad hosts", name);
+            for (int i = 0; i < world && !rc; i++) {
+                int32_t r;
+                memcpy(&r, (const char *)ranks + 4 * i, 4);
+                if (r < 0 || r >= world) {
+                    rc = tr__err(TR_EPROTO, "group declaration '%s' has bad ranks", name);
+                    break;
                 }
+                if (memcmp((const char *)ids + 16 * i, self->b, 16) == 0) rank = r;
+                const char *h;
+                size_t hn;
+                if (span && (tr__obj_str(tr__obj_at(hosts, (size_t)i), "hosts", &h, &hn) ||
+                             hn == 0 || hn >= TR__COLL_HOST_MAX || memchr(h, '\0', hn) ||
+                             !memchr(h, ':', hn) || by_rank[r][0]))
+                    rc = tr__err(TR_EPROTO, "group declaration '%s' has bad hosts or ranks", name);
+                else if (span)
+                    memcpy(by_rank[r], h, hn);
             }
             if (!rc && (rank < 0 || rank >= world))
                 rc = tr__err(TR_ENOTFOUND, "this actor is not a member of group '%s'", name);
@@ -145,9 +164,16 @@ int tr__group_open(tr__nodeconn *node, const char *node_path, size_t max_msg,
     }
     if (d.live) tr__dec_free(&d);
     free(v);
-    if (rc) return rc;
     int left = tr__ms_left(deadline);
-    if (span)
-        return tr__group_init_span(node_path, max_msg, world, rank, name, nonce, host, left, out);
-    return tr__group_init(node_path, max_msg, world, rank, backend, name, left, out);
+    if (!rc && span) {
+        const char *hs[TR__COLL_MAX_WORLD];
+        for (int r = 0; r < world; r++)
+            hs[r] = by_rank[r];
+        rc = tr__group_init_span(node_path, max_msg, world, rank, name, nonce, hs, hier != 0, left,
+                                 out);
+    } else if (!rc) {
+        rc = tr__group_init(node_path, max_msg, world, rank, backend, name, left, out);
+    }
+    free(by_rank);
+    return rc;
 }

@@ -10,13 +10,15 @@
 
 #include "collective/group.h"
 
-/* hosts NULL: every actor is on this node (the node's KV store). Else the group spans the
- * nodes of a cluster: hosts[i] is actors[i]'s node's IP, nonce tells this declaration from
- * an earlier one of the name, and the declaration goes in the cluster's KV store (the
- * head's), where the actors' tr__group_open finds it. */
+/* cluster: the node is in a cluster, whose KV store (the head's) keeps every group
+ * declaration there (tr__group_open looks nowhere else then), else the node's own store.
+ * hosts NULL: every actor is on one node. Else the group spans nodes: hosts[i] is
+ * actors[i]'s node ("IP:port"), nonce tells this declaration from an earlier one of the
+ * name (whose rendezvous keys go), hier asks for the two-level allreduce
+ * (tr__group_init_span). */
 int tr__group_declare(tr__nodeconn *node, const tr_actor_id *actors, size_t n, const int *ranks,
-                      const char *backend, const char *name, const char *const *hosts,
-                      uint64_t nonce);
+                      const char *backend, const char *name, int cluster, const char *const *hosts,
+                      uint64_t nonce, int hier);
 /* self: this process's actor id. Waits up to timeout_ms for the declaration. */
 int tr__group_open(tr__nodeconn *node, const char *node_path, size_t max_msg,
                    const tr_actor_id *self, const char *name, int timeout_ms, tr_group **out);

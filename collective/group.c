@@ -153,14 +153,21 @@ int tr__group_cancel_segment(const char *node_path, size_t max_msg, const char *
 }
 
 int tr__group_init_span(const char *node_path, size_t max_msg, int world, int rank,
-                        const char *name, uint64_t nonce, const char *host, int timeout_ms,
-                        tr_group **out) {
+                        const char *name, uint64_t nonce, const char *const *nodes, int hier,
+                        int timeout_ms, tr_group **out) {
+    _Static_assert(sizeof(((tr_group *)0)->node_of) >= TR__COLL_MAX_WORLD, "node_of");
     if (!out) return tr__err(TR_EINVAL, "tr_group_open: out is NULL");
     *out = NULL;
     if (!name || !tr__coll_name_ok(name, strlen(name)) || world < 1 || world > TR__COLL_MAX_WORLD ||
-        rank < 0 || rank >= world || !host || !*host ||
-        strlen(host) >= sizeof(((tr_group *)0)->host))
-        return tr__err(TR_EINVAL, "tr_group_open: bad name, world, rank or host");
+        rank < 0 || rank >= world || !nodes)
+        return tr__err(TR_EINVAL, "tr_group_open: bad name, world, rank or nodes");
+    char host[64];
+    const char *colon = strrchr(nodes[rank], ':');
+    if (!colon || colon == nodes[rank] || (size_t)(colon - nodes[rank]) >= sizeof host)
+        return tr__err(TR_EINVAL, "tr_group_open: rank %d's node '%s' is not IP:port", rank,
+                       nodes[rank]);
+    memcpy(host, nodes[rank], (size_t)(colon - nodes[rank]));
+    host[colon - nodes[rank]] = '\0';
     int64_t deadline = tr__deadline(timeout_ms < 0 ? TR__GROUP_FOREVER_MS : timeout_ms);
     tr_group *g = calloc(1, sizeof *g);
     if (!g) return tr__err(TR_ENOMEM, "tr_group_open");
@@ -181,6 +188,13 @@ int tr__group_init_span(const char *node_path, size_t max_msg, int world, int ra
     snprintf(g->span_prefix, sizeof g->span_prefix, "%s%s/%016llx/", TR__COLL_KV_PREFIX, name,
              (unsigned long long)nonce);
     snprintf(g->host, sizeof g->host, "%s", host);
+    for (int r = 0; r < world; r++) { /* the ranks' nodes, numbered in order of first rank */
+        int k = 0;
+        while (k < r && strcmp(nodes[k], nodes[r]) != 0)
+            k++;
+        g->node_of[r] = k < r ? g->node_of[k] : (uint8_t)g->n_nodes++;
+    }
+    g->hier = hier && g->n_nodes < world; /* (one rank per node: nothing to do in two levels) */
     rc = g->be->init(g, deadline);
 #ifdef TR_WITH_CUDA
     g->gpu_bufs = !rc && tr__gpu_present();

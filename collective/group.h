@@ -106,6 +106,10 @@ struct tr_group {
     int span;
     char span_prefix[256];
     char host[64];
+    /* ...and its ranks' nodes: node_of[r] numbers rank r's node (in order of first rank),
+     * n_nodes of them. hier: allreduce in two levels (collective/gloo/gloo.cc) */
+    uint8_t node_of[64];
+    int n_nodes, hier;
     struct tr_group *live_next; /* this process's live groups (group.c) */
 };
 
@@ -134,10 +138,13 @@ int tr__group_init_devs(const char *node_path, size_t max_msg, int world, int ra
 /* Joins a declared gloo group whose ranks are on several nodes of a cluster: the
  * rendezvous runs in the cluster's KV store under TR__COLL_KV_PREFIX "<name>/<nonce>/"
  * (nonce: the declaration's, so no key of an earlier group of that name is ever read),
- * not in the node's registry; Gloo listens on host, this rank's node's address. */
+ * not in the node's registry. nodes[r]: rank r's node, "IP:port" (Gloo listens on this
+ * rank's IP). hier: allreduce in two levels where ranks share nodes - shm inside each node,
+ * Gloo between one leader per node (collective/gloo/gloo.cc). */
+#define TR__COLL_HOST_MAX 80
 int tr__group_init_span(const char *node_path, size_t max_msg, int world, int rank,
-                        const char *name, uint64_t nonce, const char *host, int timeout_ms,
-                        tr_group **out);
+                        const char *name, uint64_t nonce, const char *const *nodes, int hier,
+                        int timeout_ms, tr_group **out);
 /* A group with no ops for other modules' shared state (dag/: a compiled graph's
  * channels): the node's rendezvous, a segment of the header (members' pids, dead mask)
  * and `extra` bytes after it (tr__coll_hdr_bytes() on, pre-faulted and zeroed), each

@@ -684,16 +684,27 @@ int m_join_group(tr_ctx *ctx, void *, const void *args, size_t len) {
     return reply_i64(ctx, tr_group_rank(g));
 }
 
-/* Finds the group joined by an earlier method, by name, and allreduces rank + 1. */
+/* Finds the group joined by an earlier method, by name ("name", "name|count" or
+ * "name|count|0": agreement checks off), and allreduces rank + 1 (count int32s of it,
+ * default 1); replies the first. */
 int m_allreduce_by_name(tr_ctx *ctx, void *, const void *args, size_t len) {
     std::string name((const char *)args, len);
+    size_t count = 1, bar = name.find('|');
+    int checks = 1;
+    if (bar != std::string::npos) {
+        char *end;
+        count = strtoul(name.c_str() + bar + 1, &end, 10);
+        checks = strcmp(end, "|0") != 0;
+        name.resize(bar);
+    }
     tr_group *g;
     int rc = tr_group_get(tr_ctx_runtime(ctx), name.c_str(), &g);
     if (rc) return tr_ctx_error(ctx, "get %s: %s", tr_errname(rc), tr_last_error());
-    int32_t v = tr_group_rank(g) + 1;
-    rc = tr_allreduce(g, &v, &v, 1, TR_INT32, TR_SUM, 10000);
+    tr_group_set_checks(g, checks);
+    std::vector<int32_t> v(count ? count : 1, tr_group_rank(g) + 1);
+    rc = tr_allreduce(g, v.data(), v.data(), count, TR_INT32, TR_SUM, 10000);
     if (rc) return tr_ctx_error(ctx, "allreduce %s: %s", tr_errname(rc), tr_last_error());
-    return reply_i64(ctx, v);
+    return reply_i64(ctx, v[0]);
 }
 
 int m_leave_group(tr_ctx *ctx, void *, const void *args, size_t len) {
@@ -1137,26 +1148,39 @@ int run_cluster_driver(const char *spec) {
     cluster_check(rc == 0 && pid > 0 && pid == d.pid, "call", rc ? tr_last_error() : "");
 
     if (strcmp(scenario, "hold") == 0) { /* the test kills far's node meanwhile */
-        /* a group over an actor here and one on b, the one here left in an allreduce that
-         * b's never enters */
-        tr_actor_id gh, gb;
-        tr_ref k[2], stuck;
-        int64_t sum[2] = {0, 0};
-        int grc = tr_actor_create(rt, "Counter", nullptr, "g", 1, &gh);
-        if (!grc) grc = cluster_actor(rt, there.c_str(), nullptr, &gb);
-        tr_actor_id pair[2] = {gh, gb};
-        if (!grc) grc = tr_group_declare(rt, pair, 2, nullptr, "gloo", "held");
+        /* groups over two actors here and one on b, the ones here left in an allreduce
+         * that b's never enters: a gloo group (4 bytes), a two-level one (400 KB: shm here,
+         * gloo between the nodes' leaders) */
+        tr_actor_id gh[4], gb[2];
+        tr_ref k[6], stuck[4];
+        int64_t sum[6] = {0, 0, 0, 0, 0, 0};
+        int grc = 0;
+        for (int i = 0; i < 4 && !grc; i++)
+            grc = tr_actor_create(rt, "Counter", nullptr, "g", 1, &gh[i]);
         for (int i = 0; i < 2 && !grc; i++)
-            grc = tr_call(rt, pair[i], "open_keep", "held", 4, &k[i]);
-        for (int i = 0; i < 2 && !grc; i++) {
+            grc = cluster_actor(rt, there.c_str(), nullptr, &gb[i]);
+        const char *gname[2] = {"held", "held-hier"};
+        tr_actor_id members[2][3] = {{gh[0], gh[1], gb[0]}, {gh[2], gh[3], gb[1]}};
+        for (int j = 0; j < 2 && !grc; j++)
+            grc = tr_group_declare(rt, members[j], 3, nullptr, j ? "hier" : "gloo", gname[j]);
+        for (int i = 0; i < 6 && !grc; i++)
+            grc = tr_call(rt, members[i / 3][i % 3], "open_keep", gname[i / 3],
+                          strlen(gname[i / 3]), &k[i]);
+        for (int i = 0; i < 6 && !grc; i++) {
             const void *p;
             size_t n;
             grc = tr_get(rt, k[i], 30000, &p, &n);
             if (!grc && n == 8) memcpy(&sum[i], p, 8);
         }
-        cluster_check(grc == 0 && sum[0] == 3 && sum[1] == 3, "a group across the nodes",
-                      grc ? tr_last_error() : "");
-        if (!grc) grc = tr_call(rt, gh, "allreduce_by_name", "held", 4, &stuck);
+        bool sums_ok = true;
+        for (int i = 0; i < 6; i++)
+            sums_ok = sums_ok && sum[i] == 6;
+        cluster_check(grc == 0 && sums_ok, "a group across the nodes", grc ? tr_last_error() : "");
+        /* (checks off on the two-level group: its ranks go straight to the two levels) */
+        const char *stuck_args[2] = {"held|1", "held-hier|100000|0"};
+        for (int i = 0; i < 4 && !grc; i++)
+            grc = tr_call(rt, members[i / 2][i % 2], "allreduce_by_name", stuck_args[i / 2],
+                          strlen(stuck_args[i / 2]), &stuck[i]);
         tr_ref slow;
         int64_t ms = 60000;
         rc = tr_call(rt, far, "sleep_ms", &ms, sizeof ms, &slow);
@@ -1174,14 +1198,19 @@ int run_cluster_driver(const char *spec) {
         cluster_check(rc == TR_EACTOR_DIED, "the call in flight dies with its node",
                       std::string(tr_errname(rc)) + " after " + std::to_string(took) +
                           " ms: " + tr_last_error());
-        /* the rank here hears that its peer died (its process went with its node: at
-         * once), or, its link cut, that the op timed out (10 s) */
-        rc = grc ? grc : tr_get(rt, stuck, 30000, nullptr, nullptr);
-        std::string why = tr_last_error();
-        cluster_check(rc == TR_ETASK &&
-                          (why.find("EPEER_DIED") != why.npos || why.find("ETIMEDOUT") != why.npos),
-                      "an allreduce in flight fails when a rank's node dies",
-                      std::string(tr_errname(rc)) + ": " + why);
+        /* the ranks here hear that their peer died (its process went with its node: at
+         * once), or, its link cut, that the op timed out (10 s): in the two-level group,
+         * the leader hears it from gloo, the other rank from the leader leaving its shm
+         * group */
+        for (int i = 0; i < 4; i++) {
+            rc = grc ? grc : tr_get(rt, stuck[i], 30000, nullptr, nullptr);
+            std::string why = tr_last_error();
+            cluster_check(rc == TR_ETASK && (why.find("EPEER_DIED") != why.npos ||
+                                             why.find("ETIMEDOUT") != why.npos),
+                          i < 2 ? "an allreduce in flight fails when a rank's node dies"
+                                : "a two-level allreduce in flight fails when a rank's node dies",
+                          std::string(tr_errname(rc)) + ": " + why);
+        }
         int64_t v = 0;
         rc = call_i64(rt, far, "pid", 0, &v, 20000);
         cluster_check(rc == TR_EACTOR_DIED, "a later call fails too", tr_errname(rc));
@@ -1378,6 +1407,47 @@ int run_cluster_driver(const char *spec) {
                       rc ? errs
                          : std::to_string(checked[0]) + " ops checked per rank in " +
                                std::to_string((int)(secs * 1000)) + " ms");
+        /* two levels (shm in each node, gloo between them): five ranks, two here, two on
+         * b, one on the head, ranks interleaved across the nodes */
+        tr_actor_id five[5] = {here, far, third, here, far};
+        int r2 = rc ? rc : tr_actor_create(rt, "Counter", nullptr, "h", 1, &five[3]);
+        if (!r2) r2 = cluster_actor(rt, there.c_str(), nullptr, &five[4]);
+        const int franks[5] = {0, 1, 4, 2, 3};
+        if (!r2) r2 = tr_group_declare(rt, five, 5, franks, "hier", "hier5");
+        tr_ref fdone[5];
+        int fmade = 0;
+        t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < 5 && !r2; i++, fmade++) {
+            CollArgs a = {};
+            snprintf(a.name, sizeof a.name, "hier5");
+            a.world = 5;
+            a.timeout_ms = 120000;
+            a.mode = 7;
+            r2 = tr_call(rt, five[i], "coll", &a, sizeof a, &fdone[i]);
+        }
+        int64_t fchecked[5] = {0, 0, 0, 0, 0};
+        errs.clear();
+        for (int i = 0; i < fmade; i++) {
+            const void *p;
+            size_t n;
+            int r = tr_get(rt, fdone[i], 600000, &p, &n);
+            if (!r && n == 8) memcpy(&fchecked[i], p, 8);
+            if (r)
+                errs += std::string(" rank ") + std::to_string(franks[i]) + ": " + tr_errname(r) +
+                        ": " + tr_last_error();
+            if (r && !r2) r2 = r;
+        }
+        secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        bool same = true;
+        for (int i = 1; i < 5; i++)
+            same = same && fchecked[i] == fchecked[0];
+        cluster_check(r2 == 0 && fchecked[0] > 100 && same,
+                      "a two-level group over three nodes: every op",
+                      r2 ? errs + tr_last_error()
+                         : std::to_string(fchecked[0]) + " ops checked per rank in " +
+                               std::to_string((int)(secs * 1000)) + " ms");
+        tr_actor_kill(rt, five[3], 1);
+        tr_actor_kill(rt, five[4], 1);
         tr_actor_id pair[2] = {here, far};
         int32_t sums[2][2] = {{0, 0}, {0, 0}};
         if (!rc) rc = tr_group_declare(rt, pair, 2, nullptr, "auto", "span-auto");

@@ -124,6 +124,9 @@ class KvStore : public gloo::rendezvous::Store {
                 int rc = read(prefix_ + key, left < 0 || left > 50 ? 50 : left, &v, &n);
                 free(v);
                 if (rc == 0) break;
+                /* the cluster's store: a slow head, or a node busy forwarding, is "not yet" */
+                if (cluster_ && (rc == TR_ERESOURCES || rc == TR_ECONNECT || rc == TR_ETIMEDOUT))
+                    rc = TR_ENOTFOUND;
                 if (rc != TR_ENOTFOUND) throw std::runtime_error(tr_last_error());
                 if (tr__now_ns() >= deadline)
                     throw std::runtime_error("Timed out waiting for peers");
@@ -162,6 +165,16 @@ struct State {
     std::shared_ptr<gloo::rendezvous::Context> ctx;
     uint32_t tag = 1;
     std::vector<uint64_t> sent, received; /* messages per peer, for point-to-point slots */
+    /* a two-level group (g->hier): the shm group of this node's ranks (NULL where it has
+     * one), and on each node's leader (its lowest rank) a Gloo context of the leaders */
+    tr_group *local = nullptr;
+    std::unique_ptr<KvStore> lstore;
+    std::shared_ptr<gloo::rendezvous::Context> lctx;
+    uint32_t ltag = 1;
+    ~State() {
+        lctx.reset();
+        if (local) tr__group_destroy(local);
+    }
 };
 
 State *S(tr_group *g) {
@@ -232,6 +245,53 @@ int run_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dt
         return 0;
     });
     return tr__reduce_finish(recv, count, dtype, op, g->world);
+}
+
+int timeout_of(int64_t deadline) {
+    int left = tr__ms_left(deadline);
+    return left < 0 ? TR_FOREVER : left;
+}
+
+// A two-level allreduce (g->hier): the ranks of each node reduce to its leader through shm,
+// the leaders allreduce through Gloo, each leader broadcasts the result to its node through
+// shm. Each byte crosses the network once per node, not once per rank. AVG sums, then
+// divides by the whole group's size. A rank that fails leaves its peers at once: its node's
+// ranks see it leave the shm group, the other leaders its connections close.
+int run_hier_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+                       tr_redop op, int64_t deadline) {
+    State *s = S(g);
+    if (count == 0) return 0;
+    tr_redop sub = op == TR_AVG ? TR_SUM : op;
+    size_t esz = tr_dtype_size(dtype);
+    bool leader = s->lctx != nullptr;
+    int rc = 0;
+    if (s->local)
+        rc = tr_reduce(s->local, send, leader ? recv : nullptr, count, dtype, sub, 0,
+                       timeout_of(deadline));
+    else if (send != recv)
+        std::memcpy(recv, send, count * esz);
+    if (!rc && leader)
+        rc = guarded(g, [&] {
+            return by_width(esz, [&](auto *t) {
+                using T = std::remove_pointer_t<decltype(t)>;
+                gloo::AllreduceOptions o(s->lctx);
+                o.setOutput((T *)recv, count);
+                o.setReduceFunction(pick(dtype, sub));
+                o.setTag(s->ltag++);
+                o.setTimeout(ms_left(deadline));
+                gloo::allreduce(o);
+                return 0;
+            });
+        });
+    if (!rc && s->local) rc = tr_broadcast(s->local, recv, count, dtype, 0, timeout_of(deadline));
+    if (!rc) return tr__reduce_finish(recv, count, dtype, op, g->world);
+    char why[400];
+    snprintf(why, sizeof why, "%s", tr_last_error());
+    if (s->local) tr__group_destroy(s->local);
+    s->local = nullptr;
+    s->lctx.reset();
+    s->ctx.reset();
+    return tr__err(rc, "group '%s' (two-level allreduce): %s", g->name, why);
 }
 
 int run_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, int root,
@@ -492,6 +552,36 @@ int checked(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, int root, s
     return rc ? rc : tr__err(TR_EINTERNAL, "group '%s': a rank stood in, yet all agree", g->name);
 }
 
+// A two-level group's parts (after the whole group's mesh): this node's ranks join an shm
+// group through the node (named by the declaration's nonce), and the leaders connect a
+// Gloo context of their own (its keys under the group's, "L/").
+int hier_init(tr_group *g, int64_t deadline) {
+    State *s = S(g);
+    int mine = g->node_of[g->rank], lw = 0, lr = 0, leader = -1;
+    for (int r = 0; r < g->world; r++) {
+        if (g->node_of[r] != mine) continue;
+        if (leader < 0) leader = r;
+        lr += r < g->rank;
+        lw++;
+    }
+    if (lw > 1) {
+        size_t pn = strlen(g->span_prefix);
+        char lname[64];
+        snprintf(lname, sizeof lname, "troupe-hier-%.16s", pn > 17 ? g->span_prefix + pn - 17 : "");
+        int rc = tr__group_init(g->node_path, g->node->max_msg, lw, lr, "shm", lname,
+                                timeout_of(deadline), &s->local);
+        if (rc) return rc;
+        tr_group_set_checks(s->local, 0); /* the whole group checked the op already */
+    }
+    if (g->rank == leader) {
+        s->lstore.reset(new KvStore(g->node, std::string(g->span_prefix) + "L/", true));
+        s->lctx = std::make_shared<gloo::rendezvous::Context>(mine, g->n_nodes);
+        s->lctx->setTimeout(ms_left(deadline));
+        s->lctx->connectFullMesh(*s->lstore, s->dev);
+    }
+    return 0;
+}
+
 int g_init(tr_group *g, int64_t deadline) {
     return guarded(g, [&]() -> int {
         auto *s = new State();
@@ -513,11 +603,15 @@ int g_init(tr_group *g, int64_t deadline) {
         s->ctx->connectFullMesh(*s->store, s->dev);
         s->sent.assign((size_t)g->world, 0);
         s->received.assign((size_t)g->world, 0);
-        return 0;
+        return g->hier ? hier_init(g, deadline) : 0;
     });
 }
 
 void g_fini(tr_group *g) {
+    /* a group across nodes: rank 0 clears its rendezvous keys (a dead rank's too); every
+     * rank read them before the group formed */
+    if (g->span && g->rank == 0 && S(g)->ctx)
+        tr__kv_client_cluster(g->node, "del_prefix", g->span_prefix, nullptr, 0, nullptr, nullptr);
     try {
         delete S(g);
     } catch (...) {
@@ -534,7 +628,11 @@ int g_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtyp
                 tr_redop op, int64_t deadline) {
     return checked(
         g, TR__COLL_ALLREDUCE, dtype, op, -1, count, deadline,
-        [&] { return run_allreduce(g, send, recv, count, dtype, op, deadline); }, send, recv);
+        [&] {
+            return g->hier ? run_hier_allreduce(g, send, recv, count, dtype, op, deadline)
+                           : run_allreduce(g, send, recv, count, dtype, op, deadline);
+        },
+        send, recv);
 }
 
 int g_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, int root, int64_t deadline) {
