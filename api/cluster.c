@@ -1660,6 +1660,24 @@ const char *tr__cluster_tls_ca(tr__cluster *cl) {
     return cl ? cl->tls_ca : "";
 }
 
+int tr__cluster_counts_lost(tr__cluster *cl, const char *address) {
+    if (!cl || !address) return 0;
+    int lost = 0;
+    pthread_mutex_lock(&cl->mu);
+    if (cl->head) {
+        for (int i = 0; i < cl->n; i++)
+            if (strcmp(cl->nodes[i].address, address) == 0) lost = !cl->nodes[i].alive;
+    } else if (cl->head_alive && cl->nodes_json) {
+        char pat[200];
+        snprintf(pat, sizeof pat, "\"address\":\"%s\"", address);
+        const char *at = strstr(cl->nodes_json, pat);
+        const char *alive = at ? strstr(at, "\"alive\":") : NULL;
+        if (alive) lost = strncmp(alive + 8, "true", 4) != 0;
+    }
+    pthread_mutex_unlock(&cl->mu);
+    return lost;
+}
+
 int tr__cluster_self_address(tr__cluster *cl, char *out, size_t cap) {
     if (!cl) return tr__err(TR_ENOTFOUND, "this node is in no cluster");
     snprintf(out, cap, "%s", cl->address); /* (set at start, never changed) */

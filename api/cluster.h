@@ -60,6 +60,9 @@ uint32_t tr__cluster_node_num(tr__cluster *cl);
 /* The cluster's token ("" for none), and its CA's file for TLS ("" for plain). */
 const char *tr__cluster_token(tr__cluster *cl);
 const char *tr__cluster_tls_ca(tr__cluster *cl);
+/* Whether the head counts the node at address lost: 1, else 0 (alive, unknown, cl NULL, or
+ * the head itself out of reach: then no one is counted lost). Any thread. */
+int tr__cluster_counts_lost(tr__cluster *cl, const char *address);
 /* This node's RPC address ("IP:port"): 0, or TR_ENOTFOUND where it is in no cluster. */
 int tr__cluster_self_address(tr__cluster *cl, char *out, size_t cap);
 /* The RPC address of node number num, alive: 0, or TR_EOBJECT_LOST (unknown, or lost). */

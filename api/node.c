@@ -261,6 +261,28 @@ static void on_node_where(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *b
     tr__buf_free(&b);
 }
 
+/* NODE_LOST {address} -> {lost}: the head's view of a node (a group's watch asks). */
+static void on_node_lost(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
+    node *n = ctx;
+    const char *a;
+    size_t an;
+    char address[160];
+    int rc = tr__get_str(body, "address", &a, &an);
+    if (!rc && (an == 0 || an >= sizeof address)) rc = tr__err(TR_EINVAL, "node_lost: bad address");
+    if (rc) {
+        tr__server_reply_status(c, seq, rc, tr_last_error());
+        return;
+    }
+    memcpy(address, a, an);
+    address[an] = '\0';
+    tr__buf b = TR__BUF_INIT;
+    tr__reply_begin(&b, 0, NULL, 1);
+    tr__enc_str(&b, "lost");
+    tr__enc_int(&b, tr__cluster_counts_lost(n->cluster, address));
+    tr__server_reply(c, seq, &b);
+    tr__buf_free(&b);
+}
+
 /* CLUSTER_KV {op, key, value?}: the cluster's KV store, on the head (a forwarded request:
  * api/cluster.h). A node in no cluster has none: TR_ESTATE. */
 static void on_cluster_kv(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
@@ -375,6 +397,7 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
     tr__server_on(n->srv, TR__MSG_STATUS, on_status, n);
     tr__server_on(n->srv, TR__MSG_NODE_WHERE, on_node_where, n);
     tr__server_on(n->srv, TR__MSG_CLUSTER_KV, on_cluster_kv, n);
+    tr__server_on(n->srv, TR__MSG_NODE_LOST, on_node_lost, n);
     tr__server_on(n->srv, TR__MSG_SHUTDOWN, on_shutdown_msg, n);
     tr__server_on_close(n->srv, on_conn_close, n);
 

@@ -531,7 +531,7 @@ TR_API int tr_group_declare(tr_runtime *rt, const tr_actor_id *actors, size_t n,
             rc = tr__err(rc, "tr_group_declare: actor %zu: %s", i, why);
             break;
         }
-        if (strlen(d.node) >= sizeof addrs[i]) {
+        if (d.node[0] != '/' && strlen(d.node) >= sizeof addrs[i]) { /* (an "IP:port") */
             rc = tr__err(TR_EINVAL, "tr_group_declare: actor %zu's node address is too long", i);
             break;
         }

@@ -62,6 +62,10 @@ static void live_remove(tr_group *g) {
     pthread_mutex_unlock(&live_mu);
 }
 
+void tr__group_hide(tr_group *g) {
+    if (g) live_remove(g);
+}
+
 tr_group *tr__group_find(const char *node_path, const char *name) {
     if (!node_path || !name) return NULL;
     tr_group *found = NULL;
@@ -195,7 +199,9 @@ int tr__group_init_span(const char *node_path, size_t max_msg, int world, int ra
         g->node_of[r] = k < r ? g->node_of[k] : (uint8_t)g->n_nodes++;
     }
     g->hier = hier && g->n_nodes < world; /* (one rank per node: nothing to do in two levels) */
+    g->span_nodes = nodes;
     rc = g->be->init(g, deadline);
+    g->span_nodes = NULL;
 #ifdef TR_WITH_CUDA
     g->gpu_bufs = !rc && tr__gpu_present();
 #endif

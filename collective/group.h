@@ -110,7 +110,8 @@ struct tr_group {
      * n_nodes of them. hier: allreduce in two levels (collective/gloo/gloo.cc) */
     uint8_t node_of[64];
     int n_nodes, hier;
-    struct tr_group *live_next; /* this process's live groups (group.c) */
+    const char *const *span_nodes; /* the ranks' nodes, "IP:port", during init only */
+    struct tr_group *live_next;    /* this process's live groups (group.c) */
 };
 
 #define TR__GROUP_DEFAULT_TIMEOUT_MS 60000
@@ -157,6 +158,9 @@ int tr__group_join_segment(const char *node_path, size_t max_msg, int world, int
  * TR_ENOTFOUND if there is none (complete, gone, or never made). */
 int tr__group_cancel_segment(const char *node_path, size_t max_msg, const char *name);
 void tr__group_destroy(tr_group *g);
+/* Takes g off this process's list of live groups (tr_group_get, tr_group_is_initialized):
+ * a group a backend made for itself, which users must not find. */
+void tr__group_hide(tr_group *g);
 /* Whether this process holds a live handle of group `name` on the node at node_path. */
 int tr__group_is_initialized(const char *node_path, const char *name);
 /* That handle (the most recently joined, if several), or NULL. */

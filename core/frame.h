@@ -42,6 +42,9 @@ enum {
     /* {op: put|get|del|del_prefix, key, value?}: the cluster's KV store, on its head
      * (get -> {value}; a node in no cluster: TR_ESTATE) */
     TR__MSG_CLUSTER_KV = 8,
+    /* {address: "IP:port"} -> {lost: 0/1}: whether the cluster's head counts that node lost
+     * (0 where this node is in no cluster, or its head is out of reach) */
+    TR__MSG_NODE_LOST = 9,
     TR__MSG_CORE_MAX = 31,
 };
 

@@ -220,6 +220,10 @@ TEST_F(Cluster, ActorsAreCalledAcrossNodes) {
     })) << read_log();
     in(2, "ip link set " + link_of(2) + " up");
     out = read_log();
+    /* the head counts b lost (3 s): the ranks here stop waiting on b's then, not at their
+     * ops' timeout (10 s) */
+    EXPECT_EQ(count(out, "fails when a rank's node dies: TR_ETASK: allreduce TR_EPEER_DIED"), 4)
+        << out;
     for (const char *what :
          {"placed", "call", "a group across the nodes", "the call in flight dies with its node",
           "an allreduce in flight fails when a rank's node dies",

@@ -16,9 +16,19 @@
 #include <gloo/scatter.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -28,7 +38,11 @@ extern "C" {
 #include "collective/steps.h"
 #include "core/affinity.h"
 #include "core/clock.h"
+#include "core/codec.h"
+#include "core/frame.h"
 #include "core/kv.h"
+#include "core/log.h"
+#include "core/nodeconn.h"
 #include "core/reduce.h"
 #include "core/status.h"
 }
@@ -105,8 +119,16 @@ class KvStore : public gloo::rendezvous::Store {
         wait({key}, kDefaultTimeout);
         void *v = nullptr;
         size_t n = 0;
-        if (read(prefix_ + key, 0, &v, &n))
-            throw std::runtime_error(std::string("kv get: ") + tr_last_error());
+        int rc;
+        for (int tries = 0;; tries++) { /* (a slow head is "not yet", a few times) */
+            rc = read(prefix_ + key, 0, &v, &n);
+            if (!cluster_ || tries == 5 ||
+                (rc != TR_ERESOURCES && rc != TR_ECONNECT && rc != TR_ETIMEDOUT))
+                break;
+            struct timespec ts = {0, 50000000};
+            nanosleep(&ts, nullptr);
+        }
+        if (rc) throw std::runtime_error(std::string("kv get: ") + tr_last_error());
         std::vector<char> out((char *)v, (char *)v + n);
         free(v);
         return out;
@@ -159,11 +181,129 @@ struct Widened {
     }
 };
 
+// A group across nodes watches the cluster's view of its ranks' nodes: a node the head
+// counts lost (its link cut: no process died, so no connection closed) has this process's
+// TCP connections to its address shut down, so a Gloo op waiting on a rank there fails at
+// once with TR_EPEER_DIED (as when the rank's process dies) instead of at its timeout.
+// Every 500 ms, through a node connection of its own. Connections are found by peer
+// address (Gloo does not give its sockets out); a node whose IP another live node of the
+// group shares is left to the timeout.
+class Watch {
+  public:
+    Watch(std::string node_path, size_t max_msg, std::vector<std::string> peers)
+        : path_(std::move(node_path)), max_msg_(max_msg), peers_(std::move(peers)),
+          cut_(peers_.size(), false) {
+        t_ = std::thread([this] { run(); });
+    }
+    ~Watch() {
+        {
+            std::lock_guard<std::mutex> l(mu_);
+            stop_ = true;
+        }
+        cv_.notify_all();
+        t_.join();
+        if (nc_) tr__nodeconn_close(nc_);
+    }
+
+    // The nodes this watch counted lost ("" for none), for error messages.
+    std::string lost() {
+        std::lock_guard<std::mutex> l(mu_);
+        return lost_;
+    }
+
+  private:
+    static std::string ip_of(const std::string &a) {
+        size_t colon = a.rfind(':');
+        return colon == std::string::npos ? a : a.substr(0, colon);
+    }
+    bool lost(const std::string &address) {
+        if (!nc_ && tr__nodeconn_open(path_.c_str(), max_msg_, &nc_)) return false;
+        tr__buf b = TR__BUF_INIT;
+        tr__enc_map(&b, 1);
+        tr__enc_str(&b, "address");
+        tr__enc_str(&b, address.c_str());
+        tr__reply r;
+        int rc = tr__nodeconn_call(nc_, TR__MSG_NODE_LOST, &b, 2000, &r);
+        tr__buf_free(&b);
+        if (rc == TR_ECONNECT) { /* the node went: try a new connection next time */
+            tr__nodeconn_close(nc_);
+            nc_ = nullptr;
+        }
+        if (rc) return false;
+        int64_t v = 0;
+        tr__get_int(r.root, "lost", &v);
+        tr__reply_free(&r);
+        return v != 0;
+    }
+    // Shuts down this process's TCP connections to ip (IPv4).
+    static int cut(const std::string &ip) {
+        struct in_addr want;
+        if (inet_pton(AF_INET, ip.c_str(), &want) != 1) return 0;
+        DIR *d = opendir("/proc/self/fd");
+        if (!d) return 0;
+        int n = 0;
+        while (struct dirent *e = readdir(d)) {
+            int fd = atoi(e->d_name);
+            if (fd <= 2 || fd == dirfd(d)) continue;
+            struct sockaddr_in a;
+            socklen_t al = sizeof a;
+            if (getpeername(fd, (struct sockaddr *)&a, &al) == 0 && a.sin_family == AF_INET &&
+                a.sin_addr.s_addr == want.s_addr && shutdown(fd, SHUT_RDWR) == 0)
+                n++;
+        }
+        closedir(d);
+        return n;
+    }
+    void run() {
+        std::unique_lock<std::mutex> l(mu_);
+        while (!stop_) {
+            cv_.wait_for(l, std::chrono::milliseconds(500));
+            if (stop_) break;
+            l.unlock();
+            std::vector<bool> now(peers_.size(), false);
+            for (size_t i = 0; i < peers_.size(); i++)
+                now[i] = !cut_[i] && lost(peers_[i]);
+            for (size_t i = 0; i < peers_.size(); i++) {
+                if (!now[i]) continue;
+                bool shared = false; /* another node of the group, not lost, on that IP */
+                for (size_t j = 0; j < peers_.size(); j++)
+                    shared = shared || (j != i && !now[j] && !cut_[j] &&
+                                        ip_of(peers_[j]) == ip_of(peers_[i]));
+                cut_[i] = true;
+                {
+                    std::lock_guard<std::mutex> g(mu_);
+                    lost_ += (lost_.empty() ? "" : ", ") + peers_[i];
+                }
+                if (shared) continue;
+                int n = cut(ip_of(peers_[i]));
+                TR_LOG_WARN("COLL-NODE-LOST",
+                            "the cluster counts node %s lost: %d connections to it shut, so "
+                            "group ops waiting on its ranks fail now",
+                            peers_[i].c_str(), n);
+            }
+            l.lock();
+        }
+    }
+
+    std::string path_;
+    size_t max_msg_;
+    std::vector<std::string> peers_; /* the other nodes of the group, "IP:port" */
+    std::vector<bool> cut_;
+    std::string lost_; /* under mu_ */
+    tr__nodeconn *nc_ = nullptr;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool stop_ = false;
+    std::thread t_;
+};
+
 struct State {
+    std::unique_ptr<Watch> watch; /* (stopped first: ~State) */
     std::unique_ptr<KvStore> store;
     std::shared_ptr<gloo::transport::Device> dev;
     std::shared_ptr<gloo::rendezvous::Context> ctx;
     uint32_t tag = 1;
+    bool formed = false; /* the mesh connected: every rank has read the rendezvous keys */
     std::vector<uint64_t> sent, received; /* messages per peer, for point-to-point slots */
     /* a two-level group (g->hier): the shm group of this node's ranks (NULL where it has
      * one), and on each node's leader (its lowest rank) a Gloo context of the leaders */
@@ -172,6 +312,7 @@ struct State {
     std::shared_ptr<gloo::rendezvous::Context> lctx;
     uint32_t ltag = 1;
     ~State() {
+        watch.reset();
         lctx.reset();
         if (local) tr__group_destroy(local);
     }
@@ -191,6 +332,10 @@ int failed(tr_group *g, const std::exception &e) {
     std::string m = e.what();
     if (m.find("imed out") != std::string::npos || m.find("imeout") != std::string::npos)
         return tr__err(TR_ETIMEDOUT, "group '%s' (gloo): %s", g->name, m.c_str());
+    std::string lost = S(g) && S(g)->watch ? S(g)->watch->lost() : "";
+    if (!lost.empty()) /* (its connections were shut here: the peer's note is ours) */
+        return tr__err(TR_EPEER_DIED, "group '%s' (gloo): the cluster counts node %s lost", g->name,
+                       lost.c_str());
     return tr__err(TR_EPEER_DIED, "group '%s' (gloo): %s", g->name, m.c_str());
 }
 
@@ -291,7 +436,11 @@ int run_hier_allreduce(tr_group *g, const void *send, void *recv, size_t count, 
     s->local = nullptr;
     s->lctx.reset();
     s->ctx.reset();
-    return tr__err(rc, "group '%s' (two-level allreduce): %s", g->name, why);
+    /* unusable from here, whatever the code (its connections are gone) */
+    g->broken = rc == TR_EINVAL ? TR_EINTERNAL : rc;
+    tr__err(rc, "group '%s' (two-level allreduce): %s", g->name, why);
+    snprintf(g->broken_msg, sizeof g->broken_msg, "%s", tr_last_error());
+    return g->broken;
 }
 
 int run_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, int root,
@@ -571,6 +720,7 @@ int hier_init(tr_group *g, int64_t deadline) {
         int rc = tr__group_init(g->node_path, g->node->max_msg, lw, lr, "shm", lname,
                                 timeout_of(deadline), &s->local);
         if (rc) return rc;
+        tr__group_hide(s->local);         /* the group's own: no user finds it by name */
         tr_group_set_checks(s->local, 0); /* the whole group checked the op already */
     }
     if (g->rank == leader) {
@@ -601,16 +751,30 @@ int g_init(tr_group *g, int64_t deadline) {
         s->ctx = std::make_shared<gloo::rendezvous::Context>(g->rank, g->world);
         s->ctx->setTimeout(ms_left(deadline));
         s->ctx->connectFullMesh(*s->store, s->dev);
+        s->formed = true;
         s->sent.assign((size_t)g->world, 0);
         s->received.assign((size_t)g->world, 0);
-        return g->hier ? hier_init(g, deadline) : 0;
+        int rc = g->hier ? hier_init(g, deadline) : 0;
+        if (!rc && g->span && g->span_nodes) {
+            std::vector<std::string> peers;
+            for (int r = 0; r < g->world; r++) {
+                std::string a = g->span_nodes[r];
+                if (g->node_of[r] == g->node_of[g->rank]) continue;
+                bool seen = false;
+                for (auto &p : peers)
+                    seen = seen || p == a;
+                if (!seen) peers.push_back(a);
+            }
+            s->watch.reset(new Watch(g->node_path, g->node->max_msg, peers));
+        }
+        return rc;
     });
 }
 
 void g_fini(tr_group *g) {
     /* a group across nodes: rank 0 clears its rendezvous keys (a dead rank's too); every
      * rank read them before the group formed */
-    if (g->span && g->rank == 0 && S(g)->ctx)
+    if (g->span && g->rank == 0 && S(g)->formed)
         tr__kv_client_cluster(g->node, "del_prefix", g->span_prefix, nullptr, 0, nullptr, nullptr);
     try {
         delete S(g);

@@ -449,7 +449,8 @@ TR_API int tr_object_allreduce(tr_runtime *rt, const char *name, int rank, int w
 /* Joins a collective group: `world` ranks (any processes on the node, typically actors)
  * call this with the same name (1-199 bytes, no '/') and backend and their own rank; it returns
  * once all have joined (the rendezvous), or TR_ETIMEDOUT after timeout_ms. Backends: "shm" (ranks
- * on one node, through a pre-faulted shared segment) and "gloo" (Gloo over TCP). Returns 0,
+ * on one node, through a pre-faulted shared segment), "gloo" (Gloo over TCP) and "auto"
+ * (shm). Ranks on several nodes: tr_group_declare. Returns 0,
  * TR_EINVAL (bad arguments, a backend not in this build, or a group of that name with another world
  * or backend), TR_EEXIST (the rank is taken), TR_ETIMEDOUT, TR_ECONNECT. Thread safety: any thread.
  */
@@ -457,8 +458,11 @@ TR_API int tr_group_init(tr_runtime *rt, int world, int rank, const char *backen
                          int timeout_ms, tr_group **out);
 /* Declares, from the driver, a group over actors (as Ray's declare_collective_group):
  * actors[i] gets ranks[i] (ranks NULL: i). Each actor then joins with tr_group_open on
- * first use. Returns 0, TR_EINVAL (ranks not a permutation, bad name), TR_ECONNECT.
- * Thread safety: any thread. */
+ * first use. The actors may be on several nodes of a cluster (docs/CLUSTER.md): backend
+ * "gloo", "hier" (allreduce in two levels: shm in each node, Gloo between nodes) or
+ * "auto" ("shm" on one node; across nodes "hier" where a node has several ranks, else
+ * "gloo"). Returns 0, TR_EINVAL (ranks not a permutation, bad name, "shm" or "nccl"
+ * across nodes), TR_ECONNECT (the head out of reach). Thread safety: any thread. */
 TR_API int tr_group_declare(tr_runtime *rt, const tr_actor_id *actors, size_t n, const int *ranks,
                             const char *backend, const char *name);
 /* Inside an actor's method: joins the group declared under name, as this actor's rank,
