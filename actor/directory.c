@@ -664,6 +664,13 @@ static void json_str(tr__buf *out, const char *s) {
     tr__buf_append(out, "\"", 1);
 }
 
+size_t tr__directory_live(const tr__directory *d) {
+    size_t n = 0;
+    for (const actor *a = d->all; a; a = a->next)
+        n += a->state != TR__ACTOR_DEAD;
+    return n;
+}
+
 void tr__directory_status_json(const tr__directory *d, tr__buf *out) {
     char tmp[256];
     tr__buf_append(out, "\"resources_total\":", 18);

@@ -51,6 +51,8 @@ void tr__directory_mount(tr__directory *d, tr__server *s);
 void tr__directory_kill_all(tr__directory *d);
 /* Appends JSON: "resources_total":{...},"resources_available":{...},"actors":[...] */
 void tr__directory_status_json(const tr__directory *d, tr__buf *out);
+/* Actors that are not dead (pending, starting, alive, restarting). */
+size_t tr__directory_live(const tr__directory *d);
 /* Releases every actor and deferred reply; libuv handles close on the next loop run.
  * Call after the workers are reaped, then run the loop, then destroy. */
 void tr__directory_close(tr__directory *d);

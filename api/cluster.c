@@ -117,8 +117,9 @@ typedef struct member {
     char resources[256];
     int64_t last_ns;
     int alive;
-    int placed;   /* the head: actors it placed there, to spread them */
-    uint32_t num; /* its number (in its objects' ids), the head's 1 */
+    int placed;                             /* the head: actors it placed there, to spread them */
+    uint32_t num;                           /* its number (in its objects' ids), the head's 1 */
+    uint64_t actors, objects, object_bytes; /* as its last heartbeat said */
 } member;
 
 struct tr__cluster {
@@ -163,6 +164,7 @@ struct tr__cluster {
     peer *peers;
     ckv *kv; /* the head's cluster KV store, under mu */
     size_t kv_keys, kv_bytes;
+    uint64_t actors, objects, object_bytes; /* this node's, from its loop (under mu) */
 };
 
 static int64_t ms_since(int64_t ns) {
@@ -174,13 +176,21 @@ static void table_json(tr__cluster *cl, tr__buf *j) {
     tr__buf_append(j, "[", 1);
     for (int i = 0; i < cl->n; i++) {
         member *m = &cl->nodes[i];
-        char e[1024];
-        int k = snprintf(e, sizeof e,
-                         "%s{\"id\":\"%s\",\"address\":\"%s\",\"num\":%u,\"head\":%s,\"cpus\":%g,"
-                         "\"gpus\":%d,\"resources\":\"%s\",\"alive\":%s,\"last_seen_ms\":%lld}",
-                         i ? "," : "", m->id, m->address, m->num, i == 0 ? "true" : "false",
-                         m->cpus, m->gpus, m->resources, m->alive ? "true" : "false",
-                         (long long)(i == 0 ? 0 : ms_since(m->last_ns)));
+        char e[1200];
+        if (i == 0) { /* the head itself: its own counts */
+            m->actors = cl->actors;
+            m->objects = cl->objects;
+            m->object_bytes = cl->object_bytes;
+        }
+        int k =
+            snprintf(e, sizeof e,
+                     "%s{\"id\":\"%s\",\"address\":\"%s\",\"num\":%u,\"head\":%s,\"cpus\":%g,"
+                     "\"gpus\":%d,\"resources\":\"%s\",\"alive\":%s,\"last_seen_ms\":%lld,"
+                     "\"actors\":%llu,\"objects\":%llu,\"object_bytes\":%llu}",
+                     i ? "," : "", m->id, m->address, m->num, i == 0 ? "true" : "false", m->cpus,
+                     m->gpus, m->resources, m->alive ? "true" : "false",
+                     (long long)(i == 0 ? 0 : ms_since(m->last_ns)), (unsigned long long)m->actors,
+                     (unsigned long long)m->objects, (unsigned long long)m->object_bytes);
         tr__buf_append(j, e, (size_t)(k < (int)sizeof e ? k : (int)sizeof e - 1));
     }
     tr__buf_append(j, "]", 1);
@@ -1302,6 +1312,13 @@ static int handle(void *ctx, const void *req, size_t len, tr__buf *reply) {
             goto out;
         }
         cl->nodes[i].last_ns = tr__now_ns();
+        uint64_t v; /* its counts (absent from an older node: kept) */
+        if (tr__obj_get(d.root, "actors") && !tr__get_uint(d.root, "actors", &v))
+            cl->nodes[i].actors = v;
+        if (tr__obj_get(d.root, "objects") && !tr__get_uint(d.root, "objects", &v))
+            cl->nodes[i].objects = v;
+        if (tr__obj_get(d.root, "object_bytes") && !tr__get_uint(d.root, "object_bytes", &v))
+            cl->nodes[i].object_bytes = v;
         if (!cl->nodes[i].alive)
             TR_LOG_WARN("CLUSTER-BACK", "node %s at %s is back", id, cl->nodes[i].address);
         cl->nodes[i].alive = 1;
@@ -1335,12 +1352,22 @@ out:
 /* One call to the head: {op, id (and the registration's fields)}. */
 static int call_head(tr__cluster *cl, const char *op, int timeout_ms, tr__buf *reply) {
     tr__buf b = TR__BUF_INIT;
-    int reg = strcmp(op, "register") == 0;
-    tr__enc_map(&b, reg ? 8 : 2);
+    int reg = strcmp(op, "register") == 0, hb = strcmp(op, "heartbeat") == 0;
+    tr__enc_map(&b, reg ? 8 : hb ? 5 : 2);
     tr__enc_str(&b, "op");
     tr__enc_str(&b, op);
     tr__enc_str(&b, "id");
     tr__enc_str(&b, cl->id);
+    if (hb) { /* what the head's table shows of this node */
+        pthread_mutex_lock(&cl->mu);
+        tr__enc_str(&b, "actors");
+        tr__enc_uint(&b, cl->actors);
+        tr__enc_str(&b, "objects");
+        tr__enc_uint(&b, cl->objects);
+        tr__enc_str(&b, "object_bytes");
+        tr__enc_uint(&b, cl->object_bytes);
+        pthread_mutex_unlock(&cl->mu);
+    }
     if (reg) {
         tr__enc_str(&b, "address");
         tr__enc_str(&b, cl->address);
@@ -1714,6 +1741,15 @@ int tr__cluster_node_address(tr__cluster *cl, uint32_t num, char *out, size_t ca
     if (rc) return tr__err(TR_EOBJECT_LOST, "node %u is not in the cluster (any more)", num);
     if (!alive) return tr__err(TR_EOBJECT_LOST, "node %u at %s is lost", num, out);
     return 0;
+}
+
+void tr__cluster_set_counts(tr__cluster *cl, uint64_t actors, uint64_t objects, uint64_t bytes) {
+    if (!cl) return;
+    pthread_mutex_lock(&cl->mu);
+    cl->actors = actors;
+    cl->objects = objects;
+    cl->object_bytes = bytes;
+    pthread_mutex_unlock(&cl->mu);
 }
 
 void tr__cluster_status_json(tr__cluster *cl, tr__buf *j) {

@@ -67,6 +67,9 @@ int tr__cluster_counts_lost(tr__cluster *cl, const char *address);
 int tr__cluster_self_address(tr__cluster *cl, char *out, size_t cap);
 /* The RPC address of node number num, alive: 0, or TR_EOBJECT_LOST (unknown, or lost). */
 int tr__cluster_node_address(tr__cluster *cl, uint32_t num, char *out, size_t cap);
+/* The node's live actors, objects and their bytes, for the cluster's table (its heartbeats
+ * carry them to the head). Loop thread; nothing when cl is NULL. */
+void tr__cluster_set_counts(tr__cluster *cl, uint64_t actors, uint64_t objects, uint64_t bytes);
 /* `,"cluster":{...}` for the node's status JSON (nothing when cl is NULL). */
 void tr__cluster_status_json(tr__cluster *cl, tr__buf *j);
 void tr__cluster_stop(tr__cluster *cl);

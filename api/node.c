@@ -58,6 +58,7 @@ typedef struct node {
     char session[512], sock[600];
     uv_signal_t sigterm, sigint;
     uv_timer_t reap_timer;
+    uv_timer_t count_timer; /* a cluster's node: its actors and objects, for the table */
     uv_idle_t stop_idle;
     uint64_t shutdown_started;
     int stopping;
@@ -145,7 +146,15 @@ static void finish(node *n) {
     uv_close((uv_handle_t *)&n->sigterm, NULL);
     uv_close((uv_handle_t *)&n->sigint, NULL);
     uv_close((uv_handle_t *)&n->reap_timer, NULL);
+    uv_close((uv_handle_t *)&n->count_timer, NULL);
     uv_close((uv_handle_t *)&n->stop_idle, NULL);
+}
+
+static void on_count_tick(uv_timer_t *t) {
+    node *n = t->data;
+    uint64_t objects, bytes;
+    tr__store_counts(n->store, &objects, &bytes);
+    tr__cluster_set_counts(n->cluster, tr__directory_live(n->dir), objects, bytes);
 }
 
 static void on_reap_tick(uv_timer_t *t) {
@@ -297,8 +306,8 @@ static void on_cluster_kv(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *b
         rc = tr__err(TR_EINVAL, "cluster kv: unknown op '%.*s'", (int)(on > 32 ? 32 : on), op);
     if (!rc && !n->cluster) rc = tr__err(TR_ESTATE, "cluster kv: this node is in no cluster");
     if (!rc && !tr__cluster_forward(n->cluster, TR__MSG_CLUSTER_KV, c, seq, body))
-        rc = tr__err(TR_ERESOURCES,
-                     "cluster kv: too many requests in flight, or the node is stopping");
+        rc = tr__err(TR_ERESOURCES, "cluster kv: not forwarded to the head (too many requests "
+                                    "in flight, the node stopping, or a malformed request)");
     if (rc) tr__server_reply_status(c, seq, rc, tr_last_error());
 }
 
@@ -408,6 +417,8 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
     uv_signal_start(&n->sigint, on_signal, SIGINT);
     uv_timer_init(&n->loop, &n->reap_timer);
     n->reap_timer.data = n;
+    uv_timer_init(&n->loop, &n->count_timer);
+    n->count_timer.data = n;
     uv_idle_init(&n->loop, &n->stop_idle);
     n->stop_idle.data = n;
 
@@ -420,6 +431,7 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
         goto out;
     }
     tr__cluster_set_store(n->cluster, n->store); /* its number goes in our objects' ids */
+    if (n->cluster) uv_timer_start(&n->count_timer, on_count_tick, 0, 500);
     if (ready_fd >= 0) {
         char line[700];
         int k = snprintf(line, sizeof line, "%s\n", n->sock);

@@ -201,6 +201,13 @@ void tr__store_destroy(tr__store *s) {
     free(s);
 }
 
+void tr__store_counts(tr__store *s, uint64_t *objects, uint64_t *bytes) {
+    tr__seg_lock(s->h);
+    *objects = s->h->n_objects;
+    *bytes = s->h->bytes_objects;
+    tr__seg_unlock(s->h);
+}
+
 void tr__store_set_node_num(tr__store *s, uint32_t num) {
     __atomic_store_n(&s->h->node_num, num & 0xffffff, __ATOMIC_RELEASE);
 }

@@ -30,5 +30,7 @@ void tr__store_destroy(tr__store *s);
 /* The node's number in its cluster (1..2^24-1), written into the ids of objects made
  * from now on (objectstore/client.h: tr__ref_node). */
 void tr__store_set_node_num(tr__store *s, uint32_t num);
+/* The objects in the store and their bytes (any thread). */
+void tr__store_counts(tr__store *s, uint64_t *objects, uint64_t *bytes);
 
 #endif

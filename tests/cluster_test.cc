@@ -174,6 +174,15 @@ TEST_F(Cluster, ActorsAreCalledAcrossNodes) {
     unlink(marker.c_str());
     in(1, driver("hold|10.213.0.3|10.213.0.1|" + marker, " >" + log + " 2>&1 &"));
     EXPECT_TRUE(eventually(30000, [&] { return access(marker.c_str(), F_OK) == 0; }));
+    /* the head's table counts each node's actors (b: the held actor and two ranks) */
+    auto actors_at = [&](const std::string &st, const std::string &ip) {
+        size_t at = st.find("\"address\":\"" + ip + ":");
+        at = at == std::string::npos ? at : st.find("\"actors\":", at);
+        return at == std::string::npos ? -1 : atoi(st.c_str() + at + 9);
+    };
+    EXPECT_TRUE(eventually(5000, [&] { return actors_at(status_c2(0), "10.213.0.3") == 3; }))
+        << status_c2(0);
+    EXPECT_NE(status_c2(0).find("\"objects\":"), std::string::npos);
     std::string b = status_c2(2);
     std::string pid = b.substr(b.find("\"pid\":") + 6);
     pid = pid.substr(0, pid.find(','));
