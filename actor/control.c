@@ -198,3 +198,25 @@ int tr__actor_info(tr__nodeconn *node, tr_actor_id id, tr_actor_details *out) {
     return tr__struct_out(out, &d, sizeof d, TR__SIZE_UPTO(tr_actor_details, cpus),
                           "tr_actor_info");
 }
+
+int tr__node_cluster_address(tr__nodeconn *node, char *out, size_t cap) {
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 1);
+    tr__enc_str(&b, "num");
+    tr__enc_int(&b, 0);
+    tr__reply r;
+    int rc = tr__nodeconn_call(node, TR__MSG_NODE_WHERE, &b, 5000, &r);
+    tr__buf_free(&b);
+    if (rc) return rc;
+    const char *a;
+    size_t an;
+    rc = tr__get_str(r.root, "address", &a, &an);
+    if (!rc && (an == 0 || an >= cap || !memchr(a, ':', an)))
+        rc = tr__err(TR_EPROTO, "the node's cluster address is not IP:port");
+    if (!rc) {
+        memcpy(out, a, an);
+        out[an] = '\0';
+    }
+    tr__reply_free(&r);
+    return rc;
+}

@@ -320,7 +320,8 @@ static void on_end(void *ctx, tr__rpc_stream *st) {
     snprintf(why, sizeof why, "the link to node %s ended: %s", l->address,
              rc == TR_ECLOSED ? "closed" : reason);
     pthread_mutex_lock(&l->r->mu);
-    if (!l->stop && !l->dead) TR_LOG_WARN("REMOTE-LINK", "%s", why);
+    if (!__atomic_load_n(&l->stop, __ATOMIC_RELAXED) && !l->dead)
+        TR_LOG_WARN("REMOTE-LINK", "%s", why);
     link_end(l, why);
     pthread_mutex_unlock(&l->r->mu);
 }

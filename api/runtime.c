@@ -489,29 +489,6 @@ TR_API void tr_group_destroy(tr_group *g) {
     tr__group_destroy(g);
 }
 
-/* This node's address in its cluster, "IP:port". */
-static int own_cluster_address(tr__nodeconn *node, char *out, size_t cap) {
-    tr__buf b = TR__BUF_INIT;
-    tr__enc_map(&b, 1);
-    tr__enc_str(&b, "num");
-    tr__enc_int(&b, 0);
-    tr__reply r;
-    int rc = tr__nodeconn_call(node, TR__MSG_NODE_WHERE, &b, 5000, &r);
-    tr__buf_free(&b);
-    if (rc) return rc;
-    const char *a;
-    size_t an;
-    rc = tr__get_str(r.root, "address", &a, &an);
-    if (!rc && (an == 0 || an >= cap || !memchr(a, ':', an)))
-        rc = tr__err(TR_EPROTO, "the node's cluster address is not IP:port");
-    if (!rc) {
-        memcpy(out, a, an);
-        out[an] = '\0';
-    }
-    tr__reply_free(&r);
-    return rc;
-}
-
 TR_API int tr_group_declare(tr_runtime *rt, const tr_actor_id *actors, size_t n, const int *ranks,
                             const char *backend, const char *name) {
     CHECK_RT(rt, "tr_group_declare");
@@ -550,7 +527,7 @@ TR_API int tr_group_declare(tr_runtime *rt, const tr_actor_id *actors, size_t n,
     char here[80] = "";
     int cluster = 0;
     if (!rc) {
-        rc = own_cluster_address(rt->node, here, sizeof here);
+        rc = tr__node_cluster_address(rt->node, here, sizeof here);
         cluster = rc == 0;
         if (rc == TR_ENOTFOUND) rc = 0; /* this node is in no cluster */
     }

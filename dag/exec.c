@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "actor/ctx.h"
 #include "collective/group.h"
@@ -13,6 +14,7 @@
 #include "core/codec.h"
 #include "core/log.h"
 #include "core/status.h"
+#include "dag/bridge.h"
 #include "dag/chan.h"
 #include "dag/gpu.h"
 #include "dag/plan.h"
@@ -506,6 +508,207 @@ out:
     return NULL;
 }
 
+/* ------------------------------------------------------------------ a node's bridge */
+
+/* This actor is its node's first in a graph across nodes: it hosts the node's segment
+ * (rank 0: it lays the channels out, as the driver does on its own node) and its bridge
+ * (dag/bridge.h), on a thread of its own, until the graph stops, a link ends or an actor
+ * of the node dies. */
+typedef struct host {
+    tr__worker_env env;
+    char node_path[108], seg_name[200], graph[32], ip[64];
+    int world, timeout_ms;
+    uint32_t node, slots;
+    uint64_t bytes, slot_bytes;
+    size_t n_chans, n_sends, n_recvs;
+    uint64_t *chan_off;
+    uint32_t *chan_readers;
+    tr__dag_send *sends;
+    tr__dag_recv *recvs;
+    int failed; /* atomic: the bridge said its part ended */
+} host;
+
+static void host_free(host *hb) {
+    if (!hb) return;
+    free(hb->chan_off);
+    free(hb->chan_readers);
+    free(hb->sends);
+    free(hb->recvs);
+    free(hb);
+}
+
+/* A member of this node's segment (an actor here) died or left. */
+static int member_gone(void *arg) {
+    uint64_t dead = __atomic_load_n(&((tr__coll_hdr *)arg)->dead, __ATOMIC_ACQUIRE) >> 1;
+    return dead ? tr__err(TR_EACTOR_DIED, "an actor of the graph on this node died") : 0;
+}
+
+static void host_fail(void *arg, int code, const char *why) {
+    (void)code, (void)why; /* (the bridge logged it) */
+    __atomic_store_n(&((host *)arg)->failed, 1, __ATOMIC_RELEASE);
+}
+
+static void *run_host(void *arg) {
+    host *hb = arg;
+    tr_group *seg = NULL;
+    tr__chan *chans = calloc(hb->n_chans + 1, sizeof *chans);
+    tr__dag_bridge *br = NULL;
+    int rc = chans ? 0 : tr__err(TR_ENOMEM, "dag bridge");
+    if (!rc)
+        rc = tr__group_join_segment(hb->node_path, hb->env.max_msg, hb->world, 0, hb->seg_name,
+                                    hb->bytes, hb->timeout_ms, &seg);
+    tr__dag_hdr *h = seg ? (tr__dag_hdr *)((char *)seg->seg + tr__coll_hdr_bytes()) : NULL;
+    for (size_t i = 0; !rc && i < hb->n_chans; i++) {
+        uint64_t off = hb->chan_off[i];
+        if (off < sizeof *h || off >= hb->bytes || off % 64)
+            rc = tr__err(TR_EPROTO, "a channel offset %llu outside the graph's %llu bytes",
+                         (unsigned long long)off, (unsigned long long)hb->bytes);
+        else
+            rc = tr__chan_init(&chans[i], (char *)h + off, (size_t)(hb->bytes - off), hb->slots,
+                               hb->slot_bytes, hb->chan_readers[i]);
+    }
+    if (h) { /* the actors here wait for this (with the stop word set if it failed) */
+        if (rc) __atomic_store_n(&h->stop, 1, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&h->magic, TR__DAG_MAGIC, __ATOMIC_RELEASE);
+        tr__event_signal(&h->ready);
+    }
+    if (!rc) {
+        tr__dag_bridge_spec s = {.graph = hb->graph,
+                                 .node = hb->node,
+                                 .host = hb->ip,
+                                 .node_path = hb->node_path,
+                                 .max_msg = hb->env.max_msg,
+                                 .h = h,
+                                 .bytes = hb->bytes,
+                                 .sends = hb->sends,
+                                 .n_sends = hb->n_sends,
+                                 .recvs = hb->recvs,
+                                 .n_recvs = hb->n_recvs,
+                                 .objects = hb->env.objects,
+                                 .timeout_ms = hb->timeout_ms,
+                                 .check = member_gone,
+                                 .check_arg = seg->seg,
+                                 .on_fail = host_fail,
+                                 .fail_arg = hb};
+        rc = tr__dag_bridge_start(&s, &br);
+    }
+    if (rc)
+        TR_LOG_WARN("DAG-BRIDGE", "graph %s, node %u: %s", hb->graph, hb->node, tr_last_error());
+    /* until the graph stops here: a link ended (the driver's teardown, or another node's
+     * failure), an actor here died */
+    while (!rc && !__atomic_load_n(&hb->failed, __ATOMIC_ACQUIRE) &&
+           !__atomic_load_n(&h->stop, __ATOMIC_ACQUIRE) && !member_gone(seg->seg)) {
+        struct timespec ts = {0, 20000000};
+        nanosleep(&ts, NULL);
+    }
+    if (h) {
+        __atomic_store_n(&h->stop, 1, __ATOMIC_SEQ_CST);
+        tr__event_wake(&h->ready);
+        for (size_t i = 0; i < hb->n_chans; i++)
+            if (chans[i].base) tr__chan_wake_all(&chans[i]);
+    }
+    tr__dag_bridge_stop(br);
+    if (seg) { /* the actors here leave as their loops end; then the segment goes */
+        uint64_t all = hb->world >= 64 ? ~1ull : ((1ull << hb->world) - 2);
+        int64_t deadline = tr__deadline(2000);
+        while ((__atomic_load_n(&((tr__coll_hdr *)seg->seg)->dead, __ATOMIC_ACQUIRE) & all) !=
+                   all &&
+               tr__now_ns() < deadline) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+        tr__group_destroy(seg);
+    }
+    free(chans);
+    host_free(hb);
+    return NULL;
+}
+
+/* The "bridge" part of an attach message: {node, host, slots, slot_bytes, chans: [[off,
+ * readers]], sends: [[value, off, reader, [nodes]]], recvs: [[value, off, node]]}. */
+static int parse_host(const tr__obj *o, host **out) {
+    const tr__obj *chans = tr__obj_get(o, "chans"), *sends = tr__obj_get(o, "sends"),
+                  *recvs = tr__obj_get(o, "recvs");
+    host *hb = calloc(1, sizeof *hb);
+    if (!hb) return tr__err(TR_ENOMEM, "dag attach");
+    int64_t node;
+    uint64_t slots, slot_bytes;
+    const char *ip;
+    size_t ipn;
+    size_t nc = tr__obj_len(chans), ns = tr__obj_len(sends), nr = tr__obj_len(recvs);
+    int rc = tr__get_int(o, "node", &node) || tr__get_str(o, "host", &ip, &ipn) ||
+                     tr__get_uint(o, "slots", &slots) ||
+                     tr__get_uint(o, "slot_bytes", &slot_bytes) || !chans || !sends || !recvs ||
+                     node < 1 || node >= TR__DAG_MAX_NODES || ipn == 0 || ipn >= sizeof hb->ip ||
+                     slots < 1 || slots > TR__CHAN_MAX_SLOTS || nc > 4096 || ns > 4096 || nr > 4096
+                 ? TR_EPROTO
+                 : 0;
+    if (!rc) {
+        memcpy(hb->ip, ip, ipn);
+        hb->node = (uint32_t)node;
+        hb->slots = (uint32_t)slots;
+        hb->slot_bytes = slot_bytes;
+        hb->n_chans = nc;
+        hb->n_sends = ns;
+        hb->n_recvs = nr;
+        hb->chan_off = calloc(nc + 1, sizeof *hb->chan_off);
+        hb->chan_readers = calloc(nc + 1, sizeof *hb->chan_readers);
+        hb->sends = calloc(ns + 1, sizeof *hb->sends);
+        hb->recvs = calloc(nr + 1, sizeof *hb->recvs);
+        if (!hb->chan_off || !hb->chan_readers || !hb->sends || !hb->recvs) rc = TR_ENOMEM;
+    }
+    for (size_t i = 0; !rc && i < nc; i++) {
+        const tr__obj *c = tr__obj_at(chans, i);
+        uint64_t r;
+        if (tr__obj_len(c) != 2 || tr__obj_uint(tr__obj_at(c, 0), "off", &hb->chan_off[i]) ||
+            tr__obj_uint(tr__obj_at(c, 1), "readers", &r) || r < 1 || r > TR__CHAN_MAX_READERS)
+            rc = TR_EPROTO;
+        else
+            hb->chan_readers[i] = (uint32_t)r;
+    }
+    for (size_t i = 0; !rc && i < ns; i++) {
+        const tr__obj *c = tr__obj_at(sends, i), *dst = tr__obj_at(c, 3);
+        uint64_t v, r;
+        tr__dag_send *sd = &hb->sends[i];
+        if (tr__obj_len(c) != 4 || tr__obj_uint(tr__obj_at(c, 0), "value", &v) ||
+            tr__obj_uint(tr__obj_at(c, 1), "off", &sd->off) ||
+            tr__obj_uint(tr__obj_at(c, 2), "reader", &r) || r >= TR__CHAN_MAX_READERS || !dst ||
+            tr__obj_len(dst) < 1 || tr__obj_len(dst) > TR__DAG_MAX_NODES || v > UINT32_MAX) {
+            rc = TR_EPROTO;
+            break;
+        }
+        sd->v = (uint32_t)v;
+        sd->reader = (uint32_t)r;
+        sd->n_dst = (uint32_t)tr__obj_len(dst);
+        for (uint32_t k = 0; !rc && k < sd->n_dst; k++) {
+            uint64_t d;
+            if (tr__obj_uint(tr__obj_at(dst, k), "node", &d) || d >= TR__DAG_MAX_NODES)
+                rc = TR_EPROTO;
+            else
+                sd->dst[k] = (uint32_t)d;
+        }
+    }
+    for (size_t i = 0; !rc && i < nr; i++) {
+        const tr__obj *c = tr__obj_at(recvs, i);
+        uint64_t v, src;
+        tr__dag_recv *rv = &hb->recvs[i];
+        if (tr__obj_len(c) != 3 || tr__obj_uint(tr__obj_at(c, 0), "value", &v) ||
+            tr__obj_uint(tr__obj_at(c, 1), "off", &rv->off) ||
+            tr__obj_uint(tr__obj_at(c, 2), "node", &src) || src >= TR__DAG_MAX_NODES ||
+            v > UINT32_MAX)
+            rc = TR_EPROTO;
+        rv->v = (uint32_t)v;
+        rv->src = (uint32_t)src;
+    }
+    if (rc) {
+        host_free(hb);
+        return rc == TR_ENOMEM ? tr__err(rc, "dag attach")
+                               : tr__err(rc, "dag attach: a malformed bridge");
+    }
+    *out = hb;
+    return 0;
+}
+
 int tr__dag_attach(const tr__worker_env *env, tr_ctx *ctx, const void *args, size_t len) {
     tr__dec d;
     if (tr__dec_init(&d, args, len)) {
@@ -532,10 +735,27 @@ int tr__dag_attach(const tr__worker_env *env, tr_ctx *ctx, const void *args, siz
                 timeout_ms < 1 || timeout_ms > 3600000 || spin_ns < -1000000 || spin_ns > 1000000))
         rc = tr_ctx_error(ctx, "dag attach: world, rank, size, timeout or spin out of range");
     if (rc == TR_ETASK) rc = TR_EPROTO;
+    host *hb = NULL; /* this actor hosts its node's part of a graph across nodes */
+    const tr__obj *bridge = tr__obj_get(d.root, "bridge");
+    if (!rc && !check && bridge && (rc = parse_host(bridge, &hb)))
+        tr_ctx_error(ctx, "%s", tr_last_error());
     if (rc || check) {
         free(l);
         tr__dec_free(&d);
         return rc ? rc : tr_ctx_reply(ctx, "ok", 2);
+    }
+    if (hb) {
+        hb->env = *env;
+        snprintf(hb->node_path, sizeof hb->node_path, "%s", env->node_path ? env->node_path : "");
+        hb->env.node_path = hb->node_path;
+        memcpy(hb->seg_name, name, nn);
+        /* the graph's name: the segment's here, less its "-n<node>" */
+        const char *dash = memrchr(name, '-', nn);
+        size_t gn = dash ? (size_t)(dash - name) : nn;
+        snprintf(hb->graph, sizeof hb->graph, "%.*s", (int)(gn < 31 ? gn : 31), name);
+        hb->world = (int)world;
+        hb->bytes = bytes;
+        hb->timeout_ms = (int)timeout_ms;
     }
     memcpy(l->name, name, nn);
     l->env = *env;
@@ -552,11 +772,18 @@ int tr__dag_attach(const tr__worker_env *env, tr_ctx *ctx, const void *args, siz
     pthread_attr_init(&a);
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
     rc = pthread_create(&t, &a, run_loop, l);
-    pthread_attr_destroy(&a);
     if (rc) {
+        pthread_attr_destroy(&a);
         free(l);
+        host_free(hb);
         return tr_ctx_error(ctx, "dag attach: cannot start the graph's thread");
     }
+    if (hb && pthread_create(&t, &a, run_host, hb) != 0) {
+        host_free(hb); /* (the loop's rendezvous times out: the compile fails) */
+        pthread_attr_destroy(&a);
+        return tr_ctx_error(ctx, "dag attach: cannot start the graph's bridge thread");
+    }
+    pthread_attr_destroy(&a);
     return tr_ctx_reply(ctx, "ok", 2);
 }
 

@@ -18,7 +18,10 @@
 #include "core/clock.h"
 #include "core/codec.h"
 #include "core/ids.h"
+#include "core/nodeconn.h"
 #include "core/status.h"
+#include "actor/control.h"
+#include "dag/bridge.h"
 #include "dag/chan.h"
 #include "dag/plan.h"
 #include "objectstore/client.h"
@@ -44,6 +47,7 @@ typedef struct node {
     uint32_t n_readers; /* of its value */
     uint64_t chan_off;  /* its channel's offset from the tr__dag_hdr; 0: none */
     tr__chan ch;        /* this process's handle on it */
+    int here;           /* ch is open (its channel is on the driver's node) */
     int reaches_output;
 } node;
 
@@ -85,6 +89,21 @@ struct tr_dag {
     uint32_t watch_stop;
     uint64_t watch_from;
     tr__event submitted; /* executions submitted (what the watcher waits on) */
+    /* A graph whose actors are on several nodes (dag/bridge.h): node 0 is the driver's,
+     * each has a segment of its own; values cross between them through the bridges. */
+    int nn;
+    char (*naddr)[80]; /* by node: its cluster address, "IP:port" */
+    int *act_node;     /* by actor index: its node */
+    int *act_rank;     /* by actor index: its rank in its node's segment */
+    int *nworld;       /* by node: its segment's members (its actors, and rank 0) */
+    uint64_t *noff;    /* [k * n + v]: value v's channel on node k (0: none there) */
+    uint32_t *nread;   /* [k * n + v]: its readers there */
+    uint32_t *breader; /* by value: the bridge's reader index on its writer's node */
+    uint64_t *nbytes;  /* by node */
+    tr__dag_bridge *bridge;
+    int link_failed; /* (atomic) the bridge's part ended: link_code, link_msg */
+    int link_code;
+    char link_msg[400];
 };
 
 static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -347,6 +366,135 @@ static int plan(tr_dag *g) {
     return plan_gpu(g);
 }
 
+/* The node that writes value v: the driver's (0) for the input. */
+static int wnode(const tr_dag *g, tr_dag_node v) {
+    return v == 0 ? 0 : g->act_node[g->nodes[v].rank - 1];
+}
+
+/* where[a]: actor a's node as tr_actor_info names it (a socket path: the driver's; else
+ * "IP:port"). One node: nothing to do. Several: each node's members and ranks, every
+ * reading's reader index on its own node's copy of the channel (the bridge one more on the
+ * writer's node where others read the value), and each node's layout (dag/bridge.h). */
+static int plan_nodes(tr_dag *g, char (*where)[256]) {
+    char what[300];
+    g->nn = 1;
+    g->act_node = calloc(g->n_actors + 1, sizeof *g->act_node);
+    g->act_rank = calloc(g->n_actors + 1, sizeof *g->act_rank);
+    g->naddr = calloc(TR__DAG_MAX_NODES, sizeof *g->naddr);
+    if (!g->act_node || !g->act_rank || !g->naddr) return tr__err(TR_ENOMEM, "tr_dag_compile");
+    for (size_t a = 0; a < g->n_actors; a++) {
+        if (where[a][0] == '/' || !strchr(where[a], ':')) continue; /* the driver's node */
+        int k = 1;
+        while (k < g->nn && strcmp(g->naddr[k], where[a]) != 0)
+            k++;
+        if (k == g->nn) {
+            if (g->nn == TR__DAG_MAX_NODES || strlen(where[a]) >= sizeof g->naddr[0])
+                return tr__err(TR_EINVAL, "tr_dag_compile: actors on more than %d nodes",
+                               TR__DAG_MAX_NODES);
+            snprintf(g->naddr[g->nn++], sizeof g->naddr[0], "%s", where[a]);
+        }
+        g->act_node[a] = k;
+    }
+    for (size_t a = 0; a < g->n_actors; a++)
+        g->act_rank[a] = (int)a + 1; /* one node: the actors' ranks in the one segment */
+    if (g->nn == 1) return 0;
+    if (g->gpu)
+        return tr__err(TR_EINVAL, "tr_dag_compile: device edges between the nodes of a cluster "
+                                  "are not supported (yet)");
+    for (tr_dag_node i = 1; i < g->n; i++) { /* a collective node's shm group: one node */
+        if (!g->nodes[i].coll) continue;
+        for (tr_dag_node m = 1; m < i; m++)
+            if (g->nodes[m].coll == g->nodes[i].coll && wnode(g, m) != wnode(g, i)) {
+                name_node(g, i, what, sizeof what);
+                return tr__err(TR_EINVAL,
+                               "tr_dag_compile: %s: a collective node's actors must share a node",
+                               what);
+            }
+    }
+    tr__nodeconn *nc;
+    int rc = tr__nodeconn_open(tr_runtime_address(g->rt), tr__runtime_max_msg(g->rt), &nc);
+    if (!rc) {
+        rc = tr__node_cluster_address(nc, g->naddr[0], sizeof g->naddr[0]);
+        tr__nodeconn_close(nc);
+    }
+    if (rc) return rc;
+    size_t n = g->n, nn = (size_t)g->nn;
+    g->nworld = calloc(nn, sizeof *g->nworld);
+    g->noff = calloc(nn * n, sizeof *g->noff);
+    g->nread = calloc(nn * n, sizeof *g->nread);
+    g->breader = calloc(n, sizeof *g->breader);
+    g->nbytes = calloc(nn, sizeof *g->nbytes);
+    if (!g->nworld || !g->noff || !g->nread || !g->breader || !g->nbytes)
+        return tr__err(TR_ENOMEM, "tr_dag_compile");
+    for (size_t k = 0; k < nn; k++)
+        g->nworld[k] = 1; /* rank 0: the driver here, the bridge elsewhere */
+    for (size_t a = 0; a < g->n_actors; a++)
+        g->act_rank[a] = g->nworld[g->act_node[a]]++;
+    for (tr_dag_node i = 1; i < g->n; i++) {
+        node *m = &g->nodes[i];
+        size_t k = (size_t)wnode(g, i);
+        for (size_t j = 0; j < m->n_inputs; j++)
+            m->in_reader[j] = g->nread[k * n + m->inputs[j]]++;
+    }
+    for (size_t o = 0; o < g->n_outputs; o++)
+        g->out_reader[o] = g->nread[g->outputs[o]]++;
+    for (tr_dag_node v = 0; v < g->n; v++) {
+        size_t w = (size_t)wnode(g, v);
+        int elsewhere = 0;
+        for (size_t k = 0; k < nn; k++)
+            elsewhere |= k != w && g->nread[k * n + v] > 0;
+        if (elsewhere) g->breader[v] = g->nread[w * n + v]++;
+    }
+    for (size_t k = 0; k < nn; k++) {
+        uint64_t bytes = sizeof(tr__dag_hdr);
+        for (tr_dag_node v = 0; v < g->n; v++) {
+            uint32_t r = g->nread[k * n + v];
+            if (!r) continue;
+            if (r > TR__CHAN_MAX_READERS) {
+                name_node(g, v, what, sizeof what);
+                return tr__err(TR_EINVAL, "tr_dag_compile: %u readers of %s on one node", r, what);
+            }
+            size_t sz = tr__chan_size(g->opts.max_inflight, g->opts.slot_bytes, r);
+            if (!sz || bytes + sz > TR__COLL_MAX_EXTRA)
+                return tr__err(TR_EINVAL, "tr_dag_compile: channels do not fit");
+            g->noff[k * n + v] = bytes;
+            bytes += sz;
+        }
+        g->nbytes[k] = bytes;
+    }
+    for (tr_dag_node v = 0; v < g->n; v++) /* the driver's node's layout */
+        g->nodes[v].chan_off = g->noff[v];
+    g->bytes = g->nbytes[0];
+    return 0;
+}
+
+/* Node k's bridge: the values it sends (written there, read elsewhere) and receives. */
+static size_t node_sends(const tr_dag *g, int k, tr__dag_send *out) {
+    size_t c = 0, n = g->n;
+    for (tr_dag_node v = 0; v < g->n; v++) {
+        if (wnode(g, v) != k) continue;
+        tr__dag_send sd = {v, g->noff[(size_t)k * n + v], g->breader[v], 0, {0}};
+        for (int d = 0; d < g->nn; d++)
+            if (d != k && g->nread[(size_t)d * n + v]) sd.dst[sd.n_dst++] = (uint32_t)d;
+        if (sd.n_dst) {
+            if (out) out[c] = sd;
+            c++;
+        }
+    }
+    return c;
+}
+
+static size_t node_recvs(const tr_dag *g, int k, tr__dag_recv *out) {
+    size_t c = 0, n = g->n;
+    for (tr_dag_node v = 0; v < g->n; v++) {
+        int w = wnode(g, v);
+        if (w == k || !g->nread[(size_t)k * n + v]) continue;
+        if (out) out[c] = (tr__dag_recv){v, g->noff[(size_t)k * n + v], (uint32_t)w};
+        c++;
+    }
+    return c;
+}
+
 static int is_dev(const node *n) {
     return n->transport == TR_DAG_NCCL || n->transport == TR_DAG_CUDA_IPC;
 }
@@ -520,13 +668,86 @@ static tr_dag_node first_node_of(tr_dag *g, int rank) {
     return i;
 }
 
+/* The bridge part of the attach message of node k's first actor (k > 0): it lays that
+ * node's channels out and runs its bridge (dag/exec.c). */
+static void attach_bridge(tr_dag *g, int k, tr__buf *b) {
+    size_t n = g->n, nc = 0;
+    for (tr_dag_node v = 0; v < g->n; v++)
+        nc += g->nread[(size_t)k * n + v] > 0;
+    size_t ns = node_sends(g, k, NULL), nr = node_recvs(g, k, NULL);
+    tr__dag_send *sd = calloc(ns + 1, sizeof *sd);
+    tr__dag_recv *rv = calloc(nr + 1, sizeof *rv);
+    if (!sd || !rv) {
+        b->oom = 1;
+        free(sd);
+        free(rv);
+        return;
+    }
+    node_sends(g, k, sd);
+    node_recvs(g, k, rv);
+    char ip[80];
+    snprintf(ip, sizeof ip, "%s", g->naddr[k]);
+    char *colon = strrchr(ip, ':');
+    if (colon) *colon = '\0';
+    tr__enc_str(b, "bridge");
+    tr__enc_map(b, 7);
+    tr__enc_str(b, "node");
+    tr__enc_int(b, k);
+    tr__enc_str(b, "host");
+    tr__enc_str(b, ip);
+    tr__enc_str(b, "slots");
+    tr__enc_uint(b, g->opts.max_inflight);
+    tr__enc_str(b, "slot_bytes");
+    tr__enc_uint(b, g->opts.slot_bytes);
+    tr__enc_str(b, "chans"); /* [offset, readers] of each channel there */
+    tr__enc_array(b, (uint32_t)nc);
+    for (tr_dag_node v = 0; v < g->n; v++) {
+        if (!g->nread[(size_t)k * n + v]) continue;
+        tr__enc_array(b, 2);
+        tr__enc_uint(b, g->noff[(size_t)k * n + v]);
+        tr__enc_uint(b, g->nread[(size_t)k * n + v]);
+    }
+    tr__enc_str(b, "sends"); /* [value, offset, reader, [nodes]] */
+    tr__enc_array(b, (uint32_t)ns);
+    for (size_t i = 0; i < ns; i++) {
+        tr__enc_array(b, 4);
+        tr__enc_uint(b, sd[i].v);
+        tr__enc_uint(b, sd[i].off);
+        tr__enc_uint(b, sd[i].reader);
+        tr__enc_array(b, sd[i].n_dst);
+        for (uint32_t d = 0; d < sd[i].n_dst; d++)
+            tr__enc_uint(b, sd[i].dst[d]);
+    }
+    tr__enc_str(b, "recvs"); /* [value, offset, from node] */
+    tr__enc_array(b, (uint32_t)nr);
+    for (size_t i = 0; i < nr; i++) {
+        tr__enc_array(b, 3);
+        tr__enc_uint(b, rv[i].v);
+        tr__enc_uint(b, rv[i].off);
+        tr__enc_uint(b, rv[i].src);
+    }
+    free(sd);
+    free(rv);
+}
+
+/* The segment's name on node k: the graph's on the driver's, and one per other node. */
+static void seg_name(const tr_dag *g, int k, char *out, size_t cap) {
+    if (k == 0)
+        snprintf(out, cap, "%s", g->name);
+    else
+        snprintf(out, cap, "%s-n%d", g->name, k);
+}
+
 /* The attach message of the actor of rank `rank`. */
 static void attach_msg(tr_dag *g, int rank, int check, tr__buf *b) {
     size_t steps = 0;
     for (tr_dag_node i = 1; i < g->n; i++)
         steps += g->nodes[i].rank == rank;
     int my_nccl = g->nccl_rank ? g->nccl_rank[rank - 1] : -1;
-    tr__enc_map(b, (uint32_t)((check ? 8 : 7) + g->gpu + (my_nccl >= 0)));
+    int k = g->nn > 1 ? g->act_node[rank - 1] : 0, host = k > 0 && g->act_rank[rank - 1] == 1;
+    size_t kn = (size_t)k * g->n; /* (node k's row of noff, across nodes) */
+    tr__enc_map(b, (uint32_t)((check ? 8 : 7) + g->gpu + (my_nccl >= 0) + (host && !check)));
+    if (host && !check) attach_bridge(g, k, b);
     if (my_nccl >= 0) { /* [group, world, rank]: the graph's nccl group */
         char group[64];
         snprintf(group, sizeof group, "%s-nccl", g->name);
@@ -559,14 +780,16 @@ static void attach_msg(tr_dag *g, int rank, int check, tr__buf *b) {
         tr__enc_str(b, "check");
         tr__enc_bool(b, 1);
     }
+    char seg[64];
+    seg_name(g, k, seg, sizeof seg);
     tr__enc_str(b, "name");
-    tr__enc_str(b, g->name);
+    tr__enc_str(b, seg);
     tr__enc_str(b, "world");
-    tr__enc_int(b, (int64_t)g->n_actors + 1);
+    tr__enc_int(b, g->nn > 1 ? g->nworld[k] : (int64_t)g->n_actors + 1);
     tr__enc_str(b, "rank");
-    tr__enc_int(b, rank);
+    tr__enc_int(b, g->act_rank[rank - 1]);
     tr__enc_str(b, "bytes");
-    tr__enc_uint(b, g->bytes);
+    tr__enc_uint(b, g->nn > 1 ? g->nbytes[k] : g->bytes);
     tr__enc_str(b, "timeout_ms");
     tr__enc_int(b, g->opts.attach_timeout_ms);
     tr__enc_str(b, "spin_ns");
@@ -578,11 +801,12 @@ static void attach_msg(tr_dag *g, int rank, int check, tr__buf *b) {
         if (n->rank != rank) continue;
         tr__enc_array(b, n->coll ? 4 : 3);
         tr__enc_str(b, n->coll ? "" : n->method);
-        tr__enc_uint(b, n->chan_off);
+        tr__enc_uint(b, g->nn > 1 ? g->noff[kn + i] : n->chan_off);
         tr__enc_array(b, (uint32_t)n->n_inputs);
         for (size_t j = 0; j < n->n_inputs; j++) {
             tr__enc_array(b, 2);
-            tr__enc_uint(b, g->nodes[n->inputs[j]].chan_off);
+            tr__enc_uint(b,
+                         g->nn > 1 ? g->noff[kn + n->inputs[j]] : g->nodes[n->inputs[j]].chan_off);
             tr__enc_uint(b, n->in_reader[j]);
         }
         if (n->coll) { /* [group, world, rank, dtype, op]: an shm group of its own */
@@ -631,6 +855,85 @@ static tr__chan *chan(tr_dag *g, tr_dag_node i) {
     return &g->nodes[i].ch;
 }
 
+/* The members of the driver's node's segment: the driver and the actors there. */
+static int local_world(const tr_dag *g) {
+    return g->nn > 1 ? g->nworld[0] : (int)g->n_actors + 1;
+}
+
+static void stop_all(tr_dag *g);
+
+/* The bridge's check: an actor on this node died (read only: the driver's thread turns
+ * it into the graph's state, actor_died). */
+static int seg_dead(void *arg) {
+    tr_dag *g = arg;
+    uint64_t dead = __atomic_load_n(&((tr__coll_hdr *)g->seg->seg)->dead, __ATOMIC_ACQUIRE) >> 1;
+    return dead ? tr__err(TR_EACTOR_DIED, "an actor of the graph died") : 0;
+}
+
+/* The bridge's part ended (a bridge thread): the graph goes down, and the driver's thread
+ * says why (sync_link). */
+static void link_fail(void *arg, int code, const char *why) {
+    tr_dag *g = arg;
+    snprintf(g->link_msg, sizeof g->link_msg, "%s", why);
+    g->link_code = code == TR_EPROTO ? TR_EPROTO : TR_EACTOR_DIED;
+    __atomic_store_n(&g->link_failed, 1, __ATOMIC_RELEASE);
+    stop_all(g);
+}
+
+static void sync_link(tr_dag *g) {
+    if (g->broken || !__atomic_load_n(&g->link_failed, __ATOMIC_ACQUIRE)) return;
+    g->broken = g->link_code;
+    snprintf(g->broken_msg, sizeof g->broken_msg, "graph %s: %.200s; the graph is torn down",
+             g->name, g->link_msg);
+}
+
+/* The driver's node's bridge (a graph across nodes). */
+static int start_bridge(tr_dag *g) {
+    size_t ns = node_sends(g, 0, NULL), nr = node_recvs(g, 0, NULL);
+    tr__dag_send *sd = calloc(ns + 1, sizeof *sd);
+    tr__dag_recv *rv = calloc(nr + 1, sizeof *rv);
+    int rc = sd && rv ? 0 : tr__err(TR_ENOMEM, "tr_dag_compile");
+    char ip[80];
+    snprintf(ip, sizeof ip, "%s", g->naddr[0]);
+    char *colon = strrchr(ip, ':');
+    if (colon) *colon = '\0';
+    if (!rc) {
+        node_sends(g, 0, sd);
+        node_recvs(g, 0, rv);
+        const char *names[TR__DAG_MAX_NODES];
+        for (int k = 0; k < g->nn; k++)
+            names[k] = k ? g->naddr[k] : "the driver's";
+        tr__dag_bridge_spec s = {.graph = g->name,
+                                 .node = 0,
+                                 .host = ip,
+                                 .node_path = tr_runtime_address(g->rt),
+                                 .max_msg = tr__runtime_max_msg(g->rt),
+                                 .h = g->h,
+                                 .bytes = g->bytes,
+                                 .sends = sd,
+                                 .n_sends = ns,
+                                 .recvs = rv,
+                                 .n_recvs = nr,
+                                 .objects = g->objects,
+                                 .timeout_ms = g->opts.attach_timeout_ms,
+                                 .check = seg_dead,
+                                 .check_arg = g,
+                                 .names = names,
+                                 .n_names = (size_t)g->nn,
+                                 .on_fail = link_fail,
+                                 .fail_arg = g};
+        rc = tr__dag_bridge_start(&s, &g->bridge);
+        if (rc) {
+            char why[500];
+            snprintf(why, sizeof why, "%s", tr_last_error());
+            rc = tr__err(rc, "tr_dag_compile: the links between the graph's nodes: %s", why);
+        }
+    }
+    free(sd);
+    free(rv);
+    return rc;
+}
+
 static int compile(tr_dag *g, const tr_dag_options *opts) {
     tr_dag_options def = TR_DAG_OPTIONS_INIT;
     if (opts && opts->struct_size < sizeof def)
@@ -644,7 +947,9 @@ static int compile(tr_dag *g, const tr_dag_options *opts) {
                        TR__CHAN_MAX_SLOTS);
     int rc = plan(g);
     if (rc) return rc;
-    for (tr_dag_node i = 1; i < g->n; i++) { /* each actor once, at its first node */
+    char(*where)[256] = calloc(g->n_actors + 1, sizeof *where); /* each actor's node */
+    if (!where) return tr__err(TR_ENOMEM, "tr_dag_compile");
+    for (tr_dag_node i = 1; i < g->n && !rc; i++) { /* each actor once, at its first node */
         if (i != first_node_of(g, g->nodes[i].rank)) continue;
         tr_actor_details d = TR_ACTOR_DETAILS_INIT;
         int r = tr_actor_wait_ready(g->rt, g->nodes[i].actor, g->opts.attach_timeout_ms);
@@ -653,10 +958,14 @@ static int compile(tr_dag *g, const tr_dag_options *opts) {
             char what[300], why[400];
             snprintf(why, sizeof why, "%s", r ? tr_last_error() : tr_actor_state_name(d.state));
             name_node(g, i, what, sizeof what);
-            return tr__err(r && r != TR_ETIMEDOUT ? r : TR_EACTOR_DIED,
-                           "tr_dag_compile: the actor of %s is not alive: %s", what, why);
+            rc = tr__err(r && r != TR_ETIMEDOUT ? r : TR_EACTOR_DIED,
+                         "tr_dag_compile: the actor of %s is not alive: %s", what, why);
         }
+        snprintf(where[g->nodes[i].rank - 1], sizeof where[0], "%s", d.node);
     }
+    if (!rc) rc = plan_nodes(g, where);
+    free(where);
+    if (rc) return rc;
     if (g->gpu && (rc = check_gpus(g))) return rc;
     uint8_t rnd[8];
     tr__random_bytes(rnd, sizeof rnd);
@@ -667,17 +976,20 @@ static int compile(tr_dag *g, const tr_dag_options *opts) {
     if ((rc = attach_all(g, 1))) return rc;
     g->attached = 1; /* from here, a failure calls the segment off */
     if ((rc = attach_all(g, 0))) return rc;
-    /* every actor's loop joins the segment: that is the rendezvous */
+    /* every actor's loop here joins the segment: that is the rendezvous (across nodes,
+     * each other node's bridge does the same there) */
     rc = tr__group_join_segment(tr_runtime_address(g->rt), tr__runtime_max_msg(g->rt),
-                                (int)g->n_actors + 1, 0, g->name, g->bytes,
-                                g->opts.attach_timeout_ms, &g->seg);
+                                local_world(g), 0, g->name, g->bytes, g->opts.attach_timeout_ms,
+                                &g->seg);
     if (rc) return rc;
     g->h = (tr__dag_hdr *)((char *)g->seg->seg + tr__coll_hdr_bytes());
     for (tr_dag_node i = 0; i < g->n && !rc; i++) {
         node *n = &g->nodes[i];
-        if (n->n_readers)
-            rc = tr__chan_init(&n->ch, (char *)g->h + n->chan_off, (size_t)(g->bytes - n->chan_off),
-                               g->opts.max_inflight, g->opts.slot_bytes, n->n_readers);
+        uint32_t readers = g->nn > 1 ? g->nread[i] : n->n_readers;
+        if (!n->chan_off || !readers) continue;
+        rc = tr__chan_init(&n->ch, (char *)g->h + n->chan_off, (size_t)(g->bytes - n->chan_off),
+                           g->opts.max_inflight, g->opts.slot_bytes, readers);
+        n->here = !rc;
     }
     size_t win = 4 * (size_t)g->opts.max_inflight;
     g->objects = tr__runtime_objects(g->rt);
@@ -691,11 +1003,10 @@ static int compile(tr_dag *g, const tr_dag_options *opts) {
     if (rc) return rc;
     __atomic_store_n(&g->h->magic, TR__DAG_MAGIC, __ATOMIC_RELEASE);
     tr__event_signal(&g->h->ready);
+    if (g->nn > 1 && (rc = start_bridge(g))) return rc;
     g->compiled = 1;
     return 0;
 }
-
-static void stop_all(tr_dag *g);
 
 /* A failed compile is final (tr_dag_destroy is all that is left to do): the actors that
  * attached are told at once - the segment is called off while they gather, or stopped
@@ -723,17 +1034,20 @@ static void stop_all(tr_dag *g) {
     __atomic_store_n(&g->h->stop, 1, __ATOMIC_SEQ_CST);
     tr__event_wake(&g->h->ready);
     for (tr_dag_node i = 0; i < g->n; i++)
-        if (g->nodes[i].n_readers) tr__chan_wake_all(chan(g, i));
+        if (g->nodes[i].here) tr__chan_wake_all(chan(g, i));
 }
 
 /* Waits end, and the graph is torn down, when one of its actors dies. */
 static int actor_died(void *arg) {
     tr_dag *g = arg;
+    sync_link(g);
     uint64_t dead = __atomic_load_n(&((tr__coll_hdr *)g->seg->seg)->dead, __ATOMIC_ACQUIRE) >> 1;
     if (!dead && !g->broken) return 0;
     if (!g->broken) {
         char a[9];
-        size_t k = (size_t)__builtin_ctzll(dead);
+        size_t r = (size_t)__builtin_ctzll(dead), k = r; /* rank r + 1 here: actor k */
+        for (size_t x = 0; g->nn > 1 && x < g->n_actors; x++)
+            if (g->act_node[x] == 0 && g->act_rank[x] == (int)r + 1) k = x;
         g->broken = TR_EACTOR_DIED;
         snprintf(g->broken_msg, sizeof g->broken_msg,
                  "graph %s: actor %s died; the graph is torn down", g->name,
@@ -745,6 +1059,7 @@ static int actor_died(void *arg) {
 
 static int usable(tr_dag *g, const char *fn) {
     if (!g) return tr__err(TR_EINVAL, "%s: NULL graph", fn);
+    if (g->compiled) sync_link(g);
     if (!g->compiled || g->torn)
         return tr__err(TR_ESTATE, "%s: the graph is %s", fn,
                        g->torn ? "torn down" : "not compiled");
@@ -776,8 +1091,10 @@ static int submit(tr_dag *g, const void *input, size_t len, const tr_ref *ref, u
         tr__chan_wait w = waits(g, g->opts.submit_timeout_ms);
         void *buf;
         size_t cap;
-        if ((rc = tr__chan_write_begin(chan(g, 0), e, &buf, &cap, &w)))
+        if ((rc = tr__chan_write_begin(chan(g, 0), e, &buf, &cap, &w))) {
+            sync_link(g);
             return rc == TR_ECLOSED && g->broken ? tr__err(g->broken, "%s", g->broken_msg) : rc;
+        }
         size_t slot = (size_t)(e % g->opts.max_inflight);
         input_slot_free(g, slot);
         tr_ref r;
@@ -843,6 +1160,7 @@ TR_API int tr_dag_get(tr_dag *g, uint64_t exec, size_t output, int timeout_ms, c
     int32_t code;
     uint32_t flags;
     rc = tr__chan_read(chan(g, g->outputs[output]), exec, &w, data, len, &code, &flags);
+    if (rc) sync_link(g);
     if (rc) return rc == TR_ECLOSED && g->broken ? tr__err(g->broken, "%s", g->broken_msg) : rc;
     if (code) {
         int n = (int)(*len > 1000 ? 1000 : *len);
@@ -1029,15 +1347,18 @@ TR_API int tr_dag_destroy(tr_dag *g) {
         __atomic_store_n(&g->watch_stop, 1, __ATOMIC_SEQ_CST);
         tr__event_wake(&g->submitted);
         for (tr_dag_node i = 0; i < g->n; i++)
-            if (g->nodes[i].n_readers) tr__chan_wake_all(chan(g, i));
+            if (g->nodes[i].here) tr__chan_wake_all(chan(g, i));
         pthread_join(g->watcher, NULL);
         close(g->efd);
     }
     if (g->seg) {
         stop_all(g);
+        tr__dag_bridge_stop(g->bridge); /* the other nodes see their links end, and stop */
+        g->bridge = NULL;
         /* each actor's loop leaves the segment as it ends: wait for them, so that the
          * channels are gone when this returns */
-        uint64_t all = g->n_actors >= 63 ? ~1ull : ((1ull << (g->n_actors + 1)) - 2);
+        int lw = local_world(g);
+        uint64_t all = lw >= 64 ? ~1ull : ((1ull << lw) - 2);
         int64_t deadline = tr__deadline(TEARDOWN_MS);
         tr__coll_hdr *ch = g->seg->seg;
         while ((__atomic_load_n(&ch->dead, __ATOMIC_ACQUIRE) & all) != all) {
@@ -1060,6 +1381,14 @@ TR_API int tr_dag_destroy(tr_dag *g) {
     free(g->out_reader);
     free(g->actors);
     free(g->nccl_rank);
+    free(g->naddr);
+    free(g->act_node);
+    free(g->act_rank);
+    free(g->nworld);
+    free(g->noff);
+    free(g->nread);
+    free(g->breader);
+    free(g->nbytes);
     size_t win = 4 * (size_t)g->opts.max_inflight;
     for (size_t k = 0; g->pinned && k < win * g->n_outputs; k++)
         if (g->pinned[k]) tr__objects_unpin(g->objects, g->pins[k]);
