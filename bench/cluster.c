@@ -15,6 +15,9 @@
  *                            call goes caller -> link -> that node's relay -> worker
  *   cluster_over_raw_grpc    its ratio to raw_grpc_rtt_us_p50, round by round
  *   cluster_async_calls_per_s  the same echo, 1,000 calls in flight at a time
+ *   cluster_dag_rtt_us_p50   the same echo as a compiled graph (input -> the actor there ->
+ *                            output, through the nodes' bridges), one execution at a time
+ *   cluster_dag_over_raw_grpc  its ratio to raw_grpc_rtt_us_p50, round by round
  *   object_pull_gbps_256MiB  tr_get here of a 256 MiB object the actor put there: pulled
  *                            over the link in pieces into this node's store (released
  *                            after each round, so each round pulls it again)
@@ -58,6 +61,7 @@
 #include "bench/bench_util.h"
 #include "bench/raw_gloo.h"
 #include "core/rpc.h"
+#include "troupe/dag.h"
 #include "troupe/troupe.h"
 #include "tools/netns.h"
 
@@ -484,6 +488,33 @@ static double cluster_rtt(tr_runtime *rt, tr_actor_id a) {
 
 #define PULL_BYTES ((uint64_t)256 << 20)
 
+/* A compiled graph input -> the actor there (echo) -> output: one 8-byte execution at a
+ * time, execute to get (p50, us). */
+static double dag_rtt(tr_runtime *rt, tr_actor_id a) {
+    static double lat[CALLS];
+    tr_dag *g;
+    tr_dag_node in, out;
+    CHECK(tr_dag_create(rt, &g));
+    CHECK(tr_dag_input(g, &in));
+    CHECK(tr_dag_bind(g, a, "echo", &in, 1, &out));
+    CHECK(tr_dag_output(g, &out, 1));
+    CHECK(tr_dag_compile(g, NULL));
+    for (int i = -200; i < CALLS; i++) {
+        int64_t v = i;
+        uint64_t e;
+        const void *p;
+        size_t n;
+        double t0 = bench_now_us();
+        CHECK(tr_dag_execute(g, &v, sizeof v, &e));
+        CHECK(tr_dag_get(g, e, 0, 10000, &p, &n));
+        if (i >= 0) lat[i] = bench_now_us() - t0;
+        if (n != 8 || memcmp(p, &v, 8) != 0) die("dag: a wrong echo");
+        CHECK(tr_dag_release(g, e));
+    }
+    CHECK(tr_dag_destroy(g));
+    return bench_percentile(lat, CALLS, 50);
+}
+
 /* The 256 MiB object the actor put on its node, for the pulls. */
 static tr_ref far_object(tr_runtime *rt, tr_actor_id a) {
     uint64_t size = PULL_BYTES;
@@ -554,6 +585,7 @@ static int client(const char *host) {
     grpc_init();
     double raw[ROUNDS], rpc[ROUNDS], ratio[ROUNDS], tcp[ROUNDS], srtt[ROUNDS], sps[ROUNDS];
     double crtt[ROUNDS], cratio[ROUNDS], cps[ROUNDS], pull[ROUNDS], pratio[ROUNDS];
+    double drtt[ROUNDS], dratio[ROUNDS];
     tr_ref obj = far_object(rt, a);
     /* a gloo group over an actor here and the one there */
     tr_actor_id pair[2];
@@ -586,6 +618,8 @@ static int client(const char *host) {
         raw[r] = raw_grpc_rtt(host);
         crtt[r] = cluster_rtt(rt, a);
         cratio[r] = crtt[r] / raw[r];
+        drtt[r] = dag_rtt(rt, a);
+        dratio[r] = drtt[r] / raw[r];
         cps[r] = bench_async_calls_per_s(rt, a, "echo", 20000);
         rpc[r] = rpc_rtt(host);
         ratio[r] = rpc[r] / raw[r];
@@ -603,6 +637,8 @@ static int client(const char *host) {
     report("cluster_call_rtt_us_p50", crtt, "us");
     report("cluster_over_raw_grpc", cratio, "x");
     report("cluster_async_calls_per_s", cps, "/s");
+    report("cluster_dag_rtt_us_p50", drtt, "us");
+    report("cluster_dag_over_raw_grpc", dratio, "x");
     report("object_pull_gbps_256MiB", pull, "GB/s");
     report("object_pull_over_raw_tcp", pratio, "x");
     char name[64];

@@ -1,7 +1,8 @@
 /* dag/bridge.c - see bridge.h. On the wire (host byte order: a cluster's nodes share an
  * architecture): a hello {magic u64, value u32, from node u32, graph char[32]}, then per
  * execution a frame {execution u64, code i32, flags u32 (0), length u64} and the value's
- * bytes (or, for an error, its message). */
+ * bytes (or, for an error, its message); at a teardown (not a failure), a goodbye frame
+ * {UINT64_MAX, 0, 0, 0}, so that the node reading it stops without taking it for one. */
 #include "dag/bridge.h"
 
 #include <arpa/inet.h>
@@ -28,6 +29,7 @@
 
 #define HELLO_MAGIC 0x31676472627274ull /* "trbrdg1" */
 #define MAX_VALUE (64ull << 30)         /* a frame's length past this: malformed */
+#define GOODBYE UINT64_MAX
 
 typedef struct hello {
     uint64_t magic;
@@ -62,7 +64,7 @@ struct tr__dag_bridge {
     int published;
     worker *workers;
     size_t n_workers;
-    int stopping, failed; /* atomics */
+    int stopping, failed, ended; /* atomics */
 };
 
 /* "node N" or "node N (its address)". */
@@ -95,6 +97,15 @@ static void fail(tr__dag_bridge *b, int code, const char *fmt, ...) {
     va_end(ap);
     TR_LOG_WARN("DAG-BRIDGE", "graph %s, node %u: %s", b->graph, b->s.node, why);
     if (b->s.on_fail) b->s.on_fail(b->s.fail_arg, code, why);
+}
+
+/* A goodbye came in: the graph was torn down where it came from (on_fail, code 0). */
+static void said_goodbye(tr__dag_bridge *b, uint32_t from) {
+    if (__atomic_load_n(&b->stopping, __ATOMIC_ACQUIRE)) return;
+    if (__atomic_exchange_n(&b->ended, 1, __ATOMIC_ACQ_REL)) return;
+    char why[100];
+    snprintf(why, sizeof why, "node %u tore the graph down", from);
+    if (b->s.on_fail) b->s.on_fail(b->s.fail_arg, 0, why);
 }
 
 /* 0, or -1 (the connection broke or was shut down). */
@@ -158,6 +169,11 @@ static void *run_send(void *arg) {
         int32_t code;
         uint32_t flags;
         rc = tr__chan_read(&c, e, &w, &data, &len, &code, &flags);
+        if (rc == TR_ECLOSED && !__atomic_load_n(&b->failed, __ATOMIC_ACQUIRE)) {
+            frame bye = {GOODBYE, 0, 0, 0}; /* a teardown: the readers stop, not fail */
+            for (uint32_t k = 0; k < sd->n_dst; k++)
+                write_all(b->send_fd[wk->i * TR__DAG_MAX_NODES + k], &bye, sizeof bye);
+        }
         if (rc) {
             if (rc != TR_ECLOSED) fail(b, rc, "value %u: %s", sd->v, tr_last_error());
             return NULL;
@@ -220,6 +236,10 @@ static void *run_recv(void *arg) {
             fail(b, TR_EACTOR_DIED,
                  "the link from %s (value %u) ended: an actor there died, or its node",
                  node_name(b, rv->src, nm, sizeof nm), rv->v);
+            break;
+        }
+        if (f.e == GOODBYE && !f.code && !f.flags && !f.len) {
+            said_goodbye(b, rv->src);
             break;
         }
         if (f.e != e || f.flags || f.len > MAX_VALUE || f.code > 0 || f.code < -1000 ||
@@ -468,15 +488,29 @@ int tr__dag_bridge_start(const tr__dag_bridge_spec *s, tr__dag_bridge **out) {
     return 0;
 }
 
+void tr__dag_bridge_abort(tr__dag_bridge *b) {
+    if (b) __atomic_store_n(&b->failed, 1, __ATOMIC_RELEASE);
+}
+
 void tr__dag_bridge_stop(tr__dag_bridge *b) {
     if (!b) return;
     __atomic_store_n(&b->stopping, 1, __ATOMIC_RELEASE);
-    /* the senders' waits end on the segment's stop word (set by the caller); reads and
-     * writes on the connections end here */
-    for (size_t i = 0; b->send_fd && i < (b->s.n_sends + 1) * TR__DAG_MAX_NODES; i++)
-        if (b->send_fd[i] >= 0) shutdown(b->send_fd[i], SHUT_RDWR);
+    /* the receivers' reads end here; the senders' waits on the segment's stop word (set
+     * by the caller), then they say goodbye: a second for that, then their writes end too
+     * (a peer that reads nothing) */
     for (size_t i = 0; b->recv_fd && i < b->s.n_recvs + 1; i++)
         if (b->recv_fd[i] >= 0) shutdown(b->recv_fd[i], SHUT_RDWR);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 1;
+    for (size_t i = 0; i < b->n_workers; i++) {
+        worker *wk = &b->workers[i];
+        if (!wk->started || !wk->is_send || pthread_timedjoin_np(wk->t, NULL, &until) != 0)
+            continue;
+        wk->started = 0; /* joined */
+    }
+    for (size_t i = 0; b->send_fd && i < (b->s.n_sends + 1) * TR__DAG_MAX_NODES; i++)
+        if (b->send_fd[i] >= 0) shutdown(b->send_fd[i], SHUT_RDWR);
     for (size_t i = 0; i < b->n_workers; i++)
         if (b->workers[i].started) pthread_join(b->workers[i].t, NULL);
     for (size_t i = 0; b->send_fd && i < (b->s.n_sends + 1) * TR__DAG_MAX_NODES; i++)

@@ -67,7 +67,8 @@ typedef struct tr__dag_bridge_spec {
     const char *const *names;
     size_t n_names;
     /* called once, from a bridge thread, when the bridge's part ends other than by
-     * tr__dag_bridge_stop: the code and why */
+     * tr__dag_bridge_stop: the code and why (code 0: another node tore the graph down
+     * and said goodbye: stop, it is no failure) */
     void (*on_fail)(void *arg, int code, const char *why);
     void *fail_arg;
 } tr__dag_bridge_spec;
@@ -79,6 +80,9 @@ typedef struct tr__dag_bridge tr__dag_bridge;
  * receive. The spec's arrays are copied. Returns 0, TR_ETIMEDOUT (a node did not come),
  * TR_ECONNECT, TR_ENOMEM, TR_EINVAL. */
 int tr__dag_bridge_start(const tr__dag_bridge_spec *spec, tr__dag_bridge **out);
+/* Marks the end to come a failure: the senders say no goodbye, so the nodes they send to
+ * count the graph failed when the connections end (call before the stop word is set). */
+void tr__dag_bridge_abort(tr__dag_bridge *b);
 /* Ends the bridge (after the segment's stop word is set: the senders' waits end), closes
  * its connections, joins its threads, withdraws its address. NULL: nothing. */
 void tr__dag_bridge_stop(tr__dag_bridge *b);

@@ -525,7 +525,7 @@ typedef struct host {
     uint32_t *chan_readers;
     tr__dag_send *sends;
     tr__dag_recv *recvs;
-    int failed; /* atomic: the bridge said its part ended */
+    int failed; /* atomic: the bridge said its part ended; 2: a goodbye (a teardown) */
 } host;
 
 static void host_free(host *hb) {
@@ -544,8 +544,8 @@ static int member_gone(void *arg) {
 }
 
 static void host_fail(void *arg, int code, const char *why) {
-    (void)code, (void)why; /* (the bridge logged it) */
-    __atomic_store_n(&((host *)arg)->failed, 1, __ATOMIC_RELEASE);
+    (void)why; /* (the bridge logged a failure) */
+    __atomic_store_n(&((host *)arg)->failed, code ? 1 : 2, __ATOMIC_RELEASE);
 }
 
 static void *run_host(void *arg) {
@@ -601,6 +601,9 @@ static void *run_host(void *arg) {
         struct timespec ts = {0, 20000000};
         nanosleep(&ts, NULL);
     }
+    /* a failure here or upstream goes on as one (no goodbye: the nodes downstream count
+     * the graph failed); a teardown as a teardown */
+    if (__atomic_load_n(&hb->failed, __ATOMIC_ACQUIRE) != 2) tr__dag_bridge_abort(br);
     if (h) {
         __atomic_store_n(&h->stop, 1, __ATOMIC_SEQ_CST);
         tr__event_wake(&h->ready);

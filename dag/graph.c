@@ -874,6 +874,7 @@ static int seg_dead(void *arg) {
  * says why (sync_link). */
 static void link_fail(void *arg, int code, const char *why) {
     tr_dag *g = arg;
+    if (code == 0) code = TR_EACTOR_DIED; /* (a goodbye here: another node tore it down) */
     snprintf(g->link_msg, sizeof g->link_msg, "%s", why);
     g->link_code = code == TR_EPROTO ? TR_EPROTO : TR_EACTOR_DIED;
     __atomic_store_n(&g->link_failed, 1, __ATOMIC_RELEASE);
@@ -1052,6 +1053,7 @@ static int actor_died(void *arg) {
         snprintf(g->broken_msg, sizeof g->broken_msg,
                  "graph %s: actor %s died; the graph is torn down", g->name,
                  id_short(g->actors[k < g->n_actors ? k : 0], a));
+        tr__dag_bridge_abort(g->bridge); /* the other nodes count it failed too */
         stop_all(g);
     }
     return tr__err(g->broken, "%s", g->broken_msg);
