@@ -38,7 +38,10 @@ extern "C" {
 typedef struct tr_dag tr_dag;
 typedef uint32_t tr_dag_node; /* a node of its graph */
 
-/* Edge transports (tr_dag_set_transport): auto picks shm on one node. In the CUDA build
+/* Edge transports (tr_dag_set_transport): auto picks shm on one node; between the nodes of
+ * a cluster (actors bound on several nodes) an edge crosses over TCP between the nodes'
+ * bridges, set up at compile time (docs/CLUSTER.md; device transports there are refused). In the
+ * CUDA build
  * (--config=cuda), a node's value may be device memory (its method replies with
  * tr_ctx_reply_device; a host reply is copied up), carried device to device to the actors
  * that read it, whose methods get a device pointer (valid until they return: finish with
