@@ -139,7 +139,15 @@ static int pull_object(void *ctx, tr_ref ref, int timeout_ms) {
     tr__enc_str(&b, "num");
     tr__enc_uint(&b, tr__ref_node(&ref));
     tr__reply r;
-    int rc = tr__nodeconn_call(a->node, TR__MSG_NODE_WHERE, &b, 5000, &r);
+    /* a node that joined a moment ago is in this node's copy of the cluster's table after
+     * its next heartbeat (500 ms): unknown is "not yet" for 2 s */
+    int64_t until = tr__deadline(2000);
+    int rc;
+    while ((rc = tr__nodeconn_call(a->node, TR__MSG_NODE_WHERE, &b, 5000, &r)) == TR_ENOTFOUND &&
+           tr__now_ns() < until) {
+        struct timespec ts = {0, 100000000};
+        nanosleep(&ts, NULL);
+    }
     tr__buf_free(&b);
     if (rc)
         return rc == TR_ECONNECT || rc == TR_ETIMEDOUT

@@ -325,7 +325,7 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
     }
     double k = tr__res_get(&a->req, "GPU"); /* with every device free, would it fit? */
     int gpus_ever = k <= 0 || (k < 1 ? d->gpus.n > 0 : k <= d->gpus.n);
-    if (!tr__res_fits(&a->req, &d->total) || !gpus_ever) {
+    if (!tr__res_fits(&a->req, &d->total) || !gpus_ever || d->o.no_actors) {
         if (d->o.forward && d->o.forward(d->o.forward_ctx, TR__MSG_ACTOR_CREATE, c, seq, body)) {
             free(res);
             free(a->cls);
@@ -336,8 +336,12 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
         char want[512], have[512];
         tr__res_format(&a->req, want, sizeof want);
         tr__res_format(&d->total, have, sizeof have);
-        rc = tr__err(TR_ERESOURCES, "actor of class '%s' needs {%s} but this node has {%s} in all",
-                     a->cls, want, have);
+        rc = d->o.no_actors
+                 ? tr__err(TR_ERESOURCES, "this node runs no actors (a cluster's client) and "
+                                          "cannot reach the cluster now")
+                 : tr__err(TR_ERESOURCES,
+                           "actor of class '%s' needs {%s} but this node has {%s} in all", a->cls,
+                           want, have);
         goto fail;
     }
     a->args = malloc(args_len ? args_len : 1);

@@ -43,6 +43,9 @@ typedef struct tr__directory_opts {
      * took it and replies itself (later, from the loop); 0: the node answers as alone. */
     int (*forward)(void *ctx, int type, tr__conn *c, uint64_t seq, const tr__obj *body);
     void *forward_ctx;
+    /* A cluster's client node (a driver that joined by the head's address): it runs no
+     * actors; every ACTOR_CREATE goes to the cluster (the forward hook). */
+    int no_actors;
 } tr__directory_opts;
 
 int tr__directory_create(const tr__directory_opts *o, tr__directory **out);

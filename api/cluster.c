@@ -1738,7 +1738,7 @@ int tr__cluster_node_address(tr__cluster *cl, uint32_t num, char *out, size_t ca
         }
     }
     pthread_mutex_unlock(&cl->mu);
-    if (rc) return tr__err(TR_EOBJECT_LOST, "node %u is not in the cluster (any more)", num);
+    if (rc) return tr__err(TR_ENOTFOUND, "node %u is not in the cluster (yet, or any more)", num);
     if (!alive) return tr__err(TR_EOBJECT_LOST, "node %u at %s is lost", num, out);
     return 0;
 }

@@ -392,7 +392,7 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
     }
     tr__directory_opts dopts = {
         &n->loop,     &n->pool,  &n->total, n->sock, n->session, cfg->worker_start_timeout_ms,
-        cfg->max_msg, &n->cores, &n->gpus,  forward, n};
+        cfg->max_msg, &n->cores, &n->gpus,  forward, n,          cfg->cluster_client};
     if ((rc = tr__directory_create(&dopts, &n->dir))) {
         TR_LOG_ERROR("NODE-START", "%s", tr_last_error());
         remove_session(n);

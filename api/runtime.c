@@ -167,6 +167,18 @@ TR_API int tr_init_abi(const tr_config *cfg, tr_runtime **out, unsigned abi) {
         free(rt);
         return rc;
     }
+    tr_config *c = rt->cfg;
+    if (c->address && c->address[0] != '/' && strchr(c->address, ':')) {
+        /* "HOST:PORT": a cluster's head. This driver's embedded node joins it, with no CPUs
+         * or GPUs of its own unless configured, so that the head places its actors on the
+         * cluster's nodes (as a Ray client's); it goes with the driver. */
+        free(c->cluster_head);
+        c->cluster_head = c->address;
+        c->address = NULL;
+        if (c->num_cpus < 0) c->num_cpus = 0;
+        if (c->num_gpus < 0) c->num_gpus = 0;
+        c->cluster_client = 1;
+    }
     if (rt->cfg->address) {
         rt->address = strdup(rt->cfg->address);
         rc = rt->address ? 0 : tr__err(TR_ENOMEM, "tr_init");

@@ -108,6 +108,12 @@ TR_API int tr_config_set(tr_config *cfg, const char *key, const char *value) {
             return tr__err(TR_EINVAL, "config 'cluster_token': at most 255 bytes");
         return set_str(&cfg->cluster_token, value);
     }
+    if (strcmp(key, "cluster_client") == 0) {
+        if (strcmp(value, "0") != 0 && strcmp(value, "1") != 0)
+            return tr__err(TR_EINVAL, "config 'cluster_client': '%s' (want 0 or 1)", value);
+        cfg->cluster_client = value[0] == '1';
+        return 0;
+    }
     if (strcmp(key, "cluster_port") == 0) {
         if ((rc = parse_num(key, value, -1, 65535, &d))) return rc;
         if (d != (int)d)
@@ -253,9 +259,11 @@ size_t tr__config_store_bytes(const tr_config *cfg) {
 int tr__config_encode_node(const tr_config *cfg, tr__buf *out) {
     char res[1024];
     tr__res_format(&cfg->resources, res, sizeof res);
-    tr__enc_map(out, 17);
+    tr__enc_map(out, 18);
     tr__enc_str(out, "cluster_port");
     tr__enc_int(out, cfg->cluster_port);
+    tr__enc_str(out, "cluster_client");
+    tr__enc_int(out, cfg->cluster_client);
     tr__enc_str(out, "cluster_bind");
     tr__enc_str(out, cfg->cluster_bind); /* nil when unset */
     tr__enc_str(out, "cluster_token");
@@ -341,6 +349,11 @@ int tr__config_decode_node(const void *data, size_t len, tr_config *cfg) {
         goto out;
     }
     cfg->cluster_port = (int)cport;
+    int64_t client = 0;
+    if (tr__obj_get(d.root, "cluster_client") &&
+        (rc = tr__get_int(d.root, "cluster_client", &client)))
+        goto out;
+    cfg->cluster_client = client != 0;
     cfg->max_msg = max_msg;
     cfg->worker_start_timeout_ms = (int)start_ms;
     cfg->log_level = (int)lvl;

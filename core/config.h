@@ -31,6 +31,7 @@ struct tr_config {
      * the address it binds (NULL: loopback for a head, else the one facing the head), the
      * cluster's token, and the head to join ("HOST:PORT"; NULL: this node is the head) */
     int cluster_port;
+    int cluster_client; /* this node runs no actors: the head places them (a remote driver's) */
     char *cluster_bind, *cluster_token, *cluster_head;
     /* TLS between nodes (PEM file paths; NULL: plain): this node's certificate and key,
      * and the CA that signed every node's (core/rpc.h: tr__rpc_tls) */

@@ -165,6 +165,18 @@ TEST_F(Cluster, ActorsAreCalledAcrossNodes) {
                              "killed"})
         EXPECT_NE(out.find(std::string("OK ") + what), std::string::npos) << what << "\n" << out;
     printf("%s", out.c_str()); /* the driver's figures, for the log */
+    /* a driver given the head's address (no node of its own started by hand) */
+    out = in(1,
+             "sh -c 'CLUSTER_DRIVER=\"remote|10.213.0.3|10.213.0.1\" TR_NODE=10.213.0.1:7401 "
+             "TR_TOKEN=t0k " +
+                 std::string(self) + " 2>&1'",
+             &st);
+    EXPECT_EQ(st, 0) << out;
+    for (const char *what :
+         {"an actor placed by the head", "a driver that joined by the head's address calls and "
+                                         "passes objects"})
+        EXPECT_NE(out.find(std::string("OK ") + what), std::string::npos) << what << "\n" << out;
+    printf("%s", out.c_str());
     /* the driver has left: the actors it made on b and on the head go with it */
     EXPECT_TRUE(eventually(5000,
                            [&] {

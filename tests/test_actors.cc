@@ -1109,6 +1109,7 @@ int run_cluster_driver(const char *spec) {
     const char *addr = getenv("TR_NODE");
     if (!addr) return 2;
     tr_config *cfg = test_config_with({{"address", addr}});
+    if (getenv("TR_TOKEN")) tr_config_set(cfg, "cluster_token", getenv("TR_TOKEN"));
     tr_runtime *rt;
     int rc = tr_init(cfg, &rt);
     tr_config_destroy(cfg);
@@ -1117,6 +1118,31 @@ int run_cluster_driver(const char *spec) {
         return 3;
     }
     std::string there = std::string("node:") + ip;
+    if (strcmp(scenario, "remote") == 0) { /* joined by the head's address, no node of ours */
+        tr_actor_id a;
+        rc = tr_actor_create(rt, "Counter", nullptr, "r", 1, &a);
+        if (!rc) rc = tr_actor_wait_ready(rt, a, 30000);
+        tr_actor_details d = TR_ACTOR_DETAILS_INIT;
+        if (!rc) rc = tr_actor_info(rt, a, &d);
+        cluster_check(rc == 0 && d.node[0] != '/', "an actor placed by the head",
+                      rc ? tr_last_error() : d.node);
+        int64_t v = 0;
+        if (!rc) rc = call_i64(rt, a, "add", 5, &v);
+        std::string big = pattern(1 << 20, 3);
+        tr_ref obj, ref;
+        const void *p;
+        size_t n;
+        uint64_t sum = 0;
+        if (!rc) rc = tr_put(rt, big.data(), big.size(), &obj);
+        if (!rc) rc = tr_call_refs(rt, a, "sum_args", nullptr, 0, &obj, 1, &ref);
+        if (!rc) rc = tr_get(rt, ref, 30000, &p, &n);
+        if (!rc && n == 8) memcpy(&sum, p, 8);
+        cluster_check(rc == 0 && v == 5 && sum == checksum(big.data(), big.size()),
+                      "a driver that joined by the head's address calls and passes objects",
+                      rc ? tr_last_error() : "");
+        tr_shutdown(rt);
+        return g_cluster_fails ? 1 : 0;
+    }
     if (strcmp(scenario, "headless") == 0) { /* the head is gone */
         tr_actor_id near;
         int64_t v = 0;

@@ -136,7 +136,10 @@ TR_API int tr_config_create(tr_config **out);
 TR_API void tr_config_destroy(tr_config *cfg);
 
 /* Sets one option from text (both strings are copied). Keys:
- *   "address"                  node socket path to connect to; unset = start an embedded node
+ *   "address"                  node socket path to connect to; unset = start an embedded node;
+ *                              "HOST:PORT": a cluster's head, which an embedded node joins
+ *                              for this driver (with cluster_token) as a client: it runs no
+ *                              actors (the head places them), it holds the driver's objects
  *   "num_cpus", "num_gpus"     node capacity (embedded or `troupe start`); default: the
  *                              machine's CPU count and the GPUs the NVIDIA driver lists
  *                              (no more than the node's CUDA_VISIBLE_DEVICES names; 0,
