@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -28,7 +29,7 @@
 #include "objectstore/client.h"
 
 #define HELLO_MAGIC 0x31676472627274ull /* "trbrdg1" */
-#define MAX_VALUE (64ull << 30)         /* a frame's length past this: malformed */
+#define MAX_VALUE (16ull << 30)         /* a frame's length past this: malformed */
 #define GOODBYE UINT64_MAX
 
 typedef struct hello {
@@ -55,6 +56,7 @@ typedef struct worker {
 struct tr__dag_bridge {
     tr__dag_bridge_spec s;
     char graph[32], host[64], node_path[108], key[160];
+    char names[TR__DAG_MAX_NODES][80]; /* the spec's, copied */
     tr__dag_send *sends;
     tr__dag_recv *recvs;
     int *send_fd; /* [send * TR__DAG_MAX_NODES + k]: to its k-th destination */
@@ -64,13 +66,13 @@ struct tr__dag_bridge {
     int published;
     worker *workers;
     size_t n_workers;
-    int stopping, failed, ended; /* atomics */
+    int stopping, failed, notified; /* atomics */
 };
 
 /* "node N" or "node N (its address)". */
 static const char *node_name(tr__dag_bridge *b, uint32_t k, char *buf, size_t cap) {
-    if (b->s.names && k < b->s.n_names && b->s.names[k])
-        snprintf(buf, cap, "node %u (%s)", k, b->s.names[k]);
+    if (k < TR__DAG_MAX_NODES && b->names[k][0])
+        snprintf(buf, cap, "node %u (%s)", k, b->names[k]);
     else
         snprintf(buf, cap, "node %u", k);
     return buf;
@@ -87,9 +89,20 @@ static void nap(int ms) {
 
 static void fail(tr__dag_bridge *b, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Ends every connection's reads and writes (the fds stay open until the stop). */
+static void shut_all(tr__dag_bridge *b) {
+    for (size_t i = 0; i < (b->s.n_sends + 1) * TR__DAG_MAX_NODES; i++)
+        if (b->send_fd[i] >= 0) shutdown(b->send_fd[i], SHUT_RDWR);
+    for (size_t i = 0; i < b->s.n_recvs + 1; i++)
+        if (b->recv_fd[i] >= 0) shutdown(b->recv_fd[i], SHUT_RDWR);
+}
+
+/* The bridge's part failed: the other nodes see their connections end at once (no
+ * goodbye), and the caller hears it once. */
 static void fail(tr__dag_bridge *b, int code, const char *fmt, ...) {
     if (__atomic_load_n(&b->stopping, __ATOMIC_ACQUIRE)) return;
-    if (__atomic_exchange_n(&b->failed, 1, __ATOMIC_ACQ_REL)) return;
+    __atomic_store_n(&b->failed, 1, __ATOMIC_RELEASE);
+    if (__atomic_exchange_n(&b->notified, 1, __ATOMIC_ACQ_REL)) return;
     char why[400];
     va_list ap;
     va_start(ap, fmt);
@@ -97,12 +110,13 @@ static void fail(tr__dag_bridge *b, int code, const char *fmt, ...) {
     va_end(ap);
     TR_LOG_WARN("DAG-BRIDGE", "graph %s, node %u: %s", b->graph, b->s.node, why);
     if (b->s.on_fail) b->s.on_fail(b->s.fail_arg, code, why);
+    shut_all(b);
 }
 
 /* A goodbye came in: the graph was torn down where it came from (on_fail, code 0). */
 static void said_goodbye(tr__dag_bridge *b, uint32_t from) {
     if (__atomic_load_n(&b->stopping, __ATOMIC_ACQUIRE)) return;
-    if (__atomic_exchange_n(&b->ended, 1, __ATOMIC_ACQ_REL)) return;
+    if (__atomic_exchange_n(&b->notified, 1, __ATOMIC_ACQ_REL)) return;
     char why[100];
     snprintf(why, sizeof why, "node %u tore the graph down", from);
     if (b->s.on_fail) b->s.on_fail(b->s.fail_arg, 0, why);
@@ -145,8 +159,17 @@ static void tune(int fd) {
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
 }
 
+/* The threads' waits end on the segment's stop word, the caller's check, or the bridge's
+ * own stop (a start that failed part way: the stop word may be unset). */
+static int check(void *arg) {
+    tr__dag_bridge *b = arg;
+    if (__atomic_load_n(&b->stopping, __ATOMIC_ACQUIRE))
+        return tr__err(TR_ECLOSED, "the bridge stops");
+    return b->s.check ? b->s.check(b->s.check_arg) : 0;
+}
+
 static tr__chan_wait waits(tr__dag_bridge *b) {
-    tr__chan_wait w = {TR__NO_DEADLINE, 0, &b->s.h->stop, b->s.check, b->s.check_arg};
+    tr__chan_wait w = {TR__NO_DEADLINE, 0, &b->s.h->stop, check, b};
     return w;
 }
 
@@ -158,6 +181,8 @@ static void *run_send(void *arg) {
     const tr__dag_send *sd = &b->sends[wk->i];
     tr__chan c;
     int rc = tr__chan_open(&c, (char *)b->s.h + sd->off, (size_t)(b->s.bytes - sd->off));
+    if (!rc && sd->reader >= c.readers)
+        rc = tr__err(TR_EPROTO, "reader %u of a channel of %u", sd->reader, c.readers);
     if (rc) {
         fail(b, rc, "value %u: %s", sd->v, tr_last_error());
         return NULL;
@@ -262,7 +287,17 @@ static void *run_recv(void *arg) {
         int32_t code = f.code;
         uint32_t flags = 0;
         size_t out = (size_t)f.len;
-        if (f.len <= cap) {
+        if (code && strcmp(tr_errname(code), "TR_E?") == 0) code = TR_EPROTO; /* unknown */
+        if (code && f.len > cap) { /* an error's message: as much as the slot holds */
+            r = read_all(fd, buf, cap);
+            char sink[256];
+            for (uint64_t left = f.len - cap; !r && left;) {
+                size_t k = left < sizeof sink ? (size_t)left : sizeof sink;
+                r = read_all(fd, sink, k);
+                left -= k;
+            }
+            out = cap;
+        } else if (f.len <= cap) {
             r = f.len ? read_all(fd, buf, (size_t)f.len) : 0;
         } else { /* larger than a slot: into this node's store, its ref in the slot */
             char *tmp = malloc((size_t)f.len);
@@ -319,7 +354,7 @@ static int listen_here(tr__dag_bridge *b) {
         return tr__err(TR_EINVAL, "dag bridge: '%s' is not an IPv4 address", b->host);
     b->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     socklen_t al = sizeof a;
-    if (b->lfd < 0 || bind(b->lfd, (struct sockaddr *)&a, sizeof a) || listen(b->lfd, 64) ||
+    if (b->lfd < 0 || bind(b->lfd, (struct sockaddr *)&a, sizeof a) || listen(b->lfd, SOMAXCONN) ||
         getsockname(b->lfd, (struct sockaddr *)&a, &al))
         return tr__err_errno(errno, "dag bridge: listening on %s", b->host);
     char addr[96];
@@ -373,9 +408,21 @@ static int connect_to(tr__dag_bridge *b, const tr__dag_send *sd, uint32_t dst, i
     int rc = address_of(b, dst, deadline, &a);
     if (rc) return rc;
     for (;;) {
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0) return tr__err_errno(errno, "dag bridge: socket");
-        if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) {
+        /* connected within the deadline, or not (a peer whose SYNs are dropped) */
+        int ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+        if (!ok && errno == EINPROGRESS) {
+            int left = tr__ms_left(deadline), err = 0;
+            socklen_t el = sizeof err;
+            struct pollfd p = {fd, POLLOUT, 0};
+            ok = poll(&p, 1, left < 0 ? 10000 : left) == 1 &&
+                 getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0;
+            if (!ok && err) errno = err;
+        }
+        if (ok) {
+            int fl = fcntl(fd, F_GETFL);
+            if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
             tune(fd);
             hello h = {HELLO_MAGIC, sd->v, b->s.node, {0}};
             memcpy(h.graph, b->graph, sizeof h.graph);
@@ -436,6 +483,13 @@ int tr__dag_bridge_start(const tr__dag_bridge_spec *s, tr__dag_bridge **out) {
     for (size_t i = 0; i < s->n_sends; i++)
         if (s->sends[i].n_dst < 1 || s->sends[i].n_dst > TR__DAG_MAX_NODES)
             return tr__err(TR_EINVAL, "dag bridge: a value sent to %u nodes", s->sends[i].n_dst);
+    /* every channel inside the segment's area (an attach message is checked, not trusted) */
+    for (size_t i = 0; i < s->n_sends + s->n_recvs; i++) {
+        uint64_t off = i < s->n_sends ? s->sends[i].off : s->recvs[i - s->n_sends].off;
+        if (off < sizeof(tr__dag_hdr) || off >= s->bytes || off % 64)
+            return tr__err(TR_EPROTO, "dag bridge: a channel offset %llu outside %llu bytes",
+                           (unsigned long long)off, (unsigned long long)s->bytes);
+    }
     tr__dag_bridge *b = calloc(1, sizeof *b);
     if (!b) return tr__err(TR_ENOMEM, "dag bridge");
     b->s = *s;
@@ -448,18 +502,26 @@ int tr__dag_bridge_start(const tr__dag_bridge_spec *s, tr__dag_bridge **out) {
     b->send_fd = malloc((s->n_sends + 1) * TR__DAG_MAX_NODES * sizeof *b->send_fd);
     b->recv_fd = malloc((s->n_recvs + 1) * sizeof *b->recv_fd);
     b->workers = calloc(s->n_sends + s->n_recvs + 1, sizeof *b->workers);
+    for (size_t i = 0; b->send_fd && i < (s->n_sends + 1) * TR__DAG_MAX_NODES; i++)
+        b->send_fd[i] = -1;
+    for (size_t i = 0; b->recv_fd && i < s->n_recvs + 1; i++)
+        b->recv_fd[i] = -1;
     if (!b->sends || !b->recvs || !b->send_fd || !b->recv_fd || !b->workers) {
-        tr__dag_bridge_stop(b);
+        free(b->sends);
+        free(b->recvs);
+        free(b->send_fd);
+        free(b->recv_fd);
+        free(b->workers);
+        free(b);
         return tr__err(TR_ENOMEM, "dag bridge");
     }
+    for (size_t k = 0; s->names && k < s->n_names && k < TR__DAG_MAX_NODES; k++)
+        snprintf(b->names[k], sizeof b->names[k], "%s", s->names[k] ? s->names[k] : "");
     if (s->n_sends) memcpy(b->sends, s->sends, s->n_sends * sizeof *b->sends);
     if (s->n_recvs) memcpy(b->recvs, s->recvs, s->n_recvs * sizeof *b->recvs);
-    for (size_t i = 0; i < (s->n_sends + 1) * TR__DAG_MAX_NODES; i++)
-        b->send_fd[i] = -1;
-    for (size_t i = 0; i < s->n_recvs + 1; i++)
-        b->recv_fd[i] = -1;
     b->s.sends = b->sends;
     b->s.recvs = b->recvs;
+    b->s.names = NULL;
     int64_t t0 = tr__now_ns(), deadline = tr__deadline(s->timeout_ms);
     int rc = listen_here(b);
     for (size_t i = 0; !rc && i < s->n_sends; i++)
@@ -495,7 +557,8 @@ void tr__dag_bridge_abort(tr__dag_bridge *b) {
 void tr__dag_bridge_stop(tr__dag_bridge *b) {
     if (!b) return;
     __atomic_store_n(&b->stopping, 1, __ATOMIC_RELEASE);
-    /* the receivers' reads end here; the senders' waits on the segment's stop word (set
+    /* (a thread's wait ends within 100 ms on the stopping flag, where no stop word is set)
+     * the receivers' reads end here; the senders' waits on the segment's stop word (set
      * by the caller), then they say goodbye: a second for that, then their writes end too
      * (a peer that reads nothing) */
     for (size_t i = 0; b->recv_fd && i < b->s.n_recvs + 1; i++)

@@ -77,7 +77,7 @@ typedef struct tr__dag_bridge tr__dag_bridge;
 
 /* Listens, publishes, connects to every node this one sends to and takes every connection
  * it receives from, all within spec->timeout_ms, then starts a thread per send and per
- * receive. The spec's arrays are copied. Returns 0, TR_ETIMEDOUT (a node did not come),
+ * receive. The spec's arrays and names are copied. Returns 0, TR_ETIMEDOUT (a node did not come),
  * TR_ECONNECT, TR_ENOMEM, TR_EINVAL. */
 int tr__dag_bridge_start(const tr__dag_bridge_spec *spec, tr__dag_bridge **out);
 /* Marks the end to come a failure: the senders say no goodbye, so the nodes they send to

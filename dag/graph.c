@@ -4,6 +4,7 @@
  * node's input, or one of the graph's outputs); the driver writes the input node's
  * channel and reads the outputs' ones; each actor runs its nodes in node order, which is
  * topological (a node binds only to nodes made before it). */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -388,9 +389,18 @@ static int plan_nodes(tr_dag *g, char (*where)[256]) {
         while (k < g->nn && strcmp(g->naddr[k], where[a]) != 0)
             k++;
         if (k == g->nn) {
-            if (g->nn == TR__DAG_MAX_NODES || strlen(where[a]) >= sizeof g->naddr[0])
+            if (g->nn == TR__DAG_MAX_NODES)
                 return tr__err(TR_EINVAL, "tr_dag_compile: actors on more than %d nodes",
                                TR__DAG_MAX_NODES);
+            char ip[80], *colon;
+            snprintf(ip, sizeof ip, "%s", where[a]);
+            struct in_addr probe;
+            if (strlen(where[a]) >= sizeof g->naddr[0] || !(colon = strrchr(ip, ':')) ||
+                (*colon = '\0', inet_pton(AF_INET, ip, &probe) != 1))
+                return tr__err(TR_EINVAL,
+                               "tr_dag_compile: node '%s' is not an IPv4 address and port: a "
+                               "graph across nodes needs one",
+                               where[a]);
             snprintf(g->naddr[g->nn++], sizeof g->naddr[0], "%s", where[a]);
         }
         g->act_node[a] = k;
