@@ -17,10 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/frame.h"
 #include "core/kv.h"
 #include "core/log.h"
 #include "core/nodeconn.h"
@@ -122,19 +124,6 @@ static void said_goodbye(tr__dag_bridge *b, uint32_t from) {
     if (b->s.on_fail) b->s.on_fail(b->s.fail_arg, 0, why);
 }
 
-/* 0, or -1 (the connection broke or was shut down). */
-static int write_all(int fd, const void *p, size_t n) {
-    const char *c = p;
-    while (n) {
-        ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return -1;
-        c += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* 0, 1 (the peer closed before anything), or -1. */
 static int read_all(int fd, void *p, size_t n) {
     char *c = p;
@@ -196,8 +185,11 @@ static void *run_send(void *arg) {
         rc = tr__chan_read(&c, e, &w, &data, &len, &code, &flags);
         if (rc == TR_ECLOSED && !__atomic_load_n(&b->failed, __ATOMIC_ACQUIRE)) {
             frame bye = {GOODBYE, 0, 0, 0}; /* a teardown: the readers stop, not fail */
-            for (uint32_t k = 0; k < sd->n_dst; k++)
-                write_all(b->send_fd[wk->i * TR__DAG_MAX_NODES + k], &bye, sizeof bye);
+            for (uint32_t k = 0; k < sd->n_dst; k++) {
+                struct iovec iov = {&bye, sizeof bye};
+                tr__write_all(b->send_fd[wk->i * TR__DAG_MAX_NODES + k], &iov, 1,
+                              tr__deadline(1000));
+            }
         }
         if (rc) {
             if (rc != TR_ECLOSED) fail(b, rc, "value %u: %s", sd->v, tr_last_error());
@@ -224,8 +216,10 @@ static void *run_send(void *arg) {
         frame f = {e, code, 0, len};
         int bad = -1;
         for (uint32_t k = 0; k < sd->n_dst && bad < 0; k++) {
-            int fd = b->send_fd[wk->i * TR__DAG_MAX_NODES + k];
-            if (write_all(fd, &f, sizeof f) || (len && write_all(fd, data, len))) bad = (int)k;
+            struct iovec iov[2] = {{&f, sizeof f}, {(void *)data, len}};
+            if (tr__write_all(b->send_fd[wk->i * TR__DAG_MAX_NODES + k], iov, len ? 2 : 1,
+                              TR__NO_DEADLINE))
+                bad = (int)k;
         }
         if (pinned) tr__objects_unpin(b->s.objects, pin);
         tr__chan_release(&c, e, sd->reader);
@@ -426,7 +420,8 @@ static int connect_to(tr__dag_bridge *b, const tr__dag_send *sd, uint32_t dst, i
             tune(fd);
             hello h = {HELLO_MAGIC, sd->v, b->s.node, {0}};
             memcpy(h.graph, b->graph, sizeof h.graph);
-            if (write_all(fd, &h, sizeof h)) {
+            struct iovec iov = {&h, sizeof h};
+            if (tr__write_all(fd, &iov, 1, deadline)) {
                 close(fd);
                 return tr__err(TR_ECONNECT, "dag bridge: node %u closed the connection", dst);
             }

@@ -508,6 +508,17 @@ out:
     return NULL;
 }
 
+int tr__dag_wait_left(const void *seg, int world, int ms) {
+    uint64_t all = world >= 64 ? ~1ull : ((1ull << world) - 2);
+    int64_t deadline = tr__deadline(ms);
+    while ((__atomic_load_n(&((const tr__coll_hdr *)seg)->dead, __ATOMIC_ACQUIRE) & all) != all) {
+        if (tr__now_ns() >= deadline) return TR_ETIMEDOUT;
+        struct timespec ts = {0, 500000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------------ a node's bridge */
 
 /* This actor is its node's first in a graph across nodes: it hosts the node's segment
@@ -612,14 +623,7 @@ static void *run_host(void *arg) {
     }
     tr__dag_bridge_stop(br);
     if (seg) { /* the actors here leave as their loops end; then the segment goes */
-        uint64_t all = hb->world >= 64 ? ~1ull : ((1ull << hb->world) - 2);
-        int64_t deadline = tr__deadline(2000);
-        while ((__atomic_load_n(&((tr__coll_hdr *)seg->seg)->dead, __ATOMIC_ACQUIRE) & all) !=
-                   all &&
-               tr__now_ns() < deadline) {
-            struct timespec ts = {0, 1000000};
-            nanosleep(&ts, NULL);
-        }
+        tr__dag_wait_left(seg->seg, hb->world, 2000);
         tr__group_destroy(seg);
     }
     free(chans);

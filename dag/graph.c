@@ -1369,18 +1369,9 @@ TR_API int tr_dag_destroy(tr_dag *g) {
         g->bridge = NULL;
         /* each actor's loop leaves the segment as it ends: wait for them, so that the
          * channels are gone when this returns */
-        int lw = local_world(g);
-        uint64_t all = lw >= 64 ? ~1ull : ((1ull << lw) - 2);
-        int64_t deadline = tr__deadline(TEARDOWN_MS);
-        tr__coll_hdr *ch = g->seg->seg;
-        while ((__atomic_load_n(&ch->dead, __ATOMIC_ACQUIRE) & all) != all) {
-            if (tr__now_ns() >= deadline) {
-                rc = tr__err(TR_ETIMEDOUT, "graph %s: actors did not leave within %d ms", g->name,
-                             TEARDOWN_MS);
-                break;
-            }
-            usleep(500);
-        }
+        if (tr__dag_wait_left(g->seg->seg, local_world(g), TEARDOWN_MS))
+            rc = tr__err(TR_ETIMEDOUT, "graph %s: actors did not leave within %d ms", g->name,
+                         TEARDOWN_MS);
         tr__group_destroy(g->seg);
     }
     for (tr_dag_node i = 1; i < g->n; i++) {

@@ -36,6 +36,10 @@ typedef struct tr__dag_hdr {
     tr__event ready;
 } __attribute__((aligned(64))) tr__dag_hdr;
 
+/* Waits up to ms for every member of a graph's segment but rank 0 (ranks 1..world-1) to
+ * have left it (their loops end, then they leave). Returns 0 or TR_ETIMEDOUT. */
+int tr__dag_wait_left(const void *seg, int world, int ms);
+
 /* A runtime's message limit and its object store client (defined by api/runtime.c). */
 size_t tr__runtime_max_msg(tr_runtime *rt);
 struct tr__objects;
