@@ -30,7 +30,7 @@
 
 #define RECV_SLICE_MS 200
 #define PULL_CHUNK ((size_t)4 << 20)
-#define PULL_WINDOW 8
+#define PULL_WINDOW 16
 #define SOCK_BUF (4 << 20)
 
 typedef struct entry {
