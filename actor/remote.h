@@ -62,7 +62,7 @@ int tr__remote_open(tr__remotes *r, const char *address, const char *token, cons
 int tr__remote_send(tr__remotes *r, tr__rlink *l, const uint8_t id[16], const void *data,
                     size_t len, size_t *taken);
 /* Copies object ref from the node at address into this node's store o (its size first,
- * then 4 MiB pieces, 8 of them in flight, each written in place, then sealed), within
+ * then 4 MiB pieces, 16 of them in flight, each written in place, then sealed), within
  * timeout_ms. Another process (or thread) pulling the same object already: returns 0 at
  * once, the caller's lookup waits for that seal. Returns 0, TR_EOBJECT_LOST (the node no
  * longer has it, or its link ended), TR_ETIMEDOUT, TR_ENOMEM (no room here). */
