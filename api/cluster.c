@@ -800,23 +800,29 @@ static int locate(tr__cluster *cl, const uint8_t *id, char *address, size_t cap)
     return rc;
 }
 
-/* Whether the head counts the node at address lost (or forgotten, or the head itself is
- * out of reach): an actor there that cannot be reached is dead, not just late. */
-static int node_lost(tr__cluster *cl, const char *address) {
-    int lost = 1;
+/* The head's word on the node at address: 1 alive, 0 lost, -1 none (not in the table, or
+ * the head itself out of reach). */
+static int table_says(tr__cluster *cl, const char *address) {
+    int says = -1;
     pthread_mutex_lock(&cl->mu);
     if (cl->head) {
         for (int i = 0; i < cl->n; i++)
-            if (strcmp(cl->nodes[i].address, address) == 0) lost = !cl->nodes[i].alive;
+            if (strcmp(cl->nodes[i].address, address) == 0) says = cl->nodes[i].alive != 0;
     } else if (cl->head_alive && cl->nodes_json) {
         char pat[200];
         snprintf(pat, sizeof pat, "\"address\":\"%s\"", address);
         const char *at = strstr(cl->nodes_json, pat);
         const char *alive = at ? strstr(at, "\"alive\":") : NULL;
-        if (alive) lost = strncmp(alive + 8, "true", 4) != 0;
+        if (alive) says = strncmp(alive + 8, "true", 4) == 0;
     }
     pthread_mutex_unlock(&cl->mu);
-    return lost;
+    return says;
+}
+
+/* Whether the head counts the node at address lost (or forgotten, or the head itself is
+ * out of reach): an actor there that cannot be reached is dead, not just late. */
+static int node_lost(tr__cluster *cl, const char *address) {
+    return table_says(cl, address) != 1;
 }
 
 static int closing(tr__cluster *cl) {
@@ -1688,21 +1694,7 @@ const char *tr__cluster_tls_ca(tr__cluster *cl) {
 }
 
 int tr__cluster_counts_lost(tr__cluster *cl, const char *address) {
-    if (!cl || !address) return 0;
-    int lost = 0;
-    pthread_mutex_lock(&cl->mu);
-    if (cl->head) {
-        for (int i = 0; i < cl->n; i++)
-            if (strcmp(cl->nodes[i].address, address) == 0) lost = !cl->nodes[i].alive;
-    } else if (cl->head_alive && cl->nodes_json) {
-        char pat[200];
-        snprintf(pat, sizeof pat, "\"address\":\"%s\"", address);
-        const char *at = strstr(cl->nodes_json, pat);
-        const char *alive = at ? strstr(at, "\"alive\":") : NULL;
-        if (alive) lost = strncmp(alive + 8, "true", 4) != 0;
-    }
-    pthread_mutex_unlock(&cl->mu);
-    return lost;
+    return cl && address && table_says(cl, address) == 0;
 }
 
 int tr__cluster_self_address(tr__cluster *cl, char *out, size_t cap) {

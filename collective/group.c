@@ -156,6 +156,28 @@ int tr__group_cancel_segment(const char *node_path, size_t max_msg, const char *
     return rc;
 }
 
+/* A handle with its own connection to the node, and the defaults every group starts with. */
+static int group_new(const char *node_path, size_t max_msg, const tr__coll_backend_v1 *be,
+                     int world, int rank, const char *name, tr_group **out) {
+    tr_group *g = calloc(1, sizeof *g);
+    if (!g) return tr__err(TR_ENOMEM, "joining group '%s'", name);
+    int rc = tr__nodeconn_open(node_path, max_msg, &g->node);
+    if (rc) {
+        free(g);
+        return rc;
+    }
+    g->be = be;
+    g->world = world;
+    g->rank = rank;
+    g->timeout_ms = TR__GROUP_DEFAULT_TIMEOUT_MS;
+    g->checks = 1;
+    g->single_copy = -1;
+    snprintf(g->node_path, sizeof g->node_path, "%s", node_path);
+    snprintf(g->name, sizeof g->name, "%s", name);
+    *out = g;
+    return 0;
+}
+
 int tr__group_init_span(const char *node_path, size_t max_msg, int world, int rank,
                         const char *name, uint64_t nonce, const char *const *nodes, int hier,
                         int timeout_ms, tr_group **out) {
@@ -173,22 +195,10 @@ int tr__group_init_span(const char *node_path, size_t max_msg, int world, int ra
     memcpy(host, nodes[rank], (size_t)(colon - nodes[rank]));
     host[colon - nodes[rank]] = '\0';
     int64_t deadline = tr__deadline(timeout_ms < 0 ? TR__GROUP_FOREVER_MS : timeout_ms);
-    tr_group *g = calloc(1, sizeof *g);
-    if (!g) return tr__err(TR_ENOMEM, "tr_group_open");
-    int rc = tr__nodeconn_open(node_path, max_msg, &g->node);
-    if (rc) {
-        free(g);
-        return rc;
-    }
-    g->be = &tr__coll_gloo_v1;
-    g->world = world;
-    g->rank = rank;
-    g->timeout_ms = TR__GROUP_DEFAULT_TIMEOUT_MS;
-    g->checks = 1;
-    g->single_copy = -1;
+    tr_group *g;
+    int rc = group_new(node_path, max_msg, &tr__coll_gloo_v1, world, rank, name, &g);
+    if (rc) return rc;
     g->span = 1;
-    snprintf(g->node_path, sizeof g->node_path, "%s", node_path);
-    snprintf(g->name, sizeof g->name, "%s", name);
     snprintf(g->span_prefix, sizeof g->span_prefix, "%s%s/%016llx/", TR__COLL_KV_PREFIX, name,
              (unsigned long long)nonce);
     snprintf(g->host, sizeof g->host, "%s", host);
@@ -221,26 +231,14 @@ static int join(const char *node_path, size_t max_msg, int world, int rank,
     /* One deadline for the whole join: the node's rendezvous and the backend's own set-up
      * share it, so a join never waits longer than its timeout. */
     int64_t deadline = tr__deadline(timeout_ms < 0 ? TR__GROUP_FOREVER_MS : timeout_ms);
-    tr_group *g = calloc(1, sizeof *g);
-    if (!g) return tr__err(TR_ENOMEM, "tr_group_init");
-    int rc = tr__nodeconn_open(node_path, max_msg, &g->node);
-    if (rc) {
-        free(g);
-        return rc;
-    }
+    tr_group *g;
+    int rc = group_new(node_path, max_msg, be, world, rank, name, &g);
+    if (rc) return rc;
     tr__nodeconn *node = g->node;
-    g->be = be;
-    g->world = world;
-    g->rank = rank;
-    g->timeout_ms = TR__GROUP_DEFAULT_TIMEOUT_MS;
     g->spin_limit = tr__coll_spin_limit(g);
-    g->checks = 1;
-    g->single_copy = -1;
     g->ndev = ndev;
     for (int i = 0; i < ndev; i++)
         g->devs[i] = devs[i];
-    snprintf(g->node_path, sizeof g->node_path, "%s", node_path);
-    snprintf(g->name, sizeof g->name, "%s", name);
     tr__buf b = TR__BUF_INIT;
     tr__enc_map(&b, extra ? 6 : 5);
     if (extra) {

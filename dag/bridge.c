@@ -470,6 +470,15 @@ static int accept_all(tr__dag_bridge *b, int64_t deadline) {
     return 0;
 }
 
+static void bridge_free(tr__dag_bridge *b) {
+    free(b->sends);
+    free(b->recvs);
+    free(b->send_fd);
+    free(b->recv_fd);
+    free(b->workers);
+    free(b);
+}
+
 int tr__dag_bridge_start(const tr__dag_bridge_spec *s, tr__dag_bridge **out) {
     *out = NULL;
     if (!s || !s->graph || strlen(s->graph) >= 32 || !s->host || strlen(s->host) >= 64 ||
@@ -502,12 +511,7 @@ int tr__dag_bridge_start(const tr__dag_bridge_spec *s, tr__dag_bridge **out) {
     for (size_t i = 0; b->recv_fd && i < s->n_recvs + 1; i++)
         b->recv_fd[i] = -1;
     if (!b->sends || !b->recvs || !b->send_fd || !b->recv_fd || !b->workers) {
-        free(b->sends);
-        free(b->recvs);
-        free(b->send_fd);
-        free(b->recv_fd);
-        free(b->workers);
-        free(b);
+        bridge_free(b);
         return tr__err(TR_ENOMEM, "dag bridge");
     }
     for (size_t k = 0; s->names && k < s->n_names && k < TR__DAG_MAX_NODES; k++)
@@ -578,10 +582,5 @@ void tr__dag_bridge_stop(tr__dag_bridge *b) {
     if (b->lfd >= 0) close(b->lfd);
     if (b->published) tr__kv_client_cluster(b->kv, "del", b->key, NULL, 0, NULL, NULL);
     if (b->kv) tr__nodeconn_close(b->kv);
-    free(b->sends);
-    free(b->recvs);
-    free(b->send_fd);
-    free(b->recv_fd);
-    free(b->workers);
-    free(b);
+    bridge_free(b);
 }
