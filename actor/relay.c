@@ -26,6 +26,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "actor/bulk.h"
 #include "actor/control.h"
 #include "actor/protocol.h"
 #include "actor/remote.h"
@@ -82,6 +83,7 @@ typedef struct objreq {
     uint8_t ref[16];
     uint32_t req;
     uint64_t off, len;
+    int bulk; /* the whole object, offered on the bulk connection */
     struct objreq *next;
 } objreq;
 
@@ -99,6 +101,7 @@ struct tr__relay {
     int n_obj;           /* object requests queued, all streams */
     tr__objects *objs;   /* the relay thread's view of our store, for callers' pulls */
     tr__nodeconn *onode; /* ...and the connection it lives as long as */
+    tr__bulk *bulk;      /* objects' bytes on a TCP connection of their own; NULL: none */
     int stop;
     pthread_t thread;
     tr__rpc_stream_handlers h;
@@ -236,7 +239,8 @@ static void on_msg(void *ctx, tr__rpc_stream *st, const void *msg, size_t len) {
     tr__relay *r = ctx;
     const unsigned char *p = msg;
     if (len < TR__REMOTE_HDR || (p[0] != TR__REMOTE_DATA && p[0] != TR__REMOTE_CLOSE &&
-                                 (p[0] != TR__REMOTE_OBJ_GET || len != TR__REMOTE_HDR + 16))) {
+                                 ((p[0] != TR__REMOTE_OBJ_GET && p[0] != TR__REMOTE_OBJ_BULK) ||
+                                  len != TR__REMOTE_HDR + 16))) {
         TR_LOG_WARN_LIMITED("RELAY-BAD", "a caller sent a malformed message (%zu bytes)", len);
         return;
     }
@@ -248,7 +252,8 @@ static void on_msg(void *ctx, tr__rpc_stream *st, const void *msg, size_t len) {
         s->next = r->streams;
         r->streams = s;
     }
-    if (s && p[0] == TR__REMOTE_OBJ_GET) { /* for the relay thread (it reads our store) */
+    if (s && (p[0] == TR__REMOTE_OBJ_GET || p[0] == TR__REMOTE_OBJ_BULK)) {
+        /* for the relay thread (it reads our store) */
         objreq *q = s->n_obj < OBJ_QUEUE_CAP ? calloc(1, sizeof *q) : NULL;
         if (q) {
             q->serial = s->serial;
@@ -256,6 +261,7 @@ static void on_msg(void *ctx, tr__rpc_stream *st, const void *msg, size_t len) {
             memcpy(&q->req, p + 17, 4);
             memcpy(&q->off, p + TR__REMOTE_HDR, 8);
             memcpy(&q->len, p + TR__REMOTE_HDR + 8, 8);
+            q->bulk = p[0] == TR__REMOTE_OBJ_BULK;
             if (s->objq_tail)
                 s->objq_tail->next = q;
             else
@@ -459,15 +465,38 @@ static int serve_one(tr__relay *r, objreq *q) {
     int rc = !tr__ref_is_object(&ref) ? tr__err(TR_EINVAL, "not an object ref")
              : store_view(r)          ? tr__err(TR_EOBJECT_LOST, "the store is out of reach")
                                       : tr__objects_pin(r->objs, ref, 0, &data, &size);
-    if (!rc &&
-        (q->off > size || q->len > size - q->off || q->len > r->max_msg - TR__REMOTE_HDR - 64))
+    if (!rc && q->bulk) {
+        rc = r->bulk ? 0 : tr__err(TR_ESTATE, "this node offers no bulk connections (TLS)");
+    } else if (!rc && (q->off > size || q->len > size - q->off ||
+                       q->len > r->max_msg - TR__REMOTE_HDR - 64))
         rc = tr__err(TR_EINVAL, "a piece [%llu, +%llu) of an object of %zu bytes",
                      (unsigned long long)q->off, (unsigned long long)q->len, size);
-    if (!rc) {
+    if (!rc && q->bulk) { /* the whole object, under a ticket: its view goes once served */
+        lent_view *v = malloc(sizeof *v);
+        uint8_t ticket[16];
+        uint64_t total = size;
+        uint32_t port = (uint32_t)tr__bulk_port(r->bulk);
+        if (!v) {
+            tr__objects_unpin(r->objs, ref);
+            rc = tr__err(TR_ENOMEM, "the node is out of memory");
+        } else {
+            v->objs = r->objs;
+            v->ref = ref;
+            rc = tr__bulk_offer(r->bulk, data, size, let_go, v, ticket); /* (v goes either way) */
+        }
+        data = NULL;
+        if (!rc) {
+            b.data[0] = TR__REMOTE_OBJ_BULK;
+            tr__buf_append(&b, &total, 8);
+            tr__buf_append(&b, &port, 4);
+            tr__buf_append(&b, ticket, 16);
+        }
+    } else if (!rc) {
         uint64_t total = size;
         tr__buf_append(&b, &q->off, 8);
         tr__buf_append(&b, &total, 8);
-    } else {
+    }
+    if (rc) {
         char why[300];
         snprintf(why, sizeof why, "%s",
                  rc == TR_ENOTFOUND ? "no such object here (freed?)" : tr_last_error());
@@ -675,7 +704,7 @@ static void *relay_main(void *arg) {
     return NULL;
 }
 
-int tr__relay_create(const char *node_path, size_t max_msg, tr__relay **out) {
+int tr__relay_create(const char *node_path, size_t max_msg, const char *bulk_ip, tr__relay **out) {
     *out = NULL;
     tr__relay *r = calloc(1, sizeof *r);
     if (!r) return tr__err(TR_ENOMEM, "relay");
@@ -688,9 +717,12 @@ int tr__relay_create(const char *node_path, size_t max_msg, tr__relay **out) {
     int rc = 0;
     if (r->ep < 0 || r->wake_fd < 0 || epoll_ctl(r->ep, EPOLL_CTL_ADD, r->wake_fd, &ev) != 0)
         rc = tr__err_errno(errno, "relay: epoll/eventfd");
+    if (!rc && bulk_ip && tr__bulk_create(bulk_ip, &r->bulk)) /* (pulls go on the link) */
+        TR_LOG_WARN("RELAY-BULK", "no bulk connections for objects: %s", tr_last_error());
     if (!rc && pthread_create(&r->thread, NULL, relay_main, r) != 0)
         rc = tr__err(TR_ENOMEM, "relay: no thread");
     if (rc) {
+        tr__bulk_destroy(r->bulk);
         if (r->ep >= 0) close(r->ep);
         if (r->wake_fd >= 0) close(r->wake_fd);
         pthread_mutex_destroy(&r->mu);
@@ -730,7 +762,7 @@ void tr__relay_destroy(tr__relay *r) {
         n = c->next;
         free(c);
     }
-
+    tr__bulk_destroy(r->bulk); /* (its offers' views go: before the store's) */
     tr__objects_detach(r->objs);
     tr__nodeconn_close(r->onode);
     tr__nodeconn_close(r->node);

@@ -19,8 +19,10 @@
 
 typedef struct tr__relay tr__relay;
 
-/* node_path: this node's socket (actors are resolved there). */
-int tr__relay_create(const char *node_path, size_t max_msg, tr__relay **out);
+/* node_path: this node's socket (actors are resolved there). bulk_ip: the address where
+ * callers' pulls may take whole objects on connections of their own (actor/bulk.h); NULL:
+ * none (a cluster with TLS: pulls then go through the link, piece by piece). */
+int tr__relay_create(const char *node_path, size_t max_msg, const char *bulk_ip, tr__relay **out);
 /* The handlers to give tr__rpc_server_on_stream; valid until the relay is destroyed. */
 const tr__rpc_stream_handlers *tr__relay_handlers(tr__relay *r);
 /* Call after the RPC server is destroyed (no stream is live). NULL: no-op. */

@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "actor/bulk.h"
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/idmap.h"
@@ -55,8 +56,17 @@ typedef struct pull {
     int rc;          /* the first failure */
     char why[300];
     int dead; /* the puller left: nothing more is written to buf */
+    int bulk; /* 0: pieces on the link; BULK_ASKED, BULK_OFFERED, BULK_REFUSED */
+    uint32_t bulk_port;
+    uint8_t ticket[16];
     struct pull *next;
 } pull;
+
+/* A whole object of this size or more is asked for on a bulk connection (actor/bulk.h)
+ * where the link has no TLS; the node may refuse, and then it comes in pieces. */
+#define BULK_MIN ((int64_t)4 << 20)
+#define BULK_I ((1u << 20) - 1) /* its request's number (past every piece's) */
+enum { BULK_ASKED = 1, BULK_OFFERED, BULK_REFUSED };
 
 struct tr__rlink {
     tr__remotes *r;
@@ -184,7 +194,29 @@ static void on_object(tr__rlink *l, const unsigned char *p, size_t n, uint32_t r
     if (!q || q->dead || q->rc) return; /* a pull that gave up, or failed: dropped */
     const unsigned char *b = p + TR__REMOTE_HDR;
     size_t left = n - TR__REMOTE_HDR;
-    uint32_t i = req - q->req0; /* 0: the size; i: piece i - 1 */
+    uint32_t i = req - q->req0; /* 0: the size; i: piece i - 1; BULK_I: the bulk offer */
+    if (i == BULK_I && q->bulk == BULK_ASKED &&
+        (p[0] == TR__REMOTE_OBJ_ERR || p[0] == TR__REMOTE_OBJ_BULK)) {
+        uint64_t total = 0;
+        uint32_t port = 0;
+        if (p[0] == TR__REMOTE_OBJ_BULK && left == 28) {
+            memcpy(&total, b, 8);
+            memcpy(&port, b + 8, 4);
+            memcpy(q->ticket, b + 12, 16);
+        }
+        if (p[0] == TR__REMOTE_OBJ_ERR) { /* (the pieces say whether the object is there) */
+            q->bulk = BULK_REFUSED;
+        } else if (left != 28 || total != (uint64_t)q->total || port == 0 || port > 65535) {
+            q->rc = TR_EPROTO;
+            snprintf(q->why, sizeof q->why, "node %s sent a malformed bulk offer", l->address);
+        } else {
+            q->bulk = BULK_OFFERED;
+            q->bulk_port = port;
+        }
+        q->inflight--;
+        pthread_cond_broadcast(&l->r->cv);
+        return;
+    }
     if (p[0] == TR__REMOTE_OBJ_ERR) {
         int32_t code = TR_EPROTO;
         if (left >= 4) memcpy(&code, b, 4);
@@ -247,7 +279,8 @@ static void on_msg(void *ctx, tr__rpc_stream *st, const void *msg, size_t n) {
         pthread_mutex_unlock(&r->mu);
         return;
     }
-    if (n >= TR__REMOTE_HDR && (p[0] == TR__REMOTE_OBJ_DATA || p[0] == TR__REMOTE_OBJ_ERR)) {
+    if (n >= TR__REMOTE_HDR && (p[0] == TR__REMOTE_OBJ_DATA || p[0] == TR__REMOTE_OBJ_ERR ||
+                                p[0] == TR__REMOTE_OBJ_BULK)) {
         on_object(l, p, n, gen, NULL, 0);
         pthread_mutex_unlock(&r->mu);
         return;
@@ -508,12 +541,14 @@ void tr__remote_close(tr__remotes *r, tr__rlink *l, const uint8_t id[16]) {
         send_msg(l, TR__REMOTE_CLOSE, id, gen, NULL, 0);
 }
 
-/* A request for a piece, on the link's stream for objects (its own thread delivers the
- * pieces: never behind an actor's results that nobody is reading yet). */
-static int send_get(tr__rlink *l, const uint8_t ref[16], uint32_t req, uint64_t off, uint64_t len) {
+/* A request for a piece (or, kind TR__REMOTE_OBJ_BULK, the bulk offer), on the link's
+ * stream for objects (its own thread delivers the pieces: never behind an actor's results
+ * that nobody is reading yet). */
+static int send_get(tr__rlink *l, int kind, const uint8_t ref[16], uint32_t req, uint64_t off,
+                    uint64_t len) {
     uint64_t body[2] = {off, len};
     uint8_t m[1 + 16 + 4 + 16];
-    m[0] = TR__REMOTE_OBJ_GET;
+    m[0] = (uint8_t)kind;
     memcpy(m + 1, ref, 16);
     memcpy(m + 17, &req, 4);
     memcpy(m + 21, body, sizeof body);
@@ -528,6 +563,49 @@ static int wait_until(tr__remotes *r, int64_t deadline) {
     }
     struct timespec ts = {(time_t)(deadline / 1000000000), (long)(deadline % 1000000000)};
     return pthread_cond_timedwait(&r->cv, &r->mu, &ts) == ETIMEDOUT ? TR_ETIMEDOUT : 0;
+}
+
+static int link_dead(void *arg) {
+    tr__rlink *l = arg;
+    pthread_mutex_lock(&l->r->mu);
+    int dead = l->dead;
+    pthread_mutex_unlock(&l->r->mu);
+    return dead;
+}
+
+/* Asks l's node to offer q's object on a bulk connection and takes it whole from there
+ * into q->buf (q->got: all of it). Anything but the deadline passing falls back to the
+ * pieces (q->got stays 0): a node that refuses or fails leaves the answer to them.
+ * Returns 0 or TR_ETIMEDOUT. Called with mu; drops it meanwhile. */
+static int pull_bulk(tr__remotes *r, tr__rlink *l, pull *q, int64_t deadline) {
+    int rc = 0;
+    q->bulk = BULK_ASKED;
+    q->inflight++;
+    pthread_mutex_unlock(&r->mu);
+    int src = send_get(l, TR__REMOTE_OBJ_BULK, q->ref, q->req0 + BULK_I, 0, 0);
+    pthread_mutex_lock(&r->mu);
+    if (src) {
+        q->inflight--;
+        q->bulk = BULK_REFUSED;
+    }
+    while (!rc && !q->rc && q->bulk == BULK_ASKED)
+        rc = wait_until(r, deadline);
+    if (rc || q->rc || q->bulk != BULK_OFFERED) return rc;
+    char host[160];
+    snprintf(host, sizeof host, "%s", l->address);
+    char *colon = strrchr(host, ':');
+    if (colon) *colon = '\0';
+    pthread_mutex_unlock(&r->mu);
+    int frc = tr__bulk_fetch(host, (int)q->bulk_port, q->ticket, q->buf, (size_t)q->total, deadline,
+                             link_dead, l);
+    pthread_mutex_lock(&r->mu);
+    if (!frc)
+        q->got = (uint64_t)q->total;
+    else if (frc == TR_ETIMEDOUT)
+        rc = TR_ETIMEDOUT;
+    else
+        TR_LOG_DEBUG("PULL-BULK", "%s: the pieces instead", tr_last_error());
+    return rc;
 }
 
 int tr__remote_pull(tr__remotes *r, const char *address, const char *token, const char *tls_ca,
@@ -559,7 +637,7 @@ int tr__remote_pull(tr__remotes *r, const char *address, const char *token, cons
     for (;;) {
         q.inflight = 1;
         pthread_mutex_unlock(&r->mu);
-        rc = send_get(l, ref, q.req0, 0, 0);
+        rc = send_get(l, TR__REMOTE_OBJ_GET, ref, q.req0, 0, 0);
         pthread_mutex_lock(&r->mu);
         if (rc) q.inflight = 0;
         while (!rc && !q.rc && q.total < 0)
@@ -597,6 +675,9 @@ int tr__remote_pull(tr__remotes *r, const char *address, const char *token, cons
             created = 1;
         }
     }
+    /* a large object whole on a bulk connection, if the node offers one */
+    if (!rc && !q.rc && created && q.total >= BULK_MIN && !(tls_ca && *tls_ca))
+        rc = pull_bulk(r, l, &q, deadline);
     /* the pieces, PULL_WINDOW at a time */
     uint64_t next = 0;
     uint32_t req = q.req0 + 1;
@@ -605,7 +686,7 @@ int tr__remote_pull(tr__remotes *r, const char *address, const char *token, cons
             uint64_t k = (uint64_t)q.total - next < chunk ? (uint64_t)q.total - next : chunk;
             q.inflight++;
             pthread_mutex_unlock(&r->mu);
-            int src = send_get(l, ref, req++, next, k);
+            int src = send_get(l, TR__REMOTE_OBJ_GET, ref, req++, next, k);
             pthread_mutex_lock(&r->mu);
             if (src) {
                 q.inflight--;

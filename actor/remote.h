@@ -38,6 +38,9 @@ enum {
                                 u64 offset, u64 length (0: only its size) */
     TR__REMOTE_OBJ_DATA = 5, /* payload u64 offset, u64 the object's size, the bytes */
     TR__REMOTE_OBJ_ERR = 6,  /* payload i32 code, then why */
+    TR__REMOTE_OBJ_BULK = 7, /* caller -> node: the whole object on a bulk connection
+                                (actor/bulk.h; payload 16 zero bytes); node -> caller: payload
+                                u64 the object's size, u32 the port, 16 bytes the ticket */
 };
 #define TR__REMOTE_HDR 21
 
@@ -62,7 +65,9 @@ int tr__remote_open(tr__remotes *r, const char *address, const char *token, cons
 int tr__remote_send(tr__remotes *r, tr__rlink *l, const uint8_t id[16], const void *data,
                     size_t len, size_t *taken);
 /* Copies object ref from the node at address into this node's store o (its size first,
- * then 4 MiB pieces, 16 of them in flight, each written in place, then sealed), within
+ * then, from 4 MiB up without TLS, the whole object on a bulk connection (actor/bulk.h),
+ * else (or if that fails) 4 MiB pieces, 16 of them in flight, each written in place; then
+ * sealed), within
  * timeout_ms. Another process (or thread) pulling the same object already: returns 0 at
  * once, the caller's lookup waits for that seal. Returns 0, TR_EOBJECT_LOST (the node no
  * longer has it, or its link ended), TR_ETIMEDOUT, TR_ENOMEM (no room here). */

@@ -1610,7 +1610,11 @@ int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *tot
         snprintf(bind, sizeof bind, "%s:%d", cfg->cluster_bind ? cfg->cluster_bind : ip,
                  cfg->cluster_port < 0 ? 0 : cfg->cluster_port);
         int port = 0;
-        rc = tr__relay_create(sock, cfg->max_msg, &cl->relay);
+        rc = tr__relay_create(sock, cfg->max_msg,
+                              tls_parts           ? NULL
+                              : cfg->cluster_bind ? cfg->cluster_bind
+                                                  : ip,
+                              &cl->relay);
         if (!rc)
             rc = tr__rpc_server_create_tls(bind, token, &cl->tls, cfg->max_msg, handle, cl,
                                            &cl->srv, &port);

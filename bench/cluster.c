@@ -8,7 +8,10 @@
  *   rpc_over_raw_grpc        their ratio, round by round
  *   rpc_stream_rtt_us_p50    the echo as messages on one core/rpc stream (one in flight)
  *   rpc_stream_msgs_per_s    echoes on one stream with up to 1,000 in flight
- *   raw_tcp_gbps             one TCP stream of 256 MiB over the same veth
+ *   raw_tcp_gbps             one TCP stream over the same veth from a 256 MiB buffer into
+ *                            another (the bytes an object pull moves, memory to memory)
+ *   raw_tcp_cached_gbps      the same stream from one 1 MiB buffer into another, 256
+ *                            times (both stay in the caches: no memory traffic)
  *   cluster_call_rtt_us_p50  an 8-byte echo to an actor on the other node: the client's
  *                            embedded node joins the server's (the head), the actor is
  *                            placed there by its "node:10.213.0.1" resource, and each
@@ -146,18 +149,33 @@ static void stream_echo(void *ctx, tr__rpc_stream *st, const void *msg, size_t l
 
 static const tr__rpc_stream_handlers stream_handlers = {stream_echo, NULL, NULL, NULL};
 
-/* A TCP sink: reads each connection to its end, then answers one byte. */
+/* A TCP sink: reads each connection to its end, then answers one byte. The first byte
+ * says where the rest goes: 'c' into one 1 MiB buffer again and again (it stays in the
+ * caches), 'm' into a 256 MiB buffer end to end (memory, as an object's bytes land). */
 static void *tcp_sink(void *arg) {
     (void)arg;
     int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
     setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(TCP_PORT)};
     if (bind(ls, (struct sockaddr *)&a, sizeof a) || listen(ls, 4)) die("tcp: listen");
-    static char buf[1 << 20];
+    static char small[1 << 20];
+    char *big = malloc(TCP_BYTES);
+    if (!big) die("tcp: no memory");
+    memset(big, 0, TCP_BYTES); /* faulted in once, as the store's pages are */
     for (;;) {
         int c = accept(ls, NULL, NULL);
         if (c < 0) continue;
-        while (read(c, buf, sizeof buf) > 0) {
+        char mode = 0;
+        if (read(c, &mode, 1) == 1) {
+            uint64_t off = 0;
+            for (;;) {
+                char *dst = mode == 'm' ? big + off : small;
+                size_t cap = mode == 'm' ? TCP_BYTES - off : sizeof small;
+                if (cap == 0) off = 0, dst = big, cap = TCP_BYTES;
+                ssize_t n = read(c, dst, cap > (1u << 20) ? (1u << 20) : cap);
+                if (n <= 0) break;
+                if (mode == 'm') off += (uint64_t)n;
+            }
         }
         if (write(c, "k", 1) != 1) die("tcp: ack");
         close(c);
@@ -417,16 +435,27 @@ static void stream_figures(const char *host, double *rtt, double *per_s) {
     tr__rpc_client_destroy(c);
 }
 
-static double tcp_gbps(const char *host) {
+/* One TCP stream of TCP_BYTES to the sink: from a 1 MiB buffer sent again and again into
+ * one the sink reuses (cached: 'c'), or from a 256 MiB buffer into another ('m'). */
+static double tcp_gbps(const char *host, char mode) {
     int s = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(TCP_PORT)};
     inet_pton(AF_INET, host, &a.sin_addr);
     if (connect(s, (struct sockaddr *)&a, sizeof a)) die("tcp: connect");
-    static char buf[1 << 20];
-    memset(buf, 1, sizeof buf);
+    static char *big;
+    static char small[1 << 20];
+    if (!big) { /* filled once, so every page is its own (not the shared zero page) */
+        if ((big = malloc(TCP_BYTES)) == NULL) die("tcp: no memory");
+        for (uint64_t i = 0; i < TCP_BYTES; i++)
+            big[i] = (char)(i * 131 + 7);
+    }
+    memset(small, 1, sizeof small);
     double t0 = bench_now_us();
+    if (write(s, &mode, 1) != 1) die("tcp: write");
     for (uint64_t sent = 0; sent < TCP_BYTES;) {
-        ssize_t w = write(s, buf, sizeof buf);
+        const char *src = mode == 'm' ? big + sent : small;
+        size_t k = TCP_BYTES - sent < sizeof small ? TCP_BYTES - sent : sizeof small;
+        ssize_t w = write(s, src, k);
         if (w <= 0) die("tcp: write");
         sent += (uint64_t)w;
     }
@@ -585,7 +614,7 @@ static int client(const char *host) {
     grpc_init();
     double raw[ROUNDS], rpc[ROUNDS], ratio[ROUNDS], tcp[ROUNDS], srtt[ROUNDS], sps[ROUNDS];
     double crtt[ROUNDS], cratio[ROUNDS], cps[ROUNDS], pull[ROUNDS], pratio[ROUNDS];
-    double drtt[ROUNDS], dratio[ROUNDS];
+    double drtt[ROUNDS], dratio[ROUNDS], tcpc[ROUNDS];
     tr_ref obj = far_object(rt, a);
     /* a gloo group over an actor here and the one there */
     tr_actor_id pair[2];
@@ -624,7 +653,8 @@ static int client(const char *host) {
         rpc[r] = rpc_rtt(host);
         ratio[r] = rpc[r] / raw[r];
         stream_figures(host, &srtt[r], &sps[r]);
-        tcp[r] = tcp_gbps(host);
+        tcpc[r] = tcp_gbps(host, 'c');
+        tcp[r] = tcp_gbps(host, 'm');
         pull[r] = pull_gbps(rt, obj);
         pratio[r] = pull[r] / tcp[r];
     }
@@ -634,6 +664,7 @@ static int client(const char *host) {
     report("rpc_stream_rtt_us_p50", srtt, "us");
     report("rpc_stream_msgs_per_s", sps, "/s");
     report("raw_tcp_gbps", tcp, "GB/s");
+    report("raw_tcp_cached_gbps", tcpc, "GB/s");
     report("cluster_call_rtt_us_p50", crtt, "us");
     report("cluster_over_raw_grpc", cratio, "x");
     report("cluster_async_calls_per_s", cps, "/s");
