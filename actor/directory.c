@@ -223,8 +223,11 @@ static void spawn(tr__directory *d, actor *a) {
     tr__gpus_format(&d->gpus, a->gpus, a->n_gpus, env_gpus + 12, sizeof env_gpus - 12);
     memcpy(env_cuda + 21, env_gpus + 12, strlen(env_gpus + 12) + 1);
     /* the worker binds itself to its cores first thing, before it has any thread */
-    const char *env[7] = {"TROUPE_ROLE=worker", env_node, env_actor}; /* 3 + 3 + NULL */
+    char *env_cmd = malloc(strlen(a->exe) + 16);
+    if (env_cmd) sprintf(env_cmd, "TROUPE_COMMAND=%s", a->exe); /* (its actors' command too) */
+    const char *env[8] = {"TROUPE_ROLE=worker", env_node, env_actor}; /* 3 + 4 + NULL */
     int ne = 3;
+    if (env_cmd) env[ne++] = env_cmd;
     if (a->n_cpus) env[ne++] = env_cpus;
     if (d->gpus.n) env[ne++] = env_cuda;
     if (a->n_gpus) env[ne++] = env_gpus;
@@ -232,6 +235,7 @@ static void spawn(tr__directory *d, actor *a) {
     free(a->path);
     a->path = NULL;
     int rc = tr__proc_spawn(d->o.pool, a->exe, env, on_worker_exit, a, &a->proc);
+    free(env_cmd);
     if (rc) {
         set_reason(a, "could not start a worker: %s", tr_last_error());
         TR_LOG_WARN("DIR-SPAWN", "actor %s: %s", a->hex, a->reason);

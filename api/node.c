@@ -464,10 +464,9 @@ int tr__node_spawn(const tr_config *cfg, const char *log_path, int timeout_ms, p
     *address = NULL;
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0) return tr__err_errno(errno, "pipe");
-    char exe[PATH_MAX];
-    ssize_t en = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    int rc = en < 0 ? tr__err_errno(errno, "readlink /proc/self/exe") : 0;
-    if (en >= 0) exe[en] = '\0';
+    char exe[4096 + PATH_MAX], *argv[TR__MAX_ARGS + 1];
+    int rc = tr__command_self(exe, sizeof exe); /* this executable, or the worker command */
+    if (!rc && tr__command_split(exe, argv) == 0) rc = tr__err(TR_EINVAL, "no node command");
     tr__buf enc = TR__BUF_INIT;
     if (!rc) rc = tr__config_encode_node(cfg, &enc);
     char *hex = rc ? NULL : malloc(enc.len * 2 + 1);
@@ -517,14 +516,13 @@ int tr__node_spawn(const tr_config *cfg, const char *log_path, int timeout_ms, p
         posix_spawn_file_actions_adddup2(&fa, 1, 2);
         posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID);
     }
-    char *argv[] = {exe, NULL};
-    int e = posix_spawn(pid, exe, &fa, &at, argv, envp);
+    int e = posix_spawn(pid, argv[0], &fa, &at, argv, envp);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&at);
     free(envp);
     free(e_cfg);
     if (e) {
-        tr__err_errno(e, "spawning the node service (%s)", exe);
+        tr__err_errno(e, "spawning the node service (%s)", argv[0]);
         rc = TR_ECONNECT;
         *pid = 0;
         goto out_pipe;

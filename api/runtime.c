@@ -167,6 +167,7 @@ TR_API int tr_init_abi(const tr_config *cfg, tr_runtime **out, unsigned abi) {
         free(rt);
         return rc;
     }
+    tr__command_note(rt->cfg); /* workers and the embedded node run its worker_command */
     tr_config *c = rt->cfg;
     if (c->address && c->address[0] != '/' && strchr(c->address, ':')) {
         /* "HOST:PORT": a cluster's head. This driver's embedded node joins it, with no CPUs

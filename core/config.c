@@ -1,7 +1,11 @@
 /* core/config.c - tr_config and the TROUPE_* environment. */
 #include "core/config.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -27,6 +31,7 @@ void tr__env_read(tr__env *e) {
     e->standalone = sa && strcmp(sa, "1") == 0;
     e->cpus = getenv("TROUPE_CPUS");
     e->log_level = tr__log_parse_level(getenv("TROUPE_LOG_LEVEL"));
+    e->command = getenv("TROUPE_COMMAND");
 }
 
 static void config_defaults(tr_config *c) {
@@ -60,6 +65,7 @@ TR_API void tr_config_destroy(tr_config *cfg) {
     free(cfg->cluster_tls_cert);
     free(cfg->cluster_tls_key);
     free(cfg->cluster_tls_ca);
+    free(cfg->worker_command);
     for (size_t i = 0; i < cfg->n_classes; i++)
         free((char *)cfg->classes[i].name);
     free(cfg->classes);
@@ -84,6 +90,87 @@ static int set_str(char **slot, const char *v) {
     return 0;
 }
 
+/* An executable's absolute path into out: name as given when it has a '/', else the first
+ * on PATH. Returns 0 or -1 (errno). */
+static int find_exe(const char *name, char *out) {
+    if (strchr(name, '/')) {
+        if (!realpath(name, out)) return -1;
+        return access(out, X_OK);
+    }
+    const char *path = getenv("PATH");
+    for (const char *p = path ? path : "/usr/local/bin:/usr/bin:/bin"; *p;) {
+        size_t n = strcspn(p, ":");
+        char cand[PATH_MAX];
+        if (n > 0 &&
+            (size_t)snprintf(cand, sizeof cand, "%.*s/%s", (int)n, p, name) < sizeof cand &&
+            access(cand, X_OK) == 0 && realpath(cand, out))
+            return 0;
+        p += n + (p[n] == ':');
+    }
+    errno = ENOENT;
+    return -1;
+}
+
+/* "worker_command": words separated by spaces or tabs (no quoting), argv[0] an executable
+ * (a path, or a name on PATH). */
+static int set_command(tr_config *cfg, const char *value) {
+    if (value[0] == '\0') { /* back to this executable */
+        free(cfg->worker_command);
+        cfg->worker_command = NULL;
+        return 0;
+    }
+    char copy[4096], exe[PATH_MAX], joined[4096 + PATH_MAX];
+    if (strlen(value) >= sizeof copy)
+        return tr__err(TR_EINVAL, "config 'worker_command': longer than %zu bytes",
+                       sizeof copy - 1);
+    snprintf(copy, sizeof copy, "%s", value);
+    char *words[TR__MAX_ARGS + 1], *save = NULL;
+    int n = 0;
+    for (char *w = strtok_r(copy, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save)) {
+        if (n == TR__MAX_ARGS)
+            return tr__err(TR_EINVAL, "config 'worker_command': more than %d words", TR__MAX_ARGS);
+        if (strchr(w, TR__ARG_SEP))
+            return tr__err(TR_EINVAL, "config 'worker_command': a control character in '%s'", w);
+        words[n++] = w;
+    }
+    if (n == 0) return tr__err(TR_EINVAL, "config 'worker_command': no command");
+    if (find_exe(words[0], exe) != 0)
+        return tr__err(TR_EINVAL, "config 'worker_command': '%s' is not an executable (%s)",
+                       words[0], strerror(errno));
+    size_t k = (size_t)snprintf(joined, sizeof joined, "%s", exe);
+    for (int i = 1; i < n && k < sizeof joined; i++)
+        k += (size_t)snprintf(joined + k, sizeof joined - k, "%c%s", TR__ARG_SEP, words[i]);
+    if (k >= sizeof joined) return tr__err(TR_EINVAL, "config 'worker_command': too long");
+    return set_str(&cfg->worker_command, joined);
+}
+
+/* "worker_library": workers run troupe-worker LIB, found next to this library (DIR/ or
+ * DIR/../bin/) or on PATH. */
+static int set_library(tr_config *cfg, const char *value) {
+    char lib[PATH_MAX], worker[PATH_MAX] = "", cmd[2 * PATH_MAX + 2];
+    if (!realpath(value, lib))
+        return tr__err(TR_EINVAL, "config 'worker_library': %s: %s", value, strerror(errno));
+    Dl_info info;
+    char self[PATH_MAX];
+    if (dladdr((void *)tr_config_set, &info) && info.dli_fname && realpath(info.dli_fname, self)) {
+        char *slash = strrchr(self, '/');
+        if (slash) *slash = '\0';
+        const char *tries[] = {"%s/troupe-worker", "%s/../bin/troupe-worker"};
+        for (size_t i = 0; i < 2 && !worker[0]; i++) {
+            char cand[PATH_MAX + 32];
+            snprintf(cand, sizeof cand, tries[i], self);
+            if (find_exe(cand, worker) != 0) worker[0] = '\0';
+        }
+    }
+    if (!worker[0] && find_exe("troupe-worker", worker) != 0)
+        return tr__err(TR_EINVAL,
+                       "config 'worker_library': no troupe-worker next to libtroupe or on PATH "
+                       "(set worker_command to 'PATH/troupe-worker %s' instead)",
+                       lib);
+    snprintf(cmd, sizeof cmd, "%s%c%s", worker, TR__ARG_SEP, lib);
+    return set_str(&cfg->worker_command, cmd);
+}
+
 TR_API int tr_config_set(tr_config *cfg, const char *key, const char *value) {
     if (!cfg || !key || !value) return tr__err(TR_EINVAL, "tr_config_set: NULL argument");
     double d;
@@ -97,6 +184,8 @@ TR_API int tr_config_set(tr_config *cfg, const char *key, const char *value) {
         return set_str(&cfg->address, value);
     }
     if (strcmp(key, "tmpdir") == 0) return set_str(&cfg->tmpdir, value);
+    if (strcmp(key, "worker_command") == 0) return set_command(cfg, value);
+    if (strcmp(key, "worker_library") == 0) return set_library(cfg, value);
     if (strcmp(key, "spill_dir") == 0) return set_str(&cfg->spill_dir, value);
     if (strcmp(key, "cluster_bind") == 0) return set_str(&cfg->cluster_bind, value);
     if (strcmp(key, "cluster_head") == 0) return set_str(&cfg->cluster_head, value);
@@ -219,6 +308,7 @@ int tr__config_copy(const tr_config *src, tr_config **out) {
         tmp.address = tmp.tmpdir = tmp.spill_dir = NULL;
         tmp.cluster_bind = tmp.cluster_token = tmp.cluster_head = NULL;
         tmp.cluster_tls_cert = tmp.cluster_tls_key = tmp.cluster_tls_ca = NULL;
+        tmp.worker_command = NULL;
         tmp.classes = NULL;
         tmp.n_classes = 0;
         *c = tmp;
@@ -230,7 +320,8 @@ int tr__config_copy(const tr_config *src, tr_config **out) {
             (src->cluster_head && set_str(&c->cluster_head, src->cluster_head)) ||
             (src->cluster_tls_cert && set_str(&c->cluster_tls_cert, src->cluster_tls_cert)) ||
             (src->cluster_tls_key && set_str(&c->cluster_tls_key, src->cluster_tls_key)) ||
-            (src->cluster_tls_ca && set_str(&c->cluster_tls_ca, src->cluster_tls_ca)))
+            (src->cluster_tls_ca && set_str(&c->cluster_tls_ca, src->cluster_tls_ca)) ||
+            (src->worker_command && set_str(&c->worker_command, src->worker_command)))
             goto oom;
         for (size_t i = 0; i < src->n_classes; i++)
             if (tr_config_add_class(c, &src->classes[i])) goto oom;
@@ -240,6 +331,51 @@ int tr__config_copy(const tr_config *src, tr_config **out) {
 oom:
     tr_config_destroy(c);
     return tr__err(TR_ENOMEM, "copying the configuration");
+}
+
+static pthread_mutex_t command_mu = PTHREAD_MUTEX_INITIALIZER;
+static char *command_noted;
+
+void tr__command_note(const tr_config *cfg) {
+    char *c = cfg && cfg->worker_command ? strdup(cfg->worker_command) : NULL;
+    pthread_mutex_lock(&command_mu);
+    free(command_noted);
+    command_noted = c;
+    pthread_mutex_unlock(&command_mu);
+}
+
+int tr__command_self(char *out, size_t cap) {
+    int rc = 0;
+    pthread_mutex_lock(&command_mu);
+    const char *role = getenv("TROUPE_ROLE"); /* (a worker's own: not a driver's it spawned) */
+    const char *c = command_noted                         ? command_noted
+                    : role && strcmp(role, "worker") == 0 ? getenv("TROUPE_COMMAND")
+                                                          : NULL;
+    if (c && *c) {
+        if (strlen(c) >= cap)
+            rc = tr__err(TR_EINVAL, "the worker command is too long");
+        else
+            memcpy(out, c, strlen(c) + 1);
+    } else {
+        ssize_t n = readlink("/proc/self/exe", out, cap - 1);
+        if (n < 0)
+            rc = tr__err_errno(errno, "readlink /proc/self/exe");
+        else
+            out[n] = '\0';
+    }
+    pthread_mutex_unlock(&command_mu);
+    return rc;
+}
+
+int tr__command_split(char *cmd, char **argv) {
+    int n = 0;
+    for (char *p = cmd; p && *p && n < TR__MAX_ARGS;) {
+        argv[n++] = p;
+        p = strchr(p, TR__ARG_SEP);
+        if (p) *p++ = '\0';
+    }
+    argv[n] = NULL;
+    return n;
 }
 
 int tr__config_log_level(const tr_config *cfg, const tr__env *env) {

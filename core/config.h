@@ -36,9 +36,17 @@ struct tr_config {
     /* TLS between nodes (PEM file paths; NULL: plain): this node's certificate and key,
      * and the CA that signed every node's (core/rpc.h: tr__rpc_tls) */
     char *cluster_tls_cert, *cluster_tls_key, *cluster_tls_ca;
+    /* the command that runs workers and the embedded node (keys "worker_command",
+     * "worker_library"): argv joined by TR__ARG_SEP, argv[0] absolute; NULL: this
+     * executable */
+    char *worker_command;
     tr_actor_class *classes;
     size_t n_classes;
 };
+
+/* Separates the arguments of a command as it travels (hello's "exe", TROUPE_COMMAND). */
+#define TR__ARG_SEP '\x1f'
+#define TR__MAX_ARGS 64
 
 enum { TR__ROLE_DRIVER = 0, TR__ROLE_NODE = 1, TR__ROLE_WORKER = 2 };
 /* How the node binds actors to CPUs (config key "cpu_binding"). */
@@ -53,6 +61,7 @@ typedef struct tr__env {
     int standalone;          /* TROUPE_STANDALONE=1: a `troupe start` node */
     const char *cpus;        /* TROUPE_CPUS: the CPUs a worker is bound to ("0,1"), or NULL */
     int log_level;           /* TROUPE_LOG_LEVEL, -1 if unset */
+    const char *command;     /* TROUPE_COMMAND: the command the node ran (workers) */
 } tr__env;
 
 void tr__env_read(tr__env *e);
@@ -67,5 +76,15 @@ const tr_actor_class *tr__config_find_class(const tr_config *cfg, const char *na
 int tr__config_log_level(const tr_config *cfg, const tr__env *env);
 /* Effective object store capacity: configured, else 30% of RAM capped at 1 GiB. */
 size_t tr__config_store_bytes(const tr_config *cfg);
+
+/* This process's command for troupe's roles (argv joined by TR__ARG_SEP): the one the
+ * runtime noted (tr__command_note: a driver's worker_command), else a worker's
+ * TROUPE_COMMAND, else this executable. Returns 0, TR_EINVAL (too long), TR_EIO. */
+int tr__command_self(char *out, size_t cap);
+/* Notes cfg's worker_command (NULL or none: forgets it) for tr__command_self. */
+void tr__command_note(const tr_config *cfg);
+/* Splits a command (modified in place) into argv (at most TR__MAX_ARGS, then NULL).
+ * Returns the number of arguments (0: none). */
+int tr__command_split(char *cmd, char **argv);
 
 #endif

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/config.h"
 #include "core/frame.h"
 #include "core/status.h"
 
@@ -151,11 +152,9 @@ out:
 static int hello(tr__nodeconn *c, const char *role, const char *exe, int owner, int timeout_ms);
 
 int tr__nodeconn_hello(tr__nodeconn *c, const char *role, int owner, int timeout_ms) {
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n < 0) return tr__err_errno(errno, "readlink /proc/self/exe");
-    exe[n] = '\0';
-    return hello(c, role, exe, owner, timeout_ms);
+    char exe[4096 + PATH_MAX];
+    int rc = tr__command_self(exe, sizeof exe);
+    return rc ? rc : hello(c, role, exe, owner, timeout_ms);
 }
 
 int tr__nodeconn_hello_exe(tr__nodeconn *c, const char *role, const char *exe, int timeout_ms) {

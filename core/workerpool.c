@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/config.h"
 #include "core/log.h"
 #include "core/status.h"
 
@@ -69,14 +70,21 @@ int tr__proc_spawn(tr__pool *pool, const char *exe, const char *const *env, tr__
         envp[k++] = (char *)env[i];
     envp[k] = NULL;
 
-    char *args[2] = {(char *)exe, NULL};
+    /* a command: argv joined by TR__ARG_SEP (core/config.h) */
+    char *cmd = strdup(exe), *args[TR__MAX_ARGS + 1];
+    if (!cmd || tr__command_split(cmd, args) == 0) {
+        free(cmd);
+        free(envp);
+        free(p);
+        return cmd ? tr__err(TR_EINVAL, "spawn: no executable") : tr__err(TR_ENOMEM, "spawn");
+    }
     uv_stdio_container_t stdio[3] = {{.flags = UV_IGNORE},
                                      {.flags = UV_INHERIT_FD, .data.fd = 1},
                                      {.flags = UV_INHERIT_FD, .data.fd = 2}};
     uv_process_options_t o;
     memset(&o, 0, sizeof o);
     o.exit_cb = on_exit_cb;
-    o.file = exe;
+    o.file = args[0];
     o.args = args;
     o.env = envp;
     o.stdio = stdio;
@@ -90,10 +98,13 @@ int tr__proc_spawn(tr__pool *pool, const char *exe, const char *const *env, tr__
     if (r) {
         /* uv_spawn initialised the handle even on failure: it must be closed. */
         uv_close((uv_handle_t *)&p->h, on_closed);
-        return tr__err(TR_EIO, "spawn '%s': %s", exe, uv_strerror(r));
+        int rc = tr__err(TR_EIO, "spawn '%s': %s", args[0], uv_strerror(r));
+        free(cmd);
+        return rc;
     }
     pool->live++;
-    TR_LOG_DEBUG("POOL-SPAWN", "pid %d: %s", p->h.pid, exe);
+    TR_LOG_DEBUG("POOL-SPAWN", "pid %d: %s", p->h.pid, args[0]);
+    free(cmd);
     *out = p;
     return 0;
 }

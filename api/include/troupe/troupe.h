@@ -7,7 +7,8 @@
  * stale id gives an error, never a crash. Each declaration says its thread safety.
  *
  * Processes. The program that calls tr_init is the driver. Actors run in worker processes
- * that execute this same executable: a worker runs the program's main() up to tr_init (or
+ * that execute this same executable (unless the config key "worker_command" or
+ * "worker_library" names another): a worker runs the program's main() up to tr_init (or
  * tr_worker_main), which in a worker never returns. So build the tr_config with the actor
  * classes and call tr_init before doing anything else in main().
  */
@@ -167,6 +168,17 @@ TR_API void tr_config_destroy(tr_config *cfg);
  *                              anything but loopback; `--token`
  *   "cluster_head"             "HOST:PORT" of the head to join (unset: none, or this node
  *                              is the head); `troupe start --address`
+ *   "worker_command"           the program that runs workers and the embedded node, instead of
+ *                              this executable: words separated by spaces (no quoting), the
+ *                              first an executable's path or a name on PATH, e.g.
+ *                              "/usr/bin/python3 -m troupe._worker". It must call tr_init or
+ *                              tr_worker_main with the actor classes registered. "" goes
+ *                              back to this executable
+ *   "worker_library"           a shared object of actor classes: workers (and the node) run
+ *                              the generic worker, "troupe-worker LIB" (found next to
+ *                              libtroupe, in DIR or DIR/../bin, or on PATH), which loads it
+ *                              and calls its `int troupe_module_init(tr_config *cfg)` to
+ *                              register them. The later of the two keys wins
  *   "cluster_tls_cert", "cluster_tls_key", "cluster_tls_ca"
  *                              TLS between the nodes (all three, or none): PEM files of
  *                              this node's certificate chain and key, and of the CA that
