@@ -10,6 +10,8 @@
 
 struct tr_ctx {
     tr_runtime *rt;
+    const char *method;   /* the method running (tr_ctx_method) */
+    char method_buf[256]; /* its name, for a class's dispatch */
     tr_actor_id id;
     tr__buf result;
     char err[1024];

@@ -77,6 +77,21 @@ TR_API tr_runtime *tr_ctx_runtime(tr_ctx *ctx) {
     return ctx ? ctx->rt : NULL;
 }
 
+TR_API const char *tr_ctx_method(const tr_ctx *ctx) {
+    return ctx && ctx->method ? ctx->method : "";
+}
+
+const tr_method_def *tr__find_method_or_dispatch(const tr_actor_class *cls, const char *m, size_t n,
+                                                 tr_method_def *own, char *name, size_t cap) {
+    const tr_method_def *def = tr__find_method(cls, m, n);
+    if (def || !cls->dispatch || n == 0 || n >= cap || memchr(m, '\0', n)) return def;
+    memcpy(name, m, n);
+    name[n] = '\0';
+    own->name = name;
+    own->fn = cls->dispatch;
+    return own;
+}
+
 TR_API tr_actor_id tr_ctx_actor_id(const tr_ctx *ctx) {
     tr_actor_id none = {{0}};
     return ctx ? ctx->id : none;
@@ -229,7 +244,9 @@ static int run_call(worker *w, client *c, uint64_t seq, const char *body, size_t
                                     strlen(ctx->has_err ? ctx->err : tr_last_error()) + 1);
         return tr__result_frame(&c->out, seq, 0, ctx->result.data, ctx->result.len);
     }
-    const tr_method_def *def = tr__find_method(w->cls, m, mlen);
+    tr_method_def own;
+    const tr_method_def *def = tr__find_method_or_dispatch(w->cls, m, mlen, &own, w->ctx.method_buf,
+                                                           sizeof w->ctx.method_buf);
     if (!def) {
         char msg[400];
         int k = snprintf(msg, sizeof msg, "class '%s' has no method '%.*s'", w->cls->name,
@@ -244,7 +261,9 @@ static int run_call(worker *w, client *c, uint64_t seq, const char *body, size_t
     tr__buf_reset(&ctx->result);
     ctx->has_err = 0;
     pthread_mutex_lock(&method_mu);
+    ctx->method = def->name;
     int r = def->fn(ctx, w->self, args, alen);
+    ctx->method = NULL;
     pthread_mutex_unlock(&method_mu);
     if (n_refs) unpin_refs(w, refs);
     if (r != 0 || ctx->result.oom) {

@@ -39,6 +39,10 @@ typedef struct tr__worker_builtin {
 
 /* The class's method named m (n bytes), or NULL. */
 const tr_method_def *tr__find_method(const tr_actor_class *cls, const char *m, size_t n);
+/* The same, or, for a name the class's table lacks, its dispatch function (if it has one)
+ * as *own, named by a copy of m in name (cap bytes). NULL: neither. */
+const tr_method_def *tr__find_method_or_dispatch(const tr_actor_class *cls, const char *m, size_t n,
+                                                 tr_method_def *own, char *name, size_t cap);
 
 /* Runs the worker until its node goes away or it is told to stop. Returns the process
  * exit status. rt is the worker's own runtime (for calls made inside methods); builtins

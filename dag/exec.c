@@ -29,7 +29,9 @@
 
 typedef struct step {
     const tr_method_def *def; /* NULL for a collective node's step */
-    char group[64];           /* a collective node: its shm group, world, rank, dtype, op */
+    tr_method_def own_def;    /* def, when the class's dispatch runs it */
+    char own_name[256];
+    char group[64]; /* a collective node: its shm group, world, rank, dtype, op */
     int gworld, grank;
     tr_dtype dtype;
     tr_redop op;
@@ -103,7 +105,8 @@ static int parse(const tr__worker_env *env, tr_ctx *ctx, const tr__obj *root, lo
             st->grank = (int)rank;
             st->dtype = (tr_dtype)dtype;
             st->op = (tr_redop)op;
-        } else if (!(st->def = tr__find_method(env->cls, m, mlen))) {
+        } else if (!(st->def = tr__find_method_or_dispatch(env->cls, m, mlen, &st->own_def,
+                                                           st->own_name, sizeof st->own_name))) {
             free(l);
             tr_ctx_error(ctx, "class '%s' has no method '%.*s'", env->cls->name,
                          (int)(mlen > 200 ? 200 : mlen), m);
@@ -337,7 +340,9 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
         ctx->in_graph = 1;
         ctx->dev_used = 0;
         pthread_mutex_lock(l->env.mu);
+        ctx->method = st->def->name;
         int r = st->def->fn(ctx, l->env.self, data[0], len[0]);
+        ctx->method = NULL;
 #ifdef TR_WITH_CUDA
         /* a device value, or any value of a device edge, is taken before the lock goes:
          * the reply may be memory the actor's next method changes */

@@ -24,6 +24,10 @@
 
 #include "tests/test_actors.h"
 
+extern "C" {
+#include "troupe/dag.h"
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -43,6 +47,40 @@ class ActorTest : public ::testing::Test {
     }
     tr_runtime *rt = nullptr;
 };
+
+/* A class with a dispatch function (tr_actor_class.dispatch, for bindings): every name
+ * its table lacks runs it, tr_ctx_method naming the call; a name in the table runs that
+ * method; a compiled graph binds any name too; a class without one still refuses. */
+TEST_F(ActorTest, DispatchRunsMethodsByName) {
+    tr_actor_id d, c = make();
+    ASSERT_EQ(tr_actor_create(rt, "Dispatcher", nullptr, nullptr, 0, &d), 0) << tr_last_error();
+    std::string out;
+    ASSERT_EQ(call_str(rt, d, "anything", "xyz", &out), 0) << tr_last_error();
+    EXPECT_EQ(out, "anything:xyz");
+    ASSERT_EQ(call_str(rt, d, "fixed", "", &out), 0);
+    EXPECT_EQ(out, "fixed(fixed)");
+    EXPECT_EQ(call_str(rt, d, "fail", "", &out), TR_ETASK);
+    EXPECT_NE(out.find("asked to fail"), std::string::npos) << out;
+    std::string long_name(300, 'm'); /* longer than any method name: refused by the caller */
+    EXPECT_EQ(call_str(rt, d, long_name.c_str(), "", &out), TR_EINVAL);
+    EXPECT_EQ(call_str(rt, c, "anything", "", &out), TR_ENOMETHOD);
+    tr_dag *g;
+    tr_dag_node in, n1, n2;
+    ASSERT_EQ(tr_dag_create(rt, &g), 0);
+    ASSERT_EQ(tr_dag_input(g, &in), 0);
+    ASSERT_EQ(tr_dag_bind(g, d, "first", &in, 1, &n1), 0);
+    ASSERT_EQ(tr_dag_bind(g, d, "second", &n1, 1, &n2), 0);
+    ASSERT_EQ(tr_dag_output(g, &n2, 1), 0);
+    ASSERT_EQ(tr_dag_compile(g, nullptr), 0) << tr_last_error();
+    uint64_t e;
+    ASSERT_EQ(tr_dag_execute(g, "v", 1, &e), 0);
+    const void *p;
+    size_t n;
+    ASSERT_EQ(tr_dag_get(g, e, 0, 10000, &p, &n), 0) << tr_last_error();
+    EXPECT_EQ(std::string((const char *)p, n), "second:first:v");
+    EXPECT_EQ(tr_dag_release(g, e), 0);
+    EXPECT_EQ(tr_dag_destroy(g), 0);
+}
 
 TEST_F(ActorTest, CallReturnsResult) {
     tr_actor_id a = make();

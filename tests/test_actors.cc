@@ -919,7 +919,27 @@ const tr_method_def counter_methods[] = {
 #endif
 };
 
+/* Dispatcher's methods: any name not in its table replies "NAME:ARGS"; "fixed" is in it. */
+int m_dispatch(tr_ctx *ctx, void *self, const void *args, size_t len) {
+    (void)self;
+    std::string out = std::string(tr_ctx_method(ctx)) + ":" + std::string((const char *)args, len);
+    if (out.rfind("fail:", 0) == 0) return tr_ctx_error(ctx, "asked to fail");
+    return tr_ctx_reply(ctx, out.data(), out.size());
+}
+int m_fixed(tr_ctx *ctx, void *self, const void *args, size_t len) {
+    (void)self, (void)args, (void)len;
+    std::string out = std::string("fixed(") + tr_ctx_method(ctx) + ")";
+    return tr_ctx_reply(ctx, out.data(), out.size());
+}
+const tr_method_def dispatcher_methods[] = {{"fixed", m_fixed}};
+
 void add_classes(tr_config *cfg) {
+    tr_actor_class disp = TR_ACTOR_CLASS_INIT; /* methods known at run time only */
+    disp.name = "Dispatcher";
+    disp.methods = dispatcher_methods;
+    disp.n_methods = 1;
+    disp.dispatch = m_dispatch;
+    if (tr_config_add_class(cfg, &disp)) abort();
     tr_actor_class cls = TR_ACTOR_CLASS_INIT;
     cls.name = "Counter";
     cls.ctor = counter_new;

@@ -4,7 +4,8 @@
 # examples built with the system compiler and `pkg-config troupe`, and run against the
 # installed libtroupe.so.1: hello_actors (actors in its own executable), module_driver
 # with module_adder.so (the generic worker, found next to the library, runs the classes).
-# Also: the library's SONAME and that it exports the public API (tr_*) only.
+# Also: the library's SONAME and that it exports the public API (tr_*) only; and a program
+# built against troupe 0.1's headers runs against it (tests/abi/old_binary.c).
 set -euo pipefail
 
 lib=$1 cli=$2 worker=$3
@@ -45,4 +46,13 @@ grep -q "ModuleAdder: 5 + 7 = 12" module.out || { cat module.out; fail "module_d
 pid=$(sed -n 's/.*worker pid \([0-9]*\).*/\1/p' module.out)
 [[ -n "$pid" ]] || fail "no worker pid"
 cat hello.out module.out
-echo "PASS: installed in $prefix, built with pkg-config, ran hello_actors and module_driver"
+
+# ABI: a program built against troupe 0.1's headers (before tr_actor_class gained a field)
+# runs against today's library.
+cd "$tmp"
+cc -Wall -Wextra -Werror -I "$root/tests/abi/troupe-0.1" "$root/tests/abi/old_binary.c" \
+    -L "$prefix/lib" -ltroupe -o old_binary
+./old_binary >old.out 2>&1 || { cat old.out; fail "old_binary"; }
+cat old.out
+grep -q "old binary: ok" old.out || fail "old_binary said no ok"
+echo "PASS: installed in $prefix, built with pkg-config: hello_actors, module_driver, old_binary"

@@ -18,7 +18,7 @@ extern "C" {
 #endif
 
 #define TR_VERSION_MAJOR 0
-#define TR_VERSION_MINOR 1
+#define TR_VERSION_MINOR 2
 #define TR_VERSION_PATCH 0
 /* The ABI version: bumped on any incompatible change of a public struct or function. */
 #define TR_ABI_VERSION 1

@@ -77,10 +77,14 @@ typedef struct tr_actor_class {
     tr_dtor_fn dtor;              /* may be NULL */
     const tr_method_def *methods; /* borrowed: must outlive the runtime (usually static) */
     size_t n_methods;
+    /* Added in 0.2 (struct_size tells): runs every method not in `methods`, whatever its
+     * name (tr_ctx_method says which), for bindings whose classes are known only at run
+     * time (a Python class). NULL: such a call gets TR_ENOMETHOD. */
+    tr_method_fn dispatch;
 } tr_actor_class;
 
 #define TR_ACTOR_CLASS_INIT                                                                        \
-    { sizeof(tr_actor_class), NULL, NULL, NULL, NULL, 0 }
+    { sizeof(tr_actor_class), NULL, NULL, NULL, NULL, 0, NULL }
 /* Same as TR_ACTOR_CLASS_INIT, for bindings. Thread safety: any thread. */
 TR_API void tr_actor_class_init(tr_actor_class *cls);
 
@@ -111,6 +115,10 @@ TR_API int tr_ctx_set_error(tr_ctx *ctx, const char *msg);
 /* The worker's runtime, for calls made from inside a method (actors calling actors).
  * Thread safety: any thread. */
 TR_API tr_runtime *tr_ctx_runtime(tr_ctx *ctx);
+
+/* The name of the method running (static until it returns); "" in a constructor.
+ * Thread safety: the method's thread. */
+TR_API const char *tr_ctx_method(const tr_ctx *ctx);
 
 /* The id of the actor running the method. Thread safety: any thread. */
 TR_API tr_actor_id tr_ctx_actor_id(const tr_ctx *ctx);

@@ -1,0 +1,632 @@
+/* troupe/troupe.h - the public C API of troupe: configuration, the runtime, actor classes,
+ * actors, method calls and their results.
+ *
+ * Conventions (see STYLE.md): every fallible call returns 0 or a negative TR_E* code and
+ * leaves a message for tr_last_error(); opaque handles (tr_runtime, tr_config) live in
+ * this process, value ids (tr_actor_id, tr_ref) name things that live elsewhere, and a
+ * stale id gives an error, never a crash. Each declaration says its thread safety.
+ *
+ * Processes. The program that calls tr_init is the driver. Actors run in worker processes
+ * that execute this same executable (unless the config key "worker_command" or
+ * "worker_library" names another): a worker runs the program's main() up to tr_init (or
+ * tr_worker_main), which in a worker never returns. So build the tr_config with the actor
+ * classes and call tr_init before doing anything else in main().
+ */
+#ifndef TROUPE_TROUPE_H
+#define TROUPE_TROUPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "troupe/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* No deadline; accepted wherever a timeout in milliseconds is taken. The waits that need
+ * a bound treat it as one hour: a group join (tr_group_init, tr_group_open) and each gloo
+ * op. Everything else - tr_get, tr_wait, shm ops, object seals - waits for as long as
+ * it takes. */
+#define TR_FOREVER (-1)
+
+/* Option and result structs start with uint32_t struct_size, set by their _INIT macro or
+ * _init function to the size the caller was compiled with. The library accepts any
+ * struct_size from a struct's first published version up: fields a caller's older
+ * version lacks take their defaults, fields of a newer version the library does not know
+ * are ignored; result structs are filled up to the caller's struct_size. So fields are
+ * only ever added at the end, and a compiled binding keeps working across versions. */
+
+typedef struct tr_config tr_config;
+typedef struct tr_group tr_group;
+typedef struct tr_runtime tr_runtime;
+typedef struct tr_ctx tr_ctx;
+
+/* An actor, by value: valid across processes; a stale id gives TR_ENOTFOUND. */
+typedef struct tr_actor_id {
+    uint8_t b[16];
+} tr_actor_id;
+
+/* A reference to a value that a call will produce. Valid in the process that made it
+ * until tr_ref_release; after that any use gives TR_ESTALE. */
+typedef struct tr_ref {
+    uint8_t b[16];
+} tr_ref;
+
+/* ------------------------------------------------------------------ actor classes */
+
+/* Constructor: gets the creation arguments and sets *self to the instance. Returns 0, or
+ * non-zero to fail creation (the actor then dies with the message of tr_ctx_error). */
+typedef int (*tr_ctor_fn)(tr_ctx *ctx, const void *args, size_t len, void **self);
+/* Destructor: called when the worker exits in an orderly way. May be NULL. */
+typedef void (*tr_dtor_fn)(void *self);
+/* Method: gets its arguments (by convention msgpack, to troupe opaque bytes) and writes
+ * its result with tr_ctx_reply. Returns 0, or non-zero for an error that reaches the
+ * caller as TR_ETASK with the text of tr_ctx_error; the actor lives on. */
+typedef int (*tr_method_fn)(tr_ctx *ctx, void *self, const void *args, size_t len);
+
+typedef struct tr_method_def {
+    const char *name;
+    tr_method_fn fn;
+} tr_method_def;
+
+typedef struct tr_actor_class {
+    uint32_t struct_size;         /* sizeof(tr_actor_class) */
+    const char *name;             /* unique class name */
+    tr_ctor_fn ctor;              /* may be NULL: self is NULL */
+    tr_dtor_fn dtor;              /* may be NULL */
+    const tr_method_def *methods; /* borrowed: must outlive the runtime (usually static) */
+    size_t n_methods;
+} tr_actor_class;
+
+#define TR_ACTOR_CLASS_INIT                                                                        \
+    { sizeof(tr_actor_class), NULL, NULL, NULL, NULL, 0 }
+/* Same as TR_ACTOR_CLASS_INIT, for bindings. Thread safety: any thread. */
+TR_API void tr_actor_class_init(tr_actor_class *cls);
+
+/* Writes the method's (or constructor's) result: data is copied. Calling it again
+ * replaces the result. A result over 100 KiB travels through the node's object store
+ * (one copy in, a zero-copy view for the caller) instead of the socket.
+ * Returns 0 or TR_ENOMEM. Thread safety: the method's thread. */
+TR_API int tr_ctx_reply(tr_ctx *ctx, const void *data, size_t len);
+/* The method's result is len bytes of device memory at dev (the CUDA build): in a
+ * classic call it is copied to the host and replied as tr_ctx_reply; in a compiled
+ * graph's step it goes on as the edge's transport says (TR_DAG_NCCL, TR_DAG_CUDA_IPC:
+ * device to device; shm: copied into the slot), after the method returns, so dev must
+ * stay valid until then (memory the actor owns). Without CUDA: TR_EINVAL. */
+TR_API int tr_ctx_reply_device(tr_ctx *ctx, const void *dev, size_t len);
+
+/* Sets the error message the caller will see and returns TR_ETASK, so a method can
+ * `return tr_ctx_error(ctx, "bad input %d", x);`. Thread safety: the method's thread. */
+TR_API int tr_ctx_error(tr_ctx *ctx, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* tr_ctx_error without formatting, for bindings that cannot call a variadic function:
+ * msg (copied; NULL means no text) becomes the caller's error message. Returns TR_ETASK.
+ * Thread safety: the method's thread. */
+TR_API int tr_ctx_set_error(tr_ctx *ctx, const char *msg);
+
+/* The worker's runtime, for calls made from inside a method (actors calling actors).
+ * Thread safety: any thread. */
+TR_API tr_runtime *tr_ctx_runtime(tr_ctx *ctx);
+
+/* The id of the actor running the method. Thread safety: any thread. */
+TR_API tr_actor_id tr_ctx_actor_id(const tr_ctx *ctx);
+
+/* The GPUs the node gave this actor (num_gpus), as CUDA_VISIBLE_DEVICES names them in its
+ * process ("0,1"; inside the process they are devices 0..k-1); "" if none. Static text.
+ * Thread safety: any thread. */
+TR_API const char *tr_ctx_gpu_ids(const tr_ctx *ctx);
+
+/* The number of refs passed with the call (tr_call_refs). */
+TR_API size_t tr_ctx_num_refs(const tr_ctx *ctx);
+/* A read-only view of ref argument i (an object, zero-copy in the store, or another
+ * call's result), valid until the method returns. Returns 0 or TR_EINVAL.
+ * Thread safety: the method's thread. */
+TR_API int tr_ctx_ref(const tr_ctx *ctx, size_t i, const void **data, size_t *len);
+
+/* ------------------------------------------------------------------ configuration */
+
+/* Creates an empty configuration (embedded node, defaults everywhere).
+ * *out is NULL on failure. Thread safety: any thread. */
+TR_API int tr_config_create(tr_config **out);
+
+/* Destroys a configuration; NULL is a no-op. Thread safety: not thread-safe. */
+TR_API void tr_config_destroy(tr_config *cfg);
+
+/* Sets one option from text (both strings are copied). Keys:
+ *   "address"                  node socket path to connect to; unset = start an embedded node;
+ *                              "HOST:PORT": a cluster's head, which an embedded node joins
+ *                              for this driver (with cluster_token) as a client: it runs no
+ *                              actors (the head places them), it holds the driver's objects
+ *   "num_cpus", "num_gpus"     node capacity (embedded or `troupe start`); default: the
+ *                              machine's CPU count and the GPUs the NVIDIA driver lists
+ *                              (no more than the node's CUDA_VISIBLE_DEVICES names; 0,
+ *                              with the reason logged, without a GPU or driver)
+ *   "resources"                custom node resources, "name=qty[,name=qty...]"
+ *   "log_level"                error|warn|info|debug (overrides TROUPE_LOG_LEVEL)
+ *   "max_message_bytes"        largest accepted frame (default 64 MiB)
+ *   "worker_start_timeout_ms"  how long a worker may take to come up (default 30000)
+ *   "tmpdir"                   where the node's 0700 session directory goes (default /tmp)
+ *   "object_store_bytes"       the node's shared-memory object store capacity (default
+ *                              30% of RAM, at most 1 GiB; allocated up front)
+ *   "spill_dir"                where objects go when the store is full (default: the
+ *                              node's session directory); a fresh 0700 subdirectory is
+ *                              made in it and removed when the node stops
+ *   "cpu_binding"              "cores" (the default): an actor created with num_cpus >= 1
+ *                              is bound to that many whole CPUs of the node's, distinct
+ *                              from every other bound actor's, as mpirun binds ranks; when
+ *                              too few are free (more actors than CPUs) it floats. "none":
+ *                              no actor is bound. tr_actor_info says which it got
+ *   "cluster_port"             the node's TCP port for other nodes of a cluster (-1, the
+ *                              default: none; 0: any free one); `troupe start --port`
+ *   "cluster_bind"             the address it binds (default: loopback on a head, the
+ *                              address facing the head on another node); `--bind`
+ *   "cluster_token"            the cluster's shared token (<= 255 bytes), required to bind
+ *                              anything but loopback; `--token`
+ *   "cluster_head"             "HOST:PORT" of the head to join (unset: none, or this node
+ *                              is the head); `troupe start --address`
+ *   "worker_command"           the program that runs workers and the embedded node, instead of
+ *                              this executable: words separated by spaces (no quoting), the
+ *                              first an executable's path or a name on PATH, e.g.
+ *                              "/usr/bin/python3 -m troupe._worker". It must call tr_init or
+ *                              tr_worker_main with the actor classes registered. "" goes
+ *                              back to this executable
+ *   "worker_library"           a shared object of actor classes: workers (and the node) run
+ *                              the generic worker, "troupe-worker LIB" (found next to
+ *                              libtroupe, in DIR or DIR/../bin, or on PATH), which loads it
+ *                              and calls its `int troupe_module_init(tr_config *cfg)` to
+ *                              register them. The later of the two keys wins
+ *   "cluster_tls_cert", "cluster_tls_key", "cluster_tls_ca"
+ *                              TLS between the nodes (all three, or none): PEM files of
+ *                              this node's certificate chain and key, and of the CA that
+ *                              signed every node's certificate for the name "troupe-node";
+ *                              `--tls-cert`, `--tls-key`, `--tls-ca`. The token still
+ *                              authenticates; a driver reaches other nodes with the CA
+ *                              its node names
+ * Returns 0, TR_EINVAL (unknown key or bad value, with the reason in tr_last_error).
+ * Thread safety: not thread-safe. */
+TR_API int tr_config_set(tr_config *cfg, const char *key, const char *value);
+
+/* Registers an actor class (the struct is copied; its method table is borrowed).
+ * Returns 0, TR_EINVAL (NULL, no name, bad struct_size), TR_EEXIST (name taken).
+ * Thread safety: not thread-safe. */
+TR_API int tr_config_add_class(tr_config *cfg, const tr_actor_class *cls);
+
+/* ------------------------------------------------------------------ runtime */
+
+/* Starts the runtime. With no "address" it starts an embedded node service as a child
+ * process (stopped by tr_shutdown); with one, it connects to that node. cfg is borrowed
+ * for the call (copied). In a worker process started by troupe this runs the worker and
+ * never returns. *out is NULL on failure. tr_init is an inline wrapper passing the
+ * header's TR_ABI_VERSION to tr_init_abi (bindings call tr_init_abi), so a header/library
+ * mismatch is caught (TR_EVERSION).
+ * Returns 0, TR_EINVAL, TR_ECONNECT (node unreachable or failed to start), TR_EVERSION,
+ * TR_ENOMEM. Thread safety: any thread; one runtime per process. */
+TR_API int tr_init_abi(const tr_config *cfg, tr_runtime **out, unsigned abi_version);
+static inline int tr_init(const tr_config *cfg, tr_runtime **out) {
+    return tr_init_abi(cfg, out, TR_ABI_VERSION);
+}
+
+/* In a worker process started by troupe: runs the worker with cfg's classes and exits.
+ * Elsewhere: returns TR_ESTATE at once. Useful in programs (test runners) whose main must
+ * decide its role before doing anything else. Thread safety: main thread. */
+TR_API int tr_worker_main(const tr_config *cfg);
+
+/* Stops the runtime: closes connections, drops unreleased refs; for an embedded node,
+ * stops it and its workers and removes its sockets. NULL is a no-op.
+ * Thread safety: not thread-safe (no other tr_ call on rt may be running). */
+TR_API void tr_shutdown(tr_runtime *rt);
+
+/* The node's address (its socket path), borrowed until tr_shutdown.
+ * Thread safety: any thread. */
+TR_API const char *tr_runtime_address(const tr_runtime *rt);
+
+/* Node status as a JSON object (pid, address, resources, actors, object store, groups;
+ * every field is described in docs/NODE.md). *json_out is the caller's, freed with
+ * tr_free. Returns 0, TR_ECONNECT, TR_ETIMEDOUT. Thread safety: any thread. */
+TR_API int tr_node_status(tr_runtime *rt, char **json_out);
+
+/* ------------------------------------------------------------------ key-value store */
+
+/* The node's key-value store (used for collective rendezvous; open to users). Values are
+ * copied. tr_kv_get sets *value (caller frees with tr_free) and *len.
+ * Return 0, TR_ENOTFOUND, TR_EINVAL, TR_EMSGSIZE, TR_ECONNECT. Thread safety: any thread. */
+TR_API int tr_kv_put(tr_runtime *rt, const char *key, const void *value, size_t len);
+TR_API int tr_kv_get(tr_runtime *rt, const char *key, void **value, size_t *len);
+TR_API int tr_kv_del(tr_runtime *rt, const char *key);
+
+/* ------------------------------------------------------------------ actors */
+
+typedef struct tr_resource {
+    const char *name;
+    double quantity;
+} tr_resource;
+
+typedef struct tr_actor_options {
+    uint32_t struct_size;         /* sizeof(tr_actor_options) */
+    double num_cpus;              /* default 0, as Ray's actors once placed; >= 1 also binds
+                                     the actor to that many whole CPUs (cpu_binding) */
+    double num_gpus;              /* default 0; k >= 1 (whole): k GPUs of its own, k < 1:
+                                     a share of one; its worker sees only those
+                                     (CUDA_VISIBLE_DEVICES; none if it asked for none) */
+    const tr_resource *resources; /* custom resources; borrowed for the call */
+    size_t n_resources;
+    const char *name; /* unique actor name or NULL; copied */
+    int max_restarts; /* restarts after a crash: 0 (default), n, or -1 forever */
+} tr_actor_options;
+
+#define TR_ACTOR_OPTIONS_INIT                                                                      \
+    { sizeof(tr_actor_options), 0.0, 0.0, NULL, 0, NULL, 0 }
+/* Same as TR_ACTOR_OPTIONS_INIT, for bindings. Thread safety: any thread. */
+TR_API void tr_actor_options_init(tr_actor_options *opts);
+
+/* Creates an actor of a registered class; opts may be NULL. args (copied) go to the
+ * constructor. Returns once the node has placed the actor or queued it for resources that
+ * are busy; the worker starts in the background (tr_actor_wait_ready waits for it).
+ * Returns 0, TR_EINVAL, TR_ERESOURCES (can never fit on this node), TR_EEXIST (name
+ * taken), TR_EMSGSIZE, TR_ECONNECT. Thread safety: any thread. */
+TR_API int tr_actor_create(tr_runtime *rt, const char *class_name, const tr_actor_options *opts,
+                           const void *args, size_t len, tr_actor_id *out);
+
+/* Waits until the actor's constructor has run. Returns 0, TR_EACTOR_DIED (constructor
+ * failed, unknown class, or the actor died: the reason is in tr_last_error), TR_ETIMEDOUT,
+ * TR_ENOTFOUND. Thread safety: any thread. */
+TR_API int tr_actor_wait_ready(tr_runtime *rt, tr_actor_id actor, int timeout_ms);
+
+/* Looks up a named actor. Returns 0, TR_ENOTFOUND, TR_EINVAL. Thread safety: any thread. */
+TR_API int tr_actor_get(tr_runtime *rt, const char *name, tr_actor_id *out);
+
+/* Kills the actor's process. With no_restart non-zero it stays dead; otherwise it restarts
+ * if it has restarts left. Pending calls get TR_EACTOR_DIED. Returns 0, TR_ENOTFOUND.
+ * Thread safety: any thread. */
+TR_API int tr_actor_kill(tr_runtime *rt, tr_actor_id actor, int no_restart);
+
+/* An actor's lifecycle, as tr_actor_info reports it. */
+typedef enum tr_actor_state {
+    TR_ACTOR_PENDING = 0,    /* waiting for resources to free up */
+    TR_ACTOR_STARTING = 1,   /* its worker is starting, the constructor has not finished */
+    TR_ACTOR_ALIVE = 2,      /* serving calls */
+    TR_ACTOR_RESTARTING = 3, /* died; a new worker is starting (max_restarts) */
+    TR_ACTOR_DEAD = 4,       /* for good: killed, crashed out of restarts, or its owner left */
+} tr_actor_state;
+
+/* What the node knows of an actor (tr_actor_info). Strings are NUL-terminated, cut to fit. */
+typedef struct tr_actor_details {
+    uint32_t struct_size; /* sizeof(tr_actor_details) */
+    int32_t state;        /* a tr_actor_state */
+    int32_t pid;          /* its worker's process id; 0 while none runs */
+    int32_t restarts;     /* restarts so far */
+    int32_t max_restarts; /* as created: 0, n, or -1 (forever) */
+    char class_name[256]; /* its class */
+    char name[256];       /* its name; "" if it has none */
+    char node[256];       /* the address of the node it lives on */
+    char reason[512];     /* why it last died; "" if it never did */
+    char cpus[128];       /* the CPUs it is bound to ("0,1"); "" if it floats (cpu_binding) */
+    char gpus[1024];      /* the GPUs it was given, as CUDA_VISIBLE_DEVICES names them */
+} tr_actor_details;
+
+#define TR_ACTOR_DETAILS_INIT                                                                      \
+    { sizeof(tr_actor_details), 0, 0, 0, 0, "", "", "", "", "", "" }
+/* Same as TR_ACTOR_DETAILS_INIT, for bindings. Thread safety: any thread. */
+TR_API void tr_actor_details_init(tr_actor_details *out);
+
+/* Fills *out (struct_size set) with the actor's state, worker pid, restarts, class, name,
+ * node and last death reason; a dead actor is reported until its creator leaves. Returns
+ * 0, TR_EINVAL, TR_ENOTFOUND (no such actor, or forgotten), TR_ECONNECT.
+ * Thread safety: any thread. */
+TR_API int tr_actor_info(tr_runtime *rt, tr_actor_id actor, tr_actor_details *out);
+
+/* "PENDING", "STARTING", "ALIVE", "RESTARTING", "DEAD"; "UNKNOWN" otherwise (static).
+ * Thread safety: any thread. */
+TR_API const char *tr_actor_state_name(int state);
+
+/* Hex text of an id into buf (at least 33 bytes). Returns buf. Thread safety: any thread. */
+TR_API char *tr_actor_id_str(tr_actor_id id, char *buf);
+
+/* ------------------------------------------------------------------ calls */
+
+/* Calls a method; returns at once with a ref to its result. args are copied. Calls to one
+ * actor from one process run in the order they were made. Never blocks on the actor:
+ * if it is not up yet, the call is queued and sent by a later tr_get/tr_wait.
+ * Returns 0, TR_EINVAL, TR_EMSGSIZE, TR_ENOMEM, TR_ENOTFOUND (unknown actor).
+ * Thread safety: any thread. */
+TR_API int tr_call(tr_runtime *rt, tr_actor_id actor, const char *method, const void *args,
+                   size_t len, tr_ref *out);
+
+/* As tr_call, passing refs as arguments: objects (tr_put) and other calls' results (refs
+ * from tr_call made in this process), in any mix; the method reads argument i with
+ * tr_ctx_ref. Each object is kept alive until the call completes (even if the caller
+ * releases its ref meanwhile), and the worker resolves it before the method runs,
+ * waiting for a seal if needed. A call's result is waited for in the caller, as in Ray:
+ * the call (and every later call to the same actor, to keep their order) is sent once the
+ * result is in - a result up to 100 KiB inside the call, a larger one as the store
+ * object it already is, zero-copy. Nothing sends it but a thread of this process inside
+ * tr_get or tr_wait (there is no background thread). If that call failed, this one fails
+ * with the same code (TR_ETASK with its message, TR_EACTOR_DIED, ...) and its method never
+ * runs. The caller may release the argument refs at once. Returns as tr_call, and
+ * TR_ENOTFOUND for an object that does not exist, TR_ESTALE for a ref that is neither an
+ * object nor a live call ref of this process. Thread safety: any thread. */
+TR_API int tr_call_refs(tr_runtime *rt, tr_actor_id actor, const char *method, const void *args,
+                        size_t len, const tr_ref *refs, size_t n_refs, tr_ref *out);
+
+/* Waits up to timeout_ms for a call's result or a sealed object (see tr_put). On 0, *data
+ * and *len view the result, valid until tr_ref_release (tr_get may be repeated). On TR_ETASK the
+ * method's message is in tr_last_error() and also in *data (NUL-terminated). Returns 0,
+ * TR_ETIMEDOUT (the ref stays valid), TR_ETASK, TR_ENOMETHOD, TR_EACTOR_DIED, TR_ESTALE, TR_EINVAL.
+ * Thread safety: any thread. */
+TR_API int tr_get(tr_runtime *rt, tr_ref ref, int timeout_ms, const void **data, size_t *len);
+
+/* Waits until at least num_ready of the n refs are done (a call's result or error; an
+ * object sealed) or timeout_ms passes. ready (n bytes, may be NULL) gets 1 for each done ref;
+ * *n_ready (may be NULL) the count. A timeout is not an error. Returns 0, TR_EINVAL, TR_ESTALE.
+ * Thread safety: any thread. */
+TR_API int tr_wait(tr_runtime *rt, const tr_ref *refs, size_t n, size_t num_ready, int timeout_ms,
+                   uint8_t *ready, size_t *n_ready);
+
+/* Drops a ref: a call's result, or this process's hold on an object (whose memory returns
+ * once no process holds it). Returns 0, TR_ESTALE. Thread safety: any thread. */
+TR_API int tr_ref_release(tr_runtime *rt, tr_ref ref);
+
+/* ------------------------------------------------------------------ objects */
+
+/* Copies len bytes into the node's shared-memory object store and returns a ref to the
+ * sealed (immutable) object, held by this process until tr_ref_release. No round trip to
+ * the node. Memory returns as soon as no process holds an object (nothing is cached).
+ * When the store is full, the least recently used objects that no process is viewing
+ * (through tr_get) are spilled to disk, and read back on tr_get: nothing referenced is
+ * ever lost. tr_get on an object ref gives a read-only view straight into shared memory
+ * (no copy), valid until this process releases the ref; any process on the node that
+ * has the ref (e.g. passed in call arguments) may tr_get it, which makes it a holder too.
+ * Returns 0, TR_EINVAL, TR_ENOMEM (the store is full, or the object can never fit: the
+ * message says the capacity). Thread safety: any thread. */
+TR_API int tr_put(tr_runtime *rt, const void *data, size_t len, tr_ref *out);
+
+/* As tr_put, for an object that contains refs to other objects (e.g. a list of tensors):
+ * each contained object stays alive at least as long as this one, even after every
+ * process has released it. tr_object_refs gives them back. Returns as tr_put, and
+ * TR_ENOTFOUND if a contained ref names no object. Thread safety: any thread. */
+TR_API int tr_put_refs(tr_runtime *rt, const void *data, size_t len, const tr_ref *refs,
+                       size_t n_refs, tr_ref *out);
+
+/* The refs contained in an object (tr_put_refs): up to cap of them into out, their number
+ * in *n. Returns 0, TR_ENOTFOUND, TR_EINVAL. Thread safety: any thread. */
+TR_API int tr_object_refs(tr_runtime *rt, tr_ref ref, tr_ref *out, size_t cap, size_t *n);
+
+/* Allocates an object of len bytes for the caller to write in place (*buf, writable until
+ * tr_object_seal); others see it only once sealed. Returns as tr_put.
+ * Thread safety: any thread. */
+TR_API int tr_object_create(tr_runtime *rt, size_t len, tr_ref *out, void **buf);
+
+/* Seals an object made by tr_object_create in this process: it becomes immutable and
+ * visible. Returns 0, TR_ENOTFOUND, TR_ESTATE (sealed already). Thread safety: any thread. */
+TR_API int tr_object_seal(tr_runtime *rt, tr_ref ref);
+
+typedef struct tr_store_stats {
+    uint32_t struct_size;   /* sizeof(tr_store_stats) */
+    uint64_t capacity;      /* largest object that fits in an empty store */
+    uint64_t bytes_used;    /* allocated, headers included */
+    uint64_t bytes_objects; /* sealed objects' bytes */
+    uint64_t n_objects;     /* objects, sealed or being written, resident or spilled */
+    uint64_t bytes_spilled; /* objects' bytes now on disk */
+    uint64_t spills;        /* objects written to disk so far */
+    uint64_t restores;      /* objects read back so far */
+} tr_store_stats;
+
+#define TR_STORE_STATS_INIT                                                                        \
+    { sizeof(tr_store_stats), 0, 0, 0, 0, 0, 0, 0 }
+/* Same as TR_STORE_STATS_INIT, for bindings. Thread safety: any thread. */
+TR_API void tr_store_stats_init(tr_store_stats *stats);
+/* Element types and reduction operators of the reduction routines (here and, later, the
+ * collective groups). */
+typedef enum tr_dtype {
+    TR_INT8 = 0,
+    TR_UINT8 = 1,
+    TR_INT32 = 2,
+    TR_INT64 = 3,
+    TR_FLOAT16 = 4,
+    TR_BFLOAT16 = 5,
+    TR_FLOAT32 = 6,
+    TR_FLOAT64 = 7,
+} tr_dtype;
+
+/* Reductions, in rank order on every backend (every rank gets the same bits). Integer sums
+ * and products wrap (two's complement); TR_AVG sums in the dtype, then divides (integers
+ * truncate toward zero), so an integer average of large values wraps first. float16 and
+ * bfloat16 compute in float32 and round to nearest even at each step. */
+typedef enum tr_redop {
+    TR_SUM = 0,
+    TR_PROD = 1,
+    TR_MIN = 2,
+    TR_MAX = 3,
+    TR_AVG = 4,
+} tr_redop;
+
+/* Bytes of one element of dtype; 0 for an unknown dtype. Thread safety: any thread. */
+TR_API size_t tr_dtype_size(tr_dtype dtype);
+
+/* Allreduce through the object store - the path ray.put/ray.get users take, kept as the
+ * baseline the collective path is measured against: each of `world` ranks (any processes
+ * on this node, typically actors) puts its buffer, publishes the ref in the node's KV
+ * store under `name`, gets every other rank's object (zero-copy), and reduces in rank
+ * order, so every rank ends with the same bytes in buf. `round` must increase by one per
+ * call on a name (0, 1, 2, ...). Returns 0, TR_EINVAL (bad arguments, or ranks disagree
+ * on the size), TR_ETIMEDOUT (a rank did not arrive), TR_ENOMEM.
+ * Thread safety: any thread; one call per (name, rank) at a time. */
+TR_API int tr_object_allreduce(tr_runtime *rt, const char *name, int rank, int world,
+                               uint64_t round, void *buf, size_t count, tr_dtype dtype, tr_redop op,
+                               int timeout_ms);
+
+/* ------------------------------------------------------------------ collective groups */
+
+/* Joins a collective group: `world` ranks (any processes on the node, typically actors)
+ * call this with the same name (1-199 bytes, no '/') and backend and their own rank; it returns
+ * once all have joined (the rendezvous), or TR_ETIMEDOUT after timeout_ms. Backends: "shm" (ranks
+ * on one node, through a pre-faulted shared segment), "gloo" (Gloo over TCP) and "auto"
+ * (shm). Ranks on several nodes: tr_group_declare. Returns 0,
+ * TR_EINVAL (bad arguments, a backend not in this build, or a group of that name with another world
+ * or backend), TR_EEXIST (the rank is taken), TR_ETIMEDOUT, TR_ECONNECT. Thread safety: any thread.
+ */
+TR_API int tr_group_init(tr_runtime *rt, int world, int rank, const char *backend, const char *name,
+                         int timeout_ms, tr_group **out);
+/* Declares, from the driver, a group over actors (as Ray's declare_collective_group):
+ * actors[i] gets ranks[i] (ranks NULL: i). Each actor then joins with tr_group_open on
+ * first use. The actors may be on several nodes of a cluster (docs/CLUSTER.md): backend
+ * "gloo", "hier" (allreduce in two levels: shm in each node, Gloo between nodes) or
+ * "auto" ("shm" on one node; across nodes "hier" where a node has several ranks, else
+ * "gloo"). Returns 0, TR_EINVAL (ranks not a permutation, bad name, "shm" or "nccl"
+ * across nodes), TR_ECONNECT (the head out of reach). Thread safety: any thread. */
+TR_API int tr_group_declare(tr_runtime *rt, const tr_actor_id *actors, size_t n, const int *ranks,
+                            const char *backend, const char *name);
+/* Inside an actor's method: joins the group declared under name, as this actor's rank,
+ * waiting up to timeout_ms for the declaration and the other ranks. Returns as
+ * tr_group_init, and TR_ESTATE outside an actor, TR_ENOTFOUND if this actor is not a
+ * member. Thread safety: any thread. */
+TR_API int tr_group_open(tr_runtime *rt, const char *name, int timeout_ms, tr_group **out);
+/* The handle of group `name` that this process joined (tr_group_init or tr_group_open)
+ * and has not destroyed, as Ray's ops find a group by its name: a method can run ops on a
+ * group that another method of the actor joined. *out is borrowed: it stays valid until
+ * tr_group_destroy on it (do not destroy a group another thread may be looking up).
+ * Returns 0, TR_EINVAL, TR_ENOTFOUND. Thread safety: any thread. */
+TR_API int tr_group_get(tr_runtime *rt, const char *name, tr_group **out);
+/* Leaves the group and frees the handle; NULL is a no-op. Thread safety: not thread-safe. */
+TR_API void tr_group_destroy(tr_group *g);
+TR_API int tr_group_rank(const tr_group *g);
+TR_API int tr_group_size(const tr_group *g);
+/* 1 if this process has joined group `name` (and not destroyed it), else 0 (as Ray's
+ * is_group_initialized). Thread safety: any thread. */
+TR_API int tr_group_is_initialized(tr_runtime *rt, const char *name);
+/* An op's timeout_ms of TR_GROUP_TIMEOUT means the group's default: 60 s until
+ * tr_group_set_timeout changes it (ms, or TR_FOREVER). Returns 0, TR_EINVAL. Thread
+ * safety: not with the group's ops. */
+#define TR_GROUP_TIMEOUT (-2)
+TR_API int tr_group_set_timeout(tr_group *g, int timeout_ms);
+/* Before each op, ranks check that they all called the same op with the same count,
+ * dtype, reduction op and root (on by default). The check rides on the op: no rank waits
+ * for it, and it costs nothing measurable. on = 0 skips it where a backend can, as MPI
+ * and NCCL never check: ranks that disagree then get corrupted data, or an error at the
+ * timeout. Every rank of the group must choose the same. Returns 0, TR_EINVAL.
+ * Thread safety: not with the group's ops. */
+TR_API int tr_group_set_checks(tr_group *g, int on);
+/* shm: broadcast, allgather, gather and scatter of 64 KiB or more can read the data
+ * straight from the owner's buffer in its own memory (process_vm_readv: one copy instead
+ * of two through shared memory) where every rank can (the same user; a Yama ptrace scope
+ * or a seccomp filter may forbid it). Whether that is faster depends on the machine: the
+ * two copies through shared memory overlap, so it pays only where the kernel's copy runs
+ * near memcpy's speed. on = -1 (the default): where it pays, measured once per process
+ * as the rank joins; 1: wherever allowed; 0: never. An op uses it only where every rank
+ * has it on. Other backends ignore it. Returns 0, TR_EINVAL.
+ * Thread safety: not with the group's ops. */
+TR_API int tr_group_set_single_copy(tr_group *g, int on);
+
+/* Collective ops: every rank of the group calls the same op with the same count, dtype,
+ * op and root, in the same order. Each waits at most timeout_ms (or the group's default:
+ * TR_GROUP_TIMEOUT; below TR_FOREVER is TR_EINVAL). A dead rank gives
+ * TR_EPEER_DIED and a timeout TR_ETIMEDOUT on every live rank, and leave the group
+ * unusable (later ops return the same error); ranks that disagree on the arguments all
+ * get TR_EINVAL naming the difference (the group stays usable; on gloo, where the check
+ * rides on the op, their output buffers, and an in-place input, are then undefined). In
+ * place when send == recv. Thread safety: one op at a time per group. */
+TR_API int tr_barrier(tr_group *g, int timeout_ms);
+TR_API int tr_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+                        tr_redop op, int timeout_ms);
+TR_API int tr_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, int root,
+                        int timeout_ms);
+/* recv (count elements) matters at root only, and may be NULL elsewhere. */
+TR_API int tr_reduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+                     tr_redop op, int root, int timeout_ms);
+/* recv holds world * count elements: rank j's count elements at j * count. */
+TR_API int tr_allgather(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+                        int timeout_ms);
+/* As allgather into root's recv only (NULL elsewhere). */
+TR_API int tr_gather(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+                     int root, int timeout_ms);
+/* root's send holds world * count elements; rank j receives send[j * count ..]. send may
+ * be NULL off the root. */
+TR_API int tr_scatter(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+                      int root, int timeout_ms);
+/* send holds world * count elements; rank j receives the reduction over all ranks of
+ * their send[j * count ..] (count elements). */
+TR_API int tr_reduce_scatter(tr_group *g, const void *send, void *recv, size_t count,
+                             tr_dtype dtype, tr_redop op, int timeout_ms);
+/* Point to point, in order per pair of ranks, and synchronous on both backends: tr_send
+ * returns once the receiver has taken the message (shm), or once the receiver has posted
+ * its tr_recv and the data is written to the connection (gloo, which sends nothing until
+ * the receiver is ready). So a send with no matching receive waits, up to its timeout,
+ * and two ranks that both send first deadlock until then. The receiver checks count and
+ * dtype against what was sent: a difference is TR_EINVAL on the receiver (and on an shm
+ * sender). */
+TR_API int tr_send(tr_group *g, const void *buf, size_t count, tr_dtype dtype, int dst,
+                   int timeout_ms);
+TR_API int tr_recv(tr_group *g, void *buf, size_t count, tr_dtype dtype, int src, int timeout_ms);
+/* send and recv hold world * count elements; rank r's recv[j * count ..] is rank j's
+ * send[r * count ..]. */
+TR_API int tr_alltoall(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+                       int timeout_ms);
+
+/* ------------------------------------------------------------------ GPUs (nccl) */
+
+/* The "nccl" backend (in a troupe built with --config=cuda; elsewhere tr_group_init says
+ * it is not built in): ranks are processes with a CUDA device each (the current device
+ * as the rank joins; an actor created with num_gpus >= 1 sees its GPUs as 0, 1, ...), and
+ * every op above takes device buffers. The join makes a non-blocking NCCL communicator
+ * within the join's timeout; each op waits for the GPU with its own deadline, and a
+ * timeout, a rank's death or an NCCL error aborts the communicator (ncclCommAbort), so
+ * no rank hangs: every live rank gets TR_ETIMEDOUT or TR_EPEER_DIED, with NCCL's message.
+ * The agreement check runs before NCCL moves a byte (send/recv: the receiver checks a
+ * header). NCCL's reduction order is its own (floating-point results may differ from the
+ * CPU backends' in the last bits); TR_AVG of signed integers is NCCL's sum, then a
+ * division (truncating, as on the CPU backends: NCCL's own average is unsigned). A join in a
+ * process that sees no GPU: TR_ERESOURCES. An op reads its inputs after what the caller enqueued on
+ * the default stream (the group's stream is a blocking one); work on the caller's other streams
+ * must finish first (or use the async form on that stream). In place: send == recv on every op
+ * (NCCL's own layouts aside, an overlap costs a device copy of send). As NCCL requires, ops of two
+ * nccl groups on one GPU must be issued in the same order by every process, and not from two
+ * threads at once. On shm and gloo, in the CUDA build, device buffers work too: they are staged
+ * through pinned host memory kept with the group (the copies are the cost). */
+
+/* An nccl group whose process drives ndev local devices (devices: CUDA ordinals as this
+ * process sees them, all different; 1..16): one NCCL rank per device, world * ndev in
+ * all, for the _multigpu ops below (as Ray's allreduce_multigpu). Single-device ops work
+ * on such a group only when ndev is 1. Returns as tr_group_init. Thread safety: any
+ * thread. */
+TR_API int tr_group_init_multigpu(tr_runtime *rt, int world, int rank, const int *devices, int ndev,
+                                  const char *name, int timeout_ms, tr_group **out);
+/* One buffer per device of this process (send[i], recv[i] on devices[i]); counts as in
+ * the single-device ops, over world * ndev NCCL ranks: allgather's recv[i] holds
+ * world * ndev * count elements, NCCL rank (rank * ndev + i)'s at that index * count;
+ * reduce_scatter's send[i] likewise, and recv[i] gets that index's reduction. The root is
+ * (root_rank, root_gpu: an index into that process's devices); reduce's recv matters at
+ * the root device only. nccl groups only; TR_EINVAL elsewhere. */
+TR_API int tr_allreduce_multigpu(tr_group *g, const void *const *send, void *const *recv,
+                                 size_t count, tr_dtype dtype, tr_redop op, int timeout_ms);
+TR_API int tr_broadcast_multigpu(tr_group *g, void *const *bufs, size_t count, tr_dtype dtype,
+                                 int root_rank, int root_gpu, int timeout_ms);
+TR_API int tr_reduce_multigpu(tr_group *g, const void *const *send, void *const *recv, size_t count,
+                              tr_dtype dtype, tr_redop op, int root_rank, int root_gpu,
+                              int timeout_ms);
+TR_API int tr_allgather_multigpu(tr_group *g, const void *const *send, void *const *recv,
+                                 size_t count, tr_dtype dtype, int timeout_ms);
+TR_API int tr_reduce_scatter_multigpu(tr_group *g, const void *const *send, void *const *recv,
+                                      size_t count, tr_dtype dtype, tr_redop op, int timeout_ms);
+/* The async form (single-device nccl groups): with a stream set (a cudaStream_t; NULL
+ * goes back to waiting), each op runs the agreement check, enqueues on that stream and
+ * returns; compute enqueued after it overlaps nothing it depends on. Each op keeps its
+ * deadline: a watchdog thread aborts the communicator when one passes, a rank dies or
+ * NCCL fails, so work waiting on the stream never hangs. tr_group_synchronize waits for
+ * every op enqueued so far (0, or the failure, which leaves the group unusable); other
+ * backends' ops have finished when they return, so there it returns 0 at once.
+ * Returns 0, TR_EINVAL. Thread safety: not with the group's ops. */
+TR_API int tr_group_set_stream(tr_group *g, void *stream);
+TR_API int tr_group_synchronize(tr_group *g, int timeout_ms);
+
+/* Usage of the node's object store (for leak checks and monitoring). Returns 0, TR_EINVAL.
+ * Thread safety: any thread. */
+TR_API int tr_object_stats(tr_runtime *rt, tr_store_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TROUPE_TROUPE_H */
