@@ -7,6 +7,7 @@
 #include <string>
 
 extern "C" {
+#include "core/abi.h"
 #include "core/codec.h"
 #include "core/config.h"
 #include "core/frame.h"
@@ -222,7 +223,7 @@ TEST_F(Config, AddClassValidation) {
     small.struct_size = 0;
     EXPECT_EQ(tr_config_add_class(cfg, &small), TR_EINVAL);
     EXPECT_NE(strstr(tr_last_error(), "struct_size"), nullptr) << tr_last_error();
-    small.struct_size = sizeof(tr_actor_class) - 1;
+    small.struct_size = TR__SIZE_UPTO(tr_actor_class, n_methods) - 1; /* below 0.1's */
     EXPECT_EQ(tr_config_add_class(cfg, &small), TR_EINVAL);
 
     tr_actor_class unnamed = cls(nullptr);
@@ -259,7 +260,12 @@ TEST_F(Config, AddClassValidation) {
     bigger.struct_size = sizeof(tr_actor_class) + 16;
     EXPECT_EQ(tr_config_add_class(cfg, &bigger), 0);
     EXPECT_EQ(tr__config_find_class(cfg, "H")->struct_size, sizeof(tr_actor_class));
-    EXPECT_EQ(cfg->n_classes, 3u);
+    tr_actor_class older = cls("I"); // 0.1's struct: no dispatch, whatever lies past it
+    older.struct_size = TR__SIZE_UPTO(tr_actor_class, n_methods);
+    older.dispatch = m_noop;
+    EXPECT_EQ(tr_config_add_class(cfg, &older), 0);
+    EXPECT_EQ(tr__config_find_class(cfg, "I")->dispatch, nullptr);
+    EXPECT_EQ(cfg->n_classes, 4u);
 }
 
 TEST_F(Config, CopyIsDeep) {
