@@ -491,6 +491,11 @@ TR_API int tr_group_is_initialized(tr_runtime *rt, const char *name) {
     return rt ? tr__group_is_initialized(rt->address, name) : 0;
 }
 
+TR_API int tr_group_is_declared(tr_runtime *rt, const char *name) {
+    CHECK_RT(rt, "tr_group_is_declared");
+    return tr__group_declared(rt->node, name);
+}
+
 TR_API int tr_group_get(tr_runtime *rt, const char *name, tr_group **out) {
     CHECK_RT(rt, "tr_group_get");
     if (!out || !name) return tr__err(TR_EINVAL, "tr_group_get: NULL argument");

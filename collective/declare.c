@@ -70,6 +70,19 @@ int tr__group_declare(tr__nodeconn *node, const tr_actor_id *actors, size_t n, c
     return rc;
 }
 
+int tr__group_declared(tr__nodeconn *node, const char *name) {
+    if (!name || !tr__coll_name_ok(name, strlen(name)))
+        return tr__err(TR_EINVAL, "tr_group_is_declared: bad name");
+    char key[256];
+    key_of(key, sizeof key, name);
+    void *v = NULL;
+    size_t vn = 0;
+    int rc = tr__kv_client_cluster(node, "get", key, NULL, 0, &v, &vn);
+    if (rc == TR_ESTATE) rc = tr__kv_client_get(node, key, &v, &vn); /* in no cluster */
+    free(v);
+    return rc == 0 ? 1 : rc == TR_ENOTFOUND ? 0 : rc;
+}
+
 int tr__group_open(tr__nodeconn *node, const char *node_path, size_t max_msg,
                    const tr_actor_id *self, const char *name, int timeout_ms, tr_group **out) {
     if (!out) return tr__err(TR_EINVAL, "tr_group_open: out is NULL");

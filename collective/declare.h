@@ -20,6 +20,9 @@ int tr__group_declare(tr__nodeconn *node, const tr_actor_id *actors, size_t n, c
                       const char *backend, const char *name, int cluster, const char *const *hosts,
                       uint64_t nonce, int hier);
 /* self: this process's actor id. Waits up to timeout_ms for the declaration. */
+/* 1 if a group is declared under name (its node's store, or the cluster's), 0 if not, or
+ * a negative code. */
+int tr__group_declared(tr__nodeconn *node, const char *name);
 int tr__group_open(tr__nodeconn *node, const char *node_path, size_t max_msg,
                    const tr_actor_id *self, const char *name, int timeout_ms, tr_group **out);
 

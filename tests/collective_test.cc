@@ -365,7 +365,10 @@ TEST_F(CollFailures, GroupsDeclaredByTheDriverOverActors) {
     for (auto &x : a)
         ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "d", 1, &x), 0);
     int ranks[3] = {2, 0, 1};
+    EXPECT_EQ(tr_group_is_declared(rt, "declared"), 0);
     ASSERT_EQ(tr_group_declare(rt, a, 3, ranks, "shm", "declared"), 0) << tr_last_error();
+    EXPECT_EQ(tr_group_is_declared(rt, "declared"), 1);
+    EXPECT_EQ(tr_group_is_declared(rt, "bad/name"), TR_EINVAL);
     tr_ref calls[3];
     for (int i = 0; i < 3; i++)
         ASSERT_EQ(tr_call(rt, a[i], "open_allreduce", "declared", 8, &calls[i]), 0);

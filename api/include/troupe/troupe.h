@@ -493,6 +493,10 @@ TR_API int tr_group_declare(tr_runtime *rt, const tr_actor_id *actors, size_t n,
  * tr_group_init, and TR_ESTATE outside an actor, TR_ENOTFOUND if this actor is not a
  * member. Thread safety: any thread. */
 TR_API int tr_group_open(tr_runtime *rt, const char *name, int timeout_ms, tr_group **out);
+/* Whether a group is declared under name now (tr_group_declare; no wait): 1, 0, or a
+ * negative code (TR_EINVAL, TR_ECONNECT). For bindings that, as Ray's collective library,
+ * fail at once an op on a group nobody declared. Thread safety: any thread. */
+TR_API int tr_group_is_declared(tr_runtime *rt, const char *name);
 /* The handle of group `name` that this process joined (tr_group_init or tr_group_open)
  * and has not destroyed, as Ray's ops find a group by its name: a method can run ops on a
  * group that another method of the actor joined. *out is borrowed: it stays valid until
