@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# tools/test.sh - runs every Bazel test and prints the line CI reads: "N passed, N failed"
-# (", N skipped" when some were skipped or disabled).
+# tools/test.sh - runs every Bazel test, and in a plain run (no extra Bazel arguments) the
+# Python package's tests too (tools/pytest.sh), and prints the line CI reads: "N passed,
+# N failed" (", N skipped" when some were skipped or disabled).
 #
 # Usage: tools/test.sh [extra bazel args...]      e.g. tools/test.sh --config=asan
 #
@@ -198,6 +199,27 @@ for label in "${targets[@]}"; do
         fi
     done
 done
+
+# The Python package's tests (pytest's JUnit XML, counted the same way), in a plain run.
+if [[ $# -eq 0 ]]; then
+    pyxml=$(mktemp "${TMPDIR:-/tmp}/troupe-pytest.XXXXXX")
+    echo "=== tools/pytest.sh"
+    "$root/tools/pytest.sh" --junitxml="$pyxml"
+    if [[ ! -s "$pyxml" ]]; then
+        fail "python: tools/pytest.sh wrote no results"
+    else
+        {
+            read -r cases nfail nskip
+            passed=$((passed + cases - nfail - nskip))
+            skipped=$((skipped + nskip))
+            while IFS= read -r name; do
+                fail "python: $name"
+            done
+        } < <(sed -e 's/<testcase /\n<testcase /g' -e 's/<\/testcase>/<\/testcase>\n/g' "$pyxml" \
+            >"$pyxml.lines" && count_xml "$pyxml.lines")
+    fi
+    rm -f "$pyxml" "$pyxml.lines"
+fi
 
 if [[ $bazel_rc -ne 0 && $failed -eq 0 ]]; then
     if [[ $bazel_rc -eq 4 ]]; then

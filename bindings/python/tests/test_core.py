@@ -1,0 +1,274 @@
+"""Actors, calls, objects, refs and errors, as a Ray user writes them with `import troupe
+as ray`: every expectation is computed here, independently of the runtime."""
+import os
+import time
+
+import numpy as np
+import pytest
+
+import troupe
+from troupe import exceptions
+
+
+@troupe.remote
+class Counter:
+    def __init__(self, start=0):
+        self.n = start
+
+    def add(self, k=1):
+        self.n += k
+        return self.n
+
+    def value(self):
+        return self.n
+
+    def pid(self):
+        return os.getpid()
+
+    def fail(self, text):
+        raise KeyError(text)
+
+    def echo(self, *args, **kwargs):
+        return args, kwargs
+
+    def array(self, n, dtype="float32"):
+        return np.arange(n, dtype=dtype)
+
+    def total(self, a):
+        return float(np.asarray(a).sum())
+
+    def put_inside(self, n):
+        ref = troupe.put(np.full(n, 3, dtype=np.int64))
+        return float(troupe.get(ref).sum()), [ref]
+
+    def get_nested(self, refs):
+        return [float(troupe.get(r).sum()) for r in refs]
+
+    def sleep(self, s):
+        time.sleep(s)
+        return s
+
+    async def async_add(self, k):
+        import asyncio
+        await asyncio.sleep(0.01)
+        self.n += k
+        return self.n
+
+
+class Plain:  # defined in the test module: pickled by reference, imported by workers
+    def __init__(self, x):
+        self.x = x
+
+
+def test_actor_calls_in_order(ray):
+    c = Counter.remote(10)
+    refs = [c.add.remote(i) for i in range(100)]
+    assert ray.get(refs) == [10 + i * (i + 1) // 2 for i in range(100)]
+    assert ray.get(c.value.remote()) == 10 + 99 * 100 // 2
+    assert ray.get(c.pid.remote()) != os.getpid()
+
+
+def test_many_actors_are_processes(ray):
+    actors = [Counter.remote(i) for i in range(4)]
+    pids = ray.get([a.pid.remote() for a in actors])
+    assert len(set(pids)) == 4
+    assert ray.get([a.add.remote(1) for a in actors]) == [1, 2, 3, 4]
+
+
+def test_arguments_and_results_of_every_kind(ray):
+    c = Counter.remote()
+    args = (1, 2.5, "s", b"b", None, [1, {"k": (2, 3)}], Plain(7))
+    got_args, got_kwargs = ray.get(c.echo.remote(*args, key=True))
+    assert got_args[:6] == args[:6]
+    assert isinstance(got_args[6], Plain) and got_args[6].x == 7
+    assert got_kwargs == {"key": True}
+    f = ray.get(c.echo.remote(lambda x: x + 1))[0][0]  # a lambda goes by value
+    assert f(1) == 2
+
+
+def test_put_get_zero_copy(ray):
+    a = np.random.default_rng(1).random(1 << 20)
+    ref = ray.put(a)
+    b = ray.get(ref)
+    assert np.array_equal(a, b)
+    assert not b.flags.writeable  # a read-only view of the store
+    addr = b.ctypes.data
+    with open("/proc/self/maps") as f:
+        maps = [line.split() for line in f]
+    where = [m for m in maps if int(m[0].split("-")[0], 16) <= addr < int(m[0].split("-")[1], 16)]
+    assert where and len(where[0]) >= 6, "the array's memory is not in a named mapping"
+    assert "/dev/shm/" in where[0][5] or "troupe" in where[0][5], where[0]
+    assert ray.get(ref) is not b  # (each get is a fresh view of the same bytes)
+    assert ray.get(ref).ctypes.data == addr
+
+
+def test_arrays_0d_empty_and_dtypes(ray):
+    c = Counter.remote()
+    for a in (np.float64(3.5), np.array(7), np.zeros((0,)), np.zeros((3, 0)),
+              np.arange(6, dtype=np.int8).reshape(2, 3), np.array([1, 2], dtype=np.complex64)):
+        got = ray.get(ray.put(a))
+        assert np.array_equal(got, a) and np.asarray(got).dtype == np.asarray(a).dtype
+        got, _ = ray.get(c.echo.remote(a))
+        assert np.array_equal(got[0], a)
+    big = ray.get(c.array.remote(1 << 21))  # 8 MiB result: through the store
+    assert np.array_equal(big, np.arange(1 << 21, dtype=np.float32))
+
+
+def test_refs_as_arguments(ray):
+    c = Counter.remote()
+    a = np.ones(1 << 20, dtype=np.float32)
+    ref = ray.put(a)
+    assert ray.get(c.total.remote(ref)) == float(1 << 20)  # a put object, by reference
+    r1 = c.array.remote(1000)
+    assert ray.get(c.total.remote(r1)) == float(sum(range(1000)))  # another call's result
+    large = np.ones(1 << 20, dtype=np.float64)  # 8 MiB argument: through the store
+    assert ray.get(c.total.remote(large)) == float(1 << 20)
+
+
+def test_refs_returned_nested_and_hashable(ray):
+    c = Counter.remote()
+    s, refs = ray.get(c.put_inside.remote(10))
+    assert s == 30.0
+    assert isinstance(refs[0], ray.ObjectRef)
+    assert float(ray.get(refs[0]).sum()) == 30.0
+    r = ray.put(np.arange(4))
+    assert ray.get(c.get_nested.remote([r, r])) == [6.0, 6.0]
+    assert len({r, r, ray.put(1)}) == 2
+    assert r == r and hash(r) == hash(r)
+
+
+def test_wait(ray):
+    c, d = Counter.remote(), Counter.remote()
+    slow = c.sleep.remote(2.0)
+    fast = d.sleep.remote(0.01)
+    ready, not_ready = ray.wait([slow, fast], num_returns=1, timeout=1.5)
+    assert ready == [fast] and not_ready == [slow]
+    ready, not_ready = ray.wait([slow, fast], num_returns=2, timeout=0.01)
+    assert len(ready) + len(not_ready) == 2
+    ready, _ = ray.wait([slow, fast], num_returns=2)
+    assert set(ready) == {slow, fast}
+
+
+def test_get_timeout_is_a_timeout_error(ray):
+    c = Counter.remote()
+    ref = c.sleep.remote(1.0)
+    t = time.monotonic()
+    with pytest.raises(TimeoutError):
+        ray.get(ref, timeout=0.1)
+    assert time.monotonic() - t < 0.9
+    with pytest.raises(exceptions.GetTimeoutError):
+        ray.get(ref, timeout=0.0)
+    assert ray.get(ref) == 1.0  # the ref stays good
+
+
+def test_method_exception_comes_back_raised(ray):
+    c = Counter.remote()
+    with pytest.raises(KeyError) as info:  # the cause's class...
+        ray.get(c.fail.remote("nope"))
+    assert isinstance(info.value, exceptions.RayTaskError)  # ...and Ray's
+    assert "nope" in str(info.value)
+    assert "in fail" in str(info.value) or "fail" in info.value.traceback_str
+    assert "raise KeyError(text)" in info.value.traceback_str
+    assert ray.get(c.add.remote(1)) == 1  # the actor lives on
+    with pytest.raises(AttributeError):
+        c.no_such_method  # known from the class
+    any_name = troupe.actor.ActorHandle(c._id, "Counter", None)  # as get_actor gives
+    with pytest.raises(AttributeError):  # a name the actor lacks: raised by the actor
+        ray.get(any_name.nothing.remote())
+
+
+def test_dead_actor_raises_actor_died(ray):
+    c = Counter.remote()
+    assert ray.get(c.add.remote(1)) == 1
+    pending = c.sleep.remote(5)
+    time.sleep(0.2)
+    ray.kill(c)
+    with pytest.raises(exceptions.ActorDiedError):
+        ray.get(pending, timeout=10)
+    with pytest.raises(exceptions.RayActorError):
+        ray.get(c.add.remote(1), timeout=10)
+
+
+def test_constructor_failure_is_actor_died(ray):
+    @ray.remote
+    class Bad:
+        def __init__(self):
+            raise RuntimeError("cannot start")
+
+        def f(self):
+            return 1
+
+    b = Bad.remote()
+    with pytest.raises(exceptions.ActorDiedError) as info:
+        ray.get(b.f.remote(), timeout=30)
+    assert "cannot start" in str(info.value)
+
+
+def test_named_actors(ray):
+    c = Counter.options(name="the-counter").remote(5)
+    assert ray.get(c.add.remote(1)) == 6
+    h = ray.get_actor("the-counter")
+    assert ray.get(h.add.remote(1)) == 7
+    with pytest.raises(ValueError):
+        ray.get_actor("no-such-actor")
+    with pytest.raises(Exception):
+        Counter.options(name="the-counter").remote()  # a name is unique
+
+
+def test_handles_pass_to_other_actors(ray):
+    @ray.remote
+    class Caller:
+        def call(self, other, k):
+            return troupe.get(other.add.remote(k))
+
+    c = Counter.remote(100)
+    callers = [Caller.remote() for _ in range(2)]
+    assert sorted(ray.get([x.call.remote(c, 1) for x in callers])) == [101, 102]
+
+
+def test_async_methods(ray):
+    c = Counter.remote()
+    assert ray.get([c.async_add.remote(2) for _ in range(3)]) == [2, 4, 6]
+
+
+def test_bad_input_is_an_error_not_a_crash(ray):
+    with pytest.raises(TypeError):
+        ray.get(42)
+    with pytest.raises(TypeError):
+        ray.remote(lambda: 1)
+    with pytest.raises(TypeError):
+        Counter.options(colour="red")
+    with pytest.raises(TypeError):
+        Counter()
+    c = Counter.remote()
+    with pytest.raises(TypeError):
+        c.add(1)
+    r = ray.put(1)
+    stale = troupe.ObjectRef._from_bytes(bytes(16))
+    with pytest.raises(exceptions.TroupeError):
+        ray.get(stale, timeout=1)
+    with pytest.raises(ValueError):
+        ray.wait([r, r])
+    assert ray.get(r) == 1
+
+
+def test_not_initialized_and_reinit():
+    with pytest.raises(exceptions.TroupeError):
+        troupe.put(1)
+    troupe.init()
+    try:
+        with pytest.raises(RuntimeError):
+            troupe.init()
+        troupe.init(ignore_reinit_error=True)
+    finally:
+        troupe.shutdown()
+    assert not troupe.is_initialized()
+
+
+def test_nothing_left_in_the_store(ray):
+    refs = [ray.put(np.ones(1000)) for _ in range(10)]
+    assert ray.object_store_stats()["n_objects"] >= 10
+    del refs
+    import gc
+    gc.collect()
+    assert ray.object_store_stats()["n_objects"] == 0

@@ -1,0 +1,217 @@
+"""The C ABI of libtroupe (api/include/troupe/*.h) through ctypes.
+
+Only the public tr_* API is used, as any binding would: opaque handles as void pointers,
+16-byte ids by value, option structs that start with struct_size (filled by the
+library's *_init functions). Every call that blocks releases the GIL (ctypes.CDLL).
+"""
+import ctypes
+import os
+from ctypes import (CFUNCTYPE, POINTER, Structure, byref, c_char, c_char_p, c_double,
+                    c_int, c_size_t, c_uint, c_uint8, c_uint32, c_uint64, c_void_p)
+
+ABI_VERSION = 1
+
+# status codes (api/include/troupe/status.h)
+OK = 0
+EINVAL, ENOMEM, ENOTFOUND, EEXIST, ETIMEDOUT, EACTOR_DIED, ETASK, ENOMETHOD = range(-1, -9, -1)
+ENOCLASS, ERESOURCES, EPROTO, EMSGSIZE, ECONNECT, ECLOSED, ESTALE, EIO = range(-9, -17, -1)
+EVERSION, ECANCELED, EPEER_DIED, EPERM, ESTATE, EINTERNAL, EOBJECT_LOST = range(-17, -24, -1)
+
+FOREVER = -1
+
+
+class Id16(Structure):
+    _fields_ = [("b", c_uint8 * 16)]
+
+
+ActorId = Id16
+Ref = Id16
+
+METHOD_FN = CFUNCTYPE(c_int, c_void_p, c_void_p, c_void_p, c_size_t)
+CTOR_FN = CFUNCTYPE(c_int, c_void_p, c_void_p, c_size_t, POINTER(c_void_p))
+DTOR_FN = CFUNCTYPE(None, c_void_p)
+
+
+class MethodDef(Structure):
+    _fields_ = [("name", c_char_p), ("fn", METHOD_FN)]
+
+
+class ActorClass(Structure):
+    _fields_ = [("struct_size", c_uint32), ("name", c_char_p), ("ctor", CTOR_FN),
+                ("dtor", DTOR_FN), ("methods", POINTER(MethodDef)), ("n_methods", c_size_t),
+                ("dispatch", METHOD_FN)]
+
+
+class Resource(Structure):
+    _fields_ = [("name", c_char_p), ("quantity", c_double)]
+
+
+class ActorOptions(Structure):
+    _fields_ = [("struct_size", c_uint32), ("num_cpus", c_double), ("num_gpus", c_double),
+                ("resources", POINTER(Resource)), ("n_resources", c_size_t),
+                ("name", c_char_p), ("max_restarts", c_int)]
+
+
+class ActorDetails(Structure):
+    _fields_ = [("struct_size", c_uint32), ("state", c_int), ("pid", c_int),
+                ("restarts", c_int), ("max_restarts", c_int), ("class_name", c_char * 256),
+                ("name", c_char * 256), ("node", c_char * 256), ("reason", c_char * 512),
+                ("cpus", c_char * 128), ("gpus", c_char * 1024)]
+
+
+class StoreStats(Structure):
+    _fields_ = [("struct_size", c_uint32), ("capacity", c_uint64), ("bytes_used", c_uint64),
+                ("bytes_objects", c_uint64), ("n_objects", c_uint64),
+                ("bytes_spilled", c_uint64), ("spills", c_uint64), ("restores", c_uint64)]
+
+
+class DagOptions(Structure):
+    _fields_ = [("struct_size", c_uint32), ("max_inflight", c_uint32),
+                ("slot_bytes", c_uint64), ("submit_timeout_ms", c_int),
+                ("attach_timeout_ms", c_int)]
+
+
+vp = c_void_p
+P = POINTER
+
+_PROTOS = {
+    # status.h
+    "tr_strerror": (c_char_p, [c_int]),
+    "tr_errname": (c_char_p, [c_int]),
+    "tr_last_error": (c_char_p, []),
+    "tr_version_string": (c_char_p, []),
+    "tr_abi_version": (c_uint, []),
+    "tr_free": (None, [vp]),
+    # configuration and runtime
+    "tr_config_create": (c_int, [P(vp)]),
+    "tr_config_destroy": (None, [vp]),
+    "tr_config_set": (c_int, [vp, c_char_p, c_char_p]),
+    "tr_config_add_class": (c_int, [vp, P(ActorClass)]),
+    "tr_actor_class_init": (None, [P(ActorClass)]),
+    "tr_init_abi": (c_int, [vp, P(vp), c_uint]),
+    "tr_worker_main": (c_int, [vp]),
+    "tr_shutdown": (None, [vp]),
+    "tr_runtime_address": (c_char_p, [vp]),
+    "tr_node_status": (c_int, [vp, P(vp)]),
+    # method context
+    "tr_ctx_reply": (c_int, [vp, vp, c_size_t]),
+    "tr_ctx_set_error": (c_int, [vp, c_char_p]),
+    "tr_ctx_runtime": (vp, [vp]),
+    "tr_ctx_method": (c_char_p, [vp]),
+    "tr_ctx_actor_id": (ActorId, [vp]),
+    "tr_ctx_num_refs": (c_size_t, [vp]),
+    "tr_ctx_ref": (c_int, [vp, c_size_t, P(vp), P(c_size_t)]),
+    "tr_ctx_gpu_ids": (c_char_p, [vp]),
+    # actors
+    "tr_actor_options_init": (None, [P(ActorOptions)]),
+    "tr_actor_create": (c_int, [vp, c_char_p, P(ActorOptions), vp, c_size_t, P(ActorId)]),
+    "tr_actor_wait_ready": (c_int, [vp, ActorId, c_int]),
+    "tr_actor_get": (c_int, [vp, c_char_p, P(ActorId)]),
+    "tr_actor_kill": (c_int, [vp, ActorId, c_int]),
+    "tr_actor_details_init": (None, [P(ActorDetails)]),
+    "tr_actor_info": (c_int, [vp, ActorId, P(ActorDetails)]),
+    # calls and objects
+    "tr_call": (c_int, [vp, ActorId, c_char_p, vp, c_size_t, P(Ref)]),
+    "tr_call_refs": (c_int, [vp, ActorId, c_char_p, vp, c_size_t, P(Ref), c_size_t, P(Ref)]),
+    "tr_get": (c_int, [vp, Ref, c_int, P(vp), P(c_size_t)]),
+    "tr_wait": (c_int, [vp, P(Ref), c_size_t, c_size_t, c_int, P(c_uint8), P(c_size_t)]),
+    "tr_ref_release": (c_int, [vp, Ref]),
+    "tr_put": (c_int, [vp, vp, c_size_t, P(Ref)]),
+    "tr_put_refs": (c_int, [vp, vp, c_size_t, P(Ref), c_size_t, P(Ref)]),
+    "tr_object_create": (c_int, [vp, c_size_t, P(Ref), P(vp)]),
+    "tr_object_seal": (c_int, [vp, Ref]),
+    "tr_object_stats": (c_int, [vp, P(StoreStats)]),
+    "tr_store_stats_init": (None, [P(StoreStats)]),
+    # collective groups
+    "tr_group_init": (c_int, [vp, c_int, c_int, c_char_p, c_char_p, c_int, P(vp)]),
+    "tr_group_declare": (c_int, [vp, P(ActorId), c_size_t, P(c_int), c_char_p, c_char_p]),
+    "tr_group_open": (c_int, [vp, c_char_p, c_int, P(vp)]),
+    "tr_group_get": (c_int, [vp, c_char_p, P(vp)]),
+    "tr_group_destroy": (None, [vp]),
+    "tr_group_rank": (c_int, [vp]),
+    "tr_group_size": (c_int, [vp]),
+    "tr_group_is_initialized": (c_int, [vp, c_char_p]),
+    "tr_group_is_declared": (c_int, [vp, c_char_p]),
+    "tr_group_set_timeout": (c_int, [vp, c_int]),
+    "tr_barrier": (c_int, [vp, c_int]),
+    "tr_allreduce": (c_int, [vp, vp, vp, c_size_t, c_int, c_int, c_int]),
+    "tr_broadcast": (c_int, [vp, vp, c_size_t, c_int, c_int, c_int]),
+    "tr_reduce": (c_int, [vp, vp, vp, c_size_t, c_int, c_int, c_int, c_int]),
+    "tr_allgather": (c_int, [vp, vp, vp, c_size_t, c_int, c_int]),
+    "tr_gather": (c_int, [vp, vp, vp, c_size_t, c_int, c_int, c_int]),
+    "tr_scatter": (c_int, [vp, vp, vp, c_size_t, c_int, c_int, c_int]),
+    "tr_reduce_scatter": (c_int, [vp, vp, vp, c_size_t, c_int, c_int, c_int]),
+    "tr_send": (c_int, [vp, vp, c_size_t, c_int, c_int, c_int]),
+    "tr_recv": (c_int, [vp, vp, c_size_t, c_int, c_int, c_int]),
+    "tr_alltoall": (c_int, [vp, vp, vp, c_size_t, c_int, c_int]),
+    "tr_object_allreduce": (c_int, [vp, c_char_p, c_int, c_int, c_uint64, vp, c_size_t, c_int,
+                                    c_int, c_int]),
+    # compiled graphs (dag.h)
+    "tr_dag_create": (c_int, [vp, P(vp)]),
+    "tr_dag_input": (c_int, [vp, P(c_uint32)]),
+    "tr_dag_bind": (c_int, [vp, ActorId, c_char_p, P(c_uint32), c_size_t, P(c_uint32)]),
+    "tr_dag_allreduce": (c_int, [vp, P(c_uint32), c_size_t, c_int, c_int, P(c_uint32)]),
+    "tr_dag_output": (c_int, [vp, P(c_uint32), c_size_t]),
+    "tr_dag_compile": (c_int, [vp, P(DagOptions)]),
+    "tr_dag_execute": (c_int, [vp, vp, c_size_t, P(c_uint64)]),
+    "tr_dag_execute_ref": (c_int, [vp, Ref, P(c_uint64)]),
+    "tr_dag_get": (c_int, [vp, c_uint64, c_size_t, c_int, P(vp), P(c_size_t)]),
+    "tr_dag_get_ref": (c_int, [vp, c_uint64, c_size_t, c_int, P(Ref)]),
+    "tr_dag_ready": (c_int, [vp, c_uint64]),
+    "tr_dag_fd": (c_int, [vp]),
+    "tr_dag_release": (c_int, [vp, c_uint64]),
+    "tr_dag_to_dot": (c_int, [vp, P(vp)]),
+    "tr_dag_destroy": (c_int, [vp]),
+}
+
+
+def _library_path():
+    # TROUPE_LIBRARY: the user's choice; PYTROUPE_LIBRARY: the driver's, for its node and
+    # workers (troupe.init sets it: a node passes its workers no TROUPE_* variable)
+    env = os.environ.get("TROUPE_LIBRARY") or os.environ.get("PYTROUPE_LIBRARY")
+    if env:
+        return env
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_lib", "libtroupe.so.1")
+    if os.path.exists(here):
+        return here
+    return "libtroupe.so.1"  # the dynamic linker's search (an installed troupe)
+
+
+def _load():
+    path = _library_path()
+    try:
+        lib = ctypes.CDLL(path)
+        path = os.path.abspath(path) if os.sep in path else path
+    except OSError as e:
+        raise ImportError(f"troupe: cannot load libtroupe ({path}): {e}; set TROUPE_LIBRARY "
+                          f"to libtroupe.so.1, or reinstall the package") from None
+    for name, (res, args) in _PROTOS.items():
+        try:
+            f = getattr(lib, name)
+        except AttributeError:
+            raise ImportError(f"troupe: {path} lacks {name}: an older libtroupe") from None
+        f.restype = res
+        f.argtypes = args
+    if lib.tr_abi_version() != ABI_VERSION:
+        raise ImportError(f"troupe: {path} has ABI {lib.tr_abi_version()}, this package "
+                          f"{ABI_VERSION}")
+    return lib, path
+
+
+lib, library_path = _load()
+
+
+def errname(rc):
+    return lib.tr_errname(rc).decode()
+
+
+def last_error():
+    return lib.tr_last_error().decode(errors="replace")
+
+
+def out_ptr():
+    return c_void_p()
+
+
+__all__ = ["lib", "library_path", "errname", "last_error", "byref", "c_void_p", "c_size_t",
+           "c_uint8", "c_uint32", "c_uint64", "c_int"]

@@ -1,0 +1,336 @@
+"""The process's runtime: init/shutdown, ObjectRef, get/put/wait, errors from C codes."""
+import atexit
+import ctypes
+import os
+import sys
+import threading
+import time
+
+from . import _ffi, _serial
+from ._ffi import Ref, byref, c_size_t, c_void_p, lib
+from .exceptions import (ActorDiedError, GetTimeoutError, ObjectLostError, TaskError,
+                         TroupeError)
+
+_rt = None          # tr_runtime* (c_void_p) of this process: the driver's, or a worker's
+_in_worker = False  # this process runs an actor
+_lock = threading.Lock()
+_SLICE_MS = 200     # a wait with no timeout wakes this often (Ctrl-C is seen)
+
+_ERRORS = {
+    _ffi.EACTOR_DIED: ActorDiedError,
+    _ffi.ETIMEDOUT: GetTimeoutError,
+    _ffi.EOBJECT_LOST: ObjectLostError,
+}
+
+
+def error(rc, what=""):
+    """The Python exception for a C status (with tr_last_error()'s text)."""
+    msg = _ffi.last_error()
+    text = f"{what}: {msg}" if what and msg else (what or msg or _ffi.errname(rc))
+    if rc == _ffi.EINVAL:
+        e = ValueError(f"{text} ({_ffi.errname(rc)})")
+        e.code = _ffi.errname(rc)
+        return e
+    if rc == _ffi.ETASK:
+        return TaskError(what, "", None, text)
+    cls = _ERRORS.get(rc, TroupeError)
+    return cls(text, _ffi.errname(rc))
+
+
+def check(rc, what=""):
+    if rc != 0:
+        raise error(rc, what)
+
+
+def runtime():
+    """This process's tr_runtime*, or an error if troupe.init() has not run."""
+    if _rt is None:
+        raise TroupeError("troupe is not initialized: call troupe.init() first", "TR_ESTATE")
+    return _rt
+
+
+def is_initialized():
+    return _rt is not None
+
+
+def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
+         object_store_memory=None, log_level=None, ignore_reinit_error=False,
+         _cluster_token=None, _config=None, **unsupported):
+    """Starts troupe in this process: an embedded node (address None), a node's socket
+    path, or a cluster's head "HOST:PORT". Workers run this interpreter
+    (``python -m troupe._worker``)."""
+    global _rt
+    if unsupported:
+        import warnings
+        warnings.warn(f"troupe.init: ignoring {sorted(unsupported)}", stacklevel=2)
+    with _lock:
+        if _rt is not None:
+            if ignore_reinit_error or _in_worker:
+                return
+            raise RuntimeError("troupe.init() was called already (ignore_reinit_error=True)")
+        cfg = c_void_p()
+        check(lib.tr_config_create(byref(cfg)), "tr_config_create")
+        try:
+            settings = {"worker_command": f"{sys.executable} -m troupe._worker"}
+            if address:
+                settings["address"] = str(address)
+            if num_cpus is not None:
+                settings["num_cpus"] = str(num_cpus)
+            if num_gpus is not None:
+                settings["num_gpus"] = str(num_gpus)
+            if resources:
+                settings["resources"] = ",".join(f"{k}={v}" for k, v in resources.items())
+            if object_store_memory:
+                settings["object_store_bytes"] = str(int(object_store_memory))
+            if log_level:
+                settings["log_level"] = str(log_level)
+            if _cluster_token:
+                settings["cluster_token"] = _cluster_token
+            settings.update(_config or {})
+            for k, v in settings.items():
+                check(lib.tr_config_set(cfg, k.encode(), str(v).encode()), f"config {k!r}")
+            _export_path()
+            os.environ["PYTROUPE_LIBRARY"] = _ffi.library_path
+            rt = c_void_p()
+            check(lib.tr_init_abi(cfg, byref(rt), _ffi.ABI_VERSION), "troupe.init")
+        finally:
+            lib.tr_config_destroy(cfg)
+        _rt = rt
+    atexit.register(shutdown)
+
+
+def _export_path():
+    """Workers import what the driver imports: its script's directory and sys.path go to
+    them through PYTHONPATH (the node and its workers inherit the environment)."""
+    paths = [p for p in sys.path if p and os.path.isdir(p)]
+    main = getattr(sys.modules.get("__main__"), "__file__", None)
+    if main:
+        paths.insert(0, os.path.dirname(os.path.abspath(main)))
+    old = os.environ.get("PYTHONPATH", "")
+    seen, out = set(), []
+    for p in paths + (old.split(os.pathsep) if old else []):
+        if p not in seen:
+            seen.add(p)
+            out.append(p)
+    os.environ["PYTHONPATH"] = os.pathsep.join(out)
+
+
+def shutdown():
+    """Stops troupe in this process: its actors, its embedded node, its refs."""
+    global _rt
+    with _lock:
+        if _rt is None or _in_worker:
+            return
+        rt, _rt = _rt, None
+        from . import dag as _dag
+        _dag._teardown_all()
+        lib.tr_shutdown(rt)
+
+
+# ------------------------------------------------------------------ refs
+
+class ObjectRef:
+    """A future value: a call's result or an object in the store. Hashable; pickles (as
+    an argument or inside a value) by its id."""
+    __slots__ = ("_c", "_owned", "_rt", "__weakref__")
+
+    def __init__(self, c, owned=True):
+        self._c = c            # a Ref (16 bytes)
+        self._owned = owned    # this process holds it: released when this goes
+        self._rt = _rt
+
+    @classmethod
+    def _from_bytes(cls, b):
+        r = Ref()
+        ctypes.memmove(r.b, b, 16)
+        return cls(r, owned=False)
+
+    def binary(self):
+        return bytes(self._c.b)
+
+    def hex(self):
+        return self.binary().hex()
+
+    def is_object(self):
+        """An object of the store (put, or a large result), not a call's own result."""
+        return bool(self._c.b[15] & 0x80)
+
+    def __hash__(self):
+        return hash(self.binary())
+
+    def __eq__(self, other):
+        return isinstance(other, ObjectRef) and self.binary() == other.binary()
+
+    def __repr__(self):
+        return f"ObjectRef({self.hex()})"
+
+    def __reduce__(self):
+        refs = _serial.collecting()
+        if refs is not None:
+            refs.append(self)
+        return (_rebuild_ref, (self.binary(),))
+
+    def __del__(self):
+        if self._owned and self._rt is not None and self._rt is _rt:
+            try:
+                lib.tr_ref_release(self._rt, self._c)
+            except Exception:
+                pass
+
+    def _hold(self):
+        """A ref that came in a value: once got here, this process holds the object too."""
+        self._owned = True
+
+    def __await__(self):
+        return _await_ref(self).__await__()
+
+
+def _rebuild_ref(b):
+    return ObjectRef._from_bytes(b)
+
+
+async def _await_ref(ref):
+    import asyncio
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(None, get, ref)
+
+
+class _Keep:
+    """Keeps a viewed value's ref (and so its memory) alive while a view of it lives."""
+    __slots__ = ("ref",)
+
+    def __init__(self, ref):
+        self.ref = ref
+
+
+def _view(addr, n, owner):
+    """A read-only memoryview of n bytes at addr that keeps owner alive."""
+    arr = (ctypes.c_char * n).from_address(addr)
+    arr._owner = owner
+    return memoryview(arr).cast("B").toreadonly()
+
+
+def _decode(addr, n, ref, what):
+    view = _view(addr, n, _Keep(ref)) if n else memoryview(b"")
+    try:
+        return _serial.loads(view)
+    except _serial._RemoteError as e:
+        raise _task_error(e, what) from None
+
+
+def _task_error(e, what):
+    err = TaskError(what, e.traceback_str, e.cause,
+                    f"{e.text}\n\nRemote traceback ({what}):\n{e.traceback_str}".rstrip())
+    return err.as_instanceof_cause()
+
+
+def _get_one(ref, deadline, what="get"):
+    if not isinstance(ref, ObjectRef):
+        raise TypeError(f"troupe.get wants ObjectRefs, got {type(ref).__name__}")
+    rt = runtime()
+    data, n = c_void_p(), c_size_t()
+    while True:
+        if deadline is None:
+            ms = _SLICE_MS
+        else:
+            ms = max(0, int((deadline - time.monotonic()) * 1000))
+            ms = min(ms, _SLICE_MS)
+        rc = lib.tr_get(rt, ref._c, ms, byref(data), byref(n))
+        if rc == _ffi.ETIMEDOUT and (deadline is None or time.monotonic() < deadline):
+            continue
+        break
+    if rc == 0:
+        if not ref._owned:
+            ref._hold()
+        return _decode(data.value or 0, n.value, ref, what)
+    if rc == _ffi.ETIMEDOUT:
+        raise GetTimeoutError(f"troupe.get: {ref} not ready within the timeout")
+    if rc == _ffi.ESTALE:
+        raise ObjectLostError(f"{ref}: {_ffi.last_error()} (released?)", "TR_ESTALE")
+    raise error(rc, what)
+
+
+def get(refs, *, timeout=None):
+    """The value of a ref, or of each ref of a list (in order), waiting up to timeout
+    seconds in all (None: no limit). A method's exception is raised here, with its remote
+    traceback; a dead actor raises ActorDiedError; a timeout GetTimeoutError."""
+    deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+    if isinstance(refs, ObjectRef):
+        return _get_one(refs, deadline)
+    if isinstance(refs, (list, tuple)):
+        return [_get_one(r, deadline) for r in refs]
+    from .dag import CompiledDAGRef
+    if isinstance(refs, CompiledDAGRef):
+        return refs.get(timeout=timeout)
+    raise TypeError(f"troupe.get wants an ObjectRef or a list of them, got {type(refs).__name__}")
+
+
+def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):
+    """(ready, not_ready): the first num_returns refs done (in the order given), within
+    timeout seconds (None: no limit)."""
+    del fetch_local
+    refs = list(refs)
+    if not all(isinstance(r, ObjectRef) for r in refs):
+        raise TypeError("troupe.wait wants a list of ObjectRefs")
+    if num_returns < 0 or num_returns > len(refs):
+        raise ValueError(f"num_returns {num_returns} with {len(refs)} refs")
+    if len(set(refs)) != len(refs):
+        raise ValueError("troupe.wait: the refs are not unique")
+    if not refs:
+        return [], []
+    rt = runtime()
+    arr = (Ref * len(refs))(*[r._c for r in refs])
+    ready = (ctypes.c_uint8 * len(refs))()
+    nready = c_size_t()
+    deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+    while True:
+        ms = _SLICE_MS if deadline is None else min(
+            _SLICE_MS, max(0, int((deadline - time.monotonic()) * 1000)))
+        check(lib.tr_wait(rt, arr, len(refs), num_returns, ms, ready, byref(nready)),
+              "troupe.wait")
+        if nready.value >= num_returns or (deadline is not None and
+                                           time.monotonic() >= deadline):
+            break
+    done = [r for r, k in zip(refs, ready) if k][:num_returns]
+    taken = set(id(r) for r in done)
+    return done, [r for r in refs if id(r) not in taken]
+
+
+def put_payload(parts, total):
+    """A payload (_serial.dumps' parts) as a new sealed object of the store."""
+    rt = runtime()
+    out, buf = Ref(), c_void_p()
+    check(lib.tr_object_create(rt, total, byref(out), byref(buf)), "troupe.put")
+    try:
+        if total:
+            dst = (ctypes.c_char * total).from_address(buf.value)
+            _serial.write_into(memoryview(dst).cast("B"), parts)
+    except BaseException:
+        lib.tr_ref_release(rt, out)
+        raise
+    check(lib.tr_object_seal(rt, out), "troupe.put")
+    return ObjectRef(out)
+
+
+def put(value):
+    """Puts value in the node's shared-memory store (one copy) and returns its ref. A
+    numpy array comes back from get as a read-only array over the store's memory."""
+    if isinstance(value, ObjectRef):
+        raise TypeError("troupe.put of an ObjectRef: pass the ref itself")
+    rt = runtime()
+    parts, total, refs = _serial.dumps(value)
+    out = Ref()
+    if refs:  # a value that holds refs keeps their objects alive
+        data = _serial.join(parts, total)
+        objs = [r for r in refs if r.is_object()]
+        arr = (Ref * len(objs))(*[r._c for r in objs])
+        check(lib.tr_put_refs(rt, data, len(data), arr, len(objs), byref(out)), "troupe.put")
+        return ObjectRef(out)
+    return put_payload(parts, total)
+
+
+def object_store_stats():
+    s = _ffi.StoreStats()
+    lib.tr_store_stats_init(byref(s))
+    check(lib.tr_object_stats(runtime(), byref(s)), "object_stats")
+    return {f: getattr(s, f) for f, _ in s._fields_ if f != "struct_size"}

@@ -1,0 +1,105 @@
+"""troupe's exceptions, with Ray's names as aliases so that code catching them runs
+unchanged (``except ray.exceptions.RayActorError`` becomes ``troupe.exceptions``')."""
+
+
+class TroupeError(Exception):
+    """A failure the runtime reports: ``code`` is the C status name (e.g. "TR_ETIMEDOUT"),
+    the message is tr_last_error()'s text."""
+
+    def __init__(self, message="", code=None):
+        super().__init__(message)
+        self.code = code
+
+
+class TaskError(TroupeError):
+    """A method raised: ``cause`` is the exception, ``traceback_str`` its remote traceback.
+    ``get`` raises an instance that is also of the cause's class (``as_instanceof_cause``),
+    so ``except ValueError`` catches a remote ValueError, as in Ray."""
+
+    def __init__(self, function_name="", traceback_str="", cause=None, message=None):
+        self.function_name = function_name
+        self.traceback_str = traceback_str
+        self.cause = cause
+        super().__init__(message if message is not None else self._text(), "TR_ETASK")
+
+    def _text(self):
+        head = f"{type(self.cause).__name__ if self.cause is not None else 'Error'}"
+        return (f"{head} in {self.function_name}:\n{self.traceback_str}".rstrip()
+                if self.traceback_str else f"{head} in {self.function_name}")
+
+    def __str__(self):
+        return self.args[0] if self.args else self._text()
+
+    def as_instanceof_cause(self):
+        """This error as an instance of a class that derives from both TaskError and the
+        cause's class (or self, where that class cannot be derived from)."""
+        cause_cls = type(self.cause) if self.cause is not None else None
+        if cause_cls is None or isinstance(self, cause_cls) or not issubclass(cause_cls,
+                                                                             BaseException):
+            return self
+        try:
+            cls = _derived(cause_cls)
+            err = cls.__new__(cls)
+            err.__dict__.update(getattr(self.cause, "__dict__", {}))
+            TaskError.__init__(err, self.function_name, self.traceback_str, self.cause,
+                               self.args[0] if self.args else None)
+            err.args = (self.args[0],) if self.args else ()
+            return err
+        except Exception:  # a class with __slots__, a final class, ...
+            return self
+
+
+_derived_cache = {}
+
+
+def _derived(cause_cls):
+    cls = _derived_cache.get(cause_cls)
+    if cls is None:
+        name = f"TaskError({cause_cls.__name__})"
+        cls = type(name, (TaskError, cause_cls), {
+            "__init__": lambda self, *a, **k: None,
+            "__str__": TaskError.__str__,
+            "__reduce__": lambda self: (TaskError, (self.function_name, self.traceback_str,
+                                                    self.cause, self.args[0])),
+        })
+        cls.__module__ = "troupe.exceptions"
+        _derived_cache[cause_cls] = cls
+    return cls
+
+
+class ActorDiedError(TroupeError):
+    """The actor is dead (killed, crashed, its constructor failed, its node went): every
+    call to it, pending or new, raises this."""
+
+    def __init__(self, message="", code="TR_EACTOR_DIED"):
+        super().__init__(message, code)
+
+
+class ActorUnavailableError(ActorDiedError):
+    pass
+
+
+class GetTimeoutError(TroupeError, TimeoutError):
+    """``get`` (or a compiled graph's result) did not come within its timeout."""
+
+    def __init__(self, message="", code="TR_ETIMEDOUT"):
+        super().__init__(message, code)
+
+
+class ObjectLostError(TroupeError):
+    """The object is gone: freed, or the node that had it is lost."""
+
+    def __init__(self, message="", code="TR_EOBJECT_LOST"):
+        super().__init__(message, code)
+
+
+class CollectiveError(TroupeError):
+    """A collective op failed (a peer died, ranks disagree, a timeout)."""
+
+
+# Ray's names
+RayError = TroupeError
+RayTaskError = TaskError
+RayActorError = ActorDiedError
+ActorError = ActorDiedError
+ObjectFreedError = ObjectLostError

@@ -1,0 +1,298 @@
+"""The collective API over tr_group_* (api/include/troupe/troupe.h)."""
+import ctypes
+
+from ... import _ffi, _runtime
+from ..._ffi import byref, lib
+from ...exceptions import CollectiveError
+from .types import Backend, ReduceOp, unset_timeout_ms
+
+_JOIN_TIMEOUT_MS = 60000
+
+# numpy dtype -> tr_dtype
+_DTYPES = {"int8": 0, "uint8": 1, "int32": 2, "int64": 3, "float16": 4, "bfloat16": 5,
+           "float32": 6, "float64": 7}
+
+
+def _raise(rc, what):
+    msg = _ffi.last_error()
+    if rc == _ffi.EINVAL:
+        raise ValueError(f"{what}: {msg} ({_ffi.errname(rc)})")
+    raise CollectiveError(f"{what}: {msg}", _ffi.errname(rc))
+
+
+def _backend(backend):
+    b = str(backend.value if isinstance(backend, Backend) else backend).lower()
+    if b not in ("shm", "gloo", "nccl", "auto", "hier"):
+        raise ValueError(f"unknown backend {backend!r} (shm, gloo, nccl, auto, hier)")
+    return b
+
+
+def _op(op):
+    try:
+        return int(ReduceOp(op))
+    except ValueError:
+        raise ValueError(f"unknown reduce op {op!r}") from None
+
+
+def _name(group_name):
+    if not isinstance(group_name, str) or not group_name:
+        raise ValueError(f"group_name must be a non-empty str, got {group_name!r}")
+    return group_name.encode()
+
+
+def _group(group_name, what):
+    """This process's handle of the group: joined already, or a group declared for this
+    actor (create_collective_group), joined now."""
+    rt = _runtime.runtime()
+    g = ctypes.c_void_p()
+    rc = lib.tr_group_get(rt, _name(group_name), byref(g))
+    if rc == _ffi.ENOTFOUND:
+        declared = lib.tr_group_is_declared(rt, _name(group_name))
+        if declared < 0:
+            _raise(declared, what)
+        if declared == 0:
+            raise CollectiveError(f"{what}: the collective group '{group_name}' is not "
+                                  f"initialized in this process (init_collective_group, or "
+                                  f"create_collective_group from the driver)", "TR_ENOTFOUND")
+        rc = lib.tr_group_open(rt, _name(group_name), _JOIN_TIMEOUT_MS, byref(g))
+        if rc == _ffi.ESTATE or rc == _ffi.ENOTFOUND:
+            raise CollectiveError(f"{what}: this process is not in collective group "
+                                  f"'{group_name}' ({_ffi.last_error()})", _ffi.errname(rc))
+    if rc:
+        _raise(rc, what)
+    return g
+
+
+def _tensor(t, what, writable=True):
+    """(pointer, element count, tr_dtype) of a numpy array used in place."""
+    import numpy as np
+    if not isinstance(t, np.ndarray):
+        if hasattr(t, "__cuda_array_interface__") or hasattr(t, "__dlpack__"):
+            raise TypeError(f"{what}: GPU tensors need the nccl backend's device support, "
+                            f"not in this binding yet; pass numpy arrays")
+        raise TypeError(f"{what}: a numpy array is needed, got {type(t).__name__}")
+    dt = _DTYPES.get(t.dtype.name)
+    if dt is None:
+        raise TypeError(f"{what}: dtype {t.dtype} is not supported (int8, uint8, int32, "
+                        f"int64, float16, float32, float64)")
+    if not t.flags.c_contiguous:
+        raise ValueError(f"{what}: the array must be C-contiguous (np.ascontiguousarray)")
+    if writable and not t.flags.writeable:
+        raise ValueError(f"{what}: the array is read-only (ops work in place: copy it)")
+    return ctypes.c_void_p(t.ctypes.data), t.size, dt
+
+
+def _same(tensors, like, what):
+    for x in tensors:
+        if x.shape != like.shape or x.dtype != like.dtype:
+            raise ValueError(f"{what}: every array must have the shape and dtype of the "
+                             f"tensor ({like.shape}, {like.dtype}), got ({x.shape}, {x.dtype})")
+
+
+# ------------------------------------------------------------------ groups
+
+def init_collective_group(world_size, rank, backend=Backend.SHM, group_name="default"):
+    """Joins the group as `rank` (in an actor, or any process of the node); returns once
+    all world_size ranks have joined."""
+    rt = _runtime.runtime()
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} is not in [0, {world_size})")
+    g = ctypes.c_void_p()
+    rc = lib.tr_group_init(rt, world_size, rank, _backend(backend).encode(), _name(group_name),
+                           _JOIN_TIMEOUT_MS, byref(g))
+    if rc:
+        _raise(rc, f"init_collective_group({group_name!r})")
+
+
+def create_collective_group(actors, world_size, ranks, backend=Backend.SHM,
+                            group_name="default"):
+    """From the driver: declares a group over actors (actors[i] gets ranks[i]); each
+    joins on its first op."""
+    actors = list(actors)
+    ranks = list(ranks)
+    if len(actors) != world_size or len(ranks) != world_size:
+        raise ValueError(f"{len(actors)} actors and {len(ranks)} ranks for a world of "
+                         f"{world_size}")
+    if sorted(ranks) != list(range(world_size)):
+        raise ValueError(f"ranks {ranks} are not a permutation of 0..{world_size - 1}")
+    ids = (_ffi.ActorId * world_size)(*[a._id for a in actors])
+    rk = (ctypes.c_int * world_size)(*ranks)
+    rc = lib.tr_group_declare(_runtime.runtime(), ids, world_size, rk,
+                              _backend(backend).encode(), _name(group_name))
+    if rc:
+        _raise(rc, f"create_collective_group({group_name!r})")
+
+
+def declare_collective_group(actors, group_name="default", world_size=None, ranks=None,
+                             backend=Backend.SHM):
+    """Ray's older spelling of create_collective_group (keyword arguments)."""
+    actors = list(actors)
+    world_size = len(actors) if world_size is None else world_size
+    ranks = list(range(world_size)) if ranks is None else ranks
+    create_collective_group(actors, world_size, ranks, backend, group_name)
+
+
+def destroy_collective_group(group_name="default"):
+    """Leaves the group (this process's handle goes); no-op if not in it."""
+    rt = _runtime.runtime()
+    g = ctypes.c_void_p()
+    if lib.tr_group_get(rt, _name(group_name), byref(g)) == 0:
+        lib.tr_group_destroy(g)
+
+
+def is_group_initialized(group_name="default"):
+    return bool(lib.tr_group_is_initialized(_runtime.runtime(), _name(group_name)))
+
+
+def get_rank(group_name="default"):
+    """This process's rank in the group, -1 if it has not joined it."""
+    if not is_group_initialized(group_name):
+        return -1
+    return lib.tr_group_rank(_group(group_name, "get_rank"))
+
+
+def get_collective_group_size(group_name="default"):
+    """The group's world size, -1 if this process has not joined it."""
+    if not is_group_initialized(group_name):
+        return -1
+    return lib.tr_group_size(_group(group_name, "get_collective_group_size"))
+
+
+# ------------------------------------------------------------------ ops
+
+def _call(rc, what):
+    if rc:
+        _raise(rc, what)
+
+
+def barrier(group_name="default"):
+    g = _group(group_name, "barrier")
+    _call(lib.tr_barrier(g, unset_timeout_ms), "barrier")
+
+
+def allreduce(tensor, group_name="default", op=ReduceOp.SUM):
+    """Every rank's tensor becomes the reduction of all ranks' (in place)."""
+    p, n, dt = _tensor(tensor, "allreduce")
+    g = _group(group_name, "allreduce")
+    _call(lib.tr_allreduce(g, p, p, n, dt, _op(op), unset_timeout_ms), "allreduce")
+
+
+def reduce(tensor, dst_rank=0, group_name="default", op=ReduceOp.SUM):
+    """dst_rank's tensor becomes the reduction of all ranks' (the others' are unchanged)."""
+    p, n, dt = _tensor(tensor, "reduce")
+    g = _group(group_name, "reduce")
+    _call(lib.tr_reduce(g, p, p, n, dt, _op(op), dst_rank, unset_timeout_ms), "reduce")
+
+
+def broadcast(tensor, src_rank=0, group_name="default"):
+    """Every rank's tensor becomes src_rank's."""
+    p, n, dt = _tensor(tensor, "broadcast")
+    g = _group(group_name, "broadcast")
+    _call(lib.tr_broadcast(g, p, n, dt, src_rank, unset_timeout_ms), "broadcast")
+
+
+def allgather(tensor_list, tensor, group_name="default"):
+    """tensor_list[j] becomes rank j's tensor (a list of world arrays shaped like it)."""
+    import numpy as np
+    p, n, dt = _tensor(tensor, "allgather", writable=False)
+    g = _group(group_name, "allgather")
+    world = lib.tr_group_size(g)
+    if not isinstance(tensor_list, list) or len(tensor_list) != world:
+        raise ValueError(f"allgather: tensor_list must be a list of {world} arrays")
+    _same(tensor_list, tensor, "allgather")
+    out = np.empty((world,) + tensor.shape, dtype=tensor.dtype)
+    q, _, _ = _tensor(out, "allgather")
+    _call(lib.tr_allgather(g, p, q, n, dt, unset_timeout_ms), "allgather")
+    for j in range(world):
+        np.copyto(tensor_list[j], out[j])
+
+
+def reduce_scatter(tensor, tensor_list, group_name="default", op=ReduceOp.SUM):
+    """tensor becomes the reduction over all ranks of their tensor_list[rank]."""
+    import numpy as np
+    g = _group(group_name, "reduce_scatter")
+    world = lib.tr_group_size(g)
+    if not isinstance(tensor_list, list) or len(tensor_list) != world:
+        raise ValueError(f"reduce_scatter: tensor_list must be a list of {world} arrays")
+    p, n, dt = _tensor(tensor, "reduce_scatter")
+    _same(tensor_list, tensor, "reduce_scatter")
+    send = np.ascontiguousarray(np.stack(tensor_list))
+    q, _, _ = _tensor(send, "reduce_scatter", writable=False)
+    _call(lib.tr_reduce_scatter(g, q, p, n, dt, _op(op), unset_timeout_ms), "reduce_scatter")
+
+
+reducescatter = reduce_scatter  # Ray's spelling
+
+
+def send(tensor, dst_rank, group_name="default"):
+    p, n, dt = _tensor(tensor, "send", writable=False)
+    g = _group(group_name, "send")
+    _call(lib.tr_send(g, p, n, dt, dst_rank, unset_timeout_ms), "send")
+
+
+def recv(tensor, src_rank, group_name="default"):
+    p, n, dt = _tensor(tensor, "recv")
+    g = _group(group_name, "recv")
+    _call(lib.tr_recv(g, p, n, dt, src_rank, unset_timeout_ms), "recv")
+
+
+def gather(tensor_list, tensor, dst_rank=0, group_name="default"):
+    """MPI_Gather: at dst_rank, tensor_list[j] becomes rank j's tensor (tensor_list is
+    ignored, and may be None, elsewhere)."""
+    import numpy as np
+    p, n, dt = _tensor(tensor, "gather", writable=False)
+    g = _group(group_name, "gather")
+    world, me = lib.tr_group_size(g), lib.tr_group_rank(g)
+    out, q = None, ctypes.c_void_p()
+    if me == dst_rank:
+        if not isinstance(tensor_list, list) or len(tensor_list) != world:
+            raise ValueError(f"gather: tensor_list must be a list of {world} arrays at the "
+                             f"root")
+        _same(tensor_list, tensor, "gather")
+        out = np.empty((world,) + tensor.shape, dtype=tensor.dtype)
+        q, _, _ = _tensor(out, "gather")
+    _call(lib.tr_gather(g, p, q, n, dt, dst_rank, unset_timeout_ms), "gather")
+    if out is not None:
+        for j in range(world):
+            np.copyto(tensor_list[j], out[j])
+
+
+def scatter(tensor, tensor_list, src_rank=0, group_name="default"):
+    """MPI_Scatter: tensor becomes src_rank's tensor_list[rank] (tensor_list is ignored,
+    and may be None, off the root)."""
+    import numpy as np
+    p, n, dt = _tensor(tensor, "scatter")
+    g = _group(group_name, "scatter")
+    world, me = lib.tr_group_size(g), lib.tr_group_rank(g)
+    q, keep = ctypes.c_void_p(), None
+    if me == src_rank:
+        if not isinstance(tensor_list, list) or len(tensor_list) != world:
+            raise ValueError(f"scatter: tensor_list must be a list of {world} arrays at the "
+                             f"root")
+        _same(tensor_list, tensor, "scatter")
+        keep = np.ascontiguousarray(np.stack(tensor_list))
+        q, _, _ = _tensor(keep, "scatter", writable=False)
+    _call(lib.tr_scatter(g, q, p, n, dt, src_rank, unset_timeout_ms), "scatter")
+
+
+def alltoall(out_list, in_list, group_name="default"):
+    """MPI_Alltoall: out_list[j] becomes rank j's in_list[rank] (lists of world arrays of
+    one shape and dtype)."""
+    import numpy as np
+    g = _group(group_name, "alltoall")
+    world = lib.tr_group_size(g)
+    for name, lst in (("out_list", out_list), ("in_list", in_list)):
+        if not isinstance(lst, list) or len(lst) != world:
+            raise ValueError(f"alltoall: {name} must be a list of {world} arrays")
+    like = in_list[0]
+    _tensor(like, "alltoall", writable=False)
+    _same(in_list + out_list, like, "alltoall")
+    for x in out_list:
+        _tensor(x, "alltoall")
+    send = np.ascontiguousarray(np.stack(in_list))
+    out = np.empty_like(send)
+    p, n, dt = _tensor(send, "alltoall", writable=False)
+    q, _, _ = _tensor(out, "alltoall")
+    _call(lib.tr_alltoall(g, p, q, n // world, dt, unset_timeout_ms), "alltoall")
+    for j in range(world):
+        np.copyto(out_list[j], out[j])
