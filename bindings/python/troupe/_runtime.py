@@ -257,11 +257,12 @@ def get(refs, *, timeout=None):
     deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
     if isinstance(refs, ObjectRef):
         return _get_one(refs, deadline)
-    if isinstance(refs, (list, tuple)):
-        return [_get_one(r, deadline) for r in refs]
     from .dag import CompiledDAGRef
     if isinstance(refs, CompiledDAGRef):
         return refs.get(timeout=timeout)
+    if isinstance(refs, (list, tuple)):
+        return [r.get(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
+                if isinstance(r, CompiledDAGRef) else _get_one(r, deadline) for r in refs]
     raise TypeError(f"troupe.get wants an ObjectRef or a list of them, got {type(refs).__name__}")
 
 

@@ -11,6 +11,7 @@ import collections
 import ctypes
 import inspect
 import sys
+import threading
 import time
 import traceback
 
@@ -23,7 +24,9 @@ def main():
     lib, byref = _ffi.lib, _ffi.byref
     del INLINE_MAX
 
+    from troupe.dag import FORGET, REGISTER, STEP_PREFIX
     state = {"instance": None, "loop": None}
+    steps = {}  # compiled graphs' steps here: step id -> (method, args' and kwargs' sources)
     returned = collections.deque()  # (time, refs) returned in results, held a while
     HOLD_S = 300.0
 
@@ -98,11 +101,116 @@ def main():
     def dtor(self_ptr):
         state["instance"] = None
 
+    def step_inputs(ctx, args, n, spec):
+        """A graph step's input values: its first input's in the call's arguments, the
+        others as its refs (copied: they are views for the step only); an input of raw
+        array bytes (from a collective node) as a numpy array shaped as the value that
+        went into it here. An error value (an upstream step raised) is returned as itself,
+        to pass on."""
+        import numpy as np
+        data_in = [ctypes.string_at(args, n) if n else b""]
+        for i in range(lib.tr_ctx_num_refs(ctx)):
+            data, k = ctypes.c_void_p(), ctypes.c_size_t()
+            if lib.tr_ctx_ref(ctx, i, byref(data), byref(k)):
+                raise _runtime.error(_ffi.EINVAL, "a graph step's input")
+            data_in.append(ctypes.string_at(data.value, k.value) if k.value else b"")
+        raw = {s[1]: s for s in list(spec[0]) + list(spec[1].values()) if s[0] == "raw"}
+        vals = []
+        for k, r in enumerate(data_in):
+            if k in raw:
+                a = np.frombuffer(r, dtype=np.dtype(raw[k][2])).copy()
+                shape = last_shape.get(raw[k][3])
+                vals.append(a.reshape(shape) if shape is not None and
+                            int(np.prod(shape)) == a.size else a)
+            elif r[:4] == _serial.MAGIC_ERR:
+                return None, r
+            else:
+                vals.append(_serial.loads(memoryview(r)))
+        return vals, None
+
+    def step_args(spec, vals):
+        def one(src):
+            kind = src[0]
+            if kind == "const":
+                return src[1]
+            v = vals[src[1]]
+            if kind in ("node", "raw"):
+                return v
+            ia, ikw = v  # the graph's input: execute(*args, **kwargs)
+            if kind == "input":
+                if len(ia) != 1 or ikw:
+                    raise TypeError("InputNode bound as a whole needs execute(x) with one "
+                                    "argument (use inp[i] or inp.key for several)")
+                return ia[0]
+            key = src[2]
+            return ia[key] if isinstance(key, int) else ikw[key]
+        sa, skw = spec
+        return tuple(one(s) for s in sa), {k: one(s) for k, s in skw.items()}
+
+    last_shape = {}  # step -> the shape of its last raw value here
+
+    def raw_step(ctx, step, method, a, kw, dtype):
+        """Runs a step whose value feeds a collective node: replies the array's bytes
+        (the node reduces bytes), or fails the step in C (an error value would be
+        reduced as numbers)."""
+        import numpy as np
+        try:
+            v = np.ascontiguousarray(run(getattr(state["instance"], method)(*a, **kw)))
+            if v.dtype != np.dtype(dtype):
+                raise TypeError(f"{method} returned {v.dtype} into an allreduce of {dtype}")
+            last_shape[step] = v.shape
+            rc = lib.tr_ctx_reply(ctx, ctypes.c_void_p(v.ctypes.data), v.nbytes)
+            if rc:
+                raise TroupeError(f"replying {v.nbytes} bytes: {_ffi.last_error()}")
+            return 0
+        except BaseException as e:
+            text = f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
+            lib.tr_ctx_set_error(ctx, text.encode(errors="replace")[:4000])
+            return _ffi.ETASK
+
+    pinned = set()
+    ensure = ctypes.pythonapi.PyGILState_Ensure
+    ensure.restype = ctypes.c_int
+
+    def pin_thread():
+        """A thread troupe made (a compiled graph's loop) keeps its Python thread state:
+        ctypes would make and free one per callback (several microseconds each)."""
+        tid = threading.get_ident()
+        if tid not in pinned:
+            ensure()  # (never released: the state lives as long as the thread)
+            pinned.add(tid)
+
     @_ffi.METHOD_FN
     def dispatch(ctx, self_ptr, args, n):
+        pin_thread()
         name = lib.tr_ctx_method(ctx).decode(errors="replace")
         try:
-            a, kw = decode_args(ctx, args, n)
+            if name.startswith(STEP_PREFIX):  # a compiled graph's step
+                step = name[len(STEP_PREFIX):]
+                method, sa, skw, raw_dtype = steps[step]
+                vals, err = step_inputs(ctx, args, n, (sa, skw))
+                if err is not None:
+                    reply(ctx, err)
+                    return 0
+                a, kw = step_args((sa, skw), vals)
+                if raw_dtype is not None:  # its value goes into a collective node: bytes
+                    return raw_step(ctx, step, method, a, kw, raw_dtype)
+                name = method
+            elif name == REGISTER:
+                (step, method, sa, skw, raw_dtype), _ = decode_args(ctx, args, n)
+                if not callable(getattr(state["instance"], method, None)):
+                    raise AttributeError(f"'{type(state['instance']).__name__}' actor has "
+                                         f"no method '{method}'")
+                steps[step] = (method, sa, skw, raw_dtype)
+                reply(ctx, _serial.join(*_serial.dumps(True)[:2]))
+                return 0
+            elif name == FORGET:
+                (step,), _ = decode_args(ctx, args, n)
+                steps.pop(step, None)
+                reply(ctx, _serial.join(*_serial.dumps(True)[:2]))
+                return 0
+            else:
+                a, kw = decode_args(ctx, args, n)
             inst = state["instance"]
             fn = getattr(inst, name, None)
             if fn is None or name.startswith("__"):

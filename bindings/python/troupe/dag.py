@@ -1,15 +1,426 @@
-"""Compiled graphs (placeholder until the binding's graph support lands)."""
+"""Compiled graphs, with Ray's names (ray.dag): ``InputNode``, ``MultiOutputNode``,
+``handle.method.bind(...)``, ``experimental_compile()``, ``execute()``,
+``execute_async()`` (awaitable, driven by the graph's pollable fd), ``teardown()``,
+``visualize()``, over tr_dag_* (api/include/troupe/dag.h): compiled once into
+pre-allocated shared-memory channels, each execution then moves values actor to actor
+without the node.
+
+Each bound method becomes a step of its actor, registered in the actor before compile
+(its method, and where each argument comes from: an upstream node's value, an item of
+the graph's input, or a constant), and bound in C under the name "_troupe_dag:<step>".
+A method's exception flows to the outputs (raised by get, with its traceback); a dead
+actor fails the graph's executions with ActorDiedError.
+"""
+import asyncio
+import ctypes
+import itertools
+import os
+import threading
+import weakref
+
+from . import _ffi, _runtime, _serial
+from ._ffi import byref, lib
+from .exceptions import ActorDiedError, GetTimeoutError, TroupeError
+
+STEP_PREFIX = "_troupe_dag:"
+REGISTER = "_troupe_dag_register"
+FORGET = "_troupe_dag_forget"
+_steps = itertools.count()
+_live = weakref.WeakSet()  # compiled graphs, torn down by troupe.shutdown
+
+
+class DAGNode:
+    def experimental_compile(self, *, enable_asyncio=False, _max_inflight_executions=None,
+                             _buffer_size_bytes=None, _submit_timeout=None, **unused):
+        return CompiledDAG(self, enable_asyncio, _max_inflight_executions,
+                           _buffer_size_bytes, _submit_timeout)
+
+
+class InputNode(DAGNode):
+    """The graph's input: ``execute(x)`` gives x; ``inp[i]`` / ``inp.key`` give one
+    positional / keyword argument of ``execute(*args, **kwargs)``."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def __getitem__(self, key):
+        return InputAttributeNode(self, key)
+
+    def __getattr__(self, key):
+        if key.startswith("_"):
+            raise AttributeError(key)
+        return InputAttributeNode(self, key)
+
+
+class InputAttributeNode(DAGNode):
+    def __init__(self, inp, key):
+        self._input = inp
+        self._key = key
+
+
+class ClassMethodNode(DAGNode):
+    def __init__(self, handle, method, args, kwargs):
+        self._handle = handle
+        self._method = method
+        self._args = tuple(args)
+        self._kwargs = dict(kwargs)
+
+
+class CollectiveNode:
+    """An allreduce inside a graph (tr_dag_allreduce): the values of n bound methods on
+    n distinct actors, numpy arrays of one dtype and size, reduced through an shm group
+    of the graph's own; output i lives on input i's actor."""
+
+    def __init__(self, inputs, op, dtype):
+        import numpy as np
+        from .util.collective.types import ReduceOp
+        self._inputs = list(inputs)
+        if len(self._inputs) < 2 or not all(isinstance(x, ClassMethodNode)
+                                            for x in self._inputs):
+            raise TypeError("allreduce.bind takes a list of at least 2 bound methods")
+        self._op = int(ReduceOp(op))
+        self._dtype = np.dtype(dtype)
+        from .util.collective.collective import _DTYPES
+        if self._dtype.name not in _DTYPES:
+            raise TypeError(f"allreduce.bind: dtype {self._dtype} is not supported")
+        self._c_dtype = _DTYPES[self._dtype.name]
+
+
+class CollectiveOutputNode(DAGNode):
+    def __init__(self, coll, i):
+        self._coll = coll
+        self._i = i
+
+
+class _AllReduce:
+    """``allreduce.bind([w.f.bind(inp) for w in workers], op=ReduceOp.SUM,
+    dtype=np.float32)``: a list of nodes, the i-th on workers[i] (Ray's
+    ray.experimental.collective.allreduce; dtype: troupe's, the arrays' element type,
+    float32 unless given)."""
+
+    def bind(self, input_nodes, op=0, dtype="float32", transport=None):
+        del transport
+        coll = CollectiveNode(input_nodes, op, dtype)
+        return [CollectiveOutputNode(coll, i) for i in range(len(coll._inputs))]
+
+
+allreduce = _AllReduce()
+
+
+class MultiOutputNode(DAGNode):
+    def __init__(self, outputs):
+        self._outputs = list(outputs)
+        if not self._outputs:
+            raise ValueError("MultiOutputNode needs at least one node")
+
+
+def _err(rc, what):
+    msg = _ffi.last_error()
+    if rc == _ffi.EACTOR_DIED:
+        return ActorDiedError(f"{what}: {msg}")
+    if rc == _ffi.ETIMEDOUT:
+        return GetTimeoutError(f"{what}: {msg}")
+    if rc == _ffi.EINVAL:
+        return ValueError(f"{what}: {msg}")
+    return TroupeError(f"{what}: {msg}", _ffi.errname(rc))
+
+
+class CompiledDAG:
+    def __init__(self, root, enable_asyncio, max_inflight, buffer_size, submit_timeout):
+        rt = _runtime.runtime()
+        self._g = ctypes.c_void_p()
+        self._lock = threading.Lock()
+        self._async = enable_asyncio
+        self._steps = []  # (handle, step id): forgotten at teardown
+        self._execs = {}  # exec number -> _Exec
+        self._down = False
+        self._multi = isinstance(root, MultiOutputNode)
+        outs = root._outputs if self._multi else [root]
+        for o in outs:
+            if not isinstance(o, (ClassMethodNode, CollectiveOutputNode)):
+                raise TypeError("a graph's outputs must be bound methods (handle.m.bind)")
+        self._raw = {}  # id(bound node) -> numpy dtype: its value feeds a collective
+        self._step_ids = {}
+        self._collect_raw(outs, set())
+        self._out_dtypes = [o._coll._dtype if isinstance(o, CollectiveOutputNode) else None
+                            for o in outs]
+        _check(lib.tr_dag_create(rt, byref(self._g)), "tr_dag_create")
+        try:
+            inp = ctypes.c_uint32()
+            _check(lib.tr_dag_input(self._g, byref(inp)), "the graph's input")
+            self._input = inp.value
+            made = {}
+            c_outs = [self._any(o, made) for o in outs]
+            arr = (ctypes.c_uint32 * len(c_outs))(*c_outs)
+            _check(lib.tr_dag_output(self._g, arr, len(c_outs)), "the graph's outputs")
+            self._n_out = len(c_outs)
+            opts = _ffi.DagOptions()
+            opts.struct_size = ctypes.sizeof(opts)
+            opts.max_inflight = int(max_inflight or 8)
+            opts.slot_bytes = int(buffer_size or 65536)
+            opts.submit_timeout_ms = int((submit_timeout or 10) * 1000)
+            opts.attach_timeout_ms = 30000
+            _check(lib.tr_dag_compile(self._g, byref(opts)), "compiling the graph")
+        except BaseException:
+            self.teardown()
+            raise
+        self._fd = lib.tr_dag_fd(self._g) if enable_asyncio else -1
+        self._next_ready = 0  # (asyncio) the execution the fd's next count is for
+        self._futures = {}
+        _live.add(self)
+
+    def _collect_raw(self, nodes, seen):
+        """Marks the bound methods whose values feed a collective node (they reply raw
+        array bytes: the node reduces bytes)."""
+        for n in nodes:
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            if isinstance(n, CollectiveOutputNode):
+                for x in n._coll._inputs:
+                    self._raw[id(x)] = n._coll._dtype
+                self._collect_raw(n._coll._inputs, seen)
+            elif isinstance(n, ClassMethodNode):
+                self._collect_raw(list(n._args) + list(n._kwargs.values()), seen)
+
+    def _step_of(self, node):
+        s = self._step_ids.get(id(node))
+        if s is None:
+            s = self._step_ids[id(node)] = f"{os.getpid():x}.{next(_steps):x}"
+        return s
+
+    def _any(self, node, made):
+        if isinstance(node, CollectiveOutputNode):
+            return self._collective(node._coll, made)[node._i]
+        return self._node(node, made)
+
+    def _collective(self, coll, made):
+        """The C outputs of a collective node (its inputs bound first)."""
+        if id(coll) in made:
+            return made[id(coll)]
+        ins = [self._node(x, made) for x in coll._inputs]
+        arr = (ctypes.c_uint32 * len(ins))(*ins)
+        outs = (ctypes.c_uint32 * len(ins))()
+        _check(lib.tr_dag_allreduce(self._g, arr, len(ins), coll._c_dtype, coll._op, outs),
+               "allreduce.bind")
+        made[id(coll)] = list(outs)
+        return made[id(coll)]
+
+    def _node(self, node, made):
+        """The C node of a bound method (registered in its actor first)."""
+        if id(node) in made:
+            return made[id(node)]
+        inputs, where = [], {}
+
+        def source(x):
+            if isinstance(x, (InputNode, InputAttributeNode, ClassMethodNode,
+                              CollectiveOutputNode)):
+                c = self._input if isinstance(x, (InputNode, InputAttributeNode)) \
+                    else self._any(x, made)
+                if c not in where:
+                    where[c] = len(inputs)
+                    inputs.append(c)
+                k = where[c]
+                if isinstance(x, InputNode):
+                    return ("input", k)
+                if isinstance(x, InputAttributeNode):
+                    return ("input_item", k, x._key)
+                if isinstance(x, CollectiveOutputNode):  # raw bytes, shaped as the value
+                    producer = x._coll._inputs[x._i]    # that went in on this actor
+                    return ("raw", k, x._coll._dtype.str, self._step_of(producer))
+                if id(x) in self._raw:
+                    return ("raw", k, self._raw[id(x)].str, self._step_of(x))
+                return ("node", k)
+            if isinstance(x, DAGNode):
+                raise TypeError(f"{type(x).__name__} cannot be a method's argument")
+            return ("const", x)
+
+        args = [source(a) for a in node._args]
+        kwargs = {k: source(v) for k, v in node._kwargs.items()}
+        if not inputs:  # (every step reads something: the input, if nothing else)
+            inputs.append(self._input)
+        step = self._step_of(node)
+        raw = self._raw.get(id(node))
+        from .actor import call
+        _runtime.get(call(node._handle, REGISTER,
+                          (step, node._method, args, kwargs, raw.str if raw else None), {}))
+        self._steps.append((node._handle, step))
+        arr = (ctypes.c_uint32 * len(inputs))(*inputs)
+        out = ctypes.c_uint32()
+        _check(lib.tr_dag_bind(self._g, node._handle._id, (STEP_PREFIX + step).encode(), arr,
+                               len(inputs), byref(out)),
+               f"binding {node._handle._class_name}.{node._method}")
+        made[id(node)] = out.value
+        return out.value
+
+    # ------------------------------------------------------------ executing
+
+    def execute(self, *args, **kwargs):
+        """Submits one execution; returns a CompiledDAGRef (a list of them for a
+        MultiOutputNode) at once."""
+        if self._async:
+            raise TypeError("this graph was compiled with enable_asyncio: use execute_async")
+        e = self._submit(args, kwargs)
+        refs = [CompiledDAGRef(self, e, i) for i in range(self._n_out)]
+        return refs if self._multi else refs[0]
+
+    def _submit(self, args, kwargs):
+        if self._down:
+            raise TroupeError("the graph was torn down", "TR_ESTATE")
+        parts, total, _ = _serial.dumps((args, kwargs))
+        data = _serial.join(parts, total)
+        e = ctypes.c_uint64()
+        with self._lock:
+            _check(lib.tr_dag_execute(self._g, data, len(data), byref(e)), "execute")
+            self._execs[e.value] = _Exec(self._n_out)
+        return e.value
+
+    def _fetch(self, e, i, timeout):
+        """Output i of execution e (once), then its slots go when all are taken."""
+        with self._lock:
+            ex = self._execs.get(e)
+            if ex is None or ex.taken[i]:
+                raise ValueError(f"output {i} of execution {e} was got already")
+        ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        data, n = ctypes.c_void_p(), ctypes.c_size_t()
+        rc = lib.tr_dag_get(self._g, e, i, ms, byref(data), byref(n))
+        if rc == _ffi.ETIMEDOUT:
+            raise GetTimeoutError(f"execution {e}: output {i} not ready within {timeout} s")
+        try:
+            if rc == 0 and self._out_dtypes[i] is not None:  # a collective node's bytes
+                import numpy as np
+                return np.frombuffer(ctypes.string_at(data.value, n.value),
+                                     dtype=self._out_dtypes[i]).copy()
+            if rc == 0:
+                payload = memoryview(ctypes.string_at(data.value, n.value)) if n.value else \
+                    memoryview(b"")
+                try:
+                    return _serial.loads(payload)
+                except _serial._RemoteError as err:
+                    raise _runtime._task_error(err, "a compiled graph's step") from None
+            raise _err(rc, f"execution {e}")
+        finally:
+            self._taken(e, i)
+
+    def _taken(self, e, i):
+        with self._lock:
+            ex = self._execs.get(e)
+            if ex is None or ex.taken[i]:
+                return
+            ex.taken[i] = True
+            ex.left -= 1
+            if ex.left == 0:
+                del self._execs[e]
+                if not self._down:
+                    lib.tr_dag_release(self._g, e)
+
+    async def execute_async(self, *args, **kwargs):
+        """Submits one execution; returns an asyncio future of its value (a list for a
+        MultiOutputNode), resolved when the graph's fd says its outputs are in."""
+        if not self._async:
+            raise TypeError("compile with experimental_compile(enable_asyncio=True)")
+        loop = asyncio.get_running_loop()
+        e = self._submit(args, kwargs)
+        fut = loop.create_future()
+        self._futures[e] = fut
+        if len(self._futures) == 1:
+            loop.add_reader(self._fd, self._on_fd)
+        return fut
+
+    def _on_fd(self):
+        try:
+            os.read(self._fd, 8)  # (semaphore mode: one execution per read)
+        except BlockingIOError:
+            return
+        e = self._next_ready
+        self._next_ready += 1
+        fut = self._futures.pop(e, None)
+        if not self._futures:
+            asyncio.get_event_loop().remove_reader(self._fd)
+        if fut is None or fut.cancelled():
+            return
+        try:
+            vals = [self._fetch(e, i, 0) for i in range(self._n_out)]
+            fut.set_result(vals if self._multi else vals[0])
+        except BaseException as err:
+            for i in range(self._n_out):
+                self._taken(e, i)
+            fut.set_exception(err)
+
+    def visualize(self, filename=None):
+        """The graph as Graphviz text (also written to filename, if given)."""
+        out = ctypes.c_void_p()
+        _check(lib.tr_dag_to_dot(self._g, byref(out)), "visualize")
+        text = ctypes.string_at(out.value).decode()
+        lib.tr_free(out)
+        if filename:
+            with open(filename, "w") as f:
+                f.write(text)
+        return text
+
+    def teardown(self):
+        """Stops the graph (its actors' loops end, its channels go); idempotent."""
+        with self._lock:
+            if self._down:
+                return
+            self._down = True
+            g, self._g = self._g, None
+            self._execs.clear()
+        if g:
+            lib.tr_dag_destroy(g)
+        for handle, step in self._steps:  # (no wait: an actor may be dead)
+            try:
+                from .actor import call
+                call(handle, FORGET, (step,), {})
+            except Exception:
+                pass
+        self._steps = []
+
+    def __del__(self):
+        try:
+            self.teardown()
+        except Exception:
+            pass
+
+
+class _Exec:
+    def __init__(self, n):
+        self.taken = [False] * n
+        self.left = n
 
 
 class CompiledDAGRef:
-    pass
+    """One output of one execution: ``troupe.get(ref)`` or ``ref.get(timeout=)``, once."""
+
+    def __init__(self, dag, e, i):
+        self._dag, self._e, self._i = dag, e, i
+        self._done = False
+
+    def get(self, timeout=None):
+        if self._done:
+            raise ValueError("a CompiledDAGRef can be got once")
+        self._done = True
+        return self._dag._fetch(self._e, self._i, timeout)
+
+    def __del__(self):
+        if not self._done and not self._dag._down:
+            try:
+                self._dag._taken(self._e, self._i)
+            except Exception:
+                pass
+
+    def __repr__(self):
+        return f"CompiledDAGRef(execution {self._e}, output {self._i})"
+
+
+def _check(rc, what):
+    if rc:
+        raise _err(rc, what)
 
 
 def _teardown_all():
-    pass
-
-
-class ClassMethodNode:
-    def __init__(self, *a, **k):
-        raise NotImplementedError("troupe.dag: compiled graphs are not in the Python "
-                                  "binding yet")
+    for g in list(_live):
+        g.teardown()

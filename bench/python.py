@@ -1,0 +1,245 @@
+"""bench/python.py - troupe from Python (bindings/python), beside the same C benchmarks
+in the same run, so that the binding's cost is a ratio; and beside Ray, if it is
+installed (a dev-side comparison: `pip install ray`; never a dependency).
+
+  bazel run -c opt //bench:python -- [--json] [--rounds N]
+
+From Python (medians): an actor call's round trip and pipelined calls per second; put of
+a 64 MiB numpy array and get of it (zero-copy: a view of the store); allreduce of a 1 MiB
+float32 array between 2 actors through the object store (put, then each rank gets the
+other's and sums: the way Ray users do it without collectives), the shm and the gloo
+backends (ops timed in the actors); a compiled graph's echo (one execution at a time).
+The C figures come from //bench:actor_calls, :objects, :collectives and :dag, run by
+this script; `*_py_cost_over_c` is how many times C's cost Python's is (times: py / c,
+rates: c / py).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+import troupe
+import troupe.util.collective as col
+from troupe.dag import InputNode
+
+MiB = 1 << 20
+
+
+@troupe.remote
+class Echo:
+    def echo(self, x):
+        return x
+
+    def put_array(self, n):
+        return [troupe.put(np.ones(n, dtype=np.float32))]
+
+    def reduce_refs(self, refs):
+        out = np.zeros_like(troupe.get(refs[0]))
+        for r in refs:
+            out += troupe.get(r)
+        return out.nbytes
+
+    def coll(self, world, rank, backend, name, n, iters):
+        col.init_collective_group(world, rank, backend, name)
+        x = np.ones(n, dtype=np.float32)
+        times = []
+        for _ in range(iters):
+            col.barrier(name)
+            t = time.perf_counter()
+            col.allreduce(x, name)
+            times.append(time.perf_counter() - t)
+            x.fill(1)
+        col.destroy_collective_group(name)
+        return statistics.median(times) * 1e6
+
+
+def median_us(f, n, warm=50):
+    for _ in range(warm):
+        f()
+    ts = []
+    for _ in range(n):
+        t = time.perf_counter()
+        f()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts) * 1e6
+
+
+def py_figures(rounds):
+    out = {}
+    a = Echo.remote()
+    troupe.get(a.echo.remote(0))
+    out["py_call_rtt_us_p50"] = median_us(lambda: troupe.get(a.echo.remote(1)), 2000)
+    n = 20000
+    t = time.perf_counter()
+    troupe.get([a.echo.remote(i) for i in range(n)])
+    out["py_async_calls_per_s"] = n / (time.perf_counter() - t)
+    arr = np.ones(64 * MiB // 8, dtype=np.float64)
+    puts = []
+    for _ in range(rounds + 1):  # (each released before the next, as bench/objects does)
+        t = time.perf_counter()
+        ref = troupe.put(arr)
+        puts.append(time.perf_counter() - t)
+        del ref
+    out["py_put_gbps_64MiB"] = arr.nbytes / statistics.median(puts[1:]) / 1e9
+    ref = troupe.put(arr)
+    out["py_get_us_p50_64MiB"] = median_us(lambda: troupe.get(ref), 1000)
+    got = troupe.get(ref)
+    assert not got.flags.writeable and got.nbytes == arr.nbytes and got[-1] == 1.0
+    del ref, got
+    # allreduce of 1 MiB between 2 actors
+    ws = [Echo.remote(), Echo.remote()]
+    count = MiB // 4
+
+    def via_store():
+        refs = troupe.get([w.put_array.remote(count) for w in ws])
+        flat = [r[0] for r in refs]
+        troupe.get([w.reduce_refs.remote(flat) for w in ws])
+
+    out["py_allreduce_us_p50_objectstore_1MiB"] = median_us(via_store, 50, warm=5)
+    for backend in ("shm", "gloo"):
+        per = troupe.get([w.coll.remote(2, i, backend, f"b-{backend}", count, 200)
+                          for i, w in enumerate(ws)])
+        out[f"py_allreduce_us_p50_{backend}_1MiB"] = max(per)
+    with InputNode() as inp:
+        dag = a.echo.bind(inp)
+    dag = dag.experimental_compile()
+    out["py_dag_echo_us_p50"] = median_us(lambda: troupe.get(dag.execute(1)), 2000)
+    dag.teardown()
+    return out
+
+
+def c_figures(bindir):
+    def run(name, *args):
+        r = subprocess.run([os.path.join(bindir, name), "--json", *args], check=True,
+                           capture_output=True, text=True)
+        return {m["name"]: m["value"] for m in map(json.loads, r.stdout.splitlines())
+                if m.get("name")}
+    calls = run("actor_calls")
+    objs = run("objects")
+    coll = run("collectives", "--sizes", "1MiB", "--worlds", "2", "--ops", "allreduce",
+               "--paths", "shm,objectstore,gloo")
+    dag = run("dag")
+    return {
+        "c_call_rtt_us_p50": calls["sync_rtt_us_p50"],
+        "c_async_calls_per_s": calls["async_calls_per_s"],
+        "c_put_gbps_64MiB": objs["put_gbps_64MiB"],
+        "c_get_us_p50_64MiB": objs["get_us_p50_64MiB"],
+        "c_allreduce_us_p50_objectstore_1MiB": coll["allreduce_us_p50_objectstore_2r_1MiB"],
+        "c_allreduce_us_p50_shm_1MiB": coll["allreduce_us_p50_shm_2r_1MiB"],
+        "c_allreduce_us_p50_gloo_1MiB": coll["allreduce_us_p50_gloo_2r_1MiB"],
+        "c_dag_echo_us_p50": dag["dag_echo_rtt_us_p50"],
+    }
+
+
+UNITS = {"per_s": "/s", "gbps": "GB/s", "_us": "us", "_over_": "x"}
+
+
+def unit(name):
+    for k, u in UNITS.items():
+        if k in name:
+            return u
+    return ""
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--c-bench-dir", default=os.environ.get("TROUPE_BENCH_DIR", ""))
+    args = ap.parse_args()
+    troupe.init()
+    try:
+        py = py_figures(args.rounds)
+    finally:
+        troupe.shutdown()
+    figs = dict(py)
+    if args.c_bench_dir:
+        c = c_figures(args.c_bench_dir)
+        figs.update(c)
+        for k, v in py.items():  # how many times C's cost Python's is (times: py / c;
+            ck = "c_" + k[3:]     # rates: c / py)
+            if ck in c and c[ck] and v:
+                ratio = v / c[ck] if "per_s" not in k and "gbps" not in k else c[ck] / v
+                figs[k[3:] + "_py_cost_over_c"] = ratio
+    try:
+        import ray  # noqa: F401  (dev-side comparison only)
+    except ImportError:
+        ray = None
+    if ray is not None:
+        r = ray_figures()
+        figs.update(r)
+        for k, v in r.items():  # how many times troupe's cost Ray's is
+            tk = "py_" + k[4:]
+            if tk in py and py[tk] and v:
+                figs[k[4:] + "_ray_cost_over_troupe"] = (
+                    v / py[tk] if "per_s" not in k else py[tk] / v)
+    if args.json:
+        for k, v in figs.items():
+            u = "x" if "_over_" in k else unit(k)
+            print(json.dumps({"name": k, "value": round(v, 4), "unit": u}))
+    else:
+        print(f"{'metric':44} {'value':>14}")
+        for k, v in figs.items():
+            print(f"{k:44} {v:14.3f} {unit(k) or 'x'}")
+
+
+def ray_figures():
+    """The same figures through Ray, if installed (dev-side), each beside ours."""
+    import ray
+    ray.init(include_dashboard=False, log_to_driver=False, num_cpus=4)
+    out = {}
+    try:
+        @ray.remote
+        class RayEcho:
+            def echo(self, x):
+                return x
+
+            def put_array(self, n):
+                return [ray.put(np.ones(n, dtype=np.float32))]
+
+            def reduce_refs(self, refs):
+                out = np.zeros_like(ray.get(refs[0]))
+                for r in refs:
+                    out += ray.get(r)
+                return out.nbytes
+
+        a = RayEcho.remote()
+        ray.get(a.echo.remote(0))
+        out["ray_call_rtt_us_p50"] = median_us(lambda: ray.get(a.echo.remote(1)), 1000)
+        n = 5000
+        t = time.perf_counter()
+        ray.get([a.echo.remote(i) for i in range(n)])
+        out["ray_async_calls_per_s"] = n / (time.perf_counter() - t)
+        arr = np.ones(64 * MiB // 8, dtype=np.float64)
+        ref = ray.put(arr)
+        out["ray_get_us_p50_64MiB"] = median_us(lambda: ray.get(ref), 200)
+        del ref
+        ws = [RayEcho.remote(), RayEcho.remote()]
+
+        def via_store():
+            refs = ray.get([w.put_array.remote(MiB // 4) for w in ws])
+            flat = [r[0] for r in refs]
+            ray.get([w.reduce_refs.remote(flat) for w in ws])
+
+        out["ray_allreduce_us_p50_objectstore_1MiB"] = median_us(via_store, 30, warm=3)
+        try:
+            from ray.dag import InputNode as RayInput
+            with RayInput() as inp:
+                dag = a.echo.bind(inp)
+            dag = dag.experimental_compile()
+            out["ray_dag_echo_us_p50"] = median_us(lambda: ray.get(dag.execute(1)), 1000)
+            dag.teardown()
+        except Exception as e:  # (a Ray without compiled graphs here)
+            print(f"bench/python: Ray's compiled graph: {e}", file=sys.stderr)
+    finally:
+        ray.shutdown()
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

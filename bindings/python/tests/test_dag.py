@@ -1,0 +1,182 @@
+"""Ray Compiled Graphs' quickstart with `import troupe as ray` and `troupe.dag`: echo,
+a chain, several outputs, one of four actors killed; then inputs by item and key,
+constants, errors flowing to the outputs, timeouts, asyncio, numpy values."""
+import asyncio
+
+import numpy as np
+import pytest
+
+import troupe
+from troupe.dag import InputNode, MultiOutputNode
+
+
+@troupe.remote
+class EchoActor:
+    def echo(self, msg):
+        return msg
+
+    def add(self, a, b=0):
+        return a + b
+
+    def fail(self, x):
+        raise ZeroDivisionError(f"no {x}")
+
+    def slow(self, x):
+        import time
+        time.sleep(x)
+        return x
+
+
+def test_echo(ray):
+    a = EchoActor.remote()
+    with InputNode() as inp:
+        dag = a.echo.bind(inp)
+    dag = dag.experimental_compile()
+    ref = dag.execute("hello")
+    assert ray.get(ref) == "hello"
+    for i in range(100):
+        assert ray.get(dag.execute(i)) == i
+    dag.teardown()
+
+
+def test_chain(ray):
+    a, b = EchoActor.remote(), EchoActor.remote()
+    with InputNode() as inp:
+        dag = a.echo.bind(inp)
+        dag = b.echo.bind(dag)
+    dag = dag.experimental_compile()
+    assert ray.get(dag.execute("hello")) == "hello"
+    assert "digraph" in dag.visualize()
+    dag.teardown()
+
+
+def test_multiple_outputs(ray):
+    a, b = EchoActor.remote(), EchoActor.remote()
+    with InputNode() as inp:
+        dag = MultiOutputNode([a.echo.bind(inp), b.echo.bind(inp)])
+    dag = dag.experimental_compile()
+    refs = dag.execute("hello")
+    assert isinstance(refs, list) and len(refs) == 2
+    assert ray.get(refs) == ["hello", "hello"]
+    dag.teardown()
+
+
+def test_kill_one_of_four_actors(ray):
+    actors = [EchoActor.remote() for _ in range(4)]
+    with InputNode() as inp:
+        outputs = [a.echo.bind(inp) for a in actors]
+        dag = MultiOutputNode(outputs)
+    compiled_dag = dag.experimental_compile()
+    assert ray.get(compiled_dag.execute(1)) == [1, 1, 1, 1]
+    ray.kill(actors[0])
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(compiled_dag.execute(1), timeout=30)
+    compiled_dag.teardown()
+    # a graph over the other three works
+    with InputNode() as inp:
+        dag = MultiOutputNode([a.echo.bind(inp) for a in actors[1:]])
+    compiled_dag = dag.experimental_compile()
+    assert ray.get(compiled_dag.execute(2)) == [2, 2, 2]
+    compiled_dag.teardown()
+
+
+def test_inputs_constants_and_numpy(ray):
+    a, b = EchoActor.remote(), EchoActor.remote()
+    with InputNode() as inp:
+        dag = b.add.bind(a.add.bind(inp[0], inp[1]), b=inp.k)
+    dag = dag.experimental_compile()
+    assert ray.get(dag.execute(1, 2, k=10)) == 13
+    x = np.arange(100_000, dtype=np.float64)  # over a slot: through the store
+    got = ray.get(dag.execute(x, x, k=1.0))
+    assert np.array_equal(got, 2 * x + 1)
+    dag.teardown()
+    with InputNode() as inp:
+        dag = a.add.bind(inp, 5)
+    dag = dag.experimental_compile()
+    assert [ray.get(dag.execute(i)) for i in range(3)] == [5, 6, 7]
+    dag.teardown()
+
+
+def test_errors_flow_to_outputs_and_the_graph_goes_on(ray):
+    a, b = EchoActor.remote(), EchoActor.remote()
+    with InputNode() as inp:
+        dag = MultiOutputNode([b.echo.bind(a.fail.bind(inp)), a.echo.bind(inp)])
+    dag = dag.experimental_compile()
+    refs = dag.execute(7)
+    with pytest.raises(ZeroDivisionError) as info:
+        ray.get(refs[0])
+    assert "no 7" in str(info.value)
+    assert ray.get(refs[1]) == 7
+    r = dag.execute(8)
+    assert ray.get(r[1]) == 8
+    dag.teardown()
+    with pytest.raises(AttributeError):  # a method the actor lacks: refused at compile
+        with InputNode() as inp:
+            bad = troupe.actor.ActorHandle(a._id, "EchoActor", None).nothing.bind(inp)
+        bad.experimental_compile()
+
+
+def test_timeout_on_a_result(ray):
+    a = EchoActor.remote()
+    with InputNode() as inp:
+        dag = a.slow.bind(inp)
+    dag = dag.experimental_compile()
+    ref = dag.execute(1.0)
+    with pytest.raises(TimeoutError):
+        ray.get(ref, timeout=0.1)
+    dag.teardown()
+
+
+def test_asyncio(ray):
+    a = EchoActor.remote()
+    with InputNode() as inp:
+        dag = a.echo.bind(inp)
+    dag = dag.experimental_compile(enable_asyncio=True)
+
+    async def main():
+        futs = [await dag.execute_async(i) for i in range(6)]
+        return [await f for f in futs]
+
+    assert asyncio.run(main()) == list(range(6))
+    with pytest.raises(TypeError):
+        dag.execute(1)
+    dag.teardown()
+
+
+@troupe.remote
+class Reducer:
+    def __init__(self, k):
+        self.k = k
+
+    def compute(self, x):
+        if x < 0:
+            raise ValueError("negative")
+        return np.full((2, 3), self.k * x, dtype=np.float32)
+
+    def recv(self, t):
+        return t.shape, float(t.sum())
+
+
+def test_allreduce_inside_a_graph(ray):
+    from troupe.experimental.collective import allreduce
+    ws = [Reducer.remote(i + 1) for i in range(3)]
+    with InputNode() as inp:
+        computes = [w.compute.bind(inp) for w in ws]
+        collectives = allreduce.bind(computes)
+        recvs = [w.recv.bind(c) for w, c in zip(ws, collectives)]
+        dag = MultiOutputNode(recvs)
+    dag = dag.experimental_compile()
+    for x in (1, 2, 5):
+        want = ((2, 3), 6.0 * (1 + 2 + 3) * x)  # each of 6 elements: x + 2x + 3x
+        assert ray.get(dag.execute(x)) == [want] * 3
+    with pytest.raises(Exception) as info:  # a failed input fails every output
+        ray.get(dag.execute(-1))
+    assert "negative" in str(info.value)
+    assert ray.get(dag.execute(1)) == [((2, 3), 36.0)] * 3  # and the graph goes on
+    dag.teardown()
+    with InputNode() as inp:  # the collective's values as the graph's outputs
+        dag = MultiOutputNode(allreduce.bind([w.compute.bind(inp) for w in ws]))
+    dag = dag.experimental_compile()
+    for out in ray.get(dag.execute(1)):
+        assert np.array_equal(out, np.full(6, 6.0, np.float32))
+    dag.teardown()

@@ -1,0 +1,1 @@
+"""troupe.experimental: Ray's experimental names (ray.experimental.collective)."""
