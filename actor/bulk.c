@@ -235,6 +235,15 @@ int tr__bulk_port(const tr__bulk *b) {
     return b->port;
 }
 
+void tr__bulk_sweep(tr__bulk *b) {
+    if (!b) return;
+    offer *gone = NULL;
+    pthread_mutex_lock(&b->mu);
+    expire(b, tr__now_ns(), &gone);
+    pthread_mutex_unlock(&b->mu);
+    free_all(gone);
+}
+
 int tr__bulk_offer(tr__bulk *b, const void *data, size_t len, void (*release)(void *), void *arg,
                    uint8_t ticket[16]) {
     offer *o = calloc(1, sizeof *o), *gone = NULL;

@@ -33,6 +33,9 @@ int tr__bulk_port(const tr__bulk *b);
  * destroy (also on failure here). Returns 0, TR_ENOMEM (too many offers). */
 int tr__bulk_offer(tr__bulk *b, const void *data, size_t len, void (*release)(void *), void *arg,
                    uint8_t ticket[16]);
+/* Releases the offers past their time (nobody came for them: a puller that died). The
+ * relay calls it about once a second; offers and accepts do it too. */
+void tr__bulk_sweep(tr__bulk *b);
 /* Stops listening, ends the connections being served and releases every offer; waits
  * for its threads. NULL: no-op. */
 void tr__bulk_destroy(tr__bulk *b);

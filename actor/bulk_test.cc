@@ -115,6 +115,18 @@ TEST(Bulk, SilenceStopsAndDestroyNeverWaitOnAPeer) {
     close(fd);
 }
 
+TEST(Bulk, AnOfferNobodyTakesIsReleasedOnceItsTimeIsPast) {
+    released = 0;
+    tr__bulk *b;
+    ASSERT_EQ(tr__bulk_create("127.0.0.1", &b), 0);
+    uint8_t t[16];
+    ASSERT_EQ(tr__bulk_offer(b, "x", 1, release, nullptr, t), 0);
+    tr__bulk_sweep(b);
+    EXPECT_EQ(released, 0); /* (good for 10 s) */
+    tr__bulk_destroy(b);
+    EXPECT_EQ(released, 1);
+}
+
 TEST(Bulk, BadAddresses) {
     tr__bulk *b = nullptr;
     EXPECT_EQ(tr__bulk_create("not an address", &b), TR_EINVAL);

@@ -699,6 +699,12 @@ static void *relay_main(void *arg) {
                     }
         if (r->n_obj) serve_objects(r);
         if (r->resolving) resolve_pass(r);
+        if (r->bulk) { /* offers nobody came for let go of their objects (without mu: a
+                          release unpins through the store) */
+            pthread_mutex_unlock(&r->mu);
+            tr__bulk_sweep(r->bulk);
+            pthread_mutex_lock(&r->mu);
+        }
     }
     pthread_mutex_unlock(&r->mu);
     return NULL;
