@@ -225,3 +225,41 @@ def test_a_dead_rank_fails_the_others(ray):
     pending = a.op.remote()
     ray.kill(b)
     assert ray.get(pending, timeout=60) == "TR_EPEER_DIED"
+
+
+class HostBackedDeviceArray:
+    """An array exposing __cuda_array_interface__ (as cupy, torch and numba arrays do)
+    over host memory: there is no GPU here, so this checks only that such arrays go to
+    the C library by pointer, in place, with their dtype and size (a CUDA build would get
+    device memory there)."""
+
+    def __init__(self, a, strides=None):
+        self.a = a
+        self.__cuda_array_interface__ = {
+            "shape": a.shape, "typestr": a.dtype.str, "data": (a.ctypes.data, False),
+            "strides": strides, "version": 3}
+
+
+@troupe.remote
+class DeviceRank:
+    def run(self, rank):
+        collective.init_collective_group(2, rank, "shm", "dev")
+        a = np.full((2, 3), rank + 1.0, dtype=np.float64)
+        collective.allreduce(HostBackedDeviceArray(a), "dev")
+        errors = []
+        try:
+            collective.allreduce(HostBackedDeviceArray(a, strides=(8, 16)), "dev")
+        except ValueError:
+            errors.append("strided")
+        try:
+            collective.allgather([a, a], HostBackedDeviceArray(a), "dev")
+        except TypeError:
+            errors.append("list")
+        return a, errors
+
+
+def test_arrays_with_cuda_array_interface_go_by_pointer(ray):
+    ranks = [DeviceRank.remote() for _ in range(2)]
+    for a, errors in ray.get([r.run.remote(i) for i, r in enumerate(ranks)]):
+        assert np.array_equal(a, np.full((2, 3), 3.0))
+        assert errors == ["strided", "list"]

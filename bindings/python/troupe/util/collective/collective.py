@@ -63,14 +63,42 @@ def _group(group_name, what):
     return g
 
 
+def _device(t, what, writable):
+    """(pointer, element count, tr_dtype) of a GPU array (cupy, torch, numba: anything with
+    __cuda_array_interface__), used in place: the C library takes device pointers on
+    every backend in its CUDA build (nccl directly; shm and gloo staged through pinned
+    memory)."""
+    import numpy as np
+    ai = t.__cuda_array_interface__
+    dt = _DTYPES.get(np.dtype(ai["typestr"]).name)
+    if dt is None:
+        raise TypeError(f"{what}: dtype {np.dtype(ai['typestr'])} is not supported")
+    shape = tuple(ai["shape"])
+    n = int(np.prod(shape)) if shape else 1
+    item = np.dtype(ai["typestr"]).itemsize
+    strides = ai.get("strides")
+    if strides is not None and n > 1:
+        want, acc = [], item
+        for d in reversed(shape):
+            want.append(acc)
+            acc *= d
+        if tuple(strides) != tuple(reversed(want)):
+            raise ValueError(f"{what}: the GPU array must be C-contiguous")
+    ptr, read_only = ai["data"]
+    if writable and read_only:
+        raise ValueError(f"{what}: the GPU array is read-only")
+    return ctypes.c_void_p(ptr), n, dt
+
+
 def _tensor(t, what, writable=True):
-    """(pointer, element count, tr_dtype) of a numpy array used in place."""
+    """(pointer, element count, tr_dtype) of a numpy array (or a GPU array) used in
+    place."""
     import numpy as np
     if not isinstance(t, np.ndarray):
-        if hasattr(t, "__cuda_array_interface__") or hasattr(t, "__dlpack__"):
-            raise TypeError(f"{what}: GPU tensors need the nccl backend's device support, "
-                            f"not in this binding yet; pass numpy arrays")
-        raise TypeError(f"{what}: a numpy array is needed, got {type(t).__name__}")
+        if hasattr(t, "__cuda_array_interface__"):
+            return _device(t, what, writable)
+        raise TypeError(f"{what}: a numpy array (or a GPU array with "
+                        f"__cuda_array_interface__) is needed, got {type(t).__name__}")
     dt = _DTYPES.get(t.dtype.name)
     if dt is None:
         raise TypeError(f"{what}: dtype {t.dtype} is not supported (int8, uint8, int32, "
@@ -83,6 +111,10 @@ def _tensor(t, what, writable=True):
 
 
 def _same(tensors, like, what):
+    import numpy as np
+    if not all(isinstance(x, np.ndarray) for x in list(tensors) + [like]):
+        raise TypeError(f"{what}: lists of arrays are numpy arrays (GPU arrays: the "
+                        f"single-array ops only)")
     for x in tensors:
         if x.shape != like.shape or x.dtype != like.dtype:
             raise ValueError(f"{what}: every array must have the shape and dtype of the "
