@@ -272,3 +272,18 @@ def test_nothing_left_in_the_store(ray):
     import gc
     gc.collect()
     assert ray.object_store_stats()["n_objects"] == 0
+
+
+def test_arrays_outlive_shutdown():
+    troupe.init()
+    a = troupe.get(troupe.put(np.arange(1000, dtype=np.int64)))
+    troupe.shutdown()
+    assert int(a.sum()) == 999 * 1000 // 2  # still mapped: no crash
+    with pytest.raises(RuntimeError):
+        troupe.init()  # (the old store is still viewed)
+    del a
+    import gc
+    gc.collect()
+    troupe.init()  # the old runtime ended with the last array
+    assert troupe.get(troupe.put(5)) == 5
+    troupe.shutdown()

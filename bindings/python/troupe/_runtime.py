@@ -1,10 +1,12 @@
 """The process's runtime: init/shutdown, ObjectRef, get/put/wait, errors from C codes."""
 import atexit
 import ctypes
+import gc
 import os
 import sys
 import threading
 import time
+import weakref
 
 from . import _ffi, _serial
 from ._ffi import Ref, byref, c_size_t, c_void_p, lib
@@ -13,7 +15,7 @@ from .exceptions import (ActorDiedError, GetTimeoutError, ObjectLostError, TaskE
 
 _rt = None          # tr_runtime* (c_void_p) of this process: the driver's, or a worker's
 _in_worker = False  # this process runs an actor
-_lock = threading.Lock()
+_lock = threading.RLock()  # (re-entered by a finalizer that runs under it)
 _SLICE_MS = 200     # a wait with no timeout wakes this often (Ctrl-C is seen)
 
 _ERRORS = {
@@ -68,6 +70,9 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
             if ignore_reinit_error or _in_worker:
                 return
             raise RuntimeError("troupe.init() was called already (ignore_reinit_error=True)")
+        if _deferred:
+            raise RuntimeError(f"troupe.init: {_viewing()} arrays from the last session "
+                               f"still view its object store: drop them first")
         cfg = c_void_p()
         check(lib.tr_config_create(byref(cfg)), "tr_config_create")
         try:
@@ -116,7 +121,9 @@ def _export_path():
 
 
 def shutdown():
-    """Stops troupe in this process: its actors, its embedded node, its refs."""
+    """Stops troupe in this process: its actors, its embedded node, its refs. Arrays got
+    from the store stay readable: while any lives, the store stays mapped (the runtime's
+    end waits for the last of them, or for the process's exit)."""
     global _rt
     with _lock:
         if _rt is None or _in_worker:
@@ -124,6 +131,23 @@ def shutdown():
         rt, _rt = _rt, None
         from . import dag as _dag
         _dag._teardown_all()
+        gc.collect()
+        if _viewing():
+            _deferred.append(rt)
+            for k in list(_views):
+                weakref.finalize(k, _finish_deferred)
+            return
+        lib.tr_shutdown(rt)
+
+
+def _finish_deferred():
+    """The last array over a shut-down runtime's store went: its end can come now."""
+    with _lock:
+        if _viewing() or not _deferred:
+            return
+        rts = list(_deferred)
+        _deferred.clear()
+    for rt in rts:
         lib.tr_shutdown(rt)
 
 
@@ -197,10 +221,20 @@ async def _await_ref(ref):
 
 class _Keep:
     """Keeps a viewed value's ref (and so its memory) alive while a view of it lives."""
-    __slots__ = ("ref",)
+    __slots__ = ("ref", "__weakref__")
 
     def __init__(self, ref):
         self.ref = ref
+        _views.add(self)
+
+
+_views = weakref.WeakSet()  # _Keeps alive: arrays over the store's memory
+_deferred = []              # runtimes shut down while such arrays lived
+
+
+def _viewing():
+    """How many _Keeps live (iterating skips one dying now, whose entry may linger)."""
+    return sum(1 for _ in _views)
 
 
 def _view(addr, n, owner):

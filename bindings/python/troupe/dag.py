@@ -340,7 +340,9 @@ class CompiledDAG:
         fut = self._futures.pop(e, None)
         if not self._futures:
             asyncio.get_event_loop().remove_reader(self._fd)
-        if fut is None or fut.cancelled():
+        if fut is None or fut.cancelled():  # nobody waits: its slots go
+            for i in range(self._n_out):
+                self._taken(e, i)
             return
         try:
             vals = [self._fetch(e, i, 0) for i in range(self._n_out)]
