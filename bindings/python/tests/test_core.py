@@ -37,6 +37,11 @@ class Counter:
     def total(self, a):
         return float(np.asarray(a).sum())
 
+    def wait_inside(self, n):
+        refs = [troupe.put(i) for i in range(n)]
+        ready, rest = troupe.wait(refs, num_returns=n, timeout=10)
+        return len(ready), len(rest), troupe.get(ready)
+
     def put_inside(self, n):
         ref = troupe.put(np.full(n, 3, dtype=np.int64))
         return float(troupe.get(ref).sum()), [ref]
@@ -133,6 +138,7 @@ def test_refs_returned_nested_and_hashable(ray):
     assert float(ray.get(refs[0]).sum()) == 30.0
     r = ray.put(np.arange(4))
     assert ray.get(c.get_nested.remote([r, r])) == [6.0, 6.0]
+    assert ray.get(c.wait_inside.remote(3)) == (3, 0, [0, 1, 2])
     assert len({r, r, ray.put(1)}) == 2
     assert r == r and hash(r) == hash(r)
 
@@ -287,3 +293,40 @@ def test_arrays_outlive_shutdown():
     troupe.init()  # the old runtime ended with the last array
     assert troupe.get(troupe.put(5)) == 5
     troupe.shutdown()
+
+
+SCRIPT = """
+import sys
+import numpy as np
+import troupe as ray
+
+@ray.remote
+class Accumulator:                      # defined in __main__: goes to workers by value
+    def __init__(self, start):
+        self.total = start
+    def add(self, x):
+        self.total += x
+        return self.total
+
+def scale(v):
+    return v * 10
+
+ray.init(address=sys.argv[1] if len(sys.argv) > 1 else None)
+acc = Accumulator.remote(np.float64(1.5))
+print(ray.get([acc.add.remote(scale(i)) for i in range(4)]))
+ray.shutdown()
+"""
+
+
+def test_a_script_as_main_and_a_second_driver(tmp_path, ray):
+    """A user's script run as __main__ (its classes pickled by value), on its own embedded
+    node, then joining this test's node by its address."""
+    import subprocess
+    import sys
+    path = tmp_path / "script.py"
+    path.write_text(SCRIPT)
+    for args in ([], [ray.node_address()]):
+        out = subprocess.run([sys.executable, str(path), *args], capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "[1.5, 11.5, 31.5, 61.5]", out.stdout

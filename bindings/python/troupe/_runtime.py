@@ -55,6 +55,12 @@ def is_initialized():
     return _rt is not None
 
 
+def node_address():
+    """The address of this process's node (its socket path): another driver on this
+    machine joins it with troupe.init(address=...)."""
+    return lib.tr_runtime_address(runtime()).decode()
+
+
 def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
          object_store_memory=None, log_level=None, ignore_reinit_error=False,
          _cluster_token=None, _config=None, **unsupported):
