@@ -18,6 +18,8 @@
 #include <cstddef>
 #include <atomic>
 #include <chrono>
+#include <sstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -925,10 +927,29 @@ TEST(Runtime, DriverDeathCleansUp) {
     unlink(path);
     ASSERT_EQ(pids.size(), 4u) << "node + 3 workers";
     std::string session = addr.substr(0, addr.rfind('/'));
+    /* each process by its pid and start time: a pid freed may soon name another process
+     * (the sandbox's pid namespace hands out few numbers) */
+    auto started = [](int64_t p) -> std::string {
+        std::ifstream st("/proc/" + std::to_string(p) + "/stat");
+        std::string all((std::istreambuf_iterator<char>(st)), std::istreambuf_iterator<char>());
+        size_t at = all.rfind(')');
+        if (at == std::string::npos) return "";
+        std::istringstream rest(all.substr(at + 2));
+        std::string field;
+        for (int i = 3; i <= 22 && rest >> field; i++) { /* field 22: starttime */
+        }
+        return field;
+    };
+    std::vector<std::string> starts;
+    for (auto p : pids)
+        starts.push_back(started(p));
+    auto alive = [&](size_t i) {
+        return !starts[i].empty() && pid_alive((int)pids[i]) && started(pids[i]) == starts[i];
+    };
     auto t0 = Clock::now();
     auto all_gone = [&] {
-        for (auto p : pids)
-            if (pid_alive((int)p)) return false;
+        for (size_t i = 0; i < pids.size(); i++)
+            if (alive(i)) return false;
         struct stat sb;
         return stat(session.c_str(), &sb) != 0;
     };
@@ -936,10 +957,10 @@ TEST(Runtime, DriverDeathCleansUp) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     /* each again, within the same 5 s: a process on its way out (its main thread gone
      * before the others, as a sanitizer's can be) may read as gone once, then not */
-    for (auto p : pids) {
-        while (pid_alive((int)p) && Clock::now() - t0 < std::chrono::seconds(5))
+    for (size_t i = 0; i < pids.size(); i++) {
+        while (alive(i) && Clock::now() - t0 < std::chrono::seconds(5))
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        EXPECT_FALSE(pid_alive((int)p)) << "pid " << p << " outlived its driver";
+        EXPECT_FALSE(alive(i)) << "pid " << pids[i] << " outlived its driver";
     }
     struct stat sb;
     EXPECT_NE(stat(session.c_str(), &sb), 0) << session << " left behind";
