@@ -330,3 +330,21 @@ def test_a_script_as_main_and_a_second_driver(tmp_path, ray):
                              text=True, timeout=120)
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == "[1.5, 11.5, 31.5, 61.5]", out.stdout
+
+
+def test_malformed_bytes_are_an_error_not_a_crash(ray):
+    from troupe import _ffi, _runtime, _serial
+    c = Counter.remote()
+    for junk in (b"\x00garbage", b"TRP1" + b"\xff" * 40, b"TRP0\x80\x05junk", b""):
+        out = _ffi.Ref()  # bytes no binding would send, straight through the C API
+        assert _ffi.lib.tr_call(_runtime.runtime(), c._id, b"add", junk, len(junk),
+                                _ffi.byref(out)) == 0
+        with pytest.raises(Exception):
+            ray.get(troupe.ObjectRef(out), timeout=10)
+    assert ray.get(c.add.remote(1)) == 1  # the actor lives on
+    for junk in (b"TRP1" + b"\xff" * 40, b"XXXX"):
+        with pytest.raises(ValueError):
+            _serial.loads(memoryview(junk))
+    for junk in (b"TRP1" + bytes(20), b"TRPE"):  # (a pickle of nothing)
+        with pytest.raises(EOFError):
+            _serial.loads(memoryview(junk))

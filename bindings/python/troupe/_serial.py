@@ -129,8 +129,13 @@ def loads(view, copy_buffers=False):
     if magic == MAGIC0:
         return pickle.loads(view[4:])
     if magic == MAGIC1:
-        _, n, _, plen = _HDR.unpack_from(view, 0)
-        table = [struct.unpack_from("<QQ", view, _HDR.size + 16 * i) for i in range(n)]
+        try:
+            _, n, _, plen = _HDR.unpack_from(view, 0)
+            if _HDR.size + 16 * n + plen > len(view):
+                raise ValueError("troupe: a malformed payload (header past its end)")
+            table = [struct.unpack_from("<QQ", view, _HDR.size + 16 * i) for i in range(n)]
+        except struct.error as e:
+            raise ValueError(f"troupe: a malformed payload ({e})") from None
         start = _HDR.size + 16 * n
         bufs = []
         for off, ln in table:
