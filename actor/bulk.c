@@ -253,8 +253,7 @@ int tr__bulk_offer(tr__bulk *b, const void *data, size_t len, void (*release)(vo
     expire(b, now, &gone);
     if (!o || b->n_offers >= MAX_OFFERS || b->stop) {
         rc = tr__err(TR_ENOMEM, "bulk: too many offers");
-    } else {
-        tr__random_bytes(o->ticket, 16);
+    } else if (!(rc = tr__random_bytes(o->ticket, 16))) {
         memcpy(ticket, o->ticket, 16);
         o->data = data;
         o->len = len;

@@ -179,6 +179,14 @@ int tr__actors_create(tr__nodeconn *node, tr__objects *objects, size_t max_msg, 
     *out = NULL;
     tr__actors *a = calloc(1, sizeof *a);
     if (!a) return tr__err(TR_ENOMEM, "actor client");
+    do { /* bit 63 clear: b[15]'s top bit marks object refs (objectstore/client.h) */
+        int rc = tr__random_bytes(&a->tag, sizeof a->tag);
+        if (rc) {
+            free(a);
+            return rc;
+        }
+        a->tag &= ~(1ull << 63);
+    } while (a->tag == 0);
     if (tr__remotes_create(max_msg, &a->remotes)) {
         free(a);
         return TR_ENOMEM;
@@ -204,10 +212,6 @@ int tr__actors_create(tr__nodeconn *node, tr__objects *objects, size_t max_msg, 
     a->objects = objects;
     a->max_msg = max_msg;
     if (objects) tr__objects_set_puller(objects, pull_object, a);
-    do { /* bit 63 clear: b[15]'s top bit marks object refs (objectstore/client.h) */
-        tr__random_bytes(&a->tag, sizeof a->tag);
-        a->tag &= ~(1ull << 63);
-    } while (a->tag == 0);
     *out = a;
     return 0;
 }

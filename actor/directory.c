@@ -360,7 +360,7 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
     a->owner = c->id;
     a->d = d;
     do {
-        tr__random_bytes(a->id, 16);
+        if ((rc = tr__random_bytes(a->id, 16))) goto fail;
     } while (tr__id_key(a->id) == 0 || tr__idmap_get(&d->by_id, tr__id_key(a->id)));
     tr__hex(a->id, 16, a->hex);
     if ((rc = tr__idmap_put(&d->by_id, tr__id_key(a->id), a))) goto fail;

@@ -6,6 +6,9 @@
 #include "api/cluster.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -13,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1195,6 +1199,106 @@ void tr__cluster_close(tr__cluster *cl) {
     }
 }
 
+/* ------------------------------------------------------------------ the token */
+
+/* The port of "HOST:PORT" (0: none). */
+static int port_of(const char *address) {
+    const char *colon = address ? strrchr(address, ':') : NULL;
+    char *end;
+    long p = colon ? strtol(colon + 1, &end, 10) : 0;
+    return colon && end != colon + 1 && *end == '\0' && p > 0 && p < 65536 ? (int)p : 0;
+}
+
+/* The first line of dir/name, if it is a regular file of ours. 0, or -1. */
+static int read_line(const char *dir, const char *name, char *out, size_t cap) {
+    char p[1200];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+    ssize_t n = -1;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid())
+        n = read(fd, out, cap - 1);
+    if (fd >= 0) close(fd);
+    if (n <= 0) return -1;
+    out[n] = '\0';
+    out[strcspn(out, "\r\n")] = '\0';
+    return out[0] ? 0 : -1;
+}
+
+int tr__cluster_local_token(const char *base, const char *address, char *out, size_t cap) {
+    int port = port_of(address);
+    if (!port) return tr__err(TR_EINVAL, "cluster: '%s' is not HOST:PORT", address);
+    DIR *d = opendir(base);
+    struct dirent *e;
+    int found = 0;
+    while (d && !found && (e = readdir(d))) {
+        char dir[1100], addr[160], tok[300];
+        if (e->d_name[0] != 'n') continue; /* the sessions: "n<pid>-<random>" */
+        snprintf(dir, sizeof dir, "%s/%s", base, e->d_name);
+        if (read_line(dir, TR__CLUSTER_ADDRESS_FILE, addr, sizeof addr) == 0 &&
+            port_of(addr) == port && read_line(dir, TR__CLUSTER_TOKEN_FILE, tok, sizeof tok) == 0 &&
+            strlen(tok) < cap) {
+            snprintf(out, cap, "%s", tok);
+            found = 1;
+        }
+    }
+    if (d) closedir(d);
+    return found ? 0
+                 : tr__err(TR_ENOTFOUND,
+                           "no node of this machine's user listens at port %d (in %s)", port, base);
+}
+
+/* Writes "<line>\n" to a new file name, 0600, in the directory of the node's socket. */
+static int write_session_file(const char *sock, const char *name, const char *line) {
+    char p[1200];
+    const char *slash = strrchr(sock, '/');
+    if (!slash) return tr__err(TR_EINVAL, "cluster: the node's socket %s has no directory", sock);
+    snprintf(p, sizeof p, "%.*s/%s", (int)(slash - sock), sock, name);
+    int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return tr__err_errno(errno, "cluster: cannot create %s", p);
+    size_t n = strlen(line);
+    int ok = write(fd, line, n) == (ssize_t)n && write(fd, "\n", 1) == 1;
+    int e = errno;
+    close(fd);
+    if (!ok) {
+        unlink(p);
+        return tr__err_errno(e, "cluster: cannot write %s", p);
+    }
+    return 0;
+}
+
+/* The cluster's token into cl->token: the configured one, else (a head) a new one from
+ * getrandom, else (a node joining) that of the head of this machine it joins. *made: 1 if
+ * it was generated here. */
+static int find_token(tr__cluster *cl, const tr_config *cfg, int *made) {
+    *made = 0;
+    if (cfg->cluster_token && cfg->cluster_token[0]) {
+        snprintf(cl->token, sizeof cl->token, "%s", cfg->cluster_token);
+        return 0;
+    }
+    if (cl->head) {
+        uint8_t rnd[32];
+        int rc = tr__random_bytes(rnd, sizeof rnd);
+        if (rc) return rc;
+        tr__hex(rnd, sizeof rnd, cl->token);
+        *made = 1;
+        return 0;
+    }
+    char base[600];
+    const char *s1 = strrchr(cl->sock, '/');
+    int n = s1 ? (int)(s1 - cl->sock) : 0;
+    const char *s2 = n ? memrchr(cl->sock, '/', (size_t)n) : NULL;
+    if (s2) snprintf(base, sizeof base, "%.*s", (int)(s2 - cl->sock), cl->sock);
+    if (s2 && tr__cluster_local_token(base, cl->head_addr, cl->token, sizeof cl->token) == 0)
+        return 0;
+    return tr__err(TR_EPERM,
+                   "joining the head at %s needs the cluster's token: give it with "
+                   "--token-file FILE (config cluster_token_file) or TROUPE_CLUSTER_TOKEN; a "
+                   "head writes it to cluster-token in its session directory (troupe start "
+                   "prints where)",
+                   cl->head_addr);
+}
+
 /* The RPC server's thread: the head answers members; a member answers pings. */
 static int handle(void *ctx, const void *req, size_t len, tr__buf *reply) {
     tr__cluster *cl = ctx;
@@ -1562,10 +1666,12 @@ int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *tot
     cl->loop = loop;
     cl->max_msg = cfg->max_msg;
     uint8_t rnd[8];
-    tr__random_bytes(rnd, sizeof rnd);
-    for (int i = 0; i < 8; i++)
-        snprintf(cl->id + 2 * i, 3, "%02x", rnd[i]);
+    int rc = tr__random_bytes(rnd, sizeof rnd);
+    tr__hex(rnd, sizeof rnd, cl->id);
     snprintf(cl->sock, sizeof cl->sock, "%s", sock);
+    if (!cl->head) snprintf(cl->head_addr, sizeof cl->head_addr, "%s", cfg->cluster_head);
+    int made_token = 0;
+    if (!rc) rc = find_token(cl, cfg, &made_token);
     for (int i = 0; i < total->n; i++) {
         if (strcmp(total->name[i], "CPU") == 0) cl->cpus = total->qty[i];
     }
@@ -1573,10 +1679,10 @@ int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *tot
     tr__res_format(total, cl->resources, sizeof cl->resources);
     for (char *p = cl->resources; *p; p++)
         if (*p == '"' || *p == '\\') *p = '_';
-    const char *token = cfg->cluster_token ? cfg->cluster_token : "";
-    snprintf(cl->token, sizeof cl->token, "%s", token);
+    const char *token = cl->token;
     int tls_parts = !!cfg->cluster_tls_cert + !!cfg->cluster_tls_key + !!cfg->cluster_tls_ca;
-    int rc = tls_parts && tls_parts != 3
+    if (!rc)
+        rc = tls_parts && tls_parts != 3
                  ? tr__err(TR_EINVAL, "cluster TLS needs all of cluster_tls_cert, cluster_tls_key "
                                       "and cluster_tls_ca (--tls-cert, --tls-key, --tls-ca)")
              : tls_parts ? tr__rpc_tls_load(cfg->cluster_tls_cert, cfg->cluster_tls_key,
@@ -1590,10 +1696,7 @@ int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *tot
                      "cluster_bind '%s': an IPv4 address of this machine, without a port "
                      "(other nodes reach this node at it; a wildcard cannot be reached)",
                      b);
-    if (!rc && !cl->head) {
-        snprintf(cl->head_addr, sizeof cl->head_addr, "%s", cfg->cluster_head);
-        if (!cfg->cluster_bind) rc = facing(cl->head_addr, ip, sizeof ip);
-    }
+    if (!rc && !cl->head && !cfg->cluster_bind) rc = facing(cl->head_addr, ip, sizeof ip);
     if (!rc && cl->head) { /* the head heads its own table (its address once it listens) */
         member *m = &cl->nodes[cl->n++];
         snprintf(m->id, sizeof m->id, "%s", cl->id);
@@ -1628,6 +1731,16 @@ int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *tot
         pthread_mutex_unlock(&cl->mu);
         if (!rc && cl->head)
             TR_LOG_INFO("CLUSTER-HEAD", "head %s listening at %s", cl->id, cl->address);
+    }
+    if (!rc) { /* for this machine's drivers, nodes and `troupe status` (a token made here
+                  is known nowhere else: then the file must be there) */
+        int w = write_session_file(sock, TR__CLUSTER_TOKEN_FILE, cl->token);
+        if (!w) w = write_session_file(sock, TR__CLUSTER_ADDRESS_FILE, cl->address);
+        if (w && made_token)
+            rc = w;
+        else if (w)
+            TR_LOG_WARN("CLUSTER-TOKEN", "%s: this machine's drivers must be given the token",
+                        tr_last_error());
     }
     if (!rc && !cl->head) { /* join: the head must take us within JOIN_MS */
         rc = tr__rpc_client_create_tls(cl->head_addr, token, &cl->tls, cfg->max_msg, &cl->to_head);

@@ -39,9 +39,23 @@
 
 typedef struct tr__cluster tr__cluster;
 
-/* *out NULL when cfg asks for no cluster. sock: the node's own socket (reported);
- * total: its resources; gpus: its devices. Fails, with the reason, when it cannot listen
- * or the head refuses it or cannot be reached within 10 s. */
+/* The files a cluster node keeps in its session directory (the directory of its socket,
+ * 0700): its cluster token (0600; one line) and its cluster address ("IP:PORT"). */
+#define TR__CLUSTER_TOKEN_FILE "cluster-token"
+#define TR__CLUSTER_ADDRESS_FILE "cluster-address"
+
+/* The token of a node of this machine's user whose cluster address has the port of
+ * `address` ("HOST:PORT"), read from its session directory under base (the user's
+ * "<tmpdir>/troupe-<uid>"): 0, TR_ENOTFOUND (no such node here), or TR_EINVAL (HOST:PORT
+ * malformed). Any thread. */
+int tr__cluster_local_token(const char *base, const char *address, char *out, size_t cap);
+
+/* *out NULL when cfg asks for no cluster. A cluster port never runs without a token: a
+ * head given none generates one; another node given none takes the token of a head of
+ * this machine at the address it joins (tr__cluster_local_token), else fails saying how
+ * to give one. Either writes its token and address into its session directory. sock: the node's own
+ * socket (reported); total: its resources; gpus: its devices. Fails, with the reason, when it
+ * cannot listen or the head refuses it or cannot be reached within 10 s. */
 int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *total, int gpus,
                       uv_loop_t *loop, tr__cluster **out);
 /* The directory's forward hook (actor/directory.h): takes the request (returns 1) unless

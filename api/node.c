@@ -334,7 +334,10 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
         return 1;
     }
     uint32_t r;
-    tr__random_bytes(&r, sizeof r);
+    if (tr__random_bytes(&r, sizeof r)) { /* nothing starts on guessable names */
+        TR_LOG_ERROR("NODE-RANDOM", "%s", tr_last_error());
+        return 1;
+    }
     snprintf(n->session, sizeof n->session, "%s/n%d-%08x", base, (int)getpid(), r);
     if (mkdir(n->session, 0700) != 0) {
         TR_LOG_ERROR("NODE-DIR", "mkdir %s: %s", n->session, strerror(errno));

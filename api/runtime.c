@@ -169,6 +169,10 @@ TR_API int tr_init_abi(const tr_config *cfg, tr_runtime **out, unsigned abi) {
     }
     tr__command_note(rt->cfg); /* workers and the embedded node run its worker_command */
     tr_config *c = rt->cfg;
+    if ((rc = tr__config_env_token(c, &env))) {
+        runtime_free(rt);
+        return rc;
+    }
     if (c->address && c->address[0] != '/' && strchr(c->address, ':')) {
         /* "HOST:PORT": a cluster's head. This driver's embedded node joins it, with no CPUs
          * or GPUs of its own unless configured, so that the head places its actors on the
@@ -560,9 +564,9 @@ TR_API int tr_group_declare(tr_runtime *rt, const tr_actor_id *actors, size_t n,
             hosts[i] = addrs[i];
         }
         uint64_t nonce = 0;
-        tr__random_bytes(&nonce, sizeof nonce);
-        rc = tr__group_declare(rt->node, actors, n, ranks, "gloo", name, 1, hosts, nonce | 1,
-                               hier || autob);
+        if (!(rc = tr__random_bytes(&nonce, sizeof nonce)))
+            rc = tr__group_declare(rt->node, actors, n, ranks, "gloo", name, 1, hosts, nonce | 1,
+                                   hier || autob);
     }
     free(nodes);
     free(addrs);

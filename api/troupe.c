@@ -1,17 +1,21 @@
 /* api/troupe.c - the `troupe` command: start, inspect and stop a standalone node service.
  *
- *   troupe start --head [--port P] [--bind ADDR] [--token T] [--num-cpus N] [--num-gpus N]
- *                       [--resources a=1,b=2] [--tmpdir D] [--cpu-binding cores|none]
- *   troupe start --address HOST:PORT [--token T] [--bind ADDR] [--port P] [...]
+ *   troupe start --head [--port P] [--bind ADDR] [--token-file F] [--num-cpus N]
+ *                       [--num-gpus N] [--resources a=1,b=2] [--tmpdir D]
+ *                       [--cpu-binding cores|none]
+ *   troupe start --address HOST:PORT [--token-file F] [--bind ADDR] [--port P] [...]
  *                (either start: [--tls-cert F --tls-key F --tls-ca F], TLS between nodes)
- *   troupe status [--address PATH | --address HOST:PORT --token T [--tls-ca F]]
+ *   troupe status [--address PATH | --address HOST:PORT [--token-file F] [--tls-ca F]]
  *   troupe stop   [--address PATH]
+ *   (--token T too, and TROUPE_CLUSTER_TOKEN: a token on a command line is visible to every
+ *   user in /proc; the file or the environment are not)
  *
  * `start` spawns this executable as a detached node (its own session), waits until it
  * listens, records its address in <tmpdir>/troupe-<uid>/head and prints it. Drivers reach
  * it with the config key "address". With --port, a head listens on TCP for other nodes
- * (loopback unless --bind names another address, which needs --token); `start --address
- * HOST:PORT` starts a node that joins that head (api/cluster.h).
+ * (loopback unless --bind names another address), always with a token: given, or made by
+ * the head and written to its session directory (printed); `start --address HOST:PORT`
+ * starts a node that joins that head (api/cluster.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "api/cluster.h"
 #include "api/node.h"
 #include "core/clock.h"
 #include "core/codec.h"
@@ -36,13 +41,15 @@
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: troupe start --head [--port P] [--bind ADDR] [--token T] [--num-cpus N]\n"
+            "usage: troupe start --head [--port P] [--bind ADDR] [--token-file F] [--num-cpus N]\n"
             "                           [--num-gpus N] [--resources a=1,b=2] [--tmpdir DIR]\n"
             "                           [--cpu-binding cores|none]\n"
-            "       troupe start --address HOST:PORT [--token T] [--bind ADDR] [--port P] ...\n"
-            "         (either start: [--tls-cert FILE --tls-key FILE --tls-ca FILE])\n"
-            "       troupe status [--address PATH | --address HOST:PORT --token T [--tls-ca F]]\n"
-            "                     [--tmpdir DIR]\n"
+            "       troupe start --address HOST:PORT [--token-file F] [--bind ADDR] [--port P]\n"
+            "                    [...]  (either start: [--tls-cert F --tls-key F --tls-ca F])\n"
+            "       troupe status [--address PATH | --address HOST:PORT [--token-file F]\n"
+            "                     [--tls-ca F]] [--tmpdir DIR]\n"
+            "       (--token T works too, but every user sees a command line: prefer\n"
+            "        --token-file or TROUPE_CLUSTER_TOKEN)\n"
             "       troupe stop   [--address PATH] [--tmpdir DIR]\n"
             "       troupe version\n");
 }
@@ -77,8 +84,8 @@ static int cmd_start(tr_config *cfg, int head, const char *join) {
         fprintf(stderr, "troupe start: --head, or --address HOST:PORT of a head to join\n");
         return 2;
     }
-    if (head && cfg->cluster_port < 0 && (cfg->cluster_bind || cfg->cluster_token)) {
-        fprintf(stderr, "troupe start: --bind and --token are for a cluster: give --port too\n");
+    if (head && cfg->cluster_port < 0 && cfg->cluster_bind) {
+        fprintf(stderr, "troupe start: --bind is for a cluster: give --port too\n");
         return 2;
     }
     int rc = join ? tr_config_set(cfg, "cluster_head", join) : 0;
@@ -108,6 +115,11 @@ static int cmd_start(tr_config *cfg, int head, const char *join) {
         }
     }
     printf("troupe node started (pid %d, log %s)\naddress: %s\n", (int)pid, logf, addr);
+    const char *slash = strrchr(addr, '/');
+    if (slash && (cfg->cluster_port >= 0 || join))
+        printf("cluster token: %.*s/%s (0600; this machine's drivers, nodes and `troupe status` "
+               "read it there; give it to other machines' nodes with --token-file)\n",
+               (int)(slash - addr), addr, TR__CLUSTER_TOKEN_FILE);
     free(addr);
     return 0;
 }
@@ -120,8 +132,21 @@ static int connect_cli(const char *addr, tr__nodeconn **out) {
     return rc;
 }
 
-/* A node of a cluster, over the network: "HOST:PORT" (its cluster address). */
-static int remote_status(const char *addr, const char *token, const char *tls_ca) {
+/* A node of a cluster, over the network: "HOST:PORT" (its cluster address), with the given
+ * token or that of a node of this machine at that port. */
+static int remote_status(const char *addr, const char *token, const char *tls_ca,
+                         const char *tmpdir) {
+    char base[512], found[300];
+    if (!token && tr__node_base_dir(tmpdir, base, sizeof base) == 0 &&
+        tr__cluster_local_token(base, addr, found, sizeof found) == 0)
+        token = found;
+    if (!token) {
+        fprintf(stderr,
+                "troupe status: %s needs the cluster's token (--token-file F, or "
+                "TROUPE_CLUSTER_TOKEN); no node of this machine listens there\n",
+                addr);
+        return 1;
+    }
     tr__rpc_client *c;
     tr__rpc_tls tls = {NULL, NULL, NULL};
     int rc = tls_ca ? tr__rpc_tls_load(NULL, NULL, tls_ca, &tls) : 0;
@@ -146,8 +171,8 @@ static int remote_status(const char *addr, const char *token, const char *tls_ca
     return rc ? fail(rc, "status") : 0;
 }
 
-static int cmd_status(const char *addr, const char *token, const char *tls_ca) {
-    if (!strchr(addr, '/') && strchr(addr, ':')) return remote_status(addr, token, tls_ca);
+static int cmd_status(const char *addr, const char *token, const char *tls_ca, const char *tmpdir) {
+    if (!strchr(addr, '/') && strchr(addr, ':')) return remote_status(addr, token, tls_ca, tmpdir);
     tr__nodeconn *c;
     int rc = connect_cli(addr, &c);
     if (rc) return fail(rc, "status");
@@ -234,6 +259,8 @@ int main(int argc, char **argv) {
             rc = tr_config_set(cfg, "cluster_bind", v);
         else if (strcmp(a, "--token") == 0)
             rc = tr_config_set(cfg, "cluster_token", v);
+        else if (strcmp(a, "--token-file") == 0)
+            rc = tr_config_set(cfg, "cluster_token_file", v);
         else if (strncmp(a, "--tls-", 6) == 0 &&
                  (strcmp(a + 6, "cert") == 0 || strcmp(a + 6, "key") == 0 ||
                   strcmp(a + 6, "ca") == 0)) {
@@ -248,6 +275,8 @@ int main(int argc, char **argv) {
         if (rc) return fail(rc, a);
         i++;
     }
+    int rc = tr__config_env_token(cfg, &env);
+    if (rc) return fail(rc, "TROUPE_CLUSTER_TOKEN");
     int status;
     char found[700];
     if (strcmp(cmd, "start") == 0) {
@@ -259,7 +288,7 @@ int main(int argc, char **argv) {
             addr = found;
         }
         status = strcmp(cmd, "status") == 0
-                     ? cmd_status(addr, cfg->cluster_token, cfg->cluster_tls_ca)
+                     ? cmd_status(addr, cfg->cluster_token, cfg->cluster_tls_ca, cfg->tmpdir)
                      : cmd_stop(addr, cfg->tmpdir);
     } else if (strcmp(cmd, "version") == 0) {
         printf("troupe %s (ABI %u)\n", tr_version_string(), tr_abi_version());

@@ -32,6 +32,7 @@ void tr__env_read(tr__env *e) {
     e->cpus = getenv("TROUPE_CPUS");
     e->log_level = tr__log_parse_level(getenv("TROUPE_LOG_LEVEL"));
     e->command = getenv("TROUPE_COMMAND");
+    e->cluster_token = getenv("TROUPE_CLUSTER_TOKEN");
 }
 
 static void config_defaults(tr_config *c) {
@@ -171,6 +172,43 @@ static int set_library(tr_config *cfg, const char *value) {
     return set_str(&cfg->worker_command, cmd);
 }
 
+/* "cluster_token": 1..255 printable ASCII bytes, no spaces (it travels in an HTTP/2 header
+ * and in files a line each). */
+static int set_token(tr_config *cfg, const char *value, const char *from) {
+    size_t n = strlen(value);
+    if (n == 0 || n > 255)
+        return tr__err(TR_EINVAL, "%s: a cluster token of %zu bytes (want 1..255)", from, n);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)value[i] <= 0x20 || (unsigned char)value[i] >= 0x7f)
+            return tr__err(TR_EINVAL,
+                           "%s: a cluster token is printable ASCII without spaces (byte %zu is "
+                           "not)",
+                           from, i);
+    return set_str(&cfg->cluster_token, value);
+}
+
+/* "cluster_token_file": the token is the file's first line (read now: a token never has
+ * to appear on a command line, where every user can read it in /proc). */
+static int set_token_file(tr_config *cfg, const char *path) {
+    FILE *f = fopen(path, "re");
+    if (!f) return tr__err_errno(errno, "config 'cluster_token_file': %s", path);
+    char line[300] = "";
+    int got = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    line[strcspn(line, "\r\n")] = '\0';
+    if (!got || !line[0])
+        return tr__err(TR_EINVAL, "config 'cluster_token_file': %s has no token on its first line",
+                       path);
+    char what[PATH_MAX + 32];
+    snprintf(what, sizeof what, "config 'cluster_token_file' %s", path);
+    return set_token(cfg, line, what);
+}
+
+int tr__config_env_token(tr_config *cfg, const tr__env *env) {
+    if (cfg->cluster_token || !env->cluster_token) return 0;
+    return set_token(cfg, env->cluster_token, "TROUPE_CLUSTER_TOKEN");
+}
+
 TR_API int tr_config_set(tr_config *cfg, const char *key, const char *value) {
     if (!cfg || !key || !value) return tr__err(TR_EINVAL, "tr_config_set: NULL argument");
     double d;
@@ -192,11 +230,8 @@ TR_API int tr_config_set(tr_config *cfg, const char *key, const char *value) {
     if (strcmp(key, "cluster_tls_cert") == 0) return set_str(&cfg->cluster_tls_cert, value);
     if (strcmp(key, "cluster_tls_key") == 0) return set_str(&cfg->cluster_tls_key, value);
     if (strcmp(key, "cluster_tls_ca") == 0) return set_str(&cfg->cluster_tls_ca, value);
-    if (strcmp(key, "cluster_token") == 0) {
-        if (strlen(value) > 255)
-            return tr__err(TR_EINVAL, "config 'cluster_token': at most 255 bytes");
-        return set_str(&cfg->cluster_token, value);
-    }
+    if (strcmp(key, "cluster_token") == 0) return set_token(cfg, value, "cluster_token");
+    if (strcmp(key, "cluster_token_file") == 0) return set_token_file(cfg, value);
     if (strcmp(key, "cluster_client") == 0) {
         if (strcmp(value, "0") != 0 && strcmp(value, "1") != 0)
             return tr__err(TR_EINVAL, "config 'cluster_client': '%s' (want 0 or 1)", value);

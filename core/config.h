@@ -54,17 +54,21 @@ enum { TR__BIND_CORES = 0, TR__BIND_NONE = 1 };
 
 typedef struct tr__env {
     int role;
-    const char *node_path;   /* TROUPE_NODE: the node's socket (workers) */
-    const char *actor_hex;   /* TROUPE_ACTOR: the actor a worker runs */
-    const char *node_config; /* TROUPE_NODE_CONFIG: hex msgpack of the node's config */
-    int ready_fd;            /* TROUPE_READY_FD: the node writes its address here; -1 */
-    int standalone;          /* TROUPE_STANDALONE=1: a `troupe start` node */
-    const char *cpus;        /* TROUPE_CPUS: the CPUs a worker is bound to ("0,1"), or NULL */
-    int log_level;           /* TROUPE_LOG_LEVEL, -1 if unset */
-    const char *command;     /* TROUPE_COMMAND: the command the node ran (workers) */
+    const char *node_path;     /* TROUPE_NODE: the node's socket (workers) */
+    const char *actor_hex;     /* TROUPE_ACTOR: the actor a worker runs */
+    const char *node_config;   /* TROUPE_NODE_CONFIG: hex msgpack of the node's config */
+    int ready_fd;              /* TROUPE_READY_FD: the node writes its address here; -1 */
+    int standalone;            /* TROUPE_STANDALONE=1: a `troupe start` node */
+    const char *cpus;          /* TROUPE_CPUS: the CPUs a worker is bound to ("0,1"), or NULL */
+    int log_level;             /* TROUPE_LOG_LEVEL, -1 if unset */
+    const char *command;       /* TROUPE_COMMAND: the command the node ran (workers) */
+    const char *cluster_token; /* TROUPE_CLUSTER_TOKEN: a cluster's token (drivers, CLI) */
 } tr__env;
 
 void tr__env_read(tr__env *e);
+/* cfg's cluster token from the environment (TROUPE_CLUSTER_TOKEN) if cfg has none: 0, or
+ * TR_EINVAL for a malformed one. */
+int tr__config_env_token(tr_config *cfg, const tr__env *env);
 
 /* Deep copy (classes' method tables stay borrowed). Returns 0 or TR_ENOMEM. */
 int tr__config_copy(const tr_config *src, tr_config **out);

@@ -4,36 +4,23 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/random.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core/status.h"
 
-void tr__random_bytes(void *p, size_t n) {
+int tr__random_bytes(void *p, size_t n) {
     uint8_t *out = p;
     while (n > 0) {
         ssize_t r = getrandom(out, n, 0);
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            break;
-        }
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) /* no silent fallback: ids, tickets and tokens must not be guessable */
+            return tr__err_errno(r < 0 ? errno : EIO,
+                                 "getrandom: the kernel gives no random bytes (ids, tickets "
+                                 "and tokens need them)");
         out += r;
         n -= (size_t)r;
     }
-    if (n > 0) { /* getrandom unavailable: splitmix64 over time and pid */
-        uint64_t x = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)p;
-        while (n > 0) {
-            x += 0x9e3779b97f4a7c15ull;
-            uint64_t z = x;
-            z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-            z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-            z ^= z >> 31;
-            size_t k = n < 8 ? n : 8;
-            memcpy(out, &z, k);
-            out += k;
-            n -= k;
-        }
-    }
+    return 0;
 }
 
 void tr__hex(const void *p, size_t n, char *out) {

@@ -5,8 +5,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Fills p with n random bytes from getrandom(2) (falls back to a seeded PRNG). */
-void tr__random_bytes(void *p, size_t n);
+/* Fills p with n random bytes from getrandom(2). Returns 0, or TR_EIO (or the errno's code)
+ * when the kernel gives none: there is no fallback, the caller fails (nothing of troupe
+ * runs on guessable ids, tickets or tokens). */
+int tr__random_bytes(void *p, size_t n) __attribute__((warn_unused_result));
 /* Writes 2n hex digits and a NUL into out. */
 void tr__hex(const void *p, size_t n, char *out);
 /* Parses exactly 2n hex digits. Returns 0 or TR_EINVAL. */

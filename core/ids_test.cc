@@ -7,9 +7,13 @@
 #include <set>
 #include <string>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 extern "C" {
 #include "core/ids.h"
 #include "core/status.h"
+#include "tools/seccomp.h"
 }
 
 namespace {
@@ -89,17 +93,37 @@ TEST(Ids, RandomBytesDiffer) {
     std::set<std::string> seen;
     for (int i = 0; i < 1000; i++) {
         uint8_t id[16];
-        tr__random_bytes(id, sizeof id);
+        ASSERT_EQ(tr__random_bytes(id, sizeof id), 0);
         ASSERT_TRUE(seen.emplace((const char *)id, sizeof id).second) << "repeated random id";
     }
-    tr__random_bytes(nullptr, 0);
+    EXPECT_EQ(tr__random_bytes(nullptr, 0), 0);
     // Odd sizes fill every byte (all-zero 1000 bytes is practically impossible).
     uint8_t big[1001] = {0};
-    tr__random_bytes(big, sizeof big);
+    ASSERT_EQ(tr__random_bytes(big, sizeof big), 0);
     int zeros = 0;
     for (uint8_t x : big)
         zeros += x == 0;
     EXPECT_LT(zeros, 40);
+}
+
+/* getrandom refused (a seccomp filter, as some sandboxes have): an error, never bytes made
+ * up from the time and the pid. In a child, which the filter stays in. */
+TEST(Ids, NoRandomBytesIsAnError) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        if (tr_test_deny_getrandom() != 0) _exit(10);
+        uint8_t id[16] = {0};
+        int rc = tr__random_bytes(id, sizeof id);
+        int said = strstr(tr_last_error(), "getrandom") != nullptr;
+        uint8_t zero[16] = {0};
+        _exit(rc == 0 ? 11 : !said ? 12 : memcmp(id, zero, 16) != 0 ? 13 : 0);
+    }
+    int st = 0;
+    ASSERT_EQ(waitpid(pid, &st, 0), pid);
+    ASSERT_TRUE(WIFEXITED(st));
+    EXPECT_EQ(WEXITSTATUS(st), 0) << "10: no filter, 11: bytes anyway, 12: no reason, 13: "
+                                     "bytes written";
 }
 
 TEST(Ids, IdKeyIsFirstEightBytes) {

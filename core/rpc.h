@@ -2,10 +2,10 @@
  * unary calls of one method, "/troupe.Node/Call", whose request and reply are opaque
  * bytes (msgpack, as every control message), over HTTP/2 on TCP.
  *
- * Auth: a server made with a token accepts only calls whose `authorization` metadata is
- * "Bearer <token>" (compared in constant time); any other call is refused with
- * UNAUTHENTICATED, logged, and its handler never runs. A server that binds anything but
- * a loopback address must have a token. Clients send theirs with every call.
+ * Auth: a server has a token (none is refused, loopback too: every local user reaches
+ * it) and accepts only calls whose `authorization` metadata is "Bearer <token>" (compared
+ * in constant time); any other call is refused with UNAUTHENTICATED, logged, and its
+ * handler never runs. Clients send theirs with every call.
  *
  * Threads: a server runs its completion queue on a thread of its own and calls the
  * handler there, one call at a time; a client may be used from any thread (each call
@@ -45,7 +45,7 @@ void tr__rpc_tls_free(tr__rpc_tls *t);
 typedef int (*tr__rpc_handler)(void *ctx, const void *req, size_t len, tr__buf *reply);
 
 /* Listens on `bind` ("HOST:PORT"; port 0 picks one, *port gets it) with `token` (NULL or
- * "": none, loopback only) and messages up to max_msg bytes. */
+ * "": TR_EINVAL) and messages up to max_msg bytes. */
 int tr__rpc_server_create(const char *bind, const char *token, size_t max_msg,
                           tr__rpc_handler handler, void *ctx, tr__rpc_server **out, int *port);
 /* The same over TLS when tls has a cert and key (tls may be NULL: plain). */

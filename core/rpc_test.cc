@@ -229,11 +229,11 @@ TEST(RpcAlone, AStreamSeesItsServerGo) {
     Served served;
     Streams streams;
     tr__rpc_stream_handlers h = {on_msg, on_end, &streams, nullptr};
-    ASSERT_EQ(tr__rpc_server_create("127.0.0.1:0", "", 1 << 20, handler, &served, &s, &port), 0);
+    ASSERT_EQ(tr__rpc_server_create("127.0.0.1:0", "t", 1 << 20, handler, &served, &s, &port), 0);
     tr__rpc_server_on_stream(s, &h);
     tr__rpc_client *c;
     std::string target = "127.0.0.1:" + std::to_string(port);
-    ASSERT_EQ(tr__rpc_client_create(target.c_str(), "", 1 << 20, &c), 0);
+    ASSERT_EQ(tr__rpc_client_create(target.c_str(), "t", 1 << 20, &c), 0);
     tr__rpc_stream *st;
     ASSERT_EQ(tr__rpc_stream_open(c, &st), 0);
     tr__buf b = TR__BUF_INIT;
@@ -254,11 +254,11 @@ TEST(RpcAlone, NothingListeningIsAConnectError) {
     tr__rpc_server *s;
     int port = 0;
     Served served;
-    ASSERT_EQ(tr__rpc_server_create("127.0.0.1:0", "", 1 << 20, handler, &served, &s, &port), 0);
+    ASSERT_EQ(tr__rpc_server_create("127.0.0.1:0", "t", 1 << 20, handler, &served, &s, &port), 0);
     tr__rpc_server_destroy(s); /* the port is free again */
     tr__rpc_client *c;
     std::string target = "127.0.0.1:" + std::to_string(port);
-    ASSERT_EQ(tr__rpc_client_create(target.c_str(), "", 1 << 20, &c), 0);
+    ASSERT_EQ(tr__rpc_client_create(target.c_str(), "t", 1 << 20, &c), 0);
     tr__buf b = TR__BUF_INIT;
     int rc = tr__rpc_call(c, "x", 1, 3000, &b);
     EXPECT_TRUE(rc == TR_ECONNECT) << tr_errname(rc) << ": " << tr_last_error();
@@ -266,12 +266,19 @@ TEST(RpcAlone, NothingListeningIsAConnectError) {
     tr__rpc_client_destroy(c);
 }
 
-TEST(RpcAlone, ANonLoopbackServerNeedsAToken) {
+/* Loopback is no exception: any local user reaches a loopback port. */
+TEST(RpcAlone, EveryServerNeedsAToken) {
     tr__rpc_server *s = nullptr;
     Served served;
-    EXPECT_EQ(tr__rpc_server_create("0.0.0.0:0", "", 1 << 20, handler, &served, &s, nullptr),
-              TR_EINVAL);
-    EXPECT_EQ(s, nullptr);
+    for (const char *bind : {"0.0.0.0:0", "127.0.0.1:0", "[::1]:0"}) {
+        EXPECT_EQ(tr__rpc_server_create(bind, "", 1 << 20, handler, &served, &s, nullptr),
+                  TR_EINVAL)
+            << bind;
+        EXPECT_EQ(tr__rpc_server_create(bind, nullptr, 1 << 20, handler, &served, &s, nullptr),
+                  TR_EINVAL)
+            << bind;
+        EXPECT_EQ(s, nullptr);
+    }
     EXPECT_EQ(tr__rpc_server_create("0.0.0.0:0", "tok", 1 << 20, handler, &served, &s, nullptr), 0)
         << tr_last_error();
     tr__rpc_server_destroy(s);

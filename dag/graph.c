@@ -979,7 +979,7 @@ static int compile(tr_dag *g, const tr_dag_options *opts) {
     if (rc) return rc;
     if (g->gpu && (rc = check_gpus(g))) return rc;
     uint8_t rnd[8];
-    tr__random_bytes(rnd, sizeof rnd);
+    if ((rc = tr__random_bytes(rnd, sizeof rnd))) return rc;
     snprintf(g->name, sizeof g->name, "dag-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
              rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);

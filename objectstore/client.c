@@ -94,15 +94,17 @@ void tr__objects_detach(tr__objects *o) {
 
 static void drop_bit(tr__objects *o, const uint8_t id[16], int client);
 
-static void new_id(const tr__seg_hdr *h, tr_ref *r) {
+static int new_id(const tr__seg_hdr *h, tr_ref *r) {
+    int rc;
     do
-        tr__random_bytes(r->b, 16);
+        if ((rc = tr__random_bytes(r->b, 16))) return rc;
     while (tr__id_key(r->b) == 0);
     uint32_t num = __atomic_load_n(&h->node_num, __ATOMIC_ACQUIRE);
     r->b[12] = (uint8_t)num;
     r->b[13] = (uint8_t)(num >> 8);
     r->b[14] = (uint8_t)(num >> 16);
     r->b[15] |= TR__REF_OBJECT_BIT;
+    return 0;
 }
 
 /* A block's payload must lie inside the data region (the segment may be corrupt). */
@@ -225,9 +227,10 @@ static int reserve(tr__objects *o, size_t len, size_t n_refs, int keep_id, tr_re
                        "an object of %zu bytes can never fit in the object store "
                        "(capacity %llu bytes; set object_store_bytes)",
                        len, (unsigned long long)tr__seg_max_alloc(h));
-    if (!keep_id) new_id(h, out);
+    int rc = keep_id ? 0 : new_id(h, out);
+    if (rc) return rc;
     uint64_t off;
-    int rc = alloc_block(o, len, &off); /* locked on success */
+    rc = alloc_block(o, len, &off); /* locked on success */
     if (rc) return rc;
     tr__obj_entry *e = tr__seg_insert(h, out->b, &rc);
     if (!e) {

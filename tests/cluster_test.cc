@@ -23,28 +23,11 @@
 
 namespace {
 
-int count(const std::string &s, const std::string &what) {
-    int n = 0;
-    for (size_t at = 0; (at = s.find(what, at)) != std::string::npos; at += what.size())
-        n++;
-    return n;
-}
-
 /* No sanitizer's report in a driver's output (ASan, TSan: "...Sanitizer"; UBSan:
  * "runtime error"): the drivers run as processes of their own. */
 bool clean(const std::string &out) {
     return out.find("Sanitizer") == std::string::npos &&
            out.find("runtime error") == std::string::npos;
-}
-
-/* Until pred() holds or ms pass; whether it held. */
-bool eventually(int ms, const std::function<bool()> &pred) {
-    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-    while (std::chrono::steady_clock::now() < until) {
-        if (pred()) return true;
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return pred();
 }
 
 class Cluster : public ::testing::Test {
@@ -284,10 +267,23 @@ TEST_F(Cluster, NodesJoinOverTheNetworkAndFailuresAreSeen) {
     std::string out =
         in(0, cli + " start --head --bind 10.213.0.1 --port 7301 --token s3cret", &st);
     ASSERT_EQ(st, 0) << out;
-    /* without a token, a non-loopback head does not start */
+    /* given no token, a head makes one; another machine's node needs it given */
     out = in(0, cli + " start --head --bind 10.213.0.1 --port 7302 --tmpdir /tmp/x", &st);
+    EXPECT_EQ(st, 0) << out;
+    size_t at = out.find("cluster token: ");
+    ASSERT_NE(at, std::string::npos) << out;
+    std::string file = out.substr(at + 15, out.find(' ', at + 15) - (at + 15));
+    std::string made = in(0, "cat " + file);
+    EXPECT_EQ(made.size(), 65u) << made; /* 64 hex digits and a newline */
+    out = in(2, cli + " start --address 10.213.0.1:7302 --tmpdir /tmp/w", &st);
     EXPECT_NE(st, 0) << out;
-    EXPECT_NE(out.find("token"), std::string::npos) << out;
+    EXPECT_NE(out.find("--token-file"), std::string::npos) << out;
+    in(2, "sh -c 'umask 077; printf %s " + made.substr(0, 64) + " > /tmp/w/tok'");
+    out = in(2, cli + " start --address 10.213.0.1:7302 --token-file /tmp/w/tok --tmpdir /tmp/w",
+             &st);
+    EXPECT_EQ(st, 0) << out;
+    in(2, cli + " stop --tmpdir /tmp/w");
+    in(0, cli + " stop --tmpdir /tmp/x");
     for (int i = 1; i < 3; i++) {
         out = in(i, cli + " start --address 10.213.0.1:7301 --token s3cret", &st);
         ASSERT_EQ(st, 0) << out;

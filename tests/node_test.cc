@@ -345,18 +345,6 @@ TEST(NodeLog, AFloodOfMalformedMessagesIsSummarisedNotLoggedLineByLine) {
         << out;
 }
 
-std::string run_cmd(const std::string &cmd, int *status) {
-    FILE *f = popen((cmd + " 2>&1").c_str(), "r");
-    std::string out;
-    char buf[4096];
-    size_t n;
-    while (f && (n = fread(buf, 1, sizeof buf, f)) > 0)
-        out.append(buf, n);
-    int st = f ? pclose(f) : -1;
-    if (status) *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return out;
-}
-
 TEST(Standalone, NodeStartedByTheCliIsReachedByAddress) {
     ASSERT_FALSE(g_troupe_cli.empty()) << "pass the troupe CLI path as argv[1]";
     char tmpl[] = "/tmp/trtest-XXXXXX";

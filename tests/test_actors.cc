@@ -35,6 +35,34 @@ extern "C" {
 
 std::string g_troupe_cli;
 
+std::string run_cmd(const std::string &cmd, int *status) {
+    FILE *f = popen((cmd + " 2>&1").c_str(), "r");
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while (f && (n = fread(buf, 1, sizeof buf, f)) > 0)
+        out.append(buf, n);
+    int st = f ? pclose(f) : -1;
+    if (status) *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return out;
+}
+
+int count(const std::string &s, const std::string &what) {
+    int n = 0;
+    for (size_t at = 0; (at = s.find(what, at)) != std::string::npos; at += what.size())
+        n++;
+    return n;
+}
+
+bool eventually(int ms, const std::function<bool()> &pred) {
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < until) {
+        if (pred()) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return pred();
+}
+
 std::string pattern(uint64_t size, uint64_t seed) {
     std::string s(size, '\0');
     uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;

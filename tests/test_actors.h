@@ -7,6 +7,8 @@
 #define TR_TESTS_TEST_ACTORS_H
 
 #include <stdint.h>
+
+#include <functional>
 #include <string>
 
 extern "C" {
@@ -17,6 +19,15 @@ extern "C" {
 tr_config *test_config();
 /* A fresh config with the classes plus extra keys ({key, value} pairs). */
 tr_config *test_config_with(std::initializer_list<std::pair<const char *, const char *>> kv);
+
+/* Runs a shell command; its output (stdout and stderr) and its exit status (-1: it did not
+ * exit) in *status if not NULL. */
+std::string run_cmd(const std::string &cmd, int *status);
+
+/* How many times `what` occurs in s (not overlapping). */
+int count(const std::string &s, const std::string &what);
+/* Until pred() holds or ms pass (checked every 100 ms); whether it held. */
+bool eventually(int ms, const std::function<bool()> &pred);
 
 /* size bytes of a deterministic pseudo-random pattern, and an FNV-1a checksum. */
 std::string pattern(uint64_t size, uint64_t seed);

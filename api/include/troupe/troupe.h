@@ -172,8 +172,17 @@ TR_API void tr_config_destroy(tr_config *cfg);
  *                              default: none; 0: any free one); `troupe start --port`
  *   "cluster_bind"             the address it binds (default: loopback on a head, the
  *                              address facing the head on another node); `--bind`
- *   "cluster_token"            the cluster's shared token (<= 255 bytes), required to bind
- *                              anything but loopback; `--token`
+ *   "cluster_token"            the cluster's shared secret: 1..255 printable ASCII bytes,
+ *                              no spaces. A cluster port never runs without one: a head
+ *                              given none generates one (getrandom) and writes it, 0600,
+ *                              to "cluster-token" in its session directory (`troupe start`
+ *                              prints where); a node, driver or `troupe status` of the
+ *                              same user on the same machine finds it there by the
+ *                              head's port. Else set it here, with "cluster_token_file"
+ *                              or with TROUPE_CLUSTER_TOKEN (these two keep it off
+ *                              command lines, which every user can read); `--token`
+ *   "cluster_token_file"       a file whose first line is the cluster's token (read at
+ *                              once); `--token-file`
  *   "cluster_head"             "HOST:PORT" of the head to join (unset: none, or this node
  *                              is the head); `troupe start --address`
  *   "worker_command"           the program that runs workers and the embedded node, instead of
