@@ -169,6 +169,10 @@ struct tr__cluster {
     ckv *kv; /* the head's cluster KV store, under mu */
     size_t kv_keys, kv_bytes;
     uint64_t actors, objects, object_bytes; /* this node's, from its loop (under mu) */
+    /* what this node runs as a worker for other nodes' drivers: its own command (argv
+     * joined by TR__ARG_SEP), config worker_path, the generic worker's real path ("": none) */
+    char *own_cmd, *worker_path;
+    char troupe_worker[PATH_MAX];
 };
 
 static int64_t ms_since(int64_t ns) {
@@ -210,6 +214,21 @@ static int get_field(const tr__obj *map, const char *key, char *dst, size_t cap)
     if (n >= cap) return tr__err(TR_EPROTO, "cluster: '%s' of %zu bytes", key, n);
     for (size_t i = 0; i < n; i++)
         if (s[i] == '"' || s[i] == '\\' || (unsigned char)s[i] < 0x20)
+            return tr__err(TR_EPROTO, "cluster: '%s' has a byte it may not", key);
+    memcpy(dst, s, n);
+    dst[n] = '\0';
+    return 0;
+}
+
+/* A command field (argv joined by TR__ARG_SEP): no other control byte. */
+static int get_command(const tr__obj *map, const char *key, char *dst, size_t cap) {
+    const char *s;
+    size_t n;
+    int rc = tr__get_str(map, key, &s, &n);
+    if (rc) return rc;
+    if (n >= cap) return tr__err(TR_EPROTO, "cluster: '%s' of %zu bytes", key, n);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 && s[i] != TR__ARG_SEP)
             return tr__err(TR_EPROTO, "cluster: '%s' has a byte it may not", key);
     memcpy(dst, s, n);
     dst[n] = '\0';
@@ -391,15 +410,67 @@ static void drop_owners(tr__cluster *cl, const char *key, const char *node) {
     }
 }
 
+/* Whether real (a real path) is a worker_path entry or under one of its directories. */
+static int in_worker_path(const char *list, const char *real) {
+    for (const char *p = list ? list : ""; *p;) {
+        size_t n = strcspn(p, ":");
+        if (n && (p[n - 1] == '/' ? strncmp(real, p, n) == 0
+                                  : strlen(real) == n && strncmp(real, p, n) == 0))
+            return 1;
+        p += n + (p[n] == ':');
+    }
+    return 0;
+}
+
+/* Whether this node runs `cmd` (argv joined by TR__ARG_SEP) as a worker for a driver of
+ * another node: 0, or TR_EPERM saying which setting would allow it. A token makes a peer a
+ * member, not someone who may run any file here: only this node's own command, programs
+ * config worker_path lists (with any arguments: list no interpreter), and the generic
+ * worker (troupe-worker) with a library worker_path lists or this node's own. */
+static int worker_allowed(tr__cluster *cl, const char *cmd) {
+    if (cl->own_cmd && strcmp(cmd, cl->own_cmd) == 0) return 0;
+    char copy[4096 + PATH_MAX], *argv[TR__MAX_ARGS + 1], prog[PATH_MAX], lib[PATH_MAX];
+    snprintf(copy, sizeof copy, "%s", cmd);
+    int argc = tr__command_split(copy, argv);
+    const char *name = argc ? strrchr(argv[0], '/') : NULL;
+    name = name ? name + 1 : argc ? argv[0] : "";
+    if (argc == 0 || argv[0][0] != '/' || !realpath(argv[0], prog))
+        return tr__err(TR_EPERM, "this node has no program %s to run for another node's driver",
+                       argc ? argv[0] : "(none)");
+    if (strcmp(name, "troupe-worker") == 0) { /* it loads argv[1]: that must be allowed too */
+        char own[4096 + PATH_MAX], *oargv[TR__MAX_ARGS + 1], olib[PATH_MAX];
+        snprintf(own, sizeof own, "%s", cl->own_cmd ? cl->own_cmd : "");
+        int oargc = tr__command_split(own, oargv);
+        int prog_ok = (cl->troupe_worker[0] && strcmp(prog, cl->troupe_worker) == 0) ||
+                      in_worker_path(cl->worker_path, prog);
+        int lib_ok = argc == 2 && realpath(argv[1], lib) &&
+                     (in_worker_path(cl->worker_path, lib) ||
+                      (oargc == 2 && realpath(oargv[1], olib) && strcmp(lib, olib) == 0));
+        if (prog_ok && lib_ok) return 0;
+        return tr__err(TR_EPERM,
+                       "this node does not run %s%s%s for another node's driver: the generic "
+                       "worker loads only a library that config worker_path (troupe start "
+                       "--worker-path) lists, or this node's own worker_library",
+                       prog, argc > 1 ? " " : "", argc > 1 ? argv[1] : "");
+    }
+    if (in_worker_path(cl->worker_path, prog)) return 0;
+    return tr__err(TR_EPERM,
+                   "this node does not run %s for another node's driver: it is not this node's "
+                   "own worker command; list it (or its directory) in config worker_path, "
+                   "`troupe start --worker-path %s`",
+                   prog, prog);
+}
+
 /* "create" (any node, asked by the head): the actor is made here, owned by the creator's
- * connection; a node:ADDRESS resource named it here and is not ours to count. */
+ * connection; a node:ADDRESS resource named it here and is not ours to count. The worker
+ * program must be one this node allows (worker_allowed). */
 static int op_create(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
-    char key[64], node[17], exe[1024], res_in[512];
+    char key[64], node[17], exe[4096 + PATH_MAX], res_in[512];
     int rc;
     if ((rc = get_field(req, "owner", key, sizeof key)) ||
         (rc = get_field(req, "node", node, sizeof node)) ||
-        (rc = get_field(req, "exe", exe, sizeof exe)) ||
-        (rc = get_field(req, "res", res_in, sizeof res_in)))
+        (rc = get_command(req, "exe", exe, sizeof exe)) ||
+        (rc = get_field(req, "res", res_in, sizeof res_in)) || (rc = worker_allowed(cl, exe)))
         return rc;
     tr__res want, keep;
     memset(&want, 0, sizeof want);
@@ -1676,6 +1747,12 @@ int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *tot
         if (strcmp(total->name[i], "CPU") == 0) cl->cpus = total->qty[i];
     }
     cl->gpus = gpus;
+    char own[4096 + PATH_MAX];
+    if (!rc && (rc = tr__command_running(own, sizeof own)) == 0 && !(cl->own_cmd = strdup(own)))
+        rc = tr__err(TR_ENOMEM, "cluster");
+    if (!rc && cfg->worker_path && !(cl->worker_path = strdup(cfg->worker_path)))
+        rc = tr__err(TR_ENOMEM, "cluster");
+    if (tr__config_find_worker(cl->troupe_worker) != 0) cl->troupe_worker[0] = '\0';
     tr__res_format(total, cl->resources, sizeof cl->resources);
     for (char *p = cl->resources; *p; p++)
         if (*p == '"' || *p == '\\') *p = '_';
@@ -1924,6 +2001,8 @@ void tr__cluster_stop(tr__cluster *cl) {
     pthread_cond_destroy(&cl->jobs_cv);
     tr__rpc_tls_free(&cl->tls);
     free(cl->nodes_json);
+    free(cl->own_cmd);
+    free(cl->worker_path);
     pthread_mutex_destroy(&cl->mu);
     pthread_cond_destroy(&cl->cv);
     free(cl);

@@ -2,7 +2,7 @@
  *
  *   troupe start --head [--port P] [--bind ADDR] [--token-file F] [--num-cpus N]
  *                       [--num-gpus N] [--resources a=1,b=2] [--tmpdir D]
- *                       [--cpu-binding cores|none]
+ *                       [--cpu-binding cores|none] [--worker-path P]...
  *   troupe start --address HOST:PORT [--token-file F] [--bind ADDR] [--port P] [...]
  *                (either start: [--tls-cert F --tls-key F --tls-ca F], TLS between nodes)
  *   troupe status [--address PATH | --address HOST:PORT [--token-file F] [--tls-ca F]]
@@ -43,7 +43,7 @@ static void usage(void) {
     fprintf(stderr,
             "usage: troupe start --head [--port P] [--bind ADDR] [--token-file F] [--num-cpus N]\n"
             "                           [--num-gpus N] [--resources a=1,b=2] [--tmpdir DIR]\n"
-            "                           [--cpu-binding cores|none]\n"
+            "                           [--cpu-binding cores|none] [--worker-path PATH]...\n"
             "       troupe start --address HOST:PORT [--token-file F] [--bind ADDR] [--port P]\n"
             "                    [...]  (either start: [--tls-cert F --tls-key F --tls-ca F])\n"
             "       troupe status [--address PATH | --address HOST:PORT [--token-file F]\n"
@@ -228,6 +228,7 @@ int main(int argc, char **argv) {
     tr_config *cfg;
     if (tr_config_create(&cfg)) return 1;
     const char *addr = NULL;
+    char *paths = NULL; /* --worker-path's, so far */
     int head = 0;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
@@ -261,9 +262,17 @@ int main(int argc, char **argv) {
             rc = tr_config_set(cfg, "cluster_token", v);
         else if (strcmp(a, "--token-file") == 0)
             rc = tr_config_set(cfg, "cluster_token_file", v);
-        else if (strncmp(a, "--tls-", 6) == 0 &&
-                 (strcmp(a + 6, "cert") == 0 || strcmp(a + 6, "key") == 0 ||
-                  strcmp(a + 6, "ca") == 0)) {
+        else if (strcmp(a, "--worker-path") == 0) { /* (repeatable: the entries add up) */
+            size_t n = (paths ? strlen(paths) + 1 : 0) + strlen(v) + 1;
+            char *more = malloc(n);
+            if (!more) return fail(tr__err(TR_ENOMEM, "--worker-path"), a);
+            snprintf(more, n, "%s%s%s", paths ? paths : "", paths ? ":" : "", v);
+            free(paths);
+            paths = more;
+            rc = tr_config_set(cfg, "worker_path", paths);
+        } else if (strncmp(a, "--tls-", 6) == 0 &&
+                   (strcmp(a + 6, "cert") == 0 || strcmp(a + 6, "key") == 0 ||
+                    strcmp(a + 6, "ca") == 0)) {
             char key[32], abs[PATH_MAX]; /* (the node runs elsewhere: absolute paths) */
             snprintf(key, sizeof key, "cluster_tls_%s", a + 6);
             rc = realpath(v, abs) ? tr_config_set(cfg, key, abs)
@@ -275,6 +284,7 @@ int main(int argc, char **argv) {
         if (rc) return fail(rc, a);
         i++;
     }
+    free(paths);
     int rc = tr__config_env_token(cfg, &env);
     if (rc) return fail(rc, "TROUPE_CLUSTER_TOKEN");
     int status;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/abi.h"
@@ -67,6 +68,7 @@ TR_API void tr_config_destroy(tr_config *cfg) {
     free(cfg->cluster_tls_key);
     free(cfg->cluster_tls_ca);
     free(cfg->worker_command);
+    free(cfg->worker_path);
     for (size_t i = 0; i < cfg->n_classes; i++)
         free((char *)cfg->classes[i].name);
     free(cfg->classes);
@@ -145,12 +147,9 @@ static int set_command(tr_config *cfg, const char *value) {
     return set_str(&cfg->worker_command, joined);
 }
 
-/* "worker_library": workers run troupe-worker LIB, found next to this library (DIR/ or
- * DIR/../bin/) or on PATH. */
-static int set_library(tr_config *cfg, const char *value) {
-    char lib[PATH_MAX], worker[PATH_MAX] = "", cmd[2 * PATH_MAX + 2];
-    if (!realpath(value, lib))
-        return tr__err(TR_EINVAL, "config 'worker_library': %s: %s", value, strerror(errno));
+int tr__config_find_worker(char out[PATH_MAX]) {
+    char *worker = out;
+    worker[0] = '\0';
     Dl_info info;
     char self[PATH_MAX];
     if (dladdr((void *)tr_config_set, &info) && info.dli_fname && realpath(info.dli_fname, self)) {
@@ -163,13 +162,65 @@ static int set_library(tr_config *cfg, const char *value) {
             if (find_exe(cand, worker) != 0) worker[0] = '\0';
         }
     }
-    if (!worker[0] && find_exe("troupe-worker", worker) != 0)
+    if (!worker[0] && find_exe("troupe-worker", worker) != 0) {
+        worker[0] = '\0';
+        return tr__err(TR_ENOTFOUND, "no troupe-worker next to libtroupe or on PATH");
+    }
+    return 0;
+}
+
+/* "worker_library": workers run troupe-worker LIB, found next to this library (DIR/ or
+ * DIR/../bin/) or on PATH. */
+static int set_library(tr_config *cfg, const char *value) {
+    char lib[PATH_MAX], worker[PATH_MAX] = "", cmd[2 * PATH_MAX + 2];
+    if (!realpath(value, lib))
+        return tr__err(TR_EINVAL, "config 'worker_library': %s: %s", value, strerror(errno));
+    if (tr__config_find_worker(worker) != 0)
         return tr__err(TR_EINVAL,
                        "config 'worker_library': no troupe-worker next to libtroupe or on PATH "
                        "(set worker_command to 'PATH/troupe-worker %s' instead)",
                        lib);
     snprintf(cmd, sizeof cmd, "%s%c%s", worker, TR__ARG_SEP, lib);
     return set_str(&cfg->worker_command, cmd);
+}
+
+/* "worker_path": entries separated by ':', each an existing program or directory (kept as
+ * its real path; a directory's with a trailing '/'). */
+static int set_worker_path(tr_config *cfg, const char *value) {
+    tr__buf b = TR__BUF_INIT;
+    int rc = 0;
+    for (const char *p = value; *p && !rc;) {
+        size_t n = strcspn(p, ":");
+        char entry[PATH_MAX], real[PATH_MAX];
+        struct stat st;
+        if (n == 0 || n >= sizeof entry) {
+            p += n + (p[n] == ':');
+            continue;
+        }
+        memcpy(entry, p, n);
+        entry[n] = '\0';
+        if (!realpath(entry, real) || stat(real, &st) != 0)
+            rc = tr__err(TR_EINVAL, "config 'worker_path': %s: %s", entry, strerror(errno));
+        else if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+            rc = tr__err(TR_EINVAL, "config 'worker_path': %s is no program or directory", entry);
+        else if (strchr(real, ':'))
+            rc = tr__err(TR_EINVAL, "config 'worker_path': %s has a ':' in its path", real);
+        else {
+            if (b.len) tr__buf_append(&b, ":", 1);
+            tr__buf_append(&b, real, strlen(real));
+            if (S_ISDIR(st.st_mode) && strcmp(real, "/") != 0) tr__buf_append(&b, "/", 1);
+        }
+        p += n + (p[n] == ':');
+    }
+    tr__buf_append(&b, "", 1);
+    if (!rc && b.oom) rc = tr__err(TR_ENOMEM, "config 'worker_path'");
+    if (!rc) {
+        free(cfg->worker_path);
+        cfg->worker_path = b.len > 1 ? strdup((const char *)b.data) : NULL;
+        if (b.len > 1 && !cfg->worker_path) rc = tr__err(TR_ENOMEM, "config 'worker_path'");
+    }
+    tr__buf_free(&b);
+    return rc;
 }
 
 /* "cluster_token": 1..255 printable ASCII bytes, no spaces (it travels in an HTTP/2 header
@@ -224,6 +275,7 @@ TR_API int tr_config_set(tr_config *cfg, const char *key, const char *value) {
     if (strcmp(key, "tmpdir") == 0) return set_str(&cfg->tmpdir, value);
     if (strcmp(key, "worker_command") == 0) return set_command(cfg, value);
     if (strcmp(key, "worker_library") == 0) return set_library(cfg, value);
+    if (strcmp(key, "worker_path") == 0) return set_worker_path(cfg, value);
     if (strcmp(key, "spill_dir") == 0) return set_str(&cfg->spill_dir, value);
     if (strcmp(key, "cluster_bind") == 0) return set_str(&cfg->cluster_bind, value);
     if (strcmp(key, "cluster_head") == 0) return set_str(&cfg->cluster_head, value);
@@ -343,7 +395,7 @@ int tr__config_copy(const tr_config *src, tr_config **out) {
         tmp.address = tmp.tmpdir = tmp.spill_dir = NULL;
         tmp.cluster_bind = tmp.cluster_token = tmp.cluster_head = NULL;
         tmp.cluster_tls_cert = tmp.cluster_tls_key = tmp.cluster_tls_ca = NULL;
-        tmp.worker_command = NULL;
+        tmp.worker_command = tmp.worker_path = NULL;
         tmp.classes = NULL;
         tmp.n_classes = 0;
         *c = tmp;
@@ -356,7 +408,8 @@ int tr__config_copy(const tr_config *src, tr_config **out) {
             (src->cluster_tls_cert && set_str(&c->cluster_tls_cert, src->cluster_tls_cert)) ||
             (src->cluster_tls_key && set_str(&c->cluster_tls_key, src->cluster_tls_key)) ||
             (src->cluster_tls_ca && set_str(&c->cluster_tls_ca, src->cluster_tls_ca)) ||
-            (src->worker_command && set_str(&c->worker_command, src->worker_command)))
+            (src->worker_command && set_str(&c->worker_command, src->worker_command)) ||
+            (src->worker_path && set_str(&c->worker_path, src->worker_path)))
             goto oom;
         for (size_t i = 0; i < src->n_classes; i++)
             if (tr_config_add_class(c, &src->classes[i])) goto oom;
@@ -402,6 +455,21 @@ int tr__command_self(char *out, size_t cap) {
     return rc;
 }
 
+int tr__command_running(char *out, size_t cap) {
+    FILE *f = fopen("/proc/self/cmdline", "re");
+    size_t n = f ? fread(out, 1, cap, f) : 0;
+    int e = errno;
+    if (f) fclose(f);
+    if (n == 0) return tr__err_errno(f ? EIO : e, "reading /proc/self/cmdline");
+    if (n == cap) return tr__err(TR_EINVAL, "this process's command is too long");
+    while (n > 0 && out[n - 1] == '\0')
+        n--;
+    for (size_t i = 0; i < n; i++)
+        if (out[i] == '\0') out[i] = TR__ARG_SEP;
+    out[n] = '\0';
+    return 0;
+}
+
 int tr__command_split(char *cmd, char **argv) {
     int n = 0;
     for (char *p = cmd; p && *p && n < TR__MAX_ARGS;) {
@@ -430,7 +498,9 @@ size_t tr__config_store_bytes(const tr_config *cfg) {
 int tr__config_encode_node(const tr_config *cfg, tr__buf *out) {
     char res[1024];
     tr__res_format(&cfg->resources, res, sizeof res);
-    tr__enc_map(out, 18);
+    tr__enc_map(out, 19);
+    tr__enc_str(out, "worker_path");
+    tr__enc_str(out, cfg->worker_path); /* nil when unset */
     tr__enc_str(out, "cluster_port");
     tr__enc_int(out, cfg->cluster_port);
     tr__enc_str(out, "cluster_client");
@@ -510,7 +580,8 @@ int tr__config_decode_node(const void *data, size_t len, tr_config *cfg) {
         (rc = decode_path(d.root, "cluster_head", &cfg->cluster_head)) ||
         (rc = decode_path(d.root, "cluster_tls_cert", &cfg->cluster_tls_cert)) ||
         (rc = decode_path(d.root, "cluster_tls_key", &cfg->cluster_tls_key)) ||
-        (rc = decode_path(d.root, "cluster_tls_ca", &cfg->cluster_tls_ca)))
+        (rc = decode_path(d.root, "cluster_tls_ca", &cfg->cluster_tls_ca)) ||
+        (rc = decode_path(d.root, "worker_path", &cfg->worker_path)))
         goto out;
     int64_t cport = -1;
     if (tr__obj_get(d.root, "cluster_port") && (rc = tr__get_int(d.root, "cluster_port", &cport)))

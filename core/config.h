@@ -9,6 +9,7 @@
 #ifndef TR_CORE_CONFIG_H
 #define TR_CORE_CONFIG_H
 
+#include <limits.h>
 #include <stddef.h>
 
 #include "core/buf.h"
@@ -40,6 +41,10 @@ struct tr_config {
      * "worker_library"): argv joined by TR__ARG_SEP, argv[0] absolute; NULL: this
      * executable */
     char *worker_command;
+    /* what else this node may run as a worker for another node's driver (key
+     * "worker_path"): real paths of programs and of directories (with a trailing '/'),
+     * joined by ':'; NULL: none */
+    char *worker_path;
     tr_actor_class *classes;
     size_t n_classes;
 };
@@ -81,10 +86,17 @@ int tr__config_log_level(const tr_config *cfg, const tr__env *env);
 /* Effective object store capacity: configured, else 30% of RAM capped at 1 GiB. */
 size_t tr__config_store_bytes(const tr_config *cfg);
 
+/* The generic worker, troupe-worker: next to this library (DIR/ or DIR/../bin/), else on
+ * PATH; its real path into out. Returns 0 or TR_ENOTFOUND. */
+int tr__config_find_worker(char out[PATH_MAX]);
+
 /* This process's command for troupe's roles (argv joined by TR__ARG_SEP): the one the
  * runtime noted (tr__command_note: a driver's worker_command), else a worker's
  * TROUPE_COMMAND, else this executable. Returns 0, TR_EINVAL (too long), TR_EIO. */
 int tr__command_self(char *out, size_t cap);
+/* The command this process runs as (its own argv, joined by TR__ARG_SEP): a node's, for
+ * what it may run for other nodes. Returns 0, TR_EINVAL (too long), TR_EIO. */
+int tr__command_running(char *out, size_t cap);
 /* Notes cfg's worker_command (NULL or none: forgets it) for tr__command_self. */
 void tr__command_note(const tr_config *cfg);
 /* Splits a command (modified in place) into argv (at most TR__MAX_ARGS, then NULL).

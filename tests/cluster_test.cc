@@ -99,7 +99,9 @@ tr_netns Cluster::net;
  * /tmp/c2 and are stopped at the end. */
 TEST_F(Cluster, ActorsAreCalledAcrossNodes) {
     int st;
-    const std::string tmp = " --tmpdir /tmp/c2";
+    char self[4096]; /* the drivers: each node runs their actors (--worker-path) */
+    ASSERT_TRUE(realpath("/proc/self/exe", self));
+    const std::string tmp = " --tmpdir /tmp/c2 --worker-path " + std::string(self);
     for (int i = 0; i < 3; i++)
         in(i, "mkdir -p /tmp/c2");
     std::string out =
@@ -109,11 +111,9 @@ TEST_F(Cluster, ActorsAreCalledAcrossNodes) {
         out = in(i, cli + " start --address 10.213.0.1:7401 --token t0k" + tmp, &st);
         ASSERT_EQ(st, 0) << out;
     }
-    auto status_c2 = [&](int i) { return in(i, cli + " status" + tmp); };
+    auto status_c2 = [&](int i) { return in(i, cli + " status --tmpdir /tmp/c2"); };
     ASSERT_TRUE(eventually(5000, [&] { return count(status_c2(0), "\"alive\":true") == 3; }))
         << status_c2(0);
-    char self[4096];
-    ASSERT_TRUE(realpath("/proc/self/exe", self));
     auto driver = [&](const std::string &spec, const std::string &tail) {
         return "sh -c 'CLUSTER_DRIVER=\"" + spec +
                "\" TR_NODE=$(ls /tmp/c2/troupe-*/n*/node.sock | head -1) " + self + tail + "'";

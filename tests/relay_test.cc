@@ -422,9 +422,11 @@ TEST(TlsCluster, ActorsCallsAndObjectsOverTls) {
     ASSERT_NE(at, std::string::npos) << s;
     std::string head = s.substr(at + 11, s.find('"', at + 11) - at - 11);
     std::string tmp = "/tmp/trtls" + std::to_string(getpid()); /* (socket paths are short) */
+    char self[4096];                                           /* this driver's actors run there */
+    ASSERT_NE(realpath("/proc/self/exe", self), nullptr);
     std::string start = g_troupe_cli + " start --address " + head +
-                        " --bind 127.0.0.2 --token tok" + " --tls-cert " + cert + " --tls-key " +
-                        key + " --tmpdir " + tmp;
+                        " --bind 127.0.0.2 --token tok --worker-path " + self + " --tls-cert " +
+                        cert + " --tls-key " + key + " --tmpdir " + tmp;
     ASSERT_EQ(system(("mkdir -p " + tmp + "/a " + tmp + "/b").c_str()), 0);
     /* the wrong CA: the node cannot join (it does not trust the head) */
     int st = system((start + "/b --tls-ca " + other + " >" + tmp + "/b.out 2>&1").c_str());

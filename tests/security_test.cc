@@ -75,9 +75,11 @@ int rpc(const std::string &target, const char *token, const tr__buf &req) {
 
 /* A "create" as a head sends it to a node: the node's worker is `exe`. */
 void create_request(tr__buf *b, const std::string &exe) {
-    tr__enc_map(b, 7);
+    tr__enc_map(b, 8);
     tr__enc_str(b, "op");
     tr__enc_str(b, "create");
+    tr__enc_str(b, "max_restarts");
+    tr__enc_int(b, 0);
     tr__enc_str(b, "owner");
     tr__enc_str(b, "0123456789abcdef/1");
     tr__enc_str(b, "node");
@@ -166,6 +168,47 @@ TEST(Token, AHeadGivenNoTokenMakesOneAndRefusesCallersWithoutIt) {
         return count(s, "\"alive\":true") == 2;
     })) << run_cmd(h.cli + "status" + h.td, nullptr);
     run_cmd(h.cli + "stop --address " + node, nullptr);
+}
+
+/* Before: a peer with the token named any file in "create" and the node ran it. Now a node
+ * runs for another node's driver only its own command, what --worker-path lists, and the
+ * generic worker with a library it lists; a refusal names the setting. */
+TEST(WorkerPath, ANodeRunsOnlyTheProgramsItAllows) {
+    ASSERT_FALSE(g_troupe_cli.empty());
+    char tmpl[] = "/tmp/trsec-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    std::string dir = tmpl, allowed = dir + "/app";
+    ASSERT_EQ(mkdir(allowed.c_str(), 0700), 0);
+    std::string evil = evil_script(dir, dir + "/ran");
+    std::string good = evil_script(allowed, allowed + "/ran");
+    std::string lib = dir + "/evil.so";
+    FILE *f = fopen(lib.c_str(), "w");
+    fclose(f);
+    {
+        Head h("--port 0 --token t0k --worker-path " + allowed);
+        ASSERT_EQ(h.st, 0) << h.out;
+        tr__buf b = TR__BUF_INIT;
+        create_request(&b, evil);
+        EXPECT_EQ(rpc(h.cluster, "t0k", b), TR_EPERM);
+        EXPECT_NE(strstr(tr_last_error(), "--worker-path"), nullptr) << tr_last_error();
+        tr__buf_reset(&b);
+        char worker[4096];
+        ASSERT_NE(realpath("api/troupe-worker", worker), nullptr);
+        create_request(&b, std::string(worker) + "\x1f" + lib); /* the generic worker, a library */
+        EXPECT_EQ(rpc(h.cluster, "t0k", b), TR_EPERM);
+        EXPECT_NE(strstr(tr_last_error(), "worker_library"), nullptr) << tr_last_error();
+        tr__buf_reset(&b);
+        create_request(&b, dir + "/../" + dir.substr(5) + "/app/../evil.sh"); /* a way round */
+        EXPECT_EQ(rpc(h.cluster, "t0k", b), TR_EPERM);
+        tr__buf_reset(&b);
+        create_request(&b, good); /* listed: it runs */
+        EXPECT_EQ(rpc(h.cluster, "t0k", b), 0) << tr_last_error();
+        tr__buf_free(&b);
+        EXPECT_TRUE(
+            eventually(5000, [&] { return access((allowed + "/ran").c_str(), F_OK) == 0; }));
+        EXPECT_NE(access((dir + "/ran").c_str(), F_OK), 0) << "a program not allowed ran";
+    }
+    run_cmd("rm -rf " + dir, nullptr);
 }
 
 /* No token on a command line, where every user reads it (/proc/PID/cmdline): the node
