@@ -46,6 +46,7 @@
 #define PLACE_WAIT_MS 6000
 #define PEER_MS 2500 /* any other request to another node */
 #define MAX_JOBS 64  /* forwarded requests in flight */
+#define MAX_SLOW 32  /* the RPC server's slow ops in flight (each on a thread) */
 #define POLL_NS 10000000
 
 /* An actor this node knows lives on another node. */
@@ -146,7 +147,10 @@ struct tr__cluster {
     int head_alive; /* a member's view */
     int64_t head_ok_ns;
     char *nodes_json;   /* a member's copy of the head's table */
-    tr__nodeconn *self; /* the RPC thread's connection to this node's own socket (status) */
+    tr__nodeconn *self; /* a connection to this node's own socket (status), under self_mu */
+    pthread_mutex_t self_mu;
+    pthread_mutex_t create_mu; /* one "create" at a time (owner_get adds owners) */
+    int slow;                  /* slow ops running (under mu) */
     pthread_t thread;
     int stop;
     char token[256];
@@ -235,18 +239,7 @@ static int get_command(const tr__obj *map, const char *key, char *dst, size_t ca
     return 0;
 }
 
-static void reply_json(tr__cluster *cl, tr__buf *reply) {
-    tr__buf j = TR__BUF_INIT;
-    table_json(cl, &j);
-    tr__enc_map(reply, 1);
-    tr__enc_str(reply, "json");
-    tr__enc_strn(reply, (const char *)j.data, j.len);
-    tr__buf_free(&j);
-}
-
-/* One request to this node's own socket (on the RPC thread, which keeps the connection;
- * a broken one is opened again once). */
-static int self_call(tr__cluster *cl, uint8_t type, const tr__buf *body, tr__reply *r) {
+static int self_call_locked(tr__cluster *cl, uint8_t type, const tr__buf *body, tr__reply *r) {
     int rc = 0;
     for (int attempt = 0; attempt < 2; attempt++) {
         if (!cl->self && ((rc = tr__nodeconn_open(cl->sock, cl->max_msg, &cl->self)) ||
@@ -260,6 +253,24 @@ static int self_call(tr__cluster *cl, uint8_t type, const tr__buf *body, tr__rep
         tr__nodeconn_close(cl->self);
         cl->self = NULL;
     }
+    return rc;
+}
+
+static void reply_json(tr__cluster *cl, tr__buf *reply) {
+    tr__buf j = TR__BUF_INIT;
+    table_json(cl, &j);
+    tr__enc_map(reply, 1);
+    tr__enc_str(reply, "json");
+    tr__enc_strn(reply, (const char *)j.data, j.len);
+    tr__buf_free(&j);
+}
+
+/* One request to this node's own socket, on the connection the slow ops share (one at a
+ * time; a broken one is opened again once). */
+static int self_call(tr__cluster *cl, uint8_t type, const tr__buf *body, tr__reply *r) {
+    pthread_mutex_lock(&cl->self_mu);
+    int rc = self_call_locked(cl, type, body, r);
+    pthread_mutex_unlock(&cl->self_mu);
     return rc;
 }
 
@@ -365,8 +376,8 @@ static void owner_put(owner *o) {
 }
 
 /* The connection to our own socket for a creator on another node, with a reference the
- * caller gives back with owner_put (RPC thread). Opened without mu: the node's loop, which
- * answers, takes mu too. */
+ * caller gives back with owner_put (under create_mu: one adder at a time). Opened without
+ * mu: the node's loop, which answers, takes mu too. */
 static owner *owner_get(tr__cluster *cl, const char *key, const char *node, const char *exe) {
     pthread_mutex_lock(&cl->mu);
     owner *o = cl->owners;
@@ -387,7 +398,7 @@ static owner *owner_get(tr__cluster *cl, const char *key, const char *node, cons
         free(o);
         return NULL;
     }
-    o->refs = 2; /* the list's and the caller's (only this thread adds owners) */
+    o->refs = 2; /* the list's and the caller's (create_mu: no other adder now) */
     pthread_mutex_lock(&cl->mu);
     o->next = cl->owners;
     cl->owners = o;
@@ -504,6 +515,7 @@ static int op_create(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
         tr__enc_str(&b, "name");
         tr__enc_strn(&b, name, nn);
     }
+    pthread_mutex_lock(&cl->create_mu);
     owner *o = b.oom ? NULL : owner_get(cl, key, node, exe);
     tr__reply r;
     rc = o ? tr__nodeconn_call(o->nc, TR__MSG_ACTOR_CREATE, &b, SELF_MS, &r)
@@ -513,6 +525,7 @@ static int op_create(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
         owner_put(o);
         pthread_mutex_unlock(&cl->mu);
     }
+    pthread_mutex_unlock(&cl->create_mu);
     tr__buf_free(&b);
     if (rc) return rc;
     uint8_t id[16];
@@ -1370,162 +1383,282 @@ static int find_token(tr__cluster *cl, const tr_config *cfg, int *made) {
                    cl->head_addr);
 }
 
-/* The RPC server's thread: the head answers members; a member answers pings. */
-static int handle(void *ctx, const void *req, size_t len, tr__buf *reply) {
+/* ------------------------------------------------------------------ the RPC server's ops */
+
+/* "register" (the head): a node joins, or joins again. Takes mu. */
+static int op_register(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
+    member m;
+    memset(&m, 0, sizeof m);
+    int64_t gpus = 0;
+    int rc;
+    if ((rc = get_field(req, "id", m.id, sizeof m.id)) ||
+        (rc = get_field(req, "address", m.address, sizeof m.address)) ||
+        (rc = get_field(req, "sock", m.sock, sizeof m.sock)) ||
+        (rc = get_field(req, "resources", m.resources, sizeof m.resources)) ||
+        (rc = tr__get_double(req, "cpus", &m.cpus)) || (rc = tr__get_int(req, "gpus", &gpus)))
+        return rc;
+    if (!m.id[0] || strcmp(m.id, cl->id) == 0 || !isfinite(m.cpus) || m.cpus < 0 || m.cpus > 1e6 ||
+        gpus < 0 || gpus > 65536)
+        return tr__err(TR_EPROTO, "cluster: a registration with a bad id, CPUs or GPUs");
+    m.gpus = (int)gpus;
+    m.last_ns = tr__now_ns();
+    m.alive = 1;
+    pthread_mutex_lock(&cl->mu);
+    int i = 1;
+    while (i < cl->n && strcmp(cl->nodes[i].id, m.id) != 0)
+        i++;
+    if (i == cl->n && cl->n == MAX_NODES) {
+        pthread_mutex_unlock(&cl->mu);
+        return tr__err(TR_ERESOURCES, "cluster: %d nodes already", MAX_NODES);
+    }
+    /* its number: the one it had (here, or - the head restarted - as it says, if no other
+     * node has it), else a new one */
+    int64_t want = 0;
+    if (tr__obj_get(req, "num")) tr__get_int(req, "num", &want);
+    if (i < cl->n) want = cl->nodes[i].num;
+    for (int k = 0; k < cl->n && want > 0; k++)
+        if (k != i && cl->nodes[k].num == (uint32_t)want) want = 0;
+    if (want <= 1 || want > 0xffffff) {
+        for (;;) {
+            want = cl->next_num++;
+            if (cl->next_num > 0xffffff) cl->next_num = 2;
+            int used = 0;
+            for (int k = 0; k < cl->n; k++)
+                used |= cl->nodes[k].num == (uint32_t)want;
+            if (!used) break;
+        }
+    }
+    m.num = (uint32_t)want;
+    if (i == cl->n) cl->n++;
+    cl->nodes[i] = m;
+    TR_LOG_INFO("CLUSTER-JOIN", "node %s at %s joined (%g CPUs, %d GPUs)", m.id, m.address, m.cpus,
+                m.gpus);
+    tr__enc_map(reply, 3);
+    tr__enc_str(reply, "head");
+    tr__enc_str(reply, cl->id);
+    tr__enc_str(reply, "num");
+    tr__enc_uint(reply, m.num);
+    tr__buf j = TR__BUF_INIT; /* the table, so the node knows it before a heartbeat */
+    table_json(cl, &j);
+    tr__enc_str(reply, "json");
+    tr__enc_strn(reply, (const char *)j.data, j.len);
+    tr__buf_free(&j);
+    pthread_mutex_unlock(&cl->mu);
+    return 0;
+}
+
+/* "heartbeat" (the head): a node is alive, with its counts; the answer is the table and
+ * the lost nodes' ids (the actors their drivers made elsewhere go). Takes mu. */
+static int op_heartbeat(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
+    char id[17];
+    int rc = get_field(req, "id", id, sizeof id);
+    if (rc) return rc;
+    pthread_mutex_lock(&cl->mu);
+    int i = 1;
+    while (i < cl->n && strcmp(cl->nodes[i].id, id) != 0)
+        i++;
+    if (i >= cl->n) {
+        pthread_mutex_unlock(&cl->mu);
+        return tr__err(TR_ENOTFOUND, "cluster: node %s is not known here: register again", id);
+    }
+    cl->nodes[i].last_ns = tr__now_ns();
+    uint64_t v; /* its counts (absent from an older node: kept) */
+    if (tr__obj_get(req, "actors") && !tr__get_uint(req, "actors", &v)) cl->nodes[i].actors = v;
+    if (tr__obj_get(req, "objects") && !tr__get_uint(req, "objects", &v)) cl->nodes[i].objects = v;
+    if (tr__obj_get(req, "object_bytes") && !tr__get_uint(req, "object_bytes", &v))
+        cl->nodes[i].object_bytes = v;
+    if (!cl->nodes[i].alive)
+        TR_LOG_WARN("CLUSTER-BACK", "node %s at %s is back", id, cl->nodes[i].address);
+    cl->nodes[i].alive = 1;
+    int lost = 0;
+    for (int k = 1; k < cl->n; k++)
+        lost += !cl->nodes[k].alive;
+    tr__enc_map(reply, 2);
+    tr__buf j = TR__BUF_INIT;
+    table_json(cl, &j);
+    tr__enc_str(reply, "json");
+    tr__enc_strn(reply, (const char *)j.data, j.len);
+    tr__buf_free(&j);
+    tr__enc_str(reply, "lost");
+    tr__enc_array(reply, (uint32_t)lost);
+    for (int k = 1; k < cl->n; k++)
+        if (!cl->nodes[k].alive) tr__enc_str(reply, cl->nodes[k].id);
+    pthread_mutex_unlock(&cl->mu);
+    return 0;
+}
+
+static int op_nodes(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
+    (void)req;
+    pthread_mutex_lock(&cl->mu);
+    reply_json(cl, reply);
+    pthread_mutex_unlock(&cl->mu);
+    return 0;
+}
+
+static int op_ping(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
+    (void)cl;
+    (void)req;
+    tr__enc_map(reply, 0);
+    return 0;
+}
+
+/* "owner_gone": the creator "<node>/<connection>" (or "<node>/" "*": every creator of that
+ * node) is gone: the actors it made here go too. */
+static int op_owner_gone(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
+    char key[64];
+    int rc = get_field(req, "owner", key, sizeof key);
+    if (rc) return rc;
+    size_t kn = strlen(key);
+    int all = kn > 2 && strcmp(key + kn - 2, "/*") == 0;
+    if (all) key[kn - 2] = '\0';
+    pthread_mutex_lock(&cl->mu);
+    drop_owners(cl, all ? NULL : key, all ? key : NULL);
+    pthread_mutex_unlock(&cl->mu);
+    tr__enc_map(reply, 0);
+    return 0;
+}
+
+static int op_status(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
+    (void)req;
+    return own_status(cl, reply);
+}
+
+static int op_resolve(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
+    return op_local(cl, TR__MSG_ACTOR_RESOLVE, req, reply);
+}
+
+static int op_kill(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
+    return op_local(cl, TR__MSG_ACTOR_KILL, req, reply);
+}
+
+static int op_info(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
+    return op_local(cl, TR__MSG_ACTOR_INFO, req, reply);
+}
+
+static int op_where(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
+    return op_find(cl, req, 0, reply);
+}
+
+static int op_by_name(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
+    return op_find(cl, req, 1, reply);
+}
+
+static int op_kv_any(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
+    char op[32];
+    int rc = get_field(req, "op", op, sizeof op);
+    return rc ? rc : op_kv(cl, op, req, reply);
+}
+
+/* What the RPC server answers. SLOW ops wait on something else (another node, this
+ * node's own loop, a worker): they run on a thread of their own and are answered from
+ * there, so that heartbeats and registrations - answered on the RPC thread at once, under
+ * mu only - never wait behind them (a hung node must not make healthy ones look lost). */
+enum { OP_HEAD = 1, OP_SLOW = 2 };
+typedef int (*op_fn)(tr__cluster *cl, const tr__obj *req, tr__buf *reply);
+static const struct {
+    const char *name;
+    int flags;
+    op_fn fn;
+} ops[] = {
+    {"register", OP_HEAD, op_register},
+    {"heartbeat", OP_HEAD, op_heartbeat},
+    {"nodes", OP_HEAD, op_nodes},
+    {"where", OP_HEAD, op_where},
+    {"by_name", OP_HEAD, op_by_name},
+    {"kv_put", OP_HEAD, op_kv_any},
+    {"kv_get", OP_HEAD, op_kv_any},
+    {"kv_del", OP_HEAD, op_kv_any},
+    {"kv_del_prefix", OP_HEAD, op_kv_any},
+    {"place", OP_HEAD | OP_SLOW, op_place},
+    {"ping", 0, op_ping},
+    {"owner_gone", 0, op_owner_gone},
+    {"status", OP_SLOW, op_status},
+    {"create", OP_SLOW, op_create},
+    {"resolve", OP_SLOW, op_resolve},
+    {"kill", OP_SLOW, op_kill},
+    {"info", OP_SLOW, op_info},
+};
+
+/* A SLOW op, on a thread of its own: its request (a copy), and the call to answer. */
+typedef struct slow_op {
+    tr__cluster *cl;
+    tr__rpc_req *call;
+    op_fn fn;
+    size_t len;
+    unsigned char req[];
+} slow_op;
+
+static void *slow_main(void *arg) {
+    slow_op *o = arg;
+    tr__cluster *cl = o->cl;
+    tr__buf reply = TR__BUF_INIT;
+    tr__dec d;
+    int rc = tr__dec_init(&d, o->req, o->len);
+    if (!rc) {
+        rc = o->fn(cl, d.root, &reply);
+        tr__dec_free(&d);
+    }
+    if (!rc && reply.oom) rc = tr__err(TR_ENOMEM, "cluster: no room for the reply");
+    tr__rpc_answer(o->call, rc, rc ? NULL : &reply);
+    tr__buf_free(&reply);
+    free(o);
+    pthread_mutex_lock(&cl->mu); /* last: tr__cluster_stop waits for this */
+    cl->slow--;
+    pthread_cond_broadcast(&cl->jobs_cv);
+    pthread_mutex_unlock(&cl->mu);
+    return NULL;
+}
+
+/* Takes a SLOW op's call to a thread of its own: TR__RPC_LATER, or a code (too many in
+ * flight, stopping: answered at once). */
+static int start_slow(tr__cluster *cl, tr__rpc_req *call, op_fn fn, const void *req, size_t len) {
+    slow_op *o = malloc(sizeof *o + len);
+    if (!o) return tr__err(TR_ENOMEM, "cluster");
+    o->cl = cl;
+    o->call = call;
+    o->fn = fn;
+    o->len = len;
+    memcpy(o->req, req, len);
+    pthread_mutex_lock(&cl->mu);
+    int ok = !cl->stop && cl->slow < MAX_SLOW;
+    if (ok) cl->slow++;
+    pthread_mutex_unlock(&cl->mu);
+    pthread_t t;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    if (ok && pthread_create(&t, &at, slow_main, o) != 0) {
+        pthread_mutex_lock(&cl->mu);
+        cl->slow--;
+        pthread_mutex_unlock(&cl->mu);
+        ok = 0;
+    }
+    pthread_attr_destroy(&at);
+    if (ok) return TR__RPC_LATER;
+    free(o);
+    return tr__err(TR_ERESOURCES, "cluster: this node is busy (%d requests in flight) or stopping",
+                   MAX_SLOW);
+}
+
+/* The RPC server's thread: a request, by its op (ops[]). */
+static int handle(void *ctx, tr__rpc_req *call, const void *req, size_t len, tr__buf *reply) {
     tr__cluster *cl = ctx;
     tr__dec d;
     int rc = tr__dec_init(&d, req, len);
     if (rc) return rc;
-    char op[32], id[17];
+    char op[32];
     rc = get_field(d.root, "op", op, sizeof op);
-    if (!rc && strcmp(op, "status") == 0) { /* this node's status, from its own socket */
-        tr__dec_free(&d);
-        return own_status(cl, reply);
-    }
-    int any = 0, took = 1; /* the requests about actors, which take the lock themselves */
-    if (rc)
-        took = 0;
-    else if (strcmp(op, "create") == 0)
-        any = op_create(cl, d.root, reply);
-    else if (strcmp(op, "resolve") == 0)
-        any = op_local(cl, TR__MSG_ACTOR_RESOLVE, d.root, reply);
-    else if (strcmp(op, "kill") == 0)
-        any = op_local(cl, TR__MSG_ACTOR_KILL, d.root, reply);
-    else if (strcmp(op, "info") == 0)
-        any = op_local(cl, TR__MSG_ACTOR_INFO, d.root, reply);
-    else if (cl->head && strcmp(op, "place") == 0)
-        any = op_place(cl, d.root, reply);
-    else if (cl->head && strcmp(op, "where") == 0)
-        any = op_find(cl, d.root, 0, reply);
-    else if (cl->head && strcmp(op, "by_name") == 0)
-        any = op_find(cl, d.root, 1, reply);
-    else if (cl->head && strncmp(op, "kv_", 3) == 0)
-        any = op_kv(cl, op, d.root, reply);
-    else if (strcmp(op, "owner_gone") == 0) {
-        char key[64];
-        if (!(any = get_field(d.root, "owner", key, sizeof key))) {
-            size_t kn = strlen(key); /* "<node>/" "*": every creator on that node */
-            int all = kn > 2 && strcmp(key + kn - 2, "/*") == 0;
-            if (all) key[kn - 2] = '\0';
-            pthread_mutex_lock(&cl->mu);
-            drop_owners(cl, all ? NULL : key, all ? key : NULL);
-            pthread_mutex_unlock(&cl->mu);
-            tr__enc_map(reply, 0);
-        }
-    } else
-        took = 0;
-    if (took) {
-        tr__dec_free(&d);
-        return any;
-    }
-    if (!rc && !cl->head && strcmp(op, "ping") != 0)
-        rc = tr__err(TR_EINVAL, "cluster: this node is not the head (it is %s)", cl->head_addr);
-    if (rc) {
-        tr__dec_free(&d);
-        return rc;
-    }
-    pthread_mutex_lock(&cl->mu);
-    if (strcmp(op, "register") == 0) {
-        member m;
-        memset(&m, 0, sizeof m);
-        int64_t gpus = 0;
-        if ((rc = get_field(d.root, "id", m.id, sizeof m.id)) ||
-            (rc = get_field(d.root, "address", m.address, sizeof m.address)) ||
-            (rc = get_field(d.root, "sock", m.sock, sizeof m.sock)) ||
-            (rc = get_field(d.root, "resources", m.resources, sizeof m.resources)) ||
-            (rc = tr__get_double(d.root, "cpus", &m.cpus)) ||
-            (rc = tr__get_int(d.root, "gpus", &gpus)))
-            goto out;
-        if (!m.id[0] || strcmp(m.id, cl->id) == 0 || !isfinite(m.cpus) || m.cpus < 0 ||
-            m.cpus > 1e6 || gpus < 0 || gpus > 65536) {
-            rc = tr__err(TR_EPROTO, "cluster: a registration with a bad id, CPUs or GPUs");
-            goto out;
-        }
-        m.gpus = (int)gpus;
-        m.last_ns = tr__now_ns();
-        m.alive = 1;
-        int i = 1;
-        while (i < cl->n && strcmp(cl->nodes[i].id, m.id) != 0)
-            i++;
-        if (i == cl->n && cl->n == MAX_NODES) {
-            rc = tr__err(TR_ERESOURCES, "cluster: %d nodes already", MAX_NODES);
-            goto out;
-        }
-        /* its number: the one it had (here, or - the head restarted - as it says, if no
-         * other node has it), else a new one */
-        int64_t want = 0;
-        if (tr__obj_get(d.root, "num")) tr__get_int(d.root, "num", &want);
-        if (i < cl->n) want = cl->nodes[i].num;
-        for (int k = 0; k < cl->n && want > 0; k++)
-            if (k != i && cl->nodes[k].num == (uint32_t)want) want = 0;
-        if (want <= 1 || want > 0xffffff) {
-            for (;;) {
-                want = cl->next_num++;
-                if (cl->next_num > 0xffffff) cl->next_num = 2;
-                int used = 0;
-                for (int k = 0; k < cl->n; k++)
-                    used |= cl->nodes[k].num == (uint32_t)want;
-                if (!used) break;
-            }
-        }
-        m.num = (uint32_t)want;
-        if (i == cl->n) cl->n++;
-        cl->nodes[i] = m;
-        TR_LOG_INFO("CLUSTER-JOIN", "node %s at %s joined (%g CPUs, %d GPUs)", m.id, m.address,
-                    m.cpus, m.gpus);
-        tr__enc_map(reply, 3);
-        tr__enc_str(reply, "head");
-        tr__enc_str(reply, cl->id);
-        tr__enc_str(reply, "num");
-        tr__enc_uint(reply, m.num);
-        tr__buf j = TR__BUF_INIT; /* the table, so the node knows it before a heartbeat */
-        table_json(cl, &j);
-        tr__enc_str(reply, "json");
-        tr__enc_strn(reply, (const char *)j.data, j.len);
-        tr__buf_free(&j);
-    } else if (strcmp(op, "heartbeat") == 0) {
-        if ((rc = get_field(d.root, "id", id, sizeof id))) goto out;
-        int i = 1;
-        while (i < cl->n && strcmp(cl->nodes[i].id, id) != 0)
-            i++;
-        if (i >= cl->n) {
-            rc = tr__err(TR_ENOTFOUND, "cluster: node %s is not known here: register again", id);
-            goto out;
-        }
-        cl->nodes[i].last_ns = tr__now_ns();
-        uint64_t v; /* its counts (absent from an older node: kept) */
-        if (tr__obj_get(d.root, "actors") && !tr__get_uint(d.root, "actors", &v))
-            cl->nodes[i].actors = v;
-        if (tr__obj_get(d.root, "objects") && !tr__get_uint(d.root, "objects", &v))
-            cl->nodes[i].objects = v;
-        if (tr__obj_get(d.root, "object_bytes") && !tr__get_uint(d.root, "object_bytes", &v))
-            cl->nodes[i].object_bytes = v;
-        if (!cl->nodes[i].alive)
-            TR_LOG_WARN("CLUSTER-BACK", "node %s at %s is back", id, cl->nodes[i].address);
-        cl->nodes[i].alive = 1;
-        /* the table, and the lost nodes' ids: the actors their drivers made elsewhere go */
-        int lost = 0;
-        for (int k = 1; k < cl->n; k++)
-            lost += !cl->nodes[k].alive;
-        tr__enc_map(reply, 2);
-        tr__buf j = TR__BUF_INIT;
-        table_json(cl, &j);
-        tr__enc_str(reply, "json");
-        tr__enc_strn(reply, (const char *)j.data, j.len);
-        tr__buf_free(&j);
-        tr__enc_str(reply, "lost");
-        tr__enc_array(reply, (uint32_t)lost);
-        for (int k = 1; k < cl->n; k++)
-            if (!cl->nodes[k].alive) tr__enc_str(reply, cl->nodes[k].id);
-    } else if (strcmp(op, "nodes") == 0) {
-        reply_json(cl, reply);
-    } else if (strcmp(op, "ping") == 0) {
-        tr__enc_map(reply, 0);
-    } else {
+    size_t i = 0, n = sizeof ops / sizeof ops[0];
+    while (!rc && i < n && strcmp(ops[i].name, op) != 0)
+        i++;
+    if (!rc && i == n)
         rc = tr__err(TR_EINVAL, "cluster: unknown op '%s'", op);
-    }
-out:
-    pthread_mutex_unlock(&cl->mu);
+    else if (!rc && (ops[i].flags & OP_HEAD) && !cl->head)
+        rc = tr__err(TR_EINVAL, "cluster: this node is not the head (it is %s)", cl->head_addr);
+    else if (!rc && (ops[i].flags & OP_SLOW))
+        rc = start_slow(cl, call, ops[i].fn, req, len);
+    else if (!rc)
+        rc = ops[i].fn(cl, d.root, reply);
     tr__dec_free(&d);
     return rc;
 }
@@ -1727,6 +1860,8 @@ int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *tot
     tr__cluster *cl = calloc(1, sizeof *cl);
     if (!cl) return tr__err(TR_ENOMEM, "cluster");
     pthread_mutex_init(&cl->mu, NULL);
+    pthread_mutex_init(&cl->self_mu, NULL);
+    pthread_mutex_init(&cl->create_mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* heartbeats ignore wall-clock steps */
@@ -1964,13 +2099,13 @@ void tr__cluster_status_json(tr__cluster *cl, tr__buf *j) {
 
 void tr__cluster_stop(tr__cluster *cl) {
     if (!cl) return;
-    if (cl->thread) {
-        pthread_mutex_lock(&cl->mu);
-        cl->stop = 1;
-        pthread_cond_signal(&cl->cv);
-        pthread_mutex_unlock(&cl->mu);
-        pthread_join(cl->thread, NULL);
-    }
+    pthread_mutex_lock(&cl->mu);
+    cl->stop = 1; /* no slow op starts from now on */
+    pthread_cond_signal(&cl->cv);
+    while (cl->slow > 0) /* (each ends within its own deadlines) */
+        pthread_cond_wait(&cl->jobs_cv, &cl->mu);
+    pthread_mutex_unlock(&cl->mu);
+    if (cl->thread) pthread_join(cl->thread, NULL);
     tr__rpc_server_destroy(cl->srv);
     tr__relay_destroy(cl->relay);
     tr__rpc_client_destroy(cl->to_head);
@@ -2004,6 +2139,8 @@ void tr__cluster_stop(tr__cluster *cl) {
     free(cl->own_cmd);
     free(cl->worker_path);
     pthread_mutex_destroy(&cl->mu);
+    pthread_mutex_destroy(&cl->self_mu);
+    pthread_mutex_destroy(&cl->create_mu);
     pthread_cond_destroy(&cl->cv);
     free(cl);
 }

@@ -10,7 +10,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
 
 extern "C" {
 #include "api/cluster.h"
@@ -51,7 +54,8 @@ struct Head : ::testing::Test {
         return rc;
     }
     /* A registration with one field replaced (key "": none). */
-    int reg(const char *id, double cpus, int64_t gpus, const char *addr = "10.0.0.9:1") {
+    int reg(const char *id, double cpus, int64_t gpus, const char *addr = "10.0.0.9:1",
+            const char *resources = "CPU=1") {
         tr__buf b = TR__BUF_INIT;
         tr__enc_map(&b, 7);
         tr__enc_str(&b, "op");
@@ -67,7 +71,7 @@ struct Head : ::testing::Test {
         tr__enc_str(&b, "gpus");
         tr__enc_int(&b, gpus);
         tr__enc_str(&b, "resources");
-        tr__enc_str(&b, "CPU=1");
+        tr__enc_str(&b, resources);
         int rc = send(b);
         tr__buf_free(&b);
         return rc;
@@ -158,6 +162,92 @@ TEST_F(Head, AClientWithoutTheTokenIsRefused) {
     tr__buf_free(&b);
     tr__buf_free(&r);
     tr__rpc_client_destroy(bad);
+}
+
+/* A node that never answers a placement ("create" takes 3 s, past the head's 2.5 s) */
+int hung(void *, tr__rpc_req *, const void *, size_t, tr__buf *reply) {
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    tr__enc_map(reply, 0);
+    return 0;
+}
+
+int beat(tr__rpc_client *c, const char *id) {
+    tr__buf b = TR__BUF_INIT, r = TR__BUF_INIT;
+    tr__enc_map(&b, 2);
+    tr__enc_str(&b, "op");
+    tr__enc_str(&b, "heartbeat");
+    tr__enc_str(&b, "id");
+    tr__enc_str(&b, id);
+    int rc = tr__rpc_call(c, b.data, b.len, 1000, &r);
+    tr__buf_free(&b);
+    tr__buf_free(&r);
+    return rc;
+}
+
+/* Before: every request ran on the head's one RPC thread, so each placement aimed at a hung
+ * node held heartbeats back 2.5 s, two in a row made a healthy node "lost" and its drivers'
+ * actors were killed. Now placements wait off that thread: 30 s of them, back to back from
+ * two callers, and the healthy node's heartbeats are answered in time and it stays alive. */
+TEST_F(Head, AHungNodeDoesNotMakeHealthyNodesLost) {
+    tr__rpc_server *h;
+    int port = 0;
+    ASSERT_EQ(tr__rpc_server_create("127.0.0.1:0", "tok", 1 << 20, hung, nullptr, &h, &port), 0);
+    std::string hung_at = "127.0.0.1:" + std::to_string(port);
+    ASSERT_EQ(reg("hhhhhhhhhhhhhhhh", 1, 0, hung_at.c_str(), "CPU=1,hung=1"), 0) << tr_last_error();
+    ASSERT_EQ(reg("gggggggggggggggg", 1, 0, "10.0.0.8:1"), 0) << tr_last_error();
+    std::atomic<bool> done{false};
+    std::atomic<int> late_beats{0}, placed{0}, refused{0};
+    std::thread beats([&] { /* both nodes beat (the hung one answers all but placements) */
+                            while (!done) {
+                                for (const char *id : {"hhhhhhhhhhhhhhhh", "gggggggggggggggg"})
+                                    if (beat(c, id) != 0) late_beats++;
+                                std::this_thread::sleep_for(std::chrono::milliseconds(500));
+                            }
+    });
+    auto place = [&] {
+        tr__buf b = TR__BUF_INIT, r = TR__BUF_INIT;
+        tr__enc_map(&b, 8);
+        for (auto kv :
+             {std::make_pair("op", "place"), std::make_pair("owner", "x/1"),
+              std::make_pair("node", "0123456789abcdef"), std::make_pair("exe", "/bin/true"),
+              std::make_pair("class", "C"), std::make_pair("res", "hung=1")}) {
+            tr__enc_str(&b, kv.first);
+            tr__enc_str(&b, kv.second);
+        }
+        tr__enc_str(&b, "args");
+        tr__enc_bin(&b, "", 0);
+        tr__enc_str(&b, "max_restarts");
+        tr__enc_int(&b, 0);
+        while (!done) {
+            tr__buf_reset(&r);
+            if (tr__rpc_call(c, b.data, b.len, 10000, &r) == 0)
+                placed++;
+            else
+                refused++;
+        }
+        tr__buf_free(&b);
+        tr__buf_free(&r);
+    };
+    std::thread p1(place), p2(place);
+    int lost_seen = 0;
+    for (int i = 0; i < 60; i++) { /* 30 s */
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        tr__buf j = TR__BUF_INIT;
+        tr__cluster_status_json(cl, &j);
+        lost_seen +=
+            std::string((const char *)j.data, j.len).find("\"alive\":false") != std::string::npos;
+        tr__buf_free(&j);
+    }
+    done = true;
+    p1.join();
+    p2.join();
+    beats.join();
+    tr__rpc_server_destroy(h);
+    EXPECT_EQ(lost_seen, 0) << "a node was counted lost";
+    EXPECT_EQ(late_beats.load(), 0) << "heartbeats not answered within 1 s";
+    EXPECT_EQ(placed.load(), 0);
+    EXPECT_GE(refused.load(), 10) << "placements did not reach the hung node";
+    EXPECT_EQ(nodes(), 3);
 }
 
 } // namespace

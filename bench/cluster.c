@@ -137,8 +137,9 @@ static void *raw_grpc_server(void *arg) {
     return NULL;
 }
 
-static int echo(void *ctx, const void *req, size_t len, tr__buf *reply) {
+static int echo(void *ctx, tr__rpc_req *call, const void *req, size_t len, tr__buf *reply) {
     (void)ctx;
+    (void)call;
     return tr__buf_append(reply, req, len);
 }
 

@@ -121,12 +121,15 @@ static void stream_accept(tr__rpc_server *s, grpc_call *call);
 static void stream_event(tr__rpc_server *s, tr__rpc_stream *st, int kind, int success);
 
 typedef struct scall {
+    tr__rpc_server *srv;
     grpc_call *call;
     grpc_call_details details;
     grpc_metadata_array md;
     grpc_byte_buffer *req, *resp;
     grpc_slice status_msg;
     int cancelled;
+    int handed; /* a taken call's answer is in its last batch (atomic: hands the call, as
+                   written on the answering thread, to the server's, which frees it) */
 } __attribute__((aligned(8))) scall;
 
 struct tr__rpc_server {
@@ -139,12 +142,23 @@ struct tr__rpc_server {
     void *ctx;
     const tr__rpc_stream_handlers *streams; /* NULL: no streams (atomic) */
     int shutting;                           /* destroy began: no call starts another batch */
-    int got_shutdown; /* the server's shutdown tag came (serve's thread only) */
-    long live;        /* calls allocated and not freed (serve's thread only) */
+    int got_shutdown;                       /* the server's shutdown tag came (atomic) */
+    long live;   /* calls allocated and not freed (atomic: a taken call's answer may free) */
+    int cq_shut; /* the queue was shut (atomic: once) */
 };
 
+/* The queue goes once the server is down and every call is freed (a call that starts a
+ * batch on a shut queue aborts the process). */
+static void maybe_shut_cq(tr__rpc_server *s) {
+    if (__atomic_load_n(&s->got_shutdown, __ATOMIC_ACQUIRE) &&
+        __atomic_load_n(&s->live, __ATOMIC_ACQUIRE) == 0 &&
+        !__atomic_exchange_n(&s->cq_shut, 1, __ATOMIC_ACQ_REL))
+        grpc_completion_queue_shutdown(s->cq);
+}
+
 static void free_call(tr__rpc_server *s, scall *c) {
-    s->live--;
+    (void)__atomic_load_n(&c->handed, __ATOMIC_ACQUIRE);
+    __atomic_sub_fetch(&s->live, 1, __ATOMIC_ACQ_REL);
     if (c->call) grpc_call_unref(c->call);
     grpc_call_details_destroy(&c->details);
     grpc_metadata_array_destroy(&c->md);
@@ -157,7 +171,8 @@ static void free_call(tr__rpc_server *s, scall *c) {
 static int request_next(tr__rpc_server *s) {
     scall *c = calloc(1, sizeof *c);
     if (!c) return tr__err(TR_ENOMEM, "rpc server");
-    s->live++;
+    c->srv = s;
+    __atomic_add_fetch(&s->live, 1, __ATOMIC_ACQ_REL);
     grpc_call_details_init(&c->details);
     grpc_metadata_array_init(&c->md);
     c->status_msg = grpc_empty_slice();
@@ -169,9 +184,13 @@ static int request_next(tr__rpc_server *s) {
     return 0;
 }
 
-/* The call's last batch: its reply (or none) and its status. */
-static void finish_call(tr__rpc_server *s, scall *c, grpc_status_code st, const char *msg) {
-    if (__atomic_load_n(&s->shutting, __ATOMIC_ACQUIRE)) { /* unref cancels it */
+/* The call's last batch: its reply (or none) and its status. On the server's thread, a
+ * call of a server shutting down is freed at once (unref cancels it); elsewhere (a taken
+ * call's answer) the batch starts anyway: on a cancelled call it completes at once, and
+ * the server's thread frees the call then. */
+static void finish_call(tr__rpc_server *s, scall *c, grpc_status_code st, const char *msg,
+                        int on_server_thread) {
+    if (on_server_thread && __atomic_load_n(&s->shutting, __ATOMIC_ACQUIRE)) {
         free_call(s, c);
         return;
     }
@@ -190,8 +209,42 @@ static void finish_call(tr__rpc_server *s, scall *c, grpc_status_code st, const 
     ops[n++].data.send_status_from_server.status_details = &c->status_msg;
     ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
     ops[n++].data.recv_close_on_server.cancelled = &c->cancelled;
-    if (grpc_call_start_batch(c->call, ops, n, tag_of(c, T_DONE), NULL) != GRPC_CALL_OK)
+    grpc_call *call = c->call; /* (c is not read after the hand-over) */
+    if (!on_server_thread) __atomic_store_n(&c->handed, 1, __ATOMIC_RELEASE);
+    if (grpc_call_start_batch(call, ops, n, tag_of(c, T_DONE), NULL) != GRPC_CALL_OK) {
         free_call(s, c);
+        if (!on_server_thread) maybe_shut_cq(s);
+    }
+}
+
+/* The reply in out (its first 4 bytes held for the code), and the status. */
+static void respond(tr__rpc_server *s, scall *c, int rc, tr__buf *out, int on_server_thread) {
+    if (rc && out->len == 4) {
+        const char *m = tr_last_error();
+        tr__buf_append(out, m, strlen(m));
+    }
+    if (out->oom) {
+        finish_call(s, c, GRPC_STATUS_RESOURCE_EXHAUSTED, "troupe: out of memory for the reply",
+                    on_server_thread);
+        return;
+    }
+    uint32_t u = (uint32_t)rc;
+    for (int i = 0; i < 4; i++)
+        out->data[i] = (uint8_t)(u >> (8 * i));
+    grpc_slice sl = grpc_slice_from_copied_buffer((const char *)out->data, out->len);
+    c->resp = grpc_raw_byte_buffer_create(&sl, 1);
+    grpc_slice_unref(sl);
+    finish_call(s, c, GRPC_STATUS_OK, "", on_server_thread);
+}
+
+void tr__rpc_answer(tr__rpc_req *call, int rc, const tr__buf *reply) {
+    scall *c = (scall *)call;
+    tr__buf out = TR__BUF_INIT;
+    uint8_t hdr[4] = {0};
+    tr__buf_append(&out, hdr, 4);
+    if (reply && reply->len) tr__buf_append(&out, reply->data, reply->len);
+    respond(c->srv, c, rc > 0 ? TR_EINTERNAL : rc, &out, 0);
+    tr__buf_free(&out);
 }
 
 static void on_new(tr__rpc_server *s, scall *c) {
@@ -204,7 +257,7 @@ static void on_new(tr__rpc_server *s, scall *c) {
     int stream = grpc_slice_str_cmp(c->details.method, STREAM_METHOD) == 0;
     if (grpc_slice_str_cmp(c->details.method, METHOD) != 0 &&
         !(stream && __atomic_load_n(&s->streams, __ATOMIC_ACQUIRE))) {
-        finish_call(s, c, GRPC_STATUS_UNIMPLEMENTED, "troupe: unknown method");
+        finish_call(s, c, GRPC_STATUS_UNIMPLEMENTED, "troupe: unknown method", 1);
         return;
     }
     if (s->token[0]) {
@@ -217,7 +270,7 @@ static void on_new(tr__rpc_server *s, scall *c) {
             TR_LOG_WARN_LIMITED("RPC-AUTH", "refused a call from %s: missing or wrong token",
                                 peer ? peer : "?");
             gpr_free(peer);
-            finish_call(s, c, GRPC_STATUS_UNAUTHENTICATED, "troupe: missing or wrong token");
+            finish_call(s, c, GRPC_STATUS_UNAUTHENTICATED, "troupe: missing or wrong token", 1);
             return;
         }
     }
@@ -233,7 +286,7 @@ static void on_new(tr__rpc_server *s, scall *c) {
     op.op = GRPC_OP_RECV_MESSAGE;
     op.data.recv_message.recv_message = &c->req;
     if (grpc_call_start_batch(c->call, &op, 1, tag_of(c, T_RECV), NULL) != GRPC_CALL_OK)
-        finish_call(s, c, GRPC_STATUS_INTERNAL, "troupe: cannot receive");
+        finish_call(s, c, GRPC_STATUS_INTERNAL, "troupe: cannot receive", 1);
 }
 
 static void on_recv(tr__rpc_server *s, scall *c, int success) {
@@ -242,29 +295,16 @@ static void on_recv(tr__rpc_server *s, scall *c, int success) {
         return;
     }
     if (!success || !c->req) {
-        finish_call(s, c, GRPC_STATUS_INVALID_ARGUMENT, "troupe: no request");
+        finish_call(s, c, GRPC_STATUS_INVALID_ARGUMENT, "troupe: no request", 1);
         return;
     }
     tr__buf in = TR__BUF_INIT, out = TR__BUF_INIT;
     int rc = read_all(c->req, &in);
     uint8_t hdr[4] = {0};
-    tr__buf_append(&out, hdr, 4); /* the code, filled in below */
-    if (!rc) rc = s->handler(s->ctx, in.data, in.len, &out);
-    if (rc && out.len == 4) {
-        const char *m = tr_last_error();
-        tr__buf_append(&out, m, strlen(m));
-    }
-    if (out.oom) {
-        finish_call(s, c, GRPC_STATUS_RESOURCE_EXHAUSTED, "troupe: out of memory for the reply");
-    } else {
-        uint32_t u = (uint32_t)rc;
-        for (int i = 0; i < 4; i++)
-            out.data[i] = (uint8_t)(u >> (8 * i));
-        grpc_slice sl = grpc_slice_from_copied_buffer((const char *)out.data, out.len);
-        c->resp = grpc_raw_byte_buffer_create(&sl, 1);
-        grpc_slice_unref(sl);
-        finish_call(s, c, GRPC_STATUS_OK, "");
-    }
+    tr__buf_append(&out, hdr, 4); /* the code, filled in by respond */
+    if (!rc) rc = s->handler(s->ctx, (tr__rpc_req *)c, in.data, in.len, &out);
+    if (rc != TR__RPC_LATER) /* (else the handler has the call: tr__rpc_answer) */
+        respond(s, c, rc > 0 ? TR_EINTERNAL : rc, &out, 1);
     tr__buf_free(&in);
     tr__buf_free(&out);
 }
@@ -276,7 +316,7 @@ static void *serve(void *arg) {
         if (ev.type == GRPC_QUEUE_SHUTDOWN) break;
         if (ev.type != GRPC_OP_COMPLETE) continue;
         if (ev.tag == T_SHUTDOWN) {
-            s->got_shutdown = 1;
+            __atomic_store_n(&s->got_shutdown, 1, __ATOMIC_RELEASE);
         } else {
             int kind = (int)((uintptr_t)ev.tag & 7);
             scall *c = (scall *)((uintptr_t)ev.tag & ~(uintptr_t)7);
@@ -293,9 +333,7 @@ static void *serve(void *arg) {
                 free_call(s, c);
             }
         }
-        /* the queue goes once the server is down and every call is freed (a call that
-         * starts a batch on a shut queue aborts the process) */
-        if (s->got_shutdown && s->live == 0) grpc_completion_queue_shutdown(s->cq);
+        maybe_shut_cq(s);
     }
     return NULL;
 }
@@ -741,7 +779,7 @@ static void stream_accept(tr__rpc_server *s, grpc_call *call) {
     st->h = __atomic_load_n(&s->streams, __ATOMIC_ACQUIRE); /* this stream's for good */
     st->call = call;
     st->st_msg = grpc_empty_slice();
-    s->live++;
+    __atomic_add_fetch(&s->live, 1, __ATOMIC_ACQ_REL);
     grpc_op op;
     memset(&op, 0, sizeof op);
     op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
@@ -752,7 +790,7 @@ static void stream_accept(tr__rpc_server *s, grpc_call *call) {
     if (ok && start_recv(st, 1) != 0) grpc_call_cancel(call, NULL); /* S_END will come */
     pthread_mutex_unlock(&st->mu);
     if (!ok) { /* nothing in flight: gone at once */
-        s->live--;
+        __atomic_sub_fetch(&s->live, 1, __ATOMIC_ACQ_REL);
         stream_free(st);
     }
 }
@@ -796,7 +834,7 @@ static void stream_event(tr__rpc_server *s, tr__rpc_stream *st, int kind, int su
     int gone = st->refs == 0;
     pthread_mutex_unlock(&st->mu);
     if (gone) {
-        s->live--;
+        __atomic_sub_fetch(&s->live, 1, __ATOMIC_ACQ_REL);
         stream_free(st);
     }
 }

@@ -40,9 +40,20 @@ int tr__rpc_tls_load(const char *cert_path, const char *key_path, const char *ca
                      tr__rpc_tls *out);
 void tr__rpc_tls_free(tr__rpc_tls *t);
 
-/* A request's handler: the request's bytes in, the reply's appended to `reply`; returns 0,
- * or a TR_E* code that the caller gets (with `reply` as its message, if any). */
-typedef int (*tr__rpc_handler)(void *ctx, const void *req, size_t len, tr__buf *reply);
+/* A request being served: valid from its handler's start until it is answered. */
+typedef struct tr__rpc_req tr__rpc_req;
+/* A request's handler, on the server's thread: the request's bytes in, the reply's appended
+ * to `reply`; returns 0, or a TR_E* code that the caller gets (with `reply` as its message,
+ * if any), or TR__RPC_LATER: it took `call` to answer it later with tr__rpc_answer (a
+ * request that waits on anything but this process must not hold the server's thread: every
+ * other call, heartbeats included, waits behind it). */
+#define TR__RPC_LATER 1
+typedef int (*tr__rpc_handler)(void *ctx, tr__rpc_req *call, const void *req, size_t len,
+                               tr__buf *reply);
+/* Answers a call its handler took (TR__RPC_LATER): rc and the reply's bytes (or, for an
+ * error, its message; reply may be NULL). Once per call, from any thread; the server's
+ * destroy waits until every call taken is answered, so answer within a bounded time. */
+void tr__rpc_answer(tr__rpc_req *call, int rc, const tr__buf *reply);
 
 /* Listens on `bind` ("HOST:PORT"; port 0 picks one, *port gets it) with `token` (NULL or
  * "": TR_EINVAL) and messages up to max_msg bytes. */

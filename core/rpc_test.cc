@@ -22,9 +22,19 @@ struct Served {
     std::atomic<int> sleep_ms{0};
 };
 
-int handler(void *ctx, const void *req, size_t len, tr__buf *reply) {
+int handler(void *ctx, tr__rpc_req *call, const void *req, size_t len, tr__buf *reply) {
     auto *s = (Served *)ctx;
     s->calls++;
+    if (len == 5 && memcmp(req, "later", 5) == 0) { /* answered from elsewhere, 300 ms on */
+        std::thread([call] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            tr__buf b = TR__BUF_INIT;
+            tr__buf_append(&b, "late", 4);
+            tr__rpc_answer(call, 0, &b);
+            tr__buf_free(&b);
+        }).detach();
+        return TR__RPC_LATER;
+    }
     if (s->sleep_ms) std::this_thread::sleep_for(std::chrono::milliseconds(s->sleep_ms));
     std::string r((const char *)req, len);
     if (r == "missing") return tr__err(TR_ENOTFOUND, "no such key: missing");
@@ -127,6 +137,42 @@ TEST_F(Rpc, ACallEndsAtItsDeadline) {
     EXPECT_EQ(call(c, "slow", nullptr, 100), TR_ETIMEDOUT);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EXPECT_LT(s, 0.5);
+    tr__rpc_client_destroy(c);
+}
+
+/* A call its handler takes (TR__RPC_LATER) is answered from another thread; the server's
+ * thread serves other calls meanwhile, and its destroy waits for the answer. */
+TEST_F(Rpc, ATakenCallIsAnsweredLaterAndHoldsNothingBack) {
+    tr__rpc_client *c;
+    ASSERT_EQ(tr__rpc_client_create(target.c_str(), "s3cret", 1 << 20, &c), 0);
+    std::string late;
+    int late_rc = -1;
+    auto t0 = std::chrono::steady_clock::now();
+    std::thread t([&] { late_rc = call(c, "later", &late); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::string out;
+    for (int i = 0; i < 20; i++) { /* while "later" waits: served at once */
+        ASSERT_EQ(call(c, "ping", &out), 0) << tr_last_error();
+        EXPECT_EQ(out, "ping");
+    }
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 0.25);
+    t.join();
+    EXPECT_EQ(late_rc, 0) << tr_last_error();
+    EXPECT_EQ(late, "late");
+    /* taken, then the server goes: destroy waits for the answer, the caller gets it or an
+     * end, never a hang */
+    std::thread t2([&] { late_rc = call(c, "later", &late, 5000); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    t0 = std::chrono::steady_clock::now();
+    tr__rpc_server_destroy(srv);
+    srv = nullptr;
+    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_GT(waited, 0.1);
+    EXPECT_LT(waited, 3.0);
+    t2.join();
+    EXPECT_TRUE(late_rc == 0 || late_rc == TR_ECLOSED || late_rc == TR_ECONNECT ||
+                late_rc == TR_EIO)
+        << tr_errname(late_rc);
     tr__rpc_client_destroy(c);
 }
 
