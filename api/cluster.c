@@ -123,12 +123,14 @@ typedef struct member {
     int64_t last_ns;
     int alive;
     int placed;                             /* the head: actors it placed there, to spread them */
+    int client;                             /* a driver's node: it runs no actors */
     uint32_t num;                           /* its number (in its objects' ids), the head's 1 */
     uint64_t actors, objects, object_bytes; /* as its last heartbeat said */
 } member;
 
 struct tr__cluster {
-    int head; /* this node is the head */
+    int head;   /* this node is the head */
+    int client; /* this node runs no actors (a driver that joined by the head's address) */
     char id[17];
     char address[128];
     char head_addr[128]; /* a member's head */
@@ -196,13 +198,15 @@ static void table_json(tr__cluster *cl, tr__buf *j) {
         }
         int k =
             snprintf(e, sizeof e,
-                     "%s{\"id\":\"%s\",\"address\":\"%s\",\"num\":%u,\"head\":%s,\"cpus\":%g,"
+                     "%s{\"id\":\"%s\",\"address\":\"%s\",\"num\":%u,\"head\":%s,"
+                     "\"client\":%s,\"cpus\":%g,"
                      "\"gpus\":%d,\"resources\":\"%s\",\"alive\":%s,\"last_seen_ms\":%lld,"
                      "\"actors\":%llu,\"objects\":%llu,\"object_bytes\":%llu}",
-                     i ? "," : "", m->id, m->address, m->num, i == 0 ? "true" : "false", m->cpus,
-                     m->gpus, m->resources, m->alive ? "true" : "false",
-                     (long long)(i == 0 ? 0 : ms_since(m->last_ns)), (unsigned long long)m->actors,
-                     (unsigned long long)m->objects, (unsigned long long)m->object_bytes);
+                     i ? "," : "", m->id, m->address, m->num, i == 0 ? "true" : "false",
+                     m->client ? "true" : "false", m->cpus, m->gpus, m->resources,
+                     m->alive ? "true" : "false", (long long)(i == 0 ? 0 : ms_since(m->last_ns)),
+                     (unsigned long long)m->actors, (unsigned long long)m->objects,
+                     (unsigned long long)m->object_bytes);
         tr__buf_append(j, e, (size_t)(k < (int)sizeof e ? k : (int)sizeof e - 1));
     }
     tr__buf_append(j, "]", 1);
@@ -580,7 +584,7 @@ static int op_place(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
     pthread_mutex_lock(&cl->mu);
     for (int i = 0; i < cl->n; i++) {
         member *m = &cl->nodes[i];
-        if (!m->alive) continue;
+        if (!m->alive || m->client) continue; /* a client runs no actors */
         tr__res has;
         memset(&has, 0, sizeof has);
         char tag[64];
@@ -1403,6 +1407,9 @@ static int op_register(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
     m.gpus = (int)gpus;
     m.last_ns = tr__now_ns();
     m.alive = 1;
+    int64_t client = 0; /* (absent from an older node: not a client) */
+    if (tr__obj_get(req, "client") && (rc = tr__get_int(req, "client", &client))) return rc;
+    m.client = client != 0;
     pthread_mutex_lock(&cl->mu);
     int i = 1;
     while (i < cl->n && strcmp(cl->nodes[i].id, m.id) != 0)
@@ -1667,7 +1674,7 @@ static int handle(void *ctx, tr__rpc_req *call, const void *req, size_t len, tr_
 static int call_head(tr__cluster *cl, const char *op, int timeout_ms, tr__buf *reply) {
     tr__buf b = TR__BUF_INIT;
     int reg = strcmp(op, "register") == 0, hb = strcmp(op, "heartbeat") == 0;
-    tr__enc_map(&b, reg ? 8 : hb ? 5 : 2);
+    tr__enc_map(&b, reg ? 9 : hb ? 5 : 2);
     tr__enc_str(&b, "op");
     tr__enc_str(&b, op);
     tr__enc_str(&b, "id");
@@ -1695,6 +1702,8 @@ static int call_head(tr__cluster *cl, const char *op, int timeout_ms, tr__buf *r
         tr__enc_str(&b, cl->resources);
         tr__enc_str(&b, "num");
         tr__enc_uint(&b, cl->num);
+        tr__enc_str(&b, "client");
+        tr__enc_int(&b, cl->client);
     }
     int rc = b.oom ? tr__err(TR_ENOMEM, "cluster")
                    : tr__rpc_call(cl->to_head, b.data, b.len, timeout_ms, reply);
@@ -1869,6 +1878,7 @@ int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *tot
     pthread_condattr_destroy(&ca);
     pthread_cond_init(&cl->jobs_cv, NULL);
     cl->head = !cfg->cluster_head;
+    cl->client = cfg->cluster_client && cfg->cluster_head;
     cl->loop = loop;
     cl->max_msg = cfg->max_msg;
     uint8_t rnd[8];

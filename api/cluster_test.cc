@@ -25,6 +25,13 @@ extern "C" {
 
 namespace {
 
+int count_of(const std::string &s, const std::string &what) {
+    int n = 0;
+    for (size_t at = 0; (at = s.find(what, at)) != std::string::npos; at += what.size())
+        n++;
+    return n;
+}
+
 struct Head : ::testing::Test {
     void SetUp() override {
         ASSERT_EQ(tr_config_create(&cfg), 0);
@@ -55,9 +62,11 @@ struct Head : ::testing::Test {
     }
     /* A registration with one field replaced (key "": none). */
     int reg(const char *id, double cpus, int64_t gpus, const char *addr = "10.0.0.9:1",
-            const char *resources = "CPU=1") {
+            const char *resources = "CPU=1", int client = 0) {
         tr__buf b = TR__BUF_INIT;
-        tr__enc_map(&b, 7);
+        tr__enc_map(&b, 8);
+        tr__enc_str(&b, "client");
+        tr__enc_int(&b, client);
         tr__enc_str(&b, "op");
         tr__enc_str(&b, "register");
         tr__enc_str(&b, "id");
@@ -162,6 +171,50 @@ TEST_F(Head, AClientWithoutTheTokenIsRefused) {
     tr__buf_free(&b);
     tr__buf_free(&r);
     tr__rpc_client_destroy(bad);
+}
+
+/* A "place" request for an actor asking nothing: its code, the error's text in *why. */
+int place_any(tr__rpc_client *c, std::string *why) {
+    tr__buf b = TR__BUF_INIT, r = TR__BUF_INIT;
+    tr__enc_map(&b, 8);
+    for (auto kv : {std::make_pair("op", "place"), std::make_pair("owner", "x/1"),
+                    std::make_pair("node", "0123456789abcdef"), std::make_pair("exe", "/bin/true"),
+                    std::make_pair("class", "C"), std::make_pair("res", "")}) {
+        tr__enc_str(&b, kv.first);
+        tr__enc_str(&b, kv.second);
+    }
+    tr__enc_str(&b, "args");
+    tr__enc_bin(&b, "", 0);
+    tr__enc_str(&b, "max_restarts");
+    tr__enc_int(&b, 0);
+    int rc = tr__rpc_call(c, b.data, b.len, 10000, &r);
+    *why = tr_last_error();
+    tr__buf_free(&b);
+    tr__buf_free(&r);
+    return rc;
+}
+
+/* Before: a driver's node that joined by the head's address (a client: it runs no actors)
+ * was chosen like any other node for an actor that asks nothing, and the actor failed
+ * there with TR_ERESOURCES. Now placements skip clients: of 8, spread over the head and
+ * the other node (each failing here for its own reason: no node behind them), none goes
+ * to the client. */
+TEST_F(Head, AClientIsNeverChosenForAnActor) {
+    ASSERT_EQ(reg("cccccccccccccccc", 0, 0, "127.0.0.1:2", "CPU=0", 1), 0) << tr_last_error();
+    ASSERT_EQ(reg("nnnnnnnnnnnnnnnn", 4, 0, "127.0.0.1:1"), 0) << tr_last_error();
+    int at_node = 0;
+    for (int i = 0; i < 8; i++) {
+        std::string why;
+        EXPECT_NE(place_any(c, &why), 0);
+        EXPECT_EQ(why.find("127.0.0.1:2"), std::string::npos) << why;
+        at_node += why.find("127.0.0.1:1") != std::string::npos;
+    }
+    EXPECT_EQ(at_node, 4);
+    tr__buf j = TR__BUF_INIT;
+    tr__cluster_status_json(cl, &j);
+    std::string s((const char *)j.data, j.len);
+    tr__buf_free(&j);
+    EXPECT_EQ(count_of(s, "\"client\":true"), 1) << s;
 }
 
 /* A node that never answers a placement ("create" takes 3 s, past the head's 2.5 s) */
