@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -327,6 +328,14 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
     if (!n) return 1;
     tr__log_set_role("node");
     signal(SIGPIPE, SIG_IGN);
+    /* every descriptor the system lets us have: connections, workers' sockets and segments
+     * (the cluster port's cap on connections is a share of this: core/rpc.c) */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            TR_LOG_WARN("NODE-NOFILE", "cannot raise the descriptor limit: %s", strerror(errno));
+    }
     char base[400];
     int rc = tr__node_base_dir(cfg->tmpdir, base, sizeof base);
     if (rc) {

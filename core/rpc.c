@@ -5,15 +5,28 @@
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
+#include <grpc/grpc_posix.h>
 #include <grpc/grpc_security.h>
 #include <grpc/slice.h>
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
-#include <pthread.h>
+#include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/clock.h"
 
 #include "core/log.h"
 #include "core/status.h"
@@ -68,6 +81,8 @@ static grpc_channel_args *make_args(size_t max_msg, int server, grpc_arg *a,
     };
     const kv_t server_only[] = {
         {GRPC_ARG_ALLOW_REUSEPORT, 0}, /* another head on the same port fails, never shares */
+        /* a connection that completes no (TLS and HTTP/2) handshake in 10 s goes */
+        {GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 10000},
         {GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 500}, /* clients' keepalives */
         {GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0},
     };
@@ -145,7 +160,11 @@ struct tr__rpc_server {
     int got_shutdown;                       /* the server's shutdown tag came (atomic) */
     long live;   /* calls allocated and not freed (atomic: a taken call's answer may free) */
     int cq_shut; /* the queue was shut (atomic: once) */
+    struct listener *ls; /* our own accept loop (NULL: gRPC's, which takes no fds from us) */
 };
+
+typedef struct listener listener;
+static void mark_proven(listener *l, const char *peer);
 
 /* The queue goes once the server is down and every call is freed (a call that starts a
  * batch on a shut queue aborts the process). */
@@ -265,14 +284,16 @@ static void on_new(tr__rpc_server *s, scall *c) {
         for (size_t i = 0; i < c->md.count; i++)
             if (grpc_slice_str_cmp(c->md.metadata[i].key, AUTH_KEY) == 0)
                 ok = token_ok(c->md.metadata[i].value, s->token);
+        char *peer = grpc_call_get_peer(c->call);
         if (!ok) {
-            char *peer = grpc_call_get_peer(c->call);
             TR_LOG_WARN_LIMITED("RPC-AUTH", "refused a call from %s: missing or wrong token",
                                 peer ? peer : "?");
             gpr_free(peer);
             finish_call(s, c, GRPC_STATUS_UNAUTHENTICATED, "troupe: missing or wrong token", 1);
             return;
         }
+        mark_proven(s->ls, peer); /* its connection is a member's: it is not evicted */
+        gpr_free(peer);
     }
     if (stream) { /* the stream takes the call over */
         grpc_call *call = c->call;
@@ -338,6 +359,317 @@ static void *serve(void *arg) {
     return NULL;
 }
 
+/* ------------------------------------------------------------------ the listener
+
+ * gRPC 1.51's own listener stops for good the first time accept4 fails with EMFILE, and it
+ * has no cap on connections: a flood of idle connections, token or not, used to close a
+ * node's cluster port forever. So the server accepts its connections itself and hands
+ * each to gRPC (plaintext: grpc_server_add_channel_from_fd; TLS: the "external:" port's
+ * connection handler, below), keeping them within bounds:
+ * - at most `cap` connections (a third of what RLIMIT_NOFILE leaves after a reserve: each
+ *   costs our descriptor and gRPC's), of which at most half not yet proven: a connection
+ *   is proven once a call on it passed the token check (mark_proven);
+ * - a new connection past either bound evicts the oldest unproven one, and one that proves
+ *   nothing within PENDING_MS is evicted too, so a flood churns through the unproven slots
+ *   while the members' connections stay and a new caller with the token gets in;
+ * - EMFILE never stops the loop: a spare descriptor is let go to take the connection off
+ *   the queue and close it.
+ * A connection's end is seen on a duplicate of its descriptor (gRPC shuts a socket down
+ * before it closes it: EPOLLHUP), which is also how one is evicted (shutdown). */
+
+#define RESERVE_FDS 256
+#define MAX_CONNS 4096
+#define PENDING_MS 10000
+
+typedef struct lconn {
+    int dup;       /* ours: its end (EPOLLHUP), its eviction (shutdown) */
+    int fd;        /* the descriptor gRPC has: its peer is "fd:<fd>" (plaintext) */
+    int proven;    /* a call on it passed the token check */
+    int64_t since; /* accepted (ns) */
+    char peer[64]; /* "ipv4:IP:PORT" / "ipv6:[IP]:PORT", as gRPC names a TLS peer */
+} lconn;
+
+typedef void (*ext_handle_fn)(void *self, int listener_fd, int fd, void *pending_read);
+
+struct listener {
+    tr__rpc_server *s;
+    int fd, ep, wake, spare;
+    void *ext; /* TLS: gRPC's handler of the "external:" port (a TcpServerFdHandler) */
+    pthread_t thread;
+    pthread_mutex_t mu; /* conns: the accept thread's, and mark_proven's (server's thread) */
+    lconn *conns;
+    int n, cap, max_unproven;
+    long accepted, evicted, refused, emfile; /* for the log */
+};
+
+static void *ext_copy(void *p) {
+    return p;
+}
+static void ext_destroy(void *p) {
+    (void)p;
+}
+static int ext_cmp(void *a, void *b) {
+    return (a > b) - (a < b);
+}
+static const grpc_arg_pointer_vtable ext_vtable = {ext_copy, ext_destroy, ext_cmp};
+#define EXT_PORT "external:troupe"
+
+/* Whether this gRPC's "external:" port handler is the one this code knows: gRPC core 29
+ * (1.51, Debian 12's), whose grpc_core::TcpServerFdHandler is {virtual ~(); virtual void
+ * Handle(int listener_fd, int fd, grpc_byte_buffer *pending)}: in the Itanium C++ ABI its
+ * vtable is [complete dtor, deleting dtor, Handle]. It is how gRPC's C++ API hands a server
+ * connections it accepted elsewhere; the C API's way, grpc_server_add_channel_from_fd,
+ * takes insecure credentials only. Any other gRPC: TLS keeps gRPC's own listener. */
+static int ext_known(void) {
+    return strcmp(grpc_version_string(), "29.0.0") == 0;
+}
+
+static void peer_name(const struct sockaddr_storage *a, char *out, size_t cap) {
+    char ip[INET6_ADDRSTRLEN] = "?";
+    if (a->ss_family == AF_INET) {
+        const struct sockaddr_in *v4 = (const struct sockaddr_in *)a;
+        inet_ntop(AF_INET, &v4->sin_addr, ip, sizeof ip);
+        snprintf(out, cap, "ipv4:%s:%u", ip, ntohs(v4->sin_port));
+    } else {
+        const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)a;
+        inet_ntop(AF_INET6, &v6->sin6_addr, ip, sizeof ip);
+        snprintf(out, cap, "ipv6:[%s]:%u", ip, ntohs(v6->sin6_port));
+    }
+}
+
+/* Drops conns[i] (caller holds mu): its end was seen, or it is evicted (shut down: gRPC
+ * sees the end and closes its descriptor). */
+static void conn_drop(listener *l, int i, int evict) {
+    lconn *c = &l->conns[i];
+    if (evict) {
+        shutdown(c->dup, SHUT_RDWR);
+        l->evicted++;
+    }
+    epoll_ctl(l->ep, EPOLL_CTL_DEL, c->dup, NULL);
+    close(c->dup);
+    l->conns[i] = l->conns[--l->n];
+}
+
+/* The oldest unproven connection, or -1; *unproven: how many (caller holds mu). */
+static int oldest_unproven(listener *l, int *unproven) {
+    int best = -1;
+    *unproven = 0;
+    for (int i = 0; i < l->n; i++) {
+        if (l->conns[i].proven) continue;
+        (*unproven)++;
+        if (best < 0 || l->conns[i].since < l->conns[best].since) best = i;
+    }
+    return best;
+}
+
+/* A connection accepted: kept within the bounds and handed to gRPC, or closed. */
+static void conn_take(listener *l, int fd, const struct sockaddr_storage *peer) {
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    pthread_mutex_lock(&l->mu);
+    int unproven, old = oldest_unproven(l, &unproven);
+    if (old >= 0 && (unproven >= l->max_unproven || l->n >= l->cap)) conn_drop(l, old, 1);
+    int d = l->n < l->cap ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+    struct epoll_event ev = {.events = 0, .data.fd = d}; /* (HUP and ERR always come) */
+    if (d < 0 || epoll_ctl(l->ep, EPOLL_CTL_ADD, d, &ev) != 0) {
+        if (d >= 0) close(d);
+        l->refused++; /* every slot proven (members'), or out of descriptors */
+        pthread_mutex_unlock(&l->mu);
+        close(fd);
+        return;
+    }
+    lconn *c = &l->conns[l->n++];
+    c->dup = d;
+    c->fd = fd;
+    c->proven = 0;
+    c->since = tr__now_ns();
+    peer_name(peer, c->peer, sizeof c->peer);
+    l->accepted++;
+    pthread_mutex_unlock(&l->mu);
+    if (l->ext) {
+        ext_handle_fn handle = (ext_handle_fn)(*(void ***)l->ext)[2];
+        handle(l->ext, l->fd, fd, NULL);
+    } else {
+        grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+        grpc_server_add_channel_from_fd(l->s->srv, fd, creds);
+        grpc_server_credentials_release(creds);
+    }
+}
+
+static void accept_all(listener *l) {
+    for (;;) {
+        struct sockaddr_storage peer;
+        socklen_t len = sizeof peer;
+        int fd = accept4(l->fd, (struct sockaddr *)&peer, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0) {
+            conn_take(l, fd, &peer);
+            continue;
+        }
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if ((errno == EMFILE || errno == ENFILE) && l->spare >= 0) {
+            /* out of descriptors: the spare's slot takes the connection off the queue */
+            close(l->spare);
+            int x = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC);
+            if (x >= 0) close(x);
+            l->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+            l->emfile++;
+            TR_LOG_WARN_LIMITED("RPC-EMFILE",
+                                "out of file descriptors: a connection was closed unserved "
+                                "(%d held)",
+                                l->n);
+            if (x >= 0) continue;
+        }
+        return; /* EAGAIN: nothing more to take now */
+    }
+}
+
+static void *listen_loop(void *arg) {
+    listener *l = arg;
+    for (;;) {
+        struct epoll_event evs[64];
+        int n = epoll_wait(l->ep, evs, 64, 1000);
+        if (n < 0 && errno != EINTR) break;
+        for (int i = 0; i < n; i++) {
+            int fd = evs[i].data.fd;
+            if (fd == l->wake) return NULL;
+            if (fd == l->fd) {
+                accept_all(l);
+                continue;
+            }
+            pthread_mutex_lock(&l->mu); /* a connection ended */
+            for (int k = 0; k < l->n; k++)
+                if (l->conns[k].dup == fd) {
+                    conn_drop(l, k, 0);
+                    break;
+                }
+            pthread_mutex_unlock(&l->mu);
+        }
+        int64_t too_old = tr__now_ns() - (int64_t)PENDING_MS * 1000000;
+        pthread_mutex_lock(&l->mu);
+        for (int k = 0; k < l->n;)
+            if (!l->conns[k].proven && l->conns[k].since < too_old)
+                conn_drop(l, k, 1);
+            else
+                k++;
+        pthread_mutex_unlock(&l->mu);
+    }
+    return NULL;
+}
+
+/* A call on the connection gRPC names `peer` passed the token check: it stays. */
+static void mark_proven(listener *l, const char *peer) {
+    if (!l || !peer) return;
+    int fd = strncmp(peer, "fd:", 3) == 0 ? atoi(peer + 3) : -1;
+    pthread_mutex_lock(&l->mu);
+    int best = -1; /* the newest of that name (a number gRPC closed may name a new one) */
+    for (int i = 0; i < l->n; i++)
+        if ((fd >= 0 ? l->conns[i].fd == fd : strcmp(l->conns[i].peer, peer) == 0) &&
+            (best < 0 || l->conns[i].since > l->conns[best].since))
+            best = i;
+    if (best >= 0) l->conns[best].proven = 1;
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* Binds "HOST:PORT" (a name, an IPv4 or a [IPv6] literal), listening; *port: the port. */
+static int bind_listen(const char *where, int *fd_out, int *port) {
+    char host[256];
+    const char *colon = strrchr(where, ':');
+    size_t hn = colon ? (size_t)(colon - where) : 0;
+    if (!colon || hn == 0 || hn >= sizeof host)
+        return tr__err(TR_EINVAL, "rpc server: '%s' is not HOST:PORT", where);
+    memcpy(host, where, hn);
+    host[hn] = '\0';
+    if (hn > 2 && host[0] == '[' && host[hn - 1] == ']') {
+        memmove(host, host + 1, hn - 2);
+        host[hn - 2] = '\0';
+    }
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    int e = getaddrinfo(host, colon + 1, &hints, &res);
+    if (e) return tr__err(TR_EINVAL, "rpc server: %s: %s", where, gai_strerror(e));
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
+    int ok = fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+             bind(fd, res->ai_addr, res->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0;
+    int err = errno;
+    freeaddrinfo(res);
+    struct sockaddr_storage a;
+    socklen_t al = sizeof a;
+    if (ok && getsockname(fd, (struct sockaddr *)&a, &al) != 0) ok = 0, err = errno;
+    if (!ok) {
+        if (fd >= 0) close(fd);
+        tr__err_errno(err, "rpc server: cannot listen on %s", where);
+        return TR_EIO;
+    }
+    *port = ntohs(a.ss_family == AF_INET ? ((struct sockaddr_in *)&a)->sin_port
+                                         : ((struct sockaddr_in6 *)&a)->sin6_port);
+    *fd_out = fd;
+    return 0;
+}
+
+static void listener_free(listener *l) {
+    if (!l) return;
+    for (int i = 0; i < l->n; i++)
+        close(l->conns[i].dup);
+    if (l->fd >= 0) close(l->fd);
+    if (l->ep >= 0) close(l->ep);
+    if (l->wake >= 0) close(l->wake);
+    if (l->spare >= 0) close(l->spare);
+    pthread_mutex_destroy(&l->mu);
+    free(l->conns);
+    free(l);
+}
+
+/* The listener for bind, its bounds from RLIMIT_NOFILE; not accepting yet. */
+static int listener_create(tr__rpc_server *s, const char *bind, listener **out, int *port) {
+    listener *l = calloc(1, sizeof *l);
+    if (!l) return tr__err(TR_ENOMEM, "rpc server");
+    l->s = s;
+    l->fd = l->ep = l->wake = l->spare = -1;
+    pthread_mutex_init(&l->mu, NULL);
+    struct rlimit rl;
+    long fds = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                   ? (long)rl.rlim_cur
+                   : 1024;
+    long cap = (fds - RESERVE_FDS) / 3;
+    l->cap = cap < 16 ? 16 : cap > MAX_CONNS ? MAX_CONNS : (int)cap;
+    l->max_unproven = l->cap / 2;
+    l->conns = calloc((size_t)l->cap, sizeof *l->conns);
+    int rc = l->conns ? bind_listen(bind, &l->fd, port) : tr__err(TR_ENOMEM, "rpc server");
+    if (!rc) {
+        l->ep = epoll_create1(EPOLL_CLOEXEC);
+        l->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        l->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        struct epoll_event a = {.events = EPOLLIN, .data.fd = l->fd};
+        struct epoll_event w = {.events = EPOLLIN, .data.fd = l->wake};
+        if (l->ep < 0 || l->wake < 0 || epoll_ctl(l->ep, EPOLL_CTL_ADD, l->fd, &a) != 0 ||
+            epoll_ctl(l->ep, EPOLL_CTL_ADD, l->wake, &w) != 0)
+            rc = tr__err_errno(errno, "rpc server: epoll");
+    }
+    if (rc) {
+        listener_free(l);
+        return rc;
+    }
+    *out = l;
+    return 0;
+}
+
+/* Stops accepting (the thread joined); the connections stay gRPC's. */
+static void listener_stop(listener *l) {
+    if (!l || !l->thread) return;
+    uint64_t one = 1;
+    ssize_t w = write(l->wake, &one, sizeof one);
+    (void)w;
+    pthread_join(l->thread, NULL);
+    l->thread = 0;
+    if (l->evicted || l->refused || l->emfile)
+        TR_LOG_INFO("RPC-CONNS",
+                    "%ld connections accepted, %ld evicted unproven, %ld refused, %ld closed "
+                    "out of descriptors",
+                    l->accepted, l->evicted, l->refused, l->emfile);
+}
+
 static int read_pem(const char *path, char **out) {
     *out = NULL;
     if (!path) return 0;
@@ -399,46 +731,78 @@ int tr__rpc_server_create_tls(const char *bind, const char *token, const tr__rpc
     s->max_msg = max_msg;
     s->handler = handler;
     s->ctx = ctx;
+    /* our own listener (see "the listener"), unless TLS needs gRPC's and this gRPC's
+     * handler of outside connections is not the one known */
+    int use_tls = tls && tls->cert, p = 0, rc = 0;
+    if (!use_tls || ext_known()) rc = listener_create(s, bind, &s->ls, &p);
+    if (rc) {
+        free(s);
+        return rc;
+    }
     grpc_init();
     grpc_arg a[12];
     grpc_channel_args args;
-    s->cq = grpc_completion_queue_create_for_next(NULL);
-    s->srv = grpc_server_create(make_args(max_msg, 1, a, &args), NULL);
-    grpc_server_register_completion_queue(s->srv, s->cq, NULL);
-    grpc_server_credentials *creds;
-    if (tls && tls->cert) {
-        grpc_ssl_pem_key_cert_pair pair = {tls->key, tls->cert};
-        creds = grpc_ssl_server_credentials_create(NULL, &pair, 1, 0, NULL);
-    } else {
-        creds = grpc_insecure_server_credentials_create();
+    make_args(max_msg, 1, a, &args);
+    if (use_tls && s->ls) { /* gRPC writes its handler into s->ls->ext */
+        a[args.num_args].type = GRPC_ARG_POINTER;
+        a[args.num_args].key = (char *)EXT_PORT;
+        a[args.num_args].value.pointer.p = &s->ls->ext;
+        a[args.num_args++].value.pointer.vtable = &ext_vtable;
     }
-    int p = creds ? grpc_server_add_http2_port(s->srv, bind, creds) : 0;
-    grpc_server_credentials_release(creds);
-    if (p <= 0) {
+    s->cq = grpc_completion_queue_create_for_next(NULL);
+    s->srv = grpc_server_create(&args, NULL);
+    grpc_server_register_completion_queue(s->srv, s->cq, NULL);
+    if (use_tls) {
+        grpc_ssl_pem_key_cert_pair pair = {tls->key, tls->cert};
+        grpc_server_credentials *creds =
+            grpc_ssl_server_credentials_create(NULL, &pair, 1, 0, NULL);
+        if (!creds)
+            rc = tr__err(TR_EINVAL, "rpc server: TLS: the certificate or key is not usable");
+        else if (s->ls && (grpc_server_add_http2_port(s->srv, EXT_PORT, creds) != 0 || !s->ls->ext))
+            rc = tr__err(TR_EINTERNAL, "rpc server: gRPC took no outside connections");
+        else if (!s->ls && (p = grpc_server_add_http2_port(s->srv, bind, creds)) <= 0)
+            rc = tr__err(TR_EIO, "rpc server: cannot listen on %s", bind);
+        if (creds) grpc_server_credentials_release(creds);
+        if (!rc && !s->ls)
+            TR_LOG_WARN("RPC-LISTEN",
+                        "gRPC %s: TLS connections are accepted by gRPC itself, with no cap "
+                        "on their number",
+                        grpc_version_string());
+    }
+    if (rc) {
         grpc_server_destroy(s->srv);
         grpc_completion_queue_shutdown(s->cq);
         while (grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
                GRPC_QUEUE_SHUTDOWN) {
         }
         grpc_completion_queue_destroy(s->cq);
+        listener_free(s->ls);
         free(s);
         grpc_shutdown();
-        return tr__err(TR_EIO, "rpc server: cannot listen on %s", bind);
+        return rc;
     }
     grpc_server_start(s->srv);
-    int rc = request_next(s);
+    rc = request_next(s);
     if (!rc && pthread_create(&s->thread, NULL, serve, s) != 0)
         rc = tr__err(TR_ENOMEM, "rpc server: no thread");
+    if (!rc && s->ls && pthread_create(&s->ls->thread, NULL, listen_loop, s->ls) != 0) {
+        s->ls->thread = 0;
+        rc = tr__err(TR_ENOMEM, "rpc server: no thread");
+    }
     if (rc) {
-        s->thread = 0;
-        s->shutting = 1;
-        grpc_server_shutdown_and_notify(s->srv, s->cq, T_SHUTDOWN);
-        grpc_server_cancel_all_calls(s->srv);
-        serve(s); /* drains here */
-        grpc_server_destroy(s->srv);
-        grpc_completion_queue_destroy(s->cq);
-        free(s);
-        grpc_shutdown();
+        if (!s->thread) {
+            s->shutting = 1;
+            grpc_server_shutdown_and_notify(s->srv, s->cq, T_SHUTDOWN);
+            grpc_server_cancel_all_calls(s->srv);
+            serve(s); /* drains here */
+            grpc_server_destroy(s->srv);
+            grpc_completion_queue_destroy(s->cq);
+            listener_free(s->ls);
+            free(s);
+            grpc_shutdown();
+        } else {
+            tr__rpc_server_destroy(s);
+        }
         return rc;
     }
     if (port) *port = p;
@@ -448,12 +812,14 @@ int tr__rpc_server_create_tls(const char *bind, const char *token, const tr__rpc
 
 void tr__rpc_server_destroy(tr__rpc_server *s) {
     if (!s) return;
+    listener_stop(s->ls); /* no connection is handed to gRPC from now on */
     __atomic_store_n(&s->shutting, 1, __ATOMIC_RELEASE);
     grpc_server_shutdown_and_notify(s->srv, s->cq, T_SHUTDOWN);
     grpc_server_cancel_all_calls(s->srv);
     pthread_join(s->thread, NULL);
     grpc_server_destroy(s->srv);
     grpc_completion_queue_destroy(s->cq);
+    listener_free(s->ls);
     free(s);
     grpc_shutdown();
 }

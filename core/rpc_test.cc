@@ -1,7 +1,15 @@
 /* core/rpc_test.cc - core/rpc over real gRPC on loopback: echo (small, 1 MiB, from
  * threads), the token (wrong or missing: refused, the handler never runs), a handler's
  * error code and message, a deadline, nothing listening, size limits, the loopback rule. */
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <atomic>
 #include <chrono>
@@ -399,6 +407,78 @@ TEST(RpcTls, CallsAndStreamsGoOverTlsAndMismatchesAreRefused) {
     tr__rpc_tls_free(&srv_tls);
     tr__rpc_tls_free(&cli_tls);
     tr__rpc_tls_free(&wrong_ca);
+}
+
+/* Idle connections, more than the server's cap (its descriptor limit made small here): a
+ * caller with the token is served while they are held and after, over TLS and plain; the
+ * server closes the ones that never send a request. */
+void flood_then_call(const tr__rpc_tls *srv_tls, const tr__rpc_tls *cli_tls) {
+    struct rlimit was, small;
+    ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &was), 0);
+    if (was.rlim_max < 2000) GTEST_SKIP() << "needs 2,000 descriptors";
+    small = was;
+    small.rlim_cur = 900; /* the server's cap: (900 - 256) / 3 = 214 connections */
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &small), 0);
+    Served served;
+    tr__rpc_server *srv = nullptr;
+    int port = 0;
+    int rc = tr__rpc_server_create_tls("127.0.0.1:0", "t", srv_tls, 1 << 20, handler, &served, &srv,
+                                       &port);
+    was.rlim_cur = was.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &was);
+    ASSERT_EQ(rc, 0) << tr_last_error();
+    std::string target = "127.0.0.1:" + std::to_string(port);
+    sockaddr_in a = {};
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    std::vector<int> fds;
+    for (int i = 0; i < 700; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        ASSERT_GE(fd, 0);
+        ASSERT_EQ(connect(fd, (sockaddr *)&a, sizeof a), 0) << i << ": " << strerror(errno);
+        fds.push_back(fd);
+    }
+    auto call = [&] {
+        tr__rpc_client *c;
+        EXPECT_EQ(tr__rpc_client_create_tls(target.c_str(), "t", cli_tls, 1 << 20, &c), 0);
+        tr__buf r = TR__BUF_INIT;
+        int rc = tr__rpc_call(c, "hello", 5, 5000, &r);
+        tr__buf_free(&r);
+        tr__rpc_client_destroy(c);
+        return rc;
+    };
+    for (int i = 0; i < 3; i++)
+        EXPECT_EQ(call(), 0) << "during the flood: " << tr_last_error();
+    int closed = 0; /* evicted at once, or within 10 s for the last ones */
+    for (int w = 0; w < 150 && closed < 700; w++) {
+        closed = 0;
+        for (int fd : fds) {
+            char ch;
+            ssize_t r = recv(fd, &ch, 1, MSG_DONTWAIT);
+            closed += r == 0 || (r < 0 && errno != EAGAIN);
+        }
+        if (closed < 700) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_EQ(closed, 700);
+    for (int fd : fds)
+        close(fd);
+    EXPECT_EQ(call(), 0) << "after the flood: " << tr_last_error();
+    tr__rpc_server_destroy(srv);
+}
+
+TEST(RpcFlood, IdleConnectionsPastTheCapDoNotShutOutACallerPlain) {
+    flood_then_call(nullptr, nullptr);
+}
+
+TEST(RpcFlood, IdleConnectionsPastTheCapDoNotShutOutACallerTls) {
+    tr__rpc_tls srv_tls, cli_tls;
+    ASSERT_EQ(
+        tr__rpc_tls_load("core/testdata/node.pem", "core/testdata/node.key", nullptr, &srv_tls), 0);
+    ASSERT_EQ(tr__rpc_tls_load(nullptr, nullptr, "core/testdata/ca.pem", &cli_tls), 0);
+    flood_then_call(&srv_tls, &cli_tls);
+    tr__rpc_tls_free(&srv_tls);
+    tr__rpc_tls_free(&cli_tls);
 }
 
 } // namespace

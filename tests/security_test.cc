@@ -6,12 +6,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "tests/test_actors.h"
 
@@ -209,6 +215,100 @@ TEST(WorkerPath, ANodeRunsOnlyTheProgramsItAllows) {
         EXPECT_NE(access((dir + "/ran").c_str(), F_OK), 0) << "a program not allowed ran";
     }
     run_cmd("rm -rf " + dir, nullptr);
+}
+
+/* Raw TCP connections to host:port that send nothing, n of them (fds; -1 where connect
+ * failed at once). */
+std::vector<int> flood(const std::string &address, int n) {
+    std::string host = address.substr(0, address.rfind(':'));
+    int port = atoi(address.c_str() + address.rfind(':') + 1);
+    sockaddr_in a = {};
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    inet_pton(AF_INET, host.c_str(), &a.sin_addr);
+    std::vector<int> fds;
+    for (int i = 0; i < n; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && connect(fd, (sockaddr *)&a, sizeof a) != 0 && errno != EINPROGRESS) {
+            close(fd);
+            fd = -1;
+        }
+        fds.push_back(fd);
+    }
+    return fds;
+}
+
+/* How many of fds the other side has closed (EOF or reset). */
+int closed_by_peer(const std::vector<int> &fds) {
+    int n = 0;
+    for (int fd : fds) {
+        char c;
+        if (fd < 0) continue;
+        ssize_t r = recv(fd, &c, 1, MSG_DONTWAIT);
+        n += r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+    }
+    return n;
+}
+
+/* Before: ~1,100 idle connections (no token needed) used up the node's descriptors; gRPC's
+ * listener stopped accepting for good, heartbeats stopped, the node was counted lost. Now
+ * the node raises its descriptor limit, accepts its connections itself within a cap, evicts
+ * the oldest connection that proved nothing when a new one comes (and any after 10 s), and
+ * keeps accepting past EMFILE. Here the node runs with 512 descriptors: 1,100 idle
+ * connections, and this machine's CLI with the token gets the status during the flood and
+ * after, the member joined before stays alive, and the flood's connections are closed. */
+TEST(Flood, IdleConnectionsNeverCloseTheClusterPort) {
+    ASSERT_FALSE(g_troupe_cli.empty());
+    struct rlimit rl;
+    ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    if (rl.rlim_max < 2000) GTEST_SKIP() << "this test needs 2,000 descriptors of its own";
+    rl.rlim_cur = rl.rlim_max;
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    char tmpl[] = "/tmp/trsec-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    std::string td = std::string(" --tmpdir ") + tmpl;
+    int st;
+    std::string out = run_cmd(
+        "sh -c 'ulimit -n 512 && exec " + g_troupe_cli + " start --head --port 0" + td + "'", &st);
+    ASSERT_EQ(st, 0) << out;
+    std::string status = run_cmd(g_troupe_cli + " status" + td, nullptr);
+    std::string cluster = after(after(status, "\"cluster\":{", "}"), "\"address\":\"");
+    ASSERT_FALSE(cluster.empty()) << status;
+    out = run_cmd(g_troupe_cli + " start --address " + cluster + td, &st); /* a member */
+    ASSERT_EQ(st, 0) << out;
+    std::string member = after(out, "address: ");
+    auto alive = [&] {
+        std::string s = run_cmd(g_troupe_cli + " status --address " + cluster + td, nullptr);
+        return count(s, "\"alive\":true") == 2 && count(s, "\"alive\":false") == 0;
+    };
+    ASSERT_TRUE(eventually(5000, alive));
+
+    std::vector<int> fds = flood(cluster, 1100);
+    usleep(200000);
+    for (int i = 0; i < 3; i++) { /* during */
+        out = run_cmd(g_troupe_cli + " status --address " + cluster + td, &st);
+        EXPECT_EQ(st, 0) << out;
+        EXPECT_NE(out.find("\"role\":\"head\""), std::string::npos) << out;
+    }
+    EXPECT_TRUE(alive());
+    /* connections that say nothing are dropped (the most recent within 10 s of coming) */
+    EXPECT_TRUE(eventually(15000, [&] { return closed_by_peer(fds) == 1100; }))
+        << closed_by_peer(fds) << " of 1100 closed";
+    for (int fd : fds)
+        if (fd >= 0) close(fd);
+    fds = flood(cluster, 1100); /* again, and gone at once: the port keeps accepting */
+    for (int fd : fds)
+        if (fd >= 0) close(fd);
+    usleep(500000);
+    out = run_cmd(g_troupe_cli + " status --address " + cluster + td, &st); /* after */
+    EXPECT_EQ(st, 0) << out;
+    EXPECT_TRUE(alive()) << run_cmd(g_troupe_cli + " status" + td, nullptr);
+    std::string log =
+        slurp(std::string(tmpl) + "/troupe-" + std::to_string(getuid()) + "/node.log");
+    EXPECT_EQ(log.find("Failed accept4"), std::string::npos) << log;
+    run_cmd(g_troupe_cli + " stop --address " + member, nullptr);
+    run_cmd(g_troupe_cli + " stop" + td, nullptr);
+    run_cmd(std::string("rm -rf ") + tmpl, nullptr);
 }
 
 /* No token on a command line, where every user reads it (/proc/PID/cmdline): the node
