@@ -212,9 +212,12 @@ static int driver_gone(void *arg) {
     return dead & 1 ? tr__err(TR_EPEER_DIED, "the graph's driver went away") : 0;
 }
 
-/* A collective node's step: every participant first allreduces (max) whether its input
- * failed and its length, so that all of them agree to reduce the data or to fail, then
- * the data, straight into the output slot. */
+/* A collective node's step: every participant first allreduces (max) which input failed
+ * (the highest rank whose did) and its shape, so that all of them agree to reduce the data
+ * or to fail, then the data, straight into the output slot. A failed input's error (a
+ * method's TR_ETASK and its message) is every output's: its participant broadcasts it. A
+ * shape that does not fit (not whole elements, over a slot, lengths that differ) is
+ * TR_EINVAL. */
 static int run_coll(step *st, uint64_t e, const tr__chan_wait *w) {
     const void *data;
     size_t len;
@@ -227,20 +230,34 @@ static int run_coll(step *st, uint64_t e, const tr__chan_wait *w) {
     if ((rc = tr__chan_write_begin(&st->out, e, &buf, &cap, w))) return rc;
     size_t esz = tr_dtype_size(st->dtype);
     /* (a value that went as an object, over slot_bytes, is not reduced: an error) */
-    int bad = code != 0 || flags != 0 || len % esz != 0 || len > cap;
-    int64_t count = bad ? 0 : (int64_t)(len / esz), h[3] = {bad, count, -count};
+    int bad = !code && (flags != 0 || len % esz != 0 || len > cap);
+    int64_t count = code || bad ? 0 : (int64_t)(len / esz);
+    int64_t h[4] = {code ? tr_group_rank(st->grp) + 1 : 0, bad, count, -count};
     char msg[400] = "";
-    rc = tr_allreduce(st->grp, h, h, 3, TR_INT64, TR_MAX, TR_FOREVER);
-    if (!rc && (h[0] || h[1] != -h[2])) {
-        if (code)
-            snprintf(msg, sizeof msg, "%.*s", (int)(len < 300 ? len : 300), (const char *)data);
-        else
-            snprintf(msg, sizeof msg, "allreduce: %s",
-                     bad ? "this input is not whole elements of the dtype, or "
-                           "is larger than slot_bytes"
-                         : "another participant's input failed, or the lengths "
-                           "differ");
-        code = code ? code : TR_EINVAL;
+    rc = tr_allreduce(st->grp, h, h, 4, TR_INT64, TR_MAX, TR_FOREVER);
+    if (!rc && h[0]) { /* an input failed: its error, from its participant, is everyone's */
+        struct {
+            int32_t code;
+            char msg[396];
+        } why;
+        memset(&why, 0, sizeof why);
+        if (code) {
+            why.code = code;
+            snprintf(why.msg, sizeof why.msg, "%.*s", (int)(len < 300 ? len : 300),
+                     (const char *)data);
+        }
+        rc = tr_broadcast(st->grp, &why, sizeof why, TR_UINT8, (int)(h[0] - 1), TR_FOREVER);
+        if (!rc) {
+            code = why.code < 0 ? why.code : TR_EINTERNAL;
+            snprintf(msg, sizeof msg, "%.*s", (int)sizeof why.msg - 1, why.msg);
+        }
+    } else if (!rc && (h[1] || h[2] != -h[3])) {
+        snprintf(msg, sizeof msg, "allreduce: %s",
+                 bad ? "this input is not whole elements of the dtype, or is larger than "
+                       "slot_bytes"
+                     : "the inputs' lengths differ, or another is not whole elements of the "
+                       "dtype");
+        code = TR_EINVAL;
     } else if (!rc) {
         rc = tr_allreduce(st->grp, data, buf, (size_t)count, st->dtype, st->op, TR_FOREVER);
     }

@@ -85,9 +85,10 @@ TR_API int tr_dag_bind(tr_dag *g, tr_actor_id actor, const char *method, const t
                        size_t n_inputs, tr_dag_node *out);
 /* A collective node: n nodes, outs[i] on the actor of inputs[i] (bound nodes on distinct
  * actors), each the allreduce of the n inputs' values as arrays of dtype (the same
- * length on all), through an shm group of the graph's own. An input that failed, or
- * lengths that differ, give every out the error. Returns 0, TR_EINVAL, TR_ESTATE,
- * TR_ENOMEM. */
+ * length on all), through an shm group of the graph's own. An input that failed gives
+ * every out its error (a method's TR_ETASK and its message); lengths that differ, or a
+ * value that is not whole elements, give every out TR_EINVAL. Returns 0, TR_EINVAL,
+ * TR_ESTATE, TR_ENOMEM. */
 TR_API int tr_dag_allreduce(tr_dag *g, const tr_dag_node *inputs, size_t n, tr_dtype dtype,
                             tr_redop op, tr_dag_node *outs);
 /* The graph's outputs, in order (several: Ray's MultiOutputNode); replaces earlier ones.
