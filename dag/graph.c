@@ -1096,9 +1096,23 @@ static int submit(tr_dag *g, const void *input, size_t len, const tr_ref *ref, u
     if (rc) return rc;
     if ((!input && len && !ref) || !exec) return tr__err(TR_EINVAL, "%s: NULL argument", fn);
     uint64_t e = g->next_exec;
-    if (e - g->release_base >= 4 * (uint64_t)g->opts.max_inflight)
-        return tr__err(TR_ETIMEDOUT, "%s: %llu executions are not released", fn,
-                       (unsigned long long)(e - g->release_base));
+    /* max_inflight is a bound on what is submitted and not released, whatever the channels
+     * could still take (each channel has max_inflight slots: a pipeline of k steps would
+     * hold k times as many): past it, the submit waits its timeout for a release (another
+     * thread's), or for the graph to go down */
+    if (e - __atomic_load_n(&g->release_base, __ATOMIC_ACQUIRE) >= g->opts.max_inflight) {
+        int64_t deadline = tr__deadline(g->opts.submit_timeout_ms);
+        while (e - __atomic_load_n(&g->release_base, __ATOMIC_ACQUIRE) >= g->opts.max_inflight) {
+            if ((rc = actor_died(g))) return rc;
+            if (tr__now_ns() >= deadline)
+                return tr__err(TR_ETIMEDOUT,
+                               "%s: %u executions (max_inflight) are submitted and not released "
+                               "(tr_dag_release them)",
+                               fn, g->opts.max_inflight);
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+    }
     if (g->nodes[0].n_readers) {
         tr__chan_wait w = waits(g, g->opts.submit_timeout_ms);
         void *buf;
@@ -1299,8 +1313,10 @@ TR_API int tr_dag_release(tr_dag *g, uint64_t exec) {
             g->pinned[k] = 0;
         }
     uint64_t base = g->release_base;
-    while (g->release_base < g->next_exec && g->released[g->release_base % win])
-        g->released[g->release_base++ % win] = 0;
+    uint64_t at = base; /* (published once: a submit elsewhere may be waiting for it) */
+    while (at < g->next_exec && g->released[at % win])
+        g->released[at++ % win] = 0;
+    __atomic_store_n(&g->release_base, at, __ATOMIC_RELEASE);
     /* a channel hears of releases in order: the prefix released so far */
     if (g->release_base != base)
         for (size_t k = 0; k < g->n_outputs; k++)

@@ -354,31 +354,60 @@ TEST_F(Dag, AKilledActorFailsTheGraphAndTheOthersStayUsable) {
     expect_no_segments();
 }
 
-/* Nothing read, nothing released: the pipeline fills and execute says so at its submit
- * timeout instead of waiting for ever. */
-TEST_F(Dag, AFullPipelineTimesOut) {
-    tr_actor_id a = actor();
-    tr_dag *g;
-    tr_dag_node in, na;
-    ASSERT_EQ(tr_dag_create(rt, &g), 0);
-    ASSERT_EQ(tr_dag_input(g, &in), 0);
-    ASSERT_EQ(tr_dag_bind(g, a, "echo", &in, 1, &na), 0);
-    ASSERT_EQ(tr_dag_output(g, &na, 1), 0);
-    tr_dag_options o = TR_DAG_OPTIONS_INIT;
-    o.max_inflight = 2;
-    o.slot_bytes = 64;
-    o.submit_timeout_ms = 200;
-    ASSERT_EQ(tr_dag_compile(g, &o), 0) << tr_last_error();
-    uint64_t e;
-    int rc = 0, n = 0;
-    while (!rc && n < 100) {
-        rc = tr_dag_execute(g, "x", 1, &e);
-        n += rc == 0;
+/* Nothing released: max_inflight executions are taken, whatever the length of the
+ * pipeline (before, each of a chain's channels took max_inflight more: 16, 24, 32 for 1, 2,
+ * 3 steps at 8), and the next submit waits its timeout and says so; a release makes room
+ * for exactly one more, and every value comes back. */
+TEST_F(Dag, MaxInflightBoundsTheExecutionsNotReleased) {
+    tr_actor_id actors[3] = {actor(), actor(), actor()};
+    for (int steps = 1; steps <= 3; steps++) {
+        for (uint32_t inflight : {1u, 3u, 8u}) {
+            tr_dag *g;
+            tr_dag_node in, prev;
+            ASSERT_EQ(tr_dag_create(rt, &g), 0);
+            ASSERT_EQ(tr_dag_input(g, &in), 0);
+            prev = in;
+            for (int s = 0; s < steps; s++) {
+                tr_dag_node next;
+                ASSERT_EQ(tr_dag_bind(g, actors[s], "echo", &prev, 1, &next), 0);
+                prev = next;
+            }
+            ASSERT_EQ(tr_dag_output(g, &prev, 1), 0);
+            tr_dag_options o = TR_DAG_OPTIONS_INIT;
+            o.max_inflight = inflight;
+            o.slot_bytes = 64;
+            o.submit_timeout_ms = 200;
+            ASSERT_EQ(tr_dag_compile(g, &o), 0) << tr_last_error();
+            uint64_t e;
+            for (uint32_t i = 0; i < inflight; i++)
+                ASSERT_EQ(tr_dag_execute(g, &i, sizeof i, &e), 0) << tr_last_error();
+            usleep(20000); /* the pipeline has moved what it can */
+            auto t0 = std::chrono::steady_clock::now();
+            EXPECT_EQ(tr_dag_execute(g, "x", 1, &e), TR_ETIMEDOUT)
+                << steps << " steps, max_inflight " << inflight;
+            double waited =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            EXPECT_GE(waited, 0.19);
+            EXPECT_LT(waited, 2.0);
+            EXPECT_NE(strstr(tr_last_error(), "max_inflight"), nullptr) << tr_last_error();
+            ASSERT_EQ(tr_dag_release(g, 0), 0);
+            uint32_t more = inflight;
+            ASSERT_EQ(tr_dag_execute(g, &more, sizeof more, &e), 0) << tr_last_error();
+            EXPECT_EQ(e, inflight);
+            EXPECT_EQ(tr_dag_execute(g, "x", 1, &e), TR_ETIMEDOUT);
+            for (uint32_t i = 1; i <= inflight; i++) {
+                const void *v;
+                size_t n;
+                ASSERT_EQ(tr_dag_get(g, i, 0, 5000, &v, &n), 0) << tr_last_error();
+                ASSERT_EQ(n, sizeof i);
+                uint32_t got;
+                memcpy(&got, v, sizeof got);
+                EXPECT_EQ(got, i);
+                ASSERT_EQ(tr_dag_release(g, i), 0);
+            }
+            EXPECT_EQ(tr_dag_destroy(g), 0);
+        }
     }
-    EXPECT_EQ(rc, TR_ETIMEDOUT) << tr_last_error();
-    EXPECT_GE(n, 2);
-    EXPECT_LE(n, 8);
-    EXPECT_EQ(tr_dag_destroy(g), 0);
     expect_no_segments();
 }
 
@@ -494,12 +523,16 @@ TEST_F(Dag, ACollectiveNodeAllreducesTheActorsValues) {
         run(g, x, 4, &got);
         ASSERT_EQ(got, std::vector<int64_t>(4, 3 * (x + 1) + x)) << x;
     }
+    /* plus1 fails (TR_ETASK); echo gives 3 bytes: every output has plus1's error, its code
+     * and its message (before: the echo's and the others' got TR_EINVAL, no message) */
     uint64_t e;
-    ASSERT_EQ(tr_dag_execute(g, "abc", 3, &e), 0); /* plus1 fails; echo gives 3 bytes */
+    ASSERT_EQ(tr_dag_execute(g, "abc", 3, &e), 0);
     for (size_t k = 0; k < 4; k++) {
         const void *d;
         size_t len;
-        EXPECT_NE(tr_dag_get(g, e, k, 10000, &d, &len), 0) << k;
+        EXPECT_EQ(tr_dag_get(g, e, k, 10000, &d, &len), TR_ETASK) << k;
+        EXPECT_NE(strstr(tr_last_error(), "plus1 wants 8 bytes, got 3"), nullptr)
+            << k << ": " << tr_last_error();
     }
     ASSERT_EQ(tr_dag_release(g, e), 0);
     std::vector<int64_t> got;
