@@ -115,6 +115,29 @@ TEST(Bulk, SilenceStopsAndDestroyNeverWaitOnAPeer) {
     close(fd);
 }
 
+/* Before: the hello's 1 s was per read, so a byte every 0.9 s held a connection (and one of
+ * its 32 slots) for ~16 s. Now the whole ticket is due within one second. */
+TEST(Bulk, ATicketThatTricklesInIsCutOffAtOneDeadline) {
+    tr__bulk *b;
+    ASSERT_EQ(tr__bulk_create("127.0.0.1", &b), 0);
+    int fd = raw_connect(tr__bulk_port(b));
+    ASSERT_GE(fd, 0);
+    auto t0 = std::chrono::steady_clock::now();
+    int sent = 0;
+    for (; sent < 16; sent++) { /* a byte every 0.3 s, until the node hangs up */
+        char c = 'x';
+        if (send(fd, &c, 1, MSG_NOSIGNAL) != 1) break;
+        usleep(300000);
+        char r;
+        if (recv(fd, &r, 1, MSG_DONTWAIT) == 0) break;
+    }
+    double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(sent, 8) << "the node took " << sent << " bytes over " << took << " s";
+    EXPECT_LT(took, 2.5);
+    close(fd);
+    tr__bulk_destroy(b);
+}
+
 TEST(Bulk, AnOfferNobodyTakesIsReleasedOnceItsTimeIsPast) {
     released = 0;
     tr__bulk *b;

@@ -87,6 +87,24 @@ int tr__write_all(int fd, struct iovec *iov, int iovcnt, int64_t deadline) {
     return 0;
 }
 
+int tr__read_all(int fd, void *p, size_t n, int64_t deadline) {
+    for (size_t got = 0; got < n;) {
+        ssize_t k = recv(fd, (char *)p + got, n - got, MSG_DONTWAIT);
+        if (k > 0) {
+            got += (size_t)k;
+        } else if (k == 0) {
+            return tr__err(TR_ECLOSED, "peer closed the connection");
+        } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            int rc = wait_fd(fd, POLLIN, deadline); /* one deadline for all of it */
+            if (rc) return rc;
+        } else if (errno != EINTR) {
+            return errno == ECONNRESET ? tr__err(TR_ECLOSED, "peer reset the connection")
+                                       : tr__err_errno(errno, "recv");
+        }
+    }
+    return 0;
+}
+
 int tr__read_some(int fd, tr__buf *buf) {
     int total = 0;
     for (;;) {

@@ -63,6 +63,11 @@ int tr__frame_put_hdr(tr__buf *b, uint8_t type, uint64_t seq, size_t body_len);
  * Uses MSG_NOSIGNAL. Returns 0, TR_ETIMEDOUT, TR_ECLOSED (peer gone), TR_EIO. */
 int tr__write_all(int fd, struct iovec *iov, int iovcnt, int64_t deadline);
 
+/* Reads exactly n bytes from a socket (blocking or not) by the deadline: one deadline for
+ * all of them, however they trickle in. Returns 0, TR_ETIMEDOUT, TR_ECLOSED (EOF or reset),
+ * TR_EIO. */
+int tr__read_all(int fd, void *p, size_t n, int64_t deadline);
+
 /* Reads into buf until a whole frame is there or the deadline passes.
  * Returns 1 (frame ready: see tr__frame_parse), TR_ETIMEDOUT, TR_ECLOSED (EOF), TR_EPROTO,
  * TR_EMSGSIZE, TR_EIO. */
