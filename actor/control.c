@@ -199,7 +199,7 @@ int tr__actor_info(tr__nodeconn *node, tr_actor_id id, tr_actor_details *out) {
                           "tr_actor_info");
 }
 
-int tr__node_cluster_address(tr__nodeconn *node, char *out, size_t cap) {
+int tr__node_cluster_address(tr__nodeconn *node, char *out, size_t cap, int *tls) {
     tr__buf b = TR__BUF_INIT;
     tr__enc_map(&b, 1);
     tr__enc_str(&b, "num");
@@ -217,6 +217,9 @@ int tr__node_cluster_address(tr__nodeconn *node, char *out, size_t cap) {
         memcpy(out, a, an);
         out[an] = '\0';
     }
+    const char *ca;
+    size_t can;
+    if (!rc && tls) *tls = tr__get_str(r.root, "tls_ca", &ca, &can) == 0 && can > 0;
     tr__reply_free(&r);
     return rc;
 }

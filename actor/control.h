@@ -32,7 +32,8 @@ int tr__actor_wait_ready(tr__nodeconn *node, tr_actor_id id, int timeout_ms);
 int tr__actor_by_name(tr__nodeconn *node, const char *name, tr_actor_id *out);
 int tr__actor_kill(tr__nodeconn *node, tr_actor_id id, int no_restart);
 int tr__actor_info(tr__nodeconn *node, tr_actor_id id, tr_actor_details *out);
-/* The node's address in its cluster, "IP:port": 0, or TR_ENOTFOUND (in no cluster). */
-int tr__node_cluster_address(tr__nodeconn *node, char *out, size_t cap);
+/* The node's address in its cluster, "IP:port", and (tls not NULL) whether the cluster's
+ * links use TLS: 0, or TR_ENOTFOUND (in no cluster). */
+int tr__node_cluster_address(tr__nodeconn *node, char *out, size_t cap, int *tls);
 
 #endif

@@ -549,7 +549,7 @@ TR_API int tr_group_declare(tr_runtime *rt, const tr_actor_id *actors, size_t n,
     char here[80] = "";
     int cluster = 0;
     if (!rc) {
-        rc = tr__node_cluster_address(rt->node, here, sizeof here);
+        rc = tr__node_cluster_address(rt->node, here, sizeof here, NULL);
         cluster = rc == 0;
         if (rc == TR_ENOTFOUND) rc = 0; /* this node is in no cluster */
     }

@@ -1,8 +1,9 @@
 /* dag/bridge.c - see bridge.h. On the wire (host byte order: a cluster's nodes share an
- * architecture): a hello {magic u64, value u32, from node u32, graph char[32]}, then per
- * execution a frame {execution u64, code i32, flags u32 (0), length u64} and the value's
- * bytes (or, for an error, its message); at a teardown (not a failure), a goodbye frame
- * {UINT64_MAX, 0, 0, 0}, so that the node reading it stops without taking it for one. */
+ * architecture): the receiver's challenge {magic u64, nonce u8[16]}, the sender's hello
+ * {magic u64, value u32, from node u32, graph char[32], mac u8[32]}, then per execution a
+ * frame {execution u64, code i32, flags u32 (0), length u64} and the value's bytes (or, for
+ * an error, its message); at a teardown (not a failure), a goodbye frame {UINT64_MAX, 0,
+ * 0, 0}, so that the node reading it stops without taking it for one. */
 #include "dag/bridge.h"
 
 #include <arpa/inet.h>
@@ -23,21 +24,30 @@
 
 #include "core/clock.h"
 #include "core/frame.h"
+#include "core/ids.h"
 #include "core/kv.h"
 #include "core/log.h"
+#include "core/mac.h"
 #include "core/nodeconn.h"
 #include "core/status.h"
 #include "dag/chan.h"
 #include "objectstore/client.h"
 
-#define HELLO_MAGIC 0x31676472627274ull /* "trbrdg1" */
-#define MAX_VALUE (16ull << 30)         /* a frame's length past this: malformed */
+#define HELLO_MAGIC 0x32676472627274ull     /* "trbrdg2" */
+#define CHALLENGE_MAGIC 0x32686372627274ull /* "trbrch2" */
+#define MAX_PENDING 64                      /* connections whose hello is not in yet */
 #define GOODBYE UINT64_MAX
+
+typedef struct challenge {
+    uint64_t magic;
+    uint8_t nonce[16];
+} challenge;
 
 typedef struct hello {
     uint64_t magic;
     uint32_t v, src;
     char graph[32];
+    uint8_t mac[TR__MAC_BYTES];
 } hello;
 
 typedef struct frame {
@@ -57,6 +67,8 @@ typedef struct worker {
 
 struct tr__dag_bridge {
     tr__dag_bridge_spec s;
+    uint8_t secret[TR__DAG_SECRET];
+    uint64_t max_value; /* a frame's length past this (this store's capacity): malformed */
     char graph[32], host[64], node_path[108], key[160];
     char names[TR__DAG_MAX_NODES][80]; /* the spec's, copied */
     tr__dag_send *sends;
@@ -146,6 +158,15 @@ static void tune(int fd) {
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+}
+
+/* The MAC a hello for value v from node src answers nonce with. */
+static int hello_mac(const tr__dag_bridge *b, const uint8_t nonce[16], uint32_t v, uint32_t src,
+                     const char graph[32], uint8_t out[TR__MAC_BYTES]) {
+    static const char what[] = "troupe dag bridge hello";
+    const void *parts[] = {what, nonce, &v, &src, graph};
+    size_t lens[] = {sizeof what, 16, sizeof v, sizeof src, 32};
+    return tr__mac(b->secret, sizeof b->secret, parts, lens, 5, out);
 }
 
 /* The threads' waits end on the segment's stop word, the caller's check, or the bridge's
@@ -261,7 +282,7 @@ static void *run_recv(void *arg) {
             said_goodbye(b, rv->src);
             break;
         }
-        if (f.e != e || f.flags || f.len > MAX_VALUE || f.code > 0 || f.code < -1000 ||
+        if (f.e != e || f.flags || f.len > b->max_value || f.code > 0 || f.code < -1000 ||
             (f.code && f.len > 4096)) {
             fail(b, TR_EPROTO, "a malformed frame from node %u (value %u, execution %llu)", rv->src,
                  rv->v, (unsigned long long)f.e);
@@ -293,28 +314,35 @@ static void *run_recv(void *arg) {
             out = cap;
         } else if (f.len <= cap) {
             r = f.len ? read_all(fd, buf, (size_t)f.len) : 0;
-        } else { /* larger than a slot: into this node's store, its ref in the slot */
-            char *tmp = malloc((size_t)f.len);
-            r = tmp ? read_all(fd, tmp, (size_t)f.len) : -1;
-            if (!tmp) {
-                fail(b, TR_ENOMEM, "value %u: no memory for %llu bytes", rv->v,
-                     (unsigned long long)f.len);
-                tr__chan_write_end(&c, e, TR_ENOMEM, 0, 0);
-                break;
-            }
+        } else { /* larger than a slot: straight into this node's store, its ref in the
+                    slot (no buffer of the length a frame declares: the store bounds it) */
             tr_ref put;
-            if (!r && (rc = tr__objects_put(b->s.objects, tmp, (size_t)f.len, &put)) == 0) {
+            void *dst;
+            int taken = 0; /* the value's bytes are off the connection */
+            if ((rc = tr__objects_create(b->s.objects, (size_t)f.len, &put, &dst)) == 0) {
+                r = read_all(fd, dst, (size_t)f.len);
+                taken = 1;
+                if (r || (rc = tr__objects_seal(b->s.objects, put)) != 0)
+                    tr__objects_release(b->s.objects, put); /* (unsealed: it goes) */
+            }
+            if (!r && !rc) {
                 refs[slot] = put;
                 ref_set[slot] = 1;
                 memcpy(buf, put.b, sizeof put.b);
                 out = sizeof put.b;
                 flags = TR__CHAN_REF;
-            } else if (!r) { /* the execution carries the error; the graph goes on */
+            } else if (!r) { /* no room now: the execution carries the error, the graph goes
+                                on (the value's bytes are read and let go of) */
                 int k = snprintf(buf, cap, "value %u: %s", rv->v, tr_last_error());
                 code = rc;
                 out = k < 0 ? 0 : (size_t)k + 1 > cap ? cap : (size_t)k + 1;
+                char sink[4096];
+                for (uint64_t left = taken ? 0 : f.len; !r && left;) {
+                    size_t k2 = left < sizeof sink ? (size_t)left : sizeof sink;
+                    r = read_all(fd, sink, k2);
+                    left -= k2;
+                }
             }
-            free(tmp);
         }
         if (r) {
             tr__chan_write_end(&c, e, TR_EACTOR_DIED, 0, 0);
@@ -396,8 +424,10 @@ static int address_of(tr__dag_bridge *b, uint32_t node, int64_t deadline, struct
     return rc;
 }
 
+/* A connection to node dst for value sd (non-blocking, nothing said yet). */
 static int connect_to(tr__dag_bridge *b, const tr__dag_send *sd, uint32_t dst, int64_t deadline,
                       int *out) {
+    (void)sd;
     struct sockaddr_in a;
     int rc = address_of(b, dst, deadline, &a);
     if (rc) return rc;
@@ -414,17 +444,8 @@ static int connect_to(tr__dag_bridge *b, const tr__dag_send *sd, uint32_t dst, i
                  getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0;
             if (!ok && err) errno = err;
         }
-        if (ok) {
-            int fl = fcntl(fd, F_GETFL);
-            if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+        if (ok) { /* (its challenge and our hello: handshake_all, with the others') */
             tune(fd);
-            hello h = {HELLO_MAGIC, sd->v, b->s.node, {0}};
-            memcpy(h.graph, b->graph, sizeof h.graph);
-            struct iovec iov = {&h, sizeof h};
-            if (tr__write_all(fd, &iov, 1, deadline)) {
-                close(fd);
-                return tr__err(TR_ECONNECT, "dag bridge: node %u closed the connection", dst);
-            }
             *out = fd;
             return 0;
         }
@@ -436,38 +457,151 @@ static int connect_to(tr__dag_bridge *b, const tr__dag_send *sd, uint32_t dst, i
     }
 }
 
-/* Takes the connections of every receive: each names its value and node in its hello;
- * anything else is closed. */
-static int accept_all(tr__dag_bridge *b, int64_t deadline) {
-    size_t taken = 0;
-    while (taken < b->s.n_recvs) {
+/* A connection whose hello is not in yet (in), or whose challenge is not (out). */
+typedef struct pending {
+    int fd;
+    size_t got;
+    uint8_t nonce[16];
+    hello h;
+} pending;
+
+typedef struct outgoing {
+    int fd; /* b->send_fd's, to send its hello on (-1: sent) */
+    uint32_t v, dst;
+    size_t got;
+    challenge ch;
+} outgoing;
+
+/* A whole hello on p: the receive it opens, or -1 (not one of ours). */
+static int hello_for(tr__dag_bridge *b, const pending *p) {
+    uint8_t want[TR__MAC_BYTES];
+    if (p->h.magic != HELLO_MAGIC || memcmp(p->h.graph, b->graph, sizeof p->h.graph) != 0 ||
+        hello_mac(b, p->nonce, p->h.v, p->h.src, p->h.graph, want) != 0 ||
+        !tr__mac_equal(want, p->h.mac))
+        return -1;
+    for (size_t i = 0; i < b->s.n_recvs; i++)
+        if (b->recvs[i].v == p->h.v && b->recvs[i].src == p->h.src && b->recv_fd[i] < 0)
+            return (int)i;
+    return -1;
+}
+
+static void drop_pending(pending *p, int *n, int i, const char *graph, const char *why) {
+    if (why) TR_LOG_WARN_LIMITED("DAG-HELLO", "graph %s: a connection closed: %s", graph, why);
+    close(p[i].fd);
+    p[i] = p[--*n];
+}
+
+static void blocking(int fd) {
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+}
+
+/* An outgoing connection's challenge is readable: once whole, its hello goes. 0 (more to
+ * come, or sent), or a code. */
+static int answer(tr__dag_bridge *b, outgoing *o, int64_t deadline) {
+    ssize_t k = recv(o->fd, (char *)&o->ch + o->got, sizeof o->ch - o->got, MSG_DONTWAIT);
+    if (k < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
+    if (k <= 0)
+        return tr__err(TR_ECONNECT,
+                       "dag bridge: node %u closed the connection before its "
+                       "challenge",
+                       o->dst);
+    if ((o->got += (size_t)k) < sizeof o->ch) return 0;
+    if (o->ch.magic != CHALLENGE_MAGIC)
+        return tr__err(TR_EPROTO, "dag bridge: node %u is no bridge of this troupe", o->dst);
+    hello h = {HELLO_MAGIC, o->v, b->s.node, {0}, {0}};
+    memcpy(h.graph, b->graph, sizeof h.graph);
+    int rc = hello_mac(b, o->ch.nonce, h.v, h.src, h.graph, h.mac);
+    struct iovec iov = {&h, sizeof h};
+    if (!rc && tr__write_all(o->fd, &iov, 1, deadline))
+        rc = tr__err(TR_ECONNECT, "dag bridge: node %u closed the connection", o->dst);
+    if (!rc) blocking(o->fd);
+    o->fd = -1;
+    return rc;
+}
+
+/* Every link's handshake, side by side (one that trickles holds back no other), all by
+ * the deadline: each connection this node receives is challenged and must name its value
+ * and node and prove the graph's secret (anything else is closed); each it made answers
+ * its receiver's challenge. (Both at once: two nodes that send to each other each wait
+ * for the other's challenge.) */
+static int handshake_all(tr__dag_bridge *b, outgoing *out, size_t n_out, int64_t deadline) {
+    pending p[MAX_PENDING];
+    int np = 0, rc = 0;
+    size_t taken = 0, answered = 0;
+    while ((taken < b->s.n_recvs || answered < n_out) && !rc) {
         int left = tr__ms_left(deadline);
-        struct pollfd p = {b->lfd, POLLIN, 0};
-        int pr = poll(&p, 1, left < 0 ? 1000 : left);
-        if (pr == 0 && left == 0)
-            return tr__err(TR_ETIMEDOUT, "dag bridge: %zu of graph %s's %zu links came in time",
-                           taken, b->graph, b->s.n_recvs);
+        if (left == 0) {
+            rc = tr__err(TR_ETIMEDOUT,
+                         "dag bridge: %zu of graph %s's %zu links came in time, %zu of %zu "
+                         "went",
+                         taken, b->graph, b->s.n_recvs, answered, n_out);
+            break;
+        }
+        struct pollfd pf[1 + MAX_PENDING + 64];
+        size_t nf = 0, o_at[64], n_o = 0;
+        pf[nf++] = (struct pollfd){b->lfd, POLLIN, 0};
+        for (int i = 0; i < np; i++)
+            pf[nf++] = (struct pollfd){p[i].fd, POLLIN, 0};
+        for (size_t i = 0; i < n_out && n_o < 64; i++)
+            if (out[i].fd >= 0) {
+                o_at[n_o++] = i;
+                pf[nf++] = (struct pollfd){out[i].fd, POLLIN, 0};
+            }
+        int pr = poll(pf, (nfds_t)nf, left < 0 || left > 1000 ? 1000 : left);
         if (pr <= 0) continue;
-        int fd = accept4(b->lfd, NULL, NULL, SOCK_CLOEXEC);
+        for (size_t j = 0; j < n_o && !rc; j++)
+            if (pf[1 + np + j].revents) {
+                outgoing *o = &out[o_at[j]];
+                if ((rc = answer(b, o, deadline)) == 0 && o->fd < 0) answered++;
+            }
+        for (int i = np - 1; i >= 0 && !rc; i--) { /* (from the end: a drop moves the last) */
+            if (!pf[i + 1].revents) continue;
+            ssize_t k =
+                recv(p[i].fd, (char *)&p[i].h + p[i].got, sizeof p[i].h - p[i].got, MSG_DONTWAIT);
+            if (k < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+            if (k <= 0) {
+                drop_pending(p, &np, i, b->graph, "it ended before its hello");
+                continue;
+            }
+            p[i].got += (size_t)k;
+            if (p[i].got < sizeof p[i].h) continue;
+            int r = hello_for(b, &p[i]);
+            if (r < 0) {
+                drop_pending(p, &np, i, b->graph,
+                             "no valid hello (not of this graph, or no proof of its secret)");
+                continue;
+            }
+            blocking(p[i].fd);
+            tune(p[i].fd);
+            b->recv_fd[r] = p[i].fd;
+            p[i] = p[--np];
+            taken++;
+        }
+        if (rc || !(pf[0].revents & POLLIN)) continue;
+        int fd = accept4(b->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) continue;
-        struct timeval tv = {2, 0}, none = {0, 0};
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        hello h;
-        size_t i = b->s.n_recvs;
-        if (read_all(fd, &h, sizeof h) == 0 && h.magic == HELLO_MAGIC &&
-            memcmp(h.graph, b->graph, sizeof h.graph) == 0)
-            for (i = 0; i < b->s.n_recvs; i++)
-                if (b->recvs[i].v == h.v && b->recvs[i].src == h.src && b->recv_fd[i] < 0) break;
-        if (i == b->s.n_recvs) { /* not one of ours */
+        if (np == MAX_PENDING) /* the oldest makes room */
+            drop_pending(p, &np, 0, b->graph, "too many connections without a hello");
+        pending *q = &p[np];
+        memset(q, 0, sizeof *q);
+        q->fd = fd;
+        challenge ch = {CHALLENGE_MAGIC, {0}};
+        if ((rc = tr__random_bytes(q->nonce, sizeof q->nonce))) {
+            close(fd);
+            break;
+        }
+        memcpy(ch.nonce, q->nonce, sizeof ch.nonce);
+        /* (a fresh socket's buffer takes 24 bytes at once) */
+        if (send(fd, &ch, sizeof ch, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof ch) {
             close(fd);
             continue;
         }
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
-        tune(fd);
-        b->recv_fd[i] = fd;
-        taken++;
+        np++;
     }
-    return 0;
+    while (np > 0)
+        drop_pending(p, &np, np - 1, b->graph, NULL);
+    return rc;
 }
 
 static void bridge_free(tr__dag_bridge *b) {
@@ -494,9 +628,16 @@ int tr__dag_bridge_start(const tr__dag_bridge_spec *s, tr__dag_bridge **out) {
             return tr__err(TR_EPROTO, "dag bridge: a channel offset %llu outside %llu bytes",
                            (unsigned long long)off, (unsigned long long)s->bytes);
     }
+    if (!s->secret || !s->objects) return tr__err(TR_EINVAL, "dag bridge: bad spec");
+    tr_store_stats st = TR_STORE_STATS_INIT;
+    int rc = tr__objects_stats(s->objects, &st);
+    if (rc) return rc;
     tr__dag_bridge *b = calloc(1, sizeof *b);
     if (!b) return tr__err(TR_ENOMEM, "dag bridge");
     b->s = *s;
+    memcpy(b->secret, s->secret, sizeof b->secret);
+    b->s.secret = NULL;
+    b->max_value = st.capacity;
     b->lfd = -1;
     snprintf(b->graph, sizeof b->graph, "%s", s->graph);
     snprintf(b->host, sizeof b->host, "%s", s->host);
@@ -522,12 +663,23 @@ int tr__dag_bridge_start(const tr__dag_bridge_spec *s, tr__dag_bridge **out) {
     b->s.recvs = b->recvs;
     b->s.names = NULL;
     int64_t t0 = tr__now_ns(), deadline = tr__deadline(s->timeout_ms);
-    int rc = listen_here(b);
+    rc = listen_here(b);
     for (size_t i = 0; !rc && i < s->n_sends; i++)
         for (uint32_t k = 0; !rc && k < b->sends[i].n_dst; k++)
             rc = connect_to(b, &b->sends[i], b->sends[i].dst[k], deadline,
                             &b->send_fd[i * TR__DAG_MAX_NODES + k]);
-    if (!rc) rc = accept_all(b, deadline);
+    size_t n_out = 0;
+    outgoing *going = calloc((s->n_sends + 1) * TR__DAG_MAX_NODES, sizeof *going);
+    if (!rc && !going) rc = tr__err(TR_ENOMEM, "dag bridge");
+    for (size_t i = 0; !rc && i < s->n_sends; i++)
+        for (uint32_t k = 0; k < b->sends[i].n_dst; k++) {
+            outgoing *o = &going[n_out++];
+            o->fd = b->send_fd[i * TR__DAG_MAX_NODES + k];
+            o->v = b->sends[i].v;
+            o->dst = b->sends[i].dst[k];
+        }
+    if (!rc) rc = handshake_all(b, going, n_out, deadline);
+    free(going);
     for (size_t i = 0; !rc && i < s->n_sends + s->n_recvs; i++) {
         worker *wk = &b->workers[i];
         wk->b = b;

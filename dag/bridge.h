@@ -13,8 +13,16 @@
  *
  * Connections: each bridge listens on its node's cluster address and publishes it in the
  * cluster's KV store under "troupe/dag/<graph>/<node>"; a sender connects to each node it
- * sends to, and starts with a hello naming the graph and the value. TCP keepalives end a
- * connection to a node cut off within seconds. A connection that ends or breaks, a frame
+ * sends to. The receiver speaks first, a challenge (a fresh random nonce); the sender
+ * answers with a hello naming the graph and the value and proving it knows the graph's
+ * secret: HMAC-SHA256(secret, nonce, value, node, graph). The secret is random per graph,
+ * made by the driver at compile time and handed to each node's bridge in its attach message
+ * (over the cluster's authenticated links), so nobody outside the graph - the graph's
+ * name, sent in the clear, is no credential - can feed a value to a bridge. Hellos are read
+ * side by side, all within the compile's deadline; a connection without a valid hello is
+ * closed. The values travel in the clear: a cluster with TLS does not build bridges (its
+ * graphs stay on one node, compile says so). TCP keepalives end a connection to a node cut
+ * off within seconds. A connection that ends or breaks, a frame
  * that does not check, or a dead member of the node's segment (spec.check) ends the
  * bridge's part: on_fail is called once, and the caller takes the graph down there; the
  * other nodes see their connections end and do the same.
@@ -28,6 +36,7 @@
 #include "dag/plan.h"
 
 #define TR__DAG_MAX_NODES 16
+#define TR__DAG_SECRET 32 /* bytes of a graph's secret */
 
 /* A value written on this node and read on others: its channel here, the sender's reader
  * index on it, and the nodes it goes to. */
@@ -48,6 +57,7 @@ typedef struct tr__dag_recv {
 
 typedef struct tr__dag_bridge_spec {
     const char *graph;     /* the graph's name (its keys, its connections' hello); < 32 bytes */
+    const uint8_t *secret; /* the graph's secret, TR__DAG_SECRET bytes (copied) */
     uint32_t node;         /* this node's number in the graph (the driver's: 0) */
     const char *host;      /* this node's IP: the bridge listens there */
     const char *node_path; /* this node's socket (the cluster's KV store through it) */

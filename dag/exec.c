@@ -550,6 +550,7 @@ int tr__dag_wait_left(const void *seg, int world, int ms) {
 typedef struct host {
     tr__worker_env env;
     char node_path[108], seg_name[200], graph[32], ip[64];
+    uint8_t secret[TR__DAG_SECRET];
     int world, timeout_ms;
     uint32_t node, slots;
     uint64_t bytes, slot_bytes;
@@ -607,6 +608,7 @@ static void *run_host(void *arg) {
     }
     if (!rc) {
         tr__dag_bridge_spec s = {.graph = hb->graph,
+                                 .secret = hb->secret,
                                  .node = hb->node,
                                  .host = hb->ip,
                                  .node_path = hb->node_path,
@@ -653,8 +655,8 @@ static void *run_host(void *arg) {
     return NULL;
 }
 
-/* The "bridge" part of an attach message: {node, host, slots, slot_bytes, chans: [[off,
- * readers]], sends: [[value, off, reader, [nodes]]], recvs: [[value, off, node]]}. */
+/* The "bridge" part of an attach message: {secret, node, host, slots, slot_bytes, chans:
+ * [[off, readers]], sends: [[value, off, reader, [nodes]]], recvs: [[value, off, node]]}. */
 static int parse_host(const tr__obj *o, host **out) {
     const tr__obj *chans = tr__obj_get(o, "chans"), *sends = tr__obj_get(o, "sends"),
                   *recvs = tr__obj_get(o, "recvs");
@@ -663,9 +665,11 @@ static int parse_host(const tr__obj *o, host **out) {
     int64_t node;
     uint64_t slots, slot_bytes;
     const char *ip;
-    size_t ipn;
+    const void *secret;
+    size_t ipn, sn;
     size_t nc = tr__obj_len(chans), ns = tr__obj_len(sends), nr = tr__obj_len(recvs);
     int rc = tr__get_int(o, "node", &node) || tr__get_str(o, "host", &ip, &ipn) ||
+                     tr__get_bin(o, "secret", &secret, &sn) || sn != TR__DAG_SECRET ||
                      tr__get_uint(o, "slots", &slots) ||
                      tr__get_uint(o, "slot_bytes", &slot_bytes) || !chans || !sends || !recvs ||
                      node < 1 || node >= TR__DAG_MAX_NODES || ipn == 0 || ipn >= sizeof hb->ip ||
@@ -674,6 +678,7 @@ static int parse_host(const tr__obj *o, host **out) {
                  : 0;
     if (!rc) {
         memcpy(hb->ip, ip, ipn);
+        memcpy(hb->secret, secret, sizeof hb->secret);
         hb->node = (uint32_t)node;
         hb->slots = (uint32_t)slots;
         hb->slot_bytes = slot_bytes;

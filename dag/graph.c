@@ -67,6 +67,7 @@ struct tr_dag {
     int broken;   /* an actor died: every call says so */
     char broken_msg[300];
     char name[32];
+    uint8_t secret[TR__DAG_SECRET]; /* across nodes: what the bridges' hellos prove (bridge.h) */
     tr_group *seg;
     tr__dag_hdr *h;
     uint64_t bytes;
@@ -422,11 +423,18 @@ static int plan_nodes(tr_dag *g, char (*where)[256]) {
             }
     }
     tr__nodeconn *nc;
+    int tls = 0;
     int rc = tr__nodeconn_open(tr_runtime_address(g->rt), tr__runtime_max_msg(g->rt), &nc);
     if (!rc) {
-        rc = tr__node_cluster_address(nc, g->naddr[0], sizeof g->naddr[0]);
+        rc = tr__node_cluster_address(nc, g->naddr[0], sizeof g->naddr[0], &tls);
         tr__nodeconn_close(nc);
     }
+    if (!rc && tls)
+        rc = tr__err(TR_EINVAL,
+                     "tr_dag_compile: the graph's actors are on %d nodes of a cluster with TLS; "
+                     "its bridges would carry the values between them in the clear (TLS "
+                     "covers the nodes' gRPC links only): keep a graph's actors on one node",
+                     g->nn);
     if (rc) return rc;
     size_t n = g->n, nn = (size_t)g->nn;
     g->nworld = calloc(nn, sizeof *g->nworld);
@@ -700,7 +708,9 @@ static void attach_bridge(tr_dag *g, int k, tr__buf *b) {
     char *colon = strrchr(ip, ':');
     if (colon) *colon = '\0';
     tr__enc_str(b, "bridge");
-    tr__enc_map(b, 7);
+    tr__enc_map(b, 8);
+    tr__enc_str(b, "secret"); /* (the attach message goes over the cluster's link) */
+    tr__enc_bin(b, g->secret, sizeof g->secret);
     tr__enc_str(b, "node");
     tr__enc_int(b, k);
     tr__enc_str(b, "host");
@@ -915,6 +925,7 @@ static int start_bridge(tr_dag *g) {
         for (int k = 0; k < g->nn; k++)
             names[k] = k ? g->naddr[k] : "the driver's";
         tr__dag_bridge_spec s = {.graph = g->name,
+                                 .secret = g->secret,
                                  .node = 0,
                                  .host = ip,
                                  .node_path = tr_runtime_address(g->rt),
@@ -979,7 +990,9 @@ static int compile(tr_dag *g, const tr_dag_options *opts) {
     if (rc) return rc;
     if (g->gpu && (rc = check_gpus(g))) return rc;
     uint8_t rnd[8];
-    if ((rc = tr__random_bytes(rnd, sizeof rnd))) return rc;
+    if ((rc = tr__random_bytes(rnd, sizeof rnd)) ||
+        (g->nn > 1 && (rc = tr__random_bytes(g->secret, sizeof g->secret))))
+        return rc;
     snprintf(g->name, sizeof g->name, "dag-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
              rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);

@@ -3,7 +3,8 @@
 # compiler (gcc-aarch64-linux-gnu), with the build's warnings as errors: troupe must build
 # on ARM, and nothing x86-only (an intrinsic, an instruction) may creep into it. Compile
 # only; the system libraries' headers are architecture-independent and come from
-# /usr/include. Run by //tools:aarch64_build_test.
+# /usr/include (OpenSSL's one generated header, configuration.h, from the host's multiarch
+# directory: both are LP64). Run by //tools:aarch64_build_test.
 set -uo pipefail
 cc=aarch64-linux-gnu-gcc
 if ! command -v "$cc" >/dev/null 2>&1; then
@@ -24,7 +25,8 @@ for f in core/*.c actor/*.c objectstore/*.c collective/*.c collective/shm/*.c da
     [[ "$f" == dag/gpu.c ]] && continue
     n=$((n + 1))
     if ! "$cc" -std=c11 -D_GNU_SOURCE -O1 -Wall -Wextra -Werror -fvisibility=hidden \
-        -I. -Iapi/include -idirafter /usr/include -c "$f" -o "$out/$n.o"; then
+        -I. -Iapi/include -idirafter /usr/include -idirafter /usr/include/x86_64-linux-gnu \
+        -c "$f" -o "$out/$n.o"; then
         echo "does not build for aarch64: $f"
         bad=$((bad + 1))
     fi

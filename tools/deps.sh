@@ -4,7 +4,7 @@
 # apt-get, otherwise through sudo, or it prints the apt-get line and fails.
 
 troupe_deps() {
-    local pkgs=(bazel-bootstrap libgrpc-dev libmsgpack-dev libuv1-dev libgtest-dev
+    local pkgs=(bazel-bootstrap libgrpc-dev libssl-dev libmsgpack-dev libuv1-dev libgtest-dev
         libgloo-dev pkg-config gcc g++ iproute2 procps
         clang-format gcc-aarch64-linux-gnu libc6-dev-arm64-cross
         python3 python3-venv python3-pip python3-setuptools python3-wheel python3-numpy
