@@ -12,7 +12,9 @@
  * frames pass to a worker: the relay follows the frame headers in the byte stream (a
  * caller elsewhere must not say CALLER, or anything else, to a worker here). A result
  * piece the link cannot take (64 MiB unsent: the caller is not reading) is kept, and the
- * worker is not read, until it can.
+ * worker is not read, until it can. The other way, a link whose callers' bytes wait for
+ * workers that do not take them (OUT_CAP in all) is not read any more (its stream is
+ * held: HTTP/2's flow control stops the callers' sends) until they are down to half.
  */
 #include "actor/relay.h"
 
@@ -44,6 +46,7 @@
 #define STREAM_CAP ((size_t)512 << 20) /* ...and for all of one link's */
 #define GIVE_UP_NS 10000000000LL       /* the node cannot say where an actor is */
 #define OBJ_QUEUE_CAP 256              /* object requests queued per link */
+#define OUT_CAP ((size_t)16 << 20)     /* callers' bytes a link's workers have not taken */
 
 enum { C_RESOLVING, C_OPEN, C_DONE };
 
@@ -69,7 +72,9 @@ typedef struct rconn {
 struct rstream {
     tr__rpc_stream *st;
     uint64_t serial;
-    size_t queued; /* bytes held for its actors not yet up */
+    size_t queued;    /* bytes held for its actors not yet up */
+    size_t out_bytes; /* bytes held for its actors, up or not (its conns' out) */
+    int held;         /* its stream is not read (out_bytes reached OUT_CAP) */
     rconn *conns;
     struct objreq *objq, *objq_tail; /* its pulls' requests, in order */
     int n_obj;
@@ -125,6 +130,19 @@ static void send_kind(rconn *c, int kind, const void *data, size_t len) {
     tr__buf_free(&b);
 }
 
+/* A link's callers' bytes held went up or down by delta: the link is held at OUT_CAP and
+ * read again at half of it. Caller holds mu. */
+static void account(rstream *s, ssize_t delta) {
+    s->out_bytes = (size_t)((ssize_t)s->out_bytes + delta);
+    if (!s->held && s->out_bytes >= OUT_CAP) {
+        s->held = 1;
+        tr__rpc_stream_hold(s->st, 1);
+    } else if (s->held && s->out_bytes <= OUT_CAP / 2) {
+        s->held = 0;
+        tr__rpc_stream_hold(s->st, 0);
+    }
+}
+
 static void set_events(tr__relay *r, rconn *c, int events) {
     if (c->fd < 0 || c->events == events) return;
     struct epoll_event ev = {.events = (uint32_t)events, .data.ptr = c};
@@ -140,6 +158,7 @@ static void conn_close_worker(tr__relay *r, rconn *c) {
         c->s->queued -= tr__buf_avail(&c->out);
     }
     if (tr__buf_avail(&c->held)) r->holding--;
+    if (tr__buf_avail(&c->out)) account(c->s, -(ssize_t)tr__buf_avail(&c->out));
     if (c->fd >= 0) {
         epoll_ctl(r->ep, EPOLL_CTL_DEL, c->fd, NULL);
         close(c->fd);
@@ -185,6 +204,7 @@ static void flush(tr__relay *r, rconn *c) {
                          MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
             tr__buf_consume(&c->out, (size_t)n);
+            account(c->s, -n);
             continue;
         }
         if (n < 0 && errno == EINTR) continue;
@@ -335,6 +355,7 @@ static void on_msg(void *ctx, tr__rpc_stream *st, const void *msg, size_t len) {
         conn_eof(r, c, "the node is out of memory");
         goto out;
     }
+    account(c->s, (ssize_t)n);
     if (c->state == C_RESOLVING) c->s->queued += n;
     if (c->state == C_OPEN) flush(r, c);
 out:
@@ -656,6 +677,7 @@ static void resolve_pass(tr__relay *r) {
             continue;
         }
         c->s->queued -= tr__buf_avail(&c->out);
+        account(c->s, (ssize_t)tr__buf_avail(&hello) - (ssize_t)tr__buf_avail(&c->out));
         tr__buf_free(&c->out);
         c->out = hello;
         c->fd = fd;

@@ -1018,6 +1018,9 @@ struct tr__rpc_stream {
     rmsg *rq, *rq_tail;
     size_t rq_bytes;
     int recv_paused; /* a client's: rq is full; its reader re-arms the receive */
+    int held;        /* a server's: its application paused its receives (pause/resume) */
+    int in_msg;      /* a server's: on_msg runs now (the receive is re-armed after it) */
+    int rx_armed;    /* a receive is in flight */
     int half_closed; /* a server's: the client sent all; the status follows the replies */
     const tr__rpc_stream_handlers *h; /* a server's handlers, or a callback client's */
     /* a client's */
@@ -1041,6 +1044,7 @@ static int start_recv(tr__rpc_stream *st, int with_initial_md) {
     if (grpc_call_start_batch(st->call, ops, n, tag_of(st, S_RECV), NULL) != GRPC_CALL_OK)
         return -1;
     st->refs++;
+    st->rx_armed = 1;
     return 0;
 }
 
@@ -1167,17 +1171,20 @@ static void stream_event(tr__rpc_server *s, tr__rpc_stream *st, int kind, int su
     pthread_mutex_lock(&st->mu);
     if (kind == S_RECV) {
         st->refs--;
+        st->rx_armed = 0;
         grpc_byte_buffer *in = st->in;
         st->in = NULL;
         if (success && in && !st->ended && !shutting) {
             tr__buf b = TR__BUF_INIT;
             int rc = read_all(in, &b);
+            st->in_msg = 1;
             pthread_mutex_unlock(&st->mu);
             if (!rc && !b.oom) st->h->on_msg(st->h->ctx, st, b.data, b.len);
             pthread_mutex_lock(&st->mu);
+            st->in_msg = 0;
             if (rc || b.oom) /* never a silent gap in an ordered stream: it ends */
                 grpc_call_cancel(st->call, NULL);
-            else if (!st->ended && start_recv(st, 0) != 0)
+            else if (!st->ended && !st->held && start_recv(st, 0) != 0) /* (held: resume) */
                 grpc_call_cancel(st->call, NULL);
             tr__buf_free(&b);
         } else if (success && !in && !st->ended && !shutting) { /* the client sent all */
@@ -1554,6 +1561,18 @@ int tr__rpc_stream_recv(tr__rpc_stream *st, int timeout_ms, tr__buf *msg) {
     }
     pthread_mutex_unlock(&st->mu);
     return rc;
+}
+
+void tr__rpc_stream_hold(tr__rpc_stream *st, int hold) {
+    if (!st || !st->srv) return;
+    pthread_mutex_lock(&st->mu);
+    int was = st->held;
+    st->held = hold != 0;
+    /* released while no receive is in flight (none is re-armed by an on_msg running now):
+     * the next one starts here */
+    if (was && !hold && !st->in_msg && !st->rx_armed && !st->ended && start_recv(st, 0) != 0)
+        grpc_call_cancel(st->call, NULL);
+    pthread_mutex_unlock(&st->mu);
 }
 
 int tr__rpc_stream_why(tr__rpc_stream *st, char *why, size_t cap) {

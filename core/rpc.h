@@ -118,6 +118,10 @@ int tr__rpc_stream_open(tr__rpc_client *c, tr__rpc_stream **out);
  * it must not wait for tr__rpc_stream_close. h must outlive the stream. */
 int tr__rpc_stream_open_cb(tr__rpc_client *c, const tr__rpc_stream_handlers *h,
                            tr__rpc_stream **out);
+/* A server stream's backpressure: hold 1 stops its receives after the message on_msg has
+ * now (HTTP/2's flow control then stops the client's sender), hold 0 takes them up again.
+ * Any thread, until on_end has returned; no-op on a client stream. */
+void tr__rpc_stream_hold(tr__rpc_stream *st, int hold);
 /* Whether the stream ended (0: not yet), and why: the code recv would give, its text. */
 int tr__rpc_stream_why(tr__rpc_stream *st, char *why, size_t cap);
 int tr__rpc_stream_send(tr__rpc_stream *st, const void *msg, size_t len);

@@ -7,9 +7,13 @@
  * wrong token is refused; and the actor is still fine for a proper caller afterwards. */
 #include <gtest/gtest.h>
 
+#include <dirent.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <string>
 
 #include "tests/test_actors.h"
@@ -181,6 +185,78 @@ TEST_F(Relay, CallsGoThroughAndAnythingElseIsRefused) {
     int64_t out = 0;
     EXPECT_EQ(call_i64(rt, actor, "add", 2, &out), 0);
     EXPECT_EQ(out, 10);
+}
+
+/* The RSS of this process's embedded node (its child with TROUPE_ROLE=node), in MiB. */
+long node_rss_mib() {
+    DIR *d = opendir("/proc");
+    long rss = -1;
+    while (struct dirent *e = d ? readdir(d) : nullptr) {
+        std::string dir = std::string("/proc/") + e->d_name;
+        FILE *f = fopen((dir + "/stat").c_str(), "r");
+        int pid = 0, ppid = 0;
+        char state;
+        if (f && fscanf(f, "%d %*s %c %d", &pid, &state, &ppid) == 3 && ppid == getpid()) {
+            FILE *s = fopen((dir + "/status").c_str(), "r");
+            char line[256];
+            long kb = -1;
+            while (s && fgets(line, sizeof line, s))
+                if (sscanf(line, "VmRSS: %ld kB", &kb) == 1) break;
+            if (s) fclose(s);
+            FILE *env = fopen((dir + "/environ").c_str(), "r");
+            std::string all;
+            int c;
+            while (env && (c = fgetc(env)) != EOF)
+                all += (char)c;
+            if (env) fclose(env);
+            if (all.find("TROUPE_ROLE=node") != std::string::npos) rss = kb / 1024;
+        }
+        if (f) fclose(f);
+    }
+    if (d) closedir(d);
+    return rss;
+}
+
+/* Before: a caller's bytes for a live actor that took none were appended to the relay's
+ * buffer with no cap: a caller could grow the node's memory without bound. Now the link is
+ * held once its callers' unsent bytes reach a cap: the caller's own sends are refused
+ * ("the peer is not reading") and the node's memory stays put; the calls already in run
+ * once the actor takes them again. */
+TEST_F(Relay, ACallerThatOutrunsItsActorIsHeldBack) {
+    open("tok");
+    long before = node_rss_mib();
+    ASSERT_GT(before, 0) << "no embedded node found";
+    send(TR__REMOTE_DATA, actor, 1, call_frame(1, "sleep_ms", 3000)); /* the actor is busy */
+    std::string arg(1 << 20, 'x');
+    tr__buf b = TR__BUF_INIT;
+    tr__call_frame(&b, 2, "echo", arg.data(), arg.size(), nullptr, 0);
+    std::string m(1, (char)TR__REMOTE_DATA);
+    m.append((const char *)actor.b, 16);
+    uint32_t gen = 1;
+    m.append((const char *)&gen, 4);
+    m.append(b.data + b.off, tr__buf_avail(&b));
+    tr__buf_free(&b);
+    /* for 2.5 s (the actor sleeps 3), 1 MiB calls as fast as the link takes them */
+    int sent = 0, refused = 0;
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2500);
+    while (sent < 300 && std::chrono::steady_clock::now() < until) {
+        int rc = tr__rpc_stream_send(st, m.data(), m.size());
+        if (rc == 0) {
+            sent++;
+        } else {
+            ASSERT_EQ(rc, TR_ENOMEM) << tr_last_error();
+            refused++;
+            usleep(10000);
+        }
+    }
+    long during = node_rss_mib();
+    EXPECT_GT(refused, 0) << sent << " MiB of calls sent, and the node took them all";
+    EXPECT_LT(during - before, 150) << "the node grew from " << before << " to " << during
+                                    << " MiB under " << sent << " MiB of calls";
+    int r = -1;
+    int64_t v = 0;
+    ASSERT_TRUE(result(1, 1, &r, &v)) << last_why; /* the sleep's result, then the rest run */
+    EXPECT_EQ(r, 0);
 }
 
 /* Pieces of our objects, as a node pulling one asks for them: the size, a piece, and
