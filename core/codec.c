@@ -87,6 +87,12 @@ void tr__enc_nil(tr__buf *b) {
 #define MO(o) ((const msgpack_object *)(o))
 
 #define MAX_DEPTH 32
+/* Elements of all the containers of one message, at most. msgpack-c gives each a 24-byte
+ * object up front (a map entry two), so this bounds a decode's memory to 6 MiB whatever
+ * the message's size (a 64 MiB message of one-byte elements cost ~1.5 GiB). The largest
+ * message troupe makes holds far fewer: a compiled graph's attach, with at most 4096
+ * channels, sends and receives of a few elements each (~90,000). */
+#define MAX_ELEMS ((uint64_t)1 << 18)
 
 static uint64_t be(const uint8_t *p, int n) {
     uint64_t v = 0;
@@ -98,10 +104,11 @@ static uint64_t be(const uint8_t *p, int n) {
 /* One pass over the bytes, without recursion, before msgpack-c sees them: msgpack-c
  * allocates a container's declared element count up front, so a 5-byte message claiming
  * 2^32 elements would ask for 64 GiB. Here every count must fit in the bytes that are
- * left (each element takes at least one), every length must fit in the message, and
- * nesting stays within MAX_DEPTH. Returns 0 or TR_EPROTO. */
+ * left (each element takes at least one), every length must fit in the message, the
+ * containers' elements add up to MAX_ELEMS at most, and nesting stays within MAX_DEPTH.
+ * Returns 0 or TR_EPROTO. */
 static int prescan(const uint8_t *p, size_t len) {
-    uint64_t stack[MAX_DEPTH + 1];
+    uint64_t stack[MAX_DEPTH + 1], elems = 0;
     int depth = 0;
     stack[0] = 1;
     size_t pos = 0;
@@ -209,6 +216,9 @@ static int prescan(const uint8_t *p, size_t len) {
                                (unsigned long long)children, len - pos);
             if (depth == MAX_DEPTH)
                 return tr__err(TR_EPROTO, "msgpack: nesting deeper than %d", MAX_DEPTH);
+            if ((elems += children) > MAX_ELEMS)
+                return tr__err(TR_EPROTO, "msgpack: more than %llu elements in one message",
+                               (unsigned long long)MAX_ELEMS);
             stack[++depth] = children;
         }
     }

@@ -1,5 +1,6 @@
 // core/codec_test.cc - the msgpack codec: round trips of every type, typed getters on
 // wrong types, rejection of truncated/trailing/garbage input, and a fuzz-ish loop.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 
 #include <cfloat>
@@ -615,6 +616,39 @@ TEST(Codec, HugeContainerCountIsEproto) {
     tr__dec d;
     EXPECT_EQ(tr__dec_init(&d, "\xdd\xff\xff\xff\xff", 5), TR_EPROTO);
     EXPECT_EQ(tr__dec_init(&d, "\xdf\xff\xff\xff\xff", 5), TR_EPROTO);
+}
+
+/* Before: every count fitted the bytes left, yet a 64 MiB message of one-byte elements had
+ * msgpack-c allocate ~1.5 GiB of objects. Now the elements of one message add up to 2^18
+ * at most (a decode's memory stays within 6 MiB): one over is refused, however it is
+ * split across containers; 2^18 decode. */
+TEST(Codec, ElementsOfOneMessageAreBounded) {
+    auto nils = [](uint32_t arrays, uint32_t each) {
+        tr__buf b = TR__BUF_INIT;
+        tr__enc_array(&b, arrays);
+        for (uint32_t a = 0; a < arrays; a++) {
+            tr__enc_array(&b, each);
+            for (uint32_t i = 0; i < each; i++)
+                tr__enc_nil(&b);
+        }
+        std::string s(b.data, b.len);
+        tr__buf_free(&b);
+        return s;
+    };
+    tr__dec d;
+    std::string ok = nils(1, (1u << 18) - 1); /* the outer array's one, and 2^18 - 1 */
+    ASSERT_EQ(tr__dec_init(&d, ok.data(), ok.size()), 0) << tr_last_error();
+    tr__dec_free(&d);
+    std::string one = nils(1, 1u << 18);
+    EXPECT_EQ(tr__dec_init(&d, one.data(), one.size()), TR_EPROTO);
+    EXPECT_NE(std::string(tr_last_error()).find("elements"), std::string::npos);
+    std::string split = nils(1024, 256); /* 1024 + 262144 elements in 1025 arrays */
+    EXPECT_EQ(tr__dec_init(&d, split.data(), split.size()), TR_EPROTO);
+    std::string flat(64u << 20, '\xc0'); /* 64 MiB: an array of 2^26 - 5 nils */
+    flat[0] = '\xdd';
+    uint32_t n = htonl((64u << 20) - 5);
+    memcpy(&flat[1], &n, 4);
+    EXPECT_EQ(tr__dec_init(&d, flat.data(), flat.size()), TR_EPROTO);
 }
 
 // Visits every value of a decoded tree through the typed getters: the right getter
