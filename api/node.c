@@ -66,18 +66,55 @@ typedef struct node {
     tr__cluster *cluster; /* NULL unless the node is part of a cluster */
 } node;
 
+/* dir, made 0700 if missing, if it is a directory of ours (made 0700 if it was not). 0, or
+ * a code saying what is wrong with it. */
+static int own_dir(const char *dir) {
+    uid_t uid = getuid();
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) return tr__err_errno(errno, "mkdir %s", dir);
+    struct stat st;
+    if (lstat(dir, &st) != 0) return tr__err_errno(errno, "stat %s", dir);
+    if (!S_ISDIR(st.st_mode) || st.st_uid != uid)
+        return tr__err(TR_EPERM,
+                       "%s is not a directory of uid %u (it is %s of uid %u, mode %04o): another "
+                       "user made it",
+                       dir, (unsigned)uid, S_ISDIR(st.st_mode) ? "a directory" : "a file",
+                       (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+    if ((st.st_mode & 0777) != 0700 && chmod(dir, 0700) != 0)
+        return tr__err_errno(errno, "chmod 0700 %s", dir);
+    return 0;
+}
+
 int tr__node_base_dir(const char *tmpdir, char *out, size_t cap) {
     uid_t uid = getuid();
     int n = snprintf(out, cap, "%s/troupe-%u", tmpdir && *tmpdir ? tmpdir : "/tmp", (unsigned)uid);
     if (n < 0 || (size_t)n >= cap) return tr__err(TR_EINVAL, "tmpdir path too long");
-    if (mkdir(out, 0700) != 0 && errno != EEXIST) return tr__err_errno(errno, "mkdir %s", out);
-    struct stat st;
-    if (lstat(out, &st) != 0) return tr__err_errno(errno, "stat %s", out);
-    if (!S_ISDIR(st.st_mode) || st.st_uid != uid)
-        return tr__err(TR_EPERM, "%s is not a directory owned by uid %u: refusing to use it", out,
-                       (unsigned)uid);
-    if ((st.st_mode & 0777) != 0700 && chmod(out, 0700) != 0)
-        return tr__err_errno(errno, "chmod 0700 %s", out);
+    int rc = own_dir(out);
+    if (!rc) return 0;
+    /* Someone else holds the shared name (another user can make /tmp/troupe-<uid> before
+     * us): the user's own places instead, the same for every process of this user, so
+     * nodes, drivers and the CLI still find each other. */
+    char why[600], tried[600];
+    snprintf(why, sizeof why, "%s", tr_last_error());
+    snprintf(tried, sizeof tried, "%s", out);
+    const char *run = getenv("XDG_RUNTIME_DIR"), *home = getenv("HOME");
+    int done = 0;
+    if (run && run[0] == '/' && (size_t)snprintf(out, cap, "%s/troupe", run) < cap)
+        done = own_dir(out) == 0;
+    if (!done && home && home[0] == '/') {
+        char cache[600];
+        snprintf(cache, sizeof cache, "%s/.cache", home);
+        if ((size_t)snprintf(out, cap, "%s/troupe", cache) < cap)
+            done = (mkdir(cache, 0700) == 0 || errno == EEXIST) && own_dir(out) == 0;
+    }
+    if (!done)
+        return tr__err(TR_EPERM,
+                       "%s; and no private directory instead ($XDG_RUNTIME_DIR/troupe, "
+                       "$HOME/.cache/troupe): set tmpdir (--tmpdir) to a directory of "
+                       "yours",
+                       why);
+    static int said;
+    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+        TR_LOG_WARN("NODE-DIR", "%s: using %s instead (remove %s, or set tmpdir)", why, out, tried);
     return 0;
 }
 

@@ -23,7 +23,10 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid);
 int tr__node_spawn(const tr_config *cfg, const char *log_path, int timeout_ms, pid_t *pid,
                    char **address);
 
-/* "<tmpdir>/troupe-<uid>", created 0700 if missing and checked to be ours. */
+/* "<tmpdir>/troupe-<uid>", created 0700 if missing and checked to be ours; if another user
+ * holds that name, $XDG_RUNTIME_DIR/troupe or $HOME/.cache/troupe (the same for every
+ * process of this user), saying so once. Returns 0, TR_EINVAL (too long), TR_EPERM (no
+ * directory of ours anywhere), or the error of making one. */
 int tr__node_base_dir(const char *tmpdir, char *out, size_t cap);
 
 #endif

@@ -311,6 +311,39 @@ TEST(Flood, IdleConnectionsNeverCloseTheClusterPort) {
     run_cmd(std::string("rm -rf ") + tmpl, nullptr);
 }
 
+/* Before: another user who made /tmp/troupe-<uid> first stopped every node and driver of
+ * that uid from starting, with an error logged to /dev/null. Now they say what is wrong
+ * and where, and use a private directory of the user's instead ($HOME/.cache/troupe
+ * here): start, status and stop all find it. */
+TEST(Squat, AnotherUsersDirectoryIsNamedAndAvoided) {
+    ASSERT_FALSE(g_troupe_cli.empty());
+    if (getuid() != 0) GTEST_SKIP() << "making a directory of another user needs root";
+    char tmpl[] = "/tmp/trsec-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    std::string tmp = tmpl, squat = tmp + "/troupe-" + std::to_string(getuid());
+    ASSERT_EQ(chmod(tmpl, 0755), 0);
+    ASSERT_EQ(mkdir(squat.c_str(), 0777), 0);
+    ASSERT_EQ(chown(squat.c_str(), 65534, 65534), 0);
+    ASSERT_EQ(mkdir((tmp + "/home").c_str(), 0700), 0);
+    std::string env = "env -u XDG_RUNTIME_DIR HOME=" + tmp + "/home ";
+    std::string td = " --tmpdir " + tmp;
+    int st;
+    std::string out = run_cmd(env + g_troupe_cli + " start --head" + td, &st);
+    EXPECT_EQ(st, 0) << out;
+    EXPECT_NE(out.find(squat + " is not a directory of uid"), std::string::npos) << out;
+    EXPECT_NE(out.find("uid 65534"), std::string::npos) << out;
+    std::string addr = after(out, "address: ");
+    EXPECT_EQ(addr.rfind(tmp + "/home/.cache/troupe/", 0), 0u) << addr;
+    out = run_cmd(env + g_troupe_cli + " status" + td, &st);
+    EXPECT_EQ(st, 0) << out;
+    out = run_cmd(env + g_troupe_cli + " stop" + td, &st);
+    EXPECT_EQ(st, 0) << out;
+    struct stat sb;
+    ASSERT_EQ(stat(squat.c_str(), &sb), 0);
+    EXPECT_EQ(sb.st_uid, 65534u) << "the other user's directory was taken over";
+    run_cmd("rm -rf " + tmp, nullptr);
+}
+
 /* No token on a command line, where every user reads it (/proc/PID/cmdline): the node
  * runs with none in its arguments, given the token by file. */
 TEST(Token, ATokenFileKeepsTheTokenOffCommandLines) {
