@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -64,6 +65,11 @@ typedef struct node {
     uint64_t shutdown_started;
     int stopping;
     tr__cluster *cluster; /* NULL unless the node is part of a cluster */
+    pid_t owner_pid;      /* an embedded node's spawner (0: standalone) */
+    int owner_fd;         /* its pidfd (-1: none) */
+    int owner_watched;    /* 1: owner_poll, 2: owner_timer */
+    uv_poll_t owner_poll;
+    uv_timer_t owner_timer;
 } node;
 
 /* dir, made 0700 if missing, if it is a directory of ours (made 0700 if it was not). 0, or
@@ -186,6 +192,9 @@ static void finish(node *n) {
     uv_close((uv_handle_t *)&n->reap_timer, NULL);
     uv_close((uv_handle_t *)&n->count_timer, NULL);
     uv_close((uv_handle_t *)&n->stop_idle, NULL);
+    if (n->owner_watched == 1) uv_close((uv_handle_t *)&n->owner_poll, NULL);
+    if (n->owner_watched == 2) uv_close((uv_handle_t *)&n->owner_timer, NULL);
+    n->owner_watched = 0;
 }
 
 static void on_count_tick(uv_timer_t *t) {
@@ -357,7 +366,48 @@ static int forward(void *ctx, int type, tr__conn *c, uint64_t seq, const tr__obj
 static void on_conn_close(void *ctx, tr__conn *c) {
     node *n = ctx;
     tr__cluster_conn_closed(n->cluster, c);
-    if (c->owner) begin_shutdown(ctx, "the embedded node's owner disconnected");
+}
+
+/* An embedded node lives as long as the process that spawned it: its end, seen on a pidfd
+ * (a connection's end is no sign: the owner may open and close others), or - where the
+ * kernel has no pidfd_open - by checking every 200 ms that it is still our parent. */
+static void on_owner_gone(node *n) {
+    char why[100];
+    snprintf(why, sizeof why, "the embedded node's owner (pid %d) exited", (int)n->owner_pid);
+    begin_shutdown(n, why);
+}
+
+static void on_owner_fd(uv_poll_t *p, int status, int events) {
+    (void)status;
+    (void)events;
+    uv_poll_stop(p);
+    on_owner_gone(p->data);
+}
+
+static void on_owner_tick(uv_timer_t *t) {
+    node *n = t->data;
+    if (getppid() != n->owner_pid) {
+        uv_timer_stop(t);
+        on_owner_gone(n);
+    }
+}
+
+static int watch_owner(node *n) {
+    n->owner_fd = (int)syscall(SYS_pidfd_open, n->owner_pid, 0);
+    if (n->owner_fd < 0 && errno == ESRCH) return -1; /* gone already */
+    if (n->owner_fd >= 0 && uv_poll_init(&n->loop, &n->owner_poll, n->owner_fd) == 0) {
+        n->owner_poll.data = n;
+        n->owner_watched = 1;
+        uv_poll_start(&n->owner_poll, UV_READABLE, on_owner_fd);
+        return 0;
+    }
+    if (n->owner_fd >= 0) close(n->owner_fd);
+    n->owner_fd = -1;
+    uv_timer_init(&n->loop, &n->owner_timer);
+    n->owner_timer.data = n;
+    n->owner_watched = 2;
+    uv_timer_start(&n->owner_timer, on_owner_tick, 200, 200);
+    return 0;
 }
 
 int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
@@ -448,6 +498,8 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
         return 1;
     }
     tr__server_set_owner(n->srv, owner_pid);
+    n->owner_pid = owner_pid;
+    n->owner_fd = -1;
     tr__kv_mount(n->kv, n->srv);
     tr__store_mount(n->store, n->srv);
     tr__groups_mount(n->groups, n->srv);
@@ -481,6 +533,8 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
     }
     tr__cluster_set_store(n->cluster, n->store); /* its number goes in our objects' ids */
     if (n->cluster) uv_timer_start(&n->count_timer, on_count_tick, 0, 500);
+    if (owner_pid > 0 && (getppid() != owner_pid || watch_owner(n) != 0))
+        on_owner_gone(n); /* it went while we started */
     if (ready_fd >= 0) {
         char line[700];
         int k = snprintf(line, sizeof line, "%s\n", n->sock);
@@ -495,6 +549,7 @@ out:
     uv_walk(&n->loop, close_walk, NULL);
     uv_run(&n->loop, UV_RUN_DEFAULT);
     uv_loop_close(&n->loop);
+    if (n->owner_fd >= 0) close(n->owner_fd);
     tr__cluster_stop(n->cluster);
     tr__directory_destroy(n->dir);
     tr__kv_destroy(n->kv);
@@ -526,7 +581,7 @@ int tr__node_spawn(const tr_config *cfg, const char *log_path, int timeout_ms, p
     size_t n_env = 0;
     while (environ[n_env])
         n_env++;
-    char **envp = calloc(n_env + 6, sizeof *envp);
+    char **envp = calloc(n_env + 7, sizeof *envp);
     char *e_cfg = malloc(strlen(hex) + 32);
     if (!envp || !e_cfg) {
         free(envp);
@@ -545,7 +600,9 @@ int tr__node_spawn(const tr_config *cfg, const char *log_path, int timeout_ms, p
     envp[k++] = "TROUPE_ROLE=node";
     envp[k++] = e_cfg;
     envp[k++] = e_fd;
-    if (log_path) envp[k++] = "TROUPE_STANDALONE=1";
+    char e_owner[40]; /* an embedded node's owner: this process, for as long as it lives */
+    snprintf(e_owner, sizeof e_owner, "TROUPE_OWNER=%d", (int)getpid());
+    envp[k++] = log_path ? "TROUPE_STANDALONE=1" : e_owner;
     envp[k] = NULL;
 
     /* The node starts with stdio and the ready pipe only: nothing of the program's (a

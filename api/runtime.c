@@ -108,9 +108,11 @@ static void run_role(const tr_config *cfg, const tr__env *env) {
             free(raw);
         }
         tr__log_set_level(tr__config_log_level(nc, env));
-        /* An embedded node belongs to the driver that spawned it; a standalone one to
-         * nobody (its spawner, the troupe command, exits at once). */
-        int status = tr__node_main(nc, env->ready_fd, env->standalone ? 0 : getppid());
+        /* An embedded node belongs to the driver that spawned it (it said its pid: if our
+         * parent is another process now, it is gone already); a standalone one to nobody
+         * (its spawner, the troupe command, exits at once). */
+        pid_t owner = env->standalone ? 0 : env->owner_pid > 0 ? env->owner_pid : getppid();
+        int status = tr__node_main(nc, env->ready_fd, owner);
         tr_config_destroy(nc);
         exit(status);
     }

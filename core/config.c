@@ -34,6 +34,8 @@ void tr__env_read(tr__env *e) {
     e->log_level = tr__log_parse_level(getenv("TROUPE_LOG_LEVEL"));
     e->command = getenv("TROUPE_COMMAND");
     e->cluster_token = getenv("TROUPE_CLUSTER_TOKEN");
+    const char *owner = getenv("TROUPE_OWNER");
+    e->owner_pid = owner ? atoi(owner) : 0;
 }
 
 static void config_defaults(tr_config *c) {

@@ -68,6 +68,7 @@ typedef struct tr__env {
     int log_level;             /* TROUPE_LOG_LEVEL, -1 if unset */
     const char *command;       /* TROUPE_COMMAND: the command the node ran (workers) */
     const char *cluster_token; /* TROUPE_CLUSTER_TOKEN: a cluster's token (drivers, CLI) */
+    int owner_pid;             /* TROUPE_OWNER: an embedded node's spawner (0: none) */
 } tr__env;
 
 void tr__env_read(tr__env *e);

@@ -271,6 +271,51 @@ TEST_F(NodeTest, OnlyTheSpawningDriverOwnsAnEmbeddedNode) {
     EXPECT_EQ(v, 2);
 }
 
+/* Before: a second connection from the owner itself that claimed ownership stopped the
+ * node when it closed, and the driver's runtime lost its node (the node stayed up,
+ * refusing connections, while it stopped). Now ownership ends with the owner process
+ * (pidfd), not with any connection: the node serves on, then stops when the owner's child
+ * that owns a node of its own exits without tr_shutdown. */
+TEST_F(NodeTest, TheOwnersOtherConnectionsDoNotStopItsNode) {
+    tr_actor_id a;
+    ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "o2", 1, &a), 0);
+    for (int i = 0; i < 3; i++)
+        claim_ownership_and_leave(addr);
+    Raw probe(addr);
+    EXPECT_FALSE(probe.closed_by_peer(500)) << "the node went away";
+    expect_node_serves();
+    int64_t v;
+    ASSERT_EQ(call_i64(rt, a, "add", 5, &v), 0) << tr_last_error();
+    EXPECT_EQ(v, 5);
+    /* a process that owns a node and leaves without a word: its node goes too */
+    int p[2];
+    ASSERT_EQ(pipe(p), 0);
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        close(p[0]);
+        tr_runtime *mine;
+        if (tr_init(test_config(), &mine) != 0) _exit(1);
+        std::string where = tr_runtime_address(mine);
+        if (write(p[1], where.c_str(), where.size()) != (ssize_t)where.size()) _exit(2);
+        _exit(0); /* no tr_shutdown: its connection closes as the process goes */
+    }
+    close(p[1]);
+    char buf[600] = "";
+    ssize_t n = read(p[0], buf, sizeof buf - 1);
+    close(p[0]);
+    int st;
+    ASSERT_EQ(waitpid(child, &st, 0), child);
+    ASSERT_GT(n, 0);
+    std::string sock(buf, (size_t)n);
+    EXPECT_TRUE(eventually(5000,
+                           [&] {
+                               struct stat sb;
+                               return stat(sock.c_str(), &sb) != 0;
+                           }))
+        << "the node of an owner that exited is still there: " << sock;
+}
+
 TEST_F(NodeTest, KeyValueWaitIsAnsweredByThePut) {
     tr__nodeconn *c;
     ASSERT_EQ(tr__nodeconn_open(addr.c_str(), 1 << 20, &c), 0);
