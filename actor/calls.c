@@ -153,26 +153,24 @@ static int pull_object(void *ctx, tr_ref ref, int timeout_ms) {
         return rc == TR_ECONNECT || rc == TR_ETIMEDOUT
                    ? rc
                    : tr__err(TR_EOBJECT_LOST, "%s", tr_last_error());
-    const char *p, *t, *ca = "";
-    size_t n, tn, cn = 0;
-    char address[160], token[256], tls_ca[512];
+    const char *p, *t;
+    size_t n, tn;
+    char address[160], token[256];
+    tr__rpc_tls_files tls;
     rc = tr__get_str(r.root, "address", &p, &n);
     if (!rc) rc = tr__get_str(r.root, "token", &t, &tn);
-    if (!rc && tr__obj_type(tr__obj_get(r.root, "tls_ca")) == TR__T_STR)
-        rc = tr__get_str(r.root, "tls_ca", &ca, &cn);
-    if (!rc && (n >= sizeof address || tn >= sizeof token || cn >= sizeof tls_ca))
+    if (!rc) rc = tr__get_tls_files(r.root, &tls);
+    if (!rc && (n >= sizeof address || tn >= sizeof token))
         rc = tr__err(TR_EPROTO, "node_where: too long");
     if (!rc) {
         memcpy(address, p, n);
         address[n] = '\0';
         memcpy(token, t, tn);
         token[tn] = '\0';
-        memcpy(tls_ca, ca, cn);
-        tls_ca[cn] = '\0';
     }
     tr__reply_free(&r);
     return rc ? rc
-              : tr__remote_pull(a->remotes, address, token, tls_ca, a->objects, ref.b, timeout_ms);
+              : tr__remote_pull(a->remotes, address, token, &tls, a->objects, ref.b, timeout_ms);
 }
 
 int tr__actors_create(tr__nodeconn *node, tr__objects *objects, size_t max_msg, tr__actors **out) {
@@ -588,7 +586,7 @@ static void on_readable(tr__actors *a, aconn *ac) {
 static int connect_remote(tr__actors *a, aconn *ac, const tr__actor_where *r) {
     int fd;
     tr__rlink *link;
-    int rc = tr__remote_open(a->remotes, r->remote, r->token, r->tls_ca, ac->id.b, &fd, &link);
+    int rc = tr__remote_open(a->remotes, r->remote, r->token, &r->tls, ac->id.b, &fd, &link);
     if (rc == TR_ECONNECT) {
         mark_dead(a, ac, tr_last_error());
         return 0;

@@ -102,11 +102,7 @@ int tr__actor_resolve(tr__nodeconn *node, const tr_actor_id *id, int wait_ms,
         memcpy(out->remote, p, n);
     if (tr__get_str(r.root, "token", &p, &n) == 0 && n < sizeof out->token)
         memcpy(out->token, p, n);
-    if (tr__get_str(r.root, "tls_ca", &p, &n) == 0 && n < sizeof out->tls_ca)
-        memcpy(out->tls_ca, p, n);
-    else if (tr__obj_type(tr__obj_get(r.root, "tls_ca")) == TR__T_STR) /* never in the clear */
-        rc = tr__err(TR_EPROTO, "the node names a CA file path over %zu bytes",
-                     sizeof out->tls_ca - 1);
+    if (!rc) rc = tr__get_tls_files(r.root, &out->tls);
     if (out->state == TR__ACTOR_ALIVE && !out->path[0] && !out->remote[0])
         rc = tr__err(TR_EPROTO, "node said ALIVE without a path");
 done:

@@ -10,17 +10,18 @@
 #include <stdint.h>
 
 #include "core/nodeconn.h"
+#include "core/rpc.h"
 #include "troupe/troupe.h"
 
 /* Where an actor is, as the node reports it. */
 typedef struct tr__actor_where {
     int state; /* TR__ACTOR_* (actor/protocol.h) */
     uint64_t inc;
-    char path[512];   /* its worker's socket while ALIVE */
-    char reason[512]; /* why it died, when DEAD */
-    char remote[160]; /* "HOST:PORT": it lives on that node of the cluster (no path) */
-    char token[256];  /* the cluster's token, to reach that node */
-    char tls_ca[512]; /* and the CA file to check it with (TLS); "" for plain */
+    char path[512];        /* its worker's socket while ALIVE */
+    char reason[512];      /* why it died, when DEAD */
+    char remote[160];      /* "HOST:PORT": it lives on that node of the cluster (no path) */
+    char token[256];       /* the cluster's token, to reach that node */
+    tr__rpc_tls_files tls; /* and the TLS files to reach it with (all "": plain) */
 } tr__actor_where;
 
 int tr__actor_create(tr__nodeconn *node, const char *cls, const tr_actor_options *opts,

@@ -153,3 +153,32 @@ int tr__result_parse(const char *body, size_t n, int *rcode, const void **data, 
     tr__dec_free(&d);
     return rc;
 }
+
+void tr__enc_tls_files(tr__buf *b, const tr__rpc_tls_files *f) {
+    tr__enc_str(b, "tls_ca");
+    tr__enc_str(b, f ? f->ca : "");
+    tr__enc_str(b, "tls_cert");
+    tr__enc_str(b, f ? f->cert : "");
+    tr__enc_str(b, "tls_key");
+    tr__enc_str(b, f ? f->key : "");
+}
+
+int tr__get_tls_files(const tr__obj *map, tr__rpc_tls_files *out) {
+    memset(out, 0, sizeof *out);
+    struct {
+        const char *key;
+        char *dst;
+    } f[] = {{"tls_ca", out->ca}, {"tls_cert", out->cert}, {"tls_key", out->key}};
+    for (size_t i = 0; i < 3; i++) {
+        const char *p;
+        size_t n;
+        if (tr__obj_type(tr__obj_get(map, f[i].key)) != TR__T_STR) continue;
+        if (tr__get_str(map, f[i].key, &p, &n) || n >= sizeof out->ca || memchr(p, 0, n)) {
+            memset(out, 0, sizeof *out);
+            return tr__err(TR_EPROTO, "the node names a TLS file ('%s') it cannot be given",
+                           f[i].key);
+        }
+        memcpy(f[i].dst, p, n);
+    }
+    return 0;
+}

@@ -31,6 +31,8 @@
 #include <stdint.h>
 
 #include "core/buf.h"
+#include "core/codec.h"
+#include "core/rpc.h"
 
 enum {
     TR__MSG_ACTOR_CREATE = 64,
@@ -90,5 +92,11 @@ int tr__call_inline_next(const void **p, size_t *left, const void **data, size_t
 /* Parses a RESULT body; *is_ref: data is the 16-byte ref of a transferred object. */
 int tr__result_parse(const char *body, size_t n, int *rc, const void **data, size_t *dlen,
                      int *is_ref);
+
+/* A node's TLS files in its replies (resolve, node_where): three more map entries,
+ * "tls_ca", "tls_cert" and "tls_key" (f NULL: all ""), and back (absent: ""; a path too
+ * long for the struct is TR_EPROTO, never a TLS file cut short). */
+void tr__enc_tls_files(tr__buf *b, const tr__rpc_tls_files *f);
+int tr__get_tls_files(const tr__obj *map, tr__rpc_tls_files *out);
 
 #endif

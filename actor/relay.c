@@ -13,8 +13,9 @@
  * caller elsewhere must not say CALLER, or anything else, to a worker here). A result
  * piece the link cannot take (64 MiB unsent: the caller is not reading) is kept, and the
  * worker is not read, until it can. The other way, a link whose callers' bytes wait for
- * workers that do not take them (OUT_CAP in all) is not read any more (its stream is
- * held: HTTP/2's flow control stops the callers' sends) until they are down to half.
+ * workers that do not take them (OUT_CAP in all) is told HOLD: its caller sends no more
+ * until GO, once they are down to half. A caller that sends on regardless past HARD_CAP
+ * has the connection it sends on ended: the node's memory stays bounded (HARD_CAP a link).
  */
 #include "actor/relay.h"
 
@@ -47,6 +48,10 @@
 #define GIVE_UP_NS 10000000000LL       /* the node cannot say where an actor is */
 #define OBJ_QUEUE_CAP 256              /* object requests queued per link */
 #define OUT_CAP ((size_t)16 << 20)     /* callers' bytes a link's workers have not taken */
+/* ...past which the connection a caller sends on is ended: a caller that heeds HOLD has at
+ * most what its link queues (actor/remote.c: 8 MiB) on the way when it hears it, unless
+ * its link is busy handing it results it does not read (it hears HOLD late) */
+#define HARD_CAP ((size_t)256 << 20)
 
 enum { C_RESOLVING, C_OPEN, C_DONE };
 
@@ -74,7 +79,7 @@ struct rstream {
     uint64_t serial;
     size_t queued;    /* bytes held for its actors not yet up */
     size_t out_bytes; /* bytes held for its actors, up or not (its conns' out) */
-    int held;         /* its stream is not read (out_bytes reached OUT_CAP) */
+    int held;         /* its caller was told HOLD (out_bytes reached OUT_CAP) */
     rconn *conns;
     struct objreq *objq, *objq_tail; /* its pulls' requests, in order */
     int n_obj;
@@ -130,17 +135,16 @@ static void send_kind(rconn *c, int kind, const void *data, size_t len) {
     tr__buf_free(&b);
 }
 
-/* A link's callers' bytes held went up or down by delta: the link is held at OUT_CAP and
- * read again at half of it. Caller holds mu. */
+/* A link's callers' bytes held went up or down by delta: its caller is told HOLD at
+ * OUT_CAP and GO at half of it. Caller holds mu. */
 static void account(rstream *s, ssize_t delta) {
     s->out_bytes = (size_t)((ssize_t)s->out_bytes + delta);
-    if (!s->held && s->out_bytes >= OUT_CAP) {
-        s->held = 1;
-        tr__rpc_stream_hold(s->st, 1);
-    } else if (s->held && s->out_bytes <= OUT_CAP / 2) {
-        s->held = 0;
-        tr__rpc_stream_hold(s->st, 0);
-    }
+    int say = !s->held && s->out_bytes >= OUT_CAP      ? TR__REMOTE_HOLD
+              : s->held && s->out_bytes <= OUT_CAP / 2 ? TR__REMOTE_GO
+                                                       : 0;
+    if (!say) return;
+    unsigned char m[TR__REMOTE_HDR] = {(unsigned char)say};
+    if (tr__rpc_stream_send(s->st, m, sizeof m) == 0) s->held = say == TR__REMOTE_HOLD;
 }
 
 static void set_events(tr__relay *r, rconn *c, int events) {
@@ -346,6 +350,12 @@ static void on_msg(void *ctx, tr__rpc_stream *st, const void *msg, size_t len) {
         }
     }
     if (!n) goto out;
+    if (c->s->out_bytes + n > HARD_CAP) { /* told HOLD, and sending on */
+        conn_eof(r, c,
+                 "the node holds 256 MiB of calls on this link that its actors did not take, "
+                 "and the caller sent on after it was told to hold");
+        goto out;
+    }
     if (c->state == C_RESOLVING &&
         (tr__buf_avail(&c->out) + n > QUEUE_CAP || c->s->queued + n > STREAM_CAP)) {
         conn_eof(r, c, "too many bytes queued for an actor that is not up");

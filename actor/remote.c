@@ -33,6 +33,8 @@
 #define PULL_CHUNK ((size_t)4 << 20)
 #define PULL_WINDOW 16
 #define SOCK_BUF (4 << 20)
+#define LINK_QUEUE ((size_t)8 << 20) /* a link's CALL bytes queued unsent, at most (about) */
+#define LINK_PIECE ((size_t)1 << 20) /* ...in messages of this much at most */
 
 typedef struct entry {
     uint8_t id[16];
@@ -76,6 +78,7 @@ struct tr__rlink {
     tr__rpc_stream_handlers h;
     tr__rpc_stream *ost; /* object pulls' stream (the same handlers) */
     int dead;            /* a stream ended */
+    int held;            /* the node said HOLD (and no GO since): sends wait */
     int stop;
     char why[300];
     tr__idmap entries; /* by tr__id_key */
@@ -285,6 +288,12 @@ static void on_msg(void *ctx, tr__rpc_stream *st, const void *msg, size_t n) {
         pthread_mutex_unlock(&r->mu);
         return;
     }
+    if (n >= TR__REMOTE_HDR && (p[0] == TR__REMOTE_HOLD || p[0] == TR__REMOTE_GO)) {
+        __atomic_store_n(&l->held, p[0] == TR__REMOTE_HOLD, __ATOMIC_RELAXED); /* (callers retry
+                                                                        in a moment) */
+        pthread_mutex_unlock(&r->mu);
+        return;
+    }
     if (n < TR__REMOTE_HDR || (p[0] != TR__REMOTE_DATA && p[0] != TR__REMOTE_EOF)) {
         char why[300];
         snprintf(why, sizeof why, "node %s sent a malformed message (%zu bytes)", l->address, n);
@@ -394,8 +403,8 @@ void tr__remotes_destroy(tr__remotes *r) {
 }
 
 /* A live link to address, opened if need be. Caller holds mu (dropped while opening). */
-static int get_link(tr__remotes *r, const char *address, const char *token, const char *tls_ca,
-                    tr__rlink **out) {
+static int get_link(tr__remotes *r, const char *address, const char *token,
+                    const tr__rpc_tls_files *files, tr__rlink **out) {
     for (tr__rlink *l = r->links; l; l = l->next) {
         if (strcmp(l->address, address) == 0) {
             *out = l;
@@ -407,7 +416,7 @@ static int get_link(tr__remotes *r, const char *address, const char *token, cons
     l->r = r;
     snprintf(l->address, sizeof l->address, "%s", address);
     tr__rpc_tls tls = {NULL, NULL, NULL};
-    int rc = tls_ca && *tls_ca ? tr__rpc_tls_load(NULL, NULL, tls_ca, &tls) : 0;
+    int rc = tr__rpc_tls_load_files(files, &tls);
     if (!rc) rc = tr__rpc_client_create_tls(address, token, &tls, r->max_msg, &l->client);
     tr__rpc_tls_free(&tls);
     l->h.on_msg = on_msg;
@@ -432,8 +441,8 @@ static int get_link(tr__remotes *r, const char *address, const char *token, cons
     return 0;
 }
 
-int tr__remote_open(tr__remotes *r, const char *address, const char *token, const char *tls_ca,
-                    const uint8_t id[16], int *fd, tr__rlink **link) {
+int tr__remote_open(tr__remotes *r, const char *address, const char *token,
+                    const tr__rpc_tls_files *tls, const uint8_t id[16], int *fd, tr__rlink **link) {
     *fd = -1;
     *link = NULL;
     int sv[2];
@@ -454,7 +463,7 @@ int tr__remote_open(tr__remotes *r, const char *address, const char *token, cons
 
     pthread_mutex_lock(&r->mu);
     tr__rlink *l = NULL;
-    int rc = get_link(r, address, token, tls_ca, &l);
+    int rc = get_link(r, address, token, tls, &l);
     if (!rc && tr__idmap_get(&l->entries, tr__id_key(id)))
         rc = tr__err(TR_EEXIST, "actor is open on the link already");
     if (!rc) e->gen = ++l->next_gen;
@@ -496,8 +505,17 @@ int tr__remote_send(tr__remotes *r, tr__rlink *l, const uint8_t id[16], const vo
     pthread_mutex_unlock(&r->mu);
     /* a link that ends meanwhile fails the send, or drops what it queued: either way the
      * caller reads EOF next */
-    size_t piece = r->max_msg - TR__REMOTE_HDR;
+    size_t piece = r->max_msg - TR__REMOTE_HDR; /* (CALL bytes may be cut anywhere) */
+    if (piece > LINK_PIECE) piece = LINK_PIECE;
     while (!rc && *taken < len) {
+        /* what the caller has more than LINK_QUEUE of unsent, or the node holds, waits in
+         * the caller (it tries again in a moment): a node that says HOLD gets at most that
+         * much more */
+        if (__atomic_load_n(&l->held, __ATOMIC_RELAXED) ||
+            tr__rpc_stream_unsent(l->st) >= LINK_QUEUE) {
+            rc = tr__err(TR_ENOMEM, "the link to node %s is full, or held", l->address);
+            break;
+        }
         size_t n = len - *taken < piece ? len - *taken : piece;
         rc = send_msg(l, TR__REMOTE_DATA, id, gen, (const char *)data + *taken, n);
         if (!rc) *taken += n;
@@ -608,8 +626,9 @@ static int pull_bulk(tr__remotes *r, tr__rlink *l, pull *q, int64_t deadline) {
     return rc;
 }
 
-int tr__remote_pull(tr__remotes *r, const char *address, const char *token, const char *tls_ca,
-                    tr__objects *o, const uint8_t ref[16], int timeout_ms) {
+int tr__remote_pull(tr__remotes *r, const char *address, const char *token,
+                    const tr__rpc_tls_files *tls, tr__objects *o, const uint8_t ref[16],
+                    int timeout_ms) {
     int64_t deadline = timeout_ms < 0 ? INT64_MAX : tr__deadline(timeout_ms);
     size_t chunk = r->max_msg - TR__REMOTE_HDR - 64;
     if (chunk > PULL_CHUNK) chunk = PULL_CHUNK;
@@ -620,7 +639,7 @@ int tr__remote_pull(tr__remotes *r, const char *address, const char *token, cons
     q.chunk = chunk;
     pthread_mutex_lock(&r->mu);
     tr__rlink *l = NULL;
-    int rc = get_link(r, address, token, tls_ca, &l);
+    int rc = get_link(r, address, token, tls, &l);
     if (rc) {
         pthread_mutex_unlock(&r->mu);
         return tr__err(TR_EOBJECT_LOST, "%s", tr_last_error());
@@ -676,7 +695,7 @@ int tr__remote_pull(tr__remotes *r, const char *address, const char *token, cons
         }
     }
     /* a large object whole on a bulk connection, if the node offers one */
-    if (!rc && !q.rc && created && q.total >= BULK_MIN && !(tls_ca && *tls_ca))
+    if (!rc && !q.rc && created && q.total >= BULK_MIN && !(tls && tls->ca[0]))
         rc = pull_bulk(r, l, &q, deadline);
     /* the pieces, PULL_WINDOW at a time */
     uint64_t next = 0;

@@ -14,6 +14,12 @@
  *                   TR__REMOTE_EOF    the actor's worker connection ended (payload: why);
  *                                     the caller asks its node what became of the actor;
  *                                     bytes of that generation that still come are dropped
+ *                   TR__REMOTE_HOLD   the link's actors have not taken what came for them
+ *                   TR__REMOTE_GO     (16 MiB; no id, no payload): the caller sends no more
+ *                                     CALL bytes on the link until GO (tr__remote_send says
+ *                                     TR_ENOMEM meanwhile); a caller that sends on
+ *                                     regardless has its connections ended (the node's
+ *                                     memory is bounded either way)
  *
  * To actor/calls.c a remote actor looks like a worker socket: tr__remote_open gives a
  * descriptor whose reads are the actor's RESULT bytes and whose end of file is the end of
@@ -28,6 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/rpc.h"
 #include "objectstore/client.h"
 
 enum {
@@ -41,6 +48,8 @@ enum {
     TR__REMOTE_OBJ_BULK = 7, /* caller -> node: the whole object on a bulk connection
                                 (actor/bulk.h; payload 16 zero bytes); node -> caller: payload
                                 u64 the object's size, u32 the port, 16 bytes the ticket */
+    TR__REMOTE_HOLD = 8,     /* node -> caller: send no more CALL bytes on the link... */
+    TR__REMOTE_GO = 9,       /* ...until this */
 };
 #define TR__REMOTE_HDR 21
 
@@ -52,12 +61,12 @@ int tr__remotes_create(size_t max_msg, tr__remotes **out);
 void tr__remotes_destroy(tr__remotes *r);
 
 /* Registers actor id on the link to the node at address ("HOST:PORT", reached with
- * token, over TLS checked against the CA file tls_ca if it is not NULL or ""), opening
- * the link if there is none. *fd: the read side (non-blocking,
+ * token, over mutual TLS with the files tls names if it names any), opening the link if
+ * there is none. *fd: the read side (non-blocking,
  * close-on-exec), the caller's to read and, after tr__remote_close, to close. Returns 0,
  * TR_ECONNECT (the stream cannot be opened), TR_ENOMEM, TR_EEXIST (id is open already). */
-int tr__remote_open(tr__remotes *r, const char *address, const char *token, const char *tls_ca,
-                    const uint8_t id[16], int *fd, tr__rlink **link);
+int tr__remote_open(tr__remotes *r, const char *address, const char *token,
+                    const tr__rpc_tls_files *tls, const uint8_t id[16], int *fd, tr__rlink **link);
 /* Queues bytes of CALL frames for actor id, in messages of at most the link's message
  * limit; never waits for the network. *taken: the bytes queued. Returns 0 (all of them),
  * TR_ENOMEM (the link holds 64 MiB unsent: try the rest later), TR_ECONNECT (the link
@@ -71,8 +80,9 @@ int tr__remote_send(tr__remotes *r, tr__rlink *l, const uint8_t id[16], const vo
  * timeout_ms. Another process (or thread) pulling the same object already: returns 0 at
  * once, the caller's lookup waits for that seal. Returns 0, TR_EOBJECT_LOST (the node no
  * longer has it, or its link ended), TR_ETIMEDOUT, TR_ENOMEM (no room here). */
-int tr__remote_pull(tr__remotes *r, const char *address, const char *token, const char *tls_ca,
-                    tr__objects *o, const uint8_t ref[16], int timeout_ms);
+int tr__remote_pull(tr__remotes *r, const char *address, const char *token,
+                    const tr__rpc_tls_files *tls, tr__objects *o, const uint8_t ref[16],
+                    int timeout_ms);
 /* The caller lets go of actor id (before closing its fd): the node is told. l may be
  * freed by this call. */
 void tr__remote_close(tr__remotes *r, tr__rlink *l, const uint8_t id[16]);

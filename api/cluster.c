@@ -156,11 +156,11 @@ struct tr__cluster {
     pthread_t thread;
     int stop;
     char token[256];
-    tr__rpc_tls tls;   /* between the nodes, if configured: this node's cert and key, the CA */
-    char tls_ca[512];  /* the CA's file, for this node's drivers and workers ("": plain) */
-    uint32_t num;      /* ours: the head's 1, a member's as the head gave it */
-    uint32_t next_num; /* the head's next for a new member */
-    tr__store *store;  /* the node's, to number its objects */
+    tr__rpc_tls tls; /* between the nodes, if configured: this node's cert and key, the CA */
+    tr__rpc_tls_files tls_files; /* the same as files, for this node's drivers and workers */
+    uint32_t num;                /* ours: the head's 1, a member's as the head gave it */
+    uint32_t next_num;           /* the head's next for a new member */
+    tr__store *store;            /* the node's, to number its objects */
     uv_loop_t *loop;
     uv_async_t async; /* done jobs, to reply from the loop */
     int async_live;
@@ -1031,7 +1031,7 @@ static void run_on_node(tr__cluster *cl, job *j) {
                     tr__now_ns() >= deadline || closing(cl);
         if (final) {
             tr__buf_reset(&j->reply);
-            tr__reply_begin(&j->reply, 0, NULL, 7);
+            tr__reply_begin(&j->reply, 0, NULL, 9);
             tr__enc_str(&j->reply, "state");
             tr__enc_int(&j->reply, state);
             tr__enc_str(&j->reply, "inc");
@@ -1047,8 +1047,7 @@ static void run_on_node(tr__cluster *cl, job *j) {
             tr__enc_str(&j->reply, address);
             tr__enc_str(&j->reply, "token");
             tr__enc_str(&j->reply, cl->token);
-            tr__enc_str(&j->reply, "tls_ca");
-            tr__enc_str(&j->reply, cl->tls_ca);
+            tr__enc_tls_files(&j->reply, &cl->tls_files);
         }
         if (decoded) tr__dec_free(&d); /* (it points into a) */
         tr__buf_free(&a);
@@ -1910,7 +1909,11 @@ int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *tot
              : tls_parts ? tr__rpc_tls_load(cfg->cluster_tls_cert, cfg->cluster_tls_key,
                                             cfg->cluster_tls_ca, &cl->tls)
                          : 0;
-    if (!rc && tls_parts) snprintf(cl->tls_ca, sizeof cl->tls_ca, "%s", cfg->cluster_tls_ca);
+    if (!rc && tls_parts) {
+        snprintf(cl->tls_files.ca, sizeof cl->tls_files.ca, "%s", cfg->cluster_tls_ca);
+        snprintf(cl->tls_files.cert, sizeof cl->tls_files.cert, "%s", cfg->cluster_tls_cert);
+        snprintf(cl->tls_files.key, sizeof cl->tls_files.key, "%s", cfg->cluster_tls_key);
+    }
     char ip[64] = "127.0.0.1", bind[160];
     const char *b = cfg->cluster_bind;
     if (b && (strchr(b, ':') || strcmp(b, "0.0.0.0") == 0 || !*b))
@@ -2028,8 +2031,8 @@ const char *tr__cluster_token(tr__cluster *cl) {
     return cl ? cl->token : "";
 }
 
-const char *tr__cluster_tls_ca(tr__cluster *cl) {
-    return cl ? cl->tls_ca : "";
+const tr__rpc_tls_files *tr__cluster_tls_files(tr__cluster *cl) {
+    return cl ? &cl->tls_files : NULL;
 }
 
 int tr__cluster_counts_lost(tr__cluster *cl, const char *address) {

@@ -32,6 +32,7 @@
 
 #include "core/buf.h"
 #include "core/codec.h"
+#include "core/rpc.h"
 #include "core/config.h"
 #include "core/sched.h"
 #include "core/server.h"
@@ -71,9 +72,10 @@ void tr__cluster_close(tr__cluster *cl);
 void tr__cluster_set_store(tr__cluster *cl, tr__store *store);
 /* This node's number in the cluster (0: none). */
 uint32_t tr__cluster_node_num(tr__cluster *cl);
-/* The cluster's token ("" for none), and its CA's file for TLS ("" for plain). */
+/* The cluster's token ("" for none), and its TLS files (the CA, this node's certificate
+ * and key, for its drivers and workers to reach other nodes with; NULL or all "": plain). */
 const char *tr__cluster_token(tr__cluster *cl);
-const char *tr__cluster_tls_ca(tr__cluster *cl);
+const tr__rpc_tls_files *tr__cluster_tls_files(tr__cluster *cl);
 /* Whether the head counts the node at address lost: 1, else 0 (alive, unknown, cl NULL, or
  * the head itself out of reach: then no one is counted lost). Any thread. */
 int tr__cluster_counts_lost(tr__cluster *cl, const char *address);

@@ -306,13 +306,12 @@ static void on_node_where(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *b
         return;
     }
     tr__buf b = TR__BUF_INIT;
-    tr__reply_begin(&b, 0, NULL, 3);
+    tr__reply_begin(&b, 0, NULL, 5);
     tr__enc_str(&b, "address");
     tr__enc_str(&b, address);
     tr__enc_str(&b, "token");
     tr__enc_str(&b, tr__cluster_token(n->cluster));
-    tr__enc_str(&b, "tls_ca");
-    tr__enc_str(&b, tr__cluster_tls_ca(n->cluster));
+    tr__enc_tls_files(&b, tr__cluster_tls_files(n->cluster));
     tr__server_reply(c, seq, &b);
     tr__buf_free(&b);
 }

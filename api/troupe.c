@@ -5,7 +5,8 @@
  *                       [--cpu-binding cores|none] [--worker-path P]...
  *   troupe start --address HOST:PORT [--token-file F] [--bind ADDR] [--port P] [...]
  *                (either start: [--tls-cert F --tls-key F --tls-ca F], TLS between nodes)
- *   troupe status [--address PATH | --address HOST:PORT [--token-file F] [--tls-ca F]]
+ *   troupe status [--address PATH | --address HOST:PORT [--token-file F]
+ *                 [--tls-ca F --tls-cert F --tls-key F]]
  *   troupe stop   [--address PATH]
  *   (--token T too, and TROUPE_CLUSTER_TOKEN: a token on a command line is visible to every
  *   user in /proc; the file or the environment are not)
@@ -47,7 +48,7 @@ static void usage(void) {
             "       troupe start --address HOST:PORT [--token-file F] [--bind ADDR] [--port P]\n"
             "                    [...]  (either start: [--tls-cert F --tls-key F --tls-ca F])\n"
             "       troupe status [--address PATH | --address HOST:PORT [--token-file F]\n"
-            "                     [--tls-ca F]] [--tmpdir DIR]\n"
+            "                     [--tls-ca F --tls-cert F --tls-key F]] [--tmpdir DIR]\n"
             "       (--token T works too, but every user sees a command line: prefer\n"
             "        --token-file or TROUPE_CLUSTER_TOKEN)\n"
             "       troupe stop   [--address PATH] [--tmpdir DIR]\n"
@@ -134,8 +135,8 @@ static int connect_cli(const char *addr, tr__nodeconn **out) {
 
 /* A node of a cluster, over the network: "HOST:PORT" (its cluster address), with the given
  * token or that of a node of this machine at that port. */
-static int remote_status(const char *addr, const char *token, const char *tls_ca,
-                         const char *tmpdir) {
+static int remote_status(const char *addr, const tr_config *cfg) {
+    const char *token = cfg->cluster_token, *tmpdir = cfg->tmpdir;
     char base[512], found[300];
     if (!token && tr__node_base_dir(tmpdir, base, sizeof base) == 0 &&
         tr__cluster_local_token(base, addr, found, sizeof found) == 0)
@@ -149,7 +150,10 @@ static int remote_status(const char *addr, const char *token, const char *tls_ca
     }
     tr__rpc_client *c;
     tr__rpc_tls tls = {NULL, NULL, NULL};
-    int rc = tls_ca ? tr__rpc_tls_load(NULL, NULL, tls_ca, &tls) : 0;
+    /* TLS is mutual: this side shows a certificate too (--tls-cert, --tls-key) */
+    int rc = cfg->cluster_tls_ca ? tr__rpc_tls_load(cfg->cluster_tls_cert, cfg->cluster_tls_key,
+                                                    cfg->cluster_tls_ca, &tls)
+                                 : 0;
     if (!rc) rc = tr__rpc_client_create_tls(addr, token, &tls, TR__DEFAULT_MAX_MSG, &c);
     tr__rpc_tls_free(&tls);
     if (rc) return fail(rc, "status");
@@ -171,8 +175,8 @@ static int remote_status(const char *addr, const char *token, const char *tls_ca
     return rc ? fail(rc, "status") : 0;
 }
 
-static int cmd_status(const char *addr, const char *token, const char *tls_ca, const char *tmpdir) {
-    if (!strchr(addr, '/') && strchr(addr, ':')) return remote_status(addr, token, tls_ca, tmpdir);
+static int cmd_status(const char *addr, const tr_config *cfg) {
+    if (!strchr(addr, '/') && strchr(addr, ':')) return remote_status(addr, cfg);
     tr__nodeconn *c;
     int rc = connect_cli(addr, &c);
     if (rc) return fail(rc, "status");
@@ -297,9 +301,7 @@ int main(int argc, char **argv) {
             if (rc) return fail(rc, cmd);
             addr = found;
         }
-        status = strcmp(cmd, "status") == 0
-                     ? cmd_status(addr, cfg->cluster_token, cfg->cluster_tls_ca, cfg->tmpdir)
-                     : cmd_stop(addr, cfg->tmpdir);
+        status = strcmp(cmd, "status") == 0 ? cmd_status(addr, cfg) : cmd_stop(addr, cfg->tmpdir);
     } else if (strcmp(cmd, "version") == 0) {
         printf("troupe %s (ABI %u)\n", tr_version_string(), tr_abi_version());
         status = 0;

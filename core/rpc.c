@@ -699,6 +699,15 @@ int tr__rpc_tls_load(const char *cert_path, const char *key_path, const char *ca
     return rc;
 }
 
+int tr__rpc_tls_load_files(const tr__rpc_tls_files *f, tr__rpc_tls *out) {
+    if (!f) {
+        memset(out, 0, sizeof *out);
+        return 0;
+    }
+    return tr__rpc_tls_load(f->cert[0] ? f->cert : NULL, f->key[0] ? f->key : NULL,
+                            f->ca[0] ? f->ca : NULL, out);
+}
+
 void tr__rpc_tls_free(tr__rpc_tls *t) {
     if (!t) return;
     free(t->cert);
@@ -716,8 +725,9 @@ int tr__rpc_server_create_tls(const char *bind, const char *token, const tr__rpc
                               size_t max_msg, tr__rpc_handler handler, void *ctx,
                               tr__rpc_server **out, int *port) {
     if (!out || !bind || !handler) return tr__err(TR_EINVAL, "rpc server: NULL argument");
-    if (tls && (!tls->cert) != (!tls->key))
-        return tr__err(TR_EINVAL, "rpc server: TLS needs both a certificate and its key");
+    if (tls && ((!tls->cert) != (!tls->key) || (tls->cert && !tls->ca)))
+        return tr__err(TR_EINVAL, "rpc server: TLS needs a certificate, its key, and the CA "
+                                  "that signs the clients' certificates (TLS is mutual)");
     *out = NULL;
     if (!token) token = "";
     if (strlen(token) >= sizeof((tr__rpc_server *)0)->token)
@@ -754,8 +764,9 @@ int tr__rpc_server_create_tls(const char *bind, const char *token, const tr__rpc
     grpc_server_register_completion_queue(s->srv, s->cq, NULL);
     if (use_tls) {
         grpc_ssl_pem_key_cert_pair pair = {tls->key, tls->cert};
-        grpc_server_credentials *creds =
-            grpc_ssl_server_credentials_create(NULL, &pair, 1, 0, NULL);
+        /* mutual: a client must present a certificate the CA signed */
+        grpc_server_credentials *creds = grpc_ssl_server_credentials_create_ex(
+            tls->ca, &pair, 1, GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY, NULL);
         if (!creds)
             rc = tr__err(TR_EINVAL, "rpc server: TLS: the certificate or key is not usable");
         else if (s->ls && (grpc_server_add_http2_port(s->srv, EXT_PORT, creds) != 0 || !s->ls->ext))
@@ -852,7 +863,9 @@ int tr__rpc_client_create_tls(const char *target, const char *token, const tr__r
     grpc_channel_credentials *creds;
     make_args(max_msg, 0, a, &args);
     if (tls && tls->ca) {
-        creds = grpc_ssl_credentials_create(tls->ca, NULL, NULL, NULL);
+        grpc_ssl_pem_key_cert_pair pair = {tls->key, tls->cert};
+        creds =
+            grpc_ssl_credentials_create(tls->ca, tls->cert && tls->key ? &pair : NULL, NULL, NULL);
         a[args.num_args].type = GRPC_ARG_STRING; /* the name every node's certificate has */
         a[args.num_args].key = (char *)GRPC_SSL_TARGET_NAME_OVERRIDE_ARG;
         a[args.num_args++].value.string = (char *)TR__RPC_TLS_NAME;
@@ -985,6 +998,7 @@ int tr__rpc_call(tr__rpc_client *c, const void *req, size_t len, int timeout_ms,
 /* ------------------------------------------------------------------ streams */
 
 #define STREAM_QUEUE_BYTES (64u << 20) /* what a stream holds unsent, or received untaken */
+#define CLOSE_WAIT_S 5                 /* a client stream's close waits this for gRPC */
 
 typedef struct smsg { /* a message waiting for the send in flight */
     struct smsg *next;
@@ -1018,9 +1032,8 @@ struct tr__rpc_stream {
     rmsg *rq, *rq_tail;
     size_t rq_bytes;
     int recv_paused; /* a client's: rq is full; its reader re-arms the receive */
-    int held;        /* a server's: its application paused its receives (pause/resume) */
-    int in_msg;      /* a server's: on_msg runs now (the receive is re-armed after it) */
-    int rx_armed;    /* a receive is in flight */
+    int loop_done;   /* a client's: its thread is past its loop */
+    int orphaned;    /* a client's: close gave up waiting; its thread frees it */
     int half_closed; /* a server's: the client sent all; the status follows the replies */
     const tr__rpc_stream_handlers *h; /* a server's handlers, or a callback client's */
     /* a client's */
@@ -1044,7 +1057,6 @@ static int start_recv(tr__rpc_stream *st, int with_initial_md) {
     if (grpc_call_start_batch(st->call, ops, n, tag_of(st, S_RECV), NULL) != GRPC_CALL_OK)
         return -1;
     st->refs++;
-    st->rx_armed = 1;
     return 0;
 }
 
@@ -1171,20 +1183,17 @@ static void stream_event(tr__rpc_server *s, tr__rpc_stream *st, int kind, int su
     pthread_mutex_lock(&st->mu);
     if (kind == S_RECV) {
         st->refs--;
-        st->rx_armed = 0;
         grpc_byte_buffer *in = st->in;
         st->in = NULL;
         if (success && in && !st->ended && !shutting) {
             tr__buf b = TR__BUF_INIT;
             int rc = read_all(in, &b);
-            st->in_msg = 1;
             pthread_mutex_unlock(&st->mu);
             if (!rc && !b.oom) st->h->on_msg(st->h->ctx, st, b.data, b.len);
             pthread_mutex_lock(&st->mu);
-            st->in_msg = 0;
             if (rc || b.oom) /* never a silent gap in an ordered stream: it ends */
                 grpc_call_cancel(st->call, NULL);
-            else if (!st->ended && !st->held && start_recv(st, 0) != 0) /* (held: resume) */
+            else if (!st->ended && start_recv(st, 0) != 0)
                 grpc_call_cancel(st->call, NULL);
             tr__buf_free(&b);
         } else if (success && !in && !st->ended && !shutting) { /* the client sent all */
@@ -1365,6 +1374,14 @@ static void *client_loop(void *arg) {
         if (shut) st->cq_shut = 1;
         pthread_mutex_unlock(&st->mu);
         if (shut) grpc_completion_queue_shutdown(st->cq);
+    }
+    pthread_mutex_lock(&st->mu); /* a close that gave up waiting leaves the rest to us */
+    int orphan = st->orphaned;
+    st->loop_done = 1;
+    pthread_mutex_unlock(&st->mu);
+    if (orphan) {
+        grpc_completion_queue_destroy(st->cq);
+        stream_free(st);
     }
     return NULL;
 }
@@ -1563,16 +1580,11 @@ int tr__rpc_stream_recv(tr__rpc_stream *st, int timeout_ms, tr__buf *msg) {
     return rc;
 }
 
-void tr__rpc_stream_hold(tr__rpc_stream *st, int hold) {
-    if (!st || !st->srv) return;
+size_t tr__rpc_stream_unsent(tr__rpc_stream *st) {
     pthread_mutex_lock(&st->mu);
-    int was = st->held;
-    st->held = hold != 0;
-    /* released while no receive is in flight (none is re-armed by an on_msg running now):
-     * the next one starts here */
-    if (was && !hold && !st->in_msg && !st->rx_armed && !st->ended && start_recv(st, 0) != 0)
-        grpc_call_cancel(st->call, NULL);
+    size_t n = st->sq_bytes;
     pthread_mutex_unlock(&st->mu);
+    return n;
 }
 
 int tr__rpc_stream_why(tr__rpc_stream *st, char *why, size_t cap) {
@@ -1593,7 +1605,26 @@ void tr__rpc_stream_close(tr__rpc_stream *st) {
     pthread_mutex_unlock(&st->mu);
     grpc_call_cancel(st->call, NULL); /* what is in flight completes now */
     if (shut) grpc_completion_queue_shutdown(st->cq);
-    pthread_join(st->thread, NULL);
+    /* ...within moments. Never wait for ever: a batch gRPC does not end (seen with a send
+     * stalled by HTTP/2 flow control) leaves the stream's remains to its thread */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += CLOSE_WAIT_S;
+    if (pthread_timedjoin_np(st->thread, NULL, &until) != 0) {
+        pthread_mutex_lock(&st->mu);
+        int done = st->loop_done;
+        if (!done) st->orphaned = 1;
+        pthread_mutex_unlock(&st->mu);
+        if (!done) {
+            TR_LOG_WARN_LIMITED("RPC-CLOSE",
+                                "a stream's batches did not end within %d s of its cancel; its "
+                                "thread frees it when they do",
+                                CLOSE_WAIT_S);
+            pthread_detach(st->thread);
+            return;
+        }
+        pthread_join(st->thread, NULL);
+    }
     grpc_completion_queue_destroy(st->cq);
     stream_free(st);
 }

@@ -25,11 +25,13 @@
 typedef struct tr__rpc_server tr__rpc_server;
 typedef struct tr__rpc_client tr__rpc_client;
 
-/* TLS (gRPC's SSL credentials), optional: a server with a certificate chain and its key
- * speaks TLS only; a client with a CA bundle speaks TLS only and accepts a server whose
- * certificate that CA signed for the name TR__RPC_TLS_NAME (a cluster's nodes share the
- * name, whatever their addresses). The token still authenticates the client. PEM text;
- * NULL members: not used. */
+/* TLS (gRPC's SSL credentials), optional and mutual: a server with a certificate chain,
+ * its key and a CA speaks TLS only, and takes only clients that present a certificate
+ * that CA signed; a client with a CA speaks TLS only, accepts a server whose certificate
+ * that CA signed for the name TR__RPC_TLS_NAME (a cluster's nodes share the name, whatever
+ * their addresses), and presents its own certificate and key (without them, a server
+ * refuses it). The token still authenticates the client. PEM text; NULL members: not
+ * used. */
 #define TR__RPC_TLS_NAME "troupe-node"
 typedef struct tr__rpc_tls {
     char *cert, *key, *ca;
@@ -38,6 +40,13 @@ typedef struct tr__rpc_tls {
  * the file that cannot be read (or is empty, or over 1 MiB). */
 int tr__rpc_tls_load(const char *cert_path, const char *key_path, const char *ca_path,
                      tr__rpc_tls *out);
+/* A TLS identity's files as they travel from a node to its drivers and workers (who reach
+ * other nodes as it does): PEM paths, "" where none (all "": plain). */
+typedef struct tr__rpc_tls_files {
+    char ca[512], cert[512], key[512];
+} tr__rpc_tls_files;
+/* tr__rpc_tls_load of the files named ("" for none). */
+int tr__rpc_tls_load_files(const tr__rpc_tls_files *f, tr__rpc_tls *out);
 void tr__rpc_tls_free(tr__rpc_tls *t);
 
 /* A request being served: valid from its handler's start until it is answered. */
@@ -59,7 +68,8 @@ void tr__rpc_answer(tr__rpc_req *call, int rc, const tr__buf *reply);
  * "": TR_EINVAL) and messages up to max_msg bytes. */
 int tr__rpc_server_create(const char *bind, const char *token, size_t max_msg,
                           tr__rpc_handler handler, void *ctx, tr__rpc_server **out, int *port);
-/* The same over TLS when tls has a cert and key (tls may be NULL: plain). */
+/* The same over TLS when tls has a cert and key (tls may be NULL: plain); it must have
+ * the CA too (mutual TLS: clients are checked against it), else TR_EINVAL. */
 int tr__rpc_server_create_tls(const char *bind, const char *token, const tr__rpc_tls *tls,
                               size_t max_msg, tr__rpc_handler handler, void *ctx,
                               tr__rpc_server **out, int *port);
@@ -92,8 +102,9 @@ int tr__rpc_call(tr__rpc_client *c, const void *req, size_t len, int timeout_ms,
  * token was refused; a reader that lags 64 MiB behind stops the receives, and HTTP/2's
  * flow control stops the sender), close (cancels what is in flight, unsent messages
  * included, and frees: the last call on a stream, with no other thread in it; streams
- * close before their client is destroyed). Thread safety: send from any thread, one
- * receiver at a time. */
+ * close before their client is destroyed; it waits at most 5 s for gRPC to end the
+ * stream's batches, then leaves them, and the stream, to the stream's thread). Thread
+ * safety: send from any thread, one receiver at a time. */
 typedef struct tr__rpc_stream tr__rpc_stream;
 typedef void (*tr__rpc_on_msg)(void *ctx, tr__rpc_stream *st, const void *msg, size_t len);
 typedef void (*tr__rpc_on_end)(void *ctx, tr__rpc_stream *st);
@@ -118,10 +129,8 @@ int tr__rpc_stream_open(tr__rpc_client *c, tr__rpc_stream **out);
  * it must not wait for tr__rpc_stream_close. h must outlive the stream. */
 int tr__rpc_stream_open_cb(tr__rpc_client *c, const tr__rpc_stream_handlers *h,
                            tr__rpc_stream **out);
-/* A server stream's backpressure: hold 1 stops its receives after the message on_msg has
- * now (HTTP/2's flow control then stops the client's sender), hold 0 takes them up again.
- * Any thread, until on_end has returned; no-op on a client stream. */
-void tr__rpc_stream_hold(tr__rpc_stream *st, int hold);
+/* Bytes queued on the stream and not yet handed to gRPC (a send in flight not counted). */
+size_t tr__rpc_stream_unsent(tr__rpc_stream *st);
 /* Whether the stream ended (0: not yet), and why: the code recv would give, its text. */
 int tr__rpc_stream_why(tr__rpc_stream *st, char *why, size_t cap);
 int tr__rpc_stream_send(tr__rpc_stream *st, const void *msg, size_t len);

@@ -345,20 +345,33 @@ namespace {
 /* TLS: the test certificates (core/testdata: a CA, a node certificate it signed for
  * "troupe-node", another CA). */
 TEST(RpcTls, CallsAndStreamsGoOverTlsAndMismatchesAreRefused) {
-    tr__rpc_tls srv_tls, cli_tls, wrong_ca;
-    ASSERT_EQ(
-        tr__rpc_tls_load("core/testdata/node.pem", "core/testdata/node.key", nullptr, &srv_tls), 0)
+    tr__rpc_tls srv_tls, cli_tls, wrong_ca, anonymous, stranger;
+    ASSERT_EQ(tr__rpc_tls_load("core/testdata/node.pem", "core/testdata/node.key",
+                               "core/testdata/ca.pem", &srv_tls),
+              0)
         << tr_last_error();
-    ASSERT_EQ(tr__rpc_tls_load(nullptr, nullptr, "core/testdata/ca.pem", &cli_tls), 0);
+    ASSERT_EQ(tr__rpc_tls_load("core/testdata/node.pem", "core/testdata/node.key",
+                               "core/testdata/ca.pem", &cli_tls),
+              0);
+    ASSERT_EQ(tr__rpc_tls_load(nullptr, nullptr, "core/testdata/ca.pem", &anonymous), 0);
+    /* a certificate for the right name, that the CA did not sign (self-signed) */
+    ASSERT_EQ(tr__rpc_tls_load("core/testdata/stranger.pem", "core/testdata/stranger.key",
+                               "core/testdata/ca.pem", &stranger),
+              0);
     ASSERT_EQ(tr__rpc_tls_load(nullptr, nullptr, "core/testdata/other_ca.pem", &wrong_ca), 0);
     tr__rpc_tls none;
     EXPECT_EQ(tr__rpc_tls_load("core/testdata/nope.pem", nullptr, nullptr, &none), TR_EINVAL);
     EXPECT_NE(std::string(tr_last_error()).find("nope.pem"), std::string::npos);
-    tr__rpc_tls half = {srv_tls.cert, nullptr, nullptr};
+    tr__rpc_tls half = {srv_tls.cert, nullptr, srv_tls.ca},
+                no_ca = {srv_tls.cert, srv_tls.key, nullptr};
     Served served;
     tr__rpc_server *srv = nullptr;
     int port = 0;
     EXPECT_EQ(tr__rpc_server_create_tls("127.0.0.1:0", "t", &half, 1 << 20, handler, &served, &srv,
+                                        &port),
+              TR_EINVAL);
+    /* TLS is mutual: a server without the CA that signs its clients is refused */
+    EXPECT_EQ(tr__rpc_server_create_tls("127.0.0.1:0", "t", &no_ca, 1 << 20, handler, &served, &srv,
                                         &port),
               TR_EINVAL);
     ASSERT_EQ(tr__rpc_server_create_tls("127.0.0.1:0", "t", &srv_tls, 1 << 20, handler, &served,
@@ -385,6 +398,10 @@ TEST(RpcTls, CallsAndStreamsGoOverTlsAndMismatchesAreRefused) {
     EXPECT_EQ(call(&cli_tls, "wrong", nullptr), TR_EPERM); /* the token still counts */
     EXPECT_EQ(call(nullptr, "t", nullptr), TR_ECONNECT);   /* plain to a TLS server */
     EXPECT_EQ(call(&wrong_ca, "t", nullptr), TR_ECONNECT); /* a CA that did not sign it */
+    /* before: any client that trusted the CA was taken; now it must show a certificate
+     * the CA signed, token or not */
+    EXPECT_EQ(call(&anonymous, "t", nullptr), TR_ECONNECT);
+    EXPECT_EQ(call(&stranger, "t", nullptr), TR_ECONNECT);
     EXPECT_EQ(served.calls, 1); /* only the first ran: the rest were refused before it */
     /* a stream over TLS */
     tr__rpc_client *c;
@@ -407,6 +424,8 @@ TEST(RpcTls, CallsAndStreamsGoOverTlsAndMismatchesAreRefused) {
     tr__rpc_tls_free(&srv_tls);
     tr__rpc_tls_free(&cli_tls);
     tr__rpc_tls_free(&wrong_ca);
+    tr__rpc_tls_free(&anonymous);
+    tr__rpc_tls_free(&stranger);
 }
 
 /* Idle connections, more than the server's cap (its descriptor limit made small here): a
@@ -473,9 +492,12 @@ TEST(RpcFlood, IdleConnectionsPastTheCapDoNotShutOutACallerPlain) {
 
 TEST(RpcFlood, IdleConnectionsPastTheCapDoNotShutOutACallerTls) {
     tr__rpc_tls srv_tls, cli_tls;
-    ASSERT_EQ(
-        tr__rpc_tls_load("core/testdata/node.pem", "core/testdata/node.key", nullptr, &srv_tls), 0);
-    ASSERT_EQ(tr__rpc_tls_load(nullptr, nullptr, "core/testdata/ca.pem", &cli_tls), 0);
+    ASSERT_EQ(tr__rpc_tls_load("core/testdata/node.pem", "core/testdata/node.key",
+                               "core/testdata/ca.pem", &srv_tls),
+              0);
+    ASSERT_EQ(tr__rpc_tls_load("core/testdata/node.pem", "core/testdata/node.key",
+                               "core/testdata/ca.pem", &cli_tls),
+              0);
     flood_then_call(&srv_tls, &cli_tls);
     tr__rpc_tls_free(&srv_tls);
     tr__rpc_tls_free(&cli_tls);
