@@ -27,6 +27,7 @@ extern "C" {
 #include <cuda_runtime.h>
 #endif
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -465,11 +466,65 @@ int coll_more(tr_group *g, const CollArgs &a, tr_dtype t, size_t n, int root) {
     return 7;
 }
 
-/* Mode 6: ops the ranks disagree on (count, dtype, reduction op, root, the op itself),
- * each with every rank in turn arriving 20 ms late, so the others are inside the op when it
- * comes or it is there first. Every rank must get TR_EINVAL naming the difference, and the
- * allreduce after each must give the right sum (the group stays usable). Returns the
- * disagreements checked, or -1 with the reason in tr_last_error. */
+/* One op of Mode 6's disagreements, case s (0-9), of n elements (in and out hold
+ * (8 + W) * n), with the ranks' roles rotated by rot (rank r plays rank (r + rot) % W of
+ * the fixed schedule; roots follow their roles). */
+static int coll_disagree(tr_group *g, int s, int rot, int W, int me, int32_t *in, int32_t *out,
+                         int n, int t) {
+    const int v = (me + rot) % W;
+    auto real = [&](int k) { return (k + W - rot) % W; }; /* the rank that plays k */
+    switch (s) {
+    case 0: /* count */
+        return tr_allreduce(g, in, out, v == W - 1 ? 8 * n : n, TR_INT32, TR_SUM, t);
+    case 1: /* dtype, of another width (a stand-in of the wrong width would hang) */
+        return tr_allreduce(g, in, out, n, v == 0 ? TR_INT32 : TR_FLOAT64, TR_SUM, t);
+    case 2: /* reduction op */
+        return tr_allreduce(g, in, out, n, TR_INT32, v % 2 ? TR_MAX : TR_SUM, t);
+    case 3: /* root: each rank names the next one (all wait to receive) */
+        return tr_broadcast(g, out, n, TR_INT32, real((v + 1) % W), t);
+    case 4: /* root: two camps, each with its own root sending */
+        return tr_broadcast(g, out, n, TR_INT32, real(v % 2), t);
+    case 5: /* the op */
+        return v == 0 ? tr_allgather(g, in, out, n, TR_INT32, t)
+                      : tr_allreduce(g, in, out, n, TR_INT32, TR_SUM, t);
+    case 6: /* a barrier against a rooted op */
+        return v == W - 1 ? tr_barrier(g, t) : tr_gather(g, in, out, n, TR_INT32, real(0), t);
+    case 7: /* two rooted ops */
+        return v == 0 ? tr_scatter(g, in, out, n, TR_INT32, real(0), t)
+                      : tr_reduce(g, in, out, n, TR_INT32, TR_SUM, real(0), t);
+    case 8: /* no elements against some (no Gloo op at all on one side) */
+        return tr_allreduce(g, in, out, v == 0 ? 0 : n, TR_INT32, TR_SUM, t);
+    default: /* the wide ops */
+        return v == W - 1 ? tr_reduce_scatter(g, in, out, n, TR_INT32, TR_SUM, t)
+                          : tr_alltoall(g, in, out, n, TR_INT32, t);
+    }
+}
+
+/* splitmix64: the stress's draws, the same on every rank for the same (seed, round). */
+static uint64_t mix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* A rank's random pause: none a third of the time (ranks arrive together), else up to
+ * 200 us or up to 2 ms. */
+static void coll_jitter(uint64_t r) {
+    unsigned k = (unsigned)(r % 3);
+    if (k) usleep((useconds_t)((r >> 8) % (k == 1 ? 200 : 2000)));
+}
+
+/* Mode 6: ops the ranks disagree on (count, dtype, reduction op, root, the op itself).
+ * Every rank must get TR_EINVAL naming the difference, and the allreduce after each must
+ * give the right sum (the group stays usable). With a.count 0, the fixed schedule: each
+ * case with every rank in turn arriving 20 ms late, so the others are inside the op when
+ * it comes or it is there first. With a.count > 0, that many random rounds drawn from
+ * a.seed: a case, its roles rotated, each rank pausing at random before the disagreement
+ * and before the allreduce, the input of each disagreement (and on shm its output) left
+ * untouched, the allreduce of a random count checked element by element against the sum
+ * computed here. Returns the disagreements checked, or -1 with the reason (and the round,
+ * case and seed) in tr_last_error. */
 int coll_mismatches(tr_group *g, const CollArgs &a) {
     const int W = a.world, me = a.rank, n = 8, t = a.timeout_ms;
     /* A gloo rank bound to one core runs Gloo's I/O thread on more (core/affinity.h) */
@@ -490,68 +545,99 @@ int coll_mismatches(tr_group *g, const CollArgs &a) {
             return -1;
         }
     }
-    std::vector<int32_t> in((size_t)(W * 64), me + 1), out((size_t)(W * 64));
+    const size_t most = 20000; /* the stress's largest disagreement */
+    std::vector<int32_t> in((8 + (size_t)W) * most, me + 1), out((8 + (size_t)W) * most);
     int checked = 0;
-    for (int late = -1; late < W; late++) {
-        for (int s = 0; s < 10; s++) {
-            if (me == late) usleep(20000);
-            int rc = TR_EINTERNAL;
-            switch (s) {
-            case 0: /* count */
-                rc = tr_allreduce(g, in.data(), out.data(), me == W - 1 ? 64 : n, TR_INT32, TR_SUM,
-                                  t);
-                break;
-            case 1: /* dtype, of another width (a stand-in of the wrong width would hang) */
-                rc = tr_allreduce(g, in.data(), out.data(), n, me == 0 ? TR_INT32 : TR_FLOAT64,
-                                  TR_SUM, t);
-                break;
-            case 8: /* no elements against some (no Gloo op at all on one side) */
-                rc = tr_allreduce(g, in.data(), out.data(), me == 0 ? 0 : n, TR_INT32, TR_SUM, t);
-                break;
-            case 9: /* the wide ops */
-                rc = me == W - 1
-                         ? tr_reduce_scatter(g, in.data(), out.data(), n, TR_INT32, TR_SUM, t)
-                         : tr_alltoall(g, in.data(), out.data(), n, TR_INT32, t);
-                break;
-            case 2: /* reduction op */
-                rc = tr_allreduce(g, in.data(), out.data(), n, TR_INT32, me % 2 ? TR_MAX : TR_SUM,
-                                  t);
-                break;
-            case 3: /* root: each rank names the next one (all wait to receive) */
-                rc = tr_broadcast(g, out.data(), n, TR_INT32, (me + 1) % W, t);
-                break;
-            case 4: /* root: two camps, each with its own root sending */
-                rc = tr_broadcast(g, out.data(), n, TR_INT32, me % 2, t);
-                break;
-            case 5: /* the op */
-                rc = me == 0 ? tr_allgather(g, in.data(), out.data(), n, TR_INT32, t)
-                             : tr_allreduce(g, in.data(), out.data(), n, TR_INT32, TR_SUM, t);
-                break;
-            case 6: /* a barrier against a rooted op */
-                rc = me == W - 1 ? tr_barrier(g, t)
-                                 : tr_gather(g, in.data(), out.data(), n, TR_INT32, 0, t);
-                break;
-            case 7: /* two rooted ops */
-                rc = me == 0 ? tr_scatter(g, in.data(), out.data(), n, TR_INT32, 0, t)
-                             : tr_reduce(g, in.data(), out.data(), n, TR_INT32, TR_SUM, 0, t);
-                break;
+    if (a.count == 0) {
+        for (int late = -1; late < W; late++) {
+            for (int s = 0; s < 10; s++) {
+                if (me == late) usleep(20000);
+                int rc = coll_disagree(g, s, 0, W, me, in.data(), out.data(), n, t);
+                if (rc != TR_EINVAL || !strstr(tr_last_error(), "disagree")) {
+                    std::string m = tr_last_error();
+                    tr__err(TR_EINTERNAL, "disagreement %d (rank %d late): %s: %s", s, late,
+                            tr_errname(rc), m.c_str());
+                    return -1;
+                }
+                int32_t x = me + 1;
+                rc = tr_allreduce(g, &x, &x, 1, TR_INT32, TR_SUM, t);
+                if (rc || x != W * (W + 1) / 2) {
+                    std::string m = rc ? tr_last_error() : "wrong sum " + std::to_string(x);
+                    tr__err(TR_EINTERNAL, "allreduce after disagreement %d (rank %d late): %s", s,
+                            late, m.c_str());
+                    return -1;
+                }
+                checked++;
             }
-            if (rc != TR_EINVAL || !strstr(tr_last_error(), "disagree")) {
-                std::string m = tr_last_error();
-                tr__err(TR_EINTERNAL, "disagreement %d (rank %d late): %s: %s", s, late,
-                        tr_errname(rc), m.c_str());
-                return -1;
-            }
-            int32_t x = me + 1;
-            rc = tr_allreduce(g, &x, &x, 1, TR_INT32, TR_SUM, t);
-            if (rc || x != W * (W + 1) / 2) {
-                std::string m = rc ? tr_last_error() : "wrong sum " + std::to_string(x);
-                tr__err(TR_EINTERNAL, "allreduce after disagreement %d (rank %d late): %s", s, late,
-                        m.c_str());
-                return -1;
-            }
-            checked++;
         }
+        return checked;
+    }
+    static const size_t counts[] = {1, 1, 3, 8, 17, 64, 1000, 100003};
+    static const int sizes[] = {1, 8, 8, 8, 300, (int)most};
+    std::vector<int32_t> x, want, got;
+    for (uint64_t round = 0; round < a.count; round++) {
+        uint64_t shared = mix64(a.seed ^ mix64(round)), own = mix64(shared + (uint64_t)me + 1);
+        int s = (int)(shared % 10), rot = (int)((shared >> 8) % (uint64_t)W);
+        size_t c = counts[(shared >> 16) % (sizeof counts / sizeof counts[0])];
+        int dn = sizes[(shared >> 24) % (sizeof sizes / sizeof sizes[0])];
+        bool calm = (shared >> 32) % 4 == 0; /* every rank at once, none pausing */
+        if (!calm) coll_jitter(own);
+        int rc = coll_disagree(g, s, rot, W, me, in.data(), out.data(), dn, t);
+        if (rc != TR_EINVAL || !strstr(tr_last_error(), "disagree")) {
+            std::string m = tr_last_error();
+            tr__err(TR_EINTERNAL,
+                    "round %llu (seed %llu), disagreement %d of %d rotated %d: %s: %s",
+                    (unsigned long long)round, (unsigned long long)a.seed, s, dn, rot,
+                    tr_errname(rc), m.c_str());
+            return -1;
+        }
+        /* what the disagreement may not touch: an input apart from the output (the ranks
+         * that entered a gloo op read it), and on shm, which checks before any data
+         * moves, the output too (gloo's is undefined after a disagreement: troupe.h) */
+        size_t bad = 0;
+        while (bad < in.size() && in[bad] == me + 1)
+            bad++;
+        bool out_kept = strcmp(a.backend, "gloo") == 0 ||
+                        std::all_of(out.begin(), out.end(), [](int32_t v) { return v == 0; });
+        if (bad < in.size() || !out_kept) {
+            tr__err(TR_EINTERNAL,
+                    "round %llu (seed %llu), disagreement %d of %d rotated %d: %s changed",
+                    (unsigned long long)round, (unsigned long long)a.seed, s, dn, rot,
+                    bad < in.size() ? "the input" : "the output");
+            return -1;
+        }
+        /* rank r's element i: a value of (round, r, i); the sum computed here; in place or
+         * not, by round */
+        x.resize(c);
+        want.assign(c, 0);
+        for (size_t i = 0; i < c; i++) {
+            for (int r = 0; r < W; r++) {
+                int32_t e = (int32_t)(mix64(shared ^ ((uint64_t)r << 40) ^ i) % 1000003);
+                if (r == me) x[i] = e;
+                want[i] += e;
+            }
+        }
+        if (!calm) coll_jitter(own >> 32);
+        bool in_place = (shared >> 40) & 1;
+        got.assign(in_place ? 0 : c, -1);
+        rc = tr_allreduce(g, x.data(), in_place ? x.data() : got.data(), c, TR_INT32, TR_SUM, t);
+        if (in_place) got.swap(x);
+        bad = 0;
+        while (!rc && bad < c && got[bad] == want[bad])
+            bad++;
+        if (rc || bad < c) {
+            std::string m = rc ? std::string(tr_errname(rc)) + ": " + tr_last_error()
+                               : "element " + std::to_string(bad) + " of " + std::to_string(c) +
+                                     " is " + std::to_string(got[bad]) + ", want " +
+                                     std::to_string(want[bad]);
+            tr__err(
+                TR_EINTERNAL,
+                "round %llu (seed %llu): allreduce of %zu after disagreement %d of %d rotated %d: "
+                "%s",
+                (unsigned long long)round, (unsigned long long)a.seed, c, s, dn, rot, m.c_str());
+            return -1;
+        }
+        checked++;
     }
     return checked;
 }

@@ -51,10 +51,12 @@ struct CollArgs {
     int32_t mode; /* 0: the suite; 1: join, then crash; 2: one allreduce of `count` floats;
                      3: join, then destroy the group at once; 4: the suite without single
                      copy; 5: the suite with single copy off on odd ranks only;
-                     6: ops the ranks disagree on (coll_mismatches); 7: the suite on
-                     the declared group `name` (tr_group_open; rank: the declaration's) */
+                     6: ops the ranks disagree on (coll_mismatches: with `count`, that
+                     many random rounds drawn from `seed`); 7: the suite on the declared
+                     group `name` (tr_group_open; rank: the declaration's) */
     uint64_t count;
     char backend[8]; /* "" means shm */
+    uint64_t seed;
 };
 
 /* Arguments of the "multi" method: actor `index` (0..2) of three joins every group of
