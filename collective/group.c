@@ -369,8 +369,9 @@ TR_API int tr_group_set_timeout(tr_group *g, int timeout_ms) {
 
 /* Every op ends here. A failed op leaves ranks at different points of the protocol: the
  * group is unusable from then on, and says why. Disagreeing arguments, TR_EINVAL, leave
- * every rank at the same point, and the group usable (shm catches them before any rank
- * moves; gloo's ranks finish the op first, steps.h). A backend may mark the group broken
+ * every rank at the same point, the group usable and every buffer as it was (shm catches
+ * them before any rank moves; gloo's ranks finish the op first, steps.h, on scratch or
+ * with their output copied aside: gloo.cc checked). A backend may mark the group broken
  * itself. */
 static int finish(tr_group *g, int rc) {
     if (rc && rc != TR_EINVAL) {

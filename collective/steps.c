@@ -190,6 +190,23 @@ int tr__coll_check_agree(tr_group *g) {
     return 0;
 }
 
+/* What this rank, having posted its op, knows of the others: a rank that posted another
+ * op (DISAGREES), every rank posted this one (AGREES), or not yet (UNKNOWN). The loads
+ * are seq_cst for enter's sake (see there). */
+static int known(tr_group *g) {
+    tr__coll_hdr *h = H(g);
+    const tr__coll_desc *me = &h->rk[g->rank].desc[g->seq & 1];
+    int all = 1;
+    for (int r = 0; r < g->world; r++) {
+        uint32_t posted = __atomic_load_n(&h->rk[r].posted.seq, __ATOMIC_SEQ_CST);
+        if ((int32_t)(posted - (g->agree_step + 1)) < 0)
+            all = 0;
+        else if (differs(&h->rk[r].desc[g->seq & 1], me))
+            return TR__COLL_DISAGREES;
+    }
+    return all ? TR__COLL_AGREES : TR__COLL_UNKNOWN;
+}
+
 int tr__coll_agree_enter(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, int root,
                          size_t count) {
     tr__coll_hdr *h = H(g);
@@ -199,16 +216,20 @@ int tr__coll_agree_enter(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op
     /* Of two ranks that disagree, the later to post sees the earlier: each posts (a
      * seq_cst increment), then reads the other's counter with a seq_cst load, which
      * cannot move before the post (Dekker's pattern, on x86 and arm64 alike). */
-    tr__coll_desc *me = &h->rk[g->rank].desc[g->seq & 1];
-    uint32_t entered = TR__COLL_ENTERED;
-    for (int r = 0; r < g->world && entered == TR__COLL_ENTERED; r++) {
-        uint32_t posted = __atomic_load_n(&h->rk[r].posted.seq, __ATOMIC_SEQ_CST);
-        if ((int32_t)(posted - (g->agree_step + 1)) >= 0 && differs(&h->rk[r].desc[g->seq & 1], me))
-            entered = TR__COLL_STANDS_IN;
-    }
-    me->entered = entered;
+    int k = known(g);
+    h->rk[g->rank].desc[g->seq & 1].entered =
+        k == TR__COLL_DISAGREES ? TR__COLL_STANDS_IN : TR__COLL_ENTERED;
     tr__coll_post(g);
-    return entered == TR__COLL_ENTERED;
+    return k;
+}
+
+int tr__coll_agree_known(tr_group *g) {
+    return known(g);
+}
+
+int tr__coll_agree_wait(tr_group *g, int64_t deadline) {
+    int rc = tr__coll_wait_all(g, g->agree_step + 1, deadline);
+    return rc ? rc : known(g);
 }
 
 int tr__coll_agree_leave(tr_group *g, int64_t deadline) {

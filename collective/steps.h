@@ -58,17 +58,25 @@ void tr__coll_publish(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, i
 int tr__coll_check_agree(tr_group *g);
 /* The agreement riding on the op (gloo), two steps that never wait. enter publishes this
  * rank's op, posts, compares it with every rank that has already posted it and posts
- * again: 1 if all of those agree (run the op, then leave), 0 if one disagrees (stand in).
- * Of any two ranks that disagree the later to post sees the earlier, so the ranks that
- * run the op all agree, and data moves only between them.
+ * again. It returns what it knows: TR__COLL_DISAGREES if one of those disagrees (stand
+ * in), TR__COLL_AGREES if every rank has posted and all agree (run the op: it cannot fail
+ * on a disagreement), TR__COLL_UNKNOWN if some rank has yet to post (run the op, but a
+ * later rank may still disagree). Of any two ranks that disagree the later to post sees
+ * the earlier, so the ranks that run the op all agree, and data moves only between them.
+ * known: the same, later, without waiting (a rank that entered, until it runs the op);
+ * wait: waits until every rank has posted its op, then the same (never UNKNOWN), or the
+ * code of the wait.
  * leave: after running the op, wait until every rank has posted its op and check them:
  * TR_EINVAL naming the difference, as tr__coll_check_agree.
  * stand_in: wait until every rank has decided; 1 and the op of the ranks that run it in
  * *out (the caller runs that op on scratch buffers, so they finish and Gloo stays in
  * step), 0 if none does. Then tr__coll_check_agree gives the TR_EINVAL. */
 enum { TR__COLL_ENTERED = 1, TR__COLL_STANDS_IN = 2 };
+enum { TR__COLL_UNKNOWN = 0, TR__COLL_AGREES = 1, TR__COLL_DISAGREES = 2 };
 int tr__coll_agree_enter(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, int root,
                          size_t count);
+int tr__coll_agree_known(tr_group *g);
+int tr__coll_agree_wait(tr_group *g, int64_t deadline);
 int tr__coll_agree_leave(tr_group *g, int64_t deadline);
 int tr__coll_agree_stand_in(tr_group *g, int64_t deadline, tr__coll_desc *out);
 const char *tr__coll_kind_name(uint32_t kind);

@@ -520,11 +520,13 @@ static void coll_jitter(uint64_t r) {
  * give the right sum (the group stays usable). With a.count 0, the fixed schedule: each
  * case with every rank in turn arriving 20 ms late, so the others are inside the op when
  * it comes or it is there first. With a.count > 0, that many random rounds drawn from
- * a.seed: a case, its roles rotated, each rank pausing at random before the disagreement
- * and before the allreduce, the input of each disagreement (and on shm its output) left
- * untouched, the allreduce of a random count checked element by element against the sum
- * computed here. Returns the disagreements checked, or -1 with the reason (and the round,
- * case and seed) in tr_last_error. */
+ * a.seed: a case, its roles rotated (in place every other round), each rank pausing at
+ * random before the disagreement and before the allreduce; both buffers of the
+ * disagreement, filled with the round's values, left as they were; the allreduce, of a
+ * random count, on those same buffers as they are (in place on either, or from one to the
+ * other), checked element by element against the sum of the round's values computed here.
+ * Returns the disagreements checked, or -1 with the reason (and the round, case and seed)
+ * in tr_last_error. */
 int coll_mismatches(tr_group *g, const CollArgs &a) {
     const int W = a.world, me = a.rank, n = 8, t = a.timeout_ms;
     /* A gloo rank bound to one core runs Gloo's I/O thread on more (core/affinity.h) */
@@ -574,67 +576,79 @@ int coll_mismatches(tr_group *g, const CollArgs &a) {
     }
     static const size_t counts[] = {1, 1, 3, 8, 17, 64, 1000, 100003};
     static const int sizes[] = {1, 8, 8, 8, 300, (int)most};
-    std::vector<int32_t> x, want, got;
+    std::vector<int32_t> want;
     for (uint64_t round = 0; round < a.count; round++) {
         uint64_t shared = mix64(a.seed ^ mix64(round)), own = mix64(shared + (uint64_t)me + 1);
         int s = (int)(shared % 10), rot = (int)((shared >> 8) % (uint64_t)W);
         size_t c = counts[(shared >> 16) % (sizeof counts / sizeof counts[0])];
         int dn = sizes[(shared >> 24) % (sizeof sizes / sizeof sizes[0])];
         bool calm = (shared >> 32) % 4 == 0; /* every rank at once, none pausing */
+        /* this round's values: rank r's element i of in (b 0) and out (b 1), known to all */
+        auto val = [&](int r, int b, size_t i) {
+            uint32_t h = (uint32_t)i * 2654435761u ^ (uint32_t)(shared >> 20) ^
+                         (uint32_t)r * 0x9e3779b1u ^ (uint32_t)b * 0x85ebca6bu;
+            return (int32_t)(h % 1000003);
+        };
+        for (size_t i = 0; i < in.size(); i++) {
+            in[i] = val(me, 0, i);
+            out[i] = val(me, 1, i);
+        }
+        /* the disagreement in place (on out) every other round */
+        bool dis_in_place = (shared >> 44) & 1;
         if (!calm) coll_jitter(own);
-        int rc = coll_disagree(g, s, rot, W, me, in.data(), out.data(), dn, t);
+        int rc = coll_disagree(g, s, rot, W, me, dis_in_place ? out.data() : in.data(), out.data(),
+                               dn, t);
         if (rc != TR_EINVAL || !strstr(tr_last_error(), "disagree")) {
             std::string m = tr_last_error();
             tr__err(TR_EINTERNAL,
-                    "round %llu (seed %llu), disagreement %d of %d rotated %d: %s: %s",
+                    "round %llu (seed %llu), disagreement %d of %d rotated %d%s: %s: %s",
                     (unsigned long long)round, (unsigned long long)a.seed, s, dn, rot,
-                    tr_errname(rc), m.c_str());
+                    dis_in_place ? " in place" : "", tr_errname(rc), m.c_str());
             return -1;
         }
-        /* what the disagreement may not touch: an input apart from the output (the ranks
-         * that entered a gloo op read it), and on shm, which checks before any data
-         * moves, the output too (gloo's is undefined after a disagreement: troupe.h) */
-        size_t bad = 0;
-        while (bad < in.size() && in[bad] == me + 1)
-            bad++;
-        bool out_kept = strcmp(a.backend, "gloo") == 0 ||
-                        std::all_of(out.begin(), out.end(), [](int32_t v) { return v == 0; });
-        if (bad < in.size() || !out_kept) {
-            tr__err(TR_EINTERNAL,
-                    "round %llu (seed %llu), disagreement %d of %d rotated %d: %s changed",
-                    (unsigned long long)round, (unsigned long long)a.seed, s, dn, rot,
-                    bad < in.size() ? "the input" : "the output");
-            return -1;
-        }
-        /* rank r's element i: a value of (round, r, i); the sum computed here; in place or
-         * not, by round */
-        x.resize(c);
-        want.assign(c, 0);
-        for (size_t i = 0; i < c; i++) {
-            for (int r = 0; r < W; r++) {
-                int32_t e = (int32_t)(mix64(shared ^ ((uint64_t)r << 40) ^ i) % 1000003);
-                if (r == me) x[i] = e;
-                want[i] += e;
+        /* a failed op leaves every buffer as it was, on every backend (troupe.h) */
+        for (int b = 0; b < 2; b++) {
+            const std::vector<int32_t> &v = b ? out : in;
+            size_t bad = 0;
+            while (bad < v.size() && v[bad] == val(me, b, bad))
+                bad++;
+            if (bad < v.size()) {
+                tr__err(TR_EINTERNAL,
+                        "round %llu (seed %llu), disagreement %d of %d rotated %d%s: the %s "
+                        "changed at element %zu (%d, was %d)",
+                        (unsigned long long)round, (unsigned long long)a.seed, s, dn, rot,
+                        dis_in_place ? " in place" : "", b ? "output" : "input", bad, v[bad],
+                        val(me, b, bad));
+                return -1;
             }
         }
+        /* the next op reuses the failed op's buffers as they are, as a caller would:
+         * in place on out (a broadcast's buffer) or on in, in -> out or out -> in */
+        int how = (int)((shared >> 40) % 4);
+        int32_t *src = how == 1 || how == 2 ? in.data() : out.data();
+        int32_t *dst = how == 0 || how == 2 ? out.data() : in.data();
+        int from = src == in.data() ? 0 : 1;
+        want.assign(c, 0);
+        for (size_t i = 0; i < c; i++)
+            for (int r = 0; r < W; r++)
+                want[i] += val(r, from, i);
         if (!calm) coll_jitter(own >> 32);
-        bool in_place = (shared >> 40) & 1;
-        got.assign(in_place ? 0 : c, -1);
-        rc = tr_allreduce(g, x.data(), in_place ? x.data() : got.data(), c, TR_INT32, TR_SUM, t);
-        if (in_place) got.swap(x);
-        bad = 0;
-        while (!rc && bad < c && got[bad] == want[bad])
+        rc = tr_allreduce(g, src, dst, c, TR_INT32, TR_SUM, t);
+        size_t bad = 0;
+        while (!rc && bad < c && dst[bad] == want[bad])
             bad++;
         if (rc || bad < c) {
             std::string m = rc ? std::string(tr_errname(rc)) + ": " + tr_last_error()
                                : "element " + std::to_string(bad) + " of " + std::to_string(c) +
-                                     " is " + std::to_string(got[bad]) + ", want " +
+                                     " is " + std::to_string(dst[bad]) + ", want " +
                                      std::to_string(want[bad]);
-            tr__err(
-                TR_EINTERNAL,
-                "round %llu (seed %llu): allreduce of %zu after disagreement %d of %d rotated %d: "
-                "%s",
-                (unsigned long long)round, (unsigned long long)a.seed, c, s, dn, rot, m.c_str());
+            static const char *hows[] = {"in place on out", "in place on in", "in -> out",
+                                         "out -> in"};
+            tr__err(TR_EINTERNAL,
+                    "round %llu (seed %llu): allreduce of %zu (%s) after disagreement %d of %d "
+                    "rotated %d%s: %s",
+                    (unsigned long long)round, (unsigned long long)a.seed, c, hows[how], s, dn, rot,
+                    dis_in_place ? " in place" : "", m.c_str());
             return -1;
         }
         checked++;

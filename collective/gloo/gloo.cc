@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -311,6 +312,10 @@ struct State {
     std::unique_ptr<KvStore> lstore;
     std::shared_ptr<gloo::rendezvous::Context> lctx;
     uint32_t ltag = 1;
+    /* what an op that may yet fail on a disagreement would overwrite (checked(): up to
+     * kSaveMax bytes, kept for the next op) */
+    std::unique_ptr<char, decltype(&free)> saved{nullptr, &free};
+    size_t saved_cap = 0;
     ~State() {
         watch.reset();
         lctx.reset();
@@ -674,29 +679,110 @@ int span_agree(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, int root
     return rc ? rc : 1;
 }
 
+// What an op writes on this rank (its output: broadcast's buffer off the root, reduce's
+// and gather's at the root only), which a disagreement must leave as it was.
+struct Written {
+    void *p = nullptr;
+    size_t n = 0;
+};
+
+Written written(tr_group *g, uint32_t kind, void *recv, size_t count, tr_dtype dtype, int root) {
+    size_t sbytes, rbytes;
+    side_bytes((int)kind, count * tr_dtype_size(dtype), (size_t)g->world, root == g->rank, &sbytes,
+               &rbytes);
+    bool writes = kind == TR__COLL_BROADCAST                           ? root != g->rank
+                  : kind == TR__COLL_REDUCE || kind == TR__COLL_GATHER ? root == g->rank
+                                                                       : kind != TR__COLL_BARRIER;
+    Written w;
+    if (writes && recv && rbytes) {
+        w.p = recv;
+        w.n = rbytes;
+    }
+    return w;
+}
+
+// A rank that runs its op before every rank has posted one (TR__COLL_UNKNOWN) may still
+// see it fail on a disagreement, after Gloo has written its output. Until it knows, it
+// copies that output aside (kSaveChunk at a time, looking again between chunks), so that a
+// disagreement can put it back; the copy costs only while it waits for the last rank to
+// post, and the last rank never copies. An output over kSaveMax is not copied: its rank
+// waits until every rank has posted (a wake-up) before Gloo moves a byte.
+// Returns TR__COLL_AGREES or TR__COLL_DISAGREES once known, TR__COLL_UNKNOWN with *saved
+// set once the copy is whole, or the code of the wait.
+constexpr size_t kSaveChunk = 64 << 10;
+constexpr size_t kSaveMax = 4 << 20;
+
+int save_until_known(tr_group *g, const Written &w, int64_t deadline, bool *saved) {
+    State *s = S(g);
+    if (w.n <= kSaveMax && w.n > s->saved_cap) {
+        char *p = (char *)realloc(s->saved.get(), w.n);
+        if (p) {
+            s->saved.release();
+            s->saved.reset(p);
+            s->saved_cap = w.n;
+        }
+    }
+    if (w.n > s->saved_cap) return tr__coll_agree_wait(g, deadline); /* (or no memory) */
+    for (size_t done = 0;; done += kSaveChunk) {
+        int k = tr__coll_agree_known(g);
+        if (k != TR__COLL_UNKNOWN) return k;
+        if (done >= w.n) {
+            *saved = true;
+            return k;
+        }
+        std::memcpy(s->saved.get() + done, (char *)w.p + done, std::min(kSaveChunk, w.n - done));
+    }
+}
+
+// A rank that fails before its part of an op ends (its own wait, or the op on scratch)
+// leaves the ranks that run the op waiting:
+// this rank's connections close so they fail now, not at their timeout. The group is
+// unusable from here, whatever the code.
+int give_up(tr_group *g, int rc) {
+    S(g)->ctx.reset();
+    g->broken = rc == TR_EINVAL ? TR_EINTERNAL : rc;
+    snprintf(g->broken_msg, sizeof g->broken_msg, "%s", tr_last_error());
+    return g->broken;
+}
+
+// w: what the op writes on this rank. A failed op leaves it as it was: a rank that learns
+// of the disagreement before it runs the op runs it on scratch buffers (as a stand-in
+// does); one that ran it on w with a copy aside puts the copy back.
 template <typename F>
 int checked(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, int root, size_t count,
-            int64_t deadline, F run, const void *send = nullptr, void *recv = nullptr) {
+            int64_t deadline, F run, Written w = {}, const void *send = nullptr,
+            void *recv = nullptr) {
     if (!g->checks) return guarded(g, run);
     if (g->span) {
         int rc = span_agree(g, kind, dtype, op, root, count, deadline, send, recv);
         return rc < 0 ? rc : rc == 1 ? 0 : guarded(g, run);
     }
-    if (tr__coll_agree_enter(g, kind, dtype, op, root, count)) {
-        int rc = guarded(g, run);
-        return rc ? rc : tr__coll_agree_leave(g, deadline);
+    int k = tr__coll_agree_enter(g, kind, dtype, op, root, count);
+    if (k != TR__COLL_DISAGREES) {
+        bool saved = false;
+        if (k == TR__COLL_UNKNOWN && w.n) k = save_until_known(g, w, deadline, &saved);
+        if (k < 0) return give_up(g, k);
+        int rc;
+        if (k == TR__COLL_DISAGREES) {
+            tr__coll_desc e = {};
+            e.kind = kind;
+            e.dtype = (uint32_t)dtype;
+            e.op = (uint32_t)op;
+            e.root = root;
+            e.count = count;
+            rc = guarded(g, [&] { return run_stand_in(g, e, deadline); });
+            if (rc < 0) return give_up(g, rc);
+        } else {
+            rc = guarded(g, run);
+        }
+        if (!rc) rc = tr__coll_agree_leave(g, deadline);
+        if (rc == TR_EINVAL && saved) std::memcpy(w.p, S(g)->saved.get(), w.n);
+        return rc;
     }
     tr__coll_desc e;
     int rc = tr__coll_agree_stand_in(g, deadline, &e);
     if (rc == 1) rc = guarded(g, [&] { return run_stand_in(g, e, deadline); });
-    if (rc < 0) {
-        // The ranks that entered wait for us: close this rank's connections so they fail
-        // now, not at their timeout. The group is unusable from here, whatever the code.
-        S(g)->ctx.reset();
-        g->broken = rc == TR_EINVAL ? TR_EINTERNAL : rc;
-        snprintf(g->broken_msg, sizeof g->broken_msg, "%s", tr_last_error());
-        return g->broken;
-    }
+    if (rc < 0) return give_up(g, rc);
     rc = tr__coll_check_agree(g);
     return rc ? rc : tr__err(TR_EINTERNAL, "group '%s': a rank stood in, yet all agree", g->name);
 }
@@ -796,17 +882,21 @@ int g_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtyp
             return g->hier ? run_hier_allreduce(g, send, recv, count, dtype, op, deadline)
                            : run_allreduce(g, send, recv, count, dtype, op, deadline);
         },
-        send, recv);
+        written(g, TR__COLL_ALLREDUCE, recv, count, dtype, -1), send, recv);
 }
 
 int g_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, int root, int64_t deadline) {
-    return checked(g, TR__COLL_BROADCAST, dtype, TR_SUM, root, count, deadline,
-                   [&] { return run_broadcast(g, buf, count, dtype, root, deadline); });
+    return checked(
+        g, TR__COLL_BROADCAST, dtype, TR_SUM, root, count, deadline,
+        [&] { return run_broadcast(g, buf, count, dtype, root, deadline); },
+        written(g, TR__COLL_BROADCAST, buf, count, dtype, root));
 }
 
 int g_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
-    return checked(g, (uint32_t)a->kind, a->dtype, a->op, a->root, a->count, deadline,
-                   [&] { return run_data_op(g, a, deadline); });
+    return checked(
+        g, (uint32_t)a->kind, a->dtype, a->op, a->root, a->count, deadline,
+        [&] { return run_data_op(g, a, deadline); },
+        written(g, (uint32_t)a->kind, a->recv, a->count, a->dtype, a->root));
 }
 
 // A point-to-point slot, unique per ordered pair and message; high bit apart from the

@@ -525,10 +525,13 @@ TR_API int tr_group_is_initialized(tr_runtime *rt, const char *name);
 #define TR_GROUP_TIMEOUT (-2)
 TR_API int tr_group_set_timeout(tr_group *g, int timeout_ms);
 /* Before each op, ranks check that they all called the same op with the same count,
- * dtype, reduction op and root (on by default). The check rides on the op: no rank waits
- * for it, and it costs nothing measurable. on = 0 skips it where a backend can, as MPI
- * and NCCL never check: ranks that disagree then get corrupted data, or an error at the
- * timeout. Every rank of the group must choose the same. Returns 0, TR_EINVAL.
+ * dtype, reduction op and root (on by default). On gloo the check rides on the op: no
+ * rank waits for it, but one that arrives before the last copies its output aside while
+ * it waits for it (an output over 4 MiB waits instead), so that a disagreement leaves
+ * every buffer as it was; that costs nothing measurable up to 4 KiB. on = 0 skips it
+ * where a backend can, as MPI and NCCL never check: ranks that disagree then get
+ * corrupted data, or an error at the timeout. Every rank of the group must choose the
+ * same. Returns 0, TR_EINVAL.
  * Thread safety: not with the group's ops. */
 TR_API int tr_group_set_checks(tr_group *g, int on);
 /* shm: broadcast, allgather, gather and scatter of 64 KiB or more can read the data
@@ -546,10 +549,11 @@ TR_API int tr_group_set_single_copy(tr_group *g, int on);
  * op and root, in the same order. Each waits at most timeout_ms (or the group's default:
  * TR_GROUP_TIMEOUT; below TR_FOREVER is TR_EINVAL). A dead rank gives
  * TR_EPEER_DIED and a timeout TR_ETIMEDOUT on every live rank, and leave the group
- * unusable (later ops return the same error); ranks that disagree on the arguments all
- * get TR_EINVAL naming the difference (the group stays usable; on gloo, where the check
- * rides on the op, their output buffers, and an in-place input, are then undefined). In
- * place when send == recv. Thread safety: one op at a time per group. */
+ * unusable (later ops return the same error; outputs are then undefined); ranks that
+ * disagree on the arguments all get TR_EINVAL naming the difference, the group stays
+ * usable, and every buffer of that op is left as it was on every rank (send, recv, an
+ * in-place buffer, broadcast's buffer), so a caller may reuse them as they are. In place
+ * when send == recv. Thread safety: one op at a time per group. */
 TR_API int tr_barrier(tr_group *g, int timeout_ms);
 TR_API int tr_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
                         tr_redop op, int timeout_ms);
