@@ -28,8 +28,9 @@ typedef struct local {
 } local;
 
 struct tr__objects {
-    tr__seg_hdr *h; /* read-write mapping */
-    const char *ro; /* read-only mapping of the same segment, for views */
+    tr__seg seg;         /* our view of the read-write mapping: geometry copied at attach */
+    const char *ro;      /* read-only mapping of the same segment, for views */
+    const char *ro_data; /* its data region */
     size_t size;
     int idx;            /* our client index */
     pthread_mutex_t mu; /* guards `held`; taken before the segment lock */
@@ -46,8 +47,11 @@ int tr__objects_attach(tr__nodeconn *node, tr__objects **out) {
     if (rc) return rc;
     uint64_t size = 0;
     int64_t idx = -1;
+    char *spill_dir = NULL; /* the node's word for it, not the segment's: see segment.h */
+    void *rw = MAP_FAILED;
     rc = tr__get_uint(r.root, "size", &size);
     if (!rc) rc = tr__get_int(r.root, "client", &idx);
+    if (!rc) rc = tr__get_strdup(r.root, "spill_dir", &spill_dir);
     tr__reply_free(&r);
     if (!rc && (fd < 0 || idx < 0 || idx >= TR__SEG_MAX_CLIENTS))
         rc = tr__err(TR_EPROTO, "object store attach: no descriptor or bad client index");
@@ -57,23 +61,27 @@ int tr__objects_attach(tr__nodeconn *node, tr__objects **out) {
     o->size = size;
     o->idx = (int)idx;
     pthread_mutex_init(&o->mu, NULL);
-    o->h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    rw = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     o->ro = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
-    if (o->h == MAP_FAILED || o->ro == MAP_FAILED) {
+    if (rw == MAP_FAILED || o->ro == MAP_FAILED) {
         rc =
             tr__err_errno(errno, "mapping the object store (%llu bytes)", (unsigned long long)size);
         goto fail;
     }
-    if ((rc = tr__seg_check(o->h, size))) goto fail;
+    if ((rc = tr__seg_open(&o->seg, rw, size)) || (rc = tr__seg_set_spill_dir(&o->seg, spill_dir)))
+        goto fail;
+    o->ro_data = o->ro + o->seg.data_off;
+    free(spill_dir);
     close(fd);
     *out = o;
     return 0;
 fail:
     if (o) {
-        if (o->h && o->h != MAP_FAILED) munmap(o->h, size);
+        if (rw != MAP_FAILED) munmap(rw, size);
         if (o->ro && o->ro != MAP_FAILED) munmap((void *)o->ro, size);
         free(o);
     }
+    free(spill_dir);
     if (fd >= 0) close(fd);
     return rc;
 }
@@ -87,19 +95,19 @@ void tr__objects_detach(tr__objects *o) {
         free(v);
     tr__idmap_free(&o->held);
     pthread_mutex_destroy(&o->mu);
-    munmap(o->h, o->size);
+    munmap(o->seg.h, o->size);
     munmap((void *)o->ro, o->size);
     free(o);
 }
 
 static void drop_bit(tr__objects *o, const uint8_t id[16], int client);
 
-static int new_id(const tr__seg_hdr *h, tr_ref *r) {
+static int new_id(const tr__seg *s, tr_ref *r) {
     int rc;
     do
         if ((rc = tr__random_bytes(r->b, 16))) return rc;
     while (tr__id_key(r->b) == 0);
-    uint32_t num = __atomic_load_n(&h->node_num, __ATOMIC_ACQUIRE);
+    uint32_t num = __atomic_load_n(&s->h->node_num, __ATOMIC_ACQUIRE);
     r->b[12] = (uint8_t)num;
     r->b[13] = (uint8_t)(num >> 8);
     r->b[14] = (uint8_t)(num >> 16);
@@ -107,9 +115,13 @@ static int new_id(const tr__seg_hdr *h, tr_ref *r) {
     return 0;
 }
 
-/* A block's payload must lie inside the data region (the segment may be corrupt). */
-static int entry_ok(const tr__seg_hdr *h, const tr__obj_entry *e) {
-    return e->off >= TR__SEG_ALIGN && e->off <= h->data_size && e->size <= h->data_size - e->off;
+/* Reads an entry's payload offset and size, once each (another process may change them
+ * at any moment), into *off and *size; whether that payload lies inside the data region
+ * (the segment may be corrupt). Only the copies are used after. */
+static int entry_span(const tr__seg *s, const tr__obj_entry *e, uint64_t *off, uint64_t *size) {
+    *off = TR__SEG_LOAD(e->off);
+    *size = TR__SEG_LOAD(e->size);
+    return *off >= TR__SEG_ALIGN && *off <= s->data_size && *size <= s->data_size - *off;
 }
 
 static int write_all_fd(int fd, const char *p, size_t n) {
@@ -138,46 +150,51 @@ static int read_all_fd(int fd, char *p, size_t n) {
  * file and frees its block. Returns 0 if one was spilled, TR_ENOMEM if none could be. The
  * file is written without the lock; the entry is SPILLING meanwhile (gets wait). */
 static int spill_one(tr__objects *o) {
-    tr__seg_hdr *h = o->h;
-    tr__seg_lock(h);
+    tr__seg *s = &o->seg;
+    tr__seg_lock(s);
     tr__obj_entry *victim = NULL;
-    for (uint64_t i = 0; i < h->table_cap; i++) {
-        tr__obj_entry *e = tr__seg_entry(h, i);
+    uint64_t off = 0, size = 0;
+    for (uint64_t i = 0; i < s->table_cap; i++) {
+        tr__obj_entry *e = tr__seg_entry(s, i);
+        uint64_t e_off, e_size;
         /* containers stay resident: their removal must read the refs they hold */
-        if (e->state != TR__OBJ_SEALED || e->size == 0 || e->n_refs || tr__seg_viewed(e) ||
-            !entry_ok(h, e))
+        if (e->state != TR__OBJ_SEALED || e->n_refs || tr__seg_viewed(e) ||
+            !entry_span(s, e, &e_off, &e_size) || e_size == 0)
             continue;
-        if (!victim || e->tick < victim->tick) victim = e;
+        if (!victim || e->tick < victim->tick) {
+            victim = e;
+            off = e_off;
+            size = e_size;
+        }
     }
     if (!victim) {
-        tr__seg_unlock(h);
+        tr__seg_unlock(s);
         return TR_ENOMEM;
     }
     victim->state = TR__OBJ_SPILLING;
     victim->busy = o->idx;
     uint8_t id[16];
     memcpy(id, victim->id, 16);
-    const char *src = (const char *)tr__seg_data(h) + victim->off;
-    uint64_t size = victim->size;
-    tr__seg_unlock(h);
+    const char *src = (const char *)tr__seg_data(s) + off; /* (checked copies) */
+    tr__seg_unlock(s);
 
     char path[700];
-    tr__seg_spill_path(h, id, path, sizeof path);
+    tr__seg_spill_path(s, id, path, sizeof path);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     int ok = fd >= 0 && write_all_fd(fd, src, size) == 0;
     int e_no = errno;
     if (fd >= 0) close(fd);
 
-    tr__seg_lock(h);
-    tr__obj_entry *e = tr__seg_find(h, id);
+    tr__seg_lock(s);
+    tr__obj_entry *e = tr__seg_find(s, id);
     if (e && e->state == TR__OBJ_SPILLING && e->busy == o->idx) {
         if (ok) {
-            tr__seg_free(h, e->off);
+            tr__seg_free(s, e->off);
             e->off = 0;
             e->state = TR__OBJ_SPILLED;
-            h->bytes_objects -= size;
-            h->bytes_spilled += size;
-            h->spills++;
+            s->h->bytes_objects -= size;
+            s->h->bytes_spilled += size;
+            s->h->spills++;
         } else {
             e->state = TR__OBJ_SEALED;
             unlink(path);
@@ -186,8 +203,8 @@ static int spill_one(tr__objects *o) {
     } else if (!e) {
         unlink(path); /* freed while we wrote it */
     }
-    tr__seg_unlock(h);
-    tr__event_signal(&h->sealed);
+    tr__seg_unlock(s);
+    tr__event_signal(&s->h->sealed);
     if (!ok) return tr__err_errno(e_no, "spilling an object to %s", path);
     return 0;
 }
@@ -196,13 +213,13 @@ static int spill_one(tr__objects *o) {
 /* On success returns with the segment lock held, so the caller records the block before
  * anyone (or our own death) could lose track of it. */
 static int alloc_block(tr__objects *o, size_t len, uint64_t *off) {
-    tr__seg_hdr *h = o->h;
+    tr__seg *s = &o->seg;
     for (;;) {
-        tr__seg_lock(h);
-        int rc = tr__seg_alloc(h, len, off);
+        tr__seg_lock(s);
+        int rc = tr__seg_alloc(s, len, off);
         if (rc == 0) return 0;
-        unsigned long long used = h->bytes_used, cap = h->data_size;
-        tr__seg_unlock(h);
+        unsigned long long used = s->h->bytes_used, cap = s->data_size;
+        tr__seg_unlock(s);
         if (rc != TR_ENOMEM) return rc;
         rc = spill_one(o);
         if (rc == TR_ENOMEM)
@@ -219,30 +236,30 @@ static int alloc_block(tr__objects *o, size_t len, uint64_t *off) {
  * never keep a pointer across an unlock. */
 static int reserve(tr__objects *o, size_t len, size_t n_refs, int keep_id, tr_ref *out,
                    uint64_t *payload) {
-    tr__seg_hdr *h = o->h;
+    tr__seg *s = &o->seg;
     size_t data_len = len;
     len = tr__seg_alloc_len(len, n_refs);
-    if (len > tr__seg_max_alloc(h))
+    if (len > tr__seg_max_alloc(s))
         return tr__err(TR_ENOMEM,
                        "an object of %zu bytes can never fit in the object store "
                        "(capacity %llu bytes; set object_store_bytes)",
-                       len, (unsigned long long)tr__seg_max_alloc(h));
-    int rc = keep_id ? 0 : new_id(h, out);
+                       len, (unsigned long long)tr__seg_max_alloc(s));
+    int rc = keep_id ? 0 : new_id(s, out);
     if (rc) return rc;
     uint64_t off;
     rc = alloc_block(o, len, &off); /* locked on success */
     if (rc) return rc;
-    tr__obj_entry *e = tr__seg_insert(h, out->b, &rc);
+    tr__obj_entry *e = tr__seg_insert(s, out->b, &rc);
     if (!e) {
-        tr__seg_free(h, off);
-        tr__seg_unlock(h);
+        tr__seg_free(s, off);
+        tr__seg_unlock(s);
         return rc;
     }
     e->off = off;
     e->size = data_len;
     e->creator = (uint16_t)o->idx;
     tr__seg_hold(e, o->idx, 1);
-    tr__seg_unlock(h);
+    tr__seg_unlock(s);
     *payload = off;
     return 0;
 }
@@ -250,7 +267,7 @@ static int reserve(tr__objects *o, size_t len, size_t n_refs, int keep_id, tr_re
 /* Reads a SPILLED object back into a fresh block. Called with the segment lock held and
  * e SPILLED; returns with it released. */
 static int restore(tr__objects *o, tr__obj_entry *e) {
-    tr__seg_hdr *h = o->h;
+    tr__seg *s = &o->seg;
     e->state = TR__OBJ_RESTORING;
     e->busy = o->idx;
     /* Hold it while restoring, so nobody can remove it (and free the block we are about
@@ -261,55 +278,55 @@ static int restore(tr__objects *o, tr__obj_entry *e) {
     uint8_t id[16];
     memcpy(id, e->id, 16);
     uint64_t size = e->size, off;
-    tr__seg_unlock(h);
+    tr__seg_unlock(s);
     int rc = alloc_block(o, size, &off); /* locked on success */
-    if (rc) tr__seg_lock(h);
-    e = tr__seg_find(h, id);
+    if (rc) tr__seg_lock(s);
+    e = tr__seg_find(s, id);
     if (rc || !e || e->state != TR__OBJ_RESTORING || e->busy != o->idx) {
-        if (!rc) tr__seg_free(h, off);
+        if (!rc) tr__seg_free(s, off);
         if (e && e->state == TR__OBJ_RESTORING && e->busy == o->idx) {
             e->state = TR__OBJ_SPILLED;
             e->busy = -1;
         }
-        tr__seg_unlock(h);
+        tr__seg_unlock(s);
         if (!held_before) drop_bit(o, id, o->idx);
-        tr__event_signal(&h->sealed);
+        tr__event_signal(&s->h->sealed);
         return rc ? rc : 0; /* freed meanwhile: the caller looks again */
     }
     e->off = off; /* recorded now, so a removal (or our death) frees the block */
-    tr__seg_unlock(h);
+    tr__seg_unlock(s);
     char path[700];
-    tr__seg_spill_path(h, id, path, sizeof path);
+    tr__seg_spill_path(s, id, path, sizeof path);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    int ok = fd >= 0 && read_all_fd(fd, (char *)tr__seg_data(h) + off, size) == 0;
+    int ok = fd >= 0 && read_all_fd(fd, (char *)tr__seg_data(s) + off, size) == 0;
     int e_no = errno;
     if (fd >= 0) close(fd);
-    tr__seg_lock(h);
-    e = tr__seg_find(h, id);
+    tr__seg_lock(s);
+    e = tr__seg_find(s, id);
     if (e && e->state == TR__OBJ_RESTORING && e->busy == o->idx) {
         if (ok) {
             e->state = TR__OBJ_SEALED;
-            h->bytes_spilled -= size;
-            h->bytes_objects += size;
-            h->restores++;
+            s->h->bytes_spilled -= size;
+            s->h->bytes_objects += size;
+            s->h->restores++;
             unlink(path);
         } else {
-            tr__seg_free(h, e->off);
+            tr__seg_free(s, e->off);
             e->off = 0;
             e->state = TR__OBJ_SPILLED;
         }
         e->busy = -1;
     }
-    tr__seg_unlock(h);
+    tr__seg_unlock(s);
     if (!ok && !held_before) drop_bit(o, id, o->idx);
-    tr__event_signal(&h->sealed);
+    tr__event_signal(&s->h->sealed);
     return ok ? 0 : tr__err_errno(e_no, "restoring an object from %s", path);
 }
 
-static void seal_locked(tr__seg_hdr *h, tr__obj_entry *e) {
+static void seal_locked(tr__seg *s, tr__obj_entry *e) {
     e->state = TR__OBJ_SEALED;
-    e->tick = ++h->tick;
-    h->bytes_objects += e->size;
+    e->tick = ++s->h->tick;
+    s->h->bytes_objects += e->size;
 }
 
 /* The local record of an object, created if `make`. Called with o->mu held. */
@@ -330,19 +347,19 @@ static local *find_local(tr__objects *o, const uint8_t id[16], int make) {
 
 /* Clears `client`'s bit on an object and removes the object if nothing keeps it. */
 static void drop_bit(tr__objects *o, const uint8_t id[16], int client) {
-    tr__seg_hdr *h = o->h;
+    tr__seg *s = &o->seg;
     int freed = 0;
-    tr__seg_lock(h);
-    tr__obj_entry *e = tr__seg_find(h, id);
+    tr__seg_lock(s);
+    tr__obj_entry *e = tr__seg_find(s, id);
     if (e && client >= 0 && client < TR__SEG_MAX_CLIENTS) {
         tr__seg_hold(e, client, 0);
         if (tr__seg_unheld(e)) {
-            tr__seg_remove(h, e);
+            tr__seg_remove(s, e);
             freed = 1;
         }
     }
-    tr__seg_unlock(h);
-    if (freed) tr__event_signal(&h->sealed);
+    tr__seg_unlock(s);
+    if (freed) tr__event_signal(&s->h->sealed);
 }
 
 /* Drops the local record if nothing holds it any more, clearing our bit and freeing the
@@ -371,12 +388,12 @@ int tr__objects_put(tr__objects *o, const void *data, size_t len, tr_ref *out) {
     int rc = reserve(o, len, 0, 0, out, &off);
     if (rc) return rc;
     /* The copy runs without the lock: the entry is CREATED, invisible to gets. */
-    if (len) memcpy((char *)tr__seg_data(o->h) + off, data, len);
-    tr__seg_lock(o->h);
-    tr__obj_entry *e = tr__seg_find(o->h, out->b);
-    if (e) seal_locked(o->h, e);
-    tr__seg_unlock(o->h);
-    tr__event_signal(&o->h->sealed);
+    if (len) memcpy((char *)tr__seg_data(&o->seg) + off, data, len);
+    tr__seg_lock(&o->seg);
+    tr__obj_entry *e = tr__seg_find(&o->seg, out->b);
+    if (e) seal_locked(&o->seg, e);
+    tr__seg_unlock(&o->seg);
+    tr__event_signal(&o->seg.h->sealed);
     return record_user_hold(o, out);
 }
 
@@ -390,54 +407,58 @@ int tr__objects_put_refs(tr__objects *o, const void *data, size_t len, const tr_
     uint64_t off;
     int rc = reserve(o, len, n_refs, 0, out, &off);
     if (rc) return rc;
-    tr__seg_hdr *h = o->h;
-    if (len) memcpy((char *)tr__seg_data(h) + off, data, len);
-    tr__seg_lock(h);
-    tr__obj_entry *e = tr__seg_find(h, out->b);
+    tr__seg *s = &o->seg;
+    if (len) memcpy((char *)tr__seg_data(s) + off, data, len);
+    tr__seg_lock(s);
+    tr__obj_entry *e = tr__seg_find(s, out->b);
     if (!e) {
-        tr__seg_unlock(h);
+        tr__seg_unlock(s);
         return tr__err(TR_ENOTFOUND, "tr_put_refs: the new object vanished");
     }
-    uint8_t *dst = tr__seg_refs_of(h, e);
+    uint8_t *dst = tr__seg_refs_of(s, off, len); /* our block: never the entry's word */
     size_t i = 0;
     for (; i < n_refs; i++) {
-        tr__obj_entry *c = tr__seg_find(h, refs[i].b);
+        tr__obj_entry *c = tr__seg_find(s, refs[i].b);
         if (!c) break;
         c->contained_by++;
         memcpy(dst + 16 * i, refs[i].b, 16);
     }
     if (i < n_refs) { /* undo: a contained object does not exist */
-        for (size_t k = 0; k < i; k++)
-            tr__seg_find(h, refs[k].b)->contained_by--;
-        tr__seg_remove(h, e);
-        tr__seg_unlock(h);
+        for (size_t k = 0; k < i; k++) {
+            tr__obj_entry *c = tr__seg_find(s, refs[k].b);
+            if (c) c->contained_by--; /* (gone only if another process broke the rules) */
+        }
+        tr__seg_remove(s, e);
+        tr__seg_unlock(s);
         return tr__err(TR_ENOTFOUND, "tr_put_refs: contained ref %zu names no object", i);
     }
     e->n_refs = (uint32_t)n_refs;
-    seal_locked(h, e);
-    tr__seg_unlock(h);
-    tr__event_signal(&h->sealed);
+    seal_locked(s, e);
+    tr__seg_unlock(s);
+    tr__event_signal(&s->h->sealed);
     return record_user_hold(o, out);
 }
 
 int tr__objects_refs(tr__objects *o, tr_ref ref, tr_ref *out, size_t cap, size_t *n) {
     if ((!out && cap) || !n) return tr__err(TR_EINVAL, "tr_object_refs: NULL argument");
-    tr__seg_hdr *h = o->h;
-    tr__seg_lock(h);
-    tr__obj_entry *e = tr__seg_find(h, ref.b);
+    tr__seg *s = &o->seg;
+    tr__seg_lock(s);
+    tr__obj_entry *e = tr__seg_find(s, ref.b);
     int rc = 0;
+    uint64_t off = 0, size = 0;
+    uint32_t n_refs = e ? TR__SEG_LOAD(e->n_refs) : 0;
     if (!e || e->state < TR__OBJ_SEALED) {
         rc = tr__err(TR_ENOTFOUND, "tr_object_refs: no such sealed object");
-    } else if (e->n_refs &&
-               (!entry_ok(h, e) || e->off + tr__seg_alloc_len(e->size, e->n_refs) > h->data_size)) {
+    } else if (n_refs && (!entry_span(s, e, &off, &size) ||
+                          tr__seg_alloc_len(size, n_refs) > s->data_size - off)) {
         rc = tr__err(TR_EPROTO, "object store entry is corrupt");
     } else {
-        *n = e->n_refs;
-        const uint8_t *src = tr__seg_refs_of(h, e);
-        for (size_t i = 0; i < cap && i < e->n_refs; i++)
+        *n = n_refs;
+        const uint8_t *src = n_refs ? tr__seg_refs_of(s, off, size) : NULL;
+        for (size_t i = 0; i < cap && i < n_refs; i++)
             memcpy(out[i].b, src + 16 * i, 16);
     }
-    tr__seg_unlock(h);
+    tr__seg_unlock(s);
     return rc;
 }
 
@@ -446,14 +467,14 @@ int tr__objects_create(tr__objects *o, size_t len, tr_ref *out, void **buf) {
     uint64_t off;
     int rc = reserve(o, len, 0, 0, out, &off);
     if (rc) return rc;
-    *buf = (char *)tr__seg_data(o->h) + off;
+    *buf = (char *)tr__seg_data(&o->seg) + off;
     return record_user_hold(o, out);
 }
 
 int tr__objects_seal(tr__objects *o, tr_ref ref) {
-    tr__seg_hdr *h = o->h;
-    tr__seg_lock(h);
-    tr__obj_entry *e = tr__seg_find(h, ref.b);
+    tr__seg *s = &o->seg;
+    tr__seg_lock(s);
+    tr__obj_entry *e = tr__seg_find(s, ref.b);
     int rc = 0;
     if (!e || e->creator != o->idx)
         rc =
@@ -461,23 +482,23 @@ int tr__objects_seal(tr__objects *o, tr_ref ref) {
     else if (e->state >= TR__OBJ_SEALED)
         rc = tr__err(TR_ESTATE, "tr_object_seal: the object is sealed already");
     else
-        seal_locked(h, e);
-    tr__seg_unlock(h);
-    if (!rc) tr__event_signal(&h->sealed);
+        seal_locked(s, e);
+    tr__seg_unlock(s);
+    if (!rc) tr__event_signal(&s->h->sealed);
     return rc;
 }
 
 int tr__objects_create_as(tr__objects *o, tr_ref ref, size_t len, void **buf) {
     if (!buf || !tr__ref_is_object(&ref) || tr__id_key(ref.b) == 0)
         return tr__err(TR_EINVAL, "object create: bad arguments");
-    tr__seg_lock(o->h);
-    int there = tr__seg_find(o->h, ref.b) != NULL;
-    tr__seg_unlock(o->h);
+    tr__seg_lock(&o->seg);
+    int there = tr__seg_find(&o->seg, ref.b) != NULL;
+    tr__seg_unlock(&o->seg);
     if (there) return tr__err(TR_EEXIST, "the object is in the store already");
     uint64_t off;
     int rc = reserve(o, len, 0, 1, &ref, &off); /* (EEXIST if another made it meanwhile) */
     if (rc) return rc;
-    *buf = (char *)tr__seg_data(o->h) + off;
+    *buf = (char *)tr__seg_data(&o->seg) + off;
     /* a pin of our record keeps our hold bit (one per process) through whatever other
      * threads here do with the object meanwhile; the lookup after the pull drops it */
     pthread_mutex_lock(&o->mu);
@@ -492,18 +513,18 @@ int tr__objects_create_as(tr__objects *o, tr_ref ref, size_t len, void **buf) {
 }
 
 void tr__objects_abort(tr__objects *o, tr_ref ref) {
-    tr__seg_hdr *h = o->h;
-    tr__seg_lock(h);
-    tr__obj_entry *e = tr__seg_find(h, ref.b);
+    tr__seg *s = &o->seg;
+    tr__seg_lock(s);
+    tr__obj_entry *e = tr__seg_find(s, ref.b);
     int gone = e && e->state == TR__OBJ_CREATED && e->creator == o->idx;
-    if (gone) tr__seg_remove(h, e);
-    tr__seg_unlock(h);
-    if (gone) tr__event_signal(&h->sealed);
+    if (gone) tr__seg_remove(s, e);
+    tr__seg_unlock(s);
+    if (gone) tr__event_signal(&s->h->sealed);
     tr__objects_unpin(o, ref); /* create_as's pin, if it made one */
 }
 
 uint32_t tr__objects_node_num(const tr__objects *o) {
-    return __atomic_load_n(&o->h->node_num, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&o->seg.h->node_num, __ATOMIC_ACQUIRE);
 }
 
 void tr__objects_set_puller(tr__objects *o, tr__objects_puller fn, void *ctx) {
@@ -518,15 +539,15 @@ static int pullable(const tr__objects *o, const tr_ref *ref) {
 }
 
 int tr__objects_ready(tr__objects *o, tr_ref ref) {
-    tr__seg_lock(o->h);
-    tr__obj_entry *e = tr__seg_find(o->h, ref.b);
+    tr__seg_lock(&o->seg);
+    tr__obj_entry *e = tr__seg_find(&o->seg, ref.b);
     int r = e && e->state >= TR__OBJ_SEALED; /* spilled objects are sealed too */
-    tr__seg_unlock(o->h);
+    tr__seg_unlock(&o->seg);
     return r;
 }
 
 void tr__objects_wait_change(tr__objects *o, int64_t deadline) {
-    tr__event_wait(&o->h->sealed, tr__event_seq(&o->h->sealed), deadline);
+    tr__event_wait(&o->seg.h->sealed, tr__event_seq(&o->seg.h->sealed), deadline);
 }
 
 /* Waits for the object to be sealed (restoring it if spilled), sets our hold and view
@@ -536,26 +557,27 @@ void tr__objects_wait_change(tr__objects *o, int64_t deadline) {
  * operations (and the actor calls that pin and unpin) go on meanwhile. */
 static int view_locked(tr__objects *o, const tr_ref *ref, int64_t deadline, int timeout_ms,
                        const void **data, size_t *len) {
-    tr__seg_hdr *h = o->h;
+    tr__seg *s = &o->seg;
     for (;;) {
-        uint32_t seen = tr__event_seq(&h->sealed);
-        tr__seg_lock(h);
-        tr__obj_entry *e = tr__seg_find(h, ref->b);
+        uint32_t seen = tr__event_seq(&s->h->sealed);
+        tr__seg_lock(s);
+        tr__obj_entry *e = tr__seg_find(s, ref->b);
         if (!e) {
-            tr__seg_unlock(h);
+            tr__seg_unlock(s);
             return tr__err(TR_ENOTFOUND, "no such object (never put, or freed)");
         }
         if (e->state == TR__OBJ_SEALED) {
-            if (!entry_ok(h, e)) {
-                tr__seg_unlock(h);
+            uint64_t off, size;
+            if (!entry_span(s, e, &off, &size)) {
+                tr__seg_unlock(s);
                 return tr__err(TR_EPROTO, "object store entry is corrupt");
             }
             tr__seg_hold(e, o->idx, 1);
             tr__seg_bit(e->viewers, o->idx, 1); /* pinned: never spilled while viewed */
-            e->tick = ++h->tick;
-            if (data) *data = o->ro + h->data_off + e->off;
-            if (len) *len = e->size;
-            tr__seg_unlock(h);
+            e->tick = ++s->h->tick;
+            if (data) *data = o->ro_data + off;
+            if (len) *len = size;
+            tr__seg_unlock(s);
             return 0;
         }
         if (e->state == TR__OBJ_SPILLED) {
@@ -565,11 +587,11 @@ static int view_locked(tr__objects *o, const tr_ref *ref, int64_t deadline, int 
             if (rc) return rc;
             continue;
         }
-        tr__seg_unlock(h);
+        tr__seg_unlock(s);
         if (tr__now_ns() >= deadline)
             return tr__err(TR_ETIMEDOUT, "the object was not sealed within %d ms", timeout_ms);
         pthread_mutex_unlock(&o->mu);
-        tr__event_wait(&h->sealed, seen, deadline);
+        tr__event_wait(&s->h->sealed, seen, deadline);
         pthread_mutex_lock(&o->mu);
     }
 }
@@ -646,10 +668,10 @@ int tr__objects_pin(tr__objects *o, tr_ref ref, int timeout_ms, const void **dat
         }
     }
     /* without a view: the object need not be sealed yet */
-    tr__seg_lock(o->h);
-    tr__obj_entry *e = tr__seg_find(o->h, ref.b);
+    tr__seg_lock(&o->seg);
+    tr__obj_entry *e = tr__seg_find(&o->seg, ref.b);
     if (e) tr__seg_hold(e, o->idx, 1);
-    tr__seg_unlock(o->h);
+    tr__seg_unlock(&o->seg);
     rc = e ? 0 : tr__err(TR_ENOTFOUND, "no such object (never put, or freed)");
     if (rc == 0) {
         local *l = find_local(o, ref.b, 1);
@@ -677,16 +699,16 @@ void tr__objects_unpin(tr__objects *o, tr_ref ref) {
 int tr__objects_stats(tr__objects *o, tr_store_stats *out) {
     if (!out) return tr__err(TR_EINVAL, "tr_object_stats: out is NULL");
     tr_store_stats st = TR_STORE_STATS_INIT;
-    tr__seg_hdr *h = o->h;
-    tr__seg_lock(h);
-    st.capacity = tr__seg_max_alloc(h);
-    st.bytes_used = h->bytes_used;
-    st.bytes_objects = h->bytes_objects;
-    st.n_objects = h->n_objects;
-    st.bytes_spilled = h->bytes_spilled;
-    st.spills = h->spills;
-    st.restores = h->restores;
-    tr__seg_unlock(h);
+    tr__seg *s = &o->seg;
+    tr__seg_lock(s);
+    st.capacity = tr__seg_max_alloc(s);
+    st.bytes_used = s->h->bytes_used;
+    st.bytes_objects = s->h->bytes_objects;
+    st.n_objects = s->h->n_objects;
+    st.bytes_spilled = s->h->bytes_spilled;
+    st.spills = s->h->spills;
+    st.restores = s->h->restores;
+    tr__seg_unlock(s);
     return tr__struct_out(out, &st, sizeof st, TR__SIZE_UPTO(tr_store_stats, restores),
                           "tr_object_stats");
 }
@@ -710,14 +732,14 @@ int tr__objects_transfer(tr__objects *o, tr_ref ref, int client, pid_t pid) {
          * index must still be that process's: once a client has gone, the node has
          * cleared its holds (and its pid, under this lock), and a bit set now would never
          * be cleared. */
-        tr__seg_lock(o->h);
-        tr__obj_entry *e = tr__seg_find(o->h, ref.b);
-        int attached = o->h->client_pid[client] == (int32_t)pid;
+        tr__seg_lock(&o->seg);
+        tr__obj_entry *e = tr__seg_find(&o->seg, ref.b);
+        int attached = o->seg.h->client_pid[client] == (int32_t)pid;
         if (e && attached) {
             tr__seg_bit(e->holders, client, 1);
             tr__seg_hold(e, o->idx, 0);
         }
-        tr__seg_unlock(o->h);
+        tr__seg_unlock(&o->seg);
         if (!e)
             rc = tr__err(TR_ENOTFOUND, "object transfer: no such object");
         else if (!attached)
@@ -734,10 +756,10 @@ int tr__objects_transfer(tr__objects *o, tr_ref ref, int client, pid_t pid) {
 
 int tr__objects_adopt(tr__objects *o, tr_ref ref) {
     pthread_mutex_lock(&o->mu);
-    tr__seg_lock(o->h);
-    tr__obj_entry *e = tr__seg_find(o->h, ref.b);
+    tr__seg_lock(&o->seg);
+    tr__obj_entry *e = tr__seg_find(&o->seg, ref.b);
     int ours = e && ((e->holders[o->idx >> 6] >> (o->idx & 63)) & 1);
-    tr__seg_unlock(o->h);
+    tr__seg_unlock(&o->seg);
     int rc = 0;
     if (!ours) {
         rc = tr__err(TR_ENOTFOUND, "the result object was not handed to this process");

@@ -8,6 +8,7 @@
 #include "objectstore/segment.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,56 +32,65 @@ typedef struct {
     uint64_t next, prev; /* data offsets of free blocks, or TR__SEG_NULL */
 } links;
 
-static inline char *data(tr__seg_hdr *h) {
-    return (char *)h + h->data_off;
+static inline blk *B(tr__seg *s, uint64_t o) {
+    return (blk *)(s->data + o);
 }
-static inline blk *B(tr__seg_hdr *h, uint64_t o) {
-    return (blk *)(data(h) + o);
+static inline links *L(tr__seg *s, uint64_t o) {
+    return (links *)(s->data + o + HDR);
 }
-static inline links *L(tr__seg_hdr *h, uint64_t o) {
-    return (links *)(data(h) + o + HDR);
+/* A block's tag, read once (shared memory). */
+static inline uint64_t tag(tr__seg *s, uint64_t o) {
+    return TR__SEG_LOAD(B(s, o)->sz_flags);
 }
-static inline uint64_t bsize(tr__seg_hdr *h, uint64_t o) {
-    return B(h, o)->sz_flags & SIZE_MASK;
+static inline void set_footer(tr__seg *s, uint64_t o, uint64_t size) {
+    memcpy(s->data + o + size - 8, &size, 8);
 }
-static inline void set_footer(tr__seg_hdr *h, uint64_t o, uint64_t size) {
-    memcpy(data(h) + o + size - 8, &size, 8);
+/* Whether o, read from shared memory (a list link, a bin's head), may be a free block:
+ * 64-aligned, with its header and links (a free block is at least MIN_BLOCK) inside the
+ * data region. Nothing read from the segment is followed before this holds. */
+static inline int blk_ok(const tr__seg *s, uint64_t o) {
+    return !(o & (TR__SEG_ALIGN - 1)) && o <= s->data_size - MIN_BLOCK;
 }
 
 static int bin_of(uint64_t size) {
+    if (size < MIN_BLOCK) return 0; /* (a corrupt size; and clz(0) is undefined) */
     int b = 63 - __builtin_clzll(size);
     b -= 7; /* MIN_BLOCK = 128 = 2^7 goes in bin 0 */
-    if (b < 0) b = 0;
     return b >= TR__SEG_NBINS ? TR__SEG_NBINS - 1 : b;
 }
 
-static void list_push(tr__seg_hdr *h, uint64_t o) {
-    int b = bin_of(bsize(h, o));
-    links *l = L(h, o);
+/* Lists free block o of sz bytes at the head of its bin. */
+static void list_push(tr__seg *s, uint64_t o, uint64_t sz) {
+    int b = bin_of(sz);
+    uint64_t next = TR__SEG_LOAD(s->h->bins[b]);
+    links *l = L(s, o);
     l->prev = TR__SEG_NULL;
-    l->next = h->bins[b];
-    if (l->next != TR__SEG_NULL) L(h, l->next)->prev = o;
-    h->bins[b] = o;
+    l->next = next; /* kept as it is: a corrupt one fails the next alloc that reaches it */
+    if (next != TR__SEG_NULL && blk_ok(s, next)) L(s, next)->prev = o;
+    s->h->bins[b] = o;
 }
 
-static void list_unlink(tr__seg_hdr *h, uint64_t o) {
-    links *l = L(h, o);
-    /* links come from shared memory: never follow one out of the data region */
-    if (l->prev != TR__SEG_NULL) {
-        if (l->prev < h->data_size) L(h, l->prev)->next = l->next;
+/* Unlinks free block o of sz bytes from its bin. */
+static void list_unlink(tr__seg *s, uint64_t o, uint64_t sz) {
+    links *l = L(s, o);
+    /* links come from shared memory: read once, never followed out of the data region */
+    uint64_t prev = TR__SEG_LOAD(l->prev), next = TR__SEG_LOAD(l->next);
+    if (prev != TR__SEG_NULL) {
+        if (blk_ok(s, prev)) L(s, prev)->next = next;
     } else {
-        h->bins[bin_of(bsize(h, o))] = l->next;
+        s->h->bins[bin_of(sz)] = next;
     }
-    if (l->next != TR__SEG_NULL && l->next < h->data_size) L(h, l->next)->prev = l->prev;
+    if (next != TR__SEG_NULL && blk_ok(s, next)) L(s, next)->prev = prev;
 }
 
-/* Marks block o free (size sz), fixes the next block's PREV_FREE, and lists it. */
-static void make_free(tr__seg_hdr *h, uint64_t o, uint64_t sz) {
-    uint64_t prev_flag = B(h, o)->sz_flags & F_PREV_FREE;
-    B(h, o)->sz_flags = sz | F_FREE | prev_flag;
-    set_footer(h, o, sz);
-    if (o + sz < h->data_size) B(h, o + sz)->sz_flags |= F_PREV_FREE;
-    list_push(h, o);
+/* Marks block o free (size sz, o + sz within the data region), fixes the next block's
+ * PREV_FREE, and lists it. */
+static void make_free(tr__seg *s, uint64_t o, uint64_t sz) {
+    uint64_t prev_flag = tag(s, o) & F_PREV_FREE;
+    B(s, o)->sz_flags = sz | F_FREE | prev_flag;
+    set_footer(s, o, sz);
+    if (o + sz < s->data_size) B(s, o + sz)->sz_flags |= F_PREV_FREE;
+    list_push(s, o, sz);
 }
 
 size_t tr__seg_size_for(size_t capacity) {
@@ -93,7 +103,18 @@ size_t tr__seg_size_for(size_t capacity) {
     return hdr + ((table + 4095) & ~(size_t)4095) + data_sz + 4096;
 }
 
-int tr__seg_format(void *base, size_t size) {
+static void fill(tr__seg *s, void *base, uint64_t table_off, uint64_t table_cap, uint64_t data_off,
+                 uint64_t data_size) {
+    memset(s, 0, sizeof *s);
+    s->h = base;
+    s->table = (tr__obj_entry *)((char *)base + table_off);
+    s->table_cap = table_cap;
+    s->data_off = data_off;
+    s->data = (char *)base + data_off;
+    s->data_size = data_size;
+}
+
+int tr__seg_format(tr__seg *s, void *base, size_t size) {
     tr__seg_hdr *h = base;
     size_t hdr = (sizeof(tr__seg_hdr) + 4095) & ~(size_t)4095;
     size_t cap = 4096;
@@ -118,63 +139,86 @@ int tr__seg_format(void *base, size_t size) {
     if (e) return tr__err_errno(e, "pthread_mutex_init (shared)");
     for (int i = 0; i < TR__SEG_NBINS; i++)
         h->bins[i] = TR__SEG_NULL;
-    B(h, 0)->sz_flags = 0;
-    make_free(h, 0, h->data_size);
-    h->magic = TR__SEG_MAGIC; /* last: a segment is valid once this is set */
+    fill(s, base, hdr, cap, hdr + table, (size - hdr - table) & SIZE_MASK); /* as written */
+    B(s, 0)->sz_flags = 0;
+    make_free(s, 0, s->data_size);
+    __atomic_store_n(&h->magic, TR__SEG_MAGIC, __ATOMIC_RELEASE); /* last: now it is valid */
     return 0;
 }
 
-int tr__seg_check(const void *base, size_t size) {
+int tr__seg_open(tr__seg *s, void *base, size_t size) {
     const tr__seg_hdr *h = base;
-    if (size < sizeof *h || h->magic != TR__SEG_MAGIC || h->total_size != size ||
-        h->table_off < sizeof *h || h->table_cap == 0 || (h->table_cap & (h->table_cap - 1)) ||
-        h->table_cap > (1u << 22) ||
-        h->table_off + h->table_cap * sizeof(tr__obj_entry) > h->data_off || h->data_off > size ||
-        h->data_size > size - h->data_off)
-        return tr__err(TR_EPROTO, "object store segment header is invalid");
+    tr__seg_hdr g; /* one copy of the geometry, checked, then only the copy is used */
+    if (size < sizeof g || __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != TR__SEG_MAGIC)
+        return tr__err(TR_EPROTO, "object store segment: no header here");
+    memcpy(&g, h, offsetof(tr__seg_hdr, mu));
+    if (g.total_size != size || g.table_off < sizeof g || g.table_off > size ||
+        (g.table_off & (TR__SEG_ALIGN - 1)) || g.table_cap == 0 ||
+        (g.table_cap & (g.table_cap - 1)) || g.table_cap > (1u << 22) ||
+        g.table_off + g.table_cap * sizeof(tr__obj_entry) > g.data_off || g.data_off > size ||
+        (g.data_off & (TR__SEG_ALIGN - 1)) || g.data_size > size - g.data_off ||
+        (g.data_size & (TR__SEG_ALIGN - 1)) || g.data_size < MIN_BLOCK)
+        return tr__err(TR_EPROTO,
+                       "object store segment header is invalid (table %llu slots at %llu, data "
+                       "%llu bytes at %llu, %llu bytes in all, %zu mapped)",
+                       (unsigned long long)g.table_cap, (unsigned long long)g.table_off,
+                       (unsigned long long)g.data_size, (unsigned long long)g.data_off,
+                       (unsigned long long)g.total_size, size);
+    fill(s, base, g.table_off, g.table_cap, g.data_off, g.data_size);
     return 0;
 }
 
-void tr__seg_lock(tr__seg_hdr *h) {
-    int e = pthread_mutex_lock(&h->mu);
+int tr__seg_set_spill_dir(tr__seg *s, const char *dir) {
+    size_t n = strlen(dir);
+    if (n >= sizeof s->spill_dir)
+        return tr__err(TR_EINVAL, "spill directory of %zu bytes (at most %zu)", n,
+                       sizeof s->spill_dir - 1);
+    memcpy(s->spill_dir, dir, n + 1);
+    return 0;
+}
+
+void tr__seg_lock(tr__seg *s) {
+    int e = pthread_mutex_lock(&s->h->mu);
     if (e == EOWNERDEAD) {
         /* A process died holding the lock. Operations under it are short and leave the
          * structures consistent at every store except mid-list-update; carry on. */
         TR_LOG_WARN("STORE-LOCK-RECOVERED", "a process died holding the object store lock");
-        pthread_mutex_consistent(&h->mu);
+        pthread_mutex_consistent(&s->h->mu);
     }
 }
 
-void tr__seg_unlock(tr__seg_hdr *h) {
-    pthread_mutex_unlock(&h->mu);
+void tr__seg_unlock(tr__seg *s) {
+    pthread_mutex_unlock(&s->h->mu);
 }
 
-uint64_t tr__seg_max_alloc(const tr__seg_hdr *h) {
-    return h->data_size - HDR;
+uint64_t tr__seg_max_alloc(const tr__seg *s) {
+    return s->data_size - HDR;
 }
 
-int tr__seg_alloc(tr__seg_hdr *h, uint64_t size, uint64_t *off) {
-    if (size > h->data_size)
+int tr__seg_alloc(tr__seg *s, uint64_t size, uint64_t *off) {
+    if (size > s->data_size)
         return tr__err(TR_ENOMEM, "object of %llu bytes", (unsigned long long)size);
     uint64_t need = (size + HDR + TR__SEG_ALIGN - 1) & SIZE_MASK;
     if (need < MIN_BLOCK) need = MIN_BLOCK;
     for (int b = bin_of(need); b < TR__SEG_NBINS; b++) {
         int scanned = 0;
-        for (uint64_t o = h->bins[b]; o != TR__SEG_NULL && scanned < 64;
-             o = L(h, o)->next, scanned++) {
-            if (o >= h->data_size) return tr__err(TR_EPROTO, "object store free list is corrupt");
-            uint64_t sz = bsize(h, o);
+        for (uint64_t o = TR__SEG_LOAD(s->h->bins[b]); o != TR__SEG_NULL && scanned < 64;
+             o = TR__SEG_LOAD(L(s, o)->next), scanned++) {
+            if (!blk_ok(s, o)) return tr__err(TR_EPROTO, "object store free list is corrupt");
+            uint64_t sz = tag(s, o) & SIZE_MASK;
             if (sz < need) continue;
-            list_unlink(h, o);
+            if (sz > s->data_size - o)
+                return tr__err(TR_EPROTO, "object store free block is corrupt");
+            list_unlink(s, o, sz);
             if (sz - need >= MIN_BLOCK) { /* split: the tail stays free */
-                B(h, o + need)->sz_flags = 0;
-                make_free(h, o + need, sz - need);
+                B(s, o + need)->sz_flags = 0;
+                make_free(s, o + need, sz - need);
                 sz = need;
-            } else if (o + sz < h->data_size) {
-                B(h, o + sz)->sz_flags &= ~F_PREV_FREE;
+            } else if (o + sz < s->data_size) {
+                B(s, o + sz)->sz_flags &= ~F_PREV_FREE;
             }
-            B(h, o)->sz_flags = sz | (B(h, o)->sz_flags & F_PREV_FREE);
-            h->bytes_used += sz;
+            B(s, o)->sz_flags = sz | (tag(s, o) & F_PREV_FREE);
+            s->h->bytes_used += sz;
             *off = o + HDR;
             return 0;
         }
@@ -182,35 +226,33 @@ int tr__seg_alloc(tr__seg_hdr *h, uint64_t size, uint64_t *off) {
     return tr__err(TR_ENOMEM, "no free block of %llu bytes", (unsigned long long)need);
 }
 
-int tr__seg_free(tr__seg_hdr *h, uint64_t off) {
-    if (off < HDR || off >= h->data_size || (off & (TR__SEG_ALIGN - 1)))
+int tr__seg_free(tr__seg *s, uint64_t off) {
+    if (off < HDR || off >= s->data_size || (off & (TR__SEG_ALIGN - 1)))
         return tr__err(TR_EPROTO, "free of a bad offset");
-    uint64_t o = off - HDR, sz = bsize(h, o);
-    if ((B(h, o)->sz_flags & F_FREE) || sz < MIN_BLOCK || sz > h->data_size - o)
+    uint64_t o = off - HDR, t = tag(s, o), sz = t & SIZE_MASK;
+    if ((t & F_FREE) || sz < MIN_BLOCK || sz > s->data_size - o)
         return tr__err(TR_EPROTO, "free of a block that is not allocated");
-    h->bytes_used -= sz;
+    s->h->bytes_used -= sz;
     uint64_t next = o + sz;
-    if (next < h->data_size && (B(h, next)->sz_flags & F_FREE)) { /* merge forward */
-        list_unlink(h, next);
-        sz += bsize(h, next);
+    if (next < s->data_size) { /* merge forward, if the next block's tag is sound */
+        uint64_t nt = tag(s, next), nsz = nt & SIZE_MASK;
+        if ((nt & F_FREE) && nsz >= MIN_BLOCK && nsz <= s->data_size - next) {
+            list_unlink(s, next, nsz);
+            sz += nsz;
+        }
     }
-    if (B(h, o)->sz_flags & F_PREV_FREE) { /* merge backward through the footer */
-        uint64_t psz;
-        memcpy(&psz, data(h) + o - 8, 8);
-        if (psz <= o && psz >= MIN_BLOCK) {
+    if ((t & F_PREV_FREE) && o >= MIN_BLOCK) { /* merge backward through the footer */
+        uint64_t psz = TR__SEG_LOAD(*(uint64_t *)(s->data + o - 8));
+        if (psz <= o && psz >= MIN_BLOCK && !(psz & (TR__SEG_ALIGN - 1))) {
             uint64_t p = o - psz;
-            list_unlink(h, p);
+            list_unlink(s, p, psz);
             o = p;
             sz += psz;
         }
     }
-    B(h, o)->sz_flags &= F_PREV_FREE;
-    make_free(h, o, sz);
+    B(s, o)->sz_flags &= F_PREV_FREE;
+    make_free(s, o, sz);
     return 0;
-}
-
-static inline tr__obj_entry *table(tr__seg_hdr *h) {
-    return (tr__obj_entry *)((char *)h + h->table_off);
 }
 
 static inline uint64_t slot_of(const uint8_t id[16], uint64_t cap) {
@@ -222,9 +264,9 @@ static inline uint64_t slot_of(const uint8_t id[16], uint64_t cap) {
     return k & (cap - 1);
 }
 
-tr__obj_entry *tr__seg_find(tr__seg_hdr *h, const uint8_t id[16]) {
-    tr__obj_entry *t = table(h);
-    uint64_t cap = h->table_cap, i = slot_of(id, cap);
+tr__obj_entry *tr__seg_find(tr__seg *s, const uint8_t id[16]) {
+    tr__obj_entry *t = s->table;
+    uint64_t cap = s->table_cap, i = slot_of(id, cap);
     for (uint64_t n = 0; n < cap; n++, i = (i + 1) & (cap - 1)) {
         if (t[i].state == TR__OBJ_EMPTY) return NULL;
         if (memcmp(t[i].id, id, 16) == 0) return &t[i];
@@ -232,65 +274,73 @@ tr__obj_entry *tr__seg_find(tr__seg_hdr *h, const uint8_t id[16]) {
     return NULL;
 }
 
-tr__obj_entry *tr__seg_insert(tr__seg_hdr *h, const uint8_t id[16], int *rc) {
-    tr__obj_entry *t = table(h);
-    uint64_t cap = h->table_cap, i = slot_of(id, cap);
-    if (h->n_objects + 1 > cap - cap / 8) { /* keep probe runs short */
+tr__obj_entry *tr__seg_insert(tr__seg *s, const uint8_t id[16], int *rc) {
+    tr__obj_entry *t = s->table;
+    uint64_t cap = s->table_cap, i = slot_of(id, cap), n = 0;
+    if (s->h->n_objects + 1 > cap - cap / 8) { /* keep probe runs short */
         *rc = tr__err(TR_ENOMEM, "the object table is full (%llu objects)",
-                      (unsigned long long)h->n_objects);
+                      (unsigned long long)s->h->n_objects);
         return NULL;
     }
-    for (;; i = (i + 1) & (cap - 1)) {
+    /* (bounded: the count that says there is room is shared memory too) */
+    for (; n < cap; n++, i = (i + 1) & (cap - 1)) {
         if (t[i].state == TR__OBJ_EMPTY) break;
         if (memcmp(t[i].id, id, 16) == 0) {
             *rc = tr__err(TR_EEXIST, "an object with this id exists");
             return NULL;
         }
     }
+    if (n == cap) {
+        *rc = tr__err(TR_ENOMEM, "the object table is full");
+        return NULL;
+    }
     memset(&t[i], 0, sizeof t[i]);
     memcpy(t[i].id, id, 16);
     t[i].state = TR__OBJ_CREATED;
     t[i].busy = -1;
-    h->n_objects++;
+    s->h->n_objects++;
     *rc = 0;
     return &t[i];
 }
 
 /* Removes one entry; appends the ids of the objects it contained to *work. */
-static void remove_one(tr__seg_hdr *h, tr__obj_entry *e, uint8_t **work, size_t *n, size_t *cap) {
-    tr__obj_entry *t = table(h);
-    uint64_t cap_t = h->table_cap, mask = cap_t - 1;
+static void remove_one(tr__seg *s, tr__obj_entry *e, uint8_t **work, size_t *n, size_t *cap) {
+    tr__obj_entry *t = s->table;
+    uint64_t cap_t = s->table_cap, mask = cap_t - 1;
     if (e < t || e >= t + cap_t) return;
-    /* Overflow-safe bounds: a corrupt entry must not make us read outside the data. */
-    uint64_t room = e->off <= h->data_size ? h->data_size - e->off : 0;
-    uint64_t r16 = e->size <= room ? ((e->size + 15) & ~(uint64_t)15) : UINT64_MAX;
-    if (e->n_refs && e->off && e->state != TR__OBJ_CREATED && r16 <= room &&
-        e->n_refs <= (room - r16) / 16) {
-        if (*n + e->n_refs > *cap) {
-            size_t c = (*cap ? *cap * 2 : 64) + e->n_refs;
+    /* The entry is shared memory: each field once, then only the copies. Overflow-safe
+     * bounds: a corrupt entry must not make us read outside the data. */
+    uint64_t off = TR__SEG_LOAD(e->off), size = TR__SEG_LOAD(e->size);
+    uint32_t state = TR__SEG_LOAD(e->state), n_refs = TR__SEG_LOAD(e->n_refs);
+    uint64_t room = off <= s->data_size ? s->data_size - off : 0;
+    uint64_t r16 = size <= room ? ((size + 15) & ~(uint64_t)15) : UINT64_MAX;
+    if (n_refs && off && state != TR__OBJ_CREATED && r16 <= room && n_refs <= (room - r16) / 16) {
+        if (*n + n_refs > *cap) {
+            size_t c = (*cap ? *cap * 2 : 64) + n_refs;
             uint8_t *w = realloc(*work, c * 16);
             if (w) {
                 *work = w;
                 *cap = c;
             }
         }
-        if (*n + e->n_refs <= *cap) {
-            memcpy(*work + 16 * *n, tr__seg_refs_of(h, e), 16ull * e->n_refs);
-            *n += e->n_refs;
+        if (*n + n_refs <= *cap) {
+            memcpy(*work + 16 * *n, tr__seg_refs_of(s, off, size), 16ull * n_refs);
+            *n += n_refs;
         }
     }
-    if (e->off) tr__seg_free(h, e->off);
-    if (e->state == TR__OBJ_SEALED || e->state == TR__OBJ_SPILLING) h->bytes_objects -= e->size;
-    if (e->state == TR__OBJ_SPILLED || e->state == TR__OBJ_RESTORING) h->bytes_spilled -= e->size;
-    if (e->state >= TR__OBJ_SPILLING) { /* a spill file exists, or is being written */
+    if (off) tr__seg_free(s, off);
+    if (state == TR__OBJ_SEALED || state == TR__OBJ_SPILLING) s->h->bytes_objects -= size;
+    if (state == TR__OBJ_SPILLED || state == TR__OBJ_RESTORING) s->h->bytes_spilled -= size;
+    if (state >= TR__OBJ_SPILLING && s->spill_dir[0]) { /* a spill file exists, or is begun */
         char path[700];
-        tr__seg_spill_path(h, e->id, path, sizeof path);
+        tr__seg_spill_path(s, e->id, path, sizeof path);
         unlink(path);
     }
-    h->n_objects--;
-    /* Backward-shift deletion keeps probe runs without tombstones. */
-    uint64_t hole = (uint64_t)(e - t);
-    for (uint64_t j = (hole + 1) & mask; t[j].state != TR__OBJ_EMPTY; j = (j + 1) & mask) {
+    s->h->n_objects--;
+    /* Backward-shift deletion keeps probe runs without tombstones. (At most one pass
+     * round the table: the states are shared memory, and could all say full.) */
+    uint64_t hole = (uint64_t)(e - t), j = (hole + 1) & mask;
+    for (uint64_t k = 1; k < cap_t && t[j].state != TR__OBJ_EMPTY; k++, j = (j + 1) & mask) {
         uint64_t home = slot_of(t[j].id, cap_t);
         if (((j - home) & mask) >= ((j - hole) & mask)) {
             t[hole] = t[j];
@@ -300,29 +350,28 @@ static void remove_one(tr__seg_hdr *h, tr__obj_entry *e, uint8_t **work, size_t 
     memset(&t[hole], 0, sizeof t[hole]);
 }
 
-void tr__seg_remove(tr__seg_hdr *h, tr__obj_entry *e) {
+void tr__seg_remove(tr__seg *s, tr__obj_entry *e) {
     uint8_t *work = NULL;
     size_t n = 0, cap = 0;
-    remove_one(h, e, &work, &n, &cap);
+    remove_one(s, e, &work, &n, &cap);
     /* A worklist, not recursion: chains of containers may be long. Entries move when
      * others are removed, so each is found again by id. */
     while (n > 0) {
         n--;
-        tr__obj_entry *c = tr__seg_find(h, work + 16 * n);
+        tr__obj_entry *c = tr__seg_find(s, work + 16 * n);
         if (!c || c->contained_by == 0) continue;
         c->contained_by--;
-        if (tr__seg_unheld(c) && c->state >= TR__OBJ_SEALED) remove_one(h, c, &work, &n, &cap);
+        if (tr__seg_unheld(c) && c->state >= TR__OBJ_SEALED) remove_one(s, c, &work, &n, &cap);
     }
     free(work);
 }
 
-void tr__seg_spill_path(const tr__seg_hdr *h, const uint8_t id[16], char *out, size_t cap) {
+void tr__seg_spill_path(const tr__seg *s, const uint8_t id[16], char *out, size_t cap) {
     char hex[33];
     tr__hex(id, 16, hex);
-    snprintf(out, cap, "%.*s/o-%s", (int)strnlen(h->spill_dir, sizeof h->spill_dir), h->spill_dir,
-             hex);
+    snprintf(out, cap, "%s/o-%s", s->spill_dir, hex);
 }
 
-tr__obj_entry *tr__seg_entry(tr__seg_hdr *h, uint64_t i) {
-    return i < h->table_cap ? &table(h)[i] : NULL;
+tr__obj_entry *tr__seg_entry(tr__seg *s, uint64_t i) {
+    return i < s->table_cap ? &s->table[i] : NULL;
 }

@@ -3,10 +3,17 @@
  * table (open addressing, keyed by object id), both in the one shared segment.
  *
  * Layout: [header | object table | data]. Offsets, never pointers, are stored in shared
- * memory, so every process may map the segment at its own address. Every function here
- * must be called with the segment's lock held (tr__seg_lock), except tr__seg_format and
- * tr__seg_check. Anything read from the segment is bounds-checked before use: a corrupt
- * segment gives TR_EPROTO, never a crash.
+ * memory, so every process may map the segment at its own address. Every process that
+ * maps the segment may write all of it, so none trusts what it reads there: each works
+ * through its own view (tr__seg), whose geometry (where the table and the data are, and
+ * their sizes) is copied once - written by tr__seg_format, or checked by tr__seg_open -
+ * and never read from the shared header again, and whose spill directory is the node's
+ * (never the segment's). What stays shared is mutable state (the lock, the free lists,
+ * the counters, the entries), and every offset read from it is read once and
+ * bounds-checked against the view before use: a corrupt segment gives TR_EPROTO, never
+ * an access outside it. Every function here
+ * must be called with the segment's lock held (tr__seg_lock), except tr__seg_format,
+ * tr__seg_open and tr__seg_set_spill_dir.
  */
 #ifndef TR_OBJECTSTORE_SEGMENT_H
 #define TR_OBJECTSTORE_SEGMENT_H
@@ -69,42 +76,60 @@ typedef struct tr__seg_hdr {
     uint64_t tick;
     tr__event sealed; /* signalled on every seal and delete */
     int32_t client_pid[TR__SEG_MAX_CLIENTS];
-    char spill_dir[512]; /* set by the node */
-    uint32_t node_num;   /* the node's number in its cluster (0: none), in every new id */
+    uint32_t node_num; /* the node's number in its cluster (0: none), in every new id */
 } tr__seg_hdr;
+
+/* One process's view of a segment: the shared header (for its lock, free lists, counters,
+ * event and client pids) and this process's own copy of the geometry. The spill
+ * directory is the node's (STORE_ATTACH tells each client), never the segment's. */
+typedef struct tr__seg {
+    tr__seg_hdr *h;
+    char *data;           /* the data region */
+    tr__obj_entry *table; /* table_cap entries */
+    uint64_t table_cap, data_off, data_size;
+    char spill_dir[512]; /* "": none (no spill file is made or removed) */
+} tr__seg;
+
+/* A value in shared memory that another process may change at any moment: read once,
+ * then check and use the copy (a plain read may be made again by the compiler). */
+#define TR__SEG_LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 
 /* Bytes a segment needs for `capacity` bytes of objects. */
 size_t tr__seg_size_for(size_t capacity);
-/* Formats a fresh segment of `size` bytes at base (zeroed memory). Returns 0 or code. */
-int tr__seg_format(void *base, size_t size);
-/* Checks the header of a mapped segment against its mapped size. Returns 0 or TR_EPROTO. */
-int tr__seg_check(const void *base, size_t size);
+/* Formats a fresh segment of `size` bytes at base (zeroed memory), and fills *s, the
+ * formatting process's view, from what it wrote. Returns 0 or code. */
+int tr__seg_format(tr__seg *s, void *base, size_t size);
+/* Fills *s for a segment mapped at base (size bytes) from one copy of its header, once
+ * that copy is checked against the mapped size. Returns 0 or TR_EPROTO. */
+int tr__seg_open(tr__seg *s, void *base, size_t size);
+/* Sets the view's spill directory (its own copy). Returns 0 or TR_EINVAL (too long). */
+int tr__seg_set_spill_dir(tr__seg *s, const char *dir);
 
 /* Takes the lock; recovers it (and says so) if its holder died. */
-void tr__seg_lock(tr__seg_hdr *h);
-void tr__seg_unlock(tr__seg_hdr *h);
+void tr__seg_lock(tr__seg *s);
+void tr__seg_unlock(tr__seg *s);
 
 /* Allocates a block for `size` payload bytes; *off is the payload's data offset.
- * Returns 0 or TR_ENOMEM (no free block big enough). */
-int tr__seg_alloc(tr__seg_hdr *h, uint64_t size, uint64_t *off);
+ * Returns 0, TR_ENOMEM (no free block big enough) or TR_EPROTO (a corrupt free list). */
+int tr__seg_alloc(tr__seg *s, uint64_t size, uint64_t *off);
 /* Frees a payload. Returns 0 or TR_EPROTO (not an allocated block). */
-int tr__seg_free(tr__seg_hdr *h, uint64_t off);
+int tr__seg_free(tr__seg *s, uint64_t off);
 /* The largest payload that could ever be allocated (an empty segment). */
-uint64_t tr__seg_max_alloc(const tr__seg_hdr *h);
+uint64_t tr__seg_max_alloc(const tr__seg *s);
 
-tr__obj_entry *tr__seg_find(tr__seg_hdr *h, const uint8_t id[16]);
+tr__obj_entry *tr__seg_find(tr__seg *s, const uint8_t id[16]);
 /* Inserts an EMPTY->CREATED entry. Returns it, or NULL with TR_EEXIST / TR_ENOMEM (full). */
-tr__obj_entry *tr__seg_insert(tr__seg_hdr *h, const uint8_t id[16], int *rc);
+tr__obj_entry *tr__seg_insert(tr__seg *s, const uint8_t id[16], int *rc);
 /* Frees the entry's block (and spill file) and removes it from the table; objects it
  * contained lose that reference and go too when nothing else keeps them. */
-void tr__seg_remove(tr__seg_hdr *h, tr__obj_entry *e);
+void tr__seg_remove(tr__seg *s, tr__obj_entry *e);
 /* "<spill_dir>/o-<hex id>". */
-void tr__seg_spill_path(const tr__seg_hdr *h, const uint8_t id[16], char *out, size_t cap);
+void tr__seg_spill_path(const tr__seg *s, const uint8_t id[16], char *out, size_t cap);
 /* The entry at table index i (for scans). */
-tr__obj_entry *tr__seg_entry(tr__seg_hdr *h, uint64_t i);
+tr__obj_entry *tr__seg_entry(tr__seg *s, uint64_t i);
 
-static inline void *tr__seg_data(tr__seg_hdr *h) {
-    return (char *)h + h->data_off;
+static inline void *tr__seg_data(const tr__seg *s) {
+    return s->data;
 }
 static inline int tr__seg_holders_empty(const tr__obj_entry *e) {
     for (int i = 0; i < TR__SEG_MAX_CLIENTS / 64; i++)
@@ -130,8 +155,10 @@ static inline int tr__seg_unheld(const tr__obj_entry *e) {
 static inline uint64_t tr__seg_alloc_len(uint64_t size, uint64_t n_refs) {
     return n_refs ? ((size + 15) & ~(uint64_t)15) + 16 * n_refs : size;
 }
-static inline uint8_t *tr__seg_refs_of(tr__seg_hdr *h, const tr__obj_entry *e) {
-    return (uint8_t *)h + h->data_off + e->off + (((e->size + 15) & ~(uint64_t)15));
+/* Where the refs of a container whose payload is at off (size data bytes) start: off
+ * and size are the caller's checked copies, never re-read from the entry. */
+static inline uint8_t *tr__seg_refs_of(const tr__seg *s, uint64_t off, uint64_t size) {
+    return (uint8_t *)s->data + off + ((size + 15) & ~(uint64_t)15);
 }
 static inline int tr__seg_viewed(const tr__obj_entry *e) {
     for (int i = 0; i < TR__SEG_MAX_CLIENTS / 64; i++)

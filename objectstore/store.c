@@ -20,7 +20,7 @@
 struct tr__store {
     int fd;
     size_t size;
-    tr__seg_hdr *h;
+    tr__seg seg; /* our view: the geometry we formatted, never read back from the segment */
     uint8_t used[TR__SEG_MAX_CLIENTS];
     pthread_t prefault;
     int prefault_started;
@@ -72,23 +72,23 @@ int tr__store_create(size_t capacity, const char *spill_root, tr__store **out) {
         free(s);
         return tr__err_errno(e, "creating the object store segment (%zu bytes)", capacity);
     }
-    s->h = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
-    if (s->h == MAP_FAILED) {
+    void *base = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
+    if (base == MAP_FAILED) {
         int e = errno;
         close(s->fd);
         remove_spill_dir(s);
         free(s);
         return tr__err_errno(e, "mapping the object store segment");
     }
-    int rc = tr__seg_format(s->h, s->size);
+    int rc = tr__seg_format(&s->seg, base, s->size);
+    if (!rc) rc = tr__seg_set_spill_dir(&s->seg, s->spill_dir); /* (it fits: made to) */
     if (rc) {
-        munmap(s->h, s->size);
+        munmap(base, s->size);
         close(s->fd);
         remove_spill_dir(s);
         free(s);
         return rc;
     }
-    memcpy(s->h->spill_dir, s->spill_dir, strlen(s->spill_dir) + 1);
     s->prefault_started = pthread_create(&s->prefault, NULL, prefault_main, s) == 0;
     *out = s;
     return 0;
@@ -107,15 +107,17 @@ static void on_attach(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
             return;
         }
         s->used[idx] = 1;
-        s->h->client_pid[idx] = (int32_t)c->pid;
+        s->seg.h->client_pid[idx] = (int32_t)c->pid;
         c->store_client = idx;
     }
     tr__buf b = TR__BUF_INIT;
-    tr__reply_begin(&b, 0, NULL, 2);
+    tr__reply_begin(&b, 0, NULL, 3);
     tr__enc_str(&b, "size");
     tr__enc_uint(&b, s->size);
     tr__enc_str(&b, "client");
     tr__enc_int(&b, c->store_client);
+    tr__enc_str(&b, "spill_dir"); /* ours: a client never takes it from the segment */
+    tr__enc_str(&b, s->spill_dir);
     if (tr__server_reply_fd(c, seq, &b, s->fd))
         tr__server_reply_status(c, seq, TR_EIO, tr_last_error());
     tr__buf_free(&b);
@@ -126,17 +128,16 @@ static void on_close(void *ctx, tr__conn *c) {
     tr__store *s = ctx;
     int idx = c->store_client;
     if (idx < 0 || idx >= TR__SEG_MAX_CLIENTS) return;
-    tr__seg_hdr *h = s->h;
-    tr__obj_entry *t = (tr__obj_entry *)((char *)h + h->table_off);
+    tr__seg *g = &s->seg;
     size_t freed = 0, before;
-    tr__seg_lock(h);
+    tr__seg_lock(g);
     /* Removal shifts later entries back into the hole (re-examine the same slot), and may
      * cascade to contained objects anywhere in the table: repeat until a pass frees
      * nothing. Clearing a bit twice is harmless. */
     do {
         before = freed;
-        for (uint64_t i = 0; i < h->table_cap;) {
-            tr__obj_entry *e = &t[i];
+        for (uint64_t i = 0; i < g->table_cap;) {
+            tr__obj_entry *e = &g->table[i];
             if (e->state == TR__OBJ_EMPTY) {
                 i++;
                 continue;
@@ -145,12 +146,12 @@ static void on_close(void *ctx, tr__conn *c) {
             if (e->busy == idx) { /* it died spilling or restoring: undo */
                 if (e->state == TR__OBJ_SPILLING) {
                     char path[700];
-                    tr__seg_spill_path(h, e->id, path, sizeof path);
+                    tr__seg_spill_path(g, e->id, path, sizeof path);
                     unlink(path); /* the partial file */
                     e->state = TR__OBJ_SEALED;
                 }
                 if (e->state == TR__OBJ_RESTORING) {
-                    if (e->off) tr__seg_free(h, e->off);
+                    if (e->off) tr__seg_free(g, e->off); /* (which checks it) */
                     e->off = 0;
                     e->state = TR__OBJ_SPILLED;
                 }
@@ -158,16 +159,16 @@ static void on_close(void *ctx, tr__conn *c) {
             }
             int orphan = e->state == TR__OBJ_CREATED && e->creator == idx;
             if (orphan || (e->state >= TR__OBJ_SEALED && tr__seg_unheld(e))) {
-                tr__seg_remove(h, e);
+                tr__seg_remove(g, e);
                 freed++;
                 continue;
             }
             i++;
         }
     } while (freed != before);
-    h->client_pid[idx] = 0;
-    tr__seg_unlock(h);
-    if (freed) tr__event_signal(&h->sealed);
+    g->h->client_pid[idx] = 0;
+    tr__seg_unlock(g);
+    if (freed) tr__event_signal(&g->h->sealed);
     s->used[idx] = 0;
     c->store_client = -1;
     TR_LOG_DEBUG("STORE-RECLAIM", "client %d (pid %d): freed %zu objects", idx, (int)c->pid, freed);
@@ -179,35 +180,35 @@ void tr__store_mount(tr__store *s, tr__server *srv) {
 }
 
 void tr__store_status_json(tr__store *s, tr__buf *out) {
-    tr__seg_hdr *h = s->h;
-    tr__seg_lock(h);
+    tr__seg_hdr *h = s->seg.h;
+    tr__seg_lock(&s->seg);
     char tmp[400];
     int n = snprintf(tmp, sizeof tmp,
                      "\"object_store\":{\"capacity\":%llu,\"bytes_used\":%llu,"
                      "\"bytes_objects\":%llu,\"objects\":%llu,\"bytes_spilled\":%llu}",
-                     (unsigned long long)tr__seg_max_alloc(h), (unsigned long long)h->bytes_used,
-                     (unsigned long long)h->bytes_objects, (unsigned long long)h->n_objects,
-                     (unsigned long long)h->bytes_spilled);
-    tr__seg_unlock(h);
+                     (unsigned long long)tr__seg_max_alloc(&s->seg),
+                     (unsigned long long)h->bytes_used, (unsigned long long)h->bytes_objects,
+                     (unsigned long long)h->n_objects, (unsigned long long)h->bytes_spilled);
+    tr__seg_unlock(&s->seg);
     tr__buf_append(out, tmp, (size_t)n);
 }
 
 void tr__store_destroy(tr__store *s) {
     if (!s) return;
     if (s->prefault_started) pthread_join(s->prefault, NULL);
-    munmap(s->h, s->size);
+    munmap(s->seg.h, s->size);
     close(s->fd);
     remove_spill_dir(s);
     free(s);
 }
 
 void tr__store_counts(tr__store *s, uint64_t *objects, uint64_t *bytes) {
-    tr__seg_lock(s->h);
-    *objects = s->h->n_objects;
-    *bytes = s->h->bytes_objects;
-    tr__seg_unlock(s->h);
+    tr__seg_lock(&s->seg);
+    *objects = s->seg.h->n_objects;
+    *bytes = s->seg.h->bytes_objects;
+    tr__seg_unlock(&s->seg);
 }
 
 void tr__store_set_node_num(tr__store *s, uint32_t num) {
-    __atomic_store_n(&s->h->node_num, num & 0xffffff, __ATOMIC_RELEASE);
+    __atomic_store_n(&s->seg.h->node_num, num & 0xffffff, __ATOMIC_RELEASE);
 }

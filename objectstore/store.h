@@ -15,7 +15,8 @@
 #include "core/buf.h"
 #include "core/server.h"
 
-enum { TR__MSG_STORE_ATTACH = 32 }; /* {} -> {size, client} + the segment's descriptor */
+/* {} -> {size, client, spill_dir} + the segment's descriptor */
+enum { TR__MSG_STORE_ATTACH = 32 };
 
 typedef struct tr__store tr__store;
 

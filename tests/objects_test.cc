@@ -19,6 +19,10 @@
 
 #include "tests/test_actors.h"
 
+extern "C" {
+#include "objectstore/segment.h"
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -646,6 +650,114 @@ TEST_F(ObjectsTest, DeadPuttersSpilledObjectsAreReclaimed) {
     EXPECT_EQ(call_str(rt, a, "crash", "", &out), TR_EACTOR_DIED);
     expect_empty();
     EXPECT_EQ(spill_files(rt), 0);
+}
+
+/* The driver's read-write mapping of the object store's segment (every attached process
+ * has one), from /proc/self/maps; NULL if none. */
+char *store_mapping() {
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return nullptr;
+    char line[1024], perms[8];
+    unsigned long lo, hi, off;
+    char *found = nullptr;
+    while (!found && fgets(line, sizeof line, f))
+        if (sscanf(line, "%lx-%lx %7s %lx", &lo, &hi, perms, &off) == 4 &&
+            strstr(line, "memfd:troupe-objects") && strcmp(perms, "rw-s") == 0 && off == 0)
+            found = (char *)lo;
+    fclose(f);
+    return found;
+}
+
+/* Names in a directory, . and .. aside. */
+std::vector<std::string> dir_names(const std::string &dir) {
+    std::vector<std::string> names;
+    if (DIR *d = opendir(dir.c_str())) {
+        while (struct dirent *e = readdir(d))
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) names.push_back(e->d_name);
+        closedir(d);
+    }
+    return names;
+}
+
+/* Every process that attaches may write the whole segment, its header included. Here one
+ * (the driver itself) rewrites, once all have attached, where the header says the table
+ * and the data are, and points the spill directory (wherever the header holds it: a
+ * hostile client need not know the layout) at a directory of its own. Each process works
+ * through the geometry it copied when it attached: the worker and the node go on serving
+ * - puts, spills, restores, reads, a dead worker's reclaim - and no spill file is made or
+ * removed outside the node's spill directory. (Before, the next put dereferenced the data
+ * region at 2^46 bytes past the header.) */
+TEST_F(ObjectsTest, AClientRewritingTheSharedHeaderMisleadsNoOne) {
+    tr_actor_id a = make();
+    std::string out, mine = pattern(1 << 20, 77);
+    tr_ref before;
+    ASSERT_EQ(tr_put(rt, mine.data(), mine.size(), &before), 0) << tr_last_error();
+    uint64_t args[2] = {4096, 1};
+    ASSERT_EQ(call_str(rt, a, "put", std::string((const char *)args, 16), &out), 0)
+        << tr_last_error(); /* the worker has attached */
+    char tmpl[] = "/tmp/troupe-decoy-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    std::string decoy = tmpl;
+    int fd = open((decoy + "/keep").c_str(), O_WRONLY | O_CREAT, 0600);
+    ASSERT_GE(fd, 0);
+    close(fd);
+    std::string addr = tr_runtime_address(rt), spill;
+    std::string session = addr.substr(0, addr.rfind('/'));
+    for (auto &n : dir_names(session))
+        if (n.compare(0, 6, "spill-") == 0) spill = session + "/" + n;
+    ASSERT_FALSE(spill.empty());
+
+    char *seg = store_mapping();
+    ASSERT_NE(seg, nullptr);
+    tr__seg_hdr *h = (tr__seg_hdr *)seg;
+    h->table_off = 1ull << 45;
+    h->table_cap = 1ull << 40;
+    h->data_off = 1ull << 46;
+    h->data_size = 1ull << 46;
+    for (size_t i = 0; i + spill.size() < sizeof *h; i++)
+        if (memcmp(seg + i, spill.c_str(), spill.size() + 1) == 0)
+            memcpy(seg + i, decoy.c_str(), decoy.size() + 1);
+
+    /* the worker puts 96 MiB through the 64 MiB store: it spills */
+    std::vector<tr_ref> objs;
+    for (int i = 0; i < 12; i++) {
+        uint64_t big[2] = {8 << 20, (uint64_t)(200 + i)};
+        ASSERT_EQ(call_str(rt, a, "put", std::string((const char *)big, 16), &out), 0)
+            << i << ": " << tr_last_error();
+        ASSERT_EQ(out.size(), sizeof(tr_ref));
+        tr_ref r;
+        memcpy(&r, out.data(), sizeof r);
+        objs.push_back(r);
+    }
+    tr_store_stats st = stats();
+    EXPECT_GT(st.spills, 0u);
+    EXPECT_GT(spill_files(rt), 0);
+    EXPECT_EQ(dir_names(decoy), std::vector<std::string>{"keep"});
+    /* here, every byte of each (the spilled ones restored by this process) */
+    for (int i = 0; i < 12; i++) {
+        const void *v;
+        size_t n;
+        ASSERT_EQ(tr_get(rt, objs[i], 5000, &v, &n), 0) << i << ": " << tr_last_error();
+        std::string want = pattern(8 << 20, 200 + i);
+        ASSERT_EQ(n, want.size());
+        EXPECT_EQ(checksum(v, n), checksum(want.data(), want.size())) << "object " << i;
+        ASSERT_EQ(tr_ref_release(rt, objs[i]), 0);
+    }
+    /* there, ours: the first put, spilled long since */
+    std::string arg((const char *)&before, sizeof before);
+    ASSERT_EQ(call_str(rt, a, "sum", arg, &out), 0) << tr_last_error();
+    ASSERT_EQ(out.size(), 8u);
+    EXPECT_EQ(*(const uint64_t *)out.data(), checksum(mine.data(), mine.size()));
+    EXPECT_GT(stats().restores, 0u);
+    EXPECT_EQ(stats().capacity, st.capacity);
+    /* the worker dies holding its objects, some of them on disk: the node reclaims them */
+    ASSERT_EQ(tr_ref_release(rt, before), 0);
+    ASSERT_EQ(tr_actor_kill(rt, a, 1), 0);
+    expect_empty();
+    EXPECT_EQ(spill_files(rt), 0);
+    EXPECT_EQ(dir_names(decoy), std::vector<std::string>{"keep"});
+    unlink((decoy + "/keep").c_str());
+    rmdir(decoy.c_str());
 }
 
 std::vector<tr_ref> start_objar(tr_runtime *rt, const std::vector<tr_actor_id> &actors,
