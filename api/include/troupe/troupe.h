@@ -191,6 +191,13 @@ TR_API void tr_config_destroy(tr_config *cfg);
  *                              "/usr/bin/python3 -m troupe._worker". It must call tr_init or
  *                              tr_worker_main with the actor classes registered. "" goes
  *                              back to this executable
+ *   "worker_path"              what else this node runs as a worker for a driver on
+ *                              another node of a cluster, besides its own worker command:
+ *                              programs, or directories whose programs it runs, separated
+ *                              by ':' (each must exist); troupe-worker only with a library
+ *                              listed here or its own worker_library. A listed program may
+ *                              be given any arguments: list no interpreter. Default: none;
+ *                              `troupe start --worker-path` (repeatable)
  *   "worker_library"           a shared object of actor classes: workers (and the node) run
  *                              the generic worker, "troupe-worker LIB" (found next to
  *                              libtroupe, in DIR or DIR/../bin, or on PATH), which loads it
@@ -200,9 +207,10 @@ TR_API void tr_config_destroy(tr_config *cfg);
  *                              TLS between the nodes (all three, or none): PEM files of
  *                              this node's certificate chain and key, and of the CA that
  *                              signed every node's certificate for the name "troupe-node";
- *                              `--tls-cert`, `--tls-key`, `--tls-ca`. The token still
- *                              authenticates; a driver reaches other nodes with the CA
- *                              its node names
+ *                              `--tls-cert`, `--tls-key`, `--tls-ca`. Mutual: every
+ *                              connection shows a certificate both ways (for server and
+ *                              client use). The token still authenticates; a driver
+ *                              reaches other nodes with the files its node names
  * Returns 0, TR_EINVAL (unknown key or bad value, with the reason in tr_last_error).
  * Thread safety: not thread-safe. */
 TR_API int tr_config_set(tr_config *cfg, const char *key, const char *value);
