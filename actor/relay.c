@@ -708,7 +708,11 @@ static void *relay_main(void *arg) {
             r->grave = c->next;
             free(c);
         }
-        int timeout = r->resolving || r->holding || r->n_obj ? (int)(RETRY_NS / 1000000) : 1000;
+        int unsaid = 0; /* a HOLD or GO owed */
+        for (rstream *s = r->streams; s && !unsaid; s = s->next)
+            unsaid = s->held ? s->out_bytes <= OUT_CAP / 2 : s->out_bytes >= OUT_CAP;
+        int timeout =
+            r->resolving || r->holding || r->n_obj || unsaid ? (int)(RETRY_NS / 1000000) : 1000;
         pthread_mutex_unlock(&r->mu);
         int n = epoll_wait(r->ep, evs, 64, timeout);
         pthread_mutex_lock(&r->mu);
@@ -731,6 +735,8 @@ static void *relay_main(void *arg) {
                     }
         if (r->n_obj) serve_objects(r);
         if (r->resolving) resolve_pass(r);
+        for (rstream *s = r->streams; s; s = s->next) /* a HOLD or GO the link could not */
+            account(s, 0);                            /* take then goes now */
         if (r->bulk) { /* offers nobody came for let go of their objects (without mu: a
                           release unpins through the store) */
             pthread_mutex_unlock(&r->mu);

@@ -442,17 +442,21 @@ static int in_worker_path(const char *list, const char *real) {
  * member, not someone who may run any file here: only this node's own command, programs
  * config worker_path lists (with any arguments: list no interpreter), and the generic
  * worker (troupe-worker) with a library worker_path lists or this node's own. */
-static int worker_allowed(tr__cluster *cl, const char *cmd) {
-    if (cl->own_cmd && strcmp(cmd, cl->own_cmd) == 0) return 0;
+static int worker_allowed(tr__cluster *cl, const char *cmd, char *run, size_t cap) {
+    if (cl->own_cmd && strcmp(cmd, cl->own_cmd) == 0) {
+        snprintf(run, cap, "%s", cmd);
+        return 0;
+    }
     char copy[4096 + PATH_MAX], *argv[TR__MAX_ARGS + 1], prog[PATH_MAX], lib[PATH_MAX];
     snprintf(copy, sizeof copy, "%s", cmd);
     int argc = tr__command_split(copy, argv);
-    const char *name = argc ? strrchr(argv[0], '/') : NULL;
-    name = name ? name + 1 : argc ? argv[0] : "";
     if (argc == 0 || argv[0][0] != '/' || !realpath(argv[0], prog))
         return tr__err(TR_EPERM, "this node has no program %s to run for another node's driver",
                        argc ? argv[0] : "(none)");
-    if (strcmp(name, "troupe-worker") == 0) { /* it loads argv[1]: that must be allowed too */
+    /* what is checked is what runs: the real paths (a link swapped later changes nothing) */
+    const char *name = strrchr(prog, '/') + 1;
+    if ((cl->troupe_worker[0] && strcmp(prog, cl->troupe_worker) == 0) ||
+        strcmp(name, "troupe-worker") == 0) { /* it loads argv[1]: that must be allowed too */
         char own[4096 + PATH_MAX], *oargv[TR__MAX_ARGS + 1], olib[PATH_MAX];
         snprintf(own, sizeof own, "%s", cl->own_cmd ? cl->own_cmd : "");
         int oargc = tr__command_split(own, oargv);
@@ -461,31 +465,37 @@ static int worker_allowed(tr__cluster *cl, const char *cmd) {
         int lib_ok = argc == 2 && realpath(argv[1], lib) &&
                      (in_worker_path(cl->worker_path, lib) ||
                       (oargc == 2 && realpath(oargv[1], olib) && strcmp(lib, olib) == 0));
-        if (prog_ok && lib_ok) return 0;
+        if (prog_ok && lib_ok && (size_t)snprintf(run, cap, "%s%c%s", prog, TR__ARG_SEP, lib) < cap)
+            return 0;
         return tr__err(TR_EPERM,
                        "this node does not run %s%s%s for another node's driver: the generic "
                        "worker loads only a library that config worker_path (troupe start "
                        "--worker-path) lists, or this node's own worker_library",
                        prog, argc > 1 ? " " : "", argc > 1 ? argv[1] : "");
     }
-    if (in_worker_path(cl->worker_path, prog)) return 0;
-    return tr__err(TR_EPERM,
-                   "this node does not run %s for another node's driver: it is not this node's "
-                   "own worker command; list it (or its directory) in config worker_path, "
-                   "`troupe start --worker-path %s`",
-                   prog, prog);
+    if (!in_worker_path(cl->worker_path, prog))
+        return tr__err(TR_EPERM,
+                       "this node does not run %s for another node's driver: it is not this "
+                       "node's own worker command; list it (or its directory) in config "
+                       "worker_path, `troupe start --worker-path %s`",
+                       prog, prog);
+    size_t k = (size_t)snprintf(run, cap, "%s", prog);
+    for (int i = 1; i < argc && k < cap; i++)
+        k += (size_t)snprintf(run + k, cap - k, "%c%s", TR__ARG_SEP, argv[i]);
+    return k < cap ? 0 : tr__err(TR_EPERM, "cluster: a worker command too long to run");
 }
 
 /* "create" (any node, asked by the head): the actor is made here, owned by the creator's
  * connection; a node:ADDRESS resource named it here and is not ours to count. The worker
  * program must be one this node allows (worker_allowed). */
 static int op_create(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
-    char key[64], node[17], exe[4096 + PATH_MAX], res_in[512];
+    char key[64], node[17], asked[4096 + PATH_MAX], exe[4096 + PATH_MAX], res_in[512];
     int rc;
     if ((rc = get_field(req, "owner", key, sizeof key)) ||
         (rc = get_field(req, "node", node, sizeof node)) ||
-        (rc = get_command(req, "exe", exe, sizeof exe)) ||
-        (rc = get_field(req, "res", res_in, sizeof res_in)) || (rc = worker_allowed(cl, exe)))
+        (rc = get_command(req, "exe", asked, sizeof asked)) ||
+        (rc = get_field(req, "res", res_in, sizeof res_in)) ||
+        (rc = worker_allowed(cl, asked, exe, sizeof exe)))
         return rc;
     tr__res want, keep;
     memset(&want, 0, sizeof want);
@@ -1312,6 +1322,29 @@ static int read_line(const char *dir, const char *name, char *out, size_t cap) {
     return out[0] ? 0 : -1;
 }
 
+/* Whether "HOST:PORT" a names the node whose address is b ("IP:PORT"): the same port, and
+ * a host that is b's IP, or both loopback (a token found here never goes to another host). */
+static int same_node(const char *a, const char *b) {
+    if (port_of(a) != port_of(b)) return 0;
+    char host[256], ip[64];
+    const char *ca = strrchr(a, ':'), *cb = strrchr(b, ':');
+    snprintf(host, sizeof host, "%.*s", (int)(ca - a), a);
+    snprintf(ip, sizeof ip, "%.*s", (int)(cb - b), b);
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_INET;
+    struct in_addr mine;
+    if (inet_pton(AF_INET, ip, &mine) != 1 || getaddrinfo(host, NULL, &hints, &res) != 0) return 0;
+    int same = 0;
+    for (struct addrinfo *r = res; r && !same; r = r->ai_next) {
+        struct in_addr it = ((struct sockaddr_in *)r->ai_addr)->sin_addr;
+        same = it.s_addr == mine.s_addr ||
+               ((ntohl(it.s_addr) >> 24) == 127 && (ntohl(mine.s_addr) >> 24) == 127);
+    }
+    freeaddrinfo(res);
+    return same;
+}
+
 int tr__cluster_local_token(const char *base, const char *address, char *out, size_t cap) {
     int port = port_of(address);
     if (!port) return tr__err(TR_EINVAL, "cluster: '%s' is not HOST:PORT", address);
@@ -1323,16 +1356,16 @@ int tr__cluster_local_token(const char *base, const char *address, char *out, si
         if (e->d_name[0] != 'n') continue; /* the sessions: "n<pid>-<random>" */
         snprintf(dir, sizeof dir, "%s/%s", base, e->d_name);
         if (read_line(dir, TR__CLUSTER_ADDRESS_FILE, addr, sizeof addr) == 0 &&
-            port_of(addr) == port && read_line(dir, TR__CLUSTER_TOKEN_FILE, tok, sizeof tok) == 0 &&
-            strlen(tok) < cap) {
+            same_node(address, addr) &&
+            read_line(dir, TR__CLUSTER_TOKEN_FILE, tok, sizeof tok) == 0 && strlen(tok) < cap) {
             snprintf(out, cap, "%s", tok);
             found = 1;
         }
     }
     if (d) closedir(d);
     return found ? 0
-                 : tr__err(TR_ENOTFOUND,
-                           "no node of this machine's user listens at port %d (in %s)", port, base);
+                 : tr__err(TR_ENOTFOUND, "no node of this machine's user listens at %s (in %s)",
+                           address, base);
 }
 
 /* Writes "<line>\n" to a new file name, 0600, in the directory of the node's socket. */
@@ -1636,6 +1669,7 @@ static int start_slow(tr__cluster *cl, tr__rpc_req *call, op_fn fn, const void *
     if (ok && pthread_create(&t, &at, slow_main, o) != 0) {
         pthread_mutex_lock(&cl->mu);
         cl->slow--;
+        pthread_cond_broadcast(&cl->jobs_cv); /* (a stop may be waiting) */
         pthread_mutex_unlock(&cl->mu);
         ok = 0;
     }
@@ -1896,7 +1930,7 @@ int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *tot
         rc = tr__err(TR_ENOMEM, "cluster");
     if (!rc && cfg->worker_path && !(cl->worker_path = strdup(cfg->worker_path)))
         rc = tr__err(TR_ENOMEM, "cluster");
-    if (tr__config_find_worker(cl->troupe_worker) != 0) cl->troupe_worker[0] = '\0';
+    if (!rc && tr__config_find_worker(cl->troupe_worker) != 0) cl->troupe_worker[0] = '\0';
     tr__res_format(total, cl->resources, sizeof cl->resources);
     for (char *p = cl->resources; *p; p++)
         if (*p == '"' || *p == '\\') *p = '_';

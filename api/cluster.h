@@ -45,10 +45,10 @@ typedef struct tr__cluster tr__cluster;
 #define TR__CLUSTER_TOKEN_FILE "cluster-token"
 #define TR__CLUSTER_ADDRESS_FILE "cluster-address"
 
-/* The token of a node of this machine's user whose cluster address has the port of
- * `address` ("HOST:PORT"), read from its session directory under base (the user's
- * "<tmpdir>/troupe-<uid>"): 0, TR_ENOTFOUND (no such node here), or TR_EINVAL (HOST:PORT
- * malformed). Any thread. */
+/* The token of a node of this machine's user at `address` ("HOST:PORT": its port, and its
+ * IP or, for a loopback node, a loopback host), read from its session directory under base
+ * (the user's "<tmpdir>/troupe-<uid>"): 0, TR_ENOTFOUND (no such node here: a token found
+ * here never goes to another host), or TR_EINVAL (HOST:PORT malformed). Any thread. */
 int tr__cluster_local_token(const char *base, const char *address, char *out, size_t cap);
 
 /* *out NULL when cfg asks for no cluster. A cluster port never runs without a token: a

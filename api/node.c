@@ -496,7 +496,6 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
         remove_session(n);
         return 1;
     }
-    tr__server_set_owner(n->srv, owner_pid);
     n->owner_pid = owner_pid;
     n->owner_fd = -1;
     tr__kv_mount(n->kv, n->srv);

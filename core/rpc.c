@@ -169,15 +169,15 @@ static void mark_proven(listener *l, const char *peer);
 /* The queue goes once the server is down and every call is freed (a call that starts a
  * batch on a shut queue aborts the process). */
 static void maybe_shut_cq(tr__rpc_server *s) {
-    if (__atomic_load_n(&s->got_shutdown, __ATOMIC_ACQUIRE) &&
-        __atomic_load_n(&s->live, __ATOMIC_ACQUIRE) == 0 &&
-        !__atomic_exchange_n(&s->cq_shut, 1, __ATOMIC_ACQ_REL))
+    if (__atomic_load_n(&s->got_shutdown, __ATOMIC_SEQ_CST) &&
+        __atomic_load_n(&s->live, __ATOMIC_SEQ_CST) == 0 &&
+        !__atomic_exchange_n(&s->cq_shut, 1, __ATOMIC_SEQ_CST))
         grpc_completion_queue_shutdown(s->cq);
 }
 
 static void free_call(tr__rpc_server *s, scall *c) {
     (void)__atomic_load_n(&c->handed, __ATOMIC_ACQUIRE);
-    __atomic_sub_fetch(&s->live, 1, __ATOMIC_ACQ_REL);
+    __atomic_sub_fetch(&s->live, 1, __ATOMIC_SEQ_CST);
     if (c->call) grpc_call_unref(c->call);
     grpc_call_details_destroy(&c->details);
     grpc_metadata_array_destroy(&c->md);
@@ -337,7 +337,7 @@ static void *serve(void *arg) {
         if (ev.type == GRPC_QUEUE_SHUTDOWN) break;
         if (ev.type != GRPC_OP_COMPLETE) continue;
         if (ev.tag == T_SHUTDOWN) {
-            __atomic_store_n(&s->got_shutdown, 1, __ATOMIC_RELEASE);
+            __atomic_store_n(&s->got_shutdown, 1, __ATOMIC_SEQ_CST);
         } else {
             int kind = (int)((uintptr_t)ev.tag & 7);
             scall *c = (scall *)((uintptr_t)ev.tag & ~(uintptr_t)7);
@@ -386,7 +386,8 @@ typedef struct lconn {
     int fd;        /* the descriptor gRPC has: its peer is "fd:<fd>" (plaintext) */
     int proven;    /* a call on it passed the token check */
     int64_t since; /* accepted (ns) */
-    char peer[64]; /* "ipv4:IP:PORT" / "ipv6:[IP]:PORT", as gRPC names a TLS peer */
+    char peer[80]; /* "ipv4:IP:PORT" / "ipv6:%5BIP%5D:PORT", as gRPC names a TLS peer */
+    char host[48]; /* its IP, for the per-source bound */
 } lconn;
 
 typedef void (*ext_handle_fn)(void *self, int listener_fd, int fd, void *pending_read);
@@ -424,17 +425,24 @@ static int ext_known(void) {
     return strcmp(grpc_version_string(), "29.0.0") == 0;
 }
 
-static void peer_name(const struct sockaddr_storage *a, char *out, size_t cap) {
+/* A peer as gRPC 1.51 names it (grpc_sockaddr_to_uri: an IPv4-mapped address as IPv4,
+ * IPv6's brackets percent-encoded), and its host alone. */
+static void peer_name(const struct sockaddr_storage *a, char *out, size_t cap, char *host,
+                      size_t hcap) {
     char ip[INET6_ADDRSTRLEN] = "?";
+    const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)a;
     if (a->ss_family == AF_INET) {
         const struct sockaddr_in *v4 = (const struct sockaddr_in *)a;
         inet_ntop(AF_INET, &v4->sin_addr, ip, sizeof ip);
         snprintf(out, cap, "ipv4:%s:%u", ip, ntohs(v4->sin_port));
+    } else if (IN6_IS_ADDR_V4MAPPED(&v6->sin6_addr)) {
+        inet_ntop(AF_INET, (const char *)&v6->sin6_addr + 12, ip, sizeof ip);
+        snprintf(out, cap, "ipv4:%s:%u", ip, ntohs(v6->sin6_port));
     } else {
-        const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)a;
         inet_ntop(AF_INET6, &v6->sin6_addr, ip, sizeof ip);
-        snprintf(out, cap, "ipv6:[%s]:%u", ip, ntohs(v6->sin6_port));
+        snprintf(out, cap, "ipv6:%%5B%s%%5D:%u", ip, ntohs(v6->sin6_port));
     }
+    snprintf(host, hcap, "%s", ip);
 }
 
 /* Drops conns[i] (caller holds mu): its end was seen, or it is evicted (shut down: gRPC
@@ -450,25 +458,39 @@ static void conn_drop(listener *l, int i, int evict) {
     l->conns[i] = l->conns[--l->n];
 }
 
-/* The oldest unproven connection, or -1; *unproven: how many (caller holds mu). */
-static int oldest_unproven(listener *l, int *unproven) {
-    int best = -1;
-    *unproven = 0;
+/* The oldest unproven connection, and the oldest from host; how many of each (caller
+ * holds mu). -1: none. */
+static void oldest_unproven(listener *l, const char *host, int *old, int *unproven, int *old_here,
+                            int *here) {
+    *old = *old_here = -1;
+    *unproven = *here = 0;
     for (int i = 0; i < l->n; i++) {
-        if (l->conns[i].proven) continue;
+        lconn *c = &l->conns[i];
+        if (c->proven) continue;
         (*unproven)++;
-        if (best < 0 || l->conns[i].since < l->conns[best].since) best = i;
+        if (*old < 0 || c->since < l->conns[*old].since) *old = i;
+        if (strcmp(c->host, host) != 0) continue;
+        (*here)++;
+        if (*old_here < 0 || c->since < l->conns[*old_here].since) *old_here = i;
     }
-    return best;
 }
 
-/* A connection accepted: kept within the bounds and handed to gRPC, or closed. */
+/* A connection accepted: kept within the bounds and handed to gRPC, or closed. A source
+ * that holds a quarter of the unproven slots makes room among its own: one host's flood
+ * churns through its own connections, not the other hosts' (a member that connects from
+ * elsewhere in the meantime gets in). */
 static void conn_take(listener *l, int fd, const struct sockaddr_storage *peer) {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    char name[80], host[48];
+    peer_name(peer, name, sizeof name, host, sizeof host);
     pthread_mutex_lock(&l->mu);
-    int unproven, old = oldest_unproven(l, &unproven);
-    if (old >= 0 && (unproven >= l->max_unproven || l->n >= l->cap)) conn_drop(l, old, 1);
+    int old, unproven, old_here, here;
+    oldest_unproven(l, host, &old, &unproven, &old_here, &here);
+    if (old_here >= 0 && here >= l->max_unproven / 4)
+        conn_drop(l, old_here, 1);
+    else if (old >= 0 && (unproven >= l->max_unproven || l->n >= l->cap))
+        conn_drop(l, old, 1);
     int d = l->n < l->cap ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
     struct epoll_event ev = {.events = 0, .data.fd = d}; /* (HUP and ERR always come) */
     if (d < 0 || epoll_ctl(l->ep, EPOLL_CTL_ADD, d, &ev) != 0) {
@@ -483,7 +505,8 @@ static void conn_take(listener *l, int fd, const struct sockaddr_storage *peer) 
     c->fd = fd;
     c->proven = 0;
     c->since = tr__now_ns();
-    peer_name(peer, c->peer, sizeof c->peer);
+    snprintf(c->peer, sizeof c->peer, "%s", name);
+    snprintf(c->host, sizeof c->host, "%s", host);
     l->accepted++;
     pthread_mutex_unlock(&l->mu);
     if (l->ext) {
@@ -506,18 +529,25 @@ static void accept_all(listener *l) {
             continue;
         }
         if (errno == EINTR || errno == ECONNABORTED) continue;
-        if ((errno == EMFILE || errno == ENFILE) && l->spare >= 0) {
+        if (errno == EMFILE || errno == ENFILE) {
             /* out of descriptors: the spare's slot takes the connection off the queue */
-            close(l->spare);
-            int x = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC);
-            if (x >= 0) close(x);
-            l->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+            int x = -1;
+            if (l->spare >= 0) {
+                close(l->spare);
+                x = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC);
+                if (x >= 0) close(x);
+                l->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+            }
             l->emfile++;
             TR_LOG_WARN_LIMITED("RPC-EMFILE",
                                 "out of file descriptors: a connection was closed unserved "
                                 "(%d held)",
                                 l->n);
             if (x >= 0) continue;
+            /* no spare: the listener stays readable; back off instead of spinning */
+            struct timespec ts = {0, 10000000};
+            nanosleep(&ts, NULL);
+            if (l->spare < 0) l->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
         }
         return; /* EAGAIN: nothing more to take now */
     }
@@ -1613,7 +1643,10 @@ void tr__rpc_stream_close(tr__rpc_stream *st) {
     if (pthread_timedjoin_np(st->thread, NULL, &until) != 0) {
         pthread_mutex_lock(&st->mu);
         int done = st->loop_done;
-        if (!done) st->orphaned = 1;
+        if (!done) {
+            st->orphaned = 1;
+            st->h = NULL; /* no callback after close returns: its owner may free them */
+        }
         pthread_mutex_unlock(&st->mu);
         if (!done) {
             TR_LOG_WARN_LIMITED("RPC-CLOSE",

@@ -30,7 +30,6 @@ struct tr__server {
     } close_hooks[8];
     int n_close_hooks;
     tr__conn *conns;
-    pid_t owner_pid;
     int closing;
 };
 
@@ -150,16 +149,8 @@ static void on_hello(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) 
         tr__server_reply_status(c, seq, TR_EPROTO, tr_last_error());
         return;
     }
-    /* Ownership is the node's to decide: a claim counts only from the process that
-     * spawned it, as the kernel names the peer (SO_PEERCRED), never as a message says. */
-    int64_t owner = 0;
-    if (tr__obj_get(body, "owner")) tr__get_int(body, "owner", &owner);
-    c->owner = owner != 0 && c->srv->owner_pid > 0 && c->pid == c->srv->owner_pid;
-    if (owner && !c->owner)
-        TR_LOG_WARN_LIMITED("NODE-OWNER", "pid %d claims to own this node; ignored (%s)",
-                            (int)c->pid,
-                            c->srv->owner_pid > 0 ? "not the process that started it"
-                                                  : "a standalone node has no owner");
+    /* (a HELLO's "owner" is ignored: an embedded node belongs to the process that spawned
+     * it, watched with a pidfd - api/node.c - never to a connection that says so) */
     tr__buf b = TR__BUF_INIT;
     tr__reply_begin(&b, 0, NULL, 2);
     tr__enc_str(&b, "pid");
@@ -292,10 +283,6 @@ int tr__server_create(uv_loop_t *loop, const char *path, size_t max_msg, tr__ser
     tr__server_on(s, TR__MSG_HELLO, on_hello, NULL);
     *out = s;
     return 0;
-}
-
-void tr__server_set_owner(tr__server *s, pid_t pid) {
-    s->owner_pid = pid;
 }
 
 void tr__server_on(tr__server *s, uint8_t type, tr__handler_fn fn, void *ctx) {

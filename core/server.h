@@ -28,7 +28,6 @@ typedef struct tr__conn {
     uint64_t id;
     pid_t pid;        /* from SO_PEERCRED */
     int role;         /* from HELLO */
-    int owner;        /* the node lives as long as this connection (tr__server_set_owner) */
     char *exe;        /* from HELLO: the peer's executable (workers run it) */
     int store_client; /* object store client index, or -1 (objectstore/ sets it) */
     /* private */
@@ -43,10 +42,6 @@ typedef void (*tr__handler_fn)(void *ctx, tr__conn *c, uint64_t seq, const tr__o
 typedef void (*tr__close_fn)(void *ctx, tr__conn *c);
 
 int tr__server_create(uv_loop_t *loop, const char *path, size_t max_msg, tr__server **out);
-/* The process whose connections may claim ownership of the node (HELLO's "owner"): the
- * driver that spawned an embedded node, checked against the peer's SO_PEERCRED pid; 0 (the
- * default, a standalone node): nobody. A claim from any other process is ignored. */
-void tr__server_set_owner(tr__server *s, pid_t pid);
 void tr__server_on(tr__server *s, uint8_t type, tr__handler_fn fn, void *ctx);
 /* Up to 8 hooks, called in registration order when any connection closes. */
 void tr__server_on_close(tr__server *s, tr__close_fn fn, void *ctx);

@@ -36,6 +36,7 @@
 #define HELLO_MAGIC 0x32676472627274ull     /* "trbrdg2" */
 #define CHALLENGE_MAGIC 0x32686372627274ull /* "trbrch2" */
 #define MAX_PENDING 64                      /* connections whose hello is not in yet */
+#define MAX_VALUE (16ull << 30)             /* a frame's length past this: malformed */
 #define GOODBYE UINT64_MAX
 
 typedef struct challenge {
@@ -68,7 +69,6 @@ typedef struct worker {
 struct tr__dag_bridge {
     tr__dag_bridge_spec s;
     uint8_t secret[TR__DAG_SECRET];
-    uint64_t max_value; /* a frame's length past this (this store's capacity): malformed */
     char graph[32], host[64], node_path[108], key[160];
     char names[TR__DAG_MAX_NODES][80]; /* the spec's, copied */
     tr__dag_send *sends;
@@ -282,7 +282,7 @@ static void *run_recv(void *arg) {
             said_goodbye(b, rv->src);
             break;
         }
-        if (f.e != e || f.flags || f.len > b->max_value || f.code > 0 || f.code < -1000 ||
+        if (f.e != e || f.flags || f.len > MAX_VALUE || f.code > 0 || f.code < -1000 ||
             (f.code && f.len > 4096)) {
             fail(b, TR_EPROTO, "a malformed frame from node %u (value %u, execution %llu)", rv->src,
                  rv->v, (unsigned long long)f.e);
@@ -315,7 +315,8 @@ static void *run_recv(void *arg) {
         } else if (f.len <= cap) {
             r = f.len ? read_all(fd, buf, (size_t)f.len) : 0;
         } else { /* larger than a slot: straight into this node's store, its ref in the
-                    slot (no buffer of the length a frame declares: the store bounds it) */
+                    slot (no buffer of the length a frame declares: the store bounds it; one
+                    it can never hold is refused at once, and its bytes drained) */
             tr_ref put;
             void *dst;
             int taken = 0; /* the value's bytes are off the connection */
@@ -424,10 +425,8 @@ static int address_of(tr__dag_bridge *b, uint32_t node, int64_t deadline, struct
     return rc;
 }
 
-/* A connection to node dst for value sd (non-blocking, nothing said yet). */
-static int connect_to(tr__dag_bridge *b, const tr__dag_send *sd, uint32_t dst, int64_t deadline,
-                      int *out) {
-    (void)sd;
+/* A connection to node dst (non-blocking, nothing said yet). */
+static int connect_to(tr__dag_bridge *b, uint32_t dst, int64_t deadline, int *out) {
     struct sockaddr_in a;
     int rc = address_of(b, dst, deadline, &a);
     if (rc) return rc;
@@ -460,6 +459,7 @@ static int connect_to(tr__dag_bridge *b, const tr__dag_send *sd, uint32_t dst, i
 /* A connection whose hello is not in yet (in), or whose challenge is not (out). */
 typedef struct pending {
     int fd;
+    int64_t since; /* accepted */
     size_t got;
     uint8_t nonce[16];
     hello h;
@@ -581,11 +581,16 @@ static int handshake_all(tr__dag_bridge *b, outgoing *out, size_t n_out, int64_t
         if (rc || !(pf[0].revents & POLLIN)) continue;
         int fd = accept4(b->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) continue;
-        if (np == MAX_PENDING) /* the oldest makes room */
-            drop_pending(p, &np, 0, b->graph, "too many connections without a hello");
+        if (np == MAX_PENDING) { /* the oldest makes room */
+            int old = 0;
+            for (int i = 1; i < np; i++)
+                if (p[i].since < p[old].since) old = i;
+            drop_pending(p, &np, old, b->graph, "too many connections without a hello");
+        }
         pending *q = &p[np];
         memset(q, 0, sizeof *q);
         q->fd = fd;
+        q->since = tr__now_ns();
         challenge ch = {CHALLENGE_MAGIC, {0}};
         if ((rc = tr__random_bytes(q->nonce, sizeof q->nonce))) {
             close(fd);
@@ -629,15 +634,11 @@ int tr__dag_bridge_start(const tr__dag_bridge_spec *s, tr__dag_bridge **out) {
                            (unsigned long long)off, (unsigned long long)s->bytes);
     }
     if (!s->secret || !s->objects) return tr__err(TR_EINVAL, "dag bridge: bad spec");
-    tr_store_stats st = TR_STORE_STATS_INIT;
-    int rc = tr__objects_stats(s->objects, &st);
-    if (rc) return rc;
     tr__dag_bridge *b = calloc(1, sizeof *b);
     if (!b) return tr__err(TR_ENOMEM, "dag bridge");
     b->s = *s;
     memcpy(b->secret, s->secret, sizeof b->secret);
     b->s.secret = NULL;
-    b->max_value = st.capacity;
     b->lfd = -1;
     snprintf(b->graph, sizeof b->graph, "%s", s->graph);
     snprintf(b->host, sizeof b->host, "%s", s->host);
@@ -663,11 +664,11 @@ int tr__dag_bridge_start(const tr__dag_bridge_spec *s, tr__dag_bridge **out) {
     b->s.recvs = b->recvs;
     b->s.names = NULL;
     int64_t t0 = tr__now_ns(), deadline = tr__deadline(s->timeout_ms);
-    rc = listen_here(b);
+    int rc = listen_here(b);
     for (size_t i = 0; !rc && i < s->n_sends; i++)
         for (uint32_t k = 0; !rc && k < b->sends[i].n_dst; k++)
-            rc = connect_to(b, &b->sends[i], b->sends[i].dst[k], deadline,
-                            &b->send_fd[i * TR__DAG_MAX_NODES + k]);
+            rc =
+                connect_to(b, b->sends[i].dst[k], deadline, &b->send_fd[i * TR__DAG_MAX_NODES + k]);
     size_t n_out = 0;
     outgoing *going = calloc((s->n_sends + 1) * TR__DAG_MAX_NODES, sizeof *going);
     if (!rc && !going) rc = tr__err(TR_ENOMEM, "dag bridge");

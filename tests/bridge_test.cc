@@ -69,7 +69,8 @@ struct Bridge : ::testing::Test {
         ((Bridge *)arg)->failed = code;
     }
     void SetUp() override {
-        tr_config *cfg = test_config_with({{"cluster_port", "0"}, {"cluster_token", "tok"}});
+        tr_config *cfg = test_config_with(
+            {{"cluster_port", "0"}, {"cluster_token", "tok"}, {"object_store_bytes", "16777216"}});
         ASSERT_EQ(tr_init(cfg, &rt), 0) << tr_last_error();
         tr_config_destroy(cfg);
         mem = aligned_alloc(64, bytes);
@@ -246,10 +247,11 @@ TEST_F(Bridge, ATricklingHelloHoldsNothingBack) {
     close(fd);
 }
 
-/* Before: a frame could declare up to 16 GiB and got a buffer of that size. Now a length
- * past what this node's store can ever hold is malformed: the link fails at once, nothing
- * is allocated. */
-TEST_F(Bridge, AFrameLargerThanTheStoreFailsTheLink) {
+/* Before: a frame could declare up to 16 GiB and got a buffer of that size. Now a value goes
+ * straight into the store, which bounds it: one the store (16 MiB here) can never hold is
+ * that execution's error, its bytes read and let go of, and the graph goes on; a length
+ * past 16 GiB is malformed and fails the link at once. Nothing of either is allocated. */
+TEST_F(Bridge, AValueLargerThanTheStoreIsAnErrorAndNothingIsAllocated) {
     sockaddr_in a = where();
     ASSERT_NE(a.sin_port, 0);
     Wire ch;
@@ -259,7 +261,35 @@ TEST_F(Bridge, AFrameLargerThanTheStoreFailsTheLink) {
     ASSERT_EQ(send(fd, &hl, sizeof hl, MSG_NOSIGNAL), (ssize_t)sizeof hl);
     starter.join();
     ASSERT_EQ(start_rc.load(), 0) << tr_last_error();
-    Frame f = {0, 0, 0, 16ull << 30};
+    std::string big(20 << 20, 'b'); /* over the store: execution 0's error */
+    Frame f = {0, 0, 0, big.size()};
+    ASSERT_EQ(send(fd, &f, sizeof f, MSG_NOSIGNAL), (ssize_t)sizeof f);
+    ASSERT_EQ(send(fd, big.data(), big.size(), MSG_NOSIGNAL), (ssize_t)big.size());
+    std::string v = pattern(100, 5); /* execution 1 comes through */
+    Frame f1 = {1, 0, 0, v.size()};
+    ASSERT_EQ(send(fd, &f1, sizeof f1, MSG_NOSIGNAL), (ssize_t)sizeof f1);
+    ASSERT_EQ(send(fd, v.data(), v.size(), MSG_NOSIGNAL), (ssize_t)v.size());
+    tr__chan_wait w = {tr__deadline(5000), 0, &h->stop, nullptr, nullptr};
+    const void *d;
+    size_t n;
+    int32_t code;
+    uint32_t flags;
+    ASSERT_EQ(tr__chan_read(&chan, 0, &w, &d, &n, &code, &flags), 0);
+    EXPECT_NE(code, 0);
+    EXPECT_NE(std::string((const char *)d, n).find("value 7"), std::string::npos);
+    tr__chan_release(&chan, 0, 0);
+    ASSERT_EQ(tr__chan_read(&chan, 1, &w, &d, &n, &code, &flags), 0);
+    EXPECT_EQ(code, 0);
+    tr_ref r;
+    memcpy(r.b, d, sizeof r.b);
+    const void *obj;
+    size_t on;
+    ASSERT_EQ(tr__objects_get(tr__runtime_objects(rt), r, 1000, &obj, &on), 0) << tr_last_error();
+    EXPECT_EQ(std::string((const char *)obj, on), v);
+    tr__objects_release(tr__runtime_objects(rt), r);
+    tr__chan_release(&chan, 1, 0);
+    EXPECT_EQ(failed.load(), 0);
+    f = {2, 0, 0, 64ull << 30}; /* 64 GiB: malformed */
     ASSERT_EQ(send(fd, &f, sizeof f, MSG_NOSIGNAL), (ssize_t)sizeof f);
     EXPECT_TRUE(eventually(3000, [&] { return failed.load() != 0; }));
     EXPECT_EQ(failed.load(), TR_EPROTO);
