@@ -135,13 +135,19 @@ static void send_kind(rconn *c, int kind, const void *data, size_t len) {
     tr__buf_free(&b);
 }
 
-/* A link's callers' bytes held went up or down by delta: its caller is told HOLD at
- * OUT_CAP and GO at half of it. Caller holds mu. */
+/* What a link's caller is owed: HOLD (its bytes held reached OUT_CAP), GO (held, and
+ * they are down to half of it), or 0. Caller holds mu. */
+static int owed(const rstream *s) {
+    return !s->held && s->out_bytes >= OUT_CAP      ? TR__REMOTE_HOLD
+           : s->held && s->out_bytes <= OUT_CAP / 2 ? TR__REMOTE_GO
+                                                    : 0;
+}
+
+/* A link's callers' bytes held went up or down by delta: its caller is told what it is
+ * owed (a HOLD or GO the link cannot take now goes on a later call). Caller holds mu. */
 static void account(rstream *s, ssize_t delta) {
     s->out_bytes = (size_t)((ssize_t)s->out_bytes + delta);
-    int say = !s->held && s->out_bytes >= OUT_CAP      ? TR__REMOTE_HOLD
-              : s->held && s->out_bytes <= OUT_CAP / 2 ? TR__REMOTE_GO
-                                                       : 0;
+    int say = owed(s);
     if (!say) return;
     unsigned char m[TR__REMOTE_HDR] = {(unsigned char)say};
     if (tr__rpc_stream_send(s->st, m, sizeof m) == 0) s->held = say == TR__REMOTE_HOLD;
@@ -710,7 +716,7 @@ static void *relay_main(void *arg) {
         }
         int unsaid = 0; /* a HOLD or GO owed */
         for (rstream *s = r->streams; s && !unsaid; s = s->next)
-            unsaid = s->held ? s->out_bytes <= OUT_CAP / 2 : s->out_bytes >= OUT_CAP;
+            unsaid = owed(s);
         int timeout =
             r->resolving || r->holding || r->n_obj || unsaid ? (int)(RETRY_NS / 1000000) : 1000;
         pthread_mutex_unlock(&r->mu);

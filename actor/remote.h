@@ -70,8 +70,7 @@ int tr__remote_open(tr__remotes *r, const char *address, const char *token,
 /* Queues bytes of CALL frames for actor id, in messages of at most the link's message
  * limit; never waits for the network. *taken: the bytes queued. Returns 0 (all of them),
  * TR_ENOMEM (the link holds 8 MiB unsent, or its node said HOLD: try the rest later),
- * TR_ECONNECT (the link
- * ended). */
+ * TR_ECONNECT (the link ended). */
 int tr__remote_send(tr__remotes *r, tr__rlink *l, const uint8_t id[16], const void *data,
                     size_t len, size_t *taken);
 /* Copies object ref from the node at address into this node's store o (its size first,

@@ -260,10 +260,10 @@ static int self_call_locked(tr__cluster *cl, uint8_t type, const tr__buf *body, 
     return rc;
 }
 
-static void reply_json(tr__cluster *cl, tr__buf *reply) {
+/* A reply's "json" entry: the table (caller holds mu). */
+static void enc_table(tr__cluster *cl, tr__buf *reply) {
     tr__buf j = TR__BUF_INIT;
     table_json(cl, &j);
-    tr__enc_map(reply, 1);
     tr__enc_str(reply, "json");
     tr__enc_strn(reply, (const char *)j.data, j.len);
     tr__buf_free(&j);
@@ -1121,24 +1121,33 @@ static void *job_main(void *arg) {
     return NULL;
 }
 
-/* Starts a job (loop thread). Returns 0 if it could not (too many, closing). */
-static int start_job(tr__cluster *cl, job *j) {
+/* Runs fn(arg) on a detached thread counted in *running (under mu: the thread takes
+ * one off as it ends, and broadcasts jobs_cv), unless *refused is set or max are running
+ * already. Returns 1 if it started, else 0 (and fn never runs). */
+static int spawn_counted(tr__cluster *cl, int *running, int max, const int *refused,
+                         void *(*fn)(void *), void *arg) {
     pthread_mutex_lock(&cl->mu);
-    int ok = !cl->closing && cl->jobs < MAX_JOBS;
-    if (ok) cl->jobs++;
+    int ok = !*refused && *running < max;
+    if (ok) (*running)++;
     pthread_mutex_unlock(&cl->mu);
     pthread_t t;
     pthread_attr_t at;
     pthread_attr_init(&at);
     pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    if (ok && pthread_create(&t, &at, job_main, j) != 0) {
+    if (ok && pthread_create(&t, &at, fn, arg) != 0) {
         pthread_mutex_lock(&cl->mu);
-        cl->jobs--;
+        (*running)--;
+        pthread_cond_broadcast(&cl->jobs_cv); /* (a stop may be waiting) */
         pthread_mutex_unlock(&cl->mu);
         ok = 0;
     }
     pthread_attr_destroy(&at);
     return ok;
+}
+
+/* Starts a job (loop thread). Returns 0 if it could not (too many, closing). */
+static int start_job(tr__cluster *cl, job *j) {
+    return spawn_counted(cl, &cl->jobs, MAX_JOBS, &cl->closing, job_main, j);
 }
 
 static void on_jobs_done(uv_async_t *h) {
@@ -1298,14 +1307,6 @@ void tr__cluster_close(tr__cluster *cl) {
 
 /* ------------------------------------------------------------------ the token */
 
-/* The port of "HOST:PORT" (0: none). */
-static int port_of(const char *address) {
-    const char *colon = address ? strrchr(address, ':') : NULL;
-    char *end;
-    long p = colon ? strtol(colon + 1, &end, 10) : 0;
-    return colon && end != colon + 1 && *end == '\0' && p > 0 && p < 65536 ? (int)p : 0;
-}
-
 /* The first line of dir/name, if it is a regular file of ours. 0, or -1. */
 static int read_line(const char *dir, const char *name, char *out, size_t cap) {
     char p[1200];
@@ -1325,11 +1326,11 @@ static int read_line(const char *dir, const char *name, char *out, size_t cap) {
 /* Whether "HOST:PORT" a names the node whose address is b ("IP:PORT"): the same port, and
  * a host that is b's IP, or both loopback (a token found here never goes to another host). */
 static int same_node(const char *a, const char *b) {
-    if (port_of(a) != port_of(b)) return 0;
     char host[256], ip[64];
-    const char *ca = strrchr(a, ':'), *cb = strrchr(b, ':');
-    snprintf(host, sizeof host, "%.*s", (int)(ca - a), a);
-    snprintf(ip, sizeof ip, "%.*s", (int)(cb - b), b);
+    int pa, pb;
+    if (tr__split_host_port(a, host, sizeof host, &pa) ||
+        tr__split_host_port(b, ip, sizeof ip, &pb) || pa != pb)
+        return 0;
     struct addrinfo hints, *res = NULL;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_INET;
@@ -1346,8 +1347,10 @@ static int same_node(const char *a, const char *b) {
 }
 
 int tr__cluster_local_token(const char *base, const char *address, char *out, size_t cap) {
-    int port = port_of(address);
-    if (!port) return tr__err(TR_EINVAL, "cluster: '%s' is not HOST:PORT", address);
+    char host[256];
+    int port;
+    if (tr__split_host_port(address, host, sizeof host, &port) || port == 0)
+        return tr__err(TR_EINVAL, "cluster: '%s' is not HOST:PORT", address);
     DIR *d = opendir(base);
     struct dirent *e;
     int found = 0;
@@ -1477,11 +1480,7 @@ static int op_register(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
     tr__enc_str(reply, cl->id);
     tr__enc_str(reply, "num");
     tr__enc_uint(reply, m.num);
-    tr__buf j = TR__BUF_INIT; /* the table, so the node knows it before a heartbeat */
-    table_json(cl, &j);
-    tr__enc_str(reply, "json");
-    tr__enc_strn(reply, (const char *)j.data, j.len);
-    tr__buf_free(&j);
+    enc_table(cl, reply); /* so the node knows the table before a heartbeat */
     pthread_mutex_unlock(&cl->mu);
     return 0;
 }
@@ -1513,11 +1512,7 @@ static int op_heartbeat(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
     for (int k = 1; k < cl->n; k++)
         lost += !cl->nodes[k].alive;
     tr__enc_map(reply, 2);
-    tr__buf j = TR__BUF_INIT;
-    table_json(cl, &j);
-    tr__enc_str(reply, "json");
-    tr__enc_strn(reply, (const char *)j.data, j.len);
-    tr__buf_free(&j);
+    enc_table(cl, reply);
     tr__enc_str(reply, "lost");
     tr__enc_array(reply, (uint32_t)lost);
     for (int k = 1; k < cl->n; k++)
@@ -1529,7 +1524,8 @@ static int op_heartbeat(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
 static int op_nodes(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
     (void)req;
     pthread_mutex_lock(&cl->mu);
-    reply_json(cl, reply);
+    tr__enc_map(reply, 1);
+    enc_table(cl, reply);
     pthread_mutex_unlock(&cl->mu);
     return 0;
 }
@@ -1658,23 +1654,7 @@ static int start_slow(tr__cluster *cl, tr__rpc_req *call, op_fn fn, const void *
     o->fn = fn;
     o->len = len;
     memcpy(o->req, req, len);
-    pthread_mutex_lock(&cl->mu);
-    int ok = !cl->stop && cl->slow < MAX_SLOW;
-    if (ok) cl->slow++;
-    pthread_mutex_unlock(&cl->mu);
-    pthread_t t;
-    pthread_attr_t at;
-    pthread_attr_init(&at);
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    if (ok && pthread_create(&t, &at, slow_main, o) != 0) {
-        pthread_mutex_lock(&cl->mu);
-        cl->slow--;
-        pthread_cond_broadcast(&cl->jobs_cv); /* (a stop may be waiting) */
-        pthread_mutex_unlock(&cl->mu);
-        ok = 0;
-    }
-    pthread_attr_destroy(&at);
-    if (ok) return TR__RPC_LATER;
+    if (spawn_counted(cl, &cl->slow, MAX_SLOW, &cl->stop, slow_main, o)) return TR__RPC_LATER;
     free(o);
     return tr__err(TR_ERESOURCES, "cluster: this node is busy (%d requests in flight) or stopping",
                    MAX_SLOW);
@@ -1871,17 +1851,16 @@ static void *tick(void *arg) {
 
 /* The local IP address a connection to "HOST:PORT" would leave from. */
 static int facing(const char *target, char *ip, size_t cap) {
-    char host[128];
-    const char *colon = strrchr(target, ':');
-    if (!colon || colon == target || (size_t)(colon - target) >= sizeof host)
+    char host[128], service[8];
+    int port;
+    if (tr__split_host_port(target, host, sizeof host, &port))
         return tr__err(TR_EINVAL, "cluster: '%s' is not HOST:PORT", target);
-    memcpy(host, target, (size_t)(colon - target));
-    host[colon - target] = '\0';
+    snprintf(service, sizeof service, "%d", port);
     struct addrinfo hints, *res = NULL;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_INET;
     hints.ai_socktype = SOCK_DGRAM;
-    int e = getaddrinfo(host, colon + 1, &hints, &res);
+    int e = getaddrinfo(host, service, &hints, &res);
     if (e) return tr__err(TR_EINVAL, "cluster: head %s: %s", target, gai_strerror(e));
     int rc = 0, fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in me;

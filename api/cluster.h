@@ -54,9 +54,9 @@ int tr__cluster_local_token(const char *base, const char *address, char *out, si
 /* *out NULL when cfg asks for no cluster. A cluster port never runs without a token: a
  * head given none generates one; another node given none takes the token of a head of
  * this machine at the address it joins (tr__cluster_local_token), else fails saying how
- * to give one. Either writes its token and address into its session directory. sock: the node's own
- * socket (reported); total: its resources; gpus: its devices. Fails, with the reason, when it
- * cannot listen or the head refuses it or cannot be reached within 10 s. */
+ * to give one. Either writes its token and address into its session directory. sock: the
+ * node's own socket (reported); total: its resources; gpus: its devices. Fails, with the
+ * reason, when it cannot listen or the head refuses it or cannot be reached within 10 s. */
 int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *total, int gpus,
                       uv_loop_t *loop, tr__cluster **out);
 /* The directory's forward hook (actor/directory.h): takes the request (returns 1) unless

@@ -173,20 +173,25 @@ TEST_F(Head, AClientWithoutTheTokenIsRefused) {
     tr__rpc_client_destroy(bad);
 }
 
+/* A "place" request for an actor of class C asking for res ("": nothing). */
+void enc_place(tr__buf *b, const char *res) {
+    tr__enc_map(b, 8);
+    for (auto kv : {std::make_pair("op", "place"), std::make_pair("owner", "x/1"),
+                    std::make_pair("node", "0123456789abcdef"), std::make_pair("exe", "/bin/true"),
+                    std::make_pair("class", "C"), std::make_pair("res", res)}) {
+        tr__enc_str(b, kv.first);
+        tr__enc_str(b, kv.second);
+    }
+    tr__enc_str(b, "args");
+    tr__enc_bin(b, "", 0);
+    tr__enc_str(b, "max_restarts");
+    tr__enc_int(b, 0);
+}
+
 /* A "place" request for an actor asking nothing: its code, the error's text in *why. */
 int place_any(tr__rpc_client *c, std::string *why) {
     tr__buf b = TR__BUF_INIT, r = TR__BUF_INIT;
-    tr__enc_map(&b, 8);
-    for (auto kv : {std::make_pair("op", "place"), std::make_pair("owner", "x/1"),
-                    std::make_pair("node", "0123456789abcdef"), std::make_pair("exe", "/bin/true"),
-                    std::make_pair("class", "C"), std::make_pair("res", "")}) {
-        tr__enc_str(&b, kv.first);
-        tr__enc_str(&b, kv.second);
-    }
-    tr__enc_str(&b, "args");
-    tr__enc_bin(&b, "", 0);
-    tr__enc_str(&b, "max_restarts");
-    tr__enc_int(&b, 0);
+    enc_place(&b, "");
     int rc = tr__rpc_call(c, b.data, b.len, 10000, &r);
     *why = tr_last_error();
     tr__buf_free(&b);
@@ -259,18 +264,7 @@ TEST_F(Head, AHungNodeDoesNotMakeHealthyNodesLost) {
     });
     auto place = [&] {
         tr__buf b = TR__BUF_INIT, r = TR__BUF_INIT;
-        tr__enc_map(&b, 8);
-        for (auto kv :
-             {std::make_pair("op", "place"), std::make_pair("owner", "x/1"),
-              std::make_pair("node", "0123456789abcdef"), std::make_pair("exe", "/bin/true"),
-              std::make_pair("class", "C"), std::make_pair("res", "hung=1")}) {
-            tr__enc_str(&b, kv.first);
-            tr__enc_str(&b, kv.second);
-        }
-        tr__enc_str(&b, "args");
-        tr__enc_bin(&b, "", 0);
-        tr__enc_str(&b, "max_restarts");
-        tr__enc_int(&b, 0);
+        enc_place(&b, "hung=1");
         while (!done) {
             tr__buf_reset(&r);
             if (tr__rpc_call(c, b.data, b.len, 10000, &r) == 0)

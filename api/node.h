@@ -11,8 +11,8 @@
 /* Runs a node service until it is shut down (SHUTDOWN message, SIGTERM/SIGINT, or - for an
  * embedded node - its owner process's end, seen on a pidfd: no connection's end stops it).
  * owner_pid: the process that spawned an embedded node (it must be our parent still), 0
- * for a standalone node. Writes "<address>\n" to ready_fd (if >= 0) once it listens. Returns the
- * process exit status. */
+ * for a standalone node. Writes "<address>\n" to ready_fd (if >= 0) once it listens.
+ * Returns the process exit status. */
 int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid);
 
 /* Spawns this executable as a node service with cfg's node settings and waits up to

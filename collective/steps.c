@@ -193,7 +193,7 @@ int tr__coll_check_agree(tr_group *g) {
 /* What this rank, having posted its op, knows of the others: a rank that posted another
  * op (DISAGREES), every rank posted this one (AGREES), or not yet (UNKNOWN). The loads
  * are seq_cst for enter's sake (see there). */
-static int known(tr_group *g) {
+int tr__coll_agree_known(tr_group *g) {
     tr__coll_hdr *h = H(g);
     const tr__coll_desc *me = &h->rk[g->rank].desc[g->seq & 1];
     int all = 1;
@@ -216,20 +216,16 @@ int tr__coll_agree_enter(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op
     /* Of two ranks that disagree, the later to post sees the earlier: each posts (a
      * seq_cst increment), then reads the other's counter with a seq_cst load, which
      * cannot move before the post (Dekker's pattern, on x86 and arm64 alike). */
-    int k = known(g);
+    int k = tr__coll_agree_known(g);
     h->rk[g->rank].desc[g->seq & 1].entered =
         k == TR__COLL_DISAGREES ? TR__COLL_STANDS_IN : TR__COLL_ENTERED;
     tr__coll_post(g);
     return k;
 }
 
-int tr__coll_agree_known(tr_group *g) {
-    return known(g);
-}
-
 int tr__coll_agree_wait(tr_group *g, int64_t deadline) {
     int rc = tr__coll_wait_all(g, g->agree_step + 1, deadline);
-    return rc ? rc : known(g);
+    return rc ? rc : tr__coll_agree_known(g);
 }
 
 int tr__coll_agree_leave(tr_group *g, int64_t deadline) {

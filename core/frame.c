@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -270,5 +271,22 @@ int tr__set_nonblock(int fd, int on) {
     if (fl < 0) return tr__err_errno(errno, "fcntl");
     fl = on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
     if (fcntl(fd, F_SETFL, fl) != 0) return tr__err_errno(errno, "fcntl");
+    return 0;
+}
+
+int tr__split_host_port(const char *s, char *host, size_t cap, int *port) {
+    const char *colon = s ? strrchr(s, ':') : NULL, *h = s;
+    size_t hn = colon ? (size_t)(colon - s) : 0;
+    char *end = NULL;
+    long p = colon && colon[1] >= '0' && colon[1] <= '9' ? strtol(colon + 1, &end, 10) : -1;
+    if (hn > 2 && s[0] == '[' && s[hn - 1] == ']') { /* [IPv6] */
+        h++;
+        hn -= 2;
+    }
+    if (hn == 0 || hn >= cap || p < 0 || p > 65535 || *end)
+        return tr__err(TR_EINVAL, "'%s' is not HOST:PORT", s ? s : "(null)");
+    memcpy(host, h, hn);
+    host[hn] = '\0';
+    *port = (int)p;
     return 0;
 }

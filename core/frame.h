@@ -98,5 +98,8 @@ int tr__unix_connect_nb(const char *path);
 /* Creates a listening Unix socket at path (mode 0600, close-on-exec). Returns fd or code. */
 int tr__unix_listen(const char *path, int backlog);
 int tr__set_nonblock(int fd, int on);
+/* Splits "HOST:PORT" (HOST a name, an IPv4 literal or a [IPv6] one, its brackets dropped)
+ * into host (cap bytes) and *port (0..65535). Returns 0 or TR_EINVAL. */
+int tr__split_host_port(const char *s, char *host, size_t cap, int *port);
 
 #endif

@@ -419,4 +419,24 @@ TEST(Frame, UnixConnectErrors) {
     rmdir(dir.c_str());
 }
 
+TEST(Frame, SplitHostPort) {
+    char host[16];
+    int port = -1;
+    EXPECT_EQ(tr__split_host_port("10.0.0.1:8080", host, sizeof host, &port), 0);
+    EXPECT_STREQ(host, "10.0.0.1");
+    EXPECT_EQ(port, 8080);
+    EXPECT_EQ(tr__split_host_port("[::1]:0", host, sizeof host, &port), 0);
+    EXPECT_STREQ(host, "::1");
+    EXPECT_EQ(port, 0);
+    EXPECT_EQ(tr__split_host_port("node-a:65535", host, sizeof host, &port), 0);
+    EXPECT_STREQ(host, "node-a");
+    EXPECT_EQ(port, 65535);
+    for (const char *bad : {"", ":80", "host", "host:", "host:65536", "host:-1", "host: 80",
+                            "host:80x", "averyveryverylonghost:80"}) {
+        EXPECT_EQ(tr__split_host_port(bad, host, sizeof host, &port), TR_EINVAL) << bad;
+        EXPECT_NE(strstr(tr_last_error(), "HOST:PORT"), nullptr) << bad;
+    }
+    EXPECT_EQ(tr__split_host_port(nullptr, host, sizeof host, &port), TR_EINVAL);
+}
+
 } // namespace

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/frame.h"
 
 #include "core/log.h"
 #include "core/status.h"
@@ -602,22 +603,16 @@ static void mark_proven(listener *l, const char *peer) {
 
 /* Binds "HOST:PORT" (a name, an IPv4 or a [IPv6] literal), listening; *port: the port. */
 static int bind_listen(const char *where, int *fd_out, int *port) {
-    char host[256];
-    const char *colon = strrchr(where, ':');
-    size_t hn = colon ? (size_t)(colon - where) : 0;
-    if (!colon || hn == 0 || hn >= sizeof host)
+    char host[256], service[8];
+    int want;
+    if (tr__split_host_port(where, host, sizeof host, &want))
         return tr__err(TR_EINVAL, "rpc server: '%s' is not HOST:PORT", where);
-    memcpy(host, where, hn);
-    host[hn] = '\0';
-    if (hn > 2 && host[0] == '[' && host[hn - 1] == ']') {
-        memmove(host, host + 1, hn - 2);
-        host[hn - 2] = '\0';
-    }
+    snprintf(service, sizeof service, "%d", want);
     struct addrinfo hints, *res = NULL;
     memset(&hints, 0, sizeof hints);
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    int e = getaddrinfo(host, colon + 1, &hints, &res);
+    int e = getaddrinfo(host, service, &hints, &res);
     if (e) return tr__err(TR_EINVAL, "rpc server: %s: %s", where, gai_strerror(e));
     int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
     int ok = fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&

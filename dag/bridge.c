@@ -8,7 +8,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -148,6 +147,18 @@ static int read_all(int fd, void *p, size_t n) {
         got += (size_t)r;
     }
     return 0;
+}
+
+/* Reads n bytes and lets go of them (a value this node does not keep). 0, or as read_all. */
+static int skip(int fd, uint64_t n) {
+    char sink[4096];
+    int r = 0;
+    for (uint64_t left = n; !r && left;) {
+        size_t k = left < sizeof sink ? (size_t)left : sizeof sink;
+        r = read_all(fd, sink, k);
+        left -= k;
+    }
+    return r;
 }
 
 /* Low latency, and a peer cut off is seen within seconds (2 s idle, 3 probes 1 s apart). */
@@ -305,12 +316,7 @@ static void *run_recv(void *arg) {
         if (code && strcmp(tr_errname(code), "TR_E?") == 0) code = TR_EPROTO; /* unknown */
         if (code && f.len > cap) { /* an error's message: as much as the slot holds */
             r = read_all(fd, buf, cap);
-            char sink[256];
-            for (uint64_t left = f.len - cap; !r && left;) {
-                size_t k = left < sizeof sink ? (size_t)left : sizeof sink;
-                r = read_all(fd, sink, k);
-                left -= k;
-            }
+            if (!r) r = skip(fd, f.len - cap);
             out = cap;
         } else if (f.len <= cap) {
             r = f.len ? read_all(fd, buf, (size_t)f.len) : 0;
@@ -337,12 +343,7 @@ static void *run_recv(void *arg) {
                 int k = snprintf(buf, cap, "value %u: %s", rv->v, tr_last_error());
                 code = rc;
                 out = k < 0 ? 0 : (size_t)k + 1 > cap ? cap : (size_t)k + 1;
-                char sink[4096];
-                for (uint64_t left = taken ? 0 : f.len; !r && left;) {
-                    size_t k2 = left < sizeof sink ? (size_t)left : sizeof sink;
-                    r = read_all(fd, sink, k2);
-                    left -= k2;
-                }
+                if (!taken) r = skip(fd, f.len);
             }
         }
         if (r) {
@@ -491,11 +492,6 @@ static void drop_pending(pending *p, int *n, int i, const char *graph, const cha
     p[i] = p[--*n];
 }
 
-static void blocking(int fd) {
-    int fl = fcntl(fd, F_GETFL);
-    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-}
-
 /* An outgoing connection's challenge is readable: once whole, its hello goes. 0 (more to
  * come, or sent), or a code. */
 static int answer(tr__dag_bridge *b, outgoing *o, int64_t deadline) {
@@ -515,7 +511,7 @@ static int answer(tr__dag_bridge *b, outgoing *o, int64_t deadline) {
     struct iovec iov = {&h, sizeof h};
     if (!rc && tr__write_all(o->fd, &iov, 1, deadline))
         rc = tr__err(TR_ECONNECT, "dag bridge: node %u closed the connection", o->dst);
-    if (!rc) blocking(o->fd);
+    if (!rc) rc = tr__set_nonblock(o->fd, 0);
     o->fd = -1;
     return rc;
 }
@@ -572,7 +568,8 @@ static int handshake_all(tr__dag_bridge *b, outgoing *out, size_t n_out, int64_t
                              "no valid hello (not of this graph, or no proof of its secret)");
                 continue;
             }
-            blocking(p[i].fd);
+            (void)tr__set_nonblock(p[i].fd,
+                                   0); /* (should it fail, its first read fails the link) */
             tune(p[i].fd);
             b->recv_fd[r] = p[i].fd;
             p[i] = p[--np];

@@ -1111,20 +1111,22 @@ static int submit(tr_dag *g, const void *input, size_t len, const tr_ref *ref, u
     uint64_t e = g->next_exec;
     /* max_inflight is a bound on what is submitted and not released, whatever the channels
      * could still take (each channel has max_inflight slots: a pipeline of k steps would
-     * hold k times as many): past it, the submit waits its timeout for a release (another
-     * thread's), or for the graph to go down */
-    if (e - __atomic_load_n(&g->release_base, __ATOMIC_ACQUIRE) >= g->opts.max_inflight) {
+     * hold k times as many). Past it no slot can free while this call waits (a graph is
+     * one thread's at a time: only its tr_dag_release frees one): the submit waits out its
+     * timeout, as for a full channel, unless the graph goes down first, and says why (with
+     * no timeout, at once: a wait for ever would never end). */
+    if (e - g->release_base >= g->opts.max_inflight) {
         int64_t deadline = tr__deadline(g->opts.submit_timeout_ms);
-        while (e - __atomic_load_n(&g->release_base, __ATOMIC_ACQUIRE) >= g->opts.max_inflight) {
-            if ((rc = actor_died(g))) return rc;
-            if (tr__now_ns() >= deadline)
-                return tr__err(TR_ETIMEDOUT,
-                               "%s: %u executions (max_inflight) are submitted and not released "
-                               "(tr_dag_release them)",
-                               fn, g->opts.max_inflight);
-            struct timespec ts = {0, 1000000};
+        for (int left; !(rc = actor_died(g)) && (left = tr__ms_left(deadline)) > 0;) {
+            int ms = left > 100 ? 100 : left; /* (a death is looked for every 100 ms) */
+            struct timespec ts = {0, (long)ms * 1000000};
             nanosleep(&ts, NULL);
         }
+        return rc ? rc
+                  : tr__err(TR_ETIMEDOUT,
+                            "%s: %u executions (max_inflight) are submitted and not released "
+                            "(tr_dag_release them)",
+                            fn, g->opts.max_inflight);
     }
     if (g->nodes[0].n_readers) {
         tr__chan_wait w = waits(g, g->opts.submit_timeout_ms);
@@ -1326,10 +1328,8 @@ TR_API int tr_dag_release(tr_dag *g, uint64_t exec) {
             g->pinned[k] = 0;
         }
     uint64_t base = g->release_base;
-    uint64_t at = base; /* (published once: a submit elsewhere may be waiting for it) */
-    while (at < g->next_exec && g->released[at % win])
-        g->released[at++ % win] = 0;
-    __atomic_store_n(&g->release_base, at, __ATOMIC_RELEASE);
+    while (g->release_base < g->next_exec && g->released[g->release_base % win])
+        g->released[g->release_base++ % win] = 0;
     /* a channel hears of releases in order: the prefix released so far */
     if (g->release_base != base)
         for (size_t k = 0; k < g->n_outputs; k++)

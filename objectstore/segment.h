@@ -11,9 +11,8 @@
  * (never the segment's). What stays shared is mutable state (the lock, the free lists,
  * the counters, the entries), and every offset read from it is read once and
  * bounds-checked against the view before use: a corrupt segment gives TR_EPROTO, never
- * an access outside it. Every function here
- * must be called with the segment's lock held (tr__seg_lock), except tr__seg_format,
- * tr__seg_open and tr__seg_set_spill_dir.
+ * an access outside it. Every function here must be called with the segment's lock held
+ * (tr__seg_lock), except tr__seg_format, tr__seg_open and tr__seg_set_spill_dir.
  */
 #ifndef TR_OBJECTSTORE_SEGMENT_H
 #define TR_OBJECTSTORE_SEGMENT_H

@@ -152,6 +152,42 @@ struct Bridge : ::testing::Test {
         tr__mac(key, TR__DAG_SECRET, parts, lens, 5, hl.mac);
         return hl;
     }
+    /* A link of value 7 from node 0 that proved the secret, once the bridge is up (-1 if
+     * it could not be made). */
+    int link_in(const sockaddr_in &a) {
+        Wire ch;
+        int fd = dial(a, &ch);
+        if (fd < 0) return -1;
+        Hello hl = hello(ch.nonce, secret);
+        EXPECT_EQ(send(fd, &hl, sizeof hl, MSG_NOSIGNAL), (ssize_t)sizeof hl);
+        return fd;
+    }
+    /* Execution e's frame and value v, as a sender writes them. */
+    static void send_value(int fd, uint64_t e, const std::string &v) {
+        Frame f = {e, 0, 0, v.size()};
+        ASSERT_EQ(send(fd, &f, sizeof f, MSG_NOSIGNAL), (ssize_t)sizeof f);
+        ASSERT_EQ(send(fd, v.data(), v.size(), MSG_NOSIGNAL), (ssize_t)v.size());
+    }
+    /* Execution e's slot holds a ref to an object of this node whose bytes are v. */
+    void expect_object(uint64_t e, const std::string &v) {
+        tr__chan_wait w = {tr__deadline(5000), 0, &h->stop, nullptr, nullptr};
+        const void *d;
+        size_t n;
+        int32_t code;
+        uint32_t flags;
+        ASSERT_EQ(tr__chan_read(&chan, e, &w, &d, &n, &code, &flags), 0);
+        ASSERT_EQ(code, 0);
+        ASSERT_EQ(flags, (uint32_t)TR__CHAN_REF);
+        tr_ref r;
+        memcpy(r.b, d, sizeof r.b);
+        const void *obj;
+        size_t on;
+        ASSERT_EQ(tr__objects_get(tr__runtime_objects(rt), r, 1000, &obj, &on), 0)
+            << tr_last_error();
+        EXPECT_EQ(std::string((const char *)obj, on), v);
+        tr__objects_release(tr__runtime_objects(rt), r);
+        tr__chan_release(&chan, e, 0);
+    }
     static bool closed(int fd, int ms) {
         struct pollfd p = {fd, POLLIN, 0};
         char c;
@@ -181,33 +217,13 @@ TEST_F(Bridge, AHelloWithoutTheSecretIsRefused) {
     ASSERT_EQ(send(replay, &old, sizeof old, MSG_NOSIGNAL), (ssize_t)sizeof old);
     EXPECT_TRUE(closed(replay, 2000)) << "a replayed hello was kept";
     close(replay);
-    int fd = dial(a, &ch);
+    int fd = link_in(a);
     ASSERT_GE(fd, 0);
-    Hello hl = hello(ch.nonce, secret);
-    ASSERT_EQ(send(fd, &hl, sizeof hl, MSG_NOSIGNAL), (ssize_t)sizeof hl);
     starter.join();
     EXPECT_EQ(start_rc.load(), 0) << tr_last_error();
-    /* a value over a slot goes into the store, its ref in the slot */
-    std::string v = pattern(1000, 3);
-    Frame f = {0, 0, 0, v.size()};
-    ASSERT_EQ(send(fd, &f, sizeof f, MSG_NOSIGNAL), (ssize_t)sizeof f);
-    ASSERT_EQ(send(fd, v.data(), v.size(), MSG_NOSIGNAL), (ssize_t)v.size());
-    tr__chan_wait w = {tr__deadline(5000), 0, &h->stop, nullptr, nullptr};
-    const void *d;
-    size_t n;
-    int32_t code;
-    uint32_t flags;
-    ASSERT_EQ(tr__chan_read(&chan, 0, &w, &d, &n, &code, &flags), 0);
-    ASSERT_EQ(code, 0);
-    ASSERT_EQ(flags, (uint32_t)TR__CHAN_REF);
-    tr_ref r;
-    memcpy(r.b, d, sizeof r.b);
-    const void *obj;
-    size_t on;
-    ASSERT_EQ(tr__objects_get(tr__runtime_objects(rt), r, 1000, &obj, &on), 0) << tr_last_error();
-    EXPECT_EQ(std::string((const char *)obj, on), v);
-    tr__objects_release(tr__runtime_objects(rt), r);
-    tr__chan_release(&chan, 0, 0);
+    std::string v = pattern(1000, 3); /* over a slot: into the store, its ref in the slot */
+    send_value(fd, 0, v);
+    expect_object(0, v);
     close(fd);
 }
 
@@ -231,10 +247,8 @@ TEST_F(Bridge, ATricklingHelloHoldsNothingBack) {
     });
     usleep(300000);
     auto t0 = std::chrono::steady_clock::now();
-    int fd = dial(a, &ch);
+    int fd = link_in(a);
     ASSERT_GE(fd, 0);
-    Hello hl = hello(ch.nonce, secret);
-    ASSERT_EQ(send(fd, &hl, sizeof hl, MSG_NOSIGNAL), (ssize_t)sizeof hl);
     starter.join();
     double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EXPECT_EQ(start_rc.load(), 0) << tr_last_error();
@@ -254,21 +268,13 @@ TEST_F(Bridge, ATricklingHelloHoldsNothingBack) {
 TEST_F(Bridge, AValueLargerThanTheStoreIsAnErrorAndNothingIsAllocated) {
     sockaddr_in a = where();
     ASSERT_NE(a.sin_port, 0);
-    Wire ch;
-    int fd = dial(a, &ch);
+    int fd = link_in(a);
     ASSERT_GE(fd, 0);
-    Hello hl = hello(ch.nonce, secret);
-    ASSERT_EQ(send(fd, &hl, sizeof hl, MSG_NOSIGNAL), (ssize_t)sizeof hl);
     starter.join();
     ASSERT_EQ(start_rc.load(), 0) << tr_last_error();
-    std::string big(20 << 20, 'b'); /* over the store: execution 0's error */
-    Frame f = {0, 0, 0, big.size()};
-    ASSERT_EQ(send(fd, &f, sizeof f, MSG_NOSIGNAL), (ssize_t)sizeof f);
-    ASSERT_EQ(send(fd, big.data(), big.size(), MSG_NOSIGNAL), (ssize_t)big.size());
-    std::string v = pattern(100, 5); /* execution 1 comes through */
-    Frame f1 = {1, 0, 0, v.size()};
-    ASSERT_EQ(send(fd, &f1, sizeof f1, MSG_NOSIGNAL), (ssize_t)sizeof f1);
-    ASSERT_EQ(send(fd, v.data(), v.size(), MSG_NOSIGNAL), (ssize_t)v.size());
+    send_value(fd, 0, std::string(20 << 20, 'b')); /* over the store: execution 0's error */
+    std::string v = pattern(100, 5);               /* execution 1 comes through */
+    send_value(fd, 1, v);
     tr__chan_wait w = {tr__deadline(5000), 0, &h->stop, nullptr, nullptr};
     const void *d;
     size_t n;
@@ -278,18 +284,9 @@ TEST_F(Bridge, AValueLargerThanTheStoreIsAnErrorAndNothingIsAllocated) {
     EXPECT_NE(code, 0);
     EXPECT_NE(std::string((const char *)d, n).find("value 7"), std::string::npos);
     tr__chan_release(&chan, 0, 0);
-    ASSERT_EQ(tr__chan_read(&chan, 1, &w, &d, &n, &code, &flags), 0);
-    EXPECT_EQ(code, 0);
-    tr_ref r;
-    memcpy(r.b, d, sizeof r.b);
-    const void *obj;
-    size_t on;
-    ASSERT_EQ(tr__objects_get(tr__runtime_objects(rt), r, 1000, &obj, &on), 0) << tr_last_error();
-    EXPECT_EQ(std::string((const char *)obj, on), v);
-    tr__objects_release(tr__runtime_objects(rt), r);
-    tr__chan_release(&chan, 1, 0);
+    expect_object(1, v);
     EXPECT_EQ(failed.load(), 0);
-    f = {2, 0, 0, 64ull << 30}; /* 64 GiB: malformed */
+    Frame f = {2, 0, 0, 64ull << 30}; /* 64 GiB: malformed */
     ASSERT_EQ(send(fd, &f, sizeof f, MSG_NOSIGNAL), (ssize_t)sizeof f);
     EXPECT_TRUE(eventually(3000, [&] { return failed.load() != 0; }));
     EXPECT_EQ(failed.load(), TR_EPROTO);

@@ -36,6 +36,17 @@ extern "C" {
 
 namespace {
 
+/* The cluster address of rt's node on loopback, "127.0.0.1:PORT" ("" with a failure). */
+std::string cluster_address(tr_runtime *rt) {
+    char *json = nullptr;
+    EXPECT_EQ(tr_node_status(rt, &json), 0);
+    std::string s = json ? json : "";
+    tr_free(json);
+    size_t at = s.find("\"address\":\"127.0.0.1:");
+    EXPECT_NE(at, std::string::npos) << s;
+    return at == std::string::npos ? "" : s.substr(at + 11, s.find('"', at + 11) - at - 11);
+}
+
 class Relay : public ::testing::Test {
   protected:
     void SetUp() override {
@@ -44,13 +55,8 @@ class Relay : public ::testing::Test {
         tr_config_destroy(cfg);
         ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "r", 1, &actor), 0);
         ASSERT_EQ(tr_actor_wait_ready(rt, actor, 20000), 0);
-        char *json = nullptr;
-        ASSERT_EQ(tr_node_status(rt, &json), 0);
-        std::string s = json;
-        tr_free(json);
-        size_t at = s.find("\"address\":\"127.0.0.1:");
-        ASSERT_NE(at, std::string::npos) << s;
-        address = s.substr(at + 11, s.find('"', at + 11) - at - 11);
+        address = cluster_address(rt);
+        ASSERT_FALSE(address.empty());
     }
     void TearDown() override {
         if (st) tr__rpc_stream_close(st);
@@ -508,13 +514,8 @@ TEST(TlsCluster, ActorsCallsAndObjectsOverTls) {
     tr_runtime *rt;
     ASSERT_EQ(tr_init(cfg, &rt), 0) << tr_last_error();
     tr_config_destroy(cfg);
-    char *json = nullptr;
-    ASSERT_EQ(tr_node_status(rt, &json), 0);
-    std::string s = json;
-    tr_free(json);
-    size_t at = s.find("\"address\":\"127.0.0.1:");
-    ASSERT_NE(at, std::string::npos) << s;
-    std::string head = s.substr(at + 11, s.find('"', at + 11) - at - 11);
+    std::string head = cluster_address(rt);
+    ASSERT_FALSE(head.empty());
     std::string tmp = "/tmp/trtls" + std::to_string(getpid()); /* (socket paths are short) */
     char self[4096];                                           /* this driver's actors run there */
     ASSERT_NE(realpath("/proc/self/exe", self), nullptr);
@@ -587,13 +588,8 @@ TEST(HeldLink, ADriverThatOutrunsAnActorElsewhereWaitsAndLosesNothing) {
     tr_runtime *rt;
     ASSERT_EQ(tr_init(cfg, &rt), 0) << tr_last_error();
     tr_config_destroy(cfg);
-    char *json = nullptr;
-    ASSERT_EQ(tr_node_status(rt, &json), 0);
-    std::string s = json;
-    tr_free(json);
-    size_t at = s.find("\"address\":\"127.0.0.1:");
-    ASSERT_NE(at, std::string::npos) << s;
-    std::string head = s.substr(at + 11, s.find('"', at + 11) - at - 11);
+    std::string head = cluster_address(rt);
+    ASSERT_FALSE(head.empty());
     std::string tmp = "/tmp/trheld" + std::to_string(getpid());
     char self[4096];
     ASSERT_NE(realpath("/proc/self/exe", self), nullptr);

@@ -741,9 +741,8 @@ int save_until_known(tr_group *g, const Written &w, int64_t deadline, bool *save
 }
 
 // A rank that fails before its part of an op ends (its own wait, or the op on scratch)
-// leaves the ranks that run the op waiting:
-// this rank's connections close so they fail now, not at their timeout. The group is
-// unusable from here, whatever the code.
+// leaves the ranks that run the op waiting: this rank's connections close so they fail
+// now, not at their timeout. The group is unusable from here, whatever the code.
 int give_up(tr_group *g, int rc) {
     S(g)->ctx.reset();
     g->broken = rc == TR_EINVAL ? TR_EINTERNAL : rc;
