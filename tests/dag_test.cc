@@ -411,6 +411,34 @@ TEST_F(Dag, MaxInflightBoundsTheExecutionsNotReleased) {
     expect_no_segments();
 }
 
+/* With no submit timeout, a submit past max_inflight says so at once: only this thread's
+ * tr_dag_release could free a slot, so a wait for ever would never end. */
+TEST_F(Dag, MaxInflightWithNoTimeoutSaysSoAtOnce) {
+    tr_dag *g;
+    tr_dag_node in, out;
+    ASSERT_EQ(tr_dag_create(rt, &g), 0);
+    ASSERT_EQ(tr_dag_input(g, &in), 0);
+    ASSERT_EQ(tr_dag_bind(g, actor(), "echo", &in, 1, &out), 0);
+    ASSERT_EQ(tr_dag_output(g, &out, 1), 0);
+    tr_dag_options o = TR_DAG_OPTIONS_INIT;
+    o.max_inflight = 2;
+    o.submit_timeout_ms = -1;
+    ASSERT_EQ(tr_dag_compile(g, &o), 0) << tr_last_error();
+    uint64_t e;
+    for (int i = 0; i < 2; i++)
+        ASSERT_EQ(tr_dag_execute(g, "x", 1, &e), 0) << tr_last_error();
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(tr_dag_execute(g, "x", 1, &e), TR_ETIMEDOUT);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
+    EXPECT_NE(strstr(tr_last_error(), "max_inflight"), nullptr) << tr_last_error();
+    ASSERT_EQ(tr_dag_release(g, 0), 0);
+    EXPECT_EQ(tr_dag_execute(g, "y", 1, &e), 0) << tr_last_error();
+    EXPECT_EQ(e, 2u);
+    for (uint64_t k = 1; k <= 2; k++)
+        ASSERT_EQ(tr_dag_release(g, k), 0);
+    EXPECT_EQ(tr_dag_destroy(g), 0);
+}
+
 } // namespace
 
 namespace {
