@@ -49,7 +49,7 @@ int raw_connect(int port) {
 TEST(Bulk, AnOfferIsServedOnceByItsTicket) {
     released = 0;
     tr__bulk *b;
-    ASSERT_EQ(tr__bulk_create("127.0.0.1", &b), 0) << tr_last_error();
+    ASSERT_EQ(tr__bulk_create("127.0.0.1", &b), 0) << tr__last_error();
     std::string v = bytes((3 << 20) + 5), got(v.size(), '\0');
     uint8_t t[16], wrong[16];
     ASSERT_EQ(tr__bulk_offer(b, v.data(), v.size(), release, nullptr, t), 0);
@@ -61,7 +61,7 @@ TEST(Bulk, AnOfferIsServedOnceByItsTicket) {
               TR_ECLOSED);
     EXPECT_EQ(released, 0); /* a wrong ticket takes nothing */
     ASSERT_EQ(tr__bulk_fetch("127.0.0.1", port, t, &got[0], got.size(), dl, nullptr, nullptr), 0)
-        << tr_last_error();
+        << tr__last_error();
     EXPECT_TRUE(got == v);
     EXPECT_EQ(tr__bulk_fetch("127.0.0.1", port, t, &got[0], got.size(), dl, nullptr, nullptr),
               TR_ECLOSED);
@@ -72,8 +72,8 @@ TEST(Bulk, AnOfferIsServedOnceByItsTicket) {
     ASSERT_EQ(tr__bulk_offer(b, v.data(), 100, release, nullptr, t1), 0);
     EXPECT_EQ(tr__bulk_fetch("127.0.0.1", port, t1, &got[0], 200, dl, nullptr, nullptr),
               TR_ECLOSED);
-    EXPECT_NE(std::string(tr_last_error()).find("100 of 200"), std::string::npos)
-        << tr_last_error();
+    EXPECT_NE(std::string(tr__last_error()).find("100 of 200"), std::string::npos)
+        << tr__last_error();
     tr__bulk_destroy(b);
     EXPECT_EQ(released, 3); /* each offer once: every one served */
 }

@@ -152,7 +152,7 @@ static int pull_object(void *ctx, tr_ref ref, int timeout_ms) {
     if (rc)
         return rc == TR_ECONNECT || rc == TR_ETIMEDOUT
                    ? rc
-                   : tr__err(TR_EOBJECT_LOST, "%s", tr_last_error());
+                   : tr__err(TR_EOBJECT_LOST, "%s", tr__last_error());
     const char *p, *t;
     size_t n, tn;
     char address[160], token[256];
@@ -306,7 +306,7 @@ static void slot_done(tr__actors *a, slot *s, int rc, const void *data, size_t l
 }
 
 static void slot_fail(tr__actors *a, slot *s, int rc, const char *msg) {
-    if (!msg) msg = tr_strerror(rc);
+    if (!msg) msg = tr__strerror(rc);
     slot_done(a, s, rc, msg, strlen(msg));
 }
 
@@ -408,7 +408,7 @@ static void flush(tr__actors *a, aconn *ac) {
         if (rc == TR_ENOMEM) /* the link is full: the leader tries again in a moment */
             a->remote_backlog = 1;
         else if (rc)
-            conn_failed(a, ac, TR_EACTOR_DIED, tr_last_error());
+            conn_failed(a, ac, TR_EACTOR_DIED, tr__last_error());
         return;
     }
     while (ac->fd >= 0 && !ac->link && tr__buf_avail(&ac->out)) {
@@ -447,7 +447,7 @@ static int encode_call(tr__actors *a, aconn *ac, slot *s, const char *method, co
             bytes += 16;
         } else if (d->rc) {
             rc = tr__err(d->rc, "argument %zu (the result of another call) failed: %s", i,
-                         d->data ? d->data : tr_strerror(d->rc));
+                         d->data ? d->data : tr__strerror(d->rc));
         } else if (d->obj_result) { /* large: the callee reads the same object */
             if ((rc = tr__objects_pin(a->objects, d->result_ref, 0, NULL, NULL))) break;
             g->ref = d->result_ref;
@@ -480,7 +480,7 @@ static int encode_call(tr__actors *a, aconn *ac, slot *s, const char *method, co
         slot_maybe_free(a, d);
     }
     if (rc) {
-        slot_fail(a, s, rc, tr_last_error());
+        slot_fail(a, s, rc, tr__last_error());
         return rc;
     }
     ac->next_seq++;
@@ -545,7 +545,7 @@ static void on_readable(tr__actors *a, aconn *ac) {
             tr__result_parse(body, h.len, &res_rc, &data, &dlen, &is_ref)) {
             char why[300];
             snprintf(why, sizeof why, "malformed reply from the worker: %s",
-                     r < 0 ? tr_last_error() : "unexpected frame");
+                     r < 0 ? tr__last_error() : "unexpected frame");
             TR_LOG_WARN_LIMITED("CLIENT-BADREPLY", "%s", why);
             ac->reading = 0;
             conn_failed(a, ac, TR_EPROTO, why);
@@ -559,7 +559,7 @@ static void on_readable(tr__actors *a, aconn *ac) {
             memcpy(obj.b, data, 16);
             int arc = tr__objects_adopt(a->objects, obj);
             if (arc) {
-                slot_fail(a, s, arc == TR_ENOMEM ? arc : TR_EPROTO, tr_last_error());
+                slot_fail(a, s, arc == TR_ENOMEM ? arc : TR_EPROTO, tr__last_error());
             } else {
                 s->obj_result = 1;
                 s->result_ref = obj;
@@ -588,7 +588,7 @@ static int connect_remote(tr__actors *a, aconn *ac, const tr__actor_where *r) {
     tr__rlink *link;
     int rc = tr__remote_open(a->remotes, r->remote, r->token, &r->tls, ac->id.b, &fd, &link);
     if (rc == TR_ECONNECT) {
-        mark_dead(a, ac, tr_last_error());
+        mark_dead(a, ac, tr__last_error());
         return 0;
     }
     if (rc) return rc;
@@ -773,7 +773,7 @@ int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const voi
                 continue;
             }
             if (rc) {
-                rc = tr__err(rc, "tr_call_refs: object argument %zu: %s", i, tr_last_error());
+                rc = tr__err(rc, "tr_call_refs: object argument %zu: %s", i, tr__last_error());
                 drop_args(a, s);
                 free(s->args);
                 free(s);
@@ -947,7 +947,7 @@ static int finish_get(tr__actors *a, slot *s, int64_t deadline, const void **dat
     }
     if (data) *data = s->data;
     if (len) *len = s->len;
-    if (s->rc) return tr__err(s->rc, "%s", s->data ? s->data : tr_strerror(s->rc));
+    if (s->rc) return tr__err(s->rc, "%s", s->data ? s->data : tr__strerror(s->rc));
     return 0;
 }
 

@@ -3,6 +3,7 @@
 #ifndef TR_ACTOR_CTX_H
 #define TR_ACTOR_CTX_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 #include "core/buf.h"
@@ -33,5 +34,21 @@ struct tr_ctx {
     size_t dev_len;
     int dev_used;
 };
+
+/* troupe.h's tr_ctx_* functions, as the façade (api/ctx.c) and the graph's steps
+ * (dag/exec.c) call them: the same behaviour, the same messages. Thread safety: the
+ * method's thread. */
+size_t tr__ctx_num_refs(const tr_ctx *ctx);
+int tr__ctx_ref(const tr_ctx *ctx, size_t i, const void **data, size_t *len);
+int tr__ctx_reply(tr_ctx *ctx, const void *data, size_t len);
+int tr__ctx_error(tr_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int tr__ctx_verror(tr_ctx *ctx, const char *fmt, va_list ap);
+int tr__ctx_set_error(tr_ctx *ctx, const char *msg);
+const char *tr__ctx_gpu_ids(const tr_ctx *ctx);
+tr_runtime *tr__ctx_runtime(tr_ctx *ctx);
+const char *tr__ctx_method(const tr_ctx *ctx);
+tr_actor_id tr__ctx_actor_id(const tr_ctx *ctx);
+/* Defined by dag/ (exec.c; gpu.c in the CUDA build): a graph step's device reply. */
+int tr__ctx_reply_device(tr_ctx *ctx, const void *dev, size_t len);
 
 #endif

@@ -79,7 +79,7 @@ int tr__directory_create(const tr__directory_opts *o, tr__directory **out) {
 static actor *lookup(tr__directory *d, const tr__obj *body, tr__conn *c, uint64_t seq, int fwd) {
     uint8_t id[16];
     if (tr__get_id(body, "id", id, 16)) {
-        tr__server_reply_status(c, seq, TR_EPROTO, tr_last_error());
+        tr__server_reply_status(c, seq, TR_EPROTO, tr__last_error());
         return NULL;
     }
     actor *a = tr__idmap_get(&d->by_id, tr__id_key(id));
@@ -237,7 +237,7 @@ static void spawn(tr__directory *d, actor *a) {
     int rc = tr__proc_spawn(d->o.pool, a->exe, env, on_worker_exit, a, &a->proc);
     free(env_cmd);
     if (rc) {
-        set_reason(a, "could not start a worker: %s", tr_last_error());
+        set_reason(a, "could not start a worker: %s", tr__last_error());
         TR_LOG_WARN("DIR-SPAWN", "actor %s: %s", a->hex, a->reason);
         a->proc = NULL;
         make_dead(d, a);
@@ -381,7 +381,7 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
     schedule_pending(d);
     return;
 fail:
-    tr__server_reply_status(c, seq, rc, tr_last_error());
+    tr__server_reply_status(c, seq, rc, tr__last_error());
     free(res);
     free(a->cls);
     free(a->name);
@@ -448,7 +448,7 @@ static void on_by_name(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body
     const char *name;
     size_t n;
     if (tr__get_str(body, "name", &name, &n)) {
-        tr__server_reply_status(c, seq, TR_EPROTO, tr_last_error());
+        tr__server_reply_status(c, seq, TR_EPROTO, tr__last_error());
         return;
     }
     for (actor *a = d->all; a; a = a->next) {

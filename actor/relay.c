@@ -536,7 +536,7 @@ static int serve_one(tr__relay *r, objreq *q) {
     if (rc) {
         char why[300];
         snprintf(why, sizeof why, "%s",
-                 rc == TR_ENOTFOUND ? "no such object here (freed?)" : tr_last_error());
+                 rc == TR_ENOTFOUND ? "no such object here (freed?)" : tr__last_error());
         int32_t code = rc;
         b.data[0] = TR__REMOTE_OBJ_ERR;
         tr__buf_append(&b, &code, 4);
@@ -647,7 +647,7 @@ static void resolve_pass(tr__relay *r) {
                 rc = tr__actor_resolve(r->node, &id, 0, &w);
         }
         char why[600];
-        snprintf(why, sizeof why, "%s", rc ? tr_last_error() : "");
+        snprintf(why, sizeof why, "%s", rc ? tr__last_error() : "");
         pthread_mutex_lock(&r->mu);
         rstream *s = r->streams;
         while (s && s->serial != due[i].serial)
@@ -768,7 +768,7 @@ int tr__relay_create(const char *node_path, size_t max_msg, const char *bulk_ip,
     if (r->ep < 0 || r->wake_fd < 0 || epoll_ctl(r->ep, EPOLL_CTL_ADD, r->wake_fd, &ev) != 0)
         rc = tr__err_errno(errno, "relay: epoll/eventfd");
     if (!rc && bulk_ip && tr__bulk_create(bulk_ip, &r->bulk)) /* (pulls go on the link) */
-        TR_LOG_WARN("RELAY-BULK", "no bulk connections for objects: %s", tr_last_error());
+        TR_LOG_WARN("RELAY-BULK", "no bulk connections for objects: %s", tr__last_error());
     if (!rc && pthread_create(&r->thread, NULL, relay_main, r) != 0)
         rc = tr__err(TR_ENOMEM, "relay: no thread");
     if (rc) {

@@ -427,7 +427,7 @@ static int get_link(tr__remotes *r, const char *address, const char *token,
     if (!rc) rc = tr__rpc_stream_open_cb(l->client, &l->h, &l->ost);
     if (rc) {
         char why[300];
-        snprintf(why, sizeof why, "%s", tr_last_error());
+        snprintf(why, sizeof why, "%s", tr__last_error());
         if (l->st) tr__rpc_stream_close(l->st);
         if (l->ost) tr__rpc_stream_close(l->ost);
         tr__rpc_client_destroy(l->client);
@@ -622,7 +622,7 @@ static int pull_bulk(tr__remotes *r, tr__rlink *l, pull *q, int64_t deadline) {
     else if (frc == TR_ETIMEDOUT)
         rc = TR_ETIMEDOUT;
     else
-        TR_LOG_DEBUG("PULL-BULK", "%s: the pieces instead", tr_last_error());
+        TR_LOG_DEBUG("PULL-BULK", "%s: the pieces instead", tr__last_error());
     return rc;
 }
 
@@ -642,7 +642,7 @@ int tr__remote_pull(tr__remotes *r, const char *address, const char *token,
     int rc = get_link(r, address, token, tls, &l);
     if (rc) {
         pthread_mutex_unlock(&r->mu);
-        return tr__err(TR_EOBJECT_LOST, "%s", tr_last_error());
+        return tr__err(TR_EOBJECT_LOST, "%s", tr__last_error());
     }
     l->pullers++;
     q.req0 = l->next_req;
@@ -688,7 +688,7 @@ int tr__remote_pull(tr__remotes *r, const char *address, const char *token,
             q.dead = 1;
         } else if (crc) {
             q.rc = crc;
-            snprintf(q.why, sizeof q.why, "%s", tr_last_error());
+            snprintf(q.why, sizeof q.why, "%s", tr__last_error());
         } else {
             q.buf = buf;
             created = 1;
@@ -711,7 +711,7 @@ int tr__remote_pull(tr__remotes *r, const char *address, const char *token,
                 q.inflight--;
                 if (!q.rc) {
                     q.rc = TR_EOBJECT_LOST;
-                    snprintf(q.why, sizeof q.why, "%s", tr_last_error());
+                    snprintf(q.why, sizeof q.why, "%s", tr__last_error());
                 }
                 break;
             }

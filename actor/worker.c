@@ -26,11 +26,11 @@
 #define FLUSH_AFTER_NS 20000 /* a call slower than this gets its reply sent at once */
 #define FLUSH_BYTES (256u << 10)
 
-TR_API size_t tr_ctx_num_refs(const tr_ctx *ctx) {
+size_t tr__ctx_num_refs(const tr_ctx *ctx) {
     return ctx ? ctx->n_refs : 0;
 }
 
-TR_API int tr_ctx_ref(const tr_ctx *ctx, size_t i, const void **data, size_t *len) {
+int tr__ctx_ref(const tr_ctx *ctx, size_t i, const void **data, size_t *len) {
     if (!ctx || i >= ctx->n_refs || !data || !len)
         return tr__err(TR_EINVAL, "tr_ctx_ref: no object argument %zu", i);
     *data = ctx->ref_data[i];
@@ -38,7 +38,7 @@ TR_API int tr_ctx_ref(const tr_ctx *ctx, size_t i, const void **data, size_t *le
     return 0;
 }
 
-TR_API int tr_ctx_reply(tr_ctx *ctx, const void *data, size_t len) {
+int tr__ctx_reply(tr_ctx *ctx, const void *data, size_t len) {
     if (!ctx || (!data && len)) return tr__err(TR_EINVAL, "tr_ctx_reply: NULL argument");
     tr__buf_reset(&ctx->result);
     ctx->direct_used = 0;
@@ -52,32 +52,37 @@ TR_API int tr_ctx_reply(tr_ctx *ctx, const void *data, size_t len) {
     return tr__buf_append(&ctx->result, data, len);
 }
 
-TR_API int tr_ctx_error(tr_ctx *ctx, const char *fmt, ...) {
+int tr__ctx_verror(tr_ctx *ctx, const char *fmt, va_list ap) {
     if (!ctx || !fmt) return TR_ETASK;
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
-    va_end(ap);
     ctx->has_err = 1;
     return TR_ETASK;
 }
 
-TR_API int tr_ctx_set_error(tr_ctx *ctx, const char *msg) {
-    return msg ? tr_ctx_error(ctx, "%s", msg) : TR_ETASK;
+int tr__ctx_error(tr_ctx *ctx, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = tr__ctx_verror(ctx, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int tr__ctx_set_error(tr_ctx *ctx, const char *msg) {
+    return msg ? tr__ctx_error(ctx, "%s", msg) : TR_ETASK;
 }
 
 /* TROUPE_GPUS, read once as the worker starts (before any thread) */
 static char gpu_ids[64 * 97];
 
-TR_API const char *tr_ctx_gpu_ids(const tr_ctx *ctx) {
+const char *tr__ctx_gpu_ids(const tr_ctx *ctx) {
     return ctx ? gpu_ids : "";
 }
 
-TR_API tr_runtime *tr_ctx_runtime(tr_ctx *ctx) {
+tr_runtime *tr__ctx_runtime(tr_ctx *ctx) {
     return ctx ? ctx->rt : NULL;
 }
 
-TR_API const char *tr_ctx_method(const tr_ctx *ctx) {
+const char *tr__ctx_method(const tr_ctx *ctx) {
     return ctx && ctx->method ? ctx->method : "";
 }
 
@@ -92,7 +97,7 @@ const tr_method_def *tr__find_method_or_dispatch(const tr_actor_class *cls, cons
     return own;
 }
 
-TR_API tr_actor_id tr_ctx_actor_id(const tr_ctx *ctx) {
+tr_actor_id tr__ctx_actor_id(const tr_ctx *ctx) {
     tr_actor_id none = {{0}};
     return ctx ? ctx->id : none;
 }
@@ -193,7 +198,7 @@ static int resolve_refs(worker *w, client *c, uint64_t seq, const uint8_t *refs,
             rc = tr__err(TR_EINVAL, "not an object ref");
         if (rc) {
             char msg[400];
-            snprintf(msg, sizeof msg, "argument %zu: %s", i, tr_last_error());
+            snprintf(msg, sizeof msg, "argument %zu: %s", i, tr__last_error());
             ctx->n_refs = i;
             unpin_refs(w, refs);
             return tr__result_frame(&c->out, seq, rc, msg, strlen(msg) + 1) ? -1 : 1;
@@ -220,7 +225,7 @@ static int store_result(worker *w, client *c, uint64_t seq, const void *data, si
     /* no store for it: the socket, if the frame limit allows */
     return len + 64 <= w->max_msg
                ? tr__result_frame(&c->out, seq, 0, data, len)
-               : tr__result_frame(&c->out, seq, rc, tr_last_error(), strlen(tr_last_error()) + 1);
+               : tr__result_frame(&c->out, seq, rc, tr__last_error(), strlen(tr__last_error()) + 1);
 }
 
 /* Runs one call and appends its RESULT frame to c->out. */
@@ -240,8 +245,8 @@ static int run_call(worker *w, client *c, uint64_t seq, const char *body, size_t
         int r = b->fn(&w->env, ctx, args, alen);
         if (r != 0 || ctx->result.oom)
             return tr__result_frame(&c->out, seq, r ? r : TR_ENOMEM,
-                                    ctx->has_err ? ctx->err : tr_last_error(),
-                                    strlen(ctx->has_err ? ctx->err : tr_last_error()) + 1);
+                                    ctx->has_err ? ctx->err : tr__last_error(),
+                                    strlen(ctx->has_err ? ctx->err : tr__last_error()) + 1);
         return tr__result_frame(&c->out, seq, 0, ctx->result.data, ctx->result.len);
     }
     tr_method_def own;
@@ -340,14 +345,14 @@ static void on_client(worker *w, client *c, uint32_t events) {
         }
         if (r < 0 || h.type != TR__MSG_CALL) {
             TR_LOG_WARN_LIMITED("WORKER-BADFRAME", "dropping a caller: %s",
-                                r < 0 ? tr_last_error() : "unexpected message type");
+                                r < 0 ? tr__last_error() : "unexpected message type");
             if (r == TR_EMSGSIZE) tr__result_frame(&c->out, h.seq, r, "", 1);
             if (flush_client(w, c) == 0) drop_client(w, c);
             return;
         }
         int64_t t0 = tr__now_ns();
         if ((r = run_call(w, c, h.seq, body, h.len))) {
-            TR_LOG_WARN_LIMITED("WORKER-BADCALL", "dropping a caller: %s", tr_last_error());
+            TR_LOG_WARN_LIMITED("WORKER-BADCALL", "dropping a caller: %s", tr__last_error());
             drop_client(w, c);
             return;
         }
@@ -452,7 +457,7 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
     int rc = tr__nodeconn_call(node, TR__MSG_WORKER_START, &b, NODE_TIMEOUT_MS, &r);
     tr__buf_free(&b);
     if (rc) {
-        TR_LOG_ERROR("WORKER-START", "node refused: %s", tr_last_error());
+        TR_LOG_ERROR("WORKER-START", "node refused: %s", tr__last_error());
         return 2;
     }
     char *cls_name = NULL, *path = NULL;
@@ -461,7 +466,7 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
     uint64_t inc = 0;
     if (tr__get_strdup(r.root, "class", &cls_name) || tr__get_strdup(r.root, "path", &path) ||
         tr__get_bin(r.root, "args", &args, &args_len) || tr__get_uint(r.root, "inc", &inc)) {
-        TR_LOG_ERROR("WORKER-START", "bad reply: %s", tr_last_error());
+        TR_LOG_ERROR("WORKER-START", "bad reply: %s", tr__last_error());
         tr__reply_free(&r);
         return 2;
     }
@@ -507,7 +512,7 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
 
     w.lfd = tr__unix_listen(path, 128);
     if (w.lfd < 0) {
-        report_failure(node, id, inc, tr_last_error());
+        report_failure(node, id, inc, tr__last_error());
         goto out;
     }
     tr__set_nonblock(w.lfd, 1);
@@ -526,7 +531,7 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
     rc = tr__nodeconn_call(node, TR__MSG_WORKER_READY, &b, NODE_TIMEOUT_MS, NULL);
     tr__buf_free(&b);
     if (rc) {
-        TR_LOG_ERROR("WORKER-READY", "node refused: %s", tr_last_error());
+        TR_LOG_ERROR("WORKER-READY", "node refused: %s", tr__last_error());
         goto out;
     }
 

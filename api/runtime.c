@@ -17,7 +17,8 @@
 #include "actor/worker.h"
 #include "collective/declare.h"
 #include "collective/group.h"
-#include "api/node.h"
+#include "api/node/node.h"
+#include "api/rt.h"
 #include "core/affinity.h"
 #include "dag/exec.h"
 #include "dag/plan.h"
@@ -38,22 +39,56 @@
 #define NODE_STOP_TIMEOUT_MS 8000
 #define RPC_MS 10000
 
-struct tr_runtime {
-    tr_config *cfg;
-    tr__nodeconn *node;
-    tr__actors *actors;
-    tr__objects *objects;
-    char *address;
-    pid_t node_pid; /* embedded node, 0 otherwise */
-    int is_actor;   /* a worker's runtime: self is its actor */
-    tr_actor_id self;
-};
-
 /* The embedded node: this executable, spawned as the node role (api/node.c). */
 static int start_embedded_node(const tr_config *cfg, pid_t *pid, char **address) {
     /* a node that joins a cluster's head may take the join's 10 s first */
     return tr__node_spawn(cfg, NULL, cfg && cfg->cluster_head ? 25000 : NODE_START_TIMEOUT_MS, pid,
                           address);
+}
+
+static tr_runtime *runtime_new(void) {
+    tr_runtime *rt = calloc(1, sizeof *rt);
+    if (rt) pthread_mutex_init(&rt->hooks_mu, NULL);
+    return rt;
+}
+
+int tr__runtime_on_shutdown(tr_runtime *rt, tr__shutdown_fn fn, void *arg) {
+    tr__shutdown_hook *h = malloc(sizeof *h);
+    if (!h) return tr__err(TR_ENOMEM, "tr_shutdown hook");
+    h->fn = fn;
+    h->arg = arg;
+    pthread_mutex_lock(&rt->hooks_mu);
+    h->next = rt->hooks;
+    rt->hooks = h;
+    pthread_mutex_unlock(&rt->hooks_mu);
+    return 0;
+}
+
+void tr__runtime_off_shutdown(tr_runtime *rt, tr__shutdown_fn fn, void *arg) {
+    tr__shutdown_hook *gone = NULL;
+    pthread_mutex_lock(&rt->hooks_mu);
+    for (tr__shutdown_hook **pp = &rt->hooks; *pp; pp = &(*pp)->next)
+        if ((*pp)->fn == fn && (*pp)->arg == arg) {
+            gone = *pp;
+            *pp = gone->next;
+            break;
+        }
+    pthread_mutex_unlock(&rt->hooks_mu);
+    free(gone);
+}
+
+/* Runs the shutdown hooks, newest first, each taken off the list before it runs (so that
+ * what it tears down may call tr__runtime_off_shutdown). */
+static void run_shutdown_hooks(tr_runtime *rt) {
+    for (;;) {
+        pthread_mutex_lock(&rt->hooks_mu);
+        tr__shutdown_hook *h = rt->hooks;
+        if (h) rt->hooks = h->next;
+        pthread_mutex_unlock(&rt->hooks_mu);
+        if (!h) return;
+        h->fn(h->arg);
+        free(h);
+    }
 }
 
 static void runtime_free(tr_runtime *rt) {
@@ -62,6 +97,7 @@ static void runtime_free(tr_runtime *rt) {
     tr__nodeconn_close(rt->node);
     tr_config_destroy(rt->cfg);
     free(rt->address);
+    pthread_mutex_destroy(&rt->hooks_mu);
     free(rt);
 }
 
@@ -119,7 +155,7 @@ static void run_role(const tr_config *cfg, const tr__env *env) {
     /* worker */
     tr__log_set_role("worker");
     bind_cpus(env->cpus);
-    tr_runtime *rt = calloc(1, sizeof *rt);
+    tr_runtime *rt = runtime_new();
     if (!rt || tr__config_copy(cfg, &rt->cfg)) _exit(2);
     rt->address = env->node_path ? strdup(env->node_path) : NULL; /* groups connect to it */
     int rc = rt->address ? connect_runtime(rt, rt->address, "worker", 0) : TR_EINVAL;
@@ -162,7 +198,7 @@ TR_API int tr_init_abi(const tr_config *cfg, tr_runtime **out, unsigned abi) {
     if (env.role != TR__ROLE_DRIVER) tr_worker_main(cfg);
     tr__log_set_level(tr__config_log_level(cfg, &env));
     signal(SIGPIPE, SIG_IGN);
-    tr_runtime *rt = calloc(1, sizeof *rt);
+    tr_runtime *rt = runtime_new();
     if (!rt) return tr__err(TR_ENOMEM, "tr_init");
     int rc = tr__config_copy(cfg, &rt->cfg);
     if (rc) {
@@ -214,7 +250,7 @@ TR_API int tr_init_abi(const tr_config *cfg, tr_runtime **out, unsigned abi) {
 
 TR_API void tr_shutdown(tr_runtime *rt) {
     if (!rt) return;
-    tr__dag_shutdown(rt); /* its compiled graphs first: their actors' loops end */
+    run_shutdown_hooks(rt); /* its compiled graphs first: their actors' loops end */
     pid_t pid = rt->node_pid;
     if (pid && rt->node) tr__nodeconn_call(rt->node, TR__MSG_SHUTDOWN, NULL, 2000, NULL);
     char *addr = rt->address;
@@ -469,14 +505,6 @@ TR_API int tr_put_refs(tr_runtime *rt, const void *data, size_t len, const tr_re
 TR_API int tr_object_refs(tr_runtime *rt, tr_ref ref, tr_ref *out, size_t cap, size_t *n) {
     CHECK_RT(rt, "tr_object_refs");
     return tr__objects_refs(rt->objects, ref, out, cap, n);
-}
-
-size_t tr__runtime_max_msg(tr_runtime *rt) {
-    return rt ? rt->cfg->max_msg : 0;
-}
-
-struct tr__objects *tr__runtime_objects(tr_runtime *rt) {
-    return rt ? rt->objects : NULL;
 }
 
 TR_API int tr_group_init(tr_runtime *rt, int world, int rank, const char *backend, const char *name,

@@ -96,7 +96,7 @@ TEST(Buf, OverflowingReserveSetsStickyOom) {
     tr__err_clear();
     EXPECT_EQ(tr__buf_reserve(&b, SIZE_MAX), TR_ENOMEM); // len + extra wraps around
     EXPECT_TRUE(b.oom);
-    EXPECT_STRNE(tr_last_error(), "");
+    EXPECT_STRNE(tr__last_error(), "");
     EXPECT_EQ(tr__buf_append(&b, "c", 1), TR_ENOMEM);
     EXPECT_EQ(tr__buf_reserve(&b, 1), TR_ENOMEM);
     EXPECT_EQ(unread(b), "ab"); // contents untouched

@@ -437,7 +437,7 @@ TEST(Codec, TypedGettersRejectWrongTypes) {
     EXPECT_EQ(tr__obj_bool(nullptr, nullptr, &b), TR_EPROTO);
     // The error text names the field.
     EXPECT_EQ(tr__obj_int(tr__obj_get(r, "s"), "my_field", &i), TR_EPROTO);
-    EXPECT_NE(strstr(tr_last_error(), "my_field"), nullptr) << tr_last_error();
+    EXPECT_NE(strstr(tr__last_error(), "my_field"), nullptr) << tr__last_error();
 }
 
 TEST(Codec, MapShortcutsOnMissingAndWrongFields) {
@@ -453,7 +453,7 @@ TEST(Codec, MapShortcutsOnMissingAndWrongFields) {
     char *dup = nullptr;
     unsigned char id[16];
     EXPECT_EQ(tr__get_str(r, "nope", &s, &n), TR_EPROTO);
-    EXPECT_NE(strstr(tr_last_error(), "nope"), nullptr) << tr_last_error();
+    EXPECT_NE(strstr(tr__last_error(), "nope"), nullptr) << tr__last_error();
     EXPECT_EQ(tr__get_bin(r, "nope", &p, &n), TR_EPROTO);
     EXPECT_EQ(tr__get_int(r, "nope", &i), TR_EPROTO);
     EXPECT_EQ(tr__get_uint(r, "nope", &u), TR_EPROTO);
@@ -540,7 +540,7 @@ TEST(Codec, RejectsTrailingBytes) {
     std::string msg = everything();
     tr__dec d;
     EXPECT_EQ(tr__dec_init(&d, (msg + '\0').data(), msg.size() + 1), TR_EPROTO);
-    EXPECT_NE(strstr(tr_last_error(), "trailing"), nullptr) << tr_last_error();
+    EXPECT_NE(strstr(tr__last_error(), "trailing"), nullptr) << tr__last_error();
     std::string two = msg + msg;
     EXPECT_EQ(tr__dec_init(&d, two.data(), two.size()), TR_EPROTO);
     EXPECT_EQ(tr__dec_init(&d, "\xc0\xc0", 2), TR_EPROTO);
@@ -595,7 +595,7 @@ TEST(Codec, DeepNestingIsRejectedNotACrash) {
     msg += '\xc0';
     tr__dec d;
     int rc = tr__dec_init(&d, msg.data(), msg.size());
-    EXPECT_TRUE(rc == TR_EPROTO || rc == TR_ENOMEM) << tr_errname(rc);
+    EXPECT_TRUE(rc == TR_EPROTO || rc == TR_ENOMEM) << tr__errname(rc);
     EXPECT_FALSE(d.live);
 }
 
@@ -637,11 +637,11 @@ TEST(Codec, ElementsOfOneMessageAreBounded) {
     };
     tr__dec d;
     std::string ok = nils(1, (1u << 18) - 1); /* the outer array's one, and 2^18 - 1 */
-    ASSERT_EQ(tr__dec_init(&d, ok.data(), ok.size()), 0) << tr_last_error();
+    ASSERT_EQ(tr__dec_init(&d, ok.data(), ok.size()), 0) << tr__last_error();
     tr__dec_free(&d);
     std::string one = nils(1, 1u << 18);
     EXPECT_EQ(tr__dec_init(&d, one.data(), one.size()), TR_EPROTO);
-    EXPECT_NE(std::string(tr_last_error()).find("elements"), std::string::npos);
+    EXPECT_NE(std::string(tr__last_error()).find("elements"), std::string::npos);
     std::string split = nils(1024, 256); /* 1024 + 262144 elements in 1025 arrays */
     EXPECT_EQ(tr__dec_init(&d, split.data(), split.size()), TR_EPROTO);
     std::string flat(64u << 20, '\xc0'); /* 64 MiB: an array of 2^26 - 5 nils */
@@ -761,7 +761,7 @@ TEST(Codec, FuzzRandomAndMutatedInputNeverCrashes) {
             walk(d.root, 0, &sum);
             tr__dec_free(&d);
         } else {
-            ASSERT_TRUE(rc == TR_EPROTO || rc == TR_ENOMEM) << tr_errname(rc);
+            ASSERT_TRUE(rc == TR_EPROTO || rc == TR_ENOMEM) << tr__errname(rc);
             ASSERT_FALSE(d.live);
             proto++;
         }

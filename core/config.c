@@ -48,7 +48,7 @@ static void config_defaults(tr_config *c) {
     c->cluster_port = -1;
 }
 
-TR_API int tr_config_create(tr_config **out) {
+int tr__config_create(tr_config **out) {
     if (!out) return tr__err(TR_EINVAL, "tr_config_create: out is NULL");
     *out = NULL;
     tr_config *c = malloc(sizeof *c);
@@ -58,7 +58,7 @@ TR_API int tr_config_create(tr_config **out) {
     return 0;
 }
 
-TR_API void tr_config_destroy(tr_config *cfg) {
+void tr__config_destroy(tr_config *cfg) {
     if (!cfg) return;
     free(cfg->address);
     free(cfg->tmpdir);
@@ -154,11 +154,13 @@ int tr__config_find_worker(char out[PATH_MAX]) {
     worker[0] = '\0';
     Dl_info info;
     char self[PATH_MAX];
-    if (dladdr((void *)tr_config_set, &info) && info.dli_fname && realpath(info.dli_fname, self)) {
+    if (dladdr((void *)tr__config_set, &info) && info.dli_fname && realpath(info.dli_fname, self)) {
         char *slash = strrchr(self, '/');
         if (slash) *slash = '\0';
-        const char *tries[] = {"%s/troupe-worker", "%s/../bin/troupe-worker"};
-        for (size_t i = 0; i < 2 && !worker[0]; i++) {
+        /* installed (bin/ beside lib/), or the build tree (bazel-bin/api/cmd/) */
+        const char *tries[] = {"%s/troupe-worker", "%s/../bin/troupe-worker",
+                               "%s/cmd/troupe-worker"};
+        for (size_t i = 0; i < sizeof tries / sizeof tries[0] && !worker[0]; i++) {
             char cand[PATH_MAX + 32];
             snprintf(cand, sizeof cand, tries[i], self);
             if (find_exe(cand, worker) != 0) worker[0] = '\0';
@@ -262,7 +264,7 @@ int tr__config_env_token(tr_config *cfg, const tr__env *env) {
     return set_token(cfg, env->cluster_token, "TROUPE_CLUSTER_TOKEN");
 }
 
-TR_API int tr_config_set(tr_config *cfg, const char *key, const char *value) {
+int tr__config_set(tr_config *cfg, const char *key, const char *value) {
     if (!cfg || !key || !value) return tr__err(TR_EINVAL, "tr_config_set: NULL argument");
     double d;
     int rc;
@@ -348,7 +350,7 @@ TR_API int tr_config_set(tr_config *cfg, const char *key, const char *value) {
     return tr__err(TR_EINVAL, "config: unknown key '%s'", key);
 }
 
-TR_API void tr_actor_class_init(tr_actor_class *cls) {
+void tr__actor_class_init(tr_actor_class *cls) {
     if (!cls) return;
     memset(cls, 0, sizeof *cls);
     cls->struct_size = sizeof *cls;
@@ -360,10 +362,10 @@ const tr_actor_class *tr__config_find_class(const tr_config *cfg, const char *na
     return NULL;
 }
 
-TR_API int tr_config_add_class(tr_config *cfg, const tr_actor_class *given) {
+int tr__config_add_class(tr_config *cfg, const tr_actor_class *given) {
     if (!cfg || !given) return tr__err(TR_EINVAL, "tr_config_add_class: NULL argument");
     tr_actor_class c, *cls = &c;
-    tr_actor_class_init(cls);
+    tr__actor_class_init(cls);
     int rc = tr__struct_in(cls, sizeof *cls, given, TR__SIZE_UPTO(tr_actor_class, n_methods),
                            "tr_config_add_class");
     if (rc) return rc;
@@ -390,7 +392,7 @@ TR_API int tr_config_add_class(tr_config *cfg, const tr_actor_class *given) {
 
 int tr__config_copy(const tr_config *src, tr_config **out) {
     tr_config *c;
-    int rc = tr_config_create(&c);
+    int rc = tr__config_create(&c);
     if (rc) return rc;
     if (src) {
         tr_config tmp = *src;
@@ -414,12 +416,12 @@ int tr__config_copy(const tr_config *src, tr_config **out) {
             (src->worker_path && set_str(&c->worker_path, src->worker_path)))
             goto oom;
         for (size_t i = 0; i < src->n_classes; i++)
-            if (tr_config_add_class(c, &src->classes[i])) goto oom;
+            if (tr__config_add_class(c, &src->classes[i])) goto oom;
     }
     *out = c;
     return 0;
 oom:
-    tr_config_destroy(c);
+    tr__config_destroy(c);
     return tr__err(TR_ENOMEM, "copying the configuration");
 }
 

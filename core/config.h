@@ -1,7 +1,8 @@
 /* core/config.h - the runtime configuration (public tr_config) and the process
  * environment, read in one place.
  *
- * tr_config is filled by tr_config_set/tr_config_add_class and copied by tr_init.
+ * tr_config is filled by tr__config_set/tr__config_add_class (the façade's tr_config_set,
+ * tr_config_add_class) and copied by tr_init.
  * tr__env_read() is the only reader of TROUPE_* environment variables: the role a
  * process was started in (driver, node, worker) and what its parent passed down.
  * Not thread-safe (set-up time only).
@@ -48,6 +49,14 @@ struct tr_config {
     tr_actor_class *classes;
     size_t n_classes;
 };
+
+/* troupe.h's tr_config_* and tr_actor_class_init, as the façade (api/config.c) calls them:
+ * the same behaviour and messages. */
+int tr__config_create(tr_config **out);
+void tr__config_destroy(tr_config *cfg);
+int tr__config_set(tr_config *cfg, const char *key, const char *value);
+void tr__actor_class_init(tr_actor_class *cls);
+int tr__config_add_class(tr_config *cfg, const tr_actor_class *cls);
 
 /* Separates the arguments of a command as it travels (hello's "exe", TROUPE_COMMAND). */
 #define TR__ARG_SEP '\x1f'

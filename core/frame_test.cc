@@ -131,7 +131,7 @@ TEST(Frame, ParseRejectsBadMagic) {
     tr__frame_hdr h;
     const char *body;
     EXPECT_EQ(tr__frame_parse(&b, 1024, &h, &body), TR_EPROTO);
-    EXPECT_NE(strstr(tr_last_error(), "magic"), nullptr) << tr_last_error();
+    EXPECT_NE(strstr(tr__last_error(), "magic"), nullptr) << tr__last_error();
     tr__buf_free(&b);
 }
 
@@ -142,7 +142,7 @@ TEST(Frame, ParseRejectsBadVersion) {
         tr__frame_hdr h;
         const char *body;
         EXPECT_EQ(tr__frame_parse(&b, 1024, &h, &body), TR_EPROTO) << v;
-        EXPECT_NE(strstr(tr_last_error(), "version"), nullptr) << tr_last_error();
+        EXPECT_NE(strstr(tr__last_error(), "version"), nullptr) << tr__last_error();
     }
     tr__buf_free(&b);
 }
@@ -384,12 +384,12 @@ TEST(Frame, UnixListenConnectRoundTrip) {
     std::string dir = temp_dir();
     std::string path = dir + "/s";
     int lfd = tr__unix_listen(path.c_str(), 4);
-    ASSERT_GE(lfd, 0) << tr_last_error();
+    ASSERT_GE(lfd, 0) << tr__last_error();
     struct stat st;
     ASSERT_EQ(stat(path.c_str(), &st), 0);
     EXPECT_EQ(st.st_mode & 0777, 0600u);
     int cfd = tr__unix_connect(path.c_str());
-    ASSERT_GE(cfd, 0) << tr_last_error();
+    ASSERT_GE(cfd, 0) << tr__last_error();
     int afd = accept(lfd, nullptr, nullptr);
     ASSERT_GE(afd, 0);
     ASSERT_EQ(write_str(cfd, frame(2, 1, "hi"), 1000), 0);
@@ -409,7 +409,7 @@ TEST(Frame, UnixListenConnectRoundTrip) {
 TEST(Frame, UnixConnectErrors) {
     std::string dir = temp_dir();
     EXPECT_EQ(tr__unix_connect((dir + "/absent").c_str()), TR_ECONNECT);
-    EXPECT_NE(strstr(tr_last_error(), "absent"), nullptr) << tr_last_error();
+    EXPECT_NE(strstr(tr__last_error(), "absent"), nullptr) << tr__last_error();
     std::string longpath = dir + "/" + std::string(200, 'p');
     EXPECT_EQ(tr__unix_connect(longpath.c_str()), TR_EINVAL);
     EXPECT_EQ(tr__unix_listen(longpath.c_str(), 1), TR_EINVAL);
@@ -434,7 +434,7 @@ TEST(Frame, SplitHostPort) {
     for (const char *bad : {"", ":80", "host", "host:", "host:65536", "host:-1", "host: 80",
                             "host:80x", "averyveryverylonghost:80"}) {
         EXPECT_EQ(tr__split_host_port(bad, host, sizeof host, &port), TR_EINVAL) << bad;
-        EXPECT_NE(strstr(tr_last_error(), "HOST:PORT"), nullptr) << bad;
+        EXPECT_NE(strstr(tr__last_error(), "HOST:PORT"), nullptr) << bad;
     }
     EXPECT_EQ(tr__split_host_port(nullptr, host, sizeof host, &port), TR_EINVAL);
 }

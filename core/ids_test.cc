@@ -115,7 +115,7 @@ TEST(Ids, NoRandomBytesIsAnError) {
         if (tr_test_deny_getrandom() != 0) _exit(10);
         uint8_t id[16] = {0};
         int rc = tr__random_bytes(id, sizeof id);
-        int said = strstr(tr_last_error(), "getrandom") != nullptr;
+        int said = strstr(tr__last_error(), "getrandom") != nullptr;
         uint8_t zero[16] = {0};
         _exit(rc == 0 ? 11 : !said ? 12 : memcmp(id, zero, 16) != 0 ? 13 : 0);
     }

@@ -174,7 +174,7 @@ static void on_put(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
     int rc = tr__get_str(body, "key", &k, &kn);
     if (!rc) rc = tr__get_bin(body, "value", &v, &vn);
     if (!rc) rc = tr__kv_put(ctx, k, kn, v, vn);
-    tr__server_reply_status(c, seq, rc, rc ? tr_last_error() : NULL);
+    tr__server_reply_status(c, seq, rc, rc ? tr__last_error() : NULL);
     if (!rc) wake_waiters(ctx, k, kn, v, vn);
 }
 
@@ -244,7 +244,7 @@ static void on_get(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
         rc = tr__err(TR_ENOMEM, "kv: out of memory");
     }
     if (rc) {
-        tr__server_reply_status(c, seq, rc, tr_last_error());
+        tr__server_reply_status(c, seq, rc, tr__last_error());
         return;
     }
     reply_value(c, seq, v, vn);
@@ -273,7 +273,7 @@ static void on_del(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
     size_t kn;
     int rc = tr__get_str(body, "key", &k, &kn);
     if (!rc) rc = tr__kv_del(ctx, k, kn);
-    tr__server_reply_status(c, seq, rc, rc ? tr_last_error() : NULL);
+    tr__server_reply_status(c, seq, rc, rc ? tr__last_error() : NULL);
 }
 
 void tr__kv_mount(tr__kv *kv, tr__server *s) {

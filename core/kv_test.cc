@@ -80,7 +80,7 @@ TEST_F(Kv, Overwrite) {
 TEST_F(Kv, MissingKeys) {
     std::string v = "untouched";
     EXPECT_EQ(get("nope", &v), TR_ENOTFOUND);
-    EXPECT_NE(std::string(tr_last_error()).find("nope"), std::string::npos) << tr_last_error();
+    EXPECT_NE(std::string(tr__last_error()).find("nope"), std::string::npos) << tr__last_error();
     EXPECT_EQ(v, "untouched");
     EXPECT_EQ(del("nope"), TR_ENOTFOUND);
     ASSERT_EQ(put("abc", "1"), 0);
@@ -96,7 +96,7 @@ TEST_F(Kv, KeyLimits) {
     std::string max(1024, 'k');
     std::string over(1025, 'k');
     EXPECT_EQ(put(over, "v"), TR_EINVAL);
-    EXPECT_NE(std::string(tr_last_error()).find("1025"), std::string::npos) << tr_last_error();
+    EXPECT_NE(std::string(tr__last_error()).find("1025"), std::string::npos) << tr__last_error();
     EXPECT_EQ(tr__kv_count(kv), 0u);
     EXPECT_EQ(get(over, &v), TR_ENOTFOUND);
     EXPECT_EQ(get("", &v), TR_ENOTFOUND);

@@ -1,6 +1,6 @@
 /* core/log.h - leveled logging to stderr with a stable message id.
  *
- * TR_LOG_WARN("COLL-TIMEOUT", "group %s: %s", g, tr_errname(rc)) checks the level before
+ * TR_LOG_WARN("COLL-TIMEOUT", "group %s: %s", g, tr__errname(rc)) checks the level before
  * any formatting. The level comes from the configuration (core/config.c reads
  * TROUPE_LOG_LEVEL in one place) through tr__log_set_level; the role ("driver", "node",
  * "worker") prefixes every line. Thread safety: any thread.

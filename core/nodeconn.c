@@ -57,7 +57,7 @@ void tr__reply_begin(tr__buf *b, int rc, const char *msg, uint32_t extra) {
 static int transport_fail(tr__nodeconn *c, int rc) {
     if (rc != TR_ETIMEDOUT) {
         c->broken = 1;
-        const char *why = tr_last_error();
+        const char *why = tr__last_error();
         char tmp[256];
         snprintf(tmp, sizeof tmp, "%s", why);
         return tr__err(TR_ECONNECT, "node service connection lost (%s)", tmp);

@@ -7,7 +7,7 @@
 
 #include "core/status.h"
 
-TR_API size_t tr_dtype_size(tr_dtype dtype) {
+size_t tr__dtype_size(tr_dtype dtype) {
     switch (dtype) {
     case TR_INT8:
     case TR_UINT8:

@@ -10,6 +10,9 @@
 
 #include "troupe/troupe.h"
 
+/* Bytes per element of dtype (tr_dtype_size); 0 for an unknown dtype. */
+size_t tr__dtype_size(tr_dtype dtype);
+
 /* acc[i] = acc[i] op in[i] for count elements. TR_AVG accumulates a sum (finish with
  * tr__reduce_finish). Returns 0 or TR_EINVAL (unknown dtype or op). */
 int tr__reduce(void *acc, const void *in, size_t count, tr_dtype dtype, tr_redop op);

@@ -117,7 +117,7 @@ TEST(Reduce, EveryDtypeAndOpAgainstAReference) {
     const size_t counts[] = {0, 1, 7, 1001, 100000};
     std::mt19937 rng(5);
     for (tr_dtype t : types) {
-        size_t esz = tr_dtype_size(t);
+        size_t esz = tr__dtype_size(t);
         ASSERT_GT(esz, 0u);
         for (tr_redop op : ops) {
             for (size_t n : counts) {
@@ -163,7 +163,7 @@ TEST(Reduce, ThreeOperandFormMatchesTheInPlaceOne) {
     std::mt19937 rng(9);
     for (tr_dtype t : types) {
         for (tr_redop op : ops) {
-            size_t n = 1003, esz = tr_dtype_size(t);
+            size_t n = 1003, esz = tr__dtype_size(t);
             std::vector<char> a(n * esz), b(n * esz), out(n * esz), out2(n * esz), ref(n * esz);
             for (size_t i = 0; i < n; i++) {
                 put(a.data(), i, t, (double)((int)(rng() % 7) - (t == TR_UINT8 ? 0 : 3)));
@@ -191,7 +191,7 @@ TEST(Reduce, IntegerOverflowWrapsAndBadArgumentsFail) {
     EXPECT_EQ(c, 44);
     EXPECT_EQ(tr__reduce(&a, &b, 1, (tr_dtype)42, TR_SUM), TR_EINVAL);
     EXPECT_EQ(tr__reduce(&a, &b, 1, TR_INT32, (tr_redop)42), TR_EINVAL);
-    EXPECT_EQ(tr_dtype_size((tr_dtype)42), 0u);
+    EXPECT_EQ(tr__dtype_size((tr_dtype)42), 0u);
 }
 
 TEST(Reduce, HalfPrecisionRoundsToNearestEven) {

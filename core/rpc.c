@@ -240,7 +240,7 @@ static void finish_call(tr__rpc_server *s, scall *c, grpc_status_code st, const 
 /* The reply in out (its first 4 bytes held for the code), and the status. */
 static void respond(tr__rpc_server *s, scall *c, int rc, tr__buf *out, int on_server_thread) {
     if (rc && out->len == 4) {
-        const char *m = tr_last_error();
+        const char *m = tr__last_error();
         tr__buf_append(out, m, strlen(m));
     }
     if (out->oom) {
@@ -273,7 +273,7 @@ static void on_new(tr__rpc_server *s, scall *c) {
         return;
     }
     if (request_next(s)) /* always one request outstanding */
-        TR_LOG_ERROR("RPC-ACCEPT", "%s: this server takes no more calls", tr_last_error());
+        TR_LOG_ERROR("RPC-ACCEPT", "%s: this server takes no more calls", tr__last_error());
     int stream = grpc_slice_str_cmp(c->details.method, STREAM_METHOD) == 0;
     if (grpc_slice_str_cmp(c->details.method, METHOD) != 0 &&
         !(stream && __atomic_load_n(&s->streams, __ATOMIC_ACQUIRE))) {
@@ -996,7 +996,7 @@ int tr__rpc_call(tr__rpc_client *c, const void *req, size_t len, int timeout_ms,
                 memmove(reply->data + at, reply->data + at + 4, reply->len - at - 4);
                 reply->len -= 4;
                 int code = (int32_t)u;
-                if (code > 0 || (code && strcmp(tr_errname(code), "TR_E?") == 0))
+                if (code > 0 || (code && strcmp(tr__errname(code), "TR_E?") == 0))
                     rc = tr__err(TR_EPROTO, "rpc call: status %d in a reply", code);
                 else if (code)
                     rc = tr__err(code, "%.*s", (int)(reply->len - at > 400 ? 400 : reply->len - at),
@@ -1322,7 +1322,7 @@ static void *client_loop(void *arg) {
                 if (!rc && !st->ended && start_recv(st, 0) != 0) grpc_call_cancel(st->call, NULL);
                 if (rc) { /* never a silent gap in an ordered stream */
                     st->code = rc;
-                    snprintf(st->why, sizeof st->why, "%s", tr_last_error());
+                    snprintf(st->why, sizeof st->why, "%s", tr__last_error());
                     grpc_call_cancel(st->call, NULL);
                 }
             } else if (ev.success && in && st->h) { /* a callback stream: on_msg, here */
@@ -1337,7 +1337,7 @@ static void *client_loop(void *arg) {
                     if (!st->ended && start_recv(st, 0) != 0) grpc_call_cancel(st->call, NULL);
                 } else if (rc || b.oom) { /* never a silent gap in an ordered stream */
                     st->code = tr__err(TR_ENOMEM, "rpc stream: no room for a message received");
-                    snprintf(st->why, sizeof st->why, "%s", tr_last_error());
+                    snprintf(st->why, sizeof st->why, "%s", tr__last_error());
                     grpc_call_cancel(st->call, NULL);
                 }
                 tr__buf_free(&b);
@@ -1366,7 +1366,7 @@ static void *client_loop(void *arg) {
                         grpc_call_cancel(st->call, NULL);
                 } else { /* never a silent gap in an ordered stream: it ends */
                     st->code = tr__err(TR_ENOMEM, "rpc stream: no room for a message received");
-                    snprintf(st->why, sizeof st->why, "%s", tr_last_error());
+                    snprintf(st->why, sizeof st->why, "%s", tr__last_error());
                     st->ended = 1;
                     grpc_call_cancel(st->call, NULL);
                     pthread_cond_broadcast(&st->cv);
@@ -1385,7 +1385,7 @@ static void *client_loop(void *arg) {
                 st->code = tr__err(TR_ECLOSED, "rpc stream: the peer ended it");
             else
                 st->code = code_of_status(st->status, d ? d : "");
-            if (st->why[0] == '\0') snprintf(st->why, sizeof st->why, "%s", tr_last_error());
+            if (st->why[0] == '\0') snprintf(st->why, sizeof st->why, "%s", tr__last_error());
             gpr_free(d);
             st->ended = 1;
             pthread_cond_broadcast(&st->cv);
@@ -1455,7 +1455,7 @@ int tr__rpc_stream_open_cb(tr__rpc_client *c, const tr__rpc_stream_handlers *h,
         rc = tr__err(TR_ENOMEM, "rpc stream: no thread");
     if (rc) {
         char why[300];
-        snprintf(why, sizeof why, "%s", tr_last_error());
+        snprintf(why, sizeof why, "%s", tr__last_error());
         if (st->refs > 1) { /* batches in flight: the loop must drain them */
             grpc_call_cancel(st->call, NULL);
             st->refs--; /* the owner's */

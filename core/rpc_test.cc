@@ -68,7 +68,7 @@ struct Rpc : ::testing::Test {
         ASSERT_EQ(
             tr__rpc_server_create("127.0.0.1:0", "s3cret", 4 << 20, handler, &served, &srv, &port),
             0)
-            << tr_last_error();
+            << tr__last_error();
         tr__rpc_server_on_stream(srv, &handlers);
         target = "127.0.0.1:" + std::to_string(port);
     }
@@ -94,14 +94,14 @@ TEST_F(Rpc, EchoesSmallAndLargeMessagesFromManyThreads) {
     tr__rpc_client *c;
     ASSERT_EQ(tr__rpc_client_create(target.c_str(), "s3cret", 4 << 20, &c), 0);
     std::string out;
-    ASSERT_EQ(call(c, "hello", &out), 0) << tr_last_error();
+    ASSERT_EQ(call(c, "hello", &out), 0) << tr__last_error();
     EXPECT_EQ(out, "hello");
     std::string big(1 << 20, 'x');
     for (size_t i = 0; i < big.size(); i += 4093)
         big[i] = (char)('a' + i % 26);
-    ASSERT_EQ(call(c, big, &out), 0) << tr_last_error();
+    ASSERT_EQ(call(c, big, &out), 0) << tr__last_error();
     EXPECT_EQ(out, big);
-    ASSERT_EQ(call(c, "", &out), 0) << tr_last_error();
+    ASSERT_EQ(call(c, "", &out), 0) << tr__last_error();
     EXPECT_EQ(out, "");
     std::vector<std::thread> ts;
     std::atomic<int> bad{0};
@@ -133,7 +133,7 @@ TEST_F(Rpc, AHandlersErrorReachesTheCallerWithItsMessage) {
     tr__rpc_client *c;
     ASSERT_EQ(tr__rpc_client_create(target.c_str(), "s3cret", 1 << 20, &c), 0);
     EXPECT_EQ(call(c, "missing", nullptr), TR_ENOTFOUND);
-    EXPECT_NE(strstr(tr_last_error(), "no such key: missing"), nullptr) << tr_last_error();
+    EXPECT_NE(strstr(tr__last_error(), "no such key: missing"), nullptr) << tr__last_error();
     tr__rpc_client_destroy(c);
 }
 
@@ -160,12 +160,12 @@ TEST_F(Rpc, ATakenCallIsAnsweredLaterAndHoldsNothingBack) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     std::string out;
     for (int i = 0; i < 20; i++) { /* while "later" waits: served at once */
-        ASSERT_EQ(call(c, "ping", &out), 0) << tr_last_error();
+        ASSERT_EQ(call(c, "ping", &out), 0) << tr__last_error();
         EXPECT_EQ(out, "ping");
     }
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 0.25);
     t.join();
-    EXPECT_EQ(late_rc, 0) << tr_last_error();
+    EXPECT_EQ(late_rc, 0) << tr__last_error();
     EXPECT_EQ(late, "late");
     /* taken, then the server goes: destroy waits for the answer, the caller gets it or an
      * end, never a hang */
@@ -180,7 +180,7 @@ TEST_F(Rpc, ATakenCallIsAnsweredLaterAndHoldsNothingBack) {
     t2.join();
     EXPECT_TRUE(late_rc == 0 || late_rc == TR_ECLOSED || late_rc == TR_ECONNECT ||
                 late_rc == TR_EIO)
-        << tr_errname(late_rc);
+        << tr__errname(late_rc);
     tr__rpc_client_destroy(c);
 }
 
@@ -247,7 +247,7 @@ TEST_F(Rpc, AStreamWithoutTheTokenEndsRefused) {
     ASSERT_EQ(tr__rpc_stream_open(c, &st), 0);
     tr__rpc_stream_send(st, "x", 1);
     tr__buf b = TR__BUF_INIT;
-    EXPECT_EQ(tr__rpc_stream_recv(st, 5000, &b), TR_EPERM) << tr_last_error();
+    EXPECT_EQ(tr__rpc_stream_recv(st, 5000, &b), TR_EPERM) << tr__last_error();
     EXPECT_NE(tr__rpc_stream_send(st, "y", 1), 0); /* ended */
     tr__buf_free(&b);
     tr__rpc_stream_close(st);
@@ -267,7 +267,7 @@ TEST_F(Rpc, AStreamMessageOverALimitEndsOrIsRefused) {
     tr__buf b = TR__BUF_INIT;
     auto t0 = std::chrono::steady_clock::now();
     EXPECT_NE(tr__rpc_stream_recv(st, 10000, &b), 0);
-    EXPECT_NE(tr_last_error(), std::string()); /* says why */
+    EXPECT_NE(tr__last_error(), std::string()); /* says why */
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
     std::string huge(17 << 20, 'z');
     EXPECT_EQ(tr__rpc_stream_send(st, huge.data(), huge.size()), TR_EMSGSIZE);
@@ -292,12 +292,12 @@ TEST(RpcAlone, AStreamSeesItsServerGo) {
     ASSERT_EQ(tr__rpc_stream_open(c, &st), 0);
     tr__buf b = TR__BUF_INIT;
     ASSERT_EQ(tr__rpc_stream_send(st, "ping", 4), 0);
-    ASSERT_EQ(tr__rpc_stream_recv(st, 5000, &b), 0) << tr_last_error();
+    ASSERT_EQ(tr__rpc_stream_recv(st, 5000, &b), 0) << tr__last_error();
     tr__rpc_server_destroy(s); /* with the stream open: it ends on both sides */
     EXPECT_EQ(streams.ends.load(), 1);
     auto t0 = std::chrono::steady_clock::now();
     int rc = tr__rpc_stream_recv(st, 10000, &b);
-    EXPECT_TRUE(rc == TR_ECLOSED || rc == TR_ECONNECT || rc == TR_EIO) << tr_errname(rc);
+    EXPECT_TRUE(rc == TR_ECLOSED || rc == TR_ECONNECT || rc == TR_EIO) << tr__errname(rc);
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
     tr__buf_free(&b);
     tr__rpc_stream_close(st);
@@ -315,7 +315,7 @@ TEST(RpcAlone, NothingListeningIsAConnectError) {
     ASSERT_EQ(tr__rpc_client_create(target.c_str(), "t", 1 << 20, &c), 0);
     tr__buf b = TR__BUF_INIT;
     int rc = tr__rpc_call(c, "x", 1, 3000, &b);
-    EXPECT_TRUE(rc == TR_ECONNECT) << tr_errname(rc) << ": " << tr_last_error();
+    EXPECT_TRUE(rc == TR_ECONNECT) << tr__errname(rc) << ": " << tr__last_error();
     tr__buf_free(&b);
     tr__rpc_client_destroy(c);
 }
@@ -334,7 +334,7 @@ TEST(RpcAlone, EveryServerNeedsAToken) {
         EXPECT_EQ(s, nullptr);
     }
     EXPECT_EQ(tr__rpc_server_create("0.0.0.0:0", "tok", 1 << 20, handler, &served, &s, nullptr), 0)
-        << tr_last_error();
+        << tr__last_error();
     tr__rpc_server_destroy(s);
 }
 
@@ -349,7 +349,7 @@ TEST(RpcTls, CallsAndStreamsGoOverTlsAndMismatchesAreRefused) {
     ASSERT_EQ(tr__rpc_tls_load("core/testdata/node.pem", "core/testdata/node.key",
                                "core/testdata/ca.pem", &srv_tls),
               0)
-        << tr_last_error();
+        << tr__last_error();
     ASSERT_EQ(tr__rpc_tls_load("core/testdata/node.pem", "core/testdata/node.key",
                                "core/testdata/ca.pem", &cli_tls),
               0);
@@ -361,7 +361,7 @@ TEST(RpcTls, CallsAndStreamsGoOverTlsAndMismatchesAreRefused) {
     ASSERT_EQ(tr__rpc_tls_load(nullptr, nullptr, "core/testdata/other_ca.pem", &wrong_ca), 0);
     tr__rpc_tls none;
     EXPECT_EQ(tr__rpc_tls_load("core/testdata/nope.pem", nullptr, nullptr, &none), TR_EINVAL);
-    EXPECT_NE(std::string(tr_last_error()).find("nope.pem"), std::string::npos);
+    EXPECT_NE(std::string(tr__last_error()).find("nope.pem"), std::string::npos);
     tr__rpc_tls half = {srv_tls.cert, nullptr, srv_tls.ca},
                 no_ca = {srv_tls.cert, srv_tls.key, nullptr};
     Served served;
@@ -377,7 +377,7 @@ TEST(RpcTls, CallsAndStreamsGoOverTlsAndMismatchesAreRefused) {
     ASSERT_EQ(tr__rpc_server_create_tls("127.0.0.1:0", "t", &srv_tls, 1 << 20, handler, &served,
                                         &srv, &port),
               0)
-        << tr_last_error();
+        << tr__last_error();
     Streams streams;
     tr__rpc_stream_handlers h = {on_msg, on_end, &streams, nullptr};
     tr__rpc_server_on_stream(srv, &h);
@@ -393,7 +393,7 @@ TEST(RpcTls, CallsAndStreamsGoOverTlsAndMismatchesAreRefused) {
         return rc;
     };
     std::string out;
-    EXPECT_EQ(call(&cli_tls, "t", &out), 0) << tr_last_error();
+    EXPECT_EQ(call(&cli_tls, "t", &out), 0) << tr__last_error();
     EXPECT_EQ(out, "over tls");
     EXPECT_EQ(call(&cli_tls, "wrong", nullptr), TR_EPERM); /* the token still counts */
     EXPECT_EQ(call(nullptr, "t", nullptr), TR_ECONNECT);   /* plain to a TLS server */
@@ -410,7 +410,7 @@ TEST(RpcTls, CallsAndStreamsGoOverTlsAndMismatchesAreRefused) {
     ASSERT_EQ(tr__rpc_stream_open(c, &st), 0);
     ASSERT_EQ(tr__rpc_stream_send(st, "ping", 4), 0);
     tr__buf b = TR__BUF_INIT;
-    EXPECT_EQ(tr__rpc_stream_recv(st, 5000, &b), 0) << tr_last_error();
+    EXPECT_EQ(tr__rpc_stream_recv(st, 5000, &b), 0) << tr__last_error();
     EXPECT_EQ(std::string(b.data ? b.data + b.off : "", tr__buf_avail(&b)), "ping");
     tr__buf_free(&b);
     tr__rpc_stream_close(st);
@@ -445,7 +445,7 @@ void flood_then_call(const tr__rpc_tls *srv_tls, const tr__rpc_tls *cli_tls) {
                                        &port);
     was.rlim_cur = was.rlim_max;
     setrlimit(RLIMIT_NOFILE, &was);
-    ASSERT_EQ(rc, 0) << tr_last_error();
+    ASSERT_EQ(rc, 0) << tr__last_error();
     std::string target = "127.0.0.1:" + std::to_string(port);
     sockaddr_in a = {};
     a.sin_family = AF_INET;
@@ -468,7 +468,7 @@ void flood_then_call(const tr__rpc_tls *srv_tls, const tr__rpc_tls *cli_tls) {
         return rc;
     };
     for (int i = 0; i < 3; i++)
-        EXPECT_EQ(call(), 0) << "during the flood: " << tr_last_error();
+        EXPECT_EQ(call(), 0) << "during the flood: " << tr__last_error();
     int closed = 0; /* evicted at once, or within 10 s for the last ones */
     for (int w = 0; w < 150 && closed < 700; w++) {
         closed = 0;
@@ -482,7 +482,7 @@ void flood_then_call(const tr__rpc_tls *srv_tls, const tr__rpc_tls *cli_tls) {
     EXPECT_EQ(closed, 700);
     for (int fd : fds)
         close(fd);
-    EXPECT_EQ(call(), 0) << "after the flood: " << tr_last_error();
+    EXPECT_EQ(call(), 0) << "after the flood: " << tr__last_error();
     tr__rpc_server_destroy(srv);
 }
 

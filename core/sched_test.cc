@@ -15,7 +15,7 @@ namespace {
 tr__res parsed(const char *text) {
     tr__res r;
     memset(&r, 0, sizeof r);
-    EXPECT_EQ(tr__res_parse(&r, text), 0) << text << ": " << tr_last_error();
+    EXPECT_EQ(tr__res_parse(&r, text), 0) << text << ": " << tr__last_error();
     return r;
 }
 
@@ -95,7 +95,7 @@ TEST(Sched, ParseErrors) {
     for (const char *text : bad) {
         tr__res r = {};
         EXPECT_EQ(tr__res_parse(&r, text), TR_EINVAL) << text;
-        EXPECT_STRNE(tr_last_error(), "") << text;
+        EXPECT_STRNE(tr__last_error(), "") << text;
     }
     std::string long_item = std::string(100, 'x') + "=1";
     tr__res r = {};

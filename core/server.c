@@ -130,7 +130,7 @@ static void on_hello(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) 
     const char *role;
     size_t n;
     if (tr__get_str(body, "role", &role, &n)) {
-        tr__server_reply_status(c, seq, TR_EPROTO, tr_last_error());
+        tr__server_reply_status(c, seq, TR_EPROTO, tr__last_error());
         return;
     }
     if (n == 6 && memcmp(role, "driver", 6) == 0)
@@ -146,7 +146,7 @@ static void on_hello(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) 
     free(c->exe);
     c->exe = NULL;
     if (tr__obj_get(body, "exe") && tr__get_strdup(body, "exe", &c->exe)) {
-        tr__server_reply_status(c, seq, TR_EPROTO, tr_last_error());
+        tr__server_reply_status(c, seq, TR_EPROTO, tr__last_error());
         return;
     }
     /* (a HELLO's "owner" is ignored: an embedded node belongs to the process that spawned
@@ -181,8 +181,8 @@ static void dispatch(tr__conn *c) {
         if (rc == 0) break;
         if (rc < 0) {
             TR_LOG_WARN_LIMITED("NODE-BADFRAME", "closing connection from pid %d: %s", (int)c->pid,
-                                tr_last_error());
-            if (rc == TR_EMSGSIZE) tr__server_reply_status(c, h.seq, rc, tr_last_error());
+                                tr__last_error());
+            if (rc == TR_EMSGSIZE) tr__server_reply_status(c, h.seq, rc, tr__last_error());
             tr__conn_close(c);
             break;
         }
@@ -194,8 +194,8 @@ static void dispatch(tr__conn *c) {
         }
         if (rc) {
             TR_LOG_WARN_LIMITED("NODE-BADMSG", "type %u from pid %d: %s", h.type, (int)c->pid,
-                                tr_last_error());
-            tr__server_reply_status(c, h.seq, rc, tr_last_error());
+                                tr__last_error());
+            tr__server_reply_status(c, h.seq, rc, tr__last_error());
             tr__buf_consume(&c->in, TR__FRAME_HDR + h.len);
             continue;
         }

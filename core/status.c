@@ -9,7 +9,7 @@
 
 static _Thread_local char last_error[512];
 
-TR_API const char *tr_strerror(int status) {
+const char *tr__strerror(int status) {
     switch (status) {
     case TR_OK:
         return "ok";
@@ -22,7 +22,7 @@ TR_API const char *tr_strerror(int status) {
     return "unknown error";
 }
 
-TR_API const char *tr_errname(int status) {
+const char *tr__errname(int status) {
     switch (status) {
     case TR_OK:
         return "TR_OK";
@@ -35,26 +35,8 @@ TR_API const char *tr_errname(int status) {
     return "TR_E?";
 }
 
-TR_API const char *tr_last_error(void) {
+const char *tr__last_error(void) {
     return last_error;
-}
-
-TR_API unsigned tr_version(void) {
-    return TR_VERSION_HEX;
-}
-
-#define STR2(x) #x
-#define STR(x) STR2(x)
-TR_API const char *tr_version_string(void) {
-    return STR(TR_VERSION_MAJOR) "." STR(TR_VERSION_MINOR) "." STR(TR_VERSION_PATCH);
-}
-
-TR_API unsigned tr_abi_version(void) {
-    return TR_ABI_VERSION;
-}
-
-TR_API void tr_free(void *p) {
-    free(p);
 }
 
 void tr__err_clear(void) {
@@ -62,11 +44,27 @@ void tr__err_clear(void) {
 }
 
 int tr__err(int code, const char *fmt, ...) {
-    char tmp[sizeof last_error]; /* the arguments may be tr_last_error() itself */
+    char tmp[sizeof last_error]; /* the arguments may be tr__last_error() itself */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
+    memcpy(last_error, tmp, sizeof tmp);
+    return code;
+}
+
+int tr__err_wrap(int code, const char *fmt, ...) {
+    char tmp[sizeof last_error];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n < sizeof tmp - 3 && last_error[0]) { /* ": " and the text, cut */
+        size_t at = (size_t)n, k = strnlen(last_error, sizeof tmp - at - 3);
+        memcpy(tmp + at, ": ", 2);
+        memcpy(tmp + at + 2, last_error, k);
+        tmp[at + 2 + k] = '\0';
+    }
     memcpy(last_error, tmp, sizeof tmp);
     return code;
 }

@@ -31,8 +31,8 @@ TEST(Status, StrerrorAndErrnameForEveryCode) {
     std::set<int> codes;
     std::set<std::string> names;
     for (const Entry &e : kTable) {
-        EXPECT_STREQ(tr_strerror(e.code), e.desc) << e.name;
-        EXPECT_STREQ(tr_errname(e.code), e.name);
+        EXPECT_STREQ(tr__strerror(e.code), e.desc) << e.name;
+        EXPECT_STREQ(tr__errname(e.code), e.name);
         EXPECT_LT(e.code, 0) << e.name;
         EXPECT_TRUE(codes.insert(e.code).second) << "duplicate value " << e.code;
         EXPECT_TRUE(names.insert(e.name).second) << "duplicate name " << e.name;
@@ -42,8 +42,8 @@ TEST(Status, StrerrorAndErrnameForEveryCode) {
 
 TEST(Status, Ok) {
     EXPECT_EQ(TR_OK, 0);
-    EXPECT_STREQ(tr_strerror(TR_OK), "ok");
-    EXPECT_STREQ(tr_errname(TR_OK), "TR_OK");
+    EXPECT_STREQ(tr__strerror(TR_OK), "ok");
+    EXPECT_STREQ(tr__errname(TR_OK), "TR_OK");
 }
 
 TEST(Status, EnumValuesMatchTheTable) {
@@ -58,43 +58,43 @@ TEST(Status, EnumValuesMatchTheTable) {
 TEST(Status, UnknownCodesAreTotal) {
     const int unknown[] = {1, 2, 23, -24, -100, 1000, INT32_MIN, INT32_MAX};
     for (int c : unknown) {
-        EXPECT_STREQ(tr_strerror(c), "unknown error") << c;
-        EXPECT_STREQ(tr_errname(c), "TR_E?") << c;
+        EXPECT_STREQ(tr__strerror(c), "unknown error") << c;
+        EXPECT_STREQ(tr__errname(c), "TR_E?") << c;
     }
 }
 
 TEST(Status, ErrSetsLastErrorAndReturnsCode) {
     tr__err_clear();
-    EXPECT_STREQ(tr_last_error(), "");
+    EXPECT_STREQ(tr__last_error(), "");
     EXPECT_EQ(tr__err(TR_ENOTFOUND, "no key '%s' (%d)", "abc", 7), TR_ENOTFOUND);
-    EXPECT_STREQ(tr_last_error(), "no key 'abc' (7)");
+    EXPECT_STREQ(tr__last_error(), "no key 'abc' (7)");
     EXPECT_EQ(tr__err(TR_EINVAL, "second"), TR_EINVAL);
-    EXPECT_STREQ(tr_last_error(), "second");
+    EXPECT_STREQ(tr__last_error(), "second");
     tr__err_clear();
-    EXPECT_STREQ(tr_last_error(), "");
+    EXPECT_STREQ(tr__last_error(), "");
 }
 
 TEST(Status, ErrTruncatesLongText) {
     std::string longtext(2000, 'x');
     EXPECT_EQ(tr__err(TR_EIO, "%s", longtext.c_str()), TR_EIO);
-    size_t n = strlen(tr_last_error());
+    size_t n = strlen(tr__last_error());
     EXPECT_GT(n, 100u);
     EXPECT_LT(n, longtext.size());
-    EXPECT_EQ(std::string(tr_last_error()), std::string(n, 'x'));
+    EXPECT_EQ(std::string(tr__last_error()), std::string(n, 'x'));
 }
 
 TEST(Status, LastErrorIsPerThread) {
     EXPECT_EQ(tr__err(TR_EPERM, "main thread"), TR_EPERM);
     std::string seen_before, seen_after;
     std::thread t([&] {
-        seen_before = tr_last_error();
+        seen_before = tr__last_error();
         tr__err(TR_EIO, "other thread");
-        seen_after = tr_last_error();
+        seen_after = tr__last_error();
     });
     t.join();
     EXPECT_EQ(seen_before, "");
     EXPECT_EQ(seen_after, "other thread");
-    EXPECT_STREQ(tr_last_error(), "main thread");
+    EXPECT_STREQ(tr__last_error(), "main thread");
 }
 
 TEST(Status, FromErrno) {
@@ -117,22 +117,18 @@ TEST(Status, FromErrno) {
 
 TEST(Status, ErrErrnoAppendsStrerror) {
     EXPECT_EQ(tr__err_errno(ENOENT, "open '%s'", "/nope"), TR_ENOTFOUND);
-    EXPECT_EQ(std::string(tr_last_error()), std::string("open '/nope': ") + strerror(ENOENT));
+    EXPECT_EQ(std::string(tr__last_error()), std::string("open '/nope': ") + strerror(ENOENT));
     EXPECT_EQ(tr__err_errno(EPIPE, "send"), TR_ECLOSED);
-    EXPECT_EQ(std::string(tr_last_error()), std::string("send: ") + strerror(EPIPE));
+    EXPECT_EQ(std::string(tr__last_error()), std::string("send: ") + strerror(EPIPE));
 }
 
-TEST(Status, Version) {
-    EXPECT_EQ(tr_version(), (unsigned)TR_VERSION_HEX);
-    EXPECT_EQ(tr_abi_version(), (unsigned)TR_ABI_VERSION);
-    std::string v = std::to_string(TR_VERSION_MAJOR) + "." + std::to_string(TR_VERSION_MINOR) +
-                    "." + std::to_string(TR_VERSION_PATCH);
-    EXPECT_EQ(std::string(tr_version_string()), v);
-}
-
-TEST(Status, FreeNullIsNoop) {
-    tr_free(nullptr);
-    tr_free(malloc(16));
+TEST(Status, ErrWrapPutsContextBeforeTheText) {
+    tr__err(TR_ENOTFOUND, "no key 'k'");
+    EXPECT_EQ(tr__err_wrap(TR_ECONNECT, "node at %s", "/tmp/x"), TR_ECONNECT);
+    EXPECT_STREQ(tr__last_error(), "node at /tmp/x: no key 'k'");
+    tr__err_clear();
+    EXPECT_EQ(tr__err_wrap(TR_EIO, "step %d", 3), TR_EIO);
+    EXPECT_STREQ(tr__last_error(), "step 3");
 }
 
 } // namespace

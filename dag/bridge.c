@@ -205,7 +205,7 @@ static void *run_send(void *arg) {
     if (!rc && sd->reader >= c.readers)
         rc = tr__err(TR_EPROTO, "reader %u of a channel of %u", sd->reader, c.readers);
     if (rc) {
-        fail(b, rc, "value %u: %s", sd->v, tr_last_error());
+        fail(b, rc, "value %u: %s", sd->v, tr__last_error());
         return NULL;
     }
     tr__chan_wait w = waits(b);
@@ -224,7 +224,7 @@ static void *run_send(void *arg) {
             }
         }
         if (rc) {
-            if (rc != TR_ECLOSED) fail(b, rc, "value %u: %s", sd->v, tr_last_error());
+            if (rc != TR_ECLOSED) fail(b, rc, "value %u: %s", sd->v, tr__last_error());
             return NULL;
         }
         tr_ref pin;
@@ -233,7 +233,7 @@ static void *run_send(void *arg) {
         if (!code && (flags & TR__CHAN_REF)) { /* an object of this node's store: its bytes */
             memcpy(pin.b, data, sizeof pin.b);
             if ((code = tr__objects_pin(b->s.objects, pin, 10000, &data, &len))) {
-                snprintf(why, sizeof why, "value %u: %s", sd->v, tr_last_error());
+                snprintf(why, sizeof why, "value %u: %s", sd->v, tr__last_error());
                 data = why;
                 len = strlen(why) + 1;
             } else {
@@ -275,7 +275,7 @@ static void *run_recv(void *arg) {
     tr_ref *refs = rc ? NULL : calloc(c.slots, sizeof *refs);
     unsigned char *ref_set = rc ? NULL : calloc(c.slots, 1);
     if (rc || !refs || !ref_set) {
-        fail(b, rc ? rc : TR_ENOMEM, "value %u: %s", rv->v, rc ? tr_last_error() : "no memory");
+        fail(b, rc ? rc : TR_ENOMEM, "value %u: %s", rv->v, rc ? tr__last_error() : "no memory");
         goto out;
     }
     tr__chan_wait w = waits(b);
@@ -302,7 +302,7 @@ static void *run_recv(void *arg) {
         void *buf;
         size_t cap;
         if ((rc = tr__chan_write_begin(&c, e, &buf, &cap, &w))) {
-            if (rc != TR_ECLOSED) fail(b, rc, "value %u: %s", rv->v, tr_last_error());
+            if (rc != TR_ECLOSED) fail(b, rc, "value %u: %s", rv->v, tr__last_error());
             break;
         }
         size_t slot = (size_t)(e % c.slots);
@@ -313,7 +313,7 @@ static void *run_recv(void *arg) {
         int32_t code = f.code;
         uint32_t flags = 0;
         size_t out = (size_t)f.len;
-        if (code && strcmp(tr_errname(code), "TR_E?") == 0) code = TR_EPROTO; /* unknown */
+        if (code && strcmp(tr__errname(code), "TR_E?") == 0) code = TR_EPROTO; /* unknown */
         if (code && f.len > cap) { /* an error's message: as much as the slot holds */
             r = read_all(fd, buf, cap);
             if (!r) r = skip(fd, f.len - cap);
@@ -340,7 +340,7 @@ static void *run_recv(void *arg) {
                 flags = TR__CHAN_REF;
             } else if (!r) { /* no room now: the execution carries the error, the graph goes
                                 on (the value's bytes are read and let go of) */
-                int k = snprintf(buf, cap, "value %u: %s", rv->v, tr_last_error());
+                int k = snprintf(buf, cap, "value %u: %s", rv->v, tr__last_error());
                 code = rc;
                 out = k < 0 ? 0 : (size_t)k + 1 > cap ? cap : (size_t)k + 1;
                 if (!taken) r = skip(fd, f.len);
@@ -691,7 +691,7 @@ int tr__dag_bridge_start(const tr__dag_bridge_spec *s, tr__dag_bridge **out) {
     }
     if (rc) {
         char why[400];
-        snprintf(why, sizeof why, "%s", tr_last_error());
+        snprintf(why, sizeof why, "%s", tr__last_error());
         tr__dag_bridge_stop(b);
         return tr__err(rc, "%s (after %lld ms)", why, (long long)ms_since_ns(t0));
     }

@@ -149,7 +149,7 @@ int tr__chan_read(tr__chan *c, uint64_t v, const tr__chan_wait *w, const void **
     uint64_t n = __atomic_load_n(&s->len, __ATOMIC_RELAXED);
     int32_t k = __atomic_load_n(&s->code, __ATOMIC_RELAXED);
     uint32_t f = __atomic_load_n(&s->flags, __ATOMIC_RELAXED);
-    if (n > c->slot_bytes || (k != 0 && (k > 0 || strcmp(tr_errname(k), "TR_E?") == 0)) ||
+    if (n > c->slot_bytes || (k != 0 && (k > 0 || strcmp(tr__errname(k), "TR_E?") == 0)) ||
         (f != 0 && !(f == TR__CHAN_REF && n == 16) && !(f == TR__CHAN_DEV_NCCL && n == 16) &&
          !(f == TR__CHAN_DEV_IPC && n == 80)))
         return tr__err(TR_EPROTO, "channel: value %llu is malformed (len %llu, code %d, flags %u)",

@@ -96,7 +96,7 @@ TEST(Chan, SizesAndHeaders) {
     Shared s(4, 1000, 2);
     ASSERT_NE(s.mem, MAP_FAILED);
     tr__chan peer;
-    EXPECT_EQ(tr__chan_open(&peer, s.mem, s.size), 0) << tr_last_error();
+    EXPECT_EQ(tr__chan_open(&peer, s.mem, s.size), 0) << tr__last_error();
     EXPECT_EQ(peer.slots, 4u);
     EXPECT_EQ(peer.slot_bytes, 1000u);
     EXPECT_EQ(tr__chan_open(&peer, s.mem, s.size - 1), TR_EPROTO); // does not fit the mapping
@@ -127,7 +127,7 @@ TEST(Chan, ValuesCrossProcessesInOrderThroughAWrappingRing) {
     }
     tr__chan_wait w = waits(20000);
     for (uint64_t v = 0; v < count; v++)
-        ASSERT_EQ(write_value(s.c(), v, &w), 0) << v << ": " << tr_last_error();
+        ASSERT_EQ(write_value(s.c(), v, &w), 0) << v << ": " << tr__last_error();
     for (pid_t k : kids) {
         int st = 0;
         ASSERT_EQ(waitpid(k, &st, 0), k);

@@ -13,6 +13,7 @@
 #include "core/clock.h"
 #include "core/codec.h"
 #include "core/log.h"
+#include "core/reduce.h"
 #include "core/status.h"
 #include "dag/bridge.h"
 #include "dag/chan.h"
@@ -66,9 +67,9 @@ typedef struct loop {
 static int parse(const tr__worker_env *env, tr_ctx *ctx, const tr__obj *root, loop **out) {
     const tr__obj *steps = tr__obj_get(root, "steps");
     size_t n = steps ? tr__obj_len(steps) : 0;
-    if (!steps || n == 0 || n > MAX_STEPS) return tr_ctx_error(ctx, "dag attach: no steps");
+    if (!steps || n == 0 || n > MAX_STEPS) return tr__ctx_error(ctx, "dag attach: no steps");
     loop *l = calloc(1, sizeof *l + n * sizeof(step));
-    if (!l) return tr_ctx_error(ctx, "dag attach: out of memory");
+    if (!l) return tr__ctx_error(ctx, "dag attach: out of memory");
     l->n_steps = n;
     for (size_t i = 0; i < n; i++) {
         const tr__obj *s = tr__obj_at(steps, i);
@@ -81,7 +82,7 @@ static int parse(const tr__worker_env *env, tr_ctx *ctx, const tr__obj *root, lo
             tr__obj_uint(tr__obj_at(s, 1), "out", &st->out_off) || tr__obj_len(ins) < 1 ||
             tr__obj_len(ins) > MAX_INPUTS) {
             free(l);
-            return tr_ctx_error(ctx, "dag attach: malformed step %zu", i);
+            return tr__ctx_error(ctx, "dag attach: malformed step %zu", i);
         }
         if (parts == 4) { /* a collective node: [group, world, rank, dtype, op] */
             const tr__obj *c = tr__obj_at(s, 3);
@@ -95,9 +96,9 @@ static int parse(const tr__worker_env *env, tr_ctx *ctx, const tr__obj *root, lo
                 tr__obj_int(tr__obj_at(c, 3), "dtype", &dtype) ||
                 tr__obj_int(tr__obj_at(c, 4), "op", &op) || world < 1 ||
                 world > TR__COLL_MAX_WORLD || rank < 0 || rank >= world ||
-                !tr_dtype_size((tr_dtype)dtype) || op < 0 || op > TR_AVG) {
+                !tr__dtype_size((tr_dtype)dtype) || op < 0 || op > TR_AVG) {
                 free(l);
-                tr_ctx_error(ctx, "dag attach: malformed collective step %zu", i);
+                tr__ctx_error(ctx, "dag attach: malformed collective step %zu", i);
                 return TR_EPROTO;
             }
             memcpy(st->group, gn, gl);
@@ -108,13 +109,13 @@ static int parse(const tr__worker_env *env, tr_ctx *ctx, const tr__obj *root, lo
         } else if (!(st->def = tr__find_method_or_dispatch(env->cls, m, mlen, &st->own_def,
                                                            st->own_name, sizeof st->own_name))) {
             free(l);
-            tr_ctx_error(ctx, "class '%s' has no method '%.*s'", env->cls->name,
-                         (int)(mlen > 200 ? 200 : mlen), m);
+            tr__ctx_error(ctx, "class '%s' has no method '%.*s'", env->cls->name,
+                          (int)(mlen > 200 ? 200 : mlen), m);
             return TR_ENOMETHOD;
         }
         st->n_in = tr__obj_len(ins);
         if (!st->def && st->n_in != 1) {
-            tr_ctx_error(ctx, "dag attach: collective step %zu with %zu inputs", i, st->n_in);
+            tr__ctx_error(ctx, "dag attach: collective step %zu with %zu inputs", i, st->n_in);
             free(l);
             return TR_EPROTO;
         }
@@ -125,7 +126,7 @@ static int parse(const tr__worker_env *env, tr_ctx *ctx, const tr__obj *root, lo
                 tr__obj_uint(tr__obj_at(p, 1), "reader", &reader) ||
                 reader >= TR__CHAN_MAX_READERS) {
                 free(l);
-                return tr_ctx_error(ctx, "dag attach: malformed input %zu of step %zu", j, i);
+                return tr__ctx_error(ctx, "dag attach: malformed input %zu of step %zu", j, i);
             }
             st->reader[j] = (uint32_t)reader;
         }
@@ -139,8 +140,8 @@ static int parse(const tr__worker_env *env, tr_ctx *ctx, const tr__obj *root, lo
 static int parse_gpu(loop *l, tr_ctx *ctx, const tr__obj *root) {
     const tr__obj *gpu = tr__obj_get(root, "gpu"), *nc = tr__obj_get(root, "nccl");
     if (gpu && tr__obj_len(gpu) != l->n_steps)
-        return tr_ctx_error(ctx, "dag attach: %zu gpu entries for %zu steps", tr__obj_len(gpu),
-                            l->n_steps);
+        return tr__ctx_error(ctx, "dag attach: %zu gpu entries for %zu steps", tr__obj_len(gpu),
+                             l->n_steps);
     for (size_t i = 0; gpu && i < l->n_steps; i++) {
         const tr__obj *e = tr__obj_at(gpu, i), *dst = tr__obj_at(e, 1);
         int64_t t;
@@ -148,7 +149,7 @@ static int parse_gpu(loop *l, tr_ctx *ctx, const tr__obj *root) {
             (t != 0 && t != TR_DAG_NCCL && t != TR_DAG_CUDA_IPC) || !dst ||
             tr__obj_len(dst) > TR__CHAN_MAX_READERS ||
             (t == TR_DAG_NCCL && tr__obj_len(dst) == 0) || (t != 0 && !l->steps[i].def))
-            return tr_ctx_error(ctx, "dag attach: malformed gpu entry %zu", i);
+            return tr__ctx_error(ctx, "dag attach: malformed gpu entry %zu", i);
         step *st = &l->steps[i];
         st->gpu_out = (int)t;
         st->gout.transport = (int)t;
@@ -157,7 +158,7 @@ static int parse_gpu(loop *l, tr_ctx *ctx, const tr__obj *root) {
             int64_t r;
             if (tr__obj_int(tr__obj_at(dst, (size_t)k), "rank", &r) || r < 0 ||
                 r >= TR__COLL_MAX_WORLD)
-                return tr_ctx_error(ctx, "dag attach: malformed gpu entry %zu", i);
+                return tr__ctx_error(ctx, "dag attach: malformed gpu entry %zu", i);
             st->gout.dst[k] = (int)r;
         }
     }
@@ -170,7 +171,7 @@ static int parse_gpu(loop *l, tr_ctx *ctx, const tr__obj *root) {
             tr__obj_int(tr__obj_at(nc, 1), "world", &world) ||
             tr__obj_int(tr__obj_at(nc, 2), "rank", &rank) || world < 2 ||
             world > TR__COLL_MAX_WORLD || rank < 0 || rank >= world)
-            return tr_ctx_error(ctx, "dag attach: malformed nccl entry");
+            return tr__ctx_error(ctx, "dag attach: malformed nccl entry");
         memcpy(l->nccl_name, gn, gl);
         l->nccl_world = (int)world;
         l->nccl_rank = (int)rank;
@@ -179,17 +180,17 @@ static int parse_gpu(loop *l, tr_ctx *ctx, const tr__obj *root) {
         step *st = &l->steps[i];
         for (int k = 0; st->gpu_out == TR_DAG_NCCL && k < st->gout.n_dst; k++)
             if (st->gout.dst[k] >= l->nccl_world || st->gout.dst[k] == l->nccl_rank)
-                return tr_ctx_error(ctx, "dag attach: step %zu sends to rank %d", i,
-                                    st->gout.dst[k]);
+                return tr__ctx_error(ctx, "dag attach: step %zu sends to rank %d", i,
+                                     st->gout.dst[k]);
 #ifndef TR_WITH_CUDA
         if (st->gpu_out) {
-            tr_ctx_error(ctx, "dag attach: this worker was built without CUDA (--config=cuda)");
+            tr__ctx_error(ctx, "dag attach: this worker was built without CUDA (--config=cuda)");
             return TR_EINVAL;
         }
 #else
         if ((st->gpu_out || l->nccl_world) && !tr__gpu_present()) {
-            tr_ctx_error(ctx, "dag attach: this actor sees no CUDA device, and its part of the "
-                              "graph moves device values (was it created with num_gpus?)");
+            tr__ctx_error(ctx, "dag attach: this actor sees no CUDA device, and its part of the "
+                               "graph moves device values (was it created with num_gpus?)");
             return TR_ERESOURCES;
         }
 #endif
@@ -228,7 +229,7 @@ static int run_coll(step *st, uint64_t e, const tr__chan_wait *w) {
     void *buf;
     size_t cap;
     if ((rc = tr__chan_write_begin(&st->out, e, &buf, &cap, w))) return rc;
-    size_t esz = tr_dtype_size(st->dtype);
+    size_t esz = tr__dtype_size(st->dtype);
     /* (a value that went as an object, over slot_bytes, is not reduced: an error) */
     int bad = !code && (flags != 0 || len % esz != 0 || len > cap);
     int64_t count = code || bad ? 0 : (int64_t)(len / esz);
@@ -262,7 +263,7 @@ static int run_coll(step *st, uint64_t e, const tr__chan_wait *w) {
         rc = tr_allreduce(st->grp, data, buf, (size_t)count, st->dtype, st->op, TR_FOREVER);
     }
     if (rc) { /* the group failed (a participant left or died): so does this step */
-        snprintf(msg, sizeof msg, "allreduce: %s", tr_last_error());
+        snprintf(msg, sizeof msg, "allreduce: %s", tr__last_error());
         code = rc;
     }
     size_t out = code ? strlen(msg) + 1 : len;
@@ -295,7 +296,7 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
         if (!code && (flags & TR__CHAN_REF)) { /* a value over a slot: an object, viewed */
             memcpy(pin[j].b, data[j], sizeof pin[j].b);
             if ((code = tr__objects_pin(l->env.objects, pin[j], 10000, &data[j], &len[j]))) {
-                snprintf(pin_err[j], sizeof pin_err[j], "input %zu: %s", j, tr_last_error());
+                snprintf(pin_err[j], sizeof pin_err[j], "input %zu: %s", j, tr__last_error());
                 data[j] = pin_err[j];
                 len[j] = strlen(pin_err[j]) + 1;
             } else {
@@ -312,7 +313,7 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
             rc = tr__err(TR_EPROTO, "a device value, in a worker built without CUDA");
 #endif
             if (rc) {
-                TR_LOG_WARN("DAG-GPU", "graph %s: input %zu: %s", l->name, j, tr_last_error());
+                TR_LOG_WARN("DAG-GPU", "graph %s: input %zu: %s", l->name, j, tr__last_error());
                 for (size_t k = 0; k < j; k++)
                     if (pinned[k]) tr__objects_unpin(l->env.objects, pin[k]);
                 return rc;
@@ -393,7 +394,7 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
         } else if (gpu_done) { /* the slot holds its payload or value already */
             if (gpu_rc) {
                 snprintf(ctx->err, sizeof ctx->err, "method '%s': %s", st->def->name,
-                         tr_last_error());
+                         tr__last_error());
                 code = gpu_rc;
                 flags = 0;
                 out_len = 0;
@@ -440,7 +441,7 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
 #ifdef TR_WITH_CUDA
     /* published first: the readers learn of the value from the slot, then receive it */
     if (gpu_done && !gpu_rc && !code && (rc = tr__dag_gpu_send(&st->gout, l->nccl, gpu_len))) {
-        TR_LOG_WARN("DAG-GPU", "graph %s: sending a device value: %s", l->name, tr_last_error());
+        TR_LOG_WARN("DAG-GPU", "graph %s: sending a device value: %s", l->name, tr__last_error());
         return rc;
     }
 #else
@@ -464,7 +465,7 @@ static void *run_loop(void *arg) {
     int rc = tr__group_join_segment(l->env.node_path, l->env.max_msg, l->world, l->rank, l->name,
                                     l->bytes, l->timeout_ms, &seg);
     if (rc) {
-        TR_LOG_WARN("DAG-JOIN", "graph %s: %s", l->name, tr_last_error());
+        TR_LOG_WARN("DAG-JOIN", "graph %s: %s", l->name, tr__last_error());
         goto out;
     }
     tr__dag_hdr *h = (tr__dag_hdr *)((char *)seg->seg + tr__coll_hdr_bytes());
@@ -499,7 +500,7 @@ static void *run_loop(void *arg) {
         l->steps[i].gout.slot_bytes = l->steps[i].out.slot_bytes;
     }
     if (rc) {
-        if (rc != TR_ECLOSED) TR_LOG_WARN("DAG-ATTACH", "graph %s: %s", l->name, tr_last_error());
+        if (rc != TR_ECLOSED) TR_LOG_WARN("DAG-ATTACH", "graph %s: %s", l->name, tr__last_error());
         goto out;
     }
     w.deadline = TR__NO_DEADLINE; /* an idle graph waits (asleep) until it stops */
@@ -508,7 +509,7 @@ static void *run_loop(void *arg) {
         for (size_t i = 0; !rc && i < l->n_steps; i++)
             rc = run_step(l, &ctx, &l->steps[i], e, &w);
     if (rc != TR_ECLOSED && rc != TR_EPEER_DIED)
-        TR_LOG_WARN("DAG-LOOP", "graph %s: %s", l->name, tr_last_error());
+        TR_LOG_WARN("DAG-LOOP", "graph %s: %s", l->name, tr__last_error());
 out:
     for (size_t i = 0; i < l->n_steps; i++) {
         step *st = &l->steps[i];
@@ -628,7 +629,7 @@ static void *run_host(void *arg) {
         rc = tr__dag_bridge_start(&s, &br);
     }
     if (rc)
-        TR_LOG_WARN("DAG-BRIDGE", "graph %s, node %u: %s", hb->graph, hb->node, tr_last_error());
+        TR_LOG_WARN("DAG-BRIDGE", "graph %s, node %u: %s", hb->graph, hb->node, tr__last_error());
     /* until the graph stops here: a link ended (the driver's teardown, or another node's
      * failure), an actor here died */
     while (!rc && !__atomic_load_n(&hb->failed, __ATOMIC_ACQUIRE) &&
@@ -746,7 +747,7 @@ static int parse_host(const tr__obj *o, host **out) {
 int tr__dag_attach(const tr__worker_env *env, tr_ctx *ctx, const void *args, size_t len) {
     tr__dec d;
     if (tr__dec_init(&d, args, len)) {
-        tr_ctx_error(ctx, "dag attach: not msgpack");
+        tr__ctx_error(ctx, "dag attach: not msgpack");
         return TR_EPROTO;
     }
     loop *l = NULL;
@@ -762,21 +763,21 @@ int tr__dag_attach(const tr__worker_env *env, tr_ctx *ctx, const void *args, siz
          tr__get_int(d.root, "world", &world) || tr__get_int(d.root, "rank", &rank) ||
          tr__get_uint(d.root, "bytes", &bytes) || tr__get_int(d.root, "timeout_ms", &timeout_ms) ||
          tr__get_int(d.root, "spin_ns", &spin_ns)))
-        rc = tr_ctx_error(ctx, "dag attach: malformed: %s", tr_last_error());
+        rc = tr__ctx_error(ctx, "dag attach: malformed: %s", tr__last_error());
     /* checked here, not trusted: the segment must hold the graph's header, waits must end */
     if (!rc && (world < 2 || world > TR__COLL_MAX_WORLD || rank < 1 || rank >= world ||
                 bytes < sizeof(tr__dag_hdr) || bytes % 64 || bytes > TR__COLL_MAX_EXTRA ||
                 timeout_ms < 1 || timeout_ms > 3600000 || spin_ns < -1000000 || spin_ns > 1000000))
-        rc = tr_ctx_error(ctx, "dag attach: world, rank, size, timeout or spin out of range");
+        rc = tr__ctx_error(ctx, "dag attach: world, rank, size, timeout or spin out of range");
     if (rc == TR_ETASK) rc = TR_EPROTO;
     host *hb = NULL; /* this actor hosts its node's part of a graph across nodes */
     const tr__obj *bridge = tr__obj_get(d.root, "bridge");
     if (!rc && !check && bridge && (rc = parse_host(bridge, &hb)))
-        tr_ctx_error(ctx, "%s", tr_last_error());
+        tr__ctx_error(ctx, "%s", tr__last_error());
     if (rc || check) {
         free(l);
         tr__dec_free(&d);
-        return rc ? rc : tr_ctx_reply(ctx, "ok", 2);
+        return rc ? rc : tr__ctx_reply(ctx, "ok", 2);
     }
     if (hb) {
         hb->env = *env;
@@ -810,19 +811,19 @@ int tr__dag_attach(const tr__worker_env *env, tr_ctx *ctx, const void *args, siz
         pthread_attr_destroy(&a);
         free(l);
         host_free(hb);
-        return tr_ctx_error(ctx, "dag attach: cannot start the graph's thread");
+        return tr__ctx_error(ctx, "dag attach: cannot start the graph's thread");
     }
     if (hb && pthread_create(&t, &a, run_host, hb) != 0) {
         host_free(hb); /* (the loop's rendezvous times out: the compile fails) */
         pthread_attr_destroy(&a);
-        return tr_ctx_error(ctx, "dag attach: cannot start the graph's bridge thread");
+        return tr__ctx_error(ctx, "dag attach: cannot start the graph's bridge thread");
     }
     pthread_attr_destroy(&a);
-    return tr_ctx_reply(ctx, "ok", 2);
+    return tr__ctx_reply(ctx, "ok", 2);
 }
 
 #ifndef TR_WITH_CUDA
-TR_API int tr_ctx_reply_device(tr_ctx *ctx, const void *dev, size_t len) {
+int tr__ctx_reply_device(tr_ctx *ctx, const void *dev, size_t len) {
     (void)ctx, (void)dev, (void)len;
     return tr__err(TR_EINVAL, "tr_ctx_reply_device: this troupe was built without CUDA "
                               "(--config=cuda)");

@@ -157,7 +157,7 @@ void tr__dag_gpu_in_free(tr__dag_gpu_in *in) {
 
 /* A classic call's device reply is copied to the host; a graph step's is taken by the
  * step (dag/exec.c), which sends it on or copies it into its slot. */
-TR_API int tr_ctx_reply_device(tr_ctx *ctx, const void *dev, size_t len) {
+int tr__ctx_reply_device(tr_ctx *ctx, const void *dev, size_t len) {
     if (!ctx || (len && !dev)) return tr__err(TR_EINVAL, "tr_ctx_reply_device: NULL argument");
     if (ctx->in_graph) {
         ctx->dev_ptr = dev;
@@ -168,7 +168,7 @@ TR_API int tr_ctx_reply_device(tr_ctx *ctx, const void *dev, size_t len) {
     void *host = malloc(len ? len : 1);
     if (!host) return tr__err(TR_ENOMEM, "tr_ctx_reply_device: %zu bytes", len);
     int rc = len ? tr__dag_gpu_to_host(host, dev, len) : 0;
-    if (!rc) rc = tr_ctx_reply(ctx, host, len);
+    if (!rc) rc = tr__ctx_reply(ctx, host, len);
     free(host);
     return rc;
 }

@@ -18,12 +18,16 @@
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/codec.h"
+#include "core/reduce.h"
 #include "core/ids.h"
 #include "core/nodeconn.h"
 #include "core/status.h"
+#include "actor/calls.h"
 #include "actor/control.h"
+#include "actor/protocol.h"
 #include "dag/bridge.h"
 #include "dag/chan.h"
+#include "dag/graph.h"
 #include "dag/plan.h"
 #include "objectstore/client.h"
 #include "troupe/dag.h"
@@ -53,8 +57,7 @@ typedef struct node {
 } node;
 
 struct tr_dag {
-    tr_runtime *rt;
-    struct tr_dag *live_next; /* this process's graphs (torn down by tr_shutdown) */
+    tr__dag_env env; /* what the runtime it was made from lends it */
     node *nodes;
     size_t n, cap;
     tr_dag_node *outputs;
@@ -108,44 +111,23 @@ struct tr_dag {
     char link_msg[400];
 };
 
-static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
-static tr_dag *live;
-
-static void live_remove(tr_dag *g) {
-    pthread_mutex_lock(&live_mu);
-    for (tr_dag **pp = &live; *pp; pp = &(*pp)->live_next)
-        if (*pp == g) {
-            *pp = g->live_next;
-            break;
-        }
-    pthread_mutex_unlock(&live_mu);
-}
-
-void tr__dag_shutdown(tr_runtime *rt) {
-    for (;;) {
-        pthread_mutex_lock(&live_mu);
-        tr_dag *g = live;
-        while (g && g->rt != rt)
-            g = g->live_next;
-        pthread_mutex_unlock(&live_mu);
-        if (!g) return;
-        tr_dag_destroy(g);
-    }
+void *tr__dag_owner(const tr_dag *g) {
+    return g ? g->env.owner : NULL;
 }
 
 static char *id_short(tr_actor_id id, char *buf) {
     char full[33];
-    tr_actor_id_str(id, full);
+    tr__hex(id.b, 16, full);
     memcpy(buf, full, 8);
     buf[8] = 0;
     return buf;
 }
 
-TR_API int tr_dag_create(tr_runtime *rt, tr_dag **out) {
-    if (!rt || !out) return tr__err(TR_EINVAL, "tr_dag_create: NULL argument");
+int tr__dag_create(const tr__dag_env *env, tr_dag **out) {
+    if (!env || !out) return tr__err(TR_EINVAL, "tr_dag_create: NULL argument");
     tr_dag *g = calloc(1, sizeof *g);
     if (!g) return tr__err(TR_ENOMEM, "tr_dag_create");
-    g->rt = rt;
+    g->env = *env;
     g->nodes = calloc(8, sizeof *g->nodes);
     if (!g->nodes) {
         free(g);
@@ -154,10 +136,6 @@ TR_API int tr_dag_create(tr_runtime *rt, tr_dag **out) {
     g->cap = 8;
     g->n = 1; /* node 0: the input */
     g->nodes[0].is_input = 1;
-    pthread_mutex_lock(&live_mu);
-    g->live_next = live;
-    live = g;
-    pthread_mutex_unlock(&live_mu);
     *out = g;
     return 0;
 }
@@ -168,7 +146,7 @@ static int building(tr_dag *g, const char *fn) {
     return 0;
 }
 
-TR_API int tr_dag_input(tr_dag *g, tr_dag_node *out) {
+int tr__dag_input(tr_dag *g, tr_dag_node *out) {
     int rc = building(g, "tr_dag_input");
     if (rc) return rc;
     if (!out) return tr__err(TR_EINVAL, "tr_dag_input: out is NULL");
@@ -202,8 +180,8 @@ static node *add_node(tr_dag *g, tr_actor_id actor, const char *method, const tr
     return n;
 }
 
-TR_API int tr_dag_bind(tr_dag *g, tr_actor_id actor, const char *method, const tr_dag_node *inputs,
-                       size_t n_inputs, tr_dag_node *out) {
+int tr__dag_bind(tr_dag *g, tr_actor_id actor, const char *method, const tr_dag_node *inputs,
+                 size_t n_inputs, tr_dag_node *out) {
     int rc = building(g, "tr_dag_bind");
     if (rc) return rc;
     if (!method || !*method || strlen(method) > 200 || !inputs || n_inputs < 1 || n_inputs > 16 ||
@@ -221,11 +199,11 @@ TR_API int tr_dag_bind(tr_dag *g, tr_actor_id actor, const char *method, const t
     return 0;
 }
 
-TR_API int tr_dag_allreduce(tr_dag *g, const tr_dag_node *inputs, size_t n, tr_dtype dtype,
-                            tr_redop op, tr_dag_node *outs) {
+int tr__dag_allreduce(tr_dag *g, const tr_dag_node *inputs, size_t n, tr_dtype dtype, tr_redop op,
+                      tr_dag_node *outs) {
     int rc = building(g, "tr_dag_allreduce");
     if (rc) return rc;
-    if (!inputs || !outs || n < 1 || n > TR__COLL_MAX_WORLD || !tr_dtype_size(dtype) ||
+    if (!inputs || !outs || n < 1 || n > TR__COLL_MAX_WORLD || !tr__dtype_size(dtype) ||
         (unsigned)op > TR_AVG)
         return tr__err(TR_EINVAL, "tr_dag_allreduce: 1-%d inputs, a dtype and an op, please",
                        TR__COLL_MAX_WORLD);
@@ -262,7 +240,7 @@ TR_API int tr_dag_allreduce(tr_dag *g, const tr_dag_node *inputs, size_t n, tr_d
     return 0;
 }
 
-TR_API int tr_dag_output(tr_dag *g, const tr_dag_node *nodes, size_t n) {
+int tr__dag_output(tr_dag *g, const tr_dag_node *nodes, size_t n) {
     int rc = building(g, "tr_dag_output");
     if (rc) return rc;
     if (!nodes || n < 1 || n > 64) return tr__err(TR_EINVAL, "tr_dag_output: 1-64 nodes, please");
@@ -285,7 +263,7 @@ TR_API int tr_dag_output(tr_dag *g, const tr_dag_node *nodes, size_t n) {
     return 0;
 }
 
-TR_API int tr_dag_set_transport(tr_dag *g, tr_dag_node nd, tr_dag_transport t) {
+int tr__dag_set_transport(tr_dag *g, tr_dag_node nd, tr_dag_transport t) {
     int rc = building(g, "tr_dag_set_transport");
     if (rc) return rc;
     if (nd >= g->n ||
@@ -424,7 +402,7 @@ static int plan_nodes(tr_dag *g, char (*where)[256]) {
     }
     tr__nodeconn *nc;
     int tls = 0;
-    int rc = tr__nodeconn_open(tr_runtime_address(g->rt), tr__runtime_max_msg(g->rt), &nc);
+    int rc = tr__nodeconn_open(g->env.address, g->env.max_msg, &nc);
     if (!rc) {
         rc = tr__node_cluster_address(nc, g->naddr[0], sizeof g->naddr[0], &tls);
         tr__nodeconn_close(nc);
@@ -656,7 +634,7 @@ static int check_gpus(tr_dag *g) {
             dev_in |= is_dev(&g->nodes[n->inputs[j]]);
         if (!is_dev(n) && !dev_in) continue;
         tr_actor_details d = TR_ACTOR_DETAILS_INIT;
-        int r = tr_actor_info(g->rt, n->actor, &d);
+        int r = tr__actor_info(g->env.node, n->actor, &d);
         if (r) return r;
         name_node(g, i, what, sizeof what);
         if (!d.gpus[0])
@@ -853,19 +831,20 @@ static int attach_all(tr_dag *g, int check) {
         tr__buf b = TR__BUF_INIT;
         attach_msg(g, (int)sent + 1, check, &b);
         rc = b.oom ? tr__err(TR_ENOMEM, "tr_dag_compile")
-                   : tr_call(g->rt, g->actors[sent], TR__DAG_ATTACH, b.data, b.len, &refs[sent]);
+                   : tr__actors_call(g->env.actors, g->actors[sent], TR__DAG_ATTACH, b.data, b.len,
+                                     NULL, 0, &refs[sent]);
         tr__buf_free(&b);
         if (rc) break;
     }
     for (size_t a = 0; a < sent; a++) {
-        int r = tr_get(g->rt, refs[a], g->opts.attach_timeout_ms, NULL, NULL);
+        int r = tr__actors_get(g->env.actors, refs[a], g->opts.attach_timeout_ms, NULL, NULL);
         if (r && !rc) {
             char what[300], why[600];
-            snprintf(why, sizeof why, "%s", tr_last_error());
+            snprintf(why, sizeof why, "%s", tr__last_error());
             name_node(g, first_node_of(g, (int)a + 1), what, sizeof what);
             rc = tr__err(r, "tr_dag_compile: %s: %s", what, why);
         }
-        tr_ref_release(g->rt, refs[a]);
+        tr__actors_release(g->env.actors, refs[a]);
     }
     free(refs);
     return rc;
@@ -928,8 +907,8 @@ static int start_bridge(tr_dag *g) {
                                  .secret = g->secret,
                                  .node = 0,
                                  .host = ip,
-                                 .node_path = tr_runtime_address(g->rt),
-                                 .max_msg = tr__runtime_max_msg(g->rt),
+                                 .node_path = g->env.address,
+                                 .max_msg = g->env.max_msg,
                                  .h = g->h,
                                  .bytes = g->bytes,
                                  .sends = sd,
@@ -947,7 +926,7 @@ static int start_bridge(tr_dag *g) {
         rc = tr__dag_bridge_start(&s, &g->bridge);
         if (rc) {
             char why[500];
-            snprintf(why, sizeof why, "%s", tr_last_error());
+            snprintf(why, sizeof why, "%s", tr__last_error());
             rc = tr__err(rc, "tr_dag_compile: the links between the graph's nodes: %s", why);
         }
     }
@@ -974,11 +953,11 @@ static int compile(tr_dag *g, const tr_dag_options *opts) {
     for (tr_dag_node i = 1; i < g->n && !rc; i++) { /* each actor once, at its first node */
         if (i != first_node_of(g, g->nodes[i].rank)) continue;
         tr_actor_details d = TR_ACTOR_DETAILS_INIT;
-        int r = tr_actor_wait_ready(g->rt, g->nodes[i].actor, g->opts.attach_timeout_ms);
-        if (!r) r = tr_actor_info(g->rt, g->nodes[i].actor, &d);
+        int r = tr__actor_wait_ready(g->env.node, g->nodes[i].actor, g->opts.attach_timeout_ms);
+        if (!r) r = tr__actor_info(g->env.node, g->nodes[i].actor, &d);
         if (r || d.state != TR_ACTOR_ALIVE) {
             char what[300], why[400];
-            snprintf(why, sizeof why, "%s", r ? tr_last_error() : tr_actor_state_name(d.state));
+            snprintf(why, sizeof why, "%s", r ? tr__last_error() : tr__actor_state_name(d.state));
             name_node(g, i, what, sizeof what);
             rc = tr__err(r && r != TR_ETIMEDOUT ? r : TR_EACTOR_DIED,
                          "tr_dag_compile: the actor of %s is not alive: %s", what, why);
@@ -1002,9 +981,8 @@ static int compile(tr_dag *g, const tr_dag_options *opts) {
     if ((rc = attach_all(g, 0))) return rc;
     /* every actor's loop here joins the segment: that is the rendezvous (across nodes,
      * each other node's bridge does the same there) */
-    rc = tr__group_join_segment(tr_runtime_address(g->rt), tr__runtime_max_msg(g->rt),
-                                local_world(g), 0, g->name, g->bytes, g->opts.attach_timeout_ms,
-                                &g->seg);
+    rc = tr__group_join_segment(g->env.address, g->env.max_msg, local_world(g), 0, g->name,
+                                g->bytes, g->opts.attach_timeout_ms, &g->seg);
     if (rc) return rc;
     g->h = (tr__dag_hdr *)((char *)g->seg->seg + tr__coll_hdr_bytes());
     for (tr_dag_node i = 0; i < g->n && !rc; i++) {
@@ -1016,7 +994,7 @@ static int compile(tr_dag *g, const tr_dag_options *opts) {
         n->here = !rc;
     }
     size_t win = 4 * (size_t)g->opts.max_inflight;
-    g->objects = tr__runtime_objects(g->rt);
+    g->objects = g->env.objects;
     g->released = calloc(win, 1);
     g->in_refs = calloc(g->opts.max_inflight, sizeof *g->in_refs);
     g->in_ref_set = calloc(g->opts.max_inflight, 1);
@@ -1035,19 +1013,19 @@ static int compile(tr_dag *g, const tr_dag_options *opts) {
 /* A failed compile is final (tr_dag_destroy is all that is left to do): the actors that
  * attached are told at once - the segment is called off while they gather, or stopped
  * once joined - instead of waiting for their rendezvous to time out. */
-TR_API int tr_dag_compile(tr_dag *g, const tr_dag_options *opts) {
+int tr__dag_compile(tr_dag *g, const tr_dag_options *opts) {
     int rc = building(g, "tr_dag_compile");
     if (rc) return rc;
     if ((rc = compile(g, opts)) == 0) return 0;
     char why[600];
-    snprintf(why, sizeof why, "%s", tr_last_error());
+    snprintf(why, sizeof why, "%s", tr__last_error());
     g->torn = 1;
     if (g->seg) {
         __atomic_store_n(&g->h->magic, TR__DAG_MAGIC, __ATOMIC_RELEASE);
         stop_all(g);
         tr__event_signal(&g->h->ready);
     } else if (g->attached) {
-        tr__group_cancel_segment(tr_runtime_address(g->rt), tr__runtime_max_msg(g->rt), g->name);
+        tr__group_cancel_segment(g->env.address, g->env.max_msg, g->name);
     }
     return tr__err(rc, "%s", why);
 }
@@ -1154,7 +1132,7 @@ static int submit(tr_dag *g, const void *input, size_t len, const tr_ref *ref, u
             as_object = 1;
         }
         if (rc) { /* the slot must move on: the execution carries the error */
-            int k = snprintf(buf, cap, "%s: the input: %s", fn, tr_last_error());
+            int k = snprintf(buf, cap, "%s: the input: %s", fn, tr__last_error());
             tr__chan_write_end(chan(g, 0), e, rc, 0,
                                k < 0                 ? 0
                                : (size_t)k + 1 > cap ? cap
@@ -1175,11 +1153,11 @@ static int submit(tr_dag *g, const void *input, size_t len, const tr_ref *ref, u
     return 0;
 }
 
-TR_API int tr_dag_execute(tr_dag *g, const void *input, size_t len, uint64_t *exec) {
+int tr__dag_execute(tr_dag *g, const void *input, size_t len, uint64_t *exec) {
     return submit(g, input, len, NULL, exec, "tr_dag_execute");
 }
 
-TR_API int tr_dag_execute_ref(tr_dag *g, tr_ref input, uint64_t *exec) {
+int tr__dag_execute_ref(tr_dag *g, tr_ref input, uint64_t *exec) {
     return submit(g, NULL, 0, &input, exec, "tr_dag_execute_ref");
 }
 
@@ -1190,8 +1168,8 @@ static int check_exec(tr_dag *g, uint64_t e, const char *fn) {
     return 0;
 }
 
-TR_API int tr_dag_get(tr_dag *g, uint64_t exec, size_t output, int timeout_ms, const void **data,
-                      size_t *len) {
+int tr__dag_get(tr_dag *g, uint64_t exec, size_t output, int timeout_ms, const void **data,
+                size_t *len) {
     int rc = usable(g, "tr_dag_get");
     if (rc || (rc = check_exec(g, exec, "tr_dag_get"))) return rc;
     if (output >= g->n_outputs || !data || !len)
@@ -1231,11 +1209,11 @@ TR_API int tr_dag_get(tr_dag *g, uint64_t exec, size_t output, int timeout_ms, c
     return rc;
 }
 
-TR_API int tr_dag_get_ref(tr_dag *g, uint64_t exec, size_t output, int timeout_ms, tr_ref *out) {
+int tr__dag_get_ref(tr_dag *g, uint64_t exec, size_t output, int timeout_ms, tr_ref *out) {
     if (!out) return tr__err(TR_EINVAL, "tr_dag_get_ref: out is NULL");
     const void *d;
     size_t n;
-    int rc = tr_dag_get(g, exec, output, timeout_ms, &d, &n);
+    int rc = tr__dag_get(g, exec, output, timeout_ms, &d, &n);
     if (rc) return rc;
     size_t k = (size_t)(exec % (4 * g->opts.max_inflight)) * g->n_outputs + output;
     if (g->pinned[k]) { /* it went as an object: this process takes a hold of its own */
@@ -1248,7 +1226,7 @@ TR_API int tr_dag_get_ref(tr_dag *g, uint64_t exec, size_t output, int timeout_m
     return tr__objects_put(g->objects, d, n, out); /* from its slot: one copy */
 }
 
-TR_API int tr_dag_ready(tr_dag *g, uint64_t exec) {
+int tr__dag_ready(tr_dag *g, uint64_t exec) {
     int rc = usable(g, "tr_dag_ready");
     if (rc || (rc = check_exec(g, exec, "tr_dag_ready"))) return rc;
     if ((rc = actor_died(g))) return rc;
@@ -1300,7 +1278,7 @@ static void *watch(void *arg) {
     }
 }
 
-TR_API int tr_dag_fd(tr_dag *g) {
+int tr__dag_fd(tr_dag *g) {
     int rc = usable(g, "tr_dag_fd");
     if (rc) return rc;
     if (g->watching) return g->efd;
@@ -1316,7 +1294,7 @@ TR_API int tr_dag_fd(tr_dag *g) {
     return g->efd;
 }
 
-TR_API int tr_dag_release(tr_dag *g, uint64_t exec) {
+int tr__dag_release(tr_dag *g, uint64_t exec) {
     int rc = usable(g, "tr_dag_release");
     if (rc == TR_EACTOR_DIED) rc = 0; /* letting go is always fine */
     if (rc || (rc = check_exec(g, exec, "tr_dag_release"))) return rc;
@@ -1339,7 +1317,7 @@ TR_API int tr_dag_release(tr_dag *g, uint64_t exec) {
 
 /* -------------------------------------------------------------------------- the rest */
 
-TR_API int tr_dag_to_dot(tr_dag *g, char **out) {
+int tr__dag_to_dot(tr_dag *g, char **out) {
     if (!g || !out) return tr__err(TR_EINVAL, "tr_dag_to_dot: NULL argument");
     tr__buf b = TR__BUF_INIT;
     char line[600], a[9];
@@ -1380,9 +1358,8 @@ TR_API int tr_dag_to_dot(tr_dag *g, char **out) {
     return *out ? 0 : tr__err(TR_ENOMEM, "tr_dag_to_dot");
 }
 
-TR_API int tr_dag_destroy(tr_dag *g) {
+int tr__dag_destroy(tr_dag *g) {
     if (!g) return 0;
-    live_remove(g);
     int rc = 0;
     if (g->watching) {
         __atomic_store_n(&g->watch_stop, 1, __ATOMIC_SEQ_CST);

@@ -40,11 +40,4 @@ typedef struct tr__dag_hdr {
  * have left it (their loops end, then they leave). Returns 0 or TR_ETIMEDOUT. */
 int tr__dag_wait_left(const void *seg, int world, int ms);
 
-/* A runtime's message limit and its object store client (defined by api/runtime.c). */
-size_t tr__runtime_max_msg(tr_runtime *rt);
-struct tr__objects;
-struct tr__objects *tr__runtime_objects(tr_runtime *rt);
-/* Tears down every graph of rt (tr_shutdown, before the runtime goes). */
-void tr__dag_shutdown(tr_runtime *rt);
-
 #endif

@@ -31,7 +31,7 @@ static int wait_key(tr__nodeconn *node, const char *k, int64_t deadline, void **
 int tr__object_allreduce(tr__nodeconn *node, tr__objects *objects, const char *name, int rank,
                          int world, uint64_t round, void *buf, size_t count, tr_dtype dtype,
                          tr_redop op, int timeout_ms) {
-    size_t esz = tr_dtype_size(dtype);
+    size_t esz = tr__dtype_size(dtype);
     if (!name || !*name || strlen(name) > 200 || world < 1 || rank < 0 || rank >= world ||
         world > 4096 || !esz || (unsigned)op > TR_AVG || (!buf && count))
         return tr__err(TR_EINVAL, "tr_object_allreduce: bad arguments");

@@ -119,7 +119,7 @@ static void on_attach(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
     tr__enc_str(&b, "spill_dir"); /* ours: a client never takes it from the segment */
     tr__enc_str(&b, s->spill_dir);
     if (tr__server_reply_fd(c, seq, &b, s->fd))
-        tr__server_reply_status(c, seq, TR_EIO, tr_last_error());
+        tr__server_reply_status(c, seq, TR_EIO, tr__last_error());
     tr__buf_free(&b);
 }
 

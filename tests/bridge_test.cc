@@ -19,6 +19,7 @@
 #include "tests/test_actors.h"
 
 extern "C" {
+#include "api/rt.h"
 #include "core/clock.h"
 #include "core/kv.h"
 #include "core/mac.h"
@@ -92,7 +93,7 @@ struct Bridge : ::testing::Test {
             s.bytes = bytes;
             s.recvs = &rv;
             s.n_recvs = 1;
-            s.objects = tr__runtime_objects(rt);
+            s.objects = (rt)->objects;
             s.timeout_ms = 5000;
             s.on_fail = on_fail;
             s.fail_arg = this;
@@ -182,10 +183,9 @@ struct Bridge : ::testing::Test {
         memcpy(r.b, d, sizeof r.b);
         const void *obj;
         size_t on;
-        ASSERT_EQ(tr__objects_get(tr__runtime_objects(rt), r, 1000, &obj, &on), 0)
-            << tr_last_error();
+        ASSERT_EQ(tr__objects_get((rt)->objects, r, 1000, &obj, &on), 0) << tr_last_error();
         EXPECT_EQ(std::string((const char *)obj, on), v);
-        tr__objects_release(tr__runtime_objects(rt), r);
+        tr__objects_release((rt)->objects, r);
         tr__chan_release(&chan, e, 0);
     }
     static bool closed(int fd, int ms) {

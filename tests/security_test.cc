@@ -199,7 +199,7 @@ TEST(WorkerPath, ANodeRunsOnlyTheProgramsItAllows) {
         EXPECT_NE(strstr(tr_last_error(), "--worker-path"), nullptr) << tr_last_error();
         tr__buf_reset(&b);
         char worker[4096];
-        ASSERT_NE(realpath("api/troupe-worker", worker), nullptr);
+        ASSERT_NE(realpath("api/cmd/troupe-worker", worker), nullptr);
         create_request(&b, std::string(worker) + "\x1f" + lib); /* the generic worker, a library */
         EXPECT_EQ(rpc(h.cluster, "t0k", b), TR_EPERM);
         EXPECT_NE(strstr(tr_last_error(), "worker_library"), nullptr) << tr_last_error();

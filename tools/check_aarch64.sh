@@ -19,7 +19,8 @@ fi
 out=$(mktemp -d "${TEST_TMPDIR:-/tmp}/aarch64.XXXXXX")
 trap 'rm -rf "$out"' EXIT
 n=0 bad=0
-for f in core/*.c actor/*.c objectstore/*.c collective/*.c collective/shm/*.c dag/*.c api/*.c; do
+for f in core/*.c actor/*.c objectstore/*.c collective/*.c collective/shm/*.c dag/*.c api/*.c api/node/*.c \
+    api/cmd/*.c; do
     [[ -f "$f" ]] || continue
     # the CUDA build's own files (x86-64 CUDA here): tools/test.sh --config=cuda compiles them
     [[ "$f" == dag/gpu.c ]] && continue

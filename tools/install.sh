@@ -11,7 +11,8 @@
 # Usage: tools/install.sh --prefix DIR            builds (bazel, -c opt), then installs
 #        tools/install.sh --prefix DIR --from D   installs files already built, from D
 #                                                 (D holds libtroupe.so, troupe and
-#                                                 troupe-worker: bazel-bin/api, or a test's)
+#                                                 troupe-worker, or has them in cmd/:
+#                                                 bazel-bin/api, or a test's)
 # Then: cc $(pkg-config --cflags troupe) prog.c $(pkg-config --libs troupe)
 # with PKG_CONFIG_PATH=DIR/lib/pkgconfig (and LD_LIBRARY_PATH=DIR/lib to run, unless DIR/lib
 # is on the dynamic linker's path).
@@ -30,12 +31,21 @@ done
 
 if [[ -z "$from" ]]; then
     "$root/tools/deps.sh"
-    (cd "$root" && bazel build -c opt //api:libtroupe.so //api:troupe //api:troupe-worker)
+    (cd "$root" && bazel build -c opt //api:libtroupe.so //api/cmd:troupe //api/cmd:troupe-worker)
     from="$root/bazel-bin/api"
 fi
-for f in libtroupe.so troupe troupe-worker; do
-    [[ -f "$from/$f" ]] || { echo "tools/install.sh: $from/$f is missing" >&2; exit 1; }
-done
+# where each built file is: D/FILE, or D/cmd/FILE (the commands in the build tree)
+built() {
+    local f
+    for f in "$from/$1" "$from/cmd/$1"; do
+        [[ -f "$f" ]] && { echo "$f"; return; }
+    done
+    echo "tools/install.sh: $from/$1 is missing" >&2
+    exit 1
+}
+lib=$(built libtroupe.so)
+troupe=$(built troupe)
+worker=$(built troupe-worker)
 
 status_h="$root/api/include/troupe/status.h"
 ver() { sed -n "s/^#define TR_VERSION_$1 \\([0-9]*\\).*/\\1/p" "$status_h"; }
@@ -46,9 +56,9 @@ mkdir -p "$prefix"
 prefix=$(cd "$prefix" && pwd)
 install -d "$prefix/include/troupe" "$prefix/lib/pkgconfig" "$prefix/bin"
 install -m 0644 "$root"/api/include/troupe/*.h "$prefix/include/troupe/"
-install -m 0755 "$from/libtroupe.so" "$prefix/lib/libtroupe.so.$abi"
+install -m 0755 "$lib" "$prefix/lib/libtroupe.so.$abi"
 ln -sf "libtroupe.so.$abi" "$prefix/lib/libtroupe.so"
-install -m 0755 "$from/troupe" "$from/troupe-worker" "$prefix/bin/"
+install -m 0755 "$troupe" "$worker" "$prefix/bin/"
 sed -e "s|@PREFIX@|$prefix|" -e "s|@VERSION@|$version|" "$root/api/troupe.pc.in" \
     >"$prefix/lib/pkgconfig/troupe.pc"
 echo "troupe $version (ABI $abi) installed in $prefix"

@@ -62,10 +62,10 @@ std::vector<std::string> seeds() {
     tr__buf_append(&b, map.data(), map.size());
     out.push_back(take(&b));
     tr_config *cfg;
-    tr_config_create(&cfg);
-    tr_config_set(cfg, "resources", "slot=2,memory=17179869184");
+    tr__config_create(&cfg);
+    tr__config_set(cfg, "resources", "slot=2,memory=17179869184");
     tr__config_encode_node(cfg, &b);
-    tr_config_destroy(cfg);
+    tr__config_destroy(cfg);
     out.push_back(take(&b));
     return out;
 }

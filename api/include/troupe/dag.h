@@ -73,6 +73,8 @@ typedef struct tr_dag_options {
 
 #define TR_DAG_OPTIONS_INIT                                                                        \
     { sizeof(tr_dag_options), 8, 65536, 10000, 10000 }
+/* Same as TR_DAG_OPTIONS_INIT, for bindings. Thread safety: any thread. */
+TR_API void tr_dag_options_init(tr_dag_options *opts);
 
 /* A new, empty graph. Returns 0, TR_EINVAL, TR_ENOMEM. */
 TR_API int tr_dag_create(tr_runtime *rt, tr_dag **out);

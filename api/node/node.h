@@ -1,4 +1,4 @@
-/* api/node.h - the node service: the one place that mounts core's (KV, status) and the
+/* api/node/node.h - the node service: the one place that mounts core's (KV, status) and the
  * actor layer's (directory) handlers into one process, and owns its session directory.
  */
 #ifndef TR_API_NODE_H

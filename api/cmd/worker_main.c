@@ -1,4 +1,4 @@
-/* api/worker_main.c - troupe-worker: the generic worker, for actor classes that live in a
+/* api/cmd/worker_main.c - troupe-worker: the generic worker, for actor classes that live in a
  * shared object instead of the driver's executable (config key "worker_library", or
  * "worker_command" = "troupe-worker MODULE.so").
  *
@@ -11,7 +11,8 @@
  *
  * and runs the role its node gave it (a worker, or the embedded node) with that config.
  * libtroupe is found at $TROUPE_LIBRARY, else next to this program (../lib/libtroupe.so.1,
- * libtroupe.so.1, libtroupe.so), else by the dynamic linker's search for libtroupe.so.1.
+ * libtroupe.so.1, libtroupe.so; ../libtroupe.so in the build tree: bazel-bin/api/cmd/),
+ * else by the dynamic linker's search for libtroupe.so.1.
  */
 #include <dlfcn.h>
 #include <limits.h>
@@ -36,7 +37,8 @@ static void *load_libtroupe(void) {
         self[n] = '\0';
         char *slash = strrchr(self, '/');
         if (slash) *slash = '\0';
-        const char *tries[] = {"%s/../lib/libtroupe.so.1", "%s/libtroupe.so.1", "%s/libtroupe.so"};
+        const char *tries[] = {"%s/../lib/libtroupe.so.1", "%s/libtroupe.so.1", "%s/libtroupe.so",
+                               "%s/../libtroupe.so"};
         for (size_t i = 0; i < sizeof tries / sizeof tries[0]; i++) {
             char cand[PATH_MAX + 32];
             snprintf(cand, sizeof cand, tries[i], self);

@@ -1,9 +1,9 @@
-/* api/cluster.c - see cluster.h. Messages are msgpack maps with an "op": register
+/* api/node/cluster.c - see cluster.h. Messages are msgpack maps with an "op": register
  * {id, address, sock, cpus, gpus, resources} -> {head}; heartbeat {id} -> {json: the
  * node table} (TR_ENOTFOUND: register again); nodes {} -> {json}; status {} -> {json:
  * this node's tr_node_status, as its own socket gives it} (any node; `troupe status
  * --address HOST:PORT`). */
-#include "api/cluster.h"
+#include "api/node/cluster.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -631,7 +631,7 @@ static int op_place(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
     tr__buf_free(&r);
     if (rc) {
         char why[400];
-        snprintf(why, sizeof why, "%s", tr_last_error());
+        snprintf(why, sizeof why, "%s", tr__last_error());
         return tr__err(rc, "creating the actor on node %s: %s", address, why);
     }
     hactor *h = calloc(1, sizeof *h);
@@ -805,9 +805,9 @@ static void run_kv(tr__cluster *cl, job *j) {
         char why[600];
         if (rc == TR_ECONNECT || rc == TR_ETIMEDOUT)
             snprintf(why, sizeof why, "the head at %s cannot be reached: %s", head,
-                     tr_last_error());
+                     tr__last_error());
         else
-            snprintf(why, sizeof why, "%s", tr_last_error());
+            snprintf(why, sizeof why, "%s", tr__last_error());
         reply_status(j, rc, why);
     }
     tr__buf_free(&q);
@@ -861,7 +861,7 @@ static int ask_head(tr__cluster *cl, const tr__buf *q, int timeout_ms, int retry
     int rc = call_peer(cl, head, q, timeout_ms, retry, &a);
     if (rc == TR_ECONNECT || rc == TR_ETIMEDOUT) {
         char why[400];
-        snprintf(why, sizeof why, "%s", tr_last_error());
+        snprintf(why, sizeof why, "%s", tr__last_error());
         rc = tr__err(rc, "the head at %s cannot be reached: %s", head, why);
     }
     tr__dec d;
@@ -964,7 +964,7 @@ static void run_create(tr__cluster *cl, job *j) {
     int rc = ask_head(cl, &q, PLACE_WAIT_MS, 0, id, address, sizeof address);
     if (rc) {
         char why[600];
-        snprintf(why, sizeof why, "placing the actor on another node: %s", tr_last_error());
+        snprintf(why, sizeof why, "placing the actor on another node: %s", tr__last_error());
         reply_status(j, rc, why);
     } else {
         remember(cl, id, address, j->conn_id);
@@ -979,7 +979,7 @@ static void run_on_node(tr__cluster *cl, job *j) {
     int rc = locate(cl, j->id, address, sizeof address);
     if (rc) {
         char why[400];
-        snprintf(why, sizeof why, "%s", tr_last_error());
+        snprintf(why, sizeof why, "%s", tr__last_error());
         reply_status(j, rc == TR_ENOTFOUND ? rc : TR_ECONNECT,
                      rc == TR_ENOTFOUND ? "no such actor" : why);
         return;
@@ -1005,7 +1005,7 @@ static void run_on_node(tr__cluster *cl, job *j) {
         int decoded = !rc && tr__dec_init(&d, a.data, a.len) == 0;
         if (!rc && !decoded) rc = TR_EPROTO;
         char why[600];
-        snprintf(why, sizeof why, "%s", rc ? tr_last_error() : "");
+        snprintf(why, sizeof why, "%s", rc ? tr__last_error() : "");
         if (j->type != TR__MSG_ACTOR_RESOLVE || (rc && rc != TR_ECONNECT && rc != TR_ETIMEDOUT)) {
             if (rc) {
                 reply_status(j, rc, why);
@@ -1078,7 +1078,7 @@ static void run_by_name(tr__cluster *cl, job *j) {
     char address[128];
     int rc = ask_head(cl, &q, PEER_MS, 1, id, address, sizeof address);
     if (rc) {
-        reply_status(j, rc, rc == TR_ENOTFOUND ? "no live actor has that name" : tr_last_error());
+        reply_status(j, rc, rc == TR_ENOTFOUND ? "no live actor has that name" : tr__last_error());
     } else {
         remember(cl, id, address, 0);
         reply_id(j, id);
@@ -1104,7 +1104,7 @@ static void *job_main(void *arg) {
         tr__enc_str(&q, j->owner_key);
         if (call_peer(cl, j->address, &q, PEER_MS, 1, &a))
             TR_LOG_WARN("CLUSTER-OWNER", "telling %s that %s is gone: %s", j->address, j->owner_key,
-                        tr_last_error());
+                        tr__last_error());
         tr__buf_free(&q);
         tr__buf_free(&a);
     } else {
@@ -1803,7 +1803,7 @@ static void beat(tr__cluster *cl) {
         cl->head_ok_ns = tr__now_ns();
     } else if (cl->head_alive && ms_since(cl->head_ok_ns) >= LOST_MS) {
         cl->head_alive = 0;
-        TR_LOG_ERROR("CLUSTER-HEAD", "the head at %s is lost: %s", cl->head_addr, tr_last_error());
+        TR_LOG_ERROR("CLUSTER-HEAD", "the head at %s is lost: %s", cl->head_addr, tr__last_error());
     }
     pthread_mutex_unlock(&cl->mu);
     tr__buf_free(&r);
@@ -1978,7 +1978,7 @@ int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *tot
             rc = w;
         else if (w)
             TR_LOG_WARN("CLUSTER-TOKEN", "%s: this machine's drivers must be given the token",
-                        tr_last_error());
+                        tr__last_error());
     }
     if (!rc && !cl->head) { /* join: the head must take us within JOIN_MS */
         rc = tr__rpc_client_create_tls(cl->head_addr, token, &cl->tls, cfg->max_msg, &cl->to_head);
@@ -1998,7 +1998,7 @@ int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *tot
                          cl->head_addr);
         else if (rc) {
             char why[400];
-            snprintf(why, sizeof why, "%s", tr_last_error());
+            snprintf(why, sizeof why, "%s", tr__last_error());
             rc = tr__err(rc, "cannot join the head at %s: %s", cl->head_addr, why);
         }
         cl->head_alive = !rc;

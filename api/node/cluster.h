@@ -1,4 +1,4 @@
-/* api/cluster.h - a node's part in a cluster of nodes (issue 12): membership, actors
+/* api/node/cluster.h - a node's part in a cluster of nodes (issue 12): membership, actors
  * placed on other nodes, and the relay that lets callers elsewhere reach ours.
  *
  * The head (config cluster_port >= 0, no cluster_head) listens for other nodes over gRPC

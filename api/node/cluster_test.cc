@@ -1,4 +1,4 @@
-/* api/cluster_test.cc - the head's side of membership against hostile and odd peers, on
+/* api/node/cluster_test.cc - the head's side of membership against hostile and odd peers, on
  * loopback: bytes that are not msgpack, unknown ops, registrations with bad fields, a
  * heartbeat from a stranger, a member pretending to be the head, garbage on the TCP port;
  * the head answers each with an error and keeps serving. */
@@ -16,7 +16,7 @@
 #include <thread>
 
 extern "C" {
-#include "api/cluster.h"
+#include "api/node/cluster.h"
 #include "core/codec.h"
 #include "core/config.h"
 #include "core/rpc.h"
@@ -34,13 +34,13 @@ int count_of(const std::string &s, const std::string &what) {
 
 struct Head : ::testing::Test {
     void SetUp() override {
-        ASSERT_EQ(tr_config_create(&cfg), 0);
-        ASSERT_EQ(tr_config_set(cfg, "cluster_port", "0"), 0);
-        ASSERT_EQ(tr_config_set(cfg, "cluster_token", "tok"), 0);
+        ASSERT_EQ(tr__config_create(&cfg), 0);
+        ASSERT_EQ(tr__config_set(cfg, "cluster_port", "0"), 0);
+        ASSERT_EQ(tr__config_set(cfg, "cluster_token", "tok"), 0);
         tr__res total = {};
         tr__res_add(&total, "CPU", 2);
         ASSERT_EQ(tr__cluster_start(cfg, "/nowhere/node.sock", &total, 0, NULL, &cl), 0)
-            << tr_last_error();
+            << tr__last_error();
         tr__buf j = TR__BUF_INIT;
         tr__cluster_status_json(cl, &j);
         std::string s((const char *)j.data, j.len);
@@ -52,7 +52,7 @@ struct Head : ::testing::Test {
     void TearDown() override {
         tr__rpc_client_destroy(c);
         tr__cluster_stop(cl);
-        tr_config_destroy(cfg);
+        tr__config_destroy(cfg);
     }
     int send(const tr__buf &b) {
         tr__buf r = TR__BUF_INIT;
@@ -154,8 +154,8 @@ TEST_F(Head, HostilePeersGetErrorsAndTheHeadGoesOn) {
     tr__buf_free(&b);
 
     /* a sound registration still works, and twice is one node */
-    EXPECT_EQ(reg("bbbbbbbbbbbbbbbb", 4, 1), 0) << tr_last_error();
-    EXPECT_EQ(reg("bbbbbbbbbbbbbbbb", 4, 1), 0) << tr_last_error();
+    EXPECT_EQ(reg("bbbbbbbbbbbbbbbb", 4, 1), 0) << tr__last_error();
+    EXPECT_EQ(reg("bbbbbbbbbbbbbbbb", 4, 1), 0) << tr__last_error();
     EXPECT_EQ(nodes(), 2);
 }
 
@@ -167,7 +167,7 @@ TEST_F(Head, AClientWithoutTheTokenIsRefused) {
     tr__enc_str(&b, "op");
     tr__enc_str(&b, "nodes");
     EXPECT_EQ(tr__rpc_call(bad, b.data, b.len, 5000, &r), TR_EPERM);
-    EXPECT_EQ(tr__rpc_call(c, b.data, b.len, 5000, &r), 0) << tr_last_error();
+    EXPECT_EQ(tr__rpc_call(c, b.data, b.len, 5000, &r), 0) << tr__last_error();
     tr__buf_free(&b);
     tr__buf_free(&r);
     tr__rpc_client_destroy(bad);
@@ -193,7 +193,7 @@ int place_any(tr__rpc_client *c, std::string *why) {
     tr__buf b = TR__BUF_INIT, r = TR__BUF_INIT;
     enc_place(&b, "");
     int rc = tr__rpc_call(c, b.data, b.len, 10000, &r);
-    *why = tr_last_error();
+    *why = tr__last_error();
     tr__buf_free(&b);
     tr__buf_free(&r);
     return rc;
@@ -205,8 +205,8 @@ int place_any(tr__rpc_client *c, std::string *why) {
  * the other node (each failing here for its own reason: no node behind them), none goes
  * to the client. */
 TEST_F(Head, AClientIsNeverChosenForAnActor) {
-    ASSERT_EQ(reg("cccccccccccccccc", 0, 0, "127.0.0.1:2", "CPU=0", 1), 0) << tr_last_error();
-    ASSERT_EQ(reg("nnnnnnnnnnnnnnnn", 4, 0, "127.0.0.1:1"), 0) << tr_last_error();
+    ASSERT_EQ(reg("cccccccccccccccc", 0, 0, "127.0.0.1:2", "CPU=0", 1), 0) << tr__last_error();
+    ASSERT_EQ(reg("nnnnnnnnnnnnnnnn", 4, 0, "127.0.0.1:1"), 0) << tr__last_error();
     int at_node = 0;
     for (int i = 0; i < 8; i++) {
         std::string why;
@@ -251,8 +251,9 @@ TEST_F(Head, AHungNodeDoesNotMakeHealthyNodesLost) {
     int port = 0;
     ASSERT_EQ(tr__rpc_server_create("127.0.0.1:0", "tok", 1 << 20, hung, nullptr, &h, &port), 0);
     std::string hung_at = "127.0.0.1:" + std::to_string(port);
-    ASSERT_EQ(reg("hhhhhhhhhhhhhhhh", 1, 0, hung_at.c_str(), "CPU=1,hung=1"), 0) << tr_last_error();
-    ASSERT_EQ(reg("gggggggggggggggg", 1, 0, "10.0.0.8:1"), 0) << tr_last_error();
+    ASSERT_EQ(reg("hhhhhhhhhhhhhhhh", 1, 0, hung_at.c_str(), "CPU=1,hung=1"), 0)
+        << tr__last_error();
+    ASSERT_EQ(reg("gggggggggggggggg", 1, 0, "10.0.0.8:1"), 0) << tr__last_error();
     std::atomic<bool> done{false};
     std::atomic<int> late_beats{0}, placed{0}, refused{0};
     std::thread beats([&] { /* both nodes beat (the hung one answers all but placements) */

@@ -1,6 +1,6 @@
-/* api/node.c - the node service process: session directory, listener, handlers, orderly
+/* api/node/node.c - the node service process: session directory, listener, handlers, orderly
  * shutdown (kill and reap every worker, remove every socket, remove the directory). */
-#include "api/node.h"
+#include "api/node/node.h"
 
 #include <dirent.h>
 #include <sched.h>
@@ -28,7 +28,7 @@
 
 #include "actor/directory.h"
 #include "actor/protocol.h"
-#include "api/cluster.h"
+#include "api/node/cluster.h"
 #include "collective/registry.h"
 #include "core/clock.h"
 #include "core/codec.h"
@@ -100,7 +100,7 @@ int tr__node_base_dir(const char *tmpdir, char *out, size_t cap) {
      * us): the user's own places instead, the same for every process of this user, so
      * nodes, drivers and the CLI still find each other. */
     char why[600], tried[600];
-    snprintf(why, sizeof why, "%s", tr_last_error());
+    snprintf(why, sizeof why, "%s", tr__last_error());
     snprintf(tried, sizeof tried, "%s", out);
     const char *run = getenv("XDG_RUNTIME_DIR"), *home = getenv("HOME");
     int done = 0;
@@ -273,7 +273,7 @@ static void on_status(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
     int k = snprintf(head, sizeof head,
                      "{\"pid\":%d,\"address\":\"%s\",\"version\":\"%s\",\"workers_live\":%d,"
                      "\"kv_keys\":%zu,\"groups\":%zu,\"gpus_total\":%d,",
-                     (int)getpid(), n->sock, tr_version_string(), n->pool.live, tr__kv_count(n->kv),
+                     (int)getpid(), n->sock, TR__VERSION_STRING, n->pool.live, tr__kv_count(n->kv),
                      tr__groups_count(n->groups), n->gpus.n);
     tr__buf_append(&j, head, (size_t)k);
     tr__directory_status_json(n->dir, &j);
@@ -302,7 +302,7 @@ static void on_node_where(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *b
     else if (!rc)
         rc = tr__cluster_node_address(n->cluster, (uint32_t)num, address, sizeof address);
     if (rc) {
-        tr__server_reply_status(c, seq, rc, tr_last_error());
+        tr__server_reply_status(c, seq, rc, tr__last_error());
         return;
     }
     tr__buf b = TR__BUF_INIT;
@@ -325,7 +325,7 @@ static void on_node_lost(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *bo
     int rc = tr__get_str(body, "address", &a, &an);
     if (!rc && (an == 0 || an >= sizeof address)) rc = tr__err(TR_EINVAL, "node_lost: bad address");
     if (rc) {
-        tr__server_reply_status(c, seq, rc, tr_last_error());
+        tr__server_reply_status(c, seq, rc, tr__last_error());
         return;
     }
     memcpy(address, a, an);
@@ -354,7 +354,7 @@ static void on_cluster_kv(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *b
     if (!rc && !tr__cluster_forward(n->cluster, TR__MSG_CLUSTER_KV, c, seq, body))
         rc = tr__err(TR_ERESOURCES, "cluster kv: not forwarded to the head (too many requests "
                                     "in flight, the node stopping, or a malformed request)");
-    if (rc) tr__server_reply_status(c, seq, rc, tr_last_error());
+    if (rc) tr__server_reply_status(c, seq, rc, tr__last_error());
 }
 
 static int forward(void *ctx, int type, tr__conn *c, uint64_t seq, const tr__obj *body) {
@@ -425,12 +425,12 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
     char base[400];
     int rc = tr__node_base_dir(cfg->tmpdir, base, sizeof base);
     if (rc) {
-        TR_LOG_ERROR("NODE-DIR", "%s", tr_last_error());
+        TR_LOG_ERROR("NODE-DIR", "%s", tr__last_error());
         return 1;
     }
     uint32_t r;
     if (tr__random_bytes(&r, sizeof r)) { /* nothing starts on guessable names */
-        TR_LOG_ERROR("NODE-RANDOM", "%s", tr_last_error());
+        TR_LOG_ERROR("NODE-RANDOM", "%s", tr__last_error());
         return 1;
     }
     snprintf(n->session, sizeof n->session, "%s/n%d-%08x", base, (int)getpid(), r);
@@ -484,7 +484,7 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
         (rc = tr__kv_create(&n->kv)) || (rc = tr__groups_create(n->kv, &n->groups)) ||
         (rc = tr__store_create(tr__config_store_bytes(cfg),
                                cfg->spill_dir ? cfg->spill_dir : n->session, &n->store))) {
-        TR_LOG_ERROR("NODE-START", "%s", tr_last_error());
+        TR_LOG_ERROR("NODE-START", "%s", tr__last_error());
         remove_session(n);
         return 1;
     }
@@ -492,7 +492,7 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
         &n->loop,     &n->pool,  &n->total, n->sock, n->session, cfg->worker_start_timeout_ms,
         cfg->max_msg, &n->cores, &n->gpus,  forward, n,          cfg->cluster_client};
     if ((rc = tr__directory_create(&dopts, &n->dir))) {
-        TR_LOG_ERROR("NODE-START", "%s", tr_last_error());
+        TR_LOG_ERROR("NODE-START", "%s", tr__last_error());
         remove_session(n);
         return 1;
     }
@@ -524,7 +524,7 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
     /* a cluster's head listens for other nodes; another node joins its head first */
     int status = 0;
     if ((rc = tr__cluster_start(cfg, n->sock, &n->total, n->gpus.n, &n->loop, &n->cluster))) {
-        TR_LOG_ERROR("NODE-CLUSTER", "%s", tr_last_error());
+        TR_LOG_ERROR("NODE-CLUSTER", "%s", tr__last_error());
         status = 1; /* the spawner sees the ready pipe close without a line */
         if (ready_fd >= 0) close(ready_fd);
         goto out;

@@ -1,4 +1,4 @@
-/* api/troupe.c - the `troupe` command: start, inspect and stop a standalone node service.
+/* api/cmd/troupe.c - the `troupe` command: start, inspect and stop a standalone node service.
  *
  *   troupe start --head [--port P] [--bind ADDR] [--token-file F] [--num-cpus N]
  *                       [--num-gpus N] [--resources a=1,b=2] [--tmpdir D]
@@ -28,8 +28,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api/cluster.h"
-#include "api/node.h"
+#include "api/node/cluster.h"
+#include "api/node/node.h"
 #include "core/clock.h"
 #include "core/codec.h"
 #include "core/config.h"

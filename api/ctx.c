@@ -1,0 +1,50 @@
+/* api/ctx.c - the tr_ctx_* functions a method calls (troupe.h): forwards to the worker's
+ * side (actor/ctx.h), and to dag/ for a device reply. */
+#include <stdarg.h>
+
+#include "actor/ctx.h"
+#include "troupe/troupe.h"
+
+TR_API int tr_ctx_reply(tr_ctx *ctx, const void *data, size_t len) {
+    return tr__ctx_reply(ctx, data, len);
+}
+
+TR_API int tr_ctx_reply_device(tr_ctx *ctx, const void *dev, size_t len) {
+    return tr__ctx_reply_device(ctx, dev, len);
+}
+
+TR_API int tr_ctx_error(tr_ctx *ctx, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = tr__ctx_verror(ctx, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+TR_API int tr_ctx_set_error(tr_ctx *ctx, const char *msg) {
+    return tr__ctx_set_error(ctx, msg);
+}
+
+TR_API tr_runtime *tr_ctx_runtime(tr_ctx *ctx) {
+    return tr__ctx_runtime(ctx);
+}
+
+TR_API const char *tr_ctx_method(const tr_ctx *ctx) {
+    return tr__ctx_method(ctx);
+}
+
+TR_API tr_actor_id tr_ctx_actor_id(const tr_ctx *ctx) {
+    return tr__ctx_actor_id(ctx);
+}
+
+TR_API const char *tr_ctx_gpu_ids(const tr_ctx *ctx) {
+    return tr__ctx_gpu_ids(ctx);
+}
+
+TR_API size_t tr_ctx_num_refs(const tr_ctx *ctx) {
+    return tr__ctx_num_refs(ctx);
+}
+
+TR_API int tr_ctx_ref(const tr_ctx *ctx, size_t i, const void **data, size_t *len) {
+    return tr__ctx_ref(ctx, i, data, len);
+}
