@@ -1,21 +1,14 @@
 """troupe: actors, objects, collective groups and compiled graphs over troupe's C runtime,
 with Ray's API: ``import troupe as ray`` runs Ray's actor, collective and compiled-graph
 examples. See bindings/python/README.md."""
-from . import exceptions
+from . import dag, exceptions, util
+from ._ffi import library_path
 from ._runtime import (ObjectRef, get, init, is_initialized, node_address,
                        object_store_stats, put, shutdown, wait)
 from .actor import ActorClass, ActorHandle, get_actor, kill, remote
-from ._ffi import library_path
 
 __version__ = "0.2.0"
 
 __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "kill",
            "get_actor", "ObjectRef", "ActorHandle", "ActorClass", "exceptions", "util",
            "dag", "library_path", "object_store_stats", "node_address"]
-
-
-def __getattr__(name):  # troupe.util, troupe.dag on first use
-    if name in ("util", "dag"):
-        import importlib
-        return importlib.import_module(f"troupe.{name}")
-    raise AttributeError(f"module 'troupe' has no attribute {name!r}")

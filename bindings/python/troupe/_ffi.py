@@ -11,12 +11,6 @@ from ctypes import (CFUNCTYPE, POINTER, Structure, byref, c_char, c_char_p, c_do
 
 ABI_VERSION = 1
 
-# status codes (api/include/troupe/status.h)
-OK = 0
-EINVAL, ENOMEM, ENOTFOUND, EEXIST, ETIMEDOUT, EACTOR_DIED, ETASK, ENOMETHOD = range(-1, -9, -1)
-ENOCLASS, ERESOURCES, EPROTO, EMSGSIZE, ECONNECT, ECLOSED, ESTALE, EIO = range(-9, -17, -1)
-EVERSION, ECANCELED, EPEER_DIED, EPERM, ESTATE, EINTERNAL, EOBJECT_LOST = range(-17, -24, -1)
-
 FOREVER = -1
 
 
@@ -201,8 +195,27 @@ def _load():
 lib, library_path = _load()
 
 
+def _status_codes():
+    """{"TR_ETIMEDOUT": -5, ...}: every status code this library names (tr_errname), asked
+    of it rather than copied from status.h, so a code added there is known here at once.
+    Codes are negative and small; "TR_E?" is the library's name for a number it lacks."""
+    codes = {}
+    for rc in range(-1, -65, -1):
+        name = lib.tr_errname(rc).decode()
+        if name != "TR_E?":
+            codes[name] = rc
+    return codes
+
+
+STATUS = _status_codes()  # name -> code; troupe._errors maps them to exceptions
+
+
 def errname(rc):
     return lib.tr_errname(rc).decode()
+
+
+def strerror(rc):
+    return lib.tr_strerror(rc).decode(errors="replace")
 
 
 def last_error():
@@ -213,5 +226,5 @@ def out_ptr():
     return c_void_p()
 
 
-__all__ = ["lib", "library_path", "errname", "last_error", "byref", "c_void_p", "c_size_t",
-           "c_uint8", "c_uint32", "c_uint64", "c_int"]
+__all__ = ["lib", "library_path", "STATUS", "errname", "strerror", "last_error", "byref",
+           "c_void_p", "c_size_t", "c_uint8", "c_uint32", "c_uint64", "c_int"]

@@ -1,4 +1,7 @@
-"""The process's runtime: init/shutdown, ObjectRef, get/put/wait, errors from C codes."""
+"""The process's runtime: init/shutdown (and the hooks that layers above register for
+it), ObjectRef, get/put/wait, and a call's wire format (call(): what an actor method call
+sends; the worker decodes the same)."""
+import asyncio
 import atexit
 import ctypes
 import gc
@@ -9,40 +12,19 @@ import threading
 import time
 import weakref
 
-from . import _ffi, _serial
+from . import _errors, _ffi, _serial
+from ._errors import check
 from ._ffi import Ref, byref, c_size_t, c_void_p, lib
-from .exceptions import (ActorDiedError, GetTimeoutError, ObjectLostError, TaskError,
-                         TroupeError)
+from .exceptions import GetTimeoutError, TroupeError
 
 _rt = None          # tr_runtime* (c_void_p) of this process: the driver's, or a worker's
 _in_worker = False  # this process runs an actor
 _lock = threading.RLock()  # (re-entered by a finalizer that runs under it)
 _SLICE_MS = 200     # a wait with no timeout wakes this often (Ctrl-C is seen)
+_shutdown_hooks = []  # on_shutdown's, newest first
 
-_ERRORS = {
-    _ffi.EACTOR_DIED: ActorDiedError,
-    _ffi.ETIMEDOUT: GetTimeoutError,
-    _ffi.EOBJECT_LOST: ObjectLostError,
-}
-
-
-def error(rc, what=""):
-    """The Python exception for a C status (with tr_last_error()'s text)."""
-    msg = _ffi.last_error()
-    text = f"{what}: {msg}" if what and msg else (what or msg or _ffi.errname(rc))
-    if rc == _ffi.EINVAL:
-        e = ValueError(f"{text} ({_ffi.errname(rc)})")
-        e.code = _ffi.errname(rc)
-        return e
-    if rc == _ffi.ETASK:
-        return TaskError(what, "", None, text)
-    cls = _ERRORS.get(rc, TroupeError)
-    return cls(text, _ffi.errname(rc))
-
-
-def check(rc, what=""):
-    if rc != 0:
-        raise error(rc, what)
+INLINE_MAX = 512 << 10       # larger call arguments go through the object store
+OBJECT_ARGS = b"TRPO"        # a call's arguments as an object: TRPO + its 16-byte id
 
 
 def runtime():
@@ -54,6 +36,23 @@ def runtime():
 
 def is_initialized():
     return _rt is not None
+
+
+def attach_worker(rt):
+    """In a worker (the actor's process, from its first callback): rt is this process's
+    runtime; init and shutdown are the node's, not the Python code's."""
+    global _rt, _in_worker
+    if _rt is None:
+        _rt = rt
+        _in_worker = True
+
+
+def on_shutdown(fn):
+    """Has shutdown() call fn() first, before the runtime ends (newest hook first): how a
+    layer above (troupe.dag's graphs) ends what it made over this one, without this layer
+    knowing it."""
+    _shutdown_hooks.insert(0, fn)
+    return fn
 
 
 def node_address():
@@ -69,9 +68,8 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
     path, or a cluster's head "HOST:PORT". Workers run this interpreter
     (``python -m troupe._worker``)."""
     global _rt
-    if unsupported:
-        import warnings
-        warnings.warn(f"troupe.init: ignoring {sorted(unsupported)}", stacklevel=2)
+    if unsupported:  # Ray's (include_dashboard, namespace, runtime_env, ...)
+        _errors.ignored("troupe.init", unsupported, stacklevel=2)
     with _lock:
         if _rt is not None:
             if ignore_reinit_error or _in_worker:
@@ -136,15 +134,21 @@ def shutdown():
         if _rt is None or _in_worker:
             return
         rt, _rt = _rt, None
-        from . import dag as _dag
-        _dag._teardown_all()
+        failed = None
+        for fn in list(_shutdown_hooks):
+            try:
+                fn()
+            except Exception as e:  # (the runtime ends all the same; the first is raised)
+                failed = failed or e
         gc.collect()
         if _viewing():
             _deferred.append(rt)
             for k in list(_views):
                 weakref.finalize(k, _finish_deferred)
-            return
-        lib.tr_shutdown(rt)
+        else:
+            lib.tr_shutdown(rt)
+        if failed is not None:
+            raise failed
 
 
 def _finish_deferred():
@@ -171,10 +175,14 @@ class ObjectRef:
         self._rt = _rt
 
     @classmethod
-    def _from_bytes(cls, b):
+    def from_binary(cls, b):
+        """The ref of 16 id bytes (binary()'s) that came in a value: not held here until
+        got."""
         r = Ref()
         ctypes.memmove(r.b, b, 16)
         return cls(r, owned=False)
+
+    _from_bytes = from_binary  # (its earlier name)
 
     def binary(self):
         return bytes(self._c.b)
@@ -217,11 +225,10 @@ class ObjectRef:
 
 
 def _rebuild_ref(b):
-    return ObjectRef._from_bytes(b)
+    return ObjectRef.from_binary(b)
 
 
 async def _await_ref(ref):
-    import asyncio
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(None, get, ref)
 
@@ -260,17 +267,21 @@ def _decode(addr, n, ref, what):
     view = _view(addr, n, _Keep(ref)) if n else memoryview(b"")
     try:
         return _serial.loads(view)
-    except _serial._RemoteError as e:
-        raise _task_error(e, what) from None
+    except _serial.RemoteError as e:
+        raise _errors.task_error(e, what) from None
 
 
-def _task_error(e, what):
-    err = TaskError(what, e.traceback_str, e.cause,
-                    f"{e.text}\n\nRemote traceback ({what}):\n{e.traceback_str}".rstrip())
-    return err.as_instanceof_cause()
+class GettableRef:
+    """A ref that is not an object's: get() (and so troupe.get) resolves it by its own
+    get(timeout=): a compiled graph's output (troupe.dag.CompiledDAGRef)."""
+
+    def get(self, timeout=None):
+        raise NotImplementedError
 
 
-def _get_one(ref, deadline, what="get"):
+def get_one(ref, deadline, what="get"):
+    """The value of one ObjectRef by deadline (time.monotonic(), None: none); what names
+    the value in a method's error."""
     if not isinstance(ref, ObjectRef):
         raise TypeError(f"troupe.get wants ObjectRefs, got {type(ref).__name__}")
     rt = runtime()
@@ -282,18 +293,16 @@ def _get_one(ref, deadline, what="get"):
             ms = max(0, int((deadline - time.monotonic()) * 1000))
             ms = min(ms, _SLICE_MS)
         rc = lib.tr_get(rt, ref._c, ms, byref(data), byref(n))
-        if rc == _ffi.ETIMEDOUT and (deadline is None or time.monotonic() < deadline):
+        if rc == _errors.ETIMEDOUT and (deadline is None or time.monotonic() < deadline):
             continue
         break
     if rc == 0:
         if not ref._owned:
             ref._hold()
         return _decode(data.value or 0, n.value, ref, what)
-    if rc == _ffi.ETIMEDOUT:
+    if rc == _errors.ETIMEDOUT:
         raise GetTimeoutError(f"troupe.get: {ref} not ready within the timeout")
-    if rc == _ffi.ESTALE:
-        raise ObjectLostError(f"{ref}: {_ffi.last_error()} (released?)", "TR_ESTALE")
-    raise error(rc, what)
+    check(rc, f"{ref} (released?)" if rc == _errors.ESTALE else what)
 
 
 def get(refs, *, timeout=None):
@@ -302,20 +311,21 @@ def get(refs, *, timeout=None):
     traceback; a dead actor raises ActorDiedError; a timeout GetTimeoutError."""
     deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
     if isinstance(refs, ObjectRef):
-        return _get_one(refs, deadline)
-    from .dag import CompiledDAGRef
-    if isinstance(refs, CompiledDAGRef):
+        return get_one(refs, deadline)
+    if isinstance(refs, GettableRef):
         return refs.get(timeout=timeout)
     if isinstance(refs, (list, tuple)):
         return [r.get(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
-                if isinstance(r, CompiledDAGRef) else _get_one(r, deadline) for r in refs]
+                if isinstance(r, GettableRef) else get_one(r, deadline) for r in refs]
     raise TypeError(f"troupe.get wants an ObjectRef or a list of them, got {type(refs).__name__}")
 
 
 def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):
     """(ready, not_ready): the first num_returns refs done (in the order given), within
-    timeout seconds (None: no limit)."""
-    del fetch_local
+    timeout seconds (None: no limit). Values stay in the node's store either way
+    (fetch_local=False is ignored)."""
+    if not fetch_local:
+        _errors.ignored("troupe.wait", ["fetch_local"], stacklevel=2)
     refs = list(refs)
     if not all(isinstance(r, ObjectRef) for r in refs):
         raise TypeError("troupe.wait wants a list of ObjectRefs")
@@ -381,3 +391,49 @@ def object_store_stats():
     lib.tr_store_stats_init(byref(s))
     check(lib.tr_object_stats(runtime(), byref(s)), "object_stats")
     return {f: getattr(s, f) for f, _ in s._fields_ if f != "struct_size"}
+
+
+# ------------------------------------------------------------------ calls
+
+def args_with_refs(args, kwargs):
+    """args and kwargs with each top-level ObjectRef replaced by an ArgRef, and the refs."""
+    refs = []
+
+    def sub(x):
+        if isinstance(x, ObjectRef):
+            refs.append(x)
+            return _serial.ArgRef(len(refs) - 1, x.binary())
+        return x
+
+    if not any(isinstance(x, ObjectRef) for x in args) and not any(
+            isinstance(x, ObjectRef) for x in kwargs.values()):
+        return args, kwargs, refs
+    return tuple(sub(x) for x in args), {k: sub(v) for k, v in kwargs.items()}, refs
+
+
+def call(actor_id, method, args, kwargs, what):
+    """Sends a method call to the actor of actor_id (an _ffi.ActorId); returns the ref of
+    its result at once. what: the call, as its error names it."""
+    rt = runtime()
+    a, kw, refs = args_with_refs(args, kwargs)
+    parts, total, nested = _serial.dumps((a, kw))
+    all_refs = list(refs)
+    for r in nested:  # refs inside the arguments: their objects stay until the call is done
+        if r.is_object() and r not in all_refs:
+            all_refs.append(r)
+    if total > INLINE_MAX:  # through the store: one copy in, a view for the worker
+        obj = put_payload(parts, total)
+        payload = OBJECT_ARGS + obj.binary()
+        all_refs.append(obj)
+    else:
+        payload = _serial.join(parts, total)
+    out = Ref()
+    name = method.encode()
+    if all_refs:
+        arr = (Ref * len(all_refs))(*[r._c for r in all_refs])
+        rc = lib.tr_call_refs(rt, actor_id, name, payload, len(payload), arr, len(all_refs),
+                              byref(out))
+    else:
+        rc = lib.tr_call(rt, actor_id, name, payload, len(payload), byref(out))
+    check(rc, what)
+    return ObjectRef(out)

@@ -145,11 +145,11 @@ def loads(view, copy_buffers=False):
             bufs.append(bytearray(b) if copy_buffers else b)
         return pickle.loads(view[start:start + plen], buffers=bufs)
     if magic == MAGIC_ERR:
-        raise _RemoteError(pickle.loads(view[4:]))
+        raise RemoteError(pickle.loads(view[4:]))
     raise ValueError(f"troupe: a value that is not a troupe payload (starts {magic!r})")
 
 
-class _RemoteError(Exception):
+class RemoteError(Exception):
     """A method's exception, as loads found it: (cause or None, traceback, repr)."""
 
     def __init__(self, info):

@@ -15,48 +15,44 @@ import threading
 import time
 import traceback
 
+from . import _errors, _ffi, _runtime, _serial
+from ._errors import check
+from ._runtime import OBJECT_ARGS, ObjectRef
+from .actor import PY_CLASS
+from .dag import FORGET, REGISTER, STEP_PREFIX
+
 
 def main():
-    from troupe import _ffi, _runtime, _serial
-    from troupe.actor import INLINE_MAX, OBJECT_ARGS, PY_CLASS
-    from troupe._runtime import ObjectRef
-    from troupe.exceptions import TroupeError
     lib, byref = _ffi.lib, _ffi.byref
-    del INLINE_MAX
-
-    from troupe.dag import FORGET, REGISTER, STEP_PREFIX
     state = {"instance": None, "loop": None}
     steps = {}  # compiled graphs' steps here: step id -> (method, args' and kwargs' sources)
     returned = collections.deque()  # (time, refs) returned in results, held a while
     HOLD_S = 300.0
 
     def set_runtime(ctx):
-        if _runtime._rt is None:
-            _runtime._rt = ctypes.c_void_p(lib.tr_ctx_runtime(ctx))
-            _runtime._in_worker = True
+        if not _runtime.is_initialized():
+            _runtime.attach_worker(ctypes.c_void_p(lib.tr_ctx_runtime(ctx)))
 
     def resolve(x, ctx):
         if isinstance(x, _serial.ArgRef):
-            ref = ObjectRef._from_bytes(x.id)
+            ref = ObjectRef.from_binary(x.id)
             if ref.is_object():  # held here: zero-copy for as long as the value lives
-                return _runtime._get_one(ref, None, "argument")
+                return _runtime.get_one(ref, None, "argument")
             data, n = ctypes.c_void_p(), ctypes.c_size_t()
-            rc = lib.tr_ctx_ref(ctx, x.index, byref(data), byref(n))
-            if rc:
-                raise _runtime.error(rc, "a ref argument")
+            check(lib.tr_ctx_ref(ctx, x.index, byref(data), byref(n)), "a ref argument")
             view = memoryview(ctypes.string_at(data.value, n.value)) if n.value else \
                 memoryview(b"")
             try:
                 return _serial.loads(view)
-            except _serial._RemoteError as e:
-                raise _runtime._task_error(e, "an argument's call") from None
+            except _serial.RemoteError as e:
+                raise _errors.task_error(e, "an argument's call") from None
         return x
 
     def decode_args(ctx, addr, n):
         payload = ctypes.string_at(addr, n) if n else b""
         if payload[:4] == OBJECT_ARGS and n == 20:
-            ref = ObjectRef._from_bytes(payload[4:20])
-            a, kw = _runtime._get_one(ref, None, "arguments")
+            ref = ObjectRef.from_binary(payload[4:20])
+            a, kw = _runtime.get_one(ref, None, "arguments")
         else:
             a, kw = _serial.loads(memoryview(payload))
         if any(isinstance(x, _serial.ArgRef) for x in a) or any(
@@ -66,9 +62,7 @@ def main():
         return a, kw
 
     def reply(ctx, data):
-        rc = lib.tr_ctx_reply(ctx, data, len(data))
-        if rc:
-            raise TroupeError(f"replying {len(data)} bytes: {_ffi.last_error()}")
+        check(lib.tr_ctx_reply(ctx, data, len(data)), f"replying {len(data)} bytes")
 
     def hold(refs):
         now = time.monotonic()
@@ -95,7 +89,7 @@ def main():
         except BaseException as e:
             text = f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
             lib.tr_ctx_set_error(ctx, text.encode(errors="replace")[:4000])
-            return _ffi.ETASK
+            return _errors.ETASK
 
     @_ffi.DTOR_FN
     def dtor(self_ptr):
@@ -111,8 +105,7 @@ def main():
         data_in = [ctypes.string_at(args, n) if n else b""]
         for i in range(lib.tr_ctx_num_refs(ctx)):
             data, k = ctypes.c_void_p(), ctypes.c_size_t()
-            if lib.tr_ctx_ref(ctx, i, byref(data), byref(k)):
-                raise _runtime.error(_ffi.EINVAL, "a graph step's input")
+            check(lib.tr_ctx_ref(ctx, i, byref(data), byref(k)), "a graph step's input")
             data_in.append(ctypes.string_at(data.value, k.value) if k.value else b"")
         raw = {s[1]: s for s in list(spec[0]) + list(spec[1].values()) if s[0] == "raw"}
         vals = []
@@ -159,14 +152,13 @@ def main():
             if v.dtype != np.dtype(dtype):
                 raise TypeError(f"{method} returned {v.dtype} into an allreduce of {dtype}")
             last_shape[step] = v.shape
-            rc = lib.tr_ctx_reply(ctx, ctypes.c_void_p(v.ctypes.data), v.nbytes)
-            if rc:
-                raise TroupeError(f"replying {v.nbytes} bytes: {_ffi.last_error()}")
+            check(lib.tr_ctx_reply(ctx, ctypes.c_void_p(v.ctypes.data), v.nbytes),
+                  f"replying {v.nbytes} bytes")
             return 0
         except BaseException as e:
             text = f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
             lib.tr_ctx_set_error(ctx, text.encode(errors="replace")[:4000])
-            return _ffi.ETASK
+            return _errors.ETASK
 
     pinned = set()
     ensure = ctypes.pythonapi.PyGILState_Ensure
@@ -225,7 +217,7 @@ def main():
             except BaseException:
                 text = f"{type(e).__name__}: {e}"
                 lib.tr_ctx_set_error(ctx, text.encode(errors="replace")[:4000])
-                return _ffi.ETASK
+                return _errors.ETASK
         return 0
 
     cls = _ffi.ActorClass()

@@ -1,19 +1,22 @@
-"""Actors: @troupe.remote classes, their handles and method calls."""
+"""Actors: @troupe.remote classes, their handles and method calls (the top of the user's
+API: a handle's method also binds into a compiled graph, troupe.dag)."""
 import ctypes
 import inspect
 
-from . import _ffi, _runtime, _serial
-from ._ffi import ActorId, Ref, byref, lib
-from ._runtime import ObjectRef, check, runtime
+from . import _errors, _ffi, _runtime, _serial
+from ._errors import check
+from ._ffi import ActorId, byref, lib
+from ._runtime import runtime
+from .dag import ClassMethodNode
 
 PY_CLASS = b"troupe.py"      # the one C class every Python actor is (its dispatch runs
                              # the Python method of the call's name: _worker.py)
-INLINE_MAX = 512 << 10       # larger arguments go through the object store
-OBJECT_ARGS = b"TRPO"        # a call's arguments as an object: TRPO + its 16-byte id
 
-_ACTOR_OPTIONS = {"name", "num_cpus", "num_gpus", "resources", "max_restarts", "namespace",
-                  "lifetime", "get_if_exists", "max_concurrency", "max_task_retries",
-                  "runtime_env", "scheduling_strategy", "memory"}
+_ACTOR_OPTIONS = {"name", "num_cpus", "num_gpus", "resources", "max_restarts",
+                  "get_if_exists"}
+# Ray's, taken so that its code runs, but troupe does not do what they ask: a warning
+_IGNORED_OPTIONS = {"namespace", "lifetime", "max_concurrency", "max_task_retries",
+                    "runtime_env", "scheduling_strategy", "memory"}
 
 
 def remote(*args, **options):
@@ -30,14 +33,17 @@ def _make(obj, options):
     if not inspect.isclass(obj):
         raise TypeError(f"troupe.remote: {obj!r} is not a class (troupe runs actors; "
                         f"remote functions are not supported)")
-    _check_options(options)
+    _check_options(options, 3)  # (from the user's @remote(...) line: through its lambda)
     return ActorClass(obj, options)
 
 
-def _check_options(options):
-    bad = set(options) - _ACTOR_OPTIONS
+def _check_options(options, stacklevel):
+    """Refuses an option Ray lacks; warns (once) of one troupe ignores. stacklevel: the
+    user's frame, counted from this function's caller."""
+    bad = set(options) - _ACTOR_OPTIONS - _IGNORED_OPTIONS
     if bad:
         raise TypeError(f"unknown actor options: {sorted(bad)}")
+    _errors.ignored("an actor's options", set(options) & _IGNORED_OPTIONS, stacklevel + 1)
 
 
 def _methods_of(cls):
@@ -54,7 +60,7 @@ class ActorClass:
         self.__doc__ = cls.__doc__
 
     def options(self, **options):
-        _check_options(options)
+        _check_options(options, 2)
         merged = dict(self._options)
         merged.update(options)
         return ActorClass._with(self, merged)
@@ -93,7 +99,7 @@ class ActorClass:
         if o.get("name"):
             opts.name = str(o["name"]).encode()
         opts.max_restarts = int(o.get("max_restarts") or 0)
-        a, kw, refs = _args_with_refs(args, kwargs)
+        a, kw, refs = _runtime.args_with_refs(args, kwargs)
         if refs:
             raise TypeError("ObjectRefs as constructor arguments are not supported: pass "
                             "the value (troupe.get) or give the ref to a method")
@@ -160,10 +166,11 @@ class ActorMethod:
         return call(self._handle, self._name, args, kwargs)
 
     def bind(self, *args, **kwargs):
-        from .dag import ClassMethodNode
         return ClassMethodNode(self._handle, self._name, args, kwargs)
 
     def options(self, **options):
+        """Ray's per-call options (num_returns, ...): all ignored here, with a warning."""
+        _errors.ignored("a method's options", options, 2)
         return self
 
     def __call__(self, *args, **kwargs):
@@ -171,56 +178,21 @@ class ActorMethod:
                         f".{self._name}.remote()")
 
 
-def _args_with_refs(args, kwargs):
-    """args and kwargs with each top-level ObjectRef replaced by an ArgRef, and the refs."""
-    refs = []
-
-    def sub(x):
-        if isinstance(x, ObjectRef):
-            refs.append(x)
-            return _serial.ArgRef(len(refs) - 1, x.binary())
-        return x
-
-    if not any(isinstance(x, ObjectRef) for x in args) and not any(
-            isinstance(x, ObjectRef) for x in kwargs.values()):
-        return args, kwargs, refs
-    return tuple(sub(x) for x in args), {k: sub(v) for k, v in kwargs.items()}, refs
-
-
 def call(handle, method, args, kwargs):
     """Sends a method call; returns the ref of its result at once."""
-    rt = runtime()
-    a, kw, refs = _args_with_refs(args, kwargs)
-    parts, total, nested = _serial.dumps((a, kw))
-    all_refs = list(refs)
-    for r in nested:  # refs inside the arguments: their objects stay until the call is done
-        if r.is_object() and r not in all_refs:
-            all_refs.append(r)
-    if total > INLINE_MAX:  # through the store: one copy in, a view for the worker
-        obj = _runtime.put_payload(parts, total)
-        payload = OBJECT_ARGS + obj.binary()
-        all_refs.append(obj)
-    else:
-        payload = _serial.join(parts, total)
-    out = Ref()
-    name = method.encode()
-    if all_refs:
-        arr = (Ref * len(all_refs))(*[r._c for r in all_refs])
-        rc = lib.tr_call_refs(rt, handle._id, name, payload, len(payload), arr, len(all_refs),
-                              byref(out))
-    else:
-        rc = lib.tr_call(rt, handle._id, name, payload, len(payload), byref(out))
-    check(rc, f"calling {handle._class_name}.{method}")
-    return ObjectRef(out)
+    return _runtime.call(handle._id, method, args, kwargs,
+                         f"calling {handle._class_name}.{method}")
 
 
 def get_actor(name, namespace=None):
-    """The handle of the actor created with options(name=name); ValueError if none."""
-    del namespace
+    """The handle of the actor created with options(name=name); ValueError if none (a
+    node's actors share one namespace: namespace is ignored)."""
+    if namespace is not None:
+        _errors.ignored("get_actor", ["namespace"], 2)
     aid = ActorId()
     rc = lib.tr_actor_get(runtime(), str(name).encode(), byref(aid))
-    if rc == _ffi.ENOTFOUND:
-        raise ValueError(f"Failed to look up actor with name '{name}'")
+    if rc == _errors.ENOTFOUND:  # (Ray's class and words)
+        raise _errors.error(rc, f"Failed to look up actor with name '{name}'", ValueError)
     check(rc, f"get_actor({name!r})")
     det = _ffi.ActorDetails()
     lib.tr_actor_details_init(byref(det))

@@ -18,9 +18,11 @@ import os
 import threading
 import weakref
 
-from . import _ffi, _runtime, _serial
+from . import _errors, _ffi, _runtime, _serial
+from ._errors import check
 from ._ffi import byref, lib
-from .exceptions import ActorDiedError, GetTimeoutError, TroupeError
+from .exceptions import GetTimeoutError, TroupeError
+from .util.collective.types import DTYPES, ReduceOp
 
 STEP_PREFIX = "_troupe_dag:"
 REGISTER = "_troupe_dag_register"
@@ -32,6 +34,8 @@ _live = weakref.WeakSet()  # compiled graphs, torn down by troupe.shutdown
 class DAGNode:
     def experimental_compile(self, *, enable_asyncio=False, _max_inflight_executions=None,
                              _buffer_size_bytes=None, _submit_timeout=None, **unused):
+        if unused:  # Ray's other knobs (_overlap_gpu_communication, ...)
+            _errors.ignored("experimental_compile", unused, 2)
         return CompiledDAG(self, enable_asyncio, _max_inflight_executions,
                            _buffer_size_bytes, _submit_timeout)
 
@@ -76,17 +80,15 @@ class CollectiveNode:
 
     def __init__(self, inputs, op, dtype):
         import numpy as np
-        from .util.collective.types import ReduceOp
         self._inputs = list(inputs)
         if len(self._inputs) < 2 or not all(isinstance(x, ClassMethodNode)
                                             for x in self._inputs):
             raise TypeError("allreduce.bind takes a list of at least 2 bound methods")
         self._op = int(ReduceOp(op))
         self._dtype = np.dtype(dtype)
-        from .util.collective.collective import _DTYPES
-        if self._dtype.name not in _DTYPES:
+        if self._dtype.name not in DTYPES:
             raise TypeError(f"allreduce.bind: dtype {self._dtype} is not supported")
-        self._c_dtype = _DTYPES[self._dtype.name]
+        self._c_dtype = DTYPES[self._dtype.name]
 
 
 class CollectiveOutputNode(DAGNode):
@@ -102,7 +104,8 @@ class _AllReduce:
     float32 unless given)."""
 
     def bind(self, input_nodes, op=0, dtype="float32", transport=None):
-        del transport
+        if transport is not None:  # (a graph's own shm group: always)
+            _errors.ignored("allreduce.bind", ["transport"], 2)
         coll = CollectiveNode(input_nodes, op, dtype)
         return [CollectiveOutputNode(coll, i) for i in range(len(coll._inputs))]
 
@@ -115,17 +118,6 @@ class MultiOutputNode(DAGNode):
         self._outputs = list(outputs)
         if not self._outputs:
             raise ValueError("MultiOutputNode needs at least one node")
-
-
-def _err(rc, what):
-    msg = _ffi.last_error()
-    if rc == _ffi.EACTOR_DIED:
-        return ActorDiedError(f"{what}: {msg}")
-    if rc == _ffi.ETIMEDOUT:
-        return GetTimeoutError(f"{what}: {msg}")
-    if rc == _ffi.EINVAL:
-        return ValueError(f"{what}: {msg}")
-    return TroupeError(f"{what}: {msg}", _ffi.errname(rc))
 
 
 class CompiledDAG:
@@ -147,15 +139,15 @@ class CompiledDAG:
         self._collect_raw(outs, set())
         self._out_dtypes = [o._coll._dtype if isinstance(o, CollectiveOutputNode) else None
                             for o in outs]
-        _check(lib.tr_dag_create(rt, byref(self._g)), "tr_dag_create")
+        check(lib.tr_dag_create(rt, byref(self._g)), "tr_dag_create")
         try:
             inp = ctypes.c_uint32()
-            _check(lib.tr_dag_input(self._g, byref(inp)), "the graph's input")
+            check(lib.tr_dag_input(self._g, byref(inp)), "the graph's input")
             self._input = inp.value
             made = {}
             c_outs = [self._any(o, made) for o in outs]
             arr = (ctypes.c_uint32 * len(c_outs))(*c_outs)
-            _check(lib.tr_dag_output(self._g, arr, len(c_outs)), "the graph's outputs")
+            check(lib.tr_dag_output(self._g, arr, len(c_outs)), "the graph's outputs")
             self._n_out = len(c_outs)
             opts = _ffi.DagOptions()
             opts.struct_size = ctypes.sizeof(opts)
@@ -163,7 +155,7 @@ class CompiledDAG:
             opts.slot_bytes = int(buffer_size or 65536)
             opts.submit_timeout_ms = int((submit_timeout or 10) * 1000)
             opts.attach_timeout_ms = 30000
-            _check(lib.tr_dag_compile(self._g, byref(opts)), "compiling the graph")
+            check(lib.tr_dag_compile(self._g, byref(opts)), "compiling the graph")
         except BaseException:
             self.teardown()
             raise
@@ -204,7 +196,7 @@ class CompiledDAG:
         ins = [self._node(x, made) for x in coll._inputs]
         arr = (ctypes.c_uint32 * len(ins))(*ins)
         outs = (ctypes.c_uint32 * len(ins))()
-        _check(lib.tr_dag_allreduce(self._g, arr, len(ins), coll._c_dtype, coll._op, outs),
+        check(lib.tr_dag_allreduce(self._g, arr, len(ins), coll._c_dtype, coll._op, outs),
                "allreduce.bind")
         made[id(coll)] = list(outs)
         return made[id(coll)]
@@ -244,15 +236,16 @@ class CompiledDAG:
             inputs.append(self._input)
         step = self._step_of(node)
         raw = self._raw.get(id(node))
-        from .actor import call
-        _runtime.get(call(node._handle, REGISTER,
-                          (step, node._method, args, kwargs, raw.str if raw else None), {}))
+        what = f"binding {node._handle._class_name}.{node._method}"
+        _runtime.get(_runtime.call(node._handle._id, REGISTER,
+                                   (step, node._method, args, kwargs, raw.str if raw else None),
+                                   {}, what))
         self._steps.append((node._handle, step))
         arr = (ctypes.c_uint32 * len(inputs))(*inputs)
         out = ctypes.c_uint32()
-        _check(lib.tr_dag_bind(self._g, node._handle._id, (STEP_PREFIX + step).encode(), arr,
+        check(lib.tr_dag_bind(self._g, node._handle._id, (STEP_PREFIX + step).encode(), arr,
                                len(inputs), byref(out)),
-               f"binding {node._handle._class_name}.{node._method}")
+               what)
         made[id(node)] = out.value
         return out.value
 
@@ -274,7 +267,7 @@ class CompiledDAG:
         data = _serial.join(parts, total)
         e = ctypes.c_uint64()
         with self._lock:
-            _check(lib.tr_dag_execute(self._g, data, len(data), byref(e)), "execute")
+            check(lib.tr_dag_execute(self._g, data, len(data), byref(e)), "execute")
             self._execs[e.value] = _Exec(self._n_out)
         return e.value
 
@@ -287,7 +280,7 @@ class CompiledDAG:
         ms = -1 if timeout is None else max(0, int(timeout * 1000))
         data, n = ctypes.c_void_p(), ctypes.c_size_t()
         rc = lib.tr_dag_get(self._g, e, i, ms, byref(data), byref(n))
-        if rc == _ffi.ETIMEDOUT:
+        if rc == _errors.ETIMEDOUT:
             raise GetTimeoutError(f"execution {e}: output {i} not ready within {timeout} s")
         try:
             if rc == 0 and self._out_dtypes[i] is not None:  # a collective node's bytes
@@ -299,9 +292,9 @@ class CompiledDAG:
                     memoryview(b"")
                 try:
                     return _serial.loads(payload)
-                except _serial._RemoteError as err:
-                    raise _runtime._task_error(err, "a compiled graph's step") from None
-            raise _err(rc, f"execution {e}")
+                except _serial.RemoteError as err:
+                    raise _errors.task_error(err, "a compiled graph's step") from None
+            check(rc, f"execution {e}")
         finally:
             self._taken(e, i)
 
@@ -355,7 +348,7 @@ class CompiledDAG:
     def visualize(self, filename=None):
         """The graph as Graphviz text (also written to filename, if given)."""
         out = ctypes.c_void_p()
-        _check(lib.tr_dag_to_dot(self._g, byref(out)), "visualize")
+        check(lib.tr_dag_to_dot(self._g, byref(out)), "visualize")
         text = ctypes.string_at(out.value).decode()
         lib.tr_free(out)
         if filename:
@@ -375,8 +368,7 @@ class CompiledDAG:
             lib.tr_dag_destroy(g)
         for handle, step in self._steps:  # (no wait: an actor may be dead)
             try:
-                from .actor import call
-                call(handle, FORGET, (step,), {})
+                _runtime.call(handle._id, FORGET, (step,), {}, "forgetting a step")
             except Exception:
                 pass
         self._steps = []
@@ -394,7 +386,7 @@ class _Exec:
         self.left = n
 
 
-class CompiledDAGRef:
+class CompiledDAGRef(_runtime.GettableRef):
     """One output of one execution: ``troupe.get(ref)`` or ``ref.get(timeout=)``, once."""
 
     def __init__(self, dag, e, i):
@@ -418,11 +410,7 @@ class CompiledDAGRef:
         return f"CompiledDAGRef(execution {self._e}, output {self._i})"
 
 
-def _check(rc, what):
-    if rc:
-        raise _err(rc, what)
-
-
+@_runtime.on_shutdown
 def _teardown_all():
     for g in list(_live):
         g.teardown()

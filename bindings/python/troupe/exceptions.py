@@ -1,14 +1,21 @@
 """troupe's exceptions, with Ray's names as aliases so that code catching them runs
-unchanged (``except ray.exceptions.RayActorError`` becomes ``troupe.exceptions``')."""
+unchanged (``except ray.exceptions.RayActorError`` becomes ``troupe.exceptions``').
+
+Which class a C status code raises is troupe._errors' one table; every exception troupe
+raises for a status has ``code`` (its name) and ``status`` (its number), also the
+ValueError of an argument the library refused (TR_EINVAL)."""
+from . import _ffi
 
 
 class TroupeError(Exception):
     """A failure the runtime reports: ``code`` is the C status name (e.g. "TR_ETIMEDOUT"),
-    the message is tr_last_error()'s text."""
+    ``status`` its number (as the library has it: -5); the message ends with
+    tr_last_error()'s text."""
 
     def __init__(self, message="", code=None):
         super().__init__(message)
         self.code = code
+        self.status = _ffi.STATUS.get(code)  # (None for no code, or a name not a status)
 
 
 class TaskError(TroupeError):
@@ -43,6 +50,8 @@ class TaskError(TroupeError):
             err.__dict__.update(getattr(self.cause, "__dict__", {}))
             TaskError.__init__(err, self.function_name, self.traceback_str, self.cause,
                                self.args[0] if self.args else None)
+            if "status" in getattr(self.cause, "__dict__", {}):  # the cause's own (an HTTP
+                err.status = self.cause.status                    # error's) stays readable
             err.args = (self.args[0],) if self.args else ()
             return err
         except Exception:  # a class with __slots__, a final class, ...

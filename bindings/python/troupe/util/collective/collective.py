@@ -1,23 +1,18 @@
 """The collective API over tr_group_* (api/include/troupe/troupe.h)."""
 import ctypes
 
-from ... import _ffi, _runtime
+from ... import _errors, _ffi, _runtime
 from ..._ffi import byref, lib
 from ...exceptions import CollectiveError
-from .types import Backend, ReduceOp, unset_timeout_ms
+from .types import DTYPES, Backend, ReduceOp, unset_timeout_ms
 
 _JOIN_TIMEOUT_MS = 60000
 
-# numpy dtype -> tr_dtype
-_DTYPES = {"int8": 0, "uint8": 1, "int32": 2, "int64": 3, "float16": 4, "bfloat16": 5,
-           "float32": 6, "float64": 7}
 
-
-def _raise(rc, what):
-    msg = _ffi.last_error()
-    if rc == _ffi.EINVAL:
-        raise ValueError(f"{what}: {msg} ({_ffi.errname(rc)})")
-    raise CollectiveError(f"{what}: {msg}", _ffi.errname(rc))
+def _check(rc, what):
+    """A group's failure is a CollectiveError (whatever its code), a refused argument a
+    ValueError."""
+    _errors.check(rc, what, CollectiveError)
 
 
 def _backend(backend):
@@ -46,20 +41,18 @@ def _group(group_name, what):
     rt = _runtime.runtime()
     g = ctypes.c_void_p()
     rc = lib.tr_group_get(rt, _name(group_name), byref(g))
-    if rc == _ffi.ENOTFOUND:
+    if rc == _errors.ENOTFOUND:
         declared = lib.tr_group_is_declared(rt, _name(group_name))
         if declared < 0:
-            _raise(declared, what)
+            _check(declared, what)
         if declared == 0:
             raise CollectiveError(f"{what}: the collective group '{group_name}' is not "
                                   f"initialized in this process (init_collective_group, or "
                                   f"create_collective_group from the driver)", "TR_ENOTFOUND")
         rc = lib.tr_group_open(rt, _name(group_name), _JOIN_TIMEOUT_MS, byref(g))
-        if rc == _ffi.ESTATE or rc == _ffi.ENOTFOUND:
-            raise CollectiveError(f"{what}: this process is not in collective group "
-                                  f"'{group_name}' ({_ffi.last_error()})", _ffi.errname(rc))
-    if rc:
-        _raise(rc, what)
+        if rc in (_errors.ESTATE, _errors.ENOTFOUND):  # declared, but not with this one
+            what = f"{what}: this process is not in collective group '{group_name}'"
+    _check(rc, what)
     return g
 
 
@@ -70,7 +63,7 @@ def _device(t, what, writable):
     memory)."""
     import numpy as np
     ai = t.__cuda_array_interface__
-    dt = _DTYPES.get(np.dtype(ai["typestr"]).name)
+    dt = DTYPES.get(np.dtype(ai["typestr"]).name)
     if dt is None:
         raise TypeError(f"{what}: dtype {np.dtype(ai['typestr'])} is not supported")
     shape = tuple(ai["shape"])
@@ -99,7 +92,7 @@ def _tensor(t, what, writable=True):
             return _device(t, what, writable)
         raise TypeError(f"{what}: a numpy array (or a GPU array with "
                         f"__cuda_array_interface__) is needed, got {type(t).__name__}")
-    dt = _DTYPES.get(t.dtype.name)
+    dt = DTYPES.get(t.dtype.name)
     if dt is None:
         raise TypeError(f"{what}: dtype {t.dtype} is not supported (int8, uint8, int32, "
                         f"int64, float16, float32, float64)")
@@ -132,8 +125,7 @@ def init_collective_group(world_size, rank, backend=Backend.SHM, group_name="def
     g = ctypes.c_void_p()
     rc = lib.tr_group_init(rt, world_size, rank, _backend(backend).encode(), _name(group_name),
                            _JOIN_TIMEOUT_MS, byref(g))
-    if rc:
-        _raise(rc, f"init_collective_group({group_name!r})")
+    _check(rc, f"init_collective_group({group_name!r})")
 
 
 def create_collective_group(actors, world_size, ranks, backend=Backend.SHM,
@@ -151,8 +143,7 @@ def create_collective_group(actors, world_size, ranks, backend=Backend.SHM,
     rk = (ctypes.c_int * world_size)(*ranks)
     rc = lib.tr_group_declare(_runtime.runtime(), ids, world_size, rk,
                               _backend(backend).encode(), _name(group_name))
-    if rc:
-        _raise(rc, f"create_collective_group({group_name!r})")
+    _check(rc, f"create_collective_group({group_name!r})")
 
 
 def declare_collective_group(actors, group_name="default", world_size=None, ranks=None,
@@ -192,35 +183,30 @@ def get_collective_group_size(group_name="default"):
 
 # ------------------------------------------------------------------ ops
 
-def _call(rc, what):
-    if rc:
-        _raise(rc, what)
-
-
 def barrier(group_name="default"):
     g = _group(group_name, "barrier")
-    _call(lib.tr_barrier(g, unset_timeout_ms), "barrier")
+    _check(lib.tr_barrier(g, unset_timeout_ms), "barrier")
 
 
 def allreduce(tensor, group_name="default", op=ReduceOp.SUM):
     """Every rank's tensor becomes the reduction of all ranks' (in place)."""
     p, n, dt = _tensor(tensor, "allreduce")
     g = _group(group_name, "allreduce")
-    _call(lib.tr_allreduce(g, p, p, n, dt, _op(op), unset_timeout_ms), "allreduce")
+    _check(lib.tr_allreduce(g, p, p, n, dt, _op(op), unset_timeout_ms), "allreduce")
 
 
 def reduce(tensor, dst_rank=0, group_name="default", op=ReduceOp.SUM):
     """dst_rank's tensor becomes the reduction of all ranks' (the others' are unchanged)."""
     p, n, dt = _tensor(tensor, "reduce")
     g = _group(group_name, "reduce")
-    _call(lib.tr_reduce(g, p, p, n, dt, _op(op), dst_rank, unset_timeout_ms), "reduce")
+    _check(lib.tr_reduce(g, p, p, n, dt, _op(op), dst_rank, unset_timeout_ms), "reduce")
 
 
 def broadcast(tensor, src_rank=0, group_name="default"):
     """Every rank's tensor becomes src_rank's."""
     p, n, dt = _tensor(tensor, "broadcast")
     g = _group(group_name, "broadcast")
-    _call(lib.tr_broadcast(g, p, n, dt, src_rank, unset_timeout_ms), "broadcast")
+    _check(lib.tr_broadcast(g, p, n, dt, src_rank, unset_timeout_ms), "broadcast")
 
 
 def allgather(tensor_list, tensor, group_name="default"):
@@ -234,7 +220,7 @@ def allgather(tensor_list, tensor, group_name="default"):
     _same(tensor_list, tensor, "allgather")
     out = np.empty((world,) + tensor.shape, dtype=tensor.dtype)
     q, _, _ = _tensor(out, "allgather")
-    _call(lib.tr_allgather(g, p, q, n, dt, unset_timeout_ms), "allgather")
+    _check(lib.tr_allgather(g, p, q, n, dt, unset_timeout_ms), "allgather")
     for j in range(world):
         np.copyto(tensor_list[j], out[j])
 
@@ -250,7 +236,7 @@ def reduce_scatter(tensor, tensor_list, group_name="default", op=ReduceOp.SUM):
     _same(tensor_list, tensor, "reduce_scatter")
     send = np.ascontiguousarray(np.stack(tensor_list))
     q, _, _ = _tensor(send, "reduce_scatter", writable=False)
-    _call(lib.tr_reduce_scatter(g, q, p, n, dt, _op(op), unset_timeout_ms), "reduce_scatter")
+    _check(lib.tr_reduce_scatter(g, q, p, n, dt, _op(op), unset_timeout_ms), "reduce_scatter")
 
 
 reducescatter = reduce_scatter  # Ray's spelling
@@ -259,13 +245,13 @@ reducescatter = reduce_scatter  # Ray's spelling
 def send(tensor, dst_rank, group_name="default"):
     p, n, dt = _tensor(tensor, "send", writable=False)
     g = _group(group_name, "send")
-    _call(lib.tr_send(g, p, n, dt, dst_rank, unset_timeout_ms), "send")
+    _check(lib.tr_send(g, p, n, dt, dst_rank, unset_timeout_ms), "send")
 
 
 def recv(tensor, src_rank, group_name="default"):
     p, n, dt = _tensor(tensor, "recv")
     g = _group(group_name, "recv")
-    _call(lib.tr_recv(g, p, n, dt, src_rank, unset_timeout_ms), "recv")
+    _check(lib.tr_recv(g, p, n, dt, src_rank, unset_timeout_ms), "recv")
 
 
 def gather(tensor_list, tensor, dst_rank=0, group_name="default"):
@@ -283,7 +269,7 @@ def gather(tensor_list, tensor, dst_rank=0, group_name="default"):
         _same(tensor_list, tensor, "gather")
         out = np.empty((world,) + tensor.shape, dtype=tensor.dtype)
         q, _, _ = _tensor(out, "gather")
-    _call(lib.tr_gather(g, p, q, n, dt, dst_rank, unset_timeout_ms), "gather")
+    _check(lib.tr_gather(g, p, q, n, dt, dst_rank, unset_timeout_ms), "gather")
     if out is not None:
         for j in range(world):
             np.copyto(tensor_list[j], out[j])
@@ -304,7 +290,7 @@ def scatter(tensor, tensor_list, src_rank=0, group_name="default"):
         _same(tensor_list, tensor, "scatter")
         keep = np.ascontiguousarray(np.stack(tensor_list))
         q, _, _ = _tensor(keep, "scatter", writable=False)
-    _call(lib.tr_scatter(g, q, p, n, dt, src_rank, unset_timeout_ms), "scatter")
+    _check(lib.tr_scatter(g, q, p, n, dt, src_rank, unset_timeout_ms), "scatter")
 
 
 def alltoall(out_list, in_list, group_name="default"):
@@ -325,6 +311,6 @@ def alltoall(out_list, in_list, group_name="default"):
     out = np.empty_like(send)
     p, n, dt = _tensor(send, "alltoall", writable=False)
     q, _, _ = _tensor(out, "alltoall")
-    _call(lib.tr_alltoall(g, p, q, n // world, dt, unset_timeout_ms), "alltoall")
+    _check(lib.tr_alltoall(g, p, q, n // world, dt, unset_timeout_ms), "alltoall")
     for j in range(world):
         np.copyto(out_list[j], out[j])

@@ -1,4 +1,5 @@
-"""Backends and reduction ops, by Ray's names (ray.util.collective.types)."""
+"""Backends and reduction ops, by Ray's names (ray.util.collective.types), and the
+element types the C library reduces."""
 import enum
 
 
@@ -20,5 +21,9 @@ class ReduceOp(enum.IntEnum):
     MAX = 3
     AVERAGE = 4
 
+
+# numpy dtype name -> tr_dtype (api/include/troupe/troupe.h)
+DTYPES = {"int8": 0, "uint8": 1, "int32": 2, "int64": 3, "float16": 4, "bfloat16": 5,
+          "float32": 6, "float64": 7}
 
 unset_timeout_ms = -2  # the group's default timeout (60 s, or tr_group_set_timeout's)
