@@ -106,7 +106,7 @@ int tr__group_open(tr__nodeconn *node, const char *node_path, size_t max_msg,
             rc = tr__kv_client_cluster(node, "get", key, NULL, 0, &v, &vn);
             if (rc == TR_ESTATE) cluster = 0; /* this node is in no cluster */
             if (rc == TR_ERESOURCES || rc == TR_ECONNECT || rc == TR_ETIMEDOUT) {
-                snprintf(last, sizeof last, " (last: %s)", tr_last_error());
+                snprintf(last, sizeof last, " (last: %s)", tr__last_error());
                 rc = TR_ENOTFOUND;
             }
             if (rc == TR_ENOTFOUND && left != 0) {

@@ -15,6 +15,7 @@
 #include "collective/steps.h"
 #include "core/clock.h"
 #include "core/codec.h"
+#include "core/reduce.h"
 #include "core/status.h"
 #ifdef TR_WITH_CUDA
 #include "collective/nccl/nccl.h"
@@ -342,7 +343,7 @@ static int begin(tr_group *g, int *timeout_ms) {
 
 /* count elements of dtype, times `mult` buffers, must fit a size_t (0: bad dtype too). */
 static int fits(size_t count, tr_dtype dtype, size_t mult) {
-    size_t esz = tr_dtype_size(dtype);
+    size_t esz = tr__dtype_size(dtype);
     return esz && count <= SIZE_MAX / esz / mult;
 }
 
@@ -376,7 +377,7 @@ TR_API int tr_group_set_timeout(tr_group *g, int timeout_ms) {
 static int finish(tr_group *g, int rc) {
     if (rc && rc != TR_EINVAL) {
         g->broken = rc;
-        snprintf(g->broken_msg, sizeof g->broken_msg, "%s", tr_last_error());
+        snprintf(g->broken_msg, sizeof g->broken_msg, "%s", tr__last_error());
     }
     return rc;
 }

@@ -102,7 +102,7 @@ static void answer_all(group *g) {
         member *m = &g->m[r];
         if (!m->joined || m->answered) continue;
         if (tr__server_reply_fd(m->conn, m->seq, &b, g->fd))
-            tr__server_reply_status(m->conn, m->seq, TR_EIO, tr_last_error());
+            tr__server_reply_status(m->conn, m->seq, TR_EIO, tr__last_error());
         m->answered = 1;
     }
     tr__buf_free(&b);
@@ -133,12 +133,12 @@ static void on_join(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
         (rc = tr__get_str(body, "backend", &backend, &bn)) ||
         (rc = tr__get_int(body, "world", &world)) || (rc = tr__get_int(body, "rank", &rank)) ||
         (rc = tr__get_int(body, "wait_ms", &wait_ms))) {
-        tr__server_reply_status(c, seq, rc, tr_last_error());
+        tr__server_reply_status(c, seq, rc, tr__last_error());
         return;
     }
     uint64_t extra = 0; /* "segment" groups: bytes after the header, for their owners */
     if (tr__obj_get(body, "bytes") && (rc = tr__get_uint(body, "bytes", &extra))) {
-        tr__server_reply_status(c, seq, rc, tr_last_error());
+        tr__server_reply_status(c, seq, rc, tr__last_error());
         return;
     }
     int segment = bn == strlen(TR__COLL_SEGMENT_BACKEND) &&
@@ -185,7 +185,7 @@ static void on_join(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
                 MAP_FAILED) {
             g->h = NULL;
             rc = tr__err_errno(errno, "group segment");
-            tr__server_reply_status(c, seq, rc, tr_last_error());
+            tr__server_reply_status(c, seq, rc, tr__last_error());
             if (g->fd >= 0) close(g->fd);
             free(g);
             return;
@@ -246,7 +246,7 @@ static void on_leave(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) 
     int64_t rank;
     int rc;
     if ((rc = tr__get_str(body, "name", &name, &nn)) || (rc = tr__get_int(body, "rank", &rank))) {
-        tr__server_reply_status(c, seq, rc, tr_last_error());
+        tr__server_reply_status(c, seq, rc, tr__last_error());
         return;
     }
     group *g = find(gs, name, nn);
@@ -267,7 +267,7 @@ static void on_cancel(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
     size_t nn;
     int rc = tr__get_str(body, "name", &name, &nn);
     if (rc) {
-        tr__server_reply_status(c, seq, rc, tr_last_error());
+        tr__server_reply_status(c, seq, rc, tr__last_error());
         return;
     }
     group *g = find(gs, name, nn);

@@ -513,7 +513,7 @@ static void *run_loop(void *arg) {
 out:
     for (size_t i = 0; i < l->n_steps; i++) {
         step *st = &l->steps[i];
-        if (st->grp) tr_group_destroy(st->grp);
+        if (st->grp) tr__group_destroy(st->grp);
 #ifdef TR_WITH_CUDA
         tr__dag_gpu_out_free(&st->gout);
         for (size_t j = 0; j < st->n_in; j++)
@@ -524,7 +524,7 @@ out:
         free(st->out_refs);
         free(st->out_ref_set);
     }
-    if (l->nccl) tr_group_destroy(l->nccl);
+    if (l->nccl) tr__group_destroy(l->nccl);
     tr__group_destroy(seg); /* leaving: the driver's teardown sees it in the dead mask */
     tr__buf_free(&ctx.result);
     free(l);

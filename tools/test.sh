@@ -3,6 +3,8 @@
 # Python package's tests too (tools/pytest.sh), and prints the line CI reads: "N passed,
 # N failed" (", N skipped" when some were skipped or disabled).
 #
+# In a plain run it also checks the layers (tools/check_layers.sh), each check a case.
+#
 # Usage: tools/test.sh [extra bazel args...]      e.g. tools/test.sh --config=asan
 #
 # Test cases are counted from each test target's GoogleTest XML, found through this run's
@@ -219,6 +221,23 @@ if [[ $# -eq 0 ]]; then
             >"$pyxml.lines" && count_xml "$pyxml.lines")
     fi
     rm -f "$pyxml" "$pyxml.lines"
+fi
+
+# The layers (tools/check_layers.sh): each of its checks counts as one case.
+if [[ $# -eq 0 ]]; then
+    echo "=== tools/check_layers.sh"
+    layers_out=$("$root/tools/check_layers.sh")
+    echo "$layers_out"
+    summary_line=$(grep '^check_layers: [0-9]* checks, [0-9]* failed$' <<<"$layers_out")
+    if [[ -z "$summary_line" ]]; then
+        fail "layers: tools/check_layers.sh printed no summary"
+    else
+        read -r n_checks n_bad < <(sed 's/^check_layers: \([0-9]*\) checks, \([0-9]*\) failed$/\1 \2/' <<<"$summary_line")
+        passed=$((passed + n_checks - n_bad))
+        while IFS= read -r l; do
+            fail "layers: ${l#FAILED }"
+        done < <(grep '^FAILED ' <<<"$layers_out")
+    fi
 fi
 
 if [[ $bazel_rc -ne 0 && $failed -eq 0 ]]; then

@@ -113,7 +113,7 @@ class KvStore : public gloo::rendezvous::Store {
         if (cluster_ ? tr__kv_client_cluster(node_, "put", k.c_str(), data.data(), data.size(),
                                              nullptr, nullptr)
                      : tr__kv_client_put(node_, k.c_str(), data.data(), data.size()))
-            throw std::runtime_error(std::string("kv put: ") + tr_last_error());
+            throw std::runtime_error(std::string("kv put: ") + tr__last_error());
         mine_.push_back(k);
     }
     std::vector<char> get(const std::string &key) override {
@@ -129,7 +129,7 @@ class KvStore : public gloo::rendezvous::Store {
             struct timespec ts = {0, 50000000};
             nanosleep(&ts, nullptr);
         }
-        if (rc) throw std::runtime_error(std::string("kv get: ") + tr_last_error());
+        if (rc) throw std::runtime_error(std::string("kv get: ") + tr__last_error());
         std::vector<char> out((char *)v, (char *)v + n);
         free(v);
         return out;
@@ -150,7 +150,7 @@ class KvStore : public gloo::rendezvous::Store {
                 /* the cluster's store: a slow head, or a node busy forwarding, is "not yet" */
                 if (cluster_ && (rc == TR_ERESOURCES || rc == TR_ECONNECT || rc == TR_ETIMEDOUT))
                     rc = TR_ENOTFOUND;
-                if (rc != TR_ENOTFOUND) throw std::runtime_error(tr_last_error());
+                if (rc != TR_ENOTFOUND) throw std::runtime_error(tr__last_error());
                 if (tr__now_ns() >= deadline)
                     throw std::runtime_error("Timed out waiting for peers");
                 if (cluster_) {
@@ -381,7 +381,7 @@ int run_barrier(tr_group *g, int64_t deadline) {
 
 int run_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
                   tr_redop op, int64_t deadline) {
-    size_t esz = tr_dtype_size(dtype), bytes = count * esz;
+    size_t esz = tr__dtype_size(dtype), bytes = count * esz;
     if (count == 0) return 0;
     // Apart, Gloo copies send into recv a segment at a time as its ring reaches it, not
     // all before its first send (1 MiB, 2 ranks: ~60 us off the critical path). Its ring
@@ -418,7 +418,7 @@ int run_hier_allreduce(tr_group *g, const void *send, void *recv, size_t count, 
     State *s = S(g);
     if (count == 0) return 0;
     tr_redop sub = op == TR_AVG ? TR_SUM : op;
-    size_t esz = tr_dtype_size(dtype);
+    size_t esz = tr__dtype_size(dtype);
     bool leader = s->lctx != nullptr;
     int rc = 0;
     if (s->local)
@@ -442,7 +442,7 @@ int run_hier_allreduce(tr_group *g, const void *send, void *recv, size_t count, 
     if (!rc && s->local) rc = tr_broadcast(s->local, recv, count, dtype, 0, timeout_of(deadline));
     if (!rc) return tr__reduce_finish(recv, count, dtype, op, g->world);
     char why[400];
-    snprintf(why, sizeof why, "%s", tr_last_error());
+    snprintf(why, sizeof why, "%s", tr__last_error());
     if (s->local) tr__group_destroy(s->local);
     s->local = nullptr;
     s->lctx.reset();
@@ -450,14 +450,14 @@ int run_hier_allreduce(tr_group *g, const void *send, void *recv, size_t count, 
     /* unusable from here, whatever the code (its connections are gone) */
     g->broken = rc == TR_EINVAL ? TR_EINTERNAL : rc;
     tr__err(rc, "group '%s' (two-level allreduce): %s", g->name, why);
-    snprintf(g->broken_msg, sizeof g->broken_msg, "%s", tr_last_error());
+    snprintf(g->broken_msg, sizeof g->broken_msg, "%s", tr__last_error());
     return g->broken;
 }
 
 int run_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, int root,
                   int64_t deadline) {
     if (count == 0) return 0;
-    return by_width(tr_dtype_size(dtype), [&](auto *t) {
+    return by_width(tr__dtype_size(dtype), [&](auto *t) {
         using T = std::remove_pointer_t<decltype(t)>;
         gloo::BroadcastOptions o(S(g)->ctx);
         o.setOutput((T *)buf, count);
@@ -480,7 +480,7 @@ void side_bytes(int kind, size_t bytes, size_t W, bool root, size_t *sbytes, siz
 }
 
 int run_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
-    size_t esz = tr_dtype_size(a->dtype), n = a->count, W = (size_t)g->world;
+    size_t esz = tr__dtype_size(a->dtype), n = a->count, W = (size_t)g->world;
     size_t me = (size_t)g->rank;
     if (n == 0) return 0;
     // Gloo posts its transfers before it copies a rank's own piece, so in place (send
@@ -582,7 +582,7 @@ int run_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
 // tags stay in step.
 int run_stand_in(tr_group *g, const tr__coll_desc &e, int64_t deadline) {
     tr_dtype dtype = (tr_dtype)e.dtype;
-    size_t esz = tr_dtype_size(dtype), W = (size_t)g->world;
+    size_t esz = tr__dtype_size(dtype), W = (size_t)g->world;
     bool rooted = e.kind == TR__COLL_BROADCAST || e.kind == TR__COLL_REDUCE ||
                   e.kind == TR__COLL_GATHER || e.kind == TR__COLL_SCATTER;
     if (e.kind == TR__COLL_BARRIER) return run_barrier(g, deadline);
@@ -635,7 +635,7 @@ struct Slot {
 // 1: the op is done (it rode on the exchange); 0: run it; < 0: the code.
 int span_agree(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, int root, size_t count,
                int64_t deadline, const void *send, void *recv) {
-    size_t esz = tr_dtype_size(dtype), bytes = count * esz;
+    size_t esz = tr__dtype_size(dtype), bytes = count * esz;
     bool inl = kind == TR__COLL_BARRIER || (kind == TR__COLL_ALLREDUCE && bytes <= kInline);
     Slot mine;
     std::memset(&mine, 0, sizeof mine);
@@ -694,7 +694,7 @@ struct Written {
 
 Written written(tr_group *g, uint32_t kind, void *recv, size_t count, tr_dtype dtype, int root) {
     size_t sbytes, rbytes;
-    side_bytes((int)kind, count * tr_dtype_size(dtype), (size_t)g->world, root == g->rank, &sbytes,
+    side_bytes((int)kind, count * tr__dtype_size(dtype), (size_t)g->world, root == g->rank, &sbytes,
                &rbytes);
     bool writes = kind == TR__COLL_BROADCAST                           ? root != g->rank
                   : kind == TR__COLL_REDUCE || kind == TR__COLL_GATHER ? root == g->rank
@@ -746,7 +746,7 @@ int save_until_known(tr_group *g, const Written &w, int64_t deadline, bool *save
 int give_up(tr_group *g, int rc) {
     S(g)->ctx.reset();
     g->broken = rc == TR_EINVAL ? TR_EINTERNAL : rc;
-    snprintf(g->broken_msg, sizeof g->broken_msg, "%s", tr_last_error());
+    snprintf(g->broken_msg, sizeof g->broken_msg, "%s", tr__last_error());
     return g->broken;
 }
 
@@ -918,7 +918,7 @@ int g_send(tr_group *g, const void *buf, size_t count, tr_dtype dtype, int dst, 
         uint64_t hdr[2] = {count, (uint64_t)dtype};
         auto h = s->ctx->createUnboundBuffer(hdr, sizeof hdr);
         h->send(dst, p2p_slot(g->rank, dst, g->world, n, 0));
-        size_t bytes = count * tr_dtype_size(dtype);
+        size_t bytes = count * tr__dtype_size(dtype);
         std::unique_ptr<gloo::transport::UnboundBuffer> d;
         if (bytes) {
             d = s->ctx->createUnboundBuffer((void *)buf, bytes);
@@ -941,7 +941,7 @@ int g_recv(tr_group *g, void *buf, size_t count, tr_dtype dtype, int src, int64_
         if (!h->waitRecv(ms_left(deadline)))
             return tr__err(TR_ETIMEDOUT, "group '%s' (gloo): recv from rank %d timed out", g->name,
                            src);
-        size_t sent_bytes = hdr[0] * tr_dtype_size((tr_dtype)hdr[1]);
+        size_t sent_bytes = hdr[0] * tr__dtype_size((tr_dtype)hdr[1]);
         bool ok = hdr[0] == count && hdr[1] == (uint64_t)dtype;
         if (sent_bytes) { /* take the data either way, so the pair stays in step */
             std::vector<char> sink;

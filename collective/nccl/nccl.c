@@ -30,6 +30,7 @@
 #include "collective/steps.h"
 #include "core/clock.h"
 #include "core/kv.h"
+#include "core/reduce.h"
 #include "core/status.h"
 
 #define ID_KEY "nccl_id"
@@ -575,7 +576,7 @@ static int overlap(const void *a, size_t an, const void *b, size_t bn) {
  * through a device copy of send, on the op's stream. */
 static int unalias(tr_group *g, nstate *s, int kind, const void **send, const void *recv,
                    size_t count, tr_dtype dtype, int root) {
-    size_t n = count * tr_dtype_size(dtype), W = (size_t)g->world;
+    size_t n = count * tr__dtype_size(dtype), W = (size_t)g->world;
     size_t in = 0, out = 0;
     int me_root = root == g->rank;
     switch (kind) {
@@ -695,7 +696,7 @@ static int n_recv(tr_group *g, void *buf, size_t count, tr_dtype dtype, int src,
         if (ce == cudaSuccess) ce = cudaStreamSynchronize(s->own[0]);
         if (ce != cudaSuccess) return cuda_fail(g, s, ce, "the receive's header");
         if (h[0] != count || h[1] != (uint64_t)dtype) {
-            size_t esz = h[1] <= TR_FLOAT64 ? tr_dtype_size((tr_dtype)h[1]) : 0;
+            size_t esz = h[1] <= TR_FLOAT64 ? tr__dtype_size((tr_dtype)h[1]) : 0;
             if (!esz || h[0] > (1ull << 40) / esz)
                 return fail(g, s, TR_EPROTO, "a malformed header from rank %d", src);
             void *sink = NULL;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "collective/nccl/nccl.h"
+#include "core/reduce.h"
 #include "core/status.h"
 
 int tr__gpu_present(void) {
@@ -33,7 +34,7 @@ int tr__gpu_is_device(const void *p) {
 
 /* Bytes the op reads from send / writes to recv on this rank (0: not touched). */
 static void sizes(const tr_group *g, const tr__coll_args *a, size_t *in, size_t *out) {
-    size_t n = a->count * tr_dtype_size(a->dtype), W = (size_t)g->world;
+    size_t n = a->count * tr__dtype_size(a->dtype), W = (size_t)g->world;
     int root = a->root == g->rank;
     *in = *out = 0;
     switch (a->kind) {

@@ -210,7 +210,7 @@ static int post_and_wait(tr_group *g, uint32_t s, int first, int from, int64_t d
  * for q > 0 (it holds the partial result). */
 static int reduce_into(void *dst, void *dst2, const char *const *src, int world, size_t n,
                        tr_dtype dtype, tr_redop op) {
-    size_t bytes = n * tr_dtype_size(dtype);
+    size_t bytes = n * tr__dtype_size(dtype);
     if (world == 1) {
         if (dst != src[0]) memcpy(dst, src[0], bytes);
         if (dst2 && dst2 != src[0]) memcpy(dst2, src[0], bytes);
@@ -235,7 +235,7 @@ static int shm_barrier_op(tr_group *g, int64_t deadline) {
 /* allreduce (root -1) and reduce (the result at root only). */
 static int allreduce_to(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
                         tr_redop op, int root, int64_t deadline) {
-    size_t esz = tr_dtype_size(dtype), W = (size_t)g->world, me = (size_t)g->rank;
+    size_t esz = tr__dtype_size(dtype), W = (size_t)g->world, me = (size_t)g->rank;
     tr__coll_publish(g, root < 0 ? TR__COLL_ALLREDUCE : TR__COLL_REDUCE, dtype, op, root, count);
     uint32_t s = tr__coll_my_step(g);
     int out = root < 0 || root == g->rank, rc;
@@ -293,7 +293,7 @@ static int shm_allreduce(tr_group *g, const void *send, void *recv, size_t count
  * others read the root's buffer (single copy). */
 static int shm_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, int root,
                          int64_t deadline) {
-    size_t bytes = count * tr_dtype_size(dtype), off = 0;
+    size_t bytes = count * tr__dtype_size(dtype), off = 0;
     size_t per = H(g)->slot;
     tr__coll_publish(g, TR__COLL_BROADCAST, dtype, TR_SUM, root, count);
     uint32_t s = tr__coll_my_step(g);
@@ -327,7 +327,7 @@ static int shm_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, i
  * needs from the owners' buffers, posts, and waits for the readers of its own. */
 static int single_copy(tr_group *g, const tr__coll_args *a, uint32_t s, int64_t deadline) {
     int k = a->kind, root = a->root, me = g->rank, W = g->world, rc = 0;
-    size_t nb = a->count * tr_dtype_size(a->dtype);
+    size_t nb = a->count * tr__dtype_size(a->dtype);
     char *recv = a->recv;
     g->single_ops++;
     if (k == TR__COLL_SCATTER) {
@@ -357,7 +357,7 @@ static int shm_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
     int k = a->kind, root = a->root, is_root = g->rank == root;
     if (k == TR__COLL_REDUCE)
         return allreduce_to(g, a->send, a->recv, a->count, a->dtype, a->op, root, deadline);
-    size_t esz = tr_dtype_size(a->dtype), W = (size_t)g->world, me = (size_t)g->rank;
+    size_t esz = tr__dtype_size(a->dtype), W = (size_t)g->world, me = (size_t)g->rank;
     size_t count = a->count, per = H(g)->slot / esz;
     int pieces = k == TR__COLL_REDUCE_SCATTER || k == TR__COLL_ALLTOALL || k == TR__COLL_SCATTER;
     if (pieces) per /= W; /* elements of each destination's piece per chunk */
@@ -450,7 +450,7 @@ static int shm_send(tr_group *g, const void *buf, size_t count, tr_dtype dtype, 
     tr__coll_hdr *h = H(g);
     tr__coll_chan *ch = tr__coll_chan_of(h, g->rank, dst);
     char *cb = tr__coll_chan_buf(h, g->rank, dst);
-    size_t bytes = count * tr_dtype_size(dtype), off = 0;
+    size_t bytes = count * tr__dtype_size(dtype), off = 0;
     do {
         uint32_t p = tr__event_seq(&ch->posted);
         int rc = tr__event_seq(&ch->consumed) == p
@@ -479,7 +479,7 @@ static int shm_recv(tr_group *g, void *buf, size_t count, tr_dtype dtype, int sr
     tr__coll_hdr *h = H(g);
     tr__coll_chan *ch = tr__coll_chan_of(h, src, g->rank);
     char *cb = tr__coll_chan_buf(h, src, g->rank);
-    size_t bytes = count * tr_dtype_size(dtype), off = 0;
+    size_t bytes = count * tr__dtype_size(dtype), off = 0;
     do {
         uint32_t c = tr__event_seq(&ch->consumed);
         int rc = tr__event_seq(&ch->posted) != c ? 0 : chan_wait(g, &ch->posted, c, src, deadline);
