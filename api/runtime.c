@@ -15,8 +15,6 @@
 #include "actor/control.h"
 #include "actor/protocol.h"
 #include "actor/worker.h"
-#include "collective/declare.h"
-#include "collective/group.h"
 #include "api/node/node.h"
 #include "api/rt.h"
 #include "core/affinity.h"
@@ -505,107 +503,4 @@ TR_API int tr_put_refs(tr_runtime *rt, const void *data, size_t len, const tr_re
 TR_API int tr_object_refs(tr_runtime *rt, tr_ref ref, tr_ref *out, size_t cap, size_t *n) {
     CHECK_RT(rt, "tr_object_refs");
     return tr__objects_refs(rt->objects, ref, out, cap, n);
-}
-
-TR_API int tr_group_init(tr_runtime *rt, int world, int rank, const char *backend, const char *name,
-                         int timeout_ms, tr_group **out) {
-    CHECK_RT(rt, "tr_group_init");
-    return tr__group_init(rt->address, rt->cfg->max_msg, world, rank, backend, name, timeout_ms,
-                          out);
-}
-
-TR_API int tr_group_init_multigpu(tr_runtime *rt, int world, int rank, const int *devices, int ndev,
-                                  const char *name, int timeout_ms, tr_group **out) {
-    CHECK_RT(rt, "tr_group_init_multigpu");
-    return tr__group_init_devs(rt->address, rt->cfg->max_msg, world, rank, devices, ndev, name,
-                               timeout_ms, out);
-}
-
-TR_API int tr_group_is_initialized(tr_runtime *rt, const char *name) {
-    return rt ? tr__group_is_initialized(rt->address, name) : 0;
-}
-
-TR_API int tr_group_is_declared(tr_runtime *rt, const char *name) {
-    CHECK_RT(rt, "tr_group_is_declared");
-    return tr__group_declared(rt->node, name);
-}
-
-TR_API int tr_group_get(tr_runtime *rt, const char *name, tr_group **out) {
-    CHECK_RT(rt, "tr_group_get");
-    if (!out || !name) return tr__err(TR_EINVAL, "tr_group_get: NULL argument");
-    *out = tr__group_find(rt->address, name);
-    return *out ? 0 : tr__err(TR_ENOTFOUND, "this process has no live group named '%s'", name);
-}
-
-TR_API void tr_group_destroy(tr_group *g) {
-    tr__group_destroy(g);
-}
-
-TR_API int tr_group_declare(tr_runtime *rt, const tr_actor_id *actors, size_t n, const int *ranks,
-                            const char *backend, const char *name) {
-    CHECK_RT(rt, "tr_group_declare");
-    if (!actors || n == 0 || n > 64 || !backend || !name) /* (it says why) */
-        return tr__group_declare(rt->node, actors, n, ranks, backend, name, 0, NULL, 0, 0);
-    /* where each actor lives: this node (its socket path) or another ("IP:port") */
-    char(*nodes)[256] = calloc(n, sizeof *nodes);
-    char(*addrs)[80] = calloc(n, sizeof *addrs);
-    const char **hosts = calloc(n, sizeof *hosts);
-    int rc = nodes && addrs && hosts ? 0 : tr__err(TR_ENOMEM, "tr_group_declare");
-    int span = 0;
-    for (size_t i = 0; i < n && !rc; i++) {
-        tr_actor_details d = TR_ACTOR_DETAILS_INIT;
-        if ((rc = tr__actor_info(rt->node, actors[i], &d))) {
-            char why[400];
-            snprintf(why, sizeof why, "%s", tr_last_error());
-            rc = tr__err(rc, "tr_group_declare: actor %zu: %s", i, why);
-            break;
-        }
-        if (d.node[0] != '/' && strlen(d.node) >= sizeof addrs[i]) { /* (an "IP:port") */
-            rc = tr__err(TR_EINVAL, "tr_group_declare: actor %zu's node address is too long", i);
-            break;
-        }
-        snprintf(nodes[i], sizeof nodes[i], "%s", d.node);
-        span |= strcmp(nodes[i], nodes[0]) != 0;
-    }
-    const char *be = backend;
-    int hier = strcmp(backend, "hier") == 0, autob = strcmp(backend, "auto") == 0;
-    if (!rc && span && strcmp(backend, "gloo") != 0 && !autob && !hier)
-        rc = tr__err(TR_EINVAL,
-                     "tr_group_declare: group '%s' would span nodes (%s and %s): the '%s' "
-                     "backend needs every rank on one node (across nodes: gloo, hier or auto)",
-                     name, nodes[0], nodes[n - 1], backend);
-    /* in a cluster, every declaration goes in the cluster's store (the head's): a rank
-     * on any node finds it there, and a later one of the name replaces it everywhere */
-    char here[80] = "";
-    int cluster = 0;
-    if (!rc) {
-        rc = tr__node_cluster_address(rt->node, here, sizeof here, NULL);
-        cluster = rc == 0;
-        if (rc == TR_ENOTFOUND) rc = 0; /* this node is in no cluster */
-    }
-    if (!rc && !span) {
-        if (autob || hier) be = "shm"; /* one node: shm is the fastest */
-        rc = tr__group_declare(rt->node, actors, n, ranks, be, name, cluster, NULL, 0, 0);
-    } else if (!rc) {
-        /* each rank's node, by its cluster address ("IP:port"; Gloo listens on the IP) */
-        for (size_t i = 0; i < n; i++) {
-            int local = nodes[i][0] == '/' || !strchr(nodes[i], ':'); /* a socket: here */
-            snprintf(addrs[i], sizeof addrs[i], "%s", local ? here : nodes[i]);
-            hosts[i] = addrs[i];
-        }
-        uint64_t nonce = 0;
-        if (!(rc = tr__random_bytes(&nonce, sizeof nonce)))
-            rc = tr__group_declare(rt->node, actors, n, ranks, "gloo", name, 1, hosts, nonce | 1,
-                                   hier || autob);
-    }
-    free(nodes);
-    free(addrs);
-    free(hosts);
-    return rc;
-}
-
-TR_API int tr_group_open(tr_runtime *rt, const char *name, int timeout_ms, tr_group **out) {
-    CHECK_RT(rt, "tr_group_open");
-    return tr__group_open(rt->node, rt->address, rt->cfg->max_msg, rt->is_actor ? &rt->self : NULL,
-                          name, timeout_ms, out);
 }

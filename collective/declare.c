@@ -12,6 +12,7 @@
 #include "collective/shm/segment.h"
 #include "core/clock.h"
 #include "core/codec.h"
+#include "core/ids.h"
 #include "core/kv.h"
 #include "core/status.h"
 
@@ -67,6 +68,47 @@ int tr__group_declare(tr__nodeconn *node, const tr_actor_id *actors, size_t n, c
         if (!rc) rc = tr__kv_client_cluster(node, "put", key, b.data, b.len, NULL, NULL);
     }
     tr__buf_free(&b);
+    return rc;
+}
+
+int tr__group_declare_placed(tr__nodeconn *node, const tr_actor_id *actors, size_t n,
+                             const int *ranks, const char *backend, const char *name,
+                             const char *const *actor_nodes, const char *here, int cluster) {
+    if (!actors || n == 0 || n > TR__COLL_MAX_WORLD || !backend || !name) /* (it says why) */
+        return tr__group_declare(node, actors, n, ranks, backend, name, 0, NULL, 0, 0);
+    if (!actor_nodes || !here) return tr__err(TR_EINVAL, "tr_group_declare: no actors' nodes");
+    int rc = 0, span = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (actor_nodes[i][0] != '/' && strlen(actor_nodes[i]) >= TR__COLL_HOST_MAX) /* IP:port */
+            rc = tr__err(TR_EINVAL, "tr_group_declare: actor %zu's node address is too long", i);
+        span |= strcmp(actor_nodes[i], actor_nodes[0]) != 0;
+    }
+    int hier = strcmp(backend, "hier") == 0, autob = strcmp(backend, "auto") == 0;
+    if (!rc && span && strcmp(backend, "gloo") != 0 && !autob && !hier)
+        rc = tr__err(TR_EINVAL,
+                     "tr_group_declare: group '%s' would span nodes (%s and %s): the '%s' "
+                     "backend needs every rank on one node (across nodes: gloo, hier or auto)",
+                     name, actor_nodes[0], actor_nodes[n - 1], backend);
+    if (rc) return rc;
+    if (!span) /* one node: shm is the fastest */
+        return tr__group_declare(node, actors, n, ranks, autob || hier ? "shm" : backend, name,
+                                 cluster, NULL, 0, 0);
+    /* each rank's node, by its cluster address ("IP:port"; Gloo listens on the IP) */
+    char(*addrs)[TR__COLL_HOST_MAX] = calloc(n, sizeof *addrs);
+    const char **hosts = calloc(n, sizeof *hosts);
+    rc = addrs && hosts ? 0 : tr__err(TR_ENOMEM, "tr_group_declare");
+    for (size_t i = 0; i < n && !rc; i++) {
+        const char *at = actor_nodes[i];
+        int local = at[0] == '/' || !strchr(at, ':'); /* a socket: here */
+        snprintf(addrs[i], sizeof addrs[i], "%s", local ? here : at);
+        hosts[i] = addrs[i];
+    }
+    uint64_t nonce = 0;
+    if (!rc && !(rc = tr__random_bytes(&nonce, sizeof nonce)))
+        rc = tr__group_declare(node, actors, n, ranks, "gloo", name, 1, hosts, nonce | 1,
+                               hier || autob);
+    free(addrs);
+    free(hosts);
     return rc;
 }
 
@@ -182,8 +224,8 @@ int tr__group_open(tr__nodeconn *node, const char *node_path, size_t max_msg,
         const char *hs[TR__COLL_MAX_WORLD];
         for (int r = 0; r < world; r++)
             hs[r] = by_rank[r];
-        rc = tr__group_init_span(node_path, max_msg, world, rank, name, nonce, hs, hier != 0, left,
-                                 out);
+        rc = tr__group_init_span(node_path, max_msg, world, rank, backend, name, nonce, hs,
+                                 hier != 0, left, out);
     } else if (!rc) {
         rc = tr__group_init(node_path, max_msg, world, rank, backend, name, left, out);
     }

@@ -1,5 +1,6 @@
 /* collective/group.c - group lifecycle and the op API (argument checks, then the
- * backend's ops table). */
+ * backend's ops table). Nothing here knows one backend from another: what a backend does,
+ * and does not do, is its table's (group.h); which are built in, backends.c's. */
 #include "collective/group.h"
 
 #include <pthread.h>
@@ -10,6 +11,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "collective/ops.h"
 #include "collective/registry.h"
 #include "collective/shm/segment.h"
 #include "collective/steps.h"
@@ -17,29 +19,6 @@
 #include "core/codec.h"
 #include "core/reduce.h"
 #include "core/status.h"
-#ifdef TR_WITH_CUDA
-#include "collective/nccl/nccl.h"
-#define BACKENDS "shm, gloo, nccl, auto"
-#else
-#define BACKENDS "shm, gloo, auto; nccl needs the CUDA build, --config=cuda"
-#endif
-
-static const tr__coll_backend_v1 *find_backend(const char *name) {
-    /* "auto": on one node (tr_group_init's groups always are) shm is the fastest */
-    if (strcmp(name, tr__coll_shm_v1.name) == 0 || strcmp(name, "auto") == 0)
-        return &tr__coll_shm_v1;
-    if (strcmp(name, tr__coll_gloo_v1.name) == 0) return &tr__coll_gloo_v1;
-#ifdef TR_WITH_CUDA
-    if (strcmp(name, tr__coll_nccl_v1.name) == 0) return &tr__coll_nccl_v1;
-#endif
-    return NULL;
-}
-
-#ifdef TR_WITH_CUDA
-static int is_nccl(const tr_group *g) {
-    return g->be == &tr__coll_nccl_v1;
-}
-#endif
 
 /* This process's live groups, for tr_group_is_initialized. */
 static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -82,7 +61,7 @@ int tr__group_is_initialized(const char *node_path, const char *name) {
 }
 
 static int join(const char *node_path, size_t max_msg, int world, int rank,
-                const tr__coll_backend_v1 *be, const char *name, uint64_t extra, const int *devs,
+                const tr__coll_backend_v2 *be, const char *name, uint64_t extra, const int *devs,
                 int ndev, int timeout_ms, tr_group **out);
 
 int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, const char *backend,
@@ -95,12 +74,12 @@ int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, c
                        "tr_group_init: bad name (1-199 bytes, no '/'), backend, world (1..%d) or "
                        "rank",
                        TR__COLL_MAX_WORLD);
-    const tr__coll_backend_v1 *be = find_backend(backend);
+    const tr__coll_backend_v2 *be = tr__coll_backend_find(backend);
     if (!be)
         return tr__err(TR_EINVAL,
                        "tr_group_init: backend '%s' is not built into this "
-                       "troupe (available: " BACKENDS ")",
-                       backend);
+                       "troupe (available: %s)",
+                       backend, tr__coll_backends_built);
     return join(node_path, max_msg, world, rank, be, name, 0, NULL, 0, timeout_ms, out);
 }
 
@@ -108,29 +87,29 @@ int tr__group_init_devs(const char *node_path, size_t max_msg, int world, int ra
                         int ndev, const char *name, int timeout_ms, tr_group **out) {
     if (!out) return tr__err(TR_EINVAL, "tr_group_init_multigpu: out is NULL");
     *out = NULL;
-#ifdef TR_WITH_CUDA
+    const tr__coll_backend_v2 *be = NULL;
+    for (size_t i = 0; tr__coll_backends[i] && !be; i++)
+        if (tr__coll_backends[i]->init_devs) be = tr__coll_backends[i];
+    if (!be)
+        return tr__err(TR_EINVAL,
+                       "tr_group_init_multigpu: no backend built into this troupe drives several "
+                       "devices (available: %s)",
+                       tr__coll_backends_built);
     if (!name || !tr__coll_name_ok(name, strlen(name)) || world < 1 ||
-        world * ndev > TR__COLL_MAX_WORLD * TR__NCCL_MAX_DEV || world > TR__COLL_MAX_WORLD ||
-        rank < 0 || rank >= world || !devs || ndev < 1 || ndev > TR__NCCL_MAX_DEV)
+        world * ndev > TR__COLL_MAX_WORLD * TR__COLL_MAX_DEV || world > TR__COLL_MAX_WORLD ||
+        rank < 0 || rank >= world || !devs || ndev < 1 || ndev > TR__COLL_MAX_DEV)
         return tr__err(TR_EINVAL,
                        "tr_group_init_multigpu: bad name, world, rank or devices (1..%d)",
-                       TR__NCCL_MAX_DEV);
+                       TR__COLL_MAX_DEV);
     for (int i = 0; i < ndev; i++)
         for (int j = 0; j < i; j++)
             if (devs[i] == devs[j])
                 return tr__err(TR_EINVAL, "tr_group_init_multigpu: device %d twice", devs[i]);
-    return join(node_path, max_msg, world, rank, &tr__coll_nccl_v1, name, 0, devs, ndev, timeout_ms,
-                out);
-#else
-    (void)node_path, (void)max_msg, (void)world, (void)rank, (void)devs, (void)ndev, (void)name,
-        (void)timeout_ms;
-    return tr__err(TR_EINVAL, "tr_group_init_multigpu: this troupe was built without CUDA "
-                              "(build with --config=cuda)");
-#endif
+    return join(node_path, max_msg, world, rank, be, name, 0, devs, ndev, timeout_ms, out);
 }
 
 /* No ops: a segment, its members and their dead mask (steps.h). */
-static const tr__coll_backend_v1 segment_only = {.version = 1, .name = TR__COLL_SEGMENT_BACKEND};
+static const tr__coll_backend_v2 segment_only = {.version = 2, .name = TR__COLL_SEGMENT_BACKEND};
 
 int tr__group_join_segment(const char *node_path, size_t max_msg, int world, int rank,
                            const char *name, uint64_t extra, int timeout_ms, tr_group **out) {
@@ -158,7 +137,7 @@ int tr__group_cancel_segment(const char *node_path, size_t max_msg, const char *
 }
 
 /* A handle with its own connection to the node, and the defaults every group starts with. */
-static int group_new(const char *node_path, size_t max_msg, const tr__coll_backend_v1 *be,
+static int group_new(const char *node_path, size_t max_msg, const tr__coll_backend_v2 *be,
                      int world, int rank, const char *name, tr_group **out) {
     tr_group *g = calloc(1, sizeof *g);
     if (!g) return tr__err(TR_ENOMEM, "joining group '%s'", name);
@@ -172,17 +151,23 @@ static int group_new(const char *node_path, size_t max_msg, const tr__coll_backe
     g->rank = rank;
     g->timeout_ms = TR__GROUP_DEFAULT_TIMEOUT_MS;
     g->checks = 1;
-    g->single_copy = -1;
     snprintf(g->node_path, sizeof g->node_path, "%s", node_path);
     snprintf(g->name, sizeof g->name, "%s", name);
     *out = g;
     return 0;
 }
 
+/* After the backend's init: device buffers go through host memory where the build can
+ * stage them, the backend takes host memory only and this process sees a device (asked
+ * once per process: where there is none, no pointer is ever looked at). */
+static int stage_open(tr_group *g) {
+    if (!tr__coll_device_stager || !(g->be->flags & TR__COLL_HOST_MEMORY)) return 0;
+    return tr__coll_device_stager->open(g);
+}
+
 int tr__group_init_span(const char *node_path, size_t max_msg, int world, int rank,
-                        const char *name, uint64_t nonce, const char *const *nodes, int hier,
-                        int timeout_ms, tr_group **out) {
-    _Static_assert(sizeof(((tr_group *)0)->node_of) >= TR__COLL_MAX_WORLD, "node_of");
+                        const char *backend, const char *name, uint64_t nonce,
+                        const char *const *nodes, int hier, int timeout_ms, tr_group **out) {
     if (!out) return tr__err(TR_EINVAL, "tr_group_open: out is NULL");
     *out = NULL;
     if (!name || !tr__coll_name_ok(name, strlen(name)) || world < 1 || world > TR__COLL_MAX_WORLD ||
@@ -195,27 +180,19 @@ int tr__group_init_span(const char *node_path, size_t max_msg, int world, int ra
                        nodes[rank]);
     memcpy(host, nodes[rank], (size_t)(colon - nodes[rank]));
     host[colon - nodes[rank]] = '\0';
+    const tr__coll_backend_v2 *be = tr__coll_backend_find(backend);
+    if (!be || !be->init_span)
+        return tr__err(TR_EINVAL,
+                       "tr_group_open: group '%s' spans nodes, and backend '%s' joins ranks on "
+                       "one node only (available: %s)",
+                       name, backend ? backend : "(null)", tr__coll_backends_built);
     int64_t deadline = tr__deadline(timeout_ms < 0 ? TR__GROUP_FOREVER_MS : timeout_ms);
     tr_group *g;
-    int rc = group_new(node_path, max_msg, &tr__coll_gloo_v1, world, rank, name, &g);
+    int rc = group_new(node_path, max_msg, be, world, rank, name, &g);
     if (rc) return rc;
-    g->span = 1;
-    snprintf(g->span_prefix, sizeof g->span_prefix, "%s%s/%016llx/", TR__COLL_KV_PREFIX, name,
-             (unsigned long long)nonce);
-    snprintf(g->host, sizeof g->host, "%s", host);
-    for (int r = 0; r < world; r++) { /* the ranks' nodes, numbered in order of first rank */
-        int k = 0;
-        while (k < r && strcmp(nodes[k], nodes[r]) != 0)
-            k++;
-        g->node_of[r] = k < r ? g->node_of[k] : (uint8_t)g->n_nodes++;
-    }
-    g->hier = hier && g->n_nodes < world; /* (one rank per node: nothing to do in two levels) */
-    g->span_nodes = nodes;
-    rc = g->be->init(g, deadline);
-    g->span_nodes = NULL;
-#ifdef TR_WITH_CUDA
-    g->gpu_bufs = !rc && tr__gpu_present();
-#endif
+    tr__coll_span span = {.nonce = nonce, .nodes = nodes, .host = host, .hier = hier};
+    rc = be->init_span(g, &span, deadline);
+    if (!rc) rc = stage_open(g);
     if (rc) {
         tr__group_destroy(g);
         return rc;
@@ -226,7 +203,7 @@ int tr__group_init_span(const char *node_path, size_t max_msg, int world, int ra
 }
 
 static int join(const char *node_path, size_t max_msg, int world, int rank,
-                const tr__coll_backend_v1 *be, const char *name, uint64_t extra, const int *devs,
+                const tr__coll_backend_v2 *be, const char *name, uint64_t extra, const int *devs,
                 int ndev, int timeout_ms, tr_group **out) {
     const char *backend = be->name;
     /* One deadline for the whole join: the node's rendezvous and the backend's own set-up
@@ -237,9 +214,6 @@ static int join(const char *node_path, size_t max_msg, int world, int rank,
     if (rc) return rc;
     tr__nodeconn *node = g->node;
     g->spin_limit = tr__coll_spin_limit(g);
-    g->ndev = ndev;
-    for (int i = 0; i < ndev; i++)
-        g->devs[i] = devs[i];
     tr__buf b = TR__BUF_INIT;
     tr__enc_map(&b, extra ? 6 : 5);
     if (extra) {
@@ -271,7 +245,7 @@ static int join(const char *node_path, size_t max_msg, int world, int rank,
     uint64_t size = 0;
     rc = tr__get_uint(r.root, "size", &size);
     tr__reply_free(&r);
-    int data = be == &tr__coll_shm_v1;
+    int data = (be->flags & TR__COLL_SEG_DATA) != 0;
     if (!rc && (fd < 0 || size != tr__coll_seg_size(world, data) + extra))
         rc = tr__err(TR_EPROTO, "group join: no segment, or a segment of the wrong size");
     if (!rc) {
@@ -290,11 +264,11 @@ static int join(const char *node_path, size_t max_msg, int world, int rank,
         }
     }
     if (fd >= 0) close(fd);
-    if (!rc && be->init) rc = be->init(g, deadline);
-#ifdef TR_WITH_CUDA
-    /* Asked once per process (0 where there is no GPU: no pointer is ever looked at). */
-    g->gpu_bufs = !rc && (be == &tr__coll_shm_v1 || be == &tr__coll_gloo_v1) && tr__gpu_present();
-#endif
+    if (!rc && ndev)
+        rc = be->init_devs(g, devs, ndev, deadline);
+    else if (!rc && be->init)
+        rc = be->init(g, deadline);
+    if (!rc) rc = stage_open(g);
     if (rc) {
         tr__group_destroy(g);
         return rc;
@@ -308,9 +282,7 @@ void tr__group_destroy(tr_group *g) {
     if (!g) return;
     live_remove(g);
     if (g->impl && g->be->fini) g->be->fini(g);
-#ifdef TR_WITH_CUDA
-    tr__gpu_stage_free(g);
-#endif
+    if (g->stage) tr__coll_device_stager->close(g);
     if (g->seg) {
         tr__buf b = TR__BUF_INIT;
         tr__enc_map(&b, 2);
@@ -347,21 +319,21 @@ static int fits(size_t count, tr_dtype dtype, size_t mult) {
     return esz && count <= SIZE_MAX / esz / mult;
 }
 
-TR_API int tr_group_set_checks(tr_group *g, int on) {
+int tr__group_set_checks(tr_group *g, int on) {
     if (!g) return tr__err(TR_EINVAL, "tr_group_set_checks: NULL group");
     g->checks = on != 0;
     return 0;
 }
 
-TR_API int tr_group_set_single_copy(tr_group *g, int on) {
+int tr__group_set_single_copy(tr_group *g, int on) {
     if (!g) return tr__err(TR_EINVAL, "tr_group_set_single_copy: NULL group");
     if (on < -1 || on > 1)
         return tr__err(TR_EINVAL, "tr_group_set_single_copy: %d (want 1, 0 or -1)", on);
-    g->single_copy = on;
+    if (g->be->set_single_copy) g->be->set_single_copy(g, on); /* (others ignore it) */
     return 0;
 }
 
-TR_API int tr_group_set_timeout(tr_group *g, int timeout_ms) {
+int tr__group_set_timeout(tr_group *g, int timeout_ms) {
     if (!g || timeout_ms < TR_FOREVER)
         return tr__err(TR_EINVAL, "tr_group_set_timeout: NULL group or timeout below TR_FOREVER");
     g->timeout_ms = timeout_ms;
@@ -382,11 +354,11 @@ static int finish(tr_group *g, int rc) {
     return rc;
 }
 
-TR_API int tr_group_rank(const tr_group *g) {
+int tr__group_rank(const tr_group *g) {
     return g ? g->rank : TR_EINVAL;
 }
 
-TR_API int tr_group_size(const tr_group *g) {
+int tr__group_size(const tr_group *g) {
     return g ? g->world : TR_EINVAL;
 }
 
@@ -408,24 +380,22 @@ static int dispatch(tr_group *g, const tr__coll_args *a, int64_t deadline) {
     }
 }
 
-/* Every checked op runs here, and ends: device buffers on a CPU backend go through pinned
- * host memory (the CUDA build, where this process sees a GPU). */
+/* Every checked op runs here, and ends: device buffers on a backend that takes host memory
+ * go through the stager's pinned host memory (g->stage: see stage_open). */
 static int run_op(tr_group *g, const tr__coll_args *a, int timeout_ms) {
     int64_t deadline = tr__deadline(timeout_ms);
-#ifdef TR_WITH_CUDA
-    if (g->gpu_bufs) return finish(g, tr__gpu_staged(g, a, deadline, dispatch));
-#endif
+    if (g->stage) return finish(g, tr__coll_device_stager->run(g, a, deadline, dispatch));
     return finish(g, dispatch(g, a, deadline));
 }
 
-TR_API int tr_barrier(tr_group *g, int timeout_ms) {
+int tr__group_barrier(tr_group *g, int timeout_ms) {
     int rc = begin(g, &timeout_ms);
     if (rc) return rc;
     tr__coll_args a = {TR__COLL_BARRIER, NULL, NULL, 0, TR_UINT8, TR_SUM, -1};
     return run_op(g, &a, timeout_ms);
 }
 
-TR_API int tr_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+int tr__group_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
                         tr_redop op, int timeout_ms) {
     int rc = begin(g, &timeout_ms);
     if (rc) return rc;
@@ -435,7 +405,7 @@ TR_API int tr_allreduce(tr_group *g, const void *send, void *recv, size_t count,
     return run_op(g, &a, timeout_ms);
 }
 
-TR_API int tr_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, int root,
+int tr__group_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, int root,
                         int timeout_ms) {
     int rc = begin(g, &timeout_ms);
     if (rc) return rc;
@@ -463,43 +433,43 @@ static int data_op(tr_group *g, tr__coll_args *a, int timeout_ms, const char *fn
     return run_op(g, a, timeout_ms);
 }
 
-TR_API int tr_reduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+int tr__group_reduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
                      tr_redop op, int root, int timeout_ms) {
     tr__coll_args a = {TR__COLL_REDUCE, send, recv, count, dtype, op, root};
     return data_op(g, &a, timeout_ms, "tr_reduce");
 }
 
-TR_API int tr_allgather(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+int tr__group_allgather(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
                         int timeout_ms) {
     tr__coll_args a = {TR__COLL_ALLGATHER, send, recv, count, dtype, TR_SUM, -1};
     return data_op(g, &a, timeout_ms, "tr_allgather");
 }
 
-TR_API int tr_gather(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+int tr__group_gather(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
                      int root, int timeout_ms) {
     tr__coll_args a = {TR__COLL_GATHER, send, recv, count, dtype, TR_SUM, root};
     return data_op(g, &a, timeout_ms, "tr_gather");
 }
 
-TR_API int tr_scatter(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+int tr__group_scatter(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
                       int root, int timeout_ms) {
     tr__coll_args a = {TR__COLL_SCATTER, send, recv, count, dtype, TR_SUM, root};
     return data_op(g, &a, timeout_ms, "tr_scatter");
 }
 
-TR_API int tr_reduce_scatter(tr_group *g, const void *send, void *recv, size_t count,
+int tr__group_reduce_scatter(tr_group *g, const void *send, void *recv, size_t count,
                              tr_dtype dtype, tr_redop op, int timeout_ms) {
     tr__coll_args a = {TR__COLL_REDUCE_SCATTER, send, recv, count, dtype, op, -1};
     return data_op(g, &a, timeout_ms, "tr_reduce_scatter");
 }
 
-TR_API int tr_alltoall(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+int tr__group_alltoall(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
                        int timeout_ms) {
     tr__coll_args a = {TR__COLL_ALLTOALL, send, recv, count, dtype, TR_SUM, -1};
     return data_op(g, &a, timeout_ms, "tr_alltoall");
 }
 
-TR_API int tr_send(tr_group *g, const void *buf, size_t count, tr_dtype dtype, int dst,
+int tr__group_send(tr_group *g, const void *buf, size_t count, tr_dtype dtype, int dst,
                    int timeout_ms) {
     int rc = begin(g, &timeout_ms);
     if (rc) return rc;
@@ -509,7 +479,7 @@ TR_API int tr_send(tr_group *g, const void *buf, size_t count, tr_dtype dtype, i
     return run_op(g, &a, timeout_ms);
 }
 
-TR_API int tr_recv(tr_group *g, void *buf, size_t count, tr_dtype dtype, int src, int timeout_ms) {
+int tr__group_recv(tr_group *g, void *buf, size_t count, tr_dtype dtype, int src, int timeout_ms) {
     int rc = begin(g, &timeout_ms);
     if (rc) return rc;
     if (!fits(count, dtype, 1) || (count && !buf) || src < 0 || src >= g->world || src == g->rank)
@@ -518,9 +488,8 @@ TR_API int tr_recv(tr_group *g, void *buf, size_t count, tr_dtype dtype, int src
     return run_op(g, &a, timeout_ms);
 }
 
-/* ------------------------------------------------------------------ the CUDA build's forms */
+/* ------------------------------------------------------------------ multi-device and async */
 
-#ifdef TR_WITH_CUDA
 /* Checks a _multigpu op's arrays (n = the group's devices): each entry non-NULL where the
  * op uses it (need: 1 every device, 2 the root device only, 0 never). */
 static int arrays_ok(const void *const *v, int n, int need, int root_dev) {
@@ -536,8 +505,12 @@ static int multi(tr_group *g, int kind, const void *const *send, void *const *re
                  const char *fn) {
     int rc = begin(g, &timeout_ms);
     if (rc) return rc;
-    if (!is_nccl(g)) return tr__err(TR_EINVAL, "%s: group '%s' is not an nccl group", fn, g->name);
-    int n = g->ndev ? g->ndev : 1, rooted = root_rank >= 0;
+    if (!g->be->multigpu)
+        return tr__err(TR_EINVAL,
+                       "%s: group '%s' is a %s group, which has no multi-GPU ops (backends built "
+                       "in: %s)",
+                       fn, g->name, g->be->name, tr__coll_backends_built);
+    int n = g->be->devices(g), rooted = root_rank >= 0;
     int root_here = rooted && root_rank == g->rank;
     size_t mult = (size_t)g->world * (size_t)n;
     int need_recv = kind == TR__COLL_REDUCE ? (root_here ? 2 : 0) : 1;
@@ -549,32 +522,23 @@ static int multi(tr_group *g, int kind, const void *const *send, void *const *re
                        n);
     int root = rooted ? root_rank * n + root_gpu : -1;
     return finish(
-        g, tr__nccl_multi(g, kind, send, recv, count, dtype, op, root, tr__deadline(timeout_ms)));
+        g, g->be->multigpu(g, kind, send, recv, count, dtype, op, root, tr__deadline(timeout_ms)));
 }
-#else
-static int multi(tr_group *g, int kind, const void *const *send, void *const *recv, size_t count,
-                 tr_dtype dtype, tr_redop op, int root_rank, int root_gpu, int timeout_ms,
-                 const char *fn) {
-    (void)g, (void)kind, (void)send, (void)recv, (void)count, (void)dtype, (void)op,
-        (void)root_rank, (void)root_gpu, (void)timeout_ms;
-    return tr__err(TR_EINVAL, "%s: this troupe was built without CUDA (--config=cuda)", fn);
-}
-#endif
 
-TR_API int tr_allreduce_multigpu(tr_group *g, const void *const *send, void *const *recv,
+int tr__group_allreduce_multigpu(tr_group *g, const void *const *send, void *const *recv,
                                  size_t count, tr_dtype dtype, tr_redop op, int timeout_ms) {
     return multi(g, TR__COLL_ALLREDUCE, send, recv, count, dtype, op, -1, 0, timeout_ms,
                  "tr_allreduce_multigpu");
 }
 
-TR_API int tr_broadcast_multigpu(tr_group *g, void *const *bufs, size_t count, tr_dtype dtype,
+int tr__group_broadcast_multigpu(tr_group *g, void *const *bufs, size_t count, tr_dtype dtype,
                                  int root_rank, int root_gpu, int timeout_ms) {
     if (root_rank < 0) return tr__err(TR_EINVAL, "tr_broadcast_multigpu: root rank %d", root_rank);
     return multi(g, TR__COLL_BROADCAST, (const void *const *)bufs, bufs, count, dtype, TR_SUM,
                  root_rank, root_gpu, timeout_ms, "tr_broadcast_multigpu");
 }
 
-TR_API int tr_reduce_multigpu(tr_group *g, const void *const *send, void *const *recv, size_t count,
+int tr__group_reduce_multigpu(tr_group *g, const void *const *send, void *const *recv, size_t count,
                               tr_dtype dtype, tr_redop op, int root_rank, int root_gpu,
                               int timeout_ms) {
     if (root_rank < 0) return tr__err(TR_EINVAL, "tr_reduce_multigpu: root rank %d", root_rank);
@@ -582,36 +546,32 @@ TR_API int tr_reduce_multigpu(tr_group *g, const void *const *send, void *const 
                  "tr_reduce_multigpu");
 }
 
-TR_API int tr_allgather_multigpu(tr_group *g, const void *const *send, void *const *recv,
+int tr__group_allgather_multigpu(tr_group *g, const void *const *send, void *const *recv,
                                  size_t count, tr_dtype dtype, int timeout_ms) {
     return multi(g, TR__COLL_ALLGATHER, send, recv, count, dtype, TR_SUM, -1, 0, timeout_ms,
                  "tr_allgather_multigpu");
 }
 
-TR_API int tr_reduce_scatter_multigpu(tr_group *g, const void *const *send, void *const *recv,
+int tr__group_reduce_scatter_multigpu(tr_group *g, const void *const *send, void *const *recv,
                                       size_t count, tr_dtype dtype, tr_redop op, int timeout_ms) {
     return multi(g, TR__COLL_REDUCE_SCATTER, send, recv, count, dtype, op, -1, 0, timeout_ms,
                  "tr_reduce_scatter_multigpu");
 }
 
-TR_API int tr_group_set_stream(tr_group *g, void *stream) {
+int tr__group_set_stream(tr_group *g, void *stream) {
     if (!g) return tr__err(TR_EINVAL, "tr_group_set_stream: NULL group");
-#ifdef TR_WITH_CUDA
-    if (is_nccl(g) && g->impl) return tr__nccl_set_stream(g, stream);
-#else
-    (void)stream;
-#endif
-    return tr__err(TR_EINVAL, "tr_group_set_stream: group '%s' is not an nccl group", g->name);
+    if (!g->be->set_stream)
+        return tr__err(TR_EINVAL,
+                       "tr_group_set_stream: group '%s' is a %s group, which has no "
+                       "async form",
+                       g->name, g->be->name);
+    return g->be->set_stream(g, stream);
 }
 
-TR_API int tr_group_synchronize(tr_group *g, int timeout_ms) {
+int tr__group_synchronize(tr_group *g, int timeout_ms) {
     int rc = begin(g, &timeout_ms);
     if (rc) return rc;
-#ifdef TR_WITH_CUDA
-    if (is_nccl(g) && g->impl) { /* its own timeout leaves the ops running, the group usable */
-        rc = tr__nccl_synchronize(g, tr__deadline(timeout_ms));
-        return rc == TR_ETIMEDOUT ? rc : finish(g, rc);
-    }
-#endif
-    return 0; /* the CPU backends' ops have finished when they return */
+    if (!g->be->synchronize) return 0; /* the backend's ops have finished when they return */
+    rc = g->be->synchronize(g, tr__deadline(timeout_ms));
+    return rc == TR_ETIMEDOUT ? rc : finish(g, rc); /* (its own timeout: the ops go on) */
 }

@@ -1,7 +1,7 @@
 /* collective/group.h - a collective group in this process: joining (rendezvous through the
- * node's registry), the versioned backend ops table the op API dispatches through, and
- * the ops. Thread safety: one op at a time per group (as MPI communicators); different
- * groups may be used from different threads.
+ * node's registry), leaving, and the versioned backend ops table the op API (ops.h)
+ * dispatches through. Thread safety: one op at a time per group (as MPI communicators);
+ * different groups may be used from different threads.
  */
 #ifndef TR_COLLECTIVE_GROUP_H
 #define TR_COLLECTIVE_GROUP_H
@@ -43,14 +43,59 @@ typedef struct tr__coll_args {
     int root;
 } tr__coll_args;
 
+/* A group whose ranks are on several nodes of a cluster, as tr__group_init_span hands it to
+ * its backend's init_span. */
+typedef struct tr__coll_span {
+    uint64_t nonce;           /* the declaration's: its rendezvous keys are under it */
+    const char *const *nodes; /* nodes[r]: rank r's node, "IP:port" (during init_span only) */
+    const char *host;         /* this rank's IP (of nodes[rank]): where it listens */
+    int hier;                 /* allreduce in two levels where ranks share nodes */
+} tr__coll_span;
+
+/* What a backend is, for the layers that do not call it (its table's `flags`). */
+enum {
+    /* Its ops take host memory only: where the build stages device buffers
+     * (tr__coll_device_stager) and this process sees a device, ops whose buffers are
+     * device memory run on pinned host copies. */
+    TR__COLL_HOST_MEMORY = 1u << 0,
+    /* Its data moves through the segment: the node gives its groups staging slots and
+     * channels (registry.c; tr__coll_seg_size's `data`). */
+    TR__COLL_SEG_DATA = 1u << 1,
+    /* Its progress needs no thread of its own, so its waits may spin long where every
+     * rank has a core, and ranks record their core binding at join (steps.c). */
+    TR__COLL_SPIN = 1u << 2,
+};
+
 /* A backend, as a versioned ops table (NCCL's ncclNet_vX): a later version only adds
- * members at the end. Every op gets an absolute deadline (core/clock.h). */
-typedef struct tr__coll_backend_v1 {
-    int version; /* 1 */
+ * members at the end. group.c is the only caller; it checks the arguments, and nothing in
+ * it knows one backend from another: what a backend does not do, its table says (NULL).
+ *
+ * Threads and locks. The group takes no lock around an entry: the rule is the caller's,
+ * one op at a time per group (MPI's communicators; troupe.h says "not with the group's
+ * ops"), so an entry may keep state in g->impl without a lock of its own. A backend that
+ * runs threads of its own (gloo's I/O thread, nccl's watchdog) guards what they share
+ * itself. No entry is called with a lock held, and every wait is bounded by the deadline
+ * it gets (an absolute one, core/clock.h).
+ *
+ * Results. 0, or a negative TR_E* with tr__err's message. An op that fails with anything
+ * but TR_EINVAL leaves the group unusable (group.c records why; a backend may set
+ * g->broken itself). TR_EINVAL (arguments the ranks disagree on) must leave the group
+ * usable and every buffer of the op as it was, on every rank. */
+typedef struct tr__coll_backend_v2 {
+    int version; /* 2 */
     const char *name;
-    /* after the node's rendezvous: set up g->impl (may be NULL) / tear it down */
+    /* ---- version 1 */
+    /* Join, after the node's rendezvous (g->seg mapped, g->spin_limit set): sets up
+     * g->impl (may leave it NULL). Called once, by the joining thread, before the group is
+     * anyone else's; may block until the deadline (the join's: the rendezvous shares it).
+     * On failure fini still runs if g->impl was set. NULL: nothing to set up. */
     int (*init)(tr_group *g, int64_t deadline);
+    /* Leave: tears g->impl down (called only if it is set). Once, by the thread that
+     * destroys the group, with no op running and the group off the live list; bounded
+     * (nccl waits up to 5 s for its work, then aborts). */
     void (*fini)(tr_group *g);
+    /* The ops, from the thread that runs the op. Required, except data_op (NULL: the op
+     * API answers TR_EINVAL naming the backend). */
     int (*barrier)(tr_group *g, int64_t deadline);
     int (*allreduce)(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
                      tr_redop op, int64_t deadline);
@@ -62,56 +107,94 @@ typedef struct tr__coll_backend_v1 {
     int (*send)(tr_group *g, const void *buf, size_t count, tr_dtype dtype, int dst,
                 int64_t deadline);
     int (*recv)(tr_group *g, void *buf, size_t count, tr_dtype dtype, int src, int64_t deadline);
-} tr__coll_backend_v1;
+    /* ---- version 2: every member optional; NULL (0) where the backend does not do it */
+    unsigned flags; /* TR__COLL_*, read at join */
+    /* Join as init does, for a rank that drives several devices (devs[0..ndev): device
+     * ordinals as this process sees them, 1 <= ndev <= TR__COLL_MAX_DEV, checked):
+     * tr_group_init_multigpu takes the first backend built in that has it. */
+    int (*init_devs)(tr_group *g, const int *devs, int ndev, int64_t deadline);
+    /* Join as init does, for a group whose ranks are on several nodes (tr__group_init_span):
+     * no node's rendezvous and no segment (g->seg is NULL), the rendezvous is the
+     * backend's own (in the cluster's KV store, under the span's nonce). */
+    int (*init_span)(tr_group *g, const tr__coll_span *span, int64_t deadline);
+    /* Devices this rank drives (1 or more), for the _multigpu ops' checks: any thread,
+     * never blocks. Required where multigpu is set. */
+    int (*devices)(const tr_group *g);
+    /* A _multigpu op, as an op: send[i] and recv[i] on this rank's device i (checked
+     * against devices()); root: a rank of the devices' communicator (process rank *
+     * devices + device index), or -1. */
+    int (*multigpu)(tr_group *g, int kind, const void *const *send, void *const *recv, size_t count,
+                    tr_dtype dtype, tr_redop op, int root, int64_t deadline);
+    /* The async form (tr_group_set_stream): as an op (never with one); may start a thread
+     * of the backend's. NULL: TR_EINVAL naming the backend. */
+    int (*set_stream)(tr_group *g, void *stream);
+    /* Until the ops enqueued so far have finished, as an op. Its own TR_ETIMEDOUT leaves
+     * the group usable (the ops go on), any other failure does not. NULL: the backend's
+     * ops have finished when they return (0 at once). */
+    int (*synchronize)(tr_group *g, int64_t deadline);
+    /* tr_group_set_single_copy's setting (1, 0, -1: checked), not with an op; never
+     * blocks. NULL: the backend ignores it. */
+    void (*set_single_copy)(tr_group *g, int on);
+} tr__coll_backend_v2;
 
-extern const tr__coll_backend_v1 tr__coll_shm_v1;
-/* (tr__coll_nccl_v1: collective/nccl/nccl.h, in the CUDA build) */
-#define TR__NCCL_MAX_DEV 16
-extern const tr__coll_backend_v1 tr__coll_gloo_v1;
+/* The backends: each file defines its table; collective/backends.c lists those built in. */
+extern const tr__coll_backend_v2 tr__coll_shm_v2;  /* shm/shm.c */
+extern const tr__coll_backend_v2 tr__coll_gloo_v2; /* gloo/gloo.cc */
+/* (tr__coll_nccl_v2: nccl/nccl.h, in the CUDA build only) */
 
+/* The backends built into this troupe, NULL-terminated (backends.c). */
+extern const tr__coll_backend_v2 *const tr__coll_backends[];
+/* Their names, for messages: "shm, gloo, auto; nccl needs the CUDA build, --config=cuda". */
+extern const char tr__coll_backends_built[];
+/* The backend built in under `name` ("auto": shm, the fastest on one node), or NULL. Any
+ * thread. */
+const tr__coll_backend_v2 *tr__coll_backend_find(const char *name);
+
+/* Device buffers on a backend that takes host memory only (TR__COLL_HOST_MEMORY): the
+ * CUDA build's staging (collective/nccl/stage.c), which backends.c lends as
+ * tr__coll_device_stager; NULL in the default build. */
+typedef struct tr__coll_stager {
+    /* At join, by the joining thread: sets g->stage where this process sees a device
+     * (asked once per process), leaves it NULL where it does not. */
+    int (*open)(tr_group *g);
+    /* An op whose buffers may be device memory, as an op: op() on host copies of those
+     * that are (through pinned memory kept in g->stage). */
+    int (*run)(tr_group *g, const tr__coll_args *a, int64_t deadline,
+               int (*op)(tr_group *g, const tr__coll_args *host, int64_t deadline));
+    /* At destroy, after fini: frees g->stage. */
+    void (*close)(tr_group *g);
+} tr__coll_stager;
+extern const tr__coll_stager *const tr__coll_device_stager;
+
+/* Devices one rank may drive (init_devs). */
+#define TR__COLL_MAX_DEV 16
+
+/* A group: what every backend uses. A backend's own state is behind impl. */
 struct tr_group {
     tr__nodeconn *node; /* the group's own connection to the node */
-    const tr__coll_backend_v1 *be;
+    const tr__coll_backend_v2 *be;
     char name[200];
     int world, rank;
-    uint64_t seq;        /* ops issued */
-    uint32_t agree_step; /* gloo: this rank's step count as its current op began */
-    int broken;          /* a failed op leaves the group unusable: its code */
+    int broken; /* a failed op leaves the group unusable: its code */
     char broken_msg[300];
-    void *seg; /* the group's shared segment (dead-rank mask; shm's data path) */
+    void *seg; /* the group's shared segment (dead-rank mask, the step protocol; shm's data
+                  path); NULL for a group across nodes */
     size_t seg_size;
-    void *impl;          /* backend state (gloo: its context) */
-    int timeout_ms;      /* what TR_GROUP_TIMEOUT means for this group */
-    int64_t spin_limit;  /* how long waits spin before sleeping (steps.c) */
-    int checks;          /* check that ranks agree on each op (tr_group_set_checks) */
-    int pinned;          /* 1 + the one core this process is bound to, 0 if it floats */
-    int cores_own;       /* shm: every rank is bound to a core no other rank has */
-    int can_read_all;    /* shm: this process can read every peer's memory (single copy) */
-    int single_copy;     /* shm: large ops by single copy: 1 on, 0 off, -1 (default) where
-                            it pays (tr_group_set_single_copy) */
-    int single_pays;     /* shm: this machine's process_vm_readv runs near memcpy's speed */
-    uint64_t probe;      /* shm: the word peers read to see whether they can */
-    uint64_t single_ops; /* shm: ops this rank did by single copy (tests look) */
-    int ndev;            /* nccl: devices this process drives (0: its current one) */
-    int devs[TR__NCCL_MAX_DEV];
-    int gpu_bufs; /* CPU backends, CUDA build: this process sees a GPU, so buffers
-                     may be device memory (nccl/stage.c) */
-    void *stage;  /* pinned host memory staging device buffers */
-    size_t stage_bytes;
+    void *impl;     /* the backend's state (init sets it, fini clears it) */
+    void *stage;    /* device buffers staged through host memory: tr__coll_stager's */
+    int timeout_ms; /* what TR_GROUP_TIMEOUT means for this group */
+    int checks;     /* check that ranks agree on each op (tr_group_set_checks) */
+    /* the step protocol over the segment (steps.c), whichever backend runs it */
+    uint64_t seq;        /* ops issued */
+    uint32_t agree_step; /* this rank's step count as its current op began (the
+                            agreement riding on the op: gloo) */
+    int64_t spin_limit;  /* how long waits spin before sleeping */
+    int pinned;          /* 1 + the one core this process is bound to, 0 if it floats
+                            (recorded by TR__COLL_SPIN backends only) */
+    int cores_own;       /* every rank is bound to a core no other rank has: waits spin
+                            for any peer (a TR__COLL_SPIN backend's init finds it) */
     char node_path[108];
-    /* gloo, a group whose ranks are on several nodes of a cluster (tr_group_declare):
-     * no node's registry, no segment; rendezvous in the cluster's KV store under
-     * span_prefix, Gloo's TCP on this node's cluster address (host), agreement checked
-     * by an exchange of the ops' descriptors */
-    int span;
-    char span_prefix[256];
-    char host[64];
-    /* ...and its ranks' nodes: node_of[r] numbers rank r's node (in order of first rank),
-     * n_nodes of them. hier: allreduce in two levels (collective/gloo/gloo.cc) */
-    uint8_t node_of[64];
-    int n_nodes, hier;
-    const char *const *span_nodes; /* the ranks' nodes, "IP:port", during init only */
-    struct tr_group *live_next;    /* this process's live groups (group.c) */
+    struct tr_group *live_next; /* this process's live groups (group.c) */
 };
 
 #define TR__GROUP_DEFAULT_TIMEOUT_MS 60000
@@ -132,20 +215,22 @@ static inline int tr__coll_name_ok(const char *name, size_t n) {
  * groups concurrently; the node takes that connection's close for the rank's exit). */
 int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, const char *backend,
                    const char *name, int timeout_ms, tr_group **out);
-/* An nccl group whose process drives ndev devices (devs: CUDA ordinals as this process
- * sees them): a communicator of world * ndev ranks, for the _multigpu ops. */
+/* A group whose process drives ndev devices (devs: ordinals as this process sees them),
+ * for the _multigpu ops, on the first backend built in with init_devs (nccl: a
+ * communicator of world * ndev ranks). */
 int tr__group_init_devs(const char *node_path, size_t max_msg, int world, int rank, const int *devs,
                         int ndev, const char *name, int timeout_ms, tr_group **out);
-/* Joins a declared gloo group whose ranks are on several nodes of a cluster: the
- * rendezvous runs in the cluster's KV store under TR__COLL_KV_PREFIX "<name>/<nonce>/"
- * (nonce: the declaration's, so no key of an earlier group of that name is ever read),
- * not in the node's registry. nodes[r]: rank r's node, "IP:port" (Gloo listens on this
- * rank's IP). hier: allreduce in two levels where ranks share nodes - shm inside each node,
- * Gloo between one leader per node (collective/gloo/gloo.cc). */
+/* Joins a declared group whose ranks are on several nodes of a cluster, on `backend`
+ * (one with init_span: gloo): the rendezvous runs in the cluster's KV store under
+ * TR__COLL_KV_PREFIX "<name>/<nonce>/" (nonce: the declaration's, so no key of an earlier
+ * group of that name is ever read), not in the node's registry. nodes[r]: rank r's node,
+ * "IP:port" (the backend listens on this rank's IP). hier: allreduce in two levels where
+ * ranks share nodes - shm inside each node, Gloo between one leader per node
+ * (collective/gloo/gloo.cc). */
 #define TR__COLL_HOST_MAX 80
 int tr__group_init_span(const char *node_path, size_t max_msg, int world, int rank,
-                        const char *name, uint64_t nonce, const char *const *nodes, int hier,
-                        int timeout_ms, tr_group **out);
+                        const char *backend, const char *name, uint64_t nonce,
+                        const char *const *nodes, int hier, int timeout_ms, tr_group **out);
 /* A group with no ops for other modules' shared state (dag/: a compiled graph's
  * channels): the node's rendezvous, a segment of the header (members' pids, dead mask)
  * and `extra` bytes after it (tr__coll_hdr_bytes() on, pre-faulted and zeroed), each
@@ -157,6 +242,7 @@ int tr__group_join_segment(const char *node_path, size_t max_msg, int world, int
 /* Calls off a segment group still gathering: its waiting joins fail with TR_ECANCELED.
  * TR_ENOTFOUND if there is none (complete, gone, or never made). */
 int tr__group_cancel_segment(const char *node_path, size_t max_msg, const char *name);
+/* Leaves the group and frees the handle (NULL: nothing). Not with the group's ops. */
 void tr__group_destroy(tr_group *g);
 /* Takes g off this process's list of live groups (tr_group_get, tr_group_is_initialized):
  * a group a backend made for itself, which users must not find. */

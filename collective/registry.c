@@ -176,7 +176,10 @@ static void on_join(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
         memcpy(g->name, name, nn);
         memcpy(g->backend, backend, bn);
         g->world = (int)world;
-        int data = strcmp(g->backend, "shm") == 0; /* other backends need the header alone */
+        /* slots and channels for a backend whose data moves through the segment (shm); the
+         * others, and "segment" groups, need the header alone */
+        const tr__coll_backend_v2 *be = tr__coll_backend_find(g->backend);
+        int data = be && (be->flags & TR__COLL_SEG_DATA);
         g->extra = extra;
         g->size = tr__coll_seg_size(g->world, data) + (size_t)extra;
         g->fd = memfd_create("troupe-group", MFD_CLOEXEC);

@@ -33,7 +33,8 @@ static int dead_behind(tr_group *g, uint32_t target) {
     return -1;
 }
 
-/* How long shm ranks may spin before sleeping when each has a core (MPI spins for ever):
+/* How long shm ranks (TR__COLL_SPIN) may spin before sleeping when each has a core (MPI
+ * spins for ever):
  * a step's work is at most a 256 KiB chunk (~15-30 us here), and a futex wake-up costs
  * 15-25 us plus the scheduler's delay. More ranks than cores: yield the core for up to
  * 20 us before sleeping, as MPI's ranks yield when oversubscribed (the rank awaited may be
@@ -42,7 +43,7 @@ static int dead_behind(tr_group *g, uint32_t target) {
  * I/O thread: with peers spinning even 20 us, a gloo allgather of 4 B went from 0.15 to
  * 2-4 ms here, a scheduler tick): no long spin, only core/wait's short one. */
 int64_t tr__coll_spin_limit(const tr_group *g) {
-    if (g->be != &tr__coll_shm_v1) return 0;
+    if (!(g->be->flags & TR__COLL_SPIN)) return 0;
     static int cpus; /* computed once; every thread computes the same */
     int ncpu = __atomic_load_n(&cpus, __ATOMIC_RELAXED);
     if (!ncpu) {
@@ -108,10 +109,10 @@ uint32_t tr__coll_my_step(tr_group *g) {
 void tr__coll_note_pinned(tr_group *g) {
     cpu_set_t set;
     g->pinned = 0;
-    /* As tr__coll_spin_limit: the long spin is shm's only. A gloo rank's I/O thread shares
-     * its core once the rank is bound, and a spin starves it until the scheduler's tick
-     * (4 KiB allreduce: 4 ms), so gloo ranks record no binding. */
-    if (g->be == &tr__coll_shm_v1 && sched_getaffinity(0, sizeof set, &set) == 0 &&
+    /* As tr__coll_spin_limit: the long spin is TR__COLL_SPIN backends' only (shm's). A
+     * gloo rank's I/O thread shares its core once the rank is bound, and a spin starves it
+     * until the scheduler's tick (4 KiB allreduce: 4 ms), so gloo ranks record no binding. */
+    if ((g->be->flags & TR__COLL_SPIN) && sched_getaffinity(0, sizeof set, &set) == 0 &&
         CPU_COUNT(&set) == 1)
         for (int c = 0; c < CPU_SETSIZE; c++)
             if (CPU_ISSET(c, &set)) g->pinned = c + 1;

@@ -9,6 +9,7 @@
 
 #include "actor/ctx.h"
 #include "collective/group.h"
+#include "collective/ops.h"
 #include "collective/shm/segment.h"
 #include "core/clock.h"
 #include "core/codec.h"
@@ -233,9 +234,9 @@ static int run_coll(step *st, uint64_t e, const tr__chan_wait *w) {
     /* (a value that went as an object, over slot_bytes, is not reduced: an error) */
     int bad = !code && (flags != 0 || len % esz != 0 || len > cap);
     int64_t count = code || bad ? 0 : (int64_t)(len / esz);
-    int64_t h[4] = {code ? tr_group_rank(st->grp) + 1 : 0, bad, count, -count};
+    int64_t h[4] = {code ? tr__group_rank(st->grp) + 1 : 0, bad, count, -count};
     char msg[400] = "";
-    rc = tr_allreduce(st->grp, h, h, 4, TR_INT64, TR_MAX, TR_FOREVER);
+    rc = tr__group_allreduce(st->grp, h, h, 4, TR_INT64, TR_MAX, TR_FOREVER);
     if (!rc && h[0]) { /* an input failed: its error, from its participant, is everyone's */
         struct {
             int32_t code;
@@ -247,7 +248,7 @@ static int run_coll(step *st, uint64_t e, const tr__chan_wait *w) {
             snprintf(why.msg, sizeof why.msg, "%.*s", (int)(len < 300 ? len : 300),
                      (const char *)data);
         }
-        rc = tr_broadcast(st->grp, &why, sizeof why, TR_UINT8, (int)(h[0] - 1), TR_FOREVER);
+        rc = tr__group_broadcast(st->grp, &why, sizeof why, TR_UINT8, (int)(h[0] - 1), TR_FOREVER);
         if (!rc) {
             code = why.code < 0 ? why.code : TR_EINTERNAL;
             snprintf(msg, sizeof msg, "%.*s", (int)sizeof why.msg - 1, why.msg);
@@ -260,7 +261,7 @@ static int run_coll(step *st, uint64_t e, const tr__chan_wait *w) {
                        "dtype");
         code = TR_EINVAL;
     } else if (!rc) {
-        rc = tr_allreduce(st->grp, data, buf, (size_t)count, st->dtype, st->op, TR_FOREVER);
+        rc = tr__group_allreduce(st->grp, data, buf, (size_t)count, st->dtype, st->op, TR_FOREVER);
     }
     if (rc) { /* the group failed (a participant left or died): so does this step */
         snprintf(msg, sizeof msg, "allreduce: %s", tr__last_error());
@@ -493,7 +494,7 @@ static void *run_loop(void *arg) {
     if (!rc && l->nccl_world) { /* the graph's own communicator, for its nccl edges */
         rc = tr__group_init(l->node_path, l->env.max_msg, l->nccl_world, l->nccl_rank, "nccl",
                             l->nccl_name, l->timeout_ms, &l->nccl);
-        if (!rc) tr_group_set_checks(l->nccl, 0); /* the channels carry lengths */
+        if (!rc) tr__group_set_checks(l->nccl, 0); /* the channels carry lengths */
     }
     for (size_t i = 0; !rc && i < l->n_steps; i++) {
         l->steps[i].gout.slots = l->steps[i].out.slots;

@@ -8,6 +8,7 @@
 
 #include "actor/ctx.h"
 #include "collective/group.h"
+#include "collective/ops.h"
 #include "collective/nccl/nccl.h"
 #include "core/clock.h"
 #include "core/status.h"
@@ -74,7 +75,7 @@ int tr__dag_gpu_take(tr__dag_gpu_out *o, tr_group *nccl, uint64_t e, const void 
     if (!nccl) return tr__err(TR_ESTATE, "an nccl edge without the graph's group");
     /* a copy of its own: the method's buffer may change once the actor's lock goes */
     if (len && (rc = to_device(o->dev, src, len, on_dev, o->stream))) return rc;
-    uint32_t meta[2] = {(uint32_t)tr_group_rank(nccl), 0};
+    uint32_t meta[2] = {(uint32_t)tr__group_rank(nccl), 0};
     uint64_t n64 = len;
     memcpy(payload, meta, 8);
     memcpy((char *)payload + 8, &n64, 8);
@@ -120,7 +121,7 @@ int tr__dag_gpu_read(tr__dag_gpu_in *in, tr_group *nccl, const tr__chan *c, uint
         return tr__err(TR_EPROTO, "a malformed device value");
     memcpy(meta, payload, 8);
     memcpy(&n, (const char *)payload + 8, 8);
-    if (meta[0] >= (uint32_t)tr_group_size(nccl) || (int)meta[0] == tr_group_rank(nccl) ||
+    if (meta[0] >= (uint32_t)tr__group_size(nccl) || (int)meta[0] == tr__group_rank(nccl) ||
         n > c->slot_bytes)
         return tr__err(TR_EPROTO, "a device value from rank %u of %llu bytes", meta[0],
                        (unsigned long long)n);
@@ -134,7 +135,7 @@ int tr__dag_gpu_read(tr__dag_gpu_in *in, tr_group *nccl, const tr__chan *c, uint
     *dev = in->buf;
     *len = (size_t)n;
     if (!n) return 0;
-    return tr_recv(nccl, in->buf, (size_t)n, TR_UINT8, (int)meta[0], GPU_TIMEOUT_MS);
+    return tr__group_recv(nccl, in->buf, (size_t)n, TR_UINT8, (int)meta[0], GPU_TIMEOUT_MS);
 }
 
 int tr__dag_gpu_to_host(void *dst, const void *src, size_t len) {

@@ -23,6 +23,7 @@
 extern "C" {
 #include "collective/group.h"
 #include "collective/registry.h"
+#include "collective/shm/shm.h"
 #include "core/nodeconn.h"
 }
 
@@ -171,10 +172,10 @@ TEST_F(CollFailures, LargeOpsReadThePeersBufferDirectly) {
             if (!std::equal(piece.begin(), piece.end(), want.begin() + (long)(r * n)))
                 return "scatter: wrong bytes";
             /* (only where ranks have a core each: not on a one-CPU machine) */
-            bool on = off_rank == -1 || (off_rank == -2 && g->single_pays);
+            bool on = off_rank == -1 || (off_rank == -2 && tr__shm_single_pays(g));
             uint64_t expect = on && (g->cores_own || g->spin_limit > 0) ? 4 : 0;
-            if (g->single_ops != expect)
-                return "single-copy ops: " + std::to_string(g->single_ops) + ", want " +
+            if (tr__shm_single_ops(g) != expect)
+                return "single-copy ops: " + std::to_string(tr__shm_single_ops(g)) + ", want " +
                        std::to_string(expect);
             return "";
         });

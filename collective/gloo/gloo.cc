@@ -36,6 +36,7 @@
 
 extern "C" {
 #include "collective/group.h"
+#include "collective/ops.h"
 #include "collective/steps.h"
 #include "core/affinity.h"
 #include "core/clock.h"
@@ -306,8 +307,20 @@ struct State {
     uint32_t tag = 1;
     bool formed = false; /* the mesh connected: every rank has read the rendezvous keys */
     std::vector<uint64_t> sent, received; /* messages per peer, for point-to-point slots */
-    /* a two-level group (g->hier): the shm group of this node's ranks (NULL where it has
-     * one), and on each node's leader (its lowest rank) a Gloo context of the leaders */
+    /* a group whose ranks are on several nodes of a cluster (init_span): no node's registry,
+     * no segment; rendezvous in the cluster's KV store under span_prefix, Gloo's TCP on
+     * this node's cluster address (host), agreement checked by an exchange of the ops'
+     * descriptors (span_agree) */
+    bool span = false;
+    std::string span_prefix, host;
+    /* ...and its ranks' nodes: node_of[r] numbers rank r's node (in order of first rank),
+     * n_nodes of them */
+    uint8_t node_of[TR__COLL_MAX_WORLD] = {};
+    int n_nodes = 0;
+    /* a two-level group (hier, across nodes where ranks share them): the shm group of this
+     * node's ranks (NULL where it has one), and on each node's leader (its lowest rank) a
+     * Gloo context of the leaders */
+    bool hier = false;
     tr_group *local = nullptr;
     std::unique_ptr<KvStore> lstore;
     std::shared_ptr<gloo::rendezvous::Context> lctx;
@@ -408,7 +421,7 @@ int timeout_of(int64_t deadline) {
     return left < 0 ? TR_FOREVER : left;
 }
 
-// A two-level allreduce (g->hier): the ranks of each node reduce to its leader through shm,
+// A two-level allreduce (State::hier): the ranks of each node reduce to its leader through shm,
 // the leaders allreduce through Gloo, each leader broadcasts the result to its node through
 // shm. Each byte crosses the network once per node, not once per rank. AVG sums, then
 // divides by the whole group's size. A rank that fails leaves its peers at once: its node's
@@ -422,8 +435,8 @@ int run_hier_allreduce(tr_group *g, const void *send, void *recv, size_t count, 
     bool leader = s->lctx != nullptr;
     int rc = 0;
     if (s->local)
-        rc = tr_reduce(s->local, send, leader ? recv : nullptr, count, dtype, sub, 0,
-                       timeout_of(deadline));
+        rc = tr__group_reduce(s->local, send, leader ? recv : nullptr, count, dtype, sub, 0,
+                              timeout_of(deadline));
     else if (send != recv)
         std::memcpy(recv, send, count * esz);
     if (!rc && leader)
@@ -439,7 +452,8 @@ int run_hier_allreduce(tr_group *g, const void *send, void *recv, size_t count, 
                 return 0;
             });
         });
-    if (!rc && s->local) rc = tr_broadcast(s->local, recv, count, dtype, 0, timeout_of(deadline));
+    if (!rc && s->local)
+        rc = tr__group_broadcast(s->local, recv, count, dtype, 0, timeout_of(deadline));
     if (!rc) return tr__reduce_finish(recv, count, dtype, op, g->world);
     char why[400];
     snprintf(why, sizeof why, "%s", tr__last_error());
@@ -758,7 +772,7 @@ int checked(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, int root, s
             int64_t deadline, F run, Written w = {}, const void *send = nullptr,
             void *recv = nullptr) {
     if (!g->checks) return guarded(g, run);
-    if (g->span) {
+    if (S(g)->span) {
         int rc = span_agree(g, kind, dtype, op, root, count, deadline, send, recv);
         return rc < 0 ? rc : rc == 1 ? 0 : guarded(g, run);
     }
@@ -797,42 +811,59 @@ int checked(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, int root, s
 // Gloo context of their own (its keys under the group's, "L/").
 int hier_init(tr_group *g, int64_t deadline) {
     State *s = S(g);
-    int mine = g->node_of[g->rank], lw = 0, lr = 0, leader = -1;
+    int mine = s->node_of[g->rank], lw = 0, lr = 0, leader = -1;
     for (int r = 0; r < g->world; r++) {
-        if (g->node_of[r] != mine) continue;
+        if (s->node_of[r] != mine) continue;
         if (leader < 0) leader = r;
         lr += r < g->rank;
         lw++;
     }
     if (lw > 1) {
-        size_t pn = strlen(g->span_prefix);
+        size_t pn = s->span_prefix.size();
         char lname[64];
-        snprintf(lname, sizeof lname, "troupe-hier-%.16s", pn > 17 ? g->span_prefix + pn - 17 : "");
+        snprintf(lname, sizeof lname, "troupe-hier-%.16s",
+                 pn > 17 ? s->span_prefix.c_str() + pn - 17 : "");
         int rc = tr__group_init(g->node_path, g->node->max_msg, lw, lr, "shm", lname,
                                 timeout_of(deadline), &s->local);
         if (rc) return rc;
-        tr__group_hide(s->local);         /* the group's own: no user finds it by name */
-        tr_group_set_checks(s->local, 0); /* the whole group checked the op already */
+        tr__group_hide(s->local);          /* the group's own: no user finds it by name */
+        tr__group_set_checks(s->local, 0); /* the whole group checked the op already */
     }
     if (g->rank == leader) {
-        s->lstore.reset(new KvStore(g->node, std::string(g->span_prefix) + "L/", true));
-        s->lctx = std::make_shared<gloo::rendezvous::Context>(mine, g->n_nodes);
+        s->lstore.reset(new KvStore(g->node, s->span_prefix + "L/", true));
+        s->lctx = std::make_shared<gloo::rendezvous::Context>(mine, s->n_nodes);
         s->lctx->setTimeout(ms_left(deadline));
         s->lctx->connectFullMesh(*s->lstore, s->dev);
     }
     return 0;
 }
 
-int g_init(tr_group *g, int64_t deadline) {
+// Join (span: NULL for a group on one node, whose rendezvous is the node's registry's).
+int start(tr_group *g, const tr__coll_span *span, int64_t deadline) {
     return guarded(g, [&]() -> int {
         auto *s = new State();
         g->impl = s;
-        s->store.reset(new KvStore(g->node,
-                                   g->span ? std::string(g->span_prefix)
-                                           : std::string(TR__COLL_KV_PREFIX) + g->name + "/",
-                                   g->span != 0));
+        if (span) {
+            char prefix[256];
+            snprintf(prefix, sizeof prefix, "%s%s/%016llx/", TR__COLL_KV_PREFIX, g->name,
+                     (unsigned long long)span->nonce);
+            s->span = true;
+            s->span_prefix = prefix;
+            s->host = span->host;
+            for (int r = 0; r < g->world; r++) { /* the ranks' nodes, in order of first rank */
+                int k = 0;
+                while (k < r && strcmp(span->nodes[k], span->nodes[r]) != 0)
+                    k++;
+                s->node_of[r] = k < r ? s->node_of[k] : (uint8_t)s->n_nodes++;
+            }
+            /* (one rank per node: nothing to do in two levels) */
+            s->hier = span->hier && s->n_nodes < g->world;
+        }
+        s->store.reset(new KvStore(
+            g->node, s->span ? s->span_prefix : std::string(TR__COLL_KV_PREFIX) + g->name + "/",
+            s->span));
         // one node: loopback; across nodes: this rank's node's address in the cluster
-        gloo::transport::tcp::attr attr(g->span ? g->host : "127.0.0.1");
+        gloo::transport::tcp::attr attr(s->span ? s->host.c_str() : "127.0.0.1");
         // Gloo's I/O thread gets the CPUs the rank had before the node bound it: on the
         // rank's one core it delays the rank's wake-ups by a tick (core/affinity.h).
         {
@@ -845,12 +876,12 @@ int g_init(tr_group *g, int64_t deadline) {
         s->formed = true;
         s->sent.assign((size_t)g->world, 0);
         s->received.assign((size_t)g->world, 0);
-        int rc = g->hier ? hier_init(g, deadline) : 0;
-        if (!rc && g->span && g->span_nodes) {
+        int rc = s->hier ? hier_init(g, deadline) : 0;
+        if (!rc && span) {
             std::vector<std::string> peers;
             for (int r = 0; r < g->world; r++) {
-                std::string a = g->span_nodes[r];
-                if (g->node_of[r] == g->node_of[g->rank]) continue;
+                std::string a = span->nodes[r];
+                if (s->node_of[r] == s->node_of[g->rank]) continue;
                 bool seen = false;
                 for (auto &p : peers)
                     seen = seen || p == a;
@@ -862,11 +893,20 @@ int g_init(tr_group *g, int64_t deadline) {
     });
 }
 
+int g_init(tr_group *g, int64_t deadline) {
+    return start(g, nullptr, deadline);
+}
+
+int g_init_span(tr_group *g, const tr__coll_span *span, int64_t deadline) {
+    return start(g, span, deadline);
+}
+
 void g_fini(tr_group *g) {
     /* a group across nodes: rank 0 clears its rendezvous keys (a dead rank's too); every
      * rank read them before the group formed */
-    if (g->span && g->rank == 0 && S(g)->formed)
-        tr__kv_client_cluster(g->node, "del_prefix", g->span_prefix, nullptr, 0, nullptr, nullptr);
+    if (S(g)->span && g->rank == 0 && S(g)->formed)
+        tr__kv_client_cluster(g->node, "del_prefix", S(g)->span_prefix.c_str(), nullptr, 0, nullptr,
+                              nullptr);
     try {
         delete S(g);
     } catch (...) {
@@ -884,8 +924,8 @@ int g_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtyp
     return checked(
         g, TR__COLL_ALLREDUCE, dtype, op, -1, count, deadline,
         [&] {
-            return g->hier ? run_hier_allreduce(g, send, recv, count, dtype, op, deadline)
-                           : run_allreduce(g, send, recv, count, dtype, op, deadline);
+            return S(g)->hier ? run_hier_allreduce(g, send, recv, count, dtype, op, deadline)
+                              : run_allreduce(g, send, recv, count, dtype, op, deadline);
         },
         written(g, TR__COLL_ALLREDUCE, recv, count, dtype, -1), send, recv);
 }
@@ -968,6 +1008,24 @@ int g_recv(tr_group *g, void *buf, size_t count, tr_dtype dtype, int src, int64_
 
 } // namespace
 
-extern "C" const tr__coll_backend_v1 tr__coll_gloo_v1 = {
-    1, "gloo", g_init, g_fini, g_barrier, g_allreduce, g_broadcast, g_data_op, g_send, g_recv,
+// (C++17 has no designated initializers: every member, in the table's order, group.h)
+extern "C" const tr__coll_backend_v2 tr__coll_gloo_v2 = {
+    2,
+    "gloo",
+    g_init,
+    g_fini,
+    g_barrier,
+    g_allreduce,
+    g_broadcast,
+    g_data_op,
+    g_send,
+    g_recv,
+    TR__COLL_HOST_MEMORY, /* flags */
+    nullptr,              /* init_devs */
+    g_init_span,
+    nullptr, /* devices */
+    nullptr, /* multigpu */
+    nullptr, /* set_stream */
+    nullptr, /* synchronize */
+    nullptr, /* set_single_copy */
 };

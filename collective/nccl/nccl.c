@@ -11,7 +11,7 @@
  * the op (the step protocol of steps.h, as shm does); point to point, the receiver checks
  * a header the sender sends first.
  *
- * One process may drive several devices (g->ndev > 1, the _multigpu forms): a
+ * One process may drive several devices (init_devs: ndev > 1, the _multigpu forms): a
  * communicator of world * ndev ranks, one per device, ops issued in an NCCL group.
  */
 #include "collective/nccl/nccl.h"
@@ -47,11 +47,11 @@ typedef struct pending {
 
 typedef struct nstate {
     int ndev;
-    int dev[TR__NCCL_MAX_DEV];
-    ncclComm_t comm[TR__NCCL_MAX_DEV]; /* NULL once aborted or destroyed */
-    cudaStream_t own[TR__NCCL_MAX_DEV];
-    cudaEvent_t done[TR__NCCL_MAX_DEV];
-    void *scratch[TR__NCCL_MAX_DEV]; /* 64 device bytes: the barrier's word, p2p headers */
+    int dev[TR__COLL_MAX_DEV];
+    ncclComm_t comm[TR__COLL_MAX_DEV]; /* NULL once aborted or destroyed */
+    cudaStream_t own[TR__COLL_MAX_DEV];
+    cudaEvent_t done[TR__COLL_MAX_DEV];
+    void *scratch[TR__COLL_MAX_DEV]; /* 64 device bytes: the barrier's word, p2p headers */
     uint64_t *hdr;                   /* HDRS pinned headers {count, dtype} */
     void *tmp;                       /* device copy of a send that overlaps its recv */
     size_t tmp_cap;
@@ -289,13 +289,14 @@ static int get_id(tr_group *g, int ndev, ncclUniqueId *out, int64_t deadline) {
 
 static void fini(tr_group *g);
 
-static int init(tr_group *g, int64_t deadline) {
+/* devs[0..ndev): the devices this process drives; none (ndev 0): its current one. */
+static int init_devs(tr_group *g, const int *devs, int ndev, int64_t deadline) {
     nstate *s = calloc(1, sizeof *s);
     if (!s) return tr__err(TR_ENOMEM, "nccl group");
     g->impl = s;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    s->ndev = g->ndev ? g->ndev : 1;
+    s->ndev = ndev ? ndev : 1;
     int prev = 0, count = 0;
     cudaError_t ce = cudaGetDeviceCount(&count);
     if (ce == cudaSuccess && count > 0) ce = cudaGetDevice(&prev);
@@ -303,7 +304,7 @@ static int init(tr_group *g, int64_t deadline) {
         return tr__err(TR_ERESOURCES, "group '%s': the nccl backend needs a CUDA device: %s",
                        g->name, ce != cudaSuccess ? cudaGetErrorString(ce) : "none visible");
     for (int i = 0; i < s->ndev; i++) {
-        s->dev[i] = g->ndev ? g->devs[i] : prev;
+        s->dev[i] = ndev ? devs[i] : prev;
         if (s->dev[i] < 0 || s->dev[i] >= count)
             return tr__err(TR_EINVAL, "group '%s': device %d (this process sees %d)", g->name,
                            s->dev[i], count);
@@ -347,6 +348,10 @@ static int init(tr_group *g, int64_t deadline) {
         rc = cuda_fail(g, s, ce, "pinned headers");
     cudaSetDevice(prev);
     return rc;
+}
+
+static int init(tr_group *g, int64_t deadline) {
+    return init_devs(g, NULL, 0, deadline);
 }
 
 static void *watchdog(void *arg);
@@ -733,7 +738,9 @@ int tr__nccl_send_many(tr_group *g, const void *buf, size_t bytes, const int *ds
     return run(g, &o, deadline);
 }
 
-int tr__nccl_multi(tr_group *g, int kind, const void *const *send, void *const *recv, size_t count,
+/* One op over this process's devices: send[i] and recv[i] on device i; root is a rank of
+ * the communicator (process rank * ndev + device index), or -1. */
+static int n_multi(tr_group *g, int kind, const void *const *send, void *const *recv, size_t count,
                    tr_dtype dtype, tr_redop op, int root, int64_t deadline) {
     nstate *s = S(g);
     int rc = agree(g, (uint32_t)kind, dtype, op, root, count, deadline);
@@ -807,7 +814,10 @@ static void start_watchdog(tr_group *g, nstate *s) {
     s->dog_started = pthread_create(&s->dog, NULL, watchdog, g) == 0;
 }
 
-int tr__nccl_set_stream(tr_group *g, void *stream) {
+/* The async form: ops enqueue on `stream` (a cudaStream_t; NULL: the group's own, and ops
+ * wait) and return once enqueued; the watchdog aborts the communicator when one passes its
+ * deadline, a peer dies or NCCL reports an error. */
+static int n_set_stream(tr_group *g, void *stream) {
     nstate *s = S(g);
     if (s->ndev > 1 && stream)
         return tr__err(TR_EINVAL, "group '%s': the async form is for single-GPU groups", g->name);
@@ -832,7 +842,8 @@ int tr__nccl_set_stream(tr_group *g, void *stream) {
     return tr__err(TR_EINVAL, "group '%s': that stream: %s", g->name, cudaGetErrorString(ce));
 }
 
-int tr__nccl_synchronize(tr_group *g, int64_t deadline) {
+/* Until every op enqueued so far has finished: 0, or the first failure. */
+static int n_synchronize(tr_group *g, int64_t deadline) {
     nstate *s = S(g);
     for (;;) {
         pthread_mutex_lock(&s->mu);
@@ -859,8 +870,12 @@ int tr__nccl_synchronize(tr_group *g, int64_t deadline) {
     }
 }
 
-const tr__coll_backend_v1 tr__coll_nccl_v1 = {
-    .version = 1,
+static int n_devices(const tr_group *g) {
+    return ((const nstate *)g->impl)->ndev;
+}
+
+const tr__coll_backend_v2 tr__coll_nccl_v2 = {
+    .version = 2,
     .name = "nccl",
     .init = init,
     .fini = fini,
@@ -870,4 +885,9 @@ const tr__coll_backend_v1 tr__coll_nccl_v1 = {
     .data_op = n_data_op,
     .send = n_send,
     .recv = n_recv,
+    .init_devs = init_devs,
+    .devices = n_devices,
+    .multigpu = n_multi,
+    .set_stream = n_set_stream,
+    .synchronize = n_synchronize,
 };

@@ -1,6 +1,7 @@
 /* collective/nccl/nccl.h - what the CUDA build adds to collective groups (built only with
- * --config=cuda, where TR_WITH_CUDA is defined): the `nccl` backend, its async and
- * multi-GPU forms, and staging of device buffers for the CPU backends (stage.c).
+ * --config=cuda, where TR_WITH_CUDA is defined): the `nccl` backend (its async and
+ * multi-GPU forms are entries of its table), and staging of device buffers for the CPU
+ * backends (stage.c). Only collective/backends.c registers them; dag/ uses the helpers.
  */
 #ifndef TR_COLLECTIVE_NCCL_H
 #define TR_COLLECTIVE_NCCL_H
@@ -14,18 +15,10 @@
 extern "C" {
 #endif
 
-extern const tr__coll_backend_v1 tr__coll_nccl_v1;
-
-/* The async form: ops enqueue on `stream` (a cudaStream_t; NULL: the group's own, and ops
- * wait) and return once enqueued; a watchdog thread aborts the communicator when one
- * passes its deadline, a peer dies or NCCL reports an error. */
-int tr__nccl_set_stream(tr_group *g, void *stream);
-/* Until every op enqueued so far has finished: 0, or the first failure. */
-int tr__nccl_synchronize(tr_group *g, int64_t deadline);
-/* One op over this process's g->ndev devices: send[i] and recv[i] on device i; root is a
- * rank of the communicator (process rank * ndev + device index), or -1. */
-int tr__nccl_multi(tr_group *g, int kind, const void *const *send, void *const *recv, size_t count,
-                   tr_dtype dtype, tr_redop op, int root, int64_t deadline);
+/* The backend (in collective/backends.c's list in this build): besides the ops, its
+ * table's init_devs and multigpu (one communicator rank per device this process drives),
+ * set_stream and synchronize (the async form). */
+extern const tr__coll_backend_v2 tr__coll_nccl_v2;
 
 /* bytes at buf to every rank of dst[0..n) at once (one NCCL group), waiting until all
  * have it; no header, no agreement check (a compiled graph's channels carry both). */
@@ -37,11 +30,10 @@ int tr__nccl_send_many(tr_group *g, const void *buf, size_t bytes, const int *ds
 int tr__gpu_present(void);
 /* Whether p is device memory (host memory, registered or not, is not). */
 int tr__gpu_is_device(const void *p);
-/* A CPU backend's op with device buffers: stages them through pinned host memory kept
- * with the group (g->stage). run() is the backend's op on host buffers. */
-int tr__gpu_staged(tr_group *g, const tr__coll_args *a, int64_t deadline,
-                   int (*run)(tr_group *g, const tr__coll_args *host, int64_t deadline));
-void tr__gpu_stage_free(tr_group *g);
+/* Device buffers on the backends that take host memory (TR__COLL_HOST_MEMORY): staged
+ * through pinned host memory kept with the group (g->stage), one buffer per group grown as
+ * needed (backends.c lends it as tr__coll_device_stager). */
+extern const tr__coll_stager tr__gpu_stager;
 
 #ifdef __cplusplus
 }

@@ -4,6 +4,7 @@
  * reads and writes, and their sizes, follow troupe.h's description of each op. */
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "collective/nccl/nccl.h"
@@ -31,6 +32,12 @@ int tr__gpu_is_device(const void *p) {
     }
     return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
 }
+
+/* A group's staging (g->stage, set at join where this process sees a device). */
+typedef struct stage {
+    void *host; /* pinned */
+    size_t bytes;
+} stage;
 
 /* Bytes the op reads from send / writes to recv on this rank (0: not touched). */
 static void sizes(const tr_group *g, const tr__coll_args *a, size_t *in, size_t *out) {
@@ -81,8 +88,15 @@ static void sizes(const tr_group *g, const tr__coll_args *a, size_t *in, size_t 
     }
 }
 
-int tr__gpu_staged(tr_group *g, const tr__coll_args *a, int64_t deadline,
-                   int (*run)(tr_group *g, const tr__coll_args *host, int64_t deadline)) {
+static void drop(stage *st) {
+    if (st->host) cudaFreeHost(st->host);
+    st->host = NULL;
+    st->bytes = 0;
+}
+
+static int staged(tr_group *g, const tr__coll_args *a, int64_t deadline,
+                  int (*run)(tr_group *g, const tr__coll_args *host, int64_t deadline)) {
+    stage *st = g->stage;
     size_t in, out;
     sizes(g, a, &in, &out);
     /* In place (broadcast's one buffer too): one host copy, read and written. */
@@ -92,18 +106,18 @@ int tr__gpu_staged(tr_group *g, const tr__coll_args *a, int64_t deadline,
     if (same && (dev_in || dev_out)) dev_in = dev_out = 1;
     if (!dev_in && !dev_out) return run(g, a, deadline);
     size_t need = same ? (in > out ? in : out) : (dev_in ? in : 0) + (dev_out ? out : 0);
-    if (need > g->stage_bytes) {
-        tr__gpu_stage_free(g);
-        if (cudaMallocHost(&g->stage, need) != cudaSuccess) {
+    if (need > st->bytes) {
+        drop(st);
+        if (cudaMallocHost(&st->host, need) != cudaSuccess) {
             cudaGetLastError();
-            g->stage = NULL;
+            st->host = NULL;
             return tr__err(TR_ENOMEM, "group '%s': %zu bytes of pinned memory for device buffers",
                            g->name, need);
         }
-        g->stage_bytes = need;
+        st->bytes = need;
     }
     tr__coll_args h = *a;
-    char *hin = g->stage, *hout = same ? hin : hin + (dev_in ? in : 0);
+    char *hin = st->host, *hout = same ? hin : hin + (dev_in ? in : 0);
     if (dev_in) {
         cudaError_t ce = in ? cudaMemcpy(hin, a->send, in, cudaMemcpyDeviceToHost) : cudaSuccess;
         if (ce != cudaSuccess) { /* (this rank skips the op: its peers time out) */
@@ -126,8 +140,18 @@ int tr__gpu_staged(tr_group *g, const tr__coll_args *a, int64_t deadline,
     return rc;
 }
 
-void tr__gpu_stage_free(tr_group *g) {
-    if (g->stage) cudaFreeHost(g->stage);
-    g->stage = NULL;
-    g->stage_bytes = 0;
+static int open_stage(tr_group *g) {
+    if (!tr__gpu_present()) return 0;
+    if (!(g->stage = calloc(1, sizeof(stage))))
+        return tr__err(TR_ENOMEM, "group '%s': staging of device buffers", g->name);
+    return 0;
 }
+
+static void close_stage(tr_group *g) {
+    if (!g->stage) return;
+    drop(g->stage);
+    free(g->stage);
+    g->stage = NULL;
+}
+
+const tr__coll_stager tr__gpu_stager = {open_stage, staged, close_stage};

@@ -30,7 +30,8 @@
  * each rank publishes where its buffer is and whether it will read its peers (it can,
  * and it has a core: see begin_large), and uses single copy only if all will (else the
  * slots, from the next step). The owner of a buffer does not return until every reader
- * has posted that it is done.
+ * has posted that it is done. What single copy needs (the probe, the verdicts, the
+ * setting) is this rank's state behind g->impl (shm_state).
  *
  * Waits spin briefly then sleep on the counter's futex (core/wait); a waiting rank looks
  * at the dead mask at least every 10 ms and fails with TR_EPEER_DIED when a rank it
@@ -45,6 +46,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "collective/shm/shm.h"
+
 #include "collective/group.h"
 #include "collective/shm/segment.h"
 #include "collective/steps.h"
@@ -58,8 +61,20 @@
 #define SINGLE_MIN (64u << 10)    /* single copy from this size */
 #define PROBE_MAGIC 0x7472706f62652121ull
 
+/* This rank's state (g->impl): what single copy needs. */
+typedef struct shm_state {
+    uint64_t probe;      /* the word peers read to see whether they can */
+    int can_read_all;    /* this process can read every peer's memory */
+    int single_pays;     /* this machine's process_vm_readv runs near memcpy's speed */
+    int single_copy;     /* 1 on, 0 off, -1 (default) where it pays (tr_group_set_single_copy) */
+    uint64_t single_ops; /* ops this rank did by single copy (tests look) */
+} shm_state;
+
 static tr__coll_hdr *H(tr_group *g) {
     return g->seg;
+}
+static shm_state *S(const tr_group *g) {
+    return g->impl;
 }
 static char *slot(tr_group *g, int r, uint32_t step) {
     return tr__coll_slot(H(g), r, step);
@@ -142,8 +157,12 @@ static int single_pays(void) {
 /* Join: can this rank read every peer's memory, and does it pay? */
 static int shm_init(tr_group *g, int64_t deadline) {
     tr__coll_hdr *h = H(g);
-    g->probe = PROBE_MAGIC;
-    __atomic_store_n(&h->rk[g->rank].probe, (uint64_t)(uintptr_t)&g->probe, __ATOMIC_RELEASE);
+    shm_state *st = calloc(1, sizeof *st);
+    if (!st) return tr__err(TR_ENOMEM, "group '%s': shm state", g->name);
+    g->impl = st;
+    st->single_copy = -1;
+    st->probe = PROBE_MAGIC;
+    __atomic_store_n(&h->rk[g->rank].probe, (uint64_t)(uintptr_t)&st->probe, __ATOMIC_RELEASE);
     int ok = g->world > 1;
     for (int q = 0; q < g->world; q++) {
         if (q == g->rank) continue;
@@ -160,9 +179,26 @@ static int shm_init(tr_group *g, int64_t deadline) {
     for (int q = 0; q < g->world && g->cores_own; q++)
         for (int p = 0; p < q && g->cores_own; p++)
             if (!h->rk[q].pinned || h->rk[q].pinned == h->rk[p].pinned) g->cores_own = 0;
-    g->can_read_all = ok;
-    g->single_pays = ok && single_pays();
+    st->can_read_all = ok;
+    st->single_pays = ok && single_pays();
     return 0;
+}
+
+static void shm_fini(tr_group *g) {
+    free(g->impl);
+    g->impl = NULL;
+}
+
+static void shm_set_single_copy(tr_group *g, int on) {
+    S(g)->single_copy = on;
+}
+
+uint64_t tr__shm_single_ops(const tr_group *g) {
+    return g && g->be == &tr__coll_shm_v2 && S(g) ? S(g)->single_ops : 0;
+}
+
+int tr__shm_single_pays(const tr_group *g) {
+    return g && g->be == &tr__coll_shm_v2 && S(g) ? S(g)->single_pays : 0;
 }
 
 static int overlap(const void *a, size_t an, const void *b, size_t bn) {
@@ -178,9 +214,10 @@ static int begin_large(tr_group *g, uint32_t *s, const void *addr, int mine, int
     /* With more ranks than cores, readers pinning the owner's pages at once queue on its
      * memory map, and the owner cannot run while they copy: the slots are faster there
      * (measured, 4 ranks on 2 cores, 1 MiB: broadcast 130 against 255 us). */
+    shm_state *st = S(g);
     int has_core = g->cores_own || g->spin_limit > 0;
-    int want = g->single_copy > 0 || (g->single_copy < 0 && g->single_pays);
-    tr__coll_publish_single(g, addr, mine && has_core && g->can_read_all && want);
+    int want = st->single_copy > 0 || (st->single_copy < 0 && st->single_pays);
+    tr__coll_publish_single(g, addr, mine && has_core && st->can_read_all && want);
     int rc = post_and_wait(g, *s, 1, FROM_ALL, deadline);
     if (rc) return rc;
     (*s)++;
@@ -302,7 +339,7 @@ static int shm_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, i
         if ((rc = begin_large(g, &s, buf, 1, deadline, &single))) return rc;
         first = 0;
         if (single) {
-            g->single_ops++;
+            S(g)->single_ops++;
             rc = is_root ? 0 : read_peer(g, root, buf, peer_addr(g, root), bytes);
             int done = post_and_wait(g, s, 0, is_root ? FROM_ALL : FROM_NONE, deadline);
             return rc ? rc : done;
@@ -329,7 +366,7 @@ static int single_copy(tr_group *g, const tr__coll_args *a, uint32_t s, int64_t 
     int k = a->kind, root = a->root, me = g->rank, W = g->world, rc = 0;
     size_t nb = a->count * tr__dtype_size(a->dtype);
     char *recv = a->recv;
-    g->single_ops++;
+    S(g)->single_ops++;
     if (k == TR__COLL_SCATTER) {
         if (me == root) {
             if (recv != (char *)a->send + me * nb) memmove(recv, (char *)a->send + me * nb, nb);
@@ -503,15 +540,17 @@ static int shm_recv(tr_group *g, void *buf, size_t count, tr_dtype dtype, int sr
     return 0;
 }
 
-const tr__coll_backend_v1 tr__coll_shm_v1 = {
-    .version = 1,
+const tr__coll_backend_v2 tr__coll_shm_v2 = {
+    .version = 2,
     .name = "shm",
     .init = shm_init,
-    .fini = NULL,
+    .fini = shm_fini,
     .barrier = shm_barrier_op,
     .allreduce = shm_allreduce,
     .broadcast = shm_broadcast,
     .data_op = shm_data_op,
     .send = shm_send,
     .recv = shm_recv,
+    .flags = TR__COLL_HOST_MEMORY | TR__COLL_SEG_DATA | TR__COLL_SPIN,
+    .set_single_copy = shm_set_single_copy,
 };

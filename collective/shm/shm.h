@@ -1,0 +1,25 @@
+/* collective/shm/shm.h - what the shm backend (shm.c, table tr__coll_shm_v2 in group.h)
+ * shows of a group's state behind g->impl, for tests: its single-copy counters. Thread
+ * safety: not with the group's ops. */
+#ifndef TR_COLLECTIVE_SHM_H
+#define TR_COLLECTIVE_SHM_H
+
+#include <stdint.h>
+
+#include "collective/group.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Ops this rank did by single copy (reading a peer's buffer in its memory); 0 for a group
+ * of another backend. */
+uint64_t tr__shm_single_ops(const tr_group *g);
+/* Whether single copy pays on this machine and every peer can be read (what -1, the
+ * default of tr_group_set_single_copy, goes by); 0 for a group of another backend. */
+int tr__shm_single_pays(const tr_group *g);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
