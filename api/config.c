@@ -15,6 +15,7 @@ TR_API int tr_config_set(tr_config *cfg, const char *key, const char *value) {
 
 TR_API void tr_actor_class_init(tr_actor_class *cls) {
     tr__actor_class_init(cls);
+    if (cls) cls->struct_size = TR_STRUCT_SIZE(tr_actor_class);
 }
 
 TR_API int tr_config_add_class(tr_config *cfg, const tr_actor_class *cls) {

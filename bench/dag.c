@@ -258,7 +258,7 @@ int main(int argc, char **argv) {
     /* idle: the compiled graph waits for a second; its processes should sleep */
     tr_actor_details det;
     memset(&det, 0, sizeof det);
-    det.struct_size = sizeof det;
+    tr_actor_details_init(&det);
     CHECK(tr_actor_info(rt, a[0], &det));
     int64_t c0 = cpu_ns(det.pid) + cpu_ns(getpid());
     usleep(1000000);

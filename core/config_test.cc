@@ -180,7 +180,7 @@ TEST_F(Config, ActorClassInit) {
     EXPECT_EQ(a.n_methods, 0u);
     tr__actor_class_init(nullptr);
     tr_actor_class b = TR_ACTOR_CLASS_INIT;
-    EXPECT_EQ(b.struct_size, sizeof(tr_actor_class));
+    EXPECT_EQ(b.struct_size, TR_STRUCT_SIZE(tr_actor_class));
     EXPECT_EQ(b.name, nullptr);
     EXPECT_EQ(b.n_methods, 0u);
 }
@@ -257,7 +257,7 @@ TEST_F(Config, AddClassValidation) {
     no_methods.n_methods = 0;
     EXPECT_EQ(tr__config_add_class(cfg, &no_methods), 0);
     tr_actor_class bigger = cls("H"); // a newer caller's larger struct
-    bigger.struct_size = sizeof(tr_actor_class) + 16;
+    bigger.struct_size = (uint32_t)(sizeof(tr_actor_class) + 16) | TR_STRUCT_MAGIC;
     EXPECT_EQ(tr__config_add_class(cfg, &bigger), 0);
     EXPECT_EQ(tr__config_find_class(cfg, "H")->struct_size, sizeof(tr_actor_class));
     tr_actor_class older = cls("I"); // 0.1's struct: no dispatch, whatever lies past it

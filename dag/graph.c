@@ -15,6 +15,7 @@
 
 #include "collective/group.h"
 #include "collective/shm/segment.h"
+#include "core/abi.h"
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/codec.h"
@@ -937,9 +938,9 @@ static int start_bridge(tr_dag *g) {
 
 static int compile(tr_dag *g, const tr_dag_options *opts) {
     tr_dag_options def = TR_DAG_OPTIONS_INIT;
-    if (opts && opts->struct_size < sizeof def)
-        return tr__err(TR_EINVAL, "tr_dag_compile: options from an older troupe (struct_size)");
-    g->opts = opts ? *opts : def;
+    g->opts = def;
+    if (opts && tr__struct_in(&g->opts, sizeof g->opts, opts, sizeof *opts, "tr_dag_compile"))
+        return TR_EINVAL;
     if (g->opts.max_inflight < 1 || g->opts.max_inflight > TR__CHAN_MAX_SLOTS ||
         g->opts.slot_bytes < 16 || g->opts.submit_timeout_ms < -1 || g->opts.attach_timeout_ms < 1)
         return tr__err(TR_EINVAL,

@@ -63,7 +63,7 @@ typedef enum tr_dag_transport {
 } tr_dag_transport;
 
 typedef struct tr_dag_options {
-    uint32_t struct_size;  /* sizeof(tr_dag_options) */
+    uint32_t struct_size;  /* TR_STRUCT_SIZE(tr_dag_options) */
     uint32_t max_inflight; /* executions in flight at most (slots per channel); default 8 */
     uint64_t slot_bytes;   /* values up to this go in the channels; larger ones as objects
                               in the store, by reference; default 64 KiB */
@@ -72,7 +72,7 @@ typedef struct tr_dag_options {
 } tr_dag_options;
 
 #define TR_DAG_OPTIONS_INIT                                                                        \
-    { sizeof(tr_dag_options), 8, 65536, 10000, 10000 }
+    { TR_STRUCT_SIZE(tr_dag_options), 8, 65536, 10000, 10000 }
 /* Same as TR_DAG_OPTIONS_INIT, for bindings. Thread safety: any thread. */
 TR_API void tr_dag_options_init(tr_dag_options *opts);
 

@@ -1,7 +1,7 @@
 /* troupe/troupe.h - the public C API of troupe: configuration, the runtime, actor classes,
  * actors, method calls and their results.
  *
- * Conventions (see STYLE.md): every fallible call returns 0 or a negative TR_E* code and
+ * Conventions (docs/STYLE.md): every fallible call returns 0 or a negative TR_E* code and
  * leaves a message for tr_last_error(); opaque handles (tr_runtime, tr_config) live in
  * this process, value ids (tr_actor_id, tr_ref) name things that live elsewhere, and a
  * stale id gives an error, never a crash. Each declaration says its thread safety.
@@ -31,11 +31,16 @@ extern "C" {
 #define TR_FOREVER (-1)
 
 /* Option and result structs start with uint32_t struct_size, set by their _INIT macro or
- * _init function to the size the caller was compiled with. The library accepts any
- * struct_size from a struct's first published version up: fields a caller's older
- * version lacks take their defaults, fields of a newer version the library does not know
- * are ignored; result structs are filled up to the caller's struct_size. So fields are
- * only ever added at the end, and a compiled binding keeps working across versions. */
+ * _init function to the size the caller was compiled with, TR_STRUCT_MAGIC in its high
+ * 16 bits (TR_STRUCT_SIZE): a struct nobody initialised is refused (TR_EINVAL), never
+ * read past its end. The library accepts any size from a struct's first published version
+ * up: fields a caller's older version lacks take their defaults, fields of a newer
+ * version the library does not know are ignored; result structs are filled up to the
+ * caller's size. So fields are only ever added at the end, and a compiled binding keeps
+ * working across versions (a binary built before 0.3, whose struct_size has no magic, is
+ * accepted at exactly a size troupe published then). */
+#define TR_STRUCT_MAGIC 0x54520000u /* "TR" */
+#define TR_STRUCT_SIZE(type) ((uint32_t)sizeof(type) | TR_STRUCT_MAGIC)
 
 typedef struct tr_config tr_config;
 typedef struct tr_group tr_group;
@@ -71,7 +76,7 @@ typedef struct tr_method_def {
 } tr_method_def;
 
 typedef struct tr_actor_class {
-    uint32_t struct_size;         /* sizeof(tr_actor_class) */
+    uint32_t struct_size;         /* TR_STRUCT_SIZE(tr_actor_class) */
     const char *name;             /* unique class name */
     tr_ctor_fn ctor;              /* may be NULL: self is NULL */
     tr_dtor_fn dtor;              /* may be NULL */
@@ -84,7 +89,7 @@ typedef struct tr_actor_class {
 } tr_actor_class;
 
 #define TR_ACTOR_CLASS_INIT                                                                        \
-    { sizeof(tr_actor_class), NULL, NULL, NULL, NULL, 0, NULL }
+    { TR_STRUCT_SIZE(tr_actor_class), NULL, NULL, NULL, NULL, 0, NULL }
 /* Same as TR_ACTOR_CLASS_INIT, for bindings. Thread safety: any thread. */
 TR_API void tr_actor_class_init(tr_actor_class *cls);
 
@@ -97,7 +102,8 @@ TR_API int tr_ctx_reply(tr_ctx *ctx, const void *data, size_t len);
  * classic call it is copied to the host and replied as tr_ctx_reply; in a compiled
  * graph's step it goes on as the edge's transport says (TR_DAG_NCCL, TR_DAG_CUDA_IPC:
  * device to device; shm: copied into the slot), after the method returns, so dev must
- * stay valid until then (memory the actor owns). Without CUDA: TR_EINVAL. */
+ * stay valid until then (memory the actor owns). Without CUDA: TR_EINVAL.
+ * Thread safety: the method's thread. */
 TR_API int tr_ctx_reply_device(tr_ctx *ctx, const void *dev, size_t len);
 
 /* Sets the error message the caller will see and returns TR_ETASK, so a method can
@@ -128,7 +134,8 @@ TR_API tr_actor_id tr_ctx_actor_id(const tr_ctx *ctx);
  * Thread safety: any thread. */
 TR_API const char *tr_ctx_gpu_ids(const tr_ctx *ctx);
 
-/* The number of refs passed with the call (tr_call_refs). */
+/* The number of refs passed with the call (tr_call_refs). Thread safety: the method's
+ * thread. */
 TR_API size_t tr_ctx_num_refs(const tr_ctx *ctx);
 /* A read-only view of ref argument i (an object, zero-copy in the store, or another
  * call's result), valid until the method returns. Returns 0 or TR_EINVAL.
@@ -271,7 +278,7 @@ typedef struct tr_resource {
 } tr_resource;
 
 typedef struct tr_actor_options {
-    uint32_t struct_size;         /* sizeof(tr_actor_options) */
+    uint32_t struct_size;         /* TR_STRUCT_SIZE(tr_actor_options) */
     double num_cpus;              /* default 0, as Ray's actors once placed; >= 1 also binds
                                      the actor to that many whole CPUs (cpu_binding) */
     double num_gpus;              /* default 0; k >= 1 (whole): k GPUs of its own, k < 1:
@@ -284,7 +291,7 @@ typedef struct tr_actor_options {
 } tr_actor_options;
 
 #define TR_ACTOR_OPTIONS_INIT                                                                      \
-    { sizeof(tr_actor_options), 0.0, 0.0, NULL, 0, NULL, 0 }
+    { TR_STRUCT_SIZE(tr_actor_options), 0.0, 0.0, NULL, 0, NULL, 0 }
 /* Same as TR_ACTOR_OPTIONS_INIT, for bindings. Thread safety: any thread. */
 TR_API void tr_actor_options_init(tr_actor_options *opts);
 
@@ -320,7 +327,7 @@ typedef enum tr_actor_state {
 
 /* What the node knows of an actor (tr_actor_info). Strings are NUL-terminated, cut to fit. */
 typedef struct tr_actor_details {
-    uint32_t struct_size; /* sizeof(tr_actor_details) */
+    uint32_t struct_size; /* TR_STRUCT_SIZE(tr_actor_details) */
     int32_t state;        /* a tr_actor_state */
     int32_t pid;          /* its worker's process id; 0 while none runs */
     int32_t restarts;     /* restarts so far */
@@ -334,7 +341,7 @@ typedef struct tr_actor_details {
 } tr_actor_details;
 
 #define TR_ACTOR_DETAILS_INIT                                                                      \
-    { sizeof(tr_actor_details), 0, 0, 0, 0, "", "", "", "", "", "" }
+    { TR_STRUCT_SIZE(tr_actor_details), 0, 0, 0, 0, "", "", "", "", "", "" }
 /* Same as TR_ACTOR_DETAILS_INIT, for bindings. Thread safety: any thread. */
 TR_API void tr_actor_details_init(tr_actor_details *out);
 
@@ -430,7 +437,7 @@ TR_API int tr_object_create(tr_runtime *rt, size_t len, tr_ref *out, void **buf)
 TR_API int tr_object_seal(tr_runtime *rt, tr_ref ref);
 
 typedef struct tr_store_stats {
-    uint32_t struct_size;   /* sizeof(tr_store_stats) */
+    uint32_t struct_size;   /* TR_STRUCT_SIZE(tr_store_stats) */
     uint64_t capacity;      /* largest object that fits in an empty store */
     uint64_t bytes_used;    /* allocated, headers included */
     uint64_t bytes_objects; /* sealed objects' bytes */
@@ -441,7 +448,7 @@ typedef struct tr_store_stats {
 } tr_store_stats;
 
 #define TR_STORE_STATS_INIT                                                                        \
-    { sizeof(tr_store_stats), 0, 0, 0, 0, 0, 0, 0 }
+    { TR_STRUCT_SIZE(tr_store_stats), 0, 0, 0, 0, 0, 0, 0 }
 /* Same as TR_STORE_STATS_INIT, for bindings. Thread safety: any thread. */
 TR_API void tr_store_stats_init(tr_store_stats *stats);
 /* Element types and reduction operators of the reduction routines (here and, later, the
@@ -522,6 +529,8 @@ TR_API int tr_group_is_declared(tr_runtime *rt, const char *name);
 TR_API int tr_group_get(tr_runtime *rt, const char *name, tr_group **out);
 /* Leaves the group and frees the handle; NULL is a no-op. Thread safety: not thread-safe. */
 TR_API void tr_group_destroy(tr_group *g);
+/* The group's rank of this process, and its number of ranks; TR_EINVAL for NULL.
+ * Thread safety: any thread (both are fixed when the group is joined). */
 TR_API int tr_group_rank(const tr_group *g);
 TR_API int tr_group_size(const tr_group *g);
 /* 1 if this process has joined group `name` (and not destroyed it), else 0 (as Ray's
@@ -632,7 +641,8 @@ TR_API int tr_group_init_multigpu(tr_runtime *rt, int world, int rank, const int
  * world * ndev * count elements, NCCL rank (rank * ndev + i)'s at that index * count;
  * reduce_scatter's send[i] likewise, and recv[i] gets that index's reduction. The root is
  * (root_rank, root_gpu: an index into that process's devices); reduce's recv matters at
- * the root device only. nccl groups only; TR_EINVAL elsewhere. */
+ * the root device only. nccl groups only; TR_EINVAL elsewhere. Thread safety: as every op,
+ * one op at a time per group (not with the group's other ops). */
 TR_API int tr_allreduce_multigpu(tr_group *g, const void *const *send, void *const *recv,
                                  size_t count, tr_dtype dtype, tr_redop op, int timeout_ms);
 TR_API int tr_broadcast_multigpu(tr_group *g, void *const *bufs, size_t count, tr_dtype dtype,

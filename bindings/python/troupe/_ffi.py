@@ -116,6 +116,7 @@ _PROTOS = {
     "tr_object_seal": (c_int, [vp, Ref]),
     "tr_object_stats": (c_int, [vp, P(StoreStats)]),
     "tr_store_stats_init": (None, [P(StoreStats)]),
+    "tr_dag_options_init": (None, [P(DagOptions)]),
     # collective groups
     "tr_group_init": (c_int, [vp, c_int, c_int, c_char_p, c_char_p, c_int, P(vp)]),
     "tr_group_declare": (c_int, [vp, P(ActorId), c_size_t, P(c_int), c_char_p, c_char_p]),

@@ -150,7 +150,7 @@ class CompiledDAG:
             check(lib.tr_dag_output(self._g, arr, len(c_outs)), "the graph's outputs")
             self._n_out = len(c_outs)
             opts = _ffi.DagOptions()
-            opts.struct_size = ctypes.sizeof(opts)
+            lib.tr_dag_options_init(byref(opts))
             opts.max_inflight = int(max_inflight or 8)
             opts.slot_bytes = int(buffer_size or 65536)
             opts.submit_timeout_ms = int((submit_timeout or 10) * 1000)

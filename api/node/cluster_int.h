@@ -1,0 +1,180 @@
+/* api/node/cluster_int.h - what the cluster's files share (cluster.c: the RPC ops' table,
+ * membership over RPC, start and stop; placement.c: actors the head places and what a node
+ * runs for other nodes; kv.c: the head's cluster KV store; forward.c: directory requests
+ * forwarded to other nodes, on threads of their own). Internal to api/node/.
+ */
+#ifndef TR_API_NODE_CLUSTER_INT_H
+#define TR_API_NODE_CLUSTER_INT_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "actor/relay.h"
+#include "api/node/cluster.h"
+#include "api/node/membership.h"
+#include "core/codec.h"
+#include "core/nodeconn.h"
+#include "core/rpc.h"
+#include "core/server.h"
+
+#define BEAT_MS 500
+#define JOIN_MS 10000
+/* Waits nest, each inside the one that waits on it: the node's own loop (SELF_MS, it
+ * answers in microseconds) < the head's "create" on a node (PLACE_MS, on the head's RPC
+ * thread, which also serves heartbeats: under TR__MEMBER_LOST_MS) < a node's "place" at the head
+ * (PLACE_WAIT_MS) < the client's wait for its node (10 s). */
+#define SELF_MS 1000
+#define PLACE_MS 2500
+#define PLACE_WAIT_MS 6000
+#define PEER_MS 2500 /* any other request to another node */
+#define MAX_JOBS 64  /* forwarded requests in flight */
+#define MAX_SLOW 32  /* the RPC server's slow ops in flight (each on a thread) */
+#define POLL_NS 10000000
+
+/* An actor this node knows lives on another node. */
+typedef struct ractor {
+    uint8_t id[16];
+    char address[128]; /* its node's RPC server */
+    uint64_t owner;    /* the connection here that created it (0: learned from the head) */
+    struct ractor *next;
+} ractor;
+
+/* The head's directory of the actors it placed. */
+typedef struct hactor {
+    uint8_t id[16];
+    char node[17];
+    char address[128];
+    char *name;
+    struct hactor *next;
+} hactor;
+
+/* A connection to this node's own socket on behalf of a creator on another node ("<node
+ * id>/<connection id>"): the actors made on it live as long as it does. */
+typedef struct owner {
+    char key[64];
+    char node[17];
+    tr__nodeconn *nc;
+    int refs; /* the list's (until dropped), and a create's in progress */
+    struct owner *next;
+} owner;
+
+/* A key of the head's cluster-wide key-value store (collective groups that span nodes keep
+ * their declarations and rendezvous keys there). */
+typedef struct ckv {
+    char *key;
+    void *val;
+    size_t len;
+    struct ckv *next;
+} ckv;
+#define CKV_MAX_KEYS 16384
+#define CKV_MAX_BYTES (64u << 20)
+#define CKV_MAX_KEY 1024
+
+typedef struct peer {
+    char address[128];
+    tr__rpc_client *client;
+    struct peer *next;
+} peer;
+
+/* A request of the node's directory forwarded to the cluster, run on a thread of its own
+ * (they wait on other nodes), replied to from the loop. */
+typedef struct job {
+    struct tr__cluster *cl;
+    int type;
+    tr__conn *c;
+    uint64_t seq;
+    uint64_t conn_id;
+    uint8_t id[16];
+    int64_t wait_ms, no_restart, max_restarts;
+    char *cls, *name, *res, *exe;
+    void *args;
+    size_t args_len;
+    char owner_key[64]; /* owner_gone jobs */
+    char address[128];  /* ...and the node to tell */
+    tr__buf reply;
+    struct job *next;
+} job;
+
+struct tr__cluster {
+    int head;   /* this node is the head */
+    int client; /* this node runs no actors (a driver that joined by the head's address) */
+    char id[17];
+    char address[128];
+    char head_addr[128]; /* a member's head */
+    char sock[160];
+    double cpus;
+    int gpus;
+    char resources[256];
+    size_t max_msg;
+    tr__rpc_server *srv;
+    tr__rpc_client *to_head;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_cond_t jobs_cv;
+    tr__members members; /* the head's table (itself first) */
+    int head_alive;      /* a member's view */
+    int64_t head_ok_ns;
+    char *nodes_json;   /* a member's copy of the head's table */
+    tr__nodeconn *self; /* a connection to this node's own socket (status), under self_mu */
+    pthread_mutex_t self_mu;
+    pthread_mutex_t create_mu; /* one "create" at a time (owner_get adds owners) */
+    int slow;                  /* slow ops running (under mu) */
+    pthread_t thread;
+    int stop;
+    char token[256];
+    tr__rpc_tls tls; /* between the nodes, if configured: this node's cert and key, the CA */
+    tr__rpc_tls_files tls_files; /* the same as files, for this node's drivers and workers */
+    uint32_t num;                /* ours: the head's 1, a member's as the head gave it */
+    tr__store *store;            /* the node's, to number its objects */
+    uv_loop_t *loop;
+    uv_async_t async; /* done jobs, to reply from the loop */
+    int async_live;
+    tr__relay *relay; /* callers on other nodes reach our actors through it */
+    int jobs;         /* threads running */
+    int closing;
+    job *done;
+    ractor *remote;
+    hactor *placed; /* the head's */
+    owner *owners;  /* RPC thread's and sweeps', under mu */
+    peer *peers;
+    ckv *kv; /* the head's cluster KV store, under mu */
+    size_t kv_keys, kv_bytes;
+    uint64_t actors, objects, object_bytes; /* this node's, from its loop (under mu) */
+    /* what this node runs as a worker for other nodes' drivers: its own command (argv
+     * joined by TR__ARG_SEP), config worker_path, the generic worker's real path ("": none) */
+    char *own_cmd, *worker_path;
+    char troupe_worker[PATH_MAX];
+};
+
+/* Shared by the cluster's files (each defined in the file named before it). */
+/* forward.c */ int tr__cl_call_peer(tr__cluster *cl, const char *address, const tr__buf *req,
+                                     int timeout_ms, int retry, tr__buf *reply);
+/* kv.c */ void tr__cl_ckv_free(ckv *e);
+/* placement.c */ void tr__cl_drop_owners(tr__cluster *cl, const char *key, const char *node);
+/* cluster.c */ int tr__cl_get_command(const tr__obj *map, const char *key, char *dst, size_t cap);
+/* cluster.c */ int tr__cl_get_field(const tr__obj *map, const char *key, char *dst, size_t cap);
+/* forward.c */ void tr__cl_on_jobs_done(uv_async_t *h);
+/* placement.c */ int tr__cl_op_by_name(tr__cluster *cl, const tr__obj *req, tr__buf *reply);
+/* placement.c */ int tr__cl_op_create(tr__cluster *cl, const tr__obj *req, tr__buf *reply);
+/* placement.c */ int tr__cl_op_info(tr__cluster *cl, const tr__obj *req, tr__buf *reply);
+/* placement.c */ int tr__cl_op_kill(tr__cluster *cl, const tr__obj *req, tr__buf *reply);
+/* kv.c */ int tr__cl_op_kv_any(tr__cluster *cl, const tr__obj *req, tr__buf *reply);
+/* placement.c */ int tr__cl_op_owner_gone(tr__cluster *cl, const tr__obj *req, tr__buf *reply);
+/* placement.c */ int tr__cl_op_place(tr__cluster *cl, const tr__obj *req, tr__buf *reply);
+/* placement.c */ int tr__cl_op_resolve(tr__cluster *cl, const tr__obj *req, tr__buf *reply);
+/* placement.c */ int tr__cl_op_where(tr__cluster *cl, const tr__obj *req, tr__buf *reply);
+/* placement.c */ void tr__cl_owner_put(owner *o);
+/* placement.c */ void tr__cl_reencode(const tr__obj *map, const char *key, const char *value,
+                                       tr__buf *out);
+/* forward.c */ void tr__cl_reply_status(job *j, int rc, const char *msg);
+/* kv.c */ void tr__cl_run_kv(tr__cluster *cl, job *j);
+/* cluster.c */ int tr__cl_self_call(tr__cluster *cl, uint8_t type, const tr__buf *body,
+                                     tr__reply *r);
+/* cluster.c */ int tr__cl_spawn_counted(tr__cluster *cl, int *running, int max, const int *refused,
+                                         void *(*fn)(void *), void *arg);
+/* forward.c */ int tr__cl_table_says(tr__cluster *cl, const char *address);
+/* forward.c */ void tr__cl_job_free(job *j);
+/* forward.c */ int tr__cl_start_job(tr__cluster *cl, job *j);
+
+#endif
