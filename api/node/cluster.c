@@ -310,7 +310,7 @@ static int find_token(tr__cluster *cl, const tr_config *cfg, int *made) {
 
 /* ------------------------------------------------------------------ the RPC server's ops */
 
-/* "register" (the head): a node joins, or joins again. Takes mu. */
+/* "register" (the head): a node joins, or joins again. Under mu (ops[]). */
 static int op_register(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
     tr__member m;
     memset(&m, 0, sizeof m);
@@ -331,11 +331,7 @@ static int op_register(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
     m.client = client != 0;
     int64_t want = 0; /* the number it had, if the head restarted since */
     if (tr__obj_get(req, "num")) tr__get_int(req, "num", &want);
-    pthread_mutex_lock(&cl->mu);
-    if ((rc = tr__members_join(&cl->members, &m, want, tr__now_ns())) < 0) {
-        pthread_mutex_unlock(&cl->mu);
-        return rc;
-    }
+    if ((rc = tr__members_join(&cl->members, &m, want, tr__now_ns())) < 0) return rc;
     TR_LOG_INFO("CLUSTER-JOIN", "node %s at %s joined (%g CPUs, %d GPUs)", m.id, m.address, m.cpus,
                 m.gpus);
     tr__enc_map(reply, 3);
@@ -344,22 +340,17 @@ static int op_register(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
     tr__enc_str(reply, "num");
     tr__enc_uint(reply, m.num);
     enc_table(cl, reply); /* so the node knows the table before a heartbeat */
-    pthread_mutex_unlock(&cl->mu);
     return 0;
 }
 
 /* "heartbeat" (the head): a node is alive, with its counts; the answer is the table and
- * the lost nodes' ids (the actors their drivers made elsewhere go). Takes mu. */
+ * the lost nodes' ids (the actors their drivers made elsewhere go). Under mu (ops[]). */
 static int op_heartbeat(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
     char id[17];
     int rc = tr__cl_get_field(req, "id", id, sizeof id);
     if (rc) return rc;
-    pthread_mutex_lock(&cl->mu);
     int back, i = tr__members_beat(&cl->members, id, tr__now_ns(), &back);
-    if (i < 0) {
-        pthread_mutex_unlock(&cl->mu);
-        return i;
-    }
+    if (i < 0) return i;
     tr__member *m = &cl->members.nodes[i];
     uint64_t v; /* its counts (absent from an older node: kept) */
     if (tr__obj_get(req, "actors") && !tr__get_uint(req, "actors", &v)) m->actors = v;
@@ -377,16 +368,13 @@ static int op_heartbeat(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
     tr__enc_array(reply, (uint32_t)lost);
     for (int k = 1; k < t->n; k++)
         if (!t->nodes[k].alive) tr__enc_str(reply, t->nodes[k].id);
-    pthread_mutex_unlock(&cl->mu);
     return 0;
 }
 
 static int op_nodes(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
     (void)req;
-    pthread_mutex_lock(&cl->mu);
     tr__enc_map(reply, 1);
     enc_table(cl, reply);
-    pthread_mutex_unlock(&cl->mu);
     return 0;
 }
 
@@ -402,29 +390,32 @@ static int op_status(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
     return own_status(cl, reply);
 }
 
-/* What the RPC server answers. SLOW ops wait on something else (another node, this
- * node's own loop, a worker): they run on a thread of their own and are answered from
- * there, so that heartbeats and registrations - answered on the RPC thread at once, under
- * mu only - never wait behind them (a hung node must not make healthy ones look lost). */
-enum { OP_HEAD = 1, OP_SLOW = 2 };
+/* What the RPC server answers: each op, whether only the head answers it (HEAD), what it
+ * runs under (MU: the dispatcher holds cl->mu around the handler, which takes no lock of
+ * its own; otherwise the handler takes what it needs), and its handler. SLOW ops wait on
+ * something else (another node, this node's own loop, a worker): they run on a thread of
+ * their own and are answered from there, so that heartbeats and registrations - answered
+ * on the RPC thread at once, under mu only - never wait behind them (a hung node must not
+ * make healthy ones look lost). */
+enum { OP_HEAD = 1, OP_SLOW = 2, OP_MU = 4 };
 typedef int (*op_fn)(tr__cluster *cl, const tr__obj *req, tr__buf *reply);
 static const struct {
     const char *name;
     int flags;
     op_fn fn;
 } ops[] = {
-    {"register", OP_HEAD, op_register},
-    {"heartbeat", OP_HEAD, op_heartbeat},
-    {"nodes", OP_HEAD, op_nodes},
-    {"where", OP_HEAD, tr__cl_op_where},
-    {"by_name", OP_HEAD, tr__cl_op_by_name},
-    {"kv_put", OP_HEAD, tr__cl_op_kv_any},
-    {"kv_get", OP_HEAD, tr__cl_op_kv_any},
-    {"kv_del", OP_HEAD, tr__cl_op_kv_any},
-    {"kv_del_prefix", OP_HEAD, tr__cl_op_kv_any},
+    {"register", OP_HEAD | OP_MU, op_register},
+    {"heartbeat", OP_HEAD | OP_MU, op_heartbeat},
+    {"nodes", OP_HEAD | OP_MU, op_nodes},
+    {"where", OP_HEAD | OP_MU, tr__cl_op_where},
+    {"by_name", OP_HEAD | OP_MU, tr__cl_op_by_name},
+    {"kv_put", OP_HEAD | OP_MU, tr__cl_op_kv_any},
+    {"kv_get", OP_HEAD | OP_MU, tr__cl_op_kv_any},
+    {"kv_del", OP_HEAD | OP_MU, tr__cl_op_kv_any},
+    {"kv_del_prefix", OP_HEAD | OP_MU, tr__cl_op_kv_any},
     {"place", OP_HEAD | OP_SLOW, tr__cl_op_place},
     {"ping", 0, op_ping},
-    {"owner_gone", 0, tr__cl_op_owner_gone},
+    {"owner_gone", OP_MU, tr__cl_op_owner_gone},
     {"status", OP_SLOW, op_status},
     {"create", OP_SLOW, tr__cl_op_create},
     {"resolve", OP_SLOW, tr__cl_op_resolve},
@@ -496,8 +487,13 @@ static int handle(void *ctx, tr__rpc_req *call, const void *req, size_t len, tr_
         rc = tr__err(TR_EINVAL, "cluster: this node is not the head (it is %s)", cl->head_addr);
     else if (!rc && (ops[i].flags & OP_SLOW))
         rc = start_slow(cl, call, ops[i].fn, req, len);
-    else if (!rc)
+    else if (!rc && (ops[i].flags & OP_MU)) {
+        pthread_mutex_lock(&cl->mu);
         rc = ops[i].fn(cl, d.root, reply);
+        pthread_mutex_unlock(&cl->mu);
+    } else if (!rc) {
+        rc = ops[i].fn(cl, d.root, reply);
+    }
     tr__dec_free(&d);
     return rc;
 }

@@ -39,7 +39,7 @@ void tr__cl_ckv_free(ckv *e) {
 
 /* The head: kv_put {key, value} -> {}; kv_get {key} -> {value} (TR_ENOTFOUND); kv_del
  * {key} -> {}; kv_del_prefix {key: the prefix} -> {n}. Bounded: CKV_MAX_KEYS keys,
- * CKV_MAX_BYTES of values (TR_ERESOURCES past them). Takes mu. */
+ * CKV_MAX_BYTES of values (TR_ERESOURCES past them). Under mu (ops[]: the dispatcher's). */
 static int op_kv(tr__cluster *cl, const char *op, const tr__obj *req, tr__buf *reply) {
     const char *key;
     size_t kn;
@@ -54,7 +54,6 @@ static int op_kv(tr__cluster *cl, const char *op, const tr__obj *req, tr__buf *r
     if (put && (rc = tr__get_bin(req, "value", &val, &vn))) return rc;
     if (!put && !prefix && strcmp(op, "kv_get") != 0 && strcmp(op, "kv_del") != 0)
         return tr__err(TR_EINVAL, "cluster: unknown op '%s'", op);
-    pthread_mutex_lock(&cl->mu);
     ckv **pp = &cl->kv;
     uint64_t n = 0;
     if (put) { /* full (counting what this put replaces): refused, the old value kept */
@@ -66,7 +65,6 @@ static int op_kv(tr__cluster *cl, const char *op, const tr__obj *req, tr__buf *r
                 break;
             }
         if (keys >= CKV_MAX_KEYS || vn > CKV_MAX_BYTES - bytes) {
-            pthread_mutex_unlock(&cl->mu);
             return tr__err(TR_ERESOURCES, "cluster kv: full (%zu keys, %zu bytes)", cl->kv_keys,
                            cl->kv_bytes);
         }
@@ -115,7 +113,6 @@ static int op_kv(tr__cluster *cl, const char *op, const tr__obj *req, tr__buf *r
     } else {
         rc = tr__err(TR_ENOTFOUND, "cluster kv: no key '%.*s'", (int)(kn > 200 ? 200 : kn), key);
     }
-    pthread_mutex_unlock(&cl->mu);
     return rc;
 }
 

@@ -352,14 +352,14 @@ int tr__cl_op_place(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
     return 0;
 }
 
-/* The head: where an actor it placed lives ("where" by id, "by_name" by name). */
+/* The head: where an actor it placed lives ("where" by id, "by_name" by name). Under mu
+ * (ops[]). */
 static int op_find(tr__cluster *cl, const tr__obj *req, int by_name, tr__buf *reply) {
     uint8_t id[16];
     const char *name = NULL;
     size_t nn = 0;
     int rc = by_name ? tr__get_str(req, "name", &name, &nn) : tr__get_id(req, "id", id, 16);
     if (rc) return rc;
-    pthread_mutex_lock(&cl->mu);
     hactor *h = cl->placed;
     while (h && (by_name ? !h->name || strlen(h->name) != nn || memcmp(h->name, name, nn) != 0
                          : memcmp(h->id, id, 16) != 0))
@@ -371,7 +371,6 @@ static int op_find(tr__cluster *cl, const tr__obj *req, int by_name, tr__buf *re
         tr__enc_str(reply, "address");
         tr__enc_str(reply, h->address);
     }
-    pthread_mutex_unlock(&cl->mu);
     return h ? 0 : tr__err(TR_ENOTFOUND, "no such actor in the cluster");
 }
 
@@ -384,9 +383,7 @@ int tr__cl_op_owner_gone(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
     size_t kn = strlen(key);
     int all = kn > 2 && strcmp(key + kn - 2, "/*") == 0;
     if (all) key[kn - 2] = '\0';
-    pthread_mutex_lock(&cl->mu);
     tr__cl_drop_owners(cl, all ? NULL : key, all ? key : NULL);
-    pthread_mutex_unlock(&cl->mu);
     tr__enc_map(reply, 0);
     return 0;
 }
