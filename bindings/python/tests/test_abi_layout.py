@@ -1,0 +1,85 @@
+"""The package's ctypes structures against the C headers: every field at the offset and
+of the size the C compiler gives it, every struct of the C size, and the initialisers'
+struct_size as the C macros write it. Compiles a probe with the system C compiler against
+api/include (skips, saying why, where there is none or the source tree is not here)."""
+import ctypes
+import os
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+from troupe import _ffi
+from troupe._ffi import byref, lib
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+INCLUDE = os.path.join(ROOT, "api", "include")
+
+# ctypes structure -> (C type, its header)
+STRUCTS = {
+    _ffi.MethodDef: ("tr_method_def", "troupe/troupe.h"),
+    _ffi.ActorClass: ("tr_actor_class", "troupe/troupe.h"),
+    _ffi.Resource: ("tr_resource", "troupe/troupe.h"),
+    _ffi.ActorOptions: ("tr_actor_options", "troupe/troupe.h"),
+    _ffi.ActorDetails: ("tr_actor_details", "troupe/troupe.h"),
+    _ffi.StoreStats: ("tr_store_stats", "troupe/troupe.h"),
+    _ffi.DagOptions: ("tr_dag_options", "troupe/dag.h"),
+}
+INIT_MACROS = {
+    _ffi.ActorClass: ("TR_ACTOR_CLASS_INIT", "tr_actor_class_init"),
+    _ffi.ActorOptions: ("TR_ACTOR_OPTIONS_INIT", "tr_actor_options_init"),
+    _ffi.ActorDetails: ("TR_ACTOR_DETAILS_INIT", "tr_actor_details_init"),
+    _ffi.StoreStats: ("TR_STORE_STATS_INIT", "tr_store_stats_init"),
+    _ffi.DagOptions: ("TR_DAG_OPTIONS_INIT", "tr_dag_options_init"),
+}
+
+
+@pytest.fixture(scope="module")
+def c_layout():
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler on PATH: the layouts cannot be compared")
+    if not os.path.isfile(os.path.join(INCLUDE, "troupe", "troupe.h")):
+        pytest.skip("the source tree's api/include is not at %s" % INCLUDE)
+    lines = ["#include <stddef.h>", "#include <stdio.h>", '#include "troupe/troupe.h"',
+             '#include "troupe/dag.h"', "int main(void) {"]
+    for py, (ctype, _) in STRUCTS.items():
+        lines.append('printf("%s sizeof %%zu\\n", sizeof(%s));' % (ctype, ctype))
+        for name, _t in py._fields_:
+            lines.append('printf("%s %s %%zu %%zu\\n", offsetof(%s, %s), sizeof(((%s *)0)->%s));'
+                         % (ctype, name, ctype, name, ctype, name))
+    for py, (macro, _) in INIT_MACROS.items():
+        ctype = STRUCTS[py][0]
+        lines.append('{ %s v = %s; printf("%s init %%u\\n", v.struct_size); }'
+                     % (ctype, macro, ctype))
+    lines.append("return 0; }")
+    with tempfile.TemporaryDirectory() as d:
+        src, exe = os.path.join(d, "probe.c"), os.path.join(d, "probe")
+        with open(src, "w") as f:
+            f.write("\n".join(lines))
+        subprocess.run([cc, "-std=c11", "-I", INCLUDE, src, "-o", exe], check=True)
+        out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout
+    layout = {}
+    for line in out.splitlines():
+        parts = line.split()
+        layout[(parts[0], parts[1])] = tuple(int(x) for x in parts[2:])
+    return layout
+
+
+@pytest.mark.parametrize("py", list(STRUCTS), ids=lambda s: s.__name__)
+def test_every_field_where_c_has_it(c_layout, py):
+    ctype = STRUCTS[py][0]
+    assert c_layout[(ctype, "sizeof")] == (ctypes.sizeof(py),), ctype
+    for name, _t in py._fields_:
+        f = getattr(py, name)
+        assert c_layout[(ctype, name)] == (f.offset, f.size), "%s.%s" % (ctype, name)
+
+
+@pytest.mark.parametrize("py", list(INIT_MACROS), ids=lambda s: s.__name__)
+def test_init_functions_write_what_the_macros_write(c_layout, py):
+    ctype = STRUCTS[py][0]
+    s = py()
+    getattr(lib, INIT_MACROS[py][1])(byref(s))
+    assert (s.struct_size,) == c_layout[(ctype, "init")]
+    assert s.struct_size >> 16 == 0x5452, "TR_STRUCT_MAGIC in the high 16 bits"
