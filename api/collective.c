@@ -20,18 +20,28 @@
 
 /* ------------------------------------------------------------------ groups */
 
+TR_API int tr_group_join(tr_runtime *rt, int world, int rank, const char *backend, const char *name,
+                         int timeout_ms, tr_group **out) {
+    CHECK_RT(rt, "tr_group_join");
+    return tr__group_join(rt->address, rt->cfg->max_msg, world, rank, backend, name, timeout_ms,
+                          out);
+}
+
+TR_API int tr_group_join_multigpu(tr_runtime *rt, int world, int rank, const int *devices, int ndev,
+                                  const char *name, int timeout_ms, tr_group **out) {
+    CHECK_RT(rt, "tr_group_join_multigpu");
+    return tr__group_join_devs(rt->address, rt->cfg->max_msg, world, rank, devices, ndev, name,
+                               timeout_ms, out);
+}
+
 TR_API int tr_group_init(tr_runtime *rt, int world, int rank, const char *backend, const char *name,
                          int timeout_ms, tr_group **out) {
-    CHECK_RT(rt, "tr_group_init");
-    return tr__group_init(rt->address, rt->cfg->max_msg, world, rank, backend, name, timeout_ms,
-                          out);
+    return tr_group_join(rt, world, rank, backend, name, timeout_ms, out);
 }
 
 TR_API int tr_group_init_multigpu(tr_runtime *rt, int world, int rank, const int *devices, int ndev,
                                   const char *name, int timeout_ms, tr_group **out) {
-    CHECK_RT(rt, "tr_group_init_multigpu");
-    return tr__group_init_devs(rt->address, rt->cfg->max_msg, world, rank, devices, ndev, name,
-                               timeout_ms, out);
+    return tr_group_join_multigpu(rt, world, rank, devices, ndev, name, timeout_ms, out);
 }
 
 TR_API int tr_group_is_initialized(tr_runtime *rt, const char *name) {
@@ -50,8 +60,8 @@ TR_API int tr_group_get(tr_runtime *rt, const char *name, tr_group **out) {
     return *out ? 0 : tr__err(TR_ENOTFOUND, "this process has no live group named '%s'", name);
 }
 
-TR_API void tr_group_destroy(tr_group *g) {
-    tr__group_destroy(g);
+TR_API int tr_group_destroy(tr_group *g) {
+    return tr__group_destroy(g);
 }
 
 /* Where each actor lives (the actor layer knows) and this node's cluster address; the

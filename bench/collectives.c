@@ -98,7 +98,7 @@ static int run_rank(tr_ctx *ctx, void *self, const void *in, size_t len) {
     tr_group *g;
     /* the object-store path uses an shm group only for the timing barriers */
     int gloo = a.path == PATH_GLOO || a.path == PATH_GLOO_UNCHECKED;
-    int rc = tr_group_init(rt, a.world, a.rank, gloo ? "gloo" : "shm", a.name, 30000, &g);
+    int rc = tr_group_join(rt, a.world, a.rank, gloo ? "gloo" : "shm", a.name, 30000, &g);
     if (!rc && a.path == PATH_GLOO_UNCHECKED) rc = tr_group_set_checks(g, 0);
     if (!rc) rc = tr_group_set_single_copy(g, a.single);
     if (rc) {

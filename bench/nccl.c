@@ -90,7 +90,7 @@ static void *rank_main(void *arg) {
     int rank = (int)(intptr_t)arg;
     CUDA(cudaSetDevice(rank));
     tr_group *g;
-    CHECK(tr_group_init(rt, W, rank, "nccl", "bench_nccl", 120000, &g));
+    CHECK(tr_group_join(rt, W, rank, "nccl", "bench_nccl", 120000, &g));
     ncclComm_t raw;
     NCCL(ncclCommInitRank(&raw, W, raw_id, rank));
     cudaStream_t st;
@@ -158,7 +158,7 @@ static void *staged_main(void *arg) {
     int rank = (int)(intptr_t)arg;
     CUDA(cudaSetDevice(0));
     tr_group *g;
-    CHECK(tr_group_init(rt, 2, rank, "shm", "bench_staged", 60000, &g));
+    CHECK(tr_group_join(rt, 2, rank, "shm", "bench_staged", 60000, &g));
     size_t big = 64 << 20;
     void *dev, *host = malloc(big);
     CUDA(cudaMalloc(&dev, big));

@@ -28,7 +28,7 @@ const tr__coll_stager *const tr__coll_device_stager = NULL;
 
 const tr__coll_backend_v2 *tr__coll_backend_find(const char *name) {
     if (!name) return NULL;
-    /* "auto": on one node (tr_group_init's groups always are) shm is the fastest */
+    /* "auto": on one node (tr_group_join's groups always are) shm is the fastest */
     if (strcmp(name, "auto") == 0) return &tr__coll_shm_v2;
     for (size_t i = 0; tr__coll_backends[i]; i++)
         if (strcmp(name, tr__coll_backends[i]->name) == 0) return tr__coll_backends[i];

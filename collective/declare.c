@@ -224,10 +224,10 @@ int tr__group_open(tr__nodeconn *node, const char *node_path, size_t max_msg,
         const char *hs[TR__COLL_MAX_WORLD];
         for (int r = 0; r < world; r++)
             hs[r] = by_rank[r];
-        rc = tr__group_init_span(node_path, max_msg, world, rank, backend, name, nonce, hs,
+        rc = tr__group_join_span(node_path, max_msg, world, rank, backend, name, nonce, hs,
                                  hier != 0, left, out);
     } else if (!rc) {
-        rc = tr__group_init(node_path, max_msg, world, rank, backend, name, left, out);
+        rc = tr__group_join(node_path, max_msg, world, rank, backend, name, left, out);
     }
     free(by_rank);
     return rc;

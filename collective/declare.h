@@ -2,7 +2,7 @@
  * declare_collective_group): the declaration (world, backend, which actor is which rank)
  * is stored in the node's KV store under "troupe/groups/<name>" (the cluster's, when the
  * actors are on several nodes); each actor opens the group on first use, finding its rank
- * by its own actor id, then joins as with tr_group_init (tr__group_init_span across
+ * by its own actor id, then joins as with tr_group_join (tr__group_join_span across
  * nodes). Which backend a declaration over several nodes gets is decided here too
  * (tr__group_declare_placed). Thread safety: any thread.
  */
@@ -16,7 +16,7 @@
  * hosts NULL: every actor is on one node. Else the group spans nodes: hosts[i] is
  * actors[i]'s node ("IP:port"), nonce tells this declaration from an earlier one of the
  * name (whose rendezvous keys go), hier asks for the two-level allreduce
- * (tr__group_init_span). */
+ * (tr__group_join_span). */
 int tr__group_declare(tr__nodeconn *node, const tr_actor_id *actors, size_t n, const int *ranks,
                       const char *backend, const char *name, int cluster, const char *const *hosts,
                       uint64_t nonce, int hier);

@@ -64,47 +64,47 @@ static int join(const char *node_path, size_t max_msg, int world, int rank,
                 const tr__coll_backend_v2 *be, const char *name, uint64_t extra, const int *devs,
                 int ndev, int timeout_ms, tr_group **out);
 
-int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, const char *backend,
+int tr__group_join(const char *node_path, size_t max_msg, int world, int rank, const char *backend,
                    const char *name, int timeout_ms, tr_group **out) {
-    if (!out) return tr__err(TR_EINVAL, "tr_group_init: out is NULL");
+    if (!out) return tr__err(TR_EINVAL, "tr_group_join: out is NULL");
     *out = NULL;
     if (!name || !tr__coll_name_ok(name, strlen(name)) || !backend || world < 1 ||
         world > TR__COLL_MAX_WORLD || rank < 0 || rank >= world)
         return tr__err(TR_EINVAL,
-                       "tr_group_init: bad name (1-199 bytes, no '/'), backend, world (1..%d) or "
+                       "tr_group_join: bad name (1-199 bytes, no '/'), backend, world (1..%d) or "
                        "rank",
                        TR__COLL_MAX_WORLD);
     const tr__coll_backend_v2 *be = tr__coll_backend_find(backend);
     if (!be)
         return tr__err(TR_EINVAL,
-                       "tr_group_init: backend '%s' is not built into this "
+                       "tr_group_join: backend '%s' is not built into this "
                        "troupe (available: %s)",
                        backend, tr__coll_backends_built);
     return join(node_path, max_msg, world, rank, be, name, 0, NULL, 0, timeout_ms, out);
 }
 
-int tr__group_init_devs(const char *node_path, size_t max_msg, int world, int rank, const int *devs,
+int tr__group_join_devs(const char *node_path, size_t max_msg, int world, int rank, const int *devs,
                         int ndev, const char *name, int timeout_ms, tr_group **out) {
-    if (!out) return tr__err(TR_EINVAL, "tr_group_init_multigpu: out is NULL");
+    if (!out) return tr__err(TR_EINVAL, "tr_group_join_multigpu: out is NULL");
     *out = NULL;
     const tr__coll_backend_v2 *be = NULL;
     for (size_t i = 0; tr__coll_backends[i] && !be; i++)
         if (tr__coll_backends[i]->init_devs) be = tr__coll_backends[i];
     if (!be)
         return tr__err(TR_EINVAL,
-                       "tr_group_init_multigpu: no backend built into this troupe drives several "
+                       "tr_group_join_multigpu: no backend built into this troupe drives several "
                        "devices (available: %s)",
                        tr__coll_backends_built);
     if (!name || !tr__coll_name_ok(name, strlen(name)) || world < 1 ||
         world * ndev > TR__COLL_MAX_WORLD * TR__COLL_MAX_DEV || world > TR__COLL_MAX_WORLD ||
         rank < 0 || rank >= world || !devs || ndev < 1 || ndev > TR__COLL_MAX_DEV)
         return tr__err(TR_EINVAL,
-                       "tr_group_init_multigpu: bad name, world, rank or devices (1..%d)",
+                       "tr_group_join_multigpu: bad name, world, rank or devices (1..%d)",
                        TR__COLL_MAX_DEV);
     for (int i = 0; i < ndev; i++)
         for (int j = 0; j < i; j++)
             if (devs[i] == devs[j])
-                return tr__err(TR_EINVAL, "tr_group_init_multigpu: device %d twice", devs[i]);
+                return tr__err(TR_EINVAL, "tr_group_join_multigpu: device %d twice", devs[i]);
     return join(node_path, max_msg, world, rank, be, name, 0, devs, ndev, timeout_ms, out);
 }
 
@@ -165,7 +165,7 @@ static int stage_open(tr_group *g) {
     return tr__coll_device_stager->open(g);
 }
 
-int tr__group_init_span(const char *node_path, size_t max_msg, int world, int rank,
+int tr__group_join_span(const char *node_path, size_t max_msg, int world, int rank,
                         const char *backend, const char *name, uint64_t nonce,
                         const char *const *nodes, int hier, int timeout_ms, tr_group **out) {
     if (!out) return tr__err(TR_EINVAL, "tr_group_open: out is NULL");
@@ -278,8 +278,9 @@ static int join(const char *node_path, size_t max_msg, int world, int rank,
     return 0;
 }
 
-void tr__group_destroy(tr_group *g) {
-    if (!g) return;
+int tr__group_destroy(tr_group *g) {
+    if (!g) return 0;
+    int rc = 0;
     live_remove(g);
     if (g->impl && g->be->fini) g->be->fini(g);
     if (g->stage) tr__coll_device_stager->close(g);
@@ -290,12 +291,14 @@ void tr__group_destroy(tr_group *g) {
         tr__enc_str(&b, g->name);
         tr__enc_str(&b, "rank");
         tr__enc_int(&b, g->rank);
-        tr__nodeconn_call(g->node, TR__MSG_GROUP_LEAVE, &b, 5000, NULL);
+        rc = tr__nodeconn_call(g->node, TR__MSG_GROUP_LEAVE, &b, 5000, NULL);
+        if (rc) rc = tr__err_wrap(rc, "tr_group_destroy: group '%s': telling the node", g->name);
         tr__buf_free(&b);
         munmap(g->seg, g->seg_size);
     }
     tr__nodeconn_close(g->node);
     free(g);
+    return rc;
 }
 
 /* Every op starts here: is the group usable, and what does its timeout mean. */

@@ -43,7 +43,7 @@ typedef struct tr__coll_args {
     int root;
 } tr__coll_args;
 
-/* A group whose ranks are on several nodes of a cluster, as tr__group_init_span hands it to
+/* A group whose ranks are on several nodes of a cluster, as tr__group_join_span hands it to
  * its backend's init_span. */
 typedef struct tr__coll_span {
     uint64_t nonce;           /* the declaration's: its rendezvous keys are under it */
@@ -111,9 +111,9 @@ typedef struct tr__coll_backend_v2 {
     unsigned flags; /* TR__COLL_*, read at join */
     /* Join as init does, for a rank that drives several devices (devs[0..ndev): device
      * ordinals as this process sees them, 1 <= ndev <= TR__COLL_MAX_DEV, checked):
-     * tr_group_init_multigpu takes the first backend built in that has it. */
+     * tr_group_join_multigpu takes the first backend built in that has it. */
     int (*init_devs)(tr_group *g, const int *devs, int ndev, int64_t deadline);
-    /* Join as init does, for a group whose ranks are on several nodes (tr__group_init_span):
+    /* Join as init does, for a group whose ranks are on several nodes (tr__group_join_span):
      * no node's rendezvous and no segment (g->seg is NULL), the rendezvous is the
      * backend's own (in the cluster's KV store, under the span's nonce). */
     int (*init_span)(tr_group *g, const tr__coll_span *span, int64_t deadline);
@@ -213,12 +213,12 @@ static inline int tr__coll_name_ok(const char *name, size_t n) {
 /* Joins through a connection of the group's own to the node at `node_path` (a rendezvous
  * waits there without holding the process's shared connection, so threads may join
  * groups concurrently; the node takes that connection's close for the rank's exit). */
-int tr__group_init(const char *node_path, size_t max_msg, int world, int rank, const char *backend,
+int tr__group_join(const char *node_path, size_t max_msg, int world, int rank, const char *backend,
                    const char *name, int timeout_ms, tr_group **out);
 /* A group whose process drives ndev devices (devs: ordinals as this process sees them),
  * for the _multigpu ops, on the first backend built in with init_devs (nccl: a
  * communicator of world * ndev ranks). */
-int tr__group_init_devs(const char *node_path, size_t max_msg, int world, int rank, const int *devs,
+int tr__group_join_devs(const char *node_path, size_t max_msg, int world, int rank, const int *devs,
                         int ndev, const char *name, int timeout_ms, tr_group **out);
 /* Joins a declared group whose ranks are on several nodes of a cluster, on `backend`
  * (one with init_span: gloo): the rendezvous runs in the cluster's KV store under
@@ -228,7 +228,7 @@ int tr__group_init_devs(const char *node_path, size_t max_msg, int world, int ra
  * ranks share nodes - shm inside each node, Gloo between one leader per node
  * (collective/gloo/gloo.cc). */
 #define TR__COLL_HOST_MAX 80
-int tr__group_init_span(const char *node_path, size_t max_msg, int world, int rank,
+int tr__group_join_span(const char *node_path, size_t max_msg, int world, int rank,
                         const char *backend, const char *name, uint64_t nonce,
                         const char *const *nodes, int hier, int timeout_ms, tr_group **out);
 /* A group with no ops for other modules' shared state (dag/: a compiled graph's
@@ -243,7 +243,7 @@ int tr__group_join_segment(const char *node_path, size_t max_msg, int world, int
  * TR_ENOTFOUND if there is none (complete, gone, or never made). */
 int tr__group_cancel_segment(const char *node_path, size_t max_msg, const char *name);
 /* Leaves the group and frees the handle (NULL: nothing). Not with the group's ops. */
-void tr__group_destroy(tr_group *g);
+int tr__group_destroy(tr_group *g);
 /* Takes g off this process's list of live groups (tr_group_get, tr_group_is_initialized):
  * a group a backend made for itself, which users must not find. */
 void tr__group_hide(tr_group *g);

@@ -489,10 +489,10 @@ static void *run_loop(void *arg) {
     }
     for (size_t i = 0; !rc && i < l->n_steps; i++) /* collective nodes' groups */
         if (!l->steps[i].def)
-            rc = tr__group_init(l->node_path, l->env.max_msg, l->steps[i].gworld, l->steps[i].grank,
+            rc = tr__group_join(l->node_path, l->env.max_msg, l->steps[i].gworld, l->steps[i].grank,
                                 "shm", l->steps[i].group, l->timeout_ms, &l->steps[i].grp);
     if (!rc && l->nccl_world) { /* the graph's own communicator, for its nccl edges */
-        rc = tr__group_init(l->node_path, l->env.max_msg, l->nccl_world, l->nccl_rank, "nccl",
+        rc = tr__group_join(l->node_path, l->env.max_msg, l->nccl_world, l->nccl_rank, "nccl",
                             l->nccl_name, l->timeout_ms, &l->nccl);
         if (!rc) tr__group_set_checks(l->nccl, 0); /* the channels carry lengths */
     }

@@ -61,7 +61,7 @@ static int rank_run(tr_ctx *ctx, void *self, const void *args, size_t len) {
     memcpy(&j, args, sizeof j);
     tr_runtime *rt = tr_ctx_runtime(ctx);
     tr_group *g;
-    int rc = tr_group_init(rt, j.world, j.rank, j.path == 2 ? "gloo" : "shm", j.name, 30000, &g);
+    int rc = tr_group_join(rt, j.world, j.rank, j.path == 2 ? "gloo" : "shm", j.name, 30000, &g);
     if (rc) return tr_ctx_error(ctx, "group: %s", tr_last_error());
     float *buf = malloc(sizes[N_SIZES - 1]);
     double *t = calloc(N_SIZES * MAX_ITERS, sizeof *t);

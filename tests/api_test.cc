@@ -74,4 +74,17 @@ TEST(Api, ShutdownDestroysTheGraphsItsRuntimeStillHas) {
     tr_shutdown(rt); /* destroys `kept` (ASan: nothing leaks, nothing freed twice) */
 }
 
+TEST(Api, AGroupIsJoinedAndItsOldNameStillWorks) {
+    tr_runtime *rt;
+    ASSERT_EQ(tr_init(test_config(), &rt), 0) << tr_last_error();
+    tr_group *a, *b;
+    ASSERT_EQ(tr_group_join(rt, 1, 0, "shm", "api-join", 5000, &a), 0) << tr_last_error();
+    ASSERT_EQ(tr_group_init(rt, 1, 0, "shm", "api-init", 5000, &b), 0) << tr_last_error();
+    EXPECT_EQ(tr_group_size(b), 1);
+    EXPECT_EQ(tr_group_destroy(a), 0) << tr_last_error();
+    EXPECT_EQ(tr_group_destroy(b), 0) << tr_last_error();
+    EXPECT_EQ(tr_group_destroy(nullptr), 0);
+    tr_shutdown(rt);
+}
+
 } // namespace

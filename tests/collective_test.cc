@@ -41,7 +41,7 @@ void in_threads(tr_runtime *rt, int world, const char *backend, const char *name
         ts.emplace_back([&, r] {
             if (before) before(r);
             tr_group *g = nullptr;
-            int rc = tr_group_init(rt, world, r, backend, name, 10000, &g);
+            int rc = tr_group_join(rt, world, r, backend, name, 10000, &g);
             if (rc) {
                 errs[r] = std::string("init: ") + tr_last_error();
                 return;
@@ -411,7 +411,7 @@ TEST_F(CollFailures, AGroupIsFoundAgainByName) {
     EXPECT_EQ(tr_group_get(rt, "byname", &g), TR_ENOTFOUND);
     EXPECT_EQ(tr_group_get(rt, nullptr, &g), TR_EINVAL);
     EXPECT_EQ(tr_group_get(nullptr, "byname", &g), TR_EINVAL);
-    ASSERT_EQ(tr_group_init(rt, 1, 0, "shm", "mine", 1000, &g), 0);
+    ASSERT_EQ(tr_group_join(rt, 1, 0, "shm", "mine", 1000, &g), 0);
     tr_group *again = nullptr;
     ASSERT_EQ(tr_group_get(rt, "mine", &again), 0);
     EXPECT_EQ(again, g);
@@ -455,15 +455,15 @@ TEST_F(CollFailures, GroupsDeclaredByTheDriverOverActors) {
 
 TEST_F(CollFailures, JoinErrors) {
     tr_group *g = nullptr;
-    EXPECT_EQ(tr_group_init(rt, 2, 2, "shm", "bad", 100, &g), TR_EINVAL);
-    EXPECT_EQ(tr_group_init(rt, 2, 0, "carrier-pigeon", "bad", 100, &g), TR_EINVAL);
+    EXPECT_EQ(tr_group_join(rt, 2, 2, "shm", "bad", 100, &g), TR_EINVAL);
+    EXPECT_EQ(tr_group_join(rt, 2, 0, "carrier-pigeon", "bad", 100, &g), TR_EINVAL);
     EXPECT_NE(std::string(tr_last_error()).find("carrier-pigeon"), std::string::npos);
-    EXPECT_EQ(tr_group_init(rt, 0, 0, "shm", "bad", 100, &g), TR_EINVAL);
-    EXPECT_EQ(tr_group_init(rt, 1, 0, "shm", "", 100, &g), TR_EINVAL);
-    EXPECT_EQ(tr_group_init(rt, 1, 0, "gloo", "a/b", 100, &g), TR_EINVAL); /* keys nest */
+    EXPECT_EQ(tr_group_join(rt, 0, 0, "shm", "bad", 100, &g), TR_EINVAL);
+    EXPECT_EQ(tr_group_join(rt, 1, 0, "shm", "", 100, &g), TR_EINVAL);
+    EXPECT_EQ(tr_group_join(rt, 1, 0, "gloo", "a/b", 100, &g), TR_EINVAL); /* keys nest */
     EXPECT_EQ(g, nullptr);
     /* a world of one works at once */
-    ASSERT_EQ(tr_group_init(rt, 1, 0, "shm", "solo", 1000, &g), 0);
+    ASSERT_EQ(tr_group_join(rt, 1, 0, "shm", "solo", 1000, &g), 0);
     EXPECT_EQ(tr_group_rank(g), 0);
     EXPECT_EQ(tr_group_size(g), 1);
     float x = 2;
@@ -475,9 +475,9 @@ TEST_F(CollFailures, JoinErrors) {
     tr_group_destroy(nullptr);
     /* the name is free again once its members left; a second group of another size
      * under a live name is refused */
-    ASSERT_EQ(tr_group_init(rt, 1, 0, "shm", "solo", 1000, &g), 0);
+    ASSERT_EQ(tr_group_join(rt, 1, 0, "shm", "solo", 1000, &g), 0);
     tr_group *h = nullptr;
-    EXPECT_EQ(tr_group_init(rt, 2, 1, "shm", "solo", 100, &h), TR_EINVAL);
+    EXPECT_EQ(tr_group_join(rt, 2, 1, "shm", "solo", 100, &h), TR_EINVAL);
     tr_group_destroy(g);
 }
 
@@ -515,7 +515,7 @@ TEST_F(CollFailures, AJoinWaitsNoLongerThanItsTimeout) {
     });
     auto t0 = std::chrono::steady_clock::now();
     tr_group *g = nullptr;
-    int rc = tr_group_init(rt, 2, 0, "gloo", "late-join", kTimeoutMs, &g);
+    int rc = tr_group_join(rt, 2, 0, "gloo", "late-join", kTimeoutMs, &g);
     auto took = std::chrono::steady_clock::now() - t0;
     done = true;
     late.join();
@@ -532,8 +532,8 @@ TEST_F(CollFailures, GroupDefaultTimeoutAndIsInitialized) {
     EXPECT_EQ(tr_group_is_initialized(rt, "pair"), 0);
     tr_group *g[2] = {nullptr, nullptr};
     int rc[2];
-    std::thread t([&] { rc[1] = tr_group_init(rt, 2, 1, "shm", "pair", 10000, &g[1]); });
-    rc[0] = tr_group_init(rt, 2, 0, "shm", "pair", 10000, &g[0]);
+    std::thread t([&] { rc[1] = tr_group_join(rt, 2, 1, "shm", "pair", 10000, &g[1]); });
+    rc[0] = tr_group_join(rt, 2, 0, "shm", "pair", 10000, &g[0]);
     t.join();
     ASSERT_EQ(rc[0], 0) << tr_last_error();
     ASSERT_EQ(rc[1], 0);
@@ -563,7 +563,7 @@ TEST_F(CollFailures, GlooWithoutChecksStillComputesRightly) {
     int rc[2] = {-1, -1};
     std::vector<int32_t> out[2];
     auto rank = [&](int r) {
-        rc[r] = tr_group_init(rt, 2, r, "gloo", "nocheck", 10000, &g[r]);
+        rc[r] = tr_group_join(rt, 2, r, "gloo", "nocheck", 10000, &g[r]);
         if (!rc[r]) rc[r] = tr_group_set_checks(g[r], 0);
         std::vector<int32_t> v(1000);
         for (int i = 0; i < 1000; i++)
@@ -594,9 +594,9 @@ TEST_F(CollFailures, GlooWithoutChecksStillComputesRightly) {
  * lives on for the rank still in it. */
 TEST_F(CollFailures, AGroupLivesUntilItsLastRankLeaves) {
     tr_group *g[3] = {nullptr, nullptr, nullptr};
-    std::thread t1([&] { tr_group_init(rt, 3, 1, "shm", "trio", 10000, &g[1]); });
-    std::thread t2([&] { tr_group_init(rt, 3, 2, "shm", "trio", 10000, &g[2]); });
-    ASSERT_EQ(tr_group_init(rt, 3, 0, "shm", "trio", 10000, &g[0]), 0) << tr_last_error();
+    std::thread t1([&] { tr_group_join(rt, 3, 1, "shm", "trio", 10000, &g[1]); });
+    std::thread t2([&] { tr_group_join(rt, 3, 2, "shm", "trio", 10000, &g[2]); });
+    ASSERT_EQ(tr_group_join(rt, 3, 0, "shm", "trio", 10000, &g[0]), 0) << tr_last_error();
     t1.join();
     t2.join();
     ASSERT_TRUE(g[1] && g[2]);

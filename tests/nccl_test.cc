@@ -49,7 +49,7 @@ class Nccl : public ::testing::Test {
 TEST_F(Nccl, ARankThatNeverArrivesTimesTheJoinOut) {
     tr_group *g = nullptr;
     auto t0 = std::chrono::steady_clock::now();
-    int rc = tr_group_init(rt, 2, 0, "nccl", "never", 1500, &g);
+    int rc = tr_group_join(rt, 2, 0, "nccl", "never", 1500, &g);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 #ifdef TR_WITH_CUDA
     EXPECT_EQ(rc, TR_ETIMEDOUT) << tr_last_error();
@@ -88,12 +88,12 @@ TEST_F(Nccl, TheDefaultBuildSaysDeviceEdgesNeedTheCudaBuild) {
 
 TEST_F(Nccl, TheDefaultBuildSaysNcclNeedsTheCudaBuild) {
     tr_group *g = nullptr;
-    EXPECT_EQ(tr_group_init(rt, 1, 0, "nccl", "n", 1000, &g), TR_EINVAL);
+    EXPECT_EQ(tr_group_join(rt, 1, 0, "nccl", "n", 1000, &g), TR_EINVAL);
     EXPECT_NE(strstr(tr_last_error(), "--config=cuda"), nullptr) << tr_last_error();
     int dev = 0;
-    EXPECT_EQ(tr_group_init_multigpu(rt, 1, 0, &dev, 1, "m", 1000, &g), TR_EINVAL);
+    EXPECT_EQ(tr_group_join_multigpu(rt, 1, 0, &dev, 1, "m", 1000, &g), TR_EINVAL);
     EXPECT_NE(strstr(tr_last_error(), "--config=cuda"), nullptr) << tr_last_error();
-    ASSERT_EQ(tr_group_init(rt, 1, 0, "shm", "s", 5000, &g), 0) << tr_last_error();
+    ASSERT_EQ(tr_group_join(rt, 1, 0, "shm", "s", 5000, &g), 0) << tr_last_error();
     void *p = nullptr;
     EXPECT_EQ(tr_allreduce_multigpu(g, (const void *const *)&p, &p, 1, TR_INT32, TR_SUM, 1000),
               TR_EINVAL);
@@ -126,11 +126,11 @@ int gpus() {
 TEST_F(Nccl, WithoutAGpuTheJoinSaysSoAndLeavesNothing) {
     if (gpus() > 0) GTEST_SKIP() << "this machine has a GPU: the GPU cases cover the join";
     tr_group *g = nullptr;
-    EXPECT_EQ(tr_group_init(rt, 1, 0, "nccl", "nogpu", 5000, &g), TR_ERESOURCES);
+    EXPECT_EQ(tr_group_join(rt, 1, 0, "nccl", "nogpu", 5000, &g), TR_ERESOURCES);
     EXPECT_NE(strstr(tr_last_error(), "CUDA device"), nullptr) << tr_last_error();
     EXPECT_EQ(g, nullptr);
     /* the CPU backends still work in the CUDA build, host buffers as before */
-    ASSERT_EQ(tr_group_init(rt, 1, 0, "shm", "host", 5000, &g), 0) << tr_last_error();
+    ASSERT_EQ(tr_group_join(rt, 1, 0, "shm", "host", 5000, &g), 0) << tr_last_error();
     int32_t v[3] = {1, 2, 3};
     EXPECT_EQ(tr_allreduce(g, v, v, 3, TR_INT32, TR_SUM, 1000), 0);
     EXPECT_EQ(v[2], 3);
@@ -198,7 +198,7 @@ struct Dev {
 TEST_F(Nccl, EveryOpAndDtypeOnOneGpuAgreesWithTheReference) {
     NEED_GPUS(1);
     tr_group *g = nullptr;
-    ASSERT_EQ(tr_group_init(rt, 1, 0, "nccl", "one", 30000, &g), 0) << tr_last_error();
+    ASSERT_EQ(tr_group_join(rt, 1, 0, "nccl", "one", 30000, &g), 0) << tr_last_error();
     const tr_dtype dts[] = {TR_INT8,    TR_UINT8,    TR_INT32,   TR_INT64,
                             TR_FLOAT16, TR_BFLOAT16, TR_FLOAT32, TR_FLOAT64};
     int checked = 0;
@@ -248,7 +248,7 @@ TEST_F(Nccl, SeveralCommunicatorsRunAtOnce) {
         ts.emplace_back([&, k] {
             tr_group *g = nullptr;
             std::string name = "many" + std::to_string(k);
-            if (tr_group_init(rt, 1, 0, "nccl", name.c_str(), 30000, &g)) {
+            if (tr_group_join(rt, 1, 0, "nccl", name.c_str(), 30000, &g)) {
                 errs[k] = std::string("init: ") + tr_last_error();
                 return;
             }
@@ -287,7 +287,7 @@ TEST_F(Nccl, TwoRanksFailCleanlyOnOneGpuAndAllreduceOnTwo) {
         ts.emplace_back([&, r] {
             cudaSetDevice(n >= 2 ? r : 0);
             tr_group *g = nullptr;
-            rcs[r] = tr_group_init(rt, 2, r, "nccl", "pair", 20000, &g);
+            rcs[r] = tr_group_join(rt, 2, r, "nccl", "pair", 20000, &g);
             msgs[r] = rcs[r] ? tr_last_error() : "";
             if (!rcs[r]) {
                 std::vector<int32_t> h(1000, r + 1);
@@ -316,7 +316,7 @@ TEST_F(Nccl, TwoRanksFailCleanlyOnOneGpuAndAllreduceOnTwo) {
 TEST_F(Nccl, TheAsyncFormEnqueuesOnTheCallersStreamAndSynchronizes) {
     NEED_GPUS(1);
     tr_group *g = nullptr;
-    ASSERT_EQ(tr_group_init(rt, 1, 0, "nccl", "async", 30000, &g), 0) << tr_last_error();
+    ASSERT_EQ(tr_group_join(rt, 1, 0, "nccl", "async", 30000, &g), 0) << tr_last_error();
     cudaStream_t st;
     ASSERT_EQ(cudaStreamCreate(&st), cudaSuccess);
     ASSERT_EQ(tr_group_set_stream(g, st), 0);
@@ -343,7 +343,7 @@ TEST_F(Nccl, MultiGpuFormsDriveEveryLocalDevice) {
     NEED_GPUS(1);
     int nd = gpus() >= 2 ? 2 : 1, devs[2] = {0, 1};
     tr_group *g = nullptr;
-    ASSERT_EQ(tr_group_init_multigpu(rt, 1, 0, devs, nd, "multi", 30000, &g), 0) << tr_last_error();
+    ASSERT_EQ(tr_group_join_multigpu(rt, 1, 0, devs, nd, "multi", 30000, &g), 0) << tr_last_error();
     const size_t count = 1000;
     std::vector<Dev *> s, r;
     std::vector<void *> sp, rp;

@@ -663,7 +663,7 @@ int m_coll(tr_ctx *ctx, void *, const void *args, size_t len) {
     tr_group *g = nullptr;
     const char *backend = a.backend[0] ? a.backend : "shm";
     int rc = a.mode == 7 ? tr_group_open(tr_ctx_runtime(ctx), a.name, a.timeout_ms, &g)
-                         : tr_group_init(tr_ctx_runtime(ctx), a.world, a.rank, backend, a.name,
+                         : tr_group_join(tr_ctx_runtime(ctx), a.world, a.rank, backend, a.name,
                                          a.timeout_ms, &g);
     if (rc) return tr_ctx_error(ctx, "init %s: %s", tr_errname(rc), tr_last_error());
     if (a.mode == 7) { /* a declared group: its rank and size are the declaration's */
@@ -808,7 +808,7 @@ int m_join_group(tr_ctx *ctx, void *, const void *args, size_t len) {
     if (sscanf(a.c_str(), "%63[^|]|%d|%d|%15s", name, &world, &rank, backend) != 4)
         return tr_ctx_error(ctx, "join_group wants name|world|rank|backend");
     tr_group *g;
-    int rc = tr_group_init(tr_ctx_runtime(ctx), world, rank, backend, name, 10000, &g);
+    int rc = tr_group_join(tr_ctx_runtime(ctx), world, rank, backend, name, 10000, &g);
     if (rc) return tr_ctx_error(ctx, "join %s: %s", tr_errname(rc), tr_last_error());
     return reply_i64(ctx, tr_group_rank(g));
 }
@@ -878,7 +878,7 @@ static std::string multi_one(tr_runtime *rt, const MultiArgs &a, const MultiGrou
     char name[64];
     snprintf(name, sizeof name, "%s-%s", a.tag, mg.suffix);
     tr_group *g;
-    int rc = tr_group_init(rt, mg.n, rank, mg.backend, name, a.timeout_ms, &g);
+    int rc = tr_group_join(rt, mg.n, rank, mg.backend, name, a.timeout_ms, &g);
     if (rc) return std::string(name) + " init: " + tr_errname(rc) + ": " + tr_last_error();
     const size_t counts[] = {1, 5000, 70001};
     std::string err;
@@ -951,7 +951,7 @@ int m_gpu_coll(tr_ctx *ctx, void *, const void *args, size_t len) {
     std::vector<int32_t> h(n);
     std::string err;
     tr_group *g = nullptr;
-    int rc = tr_group_init(tr_ctx_runtime(ctx), world, rank, backend, name, 30000, &g);
+    int rc = tr_group_join(tr_ctx_runtime(ctx), world, rank, backend, name, 30000, &g);
     if (rc) err = std::string("join: ") + tr_errname(rc) + ": " + tr_last_error();
     for (int it = 0; mode == 1 && err.empty(); it++) {
         rc = tr_allreduce(g, d, d, n, TR_FLOAT32, TR_SUM, 20000);

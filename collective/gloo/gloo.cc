@@ -823,7 +823,7 @@ int hier_init(tr_group *g, int64_t deadline) {
         char lname[64];
         snprintf(lname, sizeof lname, "troupe-hier-%.16s",
                  pn > 17 ? s->span_prefix.c_str() + pn - 17 : "");
-        int rc = tr__group_init(g->node_path, g->node->max_msg, lw, lr, "shm", lname,
+        int rc = tr__group_join(g->node_path, g->node->max_msg, lw, lr, "shm", lname,
                                 timeout_of(deadline), &s->local);
         if (rc) return rc;
         tr__group_hide(s->local);          /* the group's own: no user finds it by name */

@@ -25,7 +25,7 @@ extern "C" {
 #endif
 
 /* No deadline; accepted wherever a timeout in milliseconds is taken. The waits that need
- * a bound treat it as one hour: a group join (tr_group_init, tr_group_open) and each gloo
+ * a bound treat it as one hour: a group join (tr_group_join, tr_group_open) and each gloo
  * op. Everything else - tr_get, tr_wait, shm ops, object seals - waits for as long as
  * it takes. */
 #define TR_FOREVER (-1)
@@ -501,8 +501,14 @@ TR_API int tr_object_allreduce(tr_runtime *rt, const char *name, int rank, int w
  * TR_EINVAL (bad arguments, a backend not in this build, or a group of that name with another world
  * or backend), TR_EEXIST (the rank is taken), TR_ETIMEDOUT, TR_ECONNECT. Thread safety: any thread.
  */
+TR_API int tr_group_join(tr_runtime *rt, int world, int rank, const char *backend, const char *name,
+                         int timeout_ms, tr_group **out);
+/* Deprecated (0.2's names, kept for binaries built against them): tr_group_join,
+ * tr_group_join_multigpu. "_init" fills a struct with defaults; a group is joined. */
 TR_API int tr_group_init(tr_runtime *rt, int world, int rank, const char *backend, const char *name,
                          int timeout_ms, tr_group **out);
+TR_API int tr_group_init_multigpu(tr_runtime *rt, int world, int rank, const int *devices, int ndev,
+                                  const char *name, int timeout_ms, tr_group **out);
 /* Declares, from the driver, a group over actors (as Ray's declare_collective_group):
  * actors[i] gets ranks[i] (ranks NULL: i). Each actor then joins with tr_group_open on
  * first use. The actors may be on several nodes of a cluster (docs/CLUSTER.md): backend
@@ -514,21 +520,25 @@ TR_API int tr_group_declare(tr_runtime *rt, const tr_actor_id *actors, size_t n,
                             const char *backend, const char *name);
 /* Inside an actor's method: joins the group declared under name, as this actor's rank,
  * waiting up to timeout_ms for the declaration and the other ranks. Returns as
- * tr_group_init, and TR_ESTATE outside an actor, TR_ENOTFOUND if this actor is not a
+ * tr_group_join, and TR_ESTATE outside an actor, TR_ENOTFOUND if this actor is not a
  * member. Thread safety: any thread. */
 TR_API int tr_group_open(tr_runtime *rt, const char *name, int timeout_ms, tr_group **out);
 /* Whether a group is declared under name now (tr_group_declare; no wait): 1, 0, or a
  * negative code (TR_EINVAL, TR_ECONNECT). For bindings that, as Ray's collective library,
  * fail at once an op on a group nobody declared. Thread safety: any thread. */
 TR_API int tr_group_is_declared(tr_runtime *rt, const char *name);
-/* The handle of group `name` that this process joined (tr_group_init or tr_group_open)
+/* The handle of group `name` that this process joined (tr_group_join or tr_group_open)
  * and has not destroyed, as Ray's ops find a group by its name: a method can run ops on a
  * group that another method of the actor joined. *out is borrowed: it stays valid until
  * tr_group_destroy on it (do not destroy a group another thread may be looking up).
  * Returns 0, TR_EINVAL, TR_ENOTFOUND. Thread safety: any thread. */
 TR_API int tr_group_get(tr_runtime *rt, const char *name, tr_group **out);
-/* Leaves the group and frees the handle; NULL is a no-op. Thread safety: not thread-safe. */
-TR_API void tr_group_destroy(tr_group *g);
+/* Leaves the group and frees the handle (either way); NULL is a no-op. Returns 0, or the
+ * error of telling the node (TR_ECONNECT, TR_ETIMEDOUT: the node learns of it anyway when
+ * the group's own connection closes), as tr_dag_destroy reports its teardown's.
+ * Thread safety: not with the group's ops, nor with a tr_group_get of it. (Returned void
+ * before 0.3: binaries built then ignore the value.) */
+TR_API int tr_group_destroy(tr_group *g);
 /* The group's rank of this process, and its number of ranks; TR_EINVAL for NULL.
  * Thread safety: any thread (both are fixed when the group is joined). */
 TR_API int tr_group_rank(const tr_group *g);
@@ -610,7 +620,7 @@ TR_API int tr_alltoall(tr_group *g, const void *send, void *recv, size_t count, 
 
 /* ------------------------------------------------------------------ GPUs (nccl) */
 
-/* The "nccl" backend (in a troupe built with --config=cuda; elsewhere tr_group_init says
+/* The "nccl" backend (in a troupe built with --config=cuda; elsewhere tr_group_join says
  * it is not built in): ranks are processes with a CUDA device each (the current device
  * as the rank joins; an actor created with num_gpus >= 1 sees its GPUs as 0, 1, ...), and
  * every op above takes device buffers. The join makes a non-blocking NCCL communicator
@@ -632,9 +642,9 @@ TR_API int tr_alltoall(tr_group *g, const void *send, void *recv, size_t count, 
 /* An nccl group whose process drives ndev local devices (devices: CUDA ordinals as this
  * process sees them, all different; 1..16): one NCCL rank per device, world * ndev in
  * all, for the _multigpu ops below (as Ray's allreduce_multigpu). Single-device ops work
- * on such a group only when ndev is 1. Returns as tr_group_init. Thread safety: any
+ * on such a group only when ndev is 1. Returns as tr_group_join. Thread safety: any
  * thread. */
-TR_API int tr_group_init_multigpu(tr_runtime *rt, int world, int rank, const int *devices, int ndev,
+TR_API int tr_group_join_multigpu(tr_runtime *rt, int world, int rank, const int *devices, int ndev,
                                   const char *name, int timeout_ms, tr_group **out);
 /* One buffer per device of this process (send[i], recv[i] on devices[i]); counts as in
  * the single-device ops, over world * ndev NCCL ranks: allgather's recv[i] holds

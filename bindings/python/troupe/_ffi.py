@@ -118,11 +118,11 @@ _PROTOS = {
     "tr_store_stats_init": (None, [P(StoreStats)]),
     "tr_dag_options_init": (None, [P(DagOptions)]),
     # collective groups
-    "tr_group_init": (c_int, [vp, c_int, c_int, c_char_p, c_char_p, c_int, P(vp)]),
+    "tr_group_join": (c_int, [vp, c_int, c_int, c_char_p, c_char_p, c_int, P(vp)]),
     "tr_group_declare": (c_int, [vp, P(ActorId), c_size_t, P(c_int), c_char_p, c_char_p]),
     "tr_group_open": (c_int, [vp, c_char_p, c_int, P(vp)]),
     "tr_group_get": (c_int, [vp, c_char_p, P(vp)]),
-    "tr_group_destroy": (None, [vp]),
+    "tr_group_destroy": (c_int, [vp]),
     "tr_group_rank": (c_int, [vp]),
     "tr_group_size": (c_int, [vp]),
     "tr_group_is_initialized": (c_int, [vp, c_char_p]),

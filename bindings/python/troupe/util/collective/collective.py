@@ -123,7 +123,7 @@ def init_collective_group(world_size, rank, backend=Backend.SHM, group_name="def
     if not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} is not in [0, {world_size})")
     g = ctypes.c_void_p()
-    rc = lib.tr_group_init(rt, world_size, rank, _backend(backend).encode(), _name(group_name),
+    rc = lib.tr_group_join(rt, world_size, rank, _backend(backend).encode(), _name(group_name),
                            _JOIN_TIMEOUT_MS, byref(g))
     _check(rc, f"init_collective_group({group_name!r})")
 
