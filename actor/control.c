@@ -55,7 +55,7 @@ int tr__actor_create(tr__nodeconn *node, const char *cls, const tr_actor_options
     char res[1024];
     tr__res_format(&req, res, sizeof res);
     tr__buf b = TR__BUF_INIT;
-    tr__enc_map(&b, 5);
+    size_t m = tr__enc_map_open(&b);
     tr__enc_str(&b, "class");
     tr__enc_str(&b, cls);
     tr__enc_str(&b, "args");
@@ -66,6 +66,7 @@ int tr__actor_create(tr__nodeconn *node, const char *cls, const tr_actor_options
     tr__enc_str(&b, res);
     tr__enc_str(&b, "name");
     tr__enc_str(&b, opts->name);
+    tr__enc_map_close(&b, m);
     tr__reply r;
     rc = tr__nodeconn_call(node, TR__MSG_ACTOR_CREATE, &b, NODE_RPC_MS, &r);
     tr__buf_free(&b);

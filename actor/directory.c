@@ -107,7 +107,7 @@ static void set_reason(actor *a, const char *fmt, ...) {
 
 static void reply_resolve(actor *a, tr__conn *c, uint64_t seq) {
     tr__buf b = TR__BUF_INIT;
-    tr__reply_begin(&b, 0, NULL, 4);
+    size_t m = tr__reply_open(&b, 0, NULL);
     tr__enc_str(&b, "state");
     tr__enc_int(&b, a->state);
     tr__enc_str(&b, "inc");
@@ -116,6 +116,7 @@ static void reply_resolve(actor *a, tr__conn *c, uint64_t seq) {
     tr__enc_str(&b, a->state == TR__ACTOR_ALIVE ? a->path : NULL);
     tr__enc_str(&b, "reason");
     tr__enc_str(&b, a->reason);
+    tr__enc_map_close(&b, m);
     tr__server_reply(c, seq, &b);
     tr__buf_free(&b);
 }
@@ -476,7 +477,7 @@ static void on_info(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
     tr__cores_format(a->cpus, a->n_cpus, cpus, sizeof cpus);
     char gpus[64 * 97];
     tr__gpus_format(&d->gpus, a->gpus, a->n_gpus, gpus, sizeof gpus);
-    tr__reply_begin(&b, 0, NULL, 10);
+    size_t m = tr__reply_open(&b, 0, NULL);
     tr__enc_str(&b, "cpus");
     tr__enc_str(&b, cpus);
     tr__enc_str(&b, "gpus");
@@ -497,6 +498,7 @@ static void on_info(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
     tr__enc_str(&b, d->o.node_path);
     tr__enc_str(&b, "reason");
     tr__enc_str(&b, a->reason);
+    tr__enc_map_close(&b, m);
     tr__server_reply(c, seq, &b);
     tr__buf_free(&b);
 }
@@ -522,7 +524,7 @@ static void on_worker_start(void *ctx, tr__conn *c, uint64_t seq, const tr__obj 
     free(a->path);
     a->path = strdup(path);
     tr__buf b = TR__BUF_INIT;
-    tr__reply_begin(&b, a->path ? 0 : TR_ENOMEM, NULL, 6);
+    size_t m = tr__reply_open(&b, a->path ? 0 : TR_ENOMEM, NULL);
     tr__enc_str(&b, "max_msg");
     tr__enc_uint(&b, d->o.max_msg);
     tr__enc_str(&b, "class");
@@ -535,6 +537,7 @@ static void on_worker_start(void *ctx, tr__conn *c, uint64_t seq, const tr__obj 
     tr__enc_str(&b, a->path);
     tr__enc_str(&b, "name");
     tr__enc_str(&b, a->name);
+    tr__enc_map_close(&b, m);
     tr__server_reply(c, seq, &b);
     tr__buf_free(&b);
 }

@@ -101,6 +101,97 @@ static uint64_t be(const uint8_t *p, int n) {
     return v;
 }
 
+/* One value's head at p[*pos] (pos < len): moves *pos past it, and says how many bytes
+ * its body takes after it (*skip: a str's, a bin's, a number's) and how many elements it
+ * holds (*children: a container's, a map's pairs counted twice). Returns 0, HEAD_BAD (no
+ * such type byte) or HEAD_SHORT (the message ends inside its length field). */
+enum { HEAD_BAD = 1, HEAD_SHORT };
+static int head(const uint8_t *p, size_t len, size_t *pos, uint64_t *skip, uint64_t *children) {
+    uint8_t b = p[(*pos)++];
+    int hdr = 0; /* bytes of length/count field */
+    *skip = *children = 0;
+    if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) {
+    } else if (b <= 0x8f) {
+        *children = 2u * (b & 0x0f);
+    } else if (b <= 0x9f) {
+        *children = b & 0x0f;
+    } else if (b <= 0xbf) {
+        *skip = b & 0x1f;
+    } else {
+        switch (b) {
+        case 0xc4:
+        case 0xc5:
+        case 0xc6: /* bin 8/16/32 */
+        case 0xd9:
+        case 0xda:
+        case 0xdb: /* str 8/16/32 */
+            hdr = b == 0xc4 || b == 0xd9 ? 1 : b == 0xc5 || b == 0xda ? 2 : 4;
+            break;
+        case 0xc7:
+        case 0xc8:
+        case 0xc9: /* ext 8/16/32: length, then a type byte */
+            hdr = b == 0xc7 ? 1 : b == 0xc8 ? 2 : 4;
+            *skip = 1;
+            break;
+        case 0xca:
+            *skip = 4;
+            break;
+        case 0xcb:
+            *skip = 8;
+            break;
+        case 0xcc:
+        case 0xd0:
+            *skip = 1;
+            break;
+        case 0xcd:
+        case 0xd1:
+            *skip = 2;
+            break;
+        case 0xce:
+        case 0xd2:
+            *skip = 4;
+            break;
+        case 0xcf:
+        case 0xd3:
+            *skip = 8;
+            break;
+        case 0xd4:
+            *skip = 2;
+            break;
+        case 0xd5:
+            *skip = 3;
+            break;
+        case 0xd6:
+            *skip = 5;
+            break;
+        case 0xd7:
+            *skip = 9;
+            break;
+        case 0xd8:
+            *skip = 17;
+            break;
+        case 0xdc:
+        case 0xdd: /* array 16/32 */
+        case 0xde:
+        case 0xdf: /* map 16/32 */
+            hdr = b == 0xdc || b == 0xde ? 2 : 4;
+            break;
+        default:
+            return HEAD_BAD;
+        }
+    }
+    if (hdr) {
+        if (len - *pos < (size_t)hdr) return HEAD_SHORT;
+        uint64_t n = be(p + *pos, hdr);
+        *pos += (size_t)hdr;
+        if (b >= 0xdc && b <= 0xdf)
+            *children = b >= 0xde ? 2 * n : n;
+        else
+            *skip += n;
+    }
+    return 0;
+}
+
 /* One pass over the bytes, without recursion, before msgpack-c sees them: msgpack-c
  * allocates a container's declared element count up front, so a 5-byte message claiming
  * 2^32 elements would ask for 64 GiB. Here every count must fit in the bytes that are
@@ -119,89 +210,12 @@ static int prescan(const uint8_t *p, size_t len) {
         }
         stack[depth]--;
         if (pos >= len) return tr__err(TR_EPROTO, "msgpack: truncated message of %zu bytes", len);
-        uint8_t b = p[pos++];
-        uint64_t children = 0, skip = 0;
-        int hdr = 0; /* bytes of length/count field */
-        if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) {
-        } else if (b <= 0x8f) {
-            children = 2u * (b & 0x0f);
-        } else if (b <= 0x9f) {
-            children = b & 0x0f;
-        } else if (b <= 0xbf) {
-            skip = b & 0x1f;
-        } else {
-            switch (b) {
-            case 0xc4:
-            case 0xc5:
-            case 0xc6: /* bin 8/16/32 */
-            case 0xd9:
-            case 0xda:
-            case 0xdb: /* str 8/16/32 */
-                hdr = b == 0xc4 || b == 0xd9 ? 1 : b == 0xc5 || b == 0xda ? 2 : 4;
-                break;
-            case 0xc7:
-            case 0xc8:
-            case 0xc9: /* ext 8/16/32: length, then a type byte */
-                hdr = b == 0xc7 ? 1 : b == 0xc8 ? 2 : 4;
-                skip = 1;
-                break;
-            case 0xca:
-                skip = 4;
-                break;
-            case 0xcb:
-                skip = 8;
-                break;
-            case 0xcc:
-            case 0xd0:
-                skip = 1;
-                break;
-            case 0xcd:
-            case 0xd1:
-                skip = 2;
-                break;
-            case 0xce:
-            case 0xd2:
-                skip = 4;
-                break;
-            case 0xcf:
-            case 0xd3:
-                skip = 8;
-                break;
-            case 0xd4:
-                skip = 2;
-                break;
-            case 0xd5:
-                skip = 3;
-                break;
-            case 0xd6:
-                skip = 5;
-                break;
-            case 0xd7:
-                skip = 9;
-                break;
-            case 0xd8:
-                skip = 17;
-                break;
-            case 0xdc:
-            case 0xdd: /* array 16/32 */
-            case 0xde:
-            case 0xdf: /* map 16/32 */
-                hdr = b == 0xdc || b == 0xde ? 2 : 4;
-                break;
-            default:
-                return tr__err(TR_EPROTO, "msgpack: invalid type byte 0x%02x", b);
-            }
-        }
-        if (hdr) {
-            if (len - pos < (size_t)hdr)
-                return tr__err(TR_EPROTO, "msgpack: truncated message of %zu bytes", len);
-            uint64_t n = be(p + pos, hdr);
-            pos += (size_t)hdr;
-            if (b >= 0xdc && b <= 0xdf)
-                children = b >= 0xde ? 2 * n : n;
-            else
-                skip += n;
-        }
+        uint64_t children, skip;
+        uint8_t b = p[pos];
+        int h = head(p, len, &pos, &skip, &children);
+        if (h == HEAD_BAD) return tr__err(TR_EPROTO, "msgpack: invalid type byte 0x%02x", b);
+        if (h == HEAD_SHORT)
+            return tr__err(TR_EPROTO, "msgpack: truncated message of %zu bytes", len);
         if (skip > len - pos)
             return tr__err(TR_EPROTO,
                            "msgpack: a value of %llu bytes overruns the %zu-byte "
@@ -225,6 +239,51 @@ static int prescan(const uint8_t *p, size_t len) {
     if (pos != len)
         return tr__err(TR_EPROTO, "msgpack: %zu trailing bytes after the message", len - pos);
     return 0;
+}
+
+/* A map whose count is patched at its close: its header is always a map32 (0xdf and four
+ * bytes), which msgpack allows for any count. */
+size_t tr__enc_map_open(tr__buf *b) {
+    size_t m = b->len;
+    tr__buf_append(b, "\xdf\0\0\0\0", 5);
+    return m;
+}
+
+/* Counts the whole values written after the header (containers are walked, not counted:
+ * one value each), and writes half of that, the pairs, into it. Encoders wrote those
+ * bytes, so they are sound unless a caller broke the rules (an odd count, a bin header
+ * whose body is not there): then b->oom, as any failed encode. An inner map must be
+ * closed before its outer one (an open one's count still reads 0). */
+void tr__enc_map_close(tr__buf *b, size_t m) {
+    if (b->oom) return;
+    if (m > b->len || b->len - m < 5 || (uint8_t)b->data[m] != 0xdf) {
+        b->oom = true;
+        return;
+    }
+    const uint8_t *p = (const uint8_t *)b->data + m + 5;
+    size_t len = b->len - m - 5, pos = 0;
+    uint64_t values = 0, pending = 0; /* elements of the current value still to walk */
+    while (pos < len) {
+        if (pending == 0) {
+            values++;
+            pending = 1;
+        }
+        pending--;
+        uint64_t children, skip;
+        if (head(p, len, &pos, &skip, &children) || skip > len - pos) {
+            b->oom = true;
+            return;
+        }
+        pos += (size_t)skip;
+        pending += children;
+    }
+    if (pending || values % 2 || values / 2 > UINT32_MAX) {
+        b->oom = true;
+        return;
+    }
+    uint32_t n = (uint32_t)(values / 2);
+    uint8_t be32[4] = {(uint8_t)(n >> 24), (uint8_t)(n >> 16), (uint8_t)(n >> 8), (uint8_t)n};
+    memcpy(b->data + m + 1, be32, 4);
 }
 
 int tr__dec_init(tr__dec *d, const void *data, size_t len) {

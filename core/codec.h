@@ -16,6 +16,16 @@
 #include "core/buf.h"
 
 void tr__enc_map(tr__buf *b, uint32_t n);
+/* A map counted where it ends, for one whose pairs depend on conditions:
+ *     size_t m = tr__enc_map_open(b);
+ *     ... keys and values (nested maps opened and closed inside) ...
+ *     tr__enc_map_close(b, m);
+ * The header is a map32 (five bytes, valid for any count); the close counts the whole
+ * values written since the open and writes half of them into it. Between the two, only
+ * whole values: not a tr__enc_bin_header whose body goes elsewhere. A count that is odd,
+ * or bytes that are not whole values, set b->oom (the encoding failed, as on no memory). */
+size_t tr__enc_map_open(tr__buf *b);
+void tr__enc_map_close(tr__buf *b, size_t m);
 void tr__enc_array(tr__buf *b, uint32_t n);
 void tr__enc_str(tr__buf *b, const char *s); /* NULL encodes nil */
 void tr__enc_strn(tr__buf *b, const char *s, size_t n);

@@ -368,6 +368,122 @@ TEST(Codec, MapOfEverything) {
     }
 }
 
+// A map opened, then closed with the count of pairs written: 0, 1, 20 and 70000 pairs
+// (70000 needs a map32 anyway), each decoding with every pair in order.
+TEST(Codec, MapClosedWithThePairsWritten) {
+    for (uint32_t n : {0u, 1u, 20u, 70000u}) {
+        std::string msg = encode([n](tr__buf *b) {
+            size_t m = tr__enc_map_open(b);
+            for (uint32_t i = 0; i < n; i++) {
+                tr__enc_str(b, ("k" + std::to_string(i)).c_str());
+                tr__enc_uint(b, i);
+            }
+            tr__enc_map_close(b, m);
+        });
+        ASSERT_EQ((uint8_t)msg[0], 0xdf) << n; // a map32, whatever its count
+        Decoded x(msg);
+        ASSERT_EQ(x.rc, 0) << n << ": " << tr__last_error();
+        ASSERT_EQ(tr__obj_type(x.root()), TR__T_MAP);
+        ASSERT_EQ(tr__obj_len(x.root()), n);
+        for (uint32_t i = 0; i < n; i += n / 10 + 1) {
+            uint64_t u;
+            ASSERT_EQ(tr__get_uint(x.root(), ("k" + std::to_string(i)).c_str(), &u), 0) << i;
+            EXPECT_EQ(u, i);
+        }
+    }
+}
+
+// Maps inside maps (counted and fixed ones), arrays of maps, values of every kind (a bin
+// of 70 KiB, a long string), and a map opened after other bytes in the buffer.
+TEST(Codec, NestedMapsAreClosedInnermostFirst) {
+    std::string big(70000, 'x');
+    std::string msg = encode([&big](tr__buf *b) {
+        tr__enc_array(b, 2);
+        tr__enc_str(b, "before"); /* the map does not start at the buffer's front */
+        size_t outer = tr__enc_map_open(b);
+        tr__enc_str(b, "inner");
+        size_t inner = tr__enc_map_open(b);
+        tr__enc_str(b, "deepest");
+        size_t deepest = tr__enc_map_open(b);
+        tr__enc_map_close(b, deepest); /* empty */
+        tr__enc_str(b, "fixed");
+        tr__enc_map(b, 1);
+        tr__enc_str(b, "one");
+        tr__enc_double(b, 1.5);
+        tr__enc_map_close(b, inner);
+        tr__enc_str(b, "list");
+        tr__enc_array(b, 3);
+        for (int i = 0; i < 3; i++) {
+            size_t m = tr__enc_map_open(b);
+            for (int j = 0; j <= i; j++) {
+                tr__enc_int(b, j); /* keys need not be strings */
+                tr__enc_bool(b, j % 2);
+            }
+            tr__enc_map_close(b, m);
+        }
+        tr__enc_str(b, "bin");
+        tr__enc_bin(b, big.data(), big.size());
+        tr__enc_str(b, "str");
+        tr__enc_str(b, big.c_str());
+        tr__enc_str(b, "nil");
+        tr__enc_nil(b);
+        tr__enc_map_close(b, outer);
+    });
+    Decoded x(msg);
+    ASSERT_EQ(x.rc, 0) << tr__last_error();
+    const tr__obj *r = tr__obj_at(x.root(), 1);
+    ASSERT_EQ(tr__obj_len(r), 5u);
+    const tr__obj *in = tr__obj_get(r, "inner");
+    ASSERT_EQ(tr__obj_len(in), 2u);
+    EXPECT_EQ(tr__obj_type(tr__obj_get(in, "deepest")), TR__T_MAP);
+    EXPECT_EQ(tr__obj_len(tr__obj_get(in, "deepest")), 0u);
+    double d;
+    EXPECT_EQ(tr__get_double(tr__obj_get(in, "fixed"), "one", &d), 0);
+    EXPECT_EQ(d, 1.5);
+    const tr__obj *list = tr__obj_get(r, "list");
+    ASSERT_EQ(tr__obj_len(list), 3u);
+    for (size_t i = 0; i < 3; i++)
+        EXPECT_EQ(tr__obj_len(tr__obj_at(list, i)), i + 1);
+    const void *p;
+    size_t n;
+    ASSERT_EQ(tr__get_bin(r, "bin", &p, &n), 0);
+    EXPECT_EQ(n, big.size());
+    EXPECT_EQ(tr__obj_type(tr__obj_get(r, "nil")), TR__T_NIL);
+}
+
+// A miscount cannot go out: a key without its value, a bin header whose body is not in
+// the buffer, a header that is not the open's, all fail the encoding (b.oom); after an
+// allocation failure the close leaves the buffer alone.
+TEST(Codec, MapCloseRefusesWhatIsNotPairs) {
+    tr__buf b = TR__BUF_INIT;
+    size_t m = tr__enc_map_open(&b);
+    tr__enc_str(&b, "key without a value");
+    tr__enc_map_close(&b, m);
+    EXPECT_TRUE(b.oom);
+    tr__buf_free(&b);
+
+    b = TR__BUF_INIT;
+    m = tr__enc_map_open(&b);
+    tr__enc_str(&b, "body");
+    tr__enc_bin_header(&b, 100); /* its 100 bytes would follow separately */
+    tr__enc_map_close(&b, m);
+    EXPECT_TRUE(b.oom);
+    tr__buf_free(&b);
+
+    b = TR__BUF_INIT;
+    tr__enc_map(&b, 0);
+    tr__enc_map_close(&b, 0); /* not a map32 of an open */
+    EXPECT_TRUE(b.oom);
+    tr__buf_free(&b);
+
+    b = TR__BUF_INIT;
+    b.oom = true;
+    m = tr__enc_map_open(&b);
+    tr__enc_map_close(&b, m);
+    EXPECT_EQ(b.len, 0u);
+    tr__buf_free(&b);
+}
+
 TEST(Codec, NavigationOnWrongTypesAndNull) {
     Decoded x(everything());
     ASSERT_EQ(x.rc, 0);

@@ -312,13 +312,14 @@ int tr__kv_client_wait(struct tr__nodeconn *c, const char *key, int wait_ms, voi
     *value = NULL;
     *len = 0;
     tr__buf b = TR__BUF_INIT;
-    tr__enc_map(&b, wait_ms > 0 ? 2 : 1);
+    size_t m = tr__enc_map_open(&b);
     tr__enc_str(&b, "key");
     tr__enc_str(&b, key);
     if (wait_ms > 0) {
         tr__enc_str(&b, "wait_ms");
         tr__enc_int(&b, wait_ms);
     }
+    tr__enc_map_close(&b, m);
     tr__reply r;
     int rc =
         tr__nodeconn_call(c, TR__MSG_KV_GET, &b, wait_ms > 0 ? wait_ms + KV_RPC_MS : KV_RPC_MS, &r);
@@ -364,7 +365,7 @@ int tr__kv_client_cluster(struct tr__nodeconn *c, const char *op, const char *ke
         *out_len = 0;
     }
     tr__buf b = TR__BUF_INIT;
-    tr__enc_map(&b, put ? 3 : 2);
+    size_t m = tr__enc_map_open(&b);
     tr__enc_str(&b, "op");
     tr__enc_str(&b, op);
     tr__enc_str(&b, "key");
@@ -373,6 +374,7 @@ int tr__kv_client_cluster(struct tr__nodeconn *c, const char *op, const char *ke
         tr__enc_str(&b, "value");
         tr__enc_bin(&b, value ? value : "", len);
     }
+    tr__enc_map_close(&b, m);
     tr__reply r;
     /* the node asks the head (its own wait for it is 2.5 s) */
     int rc = tr__nodeconn_call(c, TR__MSG_CLUSTER_KV, &b, KV_RPC_MS, get ? &r : NULL);

@@ -54,6 +54,15 @@ void tr__reply_begin(tr__buf *b, int rc, const char *msg, uint32_t extra) {
     tr__enc_str(b, msg ? msg : "");
 }
 
+size_t tr__reply_open(tr__buf *b, int rc, const char *msg) {
+    size_t m = tr__enc_map_open(b);
+    tr__enc_str(b, "rc");
+    tr__enc_int(b, rc);
+    tr__enc_str(b, "msg");
+    tr__enc_str(b, msg ? msg : "");
+    return m;
+}
+
 static int transport_fail(tr__nodeconn *c, int rc) {
     if (rc != TR_ETIMEDOUT) {
         c->broken = 1;
@@ -163,7 +172,7 @@ int tr__nodeconn_hello_exe(tr__nodeconn *c, const char *role, const char *exe, i
 
 static int hello(tr__nodeconn *c, const char *role, const char *exe, int owner, int timeout_ms) {
     tr__buf b = TR__BUF_INIT;
-    tr__enc_map(&b, 4);
+    size_t m = tr__enc_map_open(&b);
     tr__enc_str(&b, "role");
     tr__enc_str(&b, role);
     tr__enc_str(&b, "pid");
@@ -172,12 +181,13 @@ static int hello(tr__nodeconn *c, const char *role, const char *exe, int owner, 
     tr__enc_str(&b, exe);
     tr__enc_str(&b, "owner");
     tr__enc_int(&b, owner);
+    tr__enc_map_close(&b, m);
     tr__reply r;
     int rc = tr__nodeconn_call(c, TR__MSG_HELLO, &b, timeout_ms, &r);
     tr__buf_free(&b);
     if (rc) return rc;
-    uint64_t m = 0;
-    if (tr__get_uint(r.root, "max_msg", &m) == 0 && m >= 4096) c->max_msg = (size_t)m;
+    uint64_t max = 0;
+    if (tr__get_uint(r.root, "max_msg", &max) == 0 && max >= 4096) c->max_msg = (size_t)max;
     tr__reply_free(&r);
     return 0;
 }

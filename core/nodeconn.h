@@ -58,5 +58,8 @@ int tr__nodeconn_hello_exe(tr__nodeconn *c, const char *role, const char *exe, i
 /* Starts a reply map {"rc": rc, "msg": msg, ...} with `extra` more key/value pairs for the
  * caller to append. */
 void tr__reply_begin(tr__buf *b, int rc, const char *msg, uint32_t extra);
+/* The same, counted where it ends: the caller appends its pairs, then closes the map with
+ * tr__enc_map_close(b, returned) (core/codec.h). */
+size_t tr__reply_open(tr__buf *b, int rc, const char *msg);
 
 #endif

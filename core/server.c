@@ -152,11 +152,12 @@ static void on_hello(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) 
     /* (a HELLO's "owner" is ignored: an embedded node belongs to the process that spawned
      * it, watched with a pidfd - api/node.c - never to a connection that says so) */
     tr__buf b = TR__BUF_INIT;
-    tr__reply_begin(&b, 0, NULL, 2);
+    size_t m = tr__reply_open(&b, 0, NULL);
     tr__enc_str(&b, "pid");
     tr__enc_int(&b, getpid());
     tr__enc_str(&b, "max_msg"); /* one message limit per node: clients adopt it */
     tr__enc_uint(&b, c->srv->max_msg);
+    tr__enc_map_close(&b, m);
     tr__server_reply(c, seq, &b);
     tr__buf_free(&b);
 }

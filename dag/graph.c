@@ -687,7 +687,7 @@ static void attach_bridge(tr_dag *g, int k, tr__buf *b) {
     char *colon = strrchr(ip, ':');
     if (colon) *colon = '\0';
     tr__enc_str(b, "bridge");
-    tr__enc_map(b, 8);
+    size_t m = tr__enc_map_open(b);
     tr__enc_str(b, "secret"); /* (the attach message goes over the cluster's link) */
     tr__enc_bin(b, g->secret, sizeof g->secret);
     tr__enc_str(b, "node");
@@ -725,6 +725,7 @@ static void attach_bridge(tr_dag *g, int k, tr__buf *b) {
         tr__enc_uint(b, rv[i].off);
         tr__enc_uint(b, rv[i].src);
     }
+    tr__enc_map_close(b, m);
     free(sd);
     free(rv);
 }
@@ -745,7 +746,7 @@ static void attach_msg(tr_dag *g, int rank, int check, tr__buf *b) {
     int my_nccl = g->nccl_rank ? g->nccl_rank[rank - 1] : -1;
     int k = g->nn > 1 ? g->act_node[rank - 1] : 0, host = k > 0 && g->act_rank[rank - 1] == 1;
     size_t kn = (size_t)k * g->n; /* (node k's row of noff, across nodes) */
-    tr__enc_map(b, (uint32_t)((check ? 8 : 7) + g->gpu + (my_nccl >= 0) + (host && !check)));
+    size_t m = tr__enc_map_open(b);
     if (host && !check) attach_bridge(g, k, b);
     if (my_nccl >= 0) { /* [group, world, rank]: the graph's nccl group */
         char group[64];
@@ -819,6 +820,7 @@ static void attach_msg(tr_dag *g, int rank, int check, tr__buf *b) {
             tr__enc_int(b, n->op);
         }
     }
+    tr__enc_map_close(b, m);
 }
 
 /* Sends every actor its attach message (check: only have the steps checked), then waits

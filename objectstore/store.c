@@ -111,13 +111,14 @@ static void on_attach(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
         c->store_client = idx;
     }
     tr__buf b = TR__BUF_INIT;
-    tr__reply_begin(&b, 0, NULL, 3);
+    size_t m = tr__reply_open(&b, 0, NULL);
     tr__enc_str(&b, "size");
     tr__enc_uint(&b, s->size);
     tr__enc_str(&b, "client");
     tr__enc_int(&b, c->store_client);
     tr__enc_str(&b, "spill_dir"); /* ours: a client never takes it from the segment */
     tr__enc_str(&b, s->spill_dir);
+    tr__enc_map_close(&b, m);
     if (tr__server_reply_fd(c, seq, &b, s->fd))
         tr__server_reply_status(c, seq, TR_EIO, tr__last_error());
     tr__buf_free(&b);
