@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,14 +39,104 @@ void tr__env_read(tr__env *e) {
     e->owner_pid = owner ? atoi(owner) : 0;
 }
 
+/* ------------------------------------------------------------------ the keys, one table */
+
+/* How a key's value is kept in tr_config, parsed, and sent to the node. */
+typedef enum {
+    K_STR,    /* char *: a copy, NULL when unset; a string or nil on the wire */
+    K_SIZE,   /* size_t: a number in [lo, hi]; uint on the wire */
+    K_INT,    /* int: a number in [lo, hi] (WHOLE: no fraction); int on the wire */
+    K_DOUBLE, /* double: a number in [lo, hi]; double on the wire */
+    K_BOOL,   /* int: "0" or "1"; int on the wire */
+    K_ENUM,   /* int: the index of its value in names; int on the wire */
+    K_RES,    /* tr__res: "NAME=AMOUNT,..." (tr__res_parse); that text on the wire */
+    K_SETTER, /* no field of its own: its setter writes another key's */
+} ktype;
+
+enum {
+    EMPTY_UNSETS = 1u << 0, /* K_STR: "" sets NULL */
+    WHOLE = 1u << 1,        /* K_INT: a fraction is refused */
+    NODE = 1u << 2,         /* goes to the node (tr__config_encode_node, _decode_node) */
+    NODE_OPT = 1u << 3,     /* the node takes it absent: a number's default; a string's left */
+    NODE_CHECK = 1u << 4,   /* the node refuses a number outside [lo, hi] (TR_EPROTO) */
+};
+
+typedef struct ckey {
+    const char *name; /* tr_config_set's key */
+    ktype type;
+    size_t off;         /* offsetof(tr_config, its field) */
+    double lo, hi, def; /* numbers: the bounds; the default (config_defaults) */
+    unsigned flags;
+    const char *wire;         /* its key in the node's config (NULL: name) */
+    const char *const *names; /* K_ENUM: its values, by number; NULL-terminated */
+    int (*set)(tr_config *cfg, const char *value); /* parses instead of the type's */
+} ckey;
+
+static int set_command(tr_config *cfg, const char *value);
+static int set_library(tr_config *cfg, const char *value);
+static int set_worker_path(tr_config *cfg, const char *value);
+static int set_cluster_token(tr_config *cfg, const char *value);
+static int set_token_file(tr_config *cfg, const char *path);
+static int set_log_level(tr_config *cfg, const char *value);
+
+static const char *const binding_names[] = {
+    [TR__BIND_CORES] = "cores", [TR__BIND_NONE] = "none", NULL};
+
+#define F(field) offsetof(tr_config, field)
+static const ckey keys[] = {
+    {"address", K_STR, F(address), .flags = EMPTY_UNSETS},
+    {"tmpdir", K_STR, F(tmpdir), .flags = NODE | NODE_OPT},
+    {"spill_dir", K_STR, F(spill_dir), .flags = NODE | NODE_OPT},
+    {"worker_command", K_STR, F(worker_command), .set = set_command},
+    {"worker_library", K_SETTER, .set = set_library},
+    {"worker_path", K_STR, F(worker_path), .flags = NODE | NODE_OPT, .set = set_worker_path},
+    {"cluster_port", K_INT, F(cluster_port), .lo = -1, .hi = 65535, .def = -1,
+     .flags = WHOLE | NODE | NODE_OPT | NODE_CHECK}, /* -1: none; 0: any */
+    {"cluster_client", K_BOOL, F(cluster_client), .flags = NODE | NODE_OPT},
+    {"cluster_bind", K_STR, F(cluster_bind), .flags = NODE | NODE_OPT},
+    {"cluster_head", K_STR, F(cluster_head), .flags = NODE | NODE_OPT},
+    {"cluster_token", K_STR, F(cluster_token), .flags = NODE | NODE_OPT, .set = set_cluster_token},
+    {"cluster_token_file", K_SETTER, .set = set_token_file},
+    {"cluster_tls_cert", K_STR, F(cluster_tls_cert), .flags = NODE | NODE_OPT},
+    {"cluster_tls_key", K_STR, F(cluster_tls_key), .flags = NODE | NODE_OPT},
+    {"cluster_tls_ca", K_STR, F(cluster_tls_ca), .flags = NODE | NODE_OPT},
+    {"cpu_binding", K_ENUM, F(cpu_binding), .lo = 0, .hi = 1, .def = TR__BIND_CORES,
+     .flags = NODE | NODE_OPT | NODE_CHECK, .names = binding_names},
+    {"num_cpus", K_DOUBLE, F(num_cpus), .lo = 0, .hi = 1e6, .def = -1, .flags = NODE},
+    {"num_gpus", K_DOUBLE, F(num_gpus), .lo = 0, .hi = 1e6, .def = -1, .flags = NODE},
+    {"resources", K_RES, F(resources), .flags = NODE},
+    {"log_level", K_INT, F(log_level), .def = -1, .flags = NODE, .set = set_log_level},
+    {"max_message_bytes", K_SIZE, F(max_msg), .lo = 4096, .hi = 4294967295.0,
+     .def = TR__DEFAULT_MAX_MSG, .flags = NODE, .wire = "max_msg"},
+    {"object_store_bytes", K_SIZE, F(store_bytes), .lo = 1 << 20, .hi = 1ull << 42, .flags = NODE,
+     .wire = "store_bytes"}, /* 0: tr__config_store_bytes's */
+    {"worker_start_timeout_ms", K_INT, F(worker_start_timeout_ms), .lo = 1, .hi = 3600e3,
+     .def = 30000, .flags = NODE, .wire = "start_ms"},
+};
+#undef F
+#define N_KEYS (sizeof keys / sizeof keys[0])
+
+static void *field(tr_config *cfg, const ckey *k) {
+    return (char *)cfg + k->off;
+}
+
+static const ckey *find_key(const char *name) {
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (strcmp(keys[i].name, name) == 0) return &keys[i];
+    return NULL;
+}
+
 static void config_defaults(tr_config *c) {
     memset(c, 0, sizeof *c);
-    c->num_cpus = -1;
-    c->num_gpus = -1; /* as many as the NVIDIA driver lists */
-    c->log_level = -1;
-    c->max_msg = TR__DEFAULT_MAX_MSG;
-    c->worker_start_timeout_ms = 30000;
-    c->cluster_port = -1;
+    for (const ckey *k = keys; k < keys + N_KEYS; k++) {
+        void *f = field(c, k);
+        if (k->type == K_SIZE)
+            *(size_t *)f = (size_t)k->def;
+        else if (k->type == K_INT || k->type == K_BOOL || k->type == K_ENUM)
+            *(int *)f = (int)k->def;
+        else if (k->type == K_DOUBLE)
+            *(double *)f = k->def;
+    }
 }
 
 int tr__config_create(tr_config **out) {
@@ -60,17 +151,8 @@ int tr__config_create(tr_config **out) {
 
 void tr__config_destroy(tr_config *cfg) {
     if (!cfg) return;
-    free(cfg->address);
-    free(cfg->tmpdir);
-    free(cfg->spill_dir);
-    free(cfg->cluster_bind);
-    free(cfg->cluster_token);
-    free(cfg->cluster_head);
-    free(cfg->cluster_tls_cert);
-    free(cfg->cluster_tls_key);
-    free(cfg->cluster_tls_ca);
-    free(cfg->worker_command);
-    free(cfg->worker_path);
+    for (const ckey *k = keys; k < keys + N_KEYS; k++)
+        if (k->type == K_STR) free(*(char **)field(cfg, k));
     for (size_t i = 0; i < cfg->n_classes; i++)
         free((char *)cfg->classes[i].name);
     free(cfg->classes);
@@ -264,90 +346,91 @@ int tr__config_env_token(tr_config *cfg, const tr__env *env) {
     return set_token(cfg, env->cluster_token, "TROUPE_CLUSTER_TOKEN");
 }
 
+static int set_cluster_token(tr_config *cfg, const char *value) {
+    return set_token(cfg, value, "cluster_token");
+}
+
+static int set_log_level(tr_config *cfg, const char *value) {
+    int l = tr__log_parse_level(value);
+    if (l < 0)
+        return tr__err(TR_EINVAL, "config 'log_level': '%s' is not error|warn|info|debug", value);
+    cfg->log_level = l;
+    return 0;
+}
+
+/* "'a' or 'b'", "'a', 'b' or 'c'": an enum's values, for its message. */
+static void list_names(const char *const *names, char *out, size_t cap) {
+    size_t n = 0, k = 0;
+    while (names[n])
+        n++;
+    out[0] = '\0';
+    for (size_t i = 0; i < n && k < cap; i++)
+        k += (size_t)snprintf(out + k, cap - k, "%s'%s'",
+                              i == 0      ? ""
+                              : i + 1 < n ? ", "
+                                          : " or ",
+                              names[i]);
+}
+
+/* value, parsed as k's type says (or by its setter), into cfg; nothing changes on error. */
+static int set_key(tr_config *cfg, const ckey *k, const char *value) {
+    if (k->set) return k->set(cfg, value);
+    void *f = field(cfg, k);
+    double d = 0;
+    int rc;
+    switch (k->type) {
+    case K_STR:
+        if (*value == '\0' && (k->flags & EMPTY_UNSETS)) {
+            free(*(char **)f);
+            *(char **)f = NULL;
+            return 0;
+        }
+        return set_str(f, value);
+    case K_SIZE:
+    case K_INT:
+    case K_DOUBLE:
+        if ((rc = parse_num(k->name, value, k->lo, k->hi, &d))) return rc;
+        if ((k->flags & WHOLE) && d != (int)d)
+            return tr__err(TR_EINVAL, "config '%s': '%s' is not whole", k->name, value);
+        if (k->type == K_SIZE)
+            *(size_t *)f = (size_t)d;
+        else if (k->type == K_INT)
+            *(int *)f = (int)d;
+        else
+            *(double *)f = d;
+        return 0;
+    case K_BOOL:
+        if (strcmp(value, "0") != 0 && strcmp(value, "1") != 0)
+            return tr__err(TR_EINVAL, "config '%s': '%s' (want 0 or 1)", k->name, value);
+        *(int *)f = value[0] == '1';
+        return 0;
+    case K_ENUM:
+        for (int i = 0; k->names[i]; i++) {
+            if (strcmp(value, k->names[i]) == 0) {
+                *(int *)f = i;
+                return 0;
+            }
+        }
+        char list[200];
+        list_names(k->names, list, sizeof list);
+        return tr__err(TR_EINVAL, "config: %s is %s, not '%s'", k->name, list, value);
+    case K_RES: {
+        tr__res r = {0}; /* (not half-applied) */
+        if ((rc = tr__res_parse(&r, value))) return rc;
+        *(tr__res *)f = r;
+        return 0;
+    }
+    case K_SETTER:
+        break;
+    }
+    return tr__err(TR_EINTERNAL, "config '%s': no way to set it", k->name);
+}
+
 int tr__config_set(tr_config *cfg, const char *key, const char *value) {
     if (!cfg || !key || !value) return tr__err(TR_EINVAL, "tr_config_set: NULL argument");
-    double d;
-    int rc;
-    if (strcmp(key, "address") == 0) {
-        if (*value == '\0') {
-            free(cfg->address);
-            cfg->address = NULL;
-            return 0;
-        }
-        return set_str(&cfg->address, value);
-    }
-    if (strcmp(key, "tmpdir") == 0) return set_str(&cfg->tmpdir, value);
-    if (strcmp(key, "worker_command") == 0) return set_command(cfg, value);
-    if (strcmp(key, "worker_library") == 0) return set_library(cfg, value);
-    if (strcmp(key, "worker_path") == 0) return set_worker_path(cfg, value);
-    if (strcmp(key, "spill_dir") == 0) return set_str(&cfg->spill_dir, value);
-    if (strcmp(key, "cluster_bind") == 0) return set_str(&cfg->cluster_bind, value);
-    if (strcmp(key, "cluster_head") == 0) return set_str(&cfg->cluster_head, value);
-    if (strcmp(key, "cluster_tls_cert") == 0) return set_str(&cfg->cluster_tls_cert, value);
-    if (strcmp(key, "cluster_tls_key") == 0) return set_str(&cfg->cluster_tls_key, value);
-    if (strcmp(key, "cluster_tls_ca") == 0) return set_str(&cfg->cluster_tls_ca, value);
-    if (strcmp(key, "cluster_token") == 0) return set_token(cfg, value, "cluster_token");
-    if (strcmp(key, "cluster_token_file") == 0) return set_token_file(cfg, value);
-    if (strcmp(key, "cluster_client") == 0) {
-        if (strcmp(value, "0") != 0 && strcmp(value, "1") != 0)
-            return tr__err(TR_EINVAL, "config 'cluster_client': '%s' (want 0 or 1)", value);
-        cfg->cluster_client = value[0] == '1';
-        return 0;
-    }
-    if (strcmp(key, "cluster_port") == 0) {
-        if ((rc = parse_num(key, value, -1, 65535, &d))) return rc;
-        if (d != (int)d)
-            return tr__err(TR_EINVAL, "config 'cluster_port': '%s' is not whole", value);
-        cfg->cluster_port = (int)d;
-        return 0;
-    }
-    if (strcmp(key, "cpu_binding") == 0) {
-        if (strcmp(value, "cores") == 0 || strcmp(value, "none") == 0) {
-            cfg->cpu_binding = value[0] == 'c' ? TR__BIND_CORES : TR__BIND_NONE;
-            return 0;
-        }
-        return tr__err(TR_EINVAL, "config: cpu_binding is 'cores' or 'none', not '%s'", value);
-    }
-    if (strcmp(key, "num_cpus") == 0) {
-        if ((rc = parse_num(key, value, 0, 1e6, &d))) return rc;
-        cfg->num_cpus = d;
-        return 0;
-    }
-    if (strcmp(key, "num_gpus") == 0) {
-        if ((rc = parse_num(key, value, 0, 1e6, &d))) return rc;
-        cfg->num_gpus = d;
-        return 0;
-    }
-    if (strcmp(key, "resources") == 0) {
-        tr__res r = {0};
-        if ((rc = tr__res_parse(&r, value))) return rc;
-        cfg->resources = r;
-        return 0;
-    }
-    if (strcmp(key, "log_level") == 0) {
-        int l = tr__log_parse_level(value);
-        if (l < 0)
-            return tr__err(TR_EINVAL, "config 'log_level': '%s' is not error|warn|info|debug",
-                           value);
-        cfg->log_level = l;
-        return 0;
-    }
-    if (strcmp(key, "max_message_bytes") == 0) {
-        if ((rc = parse_num(key, value, 4096, 4294967295.0, &d))) return rc;
-        cfg->max_msg = (size_t)d;
-        return 0;
-    }
-    if (strcmp(key, "object_store_bytes") == 0) {
-        if ((rc = parse_num(key, value, 1 << 20, 1ull << 42, &d))) return rc;
-        cfg->store_bytes = (size_t)d;
-        return 0;
-    }
-    if (strcmp(key, "worker_start_timeout_ms") == 0) {
-        if ((rc = parse_num(key, value, 1, 3600e3, &d))) return rc;
-        cfg->worker_start_timeout_ms = (int)d;
-        return 0;
-    }
-    return tr__err(TR_EINVAL, "config: unknown key '%s'", key);
+    const ckey *k = find_key(key);
+    if (!k) return tr__err(TR_EINVAL, "config: unknown key '%s'", key);
+    return set_key(cfg, k, value);
 }
 
 void tr__actor_class_init(tr_actor_class *cls) {
@@ -395,26 +478,15 @@ int tr__config_copy(const tr_config *src, tr_config **out) {
     int rc = tr__config_create(&c);
     if (rc) return rc;
     if (src) {
-        tr_config tmp = *src;
-        tmp.address = tmp.tmpdir = tmp.spill_dir = NULL;
-        tmp.cluster_bind = tmp.cluster_token = tmp.cluster_head = NULL;
-        tmp.cluster_tls_cert = tmp.cluster_tls_key = tmp.cluster_tls_ca = NULL;
-        tmp.worker_command = tmp.worker_path = NULL;
-        tmp.classes = NULL;
-        tmp.n_classes = 0;
-        *c = tmp;
-        if ((src->address && set_str(&c->address, src->address)) ||
-            (src->tmpdir && set_str(&c->tmpdir, src->tmpdir)) ||
-            (src->spill_dir && set_str(&c->spill_dir, src->spill_dir)) ||
-            (src->cluster_bind && set_str(&c->cluster_bind, src->cluster_bind)) ||
-            (src->cluster_token && set_str(&c->cluster_token, src->cluster_token)) ||
-            (src->cluster_head && set_str(&c->cluster_head, src->cluster_head)) ||
-            (src->cluster_tls_cert && set_str(&c->cluster_tls_cert, src->cluster_tls_cert)) ||
-            (src->cluster_tls_key && set_str(&c->cluster_tls_key, src->cluster_tls_key)) ||
-            (src->cluster_tls_ca && set_str(&c->cluster_tls_ca, src->cluster_tls_ca)) ||
-            (src->worker_command && set_str(&c->worker_command, src->worker_command)) ||
-            (src->worker_path && set_str(&c->worker_path, src->worker_path)))
-            goto oom;
+        *c = *src; /* numbers, resources; strings and classes copied below */
+        c->classes = NULL;
+        c->n_classes = 0;
+        for (const ckey *k = keys; k < keys + N_KEYS; k++)
+            if (k->type == K_STR) *(char **)field(c, k) = NULL;
+        for (const ckey *k = keys; k < keys + N_KEYS; k++) {
+            const char *s = k->type == K_STR ? *(char **)field((tr_config *)src, k) : NULL;
+            if (s && set_str(field(c, k), s)) goto oom;
+        }
         for (size_t i = 0; i < src->n_classes; i++)
             if (tr__config_add_class(c, &src->classes[i])) goto oom;
     }
@@ -499,48 +571,40 @@ size_t tr__config_store_bytes(const tr_config *cfg) {
     return want > ((size_t)1 << 30) ? (size_t)1 << 30 : want;
 }
 
+/* The node's part of cfg: each NODE key under its wire name. */
 int tr__config_encode_node(const tr_config *cfg, tr__buf *out) {
-    char res[1024];
-    tr__res_format(&cfg->resources, res, sizeof res);
-    tr__enc_map(out, 19);
-    tr__enc_str(out, "worker_path");
-    tr__enc_str(out, cfg->worker_path); /* nil when unset */
-    tr__enc_str(out, "cluster_port");
-    tr__enc_int(out, cfg->cluster_port);
-    tr__enc_str(out, "cluster_client");
-    tr__enc_int(out, cfg->cluster_client);
-    tr__enc_str(out, "cluster_bind");
-    tr__enc_str(out, cfg->cluster_bind); /* nil when unset */
-    tr__enc_str(out, "cluster_token");
-    tr__enc_str(out, cfg->cluster_token);
-    tr__enc_str(out, "cluster_head");
-    tr__enc_str(out, cfg->cluster_head);
-    tr__enc_str(out, "cluster_tls_cert");
-    tr__enc_str(out, cfg->cluster_tls_cert);
-    tr__enc_str(out, "cluster_tls_key");
-    tr__enc_str(out, cfg->cluster_tls_key);
-    tr__enc_str(out, "cluster_tls_ca");
-    tr__enc_str(out, cfg->cluster_tls_ca);
-    tr__enc_str(out, "cpu_binding");
-    tr__enc_int(out, cfg->cpu_binding);
-    tr__enc_str(out, "tmpdir");
-    tr__enc_str(out, cfg->tmpdir); /* nil when unset */
-    tr__enc_str(out, "spill_dir");
-    tr__enc_str(out, cfg->spill_dir); /* nil when unset */
-    tr__enc_str(out, "store_bytes");
-    tr__enc_uint(out, cfg->store_bytes);
-    tr__enc_str(out, "num_cpus");
-    tr__enc_double(out, cfg->num_cpus);
-    tr__enc_str(out, "num_gpus");
-    tr__enc_double(out, cfg->num_gpus);
-    tr__enc_str(out, "resources");
-    tr__enc_str(out, res);
-    tr__enc_str(out, "max_msg");
-    tr__enc_uint(out, cfg->max_msg);
-    tr__enc_str(out, "start_ms");
-    tr__enc_int(out, cfg->worker_start_timeout_ms);
-    tr__enc_str(out, "log_level");
-    tr__enc_int(out, cfg->log_level);
+    size_t m = tr__enc_map_open(out);
+    for (const ckey *k = keys; k < keys + N_KEYS; k++) {
+        if (!(k->flags & NODE)) continue;
+        const void *f = field((tr_config *)cfg, k);
+        tr__enc_str(out, k->wire ? k->wire : k->name);
+        switch (k->type) {
+        case K_STR:
+            tr__enc_str(out, *(char *const *)f); /* nil when unset */
+            break;
+        case K_SIZE:
+            tr__enc_uint(out, *(const size_t *)f);
+            break;
+        case K_INT:
+        case K_BOOL:
+        case K_ENUM:
+            tr__enc_int(out, *(const int *)f);
+            break;
+        case K_DOUBLE:
+            tr__enc_double(out, *(const double *)f);
+            break;
+        case K_RES: {
+            char res[1024];
+            tr__res_format(f, res, sizeof res);
+            tr__enc_str(out, res);
+            break;
+        }
+        case K_SETTER:
+            tr__enc_nil(out);
+            break;
+        }
+    }
+    tr__enc_map_close(out, m);
     return out->oom ? TR_ENOMEM : 0;
 }
 
@@ -552,61 +616,51 @@ static int decode_path(const tr__obj *map, const char *key, char **out) {
     return tr__get_strdup(map, key, out);
 }
 
+/* One NODE key from the node's config into cfg: a number NODE_OPT leaves out is its
+ * default; the rest must be there, of their type. */
+static int decode_key(const tr__obj *map, const ckey *k, tr_config *cfg) {
+    const char *w = k->wire ? k->wire : k->name;
+    void *f = field(cfg, k);
+    int64_t i = (int64_t)k->def;
+    uint64_t u;
+    int rc;
+    switch (k->type) {
+    case K_STR:
+        return decode_path(map, w, f);
+    case K_SIZE:
+        if ((rc = tr__get_uint(map, w, &u))) return rc;
+        *(size_t *)f = (size_t)u;
+        return 0;
+    case K_DOUBLE:
+        return tr__get_double(map, w, f);
+    case K_INT:
+    case K_BOOL:
+    case K_ENUM:
+        if ((!(k->flags & NODE_OPT) || tr__obj_get(map, w)) && (rc = tr__get_int(map, w, &i)))
+            return rc;
+        if ((k->flags & NODE_CHECK) && (i < k->lo || i > k->hi))
+            return tr__err(TR_EPROTO, "node config: %s %lld", w, (long long)i);
+        *(int *)f = k->type == K_BOOL ? i != 0 : (int)i;
+        return 0;
+    case K_RES: {
+        char *res = NULL;
+        if ((rc = tr__get_strdup(map, w, &res))) return rc;
+        memset(f, 0, sizeof(tr__res));
+        rc = tr__res_parse(f, res);
+        free(res);
+        return rc;
+    }
+    case K_SETTER:
+        break;
+    }
+    return 0;
+}
+
 int tr__config_decode_node(const void *data, size_t len, tr_config *cfg) {
     tr__dec d;
     int rc = tr__dec_init(&d, data, len);
-    if (rc) return rc;
-    uint64_t max_msg;
-    int64_t start_ms, lvl;
-    char *res = NULL;
-    if ((rc = tr__get_double(d.root, "num_cpus", &cfg->num_cpus)) ||
-        (rc = tr__get_double(d.root, "num_gpus", &cfg->num_gpus)) ||
-        (rc = tr__get_uint(d.root, "max_msg", &max_msg)) ||
-        (rc = tr__get_int(d.root, "start_ms", &start_ms)) ||
-        (rc = tr__get_int(d.root, "log_level", &lvl)) ||
-        (rc = tr__get_strdup(d.root, "resources", &res)))
-        goto out;
-    uint64_t store = 0;
-    if ((rc = tr__get_uint(d.root, "store_bytes", &store))) goto out;
-    cfg->store_bytes = (size_t)store;
-    int64_t binding = TR__BIND_CORES;
-    if (tr__obj_get(d.root, "cpu_binding") && (rc = tr__get_int(d.root, "cpu_binding", &binding)))
-        goto out;
-    if (binding != TR__BIND_CORES && binding != TR__BIND_NONE) {
-        rc = tr__err(TR_EPROTO, "node config: cpu_binding %lld", (long long)binding);
-        goto out;
-    }
-    cfg->cpu_binding = (int)binding;
-    if ((rc = decode_path(d.root, "spill_dir", &cfg->spill_dir)) ||
-        (rc = decode_path(d.root, "tmpdir", &cfg->tmpdir)) ||
-        (rc = decode_path(d.root, "cluster_bind", &cfg->cluster_bind)) ||
-        (rc = decode_path(d.root, "cluster_token", &cfg->cluster_token)) ||
-        (rc = decode_path(d.root, "cluster_head", &cfg->cluster_head)) ||
-        (rc = decode_path(d.root, "cluster_tls_cert", &cfg->cluster_tls_cert)) ||
-        (rc = decode_path(d.root, "cluster_tls_key", &cfg->cluster_tls_key)) ||
-        (rc = decode_path(d.root, "cluster_tls_ca", &cfg->cluster_tls_ca)) ||
-        (rc = decode_path(d.root, "worker_path", &cfg->worker_path)))
-        goto out;
-    int64_t cport = -1;
-    if (tr__obj_get(d.root, "cluster_port") && (rc = tr__get_int(d.root, "cluster_port", &cport)))
-        goto out;
-    if (cport < -1 || cport > 65535) {
-        rc = tr__err(TR_EPROTO, "node config: cluster_port %lld", (long long)cport);
-        goto out;
-    }
-    cfg->cluster_port = (int)cport;
-    int64_t client = 0;
-    if (tr__obj_get(d.root, "cluster_client") &&
-        (rc = tr__get_int(d.root, "cluster_client", &client)))
-        goto out;
-    cfg->cluster_client = client != 0;
-    cfg->max_msg = max_msg;
-    cfg->worker_start_timeout_ms = (int)start_ms;
-    cfg->log_level = (int)lvl;
-    memset(&cfg->resources, 0, sizeof cfg->resources);
-    rc = tr__res_parse(&cfg->resources, res);
-out:
-    free(res);
+    for (const ckey *k = keys; !rc && k < keys + N_KEYS; k++)
+        if (k->flags & NODE) rc = decode_key(d.root, k, cfg);
     tr__dec_free(&d);
     return rc;
 }
