@@ -3,7 +3,8 @@
 # Python package's tests too (tools/pytest.sh), and prints the line CI reads: "N passed,
 # N failed" (", N skipped" when some were skipped or disabled).
 #
-# In a plain run it also checks the layers (tools/check_layers.sh), each check a case.
+# In a plain run it also checks the layers (tools/check_layers.sh) and the directories'
+# READMEs (tools/check_readmes.sh), each check a case.
 #
 # Usage: tools/test.sh [extra bazel args...]      e.g. tools/test.sh --config=asan
 #
@@ -223,21 +224,28 @@ if [[ $# -eq 0 ]]; then
     rm -f "$pyxml" "$pyxml.lines"
 fi
 
-# The layers (tools/check_layers.sh): each of its checks counts as one case.
-if [[ $# -eq 0 ]]; then
-    echo "=== tools/check_layers.sh"
-    layers_out=$("$root/tools/check_layers.sh")
-    echo "$layers_out"
-    summary_line=$(grep '^check_layers: [0-9]* checks, [0-9]* failed$' <<<"$layers_out")
-    if [[ -z "$summary_line" ]]; then
-        fail "layers: tools/check_layers.sh printed no summary"
-    else
-        read -r n_checks n_bad < <(sed 's/^check_layers: \([0-9]*\) checks, \([0-9]*\) failed$/\1 \2/' <<<"$summary_line")
-        passed=$((passed + n_checks - n_bad))
-        while IFS= read -r l; do
-            fail "layers: ${l#FAILED }"
-        done < <(grep '^FAILED ' <<<"$layers_out")
+# The source tree's own checks (tools/check_layers.sh, tools/check_readmes.sh), each of
+# their checks one case: a script prints "FAILED ..." per failed check and "NAME: N
+# checks, M failed" last.
+source_check() {
+    local name=$1 out summary n_checks n_bad l
+    echo "=== tools/$name.sh"
+    out=$("$root/tools/$name.sh")
+    echo "$out"
+    summary=$(grep "^$name: [0-9]* checks, [0-9]* failed\$" <<<"$out")
+    if [[ -z "$summary" ]]; then
+        fail "$name: tools/$name.sh printed no summary"
+        return
     fi
+    read -r n_checks n_bad < <(sed 's/^[a-z_]*: \([0-9]*\) checks, \([0-9]*\) failed$/\1 \2/' <<<"$summary")
+    passed=$((passed + n_checks - n_bad))
+    while IFS= read -r l; do
+        fail "$name: ${l#FAILED }"
+    done < <(grep '^FAILED ' <<<"$out")
+}
+if [[ $# -eq 0 ]]; then
+    source_check check_layers
+    source_check check_readmes
 fi
 
 if [[ $bazel_rc -ne 0 && $failed -eq 0 ]]; then
