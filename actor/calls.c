@@ -773,7 +773,7 @@ int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const voi
                 continue;
             }
             if (rc) {
-                rc = tr__err(rc, "tr_call_refs: object argument %zu: %s", i, tr__last_error());
+                rc = tr__err_wrap(rc, "tr_call_refs: object argument %zu", i);
                 drop_args(a, s);
                 free(s->args);
                 free(s);

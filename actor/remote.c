@@ -425,15 +425,12 @@ static int get_link(tr__remotes *r, const char *address, const char *token,
     l->h.ctx = l;
     if (!rc) rc = tr__rpc_stream_open_cb(l->client, &l->h, &l->st);
     if (!rc) rc = tr__rpc_stream_open_cb(l->client, &l->h, &l->ost);
-    if (rc) {
-        char why[300];
-        snprintf(why, sizeof why, "%s", tr__last_error());
+    if (rc) { /* (closing sets no error text) */
         if (l->st) tr__rpc_stream_close(l->st);
         if (l->ost) tr__rpc_stream_close(l->ost);
         tr__rpc_client_destroy(l->client);
         free(l);
-        return tr__err(rc == TR_ENOMEM ? rc : TR_ECONNECT, "cannot reach node %s: %s", address,
-                       why);
+        return tr__err_wrap(rc == TR_ENOMEM ? rc : TR_ECONNECT, "cannot reach node %s", address);
     }
     l->next = r->links;
     r->links = l;

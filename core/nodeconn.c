@@ -66,10 +66,7 @@ size_t tr__reply_open(tr__buf *b, int rc, const char *msg) {
 static int transport_fail(tr__nodeconn *c, int rc) {
     if (rc != TR_ETIMEDOUT) {
         c->broken = 1;
-        const char *why = tr__last_error();
-        char tmp[256];
-        snprintf(tmp, sizeof tmp, "%s", why);
-        return tr__err(TR_ECONNECT, "node service connection lost (%s)", tmp);
+        return tr__err(TR_ECONNECT, "node service connection lost (%s)", tr__last_error());
     }
     return rc;
 }

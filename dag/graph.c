@@ -842,10 +842,9 @@ static int attach_all(tr_dag *g, int check) {
     for (size_t a = 0; a < sent; a++) {
         int r = tr__actors_get(g->env.actors, refs[a], g->opts.attach_timeout_ms, NULL, NULL);
         if (r && !rc) {
-            char what[300], why[600];
-            snprintf(why, sizeof why, "%s", tr__last_error());
+            char what[300];
             name_node(g, first_node_of(g, (int)a + 1), what, sizeof what);
-            rc = tr__err(r, "tr_dag_compile: %s: %s", what, why);
+            rc = tr__err_wrap(r, "tr_dag_compile: %s", what);
         }
         tr__actors_release(g->env.actors, refs[a]);
     }
@@ -927,11 +926,7 @@ static int start_bridge(tr_dag *g) {
                                  .on_fail = link_fail,
                                  .fail_arg = g};
         rc = tr__dag_bridge_start(&s, &g->bridge);
-        if (rc) {
-            char why[500];
-            snprintf(why, sizeof why, "%s", tr__last_error());
-            rc = tr__err(rc, "tr_dag_compile: the links between the graph's nodes: %s", why);
-        }
+        if (rc) rc = tr__err_wrap(rc, "tr_dag_compile: the links between the graph's nodes");
     }
     free(sd);
     free(rv);
@@ -959,11 +954,14 @@ static int compile(tr_dag *g, const tr_dag_options *opts) {
         int r = tr__actor_wait_ready(g->env.node, g->nodes[i].actor, g->opts.attach_timeout_ms);
         if (!r) r = tr__actor_info(g->env.node, g->nodes[i].actor, &d);
         if (r || d.state != TR_ACTOR_ALIVE) {
-            char what[300], why[400];
-            snprintf(why, sizeof why, "%s", r ? tr__last_error() : tr__actor_state_name(d.state));
+            char what[300];
             name_node(g, i, what, sizeof what);
-            rc = tr__err(r && r != TR_ETIMEDOUT ? r : TR_EACTOR_DIED,
-                         "tr_dag_compile: the actor of %s is not alive: %s", what, why);
+            if (r)
+                rc = tr__err_wrap(r != TR_ETIMEDOUT ? r : TR_EACTOR_DIED,
+                                  "tr_dag_compile: the actor of %s is not alive", what);
+            else
+                rc = tr__err(TR_EACTOR_DIED, "tr_dag_compile: the actor of %s is not alive: %s",
+                             what, tr__actor_state_name(d.state));
         }
         snprintf(where[g->nodes[i].rank - 1], sizeof where[0], "%s", d.node);
     }
