@@ -209,16 +209,10 @@ static void update_events(tr__relay *r, rconn *c) {
 
 /* Writes what the worker takes now. Caller holds mu. */
 static void flush(tr__relay *r, rconn *c) {
-    while (tr__buf_avail(&c->out)) {
-        ssize_t n = send(c->fd, c->out.data + c->out.off, tr__buf_avail(&c->out),
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n > 0) {
-            tr__buf_consume(&c->out, (size_t)n);
-            account(c->s, -n);
-            continue;
-        }
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && errno == EAGAIN) break;
+    size_t had = tr__buf_avail(&c->out);
+    int rc = tr__write_some(c->fd, &c->out);
+    if (had != tr__buf_avail(&c->out)) account(c->s, -(ssize_t)(had - tr__buf_avail(&c->out)));
+    if (rc) {
         conn_eof(r, c, "the actor's worker connection broke");
         return;
     }

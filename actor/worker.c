@@ -296,29 +296,15 @@ static int run_call(worker *w, client *c, uint64_t seq, const char *body, size_t
 /* Writes what it can without blocking. Returns 0, or -1 if the caller went away (c is
  * freed then). */
 static int flush_client(worker *w, client *c) {
-    while (tr__buf_avail(&c->out)) {
-        ssize_t n = send(c->fd, c->out.data + c->out.off, tr__buf_avail(&c->out),
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n > 0) {
-            tr__buf_consume(&c->out, (size_t)n);
-            continue;
-        }
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && errno == EAGAIN) {
-            if (!c->want_out) {
-                struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = c};
-                epoll_ctl(w->ep, EPOLL_CTL_MOD, c->fd, &ev);
-                c->want_out = 1;
-            }
-            return 0;
-        }
+    if (tr__write_some(c->fd, &c->out)) {
         drop_client(w, c); /* caller gone: its calls' results have nowhere to go */
         return -1;
     }
-    if (c->want_out) {
-        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+    int want = tr__buf_avail(&c->out) > 0; /* the socket is full: told when it takes more */
+    if (want != c->want_out) {
+        struct epoll_event ev = {.events = want ? EPOLLIN | EPOLLOUT : EPOLLIN, .data.ptr = c};
         epoll_ctl(w->ep, EPOLL_CTL_MOD, c->fd, &ev);
-        c->want_out = 0;
+        c->want_out = want;
     }
     return 0;
 }

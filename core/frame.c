@@ -125,6 +125,21 @@ int tr__read_some(int fd, tr__buf *buf) {
     }
 }
 
+int tr__write_some(int fd, tr__buf *buf) {
+    while (tr__buf_avail(buf)) {
+        ssize_t n = send(fd, buf->data + buf->off, tr__buf_avail(buf), MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            tr__buf_consume(buf, (size_t)n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+        if (n < 0 && errno != EPIPE && errno != ECONNRESET) return tr__err_errno(errno, "send");
+        return tr__err(TR_ECLOSED, "peer closed the connection");
+    }
+    return 0;
+}
+
 /* recv, or recvmsg collecting a passed descriptor when passed_fd is not NULL. */
 static ssize_t recv_fd(int fd, void *p, size_t n, int *passed_fd) {
     if (!passed_fd) return recv(fd, p, n, MSG_DONTWAIT);

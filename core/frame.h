@@ -89,6 +89,12 @@ int tr__send_frame_fd(int fd, uint8_t type, uint64_t seq, const void *body, size
  * Returns bytes read (>0), 0 when nothing was available, TR_ECLOSED on EOF, TR_EIO. */
 int tr__read_some(int fd, tr__buf *buf);
 
+/* Writes what buf holds to a non-blocking socket until it would block (MSG_NOSIGNAL |
+ * MSG_DONTWAIT), consuming what went; the rest stays in buf (the caller waits for
+ * EPOLLOUT while tr__buf_avail says there is some). Returns 0, or TR_ECLOSED (the peer
+ * closed or reset) or TR_EIO: the connection is done. The twin of tr__read_some. */
+int tr__write_some(int fd, tr__buf *buf);
+
 /* Connects a blocking Unix stream socket to path. Returns the fd or a negative code
  * (TR_ECONNECT with the path in the message, TR_EINVAL if the path is too long). */
 int tr__unix_connect(const char *path);

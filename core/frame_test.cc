@@ -364,6 +364,38 @@ TEST(Frame, ReadSome) {
     tr__buf_free(&in);
 }
 
+// Writes until the socket is full and keeps the rest; the rest goes once the peer reads;
+// a closed peer is TR_ECLOSED (no SIGPIPE), with what did not go still in the buffer.
+TEST(Frame, WriteSomeKeepsWhatTheSocketCannotTake) {
+    Pair p;
+    ASSERT_EQ(tr__set_nonblock(p.fd[0], 1), 0);
+    ASSERT_EQ(tr__set_nonblock(p.fd[1], 1), 0);
+    tr__buf out = TR__BUF_INIT, in = TR__BUF_INIT;
+    EXPECT_EQ(tr__write_some(p.fd[0], &out), 0); // nothing to write
+    std::string big(8 << 20, 'w');
+    big[0] = 'a';
+    big.back() = 'z';
+    ASSERT_EQ(tr__buf_append(&out, big.data(), big.size()), 0);
+    EXPECT_EQ(tr__write_some(p.fd[0], &out), 0);
+    size_t left = tr__buf_avail(&out);
+    EXPECT_GT(left, 0u);         // the socket is full...
+    EXPECT_LT(left, big.size()); // ...after some of it went
+    EXPECT_EQ(tr__write_some(p.fd[0], &out), 0);
+    EXPECT_EQ(tr__buf_avail(&out), left); // still full: nothing moved
+    for (int round = 0; round < 100000 && (tr__buf_avail(&out) || in.len < big.size()); round++) {
+        ASSERT_GE(tr__read_some(p.fd[1], &in), 0);
+        ASSERT_EQ(tr__write_some(p.fd[0], &out), 0);
+    }
+    EXPECT_EQ(tr__buf_avail(&out), 0u);
+    EXPECT_EQ(std::string(in.data + in.off, tr__buf_avail(&in)), big);
+    ASSERT_EQ(tr__buf_append(&out, "late", 4), 0);
+    p.close_end(1);
+    EXPECT_EQ(tr__write_some(p.fd[0], &out), TR_ECLOSED);
+    EXPECT_EQ(tr__buf_avail(&out), 4u);
+    tr__buf_free(&out);
+    tr__buf_free(&in);
+}
+
 TEST(Frame, SetNonblock) {
     Pair p;
     ASSERT_EQ(tr__set_nonblock(p.fd[0], 1), 0);
