@@ -72,6 +72,7 @@ static int parse(const tr__worker_env *env, tr_ctx *ctx, const tr__obj *root, lo
     loop *l = calloc(1, sizeof *l + n * sizeof(step));
     if (!l) return tr__ctx_error(ctx, "dag attach: out of memory");
     l->n_steps = n;
+    int rc = 0;
     for (size_t i = 0; i < n; i++) {
         const tr__obj *s = tr__obj_at(steps, i);
         size_t parts = tr__obj_len(s);
@@ -82,8 +83,8 @@ static int parse(const tr__worker_env *env, tr_ctx *ctx, const tr__obj *root, lo
         if (!ins || tr__obj_str(tr__obj_at(s, 0), "method", &m, &mlen) ||
             tr__obj_uint(tr__obj_at(s, 1), "out", &st->out_off) || tr__obj_len(ins) < 1 ||
             tr__obj_len(ins) > MAX_INPUTS) {
-            free(l);
-            return tr__ctx_error(ctx, "dag attach: malformed step %zu", i);
+            rc = tr__ctx_error(ctx, "dag attach: malformed step %zu", i);
+            goto fail;
         }
         if (parts == 4) { /* a collective node: [group, world, rank, dtype, op] */
             const tr__obj *c = tr__obj_at(s, 3);
@@ -98,9 +99,9 @@ static int parse(const tr__worker_env *env, tr_ctx *ctx, const tr__obj *root, lo
                 tr__obj_int(tr__obj_at(c, 4), "op", &op) || world < 1 ||
                 world > TR__COLL_MAX_WORLD || rank < 0 || rank >= world ||
                 !tr__dtype_size((tr_dtype)dtype) || op < 0 || op > TR_AVG) {
-                free(l);
                 tr__ctx_error(ctx, "dag attach: malformed collective step %zu", i);
-                return TR_EPROTO;
+                rc = TR_EPROTO;
+                goto fail;
             }
             memcpy(st->group, gn, gl);
             st->gworld = (int)world;
@@ -109,16 +110,16 @@ static int parse(const tr__worker_env *env, tr_ctx *ctx, const tr__obj *root, lo
             st->op = (tr_redop)op;
         } else if (!(st->def = tr__find_method_or_dispatch(env->cls, m, mlen, &st->own_def,
                                                            st->own_name, sizeof st->own_name))) {
-            free(l);
             tr__ctx_error(ctx, "class '%s' has no method '%.*s'", env->cls->name,
                           (int)(mlen > 200 ? 200 : mlen), m);
-            return TR_ENOMETHOD;
+            rc = TR_ENOMETHOD;
+            goto fail;
         }
         st->n_in = tr__obj_len(ins);
         if (!st->def && st->n_in != 1) {
             tr__ctx_error(ctx, "dag attach: collective step %zu with %zu inputs", i, st->n_in);
-            free(l);
-            return TR_EPROTO;
+            rc = TR_EPROTO;
+            goto fail;
         }
         for (size_t j = 0; j < st->n_in; j++) {
             const tr__obj *p = tr__obj_at(ins, j);
@@ -126,14 +127,17 @@ static int parse(const tr__worker_env *env, tr_ctx *ctx, const tr__obj *root, lo
             if (tr__obj_len(p) != 2 || tr__obj_uint(tr__obj_at(p, 0), "chan", &st->in_off[j]) ||
                 tr__obj_uint(tr__obj_at(p, 1), "reader", &reader) ||
                 reader >= TR__CHAN_MAX_READERS) {
-                free(l);
-                return tr__ctx_error(ctx, "dag attach: malformed input %zu of step %zu", j, i);
+                rc = tr__ctx_error(ctx, "dag attach: malformed input %zu of step %zu", j, i);
+                goto fail;
             }
             st->reader[j] = (uint32_t)reader;
         }
     }
     *out = l;
     return 0;
+fail:
+    free(l);
+    return rc;
 }
 
 /* The optional GPU keys: "gpu": [[transport, [reader ranks in the nccl group]] per
@@ -285,15 +289,14 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
     const void *why = NULL;
     size_t why_len = 0;
     char pin_err[MAX_INPUTS][160];
+    int gpu_done = 0, gpu_rc = 0; /* a device value taken (under the lock), and how */
+    size_t gpu_len = 0;
+    int dev_send = 0; /* it goes to its readers once the slot is published */
+    int rc = 0;
     for (size_t j = 0; j < st->n_in; j++) {
         int32_t code;
         uint32_t flags;
-        int rc = tr__chan_read(&st->in[j], e, w, &data[j], &len[j], &code, &flags);
-        if (rc) { /* let go of what this step pinned so far */
-            for (size_t k = 0; k < j; k++)
-                if (pinned[k]) tr__objects_unpin(l->env.objects, pin[k]);
-            return rc;
-        }
+        if ((rc = tr__chan_read(&st->in[j], e, w, &data[j], &len[j], &code, &flags))) goto unpin;
         if (!code && (flags & TR__CHAN_REF)) { /* a value over a slot: an object, viewed */
             memcpy(pin[j].b, data[j], sizeof pin[j].b);
             if ((code = tr__objects_pin(l->env.objects, pin[j], 10000, &data[j], &len[j]))) {
@@ -315,9 +318,7 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
 #endif
             if (rc) {
                 TR_LOG_WARN("DAG-GPU", "graph %s: input %zu: %s", l->name, j, tr__last_error());
-                for (size_t k = 0; k < j; k++)
-                    if (pinned[k]) tr__objects_unpin(l->env.objects, pin[k]);
-                return rc;
+                goto unpin;
             }
         }
         if (code && !failed) {
@@ -329,12 +330,7 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
     /* the output slot first: the method replies straight into it */
     void *buf;
     size_t cap;
-    int rc = tr__chan_write_begin(&st->out, e, &buf, &cap, w);
-    if (rc) {
-        for (size_t j = 0; j < st->n_in; j++)
-            if (pinned[j]) tr__objects_unpin(l->env.objects, pin[j]);
-        return rc;
-    }
+    if ((rc = tr__chan_write_begin(&st->out, e, &buf, &cap, w))) goto unpin;
     size_t slot = (size_t)(e % st->out.slots);
     if (st->out_ref_set[slot]) { /* the slot's last value went as an object: read by now */
         tr__objects_release(l->env.objects, st->out_refs[slot]);
@@ -343,8 +339,6 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
     int32_t code = failed;
     uint32_t flags = 0;
     size_t out_len = 0;
-    int gpu_done = 0, gpu_rc = 0; /* a device value taken (under the lock), and how */
-    size_t gpu_len = 0;
     if (!failed) {
         ctx->n_refs = st->n_in - 1;
         for (size_t j = 1; j < st->n_in; j++) {
@@ -435,20 +429,21 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
         out_len = why_len;
     }
     tr__chan_write_end(&st->out, e, code, flags, out_len);
-    for (size_t j = 0; j < st->n_in; j++) {
+    dev_send = gpu_done && !gpu_rc && !code;
+unpin: /* every way out: what this step pinned goes (before its inputs are released) */
+    for (size_t j = 0; j < st->n_in; j++)
         if (pinned[j]) tr__objects_unpin(l->env.objects, pin[j]);
+    if (rc) return rc; /* (an input or the output failed: the loop ends) */
+    for (size_t j = 0; j < st->n_in; j++)
         tr__chan_release(&st->in[j], e, st->reader[j]);
-    }
 #ifdef TR_WITH_CUDA
     /* published first: the readers learn of the value from the slot, then receive it */
-    if (gpu_done && !gpu_rc && !code && (rc = tr__dag_gpu_send(&st->gout, l->nccl, gpu_len))) {
+    if (dev_send && (rc = tr__dag_gpu_send(&st->gout, l->nccl, gpu_len)))
         TR_LOG_WARN("DAG-GPU", "graph %s: sending a device value: %s", l->name, tr__last_error());
-        return rc;
-    }
 #else
-    (void)gpu_done, (void)gpu_rc, (void)gpu_len;
+    (void)dev_send, (void)gpu_len;
 #endif
-    return 0;
+    return rc;
 }
 
 static void *run_loop(void *arg) {
