@@ -78,9 +78,7 @@ TR_API int tr_group_declare(tr_runtime *rt, const tr_actor_id *actors, size_t n,
     for (size_t i = 0; i < n && !rc; i++) {
         tr_actor_details d = TR_ACTOR_DETAILS_INIT;
         if ((rc = tr__actor_info(rt->node, actors[i], &d))) {
-            char why[400];
-            snprintf(why, sizeof why, "%s", tr__last_error());
-            rc = tr__err(rc, "tr_group_declare: actor %zu: %s", i, why);
+            rc = tr__err_wrap(rc, "tr_group_declare: actor %zu", i);
             break;
         }
         snprintf(nodes[i], sizeof nodes[i], "%s", d.node);

@@ -228,11 +228,8 @@ TR_API int tr_init_abi(const tr_config *cfg, tr_runtime **out, unsigned abi) {
     }
     if (!rc) rc = connect_runtime(rt, rt->address, "driver", rt->node_pid != 0);
     if (rc) {
-        if (rc != TR_ENOMEM && rc != TR_EINVAL && rc != TR_ECONNECT) {
-            char msg[600];
-            snprintf(msg, sizeof msg, "%s", tr_last_error());
-            rc = tr__err(TR_ECONNECT, "node at %s: %s", rt->address ? rt->address : "?", msg);
-        }
+        if (rc != TR_ENOMEM && rc != TR_EINVAL && rc != TR_ECONNECT)
+            rc = tr__err_wrap(TR_ECONNECT, "node at %s", rt->address ? rt->address : "?");
         pid_t pid = rt->node_pid;
         runtime_free(rt);
         if (pid) {

@@ -37,7 +37,7 @@ int tr__group_declare(tr__nodeconn *node, const tr_actor_id *actors, size_t n, c
         r32[i] = r;
     }
     tr__buf b = TR__BUF_INIT;
-    tr__enc_map(&b, hosts ? 6 : 3);
+    size_t m = tr__enc_map_open(&b);
     tr__enc_str(&b, "backend");
     tr__enc_str(&b, backend);
     tr__enc_str(&b, "ids");
@@ -54,6 +54,7 @@ int tr__group_declare(tr__nodeconn *node, const tr_actor_id *actors, size_t n, c
         tr__enc_str(&b, "hier");
         tr__enc_int(&b, hier);
     }
+    tr__enc_map_close(&b, m);
     char key[256];
     key_of(key, sizeof key, name);
     int rc = 0;

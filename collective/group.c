@@ -215,7 +215,7 @@ static int join(const char *node_path, size_t max_msg, int world, int rank,
     tr__nodeconn *node = g->node;
     g->spin_limit = tr__coll_spin_limit(g);
     tr__buf b = TR__BUF_INIT;
-    tr__enc_map(&b, extra ? 6 : 5);
+    size_t m = tr__enc_map_open(&b);
     if (extra) {
         tr__enc_str(&b, "bytes");
         tr__enc_uint(&b, extra);
@@ -231,6 +231,7 @@ static int join(const char *node_path, size_t max_msg, int world, int rank,
     int wait_ms = tr__ms_left(deadline);
     tr__enc_str(&b, "wait_ms");
     tr__enc_int(&b, wait_ms);
+    tr__enc_map_close(&b, m);
     tr__reply r;
     int fd = -1;
     /* The node answers once every rank has joined (or the wait ends): that is the

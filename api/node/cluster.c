@@ -502,7 +502,7 @@ static int handle(void *ctx, tr__rpc_req *call, const void *req, size_t len, tr_
 static int call_head(tr__cluster *cl, const char *op, int timeout_ms, tr__buf *reply) {
     tr__buf b = TR__BUF_INIT;
     int reg = strcmp(op, "register") == 0, hb = strcmp(op, "heartbeat") == 0;
-    tr__enc_map(&b, reg ? 9 : hb ? 5 : 2);
+    size_t m = tr__enc_map_open(&b);
     tr__enc_str(&b, "op");
     tr__enc_str(&b, op);
     tr__enc_str(&b, "id");
@@ -533,6 +533,7 @@ static int call_head(tr__cluster *cl, const char *op, int timeout_ms, tr__buf *r
         tr__enc_str(&b, "client");
         tr__enc_int(&b, cl->client);
     }
+    tr__enc_map_close(&b, m);
     int rc = b.oom ? tr__err(TR_ENOMEM, "cluster")
                    : tr__rpc_call(cl->to_head, b.data, b.len, timeout_ms, reply);
     tr__buf_free(&b);
@@ -804,11 +805,8 @@ int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *tot
         if (rc == TR_EPERM)
             rc = tr__err(TR_EPERM, "the head at %s refused this node: wrong or missing token",
                          cl->head_addr);
-        else if (rc) {
-            char why[400];
-            snprintf(why, sizeof why, "%s", tr__last_error());
-            rc = tr__err(rc, "cannot join the head at %s: %s", cl->head_addr, why);
-        }
+        else if (rc)
+            rc = tr__err_wrap(rc, "cannot join the head at %s", cl->head_addr);
         cl->head_alive = !rc;
         cl->head_ok_ns = tr__now_ns();
         if (!rc)

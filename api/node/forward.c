@@ -112,11 +112,8 @@ static int ask_head(tr__cluster *cl, const tr__buf *q, int timeout_ms, int retry
     pthread_mutex_unlock(&cl->mu);
     tr__buf a = TR__BUF_INIT;
     int rc = tr__cl_call_peer(cl, head, q, timeout_ms, retry, &a);
-    if (rc == TR_ECONNECT || rc == TR_ETIMEDOUT) {
-        char why[400];
-        snprintf(why, sizeof why, "%s", tr__last_error());
-        rc = tr__err(rc, "the head at %s cannot be reached: %s", head, why);
-    }
+    if (rc == TR_ECONNECT || rc == TR_ETIMEDOUT)
+        rc = tr__err_wrap(rc, "the head at %s cannot be reached", head);
     tr__dec d;
     if (!rc && !(rc = tr__dec_init(&d, a.data, a.len))) {
         if (!(rc = tr__get_id(d.root, "id", id, 16)))
@@ -190,7 +187,7 @@ static void run_create(tr__cluster *cl, job *j) {
     tr__buf q = TR__BUF_INIT;
     char key[64];
     snprintf(key, sizeof key, "%s/%llu", cl->id, (unsigned long long)j->conn_id);
-    tr__enc_map(&q, j->name ? 9 : 8);
+    size_t m = tr__enc_map_open(&q);
     tr__enc_str(&q, "op");
     tr__enc_str(&q, "place");
     tr__enc_str(&q, "owner");
@@ -211,6 +208,7 @@ static void run_create(tr__cluster *cl, job *j) {
         tr__enc_str(&q, "name");
         tr__enc_str(&q, j->name);
     }
+    tr__enc_map_close(&q, m);
     uint8_t id[16];
     char address[128];
     int rc = ask_head(cl, &q, PLACE_WAIT_MS, 0, id, address, sizeof address);
@@ -242,7 +240,7 @@ static void run_on_node(tr__cluster *cl, job *j) {
     int64_t deadline = tr__deadline((int)(j->wait_ms > 1000 ? 1000 : j->wait_ms));
     for (;;) {
         tr__buf q = TR__BUF_INIT, a = TR__BUF_INIT;
-        tr__enc_map(&q, j->type == TR__MSG_ACTOR_KILL ? 3 : 2);
+        size_t m = tr__enc_map_open(&q);
         tr__enc_str(&q, "op");
         tr__enc_str(&q, op);
         tr__enc_str(&q, "id");
@@ -251,6 +249,7 @@ static void run_on_node(tr__cluster *cl, job *j) {
             tr__enc_str(&q, "no_restart");
             tr__enc_int(&q, j->no_restart);
         }
+        tr__enc_map_close(&q, m);
         rc = tr__cl_call_peer(cl, address, &q, PEER_MS, 1, &a);
         tr__buf_free(&q);
         tr__dec d;

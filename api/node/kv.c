@@ -125,7 +125,7 @@ void tr__cl_run_kv(tr__cluster *cl, job *j) {
     pthread_mutex_unlock(&cl->mu);
     tr__buf q = TR__BUF_INIT, a = TR__BUF_INIT;
     int put = strcmp(j->cls, "put") == 0;
-    tr__enc_map(&q, put ? 3 : 2);
+    size_t m = tr__enc_map_open(&q);
     tr__enc_str(&q, "op");
     tr__enc_str(&q, op);
     tr__enc_str(&q, "key");
@@ -134,6 +134,7 @@ void tr__cl_run_kv(tr__cluster *cl, job *j) {
         tr__enc_str(&q, "value");
         tr__enc_bin(&q, j->args, j->args_len);
     }
+    tr__enc_map_close(&q, m);
     int rc = tr__cl_call_peer(cl, head, &q, PEER_MS, 1, &a);
     tr__dec d;
     if (!rc && !(rc = tr__dec_init(&d, a.data, a.len))) {

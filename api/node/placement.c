@@ -214,7 +214,7 @@ int tr__cl_op_create(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
     int named = tr__obj_type(tr__obj_get(req, "name")) == TR__T_STR;
     if (named && (rc = tr__get_str(req, "name", &name, &nn))) return rc;
     tr__buf b = TR__BUF_INIT;
-    tr__enc_map(&b, named ? 5 : 4);
+    size_t m = tr__enc_map_open(&b);
     tr__enc_str(&b, "class");
     tr__enc_strn(&b, cls, cn);
     tr__enc_str(&b, "args");
@@ -227,6 +227,7 @@ int tr__cl_op_create(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
         tr__enc_str(&b, "name");
         tr__enc_strn(&b, name, nn);
     }
+    tr__enc_map_close(&b, m);
     pthread_mutex_lock(&cl->create_mu);
     owner *o = b.oom ? NULL : owner_get(cl, key, node, exe);
     tr__reply r;
@@ -258,7 +259,7 @@ static int op_local(tr__cluster *cl, uint8_t type, const tr__obj *req, tr__buf *
     int64_t no_restart = 1;
     if (type == TR__MSG_ACTOR_KILL && (rc = tr__get_int(req, "no_restart", &no_restart))) return rc;
     tr__buf b = TR__BUF_INIT;
-    tr__enc_map(&b, type == TR__MSG_ACTOR_INFO ? 1 : 2);
+    size_t m = tr__enc_map_open(&b);
     tr__enc_str(&b, "id");
     tr__enc_bin(&b, id, 16);
     if (type == TR__MSG_ACTOR_RESOLVE) {
@@ -268,6 +269,7 @@ static int op_local(tr__cluster *cl, uint8_t type, const tr__obj *req, tr__buf *
         tr__enc_str(&b, "no_restart");
         tr__enc_int(&b, no_restart);
     }
+    tr__enc_map_close(&b, m);
     tr__reply r;
     rc = b.oom ? tr__err(TR_ENOMEM, "cluster") : tr__cl_self_call(cl, type, &b, &r);
     tr__buf_free(&b);
@@ -327,11 +329,7 @@ int tr__cl_op_place(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
         tr__dec_free(&d);
     }
     tr__buf_free(&r);
-    if (rc) {
-        char why[400];
-        snprintf(why, sizeof why, "%s", tr__last_error());
-        return tr__err(rc, "creating the actor on node %s: %s", address, why);
-    }
+    if (rc) return tr__err_wrap(rc, "creating the actor on node %s", address);
     hactor *h = calloc(1, sizeof *h);
     if (h) {
         memcpy(h->id, id, 16);
