@@ -167,18 +167,9 @@ void tr__cluster_close(tr__cluster *cl) {
         }
     }
     pthread_mutex_unlock(&cl->mu);
-    while (mine) {
-        ractor *r = mine;
-        mine = r->next;
-        job *j = calloc(1, sizeof *j);
-        if (j) {
-            j->cl = cl;
-            snprintf(j->owner_key, sizeof j->owner_key, "%s/*", cl->id);
-            snprintf(j->address, sizeof j->address, "%s", r->address);
-            if (!tr__cl_start_job(cl, j)) tr__cl_job_free(j);
-        }
-        free(r);
-    }
+    char key[64];
+    snprintf(key, sizeof key, "%s/*", cl->id);
+    tr__cl_tell_owner_gone(cl, mine, key);
     pthread_mutex_lock(&cl->mu);
     cl->closing = 1;
     while (cl->jobs > 0)

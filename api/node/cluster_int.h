@@ -176,5 +176,8 @@ struct tr__cluster {
 /* forward.c */ int tr__cl_table_says(tr__cluster *cl, const char *address);
 /* forward.c */ void tr__cl_job_free(job *j);
 /* forward.c */ int tr__cl_start_job(tr__cluster *cl, job *j);
+/* forward.c */ /* Tells each node of `nodes` (a list it frees) that the creator `key`
+                 * ("<node>/<connection>", or "<node>/" "*") is gone, each by a job of its own. */
+void tr__cl_tell_owner_gone(tr__cluster *cl, ractor *nodes, const char *key);
 
 #endif

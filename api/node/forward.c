@@ -471,19 +471,23 @@ void tr__cluster_conn_closed(tr__cluster *cl, tr__conn *c) {
         }
     }
     pthread_mutex_unlock(&cl->mu);
-    while (mine) {
-        ractor *r = mine;
-        mine = r->next;
+    char key[64];
+    snprintf(key, sizeof key, "%s/%llu", cl->id, (unsigned long long)c->id);
+    tr__cl_tell_owner_gone(cl, mine, key);
+}
+
+void tr__cl_tell_owner_gone(tr__cluster *cl, ractor *nodes, const char *key) {
+    while (nodes) {
+        ractor *r = nodes;
+        nodes = r->next;
         job *j = calloc(1, sizeof *j);
         if (j) {
             j->cl = cl;
-            snprintf(j->owner_key, sizeof j->owner_key, "%s/%llu", cl->id,
-                     (unsigned long long)c->id);
+            snprintf(j->owner_key, sizeof j->owner_key, "%s", key);
             snprintf(j->address, sizeof j->address, "%s", r->address);
-            if (!tr__cl_start_job(cl,
-                                  j)) { /* closing: the head's sweep will say this node is lost */
-                TR_LOG_WARN("CLUSTER-OWNER", "cannot tell %s that %s is gone", r->address,
-                            j->owner_key);
+            if (!tr__cl_start_job(cl, j)) { /* closing: the head's sweep will say this node
+                                               is lost */
+                TR_LOG_WARN("CLUSTER-OWNER", "cannot tell %s that %s is gone", r->address, key);
                 tr__cl_job_free(j);
             }
         }
