@@ -41,35 +41,40 @@ static void table_json(tr__cluster *cl, tr__buf *j) {
     tr__members_json(&cl->members, tr__now_ns(), j);
 }
 
-/* A string field copied into dst (cap bytes), JSON-safe: no quotes or backslashes or
- * control bytes (addresses, ids and resource lists never have them). */
-int tr__cl_get_field(const tr__obj *map, const char *key, char *dst, size_t cap) {
+/* A string field copied into dst (cap bytes), refused if too long or if a byte fails
+ * `ok`. */
+static int get_checked(const tr__obj *map, const char *key, char *dst, size_t cap,
+                       int (*ok)(unsigned char c)) {
     const char *s;
     size_t n;
     int rc = tr__get_str(map, key, &s, &n);
     if (rc) return rc;
     if (n >= cap) return tr__err(TR_EPROTO, "cluster: '%s' of %zu bytes", key, n);
     for (size_t i = 0; i < n; i++)
-        if (s[i] == '"' || s[i] == '\\' || (unsigned char)s[i] < 0x20)
+        if (!ok((unsigned char)s[i]))
             return tr__err(TR_EPROTO, "cluster: '%s' has a byte it may not", key);
     memcpy(dst, s, n);
     dst[n] = '\0';
     return 0;
 }
 
-/* A command field (argv joined by TR__ARG_SEP): no other control byte. */
+/* JSON-safe: no quotes or backslashes or control bytes (addresses, ids and resource
+ * lists never have them). */
+static int json_safe(unsigned char c) {
+    return c != '"' && c != '\\' && c >= 0x20;
+}
+
+int tr__cl_get_field(const tr__obj *map, const char *key, char *dst, size_t cap) {
+    return get_checked(map, key, dst, cap, json_safe);
+}
+
+/* A command (argv joined by TR__ARG_SEP): no other control byte. */
+static int command_byte(unsigned char c) {
+    return c >= 0x20 || c == (unsigned char)TR__ARG_SEP;
+}
+
 int tr__cl_get_command(const tr__obj *map, const char *key, char *dst, size_t cap) {
-    const char *s;
-    size_t n;
-    int rc = tr__get_str(map, key, &s, &n);
-    if (rc) return rc;
-    if (n >= cap) return tr__err(TR_EPROTO, "cluster: '%s' of %zu bytes", key, n);
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)s[i] < 0x20 && s[i] != TR__ARG_SEP)
-            return tr__err(TR_EPROTO, "cluster: '%s' has a byte it may not", key);
-    memcpy(dst, s, n);
-    dst[n] = '\0';
-    return 0;
+    return get_checked(map, key, dst, cap, command_byte);
 }
 
 static int self_call_locked(tr__cluster *cl, uint8_t type, const tr__buf *body, tr__reply *r) {
