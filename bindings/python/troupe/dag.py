@@ -15,6 +15,7 @@ import asyncio
 import ctypes
 import itertools
 import os
+import re
 import threading
 import weakref
 
@@ -38,6 +39,19 @@ class DAGNode:
             _errors.ignored("experimental_compile", unused, 2)
         return CompiledDAG(self, enable_asyncio, _max_inflight_executions,
                            _buffer_size_bytes, _submit_timeout)
+
+    def execute(self, *args, **kwargs):
+        """Runs the graph once as ordinary actor calls (Ray's classic, uncompiled graphs):
+        each bound method is called with its upstream calls' refs as arguments (an actor
+        gets an upstream value when it is in) and the ObjectRef of the output comes back
+        at once (a list of them for a MultiOutputNode): ``troupe.get(dag.execute(x))``.
+        A node bound in several places is called once per execution."""
+        return _run_classic(self, args, kwargs, {})
+
+    def visualize(self, filename=None):
+        """The uncompiled graph as Graphviz text (also written to filename, if given):
+        each step named by its class and method."""
+        return _write(_dot_of(self), filename)
 
 
 class InputNode(DAGNode):
@@ -120,6 +134,94 @@ class MultiOutputNode(DAGNode):
             raise ValueError("MultiOutputNode needs at least one node")
 
 
+def _run_classic(node, args, kwargs, made):
+    """The value (an ObjectRef, a list of them, or the input's value) of node in one
+    classic execution; made: id(node) -> its value so far (one call per node)."""
+    if id(node) in made:
+        return made[id(node)]
+    if isinstance(node, InputNode):
+        if len(args) != 1 or kwargs:
+            raise TypeError("InputNode bound as a whole needs execute(x) with one argument "
+                            "(use inp[i] or inp.key for several)")
+        v = args[0]
+    elif isinstance(node, InputAttributeNode):
+        try:
+            v = args[node._key] if isinstance(node._key, int) else kwargs[node._key]
+        except (IndexError, KeyError):
+            raise TypeError(f"execute(): the graph reads input {node._key!r}, which this "
+                            f"execution lacks") from None
+    elif isinstance(node, ClassMethodNode):
+        a = tuple(_run_classic(x, args, kwargs, made) if isinstance(x, DAGNode) else x
+                  for x in node._args)
+        kw = {k: _run_classic(x, args, kwargs, made) if isinstance(x, DAGNode) else x
+              for k, x in node._kwargs.items()}
+        v = _runtime.call(node._handle._id, node._method, a, kw,
+                          f"calling {node._handle._class_name}.{node._method}")
+    elif isinstance(node, MultiOutputNode):
+        v = [_run_classic(x, args, kwargs, made) for x in node._outputs]
+    else:  # (a collective node reduces in the compiled graph's own group only)
+        raise TypeError(f"{type(node).__name__} runs only in a compiled graph: use "
+                        f"experimental_compile()")
+    made[id(node)] = v
+    return v
+
+
+def _label(node):
+    return f"{node._handle._class_name}.{node._method}"
+
+
+def _dot_of(root):
+    """Graphviz text of an uncompiled graph: every node it draws an edge from declared."""
+    ids, lines, edges = {}, [], []
+
+    def name(n):
+        key = id(n._input) if isinstance(n, InputAttributeNode) else id(n)
+        if key not in ids:
+            ids[key] = f"n{len(ids)}"
+            if isinstance(n, (InputNode, InputAttributeNode)):
+                lines.append(f'  {ids[key]} [label="input" shape=oval];')
+            elif isinstance(n, ClassMethodNode):
+                lines.append(f'  {ids[key]} [label="{_label(n)}" shape=box];')
+                for x in list(n._args) + list(n._kwargs.values()):
+                    if isinstance(x, DAGNode):
+                        edges.append(f"  {name(x)} -> {ids[key]};")
+            elif isinstance(n, CollectiveOutputNode):
+                lines.append(f'  {ids[key]} [label="allreduce {n._i}" shape=box];')
+                edges.append(f"  {name(n._coll._inputs[n._i])} -> {ids[key]};")
+        return ids[key]
+
+    outs = root._outputs if isinstance(root, MultiOutputNode) else [root]
+    tail = []
+    for k, o in enumerate(outs):
+        tail.append(f'  out{k} [label="output {k}" shape=oval];')
+        tail.append(f"  {name(o)} -> out{k};")
+    return "\n".join(["digraph troupe_dag {", "  rankdir=LR;"] + lines + edges + tail +
+                     ["}", ""])
+
+
+def _declare_all(text):
+    """Graphviz text with a declaration added for any node an edge names that the text
+    does not declare (so that the drawing shows every node it connects)."""
+    declared = set(re.findall(r"^\s*(\w+) \[", text, re.M))
+    missing = []
+    for m in re.finditer(r"^\s*(\w+) -> (\w+)", text, re.M):
+        for n in m.groups():
+            if n not in declared:
+                declared.add(n)
+                missing.append(f'  {n} [label="{n}" shape=box];\n')
+    if not missing:
+        return text
+    head, _, rest = text.partition("\n  rankdir=LR;\n")
+    return head + "\n  rankdir=LR;\n" + "".join(missing) + rest
+
+
+def _write(text, filename):
+    if filename:
+        with open(filename, "w") as f:
+            f.write(text)
+    return text
+
+
 class CompiledDAG:
     def __init__(self, root, enable_asyncio, max_inflight, buffer_size, submit_timeout):
         rt = _runtime.runtime()
@@ -136,6 +238,7 @@ class CompiledDAG:
                 raise TypeError("a graph's outputs must be bound methods (handle.m.bind)")
         self._raw = {}  # id(bound node) -> numpy dtype: its value feeds a collective
         self._step_ids = {}
+        self._labels = {}  # step -> "Class.method" (visualize)
         self._collect_raw(outs, set())
         self._out_dtypes = [o._coll._dtype if isinstance(o, CollectiveOutputNode) else None
                             for o in outs]
@@ -235,6 +338,7 @@ class CompiledDAG:
         if not inputs:  # (every step reads something: the input, if nothing else)
             inputs.append(self._input)
         step = self._step_of(node)
+        self._labels[step] = _label(node)
         raw = self._raw.get(id(node))
         what = f"binding {node._handle._class_name}.{node._method}"
         _runtime.get(_runtime.call(node._handle._id, REGISTER,
@@ -346,15 +450,15 @@ class CompiledDAG:
             fut.set_exception(err)
 
     def visualize(self, filename=None):
-        """The graph as Graphviz text (also written to filename, if given)."""
+        """The graph as Graphviz text (also written to filename, if given): its steps
+        named by their class and method, each channel with its slots."""
         out = ctypes.c_void_p()
         check(lib.tr_dag_to_dot(self._g, byref(out)), "visualize")
         text = ctypes.string_at(out.value).decode()
         lib.tr_free(out)
-        if filename:
-            with open(filename, "w") as f:
-                f.write(text)
-        return text
+        for step, label in self._labels.items():
+            text = text.replace(f'"{STEP_PREFIX}{step}\\n', f'"{label}\\n')
+        return _write(_declare_all(text), filename)
 
     def teardown(self):
         """Stops the graph (its actors' loops end, its channels go); idempotent."""

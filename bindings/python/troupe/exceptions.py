@@ -40,18 +40,21 @@ class TaskError(TroupeError):
     def as_instanceof_cause(self):
         """This error as an instance of a class that derives from both TaskError and the
         cause's class (or self, where that class cannot be derived from)."""
-        cause_cls = type(self.cause) if self.cause is not None else None
+        root = self.cause
+        while isinstance(root, TaskError) and root.cause is not None:
+            root = root.cause  # (an upstream call's error, passed on as an argument's)
+        cause_cls = type(root) if root is not None else None
         if cause_cls is None or isinstance(self, cause_cls) or not issubclass(cause_cls,
                                                                              BaseException):
             return self
         try:
             cls = _derived(cause_cls)
             err = cls.__new__(cls)
-            err.__dict__.update(getattr(self.cause, "__dict__", {}))
+            err.__dict__.update(getattr(root, "__dict__", {}))
             TaskError.__init__(err, self.function_name, self.traceback_str, self.cause,
                                self.args[0] if self.args else None)
-            if "status" in getattr(self.cause, "__dict__", {}):  # the cause's own (an HTTP
-                err.status = self.cause.status                    # error's) stays readable
+            if "status" in getattr(root, "__dict__", {}):  # the cause's own (an HTTP
+                err.status = root.status                    # error's) stays readable
             err.args = (self.args[0],) if self.args else ()
             return err
         except Exception:  # a class with __slots__, a final class, ...
