@@ -285,8 +285,10 @@ def test_arrays_outlive_shutdown():
     a = troupe.get(troupe.put(np.arange(1000, dtype=np.int64)))
     troupe.shutdown()
     assert int(a.sum()) == 999 * 1000 // 2  # still mapped: no crash
-    with pytest.raises(RuntimeError):
-        troupe.init()  # (the old store is still viewed)
+    troupe.init()  # a new runtime, while the old store is still viewed (issue 24)
+    assert troupe.get(troupe.put(5)) == 5
+    assert int(a.sum()) == 999 * 1000 // 2
+    troupe.shutdown()
     del a
     import gc
     gc.collect()

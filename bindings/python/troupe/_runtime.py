@@ -75,9 +75,6 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
             if ignore_reinit_error or _in_worker:
                 return
             raise RuntimeError("troupe.init() was called already (ignore_reinit_error=True)")
-        if _deferred:
-            raise RuntimeError(f"troupe.init: {_viewing()} arrays from the last session "
-                               f"still view its object store: drop them first")
         cfg = c_void_p()
         check(lib.tr_config_create(byref(cfg)), "tr_config_create")
         try:
@@ -128,7 +125,8 @@ def _export_path():
 def shutdown():
     """Stops troupe in this process: its actors, its embedded node, its refs. Arrays got
     from the store stay readable: while any lives, the store stays mapped (the runtime's
-    end waits for the last of them, or for the process's exit)."""
+    end waits for the last of them, or for the process's exit). troupe.init may start a
+    new runtime meanwhile: the old one ends when its last array goes."""
     global _rt
     with _lock:
         if _rt is None or _in_worker:
@@ -141,9 +139,10 @@ def shutdown():
             except Exception as e:  # (the runtime ends all the same; the first is raised)
                 failed = failed or e
         gc.collect()
-        if _viewing():
+        keeps = _views_of(rt)
+        if keeps:
             _deferred.append(rt)
-            for k in list(_views):
+            for k in keeps:
                 weakref.finalize(k, _finish_deferred)
         else:
             lib.tr_shutdown(rt)
@@ -152,12 +151,12 @@ def shutdown():
 
 
 def _finish_deferred():
-    """The last array over a shut-down runtime's store went: its end can come now."""
+    """An array over a shut-down runtime's store went: each such runtime whose last one
+    it was ends now (a runtime started since, and its arrays, are not waited for)."""
     with _lock:
-        if _viewing() or not _deferred:
-            return
-        rts = list(_deferred)
-        _deferred.clear()
+        rts = [rt for rt in _deferred if not _views_of(rt)]
+        for rt in rts:
+            _deferred.remove(rt)
     for rt in rts:
         lib.tr_shutdown(rt)
 
@@ -437,3 +436,10 @@ def call(actor_id, method, args, kwargs, what):
         rc = lib.tr_call(rt, actor_id, name, payload, len(payload), byref(out))
     check(rc, what)
     return ObjectRef(out)
+
+
+# ------------------------------------------------------------------ (added: issue 24)
+
+def _views_of(rt):
+    """The _Keeps alive (arrays over the store's memory) of runtime rt's refs."""
+    return [k for k in list(_views) if getattr(k.ref, "_rt", None) is rt]
