@@ -105,3 +105,222 @@ def test_init_after_shutdown_while_old_arrays_live():
     troupe.init(num_cpus=2)
     assert troupe.get(troupe.put(5)) == 5
     troupe.shutdown()
+
+
+# ------------------------------------------------------------------ ray.method
+
+def test_method_decorator(ray):
+    with pytest.warns(UserWarning, match="'concurrency_group' \\('io'\\)"):  # (not honoured)
+        @ray.remote
+        class M:
+            @ray.method(num_returns=1)
+            def one(self, x):
+                return x + 1
+
+            @ray.method(concurrency_group="io")
+            def grouped(self):
+                return "ran"
+
+            @ray.method
+            def bare(self):
+                return "bare"
+
+    m = M.remote()
+    assert ray.get([m.one.remote(1), m.grouped.remote(), m.bare.remote()]) == [2, "ran", "bare"]
+    assert ray.get(m.one.options(num_returns=1).remote(5)) == 6
+    with pytest.raises(NotImplementedError, match="num_returns=2"):
+        @ray.remote
+        class Two:  # refused when the class is decorated, never a quiet single value
+            @ray.method(num_returns=2)
+            def pair(self):
+                return 1, 2
+    with pytest.raises(NotImplementedError):
+        m.one.options(num_returns=2)
+    with pytest.raises(TypeError):
+        ray.method(num_return=1)  # (a typo: not Ray's)
+    with pytest.raises(TypeError):
+        m.one.options(bogus=1)
+
+
+# ------------------------------------------------------------------ exit_actor
+
+@troupe.remote(max_restarts=3)
+class Quitter:
+    def ping(self):
+        return "pong"
+
+    def quit(self):
+        troupe.exit_actor()
+        return "not reached"
+
+    def quit_inside_except(self):
+        try:
+            troupe.actor.exit_actor()
+        except Exception:  # (a SystemExit: not caught here, as in Ray)
+            return "swallowed"
+
+
+def test_exit_actor(ray):
+    q = Quitter.remote()
+    assert ray.get(q.ping.remote()) == "pong"
+    pending = q.quit.remote()
+    after = q.ping.remote()
+    with pytest.raises(ray.exceptions.RayActorError):  # the caller sees the death
+        ray.get(pending, timeout=30)
+    with pytest.raises(ray.exceptions.ActorDiedError):  # and calls not run yet fail
+        ray.get(after, timeout=30)
+    with pytest.raises(ray.exceptions.ActorDiedError):  # no restart (max_restarts=3)
+        ray.get(q.ping.remote(), timeout=30)
+    q2 = Quitter.remote()
+    with pytest.raises(ray.exceptions.ActorDiedError):
+        ray.get(q2.quit_inside_except.remote(), timeout=30)
+    with pytest.raises(TypeError):  # in the driver: not an actor
+        ray.exit_actor()
+
+
+# ------------------------------------------------------------------ options, arguments
+
+def test_options_refused_warned_or_honoured(ray):
+    with pytest.raises(TypeError, match="unknown actor options"):
+        ray.remote(num_cpu=1)(Echo._cls)  # a typo: refused at decoration
+    with pytest.raises(TypeError, match="unknown actor options"):
+        Echo.options(lifetimee="detached")  # and at .options()
+    with pytest.raises(ValueError):
+        Echo.options(lifetime="forever")
+    with pytest.raises(ValueError):
+        Echo.options(num_cpus=-1)
+    with pytest.raises(ValueError):
+        Echo.options(max_concurrency=0)
+    with pytest.raises(ValueError):
+        Echo.options(resources={"CPU": 1})
+    with pytest.warns(UserWarning, match="'lifetime' \\('detached'\\)"):
+        Echo.options(lifetime="detached")
+    with pytest.warns(UserWarning, match="'max_concurrency' \\(4\\)"):
+        Echo.options(max_concurrency=4)
+    with pytest.warns(UserWarning, match=r"\['pip'\] of the actor option 'runtime_env'"):
+        Echo.options(runtime_env={"pip": ["requests"]})
+    with pytest.warns(UserWarning, match="'namespace' \\('ns'\\)"):
+        Echo.options(namespace="ns")
+    import warnings
+    with warnings.catch_warnings():  # Ray's defaults, which troupe does anyway: no warning
+        warnings.simplefilter("error")
+        Echo.options(max_concurrency=1, lifetime=None, max_task_retries=0, namespace=None)
+
+    @ray.remote(runtime_env={"env_vars": {"TROUPE_TEST_VAR": "set"}})
+    class Env:
+        def read(self):
+            import os
+            return os.environ.get("TROUPE_TEST_VAR")
+
+    assert ray.get(Env.remote().read.remote()) == "set"  # env_vars: honoured
+    assert ray.get(Env.options(runtime_env=None).remote().read.remote()) is None
+
+
+def test_constructor_arguments_checked_at_once(ray):
+    @ray.remote
+    class Two:
+        def __init__(self, a, b=1):
+            self.s = a + b
+
+        def get(self):
+            return self.s
+
+    @ray.remote
+    class Plain:
+        def ok(self):
+            return True
+
+    with pytest.raises(TypeError, match="Two.remote"):
+        Two.remote()  # missing a: refused here, no worker started
+    with pytest.raises(TypeError):
+        Two.remote(1, 2, 3)
+    with pytest.raises(TypeError):
+        Two.remote(1, c=2)
+    with pytest.raises(TypeError):
+        Plain.remote(1)
+    assert ray.get(Two.remote(1, b=5).get.remote()) == 6
+    assert ray.get(Plain.remote().ok.remote())
+
+
+def test_class_attributes_through_the_actor_class(ray):
+    @ray.remote
+    class C:
+        LIMIT = 7
+        names = ("a", "b")
+
+        @staticmethod
+        def helper(x):
+            return x * 2
+
+        @classmethod
+        def build(cls):
+            return cls.LIMIT
+
+        def method(self):
+            return self.LIMIT
+
+    assert C.LIMIT == 7 and C.names == ("a", "b")
+    assert C.helper(4) == 8 and C.build() == 7
+    assert Echo.GREETING == "hello"
+    with pytest.raises(AttributeError, match="actor method"):
+        C.method
+    with pytest.raises(AttributeError):
+        C.nothing
+    assert ray.get(C.remote().method.remote()) == 7
+
+
+# ------------------------------------------------------------------ last handle
+
+def _gone(pid, timeout=20):
+    import os
+    import time
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                if "\nState:\tZ" in f.read():
+                    return True
+            os.kill(pid, 0)
+        except (ProcessLookupError, FileNotFoundError):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@troupe.remote
+class Pid:
+    def pid(self):
+        import os
+        return os.getpid()
+
+    def slow(self, x):
+        import time
+        time.sleep(0.5)
+        return x
+
+    def call(self, other):
+        return troupe.get(other.pid.remote())
+
+
+def test_actor_ends_with_its_last_handle(ray):
+    import gc
+    h = Pid.remote()
+    pid = ray.get(h.pid.remote())
+    pending = h.slow.remote("done")
+    del h
+    gc.collect()
+    assert ray.get(pending, timeout=30) == "done"  # calls sent before still run
+    assert _gone(pid)
+    # the common one-liner: the handle is a temporary, its call's value still comes
+    assert ray.get(Echo.remote().echo.remote(5)) == 5
+    # named actors and handles passed elsewhere stay
+    named = Pid.options(name="stays").remote()
+    named_pid = ray.get(named.pid.remote())
+    passed = Pid.remote()
+    passed_pid = ray.get(passed.pid.remote())
+    other = Pid.remote()
+    assert ray.get(other.call.remote(passed)) == passed_pid  # (pickled: it escaped)
+    del named, passed
+    gc.collect()
+    assert not _gone(named_pid, timeout=1) and not _gone(passed_pid, timeout=0.5)
+    assert ray.get(ray.get_actor("stays").pid.remote()) == named_pid

@@ -5,10 +5,12 @@ from . import dag, exceptions, util
 from ._ffi import library_path
 from ._runtime import (ObjectRef, get, init, is_initialized, node_address,
                        object_store_stats, put, shutdown, wait)
-from .actor import ActorClass, ActorHandle, get_actor, kill, remote
+from .actor import (ActorClass, ActorHandle, exit_actor, get_actor, kill, method,
+                    remote)
 
 __version__ = "0.2.0"
 
 __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "kill",
-           "get_actor", "ObjectRef", "ActorHandle", "ActorClass", "exceptions", "util",
-           "dag", "library_path", "object_store_stats", "node_address"]
+           "get_actor", "method", "exit_actor", "ObjectRef", "ActorHandle", "ActorClass",
+           "exceptions", "util", "dag", "library_path", "object_store_stats",
+           "node_address"]

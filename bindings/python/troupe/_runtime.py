@@ -443,3 +443,17 @@ def call(actor_id, method, args, kwargs, what):
 def _views_of(rt):
     """The _Keeps alive (arrays over the store's memory) of runtime rt's refs."""
     return [k for k in list(_views) if getattr(k.ref, "_rt", None) is rt]
+
+
+_actor_id = None  # in an actor's process: its id (16 bytes), set by the worker
+
+
+def set_current_actor(actor_id):
+    """In a worker: the id (16 bytes) of the actor this process runs."""
+    global _actor_id
+    _actor_id = bytes(actor_id)
+
+
+def current_actor_id():
+    """The id (16 bytes) of the actor this process runs; None in a driver."""
+    return _actor_id

@@ -7,9 +7,11 @@ instance's method of the call's name (tr_ctx_method) and replies the pickled res
 the pickled exception with its traceback.
 """
 import asyncio
+import atexit
 import collections
 import ctypes
 import inspect
+import os
 import sys
 import threading
 import time
@@ -18,7 +20,8 @@ import traceback
 from . import _errors, _ffi, _runtime, _serial
 from ._errors import check
 from ._runtime import OBJECT_ARGS, ObjectRef
-from .actor import PY_CLASS
+from .actor import ENV, EXIT, PY_CLASS
+from .exceptions import ActorExit
 from .dag import FORGET, REGISTER, STEP_PREFIX
 
 
@@ -78,11 +81,29 @@ def main():
             return state["loop"].run_until_complete(result)
         return result
 
+    def end_actor(ctx):
+        """exit_actor() or the last handle's going: the actor ends for good (the node
+        fails this call and those not run yet with TR_EACTOR_DIED), after the process's
+        atexit handlers, as Ray's."""
+        try:
+            atexit._run_exitfuncs()
+        except BaseException:
+            pass
+        sys.stdout.flush()
+        sys.stderr.flush()
+        lib.tr_actor_kill(ctypes.c_void_p(lib.tr_ctx_runtime(ctx)), lib.tr_ctx_actor_id(ctx), 1)
+        os._exit(0)
+
     @_ffi.CTOR_FN
     def ctor(ctx, args, n, self_out):
         try:
             set_runtime(ctx)
-            cls, a, kw = _serial.loads(memoryview(ctypes.string_at(args, n)))
+            _runtime.set_current_actor(bytes(lib.tr_ctx_actor_id(ctx).b))
+            payload = _serial.loads(memoryview(ctypes.string_at(args, n)))
+            if payload[0] == ENV:  # (runtime_env's env_vars: before the class's module)
+                os.environ.update(payload[1])
+                payload = _serial.loads(memoryview(payload[2]))
+            cls, a, kw = payload
             state["instance"] = cls(*a, **kw)
             self_out[0] = None
             return 0
@@ -196,6 +217,8 @@ def main():
                 steps[step] = (method, sa, skw, raw_dtype)
                 reply(ctx, _serial.join(*_serial.dumps(True)[:2]))
                 return 0
+            elif name == EXIT:
+                end_actor(ctx)
             elif name == FORGET:
                 (step,), _ = decode_args(ctx, args, n)
                 steps.pop(step, None)
@@ -211,6 +234,8 @@ def main():
             parts, total, refs = _serial.dumps(result)
             hold(refs)
             reply(ctx, _serial.join(parts, total))
+        except ActorExit:
+            end_actor(ctx)
         except BaseException as e:
             try:
                 reply(ctx, _serial.dump_error(e, traceback.format_exc()))

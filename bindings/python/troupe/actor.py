@@ -2,21 +2,38 @@
 API: a handle's method also binds into a compiled graph, troupe.dag)."""
 import ctypes
 import inspect
+import threading
+import warnings
 
 from . import _errors, _ffi, _runtime, _serial
 from ._errors import check
 from ._ffi import ActorId, byref, lib
 from ._runtime import runtime
 from .dag import ClassMethodNode
+from .exceptions import ActorExit
 
 PY_CLASS = b"troupe.py"      # the one C class every Python actor is (its dispatch runs
                              # the Python method of the call's name: _worker.py)
+EXIT = "_troupe_exit"        # a call that ends the actor (exit_actor's, the last handle's)
+ENV = "_troupe_env"          # a constructor payload that sets environment variables first
 
 _ACTOR_OPTIONS = {"name", "num_cpus", "num_gpus", "resources", "max_restarts",
-                  "get_if_exists"}
+                  "get_if_exists", "runtime_env", "lifetime", "max_concurrency"}
 # Ray's, taken so that its code runs, but troupe does not do what they ask: a warning
-_IGNORED_OPTIONS = {"namespace", "lifetime", "max_concurrency", "max_task_retries",
-                    "runtime_env", "scheduling_strategy", "memory"}
+# when one is given a value other than Ray's default (which troupe does anyway)
+_IGNORED_OPTIONS = {"namespace": None, "max_task_retries": 0, "scheduling_strategy": None,
+                    "memory": None, "accelerator_type": None, "object_store_memory": None,
+                    "placement_group": None, "placement_group_bundle_index": -1,
+                    "placement_group_capture_child_tasks": None, "concurrency_groups": None,
+                    "max_pending_calls": -1, "enable_task_events": None, "_metadata": None,
+                    "label_selector": None, "_labels": None,
+                    "allow_out_of_order_execution": None, "fallback_strategy": None}
+_METHOD_OPTIONS = {"num_returns": 1, "concurrency_group": None, "max_task_retries": 0,
+                   "retry_exceptions": False, "enable_task_events": None,
+                   "tensor_transport": None, "_generator_backpressure_num_objects": None}
+_RUNTIME_ENV_HONOURED = {"env_vars"}
+_warned = set()
+_warned_lock = threading.Lock()
 
 
 def remote(*args, **options):
@@ -37,13 +54,118 @@ def _make(obj, options):
     return ActorClass(obj, options)
 
 
+def _warn_once(key, text, stacklevel):
+    """Warns text once per key per process (stacklevel: as warnings.warn's, from the
+    caller)."""
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    warnings.warn(text, stacklevel=stacklevel + 1)
+
+
+def _number(options, key, low):
+    v = options.get(key)
+    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < low):
+        raise ValueError(f"actor option {key}={v!r}: a number >= {low} is needed")
+
+
 def _check_options(options, stacklevel):
-    """Refuses an option Ray lacks; warns (once) of one troupe ignores. stacklevel: the
-    user's frame, counted from this function's caller."""
-    bad = set(options) - _ACTOR_OPTIONS - _IGNORED_OPTIONS
+    """Refuses an option Ray lacks (TypeError) or a value Ray refuses (ValueError); warns
+    (once per option) of one troupe takes but does not honour. stacklevel: the user's
+    frame, counted from this function's caller."""
+    bad = set(options) - _ACTOR_OPTIONS - set(_IGNORED_OPTIONS)
     if bad:
         raise TypeError(f"unknown actor options: {sorted(bad)}")
-    _errors.ignored("an actor's options", set(options) & _IGNORED_OPTIONS, stacklevel + 1)
+    _number(options, "num_cpus", 0)
+    _number(options, "num_gpus", 0)
+    mr = options.get("max_restarts")
+    if mr is not None and (isinstance(mr, bool) or not isinstance(mr, int) or mr < -1):
+        raise ValueError(f"actor option max_restarts={mr!r}: an int >= -1 is needed")
+    res = options.get("resources")
+    if res is not None:
+        if not isinstance(res, dict):
+            raise TypeError(f"actor option resources={res!r}: a dict is needed")
+        if "CPU" in res or "GPU" in res:
+            raise ValueError("use the num_cpus and num_gpus options instead of 'CPU' and "
+                             "'GPU' in resources")
+        for k, v in res.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                raise ValueError(f"resource {k!r}: {v!r} is not a quantity >= 0")
+    name = options.get("name")
+    if name is not None and (not isinstance(name, str) or not name):
+        raise ValueError(f"actor option name={name!r}: a non-empty str is needed")
+    lifetime = options.get("lifetime")
+    if lifetime not in (None, "detached", "non_detached"):
+        raise ValueError("actor option lifetime must be one of 'detached', 'non_detached' "
+                         f"and None, got {lifetime!r}")
+    if lifetime == "detached":
+        _warn_once(("lifetime", "detached"),
+                   "troupe ignores the actor option 'lifetime' ('detached'): a detached "
+                   "actor is not supported yet; this one ends with its driver's node (it "
+                   "is not ended when its last handle goes)", stacklevel + 1)
+    mc = options.get("max_concurrency")
+    if mc is not None:
+        if isinstance(mc, bool) or not isinstance(mc, int) or mc < 1:
+            raise ValueError(f"actor option max_concurrency={mc!r}: an int >= 1 is needed")
+        if mc > 1:
+            _warn_once(("max_concurrency",),
+                       f"troupe ignores the actor option 'max_concurrency' ({mc}): an "
+                       f"actor runs its methods one at a time", stacklevel + 1)
+    env = options.get("runtime_env")
+    if env is not None:
+        if not isinstance(env, dict):
+            raise TypeError(f"actor option runtime_env={env!r}: a dict is needed")
+        vars_ = env.get("env_vars") or {}
+        if not isinstance(vars_, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                  for k, v in vars_.items()):
+            raise TypeError("runtime_env's env_vars must be a dict of str to str")
+        other = sorted(k for k in env if k not in _RUNTIME_ENV_HONOURED)
+        if other:
+            _warn_once(("runtime_env", tuple(other)),
+                       f"troupe ignores {other} of the actor option 'runtime_env': only its "
+                       f"env_vars are set; the actor runs in the driver's environment",
+                       stacklevel + 1)
+    for k in sorted(set(options) & set(_IGNORED_OPTIONS)):
+        if options[k] != _IGNORED_OPTIONS[k]:
+            _warn_once(("option", k),
+                       f"troupe ignores the actor option '{k}' ({options[k]!r}): Ray's "
+                       f"code runs, without what the option asks for", stacklevel + 1)
+
+
+def method(*args, **options):
+    """``@troupe.method(num_returns=1, concurrency_group=...)`` on an actor's method (Ray's
+    ray.method): its options, checked when the class is decorated with @troupe.remote.
+    num_returns other than 1 is not supported yet (NotImplementedError there)."""
+    if len(args) == 1 and not options and callable(args[0]):
+        args[0].__troupe_method_options__ = {}
+        return args[0]
+    if args:
+        raise TypeError("troupe.method takes keyword options: @troupe.method(num_returns=1)")
+    bad = set(options) - set(_METHOD_OPTIONS)
+    if bad:
+        raise TypeError(f"unknown options of troupe.method: {sorted(bad)} (it takes "
+                        f"{sorted(_METHOD_OPTIONS)})")
+
+    def annotate(fn):
+        fn.__troupe_method_options__ = dict(options)
+        return fn
+
+    return annotate
+
+
+def _check_method_options(where, options, stacklevel):
+    """num_returns 1 is honoured; any other is refused; the rest warn once."""
+    n = options.get("num_returns", 1)
+    if n != 1:
+        raise NotImplementedError(
+            f"{where}: num_returns={n!r} is not supported yet: troupe's methods return one "
+            f"value (return a tuple and unpack what troupe.get gives)")
+    for k in sorted(set(options) - {"num_returns"}):
+        if options[k] != _METHOD_OPTIONS.get(k):
+            _warn_once(("method option", k, repr(options[k])),
+                       f"troupe ignores the method option '{k}' ({options[k]!r}): an actor "
+                       f"runs its methods one at a time, in order", stacklevel + 1)
 
 
 def _methods_of(cls):
@@ -51,13 +173,53 @@ def _methods_of(cls):
                      if callable(v) and not (n.startswith("__") and n.endswith("__")))
 
 
+def _check_methods(cls):
+    """@troupe.method's options of each method (NotImplementedError for num_returns > 1,
+    at class decoration: never a quiet single value)."""
+    for n, v in inspect.getmembers(cls):
+        opts = getattr(v, "__troupe_method_options__", None)
+        if opts:
+            _check_method_options(f"{cls.__name__}.{n}", opts, 5)
+
+
+def _init_signature(cls):
+    """The constructor's signature (with self), or None where it cannot be read."""
+    if cls.__init__ is object.__init__:
+        return inspect.Signature([inspect.Parameter("self",
+                                                    inspect.Parameter.POSITIONAL_ONLY)])
+    try:
+        return inspect.signature(cls.__init__)
+    except (TypeError, ValueError):
+        return None
+
+
 class ActorClass:
     def __init__(self, cls, options):
+        _check_methods(cls)
         self._cls = cls
         self._options = dict(options)
         self._methods = _methods_of(cls)
+        self._init_sig = _init_signature(cls)
         self.__name__ = cls.__name__
+        self.__qualname__ = getattr(cls, "__qualname__", cls.__name__)
+        self.__module__ = cls.__module__
         self.__doc__ = cls.__doc__
+
+    def __getattr__(self, name):
+        """The class's own attributes (constants, static and class methods), as Ray lets
+        ``MyActor.SOME_CONST`` read them; an instance method is called on a handle."""
+        cls = self.__dict__.get("_cls")
+        if cls is None or (name.startswith("__") and name.endswith("__")):
+            raise AttributeError(name)
+        try:
+            raw = inspect.getattr_static(cls, name)
+        except AttributeError:
+            raise AttributeError(f"actor class {cls.__name__} has no attribute "
+                                 f"{name!r}") from None
+        if inspect.isfunction(raw):
+            raise AttributeError(f"{cls.__name__}.{name} is an actor method: call it on an "
+                                 f"actor, {cls.__name__}.remote().{name}.remote(...)")
+        return getattr(cls, name)
 
     def options(self, **options):
         _check_options(options, 2)
@@ -74,7 +236,13 @@ class ActorClass:
 
     def remote(self, *args, **kwargs):
         """Creates the actor (placed by the node; it starts in the background) and
-        returns its handle at once."""
+        returns its handle at once. Arguments its constructor cannot take are a
+        TypeError here, before any process starts."""
+        if self._init_sig is not None:
+            try:
+                self._init_sig.bind(None, *args, **kwargs)
+            except TypeError as e:
+                raise TypeError(f"{self.__name__}.remote(): {e}") from None
         rt = runtime()
         o = self._options
         if o.get("get_if_exists") and o.get("name"):
@@ -105,10 +273,17 @@ class ActorClass:
                             "the value (troupe.get) or give the ref to a method")
         parts, total, _ = _serial.dumps((self._cls, a, kw))
         payload = _serial.join(parts, total)
+        env = dict((o.get("runtime_env") or {}).get("env_vars") or {})
+        if env:  # set in the worker before the class is unpickled (its module imported)
+            parts, total, _ = _serial.dumps((ENV, env, payload))
+            payload = _serial.join(parts, total)
         aid = ActorId()
         check(lib.tr_actor_create(rt, PY_CLASS, byref(opts), payload, len(payload), byref(aid)),
               f"creating actor {self._cls.__name__}")
-        return ActorHandle(aid, self._cls.__name__, self._methods)
+        handle = ActorHandle(aid, self._cls.__name__, self._methods)
+        if not o.get("name") and o.get("lifetime") != "detached":
+            handle._scope = _Scope(rt)  # ended with its last handle (unless it escapes)
+        return handle
 
     def bind(self, *args, **kwargs):
         raise TypeError("binding an actor class in a graph is not supported: create the "
@@ -119,14 +294,37 @@ class ActorClass:
                         f"{self.__name__}.remote()")
 
 
+class _Scope:
+    """The actor of a handle that Cls.remote made here: ended (after the calls sent
+    before) when that handle goes, unless it was pickled (passed to another actor, put
+    in an object: a copy elsewhere may still call it, and troupe does not count copies
+    yet)."""
+    __slots__ = ("rt", "escaped")
+
+    def __init__(self, rt):
+        self.rt = rt
+        self.escaped = False
+
+
 class ActorHandle:
     """An actor: ``handle.method.remote(...)`` calls it; pickles, so other actors can call
     it too."""
+    _scope = None
 
     def __init__(self, aid, class_name, methods):
         self._id = aid
         self._class_name = class_name
         self._methods = methods  # None: any name (a handle found by name)
+
+    def __del__(self):
+        sc = self._scope
+        if sc is None or sc.escaped:
+            return
+        try:
+            if _runtime.is_initialized() and runtime() is sc.rt:
+                _runtime.call(self._id, EXIT, (), {}, "ending an actor")
+        except Exception:  # (a dead actor, a runtime going away: nothing to end)
+            pass
 
     def __getattr__(self, name):
         if name.startswith("__") and name.endswith("__"):
@@ -139,6 +337,8 @@ class ActorHandle:
         return bytes(self._id.b)
 
     def __reduce__(self):
+        if self._scope is not None:
+            self._scope.escaped = True
         return (_rebuild_handle, (bytes(self._id.b), self._class_name, self._methods))
 
     def __hash__(self):
@@ -169,8 +369,14 @@ class ActorMethod:
         return ClassMethodNode(self._handle, self._name, args, kwargs)
 
     def options(self, **options):
-        """Ray's per-call options (num_returns, ...): all ignored here, with a warning."""
-        _errors.ignored("a method's options", options, 2)
+        """Ray's per-call options: num_returns=1 honoured, another num_returns refused
+        (NotImplementedError), the others ignored with a warning once; an option Ray
+        lacks is a TypeError."""
+        bad = set(options) - set(_METHOD_OPTIONS) - {"name"}
+        if bad:
+            raise TypeError(f"unknown options of a method call: {sorted(bad)}")
+        _check_method_options(f"{self._handle._class_name}.{self._name}.options", options,
+                              2)
         return self
 
     def __call__(self, *args, **kwargs):
@@ -215,3 +421,13 @@ def actor_pid(actor):
     lib.tr_actor_details_init(byref(det))
     check(lib.tr_actor_info(runtime(), actor._id, byref(det)), "actor info")
     return det.pid
+
+
+def exit_actor():
+    """Inside an actor's method: ends the actor for good (no restart) once the method
+    returns control; the call that ran it, and calls not yet run, raise ActorDiedError
+    in their callers (as Ray's ray.actor.exit_actor). TypeError outside an actor."""
+    if _runtime.current_actor_id() is None:
+        raise TypeError("exit_actor() is called inside an actor's method (use "
+                        "troupe.kill(handle) elsewhere)")
+    raise ActorExit("exit_actor() was called")

@@ -91,6 +91,14 @@ class ActorUnavailableError(ActorDiedError):
     pass
 
 
+class ActorExit(SystemExit):
+    """Raised in an actor by exit_actor(): the worker ends the actor when it reaches it
+    (a SystemExit, so that an ``except Exception`` in the method lets it through)."""
+
+
+AsyncioActorExit = ActorExit  # (Ray's name for the asyncio actors' one)
+
+
 class GetTimeoutError(TroupeError, TimeoutError):
     """``get`` (or a compiled graph's result) did not come within its timeout."""
 
