@@ -324,3 +324,62 @@ def test_actor_ends_with_its_last_handle(ray):
     gc.collect()
     assert not _gone(named_pid, timeout=1) and not _gone(passed_pid, timeout=0.5)
     assert ray.get(ray.get_actor("stays").pid.remote()) == named_pid
+
+
+# ------------------------------------------------------------------ util.collective
+
+@troupe.remote
+class Rank:
+    def join(self, world, rank, backend="shm", name="surface"):
+        import troupe.util.collective as col
+        col.init_collective_group(world, rank, backend, name)
+        return col.is_group_initialized(name), col.get_rank(name), \
+            col.get_collective_group_size(name)
+
+    def misuse(self, what, name="surface"):
+        import troupe.util.collective as col
+        x = np.ones(4, np.float32)
+        try:
+            if what == "length":
+                col.allgather([np.zeros(4, np.float32)] * 3, x, name)
+            elif what == "shape":
+                col.allgather([np.zeros(5, np.float32)] * 2, x, name)
+            elif what == "not a list":
+                col.reducescatter(x, (x, x), name)
+            elif what == "twice":
+                col.init_collective_group(2, 0, "shm", name)
+            elif what == "self":
+                col.send(x, col.get_rank(name), name)
+            elif what == "rank":
+                col.send(x, 7, name)
+            elif what == "destroyed":
+                col.destroy_collective_group(name)
+                col.allreduce(x, name)
+            elif what == "op":
+                col.allreduce(x, name)
+                return "ran"
+        except Exception as e:
+            return [c.__name__ for c in type(e).__mro__]
+        return "no error"
+
+
+def test_collective_errors_are_rays_types(ray):
+    ranks = [Rank.remote(), Rank.remote()]
+    assert ray.get([r.join.remote(2, i) for i, r in enumerate(ranks)]) == [(True, 0, 2),
+                                                                         (True, 1, 2)]
+    for what in ("length", "shape", "not a list", "twice", "self", "destroyed"):
+        got = ray.get(ranks[0].misuse.remote(what))
+        assert "RuntimeError" in got, (what, got)  # as Ray's ray.util.collective raises
+    assert "ValueError" in ray.get(ranks[1].misuse.remote("rank"))
+    with pytest.raises(RuntimeError):  # (from the driver too: ranks not a permutation)
+        ray.util.collective.create_collective_group(ranks, 2, [0, 0], "shm", "bad")
+
+
+def test_nccl_group_is_created_on_first_use(ray):
+    r = Rank.remote()
+    # on a machine without GPUs (or a troupe without CUDA) the group is made at once...
+    assert ray.get(r.join.remote(1, 0, "nccl", "lazy"), timeout=30) == (True, 0, 1)
+    # ...and its communicator on the first op: here it fails, clearly, as a RuntimeError
+    got = ray.get(r.misuse.remote("op", "lazy"), timeout=60)
+    if got != "ran":  # (a CUDA build on a GPU machine runs it)
+        assert "RuntimeError" in got and "CollectiveError" in got, got

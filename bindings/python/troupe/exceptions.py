@@ -113,8 +113,15 @@ class ObjectLostError(TroupeError):
         super().__init__(message, code)
 
 
-class CollectiveError(TroupeError):
-    """A collective op failed (a peer died, ranks disagree, a timeout)."""
+class CollectiveError(TroupeError, RuntimeError):
+    """A collective op failed (a peer died, ranks disagree, a timeout, a group this process
+    is not in or has destroyed): a RuntimeError, as Ray's ray.util.collective raises."""
+
+
+class CollectiveArgumentError(RuntimeError, ValueError):
+    """A collective op's list argument is wrong (not a list, a length other than the
+    world's, arrays of another shape or dtype): a RuntimeError as in Ray, and a
+    ValueError as troupe raised before."""
 
 
 # Ray's names

@@ -3,10 +3,12 @@ import ctypes
 
 from ... import _errors, _ffi, _runtime
 from ..._ffi import byref, lib
-from ...exceptions import CollectiveError
+from ...exceptions import CollectiveArgumentError, CollectiveError
 from .types import DTYPES, Backend, ReduceOp, unset_timeout_ms
 
 _JOIN_TIMEOUT_MS = 60000
+_LAZY = ("nccl",)  # backends whose communicator is made on the group's first op (Ray's)
+_pending = {}      # group name -> (world_size, rank, backend): joined on its first op
 
 
 def _check(rc, what):
@@ -35,11 +37,34 @@ def _name(group_name):
     return group_name.encode()
 
 
-def _group(group_name, what):
-    """This process's handle of the group: joined already, or a group declared for this
-    actor (create_collective_group), joined now."""
+def _join(world_size, rank, backend, group_name, what):
     rt = _runtime.runtime()
     g = ctypes.c_void_p()
+    rc = lib.tr_group_join(rt, world_size, rank, backend.encode(), _name(group_name),
+                           _JOIN_TIMEOUT_MS, byref(g))
+    _check(rc, what)
+    return g
+
+
+def _group(group_name, what):
+    """This process's handle of the group: joined already, one whose communicator is made
+    on its first op (nccl: joined now), or a group declared for this actor
+    (create_collective_group), joined now."""
+    rt = _runtime.runtime()
+    g = ctypes.c_void_p()
+    lazy = _pending.get(group_name) if isinstance(group_name, str) else None
+    if lazy is not None:
+        world_size, rank, backend = lazy
+        try:
+            g = _join(world_size, rank, backend, group_name, what)
+            del _pending[group_name]
+            return g
+        except (CollectiveError, ValueError) as e:
+            raise CollectiveError(
+                f"{what}: creating the {backend} communicator of collective group "
+                f"'{group_name}' on its first op failed (a {backend} group needs a GPU for "
+                f"each rank and a CUDA build of troupe): {e}", getattr(e, "code", None)) \
+                from e
     rc = lib.tr_group_get(rt, _name(group_name), byref(g))
     if rc == _errors.ENOTFOUND:
         declared = lib.tr_group_is_declared(rt, _name(group_name))
@@ -110,8 +135,28 @@ def _same(tensors, like, what):
                         f"single-array ops only)")
     for x in tensors:
         if x.shape != like.shape or x.dtype != like.dtype:
-            raise ValueError(f"{what}: every array must have the shape and dtype of the "
-                             f"tensor ({like.shape}, {like.dtype}), got ({x.shape}, {x.dtype})")
+            raise CollectiveArgumentError(
+                f"{what}: every array must have the shape and dtype of the tensor "
+                f"({like.shape}, {like.dtype}), got ({x.shape}, {x.dtype})")
+
+
+def _list(tensor_list, world, name, what):
+    """A list argument of world arrays (Ray's RuntimeError otherwise)."""
+    if not isinstance(tensor_list, list):
+        raise CollectiveArgumentError(f"{what}: {name} must be a list of {world} arrays, "
+                                      f"got {type(tensor_list).__name__}")
+    if len(tensor_list) != world:
+        raise CollectiveArgumentError(f"{what}: the length of {name} ({len(tensor_list)}) "
+                                      f"must be the world size, {world}")
+
+
+def _peer(g, rank, what):
+    """A send's or recv's peer: another rank of the group (Ray's errors otherwise)."""
+    world = lib.tr_group_size(g)
+    if not 0 <= int(rank) < world:
+        raise ValueError(f"{what}: rank {rank!r} is not in [0, {world})")
+    if rank == lib.tr_group_rank(g):
+        raise CollectiveArgumentError(f"{what}: the peer rank {rank} is this process's own")
 
 
 # ------------------------------------------------------------------ groups
@@ -119,13 +164,16 @@ def _same(tensors, like, what):
 def init_collective_group(world_size, rank, backend=Backend.SHM, group_name="default"):
     """Joins the group as `rank` (in an actor, or any process of the node); returns once
     all world_size ranks have joined."""
-    rt = _runtime.runtime()
     if not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} is not in [0, {world_size})")
-    g = ctypes.c_void_p()
-    rc = lib.tr_group_join(rt, world_size, rank, _backend(backend).encode(), _name(group_name),
-                           _JOIN_TIMEOUT_MS, byref(g))
-    _check(rc, f"init_collective_group({group_name!r})")
+    b = _backend(backend)
+    what = f"init_collective_group({group_name!r})"
+    if is_group_initialized(group_name):
+        raise CollectiveError(f"{what}: trying to initialize a group twice", "TR_EEXIST")
+    if b in _LAZY:  # (Ray's NCCL groups make their communicator on first use)
+        _pending[group_name] = (world_size, rank, b)
+        return
+    _join(world_size, rank, b, group_name, what)
 
 
 def create_collective_group(actors, world_size, ranks, backend=Backend.SHM,
@@ -135,10 +183,11 @@ def create_collective_group(actors, world_size, ranks, backend=Backend.SHM,
     actors = list(actors)
     ranks = list(ranks)
     if len(actors) != world_size or len(ranks) != world_size:
-        raise ValueError(f"{len(actors)} actors and {len(ranks)} ranks for a world of "
-                         f"{world_size}")
+        raise CollectiveArgumentError(f"{len(actors)} actors and {len(ranks)} ranks for a "
+                                      f"world of {world_size}")
     if sorted(ranks) != list(range(world_size)):
-        raise ValueError(f"ranks {ranks} are not a permutation of 0..{world_size - 1}")
+        raise CollectiveArgumentError(f"ranks {ranks} are not a permutation of "
+                                      f"0..{world_size - 1}")
     ids = (_ffi.ActorId * world_size)(*[a._id for a in actors])
     rk = (ctypes.c_int * world_size)(*ranks)
     rc = lib.tr_group_declare(_runtime.runtime(), ids, world_size, rk,
@@ -158,17 +207,23 @@ def declare_collective_group(actors, group_name="default", world_size=None, rank
 def destroy_collective_group(group_name="default"):
     """Leaves the group (this process's handle goes); no-op if not in it."""
     rt = _runtime.runtime()
+    if _pending.pop(_name(group_name).decode(), None) is not None:
+        return
     g = ctypes.c_void_p()
     if lib.tr_group_get(rt, _name(group_name), byref(g)) == 0:
         lib.tr_group_destroy(g)
 
 
 def is_group_initialized(group_name="default"):
+    if group_name in _pending:
+        return True
     return bool(lib.tr_group_is_initialized(_runtime.runtime(), _name(group_name)))
 
 
 def get_rank(group_name="default"):
     """This process's rank in the group, -1 if it has not joined it."""
+    if group_name in _pending:
+        return _pending[group_name][1]
     if not is_group_initialized(group_name):
         return -1
     return lib.tr_group_rank(_group(group_name, "get_rank"))
@@ -176,6 +231,8 @@ def get_rank(group_name="default"):
 
 def get_collective_group_size(group_name="default"):
     """The group's world size, -1 if this process has not joined it."""
+    if group_name in _pending:
+        return _pending[group_name][0]
     if not is_group_initialized(group_name):
         return -1
     return lib.tr_group_size(_group(group_name, "get_collective_group_size"))
@@ -215,8 +272,7 @@ def allgather(tensor_list, tensor, group_name="default"):
     p, n, dt = _tensor(tensor, "allgather", writable=False)
     g = _group(group_name, "allgather")
     world = lib.tr_group_size(g)
-    if not isinstance(tensor_list, list) or len(tensor_list) != world:
-        raise ValueError(f"allgather: tensor_list must be a list of {world} arrays")
+    _list(tensor_list, world, "tensor_list", "allgather")
     _same(tensor_list, tensor, "allgather")
     out = np.empty((world,) + tensor.shape, dtype=tensor.dtype)
     q, _, _ = _tensor(out, "allgather")
@@ -230,8 +286,7 @@ def reduce_scatter(tensor, tensor_list, group_name="default", op=ReduceOp.SUM):
     import numpy as np
     g = _group(group_name, "reduce_scatter")
     world = lib.tr_group_size(g)
-    if not isinstance(tensor_list, list) or len(tensor_list) != world:
-        raise ValueError(f"reduce_scatter: tensor_list must be a list of {world} arrays")
+    _list(tensor_list, world, "tensor_list", "reduce_scatter")
     p, n, dt = _tensor(tensor, "reduce_scatter")
     _same(tensor_list, tensor, "reduce_scatter")
     send = np.ascontiguousarray(np.stack(tensor_list))
@@ -245,12 +300,14 @@ reducescatter = reduce_scatter  # Ray's spelling
 def send(tensor, dst_rank, group_name="default"):
     p, n, dt = _tensor(tensor, "send", writable=False)
     g = _group(group_name, "send")
+    _peer(g, dst_rank, "send")
     _check(lib.tr_send(g, p, n, dt, dst_rank, unset_timeout_ms), "send")
 
 
 def recv(tensor, src_rank, group_name="default"):
     p, n, dt = _tensor(tensor, "recv")
     g = _group(group_name, "recv")
+    _peer(g, src_rank, "recv")
     _check(lib.tr_recv(g, p, n, dt, src_rank, unset_timeout_ms), "recv")
 
 
@@ -263,9 +320,7 @@ def gather(tensor_list, tensor, dst_rank=0, group_name="default"):
     world, me = lib.tr_group_size(g), lib.tr_group_rank(g)
     out, q = None, ctypes.c_void_p()
     if me == dst_rank:
-        if not isinstance(tensor_list, list) or len(tensor_list) != world:
-            raise ValueError(f"gather: tensor_list must be a list of {world} arrays at the "
-                             f"root")
+        _list(tensor_list, world, "tensor_list", "gather (at the root)")
         _same(tensor_list, tensor, "gather")
         out = np.empty((world,) + tensor.shape, dtype=tensor.dtype)
         q, _, _ = _tensor(out, "gather")
@@ -284,9 +339,7 @@ def scatter(tensor, tensor_list, src_rank=0, group_name="default"):
     world, me = lib.tr_group_size(g), lib.tr_group_rank(g)
     q, keep = ctypes.c_void_p(), None
     if me == src_rank:
-        if not isinstance(tensor_list, list) or len(tensor_list) != world:
-            raise ValueError(f"scatter: tensor_list must be a list of {world} arrays at the "
-                             f"root")
+        _list(tensor_list, world, "tensor_list", "scatter (at the root)")
         _same(tensor_list, tensor, "scatter")
         keep = np.ascontiguousarray(np.stack(tensor_list))
         q, _, _ = _tensor(keep, "scatter", writable=False)
@@ -300,8 +353,7 @@ def alltoall(out_list, in_list, group_name="default"):
     g = _group(group_name, "alltoall")
     world = lib.tr_group_size(g)
     for name, lst in (("out_list", out_list), ("in_list", in_list)):
-        if not isinstance(lst, list) or len(lst) != world:
-            raise ValueError(f"alltoall: {name} must be a list of {world} arrays")
+        _list(lst, world, name, "alltoall")
     like = in_list[0]
     _tensor(like, "alltoall", writable=False)
     _same(in_list + out_list, like, "alltoall")
