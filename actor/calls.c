@@ -73,6 +73,9 @@ struct slot {
     size_t len;
     int obj_result; /* the result is object `result_ref`, pinned until the slot goes */
     tr_ref result_ref;
+    int exported; /* the ref escaped: its twin is in the store, pinned here (OWNERSHIP.md) */
+    tr_ref *keep; /* refs contained in the arguments: pinned until the call completes */
+    size_t n_keep;
     int viewing; /* threads taking the view of result_ref without mu */
     call_arg *args;
     size_t n_args;
@@ -126,8 +129,14 @@ struct tr__actors {
     int remote_backlog;     /* some remote actor has bytes its full link did not take */
     tr__idmap actors;
     tr__idmap slots;
-    uint64_t next_ref, tag;
+    uint64_t next_ref, salt, tag;
     size_t max_msg;
+    /* Results that borrowers wait for are read even when no thread of ours waits: a
+     * driver thread, started at the first export of a call not done yet, reads while
+     * any is pending (a process that shares nothing never has one). */
+    int pending_exports;
+    int driver_started, closing;
+    pthread_t driver;
 };
 
 /* The store's puller (objectstore/client.h): an object another node made is copied here
@@ -177,14 +186,21 @@ int tr__actors_create(tr__nodeconn *node, tr__objects *objects, size_t max_msg, 
     *out = NULL;
     tr__actors *a = calloc(1, sizeof *a);
     if (!a) return tr__err(TR_ENOMEM, "actor client");
-    do { /* bit 63 clear: b[15]'s top bit marks object refs (objectstore/client.h) */
-        int rc = tr__random_bytes(&a->tag, sizeof a->tag);
-        if (rc) {
-            free(a);
-            return rc;
-        }
-        a->tag &= ~(1ull << 63);
-    } while (a->tag == 0);
+    /* A call ref: b[0..7] a key (a counter under a random salt: unique here, random
+     * across processes), b[8..15] its owner - our store client index and generation, our
+     * node - and the call bit (docs/OWNERSHIP.md). */
+    int rc0 = tr__random_bytes(&a->salt, sizeof a->salt);
+    if (rc0) {
+        free(a);
+        return rc0;
+    }
+    uint32_t num = objects ? tr__objects_node_num(objects) : 0;
+    unsigned client = objects ? (unsigned)tr__objects_client(objects) : 0xffff;
+    unsigned gen = objects ? tr__objects_gen(objects) : 0;
+    uint8_t t[8] = {(uint8_t)client,      (uint8_t)(client >> 8), (uint8_t)gen,
+                    (uint8_t)(gen >> 8),  (uint8_t)num,           (uint8_t)(num >> 8),
+                    (uint8_t)(num >> 16), TR__REF_CALL_BIT};
+    memcpy(&a->tag, t, 8);
     if (tr__remotes_create(max_msg, &a->remotes)) {
         free(a);
         return TR_ENOMEM;
@@ -247,8 +263,26 @@ static void drop_args(tr__actors *a, slot *s) {
     s->waiting = 0;
 }
 
+/* Lets go of the refs the call's arguments contained. */
+static void drop_keep(tr__actors *a, slot *s) {
+    for (size_t i = 0; i < s->n_keep; i++)
+        tr__objects_unpin(a->objects, s->keep[i]);
+    free(s->keep);
+    s->keep = NULL;
+    s->n_keep = 0;
+}
+
+static tr_ref ref_of(const tr__actors *a, const slot *s) {
+    tr_ref r;
+    memcpy(r.b, &s->key, 8);
+    memcpy(r.b + 8, &a->tag, 8);
+    return r;
+}
+
 static void slot_free(tr__actors *a, slot *s) {
     drop_args(a, s);
+    drop_keep(a, s);
+    if (s->exported) tr__objects_unpin(a->objects, ref_of(a, s)); /* (its twin) */
     if (s->obj_result)
         tr__objects_unpin(a->objects, s->result_ref);
     else
@@ -273,10 +307,14 @@ static void release_held(tr__actors *a, aconn *ac);
 
 /* The call is done (its result, or an error, is in the slot): its arguments go, the
  * held calls waiting for it move on. */
+static void fill_twin(tr__actors *a, slot *s);
+
 static void complete(tr__actors *a, slot *s) {
     s->ac = NULL;
     s->done = 1;
+    if (s->exported) fill_twin(a, s);
     drop_args(a, s);
+    drop_keep(a, s);
     edge *e = s->consumers;
     s->consumers = NULL;
     s->users++; /* its consumers read it below: it must outlive them */
@@ -691,6 +729,40 @@ static aconn *get_aconn(tr__actors *a, const tr_actor_id *id) {
     return ac;
 }
 
+/* An exported call is done: its twin gets the result - a small one copied once, a large
+ * one (an object already) renamed, no byte moved - or the failure. Called with mu held. */
+static void fill_twin(tr__actors *a, slot *s) {
+    tr_ref twin = ref_of(a, s);
+    if (s->exported == 2) { /* exported while pending: the driver need not read for it */
+        s->exported = 1;
+        a->pending_exports--;
+    }
+    int rc;
+    if (s->obj_result) {
+        rc = tr__objects_move(a->objects, s->result_ref, twin, 10000);
+        if (!rc) s->result_ref = twin; /* our pin moved with it */
+    } else {
+        rc = tr__objects_fulfill(a->objects, twin, s->rc, s->data, s->data ? s->len : 0);
+    }
+    if (rc) { /* (the store is full): the borrowers get why */
+        char msg[600];
+        snprintf(msg, sizeof msg, "the call's result could not be shared: %s", tr__last_error());
+        if (tr__objects_fulfill(a->objects, twin, rc, msg, strlen(msg)))
+            TR_LOG_WARN("CLIENT-TWIN", "an exported result's twin stays unfilled: %s",
+                        tr__last_error());
+    }
+}
+
+static int owns(const tr__actors *a, tr_ref ref) {
+    uint64_t tag;
+    memcpy(&tag, ref.b + 8, 8);
+    return tag == a->tag;
+}
+
+int tr__actors_owns(const tr__actors *a, tr_ref ref) {
+    return owns(a, ref);
+}
+
 static slot *find_slot(tr__actors *a, tr_ref ref) {
     uint64_t key, tag;
     memcpy(&key, ref.b, 8);
@@ -703,7 +775,8 @@ static slot *find_slot(tr__actors *a, tr_ref ref) {
  * with mu held; on failure the caller drops what was linked (drop_args). */
 static int link_producers(tr__actors *a, slot *s, const tr_ref *refs) {
     for (size_t i = 0; i < s->n_args; i++) {
-        if (tr__ref_is_object(&refs[i])) continue;
+        if (tr__ref_is_object(&refs[i]) || (tr__ref_is_call(&refs[i]) && !owns(a, refs[i])))
+            continue; /* an object, or a result another process owns: its twin */
         slot *d = find_slot(a, refs[i]);
         if (!d)
             return tr__err(TR_ESTALE,
@@ -742,8 +815,90 @@ static int hold(aconn *ac, slot *s, const char *method, const void *args, size_t
     return 0;
 }
 
+static void cv_wait(tr__actors *a, int64_t deadline);
+static void drive_others(tr__actors *a, aconn *skip);
+static void progress(tr__actors *a, int64_t deadline);
+
+/* The driver: reads replies while exported calls are pending, so that their borrowers
+ * get them even if no thread of ours ever waits. */
+static void *driver_main(void *arg) {
+    tr__actors *a = arg;
+    pthread_mutex_lock(&a->mu);
+    while (!a->closing) {
+        if (!a->pending_exports) {
+            cv_wait(a, tr__deadline(200));
+            continue;
+        }
+        drive_others(a, NULL);
+        progress(a, tr__deadline(50));
+    }
+    pthread_mutex_unlock(&a->mu);
+    return NULL;
+}
+
+int tr__actors_export(tr__actors *a, tr_ref ref) {
+    pthread_mutex_lock(&a->mu);
+    slot *s = find_slot(a, ref);
+    int rc = 0;
+    if (!s) {
+        rc = tr__err(TR_ESTALE, "unknown or released ref (passing on a call result)");
+    } else if (!s->exported) {
+        rc = tr__objects_promise(a->objects, ref);
+        if (!rc && s->done) {
+            s->exported = 1;
+            fill_twin(a, s);
+        } else if (!rc) {
+            s->exported = 2;
+            a->pending_exports++;
+            if (!a->driver_started && !a->closing) {
+                if (pthread_create(&a->driver, NULL, driver_main, a) == 0)
+                    a->driver_started = 1;
+                else
+                    TR_LOG_WARN("CLIENT-DRIVER", "no driver thread: shared results are read "
+                                                 "only while this process waits");
+            }
+            wake(a);
+        }
+    }
+    pthread_mutex_unlock(&a->mu);
+    return rc;
+}
+
+int tr__actors_share(tr__actors *a, const tr_ref *refs, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (!tr__ref_is_call(&refs[i]) || !owns(a, refs[i])) continue;
+        int rc = tr__actors_export(a, refs[i]);
+        if (rc) return tr__err_wrap(rc, "contained ref %zu", i);
+    }
+    return 0;
+}
+
+/* Pins the refs a call's arguments contain (exported first if ours) for the call. */
+static int keep_refs(tr__actors *a, slot *s, const tr_ref *keep, size_t n_keep) {
+    if (!n_keep) return 0;
+    if (!keep) return tr__err(TR_EINVAL, "tr_call_contains: contained is NULL");
+    int rc = tr__actors_share(a, keep, n_keep);
+    if (rc) return rc;
+    s->keep = calloc(n_keep, sizeof *s->keep);
+    if (!s->keep) return tr__err(TR_ENOMEM, "tr_call_contains");
+    for (size_t i = 0; i < n_keep; i++) {
+        if (!tr__ref_is_object(&keep[i]) && !tr__ref_is_call(&keep[i]))
+            return tr__err(TR_EINVAL, "tr_call_contains: contained ref %zu is not a ref", i);
+        if ((rc = tr__objects_pin(a->objects, keep[i], 0, NULL, NULL)))
+            return tr__err_wrap(rc, "tr_call_contains: contained ref %zu", i);
+        s->keep[s->n_keep++] = keep[i];
+    }
+    return 0;
+}
+
 int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const void *args, size_t len,
                     const tr_ref *refs, size_t n_refs, tr_ref *out) {
+    return tr__actors_call_contains(a, id, method, args, len, refs, n_refs, NULL, 0, out);
+}
+
+int tr__actors_call_contains(tr__actors *a, tr_actor_id id, const char *method, const void *args,
+                             size_t len, const tr_ref *refs, size_t n_refs, const tr_ref *keep,
+                             size_t n_keep, tr_ref *out) {
     if (!method || !*method || !out || (!args && len) || (!refs && n_refs))
         return tr__err(TR_EINVAL, "tr_call: NULL or empty argument");
     size_t mlen = strlen(method);
@@ -764,8 +919,15 @@ int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const voi
         }
         s->n_args = n_refs;
         for (size_t i = 0; i < n_refs; i++) {
-            if (!tr__ref_is_object(&refs[i])) continue;
+            if (tr__ref_is_call(&refs[i]) && owns(a, refs[i])) continue; /* linked below */
+            if (!tr__ref_is_object(&refs[i]) && !tr__ref_is_call(&refs[i])) {
+                drop_args(a, s);
+                free(s->args);
+                free(s);
+                return tr__err(TR_ESTALE, "tr_call_refs: argument %zu is not a ref", i);
+            }
             s->args[i].ref = refs[i];
+            tr__seg_store_id(refs[i].b, s->args[i].ref.b); /* another's result: its twin */
             rc = tr__objects_pin(a->objects, refs[i], 0, NULL, NULL);
             uint32_t num = tr__ref_node(&refs[i]), mine = tr__objects_node_num(a->objects);
             if (rc == TR_ENOTFOUND && num && mine && num != mine) {
@@ -782,6 +944,13 @@ int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const voi
             s->args[i].pinned = 1;
         }
     }
+    if ((rc = keep_refs(a, s, keep, n_keep))) {
+        drop_args(a, s);
+        drop_keep(a, s);
+        free(s->args);
+        free(s);
+        return rc;
+    }
     pthread_mutex_lock(&a->mu);
     aconn *ac = get_aconn(a, &id);
     if (!ac) {
@@ -793,7 +962,9 @@ int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const voi
         goto fail;
     }
     if ((rc = link_producers(a, s, refs))) goto fail;
-    s->key = ++a->next_ref;
+    do
+        s->key = ++a->next_ref ^ a->salt;
+    while (s->key == 0);
     if ((rc = tr__idmap_put(&a->slots, s->key, s))) goto fail;
     int queued = 0;
     if (ac->dead) {
@@ -826,6 +997,7 @@ int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const voi
     return 0;
 fail:
     drop_args(a, s);
+    drop_keep(a, s);
     pthread_mutex_unlock(&a->mu);
     free(s->args);
     free(s->method);
@@ -927,14 +1099,17 @@ static int drive_unconnected(tr__actors *a, aconn *ac, int64_t deadline) {
 /* A done slot's result for tr_get. A large result's view is taken here, without mu: it
  * may have been spilled meanwhile and need reading back from disk. */
 static int finish_get(tr__actors *a, slot *s, int64_t deadline, const void **data, size_t *len) {
-    if (s->obj_result && !s->data) {
+    while (s->obj_result && !s->data) {
         const void *v;
         size_t n;
+        tr_ref was = s->result_ref;
         s->viewing++;
         pthread_mutex_unlock(&a->mu);
-        int rc = tr__objects_view(a->objects, s->result_ref, tr__ms_left(deadline), &v, &n);
+        int rc = tr__objects_view(a->objects, was, tr__ms_left(deadline), &v, &n);
         pthread_mutex_lock(&a->mu);
         s->viewing--;
+        if (rc == TR_ESTALE && memcmp(was.b, s->result_ref.b, 16) != 0 && !s->released)
+            continue;      /* exported meanwhile: the object took its twin's name */
         if (s->released) { /* released by another thread meanwhile */
             slot_maybe_free(a, s);
             return tr__err(TR_ESTALE, "tr_get: the ref was released while being read");
@@ -944,6 +1119,7 @@ static int finish_get(tr__actors *a, slot *s, int64_t deadline, const void **dat
             s->data = (char *)v;
             s->len = n;
         }
+        break;
     }
     if (data) *data = s->data;
     if (len) *len = s->len;
@@ -1040,6 +1216,13 @@ int tr__actors_release(tr__actors *a, tr_ref ref) {
 
 void tr__actors_destroy(tr__actors *a) {
     if (!a) return;
+    pthread_mutex_lock(&a->mu);
+    a->closing = 1;
+    int joined = a->driver_started;
+    pthread_cond_broadcast(&a->cv);
+    wake(a);
+    pthread_mutex_unlock(&a->mu);
+    if (joined) pthread_join(a->driver, NULL);
     if (a->objects) tr__objects_set_puller(a->objects, NULL, NULL); /* it pulled through us */
     size_t pos = 0;
     void *v;

@@ -30,6 +30,19 @@ void tr__actors_destroy(tr__actors *a);
  * sees each as an argument (tr_ctx_ref) once it is there. */
 int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const void *args, size_t len,
                     const tr_ref *refs, size_t n_refs, tr_ref *out);
+/* As tr__actors_call, and `keep`: the refs nested in args (a binding's serializer finds
+ * them): results of our own calls are exported (their twins made), and all are pinned
+ * until the call completes, so that the method can borrow them (tr_ref_borrow). */
+int tr__actors_call_contains(tr__actors *a, tr_actor_id id, const char *method, const void *args,
+                             size_t len, const tr_ref *refs, size_t n_refs, const tr_ref *keep,
+                             size_t n_keep, tr_ref *out);
+/* Whether ref is the result of a call made through `a` (live or not). */
+int tr__actors_owns(const tr__actors *a, tr_ref ref);
+/* Exports our call ref: its twin (a promise until the result is in) in the store, pinned
+ * until the ref is released. Idempotent. TR_ESTALE if unknown or released. */
+int tr__actors_export(tr__actors *a, tr_ref ref);
+/* Exports those of refs that are our call refs (the others are left as they are). */
+int tr__actors_share(tr__actors *a, const tr_ref *refs, size_t n);
 int tr__actors_get(tr__actors *a, tr_ref ref, int timeout_ms, const void **data, size_t *len);
 int tr__actors_wait(tr__actors *a, const tr_ref *refs, size_t n, size_t num_ready, int timeout_ms,
                     uint8_t *ready, size_t *n_ready);

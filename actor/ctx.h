@@ -15,6 +15,11 @@ struct tr_ctx {
     char method_buf[256]; /* its name, for a class's dispatch */
     tr_actor_id id;
     tr__buf result;
+    /* a result that contains refs (tr_ctx_reply_contains) is a container object, made at
+     * once (before the method may let go of what it contains), held until it is sent */
+    struct tr__objects *objects; /* the worker's store client (NULL: none) */
+    tr_ref result_obj;
+    int has_result_obj;
     char err[1024];
     int has_err;
     /* the call's arguments passed by reference, resolved before the method runs: pinned
@@ -41,6 +46,9 @@ struct tr_ctx {
 size_t tr__ctx_num_refs(const tr_ctx *ctx);
 int tr__ctx_ref(const tr_ctx *ctx, size_t i, const void **data, size_t *len);
 int tr__ctx_reply(tr_ctx *ctx, const void *data, size_t len);
+/* tr__ctx_reply, and the refs the result contains (the façade exported this process's own
+ * call refs among them first). */
+int tr__ctx_reply_contains(tr_ctx *ctx, const void *data, size_t len, const tr_ref *refs, size_t n);
 int tr__ctx_error(tr_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int tr__ctx_verror(tr_ctx *ctx, const char *fmt, va_list ap);
 int tr__ctx_set_error(tr_ctx *ctx, const char *msg);

@@ -38,9 +38,17 @@ int tr__ctx_ref(const tr_ctx *ctx, size_t i, const void **data, size_t *len) {
     return 0;
 }
 
+/* Lets go of a container result not sent (the method replied again, or failed). */
+static void drop_result_obj(tr_ctx *ctx) {
+    if (!ctx->has_result_obj) return;
+    ctx->has_result_obj = 0;
+    tr__objects_release(ctx->objects, ctx->result_obj);
+}
+
 int tr__ctx_reply(tr_ctx *ctx, const void *data, size_t len) {
     if (!ctx || (!data && len)) return tr__err(TR_EINVAL, "tr_ctx_reply: NULL argument");
     tr__buf_reset(&ctx->result);
+    drop_result_obj(ctx);
     ctx->direct_used = 0;
     ctx->dev_used = 0;                           /* (replaces a tr_ctx_reply_device too) */
     if (ctx->direct && len <= ctx->direct_cap) { /* one copy, straight into place */
@@ -50,6 +58,26 @@ int tr__ctx_reply(tr_ctx *ctx, const void *data, size_t len) {
         return 0;
     }
     return tr__buf_append(&ctx->result, data, len);
+}
+
+int tr__ctx_reply_contains(tr_ctx *ctx, const void *data, size_t len, const tr_ref *refs,
+                           size_t n) {
+    if (!ctx || (!refs && n) || (!data && len) || n > (1u << 20))
+        return tr__err(TR_EINVAL, "tr_ctx_reply_contains: bad arguments");
+    if (n && (ctx->in_graph || ctx->direct || !ctx->objects))
+        return tr__err(TR_ESTATE, "tr_ctx_reply_contains: a compiled graph's step cannot "
+                                  "return refs (return the value)");
+    if (!n) return tr__ctx_reply(ctx, data, len);
+    tr_ref obj;
+    int rc = tr__objects_put_refs(ctx->objects, data, len, refs, n, &obj);
+    if (rc) return rc;
+    tr__buf_reset(&ctx->result);
+    drop_result_obj(ctx);
+    ctx->direct_used = 0;
+    ctx->dev_used = 0;
+    ctx->result_obj = obj;
+    ctx->has_result_obj = 1;
+    return 0;
 }
 
 int tr__ctx_verror(tr_ctx *ctx, const char *fmt, va_list ap) {
@@ -215,6 +243,23 @@ static int resolve_refs(worker *w, client *c, uint64_t seq, const uint8_t *refs,
 
 /* A large result goes into the object store and is transferred to the caller, so that
  * it survives even if we die before the caller reads the reply. */
+/* A result that contains refs is a container object (tr_ctx_reply_contains made it): its
+ * refs live while it does, so the caller can borrow them whenever it reads it
+ * (docs/OWNERSHIP.md). It goes to the caller as a large result does. */
+static int send_container(worker *w, client *c, uint64_t seq) {
+    tr_ctx *ctx = &w->ctx;
+    tr_ref r = ctx->result_obj;
+    ctx->has_result_obj = 0; /* ours to transfer or release now */
+    int rc = c->caller < 0 ? tr__err(TR_ESTATE, "the caller did not say its store index: a "
+                                                "result with refs cannot reach it")
+                           : tr__objects_transfer(w->objects, r, c->caller, c->pid);
+    if (rc) {
+        tr__objects_release(w->objects, r);
+        return tr__result_frame(&c->out, seq, rc, tr__last_error(), strlen(tr__last_error()) + 1);
+    }
+    return tr__result_frame_ref(&c->out, seq, r.b);
+}
+
 static int store_result(worker *w, client *c, uint64_t seq, const void *data, size_t len) {
     tr_ref r;
     int rc = c->caller < 0 ? tr__err(TR_EINVAL, "the caller did not say its store index")
@@ -264,6 +309,7 @@ static int run_call(worker *w, client *c, uint64_t seq, const char *body, size_t
         if (rr) return rr < 0 ? TR_ENOMEM : 0;
     }
     tr__buf_reset(&ctx->result);
+    drop_result_obj(ctx);
     ctx->has_err = 0;
     pthread_mutex_lock(&method_mu);
     ctx->method = def->name;
@@ -272,6 +318,7 @@ static int run_call(worker *w, client *c, uint64_t seq, const char *body, size_t
     pthread_mutex_unlock(&method_mu);
     if (n_refs) unpin_refs(w, refs);
     if (r != 0 || ctx->result.oom) {
+        drop_result_obj(ctx);
         if (!ctx->has_err) {
             if (ctx->result.oom)
                 snprintf(ctx->err, sizeof ctx->err, "method '%s': out of memory for its result",
@@ -281,6 +328,7 @@ static int run_call(worker *w, client *c, uint64_t seq, const char *body, size_t
         }
         return tr__result_frame(&c->out, seq, TR_ETASK, ctx->err, strlen(ctx->err) + 1);
     }
+    if (ctx->has_result_obj) return send_container(w, c, seq);
     if (ctx->result.len > TR__INLINE_RESULT_MAX && w->objects && c->caller >= 0)
         return store_result(w, c, seq, ctx->result.data, ctx->result.len);
     if (ctx->result.len + 64 > w->max_msg) {
@@ -464,6 +512,7 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
     int status = 1;
     memcpy(w.ctx.id.b, id, 16);
     w.ctx.rt = rt;
+    w.ctx.objects = objects;
     w.cls = tr__config_find_class(cfg, cls_name);
     if (!w.cls) {
         char msg[400];
@@ -559,6 +608,7 @@ out:
     }
     if (w.ep >= 0) close(w.ep);
     tr__buf_free(&w.ctx.result);
+    drop_result_obj(&w.ctx);
     free(w.ctx.ref_data);
     free(w.ctx.ref_len);
     free(cls_name);

@@ -2,11 +2,24 @@
  * side (actor/ctx.h), and to dag/ for a device reply. */
 #include <stdarg.h>
 
+#include "actor/calls.h"
 #include "actor/ctx.h"
+#include "api/rt.h"
+#include "core/status.h"
 #include "troupe/troupe.h"
 
 TR_API int tr_ctx_reply(tr_ctx *ctx, const void *data, size_t len) {
     return tr__ctx_reply(ctx, data, len);
+}
+
+TR_API int tr_ctx_reply_contains(tr_ctx *ctx, const void *data, size_t len, const tr_ref *refs,
+                                 size_t n) {
+    tr_runtime *rt = tr__ctx_runtime(ctx);
+    if (n && refs && rt && rt->actors) {
+        int rc = tr__actors_share(rt->actors, refs, n);
+        if (rc) return tr__err_wrap(rc, "tr_ctx_reply_contains");
+    }
+    return tr__ctx_reply_contains(ctx, data, len, refs, n);
 }
 
 TR_API int tr_ctx_reply_device(tr_ctx *ctx, const void *dev, size_t len) {

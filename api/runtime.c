@@ -379,9 +379,29 @@ TR_API int tr_call_refs(tr_runtime *rt, tr_actor_id actor, const char *method, c
     return tr__actors_call(rt->actors, actor, method, args, len, refs, n_refs, out);
 }
 
+/* Where a ref resolves: an object, or another process's call result (its twin), in the
+ * store; a call result of ours in the actor client. */
+static int in_store(const tr_runtime *rt, const tr_ref *ref) {
+    return tr__ref_is_object(ref) || (tr__ref_is_call(ref) && !tr__actors_owns(rt->actors, *ref));
+}
+
+TR_API int tr_call_contains(tr_runtime *rt, tr_actor_id actor, const char *method, const void *args,
+                            size_t len, const tr_ref *refs, size_t n_refs, const tr_ref *contained,
+                            size_t n_contained, tr_ref *out) {
+    CHECK_RT(rt, "tr_call_contains");
+    return tr__actors_call_contains(rt->actors, actor, method, args, len, refs, n_refs, contained,
+                                    n_contained, out);
+}
+
+TR_API int tr_ref_borrow(tr_runtime *rt, tr_ref ref) {
+    CHECK_RT(rt, "tr_ref_borrow");
+    if (tr__ref_is_call(&ref) && tr__actors_owns(rt->actors, ref)) return 0; /* ours */
+    return tr__objects_borrow(rt->objects, ref);
+}
+
 TR_API int tr_get(tr_runtime *rt, tr_ref ref, int timeout_ms, const void **data, size_t *len) {
     CHECK_RT(rt, "tr_get");
-    if (tr__ref_is_object(&ref)) return tr__objects_get(rt->objects, ref, timeout_ms, data, len);
+    if (in_store(rt, &ref)) return tr__objects_get(rt->objects, ref, timeout_ms, data, len);
     return tr__actors_get(rt->actors, ref, timeout_ms, data, len);
 }
 
@@ -399,7 +419,7 @@ static int wait_mixed(tr_runtime *rt, const tr_ref *refs, size_t n, size_t num_r
     }
     size_t nc = 0;
     for (size_t i = 0; i < n; i++)
-        if (!tr__ref_is_object(&refs[i])) {
+        if (!in_store(rt, &refs[i])) {
             where[nc] = i;
             calls[nc++] = refs[i];
         }
@@ -407,7 +427,7 @@ static int wait_mixed(tr_runtime *rt, const tr_ref *refs, size_t n, size_t num_r
     for (int pass = 0;; pass++) {
         size_t count = 0;
         for (size_t i = 0; i < n; i++) {
-            if (!tr__ref_is_object(&refs[i])) continue;
+            if (!in_store(rt, &refs[i])) continue;
             int r = tr__objects_ready(rt->objects, refs[i]);
             if (ready) ready[i] = (uint8_t)(r == 1);
             count += r == 1;
@@ -446,14 +466,14 @@ TR_API int tr_wait(tr_runtime *rt, const tr_ref *refs, size_t n, size_t num_read
     if ((!refs && n) || num_ready > n)
         return tr__err(TR_EINVAL, "tr_wait: refs is NULL or num_ready > n");
     for (size_t i = 0; i < n; i++)
-        if (tr__ref_is_object(&refs[i]))
+        if (in_store(rt, &refs[i]))
             return wait_mixed(rt, refs, n, num_ready, timeout_ms, ready, n_ready);
     return tr__actors_wait(rt->actors, refs, n, num_ready, timeout_ms, ready, n_ready);
 }
 
 TR_API int tr_ref_release(tr_runtime *rt, tr_ref ref) {
     CHECK_RT(rt, "tr_ref_release");
-    if (tr__ref_is_object(&ref)) return tr__objects_release(rt->objects, ref);
+    if (in_store(rt, &ref)) return tr__objects_release(rt->objects, ref);
     return tr__actors_release(rt->actors, ref);
 }
 
@@ -494,6 +514,10 @@ TR_API int tr_object_allreduce(tr_runtime *rt, const char *name, int rank, int w
 TR_API int tr_put_refs(tr_runtime *rt, const void *data, size_t len, const tr_ref *refs,
                        size_t n_refs, tr_ref *out) {
     CHECK_RT(rt, "tr_put_refs");
+    if (refs && n_refs) { /* results of our own calls go to the store first (their twins) */
+        int rc = tr__actors_share(rt->actors, refs, n_refs);
+        if (rc) return tr__err_wrap(rc, "tr_put_refs");
+    }
     return tr__objects_put_refs(rt->objects, data, len, refs, n_refs, out);
 }
 

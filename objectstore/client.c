@@ -33,6 +33,7 @@ struct tr__objects {
     const char *ro_data; /* its data region */
     size_t size;
     int idx;            /* our client index */
+    unsigned gen;       /* its attach generation (the owner bytes of our call refs) */
     pthread_mutex_t mu; /* guards `held`; taken before the segment lock */
     tr__idmap held;     /* id key -> local */
     tr__objects_puller puller;
@@ -45,12 +46,13 @@ int tr__objects_attach(tr__nodeconn *node, tr__objects **out) {
     int fd = -1;
     int rc = tr__nodeconn_call_fd(node, TR__MSG_STORE_ATTACH, NULL, 10000, &r, &fd);
     if (rc) return rc;
-    uint64_t size = 0;
+    uint64_t size = 0, gen = 0;
     int64_t idx = -1;
     char *spill_dir = NULL; /* the node's word for it, not the segment's: see segment.h */
     void *rw = MAP_FAILED;
     rc = tr__get_uint(r.root, "size", &size);
     if (!rc) rc = tr__get_int(r.root, "client", &idx);
+    if (!rc) rc = tr__get_uint(r.root, "gen", &gen);
     if (!rc) rc = tr__get_strdup(r.root, "spill_dir", &spill_dir);
     tr__reply_free(&r);
     if (!rc && (fd < 0 || idx < 0 || idx >= TR__SEG_MAX_CLIENTS))
@@ -60,6 +62,7 @@ int tr__objects_attach(tr__nodeconn *node, tr__objects **out) {
     if (rc) goto fail;
     o->size = size;
     o->idx = (int)idx;
+    o->gen = (unsigned)(gen & 0xffff);
     pthread_mutex_init(&o->mu, NULL);
     rw = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     o->ro = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
@@ -111,8 +114,40 @@ static int new_id(const tr__seg *s, tr_ref *r) {
     r->b[12] = (uint8_t)num;
     r->b[13] = (uint8_t)(num >> 8);
     r->b[14] = (uint8_t)(num >> 16);
-    r->b[15] |= TR__REF_OBJECT_BIT;
+    r->b[15] = (uint8_t)((r->b[15] & ~TR__REF_CALL_BIT) | TR__REF_OBJECT_BIT);
     return 0;
+}
+
+/* The store's name for a ref: a call ref's object twin, any other ref itself. */
+static inline tr_ref store_ref(tr_ref r) {
+    tr__seg_store_id(r.b, r.b);
+    return r;
+}
+
+/* Why a ref names no entry, under the segment lock: a call result's twin whose owner
+ * (client index, generation) has left this node's store is TR_EOWNER_DIED; anything else
+ * was never made here or is freed. Sets the error and returns its code. */
+static int missing(tr__objects *o, const tr_ref *ref, const char *what) {
+    tr_ref shown = *ref; /* a twin is named as its call ref, the form its user has */
+    if ((shown.b[15] & 0xC0) == 0xC0) shown.b[15] &= (uint8_t)~TR__REF_OBJECT_BIT;
+    char hex[33];
+    tr__hex(shown.b, 16, hex);
+    if (tr__seg_is_call_id(shown.b)) {
+        int client;
+        unsigned gen;
+        tr__ref_owner(ref, &client, &gen);
+        uint32_t num = tr__ref_node(ref), mine = tr__objects_node_num(o);
+        tr__seg_hdr *h = o->seg.h;
+        if (num == mine && client < TR__SEG_MAX_CLIENTS &&
+            (TR__SEG_LOAD(h->client_pid[client]) == 0 ||
+             TR__SEG_LOAD(h->client_gen[client]) != gen))
+            return tr__err(TR_EOWNER_DIED,
+                           "%s: ref %s: its owner (store client %d, generation %u) is gone, "
+                           "and the result it was waiting for with it",
+                           what, hex, client, gen);
+    }
+    return tr__err(TR_ENOTFOUND, "%s: ref %s: no such object on node %u (never put, or freed)",
+                   what, hex, (unsigned)tr__ref_node(ref));
 }
 
 /* Reads an entry's payload offset and size, once each (another process may change them
@@ -402,8 +437,9 @@ int tr__objects_put_refs(tr__objects *o, const void *data, size_t len, const tr_
     if ((!data && len) || !out || (!refs && n_refs) || n_refs > (1u << 20))
         return tr__err(TR_EINVAL, "tr_put_refs: bad arguments");
     for (size_t i = 0; i < n_refs; i++)
-        if (!tr__ref_is_object(&refs[i]))
-            return tr__err(TR_EINVAL, "tr_put_refs: ref %zu is not an object ref", i);
+        if (!tr__ref_is_object(&refs[i]) && !tr__ref_is_call(&refs[i]))
+            return tr__err(TR_EINVAL, "tr_put_refs: ref %zu is neither an object nor a call ref",
+                           i);
     uint64_t off;
     int rc = reserve(o, len, n_refs, 0, out, &off);
     if (rc) return rc;
@@ -417,20 +453,26 @@ int tr__objects_put_refs(tr__objects *o, const void *data, size_t len, const tr_
     }
     uint8_t *dst = tr__seg_refs_of(s, off, len); /* our block: never the entry's word */
     size_t i = 0;
+    int rc_missing = 0;
     for (; i < n_refs; i++) {
-        tr__obj_entry *c = tr__seg_find(s, refs[i].b);
-        if (!c) break;
+        tr_ref sid = store_ref(refs[i]); /* a call ref: its twin (exported by its owner) */
+        tr__obj_entry *c = tr__seg_find(s, sid.b);
+        if (!c) {
+            rc_missing = missing(o, &refs[i], "tr_put_refs: a contained ref");
+            break;
+        }
         c->contained_by++;
         memcpy(dst + 16 * i, refs[i].b, 16);
     }
     if (i < n_refs) { /* undo: a contained object does not exist */
         for (size_t k = 0; k < i; k++) {
-            tr__obj_entry *c = tr__seg_find(s, refs[k].b);
+            tr_ref sid = store_ref(refs[k]);
+            tr__obj_entry *c = tr__seg_find(s, sid.b);
             if (c) c->contained_by--; /* (gone only if another process broke the rules) */
         }
         tr__seg_remove(s, e);
         tr__seg_unlock(s);
-        return tr__err(TR_ENOTFOUND, "tr_put_refs: contained ref %zu names no object", i);
+        return rc_missing;
     }
     e->n_refs = (uint32_t)n_refs;
     seal_locked(s, e);
@@ -441,6 +483,7 @@ int tr__objects_put_refs(tr__objects *o, const void *data, size_t len, const tr_
 
 int tr__objects_refs(tr__objects *o, tr_ref ref, tr_ref *out, size_t cap, size_t *n) {
     if ((!out && cap) || !n) return tr__err(TR_EINVAL, "tr_object_refs: NULL argument");
+    ref = store_ref(ref);
     tr__seg *s = &o->seg;
     tr__seg_lock(s);
     tr__obj_entry *e = tr__seg_find(s, ref.b);
@@ -539,6 +582,7 @@ static int pullable(const tr__objects *o, const tr_ref *ref) {
 }
 
 int tr__objects_ready(tr__objects *o, tr_ref ref) {
+    ref = store_ref(ref);
     tr__seg_lock(&o->seg);
     tr__obj_entry *e = tr__seg_find(&o->seg, ref.b);
     int r = e && e->state >= TR__OBJ_SEALED; /* spilled objects are sealed too */
@@ -563,8 +607,9 @@ static int view_locked(tr__objects *o, const tr_ref *ref, int64_t deadline, int 
         tr__seg_lock(s);
         tr__obj_entry *e = tr__seg_find(s, ref->b);
         if (!e) {
+            int rc = missing(o, ref, "get");
             tr__seg_unlock(s);
-            return tr__err(TR_ENOTFOUND, "no such object (never put, or freed)");
+            return rc;
         }
         if (e->state == TR__OBJ_SEALED) {
             uint64_t off, size;
@@ -575,9 +620,13 @@ static int view_locked(tr__objects *o, const tr_ref *ref, int64_t deadline, int 
             tr__seg_hold(e, o->idx, 1);
             tr__seg_bit(e->viewers, o->idx, 1); /* pinned: never spilled while viewed */
             e->tick = ++s->h->tick;
+            int err = (TR__SEG_LOAD(e->flags) & TR__ENT_ERROR) ? TR__SEG_LOAD(e->err) : 0;
             if (data) *data = o->ro_data + off;
             if (len) *len = size;
             tr__seg_unlock(s);
+            if (err) /* the call it stands for failed: its code, its message */
+                return tr__err(err < 0 && err > -1000 ? err : TR_EPROTO, "%.*s",
+                               (int)(size > 4000 ? 4000 : size), o->ro_data + off);
             return 0;
         }
         if (e->state == TR__OBJ_SPILLED) {
@@ -622,6 +671,7 @@ static int after_pull(tr__objects *o, tr_ref ref, int made, int rc) {
 }
 
 int tr__objects_get(tr__objects *o, tr_ref ref, int timeout_ms, const void **data, size_t *len) {
+    ref = store_ref(ref);
     int64_t deadline = tr__deadline(timeout_ms);
     for (int pulled = 0, made = 0;; pulled = 1) {
         pthread_mutex_lock(&o->mu);
@@ -637,6 +687,7 @@ int tr__objects_get(tr__objects *o, tr_ref ref, int timeout_ms, const void **dat
 }
 
 int tr__objects_release(tr__objects *o, tr_ref ref) {
+    ref = store_ref(ref);
     pthread_mutex_lock(&o->mu);
     local *l = find_local(o, ref.b, 0);
     int rc = 0;
@@ -651,6 +702,7 @@ int tr__objects_release(tr__objects *o, tr_ref ref) {
 }
 
 int tr__objects_pin(tr__objects *o, tr_ref ref, int timeout_ms, const void **data, size_t *len) {
+    ref = store_ref(ref);
     pthread_mutex_lock(&o->mu);
     int rc;
     if (data || len) { /* with a view: the pin view_pinned takes is the pin */
@@ -671,8 +723,8 @@ int tr__objects_pin(tr__objects *o, tr_ref ref, int timeout_ms, const void **dat
     tr__seg_lock(&o->seg);
     tr__obj_entry *e = tr__seg_find(&o->seg, ref.b);
     if (e) tr__seg_hold(e, o->idx, 1);
+    rc = e ? 0 : missing(o, &ref, "pin");
     tr__seg_unlock(&o->seg);
-    rc = e ? 0 : tr__err(TR_ENOTFOUND, "no such object (never put, or freed)");
     if (rc == 0) {
         local *l = find_local(o, ref.b, 1);
         if (l) {
@@ -687,6 +739,7 @@ int tr__objects_pin(tr__objects *o, tr_ref ref, int timeout_ms, const void **dat
 }
 
 void tr__objects_unpin(tr__objects *o, tr_ref ref) {
+    ref = store_ref(ref);
     pthread_mutex_lock(&o->mu);
     local *l = find_local(o, ref.b, 0);
     if (l && l->pins) {
@@ -777,12 +830,195 @@ int tr__objects_adopt(tr__objects *o, tr_ref ref) {
 }
 
 int tr__objects_view(tr__objects *o, tr_ref ref, int timeout_ms, const void **data, size_t *len) {
+    ref = store_ref(ref);
     pthread_mutex_lock(&o->mu);
     local *l = NULL;
     int rc = find_local(o, ref.b, 0)
                  ? view_pinned(o, &ref, timeout_ms, data, len, &l)
                  : tr__err(TR_ESTALE, "object view: this process does not hold the object");
     unpin_local(o, l);
+    pthread_mutex_unlock(&o->mu);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ ownership
+ * docs/OWNERSHIP.md: a call result that escapes its owner becomes its object twin here. */
+
+unsigned tr__objects_gen(const tr__objects *o) {
+    return o->gen;
+}
+
+/* Our record of id with one more pin (made if need be). Called with o->mu held; on
+ * failure our bit is dropped (no record, no bit: nothing would ever clear it). */
+static int pin_record(tr__objects *o, const uint8_t id[16]) {
+    local *l = find_local(o, id, 1);
+    if (l) {
+        l->pins++;
+        return 0;
+    }
+    drop_bit(o, id, o->idx);
+    return tr__err(TR_ENOMEM, "object record");
+}
+
+int tr__objects_promise(tr__objects *o, tr_ref twin) {
+    twin = store_ref(twin);
+    tr__seg *s = &o->seg;
+    int rc;
+    pthread_mutex_lock(&o->mu);
+    tr__seg_lock(s);
+    tr__obj_entry *e = tr__seg_insert(s, twin.b, &rc);
+    if (e) { /* no block: off 0, size 0 (a removal frees nothing) */
+        e->creator = (uint16_t)o->idx;
+        e->flags = TR__ENT_PROMISE;
+        tr__seg_hold(e, o->idx, 1);
+    }
+    tr__seg_unlock(s);
+    if (e) rc = pin_record(o, twin.b);
+    pthread_mutex_unlock(&o->mu);
+    return rc;
+}
+
+int tr__objects_fulfill(tr__objects *o, tr_ref twin, int code, const void *data, size_t len) {
+    twin = store_ref(twin);
+    tr__seg *s = &o->seg;
+    if (len > tr__seg_max_alloc(s))
+        return tr__err(TR_ENOMEM, "a result of %zu bytes can never fit in the object store", len);
+    uint64_t off;
+    int rc = alloc_block(o, len, &off); /* locked on success */
+    if (rc) return rc;
+    tr__obj_entry *e = tr__seg_find(s, twin.b);
+    if (!e || e->state != TR__OBJ_CREATED || !(e->flags & TR__ENT_PROMISE) ||
+        e->creator != o->idx || e->off) {
+        tr__seg_free(s, off);
+        tr__seg_unlock(s);
+        return tr__err(TR_ESTATE, "fulfil: no promise of this process under that ref");
+    }
+    e->off = off; /* recorded now: a removal (or our death) frees the block */
+    e->size = len;
+    tr__seg_unlock(s);
+    if (len) memcpy((char *)tr__seg_data(s) + off, data, len); /* CREATED: nobody reads it */
+    tr__seg_lock(s);
+    if ((e = tr__seg_find(s, twin.b)) && e->state == TR__OBJ_CREATED) {
+        e->flags = code ? TR__ENT_ERROR : 0;
+        e->err = code;
+        seal_locked(s, e);
+    }
+    tr__seg_unlock(s);
+    tr__event_signal(&s->h->sealed);
+    return 0;
+}
+
+int tr__objects_move(tr__objects *o, tr_ref from, tr_ref twin, int timeout_ms) {
+    twin = store_ref(twin);
+    tr__seg *s = &o->seg;
+    int64_t deadline = tr__deadline(timeout_ms);
+    pthread_mutex_lock(&o->mu);
+    local *lf = find_local(o, from.b, 0);
+    if (!lf || !tr__ref_is_object(&from)) {
+        pthread_mutex_unlock(&o->mu);
+        return tr__err(TR_ESTALE, "move: this process does not hold the object");
+    }
+    int rc = 0;
+    for (;;) {
+        uint32_t seen = tr__event_seq(&s->h->sealed);
+        tr__seg_lock(s);
+        tr__obj_entry *f = tr__seg_find(s, from.b);
+        tr__obj_entry *t = tr__seg_find(s, twin.b);
+        uint32_t st = f ? f->state : 0;
+        if (!f || (t && (t->state != TR__OBJ_CREATED || !(t->flags & TR__ENT_PROMISE) ||
+                         t->creator != o->idx || t->off))) {
+            tr__seg_unlock(s);
+            rc = tr__err(TR_ESTATE, "move: no object, or the twin is not our promise");
+            break;
+        }
+        if (st == TR__OBJ_SPILLING || st == TR__OBJ_RESTORING || st == TR__OBJ_CREATED) {
+            tr__seg_unlock(s); /* another process is moving its bytes: a moment */
+            if (tr__now_ns() >= deadline) {
+                rc = tr__err(TR_ETIMEDOUT, "move: the object stayed busy %d ms", timeout_ms);
+                break;
+            }
+            pthread_mutex_unlock(&o->mu);
+            tr__event_wait(&s->h->sealed, seen, deadline);
+            pthread_mutex_lock(&o->mu);
+            if (!(lf = find_local(o, from.b, 0))) {
+                rc = tr__err(TR_ESTALE, "move: released meanwhile");
+                break;
+            }
+            continue;
+        }
+        if (st == TR__OBJ_SPILLED && s->spill_dir[0]) { /* its file goes by the new name */
+            char a[700], b[700];
+            tr__seg_spill_path(s, from.b, a, sizeof a);
+            tr__seg_spill_path(s, twin.b, b, sizeof b);
+            if (rename(a, b) != 0) {
+                rc = tr__err_errno(errno, "move: renaming %s", a);
+                tr__seg_unlock(s);
+                break;
+            }
+        }
+        tr__obj_entry saved = *f;
+        if (!t) {
+            t = tr__seg_insert(s, twin.b, &rc);
+            if (!t) {
+                tr__seg_unlock(s);
+                break;
+            }
+            f = tr__seg_find(s, from.b); /* (insertion moves no entry, but be plain) */
+        }
+        /* The twin takes the block, state and refs; holders and containers of both. */
+        t->off = saved.off;
+        t->size = saved.size;
+        t->state = saved.state;
+        t->tick = saved.tick;
+        t->busy = -1;
+        t->n_refs = saved.n_refs;
+        t->flags = saved.flags & TR__ENT_ERROR;
+        t->err = saved.err;
+        t->contained_by += saved.contained_by;
+        for (int i = 0; i < TR__SEG_MAX_CLIENTS / 64; i++) {
+            t->holders[i] |= saved.holders[i];
+            t->viewers[i] |= saved.viewers[i];
+        }
+        if (f) tr__seg_forget(s, f);
+        tr__seg_unlock(s);
+        /* our record of `from` becomes (part of) our record of the twin */
+        uint32_t pins = lf->pins;
+        int user = lf->user;
+        tr__idmap_del(&o->held, tr__id_key(lf->id));
+        free(lf);
+        local *lt = find_local(o, twin.b, 1);
+        if (lt) {
+            lt->pins += pins;
+            lt->user |= user;
+        } else {
+            rc = tr__err(TR_ENOMEM, "object record"); /* our bit stays: the node clears it */
+        }
+        break;
+    }
+    pthread_mutex_unlock(&o->mu);
+    tr__event_signal(&s->h->sealed);
+    return rc;
+}
+
+int tr__objects_borrow(tr__objects *o, tr_ref ref) {
+    if (!tr__ref_is_object(&ref) && !tr__ref_is_call(&ref))
+        return tr__err(TR_EINVAL, "tr_ref_borrow: not a ref");
+    ref = store_ref(ref);
+    pthread_mutex_lock(&o->mu);
+    tr__seg_lock(&o->seg);
+    tr__obj_entry *e = tr__seg_find(&o->seg, ref.b);
+    if (e) tr__seg_hold(e, o->idx, 1);
+    int rc = e ? 0 : missing(o, &ref, "tr_ref_borrow");
+    tr__seg_unlock(&o->seg);
+    if (!rc) {
+        local *l = find_local(o, ref.b, 1);
+        if (l) {
+            l->user = 1;
+        } else {
+            drop_bit(o, ref.b, o->idx);
+            rc = tr__err(TR_ENOMEM, "tr_ref_borrow");
+        }
+    }
     pthread_mutex_unlock(&o->mu);
     return rc;
 }

@@ -18,14 +18,23 @@
 #include <sys/types.h>
 
 #include "core/nodeconn.h"
+#include "objectstore/segment.h"
 #include "troupe/troupe.h"
 
 typedef struct tr__objects tr__objects;
 
-/* Object refs are told apart from call refs by this bit in b[15]. */
-#define TR__REF_OBJECT_BIT 0x80
+/* Object refs are told apart from call refs by a bit in b[15] (objectstore/segment.h). */
 static inline int tr__ref_is_object(const tr_ref *r) {
     return (r->b[15] & TR__REF_OBJECT_BIT) != 0;
+}
+/* A call's result ref (its owner's slot; its twin once it escaped). */
+static inline int tr__ref_is_call(const tr_ref *r) {
+    return tr__seg_is_call_id(r->b);
+}
+/* A call ref's owner: its store client index and that index's attach generation. */
+static inline void tr__ref_owner(const tr_ref *r, int *client, unsigned *gen) {
+    *client = r->b[8] | r->b[9] << 8;
+    *gen = (unsigned)(r->b[10] | r->b[11] << 8);
 }
 /* The number of the node whose store made the object (b[12..14]; 0: a node in no
  * cluster). An object of another node is pulled into ours on first use (the puller). */
@@ -97,5 +106,26 @@ int tr__objects_ready(tr__objects *o, tr_ref ref);
 /* Waits until the store changes (a seal or a delete) or the deadline. */
 void tr__objects_wait_change(tr__objects *o, int64_t deadline);
 int tr__objects_stats(tr__objects *o, tr_store_stats *out);
+
+/* Ownership (docs/OWNERSHIP.md). A call ref's twin is the ref with the object bit added;
+ * these take either form. */
+/* This process's attach generation (with tr__objects_client: the owner bytes of the call
+ * refs it makes). */
+unsigned tr__objects_gen(const tr__objects *o);
+/* Makes the promise of a twin: an entry with no data yet, held here (a pin: unpin ends
+ * it), that gets wait on. TR_EEXIST if there is one. */
+int tr__objects_promise(tr__objects *o, tr_ref twin);
+/* Fills our promise with data (code 0) or seals it as an error entry (code, with data as
+ * its message), and wakes its waiters. TR_ESTATE if it is not our unfilled promise. */
+int tr__objects_fulfill(tr__objects *o, tr_ref twin, int code, const void *data, size_t len);
+/* Renames object `from`, which this process holds (a large result it adopted), to `twin`:
+ * our promise of it if there is one (its holders and containers kept), else a new entry.
+ * No byte moves. Our record of `from` becomes our record of the twin. Waits up to
+ * timeout_ms while another process spills or restores the object. */
+int tr__objects_move(tr__objects *o, tr_ref from, tr_ref twin, int timeout_ms);
+/* Takes this process's user hold on a ref it received (tr_ref_borrow): the entry must be
+ * there (sealed or a promise). TR_ENOTFOUND, or TR_EOWNER_DIED for a twin whose owner has
+ * gone before filling it. */
+int tr__objects_borrow(tr__objects *o, tr_ref ref);
 
 #endif

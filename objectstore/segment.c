@@ -255,9 +255,12 @@ int tr__seg_free(tr__seg *s, uint64_t off) {
     return 0;
 }
 
+/* Both halves: call refs' twins share their owner's bytes 8..15 and count in 0..7. */
 static inline uint64_t slot_of(const uint8_t id[16], uint64_t cap) {
-    uint64_t k;
+    uint64_t k, hi;
     memcpy(&k, id, 8);
+    memcpy(&hi, id + 8, 8);
+    k ^= hi * 0x9e3779b97f4a7c15ull;
     k ^= k >> 33;
     k *= 0xff51afd7ed558ccdull;
     k ^= k >> 33;
@@ -303,11 +306,31 @@ tr__obj_entry *tr__seg_insert(tr__seg *s, const uint8_t id[16], int *rc) {
     return &t[i];
 }
 
-/* Removes one entry; appends the ids of the objects it contained to *work. */
-static void remove_one(tr__seg *s, tr__obj_entry *e, uint8_t **work, size_t *n, size_t *cap) {
+/* Takes the entry out of the table (backward shift) and nothing else. */
+static void unlink_entry(tr__seg *s, tr__obj_entry *e) {
     tr__obj_entry *t = s->table;
     uint64_t cap_t = s->table_cap, mask = cap_t - 1;
-    if (e < t || e >= t + cap_t) return;
+    s->h->n_objects--;
+    /* Backward-shift deletion keeps probe runs without tombstones. (At most one pass
+     * round the table: the states are shared memory, and could all say full.) */
+    uint64_t hole = (uint64_t)(e - t), j = (hole + 1) & mask;
+    for (uint64_t k = 1; k < cap_t && t[j].state != TR__OBJ_EMPTY; k++, j = (j + 1) & mask) {
+        uint64_t home = slot_of(t[j].id, cap_t);
+        if (((j - home) & mask) >= ((j - hole) & mask)) {
+            t[hole] = t[j];
+            hole = j;
+        }
+    }
+    memset(&t[hole], 0, sizeof t[hole]);
+}
+
+void tr__seg_forget(tr__seg *s, tr__obj_entry *e) {
+    if (e >= s->table && e < s->table + s->table_cap) unlink_entry(s, e);
+}
+
+/* Removes one entry; appends the ids of the objects it contained to *work. */
+static void remove_one(tr__seg *s, tr__obj_entry *e, uint8_t **work, size_t *n, size_t *cap) {
+    if (e < s->table || e >= s->table + s->table_cap) return;
     /* The entry is shared memory: each field once, then only the copies. Overflow-safe
      * bounds: a corrupt entry must not make us read outside the data. */
     uint64_t off = TR__SEG_LOAD(e->off), size = TR__SEG_LOAD(e->size);
@@ -336,18 +359,7 @@ static void remove_one(tr__seg *s, tr__obj_entry *e, uint8_t **work, size_t *n, 
         tr__seg_spill_path(s, e->id, path, sizeof path);
         unlink(path);
     }
-    s->h->n_objects--;
-    /* Backward-shift deletion keeps probe runs without tombstones. (At most one pass
-     * round the table: the states are shared memory, and could all say full.) */
-    uint64_t hole = (uint64_t)(e - t), j = (hole + 1) & mask;
-    for (uint64_t k = 1; k < cap_t && t[j].state != TR__OBJ_EMPTY; k++, j = (j + 1) & mask) {
-        uint64_t home = slot_of(t[j].id, cap_t);
-        if (((j - home) & mask) >= ((j - hole) & mask)) {
-            t[hole] = t[j];
-            hole = j;
-        }
-    }
-    memset(&t[hole], 0, sizeof t[hole]);
+    unlink_entry(s, e);
 }
 
 void tr__seg_remove(tr__seg *s, tr__obj_entry *e) {
@@ -358,7 +370,9 @@ void tr__seg_remove(tr__seg *s, tr__obj_entry *e) {
      * others are removed, so each is found again by id. */
     while (n > 0) {
         n--;
-        tr__obj_entry *c = tr__seg_find(s, work + 16 * n);
+        uint8_t id[16];
+        tr__seg_store_id(work + 16 * n, id); /* (a contained call ref: its twin) */
+        tr__obj_entry *c = tr__seg_find(s, id);
         if (!c || c->contained_by == 0) continue;
         c->contained_by--;
         if (tr__seg_unheld(c) && c->state >= TR__OBJ_SEALED) remove_one(s, c, &work, &n, &cap);

@@ -47,16 +47,24 @@ typedef struct tr__obj_entry {
     uint64_t off;  /* payload offset in the data region */
     uint64_t size; /* object bytes */
     uint32_t state;
-    uint16_t creator; /* client index */
-    uint16_t pad;
+    uint16_t creator;                           /* client index */
+    uint16_t flags;                             /* TR__ENT_* */
     uint64_t holders[TR__SEG_MAX_CLIENTS / 64]; /* clients holding a reference */
     uint64_t viewers[TR__SEG_MAX_CLIENTS / 64]; /* clients that may be reading it: pinned */
     uint64_t tick;                              /* last use, for LRU */
     int32_t busy;                               /* client spilling or restoring it, or -1 */
     uint32_t n_refs;       /* refs this object contains (stored after its data) */
     uint32_t contained_by; /* objects that contain a ref to this one: they keep it alive */
-    uint32_t pad2;
+    int32_t err;           /* TR__ENT_ERROR: the code a get returns (the data: its message) */
 } tr__obj_entry;
+
+/* Entry flags. A *promise* is the CREATED entry of a call result's object twin, made by
+ * the call's owner when the ref escapes before the result is in (docs/OWNERSHIP.md): no
+ * block yet (off 0, size 0), filled and sealed when the result arrives. An *error entry*
+ * is sealed with the failure of the call it stands for: a get returns `err`, with the
+ * data as its message. */
+#define TR__ENT_PROMISE 0x1
+#define TR__ENT_ERROR 0x2
 
 typedef struct tr__seg_hdr {
     uint64_t magic;
@@ -75,8 +83,27 @@ typedef struct tr__seg_hdr {
     uint64_t tick;
     tr__event sealed; /* signalled on every seal and delete */
     int32_t client_pid[TR__SEG_MAX_CLIENTS];
+    /* Bumped (never 0) each time the node gives a client index to a new process: a ref
+     * names its owner by (index, generation), so any process tells from the ref alone
+     * whether its owner is still attached. */
+    uint16_t client_gen[TR__SEG_MAX_CLIENTS];
     uint32_t node_num; /* the node's number in its cluster (0: none), in every new id */
 } tr__seg_hdr;
+
+/* Refs (docs/OWNERSHIP.md): b[15] & 0x80 marks an object of the store; a call's result
+ * has 0x40 instead, and its *object twin* - the same bytes with 0x80 added - is the
+ * store's name for it once it escapes its owner. Object ids never have 0x40. */
+#define TR__REF_OBJECT_BIT 0x80
+#define TR__REF_CALL_BIT 0x40
+static inline int tr__seg_is_call_id(const uint8_t id[16]) {
+    return (id[15] & (TR__REF_OBJECT_BIT | TR__REF_CALL_BIT)) == TR__REF_CALL_BIT;
+}
+/* The store's id for a ref: a call ref's twin, any other ref itself. */
+static inline void tr__seg_store_id(const uint8_t in[16], uint8_t out[16]) {
+    for (int i = 0; i < 16; i++)
+        out[i] = in[i];
+    if (tr__seg_is_call_id(in)) out[15] |= TR__REF_OBJECT_BIT;
+}
 
 /* One process's view of a segment: the shared header (for its lock, free lists, counters,
  * event and client pids) and this process's own copy of the geometry. The spill
@@ -122,6 +149,9 @@ tr__obj_entry *tr__seg_insert(tr__seg *s, const uint8_t id[16], int *rc);
 /* Frees the entry's block (and spill file) and removes it from the table; objects it
  * contained lose that reference and go too when nothing else keeps them. */
 void tr__seg_remove(tr__seg *s, tr__obj_entry *e);
+/* Takes the entry out of the table and does nothing else: its block (if any) and
+ * contained refs are now another entry's (a call result renamed to its twin). */
+void tr__seg_forget(tr__seg *s, tr__obj_entry *e);
 /* "<spill_dir>/o-<hex id>". */
 void tr__seg_spill_path(const tr__seg *s, const uint8_t id[16], char *out, size_t cap);
 /* The entry at table index i (for scans). */

@@ -107,7 +107,11 @@ static void on_attach(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
             return;
         }
         s->used[idx] = 1;
+        tr__seg_lock(&s->seg); /* (a waiter reads pid and generation under the lock) */
+        uint16_t gen = (uint16_t)(s->seg.h->client_gen[idx] + 1);
+        s->seg.h->client_gen[idx] = gen ? gen : 1;
         s->seg.h->client_pid[idx] = (int32_t)c->pid;
+        tr__seg_unlock(&s->seg);
         c->store_client = idx;
     }
     tr__buf b = TR__BUF_INIT;
@@ -116,6 +120,8 @@ static void on_attach(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
     tr__enc_uint(&b, s->size);
     tr__enc_str(&b, "client");
     tr__enc_int(&b, c->store_client);
+    tr__enc_str(&b, "gen");
+    tr__enc_uint(&b, s->seg.h->client_gen[c->store_client]);
     tr__enc_str(&b, "spill_dir"); /* ours: a client never takes it from the segment */
     tr__enc_str(&b, s->spill_dir);
     tr__enc_map_close(&b, m);
@@ -124,7 +130,9 @@ static void on_attach(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
     tr__buf_free(&b);
 }
 
-/* Drops every reference the closed client held, and objects it created but never sealed. */
+/* Drops every reference the closed client held, and objects it created but never sealed
+ * (its promises too: their borrowers, finding no twin and the index no longer the
+ * owner's, get TR_EOWNER_DIED). */
 static void on_close(void *ctx, tr__conn *c) {
     tr__store *s = ctx;
     int idx = c->store_client;

@@ -280,6 +280,106 @@ int m_sum(tr_ctx *ctx, void *, const void *args, size_t len) {
     return tr_ctx_reply(ctx, &sum, sizeof sum);
 }
 
+/* ---- ownership and borrowing (tests/ownership_test.cc, docs/OWNERSHIP.md) */
+
+/* Puts pattern(size, seed) (args: the two) and returns its ref inside the result, then
+ * drops its own hold: the result keeps the object alive (Ray's `return ray.put(x)`). */
+int m_put_ref(tr_ctx *ctx, void *, const void *args, size_t len) {
+    if (len != 16) return tr_ctx_error(ctx, "put_ref wants (size, seed)");
+    uint64_t size, seed;
+    memcpy(&size, args, 8);
+    memcpy(&seed, (const char *)args + 8, 8);
+    std::string data = pattern(size, seed);
+    tr_runtime *rt = tr_ctx_runtime(ctx);
+    tr_ref r;
+    int rc = tr_put(rt, data.data(), data.size(), &r);
+    if (!rc) rc = tr_ctx_reply_contains(ctx, &r, sizeof r, &r, 1);
+    if (rc) return tr_ctx_error(ctx, "put_ref: %s: %s", tr_errname(rc), tr_last_error());
+    tr_ref_release(rt, r);
+    return 0;
+}
+
+/* args: a ref (passed contained) and an int32 depth: gets the ref, then `depth` times the
+ * ref that value is; replies the last value's FNV-1a checksum. Releases what it got. */
+int m_deref_sum(tr_ctx *ctx, void *, const void *args, size_t len) {
+    if (len != 20) return tr_ctx_error(ctx, "deref_sum wants (ref, depth)");
+    tr_runtime *rt = tr_ctx_runtime(ctx);
+    tr_ref r[8];
+    int32_t depth;
+    memcpy(&r[0], args, 16);
+    memcpy(&depth, (const char *)args + 16, 4);
+    if (depth < 0 || depth > 6) return tr_ctx_error(ctx, "deref_sum: depth 0..6");
+    const void *d = nullptr;
+    size_t n = 0;
+    int got = 0, rc = 0;
+    for (int k = 0; k <= depth && !rc; k++) {
+        if (k) {
+            if (n != 16) {
+                rc = TR_EINVAL;
+                tr_ctx_error(ctx, "deref_sum: level %d is %zu bytes, not a ref", k, n);
+                break;
+            }
+            memcpy(&r[k], d, 16);
+        }
+        rc = tr_get(rt, r[k], 10000, &d, &n);
+        if (rc)
+            tr_ctx_error(ctx, "deref_sum level %d: %s: %s", k, tr_errname(rc), tr_last_error());
+        else
+            got = k + 1;
+    }
+    uint64_t sum = rc ? 0 : checksum(d, n);
+    for (int k = got - 1; k >= 0; k--)
+        tr_ref_release(rt, r[k]);
+    return rc ? TR_ETASK : tr_ctx_reply(ctx, &sum, sizeof sum);
+}
+
+/* A ref this process borrows (keep) and reads later (kept_sum), until drop_kept. */
+static tr_ref g_kept;
+static int g_has_kept;
+
+int m_keep(tr_ctx *ctx, void *, const void *args, size_t len) {
+    if (len != 16) return tr_ctx_error(ctx, "keep wants a ref");
+    memcpy(&g_kept, args, 16);
+    int rc = tr_ref_borrow(tr_ctx_runtime(ctx), g_kept);
+    if (rc) return tr_ctx_error(ctx, "tr_ref_borrow: %s: %s", tr_errname(rc), tr_last_error());
+    g_has_kept = 1;
+    return reply_i64(ctx, 0);
+}
+
+int m_kept_sum(tr_ctx *ctx, void *, const void *args, size_t len) {
+    int64_t ms = len == 8 ? arg_i64(args, len) : 10000;
+    if (!g_has_kept) return tr_ctx_error(ctx, "nothing kept");
+    const void *d;
+    size_t n;
+    int rc = tr_get(tr_ctx_runtime(ctx), g_kept, (int)ms, &d, &n);
+    if (rc) return tr_ctx_error(ctx, "%s: %s", tr_errname(rc), tr_last_error());
+    uint64_t sum = checksum(d, n);
+    return tr_ctx_reply(ctx, &sum, sizeof sum);
+}
+
+int m_drop_kept(tr_ctx *ctx, void *, const void *, size_t) {
+    if (!g_has_kept) return tr_ctx_error(ctx, "nothing kept");
+    g_has_kept = 0;
+    int rc = tr_ref_release(tr_ctx_runtime(ctx), g_kept);
+    return rc ? tr_ctx_error(ctx, "tr_ref_release: %s", tr_errname(rc)) : reply_i64(ctx, 0);
+}
+
+/* args: an actor id and an int64 ms: calls that actor's sleep_ms(ms) and returns the
+ * call's ref inside its result, without waiting for it, then releases it: a borrower
+ * gets the result once it is in (this worker reads it for them). */
+int m_share_call(tr_ctx *ctx, void *, const void *args, size_t len) {
+    if (len != sizeof(tr_actor_id) + 8) return tr_ctx_error(ctx, "share_call wants (actor, ms)");
+    tr_runtime *rt = tr_ctx_runtime(ctx);
+    tr_actor_id other;
+    memcpy(&other, args, sizeof other);
+    tr_ref r;
+    int rc = tr_call(rt, other, "sleep_ms", (const char *)args + sizeof other, 8, &r);
+    if (!rc) rc = tr_ctx_reply_contains(ctx, &r, sizeof r, &r, 1);
+    if (rc) return tr_ctx_error(ctx, "share_call: %s: %s", tr_errname(rc), tr_last_error());
+    tr_ref_release(rt, r);
+    return 0;
+}
+
 /* Checksums of its object arguments (tr_call_refs), one uint64 each. */
 int m_sum_args(tr_ctx *ctx, void *, const void *, size_t) {
     std::string out;
@@ -1028,6 +1128,12 @@ const tr_method_def counter_methods[] = {
     {"sum_args", m_sum_args},
     {"first_diff", m_first_diff},
     {"objar", m_objar},
+    {"put_ref", m_put_ref},
+    {"deref_sum", m_deref_sum},
+    {"keep", m_keep},
+    {"kept_sum", m_kept_sum},
+    {"drop_kept", m_drop_kept},
+    {"share_call", m_share_call},
     {"coll", m_coll},
     {"open_allreduce", m_open_allreduce},
     {"open_keep", m_open_keep},
@@ -1205,6 +1311,28 @@ int run_call_and_leave(const char *spec) {
     /* make sure the call went out (the worker has it), then leave without the result */
     if (tr_get(rt, r, 0, nullptr, nullptr) != TR_ETIMEDOUT) return 5;
     _exit(0);
+}
+
+int run_export_and_die(const char *spec) {
+    char addr[600], khex[40], shex[40];
+    if (sscanf(spec, "%599[^|]|%39[^|]|%39[^|]", addr, khex, shex) != 3) return 2;
+    tr_config *cfg = test_config_with({{"address", addr}});
+    tr_runtime *rt;
+    int rc = tr_init(cfg, &rt);
+    tr_config_destroy(cfg);
+    if (rc) return 3;
+    tr_actor_id keeper, sleeper;
+    for (int i = 0; i < 16; i++) {
+        sscanf(khex + 2 * i, "%2hhx", &keeper.b[i]);
+        sscanf(shex + 2 * i, "%2hhx", &sleeper.b[i]);
+    }
+    int64_t ms = 4000;
+    tr_ref r, k;
+    if (tr_call(rt, sleeper, "sleep_ms", &ms, sizeof ms, &r)) return 4;
+    /* the keeper borrows our result, not in yet: a promise in the store */
+    if (tr_call_contains(rt, keeper, "keep", &r, sizeof r, nullptr, 0, &r, 1, &k)) return 5;
+    if (tr_get(rt, k, 10000, nullptr, nullptr)) return 6;
+    _exit(0); /* the owner leaves before its result is in */
 }
 
 int run_orphan_driver(const char *out_path) {

@@ -109,5 +109,9 @@ int run_call_and_leave(const char *spec);
  * for the test to kill that node under, MARKER written once it is); prints a line "OK
  * what" or "FAIL what: why" per check; exits 0 if all passed. */
 int run_cluster_driver(const char *spec);
+/* A driver (EXPORT_AND_DIE="addr|keeper hex|sleeper hex") that calls the sleeper's
+ * sleep_ms(4000), has the keeper borrow that call's ref (keep), and exits before the
+ * result is in (tests/ownership_test.cc). */
+int run_export_and_die(const char *spec);
 
 #endif

@@ -48,7 +48,8 @@ extern "C" {
     X(EPERM, -20, "permission denied")                                                             \
     X(ESTATE, -21, "operation not valid in this state")                                            \
     X(EINTERNAL, -22, "internal error")                                                            \
-    X(EOBJECT_LOST, -23, "object lost: the node that had it is gone or freed it")
+    X(EOBJECT_LOST, -23, "object lost: the node that had it is gone or freed it")                  \
+    X(EOWNER_DIED, -24, "owner died: the process that made the ref is gone")
 
 typedef enum tr_status {
     TR_OK = 0,

@@ -52,8 +52,11 @@ typedef struct tr_actor_id {
     uint8_t b[16];
 } tr_actor_id;
 
-/* A reference to a value that a call will produce. Valid in the process that made it
- * until tr_ref_release; after that any use gives TR_ESTALE. */
+/* A reference to a value: an object (tr_put) or what a call will produce. Its maker owns
+ * it; it is valid there until tr_ref_release (after that any use gives TR_ESTALE). Passed
+ * to another process - in tr_put_refs, tr_call_contains or tr_ctx_reply_contains, which
+ * keep it alive in flight - it may be tr_get there and passed on; tr_ref_borrow makes that
+ * process a holder of its own (docs/OWNERSHIP.md). */
 typedef struct tr_ref {
     uint8_t b[16];
 } tr_ref;
@@ -105,6 +108,15 @@ TR_API int tr_ctx_reply(tr_ctx *ctx, const void *data, size_t len);
  * stay valid until then (memory the actor owns). Without CUDA: TR_EINVAL.
  * Thread safety: the method's thread. */
 TR_API int tr_ctx_reply_device(tr_ctx *ctx, const void *dev, size_t len);
+
+/* As tr_ctx_reply, for a result that contains refs (n of them, e.g. a binding's value with
+ * refs inside): they stay alive with the result until the caller has read it and
+ * borrowed (tr_ref_borrow) what it keeps; results of this process's own calls among them
+ * are shared first (their owner stays this process). Not in a compiled graph's step
+ * (TR_ESTATE). Returns 0, TR_EINVAL, TR_ENOMEM, TR_ESTALE (a ref of ours that is
+ * released). Thread safety: the method's thread. */
+TR_API int tr_ctx_reply_contains(tr_ctx *ctx, const void *data, size_t len, const tr_ref *refs,
+                                 size_t n);
 
 /* Sets the error message the caller will see and returns TR_ETASK, so a method can
  * `return tr_ctx_error(ctx, "bad input %d", x);`. Thread safety: the method's thread. */
@@ -384,6 +396,27 @@ TR_API int tr_call(tr_runtime *rt, tr_actor_id actor, const char *method, const 
 TR_API int tr_call_refs(tr_runtime *rt, tr_actor_id actor, const char *method, const void *args,
                         size_t len, const tr_ref *refs, size_t n_refs, tr_ref *out);
 
+/* As tr_call_refs, for arguments that contain refs (`contained`, n_contained of them:
+ * refs nested in args' bytes, which a binding's serializer finds). Each is kept alive
+ * until the call completes, so the method may tr_get it and tr_ref_borrow it to keep it
+ * longer; a result of this process's own call among them is shared (its value goes to
+ * the node's store once it is in: a small one copied once, a large one renamed, never
+ * copied) while this process stays its owner. A call whose arguments hold no refs costs
+ * what tr_call costs. Returns as tr_call_refs, and TR_EOWNER_DIED for a contained ref
+ * whose owner is gone. Thread safety: any thread. */
+TR_API int tr_call_contains(tr_runtime *rt, tr_actor_id actor, const char *method, const void *args,
+                            size_t len, const tr_ref *refs, size_t n_refs, const tr_ref *contained,
+                            size_t n_contained, tr_ref *out);
+
+/* Makes this process a holder of a ref it received (nested in a value, an object, a call's
+ * arguments or result) and did not make: the value stays alive for it until its
+ * tr_ref_release, whatever its owner and the container it came in do. Take it while the
+ * container is still held (during the call; before releasing the object or result it was
+ * in). A ref this process made is held already: 0, nothing changes. Returns 0,
+ * TR_EINVAL, TR_ENOTFOUND (no such value: never made, or freed), TR_EOWNER_DIED (a call
+ * result whose owner died before it was in). Thread safety: any thread. */
+TR_API int tr_ref_borrow(tr_runtime *rt, tr_ref ref);
+
 /* Waits up to timeout_ms for a call's result or a sealed object (see tr_put). On 0, *data
  * and *len view the result, valid until tr_ref_release (tr_get may be repeated). On TR_ETASK the
  * method's message is in tr_last_error() and also in *data (NUL-terminated). Returns 0,
@@ -398,8 +431,8 @@ TR_API int tr_get(tr_runtime *rt, tr_ref ref, int timeout_ms, const void **data,
 TR_API int tr_wait(tr_runtime *rt, const tr_ref *refs, size_t n, size_t num_ready, int timeout_ms,
                    uint8_t *ready, size_t *n_ready);
 
-/* Drops a ref: a call's result, or this process's hold on an object (whose memory returns
- * once no process holds it). Returns 0, TR_ESTALE. Thread safety: any thread. */
+/* Drops a ref: a call's result, or this process's hold on an object or borrowed ref (whose
+ * memory returns once nothing holds it). Returns 0, TR_ESTALE. Thread safety: any thread. */
 TR_API int tr_ref_release(tr_runtime *rt, tr_ref ref);
 
 /* ------------------------------------------------------------------ objects */
@@ -416,10 +449,12 @@ TR_API int tr_ref_release(tr_runtime *rt, tr_ref ref);
  * message says the capacity). Thread safety: any thread. */
 TR_API int tr_put(tr_runtime *rt, const void *data, size_t len, tr_ref *out);
 
-/* As tr_put, for an object that contains refs to other objects (e.g. a list of tensors):
- * each contained object stays alive at least as long as this one, even after every
- * process has released it. tr_object_refs gives them back. Returns as tr_put, and
- * TR_ENOTFOUND if a contained ref names no object. Thread safety: any thread. */
+/* As tr_put, for an object that contains refs (e.g. a list of tensors, or of call
+ * results): each contained value stays alive at least as long as this one, even after
+ * every process has released it; a result of this process's own call is shared (see
+ * tr_call_contains). tr_object_refs gives them back. Returns as tr_put, and TR_ENOTFOUND
+ * if a contained ref names no value, TR_EOWNER_DIED if its owner is gone, TR_ESTALE for a
+ * released call ref of ours. Thread safety: any thread. */
 TR_API int tr_put_refs(tr_runtime *rt, const void *data, size_t len, const tr_ref *refs,
                        size_t n_refs, tr_ref *out);
 

@@ -1,0 +1,328 @@
+/* tests/ownership_test.cc - refs owned and borrowed anywhere on one node (docs/OWNERSHIP.md),
+ * with real worker processes: a call's result passed inside a value, an object or another
+ * call's result reaches every process that gets it; it lives while anyone holds it and no
+ * longer (the store's counters are 0 after each test); an owner that dies before its
+ * result is in makes the borrowers fail with TR_EOWNER_DIED, at once; forged refs are
+ * errors that name them. */
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/test_actors.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class OwnershipTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        ASSERT_EQ(tr_init(test_config(), &rt), 0) << tr_last_error();
+    }
+    void TearDown() override {
+        tr_shutdown(rt);
+    }
+    tr_actor_id make(const char *name = nullptr) {
+        tr_actor_options o;
+        tr_actor_options_init(&o);
+        o.name = name;
+        tr_actor_id id;
+        EXPECT_EQ(tr_actor_create(rt, "Counter", &o, "o", 1, &id), 0) << tr_last_error();
+        return id;
+    }
+    /* The store holds nothing once every holder let go (a dead worker's holds go shortly
+     * after its connection closes). */
+    void expect_empty() {
+        tr_store_stats s = TR_STORE_STATS_INIT;
+        bool empty = eventually(3000, [&] {
+            EXPECT_EQ(tr_object_stats(rt, &s), 0);
+            return s.n_objects == 0 && s.bytes_used == 0;
+        });
+        EXPECT_TRUE(empty) << s.n_objects << " objects, " << s.bytes_used << " bytes left";
+    }
+    /* Calls actor.deref_sum(ref, depth) with the ref passed contained; its checksum. */
+    int deref(tr_actor_id a, tr_ref ref, int32_t depth, uint64_t *sum, std::string *err) {
+        char args[20];
+        memcpy(args, &ref, 16);
+        memcpy(args + 16, &depth, 4);
+        tr_ref r;
+        int rc = tr_call_contains(rt, a, "deref_sum", args, sizeof args, nullptr, 0, &ref, 1, &r);
+        if (rc) {
+            *err = tr_last_error();
+            return rc;
+        }
+        const void *d;
+        size_t n;
+        rc = tr_get(rt, r, 20000, &d, &n);
+        if (rc == 0 && n == 8) memcpy(sum, d, 8);
+        if (rc) *err = d ? std::string((const char *)d, n) : tr_last_error();
+        tr_ref_release(rt, r);
+        return rc;
+    }
+    int call_ref_arg(tr_actor_id a, const char *method, tr_ref ref, std::string *out,
+                     int64_t extra = -1) {
+        std::string args((const char *)&ref, 16);
+        if (extra >= 0) args.append((const char *)&extra, 8);
+        tr_ref r;
+        int rc = tr_call_contains(rt, a, method, args.data(), args.size(), nullptr, 0, &ref, 1, &r);
+        if (rc) {
+            *out = tr_last_error();
+            return rc;
+        }
+        const void *d;
+        size_t n;
+        rc = tr_get(rt, r, 20000, &d, &n);
+        *out = d ? std::string((const char *)d, n) : tr_last_error();
+        tr_ref_release(rt, r);
+        return rc;
+    }
+    tr_runtime *rt = nullptr;
+};
+
+uint64_t sum_of(const std::string &s) {
+    return checksum(s.data(), s.size());
+}
+
+std::string i64(int64_t v) {
+    return std::string((const char *)&v, 8);
+}
+
+/* A call's result, small and large, done and still running, reaches an actor that gets
+ * it nested in its arguments. */
+TEST_F(OwnershipTest, CallResultNestedInArgumentsResolvesInTheCallee) {
+    tr_actor_id a = make(), b = make();
+    struct Case {
+        const char *method;
+        std::string args, expect;
+        bool wait_first;
+    } cases[] = {
+        {"echo", "hello", "hello", true},
+        {"echo", "pending", "pending", false},
+        {"big", i64(300000), std::string(300000, 'b'), true},  /* a store object: renamed */
+        {"big", i64(300000), std::string(300000, 'b'), false}, /* ...into a promise */
+        {"sleep_ms", i64(300), i64(300), false},               /* long pending: a promise */
+    };
+    for (const Case &c : cases) {
+        tr_ref r;
+        ASSERT_EQ(tr_call(rt, a, c.method, c.args.data(), c.args.size(), &r), 0);
+        if (c.wait_first) {
+            ASSERT_EQ(tr_get(rt, r, 10000, nullptr, nullptr), 0);
+        }
+        uint64_t sum = 0;
+        std::string err;
+        ASSERT_EQ(deref(b, r, 0, &sum, &err), 0) << c.method << ": " << err;
+        EXPECT_EQ(sum, sum_of(c.expect)) << c.method;
+        /* the owner still reads its own result as before */
+        const void *d;
+        size_t n;
+        ASSERT_EQ(tr_get(rt, r, 10000, &d, &n), 0) << tr_last_error();
+        EXPECT_EQ(std::string((const char *)d, n), c.expect) << c.method;
+        ASSERT_EQ(tr_ref_release(rt, r), 0);
+    }
+    expect_empty();
+}
+
+/* The Ray blog's object-store allreduce: a method returns `ray.put(x)`; its call's ref
+ * goes inside a list to several actors; each gets it, then the ref inside. */
+TEST_F(OwnershipTest, RayBlogReduceThenFanOut) {
+    tr_actor_id reducer = make();
+    std::vector<tr_actor_id> workers;
+    for (int i = 0; i < 4; i++)
+        workers.push_back(make());
+    const uint64_t size = 1 << 20, seed = 7;
+    uint64_t args[2] = {size, seed};
+    tr_ref r;
+    ASSERT_EQ(tr_call(rt, reducer, "put_ref", args, sizeof args, &r), 0);
+    /* the list [r], as the driver sends it: an object containing the ref */
+    tr_ref list;
+    ASSERT_EQ(tr_put_refs(rt, &r, sizeof r, &r, 1, &list), 0) << tr_last_error();
+    std::vector<tr_ref> calls(workers.size());
+    for (size_t i = 0; i < workers.size(); i++) {
+        char a[20];
+        int32_t depth = 2; /* the list -> r's value (the ref inside) -> the object */
+        memcpy(a, &list, 16);
+        memcpy(a + 16, &depth, 4);
+        ASSERT_EQ(tr_call_contains(rt, workers[i], "deref_sum", a, sizeof a, nullptr, 0, &list, 1,
+                                   &calls[i]),
+                  0)
+            << tr_last_error();
+    }
+    ASSERT_EQ(tr_ref_release(rt, list), 0); /* in flight, the calls keep it */
+    const uint64_t expect = sum_of(pattern(size, seed));
+    for (tr_ref c : calls) {
+        const void *d;
+        size_t n;
+        ASSERT_EQ(tr_get(rt, c, 20000, &d, &n), 0) << tr_last_error();
+        ASSERT_EQ(n, 8u);
+        uint64_t got;
+        memcpy(&got, d, 8);
+        EXPECT_EQ(got, expect);
+        tr_ref_release(rt, c);
+    }
+    /* and the driver itself: r's value is the ref inside, which it may get too */
+    const void *d;
+    size_t n;
+    ASSERT_EQ(tr_get(rt, r, 10000, &d, &n), 0);
+    ASSERT_EQ(n, 16u);
+    tr_ref inner;
+    memcpy(&inner, d, 16);
+    ASSERT_EQ(tr_get(rt, inner, 10000, &d, &n), 0) << tr_last_error();
+    EXPECT_EQ(checksum(d, n), expect);
+    tr_ref_release(rt, inner);
+    tr_ref_release(rt, r);
+    expect_empty();
+}
+
+/* A borrower keeps the value after its owner released the ref, until it lets go. */
+TEST_F(OwnershipTest, BorrowOutlivesTheOwnersRelease) {
+    tr_actor_id a = make(), keeper = make();
+    for (const char *method : {"echo", "big"}) {
+        std::string args = strcmp(method, "echo") == 0 ? std::string("kept") : i64(200000);
+        std::string expect = strcmp(method, "echo") == 0 ? args : std::string(200000, 'b');
+        tr_ref r;
+        ASSERT_EQ(tr_call(rt, a, method, args.data(), args.size(), &r), 0);
+        std::string out;
+        ASSERT_EQ(call_ref_arg(keeper, "keep", r, &out), 0) << out;
+        ASSERT_EQ(tr_ref_release(rt, r), 0);
+        int64_t got = 0;
+        std::string sum;
+        ASSERT_EQ(call_str(rt, keeper, "kept_sum", "", &sum), 0) << sum;
+        ASSERT_EQ(sum.size(), 8u);
+        uint64_t s;
+        memcpy(&s, sum.data(), 8);
+        EXPECT_EQ(s, sum_of(expect)) << method;
+        ASSERT_EQ(call_i64(rt, keeper, "drop_kept", 0, &got), 0);
+    }
+    expect_empty();
+}
+
+/* A failed call's error reaches the borrower with its code and message. */
+TEST_F(OwnershipTest, ErrorResultReachesTheBorrower) {
+    tr_actor_id a = make(), b = make();
+    tr_ref r;
+    ASSERT_EQ(tr_call(rt, a, "fail", "boom-42", 7, &r), 0);
+    uint64_t sum;
+    std::string err;
+    EXPECT_EQ(deref(b, r, 0, &sum, &err), TR_ETASK);
+    EXPECT_NE(err.find("TR_ETASK"), std::string::npos) << err;
+    EXPECT_NE(err.find("boom-42"), std::string::npos) << err;
+    tr_ref_release(rt, r);
+    expect_empty();
+}
+
+/* A worker returns the ref of a call it made and released, not yet done: the caller gets
+ * the result once it is in (the worker reads it for its borrowers). */
+TEST_F(OwnershipTest, WorkerSharesItsOwnPendingCall) {
+    tr_actor_id a = make(), sleeper = make();
+    std::string args((const char *)&sleeper, sizeof sleeper);
+    args += i64(300);
+    tr_ref c;
+    ASSERT_EQ(tr_call(rt, a, "share_call", args.data(), args.size(), &c), 0);
+    const void *d;
+    size_t n;
+    ASSERT_EQ(tr_get(rt, c, 10000, &d, &n), 0) << tr_last_error();
+    ASSERT_EQ(n, 16u);
+    tr_ref inner;
+    memcpy(&inner, d, 16);
+    ASSERT_EQ(tr_ref_borrow(rt, inner), 0) << tr_last_error(); /* while c holds it */
+    ASSERT_EQ(tr_ref_release(rt, c), 0);
+    int rc = tr_get(rt, inner, 10000, &d, &n);
+    ASSERT_EQ(rc, 0) << tr_errname(rc) << ": " << tr_last_error();
+    ASSERT_EQ(n, 8u);
+    int64_t v;
+    memcpy(&v, d, 8);
+    EXPECT_EQ(v, 300);
+    tr_ref_release(rt, inner);
+    expect_empty();
+}
+
+/* tr_wait and tr_get with a timeout work on another process's call ref. */
+TEST_F(OwnershipTest, WaitOnABorrowedRef) {
+    tr_actor_id a = make(), sleeper = make();
+    std::string args((const char *)&sleeper, sizeof sleeper);
+    args += i64(400);
+    tr_ref c;
+    ASSERT_EQ(tr_call(rt, a, "share_call", args.data(), args.size(), &c), 0);
+    const void *d;
+    size_t n;
+    ASSERT_EQ(tr_get(rt, c, 10000, &d, &n), 0);
+    tr_ref inner;
+    memcpy(&inner, d, 16);
+    ASSERT_EQ(tr_ref_borrow(rt, inner), 0) << tr_last_error(); /* while c holds it */
+    tr_ref_release(rt, c);
+    uint8_t ready = 9;
+    size_t n_ready = 9;
+    ASSERT_EQ(tr_wait(rt, &inner, 1, 1, 0, &ready, &n_ready), 0);
+    EXPECT_EQ(n_ready, 0u);
+    EXPECT_EQ(tr_get(rt, inner, 10, &d, &n), TR_ETIMEDOUT);
+    ASSERT_EQ(tr_wait(rt, &inner, 1, 1, 10000, &ready, &n_ready), 0);
+    EXPECT_EQ(n_ready, 1u);
+    EXPECT_EQ(ready, 1);
+    ASSERT_EQ(tr_get(rt, inner, 0, &d, &n), 0);
+    tr_ref_release(rt, inner);
+    tr_ref_release(rt, inner); /* (the get's hold and the borrow are one hold) */
+    expect_empty();
+}
+
+/* The owner dies before its result is in: the borrower's wait ends at once with
+ * TR_EOWNER_DIED, not at the result's time nor at its timeout. */
+TEST_F(OwnershipTest, OwnerDiesBeforeTheResultIsIn) {
+    tr_actor_id keeper = make(), sleeper = make();
+    char kh[33], sh[33];
+    tr_actor_id_str(keeper, kh);
+    tr_actor_id_str(sleeper, sh);
+    std::string spec =
+        std::string("EXPORT_AND_DIE=") + tr_runtime_address(rt) + "|" + kh + "|" + sh;
+    int st = run_self(spec);
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+    auto t0 = Clock::now();
+    std::string out;
+    int rc = call_str(rt, keeper, "kept_sum", i64(30000), &out, 40000);
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    EXPECT_EQ(rc, TR_ETASK);
+    EXPECT_NE(out.find("TR_EOWNER_DIED"), std::string::npos) << out;
+    EXPECT_LT(s, 2.0) << "the borrower waited for the owner's result: " << out;
+    int64_t got;
+    EXPECT_EQ(call_i64(rt, keeper, "drop_kept", 0, &got), 0);
+    expect_empty();
+}
+
+/* Refs nobody made: errors naming them, never a crash or a hang. */
+TEST_F(OwnershipTest, ForgedRefsAreErrorsThatNameThem) {
+    tr_actor_id a = make();
+    tr_ref mine;
+    ASSERT_EQ(tr_call(rt, a, "echo", "x", 1, &mine), 0);
+    ASSERT_EQ(tr_get(rt, mine, 10000, nullptr, nullptr), 0);
+    tr_ref forged = mine; /* our owner bytes, a key never made: a stale ref of ours */
+    forged.b[0] ^= 0x5a;
+    EXPECT_EQ(tr_get(rt, forged, 0, nullptr, nullptr), TR_ESTALE);
+    EXPECT_EQ(tr_ref_borrow(rt, forged), 0) << "ours: held already"; /* (nothing changes) */
+    tr_ref other = mine; /* another owner on this node: index 200, never attached */
+    other.b[8] = 200;
+    other.b[9] = 0;
+    for (int k = 0; k < 2; k++) {
+        int rc = k ? tr_ref_borrow(rt, other) : tr_get(rt, other, 100, nullptr, nullptr);
+        EXPECT_EQ(rc, TR_EOWNER_DIED) << tr_last_error();
+        char hex[33];
+        for (int i = 0; i < 16; i++)
+            snprintf(hex + 2 * i, 3, "%02x", other.b[i]);
+        EXPECT_NE(std::string(tr_last_error()).find(hex), std::string::npos) << tr_last_error();
+    }
+    tr_ref object = mine; /* an object id nobody put */
+    object.b[15] = 0x80;
+    EXPECT_EQ(tr_get(rt, object, 0, nullptr, nullptr), TR_ENOTFOUND);
+    EXPECT_EQ(tr_ref_borrow(rt, object), TR_ENOTFOUND);
+    tr_ref list;
+    EXPECT_EQ(tr_put_refs(rt, "l", 1, &other, 1, &list), TR_EOWNER_DIED);
+    EXPECT_EQ(tr_put_refs(rt, "l", 1, &forged, 1, &list), TR_ESTALE);
+    tr_ref c;
+    EXPECT_EQ(tr_call_contains(rt, a, "echo", "y", 1, nullptr, 0, &object, 1, &c), TR_ENOTFOUND);
+    tr_ref_release(rt, mine);
+    expect_empty();
+}
+
+} // namespace
