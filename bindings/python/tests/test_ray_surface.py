@@ -383,3 +383,74 @@ def test_nccl_group_is_created_on_first_use(ray):
     got = ray.get(r.misuse.remote("op", "lazy"), timeout=60)
     if got != "ran":  # (a CUDA build on a GPU machine runs it)
         assert "RuntimeError" in got and "CollectiveError" in got, got
+
+
+# ------------------------------------------------------------------ context, resources
+
+@troupe.remote
+class Where:
+    def context(self):
+        ctx = troupe.get_runtime_context()
+        return {"job": ctx.get_job_id(), "node": ctx.get_node_id(),
+                "actor": ctx.get_actor_id(), "name": ctx.get_actor_name(),
+                "worker": ctx.get_worker_id(), "me": ctx.current_actor,
+                "gpus": ctx.get_accelerator_ids()}
+
+
+def test_runtime_context_and_resources(ray):
+    ctx = ray.get_runtime_context()
+    assert ctx.get_actor_id() is None and ctx.get_actor_name() is None  # a driver
+    job, node = ctx.get_job_id(), ctx.get_node_id()
+    assert len(job) == 8 and len(node) == 56 and int(job + node, 16) >= 0
+    w = Where.options(name="where").remote()
+    got = ray.get(w.context.remote())
+    assert got["job"] == job and got["node"] == node  # one node session
+    assert got["actor"] == w._actor_id().hex() and got["name"] == "where"
+    assert got["worker"] != ctx.get_worker_id() and got["gpus"] == {"GPU": []}
+    assert got["me"] == w  # current_actor: a handle of the same actor
+    assert ray.get(Where.remote().context.remote())["name"] == ""
+
+    total = ray.cluster_resources()
+    assert total["CPU"] == 4.0 and "GPU" not in total and total["object_store_memory"] > 0
+    busy = Where.options(num_cpus=1).remote()
+    ray.get(busy.context.remote())
+    free = ray.available_resources()
+    assert free["CPU"] == 3.0 and free["object_store_memory"] <= total["object_store_memory"]
+    (n,) = ray.nodes()
+    assert n["Alive"] and n["NodeID"] == node and n["Resources"]["CPU"] == 4.0
+
+
+def test_actor_pool(ray):
+    from troupe.util import ActorPool
+
+    @ray.remote
+    class Doubler:
+        def double(self, v):
+            import time
+            time.sleep(0.05 * (v % 3))
+            return 2 * v
+
+    actors = [Doubler.remote() for _ in range(2)]
+    pool = ActorPool(actors)
+    assert list(pool.map(lambda a, v: a.double.remote(v), [1, 2, 3, 4])) == [2, 4, 6, 8]
+    assert sorted(pool.map_unordered(lambda a, v: a.double.remote(v), range(5))) == \
+        [0, 2, 4, 6, 8]
+    for v in range(4):  # more items than actors: they wait for a free one
+        pool.submit(lambda a, v: a.double.remote(v), v)
+    assert not pool.has_free()
+    assert [pool.get_next() for _ in range(4)] == [0, 2, 4, 6]
+    assert not pool.has_next()
+    with pytest.raises(StopIteration):
+        pool.get_next()
+    pool.submit(lambda a, v: a.double.remote(v), 10)
+    pool.submit(lambda a, v: a.double.remote(v), 11)
+    assert sorted([pool.get_next_unordered(), pool.get_next_unordered()]) == [20, 22]
+    idle = pool.pop_idle()
+    assert idle in actors and pool.has_free()
+    with pytest.raises(ValueError):  # (the other one is in the pool still)
+        pool.push([a for a in actors if a != idle][0])
+    pool.push(idle)
+    pool.submit(lambda a, v: a.double.remote(v), 2)  # (sleeps 0.1 s)
+    with pytest.raises(TimeoutError):
+        pool.get_next(timeout=0.01)
+    assert pool.get_next() == 4

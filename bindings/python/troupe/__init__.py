@@ -5,12 +5,13 @@ from . import dag, exceptions, util
 from ._ffi import library_path
 from ._runtime import (ObjectRef, get, init, is_initialized, node_address,
                        object_store_stats, put, shutdown, wait)
-from .actor import (ActorClass, ActorHandle, exit_actor, get_actor, kill, method,
-                    remote)
+from .actor import (ActorClass, ActorHandle, available_resources, cluster_resources,
+                    exit_actor, get_actor, get_runtime_context, kill, method, nodes, remote)
 
 __version__ = "0.2.0"
 
 __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "kill",
            "get_actor", "method", "exit_actor", "ObjectRef", "ActorHandle", "ActorClass",
            "exceptions", "util", "dag", "library_path", "object_store_stats",
-           "node_address"]
+           "node_address", "get_runtime_context", "available_resources",
+           "cluster_resources", "nodes"]

@@ -1,7 +1,10 @@
 """Actors: @troupe.remote classes, their handles and method calls (the top of the user's
 API: a handle's method also binds into a compiled graph, troupe.dag)."""
 import ctypes
+import hashlib
 import inspect
+import json
+import os
 import threading
 import warnings
 
@@ -431,3 +434,169 @@ def exit_actor():
         raise TypeError("exit_actor() is called inside an actor's method (use "
                         "troupe.kill(handle) elsewhere)")
     raise ActorExit("exit_actor() was called")
+
+
+# ------------------------------------------------------------------ the node and context
+
+def _node_status():
+    """The node's status (tr_node_status's JSON, docs/NODE.md) as a dict."""
+    out = ctypes.c_void_p()
+    check(lib.tr_node_status(runtime(), byref(out)), "node status")
+    try:
+        return json.loads(ctypes.string_at(out.value).decode())
+    finally:
+        lib.tr_free(out)
+
+
+def _hex_id(text, n):
+    """A stable hex id of n bytes for text (Ray's ids are hex: node 28 bytes, job 4)."""
+    return hashlib.sha224(text.encode()).hexdigest()[:2 * n]
+
+
+def _resources(cpus, gpus, custom):
+    out = {"CPU": float(cpus or 0), "GPU": float(gpus or 0)}
+    for k, v in (custom or {}).items():
+        out[k] = out.get(k, 0.0) + float(v)
+    return out
+
+
+def _positive(d):
+    return {k: v for k, v in d.items() if v > 0}  # (Ray lists no resource it has none of)
+
+
+def cluster_resources():
+    """The resources of the cluster's nodes in all (this node's, out of a cluster):
+    {"CPU": 4.0, "GPU": 1.0, "object_store_memory": ..., custom ones}."""
+    st = _node_status()
+    nodes_ = [n for n in (st.get("cluster") or {}).get("nodes") or [] if n.get("alive")
+              and not n.get("client")]
+    if nodes_:
+        total = {}
+        for n in nodes_:
+            for k, v in _resources(n.get("cpus"), n.get("gpus"), n.get("resources")).items():
+                total[k] = total.get(k, 0.0) + v
+    else:
+        total = {k: float(v) for k, v in (st.get("resources_total") or {}).items()}
+    total["object_store_memory"] = float((st.get("object_store") or {}).get("capacity", 0))
+    return _positive(total)
+
+
+def available_resources():
+    """The resources free now on this node (Ray's available_resources; in a cluster,
+    troupe knows only this node's free ones)."""
+    st = _node_status()
+    free = {k: float(v) for k, v in (st.get("resources_available") or {}).items()}
+    store = st.get("object_store") or {}
+    free["object_store_memory"] = float(store.get("capacity", 0) - store.get("bytes_used", 0))
+    return _positive(free)
+
+
+def nodes():
+    """The cluster's nodes as Ray's ray.nodes() lists them (NodeID, Alive, Resources,
+    NodeManagerAddress, ...): this node alone out of a cluster."""
+    st = _node_status()
+    cl = st.get("cluster") or {}
+    out = []
+    for n in cl.get("nodes") or []:
+        addr = str(n.get("address", ""))
+        out.append({"NodeID": _hex_id(str(n.get("id", addr)), 28),
+                    "Alive": bool(n.get("alive")), "alive": bool(n.get("alive")),
+                    "NodeManagerAddress": addr.rpartition(":")[0] or addr,
+                    "NodeManagerHostname": addr.rpartition(":")[0] or addr,
+                    "NodeName": addr, "IsHead": bool(n.get("head")),
+                    "Resources": _positive(_resources(n.get("cpus"), n.get("gpus"),
+                                                      n.get("resources"))),
+                    "Labels": {}})
+    if not out:
+        addr = str(st.get("address", ""))
+        out.append({"NodeID": _node_id(st), "Alive": True, "alive": True,
+                    "NodeManagerAddress": "127.0.0.1", "NodeManagerHostname": os.uname()[1],
+                    "NodeName": addr, "IsHead": True, "ObjectStoreSocketName": addr,
+                    "Resources": _positive({k: float(v) for k, v in
+                                            (st.get("resources_total") or {}).items()}),
+                    "Labels": {}})
+    return out
+
+
+def _node_id(st):
+    cl = st.get("cluster") or {}
+    return _hex_id(str(cl.get("id") or st.get("address", "")), 28)
+
+
+class RuntimeContext:
+    """Where this code runs (Ray's ray.runtime_context.RuntimeContext): ids as hex
+    text. The job is the node's session: every driver and actor of one embedded node
+    has its id (troupe has no job of its own per driver yet)."""
+
+    def get_job_id(self):
+        return _hex_id(_runtime.node_address(), 4)
+
+    def get_node_id(self):
+        return _node_id(_node_status())
+
+    def get_worker_id(self):
+        return _hex_id(f"{_runtime.node_address()}:{os.getpid()}", 28)
+
+    def get_actor_id(self):
+        """The actor's id (32 hex digits) in an actor's method; None in a driver."""
+        aid = _runtime.current_actor_id()
+        return aid.hex() if aid is not None else None
+
+    def get_task_id(self):
+        return None  # (a method call has no id of its own that troupe shows)
+
+    def get_actor_name(self):
+        """The actor's name ("" if it has none) in an actor; None in a driver."""
+        det = self._details()
+        return None if det is None else det.name.decode(errors="replace")
+
+    @property
+    def namespace(self):
+        return "default"  # (a node's actors share one namespace)
+
+    @property
+    def current_actor(self):
+        """A handle of the actor this code runs in (RuntimeError in a driver)."""
+        aid = _runtime.current_actor_id()
+        if aid is None:
+            raise RuntimeError("current_actor is only available in an actor")
+        det = self._details()
+        cls = det.class_name.decode(errors="replace") if det is not None else "Actor"
+        return _rebuild_handle(aid, cls if cls != PY_CLASS.decode() else "Actor", None)
+
+    def was_current_actor_reconstructed(self):
+        det = self._details()
+        return bool(det is not None and det.restarts > 0)
+
+    def get_accelerator_ids(self):
+        """{"GPU": the GPU ids this actor was given, as CUDA_VISIBLE_DEVICES names them}."""
+        if _runtime.current_actor_id() is None:
+            return {"GPU": []}
+        ids = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+        return {"GPU": [x for x in ids.split(",") if x]}
+
+    def get_placement_group_id(self):
+        return None
+
+    def get(self):
+        return {"job_id": self.get_job_id(), "node_id": self.get_node_id(),
+                "actor_id": self.get_actor_id(), "namespace": self.namespace}
+
+    def _details(self):
+        aid = _runtime.current_actor_id()
+        if aid is None:
+            return None
+        det = _ffi.ActorDetails()
+        lib.tr_actor_details_init(byref(det))
+        a = ActorId()
+        ctypes.memmove(a.b, aid, 16)
+        if lib.tr_actor_info(runtime(), a, byref(det)) != 0:
+            return None
+        return det
+
+
+def get_runtime_context():
+    """Ray's ray.get_runtime_context(): job, node, worker and actor ids, the actor's name,
+    its GPUs."""
+    runtime()  # (TroupeError before troupe.init)
+    return RuntimeContext()

@@ -1,1 +1,126 @@
-"""troupe.util: the collective library (troupe.util.collective, Ray's ray.util.collective)."""
+"""troupe.util: the collective library (troupe.util.collective, Ray's
+ray.util.collective) and ActorPool (Ray's ray.util.ActorPool)."""
+from .._runtime import get, wait
+
+
+class ActorPool:
+    """Runs work over a fixed set of actors, each given one item at a time (Ray's
+    ray.util.ActorPool): ``pool.map(lambda a, v: a.f.remote(v), values)`` gives results
+    in order, ``map_unordered`` as they come; ``submit`` / ``get_next`` /
+    ``get_next_unordered`` do it step by step (items wait for a free actor)."""
+
+    def __init__(self, actors):
+        self._idle_actors = list(actors)
+        self._future_to_actor = {}   # ref -> (index, actor)
+        self._index_to_future = {}   # index -> ref
+        self._next_task_index = 0
+        self._next_return_index = 0
+        self._pending_submits = []   # (fn, value) waiting for an actor
+
+    def map(self, fn, values):
+        """fn(actor, value) -> ObjectRef over values; yields the results in order."""
+        self._drain()
+        for v in values:
+            self.submit(fn, v)
+        while self.has_next():
+            yield self.get_next()
+
+    def map_unordered(self, fn, values):
+        """As map, yielding each result as it comes."""
+        self._drain()
+        for v in values:
+            self.submit(fn, v)
+        while self.has_next():
+            yield self.get_next_unordered()
+
+    def _drain(self):
+        """Results nobody took yet are dropped (Ray's map starts so)."""
+        while self.has_next():
+            try:
+                self.get_next(timeout=0, ignore_if_timedout=True)
+            except TimeoutError:
+                pass
+
+    def submit(self, fn, value):
+        """Runs fn(actor, value) on a free actor, or queues it until one is free."""
+        if self._idle_actors:
+            actor = self._idle_actors.pop()
+            future = fn(actor, value)
+            self._future_to_actor[future] = (self._next_task_index, actor)
+            self._index_to_future[self._next_task_index] = future
+            self._next_task_index += 1
+        else:
+            self._pending_submits.append((fn, value))
+
+    def has_next(self):
+        """Whether a submitted item's result is still to be got."""
+        return bool(self._future_to_actor)
+
+    def get_next(self, timeout=None, ignore_if_timedout=False):
+        """The next result in submission order; TimeoutError after timeout seconds (with
+        ignore_if_timedout, the item is dropped from the pool first)."""
+        if not self.has_next():
+            raise StopIteration("No more results to get")
+        if self._next_return_index >= self._next_task_index:
+            raise ValueError("It is not allowed to call get_next() after "
+                             "get_next_unordered().")
+        future = self._index_to_future[self._next_return_index]
+        dropped = False
+        if timeout is not None:
+            ready, _ = wait([future], timeout=timeout)
+            if not ready:
+                if not ignore_if_timedout:
+                    raise TimeoutError("Timed out waiting for result")
+                dropped = True
+        del self._index_to_future[self._next_return_index]
+        self._next_return_index += 1
+        _, actor = self._future_to_actor.pop(future)
+        self._return_actor(actor)
+        if dropped:
+            raise TimeoutError(f"Timed out waiting for result. The task {future} has been "
+                               f"ignored.")
+        return get(future)
+
+    def get_next_unordered(self, timeout=None, ignore_if_timedout=False):
+        """Any next result, the first to come; TimeoutError after timeout seconds (with
+        ignore_if_timedout, the oldest item is dropped from the pool first)."""
+        if not self.has_next():
+            raise StopIteration("No more results to get")
+        ready, _ = wait(list(self._future_to_actor), num_returns=1, timeout=timeout)
+        dropped = False
+        if not ready:
+            if not ignore_if_timedout:
+                raise TimeoutError("Timed out waiting for result")
+            ready, dropped = [next(iter(self._future_to_actor))], True  # (the oldest)
+        future = ready[0]
+        i, actor = self._future_to_actor.pop(future)
+        self._return_actor(actor)
+        del self._index_to_future[i]
+        self._next_return_index = max(self._next_return_index, i + 1)
+        if dropped:
+            raise TimeoutError(f"Timed out waiting for result. The task {future} has been "
+                               f"ignored.")
+        return get(future)
+
+    def _return_actor(self, actor):
+        self._idle_actors.append(actor)
+        if self._pending_submits:
+            self.submit(*self._pending_submits.pop(0))
+
+    def has_free(self):
+        """Whether an actor is idle (and no item waits for one)."""
+        return bool(self._idle_actors) and not self._pending_submits
+
+    def pop_idle(self):
+        """Takes an idle actor out of the pool (None if none is free)."""
+        return self._idle_actors.pop() if self.has_free() else None
+
+    def push(self, actor):
+        """Adds an actor to the pool (ValueError if it is in it already)."""
+        busy = [a for _, a in self._future_to_actor.values()]
+        if actor in self._idle_actors or actor in busy:
+            raise ValueError("Actor already belongs to current ActorPool")
+        self._return_actor(actor)
+
+
+__all__ = ["ActorPool"]
