@@ -763,6 +763,15 @@ int tr__actors_owns(const tr__actors *a, tr_ref ref) {
     return owns(a, ref);
 }
 
+static slot *find_slot(tr__actors *a, tr_ref ref);
+
+int tr__actors_live(tr__actors *a, tr_ref ref) {
+    pthread_mutex_lock(&a->mu);
+    int live = find_slot(a, ref) != NULL;
+    pthread_mutex_unlock(&a->mu);
+    return live;
+}
+
 static slot *find_slot(tr__actors *a, tr_ref ref) {
     uint64_t key, tag;
     memcpy(&key, ref.b, 8);
@@ -868,7 +877,9 @@ int tr__actors_share(tr__actors *a, const tr_ref *refs, size_t n) {
     for (size_t i = 0; i < n; i++) {
         if (!tr__ref_is_call(&refs[i]) || !owns(a, refs[i])) continue;
         int rc = tr__actors_export(a, refs[i]);
-        if (rc) return tr__err_wrap(rc, "contained ref %zu", i);
+        /* released here: its twin, if it was shared before, lives in the store (the
+         * store's lookup that follows says if not) */
+        if (rc && rc != TR_ESTALE) return tr__err_wrap(rc, "contained ref %zu", i);
     }
     return 0;
 }

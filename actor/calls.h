@@ -38,6 +38,8 @@ int tr__actors_call_contains(tr__actors *a, tr_actor_id id, const char *method, 
                              size_t n_keep, tr_ref *out);
 /* Whether ref is the result of a call made through `a` (live or not). */
 int tr__actors_owns(const tr__actors *a, tr_ref ref);
+/* Whether ref is a live (not released) call ref of ours. */
+int tr__actors_live(tr__actors *a, tr_ref ref);
 /* Exports our call ref: its twin (a promise until the result is in) in the store, pinned
  * until the ref is released. Idempotent. TR_ESTALE if unknown or released. */
 int tr__actors_export(tr__actors *a, tr_ref ref);

@@ -385,6 +385,18 @@ static int in_store(const tr_runtime *rt, const tr_ref *ref) {
     return tr__ref_is_object(ref) || (tr__ref_is_call(ref) && !tr__actors_owns(rt->actors, *ref));
 }
 
+/* A call ref of ours that we released, but that came back to us in a value: once shared,
+ * its twin may live in the store (held by others); off the hot path (after TR_ESTALE). */
+static int released_own(tr_runtime *rt, const tr_ref *ref) {
+    return tr__ref_is_call(ref) && tr__actors_owns(rt->actors, *ref) &&
+           !tr__actors_live(rt->actors, *ref);
+}
+
+/* in_store, and released_own: where a ref resolves when one of ours turned out stale. */
+static int store_side(tr_runtime *rt, const tr_ref *ref) {
+    return in_store(rt, ref) || released_own(rt, ref);
+}
+
 TR_API int tr_call_contains(tr_runtime *rt, tr_actor_id actor, const char *method, const void *args,
                             size_t len, const tr_ref *refs, size_t n_refs, const tr_ref *contained,
                             size_t n_contained, tr_ref *out) {
@@ -395,14 +407,21 @@ TR_API int tr_call_contains(tr_runtime *rt, tr_actor_id actor, const char *metho
 
 TR_API int tr_ref_borrow(tr_runtime *rt, tr_ref ref) {
     CHECK_RT(rt, "tr_ref_borrow");
-    if (tr__ref_is_call(&ref) && tr__actors_owns(rt->actors, ref)) return 0; /* ours */
+    if (tr__ref_is_call(&ref) && tr__actors_owns(rt->actors, ref) &&
+        tr__actors_live(rt->actors, ref))
+        return 0; /* ours, held */
     return tr__objects_borrow(rt->objects, ref);
 }
 
 TR_API int tr_get(tr_runtime *rt, tr_ref ref, int timeout_ms, const void **data, size_t *len) {
     CHECK_RT(rt, "tr_get");
     if (in_store(rt, &ref)) return tr__objects_get(rt->objects, ref, timeout_ms, data, len);
-    return tr__actors_get(rt->actors, ref, timeout_ms, data, len);
+    int rc = tr__actors_get(rt->actors, ref, timeout_ms, data, len);
+    if (rc == TR_ESTALE && released_own(rt, &ref)) { /* shared, and back to us */
+        int r2 = tr__objects_get(rt->objects, ref, timeout_ms, data, len);
+        rc = r2 == TR_ENOTFOUND ? tr__err(TR_ESTALE, "tr_get: unknown or released ref") : r2;
+    }
+    return rc;
 }
 
 /* Waits on a mix of object and call refs: objects are checked in the store, calls through
@@ -419,7 +438,7 @@ static int wait_mixed(tr_runtime *rt, const tr_ref *refs, size_t n, size_t num_r
     }
     size_t nc = 0;
     for (size_t i = 0; i < n; i++)
-        if (!in_store(rt, &refs[i])) {
+        if (!store_side(rt, &refs[i])) {
             where[nc] = i;
             calls[nc++] = refs[i];
         }
@@ -427,7 +446,7 @@ static int wait_mixed(tr_runtime *rt, const tr_ref *refs, size_t n, size_t num_r
     for (int pass = 0;; pass++) {
         size_t count = 0;
         for (size_t i = 0; i < n; i++) {
-            if (!in_store(rt, &refs[i])) continue;
+            if (!store_side(rt, &refs[i])) continue;
             int r = tr__objects_ready(rt->objects, refs[i]);
             if (ready) ready[i] = (uint8_t)(r == 1);
             count += r == 1;
@@ -468,13 +487,22 @@ TR_API int tr_wait(tr_runtime *rt, const tr_ref *refs, size_t n, size_t num_read
     for (size_t i = 0; i < n; i++)
         if (in_store(rt, &refs[i]))
             return wait_mixed(rt, refs, n, num_ready, timeout_ms, ready, n_ready);
-    return tr__actors_wait(rt->actors, refs, n, num_ready, timeout_ms, ready, n_ready);
+    int rc = tr__actors_wait(rt->actors, refs, n, num_ready, timeout_ms, ready, n_ready);
+    for (size_t i = 0; rc == TR_ESTALE && i < n; i++)
+        if (released_own(rt, &refs[i])) /* shared, and back to us: through the store */
+            return wait_mixed(rt, refs, n, num_ready, timeout_ms, ready, n_ready);
+    return rc;
 }
 
 TR_API int tr_ref_release(tr_runtime *rt, tr_ref ref) {
     CHECK_RT(rt, "tr_ref_release");
     if (in_store(rt, &ref)) return tr__objects_release(rt->objects, ref);
-    return tr__actors_release(rt->actors, ref);
+    int rc = tr__actors_release(rt->actors, ref);
+    if (rc == TR_ESTALE && tr__ref_is_call(&ref) && tr__objects_release(rt->objects, ref) == 0)
+        rc = 0; /* a borrow of our own released result (tr_ref_borrow) */
+    else if (rc == TR_ESTALE)
+        rc = tr__err(TR_ESTALE, "tr_ref_release: unknown or released ref");
+    return rc;
 }
 
 TR_API int tr_put(tr_runtime *rt, const void *data, size_t len, tr_ref *out) {
