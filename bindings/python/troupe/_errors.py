@@ -6,8 +6,8 @@ import threading
 import warnings
 
 from . import _ffi
-from .exceptions import (ActorDiedError, GetTimeoutError, ObjectLostError, TaskError,
-                         TroupeError)
+from .exceptions import (ActorDiedError, GetTimeoutError, ObjectLostError, OwnerDiedError,
+                         TaskError, TroupeError)
 
 
 def _code(name):
@@ -33,6 +33,7 @@ _BY_NAME = {
     "TR_EACTOR_DIED": ActorDiedError,
     "TR_ETASK": TaskError,
     "TR_EOBJECT_LOST": ObjectLostError,
+    "TR_EOWNER_DIED": OwnerDiedError,
     "TR_ESTALE": ObjectLostError,  # a released ref (the only stale thing the API has)
 }
 CLASSES = {rc: _BY_NAME.get(name, TroupeError) for name, rc in _ffi.STATUS.items()}

@@ -89,6 +89,7 @@ _PROTOS = {
     "tr_node_status": (c_int, [vp, P(vp)]),
     # method context
     "tr_ctx_reply": (c_int, [vp, vp, c_size_t]),
+    "tr_ctx_reply_contains": (c_int, [vp, vp, c_size_t, P(Ref), c_size_t]),
     "tr_ctx_set_error": (c_int, [vp, c_char_p]),
     "tr_ctx_runtime": (vp, [vp]),
     "tr_ctx_method": (c_char_p, [vp]),
@@ -110,6 +111,9 @@ _PROTOS = {
     "tr_get": (c_int, [vp, Ref, c_int, P(vp), P(c_size_t)]),
     "tr_wait": (c_int, [vp, P(Ref), c_size_t, c_size_t, c_int, P(c_uint8), P(c_size_t)]),
     "tr_ref_release": (c_int, [vp, Ref]),
+    "tr_ref_borrow": (c_int, [vp, Ref]),
+    "tr_call_contains": (c_int, [vp, ActorId, c_char_p, vp, c_size_t, P(Ref), c_size_t, P(Ref),
+                                 c_size_t, P(Ref)]),
     "tr_put": (c_int, [vp, vp, c_size_t, P(Ref)]),
     "tr_put_refs": (c_int, [vp, vp, c_size_t, P(Ref), c_size_t, P(Ref)]),
     "tr_object_create": (c_int, [vp, c_size_t, P(Ref), P(vp)]),

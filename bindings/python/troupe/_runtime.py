@@ -163,23 +163,39 @@ def _finish_deferred():
 
 # ------------------------------------------------------------------ refs
 
+# One C hold per id in this process, however many ObjectRefs share it: id -> [count, rt].
+# The hold is the ref's making (put, a call) or a borrow (a ref that came in a value); it
+# is released when the last ObjectRef of that id goes (docs/OWNERSHIP.md).
+_holds = {}
+_holds_lock = threading.RLock()  # (a finalizer may run under it)
+
+
 class ObjectRef:
     """A future value: a call's result or an object in the store. Hashable; pickles (as
-    an argument or inside a value) by its id."""
+    an argument or inside a value) by its id. A ref that came in a value (an argument, a
+    result, an object) is borrowed as it is unpickled: the value stays alive for this
+    process for as long as an ObjectRef of it lives here, whatever its owner does."""
     __slots__ = ("_c", "_owned", "_rt", "__weakref__")
 
     def __init__(self, c, owned=True):
         self._c = c            # a Ref (16 bytes)
-        self._owned = owned    # this process holds it: released when this goes
+        self._owned = False    # this process holds it: released when the last one goes
         self._rt = _rt
+        if owned:              # one this process just made: its making is the hold
+            self._hold()
 
     @classmethod
     def from_binary(cls, b):
-        """The ref of 16 id bytes (binary()'s) that came in a value: not held here until
-        got."""
+        """The ref of 16 id bytes (binary()'s) that came in a value: borrowed here (held
+        until the last ObjectRef of it goes). If it cannot be (its owner died, it is
+        gone), it is not held, and get raises why."""
         r = Ref()
         ctypes.memmove(r.b, b, 16)
-        return cls(r, owned=False)
+        ref = cls(r, owned=False)
+        if ref._rt is not None:
+            ref._borrow()
+        return ref
+
 
     _from_bytes = from_binary  # (its earlier name)
 
@@ -209,18 +225,59 @@ class ObjectRef:
         return (_rebuild_ref, (self.binary(),))
 
     def __del__(self):
-        if self._owned and self._rt is not None and self._rt is _rt:
-            try:
-                lib.tr_ref_release(self._rt, self._c)
-            except Exception:
-                pass
+        if not self._owned or self._rt is None or self._rt is not _rt:
+            return
+        try:
+            with _holds_lock:
+                key = bytes(self._c.b)
+                h = _holds.get(key)
+                if h is None or h[1] is not self._rt:
+                    return
+                h[0] -= 1
+                if h[0] > 0:
+                    return
+                del _holds[key]
+            lib.tr_ref_release(self._rt, self._c)
+        except Exception:
+            pass
 
     def _hold(self):
-        """A ref that came in a value: once got here, this process holds the object too."""
-        self._owned = True
+        """This process holds the ref (it made it, or a get took its hold): counted."""
+        if self._owned or self._rt is None:
+            return
+        with _holds_lock:
+            key = bytes(self._c.b)
+            h = _holds.get(key)
+            if h is None or h[1] is not self._rt:
+                _holds[key] = [1, self._rt]
+            else:
+                h[0] += 1
+            self._owned = True
+
+    def _borrow(self):
+        """Takes this process's hold on a ref that came in a value (tr_ref_borrow), or
+        counts one more on the hold it has."""
+        with _holds_lock:
+            key = bytes(self._c.b)
+            h = _holds.get(key)
+            if h is not None and h[1] is self._rt:
+                h[0] += 1
+                self._owned = True
+                return
+            if lib.tr_ref_borrow(self._rt, self._c) == 0:
+                _holds[key] = [1, self._rt]
+                self._owned = True
 
     def __await__(self):
         return _await_ref(self).__await__()
+
+
+def unheld_ref(b):
+    """The ObjectRef of 16 id bytes, held by nothing here (a call's argument the worker
+    resolves itself: get_one holds it if it is an object)."""
+    r = Ref()
+    ctypes.memmove(r.b, b, 16)
+    return ObjectRef(r, owned=False)
 
 
 def _rebuild_ref(b):
@@ -376,11 +433,11 @@ def put(value):
     rt = runtime()
     parts, total, refs = _serial.dumps(value)
     out = Ref()
-    if refs:  # a value that holds refs keeps their objects alive
+    if refs:  # a value that holds refs keeps their values alive (calls' results too)
         data = _serial.join(parts, total)
-        objs = [r for r in refs if r.is_object()]
-        arr = (Ref * len(objs))(*[r._c for r in objs])
-        check(lib.tr_put_refs(rt, data, len(data), arr, len(objs), byref(out)), "troupe.put")
+        held = list(dict.fromkeys(refs))
+        arr = (Ref * len(held))(*[r._c for r in held])
+        check(lib.tr_put_refs(rt, data, len(data), arr, len(held), byref(out)), "troupe.put")
         return ObjectRef(out)
     return put_payload(parts, total)
 
@@ -417,9 +474,10 @@ def call(actor_id, method, args, kwargs, what):
     a, kw, refs = args_with_refs(args, kwargs)
     parts, total, nested = _serial.dumps((a, kw))
     all_refs = list(refs)
-    for r in nested:  # refs inside the arguments: their objects stay until the call is done
-        if r.is_object() and r not in all_refs:
-            all_refs.append(r)
+    # refs inside the arguments (not the top-level ones, which the worker resolves): kept
+    # alive until the call is done, for the method to borrow (docs/OWNERSHIP.md)
+    top = set(refs)
+    contained = [r for r in dict.fromkeys(nested) if r not in top]
     if total > INLINE_MAX:  # through the store: one copy in, a view for the worker
         obj = put_payload(parts, total)
         payload = OBJECT_ARGS + obj.binary()
@@ -428,7 +486,12 @@ def call(actor_id, method, args, kwargs, what):
         payload = _serial.join(parts, total)
     out = Ref()
     name = method.encode()
-    if all_refs:
+    if contained:
+        arr = (Ref * len(all_refs))(*[r._c for r in all_refs])
+        carr = (Ref * len(contained))(*[r._c for r in contained])
+        rc = lib.tr_call_contains(rt, actor_id, name, payload, len(payload), arr, len(all_refs),
+                                  carr, len(contained), byref(out))
+    elif all_refs:
         arr = (Ref * len(all_refs))(*[r._c for r in all_refs])
         rc = lib.tr_call_refs(rt, actor_id, name, payload, len(payload), arr, len(all_refs),
                               byref(out))

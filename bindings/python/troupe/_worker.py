@@ -8,18 +8,16 @@ the pickled exception with its traceback.
 """
 import asyncio
 import atexit
-import collections
 import ctypes
 import inspect
 import os
 import sys
 import threading
-import time
 import traceback
 
 from . import _errors, _ffi, _runtime, _serial
 from ._errors import check
-from ._runtime import OBJECT_ARGS, ObjectRef
+from ._runtime import OBJECT_ARGS
 from .actor import ENV, EXIT, PY_CLASS
 from .exceptions import ActorExit
 from .dag import FORGET, REGISTER, STEP_PREFIX
@@ -29,8 +27,6 @@ def main():
     lib, byref = _ffi.lib, _ffi.byref
     state = {"instance": None, "loop": None}
     steps = {}  # compiled graphs' steps here: step id -> (method, args' and kwargs' sources)
-    returned = collections.deque()  # (time, refs) returned in results, held a while
-    HOLD_S = 300.0
 
     def set_runtime(ctx):
         if not _runtime.is_initialized():
@@ -38,7 +34,7 @@ def main():
 
     def resolve(x, ctx):
         if isinstance(x, _serial.ArgRef):
-            ref = ObjectRef.from_binary(x.id)
+            ref = _runtime.unheld_ref(x.id)
             if ref.is_object():  # held here: zero-copy for as long as the value lives
                 return _runtime.get_one(ref, None, "argument")
             data, n = ctypes.c_void_p(), ctypes.c_size_t()
@@ -54,7 +50,7 @@ def main():
     def decode_args(ctx, addr, n):
         payload = ctypes.string_at(addr, n) if n else b""
         if payload[:4] == OBJECT_ARGS and n == 20:
-            ref = ObjectRef.from_binary(payload[4:20])
+            ref = _runtime.unheld_ref(payload[4:20])
             a, kw = _runtime.get_one(ref, None, "arguments")
         else:
             a, kw = _serial.loads(memoryview(payload))
@@ -67,12 +63,13 @@ def main():
     def reply(ctx, data):
         check(lib.tr_ctx_reply(ctx, data, len(data)), f"replying {len(data)} bytes")
 
-    def hold(refs):
-        now = time.monotonic()
-        while returned and now - returned[0][0] > HOLD_S:
-            returned.popleft()
-        if refs:
-            returned.append((now, refs))
+    def reply_contains(ctx, data, refs):
+        """A result with refs inside: they live with it until the caller has borrowed
+        them (docs/OWNERSHIP.md)."""
+        held = list(dict.fromkeys(refs))
+        arr = (_ffi.Ref * len(held))(*[r._c for r in held])
+        check(lib.tr_ctx_reply_contains(ctx, data, len(data), arr, len(held)),
+              f"replying {len(data)} bytes with {len(held)} refs")
 
     def run(result):
         if inspect.iscoroutine(result):
@@ -232,8 +229,10 @@ def main():
                 raise AttributeError(f"'{type(inst).__name__}' actor has no method '{name}'")
             result = run(fn(*a, **kw))
             parts, total, refs = _serial.dumps(result)
-            hold(refs)
-            reply(ctx, _serial.join(parts, total))
+            if refs:
+                reply_contains(ctx, _serial.join(parts, total), refs)
+            else:
+                reply(ctx, _serial.join(parts, total))
         except ActorExit:
             end_actor(ctx)
         except BaseException as e:

@@ -113,6 +113,14 @@ class ObjectLostError(TroupeError):
         super().__init__(message, code)
 
 
+class OwnerDiedError(ObjectLostError):
+    """The process that made the ref (its owner) died before its value was in (Ray's
+    OwnerDiedError)."""
+
+    def __init__(self, message="", code="TR_EOWNER_DIED"):
+        super().__init__(message, code)
+
+
 class CollectiveError(TroupeError, RuntimeError):
     """A collective op failed (a peer died, ranks disagree, a timeout, a group this process
     is not in or has destroyed): a RuntimeError, as Ray's ray.util.collective raises."""
