@@ -61,6 +61,7 @@ typedef struct call_arg {
     tr_ref ref; /* the object (for a call's large result: once the call is encoded) */
     slot *from; /* the call whose result this is, until this call is encoded */
     int pinned; /* ref is pinned by this call until it completes */
+    int store;  /* resolved through the store (an object, or a result's twin) */
 } call_arg;
 
 struct slot {
@@ -76,6 +77,11 @@ struct slot {
     int exported; /* the ref escaped: its twin is in the store, pinned here (OWNERSHIP.md) */
     tr_ref *keep; /* refs contained in the arguments: pinned until the call completes */
     size_t n_keep;
+    /* a task (actor/tasks.h): sent again, up to `retries` times (-1: always), when its
+     * worker dies with it in flight; its frame is kept for that */
+    int retries;
+    char *frame;
+    size_t frame_len;
     int viewing; /* threads taking the view of result_ref without mu */
     call_arg *args;
     size_t n_args;
@@ -137,6 +143,7 @@ struct tr__actors {
     int pending_exports;
     int driver_started, closing;
     pthread_t driver;
+    pthread_cond_t driver_cv; /* the idle driver's own (it is no waiter then) */
 };
 
 /* The store's puller (objectstore/client.h): an object another node made is copied here
@@ -221,6 +228,7 @@ int tr__actors_create(tr__nodeconn *node, tr__objects *objects, size_t max_msg, 
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&a->cv, &ca);
+    pthread_cond_init(&a->driver_cv, &ca);
     pthread_condattr_destroy(&ca);
     a->node = node;
     a->objects = objects;
@@ -294,6 +302,7 @@ static void slot_free(tr__actors *a, slot *s) {
     free(s->args);
     free(s->method);
     free(s->body);
+    free(s->frame);
     free(s);
 }
 
@@ -397,13 +406,42 @@ static void conn_failed(tr__actors *a, aconn *ac, int rc, const char *why) {
         ac->broken_inc = ac->inc;
         ac->broken_at = tr__now_ns();
     }
-    while (ac->head && ac->head->start < ac->sent)
-        slot_fail(a, pop(ac), rc, msg);
+    slot *again = NULL, **again_tail = &again; /* tasks to send to the next incarnation */
+    while (ac->head && ac->head->start < ac->sent) {
+        slot *s = pop(ac);
+        if (rc == TR_EACTOR_DIED && s->retries && s->frame && !ac->dead) {
+            if (s->retries > 0) s->retries--;
+            *again_tail = s;
+            again_tail = &s->next;
+            continue;
+        }
+        slot_fail(a, s, rc, msg);
+    }
     /* Drop the unsent tail of a frame that was partly written. */
     uint64_t keep_from = ac->head ? ac->head->start : ac->queued;
     tr__buf_consume(&ac->out, (size_t)(keep_from - ac->sent));
     ac->sent = keep_from;
     tr__buf_reset(&ac->in);
+    while (again) { /* after the calls never sent (tasks do not depend on their order) */
+        slot *s = again;
+        again = s->next;
+        s->next = NULL;
+        s->seq = ac->next_seq + 1;
+        size_t at = ac->out.len;
+        if (tr__buf_append(&ac->out, s->frame, s->frame_len)) {
+            slot_fail(a, s, TR_ENOMEM, "resending a task");
+            continue;
+        }
+        memcpy(ac->out.data + at + offsetof(tr__frame_hdr, seq), &s->seq, sizeof s->seq);
+        ac->next_seq++;
+        s->start = ac->queued;
+        s->end = ac->queued += s->frame_len;
+        if (ac->tail)
+            ac->tail->next = s;
+        else
+            ac->head = s;
+        ac->tail = s;
+    }
     /* Calls never sent wait for the next incarnation: whichever thread waits next must
      * reconnect, even one that waits for another actor's call (a held call may need
      * these). */
@@ -525,6 +563,14 @@ static int encode_call(tr__actors *a, aconn *ac, slot *s, const char *method, co
     s->ac = ac;
     s->start = ac->queued;
     s->end = ac->queued += tr__buf_avail(&ac->out) - before;
+    if (s->retries && !s->frame) { /* a task that may be sent again: its frame, kept */
+        size_t n = (size_t)(s->end - s->start);
+        s->frame = malloc(n);
+        if (s->frame) {
+            memcpy(s->frame, ac->out.data + ac->out.len - n, n);
+            s->frame_len = n;
+        }
+    }
     if (ac->tail)
         ac->tail->next = s;
     else
@@ -740,14 +786,25 @@ static void fill_twin(tr__actors *a, slot *s) {
     int rc;
     if (s->obj_result) {
         rc = tr__objects_move(a->objects, s->result_ref, twin, 10000);
-        if (!rc) s->result_ref = twin; /* our pin moved with it */
-    } else {
-        rc = tr__objects_fulfill(a->objects, twin, s->rc, s->data, s->data ? s->len : 0);
+        if (!rc) {
+            s->result_ref = twin;     /* our pin moved with it */
+        } else if (rc == TR_ESTATE) { /* in use by its old name: one copy */
+            const void *d = s->data;
+            size_t n = s->len;
+            rc = d ? 0 : tr__objects_view(a->objects, s->result_ref, 10000, &d, &n);
+            if (!rc) rc = tr__objects_fulfill(a->objects, twin, 0, d, n);
+        }
+    } else { /* a failure's message goes with its NUL, as a call's is read */
+        size_t n = s->data ? s->len + (s->rc ? 1 : 0) : 0;
+        rc = tr__objects_fulfill(a->objects, twin, s->rc, s->data, n);
     }
     if (rc) { /* (the store is full): the borrowers get why */
         char msg[600];
-        snprintf(msg, sizeof msg, "the call's result could not be shared: %s", tr__last_error());
-        if (tr__objects_fulfill(a->objects, twin, rc, msg, strlen(msg)))
+        int k = snprintf(msg, sizeof msg, "the call's result could not be shared: %s",
+                         tr__last_error());
+        size_t n = k < 0 ? 0 : (size_t)k >= sizeof msg ? sizeof msg - 1 : (size_t)k;
+        if (tr__objects_fulfill(a->objects, twin, rc, msg, n + 1) &&
+            tr__objects_fail_bare(a->objects, twin, rc))
             TR_LOG_WARN("CLIENT-TWIN", "an exported result's twin stays unfilled: %s",
                         tr__last_error());
     }
@@ -784,8 +841,7 @@ static slot *find_slot(tr__actors *a, tr_ref ref) {
  * with mu held; on failure the caller drops what was linked (drop_args). */
 static int link_producers(tr__actors *a, slot *s, const tr_ref *refs) {
     for (size_t i = 0; i < s->n_args; i++) {
-        if (tr__ref_is_object(&refs[i]) || (tr__ref_is_call(&refs[i]) && !owns(a, refs[i])))
-            continue; /* an object, or a result another process owns: its twin */
+        if (s->args[i].store) continue; /* an object, or a result's twin */
         slot *d = find_slot(a, refs[i]);
         if (!d)
             return tr__err(TR_ESTALE,
@@ -835,7 +891,7 @@ static void *driver_main(void *arg) {
     pthread_mutex_lock(&a->mu);
     while (!a->closing) {
         if (!a->pending_exports) {
-            cv_wait(a, tr__deadline(200));
+            pthread_cond_wait(&a->driver_cv, &a->mu);
             continue;
         }
         drive_others(a, NULL);
@@ -858,7 +914,7 @@ int tr__actors_export(tr__actors *a, tr_ref ref) {
             fill_twin(a, s);
         } else if (!rc) {
             s->exported = 2;
-            a->pending_exports++;
+            if (a->pending_exports++ == 0) pthread_cond_signal(&a->driver_cv);
             if (!a->driver_started && !a->closing) {
                 if (pthread_create(&a->driver, NULL, driver_main, a) == 0)
                     a->driver_started = 1;
@@ -904,12 +960,32 @@ static int keep_refs(tr__actors *a, slot *s, const tr_ref *keep, size_t n_keep) 
 
 int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const void *args, size_t len,
                     const tr_ref *refs, size_t n_refs, tr_ref *out) {
-    return tr__actors_call_contains(a, id, method, args, len, refs, n_refs, NULL, 0, out);
+    return tr__actors_submit(a, id, method, args, len, refs, n_refs, NULL, 0, 0, out);
 }
 
 int tr__actors_call_contains(tr__actors *a, tr_actor_id id, const char *method, const void *args,
                              size_t len, const tr_ref *refs, size_t n_refs, const tr_ref *keep,
                              size_t n_keep, tr_ref *out) {
+    return tr__actors_submit(a, id, method, args, len, refs, n_refs, keep, n_keep, 0, out);
+}
+
+size_t tr__actors_pending(tr__actors *a, tr_actor_id id) {
+    pthread_mutex_lock(&a->mu);
+    aconn *ac = tr__idmap_get(&a->actors, tr__id_key(id.b));
+    size_t n = 0;
+    if (ac && memcmp(ac->id.b, id.b, 16) == 0) {
+        for (slot *s = ac->head; s; s = s->next)
+            n++;
+        for (slot *s = ac->held_head; s; s = s->next)
+            n++;
+    }
+    pthread_mutex_unlock(&a->mu);
+    return n;
+}
+
+int tr__actors_submit(tr__actors *a, tr_actor_id id, const char *method, const void *args,
+                      size_t len, const tr_ref *refs, size_t n_refs, const tr_ref *keep,
+                      size_t n_keep, int retries, tr_ref *out) {
     if (!method || !*method || !out || (!args && len) || (!refs && n_refs))
         return tr__err(TR_EINVAL, "tr_call: NULL or empty argument");
     size_t mlen = strlen(method);
@@ -921,6 +997,7 @@ int tr__actors_call_contains(tr__actors *a, tr_actor_id id, const char *method, 
                        len, a->max_msg);
     slot *s = calloc(1, sizeof *s);
     if (!s) return tr__err(TR_ENOMEM, "tr_call");
+    s->retries = retries;
     int rc = 0;
     if (n_refs) { /* objects are kept alive until the call completes */
         s->args = calloc(n_refs, sizeof *s->args);
@@ -930,7 +1007,10 @@ int tr__actors_call_contains(tr__actors *a, tr_actor_id id, const char *method, 
         }
         s->n_args = n_refs;
         for (size_t i = 0; i < n_refs; i++) {
-            if (tr__ref_is_call(&refs[i]) && owns(a, refs[i])) continue; /* linked below */
+            /* a live result of ours is linked below; one we released that came back to us
+             * resolves, as anyone else's, through its twin */
+            if (tr__ref_is_call(&refs[i]) && owns(a, refs[i]) && tr__actors_live(a, refs[i]))
+                continue;
             if (!tr__ref_is_object(&refs[i]) && !tr__ref_is_call(&refs[i])) {
                 drop_args(a, s);
                 free(s->args);
@@ -938,8 +1018,14 @@ int tr__actors_call_contains(tr__actors *a, tr_actor_id id, const char *method, 
                 return tr__err(TR_ESTALE, "tr_call_refs: argument %zu is not a ref", i);
             }
             s->args[i].ref = refs[i];
+            s->args[i].store = 1;
             tr__seg_store_id(refs[i].b, s->args[i].ref.b); /* another's result: its twin */
             rc = tr__objects_pin(a->objects, refs[i], 0, NULL, NULL);
+            if (rc == TR_ENOTFOUND && tr__ref_is_call(&refs[i]) && owns(a, refs[i]))
+                rc = tr__err(TR_ESTALE,
+                             "tr_call_refs: argument %zu is a released result ref of "
+                             "this process (and not shared)",
+                             i);
             uint32_t num = tr__ref_node(&refs[i]), mine = tr__objects_node_num(a->objects);
             if (rc == TR_ENOTFOUND && num && mine && num != mine) {
                 rc = 0; /* another node's object, not here: its node keeps it; the callee pulls */
@@ -1231,6 +1317,7 @@ void tr__actors_destroy(tr__actors *a) {
     a->closing = 1;
     int joined = a->driver_started;
     pthread_cond_broadcast(&a->cv);
+    pthread_cond_signal(&a->driver_cv);
     wake(a);
     pthread_mutex_unlock(&a->mu);
     if (joined) pthread_join(a->driver, NULL);
@@ -1266,5 +1353,6 @@ void tr__actors_destroy(tr__actors *a) {
     close(a->wake_fd);
     pthread_mutex_destroy(&a->mu);
     pthread_cond_destroy(&a->cv);
+    pthread_cond_destroy(&a->driver_cv);
     free(a);
 }

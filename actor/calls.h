@@ -36,6 +36,13 @@ int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const voi
 int tr__actors_call_contains(tr__actors *a, tr_actor_id id, const char *method, const void *args,
                              size_t len, const tr_ref *refs, size_t n_refs, const tr_ref *keep,
                              size_t n_keep, tr_ref *out);
+/* As tr__actors_call_contains, for a task (actor/tasks.h): sent again to the actor's next
+ * incarnation up to `retries` times (-1: always) if its worker dies with it in flight. */
+int tr__actors_submit(tr__actors *a, tr_actor_id id, const char *method, const void *args,
+                      size_t len, const tr_ref *refs, size_t n_refs, const tr_ref *keep,
+                      size_t n_keep, int retries, tr_ref *out);
+/* Calls to actor id not done yet (queued, held or in flight), as this process sees them. */
+size_t tr__actors_pending(tr__actors *a, tr_actor_id id);
 /* Whether ref is the result of a call made through `a` (live or not). */
 int tr__actors_owns(const tr__actors *a, tr_ref ref);
 /* Whether ref is a live (not released) call ref of ours. */

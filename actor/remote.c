@@ -224,9 +224,9 @@ static void on_object(tr__rlink *l, const unsigned char *p, size_t n, uint32_t r
         int32_t code = TR_EPROTO;
         if (left >= 4) memcpy(&code, b, 4);
         /* a code of ours, or it is the peer that is wrong */
-        q->rc = code == TR_ENOTFOUND                  ? TR_EOBJECT_LOST
-                : code < 0 && code >= TR_EOBJECT_LOST ? code
-                                                      : TR_EPROTO;
+        q->rc = code == TR_ENOTFOUND                 ? TR_EOBJECT_LOST
+                : code < 0 && code >= TR_EOWNER_DIED ? code
+                                                     : TR_EPROTO;
         snprintf(q->why, sizeof q->why, "node %s: %.*s", l->address,
                  (int)(left > 4 ? (left - 4 > 250 ? 250 : left - 4) : 0), (const char *)b + 4);
         q->inflight--;

@@ -20,6 +20,7 @@
 #include "core/ids.h"
 #include "core/log.h"
 #include "core/status.h"
+#include "actor/tasks.h"
 #include "objectstore/client.h"
 
 #define NODE_TIMEOUT_MS 10000
@@ -151,11 +152,37 @@ typedef struct worker {
     tr_ctx ctx;
     size_t max_msg;
     client *clients;
+    int32_t *busy; /* a task worker's word on the node's board (tasks.h), or NULL */
 } worker;
 
 /* The actor's method lock (env.mu): static, so that a graph's loop thread that outlives
  * tr__worker_run still finds a lock (held for good once the destructor ran). */
 static pthread_mutex_t method_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* A worker of the task pool (actor/tasks.h) runs the remote functions its executable
+ * registered (tr_config_add_function): each call's method names the function. */
+static const tr_config *task_cfg;
+
+static int task_dispatch(tr_ctx *ctx, void *self, const void *args, size_t len) {
+    (void)self;
+    const char *name = tr__ctx_method(ctx);
+    tr_task_fn fn = tr__config_find_function(task_cfg, name, strlen(name));
+    if (!fn)
+        return tr__ctx_error(ctx,
+                             "no remote function '%s' is registered in this executable "
+                             "(tr_config_add_function)",
+                             name);
+    return fn(ctx, args, len);
+}
+
+static const tr_actor_class *tasks_class(const tr_config *cfg) {
+    static tr_actor_class cls;
+    tr__actor_class_init(&cls);
+    cls.name = TR__TASKS_CLASS;
+    cls.dispatch = task_dispatch;
+    task_cfg = cfg;
+    return &cls;
+}
 
 static volatile sig_atomic_t stop_requested;
 static void on_term(int sig) {
@@ -313,7 +340,9 @@ static int run_call(worker *w, client *c, uint64_t seq, const char *body, size_t
     ctx->has_err = 0;
     pthread_mutex_lock(&method_mu);
     ctx->method = def->name;
+    if (w->busy) __atomic_store_n(w->busy, 1, __ATOMIC_RELAXED); /* (a task worker) */
     int r = def->fn(ctx, w->self, args, alen);
+    if (w->busy) __atomic_store_n(w->busy, 0, __ATOMIC_RELAXED);
     ctx->method = NULL;
     pthread_mutex_unlock(&method_mu);
     if (n_refs) unpin_refs(w, refs);
@@ -513,7 +542,12 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
     memcpy(w.ctx.id.b, id, 16);
     w.ctx.rt = rt;
     w.ctx.objects = objects;
-    w.cls = tr__config_find_class(cfg, cls_name);
+    int task_worker = strcmp(cls_name, TR__TASKS_CLASS) == 0;
+    if (task_worker) {
+        tr__tasks_note_self(&w.ctx.id);
+        w.busy = objects ? tr__objects_board(objects, tr__id_key(w.ctx.id.b), 1) : NULL;
+    }
+    w.cls = task_worker ? tasks_class(cfg) : tr__config_find_class(cfg, cls_name);
     if (!w.cls) {
         char msg[400];
         snprintf(msg, sizeof msg,

@@ -21,3 +21,7 @@ TR_API void tr_actor_class_init(tr_actor_class *cls) {
 TR_API int tr_config_add_class(tr_config *cfg, const tr_actor_class *cls) {
     return tr__config_add_class(cfg, cls);
 }
+
+TR_API int tr_config_add_function(tr_config *cfg, const char *name, tr_task_fn fn) {
+    return tr__config_add_function(cfg, name, fn);
+}

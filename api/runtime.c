@@ -46,7 +46,10 @@ static int start_embedded_node(const tr_config *cfg, pid_t *pid, char **address)
 
 static tr_runtime *runtime_new(void) {
     tr_runtime *rt = calloc(1, sizeof *rt);
-    if (rt) pthread_mutex_init(&rt->hooks_mu, NULL);
+    if (rt) {
+        pthread_mutex_init(&rt->hooks_mu, NULL);
+        pthread_mutex_init(&rt->tasks_mu, NULL);
+    }
     return rt;
 }
 
@@ -90,12 +93,14 @@ static void run_shutdown_hooks(tr_runtime *rt) {
 }
 
 static void runtime_free(tr_runtime *rt) {
+    tr__tasks_destroy(rt->tasks);
     tr__actors_destroy(rt->actors);
     tr__objects_detach(rt->objects);
     tr__nodeconn_close(rt->node);
     tr_config_destroy(rt->cfg);
     free(rt->address);
     pthread_mutex_destroy(&rt->hooks_mu);
+    pthread_mutex_destroy(&rt->tasks_mu);
     free(rt);
 }
 
@@ -405,6 +410,23 @@ TR_API int tr_call_contains(tr_runtime *rt, tr_actor_id actor, const char *metho
                                     n_contained, out);
 }
 
+TR_API void tr_task_options_init(tr_task_options *opts) {
+    if (!opts) return;
+    tr_task_options def = TR_TASK_OPTIONS_INIT;
+    *opts = def;
+}
+
+TR_API int tr_task_submit(tr_runtime *rt, const char *fn, const void *args, size_t len,
+                          const tr_ref *refs, size_t n_refs, const tr_task_options *opts,
+                          tr_ref *out) {
+    CHECK_RT(rt, "tr_task_submit");
+    pthread_mutex_lock(&rt->tasks_mu);
+    int rc = rt->tasks ? 0 : tr__tasks_create(rt->node, rt->actors, rt->objects, &rt->tasks);
+    pthread_mutex_unlock(&rt->tasks_mu);
+    if (rc) return rc;
+    return tr__tasks_submit(rt->tasks, fn, args, len, refs, n_refs, opts, out);
+}
+
 TR_API int tr_ref_borrow(tr_runtime *rt, tr_ref ref) {
     CHECK_RT(rt, "tr_ref_borrow");
     if (tr__ref_is_call(&ref) && tr__actors_owns(rt->actors, ref) &&
@@ -448,6 +470,10 @@ static int wait_mixed(tr_runtime *rt, const tr_ref *refs, size_t n, size_t num_r
         for (size_t i = 0; i < n; i++) {
             if (!store_side(rt, &refs[i])) continue;
             int r = tr__objects_ready(rt->objects, refs[i]);
+            if (r < 0) { /* a result's twin whose owner died, or freed */
+                rc = tr__err_wrap(r, "tr_wait: ref %zu", i);
+                goto out;
+            }
             if (ready) ready[i] = (uint8_t)(r == 1);
             count += r == 1;
         }

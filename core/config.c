@@ -156,6 +156,9 @@ void tr__config_destroy(tr_config *cfg) {
     for (size_t i = 0; i < cfg->n_classes; i++)
         free((char *)cfg->classes[i].name);
     free(cfg->classes);
+    for (size_t i = 0; i < cfg->n_functions; i++)
+        free(cfg->functions[i].name);
+    free(cfg->functions);
     free(cfg);
 }
 
@@ -473,6 +476,37 @@ int tr__config_add_class(tr_config *cfg, const tr_actor_class *given) {
     return 0;
 }
 
+tr_task_fn tr__config_find_function(const tr_config *cfg, const char *name, size_t n) {
+    for (size_t i = 0; i < cfg->n_functions; i++)
+        if (strlen(cfg->functions[i].name) == n && memcmp(cfg->functions[i].name, name, n) == 0)
+            return cfg->functions[i].fn;
+    return cfg->function_dispatch;
+}
+
+int tr__config_add_function(tr_config *cfg, const char *name, tr_task_fn fn) {
+    if (!cfg || !fn) return tr__err(TR_EINVAL, "tr_config_add_function: NULL argument");
+    if (!name) { /* the binding's: any name not registered */
+        if (cfg->function_dispatch)
+            return tr__err(TR_EEXIST, "tr_config_add_function: a dispatch is registered already");
+        cfg->function_dispatch = fn;
+        return 0;
+    }
+    size_t n = strlen(name);
+    if (n == 0 || n > 255)
+        return tr__err(TR_EINVAL, "tr_config_add_function: a function needs a name of 1..255 "
+                                  "bytes");
+    for (size_t i = 0; i < cfg->n_functions; i++)
+        if (strcmp(cfg->functions[i].name, name) == 0)
+            return tr__err(TR_EEXIST, "function '%s' is already registered", name);
+    struct tr__function *v = realloc(cfg->functions, (cfg->n_functions + 1) * sizeof *v);
+    if (!v) return tr__err(TR_ENOMEM, "tr_config_add_function");
+    cfg->functions = v;
+    if (!(v[cfg->n_functions].name = strdup(name)))
+        return tr__err(TR_ENOMEM, "tr_config_add_function");
+    v[cfg->n_functions++].fn = fn;
+    return 0;
+}
+
 int tr__config_copy(const tr_config *src, tr_config **out) {
     tr_config *c;
     int rc = tr__config_create(&c);
@@ -481,6 +515,8 @@ int tr__config_copy(const tr_config *src, tr_config **out) {
         *c = *src; /* numbers, resources; strings and classes copied below */
         c->classes = NULL;
         c->n_classes = 0;
+        c->functions = NULL;
+        c->n_functions = 0;
         for (const ckey *k = keys; k < keys + N_KEYS; k++)
             if (k->type == K_STR) *(char **)field(c, k) = NULL;
         for (const ckey *k = keys; k < keys + N_KEYS; k++) {
@@ -489,6 +525,8 @@ int tr__config_copy(const tr_config *src, tr_config **out) {
         }
         for (size_t i = 0; i < src->n_classes; i++)
             if (tr__config_add_class(c, &src->classes[i])) goto oom;
+        for (size_t i = 0; i < src->n_functions; i++)
+            if (tr__config_add_function(c, src->functions[i].name, src->functions[i].fn)) goto oom;
     }
     *out = c;
     return 0;

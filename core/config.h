@@ -48,6 +48,13 @@ struct tr_config {
     char *worker_path;
     tr_actor_class *classes;
     size_t n_classes;
+    /* remote functions (tasks): by name, and the binding's one for any other name */
+    struct tr__function {
+        char *name;
+        tr_task_fn fn;
+    } * functions;
+    size_t n_functions;
+    tr_task_fn function_dispatch;
 };
 
 /* troupe.h's tr_config_* and tr_actor_class_init, as the façade (api/config.c) calls them:
@@ -57,6 +64,9 @@ void tr__config_destroy(tr_config *cfg);
 int tr__config_set(tr_config *cfg, const char *key, const char *value);
 void tr__actor_class_init(tr_actor_class *cls);
 int tr__config_add_class(tr_config *cfg, const tr_actor_class *cls);
+int tr__config_add_function(tr_config *cfg, const char *name, tr_task_fn fn);
+/* The function registered under name (n bytes), else the dispatch one, else NULL. */
+tr_task_fn tr__config_find_function(const tr_config *cfg, const char *name, size_t n);
 
 /* Separates the arguments of a command as it travels (hello's "exe", TROUPE_COMMAND). */
 #define TR__ARG_SEP '\x1f'

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -582,10 +583,13 @@ static int pullable(const tr__objects *o, const tr_ref *ref) {
 }
 
 int tr__objects_ready(tr__objects *o, tr_ref ref) {
+    int twin = tr__ref_is_call(&ref);
     ref = store_ref(ref);
     tr__seg_lock(&o->seg);
     tr__obj_entry *e = tr__seg_find(&o->seg, ref.b);
     int r = e && e->state >= TR__OBJ_SEALED; /* spilled objects are sealed too */
+    /* a result's twin that is not here, of this node: its owner died or it is freed */
+    if (!e && twin && tr__ref_node(&ref) == tr__objects_node_num(o)) r = missing(o, &ref, "wait");
     tr__seg_unlock(&o->seg);
     return r;
 }
@@ -600,7 +604,7 @@ void tr__objects_wait_change(tr__objects *o, int64_t deadline) {
  * while waiting for a seal and while a restore reads the disk - other threads' object
  * operations (and the actor calls that pin and unpin) go on meanwhile. */
 static int view_locked(tr__objects *o, const tr_ref *ref, int64_t deadline, int timeout_ms,
-                       const void **data, size_t *len) {
+                       const void **data, size_t *len, int *err_entry) {
     tr__seg *s = &o->seg;
     for (;;) {
         uint32_t seen = tr__event_seq(&s->h->sealed);
@@ -612,22 +616,31 @@ static int view_locked(tr__objects *o, const tr_ref *ref, int64_t deadline, int 
             return rc;
         }
         if (e->state == TR__OBJ_SEALED) {
-            uint64_t off, size;
-            if (!entry_span(s, e, &off, &size)) {
+            uint64_t off = 0, size = 0;
+            int err = (TR__SEG_LOAD(e->flags) & TR__ENT_ERROR) ? TR__SEG_LOAD(e->err) : 0;
+            int bare = err && TR__SEG_LOAD(e->off) == 0; /* an error with no message block */
+            if (!bare && !entry_span(s, e, &off, &size)) {
                 tr__seg_unlock(s);
                 return tr__err(TR_EPROTO, "object store entry is corrupt");
             }
             tr__seg_hold(e, o->idx, 1);
-            tr__seg_bit(e->viewers, o->idx, 1); /* pinned: never spilled while viewed */
+            if (!bare) tr__seg_bit(e->viewers, o->idx, 1); /* pinned: never spilled */
             e->tick = ++s->h->tick;
-            int err = (TR__SEG_LOAD(e->flags) & TR__ENT_ERROR) ? TR__SEG_LOAD(e->err) : 0;
-            if (data) *data = o->ro_data + off;
-            if (len) *len = size;
             tr__seg_unlock(s);
-            if (err) /* the call it stands for failed: its code, its message */
-                return tr__err(err < 0 && err > -1000 ? err : TR_EPROTO, "%.*s",
-                               (int)(size > 4000 ? 4000 : size), o->ro_data + off);
-            return 0;
+            if (!err) {
+                if (data) *data = o->ro_data + off;
+                if (len) *len = size;
+                return 0;
+            }
+            /* The call it stands for failed: its code; its message (NUL-terminated in the
+             * entry, as a call's failure is in *data), held like a value. */
+            if (err_entry) *err_entry = 1;
+            if (err >= 0 || err <= -1000) err = TR_EPROTO;
+            const char *msg = bare ? tr__strerror(err) : o->ro_data + off;
+            size_t n = bare ? strlen(msg) : size ? size - 1 : 0;
+            if (data) *data = bare ? NULL : msg;
+            if (len) *len = n;
+            return tr__err(err, "%.*s", (int)(n > 4000 ? 4000 : n), msg);
         }
         if (e->state == TR__OBJ_SPILLED) {
             pthread_mutex_unlock(&o->mu); /* the segment lock stays ours until restore */
@@ -649,12 +662,12 @@ static int view_locked(tr__objects *o, const tr_ref *ref, int64_t deadline, int 
  * return *lp is that record, still carrying the extra pin for the caller to keep or drop
  * (unpin_local). Called with o->mu held. */
 static int view_pinned(tr__objects *o, const tr_ref *ref, int timeout_ms, const void **data,
-                       size_t *len, local **lp) {
+                       size_t *len, local **lp, int *err_entry) {
     local *l = find_local(o, ref->b, 1);
     *lp = l;
     if (!l) return tr__err(TR_ENOMEM, "object record");
     l->pins++;
-    return view_locked(o, ref, tr__deadline(timeout_ms), timeout_ms, data, len);
+    return view_locked(o, ref, tr__deadline(timeout_ms), timeout_ms, data, len, err_entry);
 }
 
 /* Drops a pin of our record; the record (and our hold) goes once nothing keeps it. */
@@ -676,8 +689,9 @@ int tr__objects_get(tr__objects *o, tr_ref ref, int timeout_ms, const void **dat
     for (int pulled = 0, made = 0;; pulled = 1) {
         pthread_mutex_lock(&o->mu);
         local *l;
-        int rc = view_pinned(o, &ref, tr__ms_left(deadline), data, len, &l);
-        if (!rc) l->user = 1;
+        int err_entry = 0; /* a failed call's twin: held as a value is, until released */
+        int rc = view_pinned(o, &ref, tr__ms_left(deadline), data, len, &l, &err_entry);
+        if (!rc || err_entry) l->user = 1;
         unpin_local(o, l);
         pthread_mutex_unlock(&o->mu);
         if (rc != TR_ENOTFOUND || pulled || !pullable(o, &ref)) return after_pull(o, ref, made, rc);
@@ -709,7 +723,7 @@ int tr__objects_pin(tr__objects *o, tr_ref ref, int timeout_ms, const void **dat
         int64_t deadline = tr__deadline(timeout_ms);
         for (int pulled = 0, made = 0;; pulled = 1) {
             local *l;
-            rc = view_pinned(o, &ref, tr__ms_left(deadline), data, len, &l);
+            rc = view_pinned(o, &ref, tr__ms_left(deadline), data, len, &l, NULL);
             if (rc) unpin_local(o, l);
             pthread_mutex_unlock(&o->mu);
             if (rc != TR_ENOTFOUND || pulled || !pullable(o, &ref))
@@ -834,7 +848,7 @@ int tr__objects_view(tr__objects *o, tr_ref ref, int timeout_ms, const void **da
     pthread_mutex_lock(&o->mu);
     local *l = NULL;
     int rc = find_local(o, ref.b, 0)
-                 ? view_pinned(o, &ref, timeout_ms, data, len, &l)
+                 ? view_pinned(o, &ref, timeout_ms, data, len, &l, NULL)
                  : tr__err(TR_ESTALE, "object view: this process does not hold the object");
     unpin_local(o, l);
     pthread_mutex_unlock(&o->mu);
@@ -908,6 +922,25 @@ int tr__objects_fulfill(tr__objects *o, tr_ref twin, int code, const void *data,
     return 0;
 }
 
+int tr__objects_fail_bare(tr__objects *o, tr_ref twin, int code) {
+    twin = store_ref(twin);
+    tr__seg *s = &o->seg;
+    tr__seg_lock(s);
+    tr__obj_entry *e = tr__seg_find(s, twin.b);
+    int ok = e && e->state == TR__OBJ_CREATED && (e->flags & TR__ENT_PROMISE) &&
+             e->creator == o->idx && !e->off;
+    if (ok) {
+        e->flags = TR__ENT_ERROR;
+        e->err = code ? code : TR_EINTERNAL;
+        e->size = 0;
+        e->state = TR__OBJ_SEALED;
+        e->tick = ++s->h->tick;
+    }
+    tr__seg_unlock(s);
+    if (ok) tr__event_signal(&s->h->sealed);
+    return ok ? 0 : tr__err(TR_ESTATE, "fail: no promise of this process under that ref");
+}
+
 int tr__objects_move(tr__objects *o, tr_ref from, tr_ref twin, int timeout_ms) {
     twin = store_ref(twin);
     tr__seg *s = &o->seg;
@@ -946,15 +979,17 @@ int tr__objects_move(tr__objects *o, tr_ref from, tr_ref twin, int timeout_ms) {
             }
             continue;
         }
-        if (st == TR__OBJ_SPILLED && s->spill_dir[0]) { /* its file goes by the new name */
-            char a[700], b[700];
-            tr__seg_spill_path(s, from.b, a, sizeof a);
-            tr__seg_spill_path(s, twin.b, b, sizeof b);
-            if (rename(a, b) != 0) {
-                rc = tr__err_errno(errno, "move: renaming %s", a);
-                tr__seg_unlock(s);
-                break;
-            }
+        /* Only a result nobody else knows by its old name moves: our one pin (the
+         * adopted result's), no other process's bit, no container. Else it is copied. */
+        int others = f->contained_by != 0;
+        for (int i = 0; i < TR__SEG_MAX_CLIENTS / 64; i++) {
+            uint64_t mine = i == (o->idx >> 6) ? 1ull << (o->idx & 63) : 0;
+            others |= (f->holders[i] & ~mine) != 0 || (f->viewers[i] & ~mine) != 0;
+        }
+        if (others || lf->pins != 1 || lf->user || st != TR__OBJ_SEALED) {
+            tr__seg_unlock(s);
+            rc = tr__err(TR_ESTATE, "move: the object is in use: it is copied instead");
+            break;
         }
         tr__obj_entry saved = *f;
         if (!t) {
@@ -1021,4 +1056,30 @@ int tr__objects_borrow(tr__objects *o, tr_ref ref) {
     }
     pthread_mutex_unlock(&o->mu);
     return rc;
+}
+
+int32_t *tr__objects_board(tr__objects *o, uint64_t key, int claim) {
+    if (!key) return NULL;
+    tr__seg *s = &o->seg;
+    int32_t *word = NULL;
+    tr__seg_lock(s);
+    size_t home = (size_t)(key % TR__SEG_BOARD);
+    for (size_t n = 0; n < TR__SEG_BOARD && !word; n++) {
+        size_t i = (home + n) % TR__SEG_BOARD;
+        uint64_t k = TR__SEG_LOAD(s->h->board[i].key);
+        int32_t pid = TR__SEG_LOAD(s->h->board[i].pid);
+        int stale = claim && k && pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+        if (k == key || (claim && (k == 0 || stale))) {
+            if (claim) {
+                s->h->board[i].key = key;
+                s->h->board[i].pid = (int32_t)getpid();
+                __atomic_store_n(&s->h->board[i].busy, 0, __ATOMIC_RELAXED);
+            }
+            word = &s->h->board[i].busy;
+        } else if (!k && !claim) {
+            break;
+        }
+    }
+    tr__seg_unlock(s);
+    return word;
 }

@@ -116,16 +116,27 @@ unsigned tr__objects_gen(const tr__objects *o);
  * it), that gets wait on. TR_EEXIST if there is one. */
 int tr__objects_promise(tr__objects *o, tr_ref twin);
 /* Fills our promise with data (code 0) or seals it as an error entry (code, with data as
- * its message), and wakes its waiters. TR_ESTATE if it is not our unfilled promise. */
+ * its message, NUL included), and wakes its waiters. TR_ESTATE if it is not our unfilled promise.
+ */
 int tr__objects_fulfill(tr__objects *o, tr_ref twin, int code, const void *data, size_t len);
+/* Seals our promise as an error entry with no message block (code only): what a full
+ * store still allows. TR_ESTATE if it is not our unfilled promise. */
+int tr__objects_fail_bare(tr__objects *o, tr_ref twin, int code);
 /* Renames object `from`, which this process holds (a large result it adopted), to `twin`:
  * our promise of it if there is one (its holders and containers kept), else a new entry.
- * No byte moves. Our record of `from` becomes our record of the twin. Waits up to
- * timeout_ms while another process spills or restores the object. */
+ * No byte moves. Our record of `from` becomes our record of the twin. Only a result that
+ * nobody else knows by its old name moves (our one pin, no other process's bit, no
+ * container, resident): else TR_ESTATE, and the caller copies it. Waits up to timeout_ms
+ * while another process spills or restores the object. */
 int tr__objects_move(tr__objects *o, tr_ref from, tr_ref twin, int timeout_ms);
 /* Takes this process's user hold on a ref it received (tr_ref_borrow): the entry must be
  * there (sealed or a promise). TR_ENOTFOUND, or TR_EOWNER_DIED for a twin whose owner has
  * gone before filling it. */
 int tr__objects_borrow(tr__objects *o, tr_ref ref);
+
+/* The node's notice board of task workers (segment.h): the busy word of key (non-zero),
+ * claimed for this process if `claim` (NULL: the board is full), else only looked up
+ * (NULL: not on the board). The word is shared memory: atomic loads and stores only. */
+int32_t *tr__objects_board(tr__objects *o, uint64_t key, int claim);
 
 #endif

@@ -28,6 +28,7 @@
 #define TR__SEG_NBINS 48
 #define TR__SEG_MAX_CLIENTS 256
 #define TR__SEG_NULL UINT64_MAX
+#define TR__SEG_BOARD 512 /* task workers' busy flags (actor/tasks.h) */
 
 /* SEALED objects live in the data region. Under memory pressure an allocating process
  * spills the least recently used sealed object that nobody is viewing to a file:
@@ -87,6 +88,15 @@ typedef struct tr__seg_hdr {
      * names its owner by (index, generation), so any process tells from the ref alone
      * whether its owner is still attached. */
     uint16_t client_gen[TR__SEG_MAX_CLIENTS];
+    /* A notice board of task workers: key (their actor id's key; 0: free), and whether
+     * one runs a task now, so that every process of the node sends its tasks to idle
+     * ones (a parent waiting for its children is busy). Advisory: never trusted for
+     * anything but a choice. */
+    struct {
+        uint64_t key;
+        int32_t busy;
+        int32_t pid;
+    } board[TR__SEG_BOARD];
     uint32_t node_num; /* the node's number in its cluster (0: none), in every new id */
 } tr__seg_hdr;
 

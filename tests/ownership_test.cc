@@ -228,6 +228,36 @@ TEST_F(OwnershipTest, OwnReleasedResultComesBack) {
     expect_empty();
 }
 
+/* A large result already passed by its object's name (to a call that pins it) and then
+ * shared: it is copied into its twin, never renamed under the call that reads it; nothing
+ * leaks. */
+TEST_F(OwnershipTest, LargeResultInUseIsCopiedNotRenamed) {
+    tr_actor_id a = make(), b = make(), c = make();
+    tr_ref r;
+    ASSERT_EQ(tr_call(rt, a, "big", i64(300000).data(), 8, &r), 0);
+    ASSERT_EQ(tr_get(rt, r, 10000, nullptr, nullptr), 0);
+    int64_t ms = 300;
+    tr_ref slow, sum;
+    ASSERT_EQ(tr_call(rt, b, "sleep_ms", &ms, 8, &slow), 0); /* b busy: the next call waits */
+    ASSERT_EQ(tr_call_refs(rt, b, "sum_args", nullptr, 0, &r, 1, &sum), 0);
+    uint64_t got = 0;
+    std::string err;
+    ASSERT_EQ(deref(c, r, 0, &got, &err), 0) << err; /* shared while b's call holds it */
+    const std::string expect(300000, 'b');
+    EXPECT_EQ(got, sum_of(expect));
+    const void *d;
+    size_t n;
+    ASSERT_EQ(tr_get(rt, sum, 10000, &d, &n), 0) << tr_last_error();
+    ASSERT_EQ(n, 8u);
+    memcpy(&got, d, 8);
+    EXPECT_EQ(got, sum_of(expect));
+    ASSERT_EQ(tr_get(rt, r, 10000, &d, &n), 0);
+    EXPECT_EQ(std::string((const char *)d, n), expect);
+    for (tr_ref x : {r, slow, sum})
+        tr_ref_release(rt, x);
+    expect_empty();
+}
+
 /* A failed call's error reaches the borrower with its code and message. */
 TEST_F(OwnershipTest, ErrorResultReachesTheBorrower) {
     tr_actor_id a = make(), b = make();

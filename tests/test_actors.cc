@@ -322,10 +322,8 @@ int m_deref_sum(tr_ctx *ctx, void *, const void *args, size_t len) {
             memcpy(&r[k], d, 16);
         }
         rc = tr_get(rt, r[k], 10000, &d, &n);
-        if (rc)
-            tr_ctx_error(ctx, "deref_sum level %d: %s: %s", k, tr_errname(rc), tr_last_error());
-        else
-            got = k + 1;
+        if (rc) tr_ctx_error(ctx, "deref_sum level %d: %s: %s", k, tr_errname(rc), tr_last_error());
+        if (!rc || rc == TR_ETASK) got = k + 1; /* (a failed result is held as a value is) */
     }
     uint64_t sum = rc ? 0 : checksum(d, n);
     for (int k = got - 1; k >= 0; k--)
@@ -1167,6 +1165,112 @@ int m_fixed(tr_ctx *ctx, void *self, const void *args, size_t len) {
 }
 const tr_method_def dispatcher_methods[] = {{"fixed", m_fixed}};
 
+/* ---- remote functions (tests/tasks_test.cc) */
+
+int t_echo(tr_ctx *ctx, const void *args, size_t len) {
+    return tr_ctx_reply(ctx, args, len);
+}
+
+int t_pid(tr_ctx *ctx, const void *, size_t) {
+    return reply_i64(ctx, getpid());
+}
+
+int t_sleep(tr_ctx *ctx, const void *args, size_t len) {
+    int64_t ms = arg_i64(args, len);
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+    return reply_i64(ctx, getpid());
+}
+
+int t_fail(tr_ctx *ctx, const void *args, size_t len) {
+    return tr_ctx_error(ctx, "task failed: %.*s", (int)len, (const char *)args);
+}
+
+/* args: a path. Appends a line to it; crashes unless the file then has `limit` lines
+ * (the first 8 bytes: the limit, the rest the path). */
+int t_crash_until(tr_ctx *ctx, const void *args, size_t len) {
+    if (len < 9) return tr_ctx_error(ctx, "crash_until wants (limit, path)");
+    int64_t limit;
+    memcpy(&limit, args, 8);
+    std::string path((const char *)args + 8, len - 8);
+    FILE *f = fopen(path.c_str(), "a+");
+    if (!f) return tr_ctx_error(ctx, "cannot open %s", path.c_str());
+    fputs("run\n", f);
+    fflush(f);
+    rewind(f);
+    int lines = 0, c;
+    while ((c = fgetc(f)) != EOF)
+        lines += c == '\n';
+    fclose(f);
+    if (lines < limit) _exit(3); /* the worker dies with the task in flight */
+    return reply_i64(ctx, lines);
+}
+
+/* Sums the checksums of its ref arguments (objects or other tasks' results). */
+int t_sum_refs(tr_ctx *ctx, const void *, size_t) {
+    uint64_t sum = 0;
+    for (size_t i = 0; i < tr_ctx_num_refs(ctx); i++) {
+        const void *d;
+        size_t n;
+        if (tr_ctx_ref(ctx, i, &d, &n)) return tr_ctx_error(ctx, "ref %zu", i);
+        sum += checksum(d, n);
+    }
+    return tr_ctx_reply(ctx, &sum, sizeof sum);
+}
+
+/* args: int64 depth. Depth 0 replies 1; otherwise submits two tasks of depth - 1, waits
+ * for both (a parent holding its worker while its children run) and replies their sum. */
+int t_tree(tr_ctx *ctx, const void *args, size_t len) {
+    int64_t depth = arg_i64(args, len);
+    if (depth <= 0) return reply_i64(ctx, 1);
+    tr_runtime *rt = tr_ctx_runtime(ctx);
+    int64_t d = depth - 1, total = 0;
+    tr_ref kids[2];
+    for (int i = 0; i < 2; i++)
+        if (tr_task_submit(rt, "t_tree", &d, sizeof d, nullptr, 0, nullptr, &kids[i]))
+            return tr_ctx_error(ctx, "submit: %s", tr_last_error());
+    for (int i = 0; i < 2; i++) {
+        const void *v;
+        size_t n;
+        int rc = tr_get(rt, kids[i], 30000, &v, &n);
+        if (rc || n != 8)
+            return tr_ctx_error(ctx, "child: %s: %s", tr_errname(rc), tr_last_error());
+        int64_t x;
+        memcpy(&x, v, 8);
+        total += x;
+        tr_ref_release(rt, kids[i]);
+    }
+    return reply_i64(ctx, total);
+}
+
+/* Creates a Counter actor, adds args to it, kills it; replies the sum. */
+int t_make_actor(tr_ctx *ctx, const void *args, size_t len) {
+    tr_runtime *rt = tr_ctx_runtime(ctx);
+    tr_actor_id a;
+    int rc = tr_actor_create(rt, "Counter", nullptr, "t", 1, &a);
+    int64_t out = 0;
+    if (!rc) rc = call_i64(rt, a, "add", arg_i64(args, len), &out);
+    if (!rc) tr_actor_kill(rt, a, 1);
+    return rc ? tr_ctx_error(ctx, "actor: %s: %s", tr_errname(rc), tr_last_error())
+              : reply_i64(ctx, out);
+}
+
+void add_functions(tr_config *cfg) {
+    static const struct {
+        const char *name;
+        tr_task_fn fn;
+    } fns[] = {{"t_echo", t_echo},
+               {"t_pid", t_pid},
+               {"t_sleep", t_sleep},
+               {"t_fail", t_fail},
+               {"t_crash_until", t_crash_until},
+               {"t_sum_refs", t_sum_refs},
+               {"t_tree", t_tree},
+               {"t_make_actor", t_make_actor}};
+    for (const auto &f : fns)
+        if (tr_config_add_function(cfg, f.name, f.fn)) abort();
+}
+
 void add_classes(tr_config *cfg) {
     tr_actor_class disp = TR_ACTOR_CLASS_INIT; /* methods known at run time only */
     disp.name = "Dispatcher";
@@ -1186,6 +1290,7 @@ void add_classes(tr_config *cfg) {
     plain.methods = counter_methods + 3; /* echo, fail, ... */
     plain.n_methods = 3;
     if (tr_config_add_class(cfg, &plain)) abort();
+    add_functions(cfg);
 }
 
 } // namespace

@@ -239,6 +239,16 @@ TR_API int tr_config_set(tr_config *cfg, const char *key, const char *value);
  * Thread safety: not thread-safe. */
 TR_API int tr_config_add_class(tr_config *cfg, const tr_actor_class *cls);
 
+/* A remote function (a task): gets its arguments and writes its result through ctx, as
+ * a method does (tr_ctx_reply, tr_ctx_error, tr_ctx_ref, tr_ctx_runtime...). */
+typedef int (*tr_task_fn)(tr_ctx *ctx, const void *args, size_t len);
+
+/* Registers a remote function under name (copied), for tr_task_submit; with name NULL,
+ * the function runs every task whose name is not registered (a binding's dispatch: the
+ * name is tr_ctx_method's). Returns 0, TR_EINVAL, TR_EEXIST. Thread safety: not
+ * thread-safe. */
+TR_API int tr_config_add_function(tr_config *cfg, const char *name, tr_task_fn fn);
+
 /* ------------------------------------------------------------------ runtime */
 
 /* Starts the runtime. With no "address" it starts an embedded node service as a child
@@ -416,6 +426,44 @@ TR_API int tr_call_contains(tr_runtime *rt, tr_actor_id actor, const char *metho
  * TR_EINVAL, TR_ENOTFOUND (no such value: never made, or freed), TR_EOWNER_DIED (a call
  * result whose owner died before it was in). Thread safety: any thread. */
 TR_API int tr_ref_borrow(tr_runtime *rt, tr_ref ref);
+
+/* ------------------------------------------------------------------ tasks */
+
+/* How a task runs. num_cpus (default 1) counts against the pool's size (the node's CPUs
+ * divided by it; a task's own nested tasks may use up to four times that, so a parent
+ * waiting for its children never starves them); num_gpus and resources are reserved by
+ * each worker of the task's pool (placed as an actor is, on any node of a cluster).
+ * max_retries (default 3, -1: always): how many times a task whose worker died with it
+ * in flight is run again before its ref fails with TR_EACTOR_DIED and the reason.
+ * contained: refs nested in args (as tr_call_contains). */
+typedef struct tr_task_options {
+    uint32_t struct_size; /* TR_STRUCT_SIZE(tr_task_options) */
+    double num_cpus;
+    double num_gpus;
+    const tr_resource *resources; /* borrowed for the call */
+    size_t n_resources;
+    int max_retries;
+    const tr_ref *contained; /* borrowed for the call */
+    size_t n_contained;
+} tr_task_options;
+
+#define TR_TASK_OPTIONS_INIT                                                                       \
+    { TR_STRUCT_SIZE(tr_task_options), 1.0, 0.0, NULL, 0, 3, NULL, 0 }
+/* Same as TR_TASK_OPTIONS_INIT, for bindings. Thread safety: any thread. */
+TR_API void tr_task_options_init(tr_task_options *opts);
+
+/* Runs remote function fn (tr_config_add_function in the executable the node runs as its
+ * workers) with args (copied) and refs (as tr_call_refs) on a worker of the node's task
+ * pool: processes started on first use and kept warm for every later task of any process
+ * of the node (of the same resource shape), each running one task at a time. *out is the
+ * task's result ref, as a call's: tr_get, tr_wait, tr_ref_release, passed on to other
+ * processes (tr_call_contains...). opts may be NULL. Returns 0, TR_EINVAL, TR_ENOMEM,
+ * TR_ERESOURCES (the shape can never be placed), TR_ECONNECT; the function's own failure
+ * is the ref's (TR_ETASK with its message; TR_ENOMETHOD-like text for an unknown name).
+ * Thread safety: any thread. */
+TR_API int tr_task_submit(tr_runtime *rt, const char *fn, const void *args, size_t len,
+                          const tr_ref *refs, size_t n_refs, const tr_task_options *opts,
+                          tr_ref *out);
 
 /* Waits up to timeout_ms for a call's result or a sealed object (see tr_put). On 0, *data
  * and *len view the result, valid until tr_ref_release (tr_get may be repeated). On TR_ETASK the

@@ -1,0 +1,251 @@
+/* actor/tasks.c - remote functions (tasks) on the node's task pool (tasks.h). */
+#include "actor/tasks.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "actor/control.h"
+#include "core/abi.h"
+#include "core/ids.h"
+#include "core/status.h"
+
+#define MAX_RES 16
+#define NESTED_FACTOR 4 /* a pool worker's own tasks: up to 4x the pool (parents wait) */
+
+typedef struct pool {
+    char key[200]; /* the shape: "c1/g0[/name=q...]" */
+    double num_gpus;
+    tr_resource res[MAX_RES];
+    char *res_names[MAX_RES];
+    size_t n_res;
+    size_t limit;         /* members at most (for this process) */
+    tr_actor_id *members; /* known so far, in name order */
+    size_t n, cap;
+    int discovered; /* members that others started were looked up */
+    struct pool *next;
+} pool;
+
+struct tr__tasks {
+    tr__nodeconn *node;
+    tr__actors *actors;
+    tr__objects *objects;
+    pthread_mutex_t mu;
+    pool *pools;
+};
+
+static pthread_mutex_t self_mu = PTHREAD_MUTEX_INITIALIZER;
+static tr_actor_id self_id;
+static int self_known;
+
+void tr__tasks_note_self(const tr_actor_id *id) {
+    pthread_mutex_lock(&self_mu);
+    self_id = *id;
+    self_known = 1;
+    pthread_mutex_unlock(&self_mu);
+}
+
+static int is_self(const tr_actor_id *id) {
+    pthread_mutex_lock(&self_mu);
+    int r = self_known && memcmp(self_id.b, id->b, 16) == 0;
+    pthread_mutex_unlock(&self_mu);
+    return r;
+}
+
+int tr__tasks_create(tr__nodeconn *node, tr__actors *actors, tr__objects *objects,
+                     tr__tasks **out) {
+    tr__tasks *t = calloc(1, sizeof *t);
+    if (!t) return tr__err(TR_ENOMEM, "task pool");
+    t->node = node;
+    t->actors = actors;
+    t->objects = objects;
+    pthread_mutex_init(&t->mu, NULL);
+    *out = t;
+    return 0;
+}
+
+void tr__tasks_destroy(tr__tasks *t) {
+    if (!t) return;
+    for (pool *p = t->pools, *n; p; p = n) {
+        n = p->next;
+        for (size_t i = 0; i < p->n_res; i++)
+            free(p->res_names[i]);
+        free(p->members);
+        free(p);
+    }
+    pthread_mutex_destroy(&t->mu);
+    free(t);
+}
+
+static int res_cmp(const void *a, const void *b) {
+    return strcmp(((const tr_resource *)a)->name, ((const tr_resource *)b)->name);
+}
+
+/* The pool of a shape, made if need be. Called with t->mu held. */
+static int find_pool(tr__tasks *t, const tr_task_options *o, pool **out) {
+    if (o->n_resources > MAX_RES)
+        return tr__err(TR_EINVAL, "tr_task_submit: more than %d resources", MAX_RES);
+    tr_resource res[MAX_RES];
+    for (size_t i = 0; i < o->n_resources; i++) {
+        res[i] = o->resources[i];
+        if (!res[i].name || !*res[i].name || strlen(res[i].name) > 64 ||
+            strpbrk(res[i].name, "/=") || !(res[i].quantity > 0))
+            return tr__err(TR_EINVAL,
+                           "tr_task_submit: resource %zu needs a name (no '/' or "
+                           "'=', up to 64 bytes) and a quantity > 0",
+                           i);
+    }
+    qsort(res, o->n_resources, sizeof *res, res_cmp);
+    char key[400];
+    int k = snprintf(key, sizeof key, "c%g/g%g", o->num_cpus, o->num_gpus);
+    for (size_t i = 0; i < o->n_resources && k > 0 && (size_t)k < sizeof key; i++)
+        k += snprintf(key + k, sizeof key - (size_t)k, "/%s=%g", res[i].name, res[i].quantity);
+    if (k <= 0 || (size_t)k >= 200) return tr__err(TR_EINVAL, "tr_task_submit: shape too long");
+    for (pool *p = t->pools; p; p = p->next)
+        if (strcmp(p->key, key) == 0) {
+            *out = p;
+            return 0;
+        }
+    pool *p = calloc(1, sizeof *p);
+    if (!p) return tr__err(TR_ENOMEM, "task pool");
+    memcpy(p->key, key, (size_t)k + 1); /* (k < 200) */
+    p->num_gpus = o->num_gpus;
+    for (size_t i = 0; i < o->n_resources; i++) {
+        if (!(p->res_names[i] = strdup(res[i].name))) {
+            for (size_t j = 0; j < i; j++)
+                free(p->res_names[j]);
+            free(p);
+            return tr__err(TR_ENOMEM, "task pool");
+        }
+        p->res[i].name = p->res_names[i];
+        p->res[i].quantity = res[i].quantity;
+    }
+    p->n_res = o->n_resources;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    double per = o->num_cpus >= 1 ? o->num_cpus : 1;
+    size_t base = (size_t)((ncpu > 0 ? (double)ncpu : 1.0) / per);
+    p->limit = base ? base : 1;
+    pthread_mutex_lock(&self_mu);
+    if (self_known) p->limit = p->limit * NESTED_FACTOR + 1; /* (+1: never ourselves) */
+    pthread_mutex_unlock(&self_mu);
+    p->next = t->pools;
+    t->pools = p;
+    *out = p;
+    return 0;
+}
+
+static void member_name(const pool *p, size_t k, char *out, size_t cap) {
+    snprintf(out, cap, "__troupe_pool/%s/%zu", p->key, k);
+}
+
+static int add_member(pool *p, const tr_actor_id *id) {
+    if (p->n == p->cap) {
+        size_t c = p->cap ? p->cap * 2 : 8;
+        tr_actor_id *v = realloc(p->members, c * sizeof *v);
+        if (!v) return tr__err(TR_ENOMEM, "task pool");
+        p->members = v;
+        p->cap = c;
+    }
+    p->members[p->n++] = *id;
+    return 0;
+}
+
+/* Starts member k (or finds it, if another process started it). Called with t->mu held. */
+static int start_member(tr__tasks *t, pool *p) {
+    char name[300];
+    member_name(p, p->n, name, sizeof name);
+    tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
+    o.num_cpus = 0; /* CPUs are not reserved: the pool's size is their count */
+    o.num_gpus = p->num_gpus;
+    o.resources = p->n_res ? p->res : NULL;
+    o.n_resources = p->n_res;
+    o.name = name;
+    o.max_restarts = -1; /* a worker a task crashed comes back for the next tasks */
+    tr_actor_id id;
+    int rc = tr__actor_create(t->node, TR__TASKS_CLASS, &o, NULL, 0, &id);
+    if (rc == TR_EEXIST) rc = tr__actor_by_name(t->node, name, &id);
+    if (rc) return tr__err_wrap(rc, "starting a task worker (%s)", name);
+    return add_member(p, &id);
+}
+
+/* The members other processes started before us. Called with t->mu held. */
+static void discover(tr__tasks *t, pool *p) {
+    p->discovered = 1;
+    while (p->n < p->limit) {
+        char name[300];
+        member_name(p, p->n, name, sizeof name);
+        tr_actor_id id;
+        if (tr__actor_by_name(t->node, name, &id) || add_member(p, &id)) break;
+    }
+}
+
+/* Whether member id runs a task now, as the node's notice board says (0 if it is not on
+ * this node's board). */
+static int running(tr__tasks *t, const tr_actor_id *id) {
+    int32_t *w = t->objects ? tr__objects_board(t->objects, tr__id_key(id->b), 0) : NULL;
+    return w && __atomic_load_n(w, __ATOMIC_RELAXED) != 0;
+}
+
+/* The member a task goes to: one with nothing pending from us and no task running (the
+ * node's board: a parent waiting for its children runs one), never this process itself;
+ * else a new one while the pool is below its size; else the one with the fewest calls
+ * pending from us. */
+static int pick(tr__tasks *t, pool *p, tr_actor_id *out) {
+    if (!p->discovered) discover(t, p);
+    for (;;) {
+        size_t best = SIZE_MAX, best_pending = SIZE_MAX;
+        for (size_t i = 0; i < p->n; i++) {
+            if (is_self(&p->members[i])) continue;
+            size_t pending = tr__actors_pending(t->actors, p->members[i]);
+            if (pending == 0 && running(t, &p->members[i])) pending = 1; /* (another's) */
+            if (pending < best_pending) {
+                best = i;
+                best_pending = pending;
+            }
+            if (pending == 0) break;
+        }
+        if (best_pending == 0 || p->n >= p->limit) {
+            if (best == SIZE_MAX) return tr__err(TR_ERESOURCES, "tr_task_submit: no task worker");
+            *out = p->members[best];
+            return 0;
+        }
+        /* all busy: the next member (started now, or found: another process started it,
+         * and if it is busy too, the loop goes on to the one after) */
+        int rc = start_member(t, p);
+        if (rc && best == SIZE_MAX) return rc;
+        if (rc) {
+            *out = p->members[best];
+            return 0;
+        }
+    }
+}
+
+int tr__tasks_submit(tr__tasks *t, const char *fn, const void *args, size_t len, const tr_ref *refs,
+                     size_t n_refs, const tr_task_options *opts, tr_ref *out) {
+    if (!fn || !*fn || strlen(fn) > 255 || !out || (!args && len) || (!refs && n_refs))
+        return tr__err(TR_EINVAL, "tr_task_submit: a function name of 1..255 bytes, out, and "
+                                  "args/refs when their lengths are not 0");
+    if (strncmp(fn, "__troupe_", 9) == 0)
+        return tr__err(TR_EINVAL, "tr_task_submit: names starting __troupe_ are troupe's");
+    tr_task_options o = TR_TASK_OPTIONS_INIT;
+    if (opts) {
+        int rc = tr__struct_in(&o, sizeof o, opts, TR__SIZE_UPTO(tr_task_options, n_contained),
+                               "tr_task_submit");
+        if (rc) return rc;
+    }
+    if (!(o.num_cpus >= 0 && o.num_cpus <= 1e6) || !(o.num_gpus >= 0 && o.num_gpus <= 1e6) ||
+        (!o.resources && o.n_resources) || (!o.contained && o.n_contained) || o.max_retries < -1)
+        return tr__err(TR_EINVAL, "tr_task_submit: bad options (num_cpus, num_gpus >= 0; "
+                                  "max_retries >= -1)");
+    pthread_mutex_lock(&t->mu);
+    pool *p = NULL;
+    tr_actor_id member;
+    int rc = find_pool(t, &o, &p);
+    if (!rc) rc = pick(t, p, &member);
+    pthread_mutex_unlock(&t->mu);
+    if (rc) return rc;
+    return tr__actors_submit(t->actors, member, fn, args, len, refs, n_refs, o.contained,
+                             o.n_contained, o.max_retries, out);
+}

@@ -1,0 +1,34 @@
+/* actor/tasks.h - remote functions (tasks) on the node's task pool.
+ *
+ * A pool is a set of actors of the built-in class TR__TASKS_CLASS (their worker runs the
+ * function a call names: tr_config_add_function), one pool per resource shape, each
+ * member a named actor ("__troupe_pool/SHAPE/K") so that every process of the node (of
+ * the cluster) finds and shares the same warm workers; members restart forever. A task
+ * is a call to the member with the fewest calls pending from this process (a new member
+ * is started while every one is busy and the pool is below its size), retried on the
+ * member's next incarnation if its worker dies with it in flight (actor/calls.c). Its
+ * result ref is that call's: tr_get, ownership and everything else are the calls'.
+ * Thread safety: any thread.
+ */
+#ifndef TR_ACTOR_TASKS_H
+#define TR_ACTOR_TASKS_H
+
+#include <stddef.h>
+
+#include "actor/calls.h"
+#include "core/nodeconn.h"
+#include "troupe/troupe.h"
+
+#define TR__TASKS_CLASS "__troupe_tasks"
+
+typedef struct tr__tasks tr__tasks;
+
+int tr__tasks_create(tr__nodeconn *node, tr__actors *actors, tr__objects *objects, tr__tasks **out);
+void tr__tasks_destroy(tr__tasks *t);
+int tr__tasks_submit(tr__tasks *t, const char *fn, const void *args, size_t len, const tr_ref *refs,
+                     size_t n_refs, const tr_task_options *opts, tr_ref *out);
+/* This process is the pool worker `id` (worker.c says so at start): its own tasks never go
+ * to itself, and its pools may grow further (a parent waiting for its children). */
+void tr__tasks_note_self(const tr_actor_id *id);
+
+#endif

@@ -1,0 +1,235 @@
+/* tests/tasks_test.cc - remote functions (tr_task_submit) on the node's task pool, with
+ * real worker processes: results, refs in and out, a warm pool shared by every process,
+ * tasks in parallel, retries when the worker dies, nested tasks that wait for their
+ * children, tasks that create actors, errors; the store is empty after each test. */
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/test_actors.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class TasksTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        ASSERT_EQ(tr_init(test_config(), &rt), 0) << tr_last_error();
+    }
+    void TearDown() override {
+        tr_shutdown(rt);
+    }
+    void expect_empty() {
+        tr_store_stats s = TR_STORE_STATS_INIT;
+        bool empty = eventually(3000, [&] {
+            EXPECT_EQ(tr_object_stats(rt, &s), 0);
+            return s.n_objects == 0 && s.bytes_used == 0;
+        });
+        EXPECT_TRUE(empty) << s.n_objects << " objects left";
+    }
+    int run(const char *fn, const std::string &args, std::string *out,
+            const tr_task_options *o = nullptr, const tr_ref *refs = nullptr, size_t n = 0) {
+        tr_ref r;
+        int rc = tr_task_submit(rt, fn, args.data(), args.size(), refs, n, o, &r);
+        if (rc) {
+            *out = tr_last_error();
+            return rc;
+        }
+        const void *d;
+        size_t len;
+        rc = tr_get(rt, r, 30000, &d, &len);
+        *out = d ? std::string((const char *)d, len) : tr_last_error();
+        tr_ref_release(rt, r);
+        return rc;
+    }
+    int64_t run_i64(const char *fn, int64_t arg) {
+        std::string out;
+        int rc = run(fn, std::string((const char *)&arg, 8), &out);
+        EXPECT_EQ(rc, 0) << out;
+        int64_t v = -1;
+        if (out.size() == 8) memcpy(&v, out.data(), 8);
+        return v;
+    }
+    tr_runtime *rt = nullptr;
+};
+
+std::string i64(int64_t v) {
+    return std::string((const char *)&v, 8);
+}
+
+TEST_F(TasksTest, ResultsComeBackAndManyRunInFlight) {
+    std::string out;
+    ASSERT_EQ(run("t_echo", "hello task", &out), 0) << out;
+    EXPECT_EQ(out, "hello task");
+    std::vector<tr_ref> refs(200);
+    for (size_t i = 0; i < refs.size(); i++) {
+        std::string a = "v" + std::to_string(i);
+        ASSERT_EQ(tr_task_submit(rt, "t_echo", a.data(), a.size(), nullptr, 0, nullptr, &refs[i]),
+                  0)
+            << tr_last_error();
+    }
+    size_t n_ready = 0;
+    ASSERT_EQ(tr_wait(rt, refs.data(), refs.size(), refs.size(), 30000, nullptr, &n_ready), 0);
+    EXPECT_EQ(n_ready, refs.size());
+    for (size_t i = 0; i < refs.size(); i++) {
+        const void *d;
+        size_t n;
+        ASSERT_EQ(tr_get(rt, refs[i], 0, &d, &n), 0);
+        EXPECT_EQ(std::string((const char *)d, n), "v" + std::to_string(i));
+        tr_ref_release(rt, refs[i]);
+    }
+    /* a large result goes through the store, as a call's */
+    std::string big(300000, 'x');
+    ASSERT_EQ(run("t_echo", big, &out), 0);
+    EXPECT_EQ(out, big);
+    expect_empty();
+}
+
+TEST_F(TasksTest, RefsGoInAndOut) {
+    std::string data = pattern(200000, 3);
+    tr_ref obj, first, second;
+    ASSERT_EQ(tr_put(rt, data.data(), data.size(), &obj), 0);
+    ASSERT_EQ(tr_task_submit(rt, "t_sum_refs", nullptr, 0, &obj, 1, nullptr, &first), 0)
+        << tr_last_error();
+    /* a task's result as another task's argument, before it is in */
+    ASSERT_EQ(tr_task_submit(rt, "t_sum_refs", nullptr, 0, &first, 1, nullptr, &second), 0);
+    const void *d;
+    size_t n;
+    ASSERT_EQ(tr_get(rt, first, 30000, &d, &n), 0) << tr_last_error();
+    uint64_t s1;
+    memcpy(&s1, d, 8);
+    EXPECT_EQ(s1, checksum(data.data(), data.size()));
+    ASSERT_EQ(tr_get(rt, second, 30000, &d, &n), 0) << tr_last_error();
+    uint64_t s2;
+    memcpy(&s2, d, 8);
+    EXPECT_EQ(s2, checksum(&s1, 8));
+    for (tr_ref r : {obj, first, second})
+        tr_ref_release(rt, r);
+    expect_empty();
+}
+
+/* The pool's workers stay up between tasks and are shared: the same processes serve a
+ * second batch, and no more of them than the node has CPUs. */
+TEST_F(TasksTest, PoolIsWarmAndBounded) {
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    std::set<int64_t> first, second;
+    for (int round = 0; round < 2; round++) {
+        std::vector<tr_ref> refs(16);
+        for (auto &r : refs) {
+            int64_t ms = 20;
+            ASSERT_EQ(tr_task_submit(rt, "t_sleep", &ms, 8, nullptr, 0, nullptr, &r), 0);
+        }
+        for (auto &r : refs) {
+            const void *d;
+            size_t n;
+            ASSERT_EQ(tr_get(rt, r, 30000, &d, &n), 0) << tr_last_error();
+            int64_t pid;
+            memcpy(&pid, d, 8);
+            (round ? second : first).insert(pid);
+            tr_ref_release(rt, r);
+        }
+    }
+    EXPECT_LE((long)first.size(), ncpu);
+    EXPECT_EQ(first, second) << "the same warm workers";
+    EXPECT_NE(first.count(getpid()), 1u);
+}
+
+TEST_F(TasksTest, TasksRunInParallel) {
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (ncpu < 2) GTEST_SKIP() << "one CPU: nothing runs in parallel";
+    run_i64("t_pid", 0); /* (a first worker up) */
+    auto t0 = Clock::now();
+    std::vector<tr_ref> refs(2);
+    for (auto &r : refs) {
+        int64_t ms = 400;
+        ASSERT_EQ(tr_task_submit(rt, "t_sleep", &ms, 8, nullptr, 0, nullptr, &r), 0);
+    }
+    std::set<int64_t> pids;
+    for (auto &r : refs) {
+        const void *d;
+        size_t n;
+        ASSERT_EQ(tr_get(rt, r, 30000, &d, &n), 0);
+        int64_t pid;
+        memcpy(&pid, d, 8);
+        pids.insert(pid);
+        tr_ref_release(rt, r);
+    }
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    EXPECT_EQ(pids.size(), 2u);
+    EXPECT_LT(s, 0.79) << "two 400 ms tasks ran one after the other";
+}
+
+/* A task whose worker dies with it is run again, max_retries times, then fails. */
+TEST_F(TasksTest, RetriedWhenTheWorkerDies) {
+    char dir[] = "/tmp/troupe-tasks-XXXXXX";
+    ASSERT_TRUE(mkdtemp(dir));
+    struct Case {
+        int64_t crashes_before_ok;
+        int max_retries;
+        bool ok;
+    } cases[] = {{1, 1, true}, {2, 3, true}, {3, 2, false}, {1, 0, false}};
+    int k = 0;
+    for (const Case &c : cases) {
+        std::string path = std::string(dir) + "/runs" + std::to_string(k++);
+        std::string args = i64(c.crashes_before_ok + 1) + path;
+        tr_task_options o;
+        tr_task_options_init(&o);
+        o.max_retries = c.max_retries;
+        std::string out;
+        int rc = run("t_crash_until", args, &out, &o);
+        std::string runs = run_cmd("wc -l < " + path, nullptr);
+        int n_runs = atoi(runs.c_str());
+        if (c.ok) {
+            EXPECT_EQ(rc, 0) << out;
+            EXPECT_EQ(n_runs, c.crashes_before_ok + 1);
+        } else {
+            EXPECT_EQ(rc, TR_EACTOR_DIED) << out;
+            EXPECT_EQ(n_runs, c.max_retries + 1) << "runs: the first and each retry";
+        }
+        unlink(path.c_str());
+    }
+    rmdir(dir);
+    /* the pool serves the next task (its worker came back) */
+    EXPECT_GT(run_i64("t_pid", 0), 0);
+}
+
+/* Parents wait for their children in the pool's own workers: no deadlock. */
+TEST_F(TasksTest, NestedTasksWaitForTheirChildren) {
+    EXPECT_EQ(run_i64("t_tree", 3), 8);
+    expect_empty();
+}
+
+TEST_F(TasksTest, TaskCreatesAnActor) {
+    EXPECT_EQ(run_i64("t_make_actor", 41), 41);
+}
+
+TEST_F(TasksTest, ErrorsAreTheRefs) {
+    std::string out;
+    EXPECT_EQ(run("t_fail", "why", &out), TR_ETASK);
+    EXPECT_NE(out.find("task failed: why"), std::string::npos) << out;
+    EXPECT_EQ(run("no_such_fn", "", &out), TR_ETASK);
+    EXPECT_NE(out.find("no remote function 'no_such_fn'"), std::string::npos) << out;
+    tr_ref r;
+    EXPECT_EQ(tr_task_submit(rt, "", "", 0, nullptr, 0, nullptr, &r), TR_EINVAL);
+    EXPECT_EQ(tr_task_submit(rt, "__troupe_x", "", 0, nullptr, 0, nullptr, &r), TR_EINVAL);
+    EXPECT_EQ(tr_task_submit(rt, "t_echo", nullptr, 3, nullptr, 0, nullptr, &r), TR_EINVAL);
+    tr_task_options o;
+    tr_task_options_init(&o);
+    o.max_retries = -2;
+    EXPECT_EQ(tr_task_submit(rt, "t_echo", "", 0, nullptr, 0, &o, &r), TR_EINVAL);
+    o.max_retries = 0;
+    o.num_cpus = -1;
+    EXPECT_EQ(tr_task_submit(rt, "t_echo", "", 0, nullptr, 0, &o, &r), TR_EINVAL);
+    tr_task_options bad;
+    memset(&bad, 0, sizeof bad);
+    EXPECT_EQ(tr_task_submit(rt, "t_echo", "", 0, nullptr, 0, &bad, &r), TR_EINVAL);
+    expect_empty();
+}
+
+} // namespace
