@@ -82,6 +82,7 @@ struct slot {
     int retries;
     char *frame;
     size_t frame_len;
+    int counted; /* in its actor's n_pending */
     int viewing; /* threads taking the view of result_ref without mu */
     call_arg *args;
     size_t n_args;
@@ -118,6 +119,7 @@ struct aconn {
     int reading;                 /* on_readable is parsing `in`: no flush meanwhile */
     uint64_t next_seq;
     int want_out;
+    size_t n_pending; /* calls held, queued or in flight (tr__actors_pending) */
 };
 
 struct tr__actors {
@@ -242,6 +244,15 @@ int tr__actors_create(tr__nodeconn *node, tr__objects *objects, size_t max_msg, 
 
 static void slot_maybe_free(tr__actors *a, slot *s);
 
+/* The slot's call is now held, queued or in flight at ac. */
+static void attach(aconn *ac, slot *s) {
+    s->ac = ac;
+    if (!s->counted) {
+        s->counted = 1;
+        ac->n_pending++;
+    }
+}
+
 /* Removes one edge from producer d to consumer s. */
 static void unlink_edge(slot *d, slot *s) {
     for (edge **pp = &d->consumers; *pp; pp = &(*pp)->next) {
@@ -319,6 +330,8 @@ static void release_held(tr__actors *a, aconn *ac);
 static void fill_twin(tr__actors *a, slot *s);
 
 static void complete(tr__actors *a, slot *s) {
+    if (s->counted && s->ac) s->ac->n_pending--;
+    s->counted = 0;
     s->ac = NULL;
     s->done = 1;
     if (s->exported) fill_twin(a, s);
@@ -560,7 +573,7 @@ static int encode_call(tr__actors *a, aconn *ac, slot *s, const char *method, co
         return rc;
     }
     ac->next_seq++;
-    s->ac = ac;
+    attach(ac, s);
     s->start = ac->queued;
     s->end = ac->queued += tr__buf_avail(&ac->out) - before;
     if (s->retries && !s->frame) { /* a task that may be sent again: its frame, kept */
@@ -870,7 +883,7 @@ static int hold(aconn *ac, slot *s, const char *method, const void *args, size_t
     if (!s->method || (len && !s->body)) return tr__err(TR_ENOMEM, "tr_call");
     if (len) memcpy(s->body, args, len);
     s->body_len = len;
-    s->ac = ac;
+    attach(ac, s);
     s->held = 1;
     if (ac->held_tail)
         ac->held_tail->next = s;
@@ -972,13 +985,7 @@ int tr__actors_call_contains(tr__actors *a, tr_actor_id id, const char *method, 
 size_t tr__actors_pending(tr__actors *a, tr_actor_id id) {
     pthread_mutex_lock(&a->mu);
     aconn *ac = tr__idmap_get(&a->actors, tr__id_key(id.b));
-    size_t n = 0;
-    if (ac && memcmp(ac->id.b, id.b, 16) == 0) {
-        for (slot *s = ac->head; s; s = s->next)
-            n++;
-        for (slot *s = ac->held_head; s; s = s->next)
-            n++;
-    }
+    size_t n = ac && memcmp(ac->id.b, id.b, 16) == 0 ? ac->n_pending : 0;
     pthread_mutex_unlock(&a->mu);
     return n;
 }
