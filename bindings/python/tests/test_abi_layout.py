@@ -23,6 +23,7 @@ STRUCTS = {
     _ffi.Resource: ("tr_resource", "troupe/troupe.h"),
     _ffi.ActorOptions: ("tr_actor_options", "troupe/troupe.h"),
     _ffi.ActorDetails: ("tr_actor_details", "troupe/troupe.h"),
+    _ffi.TaskOptions: ("tr_task_options", "troupe/troupe.h"),
     _ffi.StoreStats: ("tr_store_stats", "troupe/troupe.h"),
     _ffi.DagOptions: ("tr_dag_options", "troupe/dag.h"),
 }
@@ -30,6 +31,7 @@ INIT_MACROS = {
     _ffi.ActorClass: ("TR_ACTOR_CLASS_INIT", "tr_actor_class_init"),
     _ffi.ActorOptions: ("TR_ACTOR_OPTIONS_INIT", "tr_actor_options_init"),
     _ffi.ActorDetails: ("TR_ACTOR_DETAILS_INIT", "tr_actor_details_init"),
+    _ffi.TaskOptions: ("TR_TASK_OPTIONS_INIT", "tr_task_options_init"),
     _ffi.StoreStats: ("TR_STORE_STATS_INIT", "tr_store_stats_init"),
     _ffi.DagOptions: ("TR_DAG_OPTIONS_INIT", "tr_dag_options_init"),
 }

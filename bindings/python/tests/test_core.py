@@ -241,7 +241,9 @@ def test_bad_input_is_an_error_not_a_crash(ray):
     with pytest.raises(TypeError):
         ray.get(42)
     with pytest.raises(TypeError):
-        ray.remote(lambda: 1)
+        ray.remote(42)
+    with pytest.raises(TypeError):  # (a remote function: called with .remote())
+        ray.remote(lambda: 1)()
     with pytest.raises(TypeError):
         Counter.options(colour="red")
     with pytest.raises(TypeError):

@@ -29,6 +29,7 @@ LAYERS = [
     "troupe.util.collective.collective",
     "troupe.util.collective",
     "troupe.dag",
+    "troupe.remote_function",
     "troupe.actor",
     "troupe.experimental",
     "troupe.experimental.collective",

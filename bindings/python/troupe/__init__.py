@@ -1,10 +1,11 @@
-"""troupe: actors, objects, collective groups and compiled graphs over troupe's C runtime,
-with Ray's API: ``import troupe as ray`` runs Ray's actor, collective and compiled-graph
-examples. See bindings/python/README.md."""
-from . import dag, exceptions, util
+"""troupe: actors, remote functions (tasks), objects, collective groups and compiled
+graphs over troupe's C runtime, with Ray's API: ``import troupe as ray`` runs Ray's task,
+actor, collective and compiled-graph examples. See bindings/python/README.md."""
+from . import dag, exceptions, remote_function, util
 from ._ffi import library_path
 from ._runtime import (ObjectRef, get, init, is_initialized, node_address,
                        object_store_stats, put, shutdown, wait)
+from .remote_function import RemoteFunction
 from .actor import (ActorClass, ActorHandle, available_resources, cluster_resources,
                     exit_actor, get_actor, get_runtime_context, kill, method, nodes, remote)
 
@@ -14,4 +15,4 @@ __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait",
            "get_actor", "method", "exit_actor", "ObjectRef", "ActorHandle", "ActorClass",
            "exceptions", "util", "dag", "library_path", "object_store_stats",
            "node_address", "get_runtime_context", "available_resources",
-           "cluster_resources", "nodes"]
+           "cluster_resources", "nodes", "RemoteFunction", "remote_function"]

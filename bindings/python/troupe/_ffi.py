@@ -24,6 +24,7 @@ Ref = Id16
 METHOD_FN = CFUNCTYPE(c_int, c_void_p, c_void_p, c_void_p, c_size_t)
 CTOR_FN = CFUNCTYPE(c_int, c_void_p, c_void_p, c_size_t, POINTER(c_void_p))
 DTOR_FN = CFUNCTYPE(None, c_void_p)
+TASK_FN = CFUNCTYPE(c_int, c_void_p, c_void_p, c_size_t)  # tr_task_fn
 
 
 class MethodDef(Structure):
@@ -44,6 +45,13 @@ class ActorOptions(Structure):
     _fields_ = [("struct_size", c_uint32), ("num_cpus", c_double), ("num_gpus", c_double),
                 ("resources", POINTER(Resource)), ("n_resources", c_size_t),
                 ("name", c_char_p), ("max_restarts", c_int)]
+
+
+class TaskOptions(Structure):
+    _fields_ = [("struct_size", c_uint32), ("num_cpus", c_double), ("num_gpus", c_double),
+                ("resources", POINTER(Resource)), ("n_resources", c_size_t),
+                ("max_retries", c_int), ("contained", POINTER(Ref)),
+                ("n_contained", c_size_t)]
 
 
 class ActorDetails(Structure):
@@ -82,6 +90,7 @@ _PROTOS = {
     "tr_config_set": (c_int, [vp, c_char_p, c_char_p]),
     "tr_config_add_class": (c_int, [vp, P(ActorClass)]),
     "tr_actor_class_init": (None, [P(ActorClass)]),
+    "tr_config_add_function": (c_int, [vp, c_char_p, TASK_FN]),
     "tr_init_abi": (c_int, [vp, P(vp), c_uint]),
     "tr_worker_main": (c_int, [vp]),
     "tr_shutdown": (None, [vp]),
@@ -114,6 +123,10 @@ _PROTOS = {
     "tr_ref_borrow": (c_int, [vp, Ref]),
     "tr_call_contains": (c_int, [vp, ActorId, c_char_p, vp, c_size_t, P(Ref), c_size_t, P(Ref),
                                  c_size_t, P(Ref)]),
+    # tasks (remote functions)
+    "tr_task_options_init": (None, [P(TaskOptions)]),
+    "tr_task_submit": (c_int, [vp, c_char_p, vp, c_size_t, P(Ref), c_size_t, P(TaskOptions),
+                               P(Ref)]),
     "tr_put": (c_int, [vp, vp, c_size_t, P(Ref)]),
     "tr_put_refs": (c_int, [vp, vp, c_size_t, P(Ref), c_size_t, P(Ref)]),
     "tr_object_create": (c_int, [vp, c_size_t, P(Ref), P(vp)]),

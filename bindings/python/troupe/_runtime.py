@@ -22,6 +22,7 @@ _in_worker = False  # this process runs an actor
 _lock = threading.RLock()  # (re-entered by a finalizer that runs under it)
 _SLICE_MS = 200     # a wait with no timeout wakes this often (Ctrl-C is seen)
 _shutdown_hooks = []  # on_shutdown's, newest first
+_config_hooks = []    # on_config's, in order
 
 INLINE_MAX = 512 << 10       # larger call arguments go through the object store
 OBJECT_ARGS = b"TRPO"        # a call's arguments as an object: TRPO + its 16-byte id
@@ -52,6 +53,14 @@ def on_shutdown(fn):
     layer above (troupe.dag's graphs) ends what it made over this one, without this layer
     knowing it."""
     _shutdown_hooks.insert(0, fn)
+    return fn
+
+
+def on_config(fn):
+    """Has init() call fn(cfg) with the tr_config it builds, before tr_init: how a layer
+    above (the worker's task dispatch) registers what the driver's config carries too."""
+    if fn not in _config_hooks:
+        _config_hooks.append(fn)
     return fn
 
 
@@ -96,6 +105,8 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
             settings.update(_config or {})
             for k, v in settings.items():
                 check(lib.tr_config_set(cfg, k.encode(), str(v).encode()), f"config {k!r}")
+            for fn in _config_hooks:
+                fn(cfg)
             _export_path()
             os.environ["PYTROUPE_LIBRARY"] = _ffi.library_path
             rt = c_void_p()
@@ -467,23 +478,35 @@ def args_with_refs(args, kwargs):
     return tuple(sub(x) for x in args), {k: sub(v) for k, v in kwargs.items()}, refs
 
 
-def call(actor_id, method, args, kwargs, what):
-    """Sends a method call to the actor of actor_id (an _ffi.ActorId); returns the ref of
-    its result at once. what: the call, as its error names it."""
-    rt = runtime()
+def encode_args(args, kwargs):
+    """(payload, refs, contained): a call's (or a task's) arguments as the worker decodes
+    them. refs: the top-level ObjectRefs (each an ArgRef in the payload, resolved before
+    the function runs), then the arguments' object when they are over INLINE_MAX;
+    contained: the refs nested inside the arguments."""
     a, kw, refs = args_with_refs(args, kwargs)
     parts, total, nested = _serial.dumps((a, kw))
     all_refs = list(refs)
     # refs inside the arguments (not the top-level ones, which the worker resolves): kept
     # alive until the call is done, for the method to borrow (docs/OWNERSHIP.md)
-    top = set(refs)
-    contained = [r for r in dict.fromkeys(nested) if r not in top]
+    if nested:
+        top = set(refs)
+        contained = [r for r in dict.fromkeys(nested) if r not in top]
+    else:
+        contained = nested
     if total > INLINE_MAX:  # through the store: one copy in, a view for the worker
         obj = put_payload(parts, total)
         payload = OBJECT_ARGS + obj.binary()
         all_refs.append(obj)
     else:
         payload = _serial.join(parts, total)
+    return payload, all_refs, contained
+
+
+def call(actor_id, method, args, kwargs, what):
+    """Sends a method call to the actor of actor_id (an _ffi.ActorId); returns the ref of
+    its result at once. what: the call, as its error names it."""
+    rt = runtime()
+    payload, all_refs, contained = encode_args(args, kwargs)
     out = Ref()
     name = method.encode()
     if contained:

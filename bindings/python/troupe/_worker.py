@@ -4,7 +4,9 @@ worker_command that troupe.init sets) as an actor's process or as the embedded n
 It registers one C class, "troupe.py": its constructor unpickles the Python class and its
 arguments and makes the instance; its dispatch function (tr_actor_class.dispatch) runs the
 instance's method of the call's name (tr_ctx_method) and replies the pickled result, or
-the pickled exception with its traceback.
+the pickled exception with its traceback. It registers one task dispatch too
+(tr_config_add_function with no name): the node's task pool runs this same command, and
+each task's payload names its Python function by a digest (troupe.remote_function).
 """
 import asyncio
 import atexit
@@ -15,68 +17,154 @@ import sys
 import threading
 import traceback
 
-from . import _errors, _ffi, _runtime, _serial
+from . import _errors, _ffi, _runtime, _serial, remote_function
 from ._errors import check
 from ._runtime import OBJECT_ARGS
 from .actor import ENV, EXIT, PY_CLASS
 from .exceptions import ActorExit
 from .dag import FORGET, REGISTER, STEP_PREFIX
+from .remote_function import FN_IN_REF, read_head
+
+lib, byref = _ffi.lib, _ffi.byref
+_state = {"loop": None}
+
+
+def set_runtime(ctx):
+    if not _runtime.is_initialized():
+        _runtime.attach_worker(ctypes.c_void_p(lib.tr_ctx_runtime(ctx)))
+
+
+def resolve(x, ctx):
+    if isinstance(x, _serial.ArgRef):
+        ref = _runtime.unheld_ref(x.id)
+        if ref.is_object():  # held here: zero-copy for as long as the value lives
+            return _runtime.get_one(ref, None, "argument")
+        data, n = ctypes.c_void_p(), ctypes.c_size_t()
+        check(lib.tr_ctx_ref(ctx, x.index, byref(data), byref(n)), "a ref argument")
+        view = memoryview(ctypes.string_at(data.value, n.value)) if n.value else \
+            memoryview(b"")
+        try:
+            return _serial.loads(view)
+        except _serial.RemoteError as e:
+            raise _errors.task_error(e, "an argument's call") from None
+    return x
+
+
+def decode_args(ctx, addr, n):
+    payload = ctypes.string_at(addr, n) if n else b""
+    if payload[:4] == OBJECT_ARGS and n == 20:
+        ref = _runtime.unheld_ref(payload[4:20])
+        a, kw = _runtime.get_one(ref, None, "arguments")
+    else:
+        a, kw = _serial.loads(memoryview(payload))
+    if any(isinstance(x, _serial.ArgRef) for x in a) or any(
+            isinstance(v, _serial.ArgRef) for v in kw.values()):
+        a = tuple(resolve(x, ctx) for x in a)
+        kw = {k: resolve(v, ctx) for k, v in kw.items()}
+    return a, kw
+
+
+def reply(ctx, data):
+    check(lib.tr_ctx_reply(ctx, data, len(data)), f"replying {len(data)} bytes")
+
+
+def reply_contains(ctx, data, refs):
+    """A result with refs inside: they live with it until the caller has borrowed
+    them (docs/OWNERSHIP.md)."""
+    held = list(dict.fromkeys(refs))
+    arr = (_ffi.Ref * len(held))(*[r._c for r in held])
+    check(lib.tr_ctx_reply_contains(ctx, data, len(data), arr, len(held)),
+          f"replying {len(data)} bytes with {len(held)} refs")
+
+
+def reply_value(ctx, result):
+    parts, total, refs = _serial.dumps(result)
+    if refs:
+        reply_contains(ctx, _serial.join(parts, total), refs)
+    else:
+        reply(ctx, _serial.join(parts, total))
+
+
+def reply_error(ctx, e):
+    """The exception e (being handled) as the call's result, or as its C error where it
+    cannot be pickled."""
+    try:
+        reply(ctx, _serial.dump_error(e, traceback.format_exc()))
+    except BaseException:
+        text = f"{type(e).__name__}: {e}"
+        lib.tr_ctx_set_error(ctx, text.encode(errors="replace")[:4000])
+        return _errors.ETASK
+    return 0
+
+
+def run(result):
+    if inspect.iscoroutine(result):
+        if _state["loop"] is None:
+            _state["loop"] = asyncio.new_event_loop()
+        return _state["loop"].run_until_complete(result)
+    return result
+
+
+_pinned = set()
+_ensure = ctypes.pythonapi.PyGILState_Ensure
+_ensure.restype = ctypes.c_int
+
+
+def pin_thread():
+    """A thread troupe made (a compiled graph's loop) keeps its Python thread state:
+    ctypes would make and free one per callback (several microseconds each)."""
+    tid = threading.get_ident()
+    if tid not in _pinned:
+        _ensure()  # (never released: the state lives as long as the thread)
+        _pinned.add(tid)
+
+
+# ------------------------------------------------------------------ tasks
+
+_functions = {}  # a task's function by the digest of its pickled bytes
+_FUNCTIONS_MAX = 4096
+
+
+def _task_function(ctx, addr, n):
+    """(the function, the offset of its arguments) of the task payload at addr."""
+    digest, n_fn, off = read_head(addr, n)
+    fn = _functions.get(digest)
+    if n_fn != FN_IN_REF:
+        if n_fn > n - off:
+            raise ValueError("troupe: a task payload shorter than its function")
+        at, off = off, off + n_fn
+        if fn is None:
+            fn = _serial.loads(memoryview(ctypes.string_at(addr + at, n_fn)))
+    elif fn is None:  # in the store: the task's last ref
+        data, k = ctypes.c_void_p(), ctypes.c_size_t()
+        check(lib.tr_ctx_ref(ctx, lib.tr_ctx_num_refs(ctx) - 1, byref(data), byref(k)),
+              "the task's function")
+        fn = _serial.loads(memoryview(ctypes.string_at(data.value, k.value)))
+    if digest not in _functions:
+        if len(_functions) >= _FUNCTIONS_MAX:
+            _functions.clear()
+        _functions[digest] = fn
+    return fn, off
+
+
+def run_task(ctx, args, n):
+    """Runs one task (remote_function.task_dispatch's runner in a worker)."""
+    pin_thread()
+    try:
+        set_runtime(ctx)
+        addr = args or 0
+        fn, off = _task_function(ctx, addr, n)
+        a, kw = decode_args(ctx, addr + off, n - off)
+        reply_value(ctx, run(fn(*a, **kw)))
+    except BaseException as e:
+        return reply_error(ctx, e)
+    return 0
+
 
 
 def main():
-    lib, byref = _ffi.lib, _ffi.byref
-    state = {"instance": None, "loop": None}
+    state = {"instance": None}
     steps = {}  # compiled graphs' steps here: step id -> (method, args' and kwargs' sources)
-
-    def set_runtime(ctx):
-        if not _runtime.is_initialized():
-            _runtime.attach_worker(ctypes.c_void_p(lib.tr_ctx_runtime(ctx)))
-
-    def resolve(x, ctx):
-        if isinstance(x, _serial.ArgRef):
-            ref = _runtime.unheld_ref(x.id)
-            if ref.is_object():  # held here: zero-copy for as long as the value lives
-                return _runtime.get_one(ref, None, "argument")
-            data, n = ctypes.c_void_p(), ctypes.c_size_t()
-            check(lib.tr_ctx_ref(ctx, x.index, byref(data), byref(n)), "a ref argument")
-            view = memoryview(ctypes.string_at(data.value, n.value)) if n.value else \
-                memoryview(b"")
-            try:
-                return _serial.loads(view)
-            except _serial.RemoteError as e:
-                raise _errors.task_error(e, "an argument's call") from None
-        return x
-
-    def decode_args(ctx, addr, n):
-        payload = ctypes.string_at(addr, n) if n else b""
-        if payload[:4] == OBJECT_ARGS and n == 20:
-            ref = _runtime.unheld_ref(payload[4:20])
-            a, kw = _runtime.get_one(ref, None, "arguments")
-        else:
-            a, kw = _serial.loads(memoryview(payload))
-        if any(isinstance(x, _serial.ArgRef) for x in a) or any(
-                isinstance(v, _serial.ArgRef) for v in kw.values()):
-            a = tuple(resolve(x, ctx) for x in a)
-            kw = {k: resolve(v, ctx) for k, v in kw.items()}
-        return a, kw
-
-    def reply(ctx, data):
-        check(lib.tr_ctx_reply(ctx, data, len(data)), f"replying {len(data)} bytes")
-
-    def reply_contains(ctx, data, refs):
-        """A result with refs inside: they live with it until the caller has borrowed
-        them (docs/OWNERSHIP.md)."""
-        held = list(dict.fromkeys(refs))
-        arr = (_ffi.Ref * len(held))(*[r._c for r in held])
-        check(lib.tr_ctx_reply_contains(ctx, data, len(data), arr, len(held)),
-              f"replying {len(data)} bytes with {len(held)} refs")
-
-    def run(result):
-        if inspect.iscoroutine(result):
-            if state["loop"] is None:
-                state["loop"] = asyncio.new_event_loop()
-            return state["loop"].run_until_complete(result)
-        return result
 
     def end_actor(ctx):
         """exit_actor() or the last handle's going: the actor ends for good (the node
@@ -178,18 +266,6 @@ def main():
             lib.tr_ctx_set_error(ctx, text.encode(errors="replace")[:4000])
             return _errors.ETASK
 
-    pinned = set()
-    ensure = ctypes.pythonapi.PyGILState_Ensure
-    ensure.restype = ctypes.c_int
-
-    def pin_thread():
-        """A thread troupe made (a compiled graph's loop) keeps its Python thread state:
-        ctypes would make and free one per callback (several microseconds each)."""
-        tid = threading.get_ident()
-        if tid not in pinned:
-            ensure()  # (never released: the state lives as long as the thread)
-            pinned.add(tid)
-
     @_ffi.METHOD_FN
     def dispatch(ctx, self_ptr, args, n):
         pin_thread()
@@ -227,21 +303,11 @@ def main():
             fn = getattr(inst, name, None)
             if fn is None or name.startswith("__"):
                 raise AttributeError(f"'{type(inst).__name__}' actor has no method '{name}'")
-            result = run(fn(*a, **kw))
-            parts, total, refs = _serial.dumps(result)
-            if refs:
-                reply_contains(ctx, _serial.join(parts, total), refs)
-            else:
-                reply(ctx, _serial.join(parts, total))
+            reply_value(ctx, run(fn(*a, **kw)))
         except ActorExit:
             end_actor(ctx)
         except BaseException as e:
-            try:
-                reply(ctx, _serial.dump_error(e, traceback.format_exc()))
-            except BaseException:
-                text = f"{type(e).__name__}: {e}"
-                lib.tr_ctx_set_error(ctx, text.encode(errors="replace")[:4000])
-                return _errors.ETASK
+            return reply_error(ctx, e)
         return 0
 
     cls = _ffi.ActorClass()
@@ -252,7 +318,9 @@ def main():
     cls.dispatch = dispatch
     cls.n_methods = 0
     cfg = ctypes.c_void_p()
-    if lib.tr_config_create(byref(cfg)) or lib.tr_config_add_class(cfg, byref(cls)):
+    remote_function.set_task_runner(run_task)
+    if lib.tr_config_create(byref(cfg)) or lib.tr_config_add_class(cfg, byref(cls)) or \
+            remote_function.add_task_dispatch(cfg):
         print(f"troupe._worker: {_ffi.last_error()}", file=sys.stderr)
         sys.exit(2)
     lib.tr_worker_main(cfg)  # a worker or the node: runs it, then the process exits

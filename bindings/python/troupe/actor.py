@@ -8,7 +8,7 @@ import os
 import threading
 import warnings
 
-from . import _errors, _ffi, _runtime, _serial
+from . import _errors, _ffi, _runtime, _serial, remote_function
 from ._errors import check
 from ._ffi import ActorId, byref, lib
 from ._runtime import runtime
@@ -41,18 +41,21 @@ _warned_lock = threading.Lock()
 
 def remote(*args, **options):
     """``@troupe.remote`` or ``@troupe.remote(num_cpus=1, ...)`` on a class: its instances
-    become actors, each a worker process (``Cls.remote(...)``)."""
-    if len(args) == 1 and not options and callable(args[0]):
+    become actors, each a worker process (``Cls.remote(...)``); on a function: a remote
+    function, whose calls run as tasks (``f.remote(...)``, troupe.remote_function)."""
+    if len(args) == 1 and not options:
         return _make(args[0], {})
     if args:
-        raise TypeError("troupe.remote takes a class, or keyword options")
+        raise TypeError("troupe.remote takes a function or a class, or keyword options")
     return lambda obj: _make(obj, options)
 
 
 def _make(obj, options):
+    if inspect.isfunction(obj):
+        return remote_function.make(obj, options, 3)
     if not inspect.isclass(obj):
-        raise TypeError(f"troupe.remote: {obj!r} is not a class (troupe runs actors; "
-                        f"remote functions are not supported)")
+        raise TypeError(f"The @troupe.remote decorator must be applied to either a function "
+                        f"or a class, not {obj!r}")
     _check_options(options, 3)  # (from the user's @remote(...) line: through its lambda)
     return ActorClass(obj, options)
 

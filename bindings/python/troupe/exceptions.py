@@ -136,5 +136,7 @@ class CollectiveArgumentError(RuntimeError, ValueError):
 RayError = TroupeError
 RayTaskError = TaskError
 RayActorError = ActorDiedError
+WorkerCrashedError = ActorDiedError  # (a task whose worker died after its max_retries)
 ActorError = ActorDiedError
+WorkerCrashedError = ActorDiedError  # (a task whose worker died after its max_retries)
 ObjectFreedError = ObjectLostError

@@ -1,0 +1,375 @@
+"""Remote functions (tasks), as Ray's documentation shows them, with only the import
+changed: `@ray.remote def`, `f.remote()`, `f.options()`, refs in and out, nested tasks,
+tasks that create actors, ray.wait, errors with their type, max_retries when the worker
+dies. Real worker processes (the node's task pool); the store is empty after each test."""
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+import troupe as ray
+
+
+@pytest.fixture(autouse=True)
+def runtime():
+    ray.init(resources={"custom": 2})
+    yield
+    gc.collect()
+    ray.shutdown()
+
+
+def store_empties(timeout=5.0):
+    gc.collect()
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if ray.object_store_stats()["n_objects"] == 0:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+# ------------------------------------------------------------------ Ray's "Tasks" pages
+
+@ray.remote
+def square(x):
+    return x * x
+
+
+def test_ray_core_walkthrough_square():
+    futures = [square.remote(i) for i in range(4)]
+    assert ray.get(futures) == [0, 1, 4, 9]
+    del futures
+    assert store_empties()
+
+
+@ray.remote
+def my_function():
+    return 1
+
+
+@ray.remote
+def function_with_an_argument(value):
+    return value + 1
+
+
+@ray.remote
+def slow_function(seconds=10):
+    time.sleep(seconds)
+    return 1
+
+
+def test_tasks_page_refs_as_arguments_and_wait():
+    obj_ref = my_function.remote()
+    assert ray.get(obj_ref) == 1
+    # a task's ref as another task's argument: the value is passed
+    obj_ref2 = function_with_an_argument.remote(obj_ref)
+    assert ray.get(obj_ref2) == 2
+    # before the first is in, too
+    chained = function_with_an_argument.remote(function_with_an_argument.remote(
+        my_function.remote()))
+    assert ray.get(chained) == 3
+    # ray.put's ref as an argument (top level: resolved; by keyword too)
+    big = np.arange(300_000, dtype=np.float64)
+    ref = ray.put(big)
+    assert ray.get(square.remote(ray.put(7))) == 49
+    total = ray.remote(lambda a, scale=1: float(a.sum()) * scale)
+    assert ray.get(total.remote(ref, scale=2)) == float(big.sum()) * 2
+    assert ray.get(total.remote(a=ref)) == float(big.sum())
+    # ray.wait: the fast one first
+    object_refs = [slow_function.remote(3), slow_function.remote(0)]
+    ready, remaining = ray.wait(object_refs, num_returns=1, timeout=None)
+    assert ready == [object_refs[1]] and remaining == [object_refs[0]]
+    ready, remaining = ray.wait(object_refs, num_returns=2, timeout=0.1)
+    assert len(ready) == 1
+    del obj_ref, obj_ref2, chained, ref, object_refs, ready, remaining
+    assert store_empties(6.0)
+
+
+@ray.remote(num_cpus=1, num_gpus=0)
+def with_resources():
+    return "ok"
+
+
+def test_specifying_resources_and_options():
+    assert ray.get(with_resources.remote()) == "ok"
+    assert ray.get(with_resources.options(num_cpus=0.5).remote()) == "ok"
+    custom = ray.remote(resources={"custom": 1}, max_retries=0, num_returns=1)(
+        lambda: os.getpid())
+    assert ray.get(custom.remote()) != os.getpid()
+    assert ray.get(custom.options(name="renamed", max_retries=2).remote()) > 0
+    # the options' copy is the same function: pickled once
+    assert custom.options(num_cpus=2)._shared is custom._shared
+
+
+def test_calling_directly_is_a_type_error():
+    with pytest.raises(TypeError, match="Remote functions cannot be called directly"):
+        square(3)
+    with pytest.raises(TypeError, match=r"try '.*square\.remote\(\)'"):
+        square(3)
+
+
+def test_options_are_checked():
+    with pytest.raises(TypeError, match="unknown options"):
+        ray.remote(colour="red")(lambda: 1)
+    with pytest.raises(TypeError, match="unknown options"):
+        square.options(max_restarts=1)  # (an actor's)
+    with pytest.raises(ValueError):
+        square.options(max_retries=-2)
+    with pytest.raises(ValueError):
+        square.options(num_cpus=-1)
+    with pytest.raises(ValueError):
+        square.options(resources={"CPU": 1})
+    with pytest.raises(NotImplementedError, match="num_returns"):
+        square.options(num_returns=2)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        f = square.options(retry_exceptions=True, scheduling_strategy="DEFAULT")
+    assert [str(w.message) for w in seen if "retry_exceptions" in str(w.message)]
+    assert not [w for w in seen if "scheduling_strategy" in str(w.message)]
+    assert all(w.filename == __file__ for w in seen)
+    assert ray.get(f.remote(5)) == 25
+    with pytest.raises(TypeError, match="function or a class"):
+        ray.remote(42)
+
+
+# ------------------------------------------------------------------ nested tasks
+
+@ray.remote
+def f():
+    return 1
+
+
+@ray.remote
+def g():
+    # f 4 times; the refs are the result
+    return [f.remote() for _ in range(4)]
+
+
+@ray.remote
+def h():
+    # f 4 times, waited for here
+    return ray.get([f.remote() for _ in range(4)])
+
+
+@ray.remote
+def factorial(n):
+    if n <= 1:
+        return 1
+    return n * ray.get(factorial.remote(n - 1))
+
+
+def test_nested_remote_functions():
+    refs = ray.get(g.remote())
+    assert len(refs) == 4 and all(isinstance(r, ray.ObjectRef) for r in refs)
+    assert ray.get(refs) == [1, 1, 1, 1]
+    assert ray.get(h.remote()) == [1, 1, 1, 1]
+    del refs
+    assert store_empties()
+
+
+def test_recursive_factorial():
+    assert ray.get(factorial.remote(6)) == 720
+    assert ray.get([factorial.remote(i) for i in range(1, 5)]) == [1, 2, 6, 24]
+    assert store_empties()
+
+
+@ray.remote
+def call_it(fn, x):
+    return ray.get(fn.remote(x))
+
+
+def test_a_remote_function_as_an_argument():
+    assert ray.get(call_it.remote(square, 9)) == 81
+
+
+# ------------------------------------------------------------------ refs in and out
+
+@ray.remote
+def make_object(n):
+    return ray.put(np.full(n, 3.0))
+
+
+@ray.remote
+def sum_inside(refs):
+    return float(sum(ray.get(r).sum() for r in refs))
+
+
+def test_a_task_returns_a_ref():
+    inner = ray.get(make_object.remote(200_000))
+    assert isinstance(inner, ray.ObjectRef)
+    assert float(ray.get(inner).sum()) == 600_000.0
+    del inner
+    assert store_empties()
+
+
+def test_refs_nested_in_arguments_are_borrowed():
+    a = ray.put(np.ones(10))
+    b = square.remote(np.ones(5))          # a task's pending result, nested
+    c = make_object.remote(4)              # a ref of a ref
+    assert ray.get(sum_inside.remote([a, b])) == 15.0
+    assert ray.get(sum_inside.remote({"x": [a]}.get("x"))) == 10.0
+    assert ray.get(sum_inside.remote([ray.get(c)])) == 12.0
+    del a, b, c
+    assert store_empties()
+
+
+@ray.remote
+class Counter:
+    def __init__(self, start):
+        self.n = start
+
+    def incr(self):
+        self.n += 1
+        return self.n
+
+
+@ray.remote
+def use_an_actor(start):
+    c = Counter.remote(start)
+    ray.get(c.incr.remote())
+    return ray.get(c.incr.remote())
+
+
+@ray.remote
+def hand_out_an_actor(start):
+    return Counter.remote(start)
+
+
+def test_a_task_creates_an_actor():
+    assert ray.get(use_an_actor.remote(40)) == 42
+    handle = ray.get(hand_out_an_actor.remote(10))
+    assert ray.get(handle.incr.remote()) == 11
+
+
+def test_a_task_is_not_an_actor():
+    ctx = ray.remote(lambda: ray.get_runtime_context().get_actor_id())
+    assert ray.get(ctx.remote()) is None
+
+
+# ------------------------------------------------------------------ errors and retries
+
+class MyError(Exception):
+    pass
+
+
+@ray.remote
+def fails(kind):
+    if kind == "value":
+        raise ValueError("bad value")
+    raise MyError("mine")
+
+
+def test_errors_are_raised_with_their_type():
+    with pytest.raises(ValueError, match="bad value") as info:
+        ray.get(fails.remote("value"))
+    assert isinstance(info.value, ray.exceptions.RayTaskError)
+    assert "Remote traceback" in str(info.value) and "fails" in str(info.value)
+    with pytest.raises(MyError):
+        ray.get(fails.remote("mine"))
+    # a failed task's ref as an argument: the dependent task fails with it
+    with pytest.raises(ValueError):
+        ray.get(square.remote(fails.remote("value")))
+    # the worker that raised serves the next task
+    assert ray.get(square.remote(3)) == 9
+    assert store_empties()
+
+
+@ray.remote(max_retries=1)
+def dies_once(marker):
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        os._exit(1)
+    return "second try"
+
+
+@ray.remote(max_retries=0)
+def dies_always(marker):
+    with open(marker, "a") as fh:
+        fh.write("x")
+    os._exit(1)
+
+
+def test_max_retries_when_the_worker_dies(tmp_path):
+    assert ray.get(dies_once.remote(str(tmp_path / "once")), timeout=60) == "second try"
+    marker = tmp_path / "always"
+    with pytest.raises(ray.exceptions.WorkerCrashedError):
+        ray.get(dies_always.remote(str(marker)), timeout=60)
+    assert marker.read_text() == "x"  # run once: no retry
+    marker2 = tmp_path / "twice"
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(dies_always.options(max_retries=1).remote(str(marker2)), timeout=60)
+    assert marker2.read_text() == "xx"
+    assert ray.get(square.remote(4)) == 16  # the pool serves on
+
+
+# ------------------------------------------------------------------ how functions travel
+
+_calls = 0
+
+
+@ray.remote
+def count_calls():
+    global _calls
+    _calls += 1
+    return os.getpid(), _calls
+
+
+def test_a_worker_loads_a_function_once():
+    """The pickled function rides with each call, but a worker that has it keeps it (by
+    its digest): its globals live on between calls."""
+    seen = {}
+    for _ in range(20):
+        pid, n = ray.get(count_calls.remote())
+        assert n == seen.get(pid, 0) + 1
+        seen[pid] = n
+
+
+def test_closures_large_functions_and_large_arguments():
+    offset = 5
+    add = ray.remote(lambda x: x + offset)
+    assert ray.get(add.remote(1)) == 6
+    table = list(range(20_000))  # captured: the function pickles to ~100 KiB (the store)
+    lookup = ray.remote(lambda i: table[i])
+    assert ray.get([lookup.remote(i) for i in (0, 19_999)]) == [0, 19_999]
+    arr = np.arange(200_000, dtype=np.float64)  # 1.6 MB of arguments: the store
+    assert ray.get(ray.remote(lambda a: float(a.sum())).remote(arr)) == float(arr.sum())
+    del add, lookup
+    assert store_empties()
+
+
+SCRIPT = """
+import time
+import troupe as ray
+
+ray.init()
+
+@ray.remote
+def square(x):
+    return x * x
+
+@ray.remote
+def factorial(n):
+    return 1 if n <= 1 else n * ray.get(factorial.remote(n - 1))
+
+futures = [square.remote(i) for i in range(4)]
+print(ray.get(futures))
+print(ray.get(factorial.remote(5)))
+del futures
+time.sleep(0.1)
+print(ray.object_store_stats()["n_objects"])
+"""
+
+
+def test_functions_of_main_go_by_value(tmp_path):
+    path = tmp_path / "tasks_script.py"
+    path.write_text(textwrap.dedent(SCRIPT))
+    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:3] == ["[0, 1, 4, 9]", "120", "0"], out.stdout

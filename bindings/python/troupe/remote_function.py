@@ -1,0 +1,266 @@
+"""Remote functions (Ray's tasks): ``@troupe.remote def f(...)``, ``f.remote(...)`` and
+``f.options(...)``, over the C task API (tr_task_submit: a pool of warm worker
+processes the node keeps, placed by resources, retried when a worker dies).
+
+A task is one C call of the pool's class; its C function name is "py:<module>.<qualname>"
+(what C's errors name), and every task runs the worker's one dispatch
+(tr_config_add_function(cfg, NULL, ...), troupe._worker), which finds the Python function
+by the digest its payload starts with:
+
+  TASK_MAGIC + digest (16 bytes) + u32 n + the function's pickled bytes (n of them) +
+  the arguments (as a method call's: _runtime.encode_args)
+
+The function is pickled once per RemoteFunction (cloudpickle where it must go by value);
+its bytes ride along with each call when they are small (a worker that has loaded them
+before keeps the function by its digest and skips them), else (n = FN_IN_REF) they are
+put in the store once and their object goes as the task's last ref.
+"""
+import ctypes
+import hashlib
+import struct
+
+from . import _errors, _ffi, _runtime, _serial
+from ._errors import check
+from ._ffi import Ref, byref, lib
+from ._runtime import ObjectRef, runtime
+
+TASK_MAGIC = b"TRPT"
+HEAD = struct.Struct("<4s16sI")  # magic, digest, n (the function's bytes that follow)
+FN_IN_REF = 0xFFFFFFFF           # n: the function's bytes are the task's last ref
+FN_INLINE_MAX = 16 << 10         # larger pickled functions go through the store
+
+# Ray's task options: honoured (num_returns: 1 only)
+_TASK_OPTIONS = {"num_cpus", "num_gpus", "resources", "max_retries", "num_returns", "name"}
+# Ray's, taken so that its code runs, but not done: a warning once when one is given a
+# value other than Ray's defaults (listed)
+_IGNORED_OPTIONS = {"retry_exceptions": (False,), "scheduling_strategy": (None, "DEFAULT"),
+                    "memory": (None, 0), "accelerator_type": (None,), "runtime_env": (None,),
+                    "placement_group": (None, "default"),
+                    "placement_group_bundle_index": (-1,),
+                    "placement_group_capture_child_tasks": (None, False),
+                    "max_calls": (0, None), "enable_task_events": (None, True),
+                    "_metadata": (None,), "label_selector": (None,), "_labels": (None,),
+                    "object_store_memory": (None,), "fallback_strategy": (None,),
+                    "_generator_backpressure_num_objects": (None,)}
+
+
+def _number(options, key, low):
+    v = options.get(key)
+    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < low):
+        raise ValueError(f"task option {key}={v!r}: a number >= {low} is needed")
+
+
+def check_options(options, stacklevel):
+    """Refuses an option Ray lacks (TypeError), a value Ray refuses (ValueError), a
+    num_returns other than 1 (NotImplementedError); warns once of one troupe takes but
+    does not honour. stacklevel: the user's frame, counted from the caller."""
+    bad = set(options) - _TASK_OPTIONS - set(_IGNORED_OPTIONS)
+    if bad:
+        raise TypeError(f"unknown options of a remote function: {sorted(bad)}")
+    _number(options, "num_cpus", 0)
+    _number(options, "num_gpus", 0)
+    mr = options.get("max_retries")
+    if mr is not None and (isinstance(mr, bool) or not isinstance(mr, int) or mr < -1):
+        raise ValueError(f"task option max_retries={mr!r}: an int >= -1 is needed")
+    res = options.get("resources")
+    if res is not None:
+        if not isinstance(res, dict):
+            raise TypeError(f"task option resources={res!r}: a dict is needed")
+        if "CPU" in res or "GPU" in res:
+            raise ValueError("use the num_cpus and num_gpus options instead of 'CPU' and "
+                             "'GPU' in resources")
+        for k, v in res.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                raise ValueError(f"resource {k!r}: {v!r} is not a quantity >= 0")
+    n = options.get("num_returns", 1)
+    if n != 1:
+        raise NotImplementedError(
+            f"num_returns={n!r} is not supported yet: troupe's tasks return one value "
+            f"(return a tuple and unpack what troupe.get gives)")
+    name = options.get("name")
+    if name is not None and (not isinstance(name, str) or not name):
+        raise ValueError(f"task option name={name!r}: a non-empty str is needed")
+    ignored = [k for k in set(options) & set(_IGNORED_OPTIONS)
+               if not any(options[k] is d or options[k] == d for d in _IGNORED_OPTIONS[k])]
+    if ignored:
+        _errors.ignored("a remote function's options", ignored, stacklevel + 1)
+
+
+def _c_name(text):
+    """The task's C function name: "py:" + text, cut to C's 255 bytes (whole characters)."""
+    b = ("py:" + text).encode(errors="replace")
+    return b if len(b) <= 255 else b[:255].decode(errors="ignore").encode()
+
+
+class _Pickled:
+    """A function's pickled bytes, once per RemoteFunction (its options' copies share
+    it): the bytes, their digest, the refs the function holds (its closure's)."""
+    __slots__ = ("data", "digest", "refs", "obj")
+
+    def __init__(self, fn):
+        parts, total, refs = _serial.dumps(fn)
+        self.data = _serial.join(parts, total)
+        self.digest = hashlib.blake2b(self.data, digest_size=16).digest()
+        self.refs = list(dict.fromkeys(refs))
+        self.obj = None  # (rt, the ObjectRef of data in the store) for a large function
+
+
+class _Prepared:
+    """What every task of a RemoteFunction sends on one runtime: the payload's head, the
+    refs to add, the C options (read-only; a copy per call that has contained refs)."""
+    __slots__ = ("rt", "head", "fn_ref", "fn_refs", "opts", "keep", "cname")
+
+
+class RemoteFunction:
+    """A function whose calls run as tasks on the node's pool of worker processes:
+    ``f.remote(*args, **kwargs)`` returns an ObjectRef at once; ``f.options(...)`` the
+    same function with other options. Calling ``f(...)`` directly is a TypeError, as in
+    Ray."""
+
+    def __init__(self, function, options, _shared=None):
+        self._function = function
+        self._options = dict(options)
+        self._shared = _shared if _shared is not None else {}
+        self._prepared = None
+        module = getattr(function, "__module__", None) or "__main__"
+        qualname = getattr(function, "__qualname__", None) or getattr(function, "__name__",
+                                                                       "function")
+        self._function_name = f"{module}.{qualname}"
+        self.__name__ = getattr(function, "__name__", qualname)
+        self.__qualname__ = qualname
+        self.__module__ = module
+        self.__doc__ = getattr(function, "__doc__", None)
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError("Remote functions cannot be called directly. Instead of running "
+                        f"'{self._function_name}()', try '{self._function_name}.remote()'.")
+
+    def options(self, **options):
+        """The same function with these options over its own (Ray's f.options)."""
+        check_options(options, 2)
+        merged = dict(self._options)
+        merged.update(options)
+        return RemoteFunction(self._function, merged, self._shared)
+
+    def bind(self, *args, **kwargs):
+        raise NotImplementedError("binding a remote function in a graph is not supported "
+                                  "yet: bind actors' methods")
+
+    def __reduce__(self):
+        return (_rebuild, (self._function, self._options))
+
+    def __repr__(self):
+        return f"RemoteFunction({self._function_name})"
+
+    def remote(self, *args, **kwargs):
+        """Submits the task; returns the ref of its result at once."""
+        rt = runtime()
+        p = self._prepared
+        if p is None or p.rt is not rt:
+            p = self._prepare(rt)
+        payload, refs, contained = _runtime.encode_args(args, kwargs)
+        if p.fn_ref is not None:
+            refs.append(p.fn_ref)
+        if p.fn_refs:
+            contained = list(dict.fromkeys(list(contained) + p.fn_refs))
+        data = p.head + payload
+        arr = (Ref * len(refs))(*[r._c for r in refs]) if refs else None
+        opts = p.opts
+        if contained:
+            opts = _ffi.TaskOptions.from_buffer_copy(p.opts)
+            carr = (Ref * len(contained))(*[r._c for r in contained])
+            opts.contained, opts.n_contained = carr, len(contained)
+        out = Ref()
+        check(lib.tr_task_submit(rt, p.cname, data, len(data), arr, len(refs), byref(opts),
+                                 byref(out)), f"submitting task {self._function_name}")
+        return ObjectRef(out)
+
+    def _prepare(self, rt):
+        """The function pickled (once per RemoteFunction), the head and options for rt."""
+        pk = self._shared.get("pickled")
+        if pk is None:
+            pk = self._shared["pickled"] = _Pickled(self._function)
+        p = _Prepared()
+        p.rt = rt
+        p.fn_refs = pk.refs
+        p.fn_ref = None
+        if len(pk.data) <= FN_INLINE_MAX:
+            p.head = HEAD.pack(TASK_MAGIC, pk.digest, len(pk.data)) + pk.data
+        else:
+            if pk.obj is None or pk.obj[0] is not rt:
+                pk.obj = (rt, _runtime.put_payload([pk.data], len(pk.data)))
+            p.fn_ref = pk.obj[1]
+            p.head = HEAD.pack(TASK_MAGIC, pk.digest, FN_IN_REF)
+        o = self._options
+        opts = _ffi.TaskOptions()
+        lib.tr_task_options_init(byref(opts))
+        for k in ("num_cpus", "num_gpus"):
+            if o.get(k) is not None:
+                setattr(opts, k, float(o[k]))
+        if o.get("max_retries") is not None:
+            opts.max_retries = int(o["max_retries"])
+        res = {k: v for k, v in (o.get("resources") or {}).items() if v > 0}
+        p.keep = []
+        if res:
+            arr = (_ffi.Resource * len(res))()
+            for i, (k, v) in enumerate(sorted(res.items())):
+                kb = str(k).encode()
+                p.keep.append(kb)
+                arr[i].name, arr[i].quantity = kb, float(v)
+            opts.resources, opts.n_resources = arr, len(res)
+            p.keep.append(arr)
+        p.opts = opts
+        p.cname = _c_name(o.get("name") or self._function_name)
+        self._prepared = p
+        return p
+
+
+def _rebuild(function, options):
+    return RemoteFunction(function, options)
+
+
+def make(function, options, stacklevel):
+    """@troupe.remote on a function (stacklevel: the user's frame, from the caller)."""
+    check_options(options, stacklevel + 1)
+    return RemoteFunction(function, options)
+
+
+def read_head(addr, n):
+    """(digest, n_fn, offset of the function's bytes) of a task's payload at addr."""
+    if n < HEAD.size:
+        raise ValueError("troupe: a task payload shorter than its head")
+    magic, digest, n_fn = HEAD.unpack(ctypes.string_at(addr, HEAD.size))
+    if magic != TASK_MAGIC:
+        raise ValueError(f"troupe: not a task payload (starts {magic!r})")
+    return digest, n_fn, HEAD.size
+
+
+# ------------------------------------------------------------------ the callee side
+
+_runner = None  # troupe._worker's run_task, in a worker process
+
+
+def set_task_runner(fn):
+    """The worker (troupe._worker, a layer above) gives the function that runs a task."""
+    global _runner
+    _runner = fn
+
+
+def _dispatch(ctx, args, n):
+    if _runner is None:
+        lib.tr_ctx_set_error(ctx, b"troupe: this process runs no Python tasks (a driver)")
+        return _errors.ETASK
+    return _runner(ctx, args, n)
+
+
+task_dispatch = _ffi.TASK_FN(_dispatch)  # (alive as long as the module: C keeps it)
+
+
+def add_task_dispatch(cfg):
+    """Registers the one task dispatch (tr_config_add_function with no name: it runs every
+    task) in a tr_config: the worker's, and the driver's through troupe.init's config
+    hook. Returns the C status."""
+    return lib.tr_config_add_function(cfg, None, task_dispatch)
+
+
+_runtime.on_config(lambda cfg: check(add_task_dispatch(cfg), "registering remote functions"))
