@@ -50,6 +50,17 @@
 typedef struct aconn aconn;
 typedef struct slot slot;
 
+/* What only some calls have: refs their arguments contain, and a task's retries. */
+typedef struct slot_extra {
+    tr_ref *keep; /* refs contained in the arguments: pinned until the call completes */
+    size_t n_keep;
+    /* a task (actor/tasks.h): sent again, up to `retries` times (-1: always), when its
+     * worker dies with it in flight; its frame is kept for that */
+    int retries;
+    char *frame;
+    size_t frame_len;
+} slot_extra;
+
 /* A held call waiting for a producing call's result. */
 typedef struct edge {
     slot *consumer;
@@ -74,16 +85,11 @@ struct slot {
     size_t len;
     int obj_result; /* the result is object `result_ref`, pinned until the slot goes */
     tr_ref result_ref;
-    int exported; /* the ref escaped: its twin is in the store, pinned here (OWNERSHIP.md) */
-    tr_ref *keep; /* refs contained in the arguments: pinned until the call completes */
-    size_t n_keep;
-    /* a task (actor/tasks.h): sent again, up to `retries` times (-1: always), when its
-     * worker dies with it in flight; its frame is kept for that */
-    int retries;
-    char *frame;
-    size_t frame_len;
-    int counted; /* in its actor's n_pending */
-    int viewing; /* threads taking the view of result_ref without mu */
+    uint8_t exported;     /* the ref escaped: its twin is in the store, pinned here
+                             (docs/OWNERSHIP.md); 2: while the call is pending */
+    uint8_t counted;      /* in its actor's n_pending */
+    struct slot_extra *x; /* what only some calls have (NULL for a plain call) */
+    int viewing;          /* threads taking the view of result_ref without mu */
     call_arg *args;
     size_t n_args;
     /* a held call: what to encode once the results it waits for are in */
@@ -247,7 +253,7 @@ static void slot_maybe_free(tr__actors *a, slot *s);
 /* The slot's call is now held, queued or in flight at ac. */
 static void attach(aconn *ac, slot *s) {
     s->ac = ac;
-    if (!s->counted) {
+    if (s->x && !s->counted) { /* (tasks: their pool picks by it) */
         s->counted = 1;
         ac->n_pending++;
     }
@@ -284,11 +290,13 @@ static void drop_args(tr__actors *a, slot *s) {
 
 /* Lets go of the refs the call's arguments contained. */
 static void drop_keep(tr__actors *a, slot *s) {
-    for (size_t i = 0; i < s->n_keep; i++)
-        tr__objects_unpin(a->objects, s->keep[i]);
-    free(s->keep);
-    s->keep = NULL;
-    s->n_keep = 0;
+    slot_extra *x = s->x;
+    if (!x) return;
+    for (size_t i = 0; i < x->n_keep; i++)
+        tr__objects_unpin(a->objects, x->keep[i]);
+    free(x->keep);
+    x->keep = NULL;
+    x->n_keep = 0;
 }
 
 static tr_ref ref_of(const tr__actors *a, const slot *s) {
@@ -300,7 +308,7 @@ static tr_ref ref_of(const tr__actors *a, const slot *s) {
 
 static void slot_free(tr__actors *a, slot *s) {
     drop_args(a, s);
-    drop_keep(a, s);
+    if (s->x) drop_keep(a, s);
     if (s->exported) tr__objects_unpin(a->objects, ref_of(a, s)); /* (its twin) */
     if (s->obj_result)
         tr__objects_unpin(a->objects, s->result_ref);
@@ -313,7 +321,10 @@ static void slot_free(tr__actors *a, slot *s) {
     free(s->args);
     free(s->method);
     free(s->body);
-    free(s->frame);
+    if (s->x) {
+        free(s->x->frame);
+        free(s->x);
+    }
     free(s);
 }
 
@@ -330,13 +341,15 @@ static void release_held(tr__actors *a, aconn *ac);
 static void fill_twin(tr__actors *a, slot *s);
 
 static void complete(tr__actors *a, slot *s) {
-    if (s->counted && s->ac) s->ac->n_pending--;
-    s->counted = 0;
+    if (s->counted && s->ac) {
+        s->ac->n_pending--;
+        s->counted = 0;
+    }
     s->ac = NULL;
     s->done = 1;
     if (s->exported) fill_twin(a, s);
     drop_args(a, s);
-    drop_keep(a, s);
+    if (s->x) drop_keep(a, s);
     edge *e = s->consumers;
     s->consumers = NULL;
     s->users++; /* its consumers read it below: it must outlive them */
@@ -422,8 +435,9 @@ static void conn_failed(tr__actors *a, aconn *ac, int rc, const char *why) {
     slot *again = NULL, **again_tail = &again; /* tasks to send to the next incarnation */
     while (ac->head && ac->head->start < ac->sent) {
         slot *s = pop(ac);
-        if (rc == TR_EACTOR_DIED && s->retries && s->frame && !ac->dead) {
-            if (s->retries > 0) s->retries--;
+        slot_extra *x = s->x;
+        if (rc == TR_EACTOR_DIED && x && x->retries && x->frame && !ac->dead) {
+            if (x->retries > 0) x->retries--;
             *again_tail = s;
             again_tail = &s->next;
             continue;
@@ -441,14 +455,14 @@ static void conn_failed(tr__actors *a, aconn *ac, int rc, const char *why) {
         s->next = NULL;
         s->seq = ac->next_seq + 1;
         size_t at = ac->out.len;
-        if (tr__buf_append(&ac->out, s->frame, s->frame_len)) {
+        if (tr__buf_append(&ac->out, s->x->frame, s->x->frame_len)) {
             slot_fail(a, s, TR_ENOMEM, "resending a task");
             continue;
         }
         memcpy(ac->out.data + at + offsetof(tr__frame_hdr, seq), &s->seq, sizeof s->seq);
         ac->next_seq++;
         s->start = ac->queued;
-        s->end = ac->queued += s->frame_len;
+        s->end = ac->queued += s->x->frame_len;
         if (ac->tail)
             ac->tail->next = s;
         else
@@ -576,12 +590,13 @@ static int encode_call(tr__actors *a, aconn *ac, slot *s, const char *method, co
     attach(ac, s);
     s->start = ac->queued;
     s->end = ac->queued += tr__buf_avail(&ac->out) - before;
-    if (s->retries && !s->frame) { /* a task that may be sent again: its frame, kept */
+    slot_extra *x = s->x;
+    if (x && x->retries && !x->frame) { /* a task that may be sent again: its frame */
         size_t n = (size_t)(s->end - s->start);
-        s->frame = malloc(n);
-        if (s->frame) {
-            memcpy(s->frame, ac->out.data + ac->out.len - n, n);
-            s->frame_len = n;
+        x->frame = malloc(n);
+        if (x->frame) {
+            memcpy(x->frame, ac->out.data + ac->out.len - n, n);
+            x->frame_len = n;
         }
     }
     if (ac->tail)
@@ -959,27 +974,41 @@ static int keep_refs(tr__actors *a, slot *s, const tr_ref *keep, size_t n_keep) 
     if (!keep) return tr__err(TR_EINVAL, "tr_call_contains: contained is NULL");
     int rc = tr__actors_share(a, keep, n_keep);
     if (rc) return rc;
-    s->keep = calloc(n_keep, sizeof *s->keep);
-    if (!s->keep) return tr__err(TR_ENOMEM, "tr_call_contains");
+    if (!s->x && !(s->x = calloc(1, sizeof *s->x))) return tr__err(TR_ENOMEM, "tr_call_contains");
+    slot_extra *x = s->x;
+    x->keep = calloc(n_keep, sizeof *x->keep);
+    if (!x->keep) return tr__err(TR_ENOMEM, "tr_call_contains");
     for (size_t i = 0; i < n_keep; i++) {
         if (!tr__ref_is_object(&keep[i]) && !tr__ref_is_call(&keep[i]))
             return tr__err(TR_EINVAL, "tr_call_contains: contained ref %zu is not a ref", i);
         if ((rc = tr__objects_pin(a->objects, keep[i], 0, NULL, NULL)))
             return tr__err_wrap(rc, "tr_call_contains: contained ref %zu", i);
-        s->keep[s->n_keep++] = keep[i];
+        x->keep[x->n_keep++] = keep[i];
     }
     return 0;
 }
 
+static inline __attribute__((always_inline)) int
+submit(tr__actors *a, tr_actor_id id, const char *method, const void *args, size_t len,
+       const tr_ref *refs, size_t n_refs, const tr_ref *keep, size_t n_keep, int task, int retries,
+       tr_ref *out);
+
+/* The hot path: a plain call, with the rest of submit() folded away. */
 int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const void *args, size_t len,
                     const tr_ref *refs, size_t n_refs, tr_ref *out) {
-    return tr__actors_submit(a, id, method, args, len, refs, n_refs, NULL, 0, 0, out);
+    return submit(a, id, method, args, len, refs, n_refs, NULL, 0, 0, 0, out);
 }
 
 int tr__actors_call_contains(tr__actors *a, tr_actor_id id, const char *method, const void *args,
                              size_t len, const tr_ref *refs, size_t n_refs, const tr_ref *keep,
                              size_t n_keep, tr_ref *out) {
-    return tr__actors_submit(a, id, method, args, len, refs, n_refs, keep, n_keep, 0, out);
+    return submit(a, id, method, args, len, refs, n_refs, keep, n_keep, 0, 0, out);
+}
+
+int tr__actors_submit(tr__actors *a, tr_actor_id id, const char *method, const void *args,
+                      size_t len, const tr_ref *refs, size_t n_refs, const tr_ref *keep,
+                      size_t n_keep, int task, int retries, tr_ref *out) {
+    return submit(a, id, method, args, len, refs, n_refs, keep, n_keep, task, retries, out);
 }
 
 size_t tr__actors_pending(tr__actors *a, tr_actor_id id) {
@@ -990,9 +1019,10 @@ size_t tr__actors_pending(tr__actors *a, tr_actor_id id) {
     return n;
 }
 
-int tr__actors_submit(tr__actors *a, tr_actor_id id, const char *method, const void *args,
-                      size_t len, const tr_ref *refs, size_t n_refs, const tr_ref *keep,
-                      size_t n_keep, int retries, tr_ref *out) {
+static inline __attribute__((always_inline)) int
+submit(tr__actors *a, tr_actor_id id, const char *method, const void *args, size_t len,
+       const tr_ref *refs, size_t n_refs, const tr_ref *keep, size_t n_keep, int task, int retries,
+       tr_ref *out) {
     if (!method || !*method || !out || (!args && len) || (!refs && n_refs))
         return tr__err(TR_EINVAL, "tr_call: NULL or empty argument");
     size_t mlen = strlen(method);
@@ -1004,7 +1034,11 @@ int tr__actors_submit(tr__actors *a, tr_actor_id id, const char *method, const v
                        len, a->max_msg);
     slot *s = calloc(1, sizeof *s);
     if (!s) return tr__err(TR_ENOMEM, "tr_call");
-    s->retries = retries;
+    if (task && !(s->x = calloc(1, sizeof *s->x))) {
+        free(s);
+        return tr__err(TR_ENOMEM, "tr_call");
+    }
+    if (task) s->x->retries = retries;
     int rc = 0;
     if (n_refs) { /* objects are kept alive until the call completes */
         s->args = calloc(n_refs, sizeof *s->args);
@@ -1021,6 +1055,7 @@ int tr__actors_submit(tr__actors *a, tr_actor_id id, const char *method, const v
             if (!tr__ref_is_object(&refs[i]) && !tr__ref_is_call(&refs[i])) {
                 drop_args(a, s);
                 free(s->args);
+                free(s->x); /* (its keep list is gone already, its frame not made) */
                 free(s);
                 return tr__err(TR_ESTALE, "tr_call_refs: argument %zu is not a ref", i);
             }
@@ -1042,6 +1077,7 @@ int tr__actors_submit(tr__actors *a, tr_actor_id id, const char *method, const v
                 rc = tr__err_wrap(rc, "tr_call_refs: object argument %zu", i);
                 drop_args(a, s);
                 free(s->args);
+                free(s->x); /* (its keep list is gone already, its frame not made) */
                 free(s);
                 return rc;
             }
@@ -1052,6 +1088,7 @@ int tr__actors_submit(tr__actors *a, tr_actor_id id, const char *method, const v
         drop_args(a, s);
         drop_keep(a, s);
         free(s->args);
+        free(s->x); /* (its keep list is gone already, its frame not made) */
         free(s);
         return rc;
     }
@@ -1106,6 +1143,7 @@ fail:
     free(s->args);
     free(s->method);
     free(s->body);
+    free(s->x); /* (its keep list is gone already, its frame not made) */
     free(s);
     return rc;
 }
@@ -1237,9 +1275,14 @@ int tr__actors_get(tr__actors *a, tr_ref ref, int timeout_ms, const void **data,
     int rc, passes = 0;
     for (;;) {
         slot *s = find_slot(a, ref);
-        if (!s) {
-            rc = tr__err(TR_ESTALE, "tr_get: unknown or released ref");
-            break;
+        if (!s) { /* another's result, or one of ours released that came back: its twin */
+            pthread_mutex_unlock(&a->mu);
+            if (!tr__ref_is_call(&ref))
+                return tr__err(TR_ESTALE, "tr_get: unknown or released ref");
+            rc = tr__objects_get(a->objects, ref, tr__ms_left(deadline), data, len);
+            if (rc == TR_ENOTFOUND && owns(a, ref))
+                rc = tr__err(TR_ESTALE, "tr_get: unknown or released ref");
+            return rc;
         }
         if (s->done) {
             rc = finish_get(a, s, deadline, data, len);
@@ -1307,8 +1350,9 @@ out:
 int tr__actors_release(tr__actors *a, tr_ref ref) {
     pthread_mutex_lock(&a->mu);
     slot *s = find_slot(a, ref);
-    if (!s) {
+    if (!s) { /* a borrow of another's result, or of ours released that came back */
         pthread_mutex_unlock(&a->mu);
+        if (tr__ref_is_call(&ref) && tr__objects_release(a->objects, ref) == 0) return 0;
         return tr__err(TR_ESTALE, "tr_ref_release: unknown or released ref");
     }
     tr__idmap_del(&a->slots, s->key);

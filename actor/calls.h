@@ -36,12 +36,14 @@ int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const voi
 int tr__actors_call_contains(tr__actors *a, tr_actor_id id, const char *method, const void *args,
                              size_t len, const tr_ref *refs, size_t n_refs, const tr_ref *keep,
                              size_t n_keep, tr_ref *out);
-/* As tr__actors_call_contains, for a task (actor/tasks.h): sent again to the actor's next
- * incarnation up to `retries` times (-1: always) if its worker dies with it in flight. */
+/* As tr__actors_call_contains, and with `task` set a task (actor/tasks.h): counted in
+ * tr__actors_pending, and sent again to the actor's next incarnation up to `retries` times
+ * (-1: always) if its worker dies with it in flight. */
 int tr__actors_submit(tr__actors *a, tr_actor_id id, const char *method, const void *args,
                       size_t len, const tr_ref *refs, size_t n_refs, const tr_ref *keep,
-                      size_t n_keep, int retries, tr_ref *out);
-/* Calls to actor id not done yet (queued, held or in flight), as this process sees them. */
+                      size_t n_keep, int task, int retries, tr_ref *out);
+/* Tasks (and calls with contained refs) to actor id not done yet (queued, held or in
+ * flight), as this process sees them. */
 size_t tr__actors_pending(tr__actors *a, tr_actor_id id);
 /* Whether ref is the result of a call made through `a` (live or not). */
 int tr__actors_owns(const tr__actors *a, tr_ref ref);
@@ -52,6 +54,8 @@ int tr__actors_live(tr__actors *a, tr_ref ref);
 int tr__actors_export(tr__actors *a, tr_ref ref);
 /* Exports those of refs that are our call refs (the others are left as they are). */
 int tr__actors_share(tr__actors *a, const tr_ref *refs, size_t n);
+/* A call ref of ours; another process's result (or one of ours that we released and that
+ * came back in a value) through its twin in the store. */
 int tr__actors_get(tr__actors *a, tr_ref ref, int timeout_ms, const void **data, size_t *len);
 int tr__actors_wait(tr__actors *a, const tr_ref *refs, size_t n, size_t num_ready, int timeout_ms,
                     uint8_t *ready, size_t *n_ready);

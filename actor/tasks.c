@@ -247,5 +247,5 @@ int tr__tasks_submit(tr__tasks *t, const char *fn, const void *args, size_t len,
     pthread_mutex_unlock(&t->mu);
     if (rc) return rc;
     return tr__actors_submit(t->actors, member, fn, args, len, refs, n_refs, o.contained,
-                             o.n_contained, o.max_retries, out);
+                             o.n_contained, 1, o.max_retries, out);
 }

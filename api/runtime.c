@@ -437,13 +437,8 @@ TR_API int tr_ref_borrow(tr_runtime *rt, tr_ref ref) {
 
 TR_API int tr_get(tr_runtime *rt, tr_ref ref, int timeout_ms, const void **data, size_t *len) {
     CHECK_RT(rt, "tr_get");
-    if (in_store(rt, &ref)) return tr__objects_get(rt->objects, ref, timeout_ms, data, len);
-    int rc = tr__actors_get(rt->actors, ref, timeout_ms, data, len);
-    if (rc == TR_ESTALE && released_own(rt, &ref)) { /* shared, and back to us */
-        int r2 = tr__objects_get(rt->objects, ref, timeout_ms, data, len);
-        rc = r2 == TR_ENOTFOUND ? tr__err(TR_ESTALE, "tr_get: unknown or released ref") : r2;
-    }
-    return rc;
+    if (tr__ref_is_object(&ref)) return tr__objects_get(rt->objects, ref, timeout_ms, data, len);
+    return tr__actors_get(rt->actors, ref, timeout_ms, data, len); /* (another's: its twin) */
 }
 
 /* Waits on a mix of object and call refs: objects are checked in the store, calls through
@@ -522,13 +517,8 @@ TR_API int tr_wait(tr_runtime *rt, const tr_ref *refs, size_t n, size_t num_read
 
 TR_API int tr_ref_release(tr_runtime *rt, tr_ref ref) {
     CHECK_RT(rt, "tr_ref_release");
-    if (in_store(rt, &ref)) return tr__objects_release(rt->objects, ref);
-    int rc = tr__actors_release(rt->actors, ref);
-    if (rc == TR_ESTALE && tr__ref_is_call(&ref) && tr__objects_release(rt->objects, ref) == 0)
-        rc = 0; /* a borrow of our own released result (tr_ref_borrow) */
-    else if (rc == TR_ESTALE)
-        rc = tr__err(TR_ESTALE, "tr_ref_release: unknown or released ref");
-    return rc;
+    if (tr__ref_is_object(&ref)) return tr__objects_release(rt->objects, ref);
+    return tr__actors_release(rt->actors, ref); /* (a borrow of another's: the store's) */
 }
 
 TR_API int tr_put(tr_runtime *rt, const void *data, size_t len, tr_ref *out) {
