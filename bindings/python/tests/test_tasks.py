@@ -81,10 +81,11 @@ def test_tasks_page_refs_as_arguments_and_wait():
     total = ray.remote(lambda a, scale=1: float(a.sum()) * scale)
     assert ray.get(total.remote(ref, scale=2)) == float(big.sum()) * 2
     assert ray.get(total.remote(a=ref)) == float(big.sum())
-    # ray.wait: the fast one first
-    object_refs = [slow_function.remote(3), slow_function.remote(0)]
+    # ray.wait: the fast one is ready first (submitted first: on one CPU the pool has one
+    # worker, which runs them in order)
+    object_refs = [slow_function.remote(0), slow_function.remote(3)]
     ready, remaining = ray.wait(object_refs, num_returns=1, timeout=None)
-    assert ready == [object_refs[1]] and remaining == [object_refs[0]]
+    assert ready == [object_refs[0]] and remaining == [object_refs[1]]
     ready, remaining = ray.wait(object_refs, num_returns=2, timeout=0.1)
     assert len(ready) == 1
     del obj_ref, obj_ref2, chained, ref, object_refs, ready, remaining
@@ -334,7 +335,7 @@ def test_closures_large_functions_and_large_arguments():
     offset = 5
     add = ray.remote(lambda x: x + offset)
     assert ray.get(add.remote(1)) == 6
-    table = list(range(20_000))  # captured: the function pickles to ~100 KiB (the store)
+    table = list(range(20_000))  # captured: the function pickles to ~60 KiB (the store)
     lookup = ray.remote(lambda i: table[i])
     assert ray.get([lookup.remote(i) for i in (0, 19_999)]) == [0, 19_999]
     arr = np.arange(200_000, dtype=np.float64)  # 1.6 MB of arguments: the store
@@ -373,3 +374,14 @@ def test_functions_of_main_go_by_value(tmp_path):
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:3] == ["[0, 1, 4, 9]", "120", "0"], out.stdout
+
+
+@ray.remote
+class Submitter:
+    def run(self, n):
+        return ray.get([square.remote(i) for i in range(n)])
+
+
+def test_an_actor_submits_tasks():
+    s = Submitter.remote()
+    assert ray.get(s.run.remote(5)) == [0, 1, 4, 9, 16]
