@@ -59,6 +59,11 @@ typedef struct slot_extra {
     int retries;
     char *frame;
     size_t frame_len;
+    /* a call with several results (num_returns): this slot is hidden, each of kids[] is
+     * one result's ref, filled from this one's reply (tr_ctx_reply_multi) */
+    slot **kids;
+    size_t n_kids;
+    int split; /* the kids got their results: they live on their own now */
 } slot_extra;
 
 /* A held call waiting for a producing call's result. */
@@ -322,6 +327,9 @@ static void slot_free(tr__actors *a, slot *s) {
     free(s->method);
     free(s->body);
     if (s->x) {
+        for (size_t i = 0; !s->x->split && i < s->x->n_kids; i++) /* (destroy: unreachable) */
+            if (s->x->kids[i]->released) slot_free(a, s->x->kids[i]);
+        free(s->x->kids);
         free(s->x->frame);
         free(s->x);
     }
@@ -339,6 +347,54 @@ static void release_held(tr__actors *a, aconn *ac);
 /* The call is done (its result, or an error, is in the slot): its arguments go, the
  * held calls waiting for it move on. */
 static void fill_twin(tr__actors *a, slot *s);
+static void slot_done(tr__actors *a, slot *s, int rc, const void *data, size_t len);
+
+/* A reply of several results (tr_ctx_reply_multi): "TRMR", u32 k, k u64 lengths, then
+ * the parts. Each kid gets its part (a copy), or the call's failure. */
+static void split_to_kids(tr__actors *a, slot *p) {
+    slot_extra *x = p->x;
+    const char *d = p->data;
+    size_t n = p->len;
+    int rc = p->rc;
+    char why[200] = "";
+    if (!rc && p->obj_result && !d) {
+        const void *v;
+        rc = tr__objects_view(a->objects, p->result_ref, 10000, &v, &n);
+        d = v;
+        if (rc) snprintf(why, sizeof why, "%s", tr__last_error());
+    }
+    uint32_t k = 0;
+    if (!rc && (n < 8 || memcmp(d, "TRMR", 4) != 0 || (memcpy(&k, d + 4, 4), k != x->n_kids) ||
+                (n - 8) / 8 < k)) {
+        rc = TR_ETASK;
+        snprintf(why, sizeof why,
+                 "the method replied %s, where the call asked for %zu results "
+                 "(tr_ctx_reply_multi)",
+                 n >= 8 && memcmp(d, "TRMR", 4) == 0 ? "another number of results" : "one value",
+                 x->n_kids);
+    }
+    const char *part = d ? d + 8 + 8 * (size_t)k : NULL;
+    size_t left = rc ? 0 : n - 8 - 8 * (size_t)k;
+    for (size_t i = 0; i < x->n_kids; i++) {
+        slot *kid = x->kids[i];
+        uint64_t len = 0;
+        if (!rc) memcpy(&len, d + 8 + 8 * i, 8);
+        if (!rc && len > left) {
+            rc = TR_EPROTO;
+            snprintf(why, sizeof why, "a reply of several results is malformed (part %zu)", i);
+        }
+        if (rc)
+            slot_done(a, kid, rc, why[0] ? why : (p->data ? p->data : ""),
+                      strlen(why[0] ? why : (p->data ? p->data : "")));
+        else
+            slot_done(a, kid, 0, part, (size_t)len);
+        if (!rc) {
+            part += len;
+            left -= (size_t)len;
+        }
+    }
+    x->split = 1;
+}
 
 static void complete(tr__actors *a, slot *s) {
     if (s->counted && s->ac) {
@@ -361,6 +417,7 @@ static void complete(tr__actors *a, slot *s) {
         e = n;
     }
     s->users--;
+    if (s->x && s->x->n_kids && !s->x->split) split_to_kids(a, s);
     slot_maybe_free(a, s);
 }
 
@@ -991,24 +1048,27 @@ static int keep_refs(tr__actors *a, slot *s, const tr_ref *keep, size_t n_keep) 
 static inline __attribute__((always_inline)) int
 submit(tr__actors *a, tr_actor_id id, const char *method, const void *args, size_t len,
        const tr_ref *refs, size_t n_refs, const tr_ref *keep, size_t n_keep, int task, int retries,
-       tr_ref *out);
+       size_t n_returns, tr_ref *out);
 
 /* The hot path: a plain call, with the rest of submit() folded away. */
 int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const void *args, size_t len,
                     const tr_ref *refs, size_t n_refs, tr_ref *out) {
-    return submit(a, id, method, args, len, refs, n_refs, NULL, 0, 0, 0, out);
+    return submit(a, id, method, args, len, refs, n_refs, NULL, 0, 0, 0, 1, out);
 }
 
 int tr__actors_call_contains(tr__actors *a, tr_actor_id id, const char *method, const void *args,
                              size_t len, const tr_ref *refs, size_t n_refs, const tr_ref *keep,
                              size_t n_keep, tr_ref *out) {
-    return submit(a, id, method, args, len, refs, n_refs, keep, n_keep, 0, 0, out);
+    return submit(a, id, method, args, len, refs, n_refs, keep, n_keep, 0, 0, 1, out);
 }
 
 int tr__actors_submit(tr__actors *a, tr_actor_id id, const char *method, const void *args,
                       size_t len, const tr_ref *refs, size_t n_refs, const tr_ref *keep,
-                      size_t n_keep, int task, int retries, tr_ref *out) {
-    return submit(a, id, method, args, len, refs, n_refs, keep, n_keep, task, retries, out);
+                      size_t n_keep, int task, int retries, size_t n_returns, tr_ref *out) {
+    if (n_returns < 1 || n_returns > 1024)
+        return tr__err(TR_EINVAL, "num_returns %zu: 1..1024", n_returns);
+    return submit(a, id, method, args, len, refs, n_refs, keep, n_keep, task, retries, n_returns,
+                  out);
 }
 
 size_t tr__actors_pending(tr__actors *a, tr_actor_id id) {
@@ -1019,10 +1079,48 @@ size_t tr__actors_pending(tr__actors *a, tr_actor_id id) {
     return n;
 }
 
+static void drop_kids(tr__actors *a, slot *s);
+
+/* The k result refs of a call with several results: slots in the map, done when the
+ * hidden call is (split_to_kids). Called with mu held. */
+static int make_kids(tr__actors *a, slot *s, size_t k) {
+    slot_extra *x = s->x;
+    x->kids = calloc(k, sizeof *x->kids);
+    if (!x->kids) return tr__err(TR_ENOMEM, "tr_call_multi");
+    for (size_t i = 0; i < k; i++) {
+        slot *kid = calloc(1, sizeof *kid);
+        if (!kid) {
+            drop_kids(a, s);
+            return tr__err(TR_ENOMEM, "tr_call_multi");
+        }
+        do
+            kid->key = ++a->next_ref ^ a->salt;
+        while (kid->key == 0);
+        if (tr__idmap_put(&a->slots, kid->key, kid)) {
+            free(kid);
+            drop_kids(a, s);
+            return tr__err(TR_ENOMEM, "tr_call_multi");
+        }
+        x->kids[x->n_kids++] = kid;
+    }
+    return 0;
+}
+
+/* Undoes make_kids (kids not done, or done and not handed out yet). */
+static void drop_kids(tr__actors *a, slot *s) {
+    slot_extra *x = s->x;
+    if (!x) return;
+    for (size_t i = 0; i < x->n_kids; i++) {
+        tr__idmap_del(&a->slots, x->kids[i]->key);
+        slot_free(a, x->kids[i]);
+    }
+    x->n_kids = 0;
+}
+
 static inline __attribute__((always_inline)) int
 submit(tr__actors *a, tr_actor_id id, const char *method, const void *args, size_t len,
        const tr_ref *refs, size_t n_refs, const tr_ref *keep, size_t n_keep, int task, int retries,
-       tr_ref *out) {
+       size_t n_returns, tr_ref *out) {
     if (!method || !*method || !out || (!args && len) || (!refs && n_refs))
         return tr__err(TR_EINVAL, "tr_call: NULL or empty argument");
     size_t mlen = strlen(method);
@@ -1034,7 +1132,7 @@ submit(tr__actors *a, tr_actor_id id, const char *method, const void *args, size
                        len, a->max_msg);
     slot *s = calloc(1, sizeof *s);
     if (!s) return tr__err(TR_ENOMEM, "tr_call");
-    if (task && !(s->x = calloc(1, sizeof *s->x))) {
+    if ((task || n_returns > 1) && !(s->x = calloc(1, sizeof *s->x))) {
         free(s);
         return tr__err(TR_ENOMEM, "tr_call");
     }
@@ -1107,6 +1205,10 @@ submit(tr__actors *a, tr_actor_id id, const char *method, const void *args, size
         s->key = ++a->next_ref ^ a->salt;
     while (s->key == 0);
     if ((rc = tr__idmap_put(&a->slots, s->key, s))) goto fail;
+    if (n_returns > 1 && (rc = make_kids(a, s, n_returns))) {
+        tr__idmap_del(&a->slots, s->key);
+        goto fail;
+    }
     int queued = 0;
     if (ac->dead) {
         slot_fail(a, s, TR_EACTOR_DIED, ac->reason);
@@ -1124,6 +1226,7 @@ submit(tr__actors *a, tr_actor_id id, const char *method, const void *args, size
         connect_actor(a, ac, 0); /* first call for this actor: see if it is up already */
     if (ac->unknown) {           /* the node has never heard of this actor (mark_dead failed s) */
         tr__idmap_del(&a->slots, s->key);
+        drop_kids(a, s);
         pthread_mutex_unlock(&a->mu);
         slot_free(a, s);
         return tr__err(TR_ENOTFOUND, "tr_call: no such actor");
@@ -1132,11 +1235,25 @@ submit(tr__actors *a, tr_actor_id id, const char *method, const void *args, size
         a->queued_unconnected = 1;
         wake(a); /* a reader asleep with no deadline must come back to send it */
     }
+    if (n_returns > 1) { /* the kids are the refs; the call itself is hidden */
+        slot_extra *x = s->x;
+        for (size_t i = 0; i < x->n_kids; i++) { /* (nobody else has them yet) */
+            if (!x->split) x->kids[i]->ac = s->ac;
+            memcpy(out[i].b, &x->kids[i]->key, 8);
+            memcpy(out[i].b + 8, &a->tag, 8);
+        }
+        tr__idmap_del(&a->slots, s->key);
+        s->released = 1;
+        slot_maybe_free(a, s);
+        pthread_mutex_unlock(&a->mu);
+        return 0;
+    }
     memcpy(out->b, &s->key, 8);
     memcpy(out->b + 8, &a->tag, 8);
     pthread_mutex_unlock(&a->mu);
     return 0;
 fail:
+    drop_kids(a, s);
     drop_args(a, s);
     drop_keep(a, s);
     pthread_mutex_unlock(&a->mu);

@@ -36,12 +36,13 @@ int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const voi
 int tr__actors_call_contains(tr__actors *a, tr_actor_id id, const char *method, const void *args,
                              size_t len, const tr_ref *refs, size_t n_refs, const tr_ref *keep,
                              size_t n_keep, tr_ref *out);
-/* As tr__actors_call_contains, and with `task` set a task (actor/tasks.h): counted in
+/* As tr__actors_call_contains, with n_returns results (out: that many refs, filled from a
+ * tr_ctx_reply_multi of as many parts), and with `task` set a task (actor/tasks.h): counted in
  * tr__actors_pending, and sent again to the actor's next incarnation up to `retries` times
  * (-1: always) if its worker dies with it in flight. */
 int tr__actors_submit(tr__actors *a, tr_actor_id id, const char *method, const void *args,
                       size_t len, const tr_ref *refs, size_t n_refs, const tr_ref *keep,
-                      size_t n_keep, int task, int retries, tr_ref *out);
+                      size_t n_keep, int task, int retries, size_t n_returns, tr_ref *out);
 /* Tasks (and calls with contained refs) to actor id not done yet (queued, held or in
  * flight), as this process sees them. */
 size_t tr__actors_pending(tr__actors *a, tr_actor_id id);

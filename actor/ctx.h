@@ -46,6 +46,7 @@ struct tr_ctx {
 size_t tr__ctx_num_refs(const tr_ctx *ctx);
 int tr__ctx_ref(const tr_ctx *ctx, size_t i, const void **data, size_t *len);
 int tr__ctx_reply(tr_ctx *ctx, const void *data, size_t len);
+int tr__ctx_reply_multi(tr_ctx *ctx, const void *const *data, const size_t *len, size_t n);
 /* tr__ctx_reply, and the refs the result contains (the façade exported this process's own
  * call refs among them first). */
 int tr__ctx_reply_contains(tr_ctx *ctx, const void *data, size_t len, const tr_ref *refs, size_t n);

@@ -223,7 +223,7 @@ static int pick(tr__tasks *t, pool *p, tr_actor_id *out) {
 }
 
 int tr__tasks_submit(tr__tasks *t, const char *fn, const void *args, size_t len, const tr_ref *refs,
-                     size_t n_refs, const tr_task_options *opts, tr_ref *out) {
+                     size_t n_refs, const tr_task_options *opts, size_t n_returns, tr_ref *out) {
     if (!fn || !*fn || strlen(fn) > 255 || !out || (!args && len) || (!refs && n_refs))
         return tr__err(TR_EINVAL, "tr_task_submit: a function name of 1..255 bytes, out, and "
                                   "args/refs when their lengths are not 0");
@@ -247,5 +247,5 @@ int tr__tasks_submit(tr__tasks *t, const char *fn, const void *args, size_t len,
     pthread_mutex_unlock(&t->mu);
     if (rc) return rc;
     return tr__actors_submit(t->actors, member, fn, args, len, refs, n_refs, o.contained,
-                             o.n_contained, 1, o.max_retries, out);
+                             o.n_contained, 1, o.max_retries, n_returns, out);
 }

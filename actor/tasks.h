@@ -26,7 +26,7 @@ typedef struct tr__tasks tr__tasks;
 int tr__tasks_create(tr__nodeconn *node, tr__actors *actors, tr__objects *objects, tr__tasks **out);
 void tr__tasks_destroy(tr__tasks *t);
 int tr__tasks_submit(tr__tasks *t, const char *fn, const void *args, size_t len, const tr_ref *refs,
-                     size_t n_refs, const tr_task_options *opts, tr_ref *out);
+                     size_t n_refs, const tr_task_options *opts, size_t n_returns, tr_ref *out);
 /* This process is the pool worker `id` (worker.c says so at start): its own tasks never go
  * to itself, and its pools may grow further (a parent waiting for its children). */
 void tr__tasks_note_self(const tr_actor_id *id);

@@ -22,6 +22,10 @@ TR_API int tr_ctx_reply_contains(tr_ctx *ctx, const void *data, size_t len, cons
     return tr__ctx_reply_contains(ctx, data, len, refs, n);
 }
 
+TR_API int tr_ctx_reply_multi(tr_ctx *ctx, const void *const *data, const size_t *len, size_t n) {
+    return tr__ctx_reply_multi(ctx, data, len, n);
+}
+
 TR_API int tr_ctx_reply_device(tr_ctx *ctx, const void *dev, size_t len) {
     return tr__ctx_reply_device(ctx, dev, len);
 }

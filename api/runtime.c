@@ -424,7 +424,28 @@ TR_API int tr_task_submit(tr_runtime *rt, const char *fn, const void *args, size
     int rc = rt->tasks ? 0 : tr__tasks_create(rt->node, rt->actors, rt->objects, &rt->tasks);
     pthread_mutex_unlock(&rt->tasks_mu);
     if (rc) return rc;
-    return tr__tasks_submit(rt->tasks, fn, args, len, refs, n_refs, opts, out);
+    return tr__tasks_submit(rt->tasks, fn, args, len, refs, n_refs, opts, 1, out);
+}
+
+TR_API int tr_task_submit_multi(tr_runtime *rt, const char *fn, const void *args, size_t len,
+                                const tr_ref *refs, size_t n_refs, const tr_task_options *opts,
+                                size_t num_returns, tr_ref *outs) {
+    CHECK_RT(rt, "tr_task_submit_multi");
+    if (!outs) return tr__err(TR_EINVAL, "tr_task_submit_multi: outs is NULL");
+    pthread_mutex_lock(&rt->tasks_mu);
+    int rc = rt->tasks ? 0 : tr__tasks_create(rt->node, rt->actors, rt->objects, &rt->tasks);
+    pthread_mutex_unlock(&rt->tasks_mu);
+    if (rc) return rc;
+    return tr__tasks_submit(rt->tasks, fn, args, len, refs, n_refs, opts, num_returns, outs);
+}
+
+TR_API int tr_call_multi(tr_runtime *rt, tr_actor_id actor, const char *method, const void *args,
+                         size_t len, const tr_ref *refs, size_t n_refs, size_t num_returns,
+                         tr_ref *outs) {
+    CHECK_RT(rt, "tr_call_multi");
+    if (!outs) return tr__err(TR_EINVAL, "tr_call_multi: outs is NULL");
+    return tr__actors_submit(rt->actors, actor, method, args, len, refs, n_refs, NULL, 0, 0, 0,
+                             num_returns, outs);
 }
 
 TR_API int tr_ref_borrow(tr_runtime *rt, tr_ref ref) {

@@ -258,6 +258,58 @@ TEST_F(OwnershipTest, LargeResultInUseIsCopiedNotRenamed) {
     expect_empty();
 }
 
+std::string part(int i) {
+    std::string one = "part-" + std::to_string(i), s;
+    for (int r = 0; r <= (i == 2 ? 30000 : i); r++)
+        s += one;
+    return s;
+}
+
+/* num_returns: one ref per result, each its own (get, release, pass on, share); a method
+ * that replies one value fails them all with a clear error. */
+TEST_F(OwnershipTest, SeveralResultsOneRefEach) {
+    tr_actor_id a = make(), b = make();
+    int32_t k = 4;
+    tr_ref r[4];
+    ASSERT_EQ(tr_call_multi(rt, a, "parts", &k, 4, nullptr, 0, 4, r), 0) << tr_last_error();
+    /* the third one nested in another call's arguments before it is in */
+    uint64_t sum = 0;
+    std::string err;
+    ASSERT_EQ(deref(b, r[2], 0, &sum, &err), 0) << err;
+    EXPECT_EQ(sum, sum_of(part(2)));
+    for (int i = 0; i < 4; i++) {
+        const void *d;
+        size_t n;
+        ASSERT_EQ(tr_get(rt, r[i], 10000, &d, &n), 0) << tr_last_error();
+        EXPECT_EQ(std::string((const char *)d, n), part(i)) << i;
+    }
+    /* a result as another call's argument */
+    tr_ref echo;
+    ASSERT_EQ(tr_call_refs(rt, b, "sum_args", nullptr, 0, &r[1], 1, &echo), 0);
+    const void *d;
+    size_t n;
+    ASSERT_EQ(tr_get(rt, echo, 10000, &d, &n), 0) << tr_last_error();
+    memcpy(&sum, d, 8);
+    EXPECT_EQ(sum, sum_of(part(1)));
+    tr_ref_release(rt, echo);
+    for (tr_ref x : r)
+        EXPECT_EQ(tr_ref_release(rt, x), 0);
+    /* released before the results are in: nothing leaks */
+    ASSERT_EQ(tr_call_multi(rt, a, "parts", &k, 4, nullptr, 0, 4, r), 0);
+    for (tr_ref x : r)
+        EXPECT_EQ(tr_ref_release(rt, x), 0);
+    char plain[5] = {4, 0, 0, 0, 1};
+    ASSERT_EQ(tr_call_multi(rt, a, "parts", plain, 5, nullptr, 0, 4, r), 0);
+    for (tr_ref x : r) {
+        EXPECT_EQ(tr_get(rt, x, 10000, &d, &n), TR_ETASK);
+        EXPECT_NE(std::string(tr_last_error()).find("asked for 4 results"), std::string::npos)
+            << tr_last_error();
+        tr_ref_release(rt, x);
+    }
+    EXPECT_EQ(tr_call_multi(rt, a, "parts", &k, 4, nullptr, 0, 0, r), TR_EINVAL);
+    expect_empty();
+}
+
 /* A failed call's error reaches the borrower with its code and message. */
 TEST_F(OwnershipTest, ErrorResultReachesTheBorrower) {
     tr_actor_id a = make(), b = make();

@@ -205,6 +205,24 @@ TEST_F(TasksTest, NestedTasksWaitForTheirChildren) {
     expect_empty();
 }
 
+TEST_F(TasksTest, SeveralResults) {
+    int32_t k = 3;
+    tr_ref r[3];
+    ASSERT_EQ(tr_task_submit_multi(rt, "t_parts", &k, 4, nullptr, 0, nullptr, 3, r), 0)
+        << tr_last_error();
+    for (int i = 2; i >= 0; i--) {
+        const void *d;
+        size_t n;
+        ASSERT_EQ(tr_get(rt, r[i], 30000, &d, &n), 0) << tr_last_error();
+        std::string one = "part-" + std::to_string(i), expect;
+        for (int x = 0; x <= (i == 2 ? 30000 : i); x++)
+            expect += one;
+        EXPECT_EQ(std::string((const char *)d, n), expect);
+        tr_ref_release(rt, r[i]);
+    }
+    expect_empty();
+}
+
 TEST_F(TasksTest, TaskCreatesAnActor) {
     EXPECT_EQ(run_i64("t_make_actor", 41), 41);
 }

@@ -378,6 +378,26 @@ int m_share_call(tr_ctx *ctx, void *, const void *args, size_t len) {
     return 0;
 }
 
+/* args: int32 k (and a 5th byte: 1 to reply one plain value instead). Replies k results
+ * (tr_ctx_reply_multi): part i is "part-i" repeated i+1 times (part 2 is 300 KB). */
+int m_parts(tr_ctx *ctx, void *, const void *args, size_t len) {
+    if (len != 4 && len != 5) return tr_ctx_error(ctx, "parts wants an int32");
+    int32_t k;
+    memcpy(&k, args, 4);
+    if (len == 5) return tr_ctx_reply(ctx, "plain", 5);
+    std::vector<std::string> parts((size_t)k);
+    std::vector<const void *> d((size_t)k);
+    std::vector<size_t> n((size_t)k);
+    for (int i = 0; i < k; i++) {
+        std::string one = "part-" + std::to_string(i);
+        for (int r = 0; r <= (i == 2 ? 30000 : i); r++)
+            parts[(size_t)i] += one;
+        d[(size_t)i] = parts[(size_t)i].data();
+        n[(size_t)i] = parts[(size_t)i].size();
+    }
+    return tr_ctx_reply_multi(ctx, d.data(), n.data(), (size_t)k);
+}
+
 /* Checksums of its object arguments (tr_call_refs), one uint64 each. */
 int m_sum_args(tr_ctx *ctx, void *, const void *, size_t) {
     std::string out;
@@ -1132,6 +1152,7 @@ const tr_method_def counter_methods[] = {
     {"kept_sum", m_kept_sum},
     {"drop_kept", m_drop_kept},
     {"share_call", m_share_call},
+    {"parts", m_parts},
     {"coll", m_coll},
     {"open_allreduce", m_open_allreduce},
     {"open_keep", m_open_keep},
@@ -1169,6 +1190,10 @@ const tr_method_def dispatcher_methods[] = {{"fixed", m_fixed}};
 
 int t_echo(tr_ctx *ctx, const void *args, size_t len) {
     return tr_ctx_reply(ctx, args, len);
+}
+
+int t_parts(tr_ctx *ctx, const void *args, size_t len) {
+    return m_parts(ctx, nullptr, args, len);
 }
 
 int t_pid(tr_ctx *ctx, const void *, size_t) {
@@ -1266,7 +1291,8 @@ void add_functions(tr_config *cfg) {
                {"t_crash_until", t_crash_until},
                {"t_sum_refs", t_sum_refs},
                {"t_tree", t_tree},
-               {"t_make_actor", t_make_actor}};
+               {"t_make_actor", t_make_actor},
+               {"t_parts", t_parts}};
     for (const auto &f : fns)
         if (tr_config_add_function(cfg, f.name, f.fn)) abort();
 }

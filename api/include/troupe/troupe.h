@@ -118,6 +118,12 @@ TR_API int tr_ctx_reply_device(tr_ctx *ctx, const void *dev, size_t len);
 TR_API int tr_ctx_reply_contains(tr_ctx *ctx, const void *data, size_t len, const tr_ref *refs,
                                  size_t n);
 
+/* Replies n results at once (1..1024; data[i] is len[i] bytes, copied), for a call made
+ * with num_returns = n (tr_call_multi, tr_task_submit_multi): its i-th ref gets part i.
+ * Returns 0, TR_EINVAL, TR_ENOMEM, TR_ESTATE (in a compiled graph's step). Thread
+ * safety: the method's thread. */
+TR_API int tr_ctx_reply_multi(tr_ctx *ctx, const void *const *data, const size_t *len, size_t n);
+
 /* Sets the error message the caller will see and returns TR_ETASK, so a method can
  * `return tr_ctx_error(ctx, "bad input %d", x);`. Thread safety: the method's thread. */
 TR_API int tr_ctx_error(tr_ctx *ctx, const char *fmt, ...)
@@ -406,6 +412,14 @@ TR_API int tr_call(tr_runtime *rt, tr_actor_id actor, const char *method, const 
 TR_API int tr_call_refs(tr_runtime *rt, tr_actor_id actor, const char *method, const void *args,
                         size_t len, const tr_ref *refs, size_t n_refs, tr_ref *out);
 
+/* As tr_call_refs, for a method that returns num_returns results (1..1024; Ray's
+ * num_returns): outs gets that many refs, each resolving to one part of the method's
+ * tr_ctx_reply_multi (or all to the call's failure; a method that replied one value
+ * instead fails them with TR_ETASK saying so). Thread safety: any thread. */
+TR_API int tr_call_multi(tr_runtime *rt, tr_actor_id actor, const char *method, const void *args,
+                         size_t len, const tr_ref *refs, size_t n_refs, size_t num_returns,
+                         tr_ref *outs);
+
 /* As tr_call_refs, for arguments that contain refs (`contained`, n_contained of them:
  * refs nested in args' bytes, which a binding's serializer finds). Each is kept alive
  * until the call completes, so the method may tr_get it and tr_ref_borrow it to keep it
@@ -464,6 +478,12 @@ TR_API void tr_task_options_init(tr_task_options *opts);
 TR_API int tr_task_submit(tr_runtime *rt, const char *fn, const void *args, size_t len,
                           const tr_ref *refs, size_t n_refs, const tr_task_options *opts,
                           tr_ref *out);
+
+/* As tr_task_submit, for a function that returns num_returns results (see tr_call_multi).
+ * Thread safety: any thread. */
+TR_API int tr_task_submit_multi(tr_runtime *rt, const char *fn, const void *args, size_t len,
+                                const tr_ref *refs, size_t n_refs, const tr_task_options *opts,
+                                size_t num_returns, tr_ref *outs);
 
 /* Waits up to timeout_ms for a call's result or a sealed object (see tr_put). On 0, *data
  * and *len view the result, valid until tr_ref_release (tr_get may be repeated). On TR_ETASK the
