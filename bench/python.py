@@ -4,7 +4,9 @@ installed (a dev-side comparison: `pip install ray`; never a dependency).
 
   bazel run -c opt //bench:python -- [--json] [--rounds N]
 
-From Python (medians): an actor call's round trip and pipelined calls per second; put of
+From Python (medians): an actor call's round trip and pipelined calls per second; a
+remote function's (task) round trip and tasks per second; a call's result passed inside a
+list to another actor that gets it (nested ref); put of
 a 64 MiB numpy array and get of it (zero-copy: a view of the store); allreduce of a 1 MiB
 float32 array between 2 actors through the object store (put, then each rank gets the
 other's and sums: the way Ray users do it without collectives), the shm and the gloo
@@ -31,6 +33,11 @@ MiB = 1 << 20
 
 
 @troupe.remote
+def echo_task(x):
+    return x
+
+
+@troupe.remote
 class Echo:
     def echo(self, x):
         return x
@@ -43,6 +50,9 @@ class Echo:
         for r in refs:
             out += troupe.get(r)
         return out.nbytes
+
+    def first(self, refs):
+        return troupe.get(refs[0])
 
     def coll(self, world, rank, backend, name, n, iters):
         col.init_collective_group(world, rank, backend, name)
@@ -78,6 +88,16 @@ def py_figures(rounds):
     t = time.perf_counter()
     troupe.get([a.echo.remote(i) for i in range(n)])
     out["py_async_calls_per_s"] = n / (time.perf_counter() - t)
+    troupe.get(echo_task.remote(0))
+    out["py_task_rtt_us_p50"] = median_us(lambda: troupe.get(echo_task.remote(1)), 2000)
+    t = time.perf_counter()
+    troupe.get([echo_task.remote(i) for i in range(n)])
+    out["py_tasks_per_s"] = n / (time.perf_counter() - t)
+    b = Echo.remote()
+    troupe.get(b.echo.remote(0))
+    # a call's result passed inside a list to another actor, which gets it
+    out["py_nested_ref_call_us_p50"] = median_us(
+        lambda: troupe.get(b.first.remote([a.echo.remote(1)])), 1000)
     arr = np.ones(64 * MiB // 8, dtype=np.float64)
     puts = []
     for _ in range(rounds + 1):  # (each released before the next, as bench/objects does)
@@ -124,7 +144,11 @@ def c_figures(bindir):
     coll = run("collectives", "--sizes", "1MiB", "--worlds", "2", "--ops", "allreduce",
                "--paths", "shm,objectstore,gloo")
     dag = run("dag")
+    tasks = run("tasks", "--calls", "2000")
     return {
+        "c_task_rtt_us_p50": tasks["task_rtt_us_p50"],
+        "c_tasks_per_s": tasks["tasks_per_s"],
+        "c_nested_ref_call_us_p50": tasks["nested_ref_call_us_p50"],
         "c_call_rtt_us_p50": calls["sync_rtt_us_p50"],
         "c_async_calls_per_s": calls["async_calls_per_s"],
         "c_put_gbps_64MiB": objs["put_gbps_64MiB"],
@@ -208,6 +232,13 @@ def ray_figures():
                     out += ray.get(r)
                 return out.nbytes
 
+            def first(self, refs):
+                return ray.get(refs[0])
+
+        @ray.remote
+        def ray_echo_task(x):
+            return x
+
         a = RayEcho.remote()
         ray.get(a.echo.remote(0))
         out["ray_call_rtt_us_p50"] = median_us(lambda: ray.get(a.echo.remote(1)), 1000)
@@ -215,6 +246,15 @@ def ray_figures():
         t = time.perf_counter()
         ray.get([a.echo.remote(i) for i in range(n)])
         out["ray_async_calls_per_s"] = n / (time.perf_counter() - t)
+        ray.get(ray_echo_task.remote(0))
+        out["ray_task_rtt_us_p50"] = median_us(lambda: ray.get(ray_echo_task.remote(1)), 1000)
+        t = time.perf_counter()
+        ray.get([ray_echo_task.remote(i) for i in range(n)])
+        out["ray_tasks_per_s"] = n / (time.perf_counter() - t)
+        b = RayEcho.remote()
+        ray.get(b.echo.remote(0))
+        out["ray_nested_ref_call_us_p50"] = median_us(
+            lambda: ray.get(b.first.remote([a.echo.remote(1)])), 500)
         arr = np.ones(64 * MiB // 8, dtype=np.float64)
         ref = ray.put(arr)
         out["ray_get_us_p50_64MiB"] = median_us(lambda: ray.get(ref), 200)
