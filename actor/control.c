@@ -4,7 +4,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
+#include "actor/pgroup.h"
 #include "actor/protocol.h"
 #include "core/abi.h"
 #include "core/clock.h"
@@ -66,6 +68,12 @@ int tr__actor_create(tr__nodeconn *node, const char *cls, const tr_actor_options
     tr__enc_str(&b, res);
     tr__enc_str(&b, "name");
     tr__enc_str(&b, opts->name);
+    static const tr_pg_id none;
+    if (memcmp(opts->placement_group.b, none.b, 16) != 0) { /* the node renames req */
+        enc_id(&b, "pg", opts->placement_group.b);
+        tr__enc_str(&b, "bundle");
+        tr__enc_int(&b, opts->bundle_index);
+    }
     tr__enc_map_close(&b, m);
     tr__reply r;
     rc = tr__nodeconn_call(node, TR__MSG_ACTOR_CREATE, &b, NODE_RPC_MS, &r);
@@ -217,6 +225,197 @@ int tr__node_cluster_address(tr__nodeconn *node, char *out, size_t cap, int *tls
     const char *ca;
     size_t can;
     if (!rc && tls) *tls = tr__get_str(r.root, "tls_ca", &ca, &can) == 0 && can > 0;
+    tr__reply_free(&r);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ placement groups */
+
+/* A resource name that travels in "name=qty,...;..." text unharmed. */
+static int bad_res_name(const char *name) {
+    return !name || !*name || strlen(name) > TR__PG_MAX_RES_NAME || strpbrk(name, ",;= ");
+}
+
+int tr__pg_create(tr__nodeconn *node, const tr_bundle *bundles, size_t n, int strategy,
+                  const char *name, tr_pg_id *out) {
+    if (!out) return tr__err(TR_EINVAL, "tr_placement_group_create: out is NULL");
+    memset(out, 0, sizeof *out);
+    if (!bundles || n == 0 || n > TR__PG_MAX_BUNDLES)
+        return tr__err(TR_EINVAL, "tr_placement_group_create: 1..%d bundles, not %zu",
+                       TR__PG_MAX_BUNDLES, bundles ? n : 0);
+    if (strategy < TR_PG_PACK || strategy > TR_PG_STRICT_SPREAD)
+        return tr__err(TR_EINVAL,
+                       "tr_placement_group_create: unknown strategy %d (TR_PG_PACK, "
+                       "TR_PG_SPREAD, TR_PG_STRICT_PACK, TR_PG_STRICT_SPREAD)",
+                       strategy);
+    if (name && strlen(name) > 255)
+        return tr__err(TR_EINVAL, "tr_placement_group_create: a name of up to 255 bytes");
+    /* each element's struct_size is its stride (a caller's older, smaller tr_bundle) */
+    uint32_t word;
+    memcpy(&word, bundles, sizeof word);
+    size_t stride = tr__struct_size(word, TR__SIZE_UPTO(tr_bundle, n_resources), sizeof(tr_bundle),
+                                    "tr_placement_group_create: bundle 0");
+    if (!stride) return TR_EINVAL;
+    tr__buf text = TR__BUF_INIT;
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        tr_bundle bd = TR_BUNDLE_INIT;
+        const void *src = (const char *)bundles + i * stride;
+        if ((rc = tr__struct_in(&bd, sizeof bd, src, TR__SIZE_UPTO(tr_bundle, n_resources),
+                                "tr_placement_group_create: bundle")))
+            break;
+        int nonzero = bd.num_cpus > 0 || bd.num_gpus > 0;
+        if (!(bd.num_cpus >= 0 && bd.num_cpus <= 1e9) ||
+            !(bd.num_gpus >= 0 && bd.num_gpus <= 1e6) || (bd.n_resources && !bd.resources) ||
+            bd.n_resources > 32) {
+            rc = tr__err(TR_EINVAL,
+                         "tr_placement_group_create: bundle %zu: num_cpus and num_gpus must be "
+                         "finite and >= 0, resources given when n_resources (up to 32) is not 0",
+                         i);
+            break;
+        }
+        if (bd.num_gpus > 1 && bd.num_gpus != floor(bd.num_gpus)) {
+            rc = tr__err(TR_EINVAL,
+                         "tr_placement_group_create: bundle %zu: num_gpus %g: a share of one GPU "
+                         "(< 1) or whole GPUs",
+                         i, bd.num_gpus);
+            break;
+        }
+        char item[128];
+        int first = 1;
+        if (i) tr__buf_append(&text, ";", 1);
+        if (bd.num_cpus > 0) {
+            int k = snprintf(item, sizeof item, "CPU=%.17g", bd.num_cpus);
+            tr__buf_append(&text, item, (size_t)k);
+            first = 0;
+        }
+        if (bd.num_gpus > 0) {
+            int k = snprintf(item, sizeof item, "%sGPU=%.17g", first ? "" : ",", bd.num_gpus);
+            tr__buf_append(&text, item, (size_t)k);
+            first = 0;
+        }
+        for (size_t j = 0; j < bd.n_resources; j++) {
+            const tr_resource *r = &bd.resources[j];
+            if (bad_res_name(r->name) || !(r->quantity >= 0 && r->quantity <= 1e12)) {
+                rc = tr__err(TR_EINVAL,
+                             "tr_placement_group_create: bundle %zu: resource %zu needs a name of "
+                             "1..%d bytes (no ',', ';', '=' or space) and a finite quantity >= 0",
+                             i, j, TR__PG_MAX_RES_NAME);
+                break;
+            }
+            nonzero |= r->quantity > 0;
+            int k =
+                snprintf(item, sizeof item, "%s%s=%.17g", first ? "" : ",", r->name, r->quantity);
+            tr__buf_append(&text, item, (size_t)k);
+            first = 0;
+        }
+        if (!rc && !nonzero)
+            rc = tr__err(TR_EINVAL,
+                         "tr_placement_group_create: bundle %zu asks for nothing (every bundle "
+                         "needs a quantity > 0, as Ray's)",
+                         i);
+    }
+    tr__buf_append(&text, "", 1); /* NUL */
+    if (rc) {
+        tr__buf_free(&text);
+        return rc;
+    }
+    tr__buf b = TR__BUF_INIT;
+    size_t m = tr__enc_map_open(&b);
+    tr__enc_str(&b, "bundles");
+    tr__enc_str(&b, (const char *)text.data);
+    tr__enc_str(&b, "strategy");
+    tr__enc_int(&b, strategy);
+    if (name && *name) {
+        tr__enc_str(&b, "name");
+        tr__enc_str(&b, name);
+    }
+    tr__enc_map_close(&b, m);
+    tr__buf_free(&text);
+    tr__reply r;
+    rc = tr__nodeconn_call(node, TR__MSG_PG_CREATE, &b, NODE_RPC_MS, &r);
+    tr__buf_free(&b);
+    if (rc) return rc;
+    rc = tr__get_id(r.root, "id", out->b, 16);
+    tr__reply_free(&r);
+    return rc;
+}
+
+int tr__pg_info(tr__nodeconn *node, tr_pg_id pg, tr_pg_info *out) {
+    tr_pg_info d = TR_PG_INFO_INIT;
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 1);
+    enc_id(&b, "id", pg.b);
+    tr__reply r;
+    int rc = tr__nodeconn_call(node, TR__MSG_PG_INFO, &b, NODE_RPC_MS, &r);
+    tr__buf_free(&b);
+    if (rc) return rc;
+    int64_t state, strategy, n;
+    if (!(rc = tr__get_int(r.root, "state", &state)) &&
+        !(rc = tr__get_int(r.root, "strategy", &strategy)) &&
+        !(rc = tr__get_int(r.root, "n", &n)) &&
+        !(rc = copy_str(r.root, "name", d.name, sizeof d.name)) &&
+        !(rc = copy_str(r.root, "reason", d.reason, sizeof d.reason)) &&
+        !(rc = copy_str(r.root, "bundles", d.bundles, sizeof d.bundles)) &&
+        !(rc = copy_str(r.root, "node", d.node, sizeof d.node))) {
+        d.state = (int32_t)state;
+        d.strategy = (int32_t)strategy;
+        d.n_bundles = (int32_t)n;
+    }
+    tr__reply_free(&r);
+    if (rc) return rc;
+    return tr__struct_out(out, &d, sizeof d, TR__SIZE_UPTO(tr_pg_info, node),
+                          "tr_placement_group_info");
+}
+
+int tr__pg_wait(tr__nodeconn *node, tr_pg_id pg, int timeout_ms) {
+    int64_t deadline = tr__deadline(timeout_ms);
+    long nap_us = 1000; /* a control path: poll, backing off to 20 ms */
+    for (;;) {
+        tr_pg_info i = TR_PG_INFO_INIT;
+        int rc = tr__pg_info(node, pg, &i);
+        if (rc) return rc;
+        if (i.state == TR_PG_CREATED) return 0;
+        if (i.state == TR_PG_REMOVED)
+            return tr__err(TR_ESTATE, "tr_placement_group_wait: the group was removed (%s)",
+                           i.reason);
+        int left = tr__ms_left(deadline);
+        if (left == 0)
+            return tr__err(TR_ETIMEDOUT, "tr_placement_group_wait: still pending: %s", i.reason);
+        long us = nap_us;
+        if (left > 0 && (long)left * 1000 < us) us = (long)left * 1000;
+        struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+        nanosleep(&ts, NULL);
+        if (nap_us < 20000) nap_us *= 2;
+    }
+}
+
+int tr__pg_remove(tr__nodeconn *node, tr_pg_id pg) {
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 1);
+    enc_id(&b, "id", pg.b);
+    int rc = tr__nodeconn_call(node, TR__MSG_PG_REMOVE, &b, NODE_RPC_MS, NULL);
+    tr__buf_free(&b);
+    return rc;
+}
+
+int tr__pg_by_name(tr__nodeconn *node, const char *name, tr_pg_id *out) {
+    if (!name || !*name || !out)
+        return tr__err(TR_EINVAL, "tr_placement_group_get: a name and out");
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 1);
+    tr__enc_str(&b, "name");
+    tr__enc_str(&b, name);
+    tr__reply r;
+    int rc = tr__nodeconn_call(node, TR__MSG_PG_BY_NAME, &b, NODE_RPC_MS, &r);
+    tr__buf_free(&b);
+    if (rc)
+        return rc == TR_ENOTFOUND ? tr__err(rc,
+                                            "tr_placement_group_get: no live placement group "
+                                            "named '%s'",
+                                            name)
+                                  : rc;
+    rc = tr__get_id(r.root, "id", out->b, 16);
     tr__reply_free(&r);
     return rc;
 }

@@ -33,6 +33,15 @@ int tr__actor_wait_ready(tr__nodeconn *node, tr_actor_id id, int timeout_ms);
 int tr__actor_by_name(tr__nodeconn *node, const char *name, tr_actor_id *out);
 int tr__actor_kill(tr__nodeconn *node, tr_actor_id id, int no_restart);
 int tr__actor_info(tr__nodeconn *node, tr_actor_id id, tr_actor_details *out);
+/* Placement groups (actor/pgroup.h has the node's side): as the tr_placement_group_*
+ * functions. tr__pg_wait polls the node (backing off to 20 ms). */
+int tr__pg_create(tr__nodeconn *node, const tr_bundle *bundles, size_t n, int strategy,
+                  const char *name, tr_pg_id *out);
+int tr__pg_wait(tr__nodeconn *node, tr_pg_id pg, int timeout_ms);
+int tr__pg_info(tr__nodeconn *node, tr_pg_id pg, tr_pg_info *out);
+int tr__pg_remove(tr__nodeconn *node, tr_pg_id pg);
+int tr__pg_by_name(tr__nodeconn *node, const char *name, tr_pg_id *out);
+
 /* The node's address in its cluster, "IP:port", and (tls not NULL) whether the cluster's
  * links use TLS: 0, or TR_ENOTFOUND (in no cluster). */
 int tr__node_cluster_address(tr__nodeconn *node, char *out, size_t cap, int *tls);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "actor/pgroup.h"
 #include "actor/protocol.h"
 #include "core/ids.h"
 #include "core/idmap.h"
@@ -39,7 +40,10 @@ typedef struct actor {
     int holds;                      /* resources taken */
     int cpus[64], n_cpus;           /* the cores it is bound to while it holds its resources */
     int gpus[TR__MAX_GPUS], n_gpus; /* the GPUs it was given, likewise */
-    double gpu_req;                 /* how many it asked for */
+    double gpu_req;                 /* how many it asked for (of the node's) */
+    uint32_t pg_tag;                /* its placement group's tag (0: none), actor/pgroup.h */
+    int pg_bundle;                  /* and bundle (-1: any) */
+    double pg_gpu;                  /* the GPUs it asked for, out of the group's devices */
     int no_restart;
     int owner_gone; /* freed once dead and reaped */
     uv_timer_t start_timer;
@@ -57,10 +61,23 @@ struct tr__directory {
     tr__idmap by_id;
     actor *all;
     int shutting_down;
+    tr__pgroups *pgs;
 };
 
 static void notify(actor *a);
 static void spawn(tr__directory *d, actor *a);
+static void schedule_pending(tr__directory *d);
+static void kill_actor(tr__directory *d, actor *a, const char *why);
+
+static void pg_kill(void *ctx, uint32_t tag, const char *why) {
+    tr__directory *d = ctx;
+    for (actor *a = d->all; a; a = a->next)
+        if (a->pg_tag == tag && a->state != TR__ACTOR_DEAD) kill_actor(d, a, why);
+}
+
+static void pg_changed(void *ctx) {
+    schedule_pending(ctx);
+}
 
 int tr__directory_create(const tr__directory_opts *o, tr__directory **out) {
     tr__directory *d = calloc(1, sizeof *d);
@@ -71,6 +88,13 @@ int tr__directory_create(const tr__directory_opts *o, tr__directory **out) {
     d->o.cores = NULL; /* ours is d->cores */
     if (o->gpus) d->gpus = *o->gpus;
     d->o.gpus = NULL;
+    tr__pg_host h = {&d->total,    &d->avail, &d->gpus,   o->node_path,
+                     o->no_actors, pg_kill,   pg_changed, d};
+    int rc = tr__pgroups_create(&h, &d->pgs);
+    if (rc) {
+        free(d);
+        return rc;
+    }
     *out = d;
     return 0;
 }
@@ -157,6 +181,13 @@ static void notify(actor *a) {
 static void hold(tr__directory *d, actor *a) {
     tr__res_take(&d->avail, &a->req);
     a->holds = 1;
+    if (a->pg_tag) { /* in a placement group: its bundle's GPUs; it floats (no cores) */
+        a->n_cpus = 0;
+        a->gpu_req = 0;
+        a->n_gpus =
+            tr__pgroups_gpu_take(d->pgs, a->pg_tag, a->pg_bundle, a->pg_gpu, a->gpus, TR__MAX_GPUS);
+        return;
+    }
     double cpus = tr__res_get(&a->req, "CPU");
     int k = cpus >= 1 && cpus < 64 ? (int)cpus : 0;
     a->n_cpus = tr__cores_take(&d->cores, k, a->cpus);
@@ -170,11 +201,15 @@ static void hold(tr__directory *d, actor *a) {
 /* Whether the actor's resources can be held now: the quantities, and GPUs it can have
  * whole (or a device with room for its share). */
 static int fits_now(tr__directory *d, actor *a) {
+    if (a->pg_tag)
+        return tr__res_fits(&a->req, &d->avail) &&
+               tr__pgroups_gpu_fit(d->pgs, a->pg_tag, a->pg_bundle, a->pg_gpu);
     return tr__res_fits(&a->req, &d->avail) && tr__gpus_fit(&d->gpus, tr__res_get(&a->req, "GPU"));
 }
 
 static void schedule_pending(tr__directory *d) {
     if (d->shutting_down) return;
+    tr__pgroups_schedule(d->pgs); /* groups first: their actors may then fit */
     for (actor *a = d->all; a; a = a->next) {
         if (a->state != TR__ACTOR_PENDING || !fits_now(d, a)) continue;
         hold(d, a);
@@ -184,10 +219,13 @@ static void schedule_pending(tr__directory *d) {
 
 static void release(tr__directory *d, actor *a) {
     if (!a->holds) return;
-    tr__res_give(&d->avail, &a->req);
+    tr__res_give(&d->avail, &a->req); /* (a removed group's names are gone: nothing) */
     tr__cores_give(&d->cores, a->cpus, a->n_cpus);
     a->n_cpus = 0;
-    tr__gpus_give(&d->gpus, a->gpu_req, a->gpus, a->n_gpus);
+    if (a->pg_tag)
+        tr__pgroups_gpu_give(d->pgs, a->pg_tag, a->pg_gpu, a->gpus, a->n_gpus);
+    else
+        tr__gpus_give(&d->gpus, a->gpu_req, a->gpus, a->n_gpus);
     a->n_gpus = 0;
     a->holds = 0;
 }
@@ -320,6 +358,20 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
         goto fail;
     }
     if ((rc = tr__res_parse(&a->req, res))) goto fail;
+    a->pg_bundle = -1;
+    if (tr__obj_get(body, "pg")) { /* into a placement group: its names instead */
+        uint8_t pg[16];
+        int64_t bundle = -1;
+        if ((rc = tr__get_id(body, "pg", pg, 16)) || (rc = tr__get_int(body, "bundle", &bundle)))
+            goto fail;
+        if (bundle < -1 || bundle > 1000000) bundle = bundle < 0 ? -2 : 1000000;
+        a->pg_bundle = (int)bundle;
+        if ((rc = tr__pgroups_actor_req(d->pgs, pg, a->pg_bundle, &a->req, &a->pg_tag,
+                                        &a->pg_gpu))) {
+            rc = tr__err_wrap(rc, "tr_actor_create");
+            goto fail;
+        }
+    }
     if (a->name) {
         for (actor *o = d->all; o; o = o->next) {
             if (o->name && o->state != TR__ACTOR_DEAD && strcmp(o->name, a->name) == 0) {
@@ -330,7 +382,7 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
     }
     double k = tr__res_get(&a->req, "GPU"); /* with every device free, would it fit? */
     int gpus_ever = k <= 0 || (k < 1 ? d->gpus.n > 0 : k <= d->gpus.n);
-    if (!tr__res_fits(&a->req, &d->total) || !gpus_ever || d->o.no_actors) {
+    if (!a->pg_tag && (!tr__res_fits(&a->req, &d->total) || !gpus_ever || d->o.no_actors)) {
         if (d->o.forward && d->o.forward(d->o.forward_ctx, TR__MSG_ACTOR_CREATE, c, seq, body)) {
             free(res);
             free(a->cls);
@@ -622,6 +674,7 @@ static void on_conn_close(void *ctx, tr__conn *c) {
         a->owner_gone = 1;
         if (a->state == TR__ACTOR_DEAD && !a->proc && !a->waiters) forget(d, a);
     }
+    tr__pgroups_conn_closed(d->pgs, c->id);
 }
 
 void tr__directory_mount(tr__directory *d, tr__server *s) {
@@ -634,6 +687,7 @@ void tr__directory_mount(tr__directory *d, tr__server *s) {
     tr__server_on(s, TR__MSG_WORKER_READY, on_worker_ready, d);
     tr__server_on(s, TR__MSG_WORKER_FAILED, on_worker_failed, d);
     tr__server_on_close(s, on_conn_close, d);
+    tr__pgroups_mount(d->pgs, s);
 }
 
 void tr__directory_kill_all(tr__directory *d) {
@@ -713,6 +767,7 @@ void tr__directory_status_json(const tr__directory *d, tr__buf *out) {
         first = 0;
     }
     tr__buf_append(out, "]", 1);
+    tr__pgroups_status_json(d->pgs, out);
 }
 
 void tr__directory_close(tr__directory *d) {
@@ -734,5 +789,6 @@ void tr__directory_close(tr__directory *d) {
 void tr__directory_destroy(tr__directory *d) {
     if (!d) return;
     tr__idmap_free(&d->by_id);
+    tr__pgroups_destroy(d->pgs);
     free(d);
 }

@@ -18,6 +18,8 @@
 typedef struct pool {
     char key[200]; /* the shape: "c1/g0[/name=q...]" */
     double num_gpus;
+    tr_pg_id pg; /* a placement group's bundle the pool's workers run in (all zero: none) */
+    int bundle;
     tr_resource res[MAX_RES];
     char *res_names[MAX_RES];
     size_t n_res;
@@ -102,6 +104,12 @@ static int find_pool(tr__tasks *t, const tr_task_options *o, pool **out) {
     int k = snprintf(key, sizeof key, "c%g/g%g", o->num_cpus, o->num_gpus);
     for (size_t i = 0; i < o->n_resources && k > 0 && (size_t)k < sizeof key; i++)
         k += snprintf(key + k, sizeof key - (size_t)k, "/%s=%g", res[i].name, res[i].quantity);
+    static const tr_pg_id none;
+    if (memcmp(o->placement_group.b, none.b, 16) != 0 && k > 0 && (size_t)k < sizeof key) {
+        char hex[33];
+        tr__hex(o->placement_group.b, 16, hex);
+        k += snprintf(key + k, sizeof key - (size_t)k, "/pg%s.%d", hex, o->bundle_index);
+    }
     if (k <= 0 || (size_t)k >= 200) return tr__err(TR_EINVAL, "tr_task_submit: shape too long");
     for (pool *p = t->pools; p; p = p->next)
         if (strcmp(p->key, key) == 0) {
@@ -112,6 +120,8 @@ static int find_pool(tr__tasks *t, const tr_task_options *o, pool **out) {
     if (!p) return tr__err(TR_ENOMEM, "task pool");
     memcpy(p->key, key, (size_t)k + 1); /* (k < 200) */
     p->num_gpus = o->num_gpus;
+    p->pg = o->placement_group;
+    p->bundle = o->bundle_index;
     for (size_t i = 0; i < o->n_resources; i++) {
         if (!(p->res_names[i] = strdup(res[i].name))) {
             for (size_t j = 0; j < i; j++)
@@ -163,6 +173,8 @@ static int start_member(tr__tasks *t, pool *p) {
     o.n_resources = p->n_res;
     o.name = name;
     o.max_restarts = -1; /* a worker a task crashed comes back for the next tasks */
+    o.placement_group = p->pg;
+    o.bundle_index = p->bundle;
     tr_actor_id id;
     int rc = tr__actor_create(t->node, TR__TASKS_CLASS, &o, NULL, 0, &id);
     if (rc == TR_EEXIST) rc = tr__actor_by_name(t->node, name, &id);

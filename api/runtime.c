@@ -410,6 +410,50 @@ TR_API int tr_call_contains(tr_runtime *rt, tr_actor_id actor, const char *metho
                                     n_contained, out);
 }
 
+TR_API void tr_bundle_init(tr_bundle *b) {
+    if (!b) return;
+    tr_bundle def = TR_BUNDLE_INIT;
+    *b = def;
+}
+
+TR_API void tr_pg_info_init(tr_pg_info *out) {
+    if (!out) return;
+    tr_pg_info def = TR_PG_INFO_INIT;
+    *out = def;
+}
+
+TR_API char *tr_pg_id_str(tr_pg_id id, char *buf) {
+    if (buf) tr__hex(id.b, 16, buf);
+    return buf;
+}
+
+TR_API int tr_placement_group_create(tr_runtime *rt, const tr_bundle *bundles, size_t n,
+                                     int strategy, const char *name, tr_pg_id *out) {
+    CHECK_RT(rt, "tr_placement_group_create");
+    return tr__pg_create(rt->node, bundles, n, strategy, name, out);
+}
+
+TR_API int tr_placement_group_wait(tr_runtime *rt, tr_pg_id pg, int timeout_ms) {
+    CHECK_RT(rt, "tr_placement_group_wait");
+    return tr__pg_wait(rt->node, pg, timeout_ms);
+}
+
+TR_API int tr_placement_group_info(tr_runtime *rt, tr_pg_id pg, tr_pg_info *out) {
+    CHECK_RT(rt, "tr_placement_group_info");
+    if (!out) return tr__err(TR_EINVAL, "tr_placement_group_info: out is NULL");
+    return tr__pg_info(rt->node, pg, out);
+}
+
+TR_API int tr_placement_group_remove(tr_runtime *rt, tr_pg_id pg) {
+    CHECK_RT(rt, "tr_placement_group_remove");
+    return tr__pg_remove(rt->node, pg);
+}
+
+TR_API int tr_placement_group_get(tr_runtime *rt, const char *name, tr_pg_id *out) {
+    CHECK_RT(rt, "tr_placement_group_get");
+    return tr__pg_by_name(rt->node, name, out);
+}
+
 TR_API void tr_task_options_init(tr_task_options *opts) {
     if (!opts) return;
     tr_task_options def = TR_TASK_OPTIONS_INIT;

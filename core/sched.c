@@ -41,6 +41,20 @@ double tr__res_get(const tr__res *r, const char *name) {
     return i < 0 ? 0 : r->qty[i];
 }
 
+bool tr__res_has(const tr__res *r, const char *name) {
+    return find(r, name) >= 0;
+}
+
+void tr__res_drop(tr__res *r, const char *name) {
+    int i = find(r, name);
+    if (i < 0) return;
+    r->n--;
+    if (i != r->n) { /* the last one takes its place */
+        memcpy(r->name[i], r->name[r->n], TR__RES_NAME);
+        r->qty[i] = r->qty[r->n];
+    }
+}
+
 int tr__res_parse(tr__res *r, const char *text) {
     const char *p = text;
     while (p && *p) {

@@ -13,7 +13,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define TR__MAX_RES 16
+/* Names per node: its own (CPU, GPU, custom) and those its placement groups' bundles add
+ * (actor/pgroup.h: two per resource of a bundle, and two markers). */
+#define TR__MAX_RES 128
 #define TR__RES_NAME 32
 
 typedef struct tr__res {
@@ -25,6 +27,10 @@ typedef struct tr__res {
 /* Adds qty to name (creating it). Returns 0, TR_EINVAL (bad name/qty, table full). */
 int tr__res_add(tr__res *r, const char *name, double qty);
 double tr__res_get(const tr__res *r, const char *name);
+/* Whether name is in r (with any quantity, 0 included). */
+bool tr__res_has(const tr__res *r, const char *name);
+/* Removes name from r (no-op if absent). */
+void tr__res_drop(tr__res *r, const char *name);
 /* Parses "name=qty[,name=qty...]" into r (adding). Returns 0 or TR_EINVAL. */
 int tr__res_parse(tr__res *r, const char *text);
 /* Writes "name=qty,..." (quantities > 0). */

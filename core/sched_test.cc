@@ -71,6 +71,23 @@ TEST(Sched, TableFull) {
     EXPECT_EQ(tr__res_get(&r, "r3"), 4.0);
 }
 
+TEST(Sched, HasAndDrop) {
+    tr__res r = parsed("a=1,b=0,c=3");
+    EXPECT_TRUE(tr__res_has(&r, "b")); // a name with 0 is there
+    EXPECT_FALSE(tr__res_has(&r, "d"));
+    tr__res_drop(&r, "a");
+    EXPECT_FALSE(tr__res_has(&r, "a"));
+    EXPECT_EQ(r.n, 2);
+    EXPECT_EQ(tr__res_get(&r, "c"), 3.0);
+    tr__res_drop(&r, "nothing");
+    tr__res_drop(&r, "c");
+    tr__res_drop(&r, "b");
+    EXPECT_EQ(r.n, 0);
+    tr__res give = parsed("a=2");
+    tr__res_give(&r, &give); // a dropped name stays gone
+    EXPECT_EQ(r.n, 0);
+}
+
 TEST(Sched, Parse) {
     tr__res r = parsed("CPU=4,GPU=0.5,mem=1e9");
     EXPECT_EQ(r.n, 3);

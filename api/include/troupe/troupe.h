@@ -305,6 +305,12 @@ typedef struct tr_resource {
     double quantity;
 } tr_resource;
 
+/* A placement group, by value (tr_placement_group_create); all zero: none. A stale id
+ * gives TR_ENOTFOUND. */
+typedef struct tr_pg_id {
+    uint8_t b[16];
+} tr_pg_id;
+
 typedef struct tr_actor_options {
     uint32_t struct_size;         /* TR_STRUCT_SIZE(tr_actor_options) */
     double num_cpus;              /* default 0, as Ray's actors once placed; >= 1 also binds
@@ -316,10 +322,17 @@ typedef struct tr_actor_options {
     size_t n_resources;
     const char *name; /* unique actor name or NULL; copied */
     int max_restarts; /* restarts after a crash: 0 (default), n, or -1 forever */
+    /* Added in 0.4 (struct_size tells): a placement group to run in (all zero: none; see
+     * tr_placement_group_create), and which of its bundles: 0..n-1, or -1 (the default)
+     * for any. The actor's num_cpus, num_gpus and resources then come out of the
+     * bundle's reservation (it waits, PENDING, until the group is placed and its bundle
+     * has room); its GPUs are devices of that bundle. */
+    tr_pg_id placement_group;
+    int bundle_index;
 } tr_actor_options;
 
 #define TR_ACTOR_OPTIONS_INIT                                                                      \
-    { TR_STRUCT_SIZE(tr_actor_options), 0.0, 0.0, NULL, 0, NULL, 0 }
+    { TR_STRUCT_SIZE(tr_actor_options), 0.0, 0.0, NULL, 0, NULL, 0, {{0}}, -1 }
 /* Same as TR_ACTOR_OPTIONS_INIT, for bindings. Thread safety: any thread. */
 TR_API void tr_actor_options_init(tr_actor_options *opts);
 
@@ -459,10 +472,14 @@ typedef struct tr_task_options {
     int max_retries;
     const tr_ref *contained; /* borrowed for the call */
     size_t n_contained;
+    /* Added in 0.4: as tr_actor_options' two fields, for the task's pool (its workers
+     * are actors in that bundle: num_gpus and resources come out of it). */
+    tr_pg_id placement_group;
+    int bundle_index;
 } tr_task_options;
 
 #define TR_TASK_OPTIONS_INIT                                                                       \
-    { TR_STRUCT_SIZE(tr_task_options), 1.0, 0.0, NULL, 0, 3, NULL, 0 }
+    { TR_STRUCT_SIZE(tr_task_options), 1.0, 0.0, NULL, 0, 3, NULL, 0, {{0}}, -1 }
 /* Same as TR_TASK_OPTIONS_INIT, for bindings. Thread safety: any thread. */
 TR_API void tr_task_options_init(tr_task_options *opts);
 
@@ -484,6 +501,88 @@ TR_API int tr_task_submit(tr_runtime *rt, const char *fn, const void *args, size
 TR_API int tr_task_submit_multi(tr_runtime *rt, const char *fn, const void *args, size_t len,
                                 const tr_ref *refs, size_t n_refs, const tr_task_options *opts,
                                 size_t num_returns, tr_ref *outs);
+
+/* ------------------------------------------------------------------ placement groups */
+
+/* How a group's bundles go on the nodes (as Ray's strategies): PACK as few nodes as
+ * possible (several if need be), SPREAD distinct nodes where possible, STRICT_PACK all
+ * on one node or none, STRICT_SPREAD each bundle on a node of its own or none. This
+ * version places a group on the driver's node only: PACK, SPREAD and STRICT_PACK put
+ * every bundle there; STRICT_SPREAD with more than one bundle stays PENDING (the reason
+ * says so). */
+enum { TR_PG_PACK = 0, TR_PG_SPREAD = 1, TR_PG_STRICT_PACK = 2, TR_PG_STRICT_SPREAD = 3 };
+
+/* A placement group's lifecycle (tr_pg_info.state). */
+enum { TR_PG_PENDING = 0, TR_PG_CREATED = 1, TR_PG_REMOVED = 2 };
+
+/* One bundle: resources reserved together on one node. At least one quantity > 0;
+ * num_gpus is a share of one GPU (< 1) or whole GPUs; custom names up to 17 bytes (the
+ * reserved copies the node makes of them carry the group's tag). */
+typedef struct tr_bundle {
+    uint32_t struct_size; /* TR_STRUCT_SIZE(tr_bundle) */
+    double num_cpus;
+    double num_gpus;
+    const tr_resource *resources; /* borrowed for the call */
+    size_t n_resources;
+} tr_bundle;
+
+#define TR_BUNDLE_INIT                                                                             \
+    { TR_STRUCT_SIZE(tr_bundle), 0.0, 0.0, NULL, 0 }
+/* Same as TR_BUNDLE_INIT, for bindings. Thread safety: any thread. */
+TR_API void tr_bundle_init(tr_bundle *b);
+
+/* Reserves n bundles (1..64; each element's struct_size is its stride) with a strategy
+ * (TR_PG_*), as Ray's placement_group: atomically, every bundle or none, now or later
+ * when resources free up; returns at once with its id. While it cannot be placed it
+ * stays PENDING and tr_placement_group_info says why (resources busy, or more than the
+ * node has at all: it then waits for good, never half placed). name (may be NULL or "")
+ * is unique among live groups. The group lives until tr_placement_group_remove or until
+ * its creator's process exits. Returns 0, TR_EINVAL (no bundles, a bundle with nothing
+ * in it, a negative or non-finite quantity, a bad name, an unknown strategy), TR_EEXIST
+ * (name taken), TR_ESTATE (a cluster's client node: groups across nodes are not built
+ * yet), TR_ECONNECT. Thread safety: any thread. */
+TR_API int tr_placement_group_create(tr_runtime *rt, const tr_bundle *bundles, size_t n,
+                                     int strategy, const char *name, tr_pg_id *out);
+
+/* Waits up to timeout_ms (TR_FOREVER: no limit) until the group is placed. Returns 0,
+ * TR_ETIMEDOUT (still PENDING; the reason is in tr_last_error), TR_ESTATE (removed),
+ * TR_ENOTFOUND, TR_ECONNECT. Thread safety: any thread. */
+TR_API int tr_placement_group_wait(tr_runtime *rt, tr_pg_id pg, int timeout_ms);
+
+/* What the node knows of a group (tr_placement_group_info). Strings are cut to fit. */
+typedef struct tr_pg_info {
+    uint32_t struct_size; /* TR_STRUCT_SIZE(tr_pg_info) */
+    int32_t state;        /* TR_PG_PENDING, TR_PG_CREATED, TR_PG_REMOVED */
+    int32_t strategy;     /* TR_PG_* */
+    int32_t n_bundles;
+    char name[256];     /* "" if it has none */
+    char reason[512];   /* why it is PENDING (or was removed); "" once placed */
+    char bundles[2048]; /* "CPU=1,GPU=1;CPU=2": each bundle's resources, ';' between */
+    char node[256];     /* the address of the node it is placed on ("" while PENDING) */
+} tr_pg_info;
+
+#define TR_PG_INFO_INIT                                                                            \
+    { TR_STRUCT_SIZE(tr_pg_info), 0, 0, 0, "", "", "", "" }
+/* Same as TR_PG_INFO_INIT, for bindings. Thread safety: any thread. */
+TR_API void tr_pg_info_init(tr_pg_info *out);
+
+/* Fills *out (struct_size set) with the group's state, strategy, bundles and the reason
+ * it waits. A removed group is reported until its creator exits. Returns 0, TR_EINVAL,
+ * TR_ENOTFOUND, TR_ECONNECT. Thread safety: any thread. */
+TR_API int tr_placement_group_info(tr_runtime *rt, tr_pg_id pg, tr_pg_info *out);
+
+/* Removes the group, as Ray does: kills every actor (and task worker) scheduled into it
+ * and gives its resources back to the node (at once: tr_node_status shows them; the
+ * killed workers' processes go in the background). Removing it again: 0. Returns 0,
+ * TR_ENOTFOUND, TR_ECONNECT. Thread safety: any thread. */
+TR_API int tr_placement_group_remove(tr_runtime *rt, tr_pg_id pg);
+
+/* The live (not removed) group named name. Returns 0, TR_ENOTFOUND, TR_EINVAL.
+ * Thread safety: any thread. */
+TR_API int tr_placement_group_get(tr_runtime *rt, const char *name, tr_pg_id *out);
+
+/* Hex text of an id into buf (at least 33 bytes). Returns buf. Thread safety: any thread. */
+TR_API char *tr_pg_id_str(tr_pg_id id, char *buf);
 
 /* Waits up to timeout_ms for a call's result or a sealed object (see tr_put). On 0, *data
  * and *len view the result, valid until tr_ref_release (tr_get may be repeated). On TR_ETASK the
