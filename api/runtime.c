@@ -630,6 +630,17 @@ TR_API int tr_put_refs(tr_runtime *rt, const void *data, size_t len, const tr_re
     return tr__objects_put_refs(rt->objects, data, len, refs, n_refs, out);
 }
 
+TR_API int tr_object_map_private(tr_runtime *rt, tr_ref ref, int timeout_ms, void **data,
+                                 size_t *len) {
+    CHECK_RT(rt, "tr_object_map_private");
+    return tr__objects_map_private(rt->objects, ref, timeout_ms, data, len);
+}
+
+TR_API int tr_object_unmap_private(tr_runtime *rt, tr_ref ref, void *data, size_t len) {
+    CHECK_RT(rt, "tr_object_unmap_private");
+    return tr__objects_unmap_private(rt->objects, ref, data, len);
+}
+
 TR_API int tr_object_refs(tr_runtime *rt, tr_ref ref, tr_ref *out, size_t cap, size_t *n) {
     CHECK_RT(rt, "tr_object_refs");
     return tr__objects_refs(rt->objects, ref, out, cap, n);

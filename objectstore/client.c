@@ -33,6 +33,7 @@ struct tr__objects {
     const char *ro;      /* read-only mapping of the same segment, for views */
     const char *ro_data; /* its data region */
     size_t size;
+    int fd;             /* the segment's memfd, for private (copy-on-write) mappings */
     int idx;            /* our client index */
     unsigned gen;       /* its attach generation (the owner bytes of our call refs) */
     pthread_mutex_t mu; /* guards `held`; taken before the segment lock */
@@ -76,7 +77,7 @@ int tr__objects_attach(tr__nodeconn *node, tr__objects **out) {
         goto fail;
     o->ro_data = o->ro + o->seg.data_off;
     free(spill_dir);
-    close(fd);
+    o->fd = fd; /* kept: tr__objects_map_private maps objects from it */
     *out = o;
     return 0;
 fail:
@@ -101,6 +102,7 @@ void tr__objects_detach(tr__objects *o) {
     pthread_mutex_destroy(&o->mu);
     munmap(o->seg.h, o->size);
     munmap((void *)o->ro, o->size);
+    close(o->fd);
     free(o);
 }
 
@@ -1082,4 +1084,40 @@ int32_t *tr__objects_board(tr__objects *o, uint64_t key, int claim) {
     }
     tr__seg_unlock(s);
     return word;
+}
+
+int tr__objects_map_private(tr__objects *o, tr_ref ref, int timeout_ms, void **data, size_t *len) {
+    if (!data || !len) return tr__err(TR_EINVAL, "tr_object_map_private: NULL argument");
+    const void *view;
+    size_t n;
+    int rc = tr__objects_pin(o, ref, timeout_ms, &view, &n); /* resident, held, never spilled */
+    if (rc) return rc;
+    if (n == 0) {
+        *data = NULL;
+        *len = 0;
+        return 0;
+    }
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t at = (size_t)((const char *)view - o->ro); /* the object's offset in the segment */
+    size_t base = at & ~(page - 1), delta = at - base;
+    void *m = mmap(NULL, n + delta, PROT_READ | PROT_WRITE, MAP_PRIVATE, o->fd, (off_t)base);
+    if (m == MAP_FAILED) {
+        int e = errno;
+        tr__objects_unpin(o, ref);
+        return tr__err_errno(e, "tr_object_map_private: mapping %zu bytes", n);
+    }
+    *data = (char *)m + delta;
+    *len = n;
+    return 0;
+}
+
+int tr__objects_unmap_private(tr__objects *o, tr_ref ref, void *data, size_t len) {
+    if (data && len) {
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        uintptr_t p = (uintptr_t)data, base = p & ~(uintptr_t)(page - 1);
+        if (munmap((void *)base, len + (p - base)) != 0)
+            return tr__err_errno(errno, "tr_object_unmap_private");
+    }
+    tr__objects_unpin(o, ref);
+    return 0;
 }

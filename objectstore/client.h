@@ -134,6 +134,13 @@ int tr__objects_move(tr__objects *o, tr_ref from, tr_ref twin, int timeout_ms);
  * gone before filling it. */
 int tr__objects_borrow(tr__objects *o, tr_ref ref);
 
+/* A private, writable, copy-on-write mapping of an object's bytes (Ray gives a method
+ * writable arguments): zero-copy until written, a written page is this process's own
+ * copy. The object stays pinned (resident) until tr__objects_unmap_private: an unwritten
+ * page still shows the store's. */
+int tr__objects_map_private(tr__objects *o, tr_ref ref, int timeout_ms, void **data, size_t *len);
+int tr__objects_unmap_private(tr__objects *o, tr_ref ref, void *data, size_t len);
+
 /* The node's notice board of task workers (segment.h): the busy word of key (non-zero),
  * claimed for this process if `claim` (NULL: the board is full), else only looked up
  * (NULL: not on the board). The word is shared memory: atomic loads and stores only. */

@@ -975,4 +975,35 @@ TEST_F(ObjectsTest, ConcurrentPuttersAndGettersInOneProcess) {
     expect_empty();
 }
 
+/* A private mapping is writable and copy-on-write: the object and other views never
+ * change; unmapped, the object is held no more. */
+TEST_F(ObjectsTest, PrivateMappingsAreWritableCopyOnWrite) {
+    std::string data = pattern(300000, 5);
+    tr_ref r;
+    ASSERT_EQ(tr_put(rt, data.data(), data.size(), &r), 0);
+    void *p = nullptr;
+    size_t n = 0;
+    ASSERT_EQ(tr_object_map_private(rt, r, 1000, &p, &n), 0) << tr_last_error();
+    ASSERT_EQ(n, data.size());
+    EXPECT_EQ(memcmp(p, data.data(), n), 0);
+    memset(p, 0x7e, 100);      /* first page: our own copy now */
+    ((char *)p)[n - 1] = 0x11; /* and the last */
+    const void *v;
+    size_t vn;
+    ASSERT_EQ(tr_get(rt, r, 0, &v, &vn), 0);
+    EXPECT_EQ(memcmp(v, data.data(), vn), 0) << "the object changed";
+    ASSERT_EQ(tr_ref_release(rt, r), 0); /* the mapping still holds it */
+    EXPECT_EQ(stats().n_objects, 1u);
+    EXPECT_EQ(((unsigned char *)p)[0], 0x7e);
+    EXPECT_EQ(((char *)p)[1000], data[1000]);
+    ASSERT_EQ(tr_object_unmap_private(rt, r, p, n), 0);
+    expect_empty();
+    tr_ref none;
+    memset(&none, 0, sizeof none);
+    none.b[15] = 0x80;
+    none.b[0] = 1;
+    EXPECT_EQ(tr_object_map_private(rt, none, 0, &p, &n), TR_ENOTFOUND);
+    EXPECT_EQ(tr_object_map_private(rt, r, 0, nullptr, &n), TR_EINVAL);
+}
+
 } // namespace

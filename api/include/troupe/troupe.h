@@ -629,6 +629,16 @@ TR_API int tr_put_refs(tr_runtime *rt, const void *data, size_t len, const tr_re
  * in *n. Returns 0, TR_ENOTFOUND, TR_EINVAL. Thread safety: any thread. */
 TR_API int tr_object_refs(tr_runtime *rt, tr_ref ref, tr_ref *out, size_t cap, size_t *n);
 
+/* A private, writable view of an object (or of a shared call result): copy-on-write, so
+ * nothing is copied until a page is written, and a written page is this process's alone
+ * (the object never changes). Waits up to timeout_ms for its seal. The object stays held
+ * and resident until tr_object_unmap_private(rt, ref, *data, *len). For a method that
+ * keeps and changes an argument in place (Ray gives methods writable arrays). Returns 0,
+ * TR_ENOTFOUND, TR_ETIMEDOUT, TR_EIO, TR_ENOMEM. Thread safety: any thread. */
+TR_API int tr_object_map_private(tr_runtime *rt, tr_ref ref, int timeout_ms, void **data,
+                                 size_t *len);
+TR_API int tr_object_unmap_private(tr_runtime *rt, tr_ref ref, void *data, size_t len);
+
 /* Allocates an object of len bytes for the caller to write in place (*buf, writable until
  * tr_object_seal); others see it only once sealed. Returns as tr_put.
  * Thread safety: any thread. */
