@@ -26,6 +26,8 @@ STRUCTS = {
     _ffi.TaskOptions: ("tr_task_options", "troupe/troupe.h"),
     _ffi.StoreStats: ("tr_store_stats", "troupe/troupe.h"),
     _ffi.DagOptions: ("tr_dag_options", "troupe/dag.h"),
+    _ffi.Bundle: ("tr_bundle", "troupe/troupe.h"),
+    _ffi.PgInfo: ("tr_pg_info", "troupe/troupe.h"),
 }
 INIT_MACROS = {
     _ffi.ActorClass: ("TR_ACTOR_CLASS_INIT", "tr_actor_class_init"),
@@ -34,6 +36,8 @@ INIT_MACROS = {
     _ffi.TaskOptions: ("TR_TASK_OPTIONS_INIT", "tr_task_options_init"),
     _ffi.StoreStats: ("TR_STORE_STATS_INIT", "tr_store_stats_init"),
     _ffi.DagOptions: ("TR_DAG_OPTIONS_INIT", "tr_dag_options_init"),
+    _ffi.Bundle: ("TR_BUNDLE_INIT", "tr_bundle_init"),
+    _ffi.PgInfo: ("TR_PG_INFO_INIT", "tr_pg_info_init"),
 }
 
 
@@ -85,3 +89,15 @@ def test_init_functions_write_what_the_macros_write(c_layout, py):
     getattr(lib, INIT_MACROS[py][1])(byref(s))
     assert (s.struct_size,) == c_layout[(ctype, "init")]
     assert s.struct_size >> 16 == 0x5452, "TR_STRUCT_MAGIC in the high 16 bits"
+
+
+def test_grown_options_default_to_no_placement_group():
+    """tr_actor_options and tr_task_options grew placement_group (all zero: none) and
+    bundle_index (-1: any) at their end; the init functions write those defaults."""
+    for py, init in ((_ffi.ActorOptions, lib.tr_actor_options_init),
+                     (_ffi.TaskOptions, lib.tr_task_options_init)):
+        s = py()
+        s.bundle_index = 7
+        init(byref(s))
+        assert bytes(s.placement_group.b) == bytes(16) and s.bundle_index == -1
+        assert py._fields_[-2][0] == "placement_group" and py._fields_[-1][0] == "bundle_index"

@@ -44,14 +44,26 @@ class Resource(Structure):
 class ActorOptions(Structure):
     _fields_ = [("struct_size", c_uint32), ("num_cpus", c_double), ("num_gpus", c_double),
                 ("resources", POINTER(Resource)), ("n_resources", c_size_t),
-                ("name", c_char_p), ("max_restarts", c_int)]
+                ("name", c_char_p), ("max_restarts", c_int),
+                ("placement_group", Id16), ("bundle_index", c_int)]
 
 
 class TaskOptions(Structure):
     _fields_ = [("struct_size", c_uint32), ("num_cpus", c_double), ("num_gpus", c_double),
                 ("resources", POINTER(Resource)), ("n_resources", c_size_t),
                 ("max_retries", c_int), ("contained", POINTER(Ref)),
-                ("n_contained", c_size_t)]
+                ("n_contained", c_size_t), ("placement_group", Id16), ("bundle_index", c_int)]
+
+
+class Bundle(Structure):
+    _fields_ = [("struct_size", c_uint32), ("num_cpus", c_double), ("num_gpus", c_double),
+                ("resources", POINTER(Resource)), ("n_resources", c_size_t)]
+
+
+class PgInfo(Structure):
+    _fields_ = [("struct_size", c_uint32), ("state", c_int), ("strategy", c_int),
+                ("n_bundles", c_int), ("name", c_char * 256), ("reason", c_char * 512),
+                ("bundles", c_char * 2048), ("node", c_char * 256)]
 
 
 class ActorDetails(Structure):
@@ -87,6 +99,7 @@ _PROTOS = {
     # configuration and runtime
     "tr_config_create": (c_int, [P(vp)]),
     "tr_config_destroy": (None, [vp]),
+    "tr_ctx_reply_multi": (c_int, [vp, P(vp), P(c_size_t), c_size_t]),
     "tr_config_set": (c_int, [vp, c_char_p, c_char_p]),
     "tr_config_add_class": (c_int, [vp, P(ActorClass)]),
     "tr_actor_class_init": (None, [P(ActorClass)]),
@@ -105,6 +118,8 @@ _PROTOS = {
     "tr_ctx_actor_id": (ActorId, [vp]),
     "tr_ctx_num_refs": (c_size_t, [vp]),
     "tr_ctx_ref": (c_int, [vp, c_size_t, P(vp), P(c_size_t)]),
+    "tr_call_multi": (c_int, [vp, ActorId, c_char_p, vp, c_size_t, P(Ref), c_size_t, c_size_t,
+                              P(Ref)]),
     "tr_ctx_gpu_ids": (c_char_p, [vp]),
     # actors
     "tr_actor_options_init": (None, [P(ActorOptions)]),
@@ -115,6 +130,8 @@ _PROTOS = {
     "tr_actor_details_init": (None, [P(ActorDetails)]),
     "tr_actor_info": (c_int, [vp, ActorId, P(ActorDetails)]),
     # calls and objects
+    "tr_task_submit_multi": (c_int, [vp, c_char_p, vp, c_size_t, P(Ref), c_size_t,
+                                     P(TaskOptions), c_size_t, P(Ref)]),
     "tr_call": (c_int, [vp, ActorId, c_char_p, vp, c_size_t, P(Ref)]),
     "tr_call_refs": (c_int, [vp, ActorId, c_char_p, vp, c_size_t, P(Ref), c_size_t, P(Ref)]),
     "tr_get": (c_int, [vp, Ref, c_int, P(vp), P(c_size_t)]),
@@ -127,6 +144,14 @@ _PROTOS = {
     "tr_task_options_init": (None, [P(TaskOptions)]),
     "tr_task_submit": (c_int, [vp, c_char_p, vp, c_size_t, P(Ref), c_size_t, P(TaskOptions),
                                P(Ref)]),
+    # placement groups
+    "tr_bundle_init": (None, [P(Bundle)]),
+    "tr_pg_info_init": (None, [P(PgInfo)]),
+    "tr_placement_group_create": (c_int, [vp, P(Bundle), c_size_t, c_int, c_char_p, P(Id16)]),
+    "tr_placement_group_wait": (c_int, [vp, Id16, c_int]),
+    "tr_placement_group_info": (c_int, [vp, Id16, P(PgInfo)]),
+    "tr_placement_group_remove": (c_int, [vp, Id16]),
+    "tr_placement_group_get": (c_int, [vp, c_char_p, P(Id16)]),
     "tr_put": (c_int, [vp, vp, c_size_t, P(Ref)]),
     "tr_put_refs": (c_int, [vp, vp, c_size_t, P(Ref), c_size_t, P(Ref)]),
     "tr_object_create": (c_int, [vp, c_size_t, P(Ref), P(vp)]),

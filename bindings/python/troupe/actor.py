@@ -8,7 +8,7 @@ import os
 import threading
 import warnings
 
-from . import _errors, _ffi, _runtime, _serial, remote_function
+from . import _errors, _ffi, _placement, _runtime, _serial, remote_function
 from ._errors import check
 from ._ffi import ActorId, byref, lib
 from ._runtime import runtime
@@ -21,12 +21,12 @@ EXIT = "_troupe_exit"        # a call that ends the actor (exit_actor's, the las
 ENV = "_troupe_env"          # a constructor payload that sets environment variables first
 
 _ACTOR_OPTIONS = {"name", "num_cpus", "num_gpus", "resources", "max_restarts",
-                  "get_if_exists", "runtime_env", "lifetime", "max_concurrency"}
+                  "get_if_exists", "runtime_env", "lifetime", "max_concurrency",
+                  "placement_group", "placement_group_bundle_index"}
 # Ray's, taken so that its code runs, but troupe does not do what they ask: a warning
 # when one is given a value other than Ray's default (which troupe does anyway)
 _IGNORED_OPTIONS = {"namespace": None, "max_task_retries": 0, "scheduling_strategy": None,
                     "memory": None, "accelerator_type": None, "object_store_memory": None,
-                    "placement_group": None, "placement_group_bundle_index": -1,
                     "placement_group_capture_child_tasks": None, "concurrency_groups": None,
                     "max_pending_calls": -1, "enable_task_events": None, "_metadata": None,
                     "label_selector": None, "_labels": None,
@@ -133,6 +133,8 @@ def _check_options(options, stacklevel):
                        f"env_vars are set; the actor runs in the driver's environment",
                        stacklevel + 1)
     for k in sorted(set(options) & set(_IGNORED_OPTIONS)):
+        if k == "scheduling_strategy" and _placement.check_strategy(options, "actor"):
+            continue  # a placement group's: honoured (_placement.apply_options)
         if options[k] != _IGNORED_OPTIONS[k]:
             _warn_once(("option", k),
                        f"troupe ignores the actor option '{k}' ({options[k]!r}): Ray's "
@@ -273,6 +275,7 @@ class ActorClass:
         if o.get("name"):
             opts.name = str(o["name"]).encode()
         opts.max_restarts = int(o.get("max_restarts") or 0)
+        _placement.apply_options(o, opts, f"actor {self._cls.__name__}")
         a, kw, refs = _runtime.args_with_refs(args, kwargs)
         if refs:
             raise TypeError("ObjectRefs as constructor arguments are not supported: pass "

@@ -19,7 +19,7 @@ import ctypes
 import hashlib
 import struct
 
-from . import _errors, _ffi, _runtime, _serial
+from . import _errors, _ffi, _placement, _runtime, _serial
 from ._errors import check
 from ._ffi import Ref, byref, lib
 from ._runtime import ObjectRef, runtime
@@ -32,13 +32,12 @@ FN_INLINE_MAX = 4 << 10          # larger pickled functions go through the store
                                  # than with 0.5 KiB; one with its 100 KiB in the store, none)
 
 # Ray's task options: honoured (num_returns: 1 only)
-_TASK_OPTIONS = {"num_cpus", "num_gpus", "resources", "max_retries", "num_returns", "name"}
+_TASK_OPTIONS = {"num_cpus", "num_gpus", "resources", "max_retries", "num_returns", "name",
+                 "placement_group", "placement_group_bundle_index"}
 # Ray's, taken so that its code runs, but not done: a warning once when one is given a
 # value other than Ray's defaults (listed)
 _IGNORED_OPTIONS = {"retry_exceptions": (False,), "scheduling_strategy": (None, "DEFAULT"),
                     "memory": (None, 0), "accelerator_type": (None,), "runtime_env": (None,),
-                    "placement_group": (None, "default"),
-                    "placement_group_bundle_index": (-1,),
                     "placement_group_capture_child_tasks": (None, False),
                     "max_calls": (0, None), "enable_task_events": (None, True),
                     "_metadata": (None,), "label_selector": (None,), "_labels": (None,),
@@ -83,7 +82,8 @@ def check_options(options, stacklevel):
     if name is not None and (not isinstance(name, str) or not name):
         raise ValueError(f"task option name={name!r}: a non-empty str is needed")
     ignored = [k for k in set(options) & set(_IGNORED_OPTIONS)
-               if not any(options[k] is d or options[k] == d for d in _IGNORED_OPTIONS[k])]
+               if not any(options[k] is d or options[k] == d for d in _IGNORED_OPTIONS[k])
+               and not (k == "scheduling_strategy" and _placement.check_strategy(options, ""))]
     if ignored:
         _errors.ignored("a remote function's options", ignored, stacklevel + 1)
 
@@ -201,6 +201,7 @@ class RemoteFunction:
                 setattr(opts, k, float(o[k]))
         if o.get("max_retries") is not None:
             opts.max_retries = int(o["max_retries"])
+        _placement.apply_options(o, opts, f"remote function {self._function_name}")
         res = {k: v for k, v in (o.get("resources") or {}).items() if v > 0}
         p.keep = []
         if res:
@@ -266,3 +267,16 @@ def add_task_dispatch(cfg):
 
 
 _runtime.on_config(lambda cfg: check(add_task_dispatch(cfg), "registering remote functions"))
+
+
+def _ready_check(pg):
+    """A placement group's ready() task: it runs once the group is placed."""
+    return pg
+
+
+def _ready(pg):
+    strategy = _placement.PlacementGroupSchedulingStrategy(pg, 0)
+    return RemoteFunction(_ready_check, {"num_cpus": 0, "scheduling_strategy": strategy}).remote(pg)
+
+
+_placement.set_ready_maker(_ready)

@@ -1,6 +1,10 @@
 """troupe.util: the collective library (troupe.util.collective, Ray's
-ray.util.collective) and ActorPool (Ray's ray.util.ActorPool)."""
+ray.util.collective), ActorPool (Ray's ray.util.ActorPool), placement groups (Ray's
+ray.util.placement_group, ray.util.scheduling_strategies)."""
 from .._runtime import get, wait
+from .placement_group import (PlacementGroup, get_current_placement_group,  # noqa: F401
+                              get_placement_group, placement_group, placement_group_table,
+                              remove_placement_group)
 
 
 class ActorPool:
