@@ -276,7 +276,8 @@ def _ready_check(pg):
 
 def _ready(pg):
     strategy = _placement.PlacementGroupSchedulingStrategy(pg, 0)
-    return RemoteFunction(_ready_check, {"num_cpus": 0, "scheduling_strategy": strategy}).remote(pg)
+    options = {"num_cpus": 0, "scheduling_strategy": strategy}
+    return RemoteFunction(_ready_check, options).remote(pg)
 
 
 _placement.set_ready_maker(_ready)

@@ -6,8 +6,9 @@ from .. import _placement
 from .._placement import PlacementGroup, PlacementGroupID  # noqa: F401 (Ray's names)
 
 
-def placement_group(bundles, strategy="PACK", name="", lifetime=None, _max_cpu_fraction_per_node=None,
-                    _soft_target_node_id=None, bundle_label_selector=None):
+def placement_group(bundles, strategy="PACK", name="", lifetime=None,
+                    _max_cpu_fraction_per_node=None, _soft_target_node_id=None,
+                    bundle_label_selector=None):
     """Reserves bundles ([{"CPU": 1, "GPU": 1}, ...]) with strategy "PACK", "SPREAD",
     "STRICT_PACK" or "STRICT_SPREAD"; returns the PlacementGroup at once (it is placed
     now or when resources free up: ``pg.ready()``, ``pg.wait()``)."""
