@@ -26,10 +26,15 @@ int tr__actor_create(tr__nodeconn *node, const char *cls, const tr_actor_options
                      const void *args, size_t len, tr_actor_id *out) {
     tr_actor_options o = TR_ACTOR_OPTIONS_INIT, *opts = &o;
     int rc;
-    if (given &&
-        (rc = tr__struct_in(&o, sizeof o, given, TR__SIZE_UPTO(tr_actor_options, max_restarts),
-                            "tr_actor_create: options")))
-        return rc;
+    if (given) {
+        /* a binary from before 0.3 passes its sizeof: the first fields plus padding */
+        uint32_t word;
+        memcpy(&word, given, sizeof word);
+        size_t v1 = word == TR__SIZE_WHEN(tr_actor_options, max_restarts)
+                        ? word
+                        : TR__SIZE_UPTO(tr_actor_options, max_restarts);
+        if ((rc = tr__struct_in(&o, sizeof o, given, v1, "tr_actor_create: options"))) return rc;
+    }
     if (!cls || !*cls) return tr__err(TR_EINVAL, "tr_actor_create: no class name");
     if (!args && len) return tr__err(TR_EINVAL, "tr_actor_create: args is NULL");
     if (opts->n_resources && !opts->resources)

@@ -26,6 +26,10 @@
 /* The size of a struct's version whose last field is `last` (the first published size of
  * a struct is this with its first version's last field, and never changes). */
 #define TR__SIZE_UPTO(type, last) (offsetof(type, last) + sizeof(((type *)0)->last))
+/* sizeof the struct as it was when `last` was its last field (padding included): what a
+ * binary built then passes, for a struct that has grown since. */
+#define TR__SIZE_WHEN(type, last)                                                                  \
+    ((TR__SIZE_UPTO(type, last) + _Alignof(type) - 1) & ~(_Alignof(type) - 1))
 
 /* The caller's size of a struct from its struct_size word (see above): 0 (with the error
  * set) if the word is not one an initialiser wrote or the size is below v1_size. mine:
