@@ -128,14 +128,15 @@ def test_method_decorator(ray):
     m = M.remote()
     assert ray.get([m.one.remote(1), m.grouped.remote(), m.bare.remote()]) == [2, "ran", "bare"]
     assert ray.get(m.one.options(num_returns=1).remote(5)) == 6
-    with pytest.raises(NotImplementedError, match="num_returns=2"):
-        @ray.remote
-        class Two:  # refused when the class is decorated, never a quiet single value
-            @ray.method(num_returns=2)
-            def pair(self):
-                return 1, 2
-    with pytest.raises(NotImplementedError):
-        m.one.options(num_returns=2)
+
+    @ray.remote
+    class Two:  # (num_returns: tests/test_num_returns.py)
+        @ray.method(num_returns=2)
+        def pair(self):
+            return 1, 2
+    assert ray.get(Two.remote().pair.remote()) == [1, 2]
+    with pytest.raises(ValueError, match="num_returns=-1"):
+        m.one.options(num_returns=-1)
     with pytest.raises(TypeError):
         ray.method(num_return=1)  # (a typo: not Ray's)
     with pytest.raises(TypeError):

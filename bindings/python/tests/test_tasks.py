@@ -126,8 +126,8 @@ def test_options_are_checked():
         square.options(num_cpus=-1)
     with pytest.raises(ValueError):
         square.options(resources={"CPU": 1})
-    with pytest.raises(NotImplementedError, match="num_returns"):
-        square.options(num_returns=2)
+    with pytest.raises(ValueError, match="num_returns"):
+        square.options(num_returns=-1)  # (2 is honoured: tests/test_num_returns.py)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         f = square.options(retry_exceptions=True, scheduling_strategy="DEFAULT")

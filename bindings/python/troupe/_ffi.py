@@ -99,7 +99,6 @@ _PROTOS = {
     # configuration and runtime
     "tr_config_create": (c_int, [P(vp)]),
     "tr_config_destroy": (None, [vp]),
-    "tr_ctx_reply_multi": (c_int, [vp, P(vp), P(c_size_t), c_size_t]),
     "tr_config_set": (c_int, [vp, c_char_p, c_char_p]),
     "tr_config_add_class": (c_int, [vp, P(ActorClass)]),
     "tr_actor_class_init": (None, [P(ActorClass)]),
@@ -112,14 +111,13 @@ _PROTOS = {
     # method context
     "tr_ctx_reply": (c_int, [vp, vp, c_size_t]),
     "tr_ctx_reply_contains": (c_int, [vp, vp, c_size_t, P(Ref), c_size_t]),
+    "tr_ctx_reply_multi": (c_int, [vp, P(vp), P(c_size_t), c_size_t]),
     "tr_ctx_set_error": (c_int, [vp, c_char_p]),
     "tr_ctx_runtime": (vp, [vp]),
     "tr_ctx_method": (c_char_p, [vp]),
     "tr_ctx_actor_id": (ActorId, [vp]),
     "tr_ctx_num_refs": (c_size_t, [vp]),
     "tr_ctx_ref": (c_int, [vp, c_size_t, P(vp), P(c_size_t)]),
-    "tr_call_multi": (c_int, [vp, ActorId, c_char_p, vp, c_size_t, P(Ref), c_size_t, c_size_t,
-                              P(Ref)]),
     "tr_ctx_gpu_ids": (c_char_p, [vp]),
     # actors
     "tr_actor_options_init": (None, [P(ActorOptions)]),
@@ -130,10 +128,10 @@ _PROTOS = {
     "tr_actor_details_init": (None, [P(ActorDetails)]),
     "tr_actor_info": (c_int, [vp, ActorId, P(ActorDetails)]),
     # calls and objects
-    "tr_task_submit_multi": (c_int, [vp, c_char_p, vp, c_size_t, P(Ref), c_size_t,
-                                     P(TaskOptions), c_size_t, P(Ref)]),
     "tr_call": (c_int, [vp, ActorId, c_char_p, vp, c_size_t, P(Ref)]),
     "tr_call_refs": (c_int, [vp, ActorId, c_char_p, vp, c_size_t, P(Ref), c_size_t, P(Ref)]),
+    "tr_call_multi": (c_int, [vp, ActorId, c_char_p, vp, c_size_t, P(Ref), c_size_t, c_size_t,
+                              P(Ref)]),
     "tr_get": (c_int, [vp, Ref, c_int, P(vp), P(c_size_t)]),
     "tr_wait": (c_int, [vp, P(Ref), c_size_t, c_size_t, c_int, P(c_uint8), P(c_size_t)]),
     "tr_ref_release": (c_int, [vp, Ref]),
@@ -144,6 +142,8 @@ _PROTOS = {
     "tr_task_options_init": (None, [P(TaskOptions)]),
     "tr_task_submit": (c_int, [vp, c_char_p, vp, c_size_t, P(Ref), c_size_t, P(TaskOptions),
                                P(Ref)]),
+    "tr_task_submit_multi": (c_int, [vp, c_char_p, vp, c_size_t, P(Ref), c_size_t,
+                                     P(TaskOptions), c_size_t, P(Ref)]),
     # placement groups
     "tr_bundle_init": (None, [P(Bundle)]),
     "tr_pg_info_init": (None, [P(PgInfo)]),

@@ -26,6 +26,8 @@ _config_hooks = []    # on_config's, in order
 
 INLINE_MAX = 512 << 10       # larger call arguments go through the object store
 OBJECT_ARGS = b"TRPO"        # a call's arguments as an object: TRPO + its 16-byte id
+RETURNS = b"TRPK"            # before a call's arguments: TRPK + u32 k, for num_returns k > 1
+                             # (the worker replies k parts: tr_ctx_reply_multi)
 
 
 def runtime():
@@ -502,9 +504,27 @@ def encode_args(args, kwargs):
     return payload, all_refs, contained
 
 
-def call(actor_id, method, args, kwargs, what):
+def check_num_returns(n, where):
+    """num_returns as Ray takes it: an int >= 0 (TypeError / ValueError otherwise; Ray's
+    "dynamic" and "streaming" generators are NotImplementedError)."""
+    if n in ("dynamic", "streaming"):
+        raise NotImplementedError(f"{where}: num_returns={n!r} (generators) is not supported")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0 or n > 1024:
+        raise ValueError(f"{where}: num_returns={n!r}: an int from 0 to 1024 is needed")
+    return n
+
+
+def multi_refs(outs):
+    """ObjectRefs of the k refs tr_call_multi / tr_task_submit_multi wrote into outs."""
+    return [ObjectRef(Ref.from_buffer_copy(r)) for r in outs]
+
+
+def call(actor_id, method, args, kwargs, what, num_returns=1):
     """Sends a method call to the actor of actor_id (an _ffi.ActorId); returns the ref of
-    its result at once. what: the call, as its error names it."""
+    its result at once (num_returns k > 1: a list of k refs, each one part of the result;
+    0: None, the call runs all the same). what: the call, as its error names it."""
+    if num_returns > 1:
+        return _call_multi(actor_id, method, args, kwargs, what, num_returns)
     rt = runtime()
     payload, all_refs, contained = encode_args(args, kwargs)
     out = Ref()
@@ -521,7 +541,111 @@ def call(actor_id, method, args, kwargs, what):
     else:
         rc = lib.tr_call(rt, actor_id, name, payload, len(payload), byref(out))
     check(rc, what)
-    return ObjectRef(out)
+    ref = ObjectRef(out)
+    if num_returns == 1:
+        return ref
+    forget(ref)  # (0: Ray's None; the call runs all the same)
+    return None
+
+
+def encode_multi(args, kwargs, k):
+    """(payload, refs) of a call with num_returns k > 1, as encode_args'. Refs
+    nested in the arguments go with the arguments into an object of the store
+    (tr_put_refs keeps them alive as long as it; the call keeps it until it is done), as
+    tr_call_multi takes no contained refs."""
+    a, kw, refs = args_with_refs(args, kwargs)
+    parts, total, nested = _serial.dumps((a, kw))
+    top = set(refs)
+    contained = [r for r in dict.fromkeys(nested) if r not in top]
+    all_refs = list(refs)
+    if contained:
+        data = _serial.join(parts, total)
+        arr = (Ref * len(contained))(*[r._c for r in contained])
+        out = Ref()
+        check(lib.tr_put_refs(runtime(), data, len(data), arr, len(contained), byref(out)),
+              "the arguments' object")
+        obj = ObjectRef(out)
+        payload = OBJECT_ARGS + obj.binary()
+        all_refs.append(obj)
+    elif total > INLINE_MAX:
+        obj = put_payload(parts, total)
+        payload = OBJECT_ARGS + obj.binary()
+        all_refs.append(obj)
+    else:
+        payload = _serial.join(parts, total)
+    return with_returns(payload, k), all_refs
+
+
+def with_returns(payload, k):
+    """A call's or task's arguments' payload for num_returns k > 1: k first (the worker
+    replies k parts)."""
+    return RETURNS + k.to_bytes(4, "little") + payload
+
+
+def _call_multi(actor_id, method, args, kwargs, what, k):
+    """call() with num_returns k > 1 (tr_call_multi): a list of k refs."""
+    rt = runtime()
+    payload, all_refs = encode_multi(args, kwargs, k)
+    arr = (Ref * len(all_refs))(*[r._c for r in all_refs]) if all_refs else None
+    outs = (Ref * k)()
+    check(lib.tr_call_multi(rt, actor_id, method.encode(), payload, len(payload), arr,
+                            len(all_refs), k, outs), what)
+    return multi_refs(outs)
+
+
+# ------------------------------------------------------------------ num_returns=0
+
+_forgotten = []  # refs of num_returns=0 calls and tasks, until they are done
+_forget_cv = threading.Condition()
+_forget_thread = [None]
+
+
+def forget(ref):
+    """A call made with num_returns=0 (Ray's: the caller gets None, the call runs): a
+    thread of the package's waits for its ref (tr_wait, which sends the call if it is still
+    queued: nothing else would, with no ref left to get) and drops it when it is done;
+    its value or error is let go."""
+    with _forget_cv:
+        _forgotten.append(ref)
+        if _forget_thread[0] is None:
+            t = threading.Thread(target=_forget_loop, args=(ref._rt,), daemon=True,
+                                 name="troupe-num_returns-0")
+            _forget_thread[0] = t
+            t.start()
+        _forget_cv.notify()
+
+
+def _forget_loop(rt):
+    while True:
+        with _forget_cv:
+            while not _forgotten and _rt is rt:
+                _forget_cv.wait(1.0)
+            if _rt is not rt:
+                return
+            refs = list(_forgotten)
+        arr = (Ref * len(refs))(*[r._c for r in refs])
+        ready = (ctypes.c_uint8 * len(refs))()
+        nready = c_size_t()
+        if lib.tr_wait(rt, arr, len(refs), 1, 50, ready, byref(nready)) != 0:
+            ready = [1] * len(refs)  # (a ref that cannot be waited for: let go)
+        done = [r for r, k in zip(refs, ready) if k]
+        if done:
+            with _forget_cv:
+                gone = set(map(id, done))
+                _forgotten[:] = [r for r in _forgotten if id(r) not in gone]
+            del done, refs
+
+
+@on_shutdown
+def _stop_forgetting():
+    """(troupe.shutdown: _rt is None already) the thread ends before the runtime does."""
+    with _forget_cv:
+        t, _forget_thread[0] = _forget_thread[0], None
+        _forget_cv.notify_all()
+    if t is not None:
+        t.join()
+    with _forget_cv:
+        _forgotten.clear()
 
 
 # ------------------------------------------------------------------ (added: issue 24)

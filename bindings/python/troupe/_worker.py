@@ -19,7 +19,7 @@ import traceback
 
 from . import _errors, _ffi, _runtime, _serial, remote_function
 from ._errors import check
-from ._runtime import OBJECT_ARGS
+from ._runtime import OBJECT_ARGS, RETURNS
 from .actor import ENV, EXIT, PY_CLASS
 from .exceptions import ActorExit
 from .dag import FORGET, REGISTER, STEP_PREFIX
@@ -50,8 +50,22 @@ def resolve(x, ctx):
     return x
 
 
-def decode_args(ctx, addr, n):
+def call_payload(addr, n):
+    """(num_returns, the arguments' payload) of a call's or a task's payload at addr:
+    num_returns k > 1 comes first (_runtime.RETURNS + u32 k), else it is 1."""
     payload = ctypes.string_at(addr, n) if n else b""
+    if payload[:4] == RETURNS and n >= 8:
+        return int.from_bytes(payload[4:8], "little"), payload[8:]
+    return 1, payload
+
+
+def decode_args(ctx, addr, n):
+    return decode_payload(ctx, ctypes.string_at(addr, n) if n else b"")
+
+
+def decode_payload(ctx, payload):
+    """(args, kwargs) of a call's arguments (bytes), refs resolved."""
+    n = len(payload)
     if payload[:4] == OBJECT_ARGS and n == 20:
         ref = _runtime.unheld_ref(payload[4:20])
         a, kw = _runtime.get_one(ref, None, "arguments")
@@ -85,11 +99,53 @@ def reply_value(ctx, result):
         reply(ctx, _serial.join(parts, total))
 
 
-def reply_error(ctx, e):
-    """The exception e (being handled) as the call's result, or as its C error where it
-    cannot be pickled."""
+def check_results(result, k):
+    """A method's result for num_returns k > 1: a tuple or list of k values, else Ray's
+    ValueError."""
+    if not isinstance(result, (tuple, list)):
+        raise ValueError(f"Task returned a {type(result).__name__}, not a sequence of "
+                         f"{k} objects, but num_returns={k}.")
+    if len(result) != k:
+        raise ValueError(f"Task returned {len(result)} objects, but num_returns={k}.")
+
+
+def reply_results(ctx, result, k):
+    """The result of a call made with num_returns k: one value (k == 1), or a tuple or list
+    of k values, each serialized and replied as one part (tr_ctx_reply_multi): the
+    caller's k refs each get one. A wrong number of values is Ray's ValueError, raised
+    in the caller at get of each ref."""
+    if k == 1:
+        return reply_value(ctx, result)
+    check_results(result, k)
+    data = []
+    for i, v in enumerate(result):
+        parts, total, refs = _serial.dumps(v)
+        if refs:
+            raise NotImplementedError(
+                f"troupe: result {i} of a call with num_returns={k} holds ObjectRefs, which "
+                f"troupe cannot return in one of several results yet (tr_ctx_reply_multi "
+                f"keeps no refs alive): return them with num_returns=1")
+        data.append(_serial.join(parts, total))
+    reply_parts(ctx, data)
+
+
+def reply_parts(ctx, data):
+    """Replies the payloads of data (bytes), one part each (tr_ctx_reply_multi)."""
+    k = len(data)
+    ptrs = (ctypes.c_void_p * k)(*[ctypes.cast(d, ctypes.c_void_p) for d in data])
+    lens = (ctypes.c_size_t * k)(*[len(d) for d in data])
+    check(lib.tr_ctx_reply_multi(ctx, ptrs, lens, k), f"replying {k} results")
+
+
+def reply_error(ctx, e, k=1):
+    """The exception e (being handled) as the call's result (each of its k results, for
+    num_returns k > 1), or as its C error where it cannot be pickled."""
     try:
-        reply(ctx, _serial.dump_error(e, traceback.format_exc()))
+        err = _serial.dump_error(e, traceback.format_exc())
+        if k > 1:
+            reply_parts(ctx, [err] * k)
+            return 0
+        reply(ctx, err)
     except BaseException:
         text = f"{type(e).__name__}: {e}"
         lib.tr_ctx_set_error(ctx, text.encode(errors="replace")[:4000])
@@ -150,14 +206,16 @@ def _task_function(ctx, addr, n):
 def run_task(ctx, args, n):
     """Runs one task (remote_function.task_dispatch's runner in a worker)."""
     pin_thread()
+    k = 1
     try:
         set_runtime(ctx)
         addr = args or 0
         fn, off = _task_function(ctx, addr, n)
-        a, kw = decode_args(ctx, addr + off, n - off)
-        reply_value(ctx, run(fn(*a, **kw)))
+        k, payload = call_payload(addr + off, n - off)
+        a, kw = decode_payload(ctx, payload)
+        reply_results(ctx, run(fn(*a, **kw)), k)
     except BaseException as e:
-        return reply_error(ctx, e)
+        return reply_error(ctx, e, k)
     return 0
 
 
@@ -235,6 +293,8 @@ def main():
             v = vals[src[1]]
             if kind in ("node", "raw"):
                 return v
+            if kind == "item":  # one of a num_returns > 1 step's values (its tuple's)
+                return v[src[2]]
             ia, ikw = v  # the graph's input: execute(*args, **kwargs)
             if kind == "input":
                 if len(ia) != 1 or ikw:
@@ -270,10 +330,11 @@ def main():
     def dispatch(ctx, self_ptr, args, n):
         pin_thread()
         name = lib.tr_ctx_method(ctx).decode(errors="replace")
+        k = 1  # num_returns
         try:
             if name.startswith(STEP_PREFIX):  # a compiled graph's step
                 step = name[len(STEP_PREFIX):]
-                method, sa, skw, raw_dtype = steps[step]
+                method, sa, skw, raw_dtype, n_out = steps[step]
                 vals, err = step_inputs(ctx, args, n, (sa, skw))
                 if err is not None:
                     reply(ctx, err)
@@ -281,13 +342,21 @@ def main():
                 a, kw = step_args((sa, skw), vals)
                 if raw_dtype is not None:  # its value goes into a collective node: bytes
                     return raw_step(ctx, step, method, a, kw, raw_dtype)
+                if n_out > 1:  # num_returns: its k values go on as one tuple (the
+                    fn = getattr(state["instance"], method)  # consumers index it)
+                    result = run(fn(*a, **kw))
+                    check_results(result, n_out)
+                    reply_value(ctx, tuple(result))
+                    return 0
                 name = method
             elif name == REGISTER:
-                (step, method, sa, skw, raw_dtype), _ = decode_args(ctx, args, n)
+                spec, _ = decode_args(ctx, args, n)
+                step, method, sa, skw, raw_dtype = spec[:5]
+                n_out = spec[5] if len(spec) > 5 else 1  # (its num_returns)
                 if not callable(getattr(state["instance"], method, None)):
                     raise AttributeError(f"'{type(state['instance']).__name__}' actor has "
                                          f"no method '{method}'")
-                steps[step] = (method, sa, skw, raw_dtype)
+                steps[step] = (method, sa, skw, raw_dtype, n_out)
                 reply(ctx, _serial.join(*_serial.dumps(True)[:2]))
                 return 0
             elif name == EXIT:
@@ -298,16 +367,17 @@ def main():
                 reply(ctx, _serial.join(*_serial.dumps(True)[:2]))
                 return 0
             else:
-                a, kw = decode_args(ctx, args, n)
+                k, payload = call_payload(args, n)
+                a, kw = decode_payload(ctx, payload)
             inst = state["instance"]
             fn = getattr(inst, name, None)
             if fn is None or name.startswith("__"):
                 raise AttributeError(f"'{type(inst).__name__}' actor has no method '{name}'")
-            reply_value(ctx, run(fn(*a, **kw)))
+            reply_results(ctx, run(fn(*a, **kw)), k)
         except ActorExit:
             end_actor(ctx)
         except BaseException as e:
-            return reply_error(ctx, e)
+            return reply_error(ctx, e, k)
         return 0
 
     cls = _ffi.ActorClass()

@@ -12,7 +12,7 @@ from . import _errors, _ffi, _placement, _runtime, _serial, remote_function
 from ._errors import check
 from ._ffi import ActorId, byref, lib
 from ._runtime import runtime
-from .dag import ClassMethodNode
+from .dag import ClassMethodNode, ClassMethodOutputNode
 from .exceptions import ActorExit
 
 PY_CLASS = b"troupe.py"      # the one C class every Python actor is (its dispatch runs
@@ -144,7 +144,8 @@ def _check_options(options, stacklevel):
 def method(*args, **options):
     """``@troupe.method(num_returns=1, concurrency_group=...)`` on an actor's method (Ray's
     ray.method): its options, checked when the class is decorated with @troupe.remote.
-    num_returns other than 1 is not supported yet (NotImplementedError there)."""
+    num_returns=k > 1: a call gives k refs, the method returns k values (a tuple or
+    list), each ref gets one; 0: a call gives None (it runs all the same)."""
     if len(args) == 1 and not options and callable(args[0]):
         args[0].__troupe_method_options__ = {}
         return args[0]
@@ -163,12 +164,8 @@ def method(*args, **options):
 
 
 def _check_method_options(where, options, stacklevel):
-    """num_returns 1 is honoured; any other is refused; the rest warn once."""
-    n = options.get("num_returns", 1)
-    if n != 1:
-        raise NotImplementedError(
-            f"{where}: num_returns={n!r} is not supported yet: troupe's methods return one "
-            f"value (return a tuple and unpack what troupe.get gives)")
+    """num_returns is honoured (an int >= 0: ValueError otherwise); the rest warn once."""
+    _runtime.check_num_returns(options.get("num_returns", 1), where)
     for k in sorted(set(options) - {"num_returns"}):
         if options[k] != _METHOD_OPTIONS.get(k):
             _warn_once(("method option", k, repr(options[k])),
@@ -182,12 +179,16 @@ def _methods_of(cls):
 
 
 def _check_methods(cls):
-    """@troupe.method's options of each method (NotImplementedError for num_returns > 1,
-    at class decoration: never a quiet single value)."""
+    """@troupe.method's options of each method, checked at class decoration; returns
+    {name: num_returns} of the methods whose num_returns is not 1."""
+    returns = {}
     for n, v in inspect.getmembers(cls):
         opts = getattr(v, "__troupe_method_options__", None)
         if opts:
             _check_method_options(f"{cls.__name__}.{n}", opts, 5)
+            if opts.get("num_returns", 1) != 1:
+                returns[n] = opts["num_returns"]
+    return returns
 
 
 def _init_signature(cls):
@@ -203,7 +204,7 @@ def _init_signature(cls):
 
 class ActorClass:
     def __init__(self, cls, options):
-        _check_methods(cls)
+        self._returns = _check_methods(cls)  # {method: num_returns} other than 1
         self._cls = cls
         self._options = dict(options)
         self._methods = _methods_of(cls)
@@ -289,7 +290,7 @@ class ActorClass:
         aid = ActorId()
         check(lib.tr_actor_create(rt, PY_CLASS, byref(opts), payload, len(payload), byref(aid)),
               f"creating actor {self._cls.__name__}")
-        handle = ActorHandle(aid, self._cls.__name__, self._methods)
+        handle = ActorHandle(aid, self._cls.__name__, self._methods, self._returns)
         if not o.get("name") and o.get("lifetime") != "detached":
             handle._scope = _Scope(rt)  # ended with its last handle (unless it escapes)
         return handle
@@ -320,10 +321,11 @@ class ActorHandle:
     it too."""
     _scope = None
 
-    def __init__(self, aid, class_name, methods):
+    def __init__(self, aid, class_name, methods, returns=None):
         self._id = aid
         self._class_name = class_name
         self._methods = methods  # None: any name (a handle found by name)
+        self._returns = returns or {}  # {method: its @troupe.method num_returns, not 1}
 
     def __del__(self):
         sc = self._scope
@@ -340,7 +342,7 @@ class ActorHandle:
             raise AttributeError(name)
         if self._methods is not None and name not in self._methods:
             raise AttributeError(f"actor class {self._class_name} has no method {name!r}")
-        return ActorMethod(self, name)
+        return ActorMethod(self, name, self._returns.get(name, 1))
 
     def _actor_id(self):
         return bytes(self._id.b)
@@ -348,7 +350,8 @@ class ActorHandle:
     def __reduce__(self):
         if self._scope is not None:
             self._scope.escaped = True
-        return (_rebuild_handle, (bytes(self._id.b), self._class_name, self._methods))
+        return (_rebuild_handle, (bytes(self._id.b), self._class_name, self._methods,
+                                  self._returns or None))
 
     def __hash__(self):
         return hash(bytes(self._id.b))
@@ -360,43 +363,55 @@ class ActorHandle:
         return f"Actor({self._class_name}, {bytes(self._id.b).hex()})"
 
 
-def _rebuild_handle(b, class_name, methods):
+def _rebuild_handle(b, class_name, methods, returns=None):
     aid = ActorId()
     ctypes.memmove(aid.b, b, 16)
-    return ActorHandle(aid, class_name, methods)
+    return ActorHandle(aid, class_name, methods, returns)
 
 
 class ActorMethod:
-    def __init__(self, handle, name):
+    def __init__(self, handle, name, num_returns=1):
         self._handle = handle
         self._name = name
+        self._num_returns = num_returns
 
     def remote(self, *args, **kwargs):
-        return call(self._handle, self._name, args, kwargs)
+        """Calls the method: its ObjectRef at once (num_returns k > 1: a list of k refs;
+        0: None, the call runs all the same)."""
+        return call(self._handle, self._name, args, kwargs, self._num_returns)
 
     def bind(self, *args, **kwargs):
-        return ClassMethodNode(self._handle, self._name, args, kwargs)
+        """The method bound in a graph (troupe.dag): a node, or with num_returns k > 1 a
+        tuple of k nodes, one per value (Ray's)."""
+        node = ClassMethodNode(self._handle, self._name, args, kwargs, self._num_returns)
+        if self._num_returns == 1:
+            return node
+        if self._num_returns == 0:
+            raise ValueError(f"{self._handle._class_name}.{self._name}.bind: a method "
+                             f"with num_returns=0 gives no node to bind")
+        return tuple(ClassMethodOutputNode(node, i) for i in range(self._num_returns))
 
     def options(self, **options):
-        """Ray's per-call options: num_returns=1 honoured, another num_returns refused
-        (NotImplementedError), the others ignored with a warning once; an option Ray
-        lacks is a TypeError."""
+        """Ray's per-call options: num_returns honoured (the method with it), the others
+        ignored with a warning once; an option Ray lacks is a TypeError."""
         bad = set(options) - set(_METHOD_OPTIONS) - {"name"}
         if bad:
             raise TypeError(f"unknown options of a method call: {sorted(bad)}")
         _check_method_options(f"{self._handle._class_name}.{self._name}.options", options,
                               2)
-        return self
+        return ActorMethod(self._handle, self._name,
+                           options.get("num_returns", self._num_returns))
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"actor methods cannot be called directly: use "
                         f".{self._name}.remote()")
 
 
-def call(handle, method, args, kwargs):
-    """Sends a method call; returns the ref of its result at once."""
+def call(handle, method, args, kwargs, num_returns=1):
+    """Sends a method call; returns the ref of its result at once (a list of num_returns
+    refs for num_returns > 1, None for 0)."""
     return _runtime.call(handle._id, method, args, kwargs,
-                         f"calling {handle._class_name}.{method}")
+                         f"calling {handle._class_name}.{method}", num_returns)
 
 
 def get_actor(name, namespace=None):

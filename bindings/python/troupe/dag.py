@@ -80,11 +80,23 @@ class InputAttributeNode(DAGNode):
 
 
 class ClassMethodNode(DAGNode):
-    def __init__(self, handle, method, args, kwargs):
+    def __init__(self, handle, method, args, kwargs, num_returns=1):
         self._handle = handle
         self._method = method
         self._args = tuple(args)
         self._kwargs = dict(kwargs)
+        self._num_returns = num_returns  # k > 1: bind gave its k ClassMethodOutputNodes
+
+
+class ClassMethodOutputNode(DAGNode):
+    """Value i of a method bound with num_returns k > 1 (``o1, o2 = a.f.bind(inp)``, as
+    Ray's): an argument of other nodes, or an output. Run as calls, the method's call gives
+    k refs and this is the i-th; in a compiled graph the method's step sends its k values
+    on as one tuple and each reader takes item i."""
+
+    def __init__(self, node, i):
+        self._node = node
+        self._i = i
 
 
 class CollectiveNode:
@@ -156,7 +168,10 @@ def _run_classic(node, args, kwargs, made):
         kw = {k: _run_classic(x, args, kwargs, made) if isinstance(x, DAGNode) else x
               for k, x in node._kwargs.items()}
         v = _runtime.call(node._handle._id, node._method, a, kw,
-                          f"calling {node._handle._class_name}.{node._method}")
+                          f"calling {node._handle._class_name}.{node._method}",
+                          node._num_returns)
+    elif isinstance(node, ClassMethodOutputNode):  # (its method's call: once, k refs)
+        v = _run_classic(node._node, args, kwargs, made)[node._i]
     elif isinstance(node, MultiOutputNode):
         v = [_run_classic(x, args, kwargs, made) for x in node._outputs]
     else:  # (a collective node reduces in the compiled graph's own group only)
@@ -175,6 +190,8 @@ def _dot_of(root):
     ids, lines, edges = {}, [], []
 
     def name(n):
+        if isinstance(n, ClassMethodOutputNode):  # (drawn as its method's box)
+            return name(n._node)
         key = id(n._input) if isinstance(n, InputAttributeNode) else id(n)
         if key not in ids:
             ids[key] = f"n{len(ids)}"
@@ -234,7 +251,8 @@ class CompiledDAG:
         self._multi = isinstance(root, MultiOutputNode)
         outs = root._outputs if self._multi else [root]
         for o in outs:
-            if not isinstance(o, (ClassMethodNode, CollectiveOutputNode)):
+            if not isinstance(o, (ClassMethodNode, ClassMethodOutputNode,
+                                  CollectiveOutputNode)):
                 raise TypeError("a graph's outputs must be bound methods (handle.m.bind)")
         self._raw = {}  # id(bound node) -> numpy dtype: its value feeds a collective
         self._step_ids = {}
@@ -248,10 +266,15 @@ class CompiledDAG:
             check(lib.tr_dag_input(self._g, byref(inp)), "the graph's input")
             self._input = inp.value
             made = {}
-            c_outs = [self._any(o, made) for o in outs]
+            c_nodes = [self._any(o, made) for o in outs]
+            # outputs that are values of one num_returns > 1 method are one C output (its
+            # tuple), each taking its item at get
+            c_outs = list(dict.fromkeys(c_nodes))
+            self._out_at = [(c_outs.index(c), o._i if isinstance(o, ClassMethodOutputNode)
+                             else None) for c, o in zip(c_nodes, outs)]
             arr = (ctypes.c_uint32 * len(c_outs))(*c_outs)
             check(lib.tr_dag_output(self._g, arr, len(c_outs)), "the graph's outputs")
-            self._n_out = len(c_outs)
+            self._n_out = len(outs)
             opts = _ffi.DagOptions()
             lib.tr_dag_options_init(byref(opts))
             opts.max_inflight = int(max_inflight or 8)
@@ -280,6 +303,8 @@ class CompiledDAG:
                 self._collect_raw(n._coll._inputs, seen)
             elif isinstance(n, ClassMethodNode):
                 self._collect_raw(list(n._args) + list(n._kwargs.values()), seen)
+            elif isinstance(n, ClassMethodOutputNode):
+                self._collect_raw([n._node], seen)
 
     def _step_of(self, node):
         s = self._step_ids.get(id(node))
@@ -290,6 +315,8 @@ class CompiledDAG:
     def _any(self, node, made):
         if isinstance(node, CollectiveOutputNode):
             return self._collective(node._coll, made)[node._i]
+        if isinstance(node, ClassMethodOutputNode):  # (its method's node: the tuple)
+            return self._node(node._node, made)
         return self._node(node, made)
 
     def _collective(self, coll, made):
@@ -312,7 +339,7 @@ class CompiledDAG:
 
         def source(x):
             if isinstance(x, (InputNode, InputAttributeNode, ClassMethodNode,
-                              CollectiveOutputNode)):
+                              ClassMethodOutputNode, CollectiveOutputNode)):
                 c = self._input if isinstance(x, (InputNode, InputAttributeNode)) \
                     else self._any(x, made)
                 if c not in where:
@@ -328,6 +355,8 @@ class CompiledDAG:
                     return ("raw", k, x._coll._dtype.str, self._step_of(producer))
                 if id(x) in self._raw:
                     return ("raw", k, self._raw[id(x)].str, self._step_of(x))
+                if isinstance(x, ClassMethodOutputNode):
+                    return ("item", k, x._i)
                 return ("node", k)
             if isinstance(x, DAGNode):
                 raise TypeError(f"{type(x).__name__} cannot be a method's argument")
@@ -341,9 +370,10 @@ class CompiledDAG:
         self._labels[step] = _label(node)
         raw = self._raw.get(id(node))
         what = f"binding {node._handle._class_name}.{node._method}"
-        _runtime.get(_runtime.call(node._handle._id, REGISTER,
-                                   (step, node._method, args, kwargs, raw.str if raw else None),
-                                   {}, what))
+        spec = (step, node._method, args, kwargs, raw.str if raw else None)
+        if node._num_returns > 1:  # (its values go on as one tuple: the worker checks k)
+            spec += (node._num_returns,)
+        _runtime.get(_runtime.call(node._handle._id, REGISTER, spec, {}, what))
         self._steps.append((node._handle, step))
         arr = (ctypes.c_uint32 * len(inputs))(*inputs)
         out = ctypes.c_uint32()
@@ -383,7 +413,8 @@ class CompiledDAG:
                 raise ValueError(f"output {i} of execution {e} was got already")
         ms = -1 if timeout is None else max(0, int(timeout * 1000))
         data, n = ctypes.c_void_p(), ctypes.c_size_t()
-        rc = lib.tr_dag_get(self._g, e, i, ms, byref(data), byref(n))
+        c, item = self._out_at[i]
+        rc = lib.tr_dag_get(self._g, e, c, ms, byref(data), byref(n))
         if rc == _errors.ETIMEDOUT:
             raise GetTimeoutError(f"execution {e}: output {i} not ready within {timeout} s")
         try:
@@ -395,7 +426,8 @@ class CompiledDAG:
                 payload = memoryview(ctypes.string_at(data.value, n.value)) if n.value else \
                     memoryview(b"")
                 try:
-                    return _serial.loads(payload)
+                    v = _serial.loads(payload)
+                    return v if item is None else v[item]
                 except _serial.RemoteError as err:
                     raise _errors.task_error(err, "a compiled graph's step") from None
             check(rc, f"execution {e}")

@@ -31,7 +31,7 @@ FN_INLINE_MAX = 4 << 10          # larger pickled functions go through the store
                                  # a task with 14.8 KiB of function inline took ~2 us more
                                  # than with 0.5 KiB; one with its 100 KiB in the store, none)
 
-# Ray's task options: honoured (num_returns: 1 only)
+# Ray's task options: honoured
 _TASK_OPTIONS = {"num_cpus", "num_gpus", "resources", "max_retries", "num_returns", "name",
                  "placement_group", "placement_group_bundle_index"}
 # Ray's, taken so that its code runs, but not done: a warning once when one is given a
@@ -52,9 +52,9 @@ def _number(options, key, low):
 
 
 def check_options(options, stacklevel):
-    """Refuses an option Ray lacks (TypeError), a value Ray refuses (ValueError), a
-    num_returns other than 1 (NotImplementedError); warns once of one troupe takes but
-    does not honour. stacklevel: the user's frame, counted from the caller."""
+    """Refuses an option Ray lacks (TypeError), a value Ray refuses (ValueError); warns
+    once of one troupe takes but does not honour. stacklevel: the user's frame, counted
+    from the caller."""
     bad = set(options) - _TASK_OPTIONS - set(_IGNORED_OPTIONS)
     if bad:
         raise TypeError(f"unknown options of a remote function: {sorted(bad)}")
@@ -73,11 +73,7 @@ def check_options(options, stacklevel):
         for k, v in res.items():
             if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
                 raise ValueError(f"resource {k!r}: {v!r} is not a quantity >= 0")
-    n = options.get("num_returns", 1)
-    if n != 1:
-        raise NotImplementedError(
-            f"num_returns={n!r} is not supported yet: troupe's tasks return one value "
-            f"(return a tuple and unpack what troupe.get gives)")
+    _runtime.check_num_returns(options.get("num_returns", 1), "a remote function's options")
     name = options.get("name")
     if name is not None and (not isinstance(name, str) or not name):
         raise ValueError(f"task option name={name!r}: a non-empty str is needed")
@@ -155,27 +151,40 @@ class RemoteFunction:
         return f"RemoteFunction({self._function_name})"
 
     def remote(self, *args, **kwargs):
-        """Submits the task; returns the ref of its result at once."""
+        """Submits the task; returns the ref of its result at once (num_returns k > 1: a
+        list of k refs, one per value the function returns; 0: None, the task runs all
+        the same)."""
         rt = runtime()
         p = self._prepared
         if p is None or p.rt is not rt:
             p = self._prepare(rt)
+        k = self._options.get("num_returns", 1)
         payload, refs, contained = _runtime.encode_args(args, kwargs)
         if p.fn_ref is not None:
             refs.append(p.fn_ref)
         if p.fn_refs:
             contained = list(dict.fromkeys(list(contained) + p.fn_refs))
-        data = p.head + payload
+        data = p.head + (payload if k <= 1 else _runtime.with_returns(payload, k))
         arr = (Ref * len(refs))(*[r._c for r in refs]) if refs else None
         opts = p.opts
         if contained:
             opts = _ffi.TaskOptions.from_buffer_copy(p.opts)
             carr = (Ref * len(contained))(*[r._c for r in contained])
             opts.contained, opts.n_contained = carr, len(contained)
+        if k > 1:
+            outs = (Ref * k)()
+            check(lib.tr_task_submit_multi(rt, p.cname, data, len(data), arr, len(refs),
+                                           byref(opts), k, outs),
+                  f"submitting task {self._function_name}")
+            return _runtime.multi_refs(outs)
         out = Ref()
         check(lib.tr_task_submit(rt, p.cname, data, len(data), arr, len(refs), byref(opts),
                                  byref(out)), f"submitting task {self._function_name}")
-        return ObjectRef(out)
+        ref = ObjectRef(out)
+        if k == 1:
+            return ref
+        _runtime.forget(ref)  # (0: Ray's None; the task runs all the same)
+        return None
 
     def _prepare(self, rt):
         """The function pickled (once per RemoteFunction), the head and options for rt."""
