@@ -73,6 +73,10 @@ int tr__actor_create(tr__nodeconn *node, const char *cls, const tr_actor_options
     tr__enc_str(&b, res);
     tr__enc_str(&b, "name");
     tr__enc_str(&b, opts->name);
+    if (opts->detached) {
+        tr__enc_str(&b, "detached");
+        tr__enc_int(&b, 1);
+    }
     static const tr_pg_id none;
     if (memcmp(opts->placement_group.b, none.b, 16) != 0) { /* the node renames req */
         enc_id(&b, "pg", opts->placement_group.b);

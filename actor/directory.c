@@ -46,6 +46,7 @@ typedef struct actor {
     double pg_gpu;                  /* the GPUs it asked for, out of the group's devices */
     int no_restart;
     int owner_gone; /* freed once dead and reaped */
+    int detached;   /* outlives its owner (lives until killed or the node ends) */
     uv_timer_t start_timer;
     int timer_live;
     waiter *waiters;
@@ -353,6 +354,9 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
     if (tr__obj_type(tr__obj_get(body, "name")) == TR__T_STR &&
         (rc = tr__get_strdup(body, "name", &a->name)))
         goto fail;
+    int64_t detached = 0;
+    if (tr__obj_get(body, "detached") && (rc = tr__get_int(body, "detached", &detached))) goto fail;
+    a->detached = detached != 0;
     if (!*a->cls) {
         rc = tr__err(TR_EINVAL, "create: empty class name");
         goto fail;
@@ -665,7 +669,8 @@ static void forget(tr__directory *d, actor *a) {
 static void on_conn_close(void *ctx, tr__conn *c) {
     tr__directory *d = ctx;
     for (actor *a = d->all; a; a = a->next)
-        if (a->owner == c->id && a->state != TR__ACTOR_DEAD) kill_actor(d, a, "its owner exited");
+        if (a->owner == c->id && a->state != TR__ACTOR_DEAD && !a->detached)
+            kill_actor(d, a, "its owner exited");
     /* Forget dead actors whose owner is gone; those still being reaped go in
      * on_worker_exit. */
     for (actor *a = d->all, *n; a; a = n) {

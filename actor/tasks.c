@@ -173,6 +173,7 @@ static int start_member(tr__tasks *t, pool *p) {
     o.n_resources = p->n_res;
     o.name = name;
     o.max_restarts = -1; /* a worker a task crashed comes back for the next tasks */
+    o.detached = 1;      /* shared by every process: none of them owns it */
     o.placement_group = p->pg;
     o.bundle_index = p->bundle;
     tr_actor_id id;

@@ -1000,4 +1000,25 @@ TEST(Runtime, DriverDeathCleansUp) {
     EXPECT_NE(stat(session.c_str(), &sb), 0) << session << " left behind";
 }
 
+/* A detached actor outlives the driver that made it, found by name from another one; an
+ * ordinary one goes with its driver. */
+TEST_F(ActorTest, DetachedActorOutlivesItsCreator) {
+    int st = run_self(std::string("DETACH_AND_LEAVE=") + tr_runtime_address(rt));
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+    tr_actor_id a;
+    ASSERT_EQ(tr_actor_get(rt, "stays-detached", &a), 0) << tr_last_error();
+    int64_t total = 0;
+    ASSERT_EQ(call_i64(rt, a, "add", 1, &total), 0);
+    EXPECT_EQ(total, 8) << "the same actor, its state kept";
+    tr_actor_id b;
+    bool gone = eventually(5000, [&] {
+        if (tr_actor_get(rt, "goes-with-me", &b) != 0) return true;
+        tr_actor_details d;
+        tr_actor_details_init(&d);
+        return tr_actor_info(rt, b, &d) == 0 && d.state == TR_ACTOR_DEAD;
+    });
+    EXPECT_TRUE(gone) << "an ordinary actor stays after its creator left";
+    EXPECT_EQ(tr_actor_kill(rt, a, 1), 0);
+}
+
 } // namespace

@@ -1444,6 +1444,25 @@ int run_call_and_leave(const char *spec) {
     _exit(0);
 }
 
+int run_detach_and_leave(const char *addr) {
+    tr_config *cfg = test_config_with({{"address", addr}});
+    tr_runtime *rt;
+    int rc = tr_init(cfg, &rt);
+    tr_config_destroy(cfg);
+    if (rc) return 3;
+    const char *names[2] = {"stays-detached", "goes-with-me"};
+    for (int i = 0; i < 2; i++) {
+        tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
+        o.name = names[i];
+        o.detached = i == 0;
+        tr_actor_id a;
+        int64_t out = 0;
+        if (tr_actor_create(rt, "Counter", &o, "d", 1, &a) || call_i64(rt, a, "add", 7, &out))
+            return 4;
+    }
+    _exit(0); /* no tr_shutdown: the node sees the connection close */
+}
+
 int run_export_and_die(const char *spec) {
     char addr[600], khex[40], shex[40];
     if (sscanf(spec, "%599[^|]|%39[^|]|%39[^|]", addr, khex, shex) != 3) return 2;

@@ -113,5 +113,8 @@ int run_cluster_driver(const char *spec);
  * sleep_ms(4000), has the keeper borrow that call's ref (keep), and exits before the
  * result is in (tests/ownership_test.cc). */
 int run_export_and_die(const char *spec);
+/* A driver (DETACH_AND_LEAVE=addr) that creates the named actors "stays-detached"
+ * (detached) and "goes-with-me", calls each, and exits (tests/actor_test.cc). */
+int run_detach_and_leave(const char *addr);
 
 #endif

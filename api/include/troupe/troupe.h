@@ -329,10 +329,14 @@ typedef struct tr_actor_options {
      * has room); its GPUs are devices of that bundle. */
     tr_pg_id placement_group;
     int bundle_index;
+    /* Added in 0.4: non-zero: the actor outlives the process that created it (Ray's
+     * lifetime="detached"): it lives until tr_actor_kill or its node's end, found by name
+     * from any process (give it one). Default 0: it dies with its creator. */
+    int detached;
 } tr_actor_options;
 
 #define TR_ACTOR_OPTIONS_INIT                                                                      \
-    { TR_STRUCT_SIZE(tr_actor_options), 0.0, 0.0, NULL, 0, NULL, 0, {{0}}, -1 }
+    { TR_STRUCT_SIZE(tr_actor_options), 0.0, 0.0, NULL, 0, NULL, 0, {{0}}, -1, 0 }
 /* Same as TR_ACTOR_OPTIONS_INIT, for bindings. Thread safety: any thread. */
 TR_API void tr_actor_options_init(tr_actor_options *opts);
 

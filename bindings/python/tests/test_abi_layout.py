@@ -100,4 +100,9 @@ def test_grown_options_default_to_no_placement_group():
         s.bundle_index = 7
         init(byref(s))
         assert bytes(s.placement_group.b) == bytes(16) and s.bundle_index == -1
-        assert py._fields_[-2][0] == "placement_group" and py._fields_[-1][0] == "bundle_index"
+        names = [f for f, _ in py._fields_]
+        assert names.index("bundle_index") == names.index("placement_group") + 1
+    o = _ffi.ActorOptions()  # and then detached (0: dies with its creator)
+    o.detached = 5
+    lib.tr_actor_options_init(byref(o))
+    assert o.detached == 0 and _ffi.ActorOptions._fields_[-1][0] == "detached"

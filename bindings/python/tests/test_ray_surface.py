@@ -194,8 +194,7 @@ def test_options_refused_warned_or_honoured(ray):
         Echo.options(max_concurrency=0)
     with pytest.raises(ValueError):
         Echo.options(resources={"CPU": 1})
-    with pytest.warns(UserWarning, match="'lifetime' \\('detached'\\)"):
-        Echo.options(lifetime="detached")
+    Echo.options(lifetime="detached")  # (honoured: no warning)
     with pytest.warns(UserWarning, match="'max_concurrency' \\(4\\)"):
         Echo.options(max_concurrency=4)
     with pytest.warns(UserWarning, match=r"\['pip'\] of the actor option 'runtime_env'"):

@@ -45,7 +45,7 @@ class ActorOptions(Structure):
     _fields_ = [("struct_size", c_uint32), ("num_cpus", c_double), ("num_gpus", c_double),
                 ("resources", POINTER(Resource)), ("n_resources", c_size_t),
                 ("name", c_char_p), ("max_restarts", c_int),
-                ("placement_group", Id16), ("bundle_index", c_int)]
+                ("placement_group", Id16), ("bundle_index", c_int), ("detached", c_int)]
 
 
 class TaskOptions(Structure):
@@ -136,6 +136,8 @@ _PROTOS = {
     "tr_wait": (c_int, [vp, P(Ref), c_size_t, c_size_t, c_int, P(c_uint8), P(c_size_t)]),
     "tr_ref_release": (c_int, [vp, Ref]),
     "tr_ref_borrow": (c_int, [vp, Ref]),
+    "tr_object_map_private": (c_int, [vp, Ref, c_int, P(vp), P(c_size_t)]),
+    "tr_object_unmap_private": (c_int, [vp, Ref, vp, c_size_t]),
     "tr_call_contains": (c_int, [vp, ActorId, c_char_p, vp, c_size_t, P(Ref), c_size_t, P(Ref),
                                  c_size_t, P(Ref)]),
     # tasks (remote functions)

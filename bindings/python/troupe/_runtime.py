@@ -327,6 +327,43 @@ def _view(addr, n, owner):
     return memoryview(arr).cast("B").toreadonly()
 
 
+class _PrivateMap:
+    """A private copy-on-write mapping of an object (tr_object_map_private): unmapped when
+    the last array over it goes."""
+    __slots__ = ("rt", "ref", "addr", "n", "__weakref__")
+
+    def __init__(self, rt, ref, addr, n):
+        self.rt, self.ref, self.addr, self.n = rt, ref, addr, n
+        _views.add(self)
+
+    def __del__(self):
+        if self.rt is not None and self.rt is _rt:
+            try:
+                lib.tr_object_unmap_private(self.rt, self.ref, c_void_p(self.addr), self.n)
+            except Exception:
+                pass
+
+
+def get_writable(ref, what="argument"):
+    """The value of an object with its arrays writable, as Ray gives a method its
+    arguments: a private copy-on-write mapping (zero-copy until an array is written; a
+    write changes this process's pages only, never the object)."""
+    rt = runtime()
+    data, n = c_void_p(), c_size_t()
+    rc = lib.tr_object_map_private(rt, ref._c, -1, byref(data), byref(n))
+    if rc:
+        check(rc, what)
+    if not n.value:
+        return _serial.loads(memoryview(b""))
+    keep = _PrivateMap(rt, Ref.from_buffer_copy(ref._c), data.value, n.value)
+    arr = (ctypes.c_char * n.value).from_address(data.value)
+    arr._owner = keep
+    try:
+        return _serial.loads(memoryview(arr).cast("B"))
+    except _serial.RemoteError as e:
+        raise _errors.task_error(e, what) from None
+
+
 def _decode(addr, n, ref, what):
     """The value of a payload at addr: a plain one (no out-of-band buffer) unpickled from
     a copy of its bytes (the fast path of small results); one with buffers through a view

@@ -37,12 +37,11 @@ def set_runtime(ctx):
 def resolve(x, ctx):
     if isinstance(x, _serial.ArgRef):
         ref = _runtime.unheld_ref(x.id)
-        if ref.is_object():  # held here: zero-copy for as long as the value lives
-            return _runtime.get_one(ref, None, "argument")
+        if ref.is_object():  # writable, zero-copy until written (copy-on-write)
+            return _runtime.get_writable(ref, "argument")
         data, n = ctypes.c_void_p(), ctypes.c_size_t()
         check(lib.tr_ctx_ref(ctx, x.index, byref(data), byref(n)), "a ref argument")
-        view = memoryview(ctypes.string_at(data.value, n.value)) if n.value else \
-            memoryview(b"")
+        view = memoryview(bytearray(ctypes.string_at(data.value, n.value)))  # (writable)
         try:
             return _serial.loads(view)
         except _serial.RemoteError as e:
@@ -53,23 +52,23 @@ def resolve(x, ctx):
 def call_payload(addr, n):
     """(num_returns, the arguments' payload) of a call's or a task's payload at addr:
     num_returns k > 1 comes first (_runtime.RETURNS + u32 k), else it is 1."""
-    payload = ctypes.string_at(addr, n) if n else b""
+    payload = bytearray(ctypes.string_at(addr, n)) if n else bytearray()  # (writable arrays)
     if payload[:4] == RETURNS and n >= 8:
         return int.from_bytes(payload[4:8], "little"), payload[8:]
     return 1, payload
 
 
 def decode_args(ctx, addr, n):
-    return decode_payload(ctx, ctypes.string_at(addr, n) if n else b"")
+    return decode_payload(ctx, bytearray(ctypes.string_at(addr, n)) if n else bytearray())
 
 
 def decode_payload(ctx, payload):
     """(args, kwargs) of a call's arguments (bytes), refs resolved."""
     n = len(payload)
     if payload[:4] == OBJECT_ARGS and n == 20:
-        ref = _runtime.unheld_ref(payload[4:20])
-        a, kw = _runtime.get_one(ref, None, "arguments")
-    else:
+        ref = _runtime.unheld_ref(bytes(payload[4:20]))
+        a, kw = _runtime.get_writable(ref, "arguments")
+    else:  # (a bytearray: the arrays in it are the method's own, writable)
         a, kw = _serial.loads(memoryview(payload))
     if any(isinstance(x, _serial.ArgRef) for x in a) or any(
             isinstance(v, _serial.ArgRef) for v in kw.values()):

@@ -105,11 +105,6 @@ def _check_options(options, stacklevel):
     if lifetime not in (None, "detached", "non_detached"):
         raise ValueError("actor option lifetime must be one of 'detached', 'non_detached' "
                          f"and None, got {lifetime!r}")
-    if lifetime == "detached":
-        _warn_once(("lifetime", "detached"),
-                   "troupe ignores the actor option 'lifetime' ('detached'): a detached "
-                   "actor is not supported yet; this one ends with its driver's node (it "
-                   "is not ended when its last handle goes)", stacklevel + 1)
     mc = options.get("max_concurrency")
     if mc is not None:
         if isinstance(mc, bool) or not isinstance(mc, int) or mc < 1:
@@ -276,6 +271,7 @@ class ActorClass:
         if o.get("name"):
             opts.name = str(o["name"]).encode()
         opts.max_restarts = int(o.get("max_restarts") or 0)
+        opts.detached = 1 if o.get("lifetime") == "detached" else 0  # outlives its driver
         _placement.apply_options(o, opts, f"actor {self._cls.__name__}")
         a, kw, refs = _runtime.args_with_refs(args, kwargs)
         if refs:
