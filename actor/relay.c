@@ -47,7 +47,11 @@
 #define STREAM_CAP ((size_t)512 << 20) /* ...and for all of one link's */
 #define GIVE_UP_NS 10000000000LL       /* the node cannot say where an actor is */
 #define OBJ_QUEUE_CAP 256              /* object requests queued per link */
-#define OUT_CAP ((size_t)16 << 20)     /* callers' bytes a link's workers have not taken */
+/* A pull of a call's result that is still a promise here (docs/OWNERSHIP.md) waits in its
+ * link's queue, asked again every RETRY_NS, up to this long (the puller's own deadline
+ * is usually shorter: an answer after it is dropped there). */
+#define PROMISE_WAIT_NS (600ll * 1000000000)
+#define OUT_CAP ((size_t)16 << 20) /* callers' bytes a link's workers have not taken */
 /* ...past which the connection a caller sends on is ended: a caller that heeds HOLD has at
  * most what its link queues (actor/remote.c: 8 MiB) on the way when it hears it, unless
  * its link is busy handing it results it does not read (it hears HOLD late) */
@@ -93,7 +97,8 @@ typedef struct objreq {
     uint8_t ref[16];
     uint32_t req;
     uint64_t off, len;
-    int bulk; /* the whole object, offered on the bulk connection */
+    int bulk;      /* the whole object, offered on the bulk connection */
+    int64_t since; /* when it came: a promise is waited for up to PROMISE_WAIT_NS */
     struct objreq *next;
 } objreq;
 
@@ -286,6 +291,7 @@ static void on_msg(void *ctx, tr__rpc_stream *st, const void *msg, size_t len) {
             memcpy(&q->off, p + TR__REMOTE_HDR, 8);
             memcpy(&q->len, p + TR__REMOTE_HDR + 8, 8);
             q->bulk = p[0] == TR__REMOTE_OBJ_BULK;
+            q->since = tr__now_ns();
             if (s->objq_tail)
                 s->objq_tail->next = q;
             else
@@ -480,7 +486,8 @@ static void let_go(void *p) {
 }
 
 /* One request for a piece: sent (or why not). Returns 1 if the link was full (nothing
- * sent: try again later). Called with mu; drops it meanwhile. */
+ * sent: try again later), 2 if the object is not sealed yet (a promise: ask again later).
+ * Called with mu; drops it meanwhile. */
 static int serve_one(tr__relay *r, objreq *q) {
     pthread_mutex_unlock(&r->mu);
     tr__buf b = TR__BUF_INIT; /* the header (and an error's text); a piece is sent from the
@@ -496,6 +503,13 @@ static int serve_one(tr__relay *r, objreq *q) {
     int rc = !tr__ref_is_object(&ref) ? tr__err(TR_EINVAL, "not an object ref")
              : store_view(r)          ? tr__err(TR_EOBJECT_LOST, "the store is out of reach")
                                       : tr__objects_pin(r->objs, ref, 0, &data, &size);
+    if (rc == TR_ETIMEDOUT && tr__now_ns() - q->since < PROMISE_WAIT_NS) {
+        /* not sealed yet (a call's result still a promise, or an object being written):
+         * this request waits its turn again */
+        tr__buf_free(&b);
+        pthread_mutex_lock(&r->mu);
+        return 2;
+    }
     if (!rc && q->bulk) {
         rc = r->bulk ? 0 : tr__err(TR_ESTATE, "this node offers no bulk connections (TLS)");
     } else if (!rc && (q->off > size || q->len > size - q->off ||
@@ -594,7 +608,16 @@ static void serve_objects(tr__relay *r) {
             s = r->streams; /* found again: it may have ended meanwhile */
             while (s && s->serial != serial)
                 s = s->next;
-            if (full && s) { /* this one again, once its link takes more */
+            if (full == 2 && s) { /* not sealed yet: behind the others, asked again later */
+                q->next = NULL;
+                if (s->objq_tail)
+                    s->objq_tail->next = q;
+                else
+                    s->objq = q;
+                s->objq_tail = q;
+                s->n_obj++;
+                r->n_obj++;
+            } else if (full == 1 && s) { /* this one again, once its link takes more */
                 q->next = s->objq;
                 s->objq = q;
                 if (!s->objq_tail) s->objq_tail = q;

@@ -1798,6 +1798,29 @@ int run_cluster_driver(const char *spec) {
         if (!rc && n == 8) memcpy(&v, p, 8);
     }
     cluster_check(rc == 0 && v == 5, "actor to actor across nodes", rc ? tr_last_error() : "");
+    /* a call's result made here, still running, passed nested to the actor there: it pulls
+     * the result from this node, which holds the pull until the result is in */
+    {
+        tr_actor_id sleeper;
+        tr_ref slow, c;
+        int64_t ms = 400;
+        uint64_t got = 0;
+        const void *p = nullptr;
+        size_t n = 0;
+        rc = tr_actor_create(rt, "Counter", nullptr, "s", 1, &sleeper);
+        if (!rc) rc = tr_call(rt, sleeper, "sleep_ms", &ms, sizeof ms, &slow);
+        char a[20];
+        int32_t depth = 0;
+        memcpy(a, &slow, 16);
+        memcpy(a + 16, &depth, 4);
+        if (!rc) rc = tr_call_contains(rt, far, "deref_sum", a, sizeof a, nullptr, 0, &slow, 1, &c);
+        if (!rc) rc = tr_get(rt, c, 30000, &p, &n);
+        if (!rc && n == 8) memcpy(&got, p, 8);
+        std::string why =
+            rc ? std::string(p ? (const char *)p : "", p ? n : 0) + tr_last_error() : "";
+        cluster_check(rc == 0 && got == checksum(&ms, 8),
+                      "a result still running here, got there through its promise", why);
+    }
     /* an object made on b, passed from here (which never had it) to an actor on the head */
     {
         uint64_t args[2] = {(uint64_t)1 << 20, 5}, got = 0;
