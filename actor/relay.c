@@ -122,6 +122,18 @@ struct tr__relay {
     tr__rpc_stream_handlers h;
 };
 
+/* Appends a request to its stream's queue. Caller holds mu. */
+static void enqueue(tr__relay *r, rstream *s, objreq *q) {
+    q->next = NULL;
+    if (s->objq_tail)
+        s->objq_tail->next = q;
+    else
+        s->objq = q;
+    s->objq_tail = q;
+    s->n_obj++;
+    r->n_obj++;
+}
+
 static void wake(tr__relay *r) {
     uint64_t one = 1;
     ssize_t w = write(r->wake_fd, &one, sizeof one);
@@ -292,13 +304,7 @@ static void on_msg(void *ctx, tr__rpc_stream *st, const void *msg, size_t len) {
             memcpy(&q->len, p + TR__REMOTE_HDR + 8, 8);
             q->bulk = p[0] == TR__REMOTE_OBJ_BULK;
             q->since = tr__now_ns();
-            if (s->objq_tail)
-                s->objq_tail->next = q;
-            else
-                s->objq = q;
-            s->objq_tail = q;
-            s->n_obj++;
-            r->n_obj++;
+            enqueue(r, s, q);
             wake(r);
         } else { /* no room: the puller hears it (a pull waits for every answer) */
             tr__buf b = TR__BUF_INIT;
@@ -609,14 +615,7 @@ static void serve_objects(tr__relay *r) {
             while (s && s->serial != serial)
                 s = s->next;
             if (full == 2 && s) { /* not sealed yet: behind the others, asked again later */
-                q->next = NULL;
-                if (s->objq_tail)
-                    s->objq_tail->next = q;
-                else
-                    s->objq = q;
-                s->objq_tail = q;
-                s->n_obj++;
-                r->n_obj++;
+                enqueue(r, s, q);
             } else if (full == 1 && s) { /* this one again, once its link takes more */
                 q->next = s->objq;
                 s->objq = q;

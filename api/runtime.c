@@ -463,12 +463,7 @@ TR_API void tr_task_options_init(tr_task_options *opts) {
 TR_API int tr_task_submit(tr_runtime *rt, const char *fn, const void *args, size_t len,
                           const tr_ref *refs, size_t n_refs, const tr_task_options *opts,
                           tr_ref *out) {
-    CHECK_RT(rt, "tr_task_submit");
-    pthread_mutex_lock(&rt->tasks_mu);
-    int rc = rt->tasks ? 0 : tr__tasks_create(rt->node, rt->actors, rt->objects, &rt->tasks);
-    pthread_mutex_unlock(&rt->tasks_mu);
-    if (rc) return rc;
-    return tr__tasks_submit(rt->tasks, fn, args, len, refs, n_refs, opts, 1, out);
+    return tr_task_submit_multi(rt, fn, args, len, refs, n_refs, opts, 1, out);
 }
 
 TR_API int tr_task_submit_multi(tr_runtime *rt, const char *fn, const void *args, size_t len,

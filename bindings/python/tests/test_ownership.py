@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import troupe as ray
+from conftest import store_empties
 
 
 @pytest.fixture(autouse=True)
@@ -18,14 +19,6 @@ def runtime():
     ray.shutdown()
 
 
-def store_empties(timeout=5.0):
-    gc.collect()
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if ray.object_store_stats()["n_objects"] == 0:
-            return True
-        time.sleep(0.05)
-    return False
 
 
 @ray.remote

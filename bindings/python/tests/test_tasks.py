@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import troupe as ray
+from conftest import store_empties
 
 
 @pytest.fixture(autouse=True)
@@ -24,14 +25,6 @@ def runtime():
     ray.shutdown()
 
 
-def store_empties(timeout=5.0):
-    gc.collect()
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if ray.object_store_stats()["n_objects"] == 0:
-            return True
-        time.sleep(0.05)
-    return False
 
 
 # ------------------------------------------------------------------ Ray's "Tasks" pages
@@ -128,6 +121,9 @@ def test_options_are_checked():
         square.options(resources={"CPU": 1})
     with pytest.raises(ValueError, match="num_returns"):
         square.options(num_returns=-1)  # (2 is honoured: tests/test_num_returns.py)
+    from troupe import _errors
+    with _errors._warned_lock:  # (warned once a process: another test may have been first)
+        _errors._warned.discard(("a remote function's options", "retry_exceptions"))
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         f = square.options(retry_exceptions=True, scheduling_strategy="DEFAULT")

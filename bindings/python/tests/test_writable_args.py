@@ -3,12 +3,12 @@ in place later, e.g. run a collective on it): small ones as the method's own cop
 ones through the store as private copy-on-write mappings (zero-copy until written; a
 write never changes the object, which other readers still see as it was)."""
 import gc
-import time
 
 import numpy as np
 import pytest
 
 import troupe as ray
+from conftest import store_empties
 
 
 @pytest.fixture(autouse=True)
@@ -58,8 +58,4 @@ def test_method_arguments_are_writable_and_private(n):
     assert float(ray.get(ref).sum()) == n
     assert ray.get(a.drop.remote())
     del ref
-    gc.collect()
-    end = time.monotonic() + 5
-    while ray.object_store_stats()["n_objects"] and time.monotonic() < end:
-        time.sleep(0.05)
-    assert ray.object_store_stats()["n_objects"] == 0
+    assert store_empties(), ray.object_store_stats()
