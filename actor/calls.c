@@ -449,6 +449,23 @@ static slot *pop(aconn *ac) {
     return s;
 }
 
+/* The call a RESULT frame answers: the head's, or (an actor with max_concurrency > 1
+ * replies as its calls finish) a later one's, taken out of the FIFO (which stays in send
+ * order). NULL: none of ours, or its frame is not all sent. */
+static slot *take_seq(aconn *ac, uint64_t seq) {
+    slot *s = ac->head;
+    if (s && s->seq == seq) return s->end > ac->sent ? NULL : pop(ac);
+    for (slot *prev = s; prev && (s = prev->next); prev = s) {
+        if (s->seq != seq) continue;
+        if (s->end > ac->sent) return NULL;
+        prev->next = s->next;
+        if (ac->tail == s) ac->tail = prev;
+        s->next = NULL;
+        return s;
+    }
+    return NULL;
+}
+
 static slot *pop_held(aconn *ac) {
     slot *s = ac->held_head;
     ac->held_head = s->next;
@@ -709,9 +726,10 @@ static void on_readable(tr__actors *a, aconn *ac) {
         int res_rc, is_ref = 0;
         const void *data;
         size_t dlen;
-        if (r < 0 || h.type != TR__MSG_RESULT || !ac->head || ac->head->seq != h.seq ||
-            ac->head->end > ac->sent ||
-            tr__result_parse(body, h.len, &res_rc, &data, &dlen, &is_ref)) {
+        slot *s = NULL;
+        if (r < 0 || h.type != TR__MSG_RESULT ||
+            tr__result_parse(body, h.len, &res_rc, &data, &dlen, &is_ref) ||
+            !(s = take_seq(ac, h.seq))) {
             char why[300];
             snprintf(why, sizeof why, "malformed reply from the worker: %s",
                      r < 0 ? tr__last_error() : "unexpected frame");
@@ -720,7 +738,6 @@ static void on_readable(tr__actors *a, aconn *ac) {
             conn_failed(a, ac, TR_EPROTO, why);
             return;
         }
-        slot *s = pop(ac);
         if (is_ref) {
             /* A large result, transferred to us: take the hold over now (no wait); the
              * view, which may mean a restore from disk, is taken by tr_get without mu. */
