@@ -41,6 +41,9 @@ int tr__actor_create(tr__nodeconn *node, const char *cls, const tr_actor_options
         return tr__err(TR_EINVAL, "tr_actor_create: n_resources without resources");
     if (opts->max_restarts < -1)
         return tr__err(TR_EINVAL, "tr_actor_create: max_restarts must be >= -1");
+    if (opts->max_concurrency < 0 || opts->max_concurrency > TR__MAX_CONCURRENCY)
+        return tr__err(TR_EINVAL, "tr_actor_create: max_concurrency %d: 1..%d (0: 1)",
+                       opts->max_concurrency, TR__MAX_CONCURRENCY);
     if (len + 4096 > node->max_msg)
         return tr__err(TR_EMSGSIZE,
                        "constructor arguments of %zu bytes exceed the message "
@@ -76,6 +79,10 @@ int tr__actor_create(tr__nodeconn *node, const char *cls, const tr_actor_options
     if (opts->detached) {
         tr__enc_str(&b, "detached");
         tr__enc_int(&b, 1);
+    }
+    if (opts->max_concurrency > 1) { /* (absent: 1, as a node from before it reads it) */
+        tr__enc_str(&b, "conc");
+        tr__enc_int(&b, opts->max_concurrency);
     }
     static const tr_pg_id none;
     if (memcmp(opts->placement_group.b, none.b, 16) != 0) { /* the node renames req */

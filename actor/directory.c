@@ -47,6 +47,7 @@ typedef struct actor {
     int no_restart;
     int owner_gone; /* freed once dead and reaped */
     int detached;   /* outlives its owner (lives until killed or the node ends) */
+    int conc;       /* max_concurrency (its worker runs up to conc calls at once) */
     uv_timer_t start_timer;
     int timer_live;
     waiter *waiters;
@@ -357,6 +358,9 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
     int64_t detached = 0;
     if (tr__obj_get(body, "detached") && (rc = tr__get_int(body, "detached", &detached))) goto fail;
     a->detached = detached != 0;
+    int64_t conc = 1;
+    if (tr__obj_get(body, "conc") && (rc = tr__get_int(body, "conc", &conc))) goto fail;
+    a->conc = conc < 1 ? 1 : conc > TR__MAX_CONCURRENCY ? TR__MAX_CONCURRENCY : (int)conc;
     if (!*a->cls) {
         rc = tr__err(TR_EINVAL, "create: empty class name");
         goto fail;
@@ -593,6 +597,10 @@ static void on_worker_start(void *ctx, tr__conn *c, uint64_t seq, const tr__obj 
     tr__enc_str(&b, a->path);
     tr__enc_str(&b, "name");
     tr__enc_str(&b, a->name);
+    if (a->conc > 1) {
+        tr__enc_str(&b, "conc");
+        tr__enc_int(&b, a->conc);
+    }
     tr__enc_map_close(&b, m);
     tr__server_reply(c, seq, &b);
     tr__buf_free(&b);

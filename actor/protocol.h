@@ -1,13 +1,15 @@
 /* actor/protocol.h - the actor layer's message types and the call/result body codec.
  *
  * Node messages (driver/worker <-> node, msgpack maps):
- *   ACTOR_CREATE {class, args, name?, max_restarts, res}      -> {id}
+ *   ACTOR_CREATE {class, args, name?, max_restarts, res, detached?, conc?, pg?, bundle?}
+ *                                                              -> {id}
+ *                     (conc: max_concurrency, absent if 1)
  *   ACTOR_RESOLVE {id, wait_ms}                                -> {state, inc, path?, reason?}
  *   ACTOR_KILL {id, no_restart}                                -> {}
  *   ACTOR_BY_NAME {name}                                       -> {id}
  *   ACTOR_INFO {id}  -> {state, pid, restarts, max_restarts, class, name?, node, reason?,
  *                        cpus ("0,1": the cores it is bound to; "" if it floats)}
- *   WORKER_START {id}      (worker, first thing)               -> {class, args, inc, path}
+ *   WORKER_START {id}      (worker, first thing)     -> {class, args, inc, path, max_msg, conc?}
  *   WORKER_READY {id, inc} (constructor ran, listening)        -> {}
  *   WORKER_FAILED {id, inc, msg}                               -> {}
  *   NODE_WHERE {num}  (a node of the cluster, by number: to pull its objects; 0: this
@@ -61,6 +63,9 @@ enum {
 const char *tr__actor_state_name(int state);
 
 #define TR__RESULT_HANDED 65535
+
+/* tr_actor_options.max_concurrency's bound. */
+#define TR__MAX_CONCURRENCY 65536
 
 /* Results above this size go into the object store instead of the socket. */
 #define TR__INLINE_RESULT_MAX (100u << 10)

@@ -1,4 +1,5 @@
-/* actor/worker.c - the worker main loop (epoll, one thread). */
+/* actor/worker.c - the worker main loop (epoll, one thread), and for an actor with
+ * max_concurrency > 1 the pool of threads that runs its calls (worker.h). */
 #include "actor/worker.h"
 
 #include <errno.h>
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <time.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -164,7 +166,13 @@ typedef struct client {
     tr__buf in, out;
     int want_out;
     struct client *next;
+    /* an actor with max_concurrency > 1 (pool): out and want_out are under the pool's
+     * lock; calls of this client queued or running hold it (refs), so that one whose
+     * caller went (gone) frees it with its last */
+    int refs, gone;
 } client;
+
+struct pool;
 
 typedef struct worker {
     tr__worker_env env;
@@ -178,7 +186,8 @@ typedef struct worker {
     tr_ctx ctx;
     size_t max_msg;
     client *clients;
-    int32_t *busy; /* a task worker's word on the node's board (tasks.h), or NULL */
+    int32_t *busy;     /* a task worker's word on the node's board (tasks.h), or NULL */
+    struct pool *pool; /* max_concurrency > 1: the threads that run calls; NULL: the loop */
 } worker;
 
 /* The actor's method lock (env.mu): static, so that a graph's loop thread that outlives
@@ -216,18 +225,28 @@ static void on_term(int sig) {
     stop_requested = 1;
 }
 
+static void free_client(client *c) {
+    tr__buf_free(&c->in);
+    tr__buf_free(&c->out);
+    free(c);
+}
+
+static void pool_drop_client(worker *w, client *c);
+
 static void drop_client(worker *w, client *c) {
-    epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
-    close(c->fd);
     for (client **pp = &w->clients; *pp; pp = &(*pp)->next) {
         if (*pp == c) {
             *pp = c->next;
             break;
         }
     }
-    tr__buf_free(&c->in);
-    tr__buf_free(&c->out);
-    free(c);
+    if (w->pool) {
+        pool_drop_client(w, c);
+        return;
+    }
+    epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    free_client(c);
 }
 
 const tr_method_def *tr__find_method(const tr_actor_class *cls, const char *m, size_t n) {
@@ -241,13 +260,13 @@ const tr_method_def *tr__find_method(const tr_actor_class *cls, const char *m, s
 #define ARG_SEAL_TIMEOUT_MS 10000
 
 /* Lets go of the objects among the first ctx->n_refs arguments. */
-static void unpin_refs(worker *w, const uint8_t *refs) {
-    for (size_t i = 0; i < w->ctx.n_refs; i++) {
+static void unpin_refs(worker *w, tr_ctx *ctx, const uint8_t *refs) {
+    for (size_t i = 0; i < ctx->n_refs; i++) {
         tr_ref r;
         memcpy(r.b, refs + 16 * i, 16);
         if (tr__ref_is_object(&r)) tr__objects_unpin(w->objects, r);
     }
-    w->ctx.n_refs = 0;
+    ctx->n_refs = 0;
 }
 
 static const uint8_t zero_ref[16];
@@ -255,15 +274,14 @@ static const uint8_t zero_ref[16];
 /* Resolves the call's arguments passed by reference: objects are pinned and viewed
  * (waiting for a seal), values carried inline are viewed in the frame. On failure appends
  * an error RESULT and returns 1 (-1 if even that failed). */
-static int resolve_refs(worker *w, client *c, uint64_t seq, const uint8_t *refs, size_t n,
-                        const void *inl, size_t inl_len) {
-    tr_ctx *ctx = &w->ctx;
+static int resolve_refs(worker *w, tr_ctx *ctx, tr__buf *out, uint64_t seq, const uint8_t *refs,
+                        size_t n, const void *inl, size_t inl_len) {
     if (n > ctx->cap_refs) {
         const void **d = realloc(ctx->ref_data, n * sizeof *d);
         if (d) ctx->ref_data = d;
         size_t *l = realloc(ctx->ref_len, n * sizeof *l);
         if (l) ctx->ref_len = l;
-        if (!d || !l) return tr__result_frame(&c->out, seq, TR_ENOMEM, "", 1) ? -1 : 1;
+        if (!d || !l) return tr__result_frame(out, seq, TR_ENOMEM, "", 1) ? -1 : 1;
         ctx->cap_refs = n;
     }
     for (size_t i = 0; i < n; i++) {
@@ -281,15 +299,15 @@ static int resolve_refs(worker *w, client *c, uint64_t seq, const uint8_t *refs,
             char msg[400];
             snprintf(msg, sizeof msg, "argument %zu: %s", i, tr__last_error());
             ctx->n_refs = i;
-            unpin_refs(w, refs);
-            return tr__result_frame(&c->out, seq, rc, msg, strlen(msg) + 1) ? -1 : 1;
+            unpin_refs(w, ctx, refs);
+            return tr__result_frame(out, seq, rc, msg, strlen(msg) + 1) ? -1 : 1;
         }
     }
     ctx->n_refs = n;
     if (inl_len) { /* values nobody asked for: a malformed call */
         char msg[] = "malformed call: inline values left over";
-        unpin_refs(w, refs);
-        return tr__result_frame(&c->out, seq, TR_EPROTO, msg, sizeof msg) ? -1 : 1;
+        unpin_refs(w, ctx, refs);
+        return tr__result_frame(out, seq, TR_EPROTO, msg, sizeof msg) ? -1 : 1;
     }
     return 0;
 }
@@ -299,8 +317,7 @@ static int resolve_refs(worker *w, client *c, uint64_t seq, const uint8_t *refs,
 /* A result that contains refs is a container object (tr_ctx_reply_contains made it): its
  * refs live while it does, so the caller can borrow them whenever it reads it
  * (docs/OWNERSHIP.md). It goes to the caller as a large result does. */
-static int send_container(worker *w, client *c, uint64_t seq) {
-    tr_ctx *ctx = &w->ctx;
+static int send_container(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t seq) {
     tr_ref r = ctx->result_obj;
     ctx->has_result_obj = 0; /* ours to transfer or release now */
     int rc = c->caller < 0 ? tr__err(TR_ESTATE, "the caller did not say its store index: a "
@@ -308,26 +325,29 @@ static int send_container(worker *w, client *c, uint64_t seq) {
                            : tr__objects_transfer(w->objects, r, c->caller, c->pid);
     if (rc) {
         tr__objects_release(w->objects, r);
-        return tr__result_frame(&c->out, seq, rc, tr__last_error(), strlen(tr__last_error()) + 1);
+        return tr__result_frame(out, seq, rc, tr__last_error(), strlen(tr__last_error()) + 1);
     }
-    return tr__result_frame_ref(&c->out, seq, r.b);
+    return tr__result_frame_ref(out, seq, r.b);
 }
 
-static int store_result(worker *w, client *c, uint64_t seq, const void *data, size_t len) {
+static int store_result(worker *w, client *c, tr__buf *out, uint64_t seq, const void *data,
+                        size_t len) {
     tr_ref r;
     int rc = c->caller < 0 ? tr__err(TR_EINVAL, "the caller did not say its store index")
                            : tr__objects_put(w->objects, data, len, &r);
     if (!rc && (rc = tr__objects_transfer(w->objects, r, c->caller, c->pid)))
         tr__objects_release(w->objects, r);
-    if (!rc) return tr__result_frame_ref(&c->out, seq, r.b);
+    if (!rc) return tr__result_frame_ref(out, seq, r.b);
     /* no store for it: the socket, if the frame limit allows */
     return len + 64 <= w->max_msg
-               ? tr__result_frame(&c->out, seq, 0, data, len)
-               : tr__result_frame(&c->out, seq, rc, tr__last_error(), strlen(tr__last_error()) + 1);
+               ? tr__result_frame(out, seq, 0, data, len)
+               : tr__result_frame(out, seq, rc, tr__last_error(), strlen(tr__last_error()) + 1);
 }
 
-/* Runs one call and appends its RESULT frame to c->out. */
-static int run_call(worker *w, client *c, uint64_t seq, const char *body, size_t n) {
+/* Runs one call on ctx (the loop's, or a pool thread's) and appends its RESULT frame to out
+ * (c->out, or a pool thread's own buffer). */
+static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t seq, const char *body,
+                    size_t n) {
     const char *m;
     size_t mlen, alen, n_refs, inl_len;
     const void *args, *refs, *inl;
@@ -337,41 +357,40 @@ static int run_call(worker *w, client *c, uint64_t seq, const char *body, size_t
     for (size_t i = 0; builtin && i < w->n_builtins; i++) {
         const tr__worker_builtin *b = &w->builtins[i];
         if (strlen(b->name) != mlen || memcmp(b->name, m, mlen) != 0) continue;
-        tr_ctx *ctx = &w->ctx;
         tr__buf_reset(&ctx->result);
         ctx->has_err = 0;
         int r = b->fn(&w->env, ctx, args, alen);
         if (r != 0 || ctx->result.oom)
-            return tr__result_frame(&c->out, seq, r ? r : TR_ENOMEM,
+            return tr__result_frame(out, seq, r ? r : TR_ENOMEM,
                                     ctx->has_err ? ctx->err : tr__last_error(),
                                     strlen(ctx->has_err ? ctx->err : tr__last_error()) + 1);
-        return tr__result_frame(&c->out, seq, 0, ctx->result.data, ctx->result.len);
+        return tr__result_frame(out, seq, 0, ctx->result.data, ctx->result.len);
     }
     tr_method_def own;
-    const tr_method_def *def = tr__find_method_or_dispatch(w->cls, m, mlen, &own, w->ctx.method_buf,
-                                                           sizeof w->ctx.method_buf);
+    const tr_method_def *def =
+        tr__find_method_or_dispatch(w->cls, m, mlen, &own, ctx->method_buf, sizeof ctx->method_buf);
     if (!def) {
         char msg[400];
         int k = snprintf(msg, sizeof msg, "class '%s' has no method '%.*s'", w->cls->name,
                          (int)(mlen > 200 ? 200 : mlen), m);
-        return tr__result_frame(&c->out, seq, TR_ENOMETHOD, msg, (size_t)k + 1);
+        return tr__result_frame(out, seq, TR_ENOMETHOD, msg, (size_t)k + 1);
     }
-    tr_ctx *ctx = &w->ctx;
     if (n_refs) {
-        int rr = resolve_refs(w, c, seq, refs, n_refs, inl, inl_len);
+        int rr = resolve_refs(w, ctx, out, seq, refs, n_refs, inl, inl_len);
         if (rr) return rr < 0 ? TR_ENOMEM : 0;
     }
     tr__buf_reset(&ctx->result);
     drop_result_obj(ctx);
     ctx->has_err = 0;
-    pthread_mutex_lock(&method_mu);
+    pthread_mutex_t *mu = w->pool ? NULL : &method_mu; /* (N > 1: no lock between calls) */
+    if (mu) pthread_mutex_lock(mu);
     ctx->method = def->name;
     if (w->busy) __atomic_store_n(w->busy, 1, __ATOMIC_RELAXED); /* (a task worker) */
     int r = def->fn(ctx, w->self, args, alen);
     if (w->busy) __atomic_store_n(w->busy, 0, __ATOMIC_RELAXED);
     ctx->method = NULL;
-    pthread_mutex_unlock(&method_mu);
-    if (n_refs) unpin_refs(w, refs);
+    if (mu) pthread_mutex_unlock(mu);
+    if (n_refs) unpin_refs(w, ctx, refs);
     if (r != 0 || ctx->result.oom) {
         drop_result_obj(ctx);
         if (!ctx->has_err) {
@@ -381,19 +400,19 @@ static int run_call(worker *w, client *c, uint64_t seq, const char *body, size_t
             else
                 snprintf(ctx->err, sizeof ctx->err, "method '%s' returned %d", def->name, r);
         }
-        return tr__result_frame(&c->out, seq, TR_ETASK, ctx->err, strlen(ctx->err) + 1);
+        return tr__result_frame(out, seq, TR_ETASK, ctx->err, strlen(ctx->err) + 1);
     }
-    if (ctx->has_result_obj) return send_container(w, c, seq);
+    if (ctx->has_result_obj) return send_container(w, ctx, c, out, seq);
     if (ctx->result.len > TR__INLINE_RESULT_MAX && w->objects && c->caller >= 0)
-        return store_result(w, c, seq, ctx->result.data, ctx->result.len);
+        return store_result(w, c, out, seq, ctx->result.data, ctx->result.len);
     if (ctx->result.len + 64 > w->max_msg) {
         snprintf(ctx->err, sizeof ctx->err,
                  "method '%s': its result of %zu bytes exceeds the message limit of %zu "
                  "(max_message_bytes)",
                  def->name, ctx->result.len, w->max_msg);
-        return tr__result_frame(&c->out, seq, TR_EMSGSIZE, ctx->err, strlen(ctx->err) + 1);
+        return tr__result_frame(out, seq, TR_EMSGSIZE, ctx->err, strlen(ctx->err) + 1);
     }
-    return tr__result_frame(&c->out, seq, 0, ctx->result.data, ctx->result.len);
+    return tr__result_frame(out, seq, 0, ctx->result.data, ctx->result.len);
 }
 
 /* Writes what it can without blocking. Returns 0, or -1 if the caller went away (c is
@@ -412,6 +431,257 @@ static int flush_client(worker *w, client *c) {
     return 0;
 }
 
+/* The CALLER frame (consumed here): the caller's object store index. */
+static void on_caller_frame(client *c, const char *body, size_t len) {
+    tr__dec d;
+    int64_t idx = -1;
+    if (tr__dec_init(&d, body, len) == 0) {
+        if (tr__obj_len(d.root) == 1) tr__obj_int(tr__obj_at(d.root, 0), "client", &idx);
+        tr__dec_free(&d);
+    }
+    c->caller = idx >= 0 && idx < 256 ? (int)idx : -1;
+    tr__buf_consume(&c->in, TR__FRAME_HDR + len);
+}
+
+/* ------------------------------------------------------------------ max_concurrency > 1
+ *
+ * The loop reads calls and queues them; a pool of threads (one made whenever a call is
+ * queued and no thread is idle, up to max_concurrency; they live as long as the worker)
+ * runs them, each on a tr_ctx of its own and with no method lock, and writes each result
+ * to its caller's socket as it is done: results come back in the order calls finish (the
+ * caller matches them by seq). The pool's lock guards the queue and each client's out
+ * buffer; the loop still owns reading, accepting and dropping clients. */
+
+/* A call for the pool: a copy of its frame's body (the loop's read buffer moves on). */
+typedef struct job {
+    struct job *next;
+    client *c;
+    uint64_t seq;
+    size_t len;
+    char body[];
+} job;
+
+typedef struct pool {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;      /* a job queued, or stop */
+    pthread_cond_t done_cv; /* a thread ended */
+    job *head, *tail;
+    size_t queued;
+    int max, threads, idle, stop;
+    worker *w;
+} pool;
+
+static void ctx_init(tr_ctx *ctx, const worker *w) {
+    memset(ctx, 0, sizeof *ctx);
+    ctx->rt = w->ctx.rt;
+    ctx->id = w->ctx.id;
+    ctx->objects = w->objects;
+}
+
+static void ctx_free(tr_ctx *ctx) {
+    tr__buf_free(&ctx->result);
+    drop_result_obj(ctx);
+    free(ctx->ref_data);
+    free(ctx->ref_len);
+}
+
+/* Sends what c->out holds now; asks the loop to finish it when the socket is full, and
+ * has the loop drop a caller whose socket broke (it sees EOF). Caller holds p->mu. */
+static void pool_flush_locked(worker *w, client *c) {
+    if (tr__write_some(c->fd, &c->out)) {
+        shutdown(c->fd, SHUT_RDWR);
+        tr__buf_reset(&c->out);
+    }
+    int want = tr__buf_avail(&c->out) > 0;
+    if (want != c->want_out) {
+        struct epoll_event ev = {.events = want ? EPOLLIN | EPOLLOUT : EPOLLIN, .data.ptr = c};
+        epoll_ctl(w->ep, EPOLL_CTL_MOD, c->fd, &ev);
+        c->want_out = want;
+    }
+}
+
+static void *pool_thread(void *arg) {
+    pool *p = arg;
+    worker *w = p->w;
+    tr_ctx *ctx = malloc(sizeof *ctx);
+    tr__buf out = TR__BUF_INIT;
+    pthread_mutex_lock(&p->mu);
+    if (ctx) ctx_init(ctx, w);
+    while (ctx) {
+        while (!p->head && !p->stop) {
+            p->idle++;
+            pthread_cond_wait(&p->cv, &p->mu);
+            p->idle--;
+        }
+        if (p->stop) break;
+        job *j = p->head;
+        p->head = j->next;
+        if (!p->head) p->tail = NULL;
+        p->queued--;
+        client *c = j->c;
+        if (!c->gone) { /* (a call whose caller went is not run) */
+            pthread_mutex_unlock(&p->mu);
+            tr__buf_reset(&out);
+            int rc = run_call(w, ctx, c, &out, j->seq, j->body, j->len);
+            pthread_mutex_lock(&p->mu);
+            if (!c->gone) {
+                if (rc || tr__buf_append(&c->out, out.data + out.off, tr__buf_avail(&out))) {
+                    TR_LOG_WARN_LIMITED("WORKER-BADCALL", "dropping a caller: %s",
+                                        tr__last_error());
+                    shutdown(c->fd, SHUT_RDWR); /* the loop drops it */
+                } else {
+                    pool_flush_locked(w, c);
+                }
+            }
+        }
+        if (--c->refs == 0 && c->gone) free_client(c);
+        free(j);
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (ctx) ctx_free(ctx);
+    free(ctx);
+    tr__buf_free(&out);
+    pthread_mutex_lock(&p->mu);
+    p->threads--;
+    pthread_cond_broadcast(&p->done_cv);
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+/* One more thread. Caller holds p->mu. Returns 0 or TR_ENOMEM. */
+static int pool_spawn(pool *p) {
+    pthread_attr_t at;
+    pthread_t t;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    int e = pthread_create(&t, &at, pool_thread, p);
+    pthread_attr_destroy(&at);
+    if (e) return tr__err(TR_ENOMEM, "a thread for the actor's calls: %s", strerror(e));
+    p->threads++;
+    return 0;
+}
+
+static pool *pool_create(worker *w, int max) {
+    pool *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    pthread_cond_init(&p->done_cv, NULL);
+    p->max = max;
+    p->w = w;
+    pthread_mutex_lock(&p->mu);
+    int rc = pool_spawn(p); /* one from the start: a call never waits for a thread to exist */
+    pthread_mutex_unlock(&p->mu);
+    if (rc) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* Queues a call of c (the loop's thread). Returns 0 or TR_ENOMEM. */
+static int pool_submit(worker *w, client *c, uint64_t seq, const char *body, size_t len) {
+    pool *p = w->pool;
+    job *j = malloc(sizeof *j + len);
+    if (!j) return tr__err(TR_ENOMEM, "queueing a call of %zu bytes", len);
+    j->next = NULL;
+    j->c = c;
+    j->seq = seq;
+    j->len = len;
+    memcpy(j->body, body, len);
+    pthread_mutex_lock(&p->mu);
+    c->refs++;
+    if (p->tail)
+        p->tail->next = j;
+    else
+        p->head = j;
+    p->tail = j;
+    p->queued++;
+    if (p->queued > (size_t)p->idle && p->threads < p->max) pool_spawn(p); /* (else: later) */
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    return 0;
+}
+
+/* The loop lets go of a client: its calls queued are not run, those running reply to
+ * nobody; the last of them frees it. */
+static void pool_drop_client(worker *w, client *c) {
+    pool *p = w->pool;
+    pthread_mutex_lock(&p->mu);
+    epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    c->fd = -1;
+    c->gone = 1;
+    int last = c->refs == 0;
+    pthread_mutex_unlock(&p->mu);
+    if (last) free_client(c);
+}
+
+/* Stops the pool: queued calls are dropped, running ones finish. Returns the threads
+ * still in a method after wait_ms (0: all ended, and the pool is freed). */
+static int pool_stop(pool *p, int wait_ms) {
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    while (p->head) {
+        job *j = p->head;
+        p->head = j->next;
+        if (--j->c->refs == 0 && j->c->gone) free_client(j->c);
+        free(j);
+    }
+    p->tail = NULL;
+    p->queued = 0;
+    pthread_cond_broadcast(&p->cv);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += wait_ms / 1000;
+    until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+    while (p->threads > 0)
+        if (pthread_cond_timedwait(&p->done_cv, &p->mu, &until) == ETIMEDOUT) break;
+    int left = p->threads;
+    pthread_mutex_unlock(&p->mu);
+    if (left) return left;
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    pthread_cond_destroy(&p->done_cv);
+    free(p);
+    return 0;
+}
+
+static void on_client_pooled(worker *w, client *c, uint32_t events) {
+    pool *p = w->pool;
+    if (events & EPOLLOUT) {
+        pthread_mutex_lock(&p->mu);
+        pool_flush_locked(w, c);
+        pthread_mutex_unlock(&p->mu);
+    }
+    if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR))) return;
+    int closing = tr__read_some(c->fd, &c->in) < 0;
+    for (;;) {
+        tr__frame_hdr h;
+        const char *body;
+        int r = tr__frame_parse(&c->in, w->max_msg, &h, &body);
+        if (r == 0) break;
+        if (r > 0 && h.type == TR__MSG_CALLER) {
+            on_caller_frame(c, body, h.len);
+            continue;
+        }
+        if (r < 0 || h.type != TR__MSG_CALL || pool_submit(w, c, h.seq, body, h.len)) {
+            TR_LOG_WARN_LIMITED("WORKER-BADFRAME", "dropping a caller: %s",
+                                r < 0 ? tr__last_error() : "unexpected message type");
+            if (r == TR_EMSGSIZE) {
+                pthread_mutex_lock(&p->mu);
+                if (!tr__result_frame(&c->out, h.seq, r, "", 1)) tr__write_some(c->fd, &c->out);
+                pthread_mutex_unlock(&p->mu);
+            }
+            drop_client(w, c);
+            return;
+        }
+        tr__buf_consume(&c->in, TR__FRAME_HDR + h.len);
+    }
+    if (closing) drop_client(w, c);
+}
+
 static void on_client(worker *w, client *c, uint32_t events) {
     if ((events & EPOLLOUT) && flush_client(w, c)) return;
     if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR))) return;
@@ -422,14 +692,7 @@ static void on_client(worker *w, client *c, uint32_t events) {
         int r = tr__frame_parse(&c->in, w->max_msg, &h, &body);
         if (r == 0) break;
         if (r > 0 && h.type == TR__MSG_CALLER) {
-            tr__dec d;
-            int64_t idx = -1;
-            if (tr__dec_init(&d, body, h.len) == 0) {
-                if (tr__obj_len(d.root) == 1) tr__obj_int(tr__obj_at(d.root, 0), "client", &idx);
-                tr__dec_free(&d);
-            }
-            c->caller = idx >= 0 && idx < 256 ? (int)idx : -1;
-            tr__buf_consume(&c->in, TR__FRAME_HDR + h.len);
+            on_caller_frame(c, body, h.len);
             continue;
         }
         if (r < 0 || h.type != TR__MSG_CALL) {
@@ -440,7 +703,7 @@ static void on_client(worker *w, client *c, uint32_t events) {
             return;
         }
         int64_t t0 = tr__now_ns();
-        if ((r = run_call(w, c, h.seq, body, h.len))) {
+        if ((r = run_call(w, &w->ctx, c, &c->out, h.seq, body, h.len))) {
             TR_LOG_WARN_LIMITED("WORKER-BADCALL", "dropping a caller: %s", tr__last_error());
             drop_client(w, c);
             return;
@@ -595,7 +858,13 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
             goto out;
         }
     }
+    int64_t conc = 1;
+    if (tr__obj_get(r.root, "conc")) tr__get_int(r.root, "conc", &conc);
     tr__reply_free(&r);
+    if (conc > 1 && !task_worker && !(w.pool = pool_create(&w, (int)conc))) {
+        report_failure(node, id, inc, "no memory or thread for the actor's call threads");
+        goto out;
+    }
     w.env =
         (tr__worker_env){rt, w.ctx.id, w.cls, w.self, &method_mu, node_path, w.max_msg, objects};
 
@@ -650,7 +919,10 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
             } else {
                 /* A client may have been dropped by an earlier event of this batch only if
                  * it is this one; events are per fd, so p is still valid here. */
-                on_client(&w, p, evs[i].events);
+                if (w.pool)
+                    on_client_pooled(&w, p, evs[i].events);
+                else
+                    on_client(&w, p, evs[i].events);
             }
         }
     }
@@ -658,10 +930,15 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
 out:
     while (w.clients)
         drop_client(&w, w.clients);
+    /* calls running on the pool finish first; one that does not (it waits for something
+     * that will never come) leaves the destructor unrun, as the process exits anyway */
+    int stuck = w.pool ? pool_stop(w.pool, NODE_TIMEOUT_MS / 5) : 0;
+    if (stuck)
+        TR_LOG_WARN("WORKER-STUCK", "%d call(s) still running at exit: no destructor", stuck);
     /* a compiled graph's loop may be in a method: the destructor waits for it, and no
      * method runs after it (the process exits holding the lock) */
     pthread_mutex_lock(&method_mu);
-    if (w.self && w.cls && w.cls->dtor) w.cls->dtor(w.self);
+    if (!stuck && w.self && w.cls && w.cls->dtor) w.cls->dtor(w.self);
     if (w.lfd >= 0) {
         close(w.lfd);
         unlink(path);

@@ -5,6 +5,13 @@
  * One thread serves calls; a compiled graph's loop is another (dag/exec.c), and the
  * actor's method lock keeps their methods from running at once. Replies to a batch of
  * calls read together go out in one write.
+ *
+ * An actor created with max_concurrency N > 1 is served differently: the loop reads
+ * calls and queues them; up to N threads of a pool (made as calls wait, each with its own
+ * tr_ctx) run them without the method lock, and each writes its call's reply as soon as
+ * it is done, so replies come out of call order (the caller matches them by seq). A
+ * graph's steps still take the method lock, so they run one at a time among themselves
+ * but beside the pool's calls.
  */
 #ifndef TR_ACTOR_WORKER_H
 #define TR_ACTOR_WORKER_H
@@ -18,7 +25,8 @@
 
 /* What other threads of the worker need to run the actor's methods (dag/exec.c: a
  * compiled graph's loop). `mu` is the actor's method lock: held while any method runs, so
- * methods never run at the same time, from whichever thread. */
+ * methods never run at the same time, from whichever thread (max_concurrency 1; with
+ * more, the pool's calls do not take it: see above). */
 typedef struct tr__worker_env {
     tr_runtime *rt;
     tr_actor_id id;

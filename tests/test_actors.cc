@@ -30,6 +30,8 @@ extern "C" {
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -1280,6 +1282,88 @@ int t_make_actor(tr_ctx *ctx, const void *args, size_t len) {
               : reply_i64(ctx, out);
 }
 
+/* "Concurrent": a class whose methods are thread-safe, for actors created with
+ * max_concurrency > 1 (tests/concurrency_test.cc). */
+struct Concurrent {
+    std::mutex mu;
+    std::condition_variable cv;
+    int64_t arrived = 0;
+    int running = 0, peak = 0;
+    std::atomic<int64_t> total{0};
+};
+
+int conc_new(tr_ctx *ctx, const void *args, size_t len, void **self) {
+    (void)ctx, (void)args, (void)len;
+    *self = new Concurrent;
+    return 0;
+}
+
+void conc_free(void *self) {
+    delete (Concurrent *)self;
+}
+
+/* Counts the methods running at once (peak). */
+struct Running {
+    explicit Running(Concurrent *c) : c(c) {
+        std::lock_guard<std::mutex> g(c->mu);
+        c->peak = std::max(c->peak, ++c->running);
+    }
+    ~Running() {
+        std::lock_guard<std::mutex> g(c->mu);
+        c->running--;
+    }
+    Concurrent *c;
+};
+
+/* args: int64 n, int64 timeout_ms. Arrives, then waits until n calls have arrived in
+ * all (a barrier among calls running at once); replies the arrivals seen, or fails
+ * after timeout_ms saying how many had come. */
+int c_meet(tr_ctx *ctx, void *self, const void *args, size_t len) {
+    auto *c = (Concurrent *)self;
+    int64_t a[2];
+    if (len != sizeof a) return tr_ctx_error(ctx, "meet wants two int64");
+    memcpy(a, args, sizeof a);
+    Running r(c);
+    std::unique_lock<std::mutex> g(c->mu);
+    c->arrived++;
+    c->cv.notify_all();
+    if (!c->cv.wait_for(g, std::chrono::milliseconds(a[1]), [&] { return c->arrived >= a[0]; }))
+        return tr_ctx_error(ctx, "timed out with %lld of %lld arrived", (long long)c->arrived,
+                            (long long)a[0]);
+    return reply_i64(ctx, c->arrived);
+}
+
+/* args: int64 ms. Sleeps, then replies the most methods that ran at once so far. */
+int c_hold(tr_ctx *ctx, void *self, const void *args, size_t len) {
+    auto *c = (Concurrent *)self;
+    Running r(c);
+    std::this_thread::sleep_for(std::chrono::milliseconds(arg_i64(args, len)));
+    std::lock_guard<std::mutex> g(c->mu);
+    return reply_i64(ctx, c->peak);
+}
+
+/* Replies its argument after a pause of 0-63 us drawn from it (results finish out of
+ * order), and adds 1 to the total. */
+int c_echo(tr_ctx *ctx, void *self, const void *args, size_t len) {
+    auto *c = (Concurrent *)self;
+    c->total++;
+    std::this_thread::sleep_for(std::chrono::microseconds(checksum(args, len) % 64));
+    return tr_ctx_reply(ctx, args, len);
+}
+
+int c_total(tr_ctx *ctx, void *self, const void *args, size_t len) {
+    (void)args, (void)len;
+    return reply_i64(ctx, ((Concurrent *)self)->total.load());
+}
+
+int c_crash(tr_ctx *ctx, void *self, const void *args, size_t len) {
+    (void)ctx, (void)self, (void)args, (void)len;
+    _exit(3);
+}
+
+const tr_method_def concurrent_methods[] = {
+    {"meet", c_meet}, {"hold", c_hold}, {"echo", c_echo}, {"total", c_total}, {"crash", c_crash}};
+
 void add_functions(tr_config *cfg) {
     static const struct {
         const char *name;
@@ -1316,6 +1400,13 @@ void add_classes(tr_config *cfg) {
     plain.methods = counter_methods + 3; /* echo, fail, ... */
     plain.n_methods = 3;
     if (tr_config_add_class(cfg, &plain)) abort();
+    tr_actor_class conc = TR_ACTOR_CLASS_INIT;
+    conc.name = "Concurrent";
+    conc.ctor = conc_new;
+    conc.dtor = conc_free;
+    conc.methods = concurrent_methods;
+    conc.n_methods = sizeof concurrent_methods / sizeof concurrent_methods[0];
+    if (tr_config_add_class(cfg, &conc)) abort();
     add_functions(cfg);
 }
 

@@ -333,10 +333,20 @@ typedef struct tr_actor_options {
      * lifetime="detached"): it lives until tr_actor_kill or its node's end, found by name
      * from any process (give it one). Default 0: it dies with its creator. */
     int detached;
+    /* Added in 0.4: how many of its method calls the actor runs at once (Ray's
+     * max_concurrency). 1 (the default; 0 reads as 1): one at a time, in the order each
+     * caller sent them. N > 1 (up to 65536): up to N at once, each on a thread of the
+     * worker's own (made as they are needed) with its own tr_ctx, and no lock between
+     * them: the class's methods must then be thread-safe (the constructor and destructor
+     * still run alone). Calls start in the order each caller sent them and return as
+     * they finish (a fast call's result does not wait behind a slow one's). A compiled
+     * graph's steps on such an actor run beside its calls (steps of its graphs still run
+     * one at a time among themselves). */
+    int max_concurrency;
 } tr_actor_options;
 
 #define TR_ACTOR_OPTIONS_INIT                                                                      \
-    { TR_STRUCT_SIZE(tr_actor_options), 0.0, 0.0, NULL, 0, NULL, 0, {{0}}, -1, 0 }
+    { TR_STRUCT_SIZE(tr_actor_options), 0.0, 0.0, NULL, 0, NULL, 0, {{0}}, -1, 0, 1 }
 /* Same as TR_ACTOR_OPTIONS_INIT, for bindings. Thread safety: any thread. */
 TR_API void tr_actor_options_init(tr_actor_options *opts);
 

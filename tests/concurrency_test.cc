@@ -1,0 +1,208 @@
+/* tests/concurrency_test.cc - actors that run several calls at once (max_concurrency > 1,
+ * Ray's threaded actors): calls that wait for each other all finish, the limit holds,
+ * results reach the right calls under many caller threads, a crash fails every call in
+ * flight, and a plain actor still runs one call at a time. */
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/test_actors.h"
+
+namespace {
+
+class ConcurrencyTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        ASSERT_EQ(tr_init(test_config(), &rt), 0) << tr_last_error();
+    }
+    void TearDown() override {
+        if (rt) tr_shutdown(rt);
+    }
+    tr_actor_id make(int max_concurrency) {
+        tr_actor_options o;
+        tr_actor_options_init(&o);
+        EXPECT_EQ(o.max_concurrency, 1); /* the default */
+        o.max_concurrency = max_concurrency;
+        tr_actor_id id;
+        EXPECT_EQ(tr_actor_create(rt, "Concurrent", &o, nullptr, 0, &id), 0) << tr_last_error();
+        EXPECT_EQ(tr_actor_wait_ready(rt, id, 10000), 0) << tr_last_error();
+        return id;
+    }
+    tr_ref meet(tr_actor_id a, int64_t n, int64_t timeout_ms) {
+        int64_t args[2] = {n, timeout_ms};
+        tr_ref r;
+        EXPECT_EQ(tr_call(rt, a, "meet", args, sizeof args, &r), 0) << tr_last_error();
+        return r;
+    }
+    /* The rc of the call's result, and the int64 it replied (or -1). */
+    int get_i64(tr_ref r, int64_t *v, int timeout_ms = 10000) {
+        const void *p;
+        size_t n;
+        int rc = tr_get(rt, r, timeout_ms, &p, &n);
+        *v = -1;
+        if (rc == 0 && n == 8) memcpy(v, p, 8);
+        if (rc != TR_ETIMEDOUT) tr_ref_release(rt, r);
+        return rc;
+    }
+    tr_runtime *rt = nullptr;
+};
+
+TEST_F(ConcurrencyTest, OptionIsChecked) {
+    tr_actor_options o;
+    tr_actor_options_init(&o);
+    tr_actor_id id;
+    o.max_concurrency = -1;
+    EXPECT_EQ(tr_actor_create(rt, "Concurrent", &o, nullptr, 0, &id), TR_EINVAL);
+    EXPECT_NE(std::string(tr_last_error()).find("max_concurrency"), std::string::npos);
+    o.max_concurrency = 65537;
+    EXPECT_EQ(tr_actor_create(rt, "Concurrent", &o, nullptr, 0, &id), TR_EINVAL);
+    o.max_concurrency = 0; /* reads as 1 */
+    EXPECT_EQ(tr_actor_create(rt, "Concurrent", &o, nullptr, 0, &id), 0) << tr_last_error();
+}
+
+/* Two calls that each wait for the other: both finish with 2 threads. */
+TEST_F(ConcurrencyTest, TwoCallsMeetWithTwo) {
+    tr_actor_id a = make(2);
+    tr_ref r1 = meet(a, 2, 5000), r2 = meet(a, 2, 5000);
+    int64_t v1, v2;
+    ASSERT_EQ(get_i64(r1, &v1), 0) << tr_last_error();
+    ASSERT_EQ(get_i64(r2, &v2), 0) << tr_last_error();
+    EXPECT_EQ(v1, 2);
+    EXPECT_EQ(v2, 2);
+}
+
+/* With one (the default), the first waits alone and gives up; only then does the second
+ * run (and find the first's arrival). */
+TEST_F(ConcurrencyTest, OneAtATimeByDefault) {
+    tr_actor_id a = make(1);
+    tr_ref r1 = meet(a, 2, 300), r2 = meet(a, 2, 300);
+    int64_t v;
+    EXPECT_EQ(get_i64(r1, &v), TR_ETASK);
+    EXPECT_NE(std::string(tr_last_error()).find("timed out with 1 of 2"), std::string::npos)
+        << tr_last_error();
+    EXPECT_EQ(get_i64(r2, &v), 0) << tr_last_error();
+    EXPECT_EQ(v, 2);
+}
+
+/* The limit holds: with 2, a third call of a 3-way meet cannot start until one of the
+ * first two gives up. */
+TEST_F(ConcurrencyTest, ThirdCallWaitsForAThread) {
+    tr_actor_id a = make(2);
+    tr_ref r1 = meet(a, 3, 400), r2 = meet(a, 3, 400), r3 = meet(a, 3, 400);
+    int64_t v1, v2, v3;
+    EXPECT_EQ(get_i64(r1, &v1), TR_ETASK);
+    EXPECT_EQ(get_i64(r2, &v2), TR_ETASK);
+    EXPECT_EQ(get_i64(r3, &v3), 0) << tr_last_error(); /* the third arrival */
+    EXPECT_EQ(v3, 3);
+    /* and at most that many at once: 6 calls of 100 ms on 3 threads */
+    tr_actor_id b = make(3);
+    std::vector<tr_ref> refs(6);
+    int64_t ms = 100, peak = 0, v;
+    for (auto &r : refs)
+        ASSERT_EQ(tr_call(rt, b, "hold", &ms, sizeof ms, &r), 0);
+    for (auto &r : refs) {
+        ASSERT_EQ(get_i64(r, &v), 0) << tr_last_error();
+        peak = std::max(peak, v);
+    }
+    EXPECT_EQ(peak, 3);
+}
+
+/* A fast call's result comes back while a slow call before it still runs. */
+TEST_F(ConcurrencyTest, ResultsReturnAsCallsFinish) {
+    tr_actor_id a = make(2);
+    int64_t ms = 1500, v;
+    tr_ref slow, fast;
+    ASSERT_EQ(tr_call(rt, a, "hold", &ms, sizeof ms, &slow), 0);
+    ms = 0;
+    ASSERT_EQ(tr_call(rt, a, "hold", &ms, sizeof ms, &fast), 0);
+    auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(get_i64(fast, &v), 0) << tr_last_error();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1000));
+    EXPECT_EQ(get_i64(slow, &v), 0) << tr_last_error();
+    EXPECT_EQ(v, 2);
+}
+
+/* 8 caller threads, each with calls in flight: every result is its own call's. */
+TEST_F(ConcurrencyTest, EightThreadsGetTheirOwnResults) {
+    tr_actor_id a = make(4);
+    constexpr int kThreads = 8, kCalls = 300, kWindow = 16;
+    std::atomic<int> bad{0}, ok{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < kThreads; t++) {
+        ts.emplace_back([&, t] {
+            std::vector<std::pair<tr_ref, std::string>> inflight;
+            auto drain = [&](size_t keep) {
+                while (inflight.size() > keep) {
+                    const void *p;
+                    size_t n;
+                    auto &f = inflight.front();
+                    if (tr_get(rt, f.first, 10000, &p, &n) == 0 &&
+                        std::string((const char *)p, n) == f.second)
+                        ok++;
+                    else
+                        bad++;
+                    tr_ref_release(rt, f.first);
+                    inflight.erase(inflight.begin());
+                }
+            };
+            for (int i = 0; i < kCalls; i++) {
+                std::string s = "t" + std::to_string(t) + "-" + std::to_string(i) +
+                                std::string((size_t)(i % 7) * 13, 'x');
+                tr_ref r;
+                if (tr_call(rt, a, "echo", s.data(), s.size(), &r)) {
+                    bad++;
+                    continue;
+                }
+                inflight.emplace_back(r, s);
+                drain(kWindow);
+            }
+            drain(0);
+        });
+    }
+    for (auto &t : ts)
+        t.join();
+    EXPECT_EQ(bad.load(), 0);
+    EXPECT_EQ(ok.load(), kThreads * kCalls);
+    int64_t total;
+    ASSERT_EQ(call_i64(rt, a, "total", 0, &total), 0) << tr_last_error();
+    EXPECT_EQ(total, kThreads * kCalls);
+}
+
+/* A crash mid-call fails every call in flight with TR_EACTOR_DIED, never a hang. */
+TEST_F(ConcurrencyTest, CrashFailsEveryCallInFlight) {
+    tr_actor_id a = make(4);
+    tr_ref r1 = meet(a, 9, 20000), r2 = meet(a, 9, 20000), r3 = meet(a, 9, 20000);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100)); /* (all three running) */
+    tr_ref c;
+    ASSERT_EQ(tr_call(rt, a, "crash", nullptr, 0, &c), 0);
+    int64_t v;
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(get_i64(r1, &v), TR_EACTOR_DIED);
+    EXPECT_EQ(get_i64(r2, &v), TR_EACTOR_DIED);
+    EXPECT_EQ(get_i64(r3, &v), TR_EACTOR_DIED);
+    EXPECT_EQ(get_i64(c, &v), TR_EACTOR_DIED);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+}
+
+/* Plain actors are as they were: calls one at a time, results in call order. */
+TEST_F(ConcurrencyTest, PlainActorsUnchanged) {
+    tr_actor_id a;
+    ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "c", 1, &a), 0) << tr_last_error();
+    std::vector<tr_ref> refs(100);
+    for (int i = 0; i < 100; i++) {
+        int64_t one = 1;
+        ASSERT_EQ(tr_call(rt, a, "add", &one, sizeof one, &refs[i]), 0);
+    }
+    for (int i = 0; i < 100; i++) {
+        int64_t v;
+        ASSERT_EQ(get_i64(refs[i], &v), 0) << tr_last_error();
+        EXPECT_EQ(v, i + 1);
+    }
+}
+
+} // namespace
