@@ -105,4 +105,7 @@ def test_grown_options_default_to_no_placement_group():
     o = _ffi.ActorOptions()  # and then detached (0: dies with its creator)
     o.detached = 5
     lib.tr_actor_options_init(byref(o))
-    assert o.detached == 0 and _ffi.ActorOptions._fields_[-1][0] == "detached"
+    assert o.detached == 0 and _ffi.ActorOptions._fields_[-2][0] == "detached"
+    o.max_concurrency = 0  # and then max_concurrency (1: one call at a time)
+    lib.tr_actor_options_init(byref(o))
+    assert o.max_concurrency == 1 and _ffi.ActorOptions._fields_[-1][0] == "max_concurrency"

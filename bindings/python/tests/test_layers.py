@@ -242,9 +242,9 @@ def test_ignored_options_warn_once(tmp_path):
     assert out.returncode == 0, out.stderr
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     texts = sorted(m for m, _, _ in seen)
-    for option in ("max_concurrency", "runtime_env", "include_dashboard",
-                   "fetch_local"):  # (num_returns=1 and lifetime are honoured: no warning)
+    for option in ("runtime_env", "include_dashboard", "fetch_local"):
+        # (num_returns=1, lifetime and max_concurrency are honoured: no warning)
         assert sum(f"'{option}'" in t for t in texts) == 1, (option, texts)
-    assert len(texts) == 4, texts
+    assert len(texts) == 3, texts
     assert all("troupe ignores" in t for t in texts)
     assert all(f == str(path) for _, f, _ in seen), seen  # the user's line, not ours

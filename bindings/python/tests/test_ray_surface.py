@@ -194,9 +194,8 @@ def test_options_refused_warned_or_honoured(ray):
         Echo.options(max_concurrency=0)
     with pytest.raises(ValueError):
         Echo.options(resources={"CPU": 1})
-    Echo.options(lifetime="detached")  # (honoured: no warning)
-    with pytest.warns(UserWarning, match="'max_concurrency' \\(4\\)"):
-        Echo.options(max_concurrency=4)
+    with pytest.raises(ValueError):
+        Echo.options(max_concurrency=65537)
     with pytest.warns(UserWarning, match=r"\['pip'\] of the actor option 'runtime_env'"):
         Echo.options(runtime_env={"pip": ["requests"]})
     with pytest.warns(UserWarning, match="'namespace' \\('ns'\\)"):
@@ -205,6 +204,7 @@ def test_options_refused_warned_or_honoured(ray):
     with warnings.catch_warnings():  # Ray's defaults, which troupe does anyway: no warning
         warnings.simplefilter("error")
         Echo.options(max_concurrency=1, lifetime=None, max_task_retries=0, namespace=None)
+        Echo.options(lifetime="detached", max_concurrency=4)  # (honoured)
 
     @ray.remote(runtime_env={"env_vars": {"TROUPE_TEST_VAR": "set"}})
     class Env:

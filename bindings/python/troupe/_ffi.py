@@ -45,7 +45,8 @@ class ActorOptions(Structure):
     _fields_ = [("struct_size", c_uint32), ("num_cpus", c_double), ("num_gpus", c_double),
                 ("resources", POINTER(Resource)), ("n_resources", c_size_t),
                 ("name", c_char_p), ("max_restarts", c_int),
-                ("placement_group", Id16), ("bundle_index", c_int), ("detached", c_int)]
+                ("placement_group", Id16), ("bundle_index", c_int), ("detached", c_int),
+                ("max_concurrency", c_int)]
 
 
 class TaskOptions(Structure):

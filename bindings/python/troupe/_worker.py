@@ -99,13 +99,16 @@ def reply_value(ctx, result):
 
 
 def check_results(result, k):
-    """A method's result for num_returns k > 1: a tuple or list of k values, else Ray's
-    ValueError."""
+    """A method's result for num_returns k > 1: a tuple or list of k values (a generator's
+    values too, as Ray takes them), else Ray's ValueError. Returns the sequence."""
+    if inspect.isgenerator(result):
+        result = list(result)
     if not isinstance(result, (tuple, list)):
         raise ValueError(f"Task returned a {type(result).__name__}, not a sequence of "
                          f"{k} objects, but num_returns={k}.")
     if len(result) != k:
         raise ValueError(f"Task returned {len(result)} objects, but num_returns={k}.")
+    return result
 
 
 def reply_results(ctx, result, k):
@@ -115,7 +118,7 @@ def reply_results(ctx, result, k):
     in the caller at get of each ref."""
     if k == 1:
         return reply_value(ctx, result)
-    check_results(result, k)
+    result = check_results(result, k)
     data = []
     for i, v in enumerate(result):
         parts, total, refs = _serial.dumps(v)
@@ -152,11 +155,28 @@ def reply_error(ctx, e, k=1):
     return 0
 
 
+_loop_lock = threading.Lock()
+
+
+def event_loop():
+    """The worker's one asyncio loop, run by a thread of its own (started at the first
+    coroutine). Every coroutine a method or task returns runs on it, so that calls that
+    await overlap: an async actor's calls each wait on a thread of the worker's call
+    pool (the C side's, up to max_concurrency of them, Ray's 1000 for an async actor)
+    while their coroutines share the loop, as Ray's async actors do."""
+    with _loop_lock:
+        loop = _state["loop"]
+        if loop is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="troupe-asyncio",
+                             daemon=True).start()
+            _state["loop"] = loop
+        return loop
+
+
 def run(result):
     if inspect.iscoroutine(result):
-        if _state["loop"] is None:
-            _state["loop"] = asyncio.new_event_loop()
-        return _state["loop"].run_until_complete(result)
+        return asyncio.run_coroutine_threadsafe(result, event_loop()).result()
     return result
 
 
@@ -344,8 +364,7 @@ def main():
                 if n_out > 1:  # num_returns: its k values go on as one tuple (the
                     fn = getattr(state["instance"], method)  # consumers index it)
                     result = run(fn(*a, **kw))
-                    check_results(result, n_out)
-                    reply_value(ctx, tuple(result))
+                    reply_value(ctx, tuple(check_results(result, n_out)))
                     return 0
                 name = method
             elif name == REGISTER:

@@ -35,6 +35,7 @@ _METHOD_OPTIONS = {"num_returns": 1, "concurrency_group": None, "max_task_retrie
                    "retry_exceptions": False, "enable_task_events": None,
                    "tensor_transport": None, "_generator_backpressure_num_objects": None}
 _RUNTIME_ENV_HONOURED = {"env_vars"}
+ASYNC_DEFAULT_CONCURRENCY = 1000  # Ray's max_concurrency for an async actor
 _warned = set()
 _warned_lock = threading.Lock()
 
@@ -109,10 +110,8 @@ def _check_options(options, stacklevel):
     if mc is not None:
         if isinstance(mc, bool) or not isinstance(mc, int) or mc < 1:
             raise ValueError(f"actor option max_concurrency={mc!r}: an int >= 1 is needed")
-        if mc > 1:
-            _warn_once(("max_concurrency",),
-                       f"troupe ignores the actor option 'max_concurrency' ({mc}): an "
-                       f"actor runs its methods one at a time", stacklevel + 1)
+        if mc > 65536:
+            raise ValueError(f"actor option max_concurrency={mc!r}: at most 65536")
     env = options.get("runtime_env")
     if env is not None:
         if not isinstance(env, dict):
@@ -164,8 +163,20 @@ def _check_method_options(where, options, stacklevel):
     for k in sorted(set(options) - {"num_returns"}):
         if options[k] != _METHOD_OPTIONS.get(k):
             _warn_once(("method option", k, repr(options[k])),
-                       f"troupe ignores the method option '{k}' ({options[k]!r}): an actor "
-                       f"runs its methods one at a time, in order", stacklevel + 1)
+                       f"troupe ignores the method option '{k}' ({options[k]!r}): Ray's "
+                       f"code runs, without what the option asks for", stacklevel + 1)
+
+
+def is_async_class(cls):
+    """Whether cls gets an async actor's default max_concurrency (Ray's 1000): each of its
+    methods is an async def. (Ray's rule is one of them; troupe starts calls that run at
+    once in no set order, so a class that mixes in plain methods keeps 1 by default: its
+    plain methods keep their call order. Its coroutines share the worker's one loop all
+    the same.)"""
+    kinds = [inspect.iscoroutinefunction(v) or inspect.isasyncgenfunction(v)
+             for n, v in inspect.getmembers(cls)
+             if callable(v) and not (n.startswith("__") and n.endswith("__"))]
+    return bool(kinds) and all(kinds)
 
 
 def _methods_of(cls):
@@ -272,6 +283,9 @@ class ActorClass:
             opts.name = str(o["name"]).encode()
         opts.max_restarts = int(o.get("max_restarts") or 0)
         opts.detached = 1 if o.get("lifetime") == "detached" else 0  # outlives its driver
+        # Ray's default: 1000 for an async actor (one with an async def method), else 1
+        opts.max_concurrency = o.get("max_concurrency") or (
+            ASYNC_DEFAULT_CONCURRENCY if is_async_class(self._cls) else 1)
         _placement.apply_options(o, opts, f"actor {self._cls.__name__}")
         a, kw, refs = _runtime.args_with_refs(args, kwargs)
         if refs:
