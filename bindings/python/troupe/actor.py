@@ -283,7 +283,7 @@ class ActorClass:
             opts.name = str(o["name"]).encode()
         opts.max_restarts = int(o.get("max_restarts") or 0)
         opts.detached = 1 if o.get("lifetime") == "detached" else 0  # outlives its driver
-        # Ray's default: 1000 for an async actor (one with an async def method), else 1
+        # Ray's default: 1000 for an async actor (every method an async def), else 1
         opts.max_concurrency = o.get("max_concurrency") or (
             ASYNC_DEFAULT_CONCURRENCY if is_async_class(self._cls) else 1)
         _placement.apply_options(o, opts, f"actor {self._cls.__name__}")
