@@ -31,9 +31,12 @@ RETURNS = b"TRPK"            # before a call's arguments: TRPK + u32 k, for num_
 
 
 def runtime():
-    """This process's tr_runtime*, or an error if troupe.init() has not run."""
+    """This process's tr_runtime*. A driver that uses troupe before troupe.init() gets it
+    started with the defaults, as Ray's first remote call starts Ray."""
     if _rt is None:
-        raise TroupeError("troupe is not initialized: call troupe.init() first", "TR_ESTATE")
+        if _in_worker:
+            raise TroupeError("troupe is not initialized in this worker", "TR_ESTATE")
+        init()
     return _rt
 
 
