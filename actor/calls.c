@@ -64,6 +64,7 @@ typedef struct slot_extra {
     slot **kids;
     size_t n_kids;
     int split; /* the kids got their results: they live on their own now */
+    int task;  /* a task (tr__actors_submit's `task`): tr_cancel may force it */
 } slot_extra;
 
 /* A held call waiting for a producing call's result. */
@@ -93,6 +94,8 @@ struct slot {
     uint8_t exported;     /* the ref escaped: its twin is in the store, pinned here
                              (docs/OWNERSHIP.md); 2: while the call is pending */
     uint8_t counted;      /* in its actor's n_pending */
+    uint8_t in_fifo;      /* in its actor's FIFO (queued or in flight) */
+    uint8_t canceled;     /* tr_cancel completed it: the reply, if one comes, is dropped */
     struct slot_extra *x; /* what only some calls have (NULL for a plain call) */
     int viewing;          /* threads taking the view of result_ref without mu */
     call_arg *args;
@@ -339,7 +342,7 @@ static void slot_free(tr__actors *a, slot *s) {
 /* Frees a slot once nothing can reach it: released by the user, done, not being viewed,
  * and read by no held call. */
 static void slot_maybe_free(tr__actors *a, slot *s) {
-    if (s->released && s->done && !s->viewing && !s->users) slot_free(a, s);
+    if (s->released && s->done && !s->viewing && !s->users && !s->in_fifo) slot_free(a, s);
 }
 
 static void release_held(tr__actors *a, aconn *ac);
@@ -440,12 +443,21 @@ static void slot_fail(tr__actors *a, slot *s, int rc, const char *msg) {
     slot_done(a, s, rc, msg, strlen(msg));
 }
 
+/* Fails a call taken out of its actor's FIFO, unless tr_cancel completed it already. */
+static void fail_popped(tr__actors *a, slot *s, int rc, const char *msg) {
+    if (s->canceled)
+        slot_maybe_free(a, s);
+    else
+        slot_fail(a, s, rc, msg);
+}
+
 /* Pops the head slot of ac's FIFO. */
 static slot *pop(aconn *ac) {
     slot *s = ac->head;
     ac->head = s->next;
     if (!ac->head) ac->tail = NULL;
     s->next = NULL;
+    s->in_fifo = 0;
     return s;
 }
 
@@ -461,6 +473,7 @@ static slot *take_seq(aconn *ac, uint64_t seq) {
         prev->next = s->next;
         if (ac->tail == s) ac->tail = prev;
         s->next = NULL;
+        s->in_fifo = 0;
         return s;
     }
     return NULL;
@@ -509,6 +522,10 @@ static void conn_failed(tr__actors *a, aconn *ac, int rc, const char *why) {
     slot *again = NULL, **again_tail = &again; /* tasks to send to the next incarnation */
     while (ac->head && ac->head->start < ac->sent) {
         slot *s = pop(ac);
+        if (s->canceled) { /* done already */
+            slot_maybe_free(a, s);
+            continue;
+        }
         slot_extra *x = s->x;
         if (rc == TR_EACTOR_DIED && x && x->retries && x->frame && !ac->dead) {
             if (x->retries > 0) x->retries--;
@@ -542,6 +559,7 @@ static void conn_failed(tr__actors *a, aconn *ac, int rc, const char *why) {
         else
             ac->head = s;
         ac->tail = s;
+        s->in_fifo = 1;
     }
     /* Calls never sent wait for the next incarnation: whichever thread waits next must
      * reconnect, even one that waits for another actor's call (a held call may need
@@ -556,7 +574,7 @@ static void mark_dead(tr__actors *a, aconn *ac, const char *reason) {
     snprintf(ac->reason, sizeof ac->reason, "actor %s is dead: %s", hex, reason);
     ac->dead = 1;
     while (ac->head)
-        slot_fail(a, pop(ac), TR_EACTOR_DIED, ac->reason);
+        fail_popped(a, pop(ac), TR_EACTOR_DIED, ac->reason);
     while (ac->held_head)
         slot_fail(a, pop_held(ac), TR_EACTOR_DIED, ac->reason);
     tr__buf_reset(&ac->out);
@@ -678,6 +696,7 @@ static int encode_call(tr__actors *a, aconn *ac, slot *s, const char *method, co
     else
         ac->head = s;
     ac->tail = s;
+    s->in_fifo = 1;
     return 0;
 }
 
@@ -738,7 +757,14 @@ static void on_readable(tr__actors *a, aconn *ac) {
             conn_failed(a, ac, TR_EPROTO, why);
             return;
         }
-        if (is_ref) {
+        if (s->canceled) { /* tr_cancel completed it: the result goes */
+            if (is_ref) {
+                tr_ref obj;
+                memcpy(obj.b, data, 16);
+                if (tr__objects_adopt(a->objects, obj) == 0) tr__objects_unpin(a->objects, obj);
+            }
+            slot_maybe_free(a, s);
+        } else if (is_ref) {
             /* A large result, transferred to us: take the hold over now (no wait); the
              * view, which may mean a restore from disk, is taken by tr_get without mu. */
             tr_ref obj;
@@ -1003,6 +1029,46 @@ static void *driver_main(void *arg) {
     return NULL;
 }
 
+int tr__actors_cancel(tr__actors *a, tr_ref ref, int force, tr_actor_id *kill) {
+    pthread_mutex_lock(&a->mu);
+    slot *s = find_slot(a, ref);
+    int rc = 0, running = 0;
+    if (!s) {
+        rc = tr__err(TR_ESTALE, "tr_cancel: not a live ref of a call or task this process "
+                                "made (only its owner cancels it)");
+    } else if (force && !(s->x && s->x->task)) {
+        rc = tr__err(TR_EINVAL, "tr_cancel: force is for tasks (an actor's call is not killed)");
+    } else if (!s->done) {
+        aconn *ac = s->ac;
+        if (s->held) { /* waiting for its arguments: it never goes out */
+            slot **pp = &ac->held_head;
+            slot *prev = NULL;
+            while (*pp && *pp != s) {
+                prev = *pp;
+                pp = &(*pp)->next;
+            }
+            if (*pp) {
+                *pp = s->next;
+                if (ac->held_tail == s) ac->held_tail = prev;
+                s->next = NULL;
+                s->held = 0;
+            }
+        } else if (ac) {
+            running = s->start < ac->sent; /* (it may be running there) */
+            if (force && running && s->x && s->x->task) *kill = ac->id;
+        }
+        s->canceled = s->in_fifo; /* a reply may still come: it is dropped */
+        slot_fail(a, s, TR_ECANCELED,
+                  running && !(force && s->x && s->x->task)
+                      ? "canceled (tr_cancel): it had started; it runs on, its result is dropped"
+                      : "canceled (tr_cancel)");
+        if (ac && ac->held_head) release_held(a, ac); /* calls it held up */
+    }
+    int killing = !rc && force && s && s->x && s->x->task && running;
+    pthread_mutex_unlock(&a->mu);
+    return rc ? rc : killing;
+}
+
 int tr__actors_export(tr__actors *a, tr_ref ref) {
     pthread_mutex_lock(&a->mu);
     slot *s = find_slot(a, ref);
@@ -1153,7 +1219,10 @@ submit(tr__actors *a, tr_actor_id id, const char *method, const void *args, size
         free(s);
         return tr__err(TR_ENOMEM, "tr_call");
     }
-    if (task) s->x->retries = retries;
+    if (task) {
+        s->x->retries = retries;
+        s->x->task = 1;
+    }
     int rc = 0;
     if (n_refs) { /* objects are kept alive until the call completes */
         s->args = calloc(n_refs, sizeof *s->args);

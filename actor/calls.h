@@ -46,6 +46,12 @@ int tr__actors_submit(tr__actors *a, tr_actor_id id, const char *method, const v
 /* Tasks (and calls with contained refs) to actor id not done yet (queued, held or in
  * flight), as this process sees them. */
 size_t tr__actors_pending(tr__actors *a, tr_actor_id id);
+/* Cancels a call or task of ours not done yet: its ref fails with TR_ECANCELED at once
+ * (a call waiting for its arguments never goes out; one sent may still run, its result
+ * dropped). With force, a task already sent has its worker named in *kill: returns 1 then
+ * (the caller kills it: the task's pool worker restarts). Returns 0, 1, TR_ESTALE,
+ * TR_EINVAL. */
+int tr__actors_cancel(tr__actors *a, tr_ref ref, int force, tr_actor_id *kill);
 /* Whether ref is the result of a call made through `a` (live or not). */
 int tr__actors_owns(const tr__actors *a, tr_ref ref);
 /* Whether ref is a live (not released) call ref of ours. */

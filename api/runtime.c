@@ -487,6 +487,15 @@ TR_API int tr_call_multi(tr_runtime *rt, tr_actor_id actor, const char *method, 
                              num_returns, outs);
 }
 
+TR_API int tr_cancel(tr_runtime *rt, tr_ref ref, int force) {
+    CHECK_RT(rt, "tr_cancel");
+    tr_actor_id worker;
+    int rc = tr__actors_cancel(rt->actors, ref, force, &worker);
+    if (rc == 1) /* a task running on its pool worker: the worker goes (and restarts) */
+        rc = tr__actor_kill(rt->node, worker, 0);
+    return rc;
+}
+
 TR_API int tr_ref_borrow(tr_runtime *rt, tr_ref ref) {
     CHECK_RT(rt, "tr_ref_borrow");
     if (tr__ref_is_call(&ref) && tr__actors_owns(rt->actors, ref) &&

@@ -250,4 +250,52 @@ TEST_F(TasksTest, ErrorsAreTheRefs) {
     expect_empty();
 }
 
+/* tr_cancel: a queued call never runs, a running one's result is dropped, a running
+ * task is stopped with force (its worker restarts and serves the next); a done ref stays
+ * as it was; a ref of nobody's is refused. */
+TEST_F(TasksTest, CancelQueuedRunningAndForced) {
+    tr_actor_id a;
+    ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "c", 1, &a), 0);
+    int64_t ms = 1500, v = 1;
+    tr_ref slow, queued, done;
+    ASSERT_EQ(tr_call(rt, a, "add", &v, 8, &done), 0);
+    ASSERT_EQ(tr_get(rt, done, 10000, nullptr, nullptr), 0);
+    ASSERT_EQ(tr_call(rt, a, "sleep_ms", &ms, 8, &slow), 0);
+    ASSERT_EQ(tr_call(rt, a, "add", &v, 8, &queued), 0);              /* behind the sleep */
+    EXPECT_EQ(tr_get(rt, slow, 100, nullptr, nullptr), TR_ETIMEDOUT); /* (sent, running) */
+    EXPECT_EQ(tr_cancel(rt, queued, 0), 0);
+    EXPECT_EQ(tr_cancel(rt, slow, 0), 0);
+    EXPECT_EQ(tr_cancel(rt, slow, 1), TR_EINVAL) << "force is for tasks";
+    auto t0 = Clock::now();
+    EXPECT_EQ(tr_get(rt, slow, 10000, nullptr, nullptr), TR_ECANCELED);
+    EXPECT_EQ(tr_get(rt, queued, 10000, nullptr, nullptr), TR_ECANCELED);
+    EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 0.5) << "at once";
+    EXPECT_EQ(tr_cancel(rt, done, 0), 0); /* done: nothing changes */
+    const void *d;
+    size_t n;
+    ASSERT_EQ(tr_get(rt, done, 0, &d, &n), 0);
+    /* the actor goes on: the canceled call ran (its reply was dropped), the queued one
+     * ran too (it had gone out): 1 + 1 + 1 */
+    int64_t total = 0;
+    ASSERT_EQ(call_i64(rt, a, "add", 0, &total), 0);
+    EXPECT_EQ(total, 2) << "the canceled add was sent already: it ran";
+    for (tr_ref r : {slow, queued, done})
+        tr_ref_release(rt, r);
+    /* a running task, forced */
+    int64_t long_ms = 20000;
+    tr_ref t;
+    ASSERT_EQ(tr_task_submit(rt, "t_sleep", &long_ms, 8, nullptr, 0, nullptr, &t), 0);
+    EXPECT_EQ(tr_get(rt, t, 300, nullptr, nullptr), TR_ETIMEDOUT);
+    t0 = Clock::now();
+    EXPECT_EQ(tr_cancel(rt, t, 1), 0) << tr_last_error();
+    EXPECT_EQ(tr_get(rt, t, 10000, nullptr, nullptr), TR_ECANCELED);
+    tr_ref_release(rt, t);
+    EXPECT_GT(run_i64("t_pid", 0), 0) << "the pool serves the next task";
+    EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 10.0);
+    tr_ref forged = t;
+    forged.b[0] ^= 1;
+    EXPECT_EQ(tr_cancel(rt, forged, 0), TR_ESTALE);
+    expect_empty();
+}
+
 } // namespace

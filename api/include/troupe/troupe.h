@@ -459,6 +459,16 @@ TR_API int tr_call_contains(tr_runtime *rt, tr_actor_id actor, const char *metho
                             size_t len, const tr_ref *refs, size_t n_refs, const tr_ref *contained,
                             size_t n_contained, tr_ref *out);
 
+/* Cancels a call or task this process made that is not done yet (Ray's ray.cancel): its
+ * ref (every use of it: tr_get, calls waiting for it, borrowers) fails with TR_ECANCELED
+ * at once. A call still waiting for its arguments never goes out; one already sent runs
+ * on in its actor and its result is dropped. With force non-zero, a task already sent is
+ * stopped: its pool worker is killed (and restarts; other tasks it was running are run
+ * again, as on any worker death); force on an actor's call is TR_EINVAL. A ref that is
+ * done already: 0, nothing changes. Returns 0, TR_ESTALE (not a live ref of ours),
+ * TR_EINVAL. Thread safety: any thread. */
+TR_API int tr_cancel(tr_runtime *rt, tr_ref ref, int force);
+
 /* Makes this process a holder of a ref it received (nested in a value, an object, a call's
  * arguments or result) and did not make: the value stays alive for it until its
  * tr_ref_release, whatever its owner and the container it came in do. Take it while the

@@ -7,7 +7,7 @@ import warnings
 
 from . import _ffi
 from .exceptions import (ActorDiedError, GetTimeoutError, ObjectLostError, OwnerDiedError,
-                         TaskError, TroupeError)
+                         TaskCancelledError, TaskError, TroupeError)
 
 
 def _code(name):
@@ -34,6 +34,7 @@ _BY_NAME = {
     "TR_ETASK": TaskError,
     "TR_EOBJECT_LOST": ObjectLostError,
     "TR_EOWNER_DIED": OwnerDiedError,
+    "TR_ECANCELED": TaskCancelledError,
     "TR_ESTALE": ObjectLostError,  # a released ref (the only stale thing the API has)
 }
 CLASSES = {rc: _BY_NAME.get(name, TroupeError) for name, rc in _ffi.STATUS.items()}

@@ -137,6 +137,7 @@ _PROTOS = {
     "tr_wait": (c_int, [vp, P(Ref), c_size_t, c_size_t, c_int, P(c_uint8), P(c_size_t)]),
     "tr_ref_release": (c_int, [vp, Ref]),
     "tr_ref_borrow": (c_int, [vp, Ref]),
+    "tr_cancel": (c_int, [vp, Ref, c_int]),
     "tr_object_map_private": (c_int, [vp, Ref, c_int, P(vp), P(c_size_t)]),
     "tr_object_unmap_private": (c_int, [vp, Ref, vp, c_size_t]),
     "tr_call_contains": (c_int, [vp, ActorId, c_char_p, vp, c_size_t, P(Ref), c_size_t, P(Ref),

@@ -707,3 +707,13 @@ def set_current_actor(actor_id):
 def current_actor_id():
     """The id (16 bytes) of the actor this process runs; None in a driver."""
     return _actor_id
+
+
+def cancel(ref, *, force=False, recursive=True):
+    """Cancels the task or actor call of ref (Ray's ray.cancel): get of it raises
+    TaskCancelledError. A call not yet sent never runs; one running runs on and its result
+    is dropped, unless force (tasks only: their worker is stopped). recursive is taken
+    (a task's own children are not canceled with it)."""
+    if not isinstance(ref, ObjectRef):
+        raise TypeError(f"troupe.cancel wants an ObjectRef, got {type(ref).__name__}")
+    check(lib.tr_cancel(runtime(), ref._c, 1 if force else 0), "troupe.cancel")

@@ -121,6 +121,13 @@ class OwnerDiedError(ObjectLostError):
         super().__init__(message, code)
 
 
+class TaskCancelledError(TroupeError):
+    """The task or call was canceled (troupe.cancel) before its result was in."""
+
+    def __init__(self, message="", code="TR_ECANCELED"):
+        super().__init__(message, code)
+
+
 class CollectiveError(TroupeError, RuntimeError):
     """A collective op failed (a peer died, ranks disagree, a timeout, a group this process
     is not in or has destroyed): a RuntimeError, as Ray's ray.util.collective raises."""
