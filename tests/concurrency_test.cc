@@ -128,7 +128,10 @@ TEST_F(ConcurrencyTest, ResultsReturnAsCallsFinish) {
     ASSERT_EQ(get_i64(fast, &v), 0) << tr_last_error();
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1000));
     EXPECT_EQ(get_i64(slow, &v), 0) << tr_last_error();
-    EXPECT_EQ(v, 2);
+    /* (v, the most that ran at once, is 2 when the fast one started before the slow one's
+     * method did: on a slow build the fast one may be over first; the bound above is the
+     * point: its result did not wait for the slow one's) */
+    EXPECT_GE(v, 1);
 }
 
 /* 8 caller threads, each with calls in flight: every result is its own call's. */
