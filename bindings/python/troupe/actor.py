@@ -71,12 +71,6 @@ def _warn_once(key, text, stacklevel):
     warnings.warn(text, stacklevel=stacklevel + 1)
 
 
-def _number(options, key, low):
-    v = options.get(key)
-    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < low):
-        raise ValueError(f"actor option {key}={v!r}: a number >= {low} is needed")
-
-
 def _check_options(options, stacklevel):
     """Refuses an option Ray lacks (TypeError) or a value Ray refuses (ValueError); warns
     (once per option) of one troupe takes but does not honour. stacklevel: the user's
@@ -84,24 +78,7 @@ def _check_options(options, stacklevel):
     bad = set(options) - _ACTOR_OPTIONS - set(_IGNORED_OPTIONS)
     if bad:
         raise TypeError(f"unknown actor options: {sorted(bad)}")
-    _number(options, "num_cpus", 0)
-    _number(options, "num_gpus", 0)
-    mr = options.get("max_restarts")
-    if mr is not None and (isinstance(mr, bool) or not isinstance(mr, int) or mr < -1):
-        raise ValueError(f"actor option max_restarts={mr!r}: an int >= -1 is needed")
-    res = options.get("resources")
-    if res is not None:
-        if not isinstance(res, dict):
-            raise TypeError(f"actor option resources={res!r}: a dict is needed")
-        if "CPU" in res or "GPU" in res:
-            raise ValueError("use the num_cpus and num_gpus options instead of 'CPU' and "
-                             "'GPU' in resources")
-        for k, v in res.items():
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-                raise ValueError(f"resource {k!r}: {v!r} is not a quantity >= 0")
-    name = options.get("name")
-    if name is not None and (not isinstance(name, str) or not name):
-        raise ValueError(f"actor option name={name!r}: a non-empty str is needed")
+    remote_function.check_placement_options(options, "actor", "max_restarts")
     lifetime = options.get("lifetime")
     if lifetime not in (None, "detached", "non_detached"):
         raise ValueError("actor option lifetime must be one of 'detached', 'non_detached' "

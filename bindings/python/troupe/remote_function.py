@@ -45,10 +45,30 @@ _IGNORED_OPTIONS = {"retry_exceptions": (False,), "scheduling_strategy": (None, 
                     "_generator_backpressure_num_objects": (None,)}
 
 
-def _number(options, key, low):
-    v = options.get(key)
-    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < low):
-        raise ValueError(f"task option {key}={v!r}: a number >= {low} is needed")
+def check_placement_options(options, kind, retries_key):
+    """The options actors and tasks share, as Ray checks them (kind: "actor" or "task"):
+    num_cpus, num_gpus >= 0; retries_key (max_restarts, max_retries) an int >= -1;
+    resources a dict of quantities >= 0 without CPU or GPU; name a non-empty str."""
+    for key in ("num_cpus", "num_gpus"):
+        v = options.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0):
+            raise ValueError(f"{kind} option {key}={v!r}: a number >= 0 is needed")
+    mr = options.get(retries_key)
+    if mr is not None and (isinstance(mr, bool) or not isinstance(mr, int) or mr < -1):
+        raise ValueError(f"{kind} option {retries_key}={mr!r}: an int >= -1 is needed")
+    res = options.get("resources")
+    if res is not None:
+        if not isinstance(res, dict):
+            raise TypeError(f"{kind} option resources={res!r}: a dict is needed")
+        if "CPU" in res or "GPU" in res:
+            raise ValueError("use the num_cpus and num_gpus options instead of 'CPU' and "
+                             "'GPU' in resources")
+        for k, v in res.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                raise ValueError(f"resource {k!r}: {v!r} is not a quantity >= 0")
+    name = options.get("name")
+    if name is not None and (not isinstance(name, str) or not name):
+        raise ValueError(f"{kind} option name={name!r}: a non-empty str is needed")
 
 
 def check_options(options, stacklevel):
@@ -58,25 +78,8 @@ def check_options(options, stacklevel):
     bad = set(options) - _TASK_OPTIONS - set(_IGNORED_OPTIONS)
     if bad:
         raise TypeError(f"unknown options of a remote function: {sorted(bad)}")
-    _number(options, "num_cpus", 0)
-    _number(options, "num_gpus", 0)
-    mr = options.get("max_retries")
-    if mr is not None and (isinstance(mr, bool) or not isinstance(mr, int) or mr < -1):
-        raise ValueError(f"task option max_retries={mr!r}: an int >= -1 is needed")
-    res = options.get("resources")
-    if res is not None:
-        if not isinstance(res, dict):
-            raise TypeError(f"task option resources={res!r}: a dict is needed")
-        if "CPU" in res or "GPU" in res:
-            raise ValueError("use the num_cpus and num_gpus options instead of 'CPU' and "
-                             "'GPU' in resources")
-        for k, v in res.items():
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-                raise ValueError(f"resource {k!r}: {v!r} is not a quantity >= 0")
+    check_placement_options(options, "task", "max_retries")
     _runtime.check_num_returns(options.get("num_returns", 1), "a remote function's options")
-    name = options.get("name")
-    if name is not None and (not isinstance(name, str) or not name):
-        raise ValueError(f"task option name={name!r}: a non-empty str is needed")
     ignored = [k for k in set(options) & set(_IGNORED_OPTIONS)
                if not any(options[k] is d or options[k] == d for d in _IGNORED_OPTIONS[k])
                and not (k == "scheduling_strategy" and _placement.check_strategy(options, ""))]
