@@ -46,6 +46,7 @@
 #define RESOLVE_SLICE_MS 50
 #define BROKEN_GRACE_NS 1000000000
 #define DRIVE_EVERY_NS 2000000 /* how often a waiter asks about other queued actors */
+#define REMOTE_HOLD_MS 10000   /* a node's answer to a remote hold, at most */
 
 typedef struct aconn aconn;
 typedef struct slot slot;
@@ -54,6 +55,8 @@ typedef struct slot slot;
 typedef struct slot_extra {
     tr_ref *keep; /* refs contained in the arguments: pinned until the call completes */
     size_t n_keep;
+    tr_ref *rkeep; /* ...those of other nodes: held there (remote holds) until then */
+    size_t n_rkeep;
     /* a task (actor/tasks.h): sent again, up to `retries` times (-1: always), when its
      * worker dies with it in flight; its frame is kept for that */
     int retries;
@@ -64,7 +67,11 @@ typedef struct slot_extra {
     slot **kids;
     size_t n_kids;
     int split; /* the kids got their results: they live on their own now */
-    int task;  /* a task (tr__actors_submit's `task`): tr_cancel may force it */
+    /* a result with refs from an actor on another node: its container, kept by that
+     * node's relay for our link until the slot goes (docs/OWNERSHIP.md) */
+    tr__rlink *kept_link;
+    tr_ref kept;
+    int task; /* a task (tr__actors_submit's `task`): tr_cancel may force it */
 } slot_extra;
 
 /* A held call waiting for a producing call's result. */
@@ -162,10 +169,9 @@ struct tr__actors {
     pthread_cond_t driver_cv; /* the idle driver's own (it is no waiter then) */
 };
 
-/* The store's puller (objectstore/client.h): an object another node made is copied here
- * from that node, over this process's link to it. */
-static int pull_object(void *ctx, tr_ref ref, int timeout_ms) {
-    tr__actors *a = ctx;
+/* Where the node that made ref is (its address, token and TLS files), asked of our node. */
+static int node_of(tr__actors *a, tr_ref ref, char address[160], char token[256],
+                   tr__rpc_tls_files *tls) {
     tr__buf b = TR__BUF_INIT;
     tr__enc_map(&b, 1);
     tr__enc_str(&b, "num");
@@ -187,13 +193,10 @@ static int pull_object(void *ctx, tr_ref ref, int timeout_ms) {
                    : tr__err(TR_EOBJECT_LOST, "%s", tr__last_error());
     const char *p, *t;
     size_t n, tn;
-    char address[160], token[256];
-    tr__rpc_tls_files tls;
     rc = tr__get_str(r.root, "address", &p, &n);
     if (!rc) rc = tr__get_str(r.root, "token", &t, &tn);
-    if (!rc) rc = tr__get_tls_files(r.root, &tls);
-    if (!rc && (n >= sizeof address || tn >= sizeof token))
-        rc = tr__err(TR_EPROTO, "node_where: too long");
+    if (!rc) rc = tr__get_tls_files(r.root, tls);
+    if (!rc && (n >= 160 || tn >= 256)) rc = tr__err(TR_EPROTO, "node_where: too long");
     if (!rc) {
         memcpy(address, p, n);
         address[n] = '\0';
@@ -201,8 +204,36 @@ static int pull_object(void *ctx, tr_ref ref, int timeout_ms) {
         token[tn] = '\0';
     }
     tr__reply_free(&r);
+    return rc;
+}
+
+/* The store's puller (objectstore/client.h): an object another node made is copied here
+ * from that node, over this process's link to it. */
+static int pull_object(void *ctx, tr_ref ref, int timeout_ms) {
+    tr__actors *a = ctx;
+    char address[160], token[256];
+    tr__rpc_tls_files tls;
+    int rc = node_of(a, ref, address, token, &tls);
     return rc ? rc
               : tr__remote_pull(a->remotes, address, token, &tls, a->objects, ref.b, timeout_ms);
+}
+
+int tr__actors_is_remote(const tr__actors *a, tr_ref ref) {
+    uint32_t num = tr__ref_node(&ref), mine = a->objects ? tr__objects_node_num(a->objects) : 0;
+    return (tr__ref_is_object(&ref) || tr__ref_is_call(&ref)) && num && mine && num != mine;
+}
+
+int tr__actors_remote_hold(tr__actors *a, tr_ref ref, int user, int timeout_ms) {
+    tr__seg_store_id(ref.b, ref.b); /* a call's result: its twin */
+    char address[160], token[256];
+    tr__rpc_tls_files tls;
+    int rc = node_of(a, ref, address, token, &tls);
+    return rc ? rc : tr__remote_hold(a->remotes, address, token, &tls, ref.b, user, timeout_ms);
+}
+
+int tr__actors_remote_release(tr__actors *a, tr_ref ref, int user) {
+    tr__seg_store_id(ref.b, ref.b);
+    return tr__remote_release(a->remotes, ref.b, user);
 }
 
 int tr__actors_create(tr__nodeconn *node, tr__objects *objects, size_t max_msg, tr__actors **out) {
@@ -302,9 +333,12 @@ static void drop_keep(tr__actors *a, slot *s) {
     if (!x) return;
     for (size_t i = 0; i < x->n_keep; i++)
         tr__objects_unpin(a->objects, x->keep[i]);
+    for (size_t i = 0; i < x->n_rkeep; i++) /* (never waits) */
+        tr__actors_remote_release(a, x->rkeep[i], 0);
     free(x->keep);
-    x->keep = NULL;
-    x->n_keep = 0;
+    free(x->rkeep);
+    x->keep = x->rkeep = NULL;
+    x->n_keep = x->n_rkeep = 0;
 }
 
 static tr_ref ref_of(const tr__actors *a, const slot *s) {
@@ -317,6 +351,7 @@ static tr_ref ref_of(const tr__actors *a, const slot *s) {
 static void slot_free(tr__actors *a, slot *s) {
     drop_args(a, s);
     if (s->x) drop_keep(a, s);
+    if (s->x && s->x->kept_link) tr__remote_result_drop(a->remotes, s->x->kept_link, s->x->kept.b);
     if (s->exported) tr__objects_unpin(a->objects, ref_of(a, s)); /* (its twin) */
     if (s->obj_result)
         tr__objects_unpin(a->objects, s->result_ref);
@@ -743,12 +778,12 @@ static void on_readable(tr__actors *a, aconn *ac) {
         int r = tr__frame_parse(&ac->in, a->max_msg, &h, &body);
         if (r == 0) break;
         int res_rc, is_ref = 0;
-        const void *data;
+        const void *data, *kept = NULL;
         size_t dlen;
         slot *s = NULL;
         if (r < 0 || h.type != TR__MSG_RESULT ||
-            tr__result_parse(body, h.len, &res_rc, &data, &dlen, &is_ref) ||
-            !(s = take_seq(ac, h.seq))) {
+            tr__result_parse(body, h.len, &res_rc, &data, &dlen, &is_ref, &kept) ||
+            (is_ref == 2 && !ac->link) || !(s = take_seq(ac, h.seq))) {
             char why[300];
             snprintf(why, sizeof why, "malformed reply from the worker: %s",
                      r < 0 ? tr__last_error() : "unexpected frame");
@@ -756,6 +791,18 @@ static void on_readable(tr__actors *a, aconn *ac) {
             ac->reading = 0;
             conn_failed(a, ac, TR_EPROTO, why);
             return;
+        }
+        if (is_ref == 2) { /* a result with refs from another node: the slot keeps its
+                              container there (or lets go of it at once) */
+            if (!s->canceled && (s->x || (s->x = calloc(1, sizeof *s->x)))) {
+                s->x->kept_link = ac->link;
+                memcpy(s->x->kept.b, kept, 16);
+                tr__remote_result_keep(a->remotes, ac->link);
+            } else {
+                tr__remote_result_keep(a->remotes, ac->link);
+                tr__remote_result_drop(a->remotes, ac->link, kept);
+            }
+            is_ref = 0; /* the result itself is inline */
         }
         if (s->canceled) { /* tr_cancel completed it: the result goes */
             if (is_ref) {
@@ -866,7 +913,7 @@ static int connect_actor(tr__actors *a, aconn *ac, int wait_ms) {
     /* Tell the worker our object store index first (large results are transferred to
      * us); a fresh socket's buffer takes these few bytes at once. */
     tr__buf hello = TR__BUF_INIT;
-    int ok = tr__caller_frame(&hello, a->objects ? tr__objects_client(a->objects) : -1) == 0 &&
+    int ok = tr__caller_frame(&hello, a->objects ? tr__objects_client(a->objects) : -1, 0) == 0 &&
              send(fd, hello.data, hello.len, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)hello.len;
     tr__buf_free(&hello);
     if (!ok) {
@@ -1121,8 +1168,25 @@ static int keep_refs(tr__actors *a, slot *s, const tr_ref *keep, size_t n_keep) 
     for (size_t i = 0; i < n_keep; i++) {
         if (!tr__ref_is_object(&keep[i]) && !tr__ref_is_call(&keep[i]))
             return tr__err(TR_EINVAL, "tr_call_contains: contained ref %zu is not a ref", i);
-        if ((rc = tr__objects_pin(a->objects, keep[i], 0, NULL, NULL)))
-            return tr__err_wrap(rc, "tr_call_contains: contained ref %zu", i);
+        if (tr__actors_is_remote(a, keep[i])) {
+            /* another node's: held there while the call is in flight (a message at the
+             * first hold of ours on it), since a callee elsewhere pulls it from there; a
+             * copy here is pinned instead only if its node has let go of it already */
+            if (!x->rkeep && !(x->rkeep = calloc(n_keep, sizeof *x->rkeep)))
+                return tr__err(TR_ENOMEM, "tr_call_contains");
+            int hrc = tr__actors_remote_hold(a, keep[i], 0, REMOTE_HOLD_MS);
+            if (!hrc) {
+                x->rkeep[x->n_rkeep++] = keep[i];
+                continue;
+            }
+            if ((hrc != TR_ENOTFOUND && hrc != TR_EOBJECT_LOST) ||
+                tr__objects_pin(a->objects, keep[i], 0, NULL, NULL) != 0)
+                return tr__err_wrap(hrc, "tr_call_contains: contained ref %zu", i);
+            x->keep[x->n_keep++] = keep[i];
+            continue;
+        }
+        rc = tr__objects_pin(a->objects, keep[i], 0, NULL, NULL);
+        if (rc) return tr__err_wrap(rc, "tr_call_contains: contained ref %zu", i);
         x->keep[x->n_keep++] = keep[i];
     }
     return 0;

@@ -68,4 +68,14 @@ int tr__actors_wait(tr__actors *a, const tr_ref *refs, size_t n, size_t num_read
                     uint8_t *ready, size_t *n_ready);
 int tr__actors_release(tr__actors *a, tr_ref ref);
 
+/* Refs another node made (docs/OWNERSHIP.md, remote holds): */
+/* Whether ref is an object or call ref of another node of our cluster. */
+int tr__actors_is_remote(const tr__actors *a, tr_ref ref);
+/* This process holds ref at the node that made it (through our link to that node), so
+ * that it stays there while we have it, whatever its owner does: the user's hold (`user`,
+ * tr_ref_borrow) or a call's in flight. tr__remote_hold's codes. */
+int tr__actors_remote_hold(tr__actors *a, tr_ref ref, int user, int timeout_ms);
+/* Ends one such hold: 0, or TR_ENOTFOUND if we have none of that kind. */
+int tr__actors_remote_release(tr__actors *a, tr_ref ref, int user);
+
 #endif

@@ -93,11 +93,24 @@ int tr__result_frame_ref(tr__buf *out, uint64_t seq, const void *ref16) {
     return finish(out, at, TR__MSG_RESULT, seq);
 }
 
-int tr__caller_frame(tr__buf *out, int client) {
+int tr__result_frame_kept(tr__buf *out, uint64_t seq, const void *ref16, const void *data,
+                          size_t len) {
+    size_t at;
+    if (begin(out, &at, 40 + len)) return TR_ENOMEM;
+    tr__enc_array(out, 4);
+    tr__enc_int(out, 0);
+    tr__enc_bin(out, ref16, 16); /* (first: the relay reads it from the body's prefix) */
+    tr__enc_int(out, TR__RESULT_KEPT);
+    tr__enc_bin(out, data, len);
+    return finish(out, at, TR__MSG_RESULT, seq);
+}
+
+int tr__caller_frame(tr__buf *out, int client, int relayed) {
     size_t at;
     if (begin(out, &at, 16)) return TR_ENOMEM;
-    tr__enc_array(out, 1);
+    tr__enc_array(out, relayed ? 2 : 1);
     tr__enc_int(out, client);
+    if (relayed) tr__enc_int(out, 1);
     return finish(out, at, TR__MSG_CALLER, 0);
 }
 
@@ -136,20 +149,30 @@ int tr__call_inline_next(const void **p, size_t *left, const void **data, size_t
 }
 
 int tr__result_parse(const char *body, size_t n, int *rcode, const void **data, size_t *dlen,
-                     int *is_ref) {
+                     int *is_ref, const void **kept) {
     tr__dec d;
     int rc = tr__dec_init(&d, body, n);
     if (rc) return rc;
     int64_t v = 0, who = -1;
-    size_t k = tr__obj_len(d.root);
-    if ((k != 2 && k != 3) || tr__obj_type(d.root) != TR__T_ARRAY ||
+    size_t k = tr__obj_len(d.root), rlen = 0;
+    *kept = NULL;
+    if ((k < 2 || k > 4) || tr__obj_type(d.root) != TR__T_ARRAY ||
         tr__obj_int(tr__obj_at(d.root, 0), "rc", &v) ||
         tr__obj_bin(tr__obj_at(d.root, 1), "data", data, dlen) || v > 0 || v < -1000 ||
-        (k == 3 && (tr__obj_int(tr__obj_at(d.root, 2), "handed", &who) ||
-                    who != TR__RESULT_HANDED || *dlen != 16 || v != 0)))
-        rc = tr__err(TR_EPROTO, "malformed result body (want [rc, data] or [0, ref, 65535])");
+        (k >= 3 &&
+         (tr__obj_int(tr__obj_at(d.root, 2), "handed", &who) ||
+          who != (k == 3 ? TR__RESULT_HANDED : TR__RESULT_KEPT) || *dlen != 16 || v != 0)) ||
+        (k == 4 && tr__obj_bin(tr__obj_at(d.root, 3), "data", kept, &rlen)))
+        rc = tr__err(TR_EPROTO, "malformed result body (want [rc, data], [0, ref, 65535] or "
+                                "[0, ref, 65534, data])");
+    if (!rc && k == 4) { /* the ref came second: swap them into place */
+        const void *ref = *data;
+        *data = *kept;
+        *dlen = rlen;
+        *kept = ref;
+    }
     *rcode = (int)v;
-    *is_ref = k == 3;
+    *is_ref = k == 3 ? 1 : k == 4 ? 2 : 0;
     tr__dec_free(&d);
     return rc;
 }

@@ -15,7 +15,8 @@
  *   NODE_WHERE {num}  (a node of the cluster, by number: to pull its objects; 0: this
  *                      node)                                   -> {address, token, tls_ca}
  * Direct messages (caller <-> worker socket; the hot path):
- *   CALLER body = msgpack [client:int], the caller's object store index, sent once, first
+ *   CALLER body = msgpack [client:int] or [client, relayed:int], the caller's object store
+ *          index, sent once, first
  *   CALL   body = msgpack [method:str, args:bin], or with arguments passed by reference
  *          [method, args, refs:bin] or [method, args, refs:bin, inline:bin]: refs is n
  *          16-byte refs; an object ref names an object in the store, which the worker
@@ -24,7 +25,10 @@
  *          call's result the caller had and passes on. seq = per-connection call number
  *   RESULT body = msgpack [rc:int, data:bin], same seq; for errors data is the message;
  *          or [0, ref:bin(16), 65535] for a large result the worker put in the object
- *          store and transferred to the caller (tr__objects_transfer): the caller adopts it
+ *          store and transferred to the caller (tr__objects_transfer): the caller adopts it;
+ *          or [0, ref:bin(16), 65534, data:bin] for a caller on another node (its CALLER,
+ *          said by the relay, is [client, 1]): data is the result, ref its container
+ *          object, transferred to the relay (client) that keeps it for the caller's link
  */
 #ifndef TR_ACTOR_PROTOCOL_H
 #define TR_ACTOR_PROTOCOL_H
@@ -63,6 +67,7 @@ enum {
 const char *tr__actor_state_name(int state);
 
 #define TR__RESULT_HANDED 65535
+#define TR__RESULT_KEPT 65534
 
 /* tr_actor_options.max_concurrency's bound. */
 #define TR__MAX_CONCURRENCY 65536
@@ -85,8 +90,16 @@ int tr__call_frame(tr__buf *out, uint64_t seq, const char *method, const void *a
 int tr__result_frame(tr__buf *out, uint64_t seq, int rc, const void *data, size_t len);
 /* Appends a RESULT frame naming an object transferred to the caller. */
 int tr__result_frame_ref(tr__buf *out, uint64_t seq, const void *ref16);
-/* Appends the CALLER frame. */
-int tr__caller_frame(tr__buf *out, int client);
+/* Appends a RESULT frame for a caller on another node (relayed): the result's bytes,
+ * and the container object (a result with refs in it, docs/OWNERSHIP.md) transferred to
+ * the relay, which keeps it for the caller's link until the caller lets go (LETGO). */
+int tr__result_frame_kept(tr__buf *out, uint64_t seq, const void *ref16, const void *data,
+                          size_t len);
+/* The first bytes of a kept RESULT body, up to its ref's end: 0x94 0x00 0xc4 0x10 ref. */
+#define TR__RESULT_KEPT_PREFIX 20
+/* Appends the CALLER frame; `relayed`: the caller is another node's, through this node's
+ * relay, whose store index `client` is (results with refs only go to the store). */
+int tr__caller_frame(tr__buf *out, int client, int relayed);
 /* Parses a CALL body. Views point into body; inl and inl_len get the inline blob (NULL, 0 if
  * none). Returns 0 or TR_EPROTO. */
 int tr__call_parse(const char *body, size_t n, const char **method, size_t *mlen, const void **args,
@@ -94,9 +107,11 @@ int tr__call_parse(const char *body, size_t n, const char **method, size_t *mlen
                    size_t *inl_len);
 /* The next value of an inline blob: advances p and left past it. Returns 0 or TR_EPROTO. */
 int tr__call_inline_next(const void **p, size_t *left, const void **data, size_t *len);
-/* Parses a RESULT body; *is_ref: data is the 16-byte ref of a transferred object. */
+/* Parses a RESULT body; *is_ref: 1 if data is the 16-byte ref of a transferred object;
+ * 2 if data is the result and *kept (else NULL) the 16-byte ref of its container, kept
+ * for us by the relay that sent it. */
 int tr__result_parse(const char *body, size_t n, int *rc, const void **data, size_t *dlen,
-                     int *is_ref);
+                     int *is_ref, const void **kept);
 
 /* A node's TLS files in its replies (resolve, node_where): three more map entries,
  * "tls_ca", "tls_cert" and "tls_key" (f NULL: all ""), and back (absent: ""; a path too

@@ -36,6 +36,7 @@
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/frame.h"
+#include "core/idmap.h"
 #include "core/ids.h"
 #include "core/log.h"
 #include "core/nodeconn.h"
@@ -75,6 +76,12 @@ typedef struct rconn {
     unsigned char hdr[TR__FRAME_HDR]; /* the gate: the frame header being read */
     size_t hdr_have;
     uint64_t body_left;
+    /* the worker's frames followed (results whose container we keep for the caller) */
+    unsigned char rhdr[TR__FRAME_HDR];
+    unsigned char rpre[TR__RESULT_KEPT_PREFIX]; /* a RESULT body's first bytes */
+    size_t rhdr_have, rpre_have;
+    uint64_t rbody_left;
+    int rlost; /* a frame we could not follow: the caller sees the stream is bad */
     struct rconn *next;
 } rconn;
 
@@ -88,8 +95,20 @@ struct rstream {
     struct objreq *objq, *objq_tail; /* its pulls' requests, in order */
     int n_obj;
     int64_t obj_full_until; /* its link was full: its requests wait till then */
+    tr__idmap kept;         /* objects kept for the link (KEEP): tr__id_key -> rkeep chain */
+    size_t n_kept;
     struct rstream *next;
 };
+
+/* An object kept for a link (docs/OWNERSHIP.md, remote holds): one pin of ours per KEEP
+ * served, until the caller's LETGO or the link's end. */
+typedef struct rkeep {
+    uint8_t ref[16];
+    uint32_t count;
+    struct rkeep *next; /* refs of the same key */
+} rkeep;
+/* Holds one link may have, at most (a caller past it is told ENOMEM). */
+#define KEEP_CAP 65536
 
 /* A caller's request for a piece of one of our objects (served by the relay thread). */
 typedef struct objreq {
@@ -98,6 +117,7 @@ typedef struct objreq {
     uint32_t req;
     uint64_t off, len;
     int bulk;      /* the whole object, offered on the bulk connection */
+    int keep;      /* a KEEP, not a piece */
     int64_t since; /* when it came: a promise is waited for up to PROMISE_WAIT_NS */
     struct objreq *next;
 } objreq;
@@ -275,13 +295,129 @@ static rconn *find_conn(rstream *s, const uint8_t *id, uint32_t gen) {
     return NULL;
 }
 
+/* ------------------------------------------------------------------ remote holds */
+
+static int store_view(tr__relay *r);
+
+static rkeep *find_kept(rstream *s, const uint8_t ref[16]) {
+    rkeep *k = tr__idmap_get(&s->kept, tr__id_key(ref));
+    while (k && memcmp(k->ref, ref, 16) != 0)
+        k = k->next;
+    return k;
+}
+
+/* A caller's LETGO: one of its link's holds on ref ends (nothing if it has none). Under mu
+ * (a hold means the store view is there). */
+static void let_go_kept(tr__relay *r, rstream *s, const uint8_t ref[16]) {
+    uint64_t key = tr__id_key(ref);
+    rkeep *head = tr__idmap_get(&s->kept, key), **pp = &head;
+    while (*pp && memcmp((*pp)->ref, ref, 16) != 0)
+        pp = &(*pp)->next;
+    rkeep *k = *pp;
+    if (!k) return;
+    tr_ref obj;
+    memcpy(obj.b, ref, 16);
+    tr__objects_unpin(r->objs, obj);
+    if (--k->count) return;
+    *pp = k->next;
+    if (head)
+        tr__idmap_put(&s->kept, key, head); /* (replaces: takes no memory) */
+    else
+        tr__idmap_del(&s->kept, key);
+    free(k);
+    s->n_kept--;
+}
+
+/* Lets go of everything s kept (its link ended). Under mu. */
+static void drop_kept(tr__relay *r, rstream *s) {
+    size_t pos = 0;
+    uint64_t key;
+    void *v;
+    while (tr__idmap_next(&s->kept, &pos, &key, &v)) {
+        for (rkeep *k = v, *n; k; k = n) {
+            n = k->next;
+            tr_ref obj;
+            memcpy(obj.b, k->ref, 16);
+            while (k->count--)
+                tr__objects_unpin(r->objs, obj);
+            free(k);
+        }
+    }
+    tr__idmap_free(&s->kept);
+    s->n_kept = 0;
+}
+
+/* Counts one more hold of ours (a pin taken) for s on ref. Returns 0, or TR_ENOMEM with
+ * why (the caller unpins). Under mu. */
+static int kept_add(rstream *s, const uint8_t ref[16], char *why, size_t cap) {
+    rkeep *k = find_kept(s, ref);
+    if (!k && s->n_kept >= KEEP_CAP) {
+        snprintf(why, cap, "this link keeps %d objects already", KEEP_CAP);
+        return TR_ENOMEM;
+    }
+    if (!k) {
+        uint64_t key = tr__id_key(ref);
+        if (!(k = calloc(1, sizeof *k))) {
+            snprintf(why, cap, "the node is out of memory");
+            return TR_ENOMEM;
+        }
+        memcpy(k->ref, ref, 16);
+        k->next = tr__idmap_get(&s->kept, key);
+        if (tr__idmap_put(&s->kept, key, k)) {
+            free(k);
+            snprintf(why, cap, "the node is out of memory");
+            return TR_ENOMEM;
+        }
+        s->n_kept++;
+    }
+    k->count++;
+    return 0;
+}
+
+/* Serves a KEEP: a pin of ours on the object (sealed or not: a promise is kept too), the
+ * link's record of it, the answer. Called with mu; drops it meanwhile. Returns 1 if the
+ * link was full (try again later). */
+static int serve_keep(tr__relay *r, objreq *q) {
+    pthread_mutex_unlock(&r->mu);
+    tr_ref ref;
+    memcpy(ref.b, q->ref, 16);
+    int rc = !tr__ref_is_object(&ref) ? tr__err(TR_EINVAL, "not an object ref")
+             : store_view(r)          ? tr__err(TR_EOBJECT_LOST, "the store is out of reach")
+                                      : tr__objects_pin(r->objs, ref, 0, NULL, NULL);
+    char why[300] = "";
+    if (rc) snprintf(why, sizeof why, "%s", tr__last_error());
+    pthread_mutex_lock(&r->mu);
+    rstream *s = r->streams;
+    while (s && s->serial != q->serial)
+        s = s->next;
+    if (!s) { /* its link ended: nobody holds it */
+        if (!rc) tr__objects_unpin(r->objs, ref);
+        return 0;
+    }
+    if (!rc && (rc = kept_add(s, q->ref, why, sizeof why))) tr__objects_unpin(r->objs, ref);
+    tr__buf b = TR__BUF_INIT;
+    unsigned char kind = TR__REMOTE_OBJ_KEPT;
+    int32_t code = rc;
+    tr__buf_append(&b, &kind, 1);
+    tr__buf_append(&b, q->ref, 16);
+    tr__buf_append(&b, &q->req, 4);
+    tr__buf_append(&b, &code, 4);
+    tr__buf_append(&b, why, strlen(why));
+    /* (an answer the link cannot take is lost: the caller's wait ends at its deadline, and
+     * what we kept then stays until its link ends) */
+    if (!b.oom) tr__rpc_stream_send(s->st, b.data, b.len);
+    tr__buf_free(&b);
+    return 0;
+}
+
 /* The RPC server's thread: a caller's message. */
 static void on_msg(void *ctx, tr__rpc_stream *st, const void *msg, size_t len) {
     tr__relay *r = ctx;
     const unsigned char *p = msg;
+    int obj = p[0] == TR__REMOTE_OBJ_GET || p[0] == TR__REMOTE_OBJ_BULK ||
+              p[0] == TR__REMOTE_OBJ_KEEP || p[0] == TR__REMOTE_OBJ_LETGO;
     if (len < TR__REMOTE_HDR || (p[0] != TR__REMOTE_DATA && p[0] != TR__REMOTE_CLOSE &&
-                                 ((p[0] != TR__REMOTE_OBJ_GET && p[0] != TR__REMOTE_OBJ_BULK) ||
-                                  len != TR__REMOTE_HDR + 16))) {
+                                 (!obj || len != TR__REMOTE_HDR + 16))) {
         TR_LOG_WARN_LIMITED("RELAY-BAD", "a caller sent a malformed message (%zu bytes)", len);
         return;
     }
@@ -293,10 +429,16 @@ static void on_msg(void *ctx, tr__rpc_stream *st, const void *msg, size_t len) {
         s->next = r->streams;
         r->streams = s;
     }
-    if (s && (p[0] == TR__REMOTE_OBJ_GET || p[0] == TR__REMOTE_OBJ_BULK)) {
+    if (s && p[0] == TR__REMOTE_OBJ_LETGO) {
+        let_go_kept(r, s, p + 1);
+        pthread_mutex_unlock(&r->mu);
+        return;
+    }
+    if (s && obj) {
         /* for the relay thread (it reads our store) */
         objreq *q = s->n_obj < OBJ_QUEUE_CAP ? calloc(1, sizeof *q) : NULL;
         if (q) {
+            q->keep = p[0] == TR__REMOTE_OBJ_KEEP;
             q->serial = s->serial;
             memcpy(q->ref, p + 1, 16);
             memcpy(&q->req, p + 17, 4);
@@ -310,7 +452,8 @@ static void on_msg(void *ctx, tr__rpc_stream *st, const void *msg, size_t len) {
             tr__buf b = TR__BUF_INIT;
             int32_t code = TR_ENOMEM;
             const char *why = "too many object requests on this link";
-            unsigned char k = TR__REMOTE_OBJ_ERR;
+            unsigned char k =
+                p[0] == TR__REMOTE_OBJ_KEEP ? TR__REMOTE_OBJ_KEPT : TR__REMOTE_OBJ_ERR;
             tr__buf_append(&b, &k, 1);
             tr__buf_append(&b, p + 1, 20);
             tr__buf_append(&b, &code, 4);
@@ -399,6 +542,7 @@ static void on_end(void *ctx, tr__rpc_stream *st) {
             r->n_obj--;
             free(q);
         }
+        drop_kept(r, s); /* what it kept goes with the link */
         for (rstream **pp = &r->streams; *pp; pp = &(*pp)->next) {
             if (*pp == s) {
                 *pp = s->next;
@@ -426,6 +570,54 @@ static int send_held(tr__relay *r, rconn *c) {
 
 /* A worker's bytes, back to its caller, in messages of the link's size at most. Caller
  * holds mu. */
+/* Follows the frames in the worker's bytes to the caller: a RESULT that hands a result's
+ * container to us (tr__result_frame_kept: the worker transferred it to our store index)
+ * is adopted and kept for the caller's link, which says LETGO when its caller lets go of
+ * the result (docs/OWNERSHIP.md). Under mu. */
+static void follow_results(tr__relay *r, rconn *c, const char *p, size_t n) {
+    while (n && !c->rlost) {
+        if (c->rbody_left) {
+            size_t want = c->rpre_have < TR__RESULT_KEPT_PREFIX &&
+                                  c->rbody_left + c->rpre_have >= TR__RESULT_KEPT_PREFIX
+                              ? TR__RESULT_KEPT_PREFIX - c->rpre_have
+                              : 0;
+            if (want > n) want = n;
+            memcpy(c->rpre + c->rpre_have, p, want);
+            c->rpre_have += want;
+            size_t k = n < c->rbody_left ? n : (size_t)c->rbody_left;
+            c->rbody_left -= k;
+            p += k;
+            n -= k;
+            if (want && c->rpre_have == TR__RESULT_KEPT_PREFIX && c->rpre[0] == 0x94 &&
+                c->rpre[1] == 0x00 && c->rpre[2] == 0xc4 && c->rpre[3] == 0x10 && r->objs) {
+                tr_ref ref;
+                memcpy(ref.b, c->rpre + 4, 16);
+                char why[200];
+                if (tr__objects_adopt(r->objs, ref) == 0 && kept_add(c->s, ref.b, why, sizeof why))
+                    tr__objects_unpin(r->objs, ref); /* (the caller's pull fails, saying so) */
+            }
+            continue;
+        }
+        size_t k = TR__FRAME_HDR - c->rhdr_have;
+        if (k > n) k = n;
+        memcpy(c->rhdr + c->rhdr_have, p, k);
+        c->rhdr_have += k;
+        p += k;
+        n -= k;
+        if (c->rhdr_have < TR__FRAME_HDR) break;
+        tr__frame_hdr h;
+        memcpy(&h, c->rhdr, sizeof h);
+        if (tr__frame_check(&h, r->max_msg)) {
+            c->rlost = 1;
+            break;
+        }
+        c->rhdr_have = 0;
+        c->rbody_left = h.len;
+        /* only a RESULT's body is looked at (a kept one is 4 elements, its ref first) */
+        c->rpre_have = h.type == TR__MSG_RESULT ? 0 : TR__RESULT_KEPT_PREFIX;
+    }
+}
+
 static void on_worker(tr__relay *r, rconn *c, uint32_t events) {
     if ((events & EPOLLOUT) && c->state == C_OPEN) flush(r, c);
     if (c->state != C_OPEN || !(events & (EPOLLIN | EPOLLHUP | EPOLLERR))) return;
@@ -447,6 +639,7 @@ static void on_worker(tr__relay *r, rconn *c, uint32_t events) {
         } while (n < 0 && errno == EINTR);
         if (n > 0) {
             b->len = TR__REMOTE_HDR + (size_t)n;
+            follow_results(r, c, b->data + TR__REMOTE_HDR, (size_t)n); /* (before they go) */
             r->holding++;
             if (send_held(r, c)) break; /* the link is full: not read until it takes this */
             if (c->state != C_OPEN) return;
@@ -495,6 +688,7 @@ static void let_go(void *p) {
  * sent: try again later), 2 if the object is not sealed yet (a promise: ask again later).
  * Called with mu; drops it meanwhile. */
 static int serve_one(tr__relay *r, objreq *q) {
+    if (q->keep) return serve_keep(r, q);
     pthread_mutex_unlock(&r->mu);
     tr__buf b = TR__BUF_INIT; /* the header (and an error's text); a piece is sent from the
                                  store itself */
@@ -654,6 +848,8 @@ static void resolve_pass(tr__relay *r) {
         tr__actor_where w;
         tr_actor_id id;
         memcpy(id.b, due[i].id, 16);
+        if (store_view(r)) /* (our store index goes to the worker: results with refs) */
+            TR_LOG_WARN_LIMITED("RELAY-STORE", "no view of the store: %s", tr__last_error());
         int rc = r->node ? tr__actor_resolve(r->node, &id, 0, &w) : TR_ECONNECT;
         if (rc == TR_ECONNECT || rc == TR_EPROTO || rc == TR_ETIMEDOUT) { /* once more */
             tr__nodeconn_close(r->node);
@@ -694,7 +890,8 @@ static void resolve_pass(tr__relay *r) {
         int fd = tr__unix_connect_nb(w.path);
         if (fd < 0) continue;
         tr__buf hello = TR__BUF_INIT;
-        tr__caller_frame(&hello, -1); /* no store here for it: results come inline */
+        /* results come inline; those with refs in them hand us their container */
+        tr__caller_frame(&hello, r->objs ? tr__objects_client(r->objs) : -1, r->objs != NULL);
         tr__buf_append(&hello, c->out.data + c->out.off, tr__buf_avail(&c->out));
         if (hello.oom) {
             close(fd);
@@ -822,6 +1019,7 @@ void tr__relay_destroy(tr__relay *r) {
             s->objq = q->next;
             free(q);
         }
+        drop_kept(r, s);
         free(s);
     }
     for (rconn *c = r->grave, *n; c; c = n) {

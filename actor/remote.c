@@ -70,6 +70,24 @@ typedef struct pull {
 #define BULK_I ((1u << 20) - 1) /* its request's number (past every piece's) */
 enum { BULK_ASKED = 1, BULK_OFFERED, BULK_REFUSED };
 
+/* A remote hold being asked for (its thread waits on the registry's cv)... */
+typedef struct keepw {
+    uint8_t ref[16];
+    uint32_t req;
+    int done, rc;
+    char why[240];
+    struct keepw *next;
+} keepw;
+
+/* ...and one this process has: the node keeps ref for our link to it (docs/OWNERSHIP.md). */
+typedef struct rkept {
+    uint8_t ref[16];
+    struct tr__rlink *l;
+    int user;           /* the user's hold (tr_ref_borrow), one at most, as a store's */
+    int calls;          /* calls in flight that contain it */
+    struct rkept *next; /* refs of the same key */
+} rkept;
+
 struct tr__rlink {
     tr__remotes *r;
     char address[160];
@@ -85,7 +103,9 @@ struct tr__rlink {
     uint32_t next_gen;
     uint32_t next_req;
     pull *pulls;
-    int pullers; /* threads in tr__remote_pull on it: it is not freed under them */
+    keepw *keeps; /* holds asked for */
+    uint32_t next_keep;
+    int pullers; /* threads pulling, holding or releasing on it: it is not freed under them */
     int freeing;
     struct tr__rlink *next;
 };
@@ -96,6 +116,7 @@ struct tr__remotes {
     size_t max_msg;
     tr__rlink *links; /* live ones */
     tr__rlink *ended; /* ended ones, freed at destroy */
+    tr__idmap kept;   /* our remote holds: tr__id_key -> rkept chain */
 };
 
 int tr__remotes_create(size_t max_msg, tr__remotes **out) {
@@ -116,6 +137,30 @@ static void entry_put(entry *e) {
     if (--e->refs > 0 || !e->gone) return;
     if (e->wfd >= 0) close(e->wfd);
     free(e);
+}
+
+/* Forgets our remote holds through l (all of them if l is NULL): the map is made again
+ * without them (a link ends rarely). Caller holds mu. */
+static void drop_kept(tr__remotes *r, const tr__rlink *l) {
+    rkept *all = NULL;
+    size_t pos = 0;
+    uint64_t key;
+    void *v;
+    while (tr__idmap_next(&r->kept, &pos, &key, &v)) {
+        for (rkept *k = v, *n; k; k = n) {
+            n = k->next;
+            k->next = all;
+            all = k;
+        }
+    }
+    tr__idmap_free(&r->kept);
+    memset(&r->kept, 0, sizeof r->kept);
+    for (rkept *k = all, *n; k; k = n) {
+        n = k->next;
+        uint64_t kk = tr__id_key(k->ref);
+        k->next = l && k->l != l ? tr__idmap_get(&r->kept, kk) : NULL;
+        if (!l || k->l == l || tr__idmap_put(&r->kept, kk, k)) free(k);
+    }
 }
 
 /* Shuts every entry's write end: their readers see EOF. Caller holds mu. */
@@ -140,6 +185,14 @@ static void link_end(tr__rlink *l, const char *why) {
             snprintf(p->why, sizeof p->why, "%s", why);
         }
     }
+    for (keepw *k = l->keeps; k; k = k->next) {
+        if (!k->done) {
+            k->done = 1;
+            k->rc = TR_ECONNECT;
+            snprintf(k->why, sizeof k->why, "%s", why);
+        }
+    }
+    drop_kept(r, l); /* the node lets go of what it kept for this link */
     pthread_cond_broadcast(&r->cv);
     for (tr__rlink **pp = &r->links; *pp; pp = &(*pp)->next) {
         if (*pp == l) {
@@ -288,6 +341,23 @@ static void on_msg(void *ctx, tr__rpc_stream *st, const void *msg, size_t n) {
         pthread_mutex_unlock(&r->mu);
         return;
     }
+    if (n >= TR__REMOTE_HDR + 4 && p[0] == TR__REMOTE_OBJ_KEPT) { /* a hold's answer */
+        keepw *k = l->keeps;
+        while (k && (k->req != gen || memcmp(k->ref, p + 1, 16) != 0))
+            k = k->next;
+        if (k && !k->done) { /* (an answer nobody waits for any more: dropped) */
+            int32_t code;
+            memcpy(&code, p + TR__REMOTE_HDR, 4);
+            k->done = 1;
+            k->rc = code == 0 || (code < 0 && code >= TR_EOWNER_DIED) ? code : TR_EPROTO;
+            size_t wn = n - TR__REMOTE_HDR - 4;
+            snprintf(k->why, sizeof k->why, "%.*s", (int)(wn > 200 ? 200 : wn),
+                     (const char *)p + TR__REMOTE_HDR + 4);
+            pthread_cond_broadcast(&r->cv);
+        }
+        pthread_mutex_unlock(&r->mu);
+        return;
+    }
     if (n >= TR__REMOTE_HDR && (p[0] == TR__REMOTE_HOLD || p[0] == TR__REMOTE_GO)) {
         __atomic_store_n(&l->held, p[0] == TR__REMOTE_HOLD, __ATOMIC_RELAXED); /* (callers retry
                                                                         in a moment) */
@@ -397,6 +467,7 @@ void tr__remotes_destroy(tr__remotes *r) {
             link_free(l);
         }
     }
+    drop_kept(r, NULL);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
     free(r);
@@ -746,4 +817,162 @@ int tr__remote_pull(tr__remotes *r, const char *address, const char *token,
         if (rc) tr__objects_abort(o, obj); /* else its pin goes after the lookup that follows */
     }
     return rc ? rc : created;
+}
+
+/* ------------------------------------------------------------------ remote holds */
+
+static rkept *find_kept(tr__remotes *r, const uint8_t ref[16]) {
+    rkept *k = tr__idmap_get(&r->kept, tr__id_key(ref));
+    while (k && memcmp(k->ref, ref, 16) != 0)
+        k = k->next;
+    return k;
+}
+
+/* Sends a KEEP or LETGO of ref on stream st of a link. */
+static int send_keep(tr__rpc_stream *st, int kind, const uint8_t ref[16], uint32_t req) {
+    uint8_t m[TR__REMOTE_HDR + 16];
+    memset(m, 0, sizeof m);
+    m[0] = (uint8_t)kind;
+    memcpy(m + 1, ref, 16);
+    memcpy(m + 17, &req, 4);
+    return tr__rpc_stream_send(st, m, sizeof m);
+}
+
+void tr__remote_result_keep(tr__remotes *r, tr__rlink *l) {
+    pthread_mutex_lock(&r->mu);
+    l->pullers++;
+    pthread_mutex_unlock(&r->mu);
+}
+
+void tr__remote_result_drop(tr__remotes *r, tr__rlink *l, const uint8_t ref[16]) {
+    pthread_mutex_lock(&r->mu);
+    int dead = l->dead; /* (an ended link's node let go of all it kept for it) */
+    pthread_mutex_unlock(&r->mu);
+    if (!dead) send_keep(l->st, TR__REMOTE_OBJ_LETGO, ref, 0);
+    pthread_mutex_lock(&r->mu);
+    l->pullers--;
+    int free_it = claim_ended(r, l);
+    pthread_mutex_unlock(&r->mu);
+    if (free_it) link_free(l);
+}
+
+int tr__remote_hold(tr__remotes *r, const char *address, const char *token,
+                    const tr__rpc_tls_files *tls, const uint8_t ref[16], int user, int timeout_ms) {
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : tr__deadline(timeout_ms);
+    pthread_mutex_lock(&r->mu);
+    rkept *had = find_kept(r, ref);
+    if (had) { /* one KEEP there for all our holds */
+        if (user)
+            had->user = 1;
+        else
+            had->calls++;
+        pthread_mutex_unlock(&r->mu);
+        return 0;
+    }
+    tr__rlink *l = NULL;
+    int rc = get_link(r, address, token, tls, &l);
+    if (rc) {
+        pthread_mutex_unlock(&r->mu);
+        return rc;
+    }
+    keepw w;
+    memset(&w, 0, sizeof w);
+    memcpy(w.ref, ref, 16);
+    w.req = ++l->next_keep;
+    w.next = l->keeps;
+    l->keeps = &w;
+    l->pullers++;
+    pthread_mutex_unlock(&r->mu);
+    rc = send_keep(l->ost, TR__REMOTE_OBJ_KEEP, ref, w.req);
+    pthread_mutex_lock(&r->mu);
+    if (rc) {
+        w.done = 1;
+        w.rc = rc == TR_ENOMEM ? rc : TR_ECONNECT;
+        snprintf(w.why, sizeof w.why, "%s", tr__last_error());
+    }
+    while (!w.done && !rc)
+        rc = wait_until(r, deadline);
+    for (keepw **pp = &l->keeps; *pp; pp = &(*pp)->next) {
+        if (*pp == &w) {
+            *pp = w.next;
+            break;
+        }
+    }
+    int again = 0; /* kept twice (another thread of ours meanwhile): one LETGO */
+    if (!rc && !w.rc && !l->dead) {
+        if ((had = find_kept(r, ref))) {
+            again = 1;
+            if (user)
+                had->user = 1;
+            else
+                had->calls++;
+        } else {
+            rkept *k = calloc(1, sizeof *k);
+            uint64_t key = tr__id_key(ref);
+            if (k) {
+                memcpy(k->ref, ref, 16);
+                k->l = l;
+                k->user = user;
+                k->calls = !user;
+                k->next = tr__idmap_get(&r->kept, key);
+            }
+            if (!k || tr__idmap_put(&r->kept, key, k)) {
+                free(k);
+                again = 1;
+                w.rc = TR_ENOMEM;
+                snprintf(w.why, sizeof w.why, "no memory for a remote hold");
+            }
+        }
+    }
+    l->pullers--;
+    int free_it = claim_ended(r, l);
+    pthread_mutex_unlock(&r->mu);
+    if (again) send_keep(l->ost, TR__REMOTE_OBJ_LETGO, ref, 0);
+    if (free_it) link_free(l);
+    char hex[33];
+    tr__hex(ref, 16, hex);
+    if (rc == TR_ETIMEDOUT) /* (the node may keep it until our link ends: a bounded leak) */
+        return tr__err(rc, "holding %s at node %s: no answer in %d ms", hex, address, timeout_ms);
+    if (w.rc)
+        return tr__err(w.rc == TR_ENOTFOUND ? TR_ENOTFOUND : w.rc, "holding %s at node %s: %s", hex,
+                       address, w.why);
+    return 0;
+}
+
+int tr__remote_release(tr__remotes *r, const uint8_t ref[16], int user) {
+    pthread_mutex_lock(&r->mu);
+    rkept *k = tr__idmap_get(&r->kept, tr__id_key(ref)), **pp = &k, *head = k;
+    while (*pp && memcmp((*pp)->ref, ref, 16) != 0)
+        pp = &(*pp)->next;
+    rkept *d = *pp;
+    if (!d || (user ? !d->user : d->calls <= 0)) {
+        pthread_mutex_unlock(&r->mu);
+        return TR_ENOTFOUND;
+    }
+    if (user)
+        d->user = 0;
+    else
+        d->calls--;
+    if (d->user || d->calls) { /* other holds of ours on it remain */
+        pthread_mutex_unlock(&r->mu);
+        return 0;
+    }
+    *pp = d->next;
+    if (d == head) { /* the chain's head goes */
+        if (d->next)
+            tr__idmap_put(&r->kept, tr__id_key(ref), d->next); /* (replaces: no memory taken) */
+        else
+            tr__idmap_del(&r->kept, tr__id_key(ref));
+    }
+    tr__rlink *l = d->l; /* live: a link that ends forgets its holds first */
+    free(d);
+    l->pullers++;
+    pthread_mutex_unlock(&r->mu);
+    send_keep(l->ost, TR__REMOTE_OBJ_LETGO, ref, 0); /* (a link ending meanwhile lets go of all) */
+    pthread_mutex_lock(&r->mu);
+    l->pullers--;
+    int free_it = claim_ended(r, l);
+    pthread_mutex_unlock(&r->mu);
+    if (free_it) link_free(l);
+    return 0;
 }

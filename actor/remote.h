@@ -50,6 +50,13 @@ enum {
                                 u64 the object's size, u32 the port, 16 bytes the ticket */
     TR__REMOTE_HOLD = 8,     /* node -> caller: send no more CALL bytes on the link... */
     TR__REMOTE_GO = 9,       /* ...until this */
+    /* Remote holds (docs/OWNERSHIP.md), on the objects' stream: */
+    TR__REMOTE_OBJ_KEEP = 10,  /* caller -> node: id: an object (or twin) to keep for this
+                                  link until it says RELEASE or ends; gen: the request's
+                                  number; payload 16 zero bytes */
+    TR__REMOTE_OBJ_KEPT = 11,  /* node -> caller: payload i32 code (0: kept), then why */
+    TR__REMOTE_OBJ_LETGO = 12, /* caller -> node: one KEEP of id ends (no answer); payload
+                                  16 zero bytes */
 };
 #define TR__REMOTE_HDR 21
 
@@ -83,6 +90,26 @@ int tr__remote_send(tr__remotes *r, tr__rlink *l, const uint8_t id[16], const vo
 int tr__remote_pull(tr__remotes *r, const char *address, const char *token,
                     const tr__rpc_tls_files *tls, tr__objects *o, const uint8_t ref[16],
                     int timeout_ms);
+/* Remote holds (docs/OWNERSHIP.md): this process keeps object ref (an object, or a call
+ * result's twin) alive at the node at address, which made it, until it lets go or until
+ * its link to that node ends (the process exits, or the link is lost: then the node
+ * frees what only we held). The node keeps it once for all of our holds: the user's
+ * (`user`: tr_ref_borrow's, one at most, as a store's user hold) and one per call in
+ * flight that contains it. Waits up to timeout_ms for the node's answer (none if held
+ * already). Returns 0, TR_ENOTFOUND (no such object there: never made, or freed),
+ * TR_EOWNER_DIED (a result whose owner is gone), TR_ECONNECT, TR_ETIMEDOUT, TR_ENOMEM. */
+int tr__remote_hold(tr__remotes *r, const char *address, const char *token,
+                    const tr__rpc_tls_files *tls, const uint8_t ref[16], int user, int timeout_ms);
+/* Ends one of this process's holds on ref (the user's, or a call's); the node is told
+ * when the last goes (never waits). Returns 0, or TR_ENOTFOUND if there is no such hold. */
+int tr__remote_release(tr__remotes *r, const uint8_t ref[16], int user);
+
+/* A result's container the node's relay keeps for our link (tr__result_frame_kept): the
+ * link stays (not freed) until tr__remote_result_drop, which tells the node to let go of
+ * it (on the link's actor stream, where it was kept). */
+void tr__remote_result_keep(tr__remotes *r, tr__rlink *l);
+void tr__remote_result_drop(tr__remotes *r, tr__rlink *l, const uint8_t ref[16]);
+
 /* The caller lets go of actor id (before closing its fd): the node is told. l may be
  * freed by this call. */
 void tr__remote_close(tr__remotes *r, tr__rlink *l, const uint8_t id[16]);

@@ -161,8 +161,9 @@ tr_actor_id tr__ctx_actor_id(const tr_ctx *ctx) {
 
 typedef struct client {
     int fd;
-    int caller; /* the caller's object store index (from CALLER), or -1 */
-    pid_t pid;  /* the caller's process, from SO_PEERCRED (0 if unknown) */
+    int caller;  /* the caller's object store index (from CALLER), or -1 */
+    int relayed; /* the caller is another node's, through the relay (caller: the relay's) */
+    pid_t pid;   /* the caller's process, from SO_PEERCRED (0 if unknown) */
     tr__buf in, out;
     int want_out;
     struct client *next;
@@ -320,6 +321,25 @@ static int resolve_refs(worker *w, tr_ctx *ctx, tr__buf *out, uint64_t seq, cons
 static int send_container(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t seq) {
     tr_ref r = ctx->result_obj;
     ctx->has_result_obj = 0; /* ours to transfer or release now */
+    if (c->relayed && c->caller >= 0) {
+        /* a caller on another node: the bytes go inline, the container to the relay,
+         * which keeps it (and so its refs) for the caller's link */
+        const void *v;
+        size_t n;
+        size_t at = out->len;
+        int rc = tr__objects_view(w->objects, r, 10000, &v, &n);
+        if (!rc && n + 64 > w->max_msg)
+            rc = tr__err(TR_EMSGSIZE,
+                         "a result of %zu bytes with refs exceeds the message "
+                         "limit of %zu (max_message_bytes)",
+                         n, w->max_msg);
+        if (!rc) rc = tr__result_frame_kept(out, seq, r.b, v, n);
+        if (!rc) rc = tr__objects_transfer(w->objects, r, c->caller, c->pid);
+        if (!rc) return 0;
+        out->len = at; /* (the frame, or what of it was made, goes: an error instead) */
+        tr__objects_release(w->objects, r);
+        return tr__result_frame(out, seq, rc, tr__last_error(), strlen(tr__last_error()) + 1);
+    }
     int rc = c->caller < 0 ? tr__err(TR_ESTATE, "the caller did not say its store index: a "
                                                 "result with refs cannot reach it")
                            : tr__objects_transfer(w->objects, r, c->caller, c->pid);
@@ -403,7 +423,7 @@ static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t se
         return tr__result_frame(out, seq, TR_ETASK, ctx->err, strlen(ctx->err) + 1);
     }
     if (ctx->has_result_obj) return send_container(w, ctx, c, out, seq);
-    if (ctx->result.len > TR__INLINE_RESULT_MAX && w->objects && c->caller >= 0)
+    if (ctx->result.len > TR__INLINE_RESULT_MAX && w->objects && c->caller >= 0 && !c->relayed)
         return store_result(w, c, out, seq, ctx->result.data, ctx->result.len);
     if (ctx->result.len + 64 > w->max_msg) {
         snprintf(ctx->err, sizeof ctx->err,
@@ -434,12 +454,15 @@ static int flush_client(worker *w, client *c) {
 /* The CALLER frame (consumed here): the caller's object store index. */
 static void on_caller_frame(client *c, const char *body, size_t len) {
     tr__dec d;
-    int64_t idx = -1;
+    int64_t idx = -1, relayed = 0;
     if (tr__dec_init(&d, body, len) == 0) {
-        if (tr__obj_len(d.root) == 1) tr__obj_int(tr__obj_at(d.root, 0), "client", &idx);
+        size_t k = tr__obj_len(d.root);
+        if (k == 1 || k == 2) tr__obj_int(tr__obj_at(d.root, 0), "client", &idx);
+        if (k == 2) tr__obj_int(tr__obj_at(d.root, 1), "relayed", &relayed);
         tr__dec_free(&d);
     }
     c->caller = idx >= 0 && idx < 256 ? (int)idx : -1;
+    c->relayed = relayed == 1;
     tr__buf_consume(&c->in, TR__FRAME_HDR + len);
 }
 

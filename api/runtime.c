@@ -36,6 +36,7 @@
 #define NODE_START_TIMEOUT_MS 10000
 #define NODE_STOP_TIMEOUT_MS 8000
 #define RPC_MS 10000
+#define REMOTE_HOLD_MS 10000 /* a node's answer to a remote hold (tr_ref_borrow), at most */
 
 /* The embedded node: this executable, spawned as the node role (api/node.c). */
 static int start_embedded_node(const tr_config *cfg, pid_t *pid, char **address) {
@@ -500,7 +501,9 @@ TR_API int tr_ref_borrow(tr_runtime *rt, tr_ref ref) {
     CHECK_RT(rt, "tr_ref_borrow");
     if (tr__ref_is_call(&ref) && tr__actors_owns(rt->actors, ref) &&
         tr__actors_live(rt->actors, ref))
-        return 0; /* ours, held */
+        return 0;                              /* ours, held */
+    if (tr__actors_is_remote(rt->actors, ref)) /* held at its node (docs/OWNERSHIP.md) */
+        return tr__actors_remote_hold(rt->actors, ref, 1, REMOTE_HOLD_MS);
     return tr__objects_borrow(rt->objects, ref);
 }
 
@@ -586,6 +589,14 @@ TR_API int tr_wait(tr_runtime *rt, const tr_ref *refs, size_t n, size_t num_read
 
 TR_API int tr_ref_release(tr_runtime *rt, tr_ref ref) {
     CHECK_RT(rt, "tr_ref_release");
+    if (tr__actors_is_remote(rt->actors, ref)) {
+        /* another node's: our copy here (if we got it) and our hold there (if we
+         * borrowed it) */
+        int rc = tr__ref_is_object(&ref) ? tr__objects_release(rt->objects, ref)
+                                         : tr__actors_release(rt->actors, ref);
+        int src = tr__actors_remote_release(rt->actors, ref, 1);
+        return src == 0 ? 0 : rc;
+    }
     if (tr__ref_is_object(&ref)) return tr__objects_release(rt->objects, ref);
     return tr__actors_release(rt->actors, ref); /* (a borrow of another's: the store's) */
 }

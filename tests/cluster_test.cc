@@ -147,6 +147,11 @@ TEST_F(Cluster, ActorsAreCalledAcrossNodes) {
                              "a graph's value of 3145728 bytes across nodes",
                              "a graph whose actor on another node dies fails",
                              "an object from one node, through here, to a third",
+                             "an object borrowed on another node outlives our release, and "
+                             "goes after theirs",
+                             "what a borrower on another node held goes when it dies",
+                             "a result with a ref in it, from another node, got here and on a "
+                             "third",
                              "a method's error",
                              "an unknown method",
                              "fits nowhere",

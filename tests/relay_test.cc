@@ -117,8 +117,9 @@ class Relay : public ::testing::Test {
             if (r == 1 && h.type == TR__MSG_RESULT && h.seq == seq) {
                 const void *data;
                 size_t n;
+                const void *kept;
                 int is_ref = 0;
-                done = tr__result_parse(body, h.len, rc, &data, &n, &is_ref) == 0 && n == 8;
+                done = tr__result_parse(body, h.len, rc, &data, &n, &is_ref, &kept) == 0 && n == 8;
                 if (done) memcpy(v, data, 8);
             }
             tr__buf_free(&b);
@@ -156,7 +157,7 @@ TEST_F(Relay, CallsGoThroughAndAnythingElseIsRefused) {
     /* a CALLER frame (it would point the worker at another process's store): the
      * connection ends with a reason, and the frame reaches no worker */
     tr__buf b = TR__BUF_INIT;
-    tr__caller_frame(&b, 0);
+    tr__caller_frame(&b, 0, 0);
     send(TR__REMOTE_DATA, actor, 2, std::string(b.data + b.off, tr__buf_avail(&b)));
     tr__buf_free(&b);
     int kind;

@@ -357,6 +357,14 @@ int m_kept_sum(tr_ctx *ctx, void *, const void *args, size_t len) {
     return tr_ctx_reply(ctx, &sum, sizeof sum);
 }
 
+/* The number of objects in this actor's node's store. */
+int m_store_objects(tr_ctx *ctx, void *, const void *, size_t) {
+    tr_store_stats st = TR_STORE_STATS_INIT;
+    int rc = tr_object_stats(tr_ctx_runtime(ctx), &st);
+    return rc ? tr_ctx_error(ctx, "tr_object_stats: %s", tr_last_error())
+              : reply_i64(ctx, (int64_t)st.n_objects);
+}
+
 int m_drop_kept(tr_ctx *ctx, void *, const void *, size_t) {
     if (!g_has_kept) return tr_ctx_error(ctx, "nothing kept");
     g_has_kept = 0;
@@ -1153,6 +1161,7 @@ const tr_method_def counter_methods[] = {
     {"keep", m_keep},
     {"kept_sum", m_kept_sum},
     {"drop_kept", m_drop_kept},
+    {"store_objects", m_store_objects},
     {"share_call", m_share_call},
     {"parts", m_parts},
     {"coll", m_coll},
@@ -1928,6 +1937,95 @@ int run_cluster_driver(const char *spec) {
         cluster_check(rc == 0 && got == checksum(want.data(), want.size()),
                       "an object from one node, through here, to a third",
                       rc ? tr_last_error() : "");
+    }
+    /* an object made here, borrowed by the actor on b (a remote hold, docs/OWNERSHIP.md):
+     * it outlives our own release, is read there after it, and leaves our store once b
+     * lets go */
+    {
+        auto here_objects = [&] {
+            tr_store_stats st = TR_STORE_STATS_INIT;
+            return tr_object_stats(rt, &st) == 0 ? (long long)st.n_objects : -1ll;
+        };
+        long long before = here_objects();
+        std::string big = pattern(1 << 20, 11);
+        tr_ref obj, ref;
+        const void *p;
+        size_t n;
+        uint64_t got = 0;
+        rc = tr_put(rt, big.data(), big.size(), &obj);
+        if (!rc) rc = tr_call_contains(rt, far, "keep", &obj, 16, nullptr, 0, &obj, 1, &ref);
+        if (!rc) rc = tr_get(rt, ref, 30000, &p, &n);
+        if (!rc) tr_ref_release(rt, ref);
+        if (!rc) tr_ref_release(rt, obj);
+        long long kept = here_objects();
+        if (!rc) rc = tr_call(rt, far, "kept_sum", nullptr, 0, &ref);
+        if (!rc) rc = tr_get(rt, ref, 30000, &p, &n);
+        if (!rc && n == 8) memcpy(&got, p, 8);
+        if (!rc) tr_ref_release(rt, ref);
+        std::string why = rc ? tr_last_error() : "";
+        int64_t z;
+        if (!rc) rc = call_i64(rt, far, "drop_kept", 0, &z);
+        bool gone = !rc && eventually(5000, [&] { return here_objects() == before; });
+        cluster_check(rc == 0 && kept == before + 1 && got == checksum(big.data(), big.size()) &&
+                          gone,
+                      "an object borrowed on another node outlives our release, and goes "
+                      "after theirs",
+                      why + " objects here: " + std::to_string(before) + ", " +
+                          std::to_string(kept) + ", " + std::to_string(here_objects()));
+        /* a borrower killed: its node's link to ours ends, and what it held here goes */
+        tr_actor_id keeper;
+        rc = cluster_actor(rt, there.c_str(), nullptr, &keeper);
+        if (!rc) rc = tr_put(rt, big.data(), big.size(), &obj);
+        if (!rc) rc = tr_call_contains(rt, keeper, "keep", &obj, 16, nullptr, 0, &obj, 1, &ref);
+        if (!rc) rc = tr_get(rt, ref, 30000, &p, &n);
+        if (!rc) tr_ref_release(rt, ref);
+        if (!rc) tr_ref_release(rt, obj);
+        kept = here_objects();
+        if (!rc) rc = tr_actor_kill(rt, keeper, 1);
+        gone = !rc && eventually(10000, [&] { return here_objects() == before; });
+        cluster_check(rc == 0 && kept == before + 1 && gone,
+                      "what a borrower on another node held goes when it dies",
+                      std::string(rc ? tr_last_error() : "") +
+                          " objects here: " + std::to_string(before) + ", " + std::to_string(kept) +
+                          ", " + std::to_string(here_objects()));
+    }
+    /* a method on b returns a ref inside its result (Ray's `return ray.put(x)`): b keeps
+     * the object while our result holds it; it is got here, and nested on to the head's
+     * actor, which gets it from b; our release empties b's store of it */
+    {
+        int64_t b0 = -1, b1 = -1;
+        rc = call_i64(rt, far, "store_objects", 0, &b0);
+        uint64_t args[2] = {(uint64_t)1 << 20, 12}, got = 0, there = 0;
+        tr_ref res, inner, c;
+        const void *p = nullptr;
+        size_t n = 0;
+        if (!rc) rc = tr_call(rt, far, "put_ref", args, sizeof args, &res);
+        if (!rc) rc = tr_get(rt, res, 30000, &p, &n);
+        if (!rc && n != 16) rc = TR_EPROTO;
+        if (!rc) memcpy(&inner, p, 16);
+        if (!rc) rc = tr_get(rt, inner, 30000, &p, &n);
+        if (!rc) got = checksum(p, n);
+        if (!rc) tr_ref_release(rt, inner);
+        char a[20];
+        int32_t depth = 1;
+        memcpy(a, &res, 16);
+        memcpy(a + 16, &depth, 4);
+        if (!rc)
+            rc = tr_call_contains(rt, third, "deref_sum", a, sizeof a, nullptr, 0, &res, 1, &c);
+        if (!rc) rc = tr_get(rt, c, 30000, &p, &n);
+        if (!rc && n == 8) memcpy(&there, p, 8);
+        std::string why =
+            rc ? std::string(p ? (const char *)p : "", p ? n : 0) + tr_last_error() : "";
+        if (!rc) tr_ref_release(rt, c);
+        if (!rc) tr_ref_release(rt, res);
+        std::string want = pattern(args[0], args[1]);
+        uint64_t sum = checksum(want.data(), want.size());
+        bool gone = !rc && eventually(5000, [&] {
+            return call_i64(rt, far, "store_objects", 0, &b1) == 0 && b1 == b0;
+        });
+        cluster_check(rc == 0 && got == sum && there == sum && gone,
+                      "a result with a ref in it, from another node, got here and on a third",
+                      why + " b's objects: " + std::to_string(b0) + ", " + std::to_string(b1));
     }
     /* groups across nodes: shm refused at once, with the reason; gloo over three nodes
      * (here, b, the head) through every op, dtype and reduction, each checked by the

@@ -26,6 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             size_t mlen, alen, dlen, nrefs, inl_len;
             const void *args, *dat, *refs, *inl;
             int rc, is_ref;
+            const void *kept;
             if (tr__call_parse(body, h.len, &m, &mlen, &args, &alen, &refs, &nrefs, &inl,
                                &inl_len) == 0) {
                 /* as the worker resolves them: an all-zero ref takes the next inline value */
@@ -38,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         break;
                 }
             }
-            (void)tr__result_parse(body, h.len, &rc, &dat, &dlen, &is_ref);
+            (void)tr__result_parse(body, h.len, &rc, &dat, &dlen, &is_ref, &kept);
             tr_config cfg;
             memset(&cfg, 0, sizeof cfg);
             (void)tr__config_decode_node(body, h.len, &cfg);
