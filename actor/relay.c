@@ -16,6 +16,11 @@
  * workers that do not take them (OUT_CAP in all) is told HOLD: its caller sends no more
  * until GO, once they are down to half. A caller that sends on regardless past HARD_CAP
  * has the connection it sends on ended: the node's memory stays bounded (HARD_CAP a link).
+ *
+ * Remote holds (docs/OWNERSHIP.md): a link's KEEP of one of our objects is a pin of ours,
+ * counted in the link's table until its LETGO or the link's end; so is a result's
+ * container a worker hands us for a caller on the link (the frames of the worker's bytes
+ * are followed for it: a kept RESULT names it).
  */
 #include "actor/relay.h"
 
