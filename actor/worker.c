@@ -259,6 +259,10 @@ const tr_method_def *tr__find_method(const tr_actor_class *cls, const char *m, s
 }
 
 #define ARG_SEAL_TIMEOUT_MS 10000
+/* ...and for a call's result passed by another process than its owner (its twin, a promise
+ * until the result is in: docs/OWNERSHIP.md), as long as a call may take: the wait ends
+ * at once if its owner dies (the promise goes with it) or its node is lost */
+#define ARG_PROMISE_TIMEOUT_MS 600000
 
 /* Lets go of the objects among the first ctx->n_refs arguments. */
 static void unpin_refs(worker *w, tr_ctx *ctx, const uint8_t *refs) {
@@ -292,8 +296,10 @@ static int resolve_refs(worker *w, tr_ctx *ctx, tr__buf *out, uint64_t seq, cons
         if (memcmp(r.b, zero_ref, 16) == 0)
             rc = tr__call_inline_next(&inl, &inl_len, &ctx->ref_data[i], &ctx->ref_len[i]);
         else if (tr__ref_is_object(&r))
-            rc = tr__objects_pin(w->objects, r, ARG_SEAL_TIMEOUT_MS, &ctx->ref_data[i],
-                                 &ctx->ref_len[i]);
+            rc = tr__objects_pin(w->objects, r,
+                                 (r.b[15] & TR__REF_CALL_BIT) ? ARG_PROMISE_TIMEOUT_MS
+                                                              : ARG_SEAL_TIMEOUT_MS,
+                                 &ctx->ref_data[i], &ctx->ref_len[i]);
         else
             rc = tr__err(TR_EINVAL, "not an object ref");
         if (rc) {

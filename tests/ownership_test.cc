@@ -350,6 +350,37 @@ TEST_F(OwnershipTest, WorkerSharesItsOwnPendingCall) {
     expect_empty();
 }
 
+/* Another process's result still running, passed as a top-level argument: the callee
+ * waits for it as long as the call takes (here past the 10 s an object being written is
+ * waited for), not failing at a fixed timeout. */
+TEST_F(OwnershipTest, BorrowedPendingResultAsArgumentIsWaitedFor) {
+    tr_actor_id a = make(), sleeper = make(), reader = make();
+    std::string args((const char *)&sleeper, sizeof sleeper);
+    args += i64(10500);
+    tr_ref c, r;
+    ASSERT_EQ(tr_call(rt, a, "share_call", args.data(), args.size(), &c), 0);
+    const void *d;
+    size_t n;
+    ASSERT_EQ(tr_get(rt, c, 10000, &d, &n), 0) << tr_last_error();
+    ASSERT_EQ(n, 16u);
+    tr_ref inner;
+    memcpy(&inner, d, 16);
+    ASSERT_EQ(tr_ref_borrow(rt, inner), 0) << tr_last_error();
+    ASSERT_EQ(tr_ref_release(rt, c), 0);
+    ASSERT_EQ(tr_call_refs(rt, reader, "sum_args", nullptr, 0, &inner, 1, &r), 0)
+        << tr_last_error();
+    int rc = tr_get(rt, r, 30000, &d, &n);
+    ASSERT_EQ(rc, 0) << tr_errname(rc) << ": " << (d ? std::string((const char *)d, n) : "");
+    ASSERT_EQ(n, 8u);
+    int64_t ms = 10500;
+    uint64_t got;
+    memcpy(&got, d, 8);
+    EXPECT_EQ(got, checksum(&ms, 8));
+    tr_ref_release(rt, r);
+    tr_ref_release(rt, inner);
+    expect_empty();
+}
+
 /* tr_wait and tr_get with a timeout work on another process's call ref. */
 TEST_F(OwnershipTest, WaitOnABorrowedRef) {
     tr_actor_id a = make(), sleeper = make();
