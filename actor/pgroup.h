@@ -39,6 +39,7 @@ enum {
     TR__MSG_PG_INFO = 74,
     TR__MSG_PG_REMOVE = 75,
     TR__MSG_PG_BY_NAME = 76,
+    TR__MSG_PG_RESERVE = 77,
 };
 
 #define TR__PG_MAX_BUNDLES 64
@@ -59,6 +60,10 @@ typedef struct tr__pg_host {
     /* resources came back: place what waits */
     void (*changed)(void *ctx);
     void *ctx;
+    /* a cluster's: takes a driver's request to the head (1), or not (0: no cluster, or the
+     * node's own connection); NULL: none */
+    int (*forward)(void *ctx, int type, tr__conn *c, uint64_t seq, const tr__obj *body);
+    void *forward_ctx;
 } tr__pg_host;
 
 int tr__pgroups_create(const tr__pg_host *h, tr__pgroups **out);
