@@ -498,7 +498,8 @@ TEST_F(Cluster, PlacementGroupsSpanTheNodes) {
           "bad input is refused by the node", "a name is the cluster's",
           "remove kills the group's actors on every node", "PACK of 3 CPUs takes two nodes",
           "PACK of 2 CPUs takes one node", "an actor in any bundle runs on the group's node",
-          "SPREAD puts its bundles on two nodes", "a bundle goes to the node with its resource",
+          "SPREAD puts its bundles on two nodes", "a task runs in a bundle on another node",
+          "a bundle goes to the node with its resource",
           "a group with a bundle on a lost node is pending again"})
         EXPECT_NE(out.find(std::string("OK ") + what), std::string::npos) << what << "\n" << out;
     EXPECT_EQ(out.find("FAIL"), std::string::npos) << out;

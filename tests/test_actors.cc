@@ -1781,6 +1781,19 @@ int run_pg_driver(tr_runtime *rt, const char *scenario, const char *ip, const ch
     i = cluster_pg_info(rt, sp);
     cluster_check(w == 0 && pg_nodes(i).size() == 2, "SPREAD puts its bundles on two nodes",
                   std::string(tr_errname(w)) + ": " + i.node + " " + i.reason);
+    /* a task into a bundle on another node than this driver's: its pool worker runs there */
+    int far_bundle = strncmp(i.node, "10.213.0.2:", 11) == 0 ? 1 : 0;
+    tr_task_options to = TR_TASK_OPTIONS_INIT;
+    to.placement_group = sp;
+    to.bundle_index = far_bundle;
+    tr_ref tref;
+    const void *tp = nullptr;
+    size_t tn = 0;
+    rc = tr_task_submit(rt, "t_echo", "hi", 2, nullptr, 0, &to, &tref);
+    if (!rc) rc = tr_get(rt, tref, 30000, &tp, &tn);
+    cluster_check(rc == 0 && std::string((const char *)tp, tn) == "hi",
+                  "a task runs in a bundle on another node",
+                  rc ? tr_last_error() : std::to_string(far_bundle));
     tr_placement_group_remove(rt, p2);
     tr_placement_group_remove(rt, sp);
 
