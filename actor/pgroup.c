@@ -144,9 +144,8 @@ static int try_place(tr__pgroups *p, pg *g) {
     char want[512], have[512];
     if (g->strategy == TR_PG_STRICT_SPREAD && g->n > 1 && !g->part) {
         set_reason(g,
-                   "STRICT_SPREAD: each of its %d bundles needs a node of its own, and "
-                   "placement groups use the driver's node only (this version does not place "
-                   "them across a cluster)",
+                   "STRICT_SPREAD: each of its %d bundles needs a node of its own, and this "
+                   "node is in no cluster (across a cluster's nodes the head places groups)",
                    g->n);
         return 0;
     }
