@@ -73,6 +73,7 @@ typedef struct ckv {
 
 /* A placement group across the nodes, the head's (pgroups.c). */
 typedef struct hpg hpg;
+typedef struct pgstale pgstale;
 
 /* A connection of this node that created placement groups (the head is told when it
  * closes). */
@@ -157,6 +158,7 @@ struct tr__cluster {
     int pg_running, pg_kick, pg_pass; /* the scheduler thread (at most one); under mu */
     int64_t pg_next_ns;               /* when pending groups are tried again */
     pgconn *pg_conns;                 /* this node's creators of groups, under mu */
+    pgstale *pg_stale; /* parts to undo on nodes lost meanwhile (the head's), under mu */
     size_t kv_keys, kv_bytes;
     uint64_t actors, objects, object_bytes; /* this node's, from its loop (under mu) */
     /* what this node runs as a worker for other nodes' drivers: its own command (argv
@@ -197,10 +199,11 @@ void tr__cl_pg_owner_gone(tr__cluster *cl, const char *key, const char *node);
 /* pgroups.c */ /* Under mu: node is lost: its creators' groups go, and the groups with
                  * bundles there are placed again. */
 void tr__cl_pg_node_lost(tr__cluster *cl, const char *node);
-/* pgroups.c */ /* The node (address, id) holding bundle (-1: any) of group id, placed:
-                 * 0, or TR_ENOTFOUND, TR_ESTATE (pending, removed), TR_EINVAL. Takes mu. */
-int tr__cl_pg_route(tr__cluster *cl, const uint8_t id[16], int64_t bundle, char *address,
-                    size_t cap, char *node, size_t ncap);
+/* pgroups.c */ /* The node (address, id) holding bundle (-1: any, one whose bundle fits want) of
+                 * group id, placed: 0, or TR_ENOTFOUND, TR_ESTATE (pending, removed), TR_EINVAL.
+                 * Takes mu. */
+int tr__cl_pg_route(tr__cluster *cl, const uint8_t id[16], int64_t bundle, const tr__res *want,
+                    char *address, size_t cap, char *node, size_t ncap);
 /* pgroups.c */ void tr__cl_pg_status_json(tr__cluster *cl, tr__buf *j); /* under mu */
 /* pgroups.c */ void tr__cl_pg_free_all(tr__cluster *cl);
 /* placement.c */ void tr__cl_reencode(const tr__obj *map, const char *key, const char *value,

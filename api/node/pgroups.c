@@ -48,6 +48,14 @@ struct hpg {
     struct hpg *next;
 };
 
+/* A part on a node that was lost when it was to be undone: undone if that node answers
+ * again (its link was cut, not its process killed). */
+struct pgstale {
+    uint8_t id[16];
+    char address[128];
+    struct pgstale *next;
+};
+
 static const char *const strategy_names[] = {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"};
 static const char *const state_names[] = {"PENDING", "CREATED", "REMOVED"};
 
@@ -74,6 +82,11 @@ void tr__cl_pg_free_all(tr__cluster *cl) {
         hpg_free(g);
     }
     cl->pgs = NULL;
+    for (pgstale *p = cl->pg_stale, *n; p; p = n) {
+        n = p->next;
+        free(p);
+    }
+    cl->pg_stale = NULL;
 }
 
 static hpg *by_id(tr__cluster *cl, const uint8_t id[16]) {
@@ -636,7 +649,17 @@ static int release_all(tr__cluster *cl, hpg *g) {
     pthread_mutex_unlock(&cl->mu);
     int failed = 0;
     for (int j = 0; j < n; j++) {
-        if (tr__cl_table_says(cl, addr[j]) == 0) continue; /* lost: its part went with it */
+        if (tr__cl_table_says(cl, addr[j]) != 1) { /* lost: undone if it comes back */
+            pgstale *p = calloc(1, sizeof *p);
+            if (!p) continue;
+            memcpy(p->id, id, 16);
+            memcpy(p->address, addr[j], sizeof p->address); /* (both 128 bytes) */
+            pthread_mutex_lock(&cl->mu);
+            p->next = cl->pg_stale;
+            cl->pg_stale = p;
+            pthread_mutex_unlock(&cl->mu);
+            continue;
+        }
         failed |= release_on(cl, id, addr[j]) != 0;
     }
     if (failed) return -1;
@@ -654,6 +677,26 @@ static void pass(tr__cluster *cl) {
     pthread_mutex_lock(&cl->mu);
     int cur = ++cl->pg_pass;
     cl->pg_kick = 0;
+    pgstale *stale = cl->pg_stale, *keep = NULL;
+    cl->pg_stale = NULL;
+    pthread_mutex_unlock(&cl->mu);
+    while (stale) { /* parts left on nodes that were lost, now back */
+        pgstale *p = stale;
+        stale = p->next;
+        if (tr__cl_table_says(cl, p->address) == 1 && release_on(cl, p->id, p->address) == 0) {
+            free(p);
+        } else {
+            p->next = keep;
+            keep = p;
+        }
+    }
+    pthread_mutex_lock(&cl->mu);
+    while (keep) {
+        pgstale *p = keep;
+        keep = p->next;
+        p->next = cl->pg_stale;
+        cl->pg_stale = p;
+    }
     pthread_mutex_unlock(&cl->mu);
     for (;;) {
         pthread_mutex_lock(&cl->mu);
@@ -707,7 +750,7 @@ static void *sched_main(void *arg) {
 void tr__cl_pg_kick(tr__cluster *cl) {
     if (!cl->head) return;
     pthread_mutex_lock(&cl->mu);
-    int due = 0;
+    int due = cl->pg_stale && tr__now_ns() >= cl->pg_next_ns;
     for (hpg *g = cl->pgs; g && !due; g = g->next)
         due = g->release || (g->doomed) ||
               (g->state == TR_PG_PENDING && (cl->pg_kick || tr__now_ns() >= cl->pg_next_ns));
@@ -794,8 +837,8 @@ void tr__cl_pg_node_lost(tr__cluster *cl, const char *node) {
     }
 }
 
-int tr__cl_pg_route(tr__cluster *cl, const uint8_t id[16], int64_t bundle, char *address,
-                    size_t cap, char *node, size_t ncap) {
+int tr__cl_pg_route(tr__cluster *cl, const uint8_t id[16], int64_t bundle, const tr__res *want,
+                    char *address, size_t cap, char *node, size_t ncap) {
     char hex[33];
     tr__hex(id, 16, hex);
     pthread_mutex_lock(&cl->mu);
@@ -821,6 +864,7 @@ int tr__cl_pg_route(tr__cluster *cl, const uint8_t id[16], int64_t bundle, char 
     if (!rc) { /* its bundle's node; for -1 the group's node that has had fewest placed */
         int best = -1, best_placed = 0;
         for (int i = bundle < 0 ? 0 : (int)bundle; i < (bundle < 0 ? g->n : bundle + 1); i++) {
+            if (bundle < 0 && !tr__res_fits(want, &g->res[i])) continue; /* (its node says) */
             int placed = 0;
             for (int j = 0; j < cl->members.n; j++)
                 if (strcmp(cl->members.nodes[j].id, g->node[i]) == 0)
@@ -830,6 +874,7 @@ int tr__cl_pg_route(tr__cluster *cl, const uint8_t id[16], int64_t bundle, char 
                 best_placed = placed;
             }
         }
+        if (best < 0) best = 0; /* none fits: its node refuses, saying why */
         snprintf(address, cap, "%s", g->address[best]);
         snprintf(node, ncap, "%s", g->node[best]);
     }

@@ -307,7 +307,8 @@ int tr__cl_op_place(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
         uint8_t pg[16];
         int64_t bundle = -1;
         if ((rc = tr__get_id(req, "pg", pg, 16)) || (rc = tr__get_int(req, "bundle", &bundle)) ||
-            (rc = tr__cl_pg_route(cl, pg, bundle, address, sizeof address, node, sizeof node)))
+            (rc = tr__cl_pg_route(cl, pg, bundle, &want, address, sizeof address, node,
+                                  sizeof node)))
             return rc;
         pthread_mutex_lock(&cl->mu);
         for (int i = 0; i < cl->members.n && best < 0; i++)
