@@ -376,8 +376,9 @@ double cpus_in(const std::string &st, const char *which = "resources_available")
  * pending with its reason and reserves nothing anywhere; STRICT_SPREAD puts a bundle on
  * each of two nodes and its actors there; a driver on node b finds the group by name and
  * puts an actor in it; remove kills the actors and gives both nodes their CPUs back;
- * PACK and SPREAD; node b killed under a group with a bundle there: the group is PENDING
- * again and its other part undone. Then the driver exits: its groups go. These nodes keep
+ * PACK and SPREAD; a task in a bundle on another node; node b cut off, then killed, under
+ * a group with a bundle there: the group is PENDING again and its other part undone, and
+ * placed again when b is back. Then the driver exits: its groups go. These nodes keep
  * their sessions in /tmp/c3. */
 TEST_F(Cluster, PlacementGroupsSpanTheNodes) {
     int st;
@@ -459,6 +460,17 @@ TEST_F(Cluster, PlacementGroupsSpanTheNodes) {
         EXPECT_NE(out.find(std::string("OK ") + what), std::string::npos) << what << "\n" << out;
     printf("%s", out.c_str());
     EXPECT_TRUE(clean(out)) << out;
+    /* ... and so does a driver that joined by the head's address (a client node) */
+    out = in(2, "sh -c 'CLUSTER_DRIVER=\"pgname|10.213.0.3|10.213.0.1\" TR_NODE=10.213.0.1:7501 "
+                "TR_TOKEN=pgt " +
+                    std::string(self) + " 2>&1'");
+    for (const char *what :
+         {"a group is found by name from another node", "an actor goes into it from there"})
+        EXPECT_NE(out.find(std::string("OK ") + what), std::string::npos)
+            << "client: " << what << "\n"
+            << out;
+    printf("%s", out.c_str());
+    EXPECT_TRUE(clean(out)) << out;
     go(2);
 
     /* 3: removed: every node has its CPUs back and no actor left */
@@ -469,24 +481,37 @@ TEST_F(Cluster, PlacementGroupsSpanTheNodes) {
     }));
     go(3);
 
-    /* 4: node b (holding a bundle) killed; 5: the group's part on the other node undone */
+    /* 4: node b (holding a bundle) cut off; 5: the group's part on the other node undone,
+     * b's kept (b cannot be told) until b is back; 6: placed again, b's old part undone
+     * first (b holds one bundle, not two); then b killed; 7: its other part undone */
     ASSERT_TRUE(at_step(4)) << read_log();
     EXPECT_TRUE(eventually(3000, [&] { return free_cpus(2) == 3; })) << free_cpus(2);
+    in(2, "ip link set " + link_of(2) + " down");
+    go(4);
+    ASSERT_TRUE(at_step(5)) << read_log();
+    EXPECT_TRUE(eventually(5000, [&] { return free_cpus(2) == 4; })) << free_cpus(2);
+    EXPECT_EQ(cpus_in(status_c3(2)), 1) << status_c3(2);
+    EXPECT_NE(status_c3(0).find("\"state\":\"PENDING\",\"strategy\":\"STRICT_SPREAD\""),
+              std::string::npos)
+        << status_c3(0);
+    in(2, "ip link set " + link_of(2) + " up");
+    go(5);
+    ASSERT_TRUE(at_step(6)) << read_log();
+    EXPECT_EQ(cpus_in(status_c3(2)), 1) << status_c3(2);
+    EXPECT_EQ(free_cpus(3), 4);
     std::string b = status_c3(2);
     std::string pid = b.substr(b.find("\"pid\":") + 6);
     pid = pid.substr(0, pid.find(','));
     in(2, "kill -9 " + pid);
-    go(4);
-    ASSERT_TRUE(at_step(5)) << read_log();
+    go(6);
+    ASSERT_TRUE(at_step(7)) << read_log();
     EXPECT_TRUE(eventually(5000, [&] { return free_cpus(2) == 4; })) << free_cpus(2);
-    EXPECT_NE(status_c3(0).find("\"state\":\"PENDING\",\"strategy\":\"STRICT_SPREAD\""),
-              std::string::npos)
-        << status_c3(0);
-    go(5);
+    go(7);
 
     EXPECT_TRUE(eventually(60000, [&] {
         std::string s = read_log();
-        return s.find("pending again") != std::string::npos || s.find("FAIL") != std::string::npos;
+        return s.find("when the node is killed") != std::string::npos ||
+               s.find("FAIL") != std::string::npos;
     })) << read_log();
     out = read_log();
     for (const char *what :
@@ -500,7 +525,8 @@ TEST_F(Cluster, PlacementGroupsSpanTheNodes) {
           "PACK of 2 CPUs takes one node", "an actor in any bundle runs on the group's node",
           "SPREAD puts its bundles on two nodes", "a task runs in a bundle on another node",
           "a bundle goes to the node with its resource",
-          "a group with a bundle on a lost node is pending again"})
+          "a group with a bundle on a lost node is pending again",
+          "it is placed again once the node is back", "and pending again when the node is killed"})
         EXPECT_NE(out.find(std::string("OK ") + what), std::string::npos) << what << "\n" << out;
     EXPECT_EQ(out.find("FAIL"), std::string::npos) << out;
     printf("%s", out.c_str());
@@ -510,7 +536,7 @@ TEST_F(Cluster, PlacementGroupsSpanTheNodes) {
         /* (the head's own node's table of parts, and the cluster's) */
         return free_cpus(2) == 4 && count(status_c3(0), "\"placement_groups\":[]") == 2;
     })) << status_c3(0);
-    for (int k = 1; k <= 5; k++) {
+    for (int k = 1; k <= 7; k++) {
         unlink((marker + "." + std::to_string(k)).c_str());
         unlink((marker + ".go" + std::to_string(k)).c_str());
     }

@@ -1811,14 +1811,27 @@ int run_pg_driver(tr_runtime *rt, const char *scenario, const char *ip, const ch
     cluster_check(w == 0 && pg_nodes(i).size() == 2 && strstr(i.node, ip) != nullptr,
                   "a bundle goes to the node with its resource",
                   std::string(tr_errname(w)) + ": " + i.node + " " + i.reason);
-    pg_step(marker, 4); /* the test kills node b */
-    bool pending = eventually(15000, [&] {
-        i = cluster_pg_info(rt, lost);
-        return i.state == TR_PG_PENDING && strstr(i.reason, "lost") != nullptr;
-    });
+    auto pending_again = [&] {
+        return eventually(15000, [&] {
+            i = cluster_pg_info(rt, lost);
+            return i.state == TR_PG_PENDING && strstr(i.reason, "lost") != nullptr;
+        });
+    };
+    pg_step(marker, 4); /* the test cuts node b's link */
+    bool pending = pending_again();
     cluster_check(pending && i.node[0] == '\0',
                   "a group with a bundle on a lost node is pending again", i.reason);
-    pg_step(marker, 5); /* the test checks its other part was undone */
+    pg_step(marker, 5); /* the test checks its other part was undone, and brings b back */
+    w = tr_placement_group_wait(rt, lost, 30000);
+    i = cluster_pg_info(rt, lost);
+    cluster_check(w == 0 && pg_nodes(i).size() == 2 && strstr(i.node, ip) != nullptr,
+                  "it is placed again once the node is back",
+                  std::string(tr_errname(w)) + ": " + i.node + " " + i.reason);
+    pg_step(marker, 6); /* the test kills node b */
+    pending = pending_again();
+    cluster_check(pending && i.node[0] == '\0', "and pending again when the node is killed",
+                  i.reason);
+    pg_step(marker, 7); /* the test checks its other part was undone */
     return g_cluster_fails ? 1 : 0;
 }
 
