@@ -90,8 +90,8 @@ int tr__directory_create(const tr__directory_opts *o, tr__directory **out) {
     d->o.cores = NULL; /* ours is d->cores */
     if (o->gpus) d->gpus = *o->gpus;
     d->o.gpus = NULL;
-    tr__pg_host h = {&d->total,    &d->avail, &d->gpus,   o->node_path,
-                     o->no_actors, pg_kill,   pg_changed, d};
+    tr__pg_host h = {&d->total, &d->avail,  &d->gpus, o->node_path, o->no_actors,
+                     pg_kill,   pg_changed, d,        o->forward,   o->forward_ctx};
     int rc = tr__pgroups_create(&h, &d->pgs);
     if (rc) {
         free(d);
@@ -376,6 +376,16 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
         a->pg_bundle = (int)bundle;
         if ((rc = tr__pgroups_actor_req(d->pgs, pg, a->pg_bundle, &a->req, &a->pg_tag,
                                         &a->pg_gpu))) {
+            /* a group (or bundle) this node holds no part of: in a cluster, the head knows
+             * which node holds it */
+            if (rc == TR_ENOTFOUND && d->o.forward &&
+                d->o.forward(d->o.forward_ctx, TR__MSG_ACTOR_CREATE, c, seq, body)) {
+                free(res);
+                free(a->cls);
+                free(a->name);
+                free(a);
+                return;
+            }
             rc = tr__err_wrap(rc, "tr_actor_create");
             goto fail;
         }

@@ -21,6 +21,7 @@ typedef struct bundle {
     tr__res res; /* as asked: quantities > 0 only */
     double gpu;
     int dev[TR__MAX_GPUS], n_dev; /* the node's devices it holds while placed */
+    int here; /* reserved on this node (a cluster's part holds some bundles only) */
 } bundle;
 
 typedef struct pg {
@@ -30,7 +31,8 @@ typedef struct pg {
     char *name;
     int strategy, state;
     char reason[512];
-    uint64_t owner; /* connection id of the creator */
+    uint64_t owner; /* connection id of the creator (0 for a part) */
+    int part;       /* a part of a cluster's group, reserved for the head (PG_RESERVE) */
     int n;
     bundle *b;
     /* the devices of its bundles while placed, which its actors get theirs from */
@@ -121,6 +123,7 @@ static void drop_renamed(tr__res *r, const pg *g) {
     char nm[64];
     for (int i = 0; i < g->n; i++) {
         const bundle *b = &g->b[i];
+        if (!b->here) continue;
         for (int j = 0; j < b->res.n; j++) {
             renamed(nm, sizeof nm, b->res.name[j], g->tag, i);
             tr__res_drop(r, nm);
@@ -139,11 +142,10 @@ static void drop_renamed(tr__res *r, const pg *g) {
  * bundle fit. */
 static int try_place(tr__pgroups *p, pg *g) {
     char want[512], have[512];
-    if (g->strategy == TR_PG_STRICT_SPREAD && g->n > 1) {
+    if (g->strategy == TR_PG_STRICT_SPREAD && g->n > 1 && !g->part) {
         set_reason(g,
-                   "STRICT_SPREAD: each of its %d bundles needs a node of its own, and "
-                   "placement groups use the driver's node only (this version does not place "
-                   "them across a cluster)",
+                   "STRICT_SPREAD: each of its %d bundles needs a node of its own, and this "
+                   "node is in no cluster (across a cluster's nodes the head places groups)",
                    g->n);
         return 0;
     }
@@ -156,7 +158,7 @@ static int try_place(tr__pgroups *p, pg *g) {
         goto done;
     }
     for (int i = 0; i < g->n; i++)
-        for (int j = 0; j < g->b[i].res.n; j++)
+        for (int j = 0; j < g->b[i].res.n && g->b[i].here; j++)
             tr__res_add(sum, g->b[i].res.name[j], g->b[i].res.qty[j]); /* (names as bundles') */
     /* could it ever be placed here, with everything free? */
     *gpus = *p->h.gpus;
@@ -165,6 +167,7 @@ static int try_place(tr__pgroups *p, pg *g) {
     int gpus_ever = 1;
     for (int i = 0; i < g->n && gpus_ever; i++) {
         int ids[TR__MAX_GPUS];
+        if (!g->b[i].here) continue;
         if (!tr__gpus_fit(gpus, g->b[i].gpu))
             gpus_ever = 0;
         else
@@ -183,6 +186,7 @@ static int try_place(tr__pgroups *p, pg *g) {
     *gpus = *p->h.gpus;
     for (int i = 0; i < g->n; i++) {
         bundle *b = &g->b[i];
+        if (!b->here) continue;
         if (!tr__res_fits(&b->res, avail) || !tr__gpus_fit(gpus, b->gpu)) {
             tr__res_format(&b->res, want, sizeof want);
             tr__res_format(p->h.avail, have, sizeof have);
@@ -195,7 +199,7 @@ static int try_place(tr__pgroups *p, pg *g) {
     }
     *total = *p->h.total;
     for (int i = 0; i < g->n; i++) {
-        if (add_renamed(total, g, i) || add_renamed(avail, g, i)) {
+        if (g->b[i].here && (add_renamed(total, g, i) || add_renamed(avail, g, i))) {
             set_reason(g, "the node's table of resource names is full (%d names)", TR__MAX_RES);
             goto done;
         }
@@ -229,6 +233,7 @@ static void unplace(tr__pgroups *p, pg *g) {
     if (g->state != TR_PG_CREATED) return;
     for (int i = 0; i < g->n; i++) {
         bundle *b = &g->b[i];
+        if (!b->here) continue;
         tr__res_give(p->h.avail, &b->res);
         tr__gpus_give(p->h.gpus, b->gpu, b->dev, b->n_dev);
         b->n_dev = 0;
@@ -256,7 +261,7 @@ void tr__pgroups_schedule(tr__pgroups *p) {
 void tr__pgroups_conn_closed(tr__pgroups *p, uint64_t conn_id) {
     for (pg **pp = &p->all; *pp;) {
         pg *g = *pp;
-        if (g->owner != conn_id) {
+        if (g->owner != conn_id || g->part) { /* (a part goes when the head says) */
             pp = &g->next;
             continue;
         }
@@ -309,46 +314,69 @@ static int parse_bundles(const char *text, pg *g) {
                            "GPU (< 1) or whole GPUs",
                            i, k);
         g->b[i].gpu = k;
+        g->b[i].here = 1;
         s = end ? end + 1 : s + len;
     }
     return 0;
+}
+
+/* A create's or reserve's {bundles, strategy, name?} into g (text: the bundles, the
+ * caller frees it). 0, or a code with the error set. */
+static int parse_group(const tr__obj *body, pg *g, char **text) {
+    int64_t strategy = -1;
+    int rc;
+    if ((rc = tr__get_strdup(body, "bundles", text)) ||
+        (rc = tr__get_int(body, "strategy", &strategy)))
+        return rc;
+    if (strategy < TR_PG_PACK || strategy > TR_PG_STRICT_SPREAD)
+        return tr__err(TR_EINVAL,
+                       "tr_placement_group_create: unknown strategy %lld (TR_PG_PACK, "
+                       "TR_PG_SPREAD, TR_PG_STRICT_PACK, TR_PG_STRICT_SPREAD)",
+                       (long long)strategy);
+    g->strategy = (int)strategy;
+    if (tr__obj_type(tr__obj_get(body, "name")) == TR__T_STR &&
+        (rc = tr__get_strdup(body, "name", &g->name)))
+        return rc;
+    if (g->name && !*g->name) {
+        free(g->name);
+        g->name = NULL;
+    }
+    return parse_bundles(*text, g);
+}
+
+static uint32_t tag_of(const uint8_t id[16]) {
+    return (uint32_t)id[0] << 24 | (uint32_t)id[1] << 16 | (uint32_t)id[2] << 8 | id[3];
+}
+
+static void append(tr__pgroups *p, pg *g) {
+    pg **tail = &p->all;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = g;
 }
 
 static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
     tr__pgroups *p = ctx;
     pg *g = calloc(1, sizeof *g);
     char *text = NULL;
-    int64_t strategy = -1;
     int rc;
     if (!g) {
         tr__server_reply_status(c, seq, TR_ENOMEM, "node: out of memory");
         return;
     }
+    if ((rc = parse_group(body, g, &text))) goto fail;
+    /* in a cluster the head places every group, across its nodes (checked here first, so
+     * that bad input is refused as on one node) */
+    if (p->h.forward && p->h.forward(p->h.forward_ctx, TR__MSG_PG_CREATE, c, seq, body)) {
+        free(text);
+        pg_free(g);
+        return;
+    }
     if (p->h.no_actors) {
         rc = tr__err(TR_ESTATE, "tr_placement_group_create: this node is a cluster's client "
-                                "(it runs no actors); placement groups across a cluster are not "
-                                "built yet: connect to a node by its socket instead");
+                                "(it runs no actors) and cannot reach the cluster now");
         goto fail;
     }
-    if ((rc = tr__get_strdup(body, "bundles", &text)) ||
-        (rc = tr__get_int(body, "strategy", &strategy)))
-        goto fail;
-    if (strategy < TR_PG_PACK || strategy > TR_PG_STRICT_SPREAD) {
-        rc = tr__err(TR_EINVAL,
-                     "tr_placement_group_create: unknown strategy %lld (TR_PG_PACK, "
-                     "TR_PG_SPREAD, TR_PG_STRICT_PACK, TR_PG_STRICT_SPREAD)",
-                     (long long)strategy);
-        goto fail;
-    }
-    g->strategy = (int)strategy;
-    if (tr__obj_type(tr__obj_get(body, "name")) == TR__T_STR &&
-        (rc = tr__get_strdup(body, "name", &g->name)))
-        goto fail;
-    if (g->name && !*g->name) {
-        free(g->name);
-        g->name = NULL;
-    }
-    if ((rc = parse_bundles(text, g))) goto fail;
     if (g->name)
         for (pg *o = p->all; o; o = o->next)
             if (o->name && o->state != TR_PG_REMOVED && strcmp(o->name, g->name) == 0) {
@@ -360,8 +388,7 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
             }
     for (;;) { /* an id whose tag no group of ours has */
         if ((rc = tr__random_bytes(g->id, 16))) goto fail;
-        g->tag = (uint32_t)g->id[0] << 24 | (uint32_t)g->id[1] << 16 | (uint32_t)g->id[2] << 8 |
-                 g->id[3];
+        g->tag = tag_of(g->id);
         int taken = g->tag == 0;
         for (pg *o = p->all; o && !taken; o = o->next)
             taken = o->tag == g->tag;
@@ -370,10 +397,7 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
     tr__hex(g->id, 16, g->hex);
     g->owner = c->id;
     g->state = TR_PG_PENDING;
-    pg **tail = &p->all;
-    while (*tail)
-        tail = &(*tail)->next;
-    *tail = g;
+    append(p, g);
     free(text);
     tr__buf b = TR__BUF_INIT;
     tr__reply_begin(&b, 0, NULL, 1);
@@ -418,8 +442,16 @@ static void format_bundles(const pg *g, char *out, size_t cap) {
     }
 }
 
+/* In a cluster a driver's request goes to the head, which knows the whole group (this
+ * node holds a part at most); the node's own connections (the cluster's) are answered
+ * here. */
+static int forwarded(tr__pgroups *p, int type, tr__conn *c, uint64_t seq, const tr__obj *body) {
+    return p->h.forward && p->h.forward(p->h.forward_ctx, type, c, seq, body);
+}
+
 static void on_info(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
     tr__pgroups *p = ctx;
+    if (forwarded(p, TR__MSG_PG_INFO, c, seq, body)) return;
     pg *g = lookup(p, body, c, seq);
     if (!g) return;
     char bundles[4096];
@@ -447,14 +479,93 @@ static void on_info(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
 
 static void on_remove(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
     tr__pgroups *p = ctx;
+    if (forwarded(p, TR__MSG_PG_REMOVE, c, seq, body)) return;
     pg *g = lookup(p, body, c, seq);
     if (!g) return;
-    remove_group(p, g, "removed by tr_placement_group_remove");
+    int64_t forget = 0;
+    if (tr__obj_get(body, "forget")) tr__get_int(body, "forget", &forget);
+    remove_group(p, g,
+                 forget ? "removed by the cluster's head" : "removed by tr_placement_group_remove");
+    if (forget && g->part) { /* the head's part: nothing of it stays here */
+        for (pg **pp = &p->all; *pp; pp = &(*pp)->next)
+            if (*pp == g) {
+                *pp = g->next;
+                break;
+            }
+        pg_free(g);
+    }
     tr__server_reply_status(c, seq, 0, NULL);
+}
+
+/* PG_RESERVE {id, bundles, strategy, name?, here: [indices]}: the head's part of a group
+ * across nodes, now or never: the bundles `here` names are reserved at once, under the
+ * group's id (so its tag, and the renamed resources, are the same on every node) and
+ * their global indices, or the request is refused with the reason (the head undoes the
+ * other nodes' parts and tries again later). */
+static void on_reserve(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
+    tr__pgroups *p = ctx;
+    pg *g = calloc(1, sizeof *g);
+    char *text = NULL;
+    int rc;
+    if (!g) {
+        tr__server_reply_status(c, seq, TR_ENOMEM, "node: out of memory");
+        return;
+    }
+    if ((rc = tr__get_id(body, "id", g->id, 16)) || (rc = parse_group(body, g, &text))) goto fail;
+    const tr__obj *here = tr__obj_get(body, "here");
+    size_t k = tr__obj_len(here);
+    for (int i = 0; i < g->n; i++)
+        g->b[i].here = 0;
+    for (size_t i = 0; i < k; i++) {
+        int64_t v = -1;
+        if (tr__obj_int(tr__obj_at(here, i), "here", &v) || v < 0 || v >= g->n) {
+            rc = tr__err(TR_EPROTO, "pg_reserve: a bundle index out of range");
+            goto fail;
+        }
+        g->b[v].here = 1;
+    }
+    if (k == 0) {
+        rc = tr__err(TR_EPROTO, "pg_reserve: no bundle to reserve");
+        goto fail;
+    }
+    g->tag = tag_of(g->id);
+    tr__hex(g->id, 16, g->hex);
+    for (pg **pp = &p->all; *pp;) { /* a removed leftover of the same group goes */
+        pg *o = *pp;
+        if (memcmp(o->id, g->id, 16) == 0 && o->state == TR_PG_REMOVED) {
+            *pp = o->next;
+            pg_free(o);
+            continue;
+        }
+        if (memcmp(o->id, g->id, 16) == 0 || (o->tag == g->tag && o->state != TR_PG_REMOVED)) {
+            rc = tr__err(TR_EEXIST,
+                         "placement group %s: this node holds a part of it (or of "
+                         "a group of the same tag) already",
+                         g->hex);
+            goto fail;
+        }
+        pp = &o->next;
+    }
+    g->part = 1;
+    g->state = TR_PG_PENDING;
+    if (!try_place(p, g)) {
+        rc = tr__err(TR_ERESOURCES, "%s", g->reason);
+        goto fail;
+    }
+    append(p, g);
+    free(text);
+    tr__server_reply_status(c, seq, 0, NULL);
+    p->h.changed(p->h.ctx); /* actors that wait for the group's names */
+    return;
+fail:
+    tr__server_reply_status(c, seq, rc, tr__last_error());
+    free(text);
+    pg_free(g);
 }
 
 static void on_by_name(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
     tr__pgroups *p = ctx;
+    if (forwarded(p, TR__MSG_PG_BY_NAME, c, seq, body)) return;
     const char *name;
     size_t n;
     if (tr__get_str(body, "name", &name, &n)) {
@@ -481,6 +592,7 @@ void tr__pgroups_mount(tr__pgroups *p, tr__server *s) {
     tr__server_on(s, TR__MSG_PG_INFO, on_info, p);
     tr__server_on(s, TR__MSG_PG_REMOVE, on_remove, p);
     tr__server_on(s, TR__MSG_PG_BY_NAME, on_by_name, p);
+    tr__server_on(s, TR__MSG_PG_RESERVE, on_reserve, p);
 }
 
 /* Whether req (an actor's, as asked) can ever fit in bundle b. */
@@ -507,10 +619,13 @@ int tr__pgroups_actor_req(tr__pgroups *p, const uint8_t id[16], int bundle_index
                        "bundle_index %d is out of range: placement group %s has %d bundle%s "
                        "(0..%d, or -1 for any)",
                        bundle_index, hex, g->n, g->n == 1 ? "" : "s", g->n - 1);
+    if (bundle_index >= 0 && !g->b[bundle_index].here)
+        return tr__err(TR_ENOTFOUND, "bundle %d of placement group %s is on another node",
+                       bundle_index, hex);
     int ok = 0;
     for (int i = bundle_index < 0 ? 0 : bundle_index;
          i < (bundle_index < 0 ? g->n : bundle_index + 1) && !ok; i++)
-        ok = fits_bundle(req, &g->b[i]);
+        ok = g->b[i].here && fits_bundle(req, &g->b[i]);
     if (!ok) {
         char want[512], have[512] = "";
         tr__res_format(req, want, sizeof want);

@@ -18,11 +18,20 @@
  * come back to names that no longer exist: nothing). A group dies with its creator's
  * connection.
  *
+ * In a cluster (the host's forward hook set) a driver's PG_* requests go to the head
+ * (api/node/pgroups.c), which keeps the whole group and has each node it chose reserve
+ * its subset: a *part* (PG_RESERVE from the node's own cluster connection) holds some
+ * bundles only ("here"), keeping their global indices (the renamed resources are those
+ * of one node), placed at once or refused, owned by the head (PG_REMOVE "forget" undoes
+ * it), never by a connection. An actor into a bundle this node does not hold (or a group
+ * it holds nothing of) is forwarded to the head, which routes it to the bundle's node.
+ *
  * Messages (driver/worker <-> node, msgpack maps):
  *   PG_CREATE {bundles: "CPU=1,GPU=1;CPU=2", strategy, name?} -> {id}
  *   PG_INFO {id}         -> {state, strategy, n, name, reason, bundles, node}
- *   PG_REMOVE {id}       -> {}
+ *   PG_REMOVE {id, forget?} -> {}
  *   PG_BY_NAME {name}    -> {id}
+ *   PG_RESERVE {id, bundles, strategy, here: [bundle indices]} -> {} (the cluster's)
  * Runs on the node's loop thread (not thread-safe).
  */
 #ifndef TR_ACTOR_PGROUP_H
@@ -39,6 +48,7 @@ enum {
     TR__MSG_PG_INFO = 74,
     TR__MSG_PG_REMOVE = 75,
     TR__MSG_PG_BY_NAME = 76,
+    TR__MSG_PG_RESERVE = 77,
 };
 
 #define TR__PG_MAX_BUNDLES 64
@@ -59,6 +69,10 @@ typedef struct tr__pg_host {
     /* resources came back: place what waits */
     void (*changed)(void *ctx);
     void *ctx;
+    /* a cluster's: takes a driver's request to the head (1), or not (0: no cluster, or the
+     * node's own connection); NULL: none */
+    int (*forward)(void *ctx, int type, tr__conn *c, uint64_t seq, const tr__obj *body);
+    void *forward_ctx;
 } tr__pg_host;
 
 int tr__pgroups_create(const tr__pg_host *h, tr__pgroups **out);

@@ -363,3 +363,190 @@ TEST_F(Cluster, NodesJoinOverTheNetworkAndFailuresAreSeen) {
 }
 
 } // namespace
+
+namespace {
+
+/* resources_available (or _total) CPU in a node's status JSON; -1 if absent. */
+double cpus_in(const std::string &st, const char *which = "resources_available") {
+    size_t at = st.find(std::string("\"") + which + "\":{");
+    if (at == std::string::npos) return -1;
+    size_t end = st.find('}', at), k = st.find("\"CPU\":", at);
+    return k == std::string::npos || k > end ? -1 : atof(st.c_str() + k + 6);
+}
+
+} // namespace
+
+/* Placement groups across the nodes (nodes of 2 CPUs each; the driver on node a, not the
+ * head; its checks are run_cluster_driver's "pg"): STRICT_PACK larger than any node stays
+ * pending with its reason and reserves nothing anywhere; STRICT_SPREAD puts a bundle on
+ * each of two nodes and its actors there; a driver on node b finds the group by name and
+ * puts an actor in it; remove kills the actors and gives both nodes their CPUs back;
+ * PACK and SPREAD; a task in a bundle on another node; node b cut off, then killed, under
+ * a group with a bundle there: the group is PENDING again and its other part undone, and
+ * placed again when b is back. Then the driver exits: its groups go. These nodes keep
+ * their sessions in /tmp/c3. */
+TEST_F(Cluster, PlacementGroupsSpanTheNodes) {
+    int st;
+    char self[4096];
+    ASSERT_TRUE(realpath("/proc/self/exe", self));
+    const std::string tmp = " --tmpdir /tmp/c3 --num-cpus 2 --worker-path " + std::string(self);
+    for (int i = 0; i < 3; i++)
+        in(i, "mkdir -p /tmp/c3");
+    std::string out =
+        in(0, cli + " start --head --bind 10.213.0.1 --port 7501 --token pgt" + tmp, &st);
+    ASSERT_EQ(st, 0) << out;
+    for (int i = 1; i < 3; i++) { /* node b alone has "special" */
+        out = in(i,
+                 cli + " start --address 10.213.0.1:7501 --token pgt" + tmp +
+                     (i == 2 ? " --resources special=1" : ""),
+                 &st);
+        ASSERT_EQ(st, 0) << out;
+    }
+    auto status_c3 = [&](int i) { return in(i, cli + " status --tmpdir /tmp/c3"); };
+    ASSERT_TRUE(eventually(5000, [&] { return count(status_c3(0), "\"alive\":true") == 3; }))
+        << status_c3(0);
+    std::string marker = "/dev/shm/trpg" + std::to_string(getpid());
+    std::string log = marker + ".log";
+    auto driver = [&](int i, const std::string &spec, const std::string &tail) {
+        return in(i, "sh -c 'CLUSTER_DRIVER=\"" + spec +
+                         "\" TR_NODE=$(ls /tmp/c3/troupe-*/n*/node.sock | head -1) " + self + tail +
+                         "'");
+    };
+    auto read_log = [&] {
+        std::string s;
+        if (FILE *f = fopen(log.c_str(), "r")) {
+            char buf[4096];
+            size_t n;
+            while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+                s.append(buf, n);
+            fclose(f);
+        }
+        return s;
+    };
+    auto at_step = [&](int k) {
+        return eventually(
+            60000, [&] { return access((marker + "." + std::to_string(k)).c_str(), F_OK) == 0; });
+    };
+    auto go = [&](int k) {
+        if (FILE *f = fopen((marker + ".go" + std::to_string(k)).c_str(), "w")) fclose(f);
+    };
+    auto free_cpus = [&](int nodes) {
+        double sum = 0;
+        for (int i = 0; i < nodes; i++)
+            sum += cpus_in(status_c3(i));
+        return sum;
+    };
+    driver(1, "pg|10.213.0.3|10.213.0.1|" + marker, " >" + log + " 2>&1 &");
+
+    /* 1: a STRICT_PACK group of 3 CPUs pending: no node reserved any of it */
+    ASSERT_TRUE(at_step(1)) << read_log();
+    for (int i = 0; i < 3; i++)
+        EXPECT_EQ(cpus_in(status_c3(i)), 2) << i << ": " << status_c3(i);
+    std::string head = status_c3(0);
+    EXPECT_NE(head.find("\"state\":\"PENDING\",\"strategy\":\"STRICT_PACK\""), std::string::npos)
+        << head;
+    EXPECT_NE(head.find("infeasible"), std::string::npos) << head;
+    go(1);
+
+    /* 2: STRICT_SPREAD of 2 CPUs placed: two nodes have one CPU less; a driver on node b
+     * finds it by name */
+    ASSERT_TRUE(at_step(2)) << read_log();
+    EXPECT_TRUE(eventually(3000, [&] { return free_cpus(3) == 4; })) << free_cpus(3);
+    int with_one = 0;
+    for (int i = 0; i < 3; i++)
+        with_one += cpus_in(status_c3(i)) == 1;
+    EXPECT_EQ(with_one, 2);
+    EXPECT_NE(status_c3(0).find("\"state\":\"CREATED\",\"strategy\":\"STRICT_SPREAD\""),
+              std::string::npos)
+        << status_c3(0);
+    out = driver(2, "pgname|10.213.0.3|10.213.0.1", " 2>&1");
+    for (const char *what :
+         {"a group is found by name from another node", "an actor goes into it from there"})
+        EXPECT_NE(out.find(std::string("OK ") + what), std::string::npos) << what << "\n" << out;
+    printf("%s", out.c_str());
+    EXPECT_TRUE(clean(out)) << out;
+    /* ... and so does a driver that joined by the head's address (a client node) */
+    out = in(2, "sh -c 'CLUSTER_DRIVER=\"pgname|10.213.0.3|10.213.0.1\" TR_NODE=10.213.0.1:7501 "
+                "TR_TOKEN=pgt " +
+                    std::string(self) + " 2>&1'");
+    for (const char *what :
+         {"a group is found by name from another node", "an actor goes into it from there"})
+        EXPECT_NE(out.find(std::string("OK ") + what), std::string::npos)
+            << "client: " << what << "\n"
+            << out;
+    printf("%s", out.c_str());
+    EXPECT_TRUE(clean(out)) << out;
+    go(2);
+
+    /* 3: removed: every node has its CPUs back and no actor left */
+    ASSERT_TRUE(at_step(3)) << read_log();
+    EXPECT_TRUE(eventually(5000, [&] { return free_cpus(3) == 6; })) << free_cpus(3);
+    EXPECT_TRUE(eventually(5000, [&] {
+        return count(status_c3(0) + status_c3(1) + status_c3(2), "\"state\":\"ALIVE\"") == 0;
+    }));
+    go(3);
+
+    /* 4: node b (holding a bundle) cut off; 5: the group's part on the other node undone,
+     * b's kept (b cannot be told) until b is back; 6: placed again, b's old part undone
+     * first (b holds one bundle, not two); then b killed; 7: its other part undone */
+    ASSERT_TRUE(at_step(4)) << read_log();
+    EXPECT_TRUE(eventually(3000, [&] { return free_cpus(2) == 3; })) << free_cpus(2);
+    in(2, "ip link set " + link_of(2) + " down");
+    go(4);
+    ASSERT_TRUE(at_step(5)) << read_log();
+    EXPECT_TRUE(eventually(5000, [&] { return free_cpus(2) == 4; })) << free_cpus(2);
+    EXPECT_EQ(cpus_in(status_c3(2)), 1) << status_c3(2);
+    EXPECT_NE(status_c3(0).find("\"state\":\"PENDING\",\"strategy\":\"STRICT_SPREAD\""),
+              std::string::npos)
+        << status_c3(0);
+    in(2, "ip link set " + link_of(2) + " up");
+    go(5);
+    ASSERT_TRUE(at_step(6)) << read_log();
+    EXPECT_EQ(cpus_in(status_c3(2)), 1) << status_c3(2);
+    EXPECT_EQ(free_cpus(3), 4);
+    std::string b = status_c3(2);
+    std::string pid = b.substr(b.find("\"pid\":") + 6);
+    pid = pid.substr(0, pid.find(','));
+    in(2, "kill -9 " + pid);
+    go(6);
+    ASSERT_TRUE(at_step(7)) << read_log();
+    EXPECT_TRUE(eventually(5000, [&] { return free_cpus(2) == 4; })) << free_cpus(2);
+    go(7);
+
+    EXPECT_TRUE(eventually(60000, [&] {
+        std::string s = read_log();
+        return s.find("when the node is killed") != std::string::npos ||
+               s.find("FAIL") != std::string::npos;
+    })) << read_log();
+    out = read_log();
+    for (const char *what :
+         {"STRICT_PACK bigger than any node stays pending with the reason",
+          "an actor into a pending group is refused", "a pending group is removed",
+          "STRICT_SPREAD places one bundle per node",
+          "actors in bundles 0 and 1 run on different nodes", "a bundle index out of range",
+          "STRICT_SPREAD of more bundles than nodes stays pending",
+          "bad input is refused by the node", "a name is the cluster's",
+          "remove kills the group's actors on every node", "PACK of 3 CPUs takes two nodes",
+          "PACK of 2 CPUs takes one node", "an actor in any bundle runs on the group's node",
+          "SPREAD puts its bundles on two nodes", "a task runs in a bundle on another node",
+          "a bundle goes to the node with its resource",
+          "a group with a bundle on a lost node is pending again",
+          "it is placed again once the node is back", "and pending again when the node is killed"})
+        EXPECT_NE(out.find(std::string("OK ") + what), std::string::npos) << what << "\n" << out;
+    EXPECT_EQ(out.find("FAIL"), std::string::npos) << out;
+    printf("%s", out.c_str());
+    EXPECT_TRUE(clean(out)) << out;
+    /* the driver has left: its groups go from the head and every node */
+    EXPECT_TRUE(eventually(8000, [&] {
+        /* (the head's own node's table of parts, and the cluster's) */
+        return free_cpus(2) == 4 && count(status_c3(0), "\"placement_groups\":[]") == 2;
+    })) << status_c3(0);
+    for (int k = 1; k <= 7; k++) {
+        unlink((marker + "." + std::to_string(k)).c_str());
+        unlink((marker + ".go" + std::to_string(k)).c_str());
+    }
+    unlink(log.c_str());
+    for (int i = 0; i < 3; i++)
+        in(i, "sh -c 'for s in /tmp/c3/troupe-*/n*/node.sock; do " + cli +
+                  " stop --address $s; done'");
+}

@@ -32,6 +32,7 @@ extern "C" {
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -1627,6 +1628,222 @@ int cluster_actor(tr_runtime *rt, const char *res, const char *name, tr_actor_id
     return rc ? rc : tr_actor_wait_ready(rt, *out, 30000);
 }
 
+/* Placement groups across the nodes (run_cluster_driver's "pg" and "pgname"). */
+tr_pg_id cluster_pg(tr_runtime *rt, int n, double cpus, int strategy, const char *name, int *rc) {
+    std::vector<tr_bundle> b((size_t)n);
+    for (auto &x : b) {
+        x = TR_BUNDLE_INIT;
+        x.num_cpus = cpus;
+    }
+    tr_pg_id pg;
+    memset(&pg, 0, sizeof pg);
+    *rc = tr_placement_group_create(rt, b.data(), b.size(), strategy, name, &pg);
+    return pg;
+}
+
+tr_pg_info cluster_pg_info(tr_runtime *rt, tr_pg_id pg) {
+    tr_pg_info i = TR_PG_INFO_INIT;
+    if (tr_placement_group_info(rt, pg, &i))
+        snprintf(i.reason, sizeof i.reason, "info: %s", tr_last_error());
+    return i;
+}
+
+/* The distinct addresses of a group's info.node ("A" or "A;B;A"). */
+std::set<std::string> pg_nodes(const tr_pg_info &i) {
+    std::set<std::string> out;
+    std::string s = i.node;
+    for (size_t at = 0; at <= s.size();) {
+        size_t end = s.find(';', at);
+        if (end == std::string::npos) end = s.size();
+        if (end > at) out.insert(s.substr(at, end - at));
+        at = end + 1;
+    }
+    return out;
+}
+
+int cluster_pg_actor(tr_runtime *rt, tr_pg_id pg, int bundle, tr_actor_id *out, double cpus = 1) {
+    tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
+    o.num_cpus = cpus;
+    o.placement_group = pg;
+    o.bundle_index = bundle;
+    int rc = tr_actor_create(rt, "Counter", &o, "c", 1, out);
+    return rc ? rc : tr_actor_wait_ready(rt, *out, 30000);
+}
+
+std::string actor_node(tr_runtime *rt, tr_actor_id a) {
+    tr_actor_details d = TR_ACTOR_DETAILS_INIT;
+    return tr_actor_info(rt, a, &d) ? std::string("?") + tr_last_error() : std::string(d.node);
+}
+
+/* Writes MARKER.<step> and waits (up to 60 s) for the test's MARKER.go<step>. */
+void pg_step(const char *marker, int step) {
+    std::string m = std::string(marker) + "." + std::to_string(step);
+    std::string go = std::string(marker) + ".go" + std::to_string(step);
+    if (FILE *f = fopen(m.c_str(), "w")) fclose(f);
+    eventually(60000, [&] { return access(go.c_str(), F_OK) == 0; });
+}
+
+int run_pg_driver(tr_runtime *rt, const char *scenario, const char *ip, const char *marker) {
+    int rc;
+    if (strcmp(scenario, "pgname") == 0) { /* another node's driver, by the group's name */
+        tr_pg_id pg;
+        rc = tr_placement_group_get(rt, "spread2", &pg);
+        tr_pg_info i = cluster_pg_info(rt, pg);
+        cluster_check(rc == 0 && i.state == TR_PG_CREATED && pg_nodes(i).size() == 2,
+                      "a group is found by name from another node",
+                      rc ? tr_last_error() : std::string(i.node) + " " + i.reason);
+        tr_actor_id a;
+        int64_t pid = 0;
+        if (!rc) rc = cluster_pg_actor(rt, pg, -1, &a, 0); /* (the bundles' CPUs are taken) */
+        if (!rc) rc = call_i64(rt, a, "pid", 0, &pid);
+        cluster_check(rc == 0 && pid > 0, "an actor goes into it from there",
+                      rc ? tr_last_error() : actor_node(rt, a));
+        return g_cluster_fails ? 1 : 0;
+    }
+    /* STRICT_PACK of 3 CPUs on nodes of 2: never placed, nothing reserved anywhere */
+    tr_pg_id pack = cluster_pg(rt, 3, 1, TR_PG_STRICT_PACK, nullptr, &rc);
+    int w = rc ? rc : tr_placement_group_wait(rt, pack, 1500);
+    tr_pg_info i = cluster_pg_info(rt, pack);
+    cluster_check(rc == 0 && w == TR_ETIMEDOUT && i.state == TR_PG_PENDING &&
+                      strstr(i.reason, "infeasible") != nullptr,
+                  "STRICT_PACK bigger than any node stays pending with the reason",
+                  std::string(tr_errname(w)) + ": " + i.reason);
+    tr_actor_id x;
+    tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
+    o.placement_group = pack;
+    o.bundle_index = 0;
+    int r2 = tr_actor_create(rt, "Counter", &o, "c", 1, &x);
+    cluster_check(r2 == TR_ESTATE, "an actor into a pending group is refused",
+                  std::string(tr_errname(r2)) + ": " + tr_last_error());
+    pg_step(marker, 1); /* the test checks every node's resources */
+    rc = tr_placement_group_remove(rt, pack);
+    i = cluster_pg_info(rt, pack);
+    cluster_check(rc == 0 && i.state == TR_PG_REMOVED, "a pending group is removed",
+                  rc ? tr_last_error() : i.reason);
+
+    /* STRICT_SPREAD: one bundle per node, its actors on different nodes */
+    tr_pg_id ss = cluster_pg(rt, 2, 1, TR_PG_STRICT_SPREAD, "spread2", &rc);
+    w = rc ? rc : tr_placement_group_wait(rt, ss, 15000);
+    i = cluster_pg_info(rt, ss);
+    cluster_check(w == 0 && i.state == TR_PG_CREATED && pg_nodes(i).size() == 2,
+                  "STRICT_SPREAD places one bundle per node",
+                  std::string(tr_errname(w)) + ": " + i.node + " " + i.reason);
+    tr_actor_id a0, a1;
+    int64_t p0 = 0, p1 = 0;
+    rc = cluster_pg_actor(rt, ss, 0, &a0);
+    if (!rc) rc = cluster_pg_actor(rt, ss, 1, &a1);
+    if (!rc) rc = call_i64(rt, a0, "pid", 0, &p0);
+    if (!rc) rc = call_i64(rt, a1, "pid", 0, &p1);
+    std::string n0 = rc ? "" : actor_node(rt, a0), n1 = rc ? "" : actor_node(rt, a1);
+    cluster_check(rc == 0 && p0 > 0 && p1 > 0 && n0 != n1,
+                  "actors in bundles 0 and 1 run on different nodes",
+                  rc ? tr_last_error() : n0 + " and " + n1);
+    tr_actor_id bad;
+    o.placement_group = ss;
+    o.bundle_index = 2;
+    rc = tr_actor_create(rt, "Counter", &o, "c", 1, &bad);
+    cluster_check(rc == TR_EINVAL, "a bundle index out of range",
+                  std::string(tr_errname(rc)) + ": " + tr_last_error());
+    tr_pg_id four = cluster_pg(rt, 4, 0.5, TR_PG_STRICT_SPREAD, nullptr, &rc);
+    w = rc ? rc : tr_placement_group_wait(rt, four, 1500);
+    i = cluster_pg_info(rt, four);
+    cluster_check(w == TR_ETIMEDOUT && strstr(i.reason, "infeasible") != nullptr,
+                  "STRICT_SPREAD of more bundles than nodes stays pending",
+                  std::string(tr_errname(w)) + ": " + i.reason);
+    tr_placement_group_remove(rt, four);
+    tr_pg_id dup;
+    rc = tr_placement_group_create(rt, nullptr, 0, TR_PG_PACK, nullptr, &dup);
+    cluster_check(rc == TR_EINVAL, "bad input is refused by the node", tr_errname(rc));
+    cluster_pg(rt, 1, 1, TR_PG_PACK, "spread2", &rc);
+    cluster_check(rc == TR_EEXIST, "a name is the cluster's", tr_errname(rc));
+    pg_step(marker, 2); /* the test checks the resources, and finds the group by name */
+
+    /* removed: its actors die and both nodes get their CPUs back */
+    rc = tr_placement_group_remove(rt, ss);
+    int64_t v;
+    int d0 = call_i64(rt, a0, "pid", 0, &v, 15000), d1 = call_i64(rt, a1, "pid", 0, &v, 15000);
+    cluster_check(rc == 0 && d0 == TR_EACTOR_DIED && d1 == TR_EACTOR_DIED,
+                  "remove kills the group's actors on every node",
+                  std::string(tr_errname(d0)) + " " + tr_errname(d1));
+    pg_step(marker, 3);
+
+    /* PACK: 3 CPUs over nodes of 2 take two nodes; 2 CPUs one */
+    tr_pg_id p3 = cluster_pg(rt, 3, 1, TR_PG_PACK, nullptr, &rc);
+    w = rc ? rc : tr_placement_group_wait(rt, p3, 15000);
+    i = cluster_pg_info(rt, p3);
+    cluster_check(w == 0 && pg_nodes(i).size() == 2, "PACK of 3 CPUs takes two nodes",
+                  std::string(tr_errname(w)) + ": " + i.node + " " + i.reason);
+    tr_placement_group_remove(rt, p3);
+    tr_pg_id p2 = cluster_pg(rt, 2, 1, TR_PG_PACK, nullptr, &rc);
+    w = rc ? rc : tr_placement_group_wait(rt, p2, 15000);
+    i = cluster_pg_info(rt, p2);
+    cluster_check(w == 0 && pg_nodes(i).size() == 1, "PACK of 2 CPUs takes one node",
+                  std::string(tr_errname(w)) + ": " + i.node + " " + i.reason);
+    tr_actor_id any;
+    rc = cluster_pg_actor(rt, p2, -1, &any);
+    std::string na = rc ? "" : actor_node(rt, any);
+    cluster_check(rc == 0 && (na == i.node || (na[0] == '/' && strstr(i.node, "10.213.0.2"))),
+                  "an actor in any bundle runs on the group's node",
+                  rc ? tr_last_error() : na + " vs " + i.node);
+    tr_pg_id sp = cluster_pg(rt, 2, 1, TR_PG_SPREAD, nullptr, &rc);
+    w = rc ? rc : tr_placement_group_wait(rt, sp, 15000);
+    i = cluster_pg_info(rt, sp);
+    cluster_check(w == 0 && pg_nodes(i).size() == 2, "SPREAD puts its bundles on two nodes",
+                  std::string(tr_errname(w)) + ": " + i.node + " " + i.reason);
+    /* a task into a bundle on another node than this driver's: its pool worker runs there */
+    int far_bundle = strncmp(i.node, "10.213.0.2:", 11) == 0 ? 1 : 0;
+    tr_task_options to = TR_TASK_OPTIONS_INIT;
+    to.placement_group = sp;
+    to.bundle_index = far_bundle;
+    tr_ref tref;
+    const void *tp = nullptr;
+    size_t tn = 0;
+    rc = tr_task_submit(rt, "t_echo", "hi", 2, nullptr, 0, &to, &tref);
+    if (!rc) rc = tr_get(rt, tref, 30000, &tp, &tn);
+    cluster_check(rc == 0 && std::string((const char *)tp, tn) == "hi",
+                  "a task runs in a bundle on another node",
+                  rc ? tr_last_error() : std::to_string(far_bundle));
+    tr_placement_group_remove(rt, p2);
+    tr_placement_group_remove(rt, sp);
+
+    /* a node lost: a group with a bundle there is not placed any more (node b alone has
+     * "special": it cannot be placed again) */
+    std::vector<tr_bundle> lb(2, TR_BUNDLE_INIT);
+    tr_resource special = {"special", 1};
+    lb[0].num_cpus = lb[1].num_cpus = 1;
+    lb[1].resources = &special;
+    lb[1].n_resources = 1;
+    tr_pg_id lost;
+    rc = tr_placement_group_create(rt, lb.data(), 2, TR_PG_STRICT_SPREAD, nullptr, &lost);
+    w = rc ? rc : tr_placement_group_wait(rt, lost, 15000);
+    i = cluster_pg_info(rt, lost);
+    cluster_check(w == 0 && pg_nodes(i).size() == 2 && strstr(i.node, ip) != nullptr,
+                  "a bundle goes to the node with its resource",
+                  std::string(tr_errname(w)) + ": " + i.node + " " + i.reason);
+    auto pending_again = [&] {
+        return eventually(15000, [&] {
+            i = cluster_pg_info(rt, lost);
+            return i.state == TR_PG_PENDING && strstr(i.reason, "lost") != nullptr;
+        });
+    };
+    pg_step(marker, 4); /* the test cuts node b's link */
+    bool pending = pending_again();
+    cluster_check(pending && i.node[0] == '\0',
+                  "a group with a bundle on a lost node is pending again", i.reason);
+    pg_step(marker, 5); /* the test checks its other part was undone, and brings b back */
+    w = tr_placement_group_wait(rt, lost, 30000);
+    i = cluster_pg_info(rt, lost);
+    cluster_check(w == 0 && pg_nodes(i).size() == 2 && strstr(i.node, ip) != nullptr,
+                  "it is placed again once the node is back",
+                  std::string(tr_errname(w)) + ": " + i.node + " " + i.reason);
+    pg_step(marker, 6); /* the test kills node b */
+    pending = pending_again();
+    cluster_check(pending && i.node[0] == '\0', "and pending again when the node is killed",
+                  i.reason);
+    pg_step(marker, 7); /* the test checks its other part was undone */
+    return g_cluster_fails ? 1 : 0;
+}
+
 } // namespace
 
 int run_cluster_driver(const char *spec) {
@@ -1644,6 +1861,11 @@ int run_cluster_driver(const char *spec) {
         return 3;
     }
     std::string there = std::string("node:") + ip;
+    if (strncmp(scenario, "pg", 2) == 0) { /* placement groups across the nodes */
+        rc = run_pg_driver(rt, scenario, ip, marker);
+        tr_shutdown(rt);
+        return rc;
+    }
     if (strcmp(scenario, "remote") == 0) { /* joined by the head's address, no node of ours */
         tr_actor_id a;
         rc = tr_actor_create(rt, "Counter", nullptr, "r", 1, &a);

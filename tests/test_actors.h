@@ -107,7 +107,10 @@ int run_call_and_leave(const char *spec);
  * any more: a local actor works, placing one on IP fails in seconds): an actor placed on the node
  * at IP (by its "node:IP" resource), then calls of every kind (or: a call left in flight
  * for the test to kill that node under, MARKER written once it is); prints a line "OK
- * what" or "FAIL what: why" per check; exits 0 if all passed. */
+ * what" or "FAIL what: why" per check; exits 0 if all passed. "pg|IP|IP2|MARKER": placement
+ * groups across the nodes (nodes of 2 CPUs), pausing at MARKER.1, .2, .3 until the test
+ * writes MARKER.go1, .go2, .go3; "pgname|IP|IP2": the group "spread2" found by name, an
+ * actor into it. */
 int run_cluster_driver(const char *spec);
 /* A driver (EXPORT_AND_DIE="addr|keeper hex|sleeper hex") that calls the sleeper's
  * sleep_ms(4000), has the keeper borrow that call's ref (keep), and exits before the

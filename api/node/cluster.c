@@ -171,6 +171,7 @@ void tr__cluster_close(tr__cluster *cl) {
             free(r);
         }
     }
+    if (cl->pg_conns) mine = tr__cl_add_head(cl, mine); /* its placement groups go too */
     pthread_mutex_unlock(&cl->mu);
     char key[64];
     snprintf(key, sizeof key, "%s/*", cl->id);
@@ -328,6 +329,7 @@ static int op_register(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
     int64_t want = 0; /* the number it had, if the head restarted since */
     if (tr__obj_get(req, "num")) tr__get_int(req, "num", &want);
     if ((rc = tr__members_join(&cl->members, &m, want, tr__now_ns())) < 0) return rc;
+    cl->pg_kick = 1; /* a node more: pending placement groups may fit now */
     TR_LOG_INFO("CLUSTER-JOIN", "node %s at %s joined (%g CPUs, %d GPUs)", m.id, m.address, m.cpus,
                 m.gpus);
     tr__enc_map(reply, 3);
@@ -410,6 +412,12 @@ static const struct {
     {"kv_del", OP_HEAD | OP_MU, tr__cl_op_kv_any},
     {"kv_del_prefix", OP_HEAD | OP_MU, tr__cl_op_kv_any},
     {"place", OP_HEAD | OP_SLOW, tr__cl_op_place},
+    {"pg_create", OP_HEAD, tr__cl_op_pg_create},
+    {"pg_info", OP_HEAD | OP_MU, tr__cl_op_pg_info},
+    {"pg_by_name", OP_HEAD | OP_MU, tr__cl_op_pg_by_name},
+    {"pg_remove", OP_HEAD | OP_SLOW, tr__cl_op_pg_remove},
+    {"pg_reserve", OP_SLOW, tr__cl_op_pg_reserve},
+    {"pg_release", OP_SLOW, tr__cl_op_pg_release},
     {"ping", 0, op_ping},
     {"owner_gone", OP_MU, tr__cl_op_owner_gone},
     {"status", OP_SLOW, op_status},
@@ -624,6 +632,7 @@ static void beat(tr__cluster *cl) {
 /* A node the head counts lost: the actors its drivers made here go (under mu). */
 static void drop_lost(void *arg, const tr__member *m) {
     tr__cl_drop_owners(arg, NULL, m->id);
+    tr__cl_pg_node_lost(arg, m->id);
 }
 
 static void sweep(tr__cluster *cl) {
@@ -644,9 +653,10 @@ static void *tick(void *arg) {
         pthread_cond_timedwait(&cl->cv, &cl->mu, &ts);
         if (cl->stop) break;
         pthread_mutex_unlock(&cl->mu);
-        if (cl->head)
+        if (cl->head) {
             sweep(cl);
-        else
+            tr__cl_pg_kick(cl); /* groups pending, or to undo */
+        } else
             beat(cl);
         pthread_mutex_lock(&cl->mu);
     }
@@ -688,6 +698,7 @@ int tr__cluster_start(const tr_config *cfg, const char *sock, const tr__res *tot
     pthread_mutex_init(&cl->mu, NULL);
     pthread_mutex_init(&cl->self_mu, NULL);
     pthread_mutex_init(&cl->create_mu, NULL);
+    pthread_mutex_init(&cl->pg_mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* heartbeats ignore wall-clock steps */
@@ -921,6 +932,7 @@ void tr__cluster_status_json(tr__cluster *cl, tr__buf *j) {
         tr__buf_append(j, cl->nodes_json, strlen(cl->nodes_json));
     else
         tr__buf_append(j, "[]", 2);
+    if (cl->head) tr__cl_pg_status_json(cl, j); /* the groups across the nodes */
     tr__buf_append(j, "}", 1);
     pthread_mutex_unlock(&cl->mu);
 }
@@ -961,6 +973,11 @@ void tr__cluster_stop(tr__cluster *cl) {
         n = e->next;
         tr__cl_ckv_free(e);
     }
+    tr__cl_pg_free_all(cl);
+    for (pgconn *p = cl->pg_conns, *n; p; p = n) {
+        n = p->next;
+        free(p);
+    }
     pthread_cond_destroy(&cl->jobs_cv);
     tr__rpc_tls_free(&cl->tls);
     free(cl->nodes_json);
@@ -969,6 +986,7 @@ void tr__cluster_stop(tr__cluster *cl) {
     pthread_mutex_destroy(&cl->mu);
     pthread_mutex_destroy(&cl->self_mu);
     pthread_mutex_destroy(&cl->create_mu);
+    pthread_mutex_destroy(&cl->pg_mu);
     pthread_cond_destroy(&cl->cv);
     free(cl);
 }

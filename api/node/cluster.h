@@ -22,6 +22,12 @@
  * actor/relay.h). These forwarded requests run on threads of their own (they wait on
  * other nodes) and are replied to from the node's loop.
  *
+ * Placement groups across nodes. A driver's tr_placement_group_* requests go to the head
+ * ("pg_create", "pg_info", "pg_remove", "pg_by_name"), which plans each group over the
+ * live nodes' available resources and has the chosen nodes reserve their parts
+ * ("pg_reserve"; undone by "pg_release"), all or none, else it stays pending and is tried
+ * again; an actor into a group goes to the node of its bundle ("place" with the group).
+ *
  * Threads: the RPC server's thread answers other nodes; a thread of the cluster's
  * heartbeats and sweeps; forwarded requests each on one of their own. The node's loop
  * thread calls tr__cluster_forward / _conn_closed / _close and reads the table (status). */

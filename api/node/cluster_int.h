@@ -71,6 +71,17 @@ typedef struct ckv {
 #define CKV_MAX_BYTES (64u << 20)
 #define CKV_MAX_KEY 1024
 
+/* A placement group across the nodes, the head's (pgroups.c). */
+typedef struct hpg hpg;
+typedef struct pgstale pgstale;
+
+/* A connection of this node that created placement groups (the head is told when it
+ * closes). */
+typedef struct pgconn {
+    uint64_t conn;
+    struct pgconn *next;
+} pgconn;
+
 typedef struct peer {
     char address[128];
     tr__rpc_client *client;
@@ -91,7 +102,10 @@ typedef struct job {
     void *args;
     size_t args_len;
     char owner_key[64]; /* owner_gone jobs */
-    char address[128];  /* ...and the node to tell */
+    int has_pg;         /* an actor into a placement group: its id, and bundle */
+    uint8_t pg[16];
+    int64_t bundle;
+    char address[128]; /* ...and the node to tell */
     tr__buf reply;
     struct job *next;
 } job;
@@ -138,7 +152,13 @@ struct tr__cluster {
     hactor *placed; /* the head's */
     owner *owners;  /* RPC thread's and sweeps', under mu */
     peer *peers;
-    ckv *kv; /* the head's cluster KV store, under mu */
+    ckv *kv;               /* the head's cluster KV store, under mu */
+    hpg *pgs;              /* the head's placement groups, under mu (pgroups.c) */
+    pthread_mutex_t pg_mu; /* held by whoever reserves or undoes parts; only it frees groups */
+    int pg_running, pg_kick, pg_pass; /* the scheduler thread (at most one); under mu */
+    int64_t pg_next_ns;               /* when pending groups are tried again */
+    pgconn *pg_conns;                 /* this node's creators of groups, under mu */
+    pgstale *pg_stale; /* parts to undo on nodes lost meanwhile (the head's), under mu */
     size_t kv_keys, kv_bytes;
     uint64_t actors, objects, object_bytes; /* this node's, from its loop (under mu) */
     /* what this node runs as a worker for other nodes' drivers: its own command (argv
@@ -165,6 +185,27 @@ struct tr__cluster {
 /* placement.c */ int tr__cl_op_resolve(tr__cluster *cl, const tr__obj *req, tr__buf *reply);
 /* placement.c */ int tr__cl_op_where(tr__cluster *cl, const tr__obj *req, tr__buf *reply);
 /* placement.c */ void tr__cl_owner_put(owner *o);
+/* pgroups.c */ int tr__cl_op_pg_create(tr__cluster *cl, const tr__obj *req, tr__buf *reply);
+/* pgroups.c */ int tr__cl_op_pg_info(tr__cluster *cl, const tr__obj *req, tr__buf *reply);
+/* pgroups.c */ int tr__cl_op_pg_by_name(tr__cluster *cl, const tr__obj *req, tr__buf *reply);
+/* pgroups.c */ int tr__cl_op_pg_remove(tr__cluster *cl, const tr__obj *req, tr__buf *reply);
+/* pgroups.c */ int tr__cl_op_pg_reserve(tr__cluster *cl, const tr__obj *req, tr__buf *reply);
+/* pgroups.c */ int tr__cl_op_pg_release(tr__cluster *cl, const tr__obj *req, tr__buf *reply);
+/* pgroups.c */ /* Starts the head's scheduler thread if a group needs it (no lock held). */
+void tr__cl_pg_kick(tr__cluster *cl);
+/* pgroups.c */ /* Under mu: the groups of creator key ("<node>/<conn>"), or of every
+                 * creator of node, go. */
+void tr__cl_pg_owner_gone(tr__cluster *cl, const char *key, const char *node);
+/* pgroups.c */ /* Under mu: node is lost: its creators' groups go, and the groups with
+                 * bundles there are placed again. */
+void tr__cl_pg_node_lost(tr__cluster *cl, const char *node);
+/* pgroups.c */ /* The node (address, id) holding bundle (-1: any, one whose bundle fits want) of
+                 * group id, placed: 0, or TR_ENOTFOUND, TR_ESTATE (pending, removed), TR_EINVAL.
+                 * Takes mu. */
+int tr__cl_pg_route(tr__cluster *cl, const uint8_t id[16], int64_t bundle, const tr__res *want,
+                    char *address, size_t cap, char *node, size_t ncap);
+/* pgroups.c */ void tr__cl_pg_status_json(tr__cluster *cl, tr__buf *j); /* under mu */
+/* pgroups.c */ void tr__cl_pg_free_all(tr__cluster *cl);
 /* placement.c */ void tr__cl_reencode(const tr__obj *map, const char *key, const char *value,
                                        tr__buf *out);
 /* forward.c */ void tr__cl_reply_status(job *j, int rc, const char *msg);
@@ -179,5 +220,7 @@ struct tr__cluster {
 /* forward.c */ /* Tells each node of `nodes` (a list it frees) that the creator `key`
                  * ("<node>/<connection>", or "<node>/" "*") is gone, each by a job of its own. */
 void tr__cl_tell_owner_gone(tr__cluster *cl, ractor *nodes, const char *key);
+/* forward.c */ /* list with the head's address added (if not in it). Under mu. */
+ractor *tr__cl_add_head(tr__cluster *cl, ractor *list);
 
 #endif

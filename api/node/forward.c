@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "actor/control.h"
+#include "actor/pgroup.h"
 #include "actor/protocol.h"
 #include "actor/relay.h"
 #include "core/clock.h"
@@ -208,6 +209,12 @@ static void run_create(tr__cluster *cl, job *j) {
         tr__enc_str(&q, "name");
         tr__enc_str(&q, j->name);
     }
+    if (j->has_pg) { /* the head sends it to the node of its bundle */
+        tr__enc_str(&q, "pg");
+        tr__enc_bin(&q, j->pg, 16);
+        tr__enc_str(&q, "bundle");
+        tr__enc_int(&q, j->bundle);
+    }
     tr__enc_map_close(&q, m);
     uint8_t id[16];
     char address[128];
@@ -338,6 +345,80 @@ static void run_by_name(tr__cluster *cl, job *j) {
     tr__buf_free(&q);
 }
 
+/* A placement group request of a driver here, asked of the head (which has them all). */
+static void run_pg(tr__cluster *cl, job *j) {
+    static const char *const ops[] = {"pg_create", "pg_info", "pg_remove", "pg_by_name"};
+    const char *op = ops[j->type - TR__MSG_PG_CREATE];
+    char head[128], key[64];
+    pthread_mutex_lock(&cl->mu);
+    snprintf(head, sizeof head, "%s", cl->head ? cl->address : cl->head_addr);
+    pthread_mutex_unlock(&cl->mu);
+    snprintf(key, sizeof key, "%s/%llu", cl->id, (unsigned long long)j->conn_id);
+    tr__buf q = TR__BUF_INIT, a = TR__BUF_INIT;
+    size_t m = tr__enc_map_open(&q);
+    tr__enc_str(&q, "op");
+    tr__enc_str(&q, op);
+    if (j->type == TR__MSG_PG_CREATE) {
+        tr__enc_str(&q, "owner");
+        tr__enc_str(&q, key);
+        tr__enc_str(&q, "bundles");
+        tr__enc_str(&q, j->res);
+        tr__enc_str(&q, "strategy");
+        tr__enc_int(&q, j->max_restarts);
+    }
+    if (j->name) {
+        tr__enc_str(&q, "name");
+        tr__enc_str(&q, j->name);
+    }
+    if (j->type == TR__MSG_PG_INFO || j->type == TR__MSG_PG_REMOVE) {
+        tr__enc_str(&q, "id");
+        tr__enc_bin(&q, j->id, 16);
+    }
+    tr__enc_map_close(&q, m);
+    /* (a remove may wait for a placement in progress: PG_LOCK_MS and the parts' undoing) */
+    int rc = tr__cl_call_peer(cl, head, &q, j->type == TR__MSG_PG_REMOVE ? 8000 : PEER_MS,
+                              j->type != TR__MSG_PG_CREATE, &a);
+    tr__buf_free(&q);
+    if (rc == TR_ECONNECT || rc == TR_ETIMEDOUT)
+        rc = tr__err_wrap(rc, "placement groups: the cluster's head at %s cannot be reached", head);
+    tr__dec d;
+    int decoded = !rc && tr__dec_init(&d, a.data, a.len) == 0;
+    if (!rc && !decoded) rc = tr__err(TR_EPROTO, "placement groups: the head's answer");
+    if (rc) {
+        char why[600];
+        snprintf(why, sizeof why, "%s", tr__last_error());
+        tr__cl_reply_status(j, rc, why);
+    } else if (j->type == TR__MSG_PG_REMOVE) {
+        tr__cl_reply_status(j, 0, NULL);
+    } else { /* its fields, after rc and msg */
+        size_t n = tr__obj_len(d.root);
+        tr__buf_reset(&j->reply);
+        tr__reply_begin(&j->reply, 0, NULL, (uint32_t)n);
+        tr__buf body = TR__BUF_INIT;
+        tr__cl_reencode(d.root, "", "", &body); /* a map header, then its pairs */
+        size_t hdr = n < 16 ? 1 : n < 65536 ? 3 : 5;
+        if (body.len > hdr) tr__buf_append(&j->reply, body.data + hdr, body.len - hdr);
+        tr__buf_free(&body);
+        if (j->type == TR__MSG_PG_CREATE) { /* its groups go when it does: the head is told */
+            pgconn *p = calloc(1, sizeof *p);
+            pthread_mutex_lock(&cl->mu);
+            pgconn *o = cl->pg_conns;
+            while (o && o->conn != j->conn_id)
+                o = o->next;
+            if (!o && p) {
+                p->conn = j->conn_id;
+                p->next = cl->pg_conns;
+                cl->pg_conns = p;
+                p = NULL;
+            }
+            pthread_mutex_unlock(&cl->mu);
+            free(p);
+        }
+    }
+    if (decoded) tr__dec_free(&d);
+    tr__buf_free(&a);
+}
+
 static void *job_main(void *arg) {
     job *j = arg;
     tr__cluster *cl = j->cl;
@@ -347,6 +428,8 @@ static void *job_main(void *arg) {
         run_by_name(cl, j);
     } else if (j->type == TR__MSG_CLUSTER_KV) {
         tr__cl_run_kv(cl, j);
+    } else if (j->type >= TR__MSG_PG_CREATE && j->type <= TR__MSG_PG_BY_NAME) {
+        run_pg(cl, j);
     } else if (j->type == 0) { /* a creator here is gone: its actors there go too */
         tr__buf q = TR__BUF_INIT, a = TR__BUF_INIT;
         tr__enc_map(&q, 2);
@@ -389,7 +472,8 @@ void tr__cl_on_jobs_done(uv_async_t *h) {
         if (j->c) {
             if (j->reply.len) tr__server_reply(j->c, j->seq, &j->reply);
             /* its creator left while the actor was being made: it goes too */
-            if (j->type == TR__MSG_ACTOR_CREATE && j->c->closed) tr__cluster_conn_closed(cl, j->c);
+            if ((j->type == TR__MSG_ACTOR_CREATE || j->type == TR__MSG_PG_CREATE) && j->c->closed)
+                tr__cluster_conn_closed(cl, j->c);
             tr__conn_unref(j->c);
         }
         tr__cl_job_free(j);
@@ -422,6 +506,23 @@ int tr__cluster_forward(tr__cluster *cl, int type, tr__conn *c, uint64_t seq, co
         j->exe = c->exe ? strdup(c->exe) : NULL;
         if (!j->args || !j->exe) goto fail;
         memcpy(j->args, args, j->args_len);
+        if (tr__obj_get(body, "pg")) {
+            if ((rc = tr__get_id(body, "pg", j->pg, 16)) ||
+                (rc = tr__get_int(body, "bundle", &j->bundle)))
+                goto fail;
+            j->has_pg = 1;
+        }
+    } else if (type == TR__MSG_PG_CREATE) { /* (the node checked it) */
+        if ((rc = tr__get_strdup(body, "bundles", &j->res)) ||
+            (rc = tr__get_int(body, "strategy", &j->max_restarts)))
+            goto fail;
+        if (tr__obj_type(tr__obj_get(body, "name")) == TR__T_STR &&
+            (rc = tr__get_strdup(body, "name", &j->name)))
+            goto fail;
+    } else if (type == TR__MSG_PG_BY_NAME) {
+        if ((rc = tr__get_strdup(body, "name", &j->name))) goto fail;
+    } else if (type == TR__MSG_PG_INFO || type == TR__MSG_PG_REMOVE) {
+        if ((rc = tr__get_id(body, "id", j->id, 16))) goto fail;
     } else if (type == TR__MSG_ACTOR_BY_NAME) {
         if ((rc = tr__get_strdup(body, "name", &j->name))) goto fail;
     } else if (type == TR__MSG_CLUSTER_KV) { /* (the node checked the op) */
@@ -470,10 +571,31 @@ void tr__cluster_conn_closed(tr__cluster *cl, tr__conn *c) {
             mine = r;
         }
     }
+    int groups = 0; /* it made placement groups: the head is told too */
+    for (pgconn **pp = &cl->pg_conns; *pp; pp = &(*pp)->next)
+        if ((*pp)->conn == c->id) {
+            pgconn *p = *pp;
+            *pp = p->next;
+            free(p);
+            groups = 1;
+            break;
+        }
+    if (groups) mine = tr__cl_add_head(cl, mine);
     pthread_mutex_unlock(&cl->mu);
     char key[64];
     snprintf(key, sizeof key, "%s/%llu", cl->id, (unsigned long long)c->id);
     tr__cl_tell_owner_gone(cl, mine, key);
+}
+
+ractor *tr__cl_add_head(tr__cluster *cl, ractor *list) {
+    const char *head = cl->head ? cl->address : cl->head_addr;
+    for (ractor *r = list; r; r = r->next)
+        if (strcmp(r->address, head) == 0) return list;
+    ractor *r = calloc(1, sizeof *r);
+    if (!r) return list;
+    snprintf(r->address, sizeof r->address, "%s", head);
+    r->next = list;
+    return r;
 }
 
 void tr__cl_tell_owner_gone(tr__cluster *cl, ractor *nodes, const char *key) {

@@ -227,6 +227,18 @@ int tr__cl_op_create(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
         tr__enc_str(&b, "name");
         tr__enc_strn(&b, name, nn);
     }
+    if (tr__obj_get(req, "pg")) { /* into a placement group's bundle held here */
+        uint8_t pg[16];
+        int64_t bundle = -1;
+        if ((rc = tr__get_id(req, "pg", pg, 16)) || (rc = tr__get_int(req, "bundle", &bundle))) {
+            tr__buf_free(&b);
+            return rc;
+        }
+        tr__enc_str(&b, "pg");
+        tr__enc_bin(&b, pg, 16);
+        tr__enc_str(&b, "bundle");
+        tr__enc_int(&b, bundle);
+    }
     tr__enc_map_close(&b, m);
     pthread_mutex_lock(&cl->create_mu);
     owner *o = b.oom ? NULL : owner_get(cl, key, node, exe);
@@ -291,6 +303,21 @@ int tr__cl_op_place(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
     if ((rc = tr__res_parse(&want, res_in))) return rc;
     char address[128] = "", node[17] = "";
     int best = -1;
+    if (tr__obj_get(req, "pg")) { /* the node holding its bundle, as the group's map says */
+        uint8_t pg[16];
+        int64_t bundle = -1;
+        if ((rc = tr__get_id(req, "pg", pg, 16)) || (rc = tr__get_int(req, "bundle", &bundle)) ||
+            (rc = tr__cl_pg_route(cl, pg, bundle, &want, address, sizeof address, node,
+                                  sizeof node)))
+            return rc;
+        pthread_mutex_lock(&cl->mu);
+        for (int i = 0; i < cl->members.n && best < 0; i++)
+            if (strcmp(cl->members.nodes[i].id, node) == 0) best = i;
+        if (best >= 0) cl->members.nodes[best].placed++;
+        pthread_mutex_unlock(&cl->mu);
+        if (best < 0) return tr__err(TR_ENOTFOUND, "the node of that bundle left the cluster");
+        goto chosen;
+    }
     pthread_mutex_lock(&cl->mu);
     for (int i = 0; i < cl->members.n; i++) {
         tr__member *m = &cl->members.nodes[i];
@@ -313,6 +340,7 @@ int tr__cl_op_place(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
     if (best < 0)
         return tr__err(TR_ERESOURCES,
                        "no node of the cluster has {%s} in all (nor is one named so)", res_in);
+chosen:;
     tr__buf r = TR__BUF_INIT;
     if (best == 0) { /* here (the head is row 0) */
         rc = tr__cl_op_create(cl, req, &r);
@@ -382,6 +410,7 @@ int tr__cl_op_owner_gone(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
     int all = kn > 2 && strcmp(key + kn - 2, "/*") == 0;
     if (all) key[kn - 2] = '\0';
     tr__cl_drop_owners(cl, all ? NULL : key, all ? key : NULL);
+    if (cl->head) tr__cl_pg_owner_gone(cl, all ? NULL : key, all ? key : NULL); /* its groups */
     tr__enc_map(reply, 0);
     return 0;
 }

@@ -530,10 +530,10 @@ TR_API int tr_task_submit_multi(tr_runtime *rt, const char *fn, const void *args
 
 /* How a group's bundles go on the nodes (as Ray's strategies): PACK as few nodes as
  * possible (several if need be), SPREAD distinct nodes where possible, STRICT_PACK all
- * on one node or none, STRICT_SPREAD each bundle on a node of its own or none. This
- * version places a group on the driver's node only: PACK, SPREAD and STRICT_PACK put
- * every bundle there; STRICT_SPREAD with more than one bundle stays PENDING (the reason
- * says so). */
+ * on one node or none, STRICT_SPREAD each bundle on a node of its own or none. A node in
+ * no cluster has only itself: PACK, SPREAD and STRICT_PACK put every bundle there;
+ * STRICT_SPREAD with more than one bundle stays PENDING (the reason says so). In a
+ * cluster the head places every group across the live nodes (docs/CLUSTER.md). */
 enum { TR_PG_PACK = 0, TR_PG_SPREAD = 1, TR_PG_STRICT_PACK = 2, TR_PG_STRICT_SPREAD = 3 };
 
 /* A placement group's lifecycle (tr_pg_info.state). */
@@ -560,11 +560,12 @@ TR_API void tr_bundle_init(tr_bundle *b);
  * when resources free up; returns at once with its id. While it cannot be placed it
  * stays PENDING and tr_placement_group_info says why (resources busy, or more than the
  * node has at all: it then waits for good, never half placed). name (may be NULL or "")
- * is unique among live groups. The group lives until tr_placement_group_remove or until
- * its creator's process exits. Returns 0, TR_EINVAL (no bundles, a bundle with nothing
- * in it, a negative or non-finite quantity, a bad name, an unknown strategy), TR_EEXIST
- * (name taken), TR_ESTATE (a cluster's client node: groups across nodes are not built
- * yet), TR_ECONNECT. Thread safety: any thread. */
+ * is unique among live groups (of the cluster, in one). The group lives until
+ * tr_placement_group_remove or until its creator's process exits. Returns 0, TR_EINVAL
+ * (no bundles, a bundle with nothing in it, a negative or non-finite quantity, a bad name,
+ * an unknown strategy), TR_EEXIST (name taken), TR_ESTATE (a cluster's client node that
+ * cannot reach the cluster), TR_ECONNECT (also: the cluster's head out of reach). Thread
+ * safety: any thread. */
 TR_API int tr_placement_group_create(tr_runtime *rt, const tr_bundle *bundles, size_t n,
                                      int strategy, const char *name, tr_pg_id *out);
 
@@ -582,7 +583,9 @@ typedef struct tr_pg_info {
     char name[256];     /* "" if it has none */
     char reason[512];   /* why it is PENDING (or was removed); "" once placed */
     char bundles[2048]; /* "CPU=1,GPU=1;CPU=2": each bundle's resources, ';' between */
-    char node[256];     /* the address of the node it is placed on ("" while PENDING) */
+    char node[256];     /* the address of the node it is placed on ("" while PENDING); in
+                           a cluster, if on several: each bundle's, ';' between (cut to
+                           fit) */
 } tr_pg_info;
 
 #define TR_PG_INFO_INIT                                                                            \
