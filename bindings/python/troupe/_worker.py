@@ -240,6 +240,13 @@ def run_task(ctx, args, n):
 
 
 def main():
+    # A line a task or method prints reaches the driver's output when it is printed, as
+    # Ray streams its workers' lines (the node's workers write to the driver's stdout):
+    # block-buffered, as a pipe or file makes it, it waited for the buffer to fill and
+    # was lost when the node stopped the worker.
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(line_buffering=True)
     state = {"instance": None}
     steps = {}  # compiled graphs' steps here: step id -> (method, args' and kwargs' sources)
 
