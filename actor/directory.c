@@ -730,26 +730,10 @@ static void json_res(tr__buf *out, const tr__res *r) {
 }
 
 static void json_str(tr__buf *out, const char *s) {
-    if (!s) {
+    if (s)
+        tr__buf_json_str(out, s);
+    else
         tr__buf_append(out, "null", 4);
-        return;
-    }
-    tr__buf_append(out, "\"", 1);
-    for (; *s; s++) {
-        char esc[8];
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') {
-            esc[0] = '\\';
-            esc[1] = (char)ch;
-            tr__buf_append(out, esc, 2);
-        } else if (ch < 0x20) {
-            int n = snprintf(esc, sizeof esc, "\\u%04x", ch);
-            tr__buf_append(out, esc, (size_t)n);
-        } else {
-            tr__buf_append(out, s, 1);
-        }
-    }
-    tr__buf_append(out, "\"", 1);
 }
 
 size_t tr__directory_live(const tr__directory *d) {

@@ -720,25 +720,6 @@ void tr__pgroups_gpu_give(tr__pgroups *p, uint32_t tag, double k, const int *ids
             }
 }
 
-static void json_str(tr__buf *out, const char *s) {
-    tr__buf_append(out, "\"", 1);
-    for (; s && *s; s++) {
-        char esc[8];
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') {
-            esc[0] = '\\';
-            esc[1] = (char)ch;
-            tr__buf_append(out, esc, 2);
-        } else if (ch < 0x20) {
-            int n = snprintf(esc, sizeof esc, "\\u%04x", ch);
-            tr__buf_append(out, esc, (size_t)n);
-        } else {
-            tr__buf_append(out, s, 1);
-        }
-    }
-    tr__buf_append(out, "\"", 1);
-}
-
 void tr__pgroups_status_json(const tr__pgroups *p, tr__buf *out) {
     char tmp[256];
     tr__buf_append(out, ",\"placement_groups\":[", 21);
@@ -748,11 +729,11 @@ void tr__pgroups_status_json(const tr__pgroups *p, tr__buf *out) {
                          strategy_names[g->strategy]);
         tr__buf_append(out, tmp, (size_t)n);
         tr__buf_append(out, ",\"name\":", 8);
-        json_str(out, g->name ? g->name : "");
+        tr__buf_json_str(out, g->name ? g->name : "");
         tr__buf_append(out, ",\"reason\":", 10);
-        json_str(out, g->reason);
+        tr__buf_json_str(out, g->reason);
         tr__buf_append(out, ",\"node\":", 8);
-        json_str(out, g->state == TR_PG_CREATED ? p->h.node_path : "");
+        tr__buf_json_str(out, g->state == TR_PG_CREATED ? p->h.node_path : "");
         tr__buf_append(out, ",\"bundles\":[", 12);
         for (int i = 0; i < g->n; i++) {
             tr__buf_append(out, i ? ",{" : "{", i ? 2 : 1);

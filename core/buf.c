@@ -1,6 +1,7 @@
 /* core/buf.c - growable byte buffer. */
 #include "core/buf.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,4 +61,23 @@ void tr__buf_free(tr__buf *b) {
     b->data = NULL;
     b->off = b->len = b->cap = 0;
     b->oom = false;
+}
+
+void tr__buf_json_str(tr__buf *b, const char *s) {
+    tr__buf_append(b, "\"", 1);
+    for (; s && *s; s++) {
+        char esc[8];
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)ch;
+            tr__buf_append(b, esc, 2);
+        } else if (ch < 0x20) {
+            int n = snprintf(esc, sizeof esc, "\\u%04x", ch);
+            tr__buf_append(b, esc, (size_t)n);
+        } else {
+            tr__buf_append(b, s, 1);
+        }
+    }
+    tr__buf_append(b, "\"", 1);
 }

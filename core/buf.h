@@ -31,6 +31,9 @@ static inline size_t tr__buf_avail(const tr__buf *b) {
     return b->len - b->off;
 }
 void tr__buf_reset(tr__buf *b);
+/* Appends s as a JSON string: quoted, '"' and '\' escaped, control characters as \u00XX
+ * (NULL: ""). Other bytes pass as they are (UTF-8 stays UTF-8). */
+void tr__buf_json_str(tr__buf *b, const char *s);
 void tr__buf_free(tr__buf *b);
 
 #endif

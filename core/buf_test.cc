@@ -131,3 +131,11 @@ TEST(Buf, LargeAppend) {
 }
 
 } // namespace
+
+TEST(Buf, JsonStringEscapes) {
+    tr__buf b = TR__BUF_INIT;
+    tr__buf_json_str(&b, "a\"b\\c\nd\x01\xc3\xa9");
+    tr__buf_json_str(&b, nullptr);
+    EXPECT_EQ(std::string(b.data, b.len), "\"a\\\"b\\\\c\\u000ad\\u0001\xc3\xa9\"\"\"");
+    tr__buf_free(&b);
+}

@@ -882,25 +882,6 @@ int tr__cl_pg_route(tr__cluster *cl, const uint8_t id[16], int64_t bundle, const
     return rc;
 }
 
-static void json_str(tr__buf *out, const char *s) {
-    tr__buf_append(out, "\"", 1);
-    for (; s && *s; s++) {
-        char esc[8];
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') {
-            esc[0] = '\\';
-            esc[1] = (char)ch;
-            tr__buf_append(out, esc, 2);
-        } else if (ch < 0x20) {
-            int n = snprintf(esc, sizeof esc, "\\u%04x", ch);
-            tr__buf_append(out, esc, (size_t)n);
-        } else {
-            tr__buf_append(out, s, 1);
-        }
-    }
-    tr__buf_append(out, "\"", 1);
-}
-
 void tr__cl_pg_status_json(tr__cluster *cl, tr__buf *j) {
     char tmp[256];
     tr__buf_append(j, ",\"placement_groups\":[", 21);
@@ -912,15 +893,15 @@ void tr__cl_pg_status_json(tr__cluster *cl, tr__buf *j) {
                      first ? "" : ",", g->hex, state_names[g->state], strategy_names[g->strategy]);
         tr__buf_append(j, tmp, (size_t)n);
         tr__buf_append(j, ",\"name\":", 8);
-        json_str(j, g->name ? g->name : "");
+        tr__buf_json_str(j, g->name ? g->name : "");
         tr__buf_append(j, ",\"reason\":", 10);
-        json_str(j, g->reason);
+        tr__buf_json_str(j, g->reason);
         tr__buf_append(j, ",\"bundles\":", 11);
-        json_str(j, g->bundles);
+        tr__buf_json_str(j, g->bundles);
         tr__buf_append(j, ",\"nodes\":[", 10);
         for (int i = 0; i < g->n; i++) {
             if (i) tr__buf_append(j, ",", 1);
-            json_str(j, g->state == TR_PG_CREATED ? g->address[i] : "");
+            tr__buf_json_str(j, g->state == TR_PG_CREATED ? g->address[i] : "");
         }
         tr__buf_append(j, "]}", 2);
         first = 0;
