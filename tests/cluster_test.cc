@@ -30,6 +30,19 @@ bool clean(const std::string &out) {
            out.find("runtime error") == std::string::npos;
 }
 
+/* A whole file ("" if it cannot be read): a driver's log. */
+std::string read_all(const std::string &path) {
+    std::string s;
+    if (FILE *f = fopen(path.c_str(), "r")) {
+        char buf[4096];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+            s.append(buf, n);
+        fclose(f);
+    }
+    return s;
+}
+
 class Cluster : public ::testing::Test {
   protected:
     static void SetUpTestSuite() {
@@ -203,17 +216,7 @@ TEST_F(Cluster, ActorsAreCalledAcrossNodes) {
     std::string pid = b.substr(b.find("\"pid\":") + 6);
     pid = pid.substr(0, pid.find(','));
     in(2, "kill -9 " + pid);
-    auto read_log = [&] {
-        std::string s;
-        if (FILE *f = fopen(log.c_str(), "r")) {
-            char buf[4096];
-            size_t n;
-            while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-                s.append(buf, n);
-            fclose(f);
-        }
-        return s;
-    };
+    auto read_log = [&] { return read_all(log); };
     EXPECT_TRUE(eventually(60000, [&] {
         return read_log().find("the cluster goes on") != std::string::npos;
     })) << read_log();
@@ -412,17 +415,7 @@ TEST_F(Cluster, PlacementGroupsSpanTheNodes) {
                          "\" TR_NODE=$(ls /tmp/c3/troupe-*/n*/node.sock | head -1) " + self + tail +
                          "'");
     };
-    auto read_log = [&] {
-        std::string s;
-        if (FILE *f = fopen(log.c_str(), "r")) {
-            char buf[4096];
-            size_t n;
-            while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-                s.append(buf, n);
-            fclose(f);
-        }
-        return s;
-    };
+    auto read_log = [&] { return read_all(log); };
     auto at_step = [&](int k) {
         return eventually(
             60000, [&] { return access((marker + "." + std::to_string(k)).c_str(), F_OK) == 0; });

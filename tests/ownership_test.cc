@@ -80,6 +80,22 @@ class OwnershipTest : public ::testing::Test {
         tr_ref_release(rt, r);
         return rc;
     }
+    /* Has actor `sharer` call sleeper's sleep_ms(ms) and return that call's ref inside its
+     * result (share_call); borrows the ref while the result holds it, then lets go of the
+     * result: *inner is another process's call, still running, held by us. */
+    void borrow_shared_call(tr_actor_id sharer, tr_actor_id sleeper, int64_t ms, tr_ref *inner) {
+        std::string args((const char *)&sleeper, sizeof sleeper);
+        args.append((const char *)&ms, 8);
+        tr_ref c;
+        ASSERT_EQ(tr_call(rt, sharer, "share_call", args.data(), args.size(), &c), 0);
+        const void *d;
+        size_t n;
+        ASSERT_EQ(tr_get(rt, c, 10000, &d, &n), 0) << tr_last_error();
+        ASSERT_EQ(n, 16u);
+        memcpy(inner, d, 16);
+        ASSERT_EQ(tr_ref_borrow(rt, *inner), 0) << tr_last_error(); /* while c holds it */
+        ASSERT_EQ(tr_ref_release(rt, c), 0);
+    }
     tr_runtime *rt = nullptr;
 };
 
@@ -328,18 +344,10 @@ TEST_F(OwnershipTest, ErrorResultReachesTheBorrower) {
  * the result once it is in (the worker reads it for its borrowers). */
 TEST_F(OwnershipTest, WorkerSharesItsOwnPendingCall) {
     tr_actor_id a = make(), sleeper = make();
-    std::string args((const char *)&sleeper, sizeof sleeper);
-    args += i64(300);
-    tr_ref c;
-    ASSERT_EQ(tr_call(rt, a, "share_call", args.data(), args.size(), &c), 0);
+    tr_ref inner;
+    ASSERT_NO_FATAL_FAILURE(borrow_shared_call(a, sleeper, 300, &inner));
     const void *d;
     size_t n;
-    ASSERT_EQ(tr_get(rt, c, 10000, &d, &n), 0) << tr_last_error();
-    ASSERT_EQ(n, 16u);
-    tr_ref inner;
-    memcpy(&inner, d, 16);
-    ASSERT_EQ(tr_ref_borrow(rt, inner), 0) << tr_last_error(); /* while c holds it */
-    ASSERT_EQ(tr_ref_release(rt, c), 0);
     int rc = tr_get(rt, inner, 10000, &d, &n);
     ASSERT_EQ(rc, 0) << tr_errname(rc) << ": " << tr_last_error();
     ASSERT_EQ(n, 8u);
@@ -355,18 +363,10 @@ TEST_F(OwnershipTest, WorkerSharesItsOwnPendingCall) {
  * waited for), not failing at a fixed timeout. */
 TEST_F(OwnershipTest, BorrowedPendingResultAsArgumentIsWaitedFor) {
     tr_actor_id a = make(), sleeper = make(), reader = make();
-    std::string args((const char *)&sleeper, sizeof sleeper);
-    args += i64(10500);
-    tr_ref c, r;
-    ASSERT_EQ(tr_call(rt, a, "share_call", args.data(), args.size(), &c), 0);
+    tr_ref inner, r;
+    ASSERT_NO_FATAL_FAILURE(borrow_shared_call(a, sleeper, 10500, &inner));
     const void *d;
     size_t n;
-    ASSERT_EQ(tr_get(rt, c, 10000, &d, &n), 0) << tr_last_error();
-    ASSERT_EQ(n, 16u);
-    tr_ref inner;
-    memcpy(&inner, d, 16);
-    ASSERT_EQ(tr_ref_borrow(rt, inner), 0) << tr_last_error();
-    ASSERT_EQ(tr_ref_release(rt, c), 0);
     ASSERT_EQ(tr_call_refs(rt, reader, "sum_args", nullptr, 0, &inner, 1, &r), 0)
         << tr_last_error();
     int rc = tr_get(rt, r, 30000, &d, &n);
@@ -384,17 +384,10 @@ TEST_F(OwnershipTest, BorrowedPendingResultAsArgumentIsWaitedFor) {
 /* tr_wait and tr_get with a timeout work on another process's call ref. */
 TEST_F(OwnershipTest, WaitOnABorrowedRef) {
     tr_actor_id a = make(), sleeper = make();
-    std::string args((const char *)&sleeper, sizeof sleeper);
-    args += i64(400);
-    tr_ref c;
-    ASSERT_EQ(tr_call(rt, a, "share_call", args.data(), args.size(), &c), 0);
+    tr_ref inner;
+    ASSERT_NO_FATAL_FAILURE(borrow_shared_call(a, sleeper, 400, &inner));
     const void *d;
     size_t n;
-    ASSERT_EQ(tr_get(rt, c, 10000, &d, &n), 0);
-    tr_ref inner;
-    memcpy(&inner, d, 16);
-    ASSERT_EQ(tr_ref_borrow(rt, inner), 0) << tr_last_error(); /* while c holds it */
-    tr_ref_release(rt, c);
     uint8_t ready = 9;
     size_t n_ready = 9;
     ASSERT_EQ(tr_wait(rt, &inner, 1, 1, 0, &ready, &n_ready), 0);
