@@ -502,6 +502,12 @@ class CompiledDAG:
             self._execs.clear()
         if g:
             lib.tr_dag_destroy(g)
+        if not _runtime.is_initialized():
+            # shutdown's hook (it runs with the runtime already taken away): the steps'
+            # actors end with the runtime, and a FORGET call would start a new runtime,
+            # as a driver's first use of troupe does
+            self._steps = []
+            return
         for handle, step in self._steps:  # (no wait: an actor may be dead)
             try:
                 _runtime.call(handle._id, FORGET, (step,), {}, "forgetting a step")
