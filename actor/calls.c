@@ -381,6 +381,7 @@ static void slot_maybe_free(tr__actors *a, slot *s) {
 }
 
 static void release_held(tr__actors *a, aconn *ac);
+static void want_driver(tr__actors *a);
 
 /* The call is done (its result, or an error, is in the slot): its arguments go, the
  * held calls waiting for it move on. */
@@ -599,7 +600,10 @@ static void conn_failed(tr__actors *a, aconn *ac, int rc, const char *why) {
     /* Calls never sent wait for the next incarnation: whichever thread waits next must
      * reconnect, even one that waits for another actor's call (a held call may need
      * these). */
-    if (ac->head && !ac->dead) a->queued_unconnected = 1;
+    if (ac->head && !ac->dead) {
+        a->queued_unconnected = 1;
+        want_driver(a); /* (a task to retry goes out even if nobody waits for it) */
+    }
     wake(a);
 }
 
@@ -762,6 +766,7 @@ static void release_held(tr__actors *a, aconn *ac) {
         if (!ac->reading) flush(a, ac); /* else on_readable flushes once it is done */
     } else if (!ac->dead) {
         a->queued_unconnected = 1; /* drive_others connects it */
+        want_driver(a);
     }
     wake(a);
 }
@@ -1059,13 +1064,29 @@ static void cv_wait(tr__actors *a, int64_t deadline);
 static void drive_others(tr__actors *a, aconn *skip);
 static void progress(tr__actors *a, int64_t deadline);
 
-/* The driver: reads replies while exported calls are pending, so that their borrowers
- * get them even if no thread of ours ever waits. */
+/* Whether calls need a thread of ours that no caller may lend: exported calls pending
+ * (their borrowers wait for them), calls queued for an actor not connected yet (they go
+ * out when it is), calls held until results they take are in (those must be read). A
+ * call that has gone out runs whether or not anyone waits; these would not. Under mu. */
+static int driver_needed(tr__actors *a) {
+    if (a->pending_exports || a->queued_unconnected) return 1;
+    size_t pos = 0;
+    void *v;
+    while (tr__idmap_next(&a->actors, &pos, NULL, &v)) {
+        const aconn *ac = v;
+        if (ac->held_head && !ac->dead) return 1;
+    }
+    return 0;
+}
+
+/* The driver: sends and reads while driver_needed, so that every call submitted runs
+ * (as Ray's tasks do) and borrowers get shared results even if no thread of ours ever
+ * waits; asleep otherwise (a plain call's caller reads its own reply, the hot path). */
 static void *driver_main(void *arg) {
     tr__actors *a = arg;
     pthread_mutex_lock(&a->mu);
     while (!a->closing) {
-        if (!a->pending_exports) {
+        if (!driver_needed(a)) {
             pthread_cond_wait(&a->driver_cv, &a->mu);
             continue;
         }
@@ -1074,6 +1095,17 @@ static void *driver_main(void *arg) {
     }
     pthread_mutex_unlock(&a->mu);
     return NULL;
+}
+
+/* The driver has work (driver_needed): woken, started at the first need. Under mu. */
+static void want_driver(tr__actors *a) {
+    pthread_cond_signal(&a->driver_cv);
+    if (a->driver_started || a->closing) return;
+    if (pthread_create(&a->driver, NULL, driver_main, a) == 0)
+        a->driver_started = 1;
+    else
+        TR_LOG_WARN("CLIENT-DRIVER", "no driver thread: calls go out and shared results are "
+                                     "read only while this process waits");
 }
 
 int tr__actors_cancel(tr__actors *a, tr_ref ref, int force, tr_actor_id *kill) {
@@ -1129,14 +1161,8 @@ int tr__actors_export(tr__actors *a, tr_ref ref) {
             fill_twin(a, s);
         } else if (!rc) {
             s->exported = 2;
-            if (a->pending_exports++ == 0) pthread_cond_signal(&a->driver_cv);
-            if (!a->driver_started && !a->closing) {
-                if (pthread_create(&a->driver, NULL, driver_main, a) == 0)
-                    a->driver_started = 1;
-                else
-                    TR_LOG_WARN("CLIENT-DRIVER", "no driver thread: shared results are read "
-                                                 "only while this process waits");
-            }
+            a->pending_exports++;
+            want_driver(a);
             wake(a);
         }
     }
@@ -1385,6 +1411,8 @@ submit(tr__actors *a, tr_actor_id id, const char *method, const void *args, size
         a->queued_unconnected = 1;
         wake(a); /* a reader asleep with no deadline must come back to send it */
     }
+    if ((ac->fd < 0 && !ac->dead && ac->head) || s->held)
+        want_driver(a);  /* it goes out (and runs) even if nobody waits for it */
     if (n_returns > 1) { /* the kids are the refs; the call itself is hidden */
         slot_extra *x = s->x;
         for (size_t i = 0; i < x->n_kids; i++) { /* (nobody else has them yet) */
@@ -1472,9 +1500,9 @@ static void progress(tr__actors *a, int64_t deadline) {
     if (a->waiters) pthread_cond_broadcast(&a->cv);
 }
 
-/* Any thread that waits also sends the calls queued for every other actor that has come
- * up meanwhile (there is no background thread to do it): a quick node query per such
- * actor, at most every 2 ms each. Called with mu held. */
+/* Any thread that waits (and the driver, while it is needed) also sends the calls queued
+ * for every other actor that has come up meanwhile: a quick node query per such actor, at
+ * most every 2 ms each. Called with mu held. */
 static void drive_others(tr__actors *a, aconn *skip) {
     if (!a->queued_unconnected) return;
     int64_t now = tr__now_ns();
@@ -1555,7 +1583,7 @@ int tr__actors_get(tr__actors *a, tr_ref ref, int timeout_ms, const void **data,
             rc = finish_get(a, s, deadline, data, len);
             break;
         }
-        /* Even a zero timeout makes one pass of progress: there is no background thread. */
+        /* Even a zero timeout makes one pass of progress (the driver may be asleep). */
         if (passes++ > 0 && tr__now_ns() >= deadline) {
             rc =
                 tr__err(TR_ETIMEDOUT, "tr_get: the call has not finished within %d ms", timeout_ms);

@@ -4,9 +4,11 @@
  * Hot path: the calling thread encodes and writes its CALL frame itself; a thread
  * waiting for a result reads the replies itself (leader/followers: one waiter at a time
  * reads all connections through one epoll set; others sleep on a condition variable and
- * are woken once per batch). No background thread. Calls to an actor that is not up yet
- * are queued in order and sent by whichever thread next waits; so are calls that pass
- * another call's result before that result has arrived.
+ * are woken once per batch). Calls to an actor that is not up yet are queued in order
+ * and sent by whichever thread next waits; so are calls that pass another call's result
+ * before that result has arrived. Where no thread of ours may ever wait for them (Ray runs
+ * every task submitted), a driver thread, started at the first need, does it (and reads
+ * results borrowers wait for): asleep while every call has gone out, as on the hot path.
  * Thread safety: every function may be called from any thread.
  */
 #ifndef TR_ACTOR_CALLS_H

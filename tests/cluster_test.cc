@@ -163,6 +163,8 @@ TEST_F(Cluster, ActorsAreCalledAcrossNodes) {
                              "an object borrowed on another node outlives our release, and "
                              "goes after theirs",
                              "what a borrower on another node held goes when it dies",
+                             "a task placed on another node by its resources, with an object "
+                             "from here",
                              "a result with a ref in it, from another node, got here and on a "
                              "third",
                              "a method's error",

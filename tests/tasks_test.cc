@@ -3,6 +3,7 @@
  * tasks in parallel, retries when the worker dies, nested tasks that wait for their
  * children, tasks that create actors, errors; the store is empty after each test. */
 #include <gtest/gtest.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -111,6 +112,28 @@ TEST_F(TasksTest, RefsGoInAndOut) {
     EXPECT_EQ(s2, checksum(&s1, 8));
     for (tr_ref r : {obj, first, second})
         tr_ref_release(rt, r);
+    expect_empty();
+}
+
+/* A task runs whether or not its result is ever got (Ray's semantics): one submitted and
+ * never waited for, and one that waits (held here) for another task's result, both run
+ * while this process only sleeps. */
+TEST_F(TasksTest, TasksRunThoughNobodyWaits) {
+    char dir[] = "/dev/shm/trtouchXXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    std::string a = std::string(dir) + "/a", b = std::string(dir) + "/b";
+    int64_t ms = 300;
+    tr_ref ta, slow, tb;
+    ASSERT_EQ(tr_task_submit(rt, "t_touch", a.c_str(), a.size(), nullptr, 0, nullptr, &ta), 0);
+    ASSERT_EQ(tr_task_submit(rt, "t_sleep", &ms, 8, nullptr, 0, nullptr, &slow), 0);
+    ASSERT_EQ(tr_task_submit(rt, "t_touch", b.c_str(), b.size(), &slow, 1, nullptr, &tb), 0);
+    EXPECT_TRUE(eventually(20000, [&] { return access(a.c_str(), F_OK) == 0; })) << a;
+    EXPECT_TRUE(eventually(20000, [&] { return access(b.c_str(), F_OK) == 0; })) << b;
+    for (tr_ref r : {ta, slow, tb})
+        tr_ref_release(rt, r);
+    unlink(a.c_str());
+    unlink(b.c_str());
+    rmdir(dir);
     expect_empty();
 }
 

@@ -1208,6 +1208,16 @@ int t_parts(tr_ctx *ctx, const void *args, size_t len) {
     return m_parts(ctx, nullptr, args, len);
 }
 
+/* args: a path (no NUL) and, after a NUL, anything: creates the file (a side effect another
+ * process sees, whether or not anyone gets the result). The refs' values are ignored. */
+int t_touch(tr_ctx *ctx, const void *args, size_t len) {
+    std::string path((const char *)args, strnlen((const char *)args, len));
+    FILE *f = fopen(path.c_str(), "w");
+    if (!f) return tr_ctx_error(ctx, "t_touch: cannot create %s", path.c_str());
+    fclose(f);
+    return reply_i64(ctx, 1);
+}
+
 int t_pid(tr_ctx *ctx, const void *, size_t) {
     return reply_i64(ctx, getpid());
 }
@@ -1378,14 +1388,9 @@ void add_functions(tr_config *cfg) {
     static const struct {
         const char *name;
         tr_task_fn fn;
-    } fns[] = {{"t_echo", t_echo},
-               {"t_pid", t_pid},
-               {"t_sleep", t_sleep},
-               {"t_fail", t_fail},
-               {"t_crash_until", t_crash_until},
-               {"t_sum_refs", t_sum_refs},
-               {"t_tree", t_tree},
-               {"t_make_actor", t_make_actor},
+    } fns[] = {{"t_echo", t_echo},         {"t_pid", t_pid},   {"t_touch", t_touch},
+               {"t_sleep", t_sleep},       {"t_fail", t_fail}, {"t_crash_until", t_crash_until},
+               {"t_sum_refs", t_sum_refs}, {"t_tree", t_tree}, {"t_make_actor", t_make_actor},
                {"t_parts", t_parts}};
     for (const auto &f : fns)
         if (tr_config_add_function(cfg, f.name, f.fn)) abort();
@@ -2210,6 +2215,30 @@ int run_cluster_driver(const char *spec) {
                       std::string(rc ? tr_last_error() : "") +
                           " objects here: " + std::to_string(before) + ", " + std::to_string(kept) +
                           ", " + std::to_string(here_objects()));
+    }
+    /* a task placed on b by its resources (its pool worker is an actor there), an object
+     * made here as its argument, its result back here */
+    {
+        tr_resource nr = {there.c_str(), 0.1};
+        tr_task_options to = TR_TASK_OPTIONS_INIT;
+        to.resources = &nr;
+        to.n_resources = 1;
+        std::string big = pattern(1 << 20, 13);
+        tr_ref obj, tref;
+        const void *p = nullptr;
+        size_t n = 0;
+        uint64_t got = 0;
+        rc = tr_put(rt, big.data(), big.size(), &obj);
+        if (!rc) rc = tr_task_submit(rt, "t_sum_refs", nullptr, 0, &obj, 1, &to, &tref);
+        if (!rc) rc = tr_get(rt, tref, 30000, &p, &n);
+        if (!rc && n == 8) memcpy(&got, p, 8);
+        std::string why =
+            rc ? std::string(p ? (const char *)p : "", p ? n : 0) + tr_last_error() : "";
+        if (!rc) tr_ref_release(rt, tref);
+        tr_ref_release(rt, obj);
+        cluster_check(rc == 0 && got == checksum(big.data(), big.size()),
+                      "a task placed on another node by its resources, with an object from here",
+                      why);
     }
     /* a method on b returns a ref inside its result (Ray's `return ray.put(x)`): b keeps
      * the object while our result holds it; it is got here, and nested on to the head's

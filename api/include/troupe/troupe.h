@@ -430,8 +430,9 @@ TR_API int tr_call(tr_runtime *rt, tr_actor_id actor, const char *method, const 
  * waiting for a seal if needed. A call's result is waited for in the caller, as in Ray:
  * the call (and every later call to the same actor, to keep their order) is sent once the
  * result is in - a result up to 100 KiB inside the call, a larger one as the store
- * object it already is, zero-copy. Nothing sends it but a thread of this process inside
- * tr_get or tr_wait (there is no background thread). If that call failed, this one fails
+ * object it already is, zero-copy. A thread of this process inside tr_get or tr_wait
+ * sends it, or, if none waits, the process's driver thread (every call submitted runs,
+ * as Ray's tasks do, whether or not its result is ever got). If that call failed, this one fails
  * with the same code (TR_ETASK with its message, TR_EACTOR_DIED, ...) and its method never
  * runs. The caller may release the argument refs at once. Returns as tr_call, and
  * TR_ENOTFOUND for an object that does not exist, TR_ESTALE for a ref that is neither an
