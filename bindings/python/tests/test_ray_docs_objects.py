@@ -14,17 +14,6 @@ import troupe as ray
 from ray_doc_code import Output, run
 
 
-# A task whose ref nobody waits on never runs: C's tr_task_submit (as tr_call) queues a
-# task whose pool worker is not up yet, and "nothing sends it but a thread of this process
-# inside tr_get or tr_wait (there is no background thread)" (troupe.h), where Ray runs
-# every task in the background. These three programs submit tasks, never get them, and
-# expect their prints: nothing is printed.
-UNSENT = pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "a task whose ref is never passed to get/wait is never sent to a worker (troupe.h: "
-    "queued calls are sent only by a thread inside tr_get/tr_wait; no background "
-    "thread), so the program's fire-and-forget tasks never run and print nothing"))
-
-
 @pytest.fixture
 def out(tmp_path):
     """The program's and its tasks' output; the runtime started after the redirection, so
@@ -38,7 +27,6 @@ def out(tmp_path):
             ray.shutdown()
 
 
-@UNSENT
 def test_obj_val_top_level_refs_are_resolved(out):
     run("obj_val.py")
     # -> prints "1 2 3" (the literal values), and "1 2 3" again (the refs, resolved)
@@ -46,7 +34,6 @@ def test_obj_val_top_level_refs_are_resolved(out):
     assert printed.count("1 2 3\n") == 2
 
 
-@UNSENT
 def test_obj_ref_nested_refs_are_not_resolved(out):
     run("obj_ref.py")
     # -> prints args: [ObjectRef(...), ObjectRef(...), ObjectRef(...)]
@@ -57,7 +44,6 @@ def test_obj_ref_nested_refs_are_not_resolved(out):
                         r"ObjectRef\([0-9a-f]+\)", args), args
 
 
-@UNSENT
 def test_obj_capture_refs_in_a_closure(out):
     run("obj_capture.py")
     # -> prints [1, 2, 3]
