@@ -1,12 +1,13 @@
 """Placement groups from Python (troupe.util.placement_group over tr_placement_group_*):
-Ray's documented example with only the import changed, bundles reserved and refused on a
+Ray's guide program with only its imports changed (read from RAY_DOC_CODE) and its flow in
+our words, bundles reserved and refused on a
 node of 4 CPUs and 2 (counted) GPUs, actors and tasks in bundles, removal, bad input."""
 import time
-from pprint import pprint
 
 import pytest
 
 import troupe
+from ray_doc_code import run
 from troupe.util.placement_group import (get_placement_group, placement_group,
                                          placement_group_table, remove_placement_group)
 from troupe.util.scheduling_strategies import PlacementGroupSchedulingStrategy
@@ -21,63 +22,65 @@ def node():
         troupe.shutdown()
 
 
-def test_rays_placement_group_example():
-    """Ray's "Placement Groups" guide (its doc_code), `import ray` changed only."""
-    import troupe as ray
-
-    # Create a single node Ray cluster with 2 CPUs and 2 GPUs.
-    ray.init(num_cpus=2, num_gpus=2)
+def test_rays_placement_group_example_program():
+    """Ray's "Placement Groups" guide program (doc_code/placement_group_example.py, read
+    from RAY_DOC_CODE: tests/ray_doc_code.py), its import lines changed only; it starts
+    its own runtime (2 CPUs, 2 GPUs)."""
     try:
-        # Reserve a placement group of 1 bundle that reserves 1 CPU and 1 GPU.
+        ns = run("placement_group_example.py")
+        # its last group, got back by its name by a "second driver"
+        assert ns["pg"] == get_placement_group("global_name")
+        assert placement_group_table(ns["pg"])["state"] == "CREATED"
+    finally:
+        troupe.shutdown()
+
+
+def test_guide_flow_gpu_bundle_pending_actor_removal():
+    """The guide's flow, in our words: a bundle of a CPU and a GPU got ready (get and
+    wait), a group asking for a {"GPU": 2} bundle on a node of 2 counted GPUs in all
+    stays pending (a get of its ready() times out), actors into the group (any bundle,
+    and a GPU actor into bundle 0), removal (REMOVED in the table), a detached named
+    group, and a group found by its name."""
+    troupe.init(num_cpus=2, num_gpus=2)
+    try:
         pg = placement_group([{"CPU": 1, "GPU": 1}])
-
-        # Wait until placement group is created.
-        ray.get(pg.ready(), timeout=10)
-
-        # You can also use ray.wait.
-        ready, unready = ray.wait([pg.ready()], timeout=10)
+        assert troupe.get(pg.ready(), timeout=10) == pg
+        ready, unready = troupe.wait([pg.ready()], timeout=10)
         assert len(ready) == 1 and not unready
-
-        # You can look at placement group states using this API.
-        print(placement_group_table(pg))
         assert placement_group_table(pg)["state"] == "CREATED"
 
-        # Cannot create this placement group because we cannot create a {"GPU": 2} bundle.
-        pending_pg = placement_group([{"CPU": 1}, {"GPU": 2}])
-        # This raises the timeout exception!
-        with pytest.raises(Exception) as e:
-            ray.get(pending_pg.ready(), timeout=5)
-        print("Cannot create a placement group because {'GPU': 2} bundle cannot be created.")
-        print(e.value)
+        stuck = placement_group([{"CPU": 1}, {"GPU": 2}])
+        with pytest.raises(troupe.exceptions.GetTimeoutError):
+            troupe.get(stuck.ready(), timeout=1)
+        assert placement_group_table(stuck)["state"] == "PENDING"
 
-        @ray.remote(num_cpus=1)
-        class Actor:
-            def __init__(self):
-                pass
-
+        @troupe.remote(num_cpus=1)
+        class OneCpu:
             def ready(self):
-                pass
+                return "up"
 
-        # Create an actor to a placement group.
-        actor = Actor.options(
-            scheduling_strategy=PlacementGroupSchedulingStrategy(
-                placement_group=pg,
-            )
-        ).remote()
+        @troupe.remote(num_cpus=0, num_gpus=1)
+        class OneGpu:
+            def gpus(self):
+                return troupe.get_gpu_ids()
 
-        # Verify the actor is scheduled.
-        ray.get(actor.ready.remote(), timeout=10)
+        in_pg = PlacementGroupSchedulingStrategy(placement_group=pg)
+        a = OneCpu.options(scheduling_strategy=in_pg).remote()
+        assert troupe.get(a.ready.remote(), timeout=10) == "up"
+        g = OneGpu.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
+            placement_group=pg, placement_group_bundle_index=0)).remote()
+        assert len(troupe.get(g.gpus.remote(), timeout=10)) == 1
 
-        # This API is asynchronous.
         remove_placement_group(pg)
-
-        # Wait until placement group is killed.
-        time.sleep(1)
-        # Check that the placement group has died.
-        pprint(placement_group_table(pg))
+        remove_placement_group(stuck)
         assert placement_group_table(pg)["state"] == "REMOVED"
+
+        kept = placement_group([{"CPU": 1}], lifetime="detached", name="kept_by_name")
+        assert troupe.get(kept.ready(), timeout=10) == kept
+        assert troupe.util.get_placement_group("kept_by_name") == kept
+        remove_placement_group(kept)
     finally:
-        ray.shutdown()
+        troupe.shutdown()
 
 
 def _available():

@@ -7,12 +7,13 @@ from ._runtime import (ObjectRef, cancel, get, init, is_initialized, node_addres
                        object_store_stats, put, shutdown, wait)
 from .remote_function import RemoteFunction
 from .actor import (ActorClass, ActorHandle, available_resources, cluster_resources,
-                    exit_actor, get_actor, get_runtime_context, kill, method, nodes, remote)
+                    exit_actor, get_actor, get_gpu_ids, get_runtime_context, kill, method, nodes,
+                    remote)
 
 __version__ = "0.2.0"
 
 __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "kill",
            "cancel", "get_actor", "method", "exit_actor", "ObjectRef", "ActorHandle", "ActorClass",
            "exceptions", "util", "dag", "library_path", "object_store_stats",
-           "node_address", "get_runtime_context", "available_resources",
+           "node_address", "get_runtime_context", "get_gpu_ids", "available_resources",
            "cluster_resources", "nodes", "RemoteFunction", "remote_function"]

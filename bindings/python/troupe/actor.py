@@ -603,6 +603,13 @@ class RuntimeContext:
         return det
 
 
+def get_gpu_ids():
+    """Ray's ray.get_gpu_ids(): the GPUs this worker (an actor's, or a task's) was given,
+    as CUDA_VISIBLE_DEVICES names them (ints where they are numbers); [] in a driver."""
+    ids = get_runtime_context().get_accelerator_ids()["GPU"]
+    return [int(x) if x.isdigit() else x for x in ids]
+
+
 def get_runtime_context():
     """Ray's ray.get_runtime_context(): job, node, worker and actor ids, the actor's name,
     its GPUs."""
