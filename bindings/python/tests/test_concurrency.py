@@ -1,6 +1,6 @@
-"""max_concurrency and async actors: Ray's documented threaded-actor and async-actor
-examples ("AsyncIO / Concurrency for Actors") with only the import changed, and checks
-that calls really overlap, that the limit holds and that results reach their calls."""
+"""max_concurrency and async actors: the cases of Ray's "AsyncIO / Concurrency for Actors"
+guide (threaded and async actors, an async actor's limit), in our words, and checks that
+calls really overlap, that the limit holds and that results reach their calls."""
 import asyncio
 import threading
 import time
@@ -17,67 +17,60 @@ def cluster():
     ray.shutdown()
 
 
-# ------------------------------------------------------------------ Ray's examples
+# ------------------------------------------------------------------ the guide's cases
 
-def test_ray_async_actor_example():
+def test_async_actor_calls_meet_on_one_loop():
+    """The concurrency guide's first case, in our words: an actor of async methods whose
+    calls wait on one asyncio.Event until the last of n has arrived - only possible if
+    they run at once on the worker's loop; then a ref awaited from asyncio."""
     @ray.remote
-    class AsyncActor:
-        def __init__(self, expected_num_tasks: int):
-            self._event = asyncio.Event()
-            self._curr_num_tasks = 0
-            self._expected_num_tasks = expected_num_tasks
+    class Rendezvous:
+        def __init__(self, n):
+            self.n = n
+            self.arrived = 0
+            self.all_here = asyncio.Event()
 
-        # Multiple invocations of this method can run concurrently on the same event loop.
-        async def run_concurrent(self):
-            self._curr_num_tasks += 1
-            if self._curr_num_tasks == self._expected_num_tasks:
-                print("All coroutines are executing concurrently, unblocking.")
-                self._event.set()
-            else:
-                print("Waiting for other coroutines to start.")
+        async def arrive(self):
+            self.arrived += 1
+            if self.arrived >= self.n:
+                self.all_here.set()
+            await self.all_here.wait()
+            return self.arrived
 
-            await self._event.wait()
-            print("All coroutines ran concurrently.")
+    r = Rendezvous.remote(4)
+    assert sorted(ray.get([r.arrive.remote() for _ in range(4)], timeout=20)) == [4] * 4
 
-    actor = AsyncActor.remote(4)
-    refs = [actor.run_concurrent.remote() for _ in range(4)]
+    async def one_more():
+        return await r.arrive.remote()
 
-    # Fetch results using regular `ray.get`.
-    ray.get(refs)
-
-    # Fetch results using `asyncio` APIs.
-    async def get_async():
-        return await actor.run_concurrent.remote()
-
-    # (the event is set by now: a fifth call runs straight through)
-    assert asyncio.run(get_async()) is None
+    assert asyncio.run(one_more()) == 5  # (the event is set: it runs straight through)
 
 
-def test_ray_threaded_actor_example():
+def test_threaded_actor_runs_two_methods():
+    """max_concurrency=2 on a plain class: a threaded actor; its methods' results."""
     @ray.remote
-    class ThreadedActor:
-        def task_1(self):
-            return "I'm running in a thread!"
+    class TwoThreads:
+        def left(self):
+            return "left ran"
 
-        def task_2(self):
-            return "I'm running in another thread!"
+        def right(self):
+            return "right ran"
 
-    a = ThreadedActor.options(max_concurrency=2).remote()
-    assert ray.get([a.task_1.remote(), a.task_2.remote()]) == [
-        "I'm running in a thread!", "I'm running in another thread!"]
+    t = TwoThreads.options(max_concurrency=2).remote()
+    assert ray.get([t.left.remote(), t.right.remote()]) == ["left ran", "right ran"]
 
 
-def test_ray_async_max_concurrency_example():
+def test_async_actor_limit_of_two():
+    """An async actor given max_concurrency=2: 8 calls of 0.5 s take 4 rounds."""
     @ray.remote
-    class AsyncActor:
-        async def run_task(self):
+    class Napper:
+        async def nap(self):
             await asyncio.sleep(0.5)
             return time.time()
 
-    actor = AsyncActor.options(max_concurrency=2).remote()
-    # Only 2 tasks will be running concurrently. Once 2 finish, the next 2 should run.
+    n = Napper.options(max_concurrency=2).remote()
     t0 = time.time()
-    ends = sorted(ray.get([actor.run_task.remote() for _ in range(8)]))
+    ends = sorted(ray.get([n.nap.remote() for _ in range(8)]))
     took = time.time() - t0
     assert 1.9 < took < 3.5, took  # 4 rounds of 0.5 s: 2 at a time, not 8 and not 1
     assert ends[1] - ends[0] < 0.3 and ends[2] - ends[1] > 0.3, ends
