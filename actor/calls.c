@@ -45,8 +45,17 @@
 
 #define RESOLVE_SLICE_MS 50
 #define BROKEN_GRACE_NS 1000000000
-#define DRIVE_EVERY_NS 2000000 /* how often a waiter asks about other queued actors */
-#define REMOTE_HOLD_MS 10000   /* a node's answer to a remote hold, at most */
+#define DRIVE_EVERY_NS 2000000  /* how often a waiter asks about other queued actors */
+#define REMOTE_HOLD_MS 10000    /* a node's answer to a remote hold, at most */
+#define CONTAINER_SWEEP_MS 1000 /* how often the driver looks for containers gone */
+
+/* An object made here with other nodes' refs in it (tr__actors_put_refs). */
+typedef struct rcontainer {
+    tr_ref obj;
+    tr_ref *refs; /* held at their nodes (call-kind remote holds) while obj lives */
+    size_t n;
+    struct rcontainer *next;
+} rcontainer;
 
 typedef struct aconn aconn;
 typedef struct slot slot;
@@ -55,8 +64,9 @@ typedef struct slot slot;
 typedef struct slot_extra {
     tr_ref *keep; /* refs contained in the arguments: pinned until the call completes */
     size_t n_keep;
-    tr_ref *rkeep; /* ...those of other nodes: held there (remote holds) until then */
-    size_t n_rkeep;
+    tr_ref *rkeep; /* ...and other nodes' refs among them and the arguments: held there
+                      (remote holds) until then */
+    size_t n_rkeep, cap_rkeep;
     /* a task (actor/tasks.h): sent again, up to `retries` times (-1: always), when its
      * worker dies with it in flight; its frame is kept for that */
     int retries;
@@ -164,6 +174,10 @@ struct tr__actors {
      * driver thread, started at the first export of a call not done yet, reads while
      * any is pending (a process that shares nothing never has one). */
     int pending_exports;
+    /* objects made here (tr__actors_put_refs) that contain other nodes' refs: those are
+     * held at their nodes by this process until the object is gone (the driver looks,
+     * every CONTAINER_SWEEP_MS while there are any) */
+    struct rcontainer *containers;
     int driver_started, closing;
     pthread_t driver;
     pthread_cond_t driver_cv; /* the idle driver's own (it is no waiter then) */
@@ -338,7 +352,7 @@ static void drop_keep(tr__actors *a, slot *s) {
     free(x->keep);
     free(x->rkeep);
     x->keep = x->rkeep = NULL;
-    x->n_keep = x->n_rkeep = 0;
+    x->n_keep = x->n_rkeep = x->cap_rkeep = 0;
 }
 
 static tr_ref ref_of(const tr__actors *a, const slot *s) {
@@ -1079,15 +1093,43 @@ static int driver_needed(tr__actors *a) {
     return 0;
 }
 
+/* Lets go of the remote holds of containers that are gone (freed by their last holder,
+ * any process of the node). Under mu. */
+static void sweep_containers(tr__actors *a) {
+    for (rcontainer **pp = &a->containers; *pp;) {
+        rcontainer *c = *pp;
+        if (tr__objects_exists(a->objects, c->obj)) {
+            pp = &c->next;
+            continue;
+        }
+        for (size_t i = 0; i < c->n; i++) /* (never waits) */
+            tr__actors_remote_release(a, c->refs[i], 0);
+        *pp = c->next;
+        free(c->refs);
+        free(c);
+    }
+}
+
 /* The driver: sends and reads while driver_needed, so that every call submitted runs
  * (as Ray's tasks do) and borrowers get shared results even if no thread of ours ever
- * waits; asleep otherwise (a plain call's caller reads its own reply, the hot path). */
+ * waits; asleep otherwise (a plain call's caller reads its own reply, the hot path),
+ * but for a look at containers every CONTAINER_SWEEP_MS while there are any. */
 static void *driver_main(void *arg) {
     tr__actors *a = arg;
+    int64_t next_sweep = 0;
     pthread_mutex_lock(&a->mu);
     while (!a->closing) {
+        if (a->containers && tr__now_ns() >= next_sweep) {
+            sweep_containers(a);
+            next_sweep = tr__deadline(CONTAINER_SWEEP_MS);
+        }
         if (!driver_needed(a)) {
-            pthread_cond_wait(&a->driver_cv, &a->mu);
+            if (a->containers) {
+                struct timespec ts = {next_sweep / 1000000000, next_sweep % 1000000000};
+                pthread_cond_timedwait(&a->driver_cv, &a->mu, &ts);
+            } else {
+                pthread_cond_wait(&a->driver_cv, &a->mu);
+            }
             continue;
         }
         drive_others(a, NULL);
@@ -1170,6 +1212,51 @@ int tr__actors_export(tr__actors *a, tr_ref ref) {
     return rc;
 }
 
+int tr__actors_put_refs(tr__actors *a, const void *data, size_t len, const tr_ref *refs, size_t n,
+                        tr_ref *out) {
+    size_t n_remote = 0;
+    for (size_t i = 0; i < n; i++)
+        n_remote += (size_t)tr__actors_is_remote(a, refs[i]);
+    if (!n_remote) /* (the store holds them all) */
+        return tr__objects_put_refs(a->objects, data, len, refs, n, out);
+    tr_ref *local = calloc(n, sizeof *local);
+    rcontainer *c = calloc(1, sizeof *c);
+    if (!local || !c || !(c->refs = calloc(n, sizeof *c->refs))) {
+        free(local);
+        if (c) free(c->refs);
+        free(c);
+        return tr__err(TR_ENOMEM, "tr_put_refs");
+    }
+    size_t n_local = 0;
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (!tr__actors_is_remote(a, refs[i])) {
+            local[n_local++] = refs[i];
+        } else if ((rc = tr__actors_remote_hold(a, refs[i], 0, REMOTE_HOLD_MS))) {
+            rc = tr__err_wrap(rc, "tr_put_refs: contained ref %zu", i);
+        } else {
+            c->refs[c->n++] = refs[i];
+        }
+    }
+    if (!rc) rc = tr__objects_put_refs(a->objects, data, len, local, n_local, out);
+    free(local);
+    pthread_mutex_lock(&a->mu);
+    if (rc) {
+        for (size_t i = 0; i < c->n; i++)
+            tr__actors_remote_release(a, c->refs[i], 0);
+        free(c->refs);
+        free(c);
+    } else {
+        c->obj = *out;
+        c->next = a->containers;
+        a->containers = c;
+        want_driver(a);
+    }
+    sweep_containers(a);
+    pthread_mutex_unlock(&a->mu);
+    return rc;
+}
+
 int tr__actors_share(tr__actors *a, const tr_ref *refs, size_t n) {
     for (size_t i = 0; i < n; i++) {
         if (!tr__ref_is_call(&refs[i]) || !owns(a, refs[i])) continue;
@@ -1198,8 +1285,8 @@ static int keep_refs(tr__actors *a, slot *s, const tr_ref *keep, size_t n_keep) 
             /* another node's: held there while the call is in flight (a message at the
              * first hold of ours on it), since a callee elsewhere pulls it from there; a
              * copy here is pinned instead only if its node has let go of it already */
-            if (!x->rkeep && !(x->rkeep = calloc(n_keep, sizeof *x->rkeep)))
-                return tr__err(TR_ENOMEM, "tr_call_contains");
+            if (!x->rkeep && (x->rkeep = calloc(n_keep, sizeof *x->rkeep))) x->cap_rkeep = n_keep;
+            if (x->n_rkeep >= x->cap_rkeep) return tr__err(TR_ENOMEM, "tr_call_contains");
             int hrc = tr__actors_remote_hold(a, keep[i], 0, REMOTE_HOLD_MS);
             if (!hrc) {
                 x->rkeep[x->n_rkeep++] = keep[i];
@@ -1328,6 +1415,7 @@ submit(tr__actors *a, tr_actor_id id, const char *method, const void *args, size
                 continue;
             if (!tr__ref_is_object(&refs[i]) && !tr__ref_is_call(&refs[i])) {
                 drop_args(a, s);
+                drop_keep(a, s);
                 free(s->args);
                 free(s->x); /* (its keep list is gone already, its frame not made) */
                 free(s);
@@ -1344,12 +1432,22 @@ submit(tr__actors *a, tr_actor_id id, const char *method, const void *args, size
                              i);
             uint32_t num = tr__ref_node(&refs[i]), mine = tr__objects_node_num(a->objects);
             if (rc == TR_ENOTFOUND && num && mine && num != mine) {
-                rc = 0; /* another node's object, not here: its node keeps it; the callee pulls */
+                /* another node's object, not here: held there for the call (the callee
+                 * pulls it from there); one its node no longer has fails in the callee */
+                rc = 0;
+                if (!s->x && !(s->x = calloc(1, sizeof *s->x))) continue;
+                slot_extra *x = s->x;
+                if (!x->rkeep && (x->rkeep = calloc(n_refs + n_keep, sizeof *x->rkeep)))
+                    x->cap_rkeep = n_refs + n_keep;
+                if (x->n_rkeep < x->cap_rkeep &&
+                    tr__actors_remote_hold(a, refs[i], 0, REMOTE_HOLD_MS) == 0)
+                    x->rkeep[x->n_rkeep++] = refs[i];
                 continue;
             }
             if (rc) {
                 rc = tr__err_wrap(rc, "tr_call_refs: object argument %zu", i);
                 drop_args(a, s);
+                drop_keep(a, s);
                 free(s->args);
                 free(s->x); /* (its keep list is gone already, its frame not made) */
                 free(s);
@@ -1667,6 +1765,12 @@ void tr__actors_destroy(tr__actors *a) {
     wake(a);
     pthread_mutex_unlock(&a->mu);
     if (joined) pthread_join(a->driver, NULL);
+    for (rcontainer *c = a->containers, *cn; c; c = cn) { /* (their holds go with our links) */
+        cn = c->next;
+        free(c->refs);
+        free(c);
+    }
+    a->containers = NULL;
     if (a->objects) tr__objects_set_puller(a->objects, NULL, NULL); /* it pulled through us */
     size_t pos = 0;
     void *v;

@@ -77,6 +77,11 @@ int tr__actors_is_remote(const tr__actors *a, tr_ref ref);
  * that it stays there while we have it, whatever its owner does: the user's hold (`user`,
  * tr_ref_borrow) or a call's in flight. tr__remote_hold's codes. */
 int tr__actors_remote_hold(tr__actors *a, tr_ref ref, int user, int timeout_ms);
+/* tr_put_refs: the object contains refs, some of which may be other nodes': those are held
+ * at their nodes by this process while the object lives (until its last holder on this
+ * node frees it, or this process ends), the others by the store (contained refs). */
+int tr__actors_put_refs(tr__actors *a, const void *data, size_t len, const tr_ref *refs, size_t n,
+                        tr_ref *out);
 /* Ends one such hold: 0, or TR_ENOTFOUND if we have none of that kind. */
 int tr__actors_remote_release(tr__actors *a, tr_ref ref, int user);
 

@@ -50,6 +50,9 @@ int tr__ctx_reply_multi(tr_ctx *ctx, const void *const *data, const size_t *len,
 /* tr__ctx_reply, and the refs the result contains (the façade exported this process's own
  * call refs among them first). */
 int tr__ctx_reply_contains(tr_ctx *ctx, const void *data, size_t len, const tr_ref *refs, size_t n);
+/* The result is object obj, a container the caller made (our hold on it is handed over:
+ * released if it cannot be the result). */
+int tr__ctx_reply_object(tr_ctx *ctx, tr_ref obj);
 int tr__ctx_error(tr_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int tr__ctx_verror(tr_ctx *ctx, const char *fmt, va_list ap);
 int tr__ctx_set_error(tr_ctx *ctx, const char *msg);

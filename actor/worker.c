@@ -109,6 +109,22 @@ int tr__ctx_reply_contains(tr_ctx *ctx, const void *data, size_t len, const tr_r
     return 0;
 }
 
+int tr__ctx_reply_object(tr_ctx *ctx, tr_ref obj) {
+    if (!ctx) return tr__err(TR_EINVAL, "tr_ctx_reply_contains: bad arguments");
+    if (ctx->in_graph || ctx->direct || !ctx->objects) {
+        if (ctx->objects) tr__objects_release(ctx->objects, obj);
+        return tr__err(TR_ESTATE, "tr_ctx_reply_contains: a compiled graph's step cannot "
+                                  "return refs (return the value)");
+    }
+    tr__buf_reset(&ctx->result);
+    drop_result_obj(ctx);
+    ctx->direct_used = 0;
+    ctx->dev_used = 0;
+    ctx->result_obj = obj;
+    ctx->has_result_obj = 1;
+    return 0;
+}
+
 int tr__ctx_verror(tr_ctx *ctx, const char *fmt, va_list ap) {
     if (!ctx || !fmt) return TR_ETASK;
     vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);

@@ -18,6 +18,15 @@ TR_API int tr_ctx_reply_contains(tr_ctx *ctx, const void *data, size_t len, cons
     if (n && refs && rt && rt->actors) {
         int rc = tr__actors_share(rt->actors, refs, n);
         if (rc) return tr__err_wrap(rc, "tr_ctx_reply_contains");
+        for (size_t i = 0; i < n; i++) {
+            if (!tr__actors_is_remote(rt->actors, refs[i])) continue;
+            /* another node's ref in it: this process holds it there while the container
+             * lives (tr__actors_put_refs), the store the others */
+            tr_ref obj;
+            if (!data && len) return tr__err(TR_EINVAL, "tr_ctx_reply_contains: bad arguments");
+            rc = tr__actors_put_refs(rt->actors, data, len, refs, n, &obj);
+            return rc ? tr__err_wrap(rc, "tr_ctx_reply_contains") : tr__ctx_reply_object(ctx, obj);
+        }
     }
     return tr__ctx_reply_contains(ctx, data, len, refs, n);
 }

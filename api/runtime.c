@@ -642,7 +642,7 @@ TR_API int tr_put_refs(tr_runtime *rt, const void *data, size_t len, const tr_re
         int rc = tr__actors_share(rt->actors, refs, n_refs);
         if (rc) return tr__err_wrap(rc, "tr_put_refs");
     }
-    return tr__objects_put_refs(rt->objects, data, len, refs, n_refs, out);
+    return tr__actors_put_refs(rt->actors, data, len, refs, n_refs, out);
 }
 
 TR_API int tr_object_map_private(tr_runtime *rt, tr_ref ref, int timeout_ms, void **data,

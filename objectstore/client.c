@@ -596,6 +596,14 @@ int tr__objects_ready(tr__objects *o, tr_ref ref) {
     return r;
 }
 
+int tr__objects_exists(tr__objects *o, tr_ref ref) {
+    ref = store_ref(ref);
+    tr__seg_lock(&o->seg);
+    int r = tr__seg_find(&o->seg, ref.b) != NULL;
+    tr__seg_unlock(&o->seg);
+    return r;
+}
+
 void tr__objects_wait_change(tr__objects *o, int64_t deadline) {
     tr__event_wait(&o->seg.h->sealed, tr__event_seq(&o->seg.h->sealed), deadline);
 }

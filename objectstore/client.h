@@ -103,6 +103,8 @@ int tr__objects_view(tr__objects *o, tr_ref ref, int timeout_ms, const void **da
 int tr__objects_client(const tr__objects *o);
 /* 1 if sealed, 0 if not (yet), a negative code on error. */
 int tr__objects_ready(tr__objects *o, tr_ref ref);
+/* 1 if the store has an entry for ref (sealed or not, resident or spilled), 0 if not. */
+int tr__objects_exists(tr__objects *o, tr_ref ref);
 /* Waits until the store changes (a seal or a delete) or the deadline. */
 void tr__objects_wait_change(tr__objects *o, int64_t deadline);
 int tr__objects_stats(tr__objects *o, tr_store_stats *out);

@@ -165,6 +165,8 @@ TEST_F(Cluster, ActorsAreCalledAcrossNodes) {
                              "what a borrower on another node held goes when it dies",
                              "a task placed on another node by its resources, with an object "
                              "from here",
+                             "another node's ref inside an object made here stays while the "
+                             "object does",
                              "a result with a ref in it, from another node, got here and on a "
                              "third",
                              "a method's error",

@@ -373,6 +373,15 @@ int m_drop_kept(tr_ctx *ctx, void *, const void *, size_t) {
     return rc ? tr_ctx_error(ctx, "tr_ref_release: %s", tr_errname(rc)) : reply_i64(ctx, 0);
 }
 
+/* args: a ref (passed contained): returns it inside its result (a container). */
+int m_pass_ref(tr_ctx *ctx, void *, const void *args, size_t len) {
+    if (len != 16) return tr_ctx_error(ctx, "pass_ref wants a ref");
+    tr_ref r;
+    memcpy(&r, args, 16);
+    int rc = tr_ctx_reply_contains(ctx, args, 16, &r, 1);
+    return rc ? tr_ctx_error(ctx, "pass_ref: %s: %s", tr_errname(rc), tr_last_error()) : 0;
+}
+
 /* args: an actor id and an int64 ms: calls that actor's sleep_ms(ms) and returns the
  * call's ref inside its result, without waiting for it, then releases it: a borrower
  * gets the result once it is in (this worker reads it for them). */
@@ -1163,6 +1172,7 @@ const tr_method_def counter_methods[] = {
     {"kept_sum", m_kept_sum},
     {"drop_kept", m_drop_kept},
     {"store_objects", m_store_objects},
+    {"pass_ref", m_pass_ref},
     {"share_call", m_share_call},
     {"parts", m_parts},
     {"coll", m_coll},
@@ -2277,6 +2287,66 @@ int run_cluster_driver(const char *spec) {
         cluster_check(rc == 0 && got == sum && there == sum && gone,
                       "a result with a ref in it, from another node, got here and on a third",
                       why + " b's objects: " + std::to_string(b0) + ", " + std::to_string(b1));
+    }
+    /* one of b's refs inside an object made here (tr_put_refs): this process holds it at b
+     * while the object lives (b's own container of it is gone); the head's actor gets it
+     * through the object, and as a top-level argument; b lets go once our object is gone */
+    {
+        int64_t b0 = -1, b_mid = -1, b1 = -1;
+        rc = call_i64(rt, far, "store_objects", 0, &b0);
+        uint64_t args[2] = {(uint64_t)1 << 20, 14}, there = 0, top = 0;
+        tr_ref res, inner, cont, c;
+        const void *p = nullptr;
+        size_t n = 0;
+        if (!rc) rc = tr_call(rt, far, "put_ref", args, sizeof args, &res);
+        if (!rc) rc = tr_get(rt, res, 30000, &p, &n);
+        if (!rc && n != 16) rc = TR_EPROTO;
+        if (!rc) memcpy(&inner, p, 16);
+        if (!rc) rc = tr_put_refs(rt, &inner, 16, &inner, 1, &cont);
+        if (!rc) tr_ref_release(rt, res);
+        if (!rc) rc = call_i64(rt, far, "store_objects", 0, &b_mid);
+        char a[20];
+        int32_t depth = 1;
+        memcpy(a, &cont, 16);
+        memcpy(a + 16, &depth, 4);
+        if (!rc)
+            rc = tr_call_contains(rt, third, "deref_sum", a, sizeof a, nullptr, 0, &cont, 1, &c);
+        if (!rc) rc = tr_get(rt, c, 30000, &p, &n);
+        if (!rc && n == 8) memcpy(&there, p, 8);
+        if (!rc) tr_ref_release(rt, c);
+        if (!rc) rc = tr_call_refs(rt, third, "sum_args", nullptr, 0, &inner, 1, &c);
+        if (!rc) rc = tr_get(rt, c, 30000, &p, &n);
+        if (!rc && n == 8) memcpy(&top, p, 8);
+        if (!rc) tr_ref_release(rt, c);
+        /* the head's actor returns it inside its result: its process holds it at b then,
+         * after our object is gone */
+        tr_ref passed;
+        if (!rc)
+            rc =
+                tr_call_contains(rt, third, "pass_ref", &inner, 16, nullptr, 0, &inner, 1, &passed);
+        if (!rc) rc = tr_get(rt, passed, 30000, &p, &n);
+        bool same = !rc && n == 16 && memcmp(p, &inner, 16) == 0;
+        if (!rc) tr_ref_release(rt, cont);
+        if (!rc) std::this_thread::sleep_for(std::chrono::milliseconds(1500)); /* (our sweep) */
+        uint64_t late = 0;
+        if (!rc) rc = tr_get(rt, inner, 30000, &p, &n);
+        if (!rc) late = checksum(p, n);
+        if (!rc) tr_ref_release(rt, inner);
+        std::string why =
+            rc ? std::string(p ? (const char *)p : "", p ? n : 0) + tr_last_error() : "";
+        if (!rc) tr_ref_release(rt, passed);
+        std::string want = pattern(args[0], args[1]);
+        uint64_t sum = checksum(want.data(), want.size());
+        bool gone = !rc && eventually(10000, [&] {
+            return call_i64(rt, far, "store_objects", 0, &b1) == 0 && b1 == b0;
+        });
+        why += " same " + std::to_string(same) + " late " + std::to_string(late == sum) +
+               " there " + std::to_string(there == sum) + " top " + std::to_string(top == sum);
+        cluster_check(rc == 0 && b_mid == b0 + 1 && there == sum && top == sum && same &&
+                          late == sum && gone,
+                      "another node's ref inside an object made here stays while the object does",
+                      why + " b's objects: " + std::to_string(b0) + ", " + std::to_string(b_mid) +
+                          ", " + std::to_string(b1));
     }
     /* groups across nodes: shm refused at once, with the reason; gloo over three nodes
      * (here, b, the head) through every op, dtype and reduction, each checked by the
