@@ -180,3 +180,33 @@ def test_allreduce_inside_a_graph(ray):
     for out in ray.get(dag.execute(1)):
         assert np.array_equal(out, np.full(6, 6.0, np.float32))
     dag.teardown()
+
+
+@troupe.remote
+def _double(x):
+    return 2 * x
+
+
+@troupe.remote
+def _plus(a, b=0):
+    return a + b
+
+
+def test_function_nodes_run_as_tasks(ray):
+    """Ray's f.bind: remote functions in a graph run as tasks when it is executed (not
+    compiled), mixed with actors' methods; the drawing names them; a compiled graph
+    refuses them, and a function of several results is not a node."""
+    a = EchoActor.remote()
+    with InputNode() as inp:
+        dag = _plus.bind(_double.bind(inp[0]), b=a.add.bind(inp[1], 1))
+    assert ray.get(dag.execute(5, 10)) == 2 * 5 + 10 + 1
+    assert ray.get(dag.execute(1, 0)) == 2 + 1
+    text = dag.visualize()
+    assert "_plus" in text and "_double" in text and "EchoActor.add" in text
+    with InputNode() as inp:
+        mixed = a.echo.bind(_double.bind(inp))
+    with pytest.raises(TypeError, match="runs only as a task"):
+        mixed.experimental_compile()
+    assert ray.get(mixed.execute(4)) == 8
+    with pytest.raises(ValueError, match="num_returns=1"):
+        _double.options(num_returns=2).bind(1)

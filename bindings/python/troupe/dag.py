@@ -88,6 +88,17 @@ class ClassMethodNode(DAGNode):
         self._num_returns = num_returns  # k > 1: bind gave its k ClassMethodOutputNodes
 
 
+class FunctionNode(DAGNode):
+    """A remote function bound with its arguments (Ray's ``f.bind(...)``): in a classic
+    execution it runs as a task, given its upstream nodes' refs; a compiled graph takes
+    actors' methods only (as Ray's)."""
+
+    def __init__(self, function, args, kwargs):
+        self._function = function
+        self._args = tuple(args)
+        self._kwargs = dict(kwargs)
+
+
 class ClassMethodOutputNode(DAGNode):
     """Value i of a method bound with num_returns k > 1 (``o1, o2 = a.f.bind(inp)``, as
     Ray's): an argument of other nodes, or an output. Run as calls, the method's call gives
@@ -170,6 +181,12 @@ def _run_classic(node, args, kwargs, made):
         v = _runtime.call(node._handle._id, node._method, a, kw,
                           f"calling {node._handle._class_name}.{node._method}",
                           node._num_returns)
+    elif isinstance(node, FunctionNode):
+        a = tuple(_run_classic(x, args, kwargs, made) if isinstance(x, DAGNode) else x
+                  for x in node._args)
+        kw = {k: _run_classic(x, args, kwargs, made) if isinstance(x, DAGNode) else x
+              for k, x in node._kwargs.items()}
+        v = node._function.remote(*a, **kw)
     elif isinstance(node, ClassMethodOutputNode):  # (its method's call: once, k refs)
         v = _run_classic(node._node, args, kwargs, made)[node._i]
     elif isinstance(node, MultiOutputNode):
@@ -182,6 +199,8 @@ def _run_classic(node, args, kwargs, made):
 
 
 def _label(node):
+    if isinstance(node, FunctionNode):
+        return node._function._function_name.rsplit(".", 1)[-1]
     return f"{node._handle._class_name}.{node._method}"
 
 
@@ -197,7 +216,7 @@ def _dot_of(root):
             ids[key] = f"n{len(ids)}"
             if isinstance(n, (InputNode, InputAttributeNode)):
                 lines.append(f'  {ids[key]} [label="input" shape=oval];')
-            elif isinstance(n, ClassMethodNode):
+            elif isinstance(n, (ClassMethodNode, FunctionNode)):
                 lines.append(f'  {ids[key]} [label="{_label(n)}" shape=box];')
                 for x in list(n._args) + list(n._kwargs.values()):
                     if isinstance(x, DAGNode):
@@ -358,6 +377,10 @@ class CompiledDAG:
                 if isinstance(x, ClassMethodOutputNode):
                     return ("item", k, x._i)
                 return ("node", k)
+            if isinstance(x, FunctionNode):
+                raise TypeError("a remote function's node runs only as a task (execute() "
+                                "before compiling): a compiled graph's steps are actors' "
+                                "methods")
             if isinstance(x, DAGNode):
                 raise TypeError(f"{type(x).__name__} cannot be a method's argument")
             return ("const", x)

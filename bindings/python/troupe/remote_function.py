@@ -144,8 +144,13 @@ class RemoteFunction:
         return RemoteFunction(self._function, merged, self._shared)
 
     def bind(self, *args, **kwargs):
-        raise NotImplementedError("binding a remote function in a graph is not supported "
-                                  "yet: bind actors' methods")
+        """A node of a graph (Ray's f.bind): ``dag.execute(...)`` runs it as this task,
+        its arguments' nodes first; a function of several results is not a node."""
+        if self._options.get("num_returns", 1) != 1:
+            raise ValueError(f"{self._function_name}: bind a remote function of "
+                             f"num_returns=1 (its result is the node's value)")
+        from . import dag
+        return dag.FunctionNode(self, args, kwargs)
 
     def __reduce__(self):
         return (_rebuild, (self._function, self._options))
