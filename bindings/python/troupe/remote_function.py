@@ -19,7 +19,7 @@ import ctypes
 import hashlib
 import struct
 
-from . import _errors, _ffi, _placement, _runtime, _serial
+from . import _errors, _ffi, _placement, _runtime, _serial, dag
 from ._errors import check
 from ._ffi import Ref, byref, lib
 from ._runtime import ObjectRef, runtime
@@ -149,7 +149,6 @@ class RemoteFunction:
         if self._options.get("num_returns", 1) != 1:
             raise ValueError(f"{self._function_name}: bind a remote function of "
                              f"num_returns=1 (its result is the node's value)")
-        from . import dag
         return dag.FunctionNode(self, args, kwargs)
 
     def __reduce__(self):
