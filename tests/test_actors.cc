@@ -1626,6 +1626,27 @@ namespace {
 
 int g_cluster_fails = 0;
 
+/* Has actor call deref_sum on ref (passed contained) and `depth` refs inside it: *sum is
+ * the last value's checksum; on failure *why says why (the method's message, or ours). */
+int deref_sum_on(tr_runtime *rt, tr_actor_id actor, tr_ref ref, int32_t depth, uint64_t *sum,
+                 std::string *why) {
+    char a[20];
+    memcpy(a, &ref, 16);
+    memcpy(a + 16, &depth, 4);
+    tr_ref c;
+    const void *p = nullptr;
+    size_t n = 0;
+    int rc = tr_call_contains(rt, actor, "deref_sum", a, sizeof a, nullptr, 0, &ref, 1, &c);
+    if (!rc) {
+        rc = tr_get(rt, c, 30000, &p, &n);
+        if (!rc && n == 8) memcpy(sum, p, 8);
+        if (rc) *why = std::string(p ? (const char *)p : "", p ? n : 0);
+        tr_ref_release(rt, c);
+    }
+    if (rc) *why += tr_last_error();
+    return rc;
+}
+
 void cluster_check(bool ok, const char *what, const std::string &detail = "") {
     printf("%s %s%s%s\n", ok ? "OK" : "FAIL", what, detail.empty() ? "" : ": ", detail.c_str());
     fflush(stdout);
@@ -2139,22 +2160,13 @@ int run_cluster_driver(const char *spec) {
      * the result from this node, which holds the pull until the result is in */
     {
         tr_actor_id sleeper;
-        tr_ref slow, c;
+        tr_ref slow;
         int64_t ms = 400;
         uint64_t got = 0;
-        const void *p = nullptr;
-        size_t n = 0;
+        std::string why;
         rc = tr_actor_create(rt, "Counter", nullptr, "s", 1, &sleeper);
         if (!rc) rc = tr_call(rt, sleeper, "sleep_ms", &ms, sizeof ms, &slow);
-        char a[20];
-        int32_t depth = 0;
-        memcpy(a, &slow, 16);
-        memcpy(a + 16, &depth, 4);
-        if (!rc) rc = tr_call_contains(rt, far, "deref_sum", a, sizeof a, nullptr, 0, &slow, 1, &c);
-        if (!rc) rc = tr_get(rt, c, 30000, &p, &n);
-        if (!rc && n == 8) memcpy(&got, p, 8);
-        std::string why =
-            rc ? std::string(p ? (const char *)p : "", p ? n : 0) + tr_last_error() : "";
+        if (!rc) rc = deref_sum_on(rt, far, slow, 0, &got, &why);
         cluster_check(rc == 0 && got == checksum(&ms, 8),
                       "a result still running here, got there through its promise", why);
     }
@@ -2257,7 +2269,7 @@ int run_cluster_driver(const char *spec) {
         int64_t b0 = -1, b1 = -1;
         rc = call_i64(rt, far, "store_objects", 0, &b0);
         uint64_t args[2] = {(uint64_t)1 << 20, 12}, got = 0, there = 0;
-        tr_ref res, inner, c;
+        tr_ref res, inner;
         const void *p = nullptr;
         size_t n = 0;
         if (!rc) rc = tr_call(rt, far, "put_ref", args, sizeof args, &res);
@@ -2267,17 +2279,8 @@ int run_cluster_driver(const char *spec) {
         if (!rc) rc = tr_get(rt, inner, 30000, &p, &n);
         if (!rc) got = checksum(p, n);
         if (!rc) tr_ref_release(rt, inner);
-        char a[20];
-        int32_t depth = 1;
-        memcpy(a, &res, 16);
-        memcpy(a + 16, &depth, 4);
-        if (!rc)
-            rc = tr_call_contains(rt, third, "deref_sum", a, sizeof a, nullptr, 0, &res, 1, &c);
-        if (!rc) rc = tr_get(rt, c, 30000, &p, &n);
-        if (!rc && n == 8) memcpy(&there, p, 8);
-        std::string why =
-            rc ? std::string(p ? (const char *)p : "", p ? n : 0) + tr_last_error() : "";
-        if (!rc) tr_ref_release(rt, c);
+        std::string why = rc ? tr_last_error() : "";
+        if (!rc) rc = deref_sum_on(rt, third, res, 1, &there, &why);
         if (!rc) tr_ref_release(rt, res);
         std::string want = pattern(args[0], args[1]);
         uint64_t sum = checksum(want.data(), want.size());
@@ -2305,15 +2308,8 @@ int run_cluster_driver(const char *spec) {
         if (!rc) rc = tr_put_refs(rt, &inner, 16, &inner, 1, &cont);
         if (!rc) tr_ref_release(rt, res);
         if (!rc) rc = call_i64(rt, far, "store_objects", 0, &b_mid);
-        char a[20];
-        int32_t depth = 1;
-        memcpy(a, &cont, 16);
-        memcpy(a + 16, &depth, 4);
-        if (!rc)
-            rc = tr_call_contains(rt, third, "deref_sum", a, sizeof a, nullptr, 0, &cont, 1, &c);
-        if (!rc) rc = tr_get(rt, c, 30000, &p, &n);
-        if (!rc && n == 8) memcpy(&there, p, 8);
-        if (!rc) tr_ref_release(rt, c);
+        std::string why0;
+        if (!rc) rc = deref_sum_on(rt, third, cont, 1, &there, &why0);
         if (!rc) rc = tr_call_refs(rt, third, "sum_args", nullptr, 0, &inner, 1, &c);
         if (!rc) rc = tr_get(rt, c, 30000, &p, &n);
         if (!rc && n == 8) memcpy(&top, p, 8);
@@ -2333,7 +2329,7 @@ int run_cluster_driver(const char *spec) {
         if (!rc) late = checksum(p, n);
         if (!rc) tr_ref_release(rt, inner);
         std::string why =
-            rc ? std::string(p ? (const char *)p : "", p ? n : 0) + tr_last_error() : "";
+            rc ? why0 + std::string(p ? (const char *)p : "", p ? n : 0) + tr_last_error() : "";
         if (!rc) tr_ref_release(rt, passed);
         std::string want = pattern(args[0], args[1]);
         uint64_t sum = checksum(want.data(), want.size());
