@@ -99,14 +99,7 @@ int tr__ctx_reply_contains(tr_ctx *ctx, const void *data, size_t len, const tr_r
     if (!n) return tr__ctx_reply(ctx, data, len);
     tr_ref obj;
     int rc = tr__objects_put_refs(ctx->objects, data, len, refs, n, &obj);
-    if (rc) return rc;
-    tr__buf_reset(&ctx->result);
-    drop_result_obj(ctx);
-    ctx->direct_used = 0;
-    ctx->dev_used = 0;
-    ctx->result_obj = obj;
-    ctx->has_result_obj = 1;
-    return 0;
+    return rc ? rc : tr__ctx_reply_object(ctx, obj);
 }
 
 int tr__ctx_reply_object(tr_ctx *ctx, tr_ref obj) {
