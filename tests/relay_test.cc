@@ -199,8 +199,10 @@ TEST_F(Relay, CallsGoThroughAndAnythingElseIsRefused) {
  * shadow, nor ASan, whose quarantine keeps what was freed). */
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 const bool kRssMeans = false;
+const int kSlow = 3; /* a sanitizer's build sends several times slower */
 #else
 const bool kRssMeans = true;
+const int kSlow = 1;
 #endif
 
 /* The RSS of this process's embedded node (its child with TROUPE_ROLE=node), in MiB. */
@@ -242,7 +244,8 @@ TEST_F(Relay, ACallerThatOutrunsItsActorIsHeldBack) {
     open("tok");
     long before = node_rss_mib();
     ASSERT_GT(before, 0) << "no embedded node found";
-    send(TR__REMOTE_DATA, actor, 1, call_frame(1, "sleep_ms", 10000)); /* the actor is busy */
+    /* the actor is busy for longer than the caller sends */
+    send(TR__REMOTE_DATA, actor, 1, call_frame(1, "sleep_ms", 10000 * kSlow));
     std::string arg(1 << 20, 'x');
     tr__buf b = TR__BUF_INIT;
     tr__call_frame(&b, 2, "echo", arg.data(), arg.size(), nullptr, 0);
@@ -253,7 +256,7 @@ TEST_F(Relay, ACallerThatOutrunsItsActorIsHeldBack) {
     m.append(b.data + b.off, tr__buf_avail(&b));
     tr__buf_free(&b);
     int sent = 0;
-    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(7000);
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(7000 * kSlow);
     while (sent < 500 && std::chrono::steady_clock::now() < until) {
         int rc = tr__rpc_stream_send(st, m.data(), m.size());
         if (rc == 0)
@@ -280,7 +283,7 @@ TEST_F(Relay, ACallerThatOutrunsItsActorIsHeldBack) {
     EXPECT_TRUE(held) << "no HOLD came";
     EXPECT_TRUE(cut) << "the connection that sent on was not ended";
     int64_t out = 0; /* the actor serves its other callers */
-    EXPECT_EQ(call_i64(rt, actor, "add", 3, &out, 20000), 0) << tr_last_error();
+    EXPECT_EQ(call_i64(rt, actor, "add", 3, &out, 20000 * kSlow), 0) << tr_last_error();
 }
 
 /* Pieces of our objects, as a node pulling one asks for them: the size, a piece, and
