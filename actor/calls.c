@@ -202,7 +202,7 @@ static int node_of(tr__actors *a, tr_ref ref, char address[160], char token[256]
     }
     tr__buf_free(&b);
     if (rc)
-        return rc == TR_ECONNECT || rc == TR_ETIMEDOUT
+        return rc == TR_ECONNECT || rc == TR_ETIMEDOUT || rc == TR_EOWNER_DIED
                    ? rc
                    : tr__err(TR_EOBJECT_LOST, "%s", tr__last_error());
     const char *p, *t;
@@ -1292,7 +1292,7 @@ static int keep_refs(tr__actors *a, slot *s, const tr_ref *keep, size_t n_keep) 
                 x->rkeep[x->n_rkeep++] = keep[i];
                 continue;
             }
-            if ((hrc != TR_ENOTFOUND && hrc != TR_EOBJECT_LOST) ||
+            if ((hrc != TR_ENOTFOUND && hrc != TR_EOBJECT_LOST && hrc != TR_EOWNER_DIED) ||
                 tr__objects_pin(a->objects, keep[i], 0, NULL, NULL) != 0)
                 return tr__err_wrap(hrc, "tr_call_contains: contained ref %zu", i);
             x->keep[x->n_keep++] = keep[i];

@@ -108,16 +108,23 @@ void tr__objects_detach(tr__objects *o) {
 
 static void drop_bit(tr__objects *o, const uint8_t id[16], int client);
 
-static int new_id(const tr__seg *s, tr_ref *r) {
+/* A new object id: b[0..7] random (its key), b[8..11] its maker - our store client index
+ * and generation, as a call ref's owner (tr__ref_owner) - b[12..14] our node. */
+static int new_id(const tr__objects *o, tr_ref *r) {
+    const tr__seg *s = &o->seg;
     int rc;
     do
-        if ((rc = tr__random_bytes(r->b, 16))) return rc;
+        if ((rc = tr__random_bytes(r->b, 8))) return rc;
     while (tr__id_key(r->b) == 0);
+    r->b[8] = (uint8_t)o->idx;
+    r->b[9] = (uint8_t)(o->idx >> 8);
+    r->b[10] = (uint8_t)o->gen;
+    r->b[11] = (uint8_t)(o->gen >> 8);
     uint32_t num = __atomic_load_n(&s->h->node_num, __ATOMIC_ACQUIRE);
     r->b[12] = (uint8_t)num;
     r->b[13] = (uint8_t)(num >> 8);
     r->b[14] = (uint8_t)(num >> 16);
-    r->b[15] = (uint8_t)((r->b[15] & ~TR__REF_CALL_BIT) | TR__REF_OBJECT_BIT);
+    r->b[15] = TR__REF_OBJECT_BIT;
     return 0;
 }
 
@@ -127,15 +134,17 @@ static inline tr_ref store_ref(tr_ref r) {
     return r;
 }
 
-/* Why a ref names no entry, under the segment lock: a call result's twin whose owner
- * (client index, generation) has left this node's store is TR_EOWNER_DIED; anything else
- * was never made here or is freed. Sets the error and returns its code. */
+/* Why a ref names no entry, under the segment lock: a call result's twin, or an object,
+ * whose owner (client index, generation: the caller, the maker) has left this node's store
+ * is TR_EOWNER_DIED (Ray's OwnerDiedError); anything else was never made here or is freed.
+ * Sets the error and returns its code. */
 static int missing(tr__objects *o, const tr_ref *ref, const char *what) {
     tr_ref shown = *ref; /* a twin is named as its call ref, the form its user has */
     if ((shown.b[15] & 0xC0) == 0xC0) shown.b[15] &= (uint8_t)~TR__REF_OBJECT_BIT;
     char hex[33];
     tr__hex(shown.b, 16, hex);
-    if (tr__seg_is_call_id(shown.b)) {
+    int call = tr__seg_is_call_id(shown.b);
+    if (call || (ref->b[15] & (TR__REF_OBJECT_BIT | TR__REF_CALL_BIT)) == TR__REF_OBJECT_BIT) {
         int client;
         unsigned gen;
         tr__ref_owner(ref, &client, &gen);
@@ -146,8 +155,9 @@ static int missing(tr__objects *o, const tr_ref *ref, const char *what) {
              TR__SEG_LOAD(h->client_gen[client]) != gen))
             return tr__err(TR_EOWNER_DIED,
                            "%s: ref %s: its owner (store client %d, generation %u) is gone, "
-                           "and the result it was waiting for with it",
-                           what, hex, client, gen);
+                           "and %s with it",
+                           what, hex, client, gen,
+                           call ? "the result it was waiting for" : "the object it made");
     }
     return tr__err(TR_ENOTFOUND, "%s: ref %s: no such object on node %u (never put, or freed)",
                    what, hex, (unsigned)tr__ref_node(ref));
@@ -282,7 +292,7 @@ static int reserve(tr__objects *o, size_t len, size_t n_refs, int keep_id, tr_re
                        "an object of %zu bytes can never fit in the object store "
                        "(capacity %llu bytes; set object_store_bytes)",
                        len, (unsigned long long)tr__seg_max_alloc(s));
-    int rc = keep_id ? 0 : new_id(s, out);
+    int rc = keep_id ? 0 : new_id(o, out);
     if (rc) return rc;
     uint64_t off;
     rc = alloc_block(o, len, &off); /* locked on success */

@@ -148,7 +148,7 @@ TEST_F(Cluster, ActorsAreCalledAcrossNodes) {
                              "object argument 268435456",
                              "tr_get there of an object here",
                              "tr_get here of an object there",
-                             "an object whose maker died is lost",
+                             "an object whose maker died: its owner died",
                              "shm across nodes is refused",
                              "a gloo group over three nodes: every op",
                              "a two-level group over three nodes: every op",
@@ -235,6 +235,7 @@ TEST_F(Cluster, ActorsAreCalledAcrossNodes) {
          {"placed", "call", "a group across the nodes", "the call in flight dies with its node",
           "an allreduce in flight fails when a rank's node dies",
           "a two-level allreduce in flight fails when a rank's node dies", "a later call fails too",
+          "an object made there", "an object of the lost node: its owner died",
           "the cluster goes on"})
         EXPECT_NE(out.find(std::string("OK ") + what), std::string::npos) << what << "\n" << out;
     printf("%s", out.c_str());
@@ -261,6 +262,7 @@ TEST_F(Cluster, ActorsAreCalledAcrossNodes) {
          {"placed", "call", "a group across the nodes", "the call in flight dies with its node",
           "an allreduce in flight fails when a rank's node dies",
           "a two-level allreduce in flight fails when a rank's node dies", "a later call fails too",
+          "an object made there", "an object of the lost node: its owner died",
           "the cluster goes on"})
         EXPECT_NE(out.find(std::string("OK ") + what), std::string::npos) << what << "\n" << out;
     printf("%s", out.c_str());

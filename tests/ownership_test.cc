@@ -425,6 +425,42 @@ TEST_F(OwnershipTest, OwnerDiesBeforeTheResultIsIn) {
     expect_empty();
 }
 
+/* An object whose maker died, and nobody held: a get says its owner died (Ray's
+ * OwnerDiedError), naming the ref; one made by a live process and freed is not found. */
+TEST_F(OwnershipTest, AnObjectWhoseMakerDiedSaysSo) {
+    tr_actor_id maker = make();
+    uint64_t args[2] = {100000, 9};
+    tr_ref r, obj;
+    const void *d;
+    size_t n;
+    ASSERT_EQ(tr_call(rt, maker, "put", args, sizeof args, &r), 0);
+    ASSERT_EQ(tr_get(rt, r, 10000, &d, &n), 0) << tr_last_error();
+    ASSERT_EQ(n, 16u);
+    memcpy(&obj, d, 16); /* (its bytes: no hold of ours) */
+    tr_ref_release(rt, r);
+    ASSERT_EQ(tr_get(rt, obj, 10000, &d, &n), 0) << tr_last_error();
+    EXPECT_EQ(n, args[0]);
+    tr_ref_release(rt, obj);
+    ASSERT_EQ(tr_actor_kill(rt, maker, 1), 0);
+    char hex[33];
+    for (int i = 0; i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", obj.b[i]);
+    int rc = 0;
+    /* (the node lets go of a dead worker's holds as it reaps it, a moment after the kill) */
+    EXPECT_TRUE(eventually(5000, [&] {
+        rc = tr_get(rt, obj, 0, nullptr, nullptr);
+        if (rc == 0) tr_ref_release(rt, obj);
+        return rc != 0;
+    }));
+    EXPECT_EQ(rc, TR_EOWNER_DIED) << tr_last_error();
+    EXPECT_NE(std::string(tr_last_error()).find(hex), std::string::npos) << tr_last_error();
+    tr_ref mine;
+    ASSERT_EQ(tr_put(rt, "v", 1, &mine), 0);
+    tr_ref_release(rt, mine);
+    EXPECT_EQ(tr_get(rt, mine, 0, nullptr, nullptr), TR_ENOTFOUND) << tr_last_error();
+    expect_empty();
+}
+
 /* Refs nobody made: errors naming them, never a crash or a hang. */
 TEST_F(OwnershipTest, ForgedRefsAreErrorsThatNameThem) {
     tr_actor_id a = make();

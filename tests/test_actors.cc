@@ -1992,6 +1992,15 @@ int run_cluster_driver(const char *spec) {
         for (int i = 0; i < 4 && !grc; i++)
             grc = tr_call(rt, members[i / 2][i % 2], "allreduce_by_name", stuck_args[i / 2],
                           strlen(stuck_args[i / 2]), &stuck[i]);
+        /* an object far makes (never pulled here: its bytes only) */
+        tr_ref made, obj;
+        uint64_t put_args[2] = {1000, 5};
+        const void *mp;
+        size_t mn = 0;
+        rc = tr_call(rt, far, "put", put_args, sizeof put_args, &made);
+        if (!rc) rc = tr_get(rt, made, 30000, &mp, &mn);
+        if (!rc && mn == 16) memcpy(&obj, mp, 16);
+        cluster_check(rc == 0 && mn == 16, "an object made there", rc ? tr_last_error() : "");
         tr_ref slow;
         int64_t ms = 60000;
         rc = tr_call(rt, far, "sleep_ms", &ms, sizeof ms, &slow);
@@ -2025,6 +2034,16 @@ int run_cluster_driver(const char *spec) {
         int64_t v = 0;
         rc = call_i64(rt, far, "pid", 0, &v, 20000);
         cluster_check(rc == TR_EACTOR_DIED, "a later call fails too", tr_errname(rc));
+        /* its objects' owners went with it (Ray's OwnerDiedError), once this node's copy of
+         * the head's table says so (a heartbeat: 500 ms) */
+        for (int i = 0; i < 100; i++) {
+            rc = tr_get(rt, obj, 1000, nullptr, nullptr);
+            if (rc == 0) tr_ref_release(rt, obj);
+            if (rc == TR_EOWNER_DIED) break;
+            usleep(100000);
+        }
+        cluster_check(rc == TR_EOWNER_DIED, "an object of the lost node: its owner died",
+                      std::string(tr_errname(rc)) + ": " + tr_last_error());
         tr_actor_id near;
         rc = tr_actor_create(rt, "Counter", nullptr, "n", 1, &near);
         if (!rc) rc = call_i64(rt, near, "pid", 0, &v);
@@ -2571,7 +2590,7 @@ int run_cluster_driver(const char *spec) {
         tr_ref_release(rt, remote_obj);
         usleep(100000);
     }
-    cluster_check(rc == TR_EOBJECT_LOST, "an object whose maker died is lost",
+    cluster_check(rc == TR_EOWNER_DIED, "an object whose maker died: its owner died",
                   std::string(tr_errname(rc)) + ": " + tr_last_error());
     tr_shutdown(rt);
     return g_cluster_fails ? 1 : 0;

@@ -873,7 +873,7 @@ int tr__cluster_self_address(tr__cluster *cl, char *out, size_t cap) {
 
 int tr__cluster_node_address(tr__cluster *cl, uint32_t num, char *out, size_t cap) {
     if (!cl) return tr__err(TR_ENOTFOUND, "this node is in no cluster");
-    int rc = TR_ENOTFOUND, alive = 0;
+    int rc = TR_ENOTFOUND, alive = 0, head_alive = 1;
     pthread_mutex_lock(&cl->mu);
     if (cl->head) {
         for (int i = 0; i < cl->members.n; i++) {
@@ -893,13 +893,20 @@ int tr__cluster_node_address(tr__cluster *cl, uint32_t num, char *out, size_t ca
             memcpy(out, start, (size_t)(at - start));
             out[at - start] = '\0';
             const char *al = strstr(at, "\"alive\":");
-            alive = al && strncmp(al + 8, "true", 4) == 0 && cl->head_alive;
+            alive = al && strncmp(al + 8, "true", 4) == 0;
+            head_alive = cl->head_alive;
             rc = 0;
         }
     }
     pthread_mutex_unlock(&cl->mu);
     if (rc) return tr__err(TR_ENOTFOUND, "node %u is not in the cluster (yet, or any more)", num);
-    if (!alive) return tr__err(TR_EOBJECT_LOST, "node %u at %s is lost", num, out);
+    if (!head_alive) /* no one to say whether it is */
+        return tr__err(TR_EOBJECT_LOST, "node %u at %s is out of reach (the head is)", num, out);
+    if (!alive) /* its processes, the objects' owners, went with it (Ray's OwnerDiedError) */
+        return tr__err(TR_EOWNER_DIED,
+                       "node %u at %s is lost, and the process that owned the "
+                       "object with it",
+                       num, out);
     return 0;
 }
 

@@ -88,7 +88,8 @@ int tr__cluster_counts_lost(tr__cluster *cl, const char *address);
 /* This node's RPC address ("IP:port"): 0, or TR_ENOTFOUND where it is in no cluster. */
 int tr__cluster_self_address(tr__cluster *cl, char *out, size_t cap);
 /* The RPC address of node number num, alive: 0, TR_ENOTFOUND (not in this node's copy of
- * the table: not yet, or not any more), or TR_EOBJECT_LOST (lost). */
+ * the table: not yet, or not any more), TR_EOWNER_DIED (the head counts it lost: its
+ * processes, which own its objects, are gone) or TR_EOBJECT_LOST (the head out of reach). */
 int tr__cluster_node_address(tr__cluster *cl, uint32_t num, char *out, size_t cap);
 /* The node's live actors, objects and their bytes, for the cluster's table (its heartbeats
  * carry them to the head). Loop thread; nothing when cl is NULL. */
