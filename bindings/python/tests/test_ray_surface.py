@@ -143,6 +143,67 @@ def test_method_decorator(ray):
         m.one.options(bogus=1)
 
 
+@troupe.remote
+class Flaky:
+    """Each method fails its first `fails` tries (counted per method), then returns the
+    number of tries."""
+    def __init__(self, fails):
+        self.fails, self.tries = fails, {}
+
+    def _try(self, name, kind=ValueError):
+        self.tries[name] = self.tries.get(name, 0) + 1
+        if self.tries[name] <= self.fails:
+            raise kind(f"{name} try {self.tries[name]}")
+        return self.tries[name]
+
+    @troupe.method(retry_exceptions=True, max_task_retries=2)
+    def retried(self):
+        return self._try("retried")
+
+    @troupe.method(retry_exceptions=[KeyError])
+    def only_key_errors(self, kind):
+        return self._try("only_key_errors:" + kind.__name__, kind)
+
+    @troupe.method(retry_exceptions=True)
+    def by_the_actors_retries(self):
+        return self._try("by_the_actors_retries")
+
+    def plain(self):
+        return self._try("plain")
+
+    @troupe.method(retry_exceptions=True, max_task_retries=-1)
+    def quits(self):
+        troupe.exit_actor()
+
+
+def test_method_retry_exceptions(ray):
+    f = Flaky.remote(2)
+    assert ray.get(f.retried.remote()) == 3  # two failures, retried twice: the third ran
+    f = Flaky.remote(3)
+    with pytest.raises(ValueError, match="retried try 3"):
+        ray.get(f.retried.remote())
+    # the actor's max_task_retries, for methods that say retry_exceptions (Ray's: 0)
+    g = Flaky.options(max_task_retries=4).remote(3)
+    assert ray.get(g.by_the_actors_retries.remote()) == 4
+    assert ray.get(g.only_key_errors.remote(KeyError)) == 4
+    with pytest.raises(ValueError, match="try 1"):
+        ray.get(g.only_key_errors.remote(ValueError))  # not in its list: once
+    with pytest.raises(ValueError, match="plain try 1"):
+        ray.get(g.plain.remote())  # no retry_exceptions: once
+    with pytest.raises(ValueError, match="try 1"):  # the actor's default 0: once
+        ray.get(Flaky.remote(3).by_the_actors_retries.remote())
+    with pytest.raises(ray.exceptions.RayActorError):  # exit_actor is never retried
+        ray.get(Flaky.remote(0).quits.remote(), timeout=30)
+    with pytest.raises(TypeError, match="retry_exceptions"):
+        @ray.remote
+        class Bad:
+            @ray.method(retry_exceptions="all")
+            def m(self):
+                pass
+    with pytest.raises(ValueError, match="max_task_retries"):
+        Flaky.options(max_task_retries=-2)
+
+
 # ------------------------------------------------------------------ exit_actor
 
 @troupe.remote(max_restarts=3)
@@ -156,7 +217,7 @@ class Quitter:
 
     def quit_inside_except(self):
         try:
-            troupe.actor.exit_actor()
+            troupe.exit_actor()
         except Exception:  # (a SystemExit: not caught here, as in Ray)
             return "swallowed"
 

@@ -123,11 +123,11 @@ def test_options_are_checked():
         square.options(num_returns=-1)  # (2 is honoured: tests/test_num_returns.py)
     from troupe import _errors
     with _errors._warned_lock:  # (warned once a process: another test may have been first)
-        _errors._warned.discard(("a remote function's options", "retry_exceptions"))
+        _errors._warned.discard(("a remote function's options", "memory"))
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        f = square.options(retry_exceptions=True, scheduling_strategy="DEFAULT")
-    assert [str(w.message) for w in seen if "retry_exceptions" in str(w.message)]
+        f = square.options(memory=1 << 20, scheduling_strategy="DEFAULT")
+    assert [str(w.message) for w in seen if "memory" in str(w.message)]
     assert not [w for w in seen if "scheduling_strategy" in str(w.message)]
     assert all(w.filename == __file__ for w in seen)
     assert ray.get(f.remote(5)) == 25
@@ -303,6 +303,65 @@ def test_max_retries_when_the_worker_dies(tmp_path):
         ray.get(dies_always.options(max_retries=1).remote(str(marker2)), timeout=60)
     assert marker2.read_text() == "xx"
     assert ray.get(square.remote(4)) == 16  # the pool serves on
+
+
+@ray.remote
+def flaky(marker, fail_times, kind, arr=None):
+    """Raises `kind` the first fail_times times it runs (counted in the file marker);
+    with arr, first checks it came unchanged and changes it (the retry must get a fresh
+    copy)."""
+    if arr is not None:
+        assert arr[0] == 1.0, f"a retry saw the last try's change: {arr[0]}"
+        arr[0] = -1.0
+    with open(marker, "a") as fh:
+        fh.write("x")
+    if len(open(marker).read()) <= fail_times:
+        raise {"value": ValueError, "key": KeyError}[kind](f"try {len(open(marker).read())}")
+    return "ran " + str(len(open(marker).read()))
+
+
+def test_retry_exceptions(tmp_path):
+    # Ray's default: an exception is not retried
+    m = tmp_path / "a"
+    with pytest.raises(ValueError):
+        ray.get(flaky.remote(str(m), 1, "value"))
+    assert m.read_text() == "x"
+    # True: any exception, up to max_retries more tries (Ray's default 3), on the same
+    # arguments as the first (a fresh copy each: what a try changed is not seen)
+    m = tmp_path / "b"
+    arr = np.ones(1000)
+    f = flaky.options(retry_exceptions=True)
+    assert ray.get(f.remote(str(m), 3, "value", arr)) == "ran 4"
+    m = tmp_path / "c"
+    with pytest.raises(ValueError, match="try 4"):
+        ray.get(f.remote(str(m), 9, "value"))
+    assert m.read_text() == "xxxx"
+    m = tmp_path / "d"
+    with pytest.raises(ValueError, match="try 2"):
+        ray.get(flaky.options(retry_exceptions=True, max_retries=1).remote(str(m), 9, "value"))
+    m = tmp_path / "e"
+    with pytest.raises(ValueError, match="try 1"):
+        ray.get(flaky.options(retry_exceptions=True, max_retries=0).remote(str(m), 9, "value"))
+    # a list: only its exceptions (and their subclasses)
+    g = flaky.options(retry_exceptions=[LookupError], max_retries=5)
+    m = tmp_path / "f"
+    assert ray.get(g.remote(str(m), 2, "key")) == "ran 3"
+    m = tmp_path / "g"
+    with pytest.raises(ValueError):
+        ray.get(g.remote(str(m), 2, "value"))
+    assert m.read_text() == "x"
+    # -1: without end (here until it succeeds)
+    m = tmp_path / "h"
+    assert ray.get(flaky.options(retry_exceptions=True, max_retries=-1)
+                   .remote(str(m), 6, "value")) == "ran 7"
+    # checked as Ray checks it
+    with pytest.raises(TypeError, match="retry_exceptions"):
+        flaky.options(retry_exceptions="yes")
+    with pytest.raises(TypeError, match="retry_exceptions"):
+        flaky.options(retry_exceptions=[ValueError, 3])
+    with pytest.raises(TypeError, match="retry_exceptions"):
+        ray.remote(retry_exceptions=1.5)(lambda: 1)
+    assert store_empties()
 
 
 # ------------------------------------------------------------------ how functions travel

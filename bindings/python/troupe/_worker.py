@@ -222,6 +222,23 @@ def _task_function(ctx, addr, n):
     return fn, off
 
 
+def run_retrying(fn, retries, on, decode):
+    """fn(*args, **kwargs) on decode()'s arguments; while it raises an exception that on
+    retries (Ray's retry_exceptions: remote_function.retries_exception), again on freshly
+    decoded arguments (decode: from a copy of the payload, so that what a try wrote into an
+    array argument is not seen by the next), up to retries more times (-1: without end)."""
+    tries = 0
+    while True:
+        a, kw = decode()
+        try:
+            return run(fn(*a, **kw))
+        except BaseException as e:
+            if (isinstance(e, ActorExit) or (retries >= 0 and tries >= retries) or
+                    not remote_function.retries_exception(on, e)):
+                raise
+            tries += 1
+
+
 def run_task(ctx, args, n):
     """Runs one task (remote_function.task_dispatch's runner in a worker)."""
     pin_thread()
@@ -231,8 +248,13 @@ def run_task(ctx, args, n):
         addr = args or 0
         fn, off = _task_function(ctx, addr, n)
         k, payload = call_payload(addr + off, n - off)
-        a, kw = decode_payload(ctx, payload)
-        reply_results(ctx, run(fn(*a, **kw)), k)
+        if isinstance(fn, remote_function.RetryingFunction):
+            result = run_retrying(fn.fn, fn.retries, fn.on,
+                                  lambda: decode_payload(ctx, bytearray(payload)))
+        else:
+            a, kw = decode_payload(ctx, payload)
+            result = run(fn(*a, **kw))
+        reply_results(ctx, result, k)
     except BaseException as e:
         return reply_error(ctx, e, k)
     return 0
@@ -247,7 +269,7 @@ def main():
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(line_buffering=True)
-    state = {"instance": None}
+    state = {"instance": None, "max_task_retries": 0}
     steps = {}  # compiled graphs' steps here: step id -> (method, args' and kwargs' sources)
 
     def end_actor(ctx):
@@ -272,7 +294,9 @@ def main():
             if payload[0] == ENV:  # (runtime_env's env_vars: before the class's module)
                 os.environ.update(payload[1])
                 payload = _serial.loads(memoryview(payload[2]))
-            cls, a, kw = payload
+            cls, a, kw = payload[:3]
+            extra = payload[3] if len(payload) > 3 else {}
+            state["max_task_retries"] = extra.get("max_task_retries", 0)
             state["instance"] = cls(*a, **kw)
             self_out[0] = None
             return 0
@@ -393,7 +417,22 @@ def main():
                 return 0
             else:
                 k, payload = call_payload(args, n)
-                a, kw = decode_payload(ctx, payload)
+                inst = state["instance"]
+                fn = getattr(inst, name, None)
+                if fn is None or name.startswith("__"):
+                    raise AttributeError(f"'{type(inst).__name__}' actor has no method "
+                                         f"'{name}'")
+                opts = getattr(fn, "__troupe_method_options__", None) or {}
+                on = opts.get("retry_exceptions", False)
+                retries = opts.get("max_task_retries", state["max_task_retries"])
+                if on and retries:  # (Ray's: the method's, else the actor's retries)
+                    result = run_retrying(fn, retries, True if on is True else tuple(on),
+                                          lambda: decode_payload(ctx, bytearray(payload)))
+                else:
+                    a, kw = decode_payload(ctx, payload)
+                    result = run(fn(*a, **kw))
+                reply_results(ctx, result, k)
+                return 0
             inst = state["instance"]
             fn = getattr(inst, name, None)
             if fn is None or name.startswith("__"):

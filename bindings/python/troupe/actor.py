@@ -22,10 +22,10 @@ ENV = "_troupe_env"          # a constructor payload that sets environment varia
 
 _ACTOR_OPTIONS = {"name", "num_cpus", "num_gpus", "resources", "max_restarts",
                   "get_if_exists", "runtime_env", "lifetime", "max_concurrency",
-                  "placement_group", "placement_group_bundle_index"}
+                  "placement_group", "placement_group_bundle_index", "max_task_retries"}
 # Ray's, taken so that its code runs, but troupe does not do what they ask: a warning
 # when one is given a value other than Ray's default (which troupe does anyway)
-_IGNORED_OPTIONS = {"namespace": None, "max_task_retries": 0, "scheduling_strategy": None,
+_IGNORED_OPTIONS = {"namespace": None, "scheduling_strategy": None,
                     "memory": None, "accelerator_type": None, "object_store_memory": None,
                     "placement_group_capture_child_tasks": None, "concurrency_groups": None,
                     "max_pending_calls": -1, "enable_task_events": None, "_metadata": None,
@@ -83,6 +83,15 @@ def _check_options(options, stacklevel):
     if lifetime not in (None, "detached", "non_detached"):
         raise ValueError("actor option lifetime must be one of 'detached', 'non_detached' "
                          f"and None, got {lifetime!r}")
+    mtr = options.get("max_task_retries")
+    if mtr is not None and (isinstance(mtr, bool) or not isinstance(mtr, int) or mtr < -1):
+        raise ValueError(f"actor option max_task_retries={mtr!r}: an int >= -1 is needed")
+    if mtr and options.get("max_restarts"):
+        _warn_once(("option", "max_task_retries", "restarts"),
+                   "troupe retries an actor's method on an exception (retry_exceptions) up "
+                   "to max_task_retries times, but not a call in flight when the actor's "
+                   "process died: that call fails (the restarted actor takes later calls)",
+                   stacklevel + 1)
     mc = options.get("max_concurrency")
     if mc is not None:
         if isinstance(mc, bool) or not isinstance(mc, int) or mc < 1:
@@ -134,10 +143,21 @@ def method(*args, **options):
     return annotate
 
 
-def _check_method_options(where, options, stacklevel):
-    """num_returns is honoured (an int >= 0: ValueError otherwise); the rest warn once."""
+def _check_method_options(where, options, stacklevel, declared=False):
+    """num_returns is honoured (an int >= 0: ValueError otherwise), and where declared
+    (@troupe.method, not a call's options) retry_exceptions and max_task_retries too: the
+    worker runs the method again on an exception it names (_worker.run_retrying). The
+    rest warn once."""
     _runtime.check_num_returns(options.get("num_returns", 1), where)
-    for k in sorted(set(options) - {"num_returns"}):
+    honoured = {"num_returns"}
+    if "retry_exceptions" in options:
+        remote_function.check_retry_exceptions(options["retry_exceptions"], where)
+    mtr = options.get("max_task_retries")
+    if mtr is not None and (isinstance(mtr, bool) or not isinstance(mtr, int) or mtr < -1):
+        raise ValueError(f"{where}: max_task_retries={mtr!r}: an int >= -1 is needed")
+    if declared:
+        honoured |= {"retry_exceptions", "max_task_retries"}
+    for k in sorted(set(options) - honoured):
         if options[k] != _METHOD_OPTIONS.get(k):
             _warn_once(("method option", k, repr(options[k])),
                        f"troupe ignores the method option '{k}' ({options[k]!r}): Ray's "
@@ -168,7 +188,7 @@ def _check_methods(cls):
     for n, v in inspect.getmembers(cls):
         opts = getattr(v, "__troupe_method_options__", None)
         if opts:
-            _check_method_options(f"{cls.__name__}.{n}", opts, 5)
+            _check_method_options(f"{cls.__name__}.{n}", opts, 5, declared=True)
             if opts.get("num_returns", 1) != 1:
                 returns[n] = opts["num_returns"]
     return returns
@@ -268,7 +288,11 @@ class ActorClass:
         if refs:
             raise TypeError("ObjectRefs as constructor arguments are not supported: pass "
                             "the value (troupe.get) or give the ref to a method")
-        parts, total, _ = _serial.dumps((self._cls, a, kw))
+        extra = {}
+        if o.get("max_task_retries"):  # (its methods' retry_exceptions: the worker's)
+            extra["max_task_retries"] = o["max_task_retries"]
+        parts, total, _ = _serial.dumps((self._cls, a, kw, extra) if extra else
+                                        (self._cls, a, kw))
         payload = _serial.join(parts, total)
         env = dict((o.get("runtime_env") or {}).get("env_vars") or {})
         if env:  # set in the worker before the class is unpickled (its module imported)

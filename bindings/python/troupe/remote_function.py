@@ -17,6 +17,7 @@ put in the store once and their object goes as the task's last ref.
 """
 import ctypes
 import hashlib
+import inspect
 import struct
 
 from . import _errors, _ffi, _placement, _runtime, _serial, dag
@@ -33,10 +34,11 @@ FN_INLINE_MAX = 4 << 10          # larger pickled functions go through the store
 
 # Ray's task options: honoured
 _TASK_OPTIONS = {"num_cpus", "num_gpus", "resources", "max_retries", "num_returns", "name",
-                 "placement_group", "placement_group_bundle_index"}
+                 "placement_group", "placement_group_bundle_index", "retry_exceptions"}
+DEFAULT_MAX_RETRIES = 3  # Ray's max_retries of a task (tr_task_options_init's too)
 # Ray's, taken so that its code runs, but not done: a warning once when one is given a
 # value other than Ray's defaults (listed)
-_IGNORED_OPTIONS = {"retry_exceptions": (False,), "scheduling_strategy": (None, "DEFAULT"),
+_IGNORED_OPTIONS = {"scheduling_strategy": (None, "DEFAULT"),
                     "memory": (None, 0), "accelerator_type": (None,), "runtime_env": (None,),
                     "placement_group_capture_child_tasks": (None, False),
                     "max_calls": (0, None), "enable_task_events": (None, True),
@@ -71,6 +73,39 @@ def check_placement_options(options, kind, retries_key):
         raise ValueError(f"{kind} option name={name!r}: a non-empty str is needed")
 
 
+def check_retry_exceptions(value, where):
+    """Ray's retry_exceptions: a bool, or a list or tuple of exception classes (only those
+    are retried). TypeError otherwise."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, (list, tuple)) and all(
+            inspect.isclass(t) and issubclass(t, BaseException) for t in value):
+        return
+    raise TypeError(f"{where}: retry_exceptions={value!r}: it must be either a boolean or a "
+                    f"list of exception classes")
+
+
+def retries_exception(on, e):
+    """Whether retry_exceptions on (True, or exception classes) retries the exception e:
+    True any Exception (not KeyboardInterrupt, SystemExit), classes only theirs."""
+    if on is True:
+        return isinstance(e, Exception)
+    return bool(on) and isinstance(e, tuple(on))
+
+
+class RetryingFunction:
+    """A task's function with retry_exceptions (Ray's): the worker runs it again, on
+    freshly decoded arguments, up to retries more times (-1: without end) while it raises
+    an exception that on retries (retries_exception). Pickled in its place."""
+    __slots__ = ("fn", "retries", "on")
+
+    def __init__(self, fn, retries, on):
+        self.fn, self.retries, self.on = fn, retries, on
+
+    def __reduce__(self):
+        return (RetryingFunction, (self.fn, self.retries, self.on))
+
+
 def check_options(options, stacklevel):
     """Refuses an option Ray lacks (TypeError), a value Ray refuses (ValueError); warns
     once of one troupe takes but does not honour. stacklevel: the user's frame, counted
@@ -80,6 +115,8 @@ def check_options(options, stacklevel):
         raise TypeError(f"unknown options of a remote function: {sorted(bad)}")
     check_placement_options(options, "task", "max_retries")
     _runtime.check_num_returns(options.get("num_returns", 1), "a remote function's options")
+    if "retry_exceptions" in options:
+        check_retry_exceptions(options["retry_exceptions"], "a remote function's options")
     ignored = [k for k in set(options) & set(_IGNORED_OPTIONS)
                if not any(options[k] is d or options[k] == d for d in _IGNORED_OPTIONS[k])
                and not (k == "scheduling_strategy" and _placement.check_strategy(options, ""))]
@@ -195,9 +232,18 @@ class RemoteFunction:
 
     def _prepare(self, rt):
         """The function pickled (once per RemoteFunction), the head and options for rt."""
-        pk = self._shared.get("pickled")
+        o = self._options
+        on = o.get("retry_exceptions", False)
+        retries = o.get("max_retries")
+        retries = DEFAULT_MAX_RETRIES if retries is None else retries
+        key = ("pickled", tuple(on) if isinstance(on, (list, tuple)) else on, retries) \
+            if on and retries else "pickled"
+        pk = self._shared.get(key)
         if pk is None:
-            pk = self._shared["pickled"] = _Pickled(self._function)
+            fn = self._function
+            if key != "pickled":  # (the worker retries it: its own digest)
+                fn = RetryingFunction(fn, retries, True if on is True else tuple(on))
+            pk = self._shared[key] = _Pickled(fn)
         p = _Prepared()
         p.rt = rt
         p.fn_refs = pk.refs
@@ -209,7 +255,6 @@ class RemoteFunction:
                 pk.obj = (rt, _runtime.put_payload([pk.data], len(pk.data)))
             p.fn_ref = pk.obj[1]
             p.head = HEAD.pack(TASK_MAGIC, pk.digest, FN_IN_REF)
-        o = self._options
         opts = _ffi.TaskOptions()
         lib.tr_task_options_init(byref(opts))
         for k in ("num_cpus", "num_gpus"):
