@@ -155,8 +155,8 @@ def test_method_options_num_returns(ray):
         a.plain.options(num_returns=-1)
     with pytest.raises(ValueError):
         a.plain.options(num_returns=1.5)
-    with pytest.raises(NotImplementedError):
-        a.plain.options(num_returns="dynamic")
+    with pytest.raises(ValueError):
+        a.plain.options(num_returns="several")  # ("streaming", "dynamic": test_generators)
     with pytest.raises(ValueError):
         @troupe.remote
         class Bad:

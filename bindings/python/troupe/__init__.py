@@ -3,8 +3,9 @@ graphs over troupe's C runtime, with Ray's API: ``import troupe as ray`` runs Ra
 actor, collective and compiled-graph examples. See bindings/python/README.md."""
 from . import dag, exceptions, remote_function, util
 from ._ffi import library_path
-from ._runtime import (ObjectRef, cancel, get, init, is_initialized, node_address,
-                       object_store_stats, put, shutdown, wait)
+from ._runtime import (DynamicObjectRefGenerator, ObjectRef, ObjectRefGenerator, cancel, get,
+                       init, is_initialized, node_address, object_store_stats, put, shutdown,
+                       wait)
 from .remote_function import RemoteFunction
 from .actor import (ActorClass, ActorHandle, available_resources, cluster_resources,
                     exit_actor, get_actor, get_gpu_ids, get_runtime_context, kill, method, nodes,
@@ -13,7 +14,8 @@ from .actor import (ActorClass, ActorHandle, available_resources, cluster_resour
 __version__ = "0.2.0"
 
 __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "kill",
-           "cancel", "get_actor", "method", "exit_actor", "ObjectRef", "ActorHandle", "ActorClass",
+           "cancel", "get_actor", "method", "exit_actor", "ObjectRef", "ObjectRefGenerator",
+           "DynamicObjectRefGenerator", "ActorHandle", "ActorClass",
            "exceptions", "util", "dag", "library_path", "object_store_stats",
            "node_address", "get_runtime_context", "get_gpu_ids", "available_resources",
            "cluster_resources", "nodes", "RemoteFunction", "remote_function"]

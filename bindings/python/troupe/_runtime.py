@@ -27,6 +27,9 @@ _config_hooks = []    # on_config's, in order
 INLINE_MAX = 512 << 10       # larger call arguments go through the object store
 OBJECT_ARGS = b"TRPO"        # a call's arguments as an object: TRPO + its 16-byte id
 RETURNS = b"TRPK"            # before a call's arguments: TRPK + u32 k, for num_returns k > 1
+STREAMING = b"TRPG"          # before a call's arguments: num_returns="streaming" (generators)
+DYNAMIC = b"TRPD"            # ...num_returns="dynamic"
+GENERATOR_MODES = {"streaming": STREAMING, "dynamic": DYNAMIC}
                              # (the worker replies k parts: tr_ctx_reply_multi)
 
 
@@ -545,13 +548,97 @@ def encode_args(args, kwargs):
 
 
 def check_num_returns(n, where):
-    """num_returns as Ray takes it: an int >= 0 (TypeError / ValueError otherwise; Ray's
-    "dynamic" and "streaming" generators are NotImplementedError)."""
-    if n in ("dynamic", "streaming"):
-        raise NotImplementedError(f"{where}: num_returns={n!r} (generators) is not supported")
+    """num_returns as Ray takes it: an int >= 0, or "streaming" or "dynamic" for a
+    generator (ValueError otherwise)."""
+    if n in GENERATOR_MODES:
+        return n
     if isinstance(n, bool) or not isinstance(n, int) or n < 0 or n > 1024:
         raise ValueError(f"{where}: num_returns={n!r}: an int from 0 to 1024 is needed")
     return n
+
+
+def with_generator(payload, mode):
+    """A call's or task's arguments' payload for num_returns=mode ("streaming",
+    "dynamic"): the worker runs the generator to its end and replies its items' refs."""
+    return GENERATOR_MODES[mode] + payload
+
+
+class DynamicObjectRefGenerator:
+    """The value of a num_returns="dynamic" task's or call's ref (Ray's): the refs of the
+    items its generator yielded, in order (iterate it; len() counts them)."""
+
+    def __init__(self, refs):
+        self._refs = list(refs)
+
+    def __iter__(self):
+        return iter(self._refs)
+
+    def __len__(self):
+        return len(self._refs)
+
+    def __repr__(self):
+        return f"DynamicObjectRefGenerator({len(self._refs)} refs)"
+
+
+class ObjectRefGenerator:
+    """What a generator's task or method call gives (Ray's, num_returns="streaming", a
+    generator function's default): iterate it, sync or async, for the refs of the items
+    the generator yielded, in order. An exception the generator raised after some items
+    is the ref after theirs (get raises it); a task that failed before (its arguments, a
+    dead worker) gives one ref, whose get raises why. troupe replies the items when the
+    generator ends, not one by one as they are yielded: the first next() waits for the
+    whole call (an endless generator never ends)."""
+
+    def __init__(self, ref):
+        self._ref = ref
+        self._refs = None
+        self._i = 0
+
+    def _loaded(self, value=None, error=False):
+        if self._refs is None:
+            self._refs = [self._ref] if error else list(value)
+        return self._refs
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._refs is None:
+            try:
+                self._loaded(get_one(self._ref, None))
+            except GetTimeoutError:
+                raise
+            except Exception:  # (the call failed as a whole: its ref raises why)
+                self._loaded(error=True)
+        return self._take(StopIteration)
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        if self._refs is None:
+            try:
+                self._loaded(await self._ref)
+            except Exception:
+                self._loaded(error=True)
+        return self._take(StopAsyncIteration)
+
+    def _take(self, stop):
+        if self._i >= len(self._refs):
+            raise stop
+        self._i += 1
+        return self._refs[self._i - 1]
+
+    def completed(self):
+        """A ref that is ready once the generator has run to its end."""
+        return self._ref
+
+    def is_finished(self):
+        """Whether every item's ref has been taken."""
+        return self._refs is not None and self._i >= len(self._refs)
+
+    def __repr__(self):
+        return f"ObjectRefGenerator({self._ref})"
 
 
 def multi_refs(outs):
@@ -563,10 +650,13 @@ def call(actor_id, method, args, kwargs, what, num_returns=1):
     """Sends a method call to the actor of actor_id (an _ffi.ActorId); returns the ref of
     its result at once (num_returns k > 1: a list of k refs, each one part of the result;
     0: None, the call runs all the same). what: the call, as its error names it."""
-    if num_returns > 1:
+    mode = num_returns if num_returns in GENERATOR_MODES else None
+    if mode is None and num_returns > 1:
         return _call_multi(actor_id, method, args, kwargs, what, num_returns)
     rt = runtime()
     payload, all_refs, contained = encode_args(args, kwargs)
+    if mode:
+        payload = with_generator(payload, mode)
     out = Ref()
     name = method.encode()
     if contained:
@@ -582,8 +672,10 @@ def call(actor_id, method, args, kwargs, what, num_returns=1):
         rc = lib.tr_call(rt, actor_id, name, payload, len(payload), byref(out))
     check(rc, what)
     ref = ObjectRef(out)
-    if num_returns == 1:
+    if num_returns == 1 or mode == "dynamic":
         return ref
+    if mode:
+        return ObjectRefGenerator(ref)
     forget(ref)  # (0: Ray's None; the call runs all the same)
     return None
 

@@ -10,6 +10,7 @@ each task's payload names its Python function by a digest (troupe.remote_functio
 """
 import asyncio
 import atexit
+import collections.abc
 import ctypes
 import inspect
 import os
@@ -51,10 +52,15 @@ def resolve(x, ctx):
 
 def call_payload(addr, n):
     """(num_returns, the arguments' payload) of a call's or a task's payload at addr:
-    num_returns k > 1 comes first (_runtime.RETURNS + u32 k), else it is 1."""
+    num_returns k > 1 comes first (_runtime.RETURNS + u32 k), a generator's mode as its
+    mark ("streaming", "dynamic"), else it is 1."""
     payload = bytearray(ctypes.string_at(addr, n)) if n else bytearray()  # (writable arrays)
     if payload[:4] == RETURNS and n >= 8:
         return int.from_bytes(payload[4:8], "little"), payload[8:]
+    if payload[:4] == _runtime.STREAMING:
+        return "streaming", payload[4:]
+    if payload[:4] == _runtime.DYNAMIC:
+        return "dynamic", payload[4:]
     return 1, payload
 
 
@@ -111,11 +117,48 @@ def check_results(result, k):
     return result
 
 
+def generator_refs(result, mode):
+    """The refs of the items a generator (sync or async) yields, each put in the store as
+    it comes: a list ("streaming": the caller's ObjectRefGenerator iterates it) or a
+    DynamicObjectRefGenerator ("dynamic"). An exception after some items: "streaming" puts
+    it as one more item (its get raises it), "dynamic" raises it (the call fails)."""
+    refs = []
+
+    def failed(e):
+        if mode == "dynamic":
+            refs.clear()  # (the items go now, not when a cycle through e is collected)
+            raise e
+        err = _serial.dump_error(e, traceback.format_exc())
+        refs.append(_runtime.put_payload([err], len(err)))
+
+    if inspect.isasyncgen(result):
+        async def collect():
+            try:
+                async for item in result:
+                    refs.append(_runtime.put(item))
+            except Exception as e:
+                failed(e)
+        asyncio.run_coroutine_threadsafe(collect(), event_loop()).result()
+    elif inspect.isgenerator(result) or isinstance(result, collections.abc.Iterator):
+        try:
+            for item in result:
+                refs.append(_runtime.put(item))
+        except Exception as e:
+            failed(e)
+    else:
+        raise TypeError(f"num_returns={mode!r} needs a generator: the function returned a "
+                        f"{type(result).__name__}")
+    return refs if mode == "streaming" else _runtime.DynamicObjectRefGenerator(refs)
+
+
 def reply_results(ctx, result, k):
     """The result of a call made with num_returns k: one value (k == 1), or a tuple or list
     of k values, each serialized and replied as one part (tr_ctx_reply_multi): the
     caller's k refs each get one. A wrong number of values is Ray's ValueError, raised
-    in the caller at get of each ref."""
+    in the caller at get of each ref. A generator's mode ("streaming", "dynamic"): its
+    items' refs, as one value (generator_refs)."""
+    if k in _runtime.GENERATOR_MODES:
+        return reply_value(ctx, generator_refs(result, k))
     if k == 1:
         return reply_value(ctx, result)
     result = check_results(result, k)
@@ -144,7 +187,7 @@ def reply_error(ctx, e, k=1):
     num_returns k > 1), or as its C error where it cannot be pickled."""
     try:
         err = _serial.dump_error(e, traceback.format_exc())
-        if k > 1:
+        if isinstance(k, int) and k > 1:
             reply_parts(ctx, [err] * k)
             return 0
         reply(ctx, err)

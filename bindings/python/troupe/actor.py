@@ -189,8 +189,11 @@ def _check_methods(cls):
         opts = getattr(v, "__troupe_method_options__", None)
         if opts:
             _check_method_options(f"{cls.__name__}.{n}", opts, 5, declared=True)
-            if opts.get("num_returns", 1) != 1:
+        if opts and "num_returns" in opts:
+            if opts["num_returns"] != 1:
                 returns[n] = opts["num_returns"]
+        elif inspect.isgeneratorfunction(v) or inspect.isasyncgenfunction(v):
+            returns[n] = "streaming"  # (Ray's default for a generator method)
     return returns
 
 
@@ -394,6 +397,9 @@ class ActorMethod:
     def bind(self, *args, **kwargs):
         """The method bound in a graph (troupe.dag): a node, or with num_returns k > 1 a
         tuple of k nodes, one per value (Ray's)."""
+        if self._num_returns in _runtime.GENERATOR_MODES:
+            raise ValueError(f"{self._handle._class_name}.{self._name}.bind: a generator "
+                             f"method (num_returns={self._num_returns!r}) is not a node")
         node = ClassMethodNode(self._handle, self._name, args, kwargs, self._num_returns)
         if self._num_returns == 1:
             return node
@@ -420,7 +426,7 @@ class ActorMethod:
 
 def call(handle, method, args, kwargs, num_returns=1):
     """Sends a method call; returns the ref of its result at once (a list of num_returns
-    refs for num_returns > 1, None for 0)."""
+    refs for num_returns > 1, None for 0, an ObjectRefGenerator for "streaming")."""
     return _runtime.call(handle._id, method, args, kwargs,
                          f"calling {handle._class_name}.{method}", num_returns)
 

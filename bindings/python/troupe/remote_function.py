@@ -164,6 +164,9 @@ class RemoteFunction:
         qualname = getattr(function, "__qualname__", None) or getattr(function, "__name__",
                                                                        "function")
         self._function_name = f"{module}.{qualname}"
+        # a generator function's calls give an ObjectRefGenerator (Ray's default for one)
+        self._default_returns = "streaming" if (inspect.isgeneratorfunction(function) or
+                                                inspect.isasyncgenfunction(function)) else 1
         self.__name__ = getattr(function, "__name__", qualname)
         self.__qualname__ = qualname
         self.__module__ = module
@@ -183,7 +186,7 @@ class RemoteFunction:
     def bind(self, *args, **kwargs):
         """A node of a graph (Ray's f.bind): ``dag.execute(...)`` runs it as this task,
         its arguments' nodes first; a function of several results is not a node."""
-        if self._options.get("num_returns", 1) != 1:
+        if self._options.get("num_returns", self._default_returns) != 1:
             raise ValueError(f"{self._function_name}: bind a remote function of "
                              f"num_returns=1 (its result is the node's value)")
         return dag.FunctionNode(self, args, kwargs)
@@ -197,13 +200,17 @@ class RemoteFunction:
     def remote(self, *args, **kwargs):
         """Submits the task; returns the ref of its result at once (num_returns k > 1: a
         list of k refs, one per value the function returns; 0: None, the task runs all
-        the same)."""
+        the same; "streaming", a generator function's default: an ObjectRefGenerator;
+        "dynamic": a ref whose value is a DynamicObjectRefGenerator)."""
         rt = runtime()
         p = self._prepared
         if p is None or p.rt is not rt:
             p = self._prepare(rt)
-        k = self._options.get("num_returns", 1)
+        k = self._options.get("num_returns", self._default_returns)
+        mode = k if k in _runtime.GENERATOR_MODES else None
         payload, refs, contained = _runtime.encode_args(args, kwargs)
+        if mode:
+            payload, k = _runtime.with_generator(payload, mode), 1
         if p.fn_ref is not None:
             refs.append(p.fn_ref)
         if p.fn_refs:
@@ -225,6 +232,8 @@ class RemoteFunction:
         check(lib.tr_task_submit(rt, p.cname, data, len(data), arr, len(refs), byref(opts),
                                  byref(out)), f"submitting task {self._function_name}")
         ref = ObjectRef(out)
+        if mode == "streaming":
+            return _runtime.ObjectRefGenerator(ref)
         if k == 1:
             return ref
         _runtime.forget(ref)  # (0: Ray's None; the task runs all the same)
