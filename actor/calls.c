@@ -77,6 +77,10 @@ typedef struct slot_extra {
     slot **kids;
     size_t n_kids;
     int split; /* the kids got their results: they live on their own now */
+    /* a kid whose parts' refs live in its call's result, which another node keeps for us
+     * (kept_link), or which could not be given one of its own: that call's slot, which it
+     * keeps (users) while it lives */
+    slot *parent;
     /* a result with refs from an actor on another node: its container, kept by that
      * node's relay for our link until the slot goes (docs/OWNERSHIP.md) */
     tr__rlink *kept_link;
@@ -363,6 +367,12 @@ static tr_ref ref_of(const tr__actors *a, const slot *s) {
 }
 
 static void slot_free(tr__actors *a, slot *s) {
+    if (s->x && s->x->parent) {
+        slot *p = s->x->parent;
+        s->x->parent = NULL;
+        p->users--;
+        slot_maybe_free(a, p);
+    }
     drop_args(a, s);
     if (s->x) drop_keep(a, s);
     if (s->x && s->x->kept_link) tr__remote_result_drop(a->remotes, s->x->kept_link, s->x->kept.b);
@@ -401,9 +411,40 @@ static void want_driver(tr__actors *a);
  * held calls waiting for it move on. */
 static void fill_twin(tr__actors *a, slot *s);
 static void slot_done(tr__actors *a, slot *s, int rc, const void *data, size_t len);
+static void slot_fail(tr__actors *a, slot *s, int rc, const char *msg);
+static void complete(tr__actors *a, slot *s);
+
+/* The kid keeps p, and so the refs in p's result, alive while it lives (slot_free). */
+static int keep_parent(slot *kid, slot *p) {
+    if (!kid->x && !(kid->x = calloc(1, sizeof *kid->x)))
+        return tr__err(TR_ENOMEM, "a result of several with refs in it");
+    kid->x->parent = p;
+    p->users++;
+    return 0;
+}
+
+/* A kid's part as a container of its own, holding crefs (all the refs in the call's
+ * result: the store cannot tell which part holds which), pinned for the kid as a large
+ * result is. 0, or an error (then the caller falls back to keep_parent). */
+static int kid_container(tr__actors *a, slot *kid, const void *part, size_t len,
+                         const tr_ref *crefs, size_t n_crefs) {
+    tr_ref obj;
+    int rc = tr__objects_put_refs(a->objects, part, len, crefs, n_crefs, &obj);
+    if (rc) return rc;
+    rc = tr__objects_pin(a->objects, obj, 0, NULL, NULL);
+    tr__objects_release(a->objects, obj); /* (the pin holds it now, or nothing does) */
+    if (rc) return rc;
+    kid->obj_result = 1;
+    kid->result_ref = obj;
+    kid->rc = 0;
+    complete(a, kid);
+    return 0;
+}
 
 /* A reply of several results (tr_ctx_reply_multi): "TRMR", u32 k, k u64 lengths, then
- * the parts. Each kid gets its part (a copy), or the call's failure. */
+ * the parts. Each kid gets its part (a copy), or the call's failure. A reply with refs in
+ * it (tr_ctx_reply_multi_contains, a container): each kid gets a container of its own
+ * holding them, or where it cannot, keeps this call's slot and its container alive. */
 static void split_to_kids(tr__actors *a, slot *p) {
     slot_extra *x = p->x;
     const char *d = p->data;
@@ -415,6 +456,19 @@ static void split_to_kids(tr__actors *a, slot *p) {
         rc = tr__objects_view(a->objects, p->result_ref, 10000, &v, &n);
         d = v;
         if (rc) snprintf(why, sizeof why, "%s", tr__last_error());
+    }
+    tr_ref *crefs = NULL;
+    size_t n_crefs = 0, n0 = 0;
+    int keep = !rc && x->kept_link; /* (its container is another node's) */
+    if (!rc && p->obj_result && tr__objects_refs(a->objects, p->result_ref, NULL, 0, &n0) == 0 &&
+        n0 > 0) {
+        crefs = malloc(n0 * sizeof *crefs);
+        if (!crefs || tr__objects_refs(a->objects, p->result_ref, crefs, n0, &n_crefs) ||
+            n_crefs != n0) {
+            free(crefs);
+            crefs = NULL;
+            keep = 1;
+        }
     }
     uint32_t k = 0;
     if (!rc && (n < 8 || memcmp(d, "TRMR", 4) != 0 || (memcpy(&k, d + 4, 4), k != x->n_kids) ||
@@ -436,16 +490,22 @@ static void split_to_kids(tr__actors *a, slot *p) {
             rc = TR_EPROTO;
             snprintf(why, sizeof why, "a reply of several results is malformed (part %zu)", i);
         }
-        if (rc)
+        if (rc) {
             slot_done(a, kid, rc, why[0] ? why : (p->data ? p->data : ""),
                       strlen(why[0] ? why : (p->data ? p->data : "")));
-        else
-            slot_done(a, kid, 0, part, (size_t)len);
+        } else if (!crefs || kid_container(a, kid, part, (size_t)len, crefs, n_crefs) != 0) {
+            int krc = keep || crefs ? keep_parent(kid, p) : 0;
+            if (krc)
+                slot_fail(a, kid, krc, tr__last_error());
+            else
+                slot_done(a, kid, 0, part, (size_t)len);
+        }
         if (!rc) {
             part += len;
             left -= (size_t)len;
         }
     }
+    free(crefs);
     x->split = 1;
 }
 

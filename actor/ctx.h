@@ -47,6 +47,9 @@ size_t tr__ctx_num_refs(const tr_ctx *ctx);
 int tr__ctx_ref(const tr_ctx *ctx, size_t i, const void **data, size_t *len);
 int tr__ctx_reply(tr_ctx *ctx, const void *data, size_t len);
 int tr__ctx_reply_multi(tr_ctx *ctx, const void *const *data, const size_t *len, size_t n);
+/* n parts as one reply's bytes ("TRMR", u32 n, n u64 lengths, the parts: calls.c's
+ * split_to_kids reads them) into b, reset first. 0, TR_EINVAL, TR_ENOMEM. */
+int tr__ctx_multi_encode(tr__buf *b, const void *const *data, const size_t *len, size_t n);
 /* tr__ctx_reply, and the refs the result contains (the façade exported this process's own
  * call refs among them first). */
 int tr__ctx_reply_contains(tr_ctx *ctx, const void *data, size_t len, const tr_ref *refs, size_t n);

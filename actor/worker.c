@@ -63,30 +63,35 @@ int tr__ctx_reply(tr_ctx *ctx, const void *data, size_t len) {
     return tr__buf_append(&ctx->result, data, len);
 }
 
-int tr__ctx_reply_multi(tr_ctx *ctx, const void *const *data, const size_t *len, size_t n) {
-    if (!ctx || !data || !len || n < 1 || n > 1024)
+int tr__ctx_multi_encode(tr__buf *b, const void *const *data, const size_t *len, size_t n) {
+    if (!data || !len || n < 1 || n > 1024)
         return tr__err(TR_EINVAL, "tr_ctx_reply_multi: 1..1024 parts, data and len");
     size_t total = 8 + 8 * n;
     for (size_t i = 0; i < n; i++) {
         if (!data[i] && len[i]) return tr__err(TR_EINVAL, "tr_ctx_reply_multi: part %zu", i);
         total += len[i];
     }
-    if (ctx->direct) return tr__err(TR_ESTATE, "tr_ctx_reply_multi: not in a compiled graph");
-    tr__buf_reset(&ctx->result);
-    drop_result_obj(ctx);
-    ctx->dev_used = 0;
+    tr__buf_reset(b);
     uint32_t k = (uint32_t)n;
-    int rc = tr__buf_reserve(&ctx->result, total);
+    int rc = tr__buf_reserve(b, total);
     if (rc) return rc;
-    tr__buf_append(&ctx->result, "TRMR", 4); /* (calls.c's split_to_kids reads it) */
-    tr__buf_append(&ctx->result, &k, 4);
+    tr__buf_append(b, "TRMR", 4);
+    tr__buf_append(b, &k, 4);
     for (size_t i = 0; i < n; i++) {
         uint64_t l = len[i];
-        tr__buf_append(&ctx->result, &l, 8);
+        tr__buf_append(b, &l, 8);
     }
     for (size_t i = 0; i < n; i++)
-        if (len[i]) tr__buf_append(&ctx->result, data[i], len[i]);
-    return ctx->result.oom ? tr__err(TR_ENOMEM, "tr_ctx_reply_multi") : 0;
+        if (len[i]) tr__buf_append(b, data[i], len[i]);
+    return b->oom ? tr__err(TR_ENOMEM, "tr_ctx_reply_multi") : 0;
+}
+
+int tr__ctx_reply_multi(tr_ctx *ctx, const void *const *data, const size_t *len, size_t n) {
+    if (!ctx) return tr__err(TR_EINVAL, "tr_ctx_reply_multi: no context");
+    if (ctx->direct) return tr__err(TR_ESTATE, "tr_ctx_reply_multi: not in a compiled graph");
+    drop_result_obj(ctx);
+    ctx->dev_used = 0;
+    return tr__ctx_multi_encode(&ctx->result, data, len, n);
 }
 
 int tr__ctx_reply_contains(tr_ctx *ctx, const void *data, size_t len, const tr_ref *refs,

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 
 #include "actor/calls.h"
+#include "core/buf.h"
 #include "actor/ctx.h"
 #include "api/rt.h"
 #include "core/status.h"
@@ -33,6 +34,17 @@ TR_API int tr_ctx_reply_contains(tr_ctx *ctx, const void *data, size_t len, cons
 
 TR_API int tr_ctx_reply_multi(tr_ctx *ctx, const void *const *data, const size_t *len, size_t n) {
     return tr__ctx_reply_multi(ctx, data, len, n);
+}
+
+TR_API int tr_ctx_reply_multi_contains(tr_ctx *ctx, const void *const *data, const size_t *len,
+                                       size_t n, const tr_ref *refs, size_t n_refs) {
+    if (!n_refs) return tr__ctx_reply_multi(ctx, data, len, n);
+    if (!ctx || !refs) return tr__err(TR_EINVAL, "tr_ctx_reply_multi_contains: bad arguments");
+    tr__buf b = TR__BUF_INIT;
+    int rc = tr__ctx_multi_encode(&b, data, len, n);
+    if (!rc) rc = tr_ctx_reply_contains(ctx, b.data + b.off, tr__buf_avail(&b), refs, n_refs);
+    tr__buf_free(&b);
+    return rc;
 }
 
 TR_API int tr_ctx_reply_device(tr_ctx *ctx, const void *dev, size_t len) {

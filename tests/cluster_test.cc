@@ -169,6 +169,7 @@ TEST_F(Cluster, ActorsAreCalledAcrossNodes) {
                              "object does",
                              "a result with a ref in it, from another node, got here and on a "
                              "third",
+                             "several results with refs in them, from another node",
                              "a method's error",
                              "an unknown method",
                              "fits nowhere",

@@ -326,6 +326,48 @@ TEST_F(OwnershipTest, SeveralResultsOneRefEach) {
     expect_empty();
 }
 
+/* Several results with refs in them (tr_ctx_reply_multi_contains): each result keeps the
+ * refs alive on its own - dropped, got, passed on inside another call - and nothing is
+ * left once all go. */
+TEST_F(OwnershipTest, SeveralResultsWithRefsInThem) {
+    tr_actor_id a = make(), b = make();
+    int32_t k = 3;
+    tr_ref r[3];
+    ASSERT_EQ(tr_call_multi(rt, a, "put_parts", &k, 4, nullptr, 0, 3, r), 0) << tr_last_error();
+    auto obj = [](int i) {
+        std::string v;
+        for (int j = 0; j < 1000; j++)
+            v += "obj-" + std::to_string(i);
+        return v;
+    };
+    const void *d;
+    size_t n;
+    ASSERT_EQ(tr_get(rt, r[0], 10000, &d, &n), 0) << tr_last_error();
+    ASSERT_EQ(n, 16u);
+    EXPECT_EQ(tr_ref_release(rt, r[0]), 0); /* result 0 goes before its ref is read */
+    uint64_t sum = 0;
+    std::string err;
+    for (int i = 1; i < 3; i++) { /* the others, read through another actor */
+        ASSERT_EQ(deref(b, r[i], 1, &sum, &err), 0) << i << ": " << err;
+        EXPECT_EQ(sum, sum_of(obj(i))) << i;
+    }
+    for (int i = 1; i < 3; i++) { /* and here */
+        tr_ref inner;
+        ASSERT_EQ(tr_get(rt, r[i], 10000, &d, &n), 0) << tr_last_error();
+        ASSERT_EQ(n, 16u);
+        memcpy(&inner, d, 16);
+        ASSERT_EQ(tr_get(rt, inner, 10000, &d, &n), 0) << i << ": " << tr_last_error();
+        EXPECT_EQ(std::string((const char *)d, n), obj(i));
+        tr_ref_release(rt, inner);
+    }
+    tr_store_stats s = TR_STORE_STATS_INIT;
+    ASSERT_EQ(tr_object_stats(rt, &s), 0);
+    EXPECT_GE(s.n_objects, 3u); /* (the objects and the results' containers) */
+    for (int i = 1; i < 3; i++)
+        EXPECT_EQ(tr_ref_release(rt, r[i]), 0);
+    expect_empty();
+}
+
 /* A failed call's error reaches the borrower with its code and message. */
 TEST_F(OwnershipTest, ErrorResultReachesTheBorrower) {
     tr_actor_id a = make(), b = make();

@@ -418,6 +418,33 @@ int m_parts(tr_ctx *ctx, void *, const void *args, size_t len) {
     return tr_ctx_reply_multi(ctx, d.data(), n.data(), (size_t)k);
 }
 
+/* args: int32 k. Puts k objects ("obj-i" 1000 times, i = 0..k-1) and replies k results,
+ * result i its object's ref (tr_ctx_reply_multi_contains, with all k refs). */
+int m_put_parts(tr_ctx *ctx, void *, const void *args, size_t len) {
+    if (len != 4) return tr_ctx_error(ctx, "put_parts wants an int32");
+    int32_t k;
+    memcpy(&k, args, 4);
+    if (k < 1 || k > 16) return tr_ctx_error(ctx, "put_parts: 1..16");
+    tr_runtime *rt = tr_ctx_runtime(ctx);
+    tr_ref r[16];
+    const void *d[16];
+    size_t n[16];
+    int rc = 0;
+    for (int i = 0; i < k && !rc; i++) {
+        std::string v;
+        for (int j = 0; j < 1000; j++)
+            v += "obj-" + std::to_string(i);
+        rc = tr_put(rt, v.data(), v.size(), &r[i]);
+        d[i] = &r[i];
+        n[i] = sizeof r[i];
+        if (rc) k = i;
+    }
+    if (!rc) rc = tr_ctx_reply_multi_contains(ctx, d, n, (size_t)k, r, (size_t)k);
+    for (int i = 0; i < k; i++)
+        tr_ref_release(rt, r[i]);
+    return rc ? tr_ctx_error(ctx, "put_parts: %s: %s", tr_errname(rc), tr_last_error()) : 0;
+}
+
 /* Checksums of its object arguments (tr_call_refs), one uint64 each. */
 int m_sum_args(tr_ctx *ctx, void *, const void *, size_t) {
     std::string out;
@@ -1175,6 +1202,7 @@ const tr_method_def counter_methods[] = {
     {"pass_ref", m_pass_ref},
     {"share_call", m_share_call},
     {"parts", m_parts},
+    {"put_parts", m_put_parts},
     {"coll", m_coll},
     {"open_allreduce", m_open_allreduce},
     {"open_keep", m_open_keep},
@@ -2308,6 +2336,40 @@ int run_cluster_driver(const char *spec) {
         });
         cluster_check(rc == 0 && got == sum && there == sum && gone,
                       "a result with a ref in it, from another node, got here and on a third",
+                      why + " b's objects: " + std::to_string(b0) + ", " + std::to_string(b1));
+    }
+    /* several results from b, each with one of b's refs in it (tr_ctx_reply_multi_contains):
+     * the second is read after the first was dropped, here and on a third node; b's store
+     * is back to its count once both are gone */
+    {
+        int64_t b0 = -1, b1 = -1;
+        rc = call_i64(rt, far, "store_objects", 0, &b0);
+        int32_t k = 2;
+        tr_ref r[2], inner;
+        uint64_t got = 0, there = 0;
+        const void *p = nullptr;
+        size_t n = 0;
+        if (!rc) rc = tr_call_multi(rt, far, "put_parts", &k, 4, nullptr, 0, 2, r);
+        if (!rc) rc = tr_get(rt, r[0], 30000, &p, &n);
+        if (!rc) tr_ref_release(rt, r[0]);
+        if (!rc) rc = tr_get(rt, r[1], 30000, &p, &n);
+        if (!rc && n != 16) rc = TR_EPROTO;
+        if (!rc) memcpy(&inner, p, 16);
+        if (!rc) rc = tr_get(rt, inner, 30000, &p, &n);
+        if (!rc) got = checksum(p, n);
+        if (!rc) tr_ref_release(rt, inner);
+        std::string why = rc ? tr_last_error() : "";
+        if (!rc) rc = deref_sum_on(rt, third, r[1], 1, &there, &why);
+        if (!rc) tr_ref_release(rt, r[1]);
+        std::string want;
+        for (int j = 0; j < 1000; j++)
+            want += "obj-1";
+        uint64_t sum = checksum(want.data(), want.size());
+        bool gone = !rc && eventually(5000, [&] {
+            return call_i64(rt, far, "store_objects", 0, &b1) == 0 && b1 == b0;
+        });
+        cluster_check(rc == 0 && got == sum && there == sum && gone,
+                      "several results with refs in them, from another node",
                       why + " b's objects: " + std::to_string(b0) + ", " + std::to_string(b1));
     }
     /* one of b's refs inside an object made here (tr_put_refs): this process holds it at b

@@ -124,6 +124,14 @@ TR_API int tr_ctx_reply_contains(tr_ctx *ctx, const void *data, size_t len, cons
  * safety: the method's thread. */
 TR_API int tr_ctx_reply_multi(tr_ctx *ctx, const void *const *data, const size_t *len, size_t n);
 
+/* As tr_ctx_reply_multi, for parts that contain refs (n_refs of them, over all parts: as
+ * tr_ctx_reply_contains keeps them). Each of the caller's refs keeps them alive as long as
+ * it lives (a part's ref holds all n_refs, not only its own). n_refs == 0: as
+ * tr_ctx_reply_multi. Returns as tr_ctx_reply_multi and tr_ctx_reply_contains. Thread
+ * safety: the method's thread. */
+TR_API int tr_ctx_reply_multi_contains(tr_ctx *ctx, const void *const *data, const size_t *len,
+                                       size_t n, const tr_ref *refs, size_t n_refs);
+
 /* Sets the error message the caller will see and returns TR_ETASK, so a method can
  * `return tr_ctx_error(ctx, "bad input %d", x);`. Thread safety: the method's thread. */
 TR_API int tr_ctx_error(tr_ctx *ctx, const char *fmt, ...)

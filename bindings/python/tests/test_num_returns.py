@@ -92,6 +92,11 @@ def unbox(box):
 
 
 @troupe.remote
+def put_each(values):  # (with num_returns=len(values): a ref in each result)
+    return tuple(troupe.put(v) for v in values)
+
+
+@troupe.remote
 def triple(x):
     return x, x * 2, x * 3
 
@@ -214,14 +219,28 @@ def test_refs_nested_in_the_arguments_of_a_multi_call(ray):
     store_is_empty(ray)
 
 
-def test_refs_inside_several_results_are_refused_at_get(ray):
+def test_refs_inside_one_of_several_results(ray):
     a = Multi.remote()
-    refs = a.with_ref.options(num_returns=2).remote()
-    for r in refs:
-        with pytest.raises(NotImplementedError, match="num_returns=1"):
-            ray.get(r)
-    assert ray.get(a.with_ref.remote())[1] == 2  # (one value with refs inside: fine)
-    del refs
+    inner_ref, two = a.with_ref.options(num_returns=2).remote()
+    assert ray.get(two) == 2
+    inner = ray.get(inner_ref)  # a ref the actor put, inside result 0
+    assert isinstance(inner, ray.ObjectRef) and ray.get(inner) == 1
+    del two
+    gc.collect()
+    assert ray.get(inner) == 1  # (held by us now, and by inner_ref's result)
+    # passed on inside an argument: the result's container keeps it for the callee
+    assert ray.get(unbox.remote([inner])) == [1, 1]
+    del inner
+    gc.collect()
+    assert ray.get(ray.get(inner_ref)) == 1  # (inner_ref's result still holds it)
+    # a task's several results, each with a ref in it, each result dropped on its own
+    refs = put_each.options(num_returns=3).remote(["x", "y", "z"])
+    assert [ray.get(ray.get(r)) for r in refs] == ["x", "y", "z"]
+    first = ray.get(refs[0])
+    del refs[0]
+    gc.collect()
+    assert ray.get(first) == "x" and [ray.get(ray.get(r)) for r in refs] == ["y", "z"]
+    del first, inner_ref, refs
     store_is_empty(ray)
 
 

@@ -162,23 +162,26 @@ def reply_results(ctx, result, k):
     if k == 1:
         return reply_value(ctx, result)
     result = check_results(result, k)
-    data = []
-    for i, v in enumerate(result):
+    data, held = [], []
+    for v in result:
         parts, total, refs = _serial.dumps(v)
-        if refs:
-            raise NotImplementedError(
-                f"troupe: result {i} of a call with num_returns={k} holds ObjectRefs, which "
-                f"troupe cannot return in one of several results yet (tr_ctx_reply_multi "
-                f"keeps no refs alive): return them with num_returns=1")
+        held.extend(refs)
         data.append(_serial.join(parts, total))
-    reply_parts(ctx, data)
+    reply_parts(ctx, data, list(dict.fromkeys(held)))
 
 
-def reply_parts(ctx, data):
-    """Replies the payloads of data (bytes), one part each (tr_ctx_reply_multi)."""
+def reply_parts(ctx, data, refs=()):
+    """Replies the payloads of data (bytes), one part each (tr_ctx_reply_multi), and with
+    refs (ObjectRefs in them) tr_ctx_reply_multi_contains, which keeps them alive as long
+    as any of the caller's refs lives."""
     k = len(data)
     ptrs = (ctypes.c_void_p * k)(*[ctypes.cast(d, ctypes.c_void_p) for d in data])
     lens = (ctypes.c_size_t * k)(*[len(d) for d in data])
+    if refs:
+        arr = (_ffi.Ref * len(refs))(*[r._c for r in refs])
+        check(lib.tr_ctx_reply_multi_contains(ctx, ptrs, lens, k, arr, len(refs)),
+              f"replying {k} results")
+        return
     check(lib.tr_ctx_reply_multi(ctx, ptrs, lens, k), f"replying {k} results")
 
 
