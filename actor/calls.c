@@ -24,6 +24,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1210,10 +1211,11 @@ static void want_driver(tr__actors *a) {
                                      "read only while this process waits");
 }
 
-int tr__actors_cancel(tr__actors *a, tr_ref ref, int force, tr_actor_id *kill) {
+int tr__actors_cancel(tr__actors *a, tr_ref ref, int force, tr_actor_id *kill_out) {
     pthread_mutex_lock(&a->mu);
     slot *s = find_slot(a, ref);
     int rc = 0, running = 0;
+    uint64_t board_key = 0, word = 0; /* a task running here: its worker is told */
     if (!s) {
         rc = tr__err(TR_ESTALE, "tr_cancel: not a live ref of a call or task this process "
                                 "made (only its owner cancels it)");
@@ -1236,7 +1238,11 @@ int tr__actors_cancel(tr__actors *a, tr_ref ref, int force, tr_actor_id *kill) {
             }
         } else if (ac) {
             running = s->start < ac->sent; /* (it may be running there) */
-            if (force && running && s->x && s->x->task) *kill = ac->id;
+            if (force && running && s->x && s->x->task) *kill_out = ac->id;
+            if (!force && running && s->x && s->x->task && a->objects && !ac->link) {
+                board_key = tr__id_key(ac->id.b);
+                word = tr__board_cancel_word(tr__objects_client(a->objects), s->seq);
+            }
         }
         s->canceled = s->in_fifo; /* a reply may still come: it is dropped */
         slot_fail(a, s, TR_ECANCELED,
@@ -1247,6 +1253,10 @@ int tr__actors_cancel(tr__actors *a, tr_ref ref, int force, tr_actor_id *kill) {
     }
     int killing = !rc && force && s && s->x && s->x->task && running;
     pthread_mutex_unlock(&a->mu);
+    if (board_key) { /* its worker checks the word against its call (tr_ctx_canceled) */
+        pid_t pid = tr__objects_board_cancel(a->objects, board_key, word);
+        if (pid > 0) kill(pid, SIGURG);
+    }
     return rc ? rc : killing;
 }
 

@@ -38,6 +38,10 @@ struct tr_ctx {
     const void *dev_ptr;
     size_t dev_len;
     int dev_used;
+    /* a task worker's entry on the node's board, and the word that a caller's tr_cancel
+     * of the call running now writes there (tr__board_cancel_word; 0: no call) */
+    struct tr__seg_board *board;
+    uint64_t cancel_word;
 };
 
 /* troupe.h's tr_ctx_* functions, as the façade (api/ctx.c) and the graph's steps
@@ -56,6 +60,9 @@ int tr__ctx_reply_contains(tr_ctx *ctx, const void *data, size_t len, const tr_r
 /* The result is object obj, a container the caller made (our hold on it is handed over:
  * released if it cannot be the result). */
 int tr__ctx_reply_object(tr_ctx *ctx, tr_ref obj);
+/* Whether the caller canceled the call running (tr_cancel of a task running on this
+ * node): 1 or 0. */
+int tr__ctx_canceled(const tr_ctx *ctx);
 int tr__ctx_error(tr_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int tr__ctx_verror(tr_ctx *ctx, const char *fmt, va_list ap);
 int tr__ctx_set_error(tr_ctx *ctx, const char *msg);

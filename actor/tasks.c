@@ -197,7 +197,8 @@ static void discover(tr__tasks *t, pool *p) {
 /* Whether member id runs a task now, as the node's notice board says (0 if it is not on
  * this node's board). */
 static int running(tr__tasks *t, const tr_actor_id *id) {
-    int32_t *w = t->objects ? tr__objects_board(t->objects, tr__id_key(id->b), 0) : NULL;
+    tr__seg_board *e = t->objects ? tr__objects_board(t->objects, tr__id_key(id->b), 0) : NULL;
+    int32_t *w = e ? &e->busy : NULL;
     return w && __atomic_load_n(w, __ATOMIC_RELAXED) != 0;
 }
 

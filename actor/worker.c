@@ -123,6 +123,11 @@ int tr__ctx_reply_object(tr_ctx *ctx, tr_ref obj) {
     return 0;
 }
 
+int tr__ctx_canceled(const tr_ctx *ctx) {
+    return ctx && ctx->board && ctx->cancel_word &&
+           __atomic_load_n(&ctx->board->cancel, __ATOMIC_ACQUIRE) == ctx->cancel_word;
+}
+
 int tr__ctx_verror(tr_ctx *ctx, const char *fmt, va_list ap) {
     if (!ctx || !fmt) return TR_ETASK;
     vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
@@ -201,8 +206,8 @@ typedef struct worker {
     tr_ctx ctx;
     size_t max_msg;
     client *clients;
-    int32_t *busy;     /* a task worker's word on the node's board (tasks.h), or NULL */
-    struct pool *pool; /* max_concurrency > 1: the threads that run calls; NULL: the loop */
+    tr__seg_board *board; /* a task worker's entry on the node's board (tasks.h), or NULL */
+    struct pool *pool;    /* max_concurrency > 1: the threads that run calls; NULL: the loop */
 } worker;
 
 /* The actor's method lock (env.mu): static, so that a graph's loop thread that outlives
@@ -425,9 +430,19 @@ static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t se
     pthread_mutex_t *mu = w->pool ? NULL : &method_mu; /* (N > 1: no lock between calls) */
     if (mu) pthread_mutex_lock(mu);
     ctx->method = def->name;
-    if (w->busy) __atomic_store_n(w->busy, 1, __ATOMIC_RELAXED); /* (a task worker) */
-    int r = def->fn(ctx, w->self, args, alen);
-    if (w->busy) __atomic_store_n(w->busy, 0, __ATOMIC_RELAXED);
+    if (w->board) { /* (a task worker) */
+        __atomic_store_n(&w->board->busy, 1, __ATOMIC_RELAXED);
+        ctx->board = w->board;
+        ctx->cancel_word =
+            c->caller >= 0 && !c->relayed ? tr__board_cancel_word(c->caller, seq) : 0;
+    }
+    /* (canceled before it started here: it is not run; its caller dropped it already) */
+    int r = tr__ctx_canceled(ctx) ? tr__ctx_error(ctx, "canceled (tr_cancel) before it ran")
+                                  : def->fn(ctx, w->self, args, alen);
+    if (w->board) {
+        ctx->cancel_word = 0;
+        __atomic_store_n(&w->board->busy, 0, __ATOMIC_RELAXED);
+    }
     ctx->method = NULL;
     if (mu) pthread_mutex_unlock(mu);
     if (n_refs) unpin_refs(w, ctx, refs);
@@ -877,7 +892,7 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
     int task_worker = strcmp(cls_name, TR__TASKS_CLASS) == 0;
     if (task_worker) {
         tr__tasks_note_self(&w.ctx.id);
-        w.busy = objects ? tr__objects_board(objects, tr__id_key(w.ctx.id.b), 1) : NULL;
+        w.board = objects ? tr__objects_board(objects, tr__id_key(w.ctx.id.b), 1) : NULL;
     }
     w.cls = task_worker ? tasks_class(cfg) : tr__config_find_class(cfg, cls_name);
     if (!w.cls) {

@@ -63,6 +63,10 @@ TR_API int tr_ctx_set_error(tr_ctx *ctx, const char *msg) {
     return tr__ctx_set_error(ctx, msg);
 }
 
+TR_API int tr_ctx_canceled(const tr_ctx *ctx) {
+    return tr__ctx_canceled(ctx);
+}
+
 TR_API tr_runtime *tr_ctx_runtime(tr_ctx *ctx) {
     return tr__ctx_runtime(ctx);
 }

@@ -1078,10 +1078,10 @@ int tr__objects_borrow(tr__objects *o, tr_ref ref) {
     return rc;
 }
 
-int32_t *tr__objects_board(tr__objects *o, uint64_t key, int claim) {
+tr__seg_board *tr__objects_board(tr__objects *o, uint64_t key, int claim) {
     if (!key) return NULL;
     tr__seg *s = &o->seg;
-    int32_t *word = NULL;
+    tr__seg_board *word = NULL;
     tr__seg_lock(s);
     size_t home = (size_t)(key % TR__SEG_BOARD);
     for (size_t n = 0; n < TR__SEG_BOARD && !word; n++) {
@@ -1094,14 +1094,22 @@ int32_t *tr__objects_board(tr__objects *o, uint64_t key, int claim) {
                 s->h->board[i].key = key;
                 s->h->board[i].pid = (int32_t)getpid();
                 __atomic_store_n(&s->h->board[i].busy, 0, __ATOMIC_RELAXED);
+                __atomic_store_n(&s->h->board[i].cancel, 0, __ATOMIC_RELAXED);
             }
-            word = &s->h->board[i].busy;
+            word = &s->h->board[i];
         } else if (!k && !claim) {
             break;
         }
     }
     tr__seg_unlock(s);
     return word;
+}
+
+pid_t tr__objects_board_cancel(tr__objects *o, uint64_t key, uint64_t word) {
+    tr__seg_board *e = tr__objects_board(o, key, 0);
+    if (!e) return 0;
+    __atomic_store_n(&e->cancel, word, __ATOMIC_RELEASE);
+    return (pid_t)TR__SEG_LOAD(e->pid);
 }
 
 int tr__objects_map_private(tr__objects *o, tr_ref ref, int timeout_ms, void **data, size_t *len) {

@@ -67,6 +67,22 @@ typedef struct tr__obj_entry {
 #define TR__ENT_PROMISE 0x1
 #define TR__ENT_ERROR 0x2
 
+/* A task worker on the node's notice board (tr__seg_hdr.board). */
+typedef struct tr__seg_board {
+    uint64_t key;    /* its actor id's key; 0: free */
+    int32_t busy;    /* it runs a task now */
+    int32_t pid;     /* its process */
+    uint64_t cancel; /* a caller's tr_cancel of the task it runs: (caller index + 1) << 48
+                        | the call's seq (tr__board_cancel_word); 0: none */
+} tr__seg_board;
+
+/* The word a caller of store index `caller` writes into a task worker's `cancel` to
+ * cancel its call `seq` (the frame seq on its connection), which the worker compares with
+ * the call it runs. */
+static inline uint64_t tr__board_cancel_word(int caller, uint64_t seq) {
+    return (uint64_t)(caller + 1) << 48 | (seq & 0xffffffffffffULL);
+}
+
 typedef struct tr__seg_hdr {
     uint64_t magic;
     uint64_t total_size;
@@ -88,15 +104,11 @@ typedef struct tr__seg_hdr {
      * names its owner by (index, generation), so any process tells from the ref alone
      * whether its owner is still attached. */
     uint16_t client_gen[TR__SEG_MAX_CLIENTS];
-    /* A notice board of task workers: key (their actor id's key; 0: free), and whether
-     * one runs a task now, so that every process of the node sends its tasks to idle
-     * ones (a parent waiting for its children is busy). Advisory: never trusted for
-     * anything but a choice. */
-    struct {
-        uint64_t key;
-        int32_t busy;
-        int32_t pid;
-    } board[TR__SEG_BOARD];
+    /* A notice board of task workers: whether one runs a task now, so that every process
+     * of the node sends its tasks to idle ones (a parent waiting for its children is
+     * busy), and a caller's cancel of the task it runs. Advisory: never trusted for
+     * anything but a choice, and a cancel the worker checks against its call. */
+    tr__seg_board board[TR__SEG_BOARD];
     uint32_t node_num; /* the node's number in its cluster (0: none), in every new id */
 } tr__seg_hdr;
 

@@ -321,4 +321,44 @@ TEST_F(TasksTest, CancelQueuedRunningAndForced) {
     expect_empty();
 }
 
+/* tr_cancel without force of a running task: the task sees tr_ctx_canceled and returns
+ * early (not at its 20 s); one that was not canceled does not see it. */
+TEST_F(TasksTest, ARunningTaskSeesItsCancel) {
+    char dir[] = "/tmp/troupe-cancel-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    std::string path = std::string(dir) + "/m", other = std::string(dir) + "/o";
+    int64_t ms = 20000;
+    std::string args = i64(ms) + path;
+    tr_ref t;
+    ASSERT_EQ(
+        tr_task_submit(rt, "t_until_canceled", args.data(), args.size(), nullptr, 0, nullptr, &t),
+        0);
+    EXPECT_EQ(tr_get(rt, t, 300, nullptr, nullptr), TR_ETIMEDOUT); /* (it runs) */
+    auto t0 = Clock::now();
+    EXPECT_EQ(tr_cancel(rt, t, 0), 0) << tr_last_error();
+    EXPECT_EQ(tr_get(rt, t, 10000, nullptr, nullptr), TR_ECANCELED);
+    tr_ref_release(rt, t);
+    std::string seen;
+    EXPECT_TRUE(eventually(10000, [&] {
+        FILE *f = fopen(path.c_str(), "r");
+        char buf[32] = "";
+        if (f) {
+            size_t n = fread(buf, 1, sizeof buf - 1, f);
+            buf[n] = '\0';
+            fclose(f);
+        }
+        seen = buf;
+        return !seen.empty();
+    }));
+    EXPECT_EQ(seen, "canceled");
+    EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 10.0);
+    std::string out; /* a task nobody canceled runs to its end */
+    EXPECT_EQ(run("t_until_canceled", i64(200) + other, &out), 0) << out;
+    EXPECT_EQ(out, "ran out");
+    unlink(path.c_str());
+    unlink(other.c_str());
+    rmdir(dir);
+    expect_empty();
+}
+
 } // namespace

@@ -1267,6 +1267,25 @@ int t_sleep(tr_ctx *ctx, const void *args, size_t len) {
     return reply_i64(ctx, getpid());
 }
 
+/* args: int64 ms, then a path. Polls tr_ctx_canceled for up to ms; writes "canceled" or
+ * "ran out" to the path, and replies it. */
+int t_until_canceled(tr_ctx *ctx, const void *args, size_t len) {
+    if (len < 9) return tr_ctx_error(ctx, "t_until_canceled wants (ms, path)");
+    int64_t ms;
+    memcpy(&ms, args, 8);
+    std::string path((const char *)args + 8, len - 8);
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    bool canceled = false;
+    while (!(canceled = tr_ctx_canceled(ctx)) && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const char *what = canceled ? "canceled" : "ran out";
+    if (FILE *f = fopen(path.c_str(), "w")) {
+        fputs(what, f);
+        fclose(f);
+    }
+    return tr_ctx_reply(ctx, what, strlen(what));
+}
+
 int t_fail(tr_ctx *ctx, const void *args, size_t len) {
     return tr_ctx_error(ctx, "task failed: %.*s", (int)len, (const char *)args);
 }
@@ -1426,10 +1445,17 @@ void add_functions(tr_config *cfg) {
     static const struct {
         const char *name;
         tr_task_fn fn;
-    } fns[] = {{"t_echo", t_echo},         {"t_pid", t_pid},   {"t_touch", t_touch},
-               {"t_sleep", t_sleep},       {"t_fail", t_fail}, {"t_crash_until", t_crash_until},
-               {"t_sum_refs", t_sum_refs}, {"t_tree", t_tree}, {"t_make_actor", t_make_actor},
-               {"t_parts", t_parts}};
+    } fns[] = {{"t_echo", t_echo},
+               {"t_pid", t_pid},
+               {"t_touch", t_touch},
+               {"t_sleep", t_sleep},
+               {"t_fail", t_fail},
+               {"t_crash_until", t_crash_until},
+               {"t_sum_refs", t_sum_refs},
+               {"t_tree", t_tree},
+               {"t_make_actor", t_make_actor},
+               {"t_parts", t_parts},
+               {"t_until_canceled", t_until_canceled}};
     for (const auto &f : fns)
         if (tr_config_add_function(cfg, f.name, f.fn)) abort();
 }

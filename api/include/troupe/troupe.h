@@ -132,6 +132,13 @@ TR_API int tr_ctx_reply_multi(tr_ctx *ctx, const void *const *data, const size_t
 TR_API int tr_ctx_reply_multi_contains(tr_ctx *ctx, const void *const *data, const size_t *len,
                                        size_t n, const tr_ref *refs, size_t n_refs);
 
+/* Whether the caller canceled the call running (tr_cancel without force, of a task of
+ * this node's running now): 1 or 0. A long task polls it and returns early; the caller's
+ * get says TR_ECANCELED whatever it returns. The task worker is also sent SIGURG (ignored
+ * unless handled: a binding's worker interrupts its function on it, as Python's raises
+ * KeyboardInterrupt in the task). Thread safety: the method's thread. */
+TR_API int tr_ctx_canceled(const tr_ctx *ctx);
+
 /* Sets the error message the caller will see and returns TR_ETASK, so a method can
  * `return tr_ctx_error(ctx, "bad input %d", x);`. Thread safety: the method's thread. */
 TR_API int tr_ctx_error(tr_ctx *ctx, const char *fmt, ...)

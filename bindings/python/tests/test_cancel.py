@@ -1,5 +1,7 @@
 """troupe.cancel, as Ray's ray.cancel: get of a canceled task or call raises
-TaskCancelledError at once; force stops a running task (its worker restarts)."""
+TaskCancelledError at once; a running task is interrupted (KeyboardInterrupt in it);
+force stops a running task (its worker restarts)."""
+import os
 import time
 
 import pytest
@@ -44,6 +46,41 @@ def test_cancel_a_running_task_with_force():
         ray.get(ref)
     assert time.monotonic() - t < 5
     assert ray.get(quick.remote(3)) == 3  # the pool goes on
+
+
+@ray.remote(num_cpus=2)  # (the node's every CPU: the next task can only run after it)
+def interruptible(marker):
+    with open(marker, "w") as fh:
+        fh.write(str(os.getpid()))
+    try:
+        time.sleep(120)
+    except KeyboardInterrupt:  # (as Ray raises it in a canceled task)
+        with open(marker, "a") as fh:
+            fh.write(" interrupted")
+        raise
+    return "slept"
+
+
+@ray.remote(num_cpus=2)
+def where():
+    return os.getpid()
+
+
+def test_cancel_interrupts_a_running_task(tmp_path):
+    marker = tmp_path / "m"
+    ref = interruptible.remote(str(marker))
+    deadline = time.monotonic() + 30
+    while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    pid = int(marker.read_text().split()[0])
+    t = time.monotonic()
+    ray.cancel(ref)
+    with pytest.raises(ray.exceptions.TaskCancelledError):
+        ray.get(ref)
+    # its worker was interrupted, not killed: it takes the next task at once
+    assert ray.get(where.remote(), timeout=30) == pid
+    assert time.monotonic() - t < 10
+    assert marker.read_text().endswith(" interrupted")
 
 
 def test_cancel_calls():

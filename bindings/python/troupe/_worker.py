@@ -14,6 +14,7 @@ import collections.abc
 import ctypes
 import inspect
 import os
+import signal
 import sys
 import threading
 import traceback
@@ -285,21 +286,41 @@ def run_retrying(fn, retries, on, decode):
             tries += 1
 
 
+_running_task = [None]  # the ctx of the task the main thread runs now (on_cancel's)
+
+
+def on_cancel(signum, frame):
+    """SIGURG: a caller's troupe.cancel (without force) of a task of this node. If it is
+    the one the main thread runs (tr_ctx_canceled), KeyboardInterrupt is raised in it, as
+    Ray's cancel raises it in the task (a wait in time.sleep and the like ends at once);
+    the caller's get raises TaskCancelledError. Anything else: nothing."""
+    ctx = _running_task[0]
+    if ctx is not None and lib.tr_ctx_canceled(ctx):
+        _running_task[0] = None  # (once)
+        raise KeyboardInterrupt("the task was canceled (troupe.cancel)")
+
+
 def run_task(ctx, args, n):
     """Runs one task (remote_function.task_dispatch's runner in a worker)."""
     pin_thread()
     k = 1
+    main = threading.current_thread() is threading.main_thread()
     try:
         set_runtime(ctx)
         addr = args or 0
         fn, off = _task_function(ctx, addr, n)
         k, payload = call_payload(addr + off, n - off)
-        if isinstance(fn, remote_function.RetryingFunction):
-            result = run_retrying(fn.fn, fn.retries, fn.on,
-                                  lambda: decode_payload(ctx, bytearray(payload)))
-        else:
-            a, kw = decode_payload(ctx, payload)
-            result = run(fn(*a, **kw))
+        if main:
+            _running_task[0] = ctx
+        try:
+            if isinstance(fn, remote_function.RetryingFunction):
+                result = run_retrying(fn.fn, fn.retries, fn.on,
+                                      lambda: decode_payload(ctx, bytearray(payload)))
+            else:
+                a, kw = decode_payload(ctx, payload)
+                result = run(fn(*a, **kw))
+        finally:
+            _running_task[0] = None
         reply_results(ctx, result, k)
     except BaseException as e:
         return reply_error(ctx, e, k)
@@ -315,6 +336,7 @@ def main():
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(line_buffering=True)
+    signal.signal(signal.SIGURG, on_cancel)  # (troupe.cancel of a task running here)
     state = {"instance": None, "max_task_retries": 0}
     steps = {}  # compiled graphs' steps here: step id -> (method, args' and kwargs' sources)
 
