@@ -22,6 +22,62 @@ static void enc_id(tr__buf *b, const char *key, const void *id) {
     tr__enc_bin(b, id, 16);
 }
 
+/* Whether s (1..63 bytes) can name a concurrency group or one of its methods. */
+static int group_word(const char *s) {
+    size_t n = s ? strlen(s) : 0;
+    return n > 0 && n < 64 && !strpbrk(s, ";=:,@");
+}
+
+/* opts' concurrency groups as the node keeps them: "name=max:m1,m2;name2=max:" ("" for
+ * none), checked. 0 or TR_EINVAL. */
+static int encode_groups(const tr_actor_options *opts, char *out, size_t cap) {
+    size_t at = 0, n = opts->n_concurrency_groups;
+    out[0] = '\0';
+    if (n && !opts->concurrency_groups)
+        return tr__err(TR_EINVAL, "tr_actor_create: n_concurrency_groups without groups");
+    if (n > 64)
+        return tr__err(TR_EINVAL, "tr_actor_create: %zu concurrency groups (at most 64)", n);
+    for (size_t i = 0; i < n; i++) {
+        const tr_concurrency_group *g = &opts->concurrency_groups[i];
+        if (!group_word(g->name))
+            return tr__err(TR_EINVAL,
+                           "tr_actor_create: concurrency group %zu: a name of 1..63 "
+                           "bytes without ';', '=', ':', ',' or '@' is needed",
+                           i);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(opts->concurrency_groups[j].name, g->name) == 0)
+                return tr__err(TR_EINVAL, "tr_actor_create: concurrency group '%s' twice", g->name);
+        if (g->max_concurrency < 1 || g->max_concurrency > TR__MAX_CONCURRENCY)
+            return tr__err(TR_EINVAL,
+                           "tr_actor_create: concurrency group '%s': max_concurrency "
+                           "%d: 1..%d",
+                           g->name, g->max_concurrency, TR__MAX_CONCURRENCY);
+        if (g->n_methods && !g->methods)
+            return tr__err(TR_EINVAL,
+                           "tr_actor_create: concurrency group '%s': n_methods "
+                           "without methods",
+                           g->name);
+        int k = snprintf(out + at, cap - at, "%s%s=%d:", i ? ";" : "", g->name, g->max_concurrency);
+        if (k < 0 || (size_t)k >= cap - at) goto long_;
+        at += (size_t)k;
+        for (size_t j = 0; j < g->n_methods; j++) {
+            if (!group_word(g->methods[j]))
+                return tr__err(TR_EINVAL,
+                               "tr_actor_create: concurrency group '%s': method %zu: "
+                               "a name of 1..63 bytes without ';', '=', ':', ',' "
+                               "or '@' is needed",
+                               g->name, j);
+            k = snprintf(out + at, cap - at, "%s%s", j ? "," : "", g->methods[j]);
+            if (k < 0 || (size_t)k >= cap - at) goto long_;
+            at += (size_t)k;
+        }
+    }
+    return 0;
+long_:
+    return tr__err(TR_EINVAL, "tr_actor_create: the concurrency groups take more than %zu bytes",
+                   cap - 1);
+}
+
 int tr__actor_create(tr__nodeconn *node, const char *cls, const tr_actor_options *given,
                      const void *args, size_t len, tr_actor_id *out) {
     tr_actor_options o = TR_ACTOR_OPTIONS_INIT, *opts = &o;
@@ -44,7 +100,9 @@ int tr__actor_create(tr__nodeconn *node, const char *cls, const tr_actor_options
     if (opts->max_concurrency < 0 || opts->max_concurrency > TR__MAX_CONCURRENCY)
         return tr__err(TR_EINVAL, "tr_actor_create: max_concurrency %d: 1..%d (0: 1)",
                        opts->max_concurrency, TR__MAX_CONCURRENCY);
-    if (len + 4096 > node->max_msg)
+    char groups[4096];
+    if ((rc = encode_groups(opts, groups, sizeof groups))) return rc;
+    if (len + 8192 > node->max_msg)
         return tr__err(TR_EMSGSIZE,
                        "constructor arguments of %zu bytes exceed the message "
                        "limit of %zu",
@@ -83,6 +141,10 @@ int tr__actor_create(tr__nodeconn *node, const char *cls, const tr_actor_options
     if (opts->max_concurrency > 1) { /* (absent: 1, as a node from before it reads it) */
         tr__enc_str(&b, "conc");
         tr__enc_int(&b, opts->max_concurrency);
+    }
+    if (groups[0]) {
+        tr__enc_str(&b, "groups");
+        tr__enc_str(&b, groups);
     }
     static const tr_pg_id none;
     if (memcmp(opts->placement_group.b, none.b, 16) != 0) { /* the node renames req */

@@ -48,6 +48,7 @@ typedef struct actor {
     int owner_gone; /* freed once dead and reaped */
     int detached;   /* outlives its owner (lives until killed or the node ends) */
     int conc;       /* max_concurrency (its worker runs up to conc calls at once) */
+    char *groups;   /* its concurrency groups, as control.c encodes them (NULL: none) */
     uv_timer_t start_timer;
     int timer_live;
     waiter *waiters;
@@ -361,6 +362,9 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
     int64_t conc = 1;
     if (tr__obj_get(body, "conc") && (rc = tr__get_int(body, "conc", &conc))) goto fail;
     a->conc = conc < 1 ? 1 : conc > TR__MAX_CONCURRENCY ? TR__MAX_CONCURRENCY : (int)conc;
+    if (tr__obj_type(tr__obj_get(body, "groups")) == TR__T_STR &&
+        (rc = tr__get_strdup(body, "groups", &a->groups)))
+        goto fail;
     if (!*a->cls) {
         rc = tr__err(TR_EINVAL, "create: empty class name");
         goto fail;
@@ -383,6 +387,7 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
                 free(res);
                 free(a->cls);
                 free(a->name);
+                free(a->groups);
                 free(a);
                 return;
             }
@@ -405,6 +410,7 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
             free(res);
             free(a->cls);
             free(a->name);
+            free(a->groups);
             free(a);
             return;
         }
@@ -456,6 +462,7 @@ fail:
     free(res);
     free(a->cls);
     free(a->name);
+    free(a->groups);
     free(a->args);
     free(a->exe);
     free(a);
@@ -611,6 +618,10 @@ static void on_worker_start(void *ctx, tr__conn *c, uint64_t seq, const tr__obj 
         tr__enc_str(&b, "conc");
         tr__enc_int(&b, a->conc);
     }
+    if (a->groups) {
+        tr__enc_str(&b, "groups");
+        tr__enc_str(&b, a->groups);
+    }
     tr__enc_map_close(&b, m);
     tr__server_reply(c, seq, &b);
     tr__buf_free(&b);
@@ -650,6 +661,7 @@ static void on_worker_failed(void *ctx, tr__conn *c, uint64_t seq, const tr__obj
 /* An actor dies with its owner. */
 static void actor_free(actor *a) {
     free(a->name);
+    free(a->groups);
     free(a->cls);
     free(a->exe);
     free(a->path);

@@ -206,8 +206,12 @@ typedef struct worker {
     tr_ctx ctx;
     size_t max_msg;
     client *clients;
-    tr__seg_board *board; /* a task worker's entry on the node's board (tasks.h), or NULL */
-    struct pool *pool;    /* max_concurrency > 1: the threads that run calls; NULL: the loop */
+    tr__seg_board *board;  /* a task worker's entry on the node's board (tasks.h), or NULL */
+    struct pool *pool;     /* max_concurrency > 1, or concurrency groups: the threads that run
+                              the default group's calls; NULL: the loop runs them */
+    struct cgroup *groups; /* the actor's concurrency groups (tr_concurrency_group) */
+    size_t n_groups;
+    pthread_mutex_t pool_mu; /* every pool's: their queues, and each client's out and refs */
 } worker;
 
 /* The actor's method lock (env.mu): static, so that a graph's loop thread that outlives
@@ -391,6 +395,8 @@ static int store_result(worker *w, client *c, tr__buf *out, uint64_t seq, const 
 
 /* Runs one call on ctx (the loop's, or a pool thread's) and appends its RESULT frame to out
  * (c->out, or a pool thread's own buffer). */
+static int group_of(const worker *w, const char *m, size_t mlen, size_t *base);
+
 static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t seq, const char *body,
                     size_t n) {
     const char *m;
@@ -398,6 +404,16 @@ static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t se
     const void *args, *refs, *inl;
     int rc = tr__call_parse(body, n, &m, &mlen, &args, &alen, &refs, &n_refs, &inl, &inl_len);
     if (rc) return rc;
+    if (memchr(m, '@', mlen)) { /* "method@group": the call chose its concurrency group */
+        size_t base;
+        if (group_of(w, m, mlen, &base) < 0) {
+            char msg[300];
+            int k = snprintf(msg, sizeof msg, "the actor has no concurrency group '%.*s'",
+                             (int)(mlen - base - 1 > 100 ? 100 : mlen - base - 1), m + base + 1);
+            return tr__result_frame(out, seq, TR_EINVAL, msg, (size_t)k + 1);
+        }
+        mlen = base;
+    }
     int builtin = mlen > 9 && memcmp(m, "__troupe_", 9) == 0; /* not on a method's path */
     for (size_t i = 0; builtin && i < w->n_builtins; i++) {
         const tr__worker_builtin *b = &w->builtins[i];
@@ -507,8 +523,10 @@ static void on_caller_frame(client *c, const char *body, size_t len) {
  * queued and no thread is idle, up to max_concurrency; they live as long as the worker)
  * runs them, each on a tr_ctx of its own and with no method lock, and writes each result
  * to its caller's socket as it is done: results come back in the order calls finish (the
- * caller matches them by seq). The pool's lock guards the queue and each client's out
- * buffer; the loop still owns reading, accepting and dropping clients. */
+ * caller matches them by seq). The pools' lock (one for all of them) guards the queues and
+ * each client's out buffer; the loop still owns reading, accepting and dropping clients.
+ * An actor with concurrency groups has a pool per group beside its default one, and the
+ * loop queues each call on its group's (group_of). */
 
 /* A call for the pool: a copy of its frame's body (the loop's read buffer moves on). */
 typedef struct job {
@@ -520,7 +538,7 @@ typedef struct job {
 } job;
 
 typedef struct pool {
-    pthread_mutex_t mu;
+    pthread_mutex_t *mu;    /* the worker's pool_mu */
     pthread_cond_t cv;      /* a job queued, or stop */
     pthread_cond_t done_cv; /* a thread ended */
     job *head, *tail;
@@ -543,8 +561,15 @@ static void ctx_free(tr_ctx *ctx) {
     free(ctx->ref_len);
 }
 
+/* A concurrency group: its name, its methods ("m1,m2"), its pool. */
+typedef struct cgroup {
+    char name[64];
+    char *methods;
+    pool *pool;
+} cgroup;
+
 /* Sends what c->out holds now; asks the loop to finish it when the socket is full, and
- * has the loop drop a caller whose socket broke (it sees EOF). Caller holds p->mu. */
+ * has the loop drop a caller whose socket broke (it sees EOF). Caller holds pool_mu. */
 static void pool_flush_locked(worker *w, client *c) {
     if (tr__write_some(c->fd, &c->out)) {
         shutdown(c->fd, SHUT_RDWR);
@@ -563,12 +588,12 @@ static void *pool_thread(void *arg) {
     worker *w = p->w;
     tr_ctx *ctx = malloc(sizeof *ctx);
     tr__buf out = TR__BUF_INIT;
-    pthread_mutex_lock(&p->mu);
+    pthread_mutex_lock(p->mu);
     if (ctx) ctx_init(ctx, w);
     while (ctx) {
         while (!p->head && !p->stop) {
             p->idle++;
-            pthread_cond_wait(&p->cv, &p->mu);
+            pthread_cond_wait(&p->cv, p->mu);
             p->idle--;
         }
         if (p->stop) break;
@@ -578,10 +603,10 @@ static void *pool_thread(void *arg) {
         p->queued--;
         client *c = j->c;
         if (!c->gone) { /* (a call whose caller went is not run) */
-            pthread_mutex_unlock(&p->mu);
+            pthread_mutex_unlock(p->mu);
             tr__buf_reset(&out);
             int rc = run_call(w, ctx, c, &out, j->seq, j->body, j->len);
-            pthread_mutex_lock(&p->mu);
+            pthread_mutex_lock(p->mu);
             if (!c->gone) {
                 if (rc || tr__buf_append(&c->out, out.data + out.off, tr__buf_avail(&out))) {
                     TR_LOG_WARN_LIMITED("WORKER-BADCALL", "dropping a caller: %s",
@@ -595,18 +620,18 @@ static void *pool_thread(void *arg) {
         if (--c->refs == 0 && c->gone) free_client(c);
         free(j);
     }
-    pthread_mutex_unlock(&p->mu);
+    pthread_mutex_unlock(p->mu);
     if (ctx) ctx_free(ctx);
     free(ctx);
     tr__buf_free(&out);
-    pthread_mutex_lock(&p->mu);
+    pthread_mutex_lock(p->mu);
     p->threads--;
     pthread_cond_broadcast(&p->done_cv);
-    pthread_mutex_unlock(&p->mu);
+    pthread_mutex_unlock(p->mu);
     return NULL;
 }
 
-/* One more thread. Caller holds p->mu. Returns 0 or TR_ENOMEM. */
+/* One more thread. Caller holds pool_mu. Returns 0 or TR_ENOMEM. */
 static int pool_spawn(pool *p) {
     pthread_attr_t at;
     pthread_t t;
@@ -622,14 +647,14 @@ static int pool_spawn(pool *p) {
 static pool *pool_create(worker *w, int max) {
     pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
-    pthread_mutex_init(&p->mu, NULL);
+    p->mu = &w->pool_mu;
     pthread_cond_init(&p->cv, NULL);
     pthread_cond_init(&p->done_cv, NULL);
     p->max = max;
     p->w = w;
-    pthread_mutex_lock(&p->mu);
+    pthread_mutex_lock(p->mu);
     int rc = pool_spawn(p); /* one from the start: a call never waits for a thread to exist */
-    pthread_mutex_unlock(&p->mu);
+    pthread_mutex_unlock(p->mu);
     if (rc) {
         free(p);
         return NULL;
@@ -637,9 +662,37 @@ static pool *pool_create(worker *w, int max) {
     return p;
 }
 
-/* Queues a call of c (the loop's thread). Returns 0 or TR_ENOMEM. */
-static int pool_submit(worker *w, client *c, uint64_t seq, const char *body, size_t len) {
-    pool *p = w->pool;
+/* The actor's concurrency groups from their encoding ("name=max:m1,m2;...", control.c;
+ * NULL: none), each with a pool of its own. 1, or 0 (no memory or thread). */
+static int parse_groups(worker *w, const char *enc) {
+    if (!enc || !*enc) return 1;
+    size_t n = 1;
+    for (const char *c = enc; *c; c++)
+        n += *c == ';';
+    if (!(w->groups = calloc(n, sizeof *w->groups))) return 0;
+    for (const char *at = enc; at && *at && w->n_groups < n;) {
+        const char *end = strchr(at, ';'), *eq = strchr(at, '='), *colon = strchr(at, ':');
+        size_t len = end ? (size_t)(end - at) : strlen(at);
+        if (!eq || !colon || eq > colon || (size_t)(colon - at) >= len ||
+            (size_t)(eq - at) >= sizeof w->groups->name)
+            break; /* (the node passes what control.c checked) */
+        cgroup *g = &w->groups[w->n_groups];
+        memcpy(g->name, at, (size_t)(eq - at));
+        g->name[eq - at] = '\0';
+        int max = atoi(eq + 1);
+        g->methods = strndup(colon + 1, len - (size_t)(colon + 1 - at));
+        if (!g->methods || !(g->pool = pool_create(w, max < 1 ? 1 : max))) {
+            free(g->methods);
+            return 0;
+        }
+        w->n_groups++;
+        at = end ? end + 1 : NULL;
+    }
+    return 1;
+}
+
+/* Queues a call of c on p (the loop's thread). Returns 0 or TR_ENOMEM. */
+static int pool_submit(pool *p, client *c, uint64_t seq, const char *body, size_t len) {
     job *j = malloc(sizeof *j + len);
     if (!j) return tr__err(TR_ENOMEM, "queueing a call of %zu bytes", len);
     j->next = NULL;
@@ -647,7 +700,7 @@ static int pool_submit(worker *w, client *c, uint64_t seq, const char *body, siz
     j->seq = seq;
     j->len = len;
     memcpy(j->body, body, len);
-    pthread_mutex_lock(&p->mu);
+    pthread_mutex_lock(p->mu);
     c->refs++;
     if (p->tail)
         p->tail->next = j;
@@ -657,7 +710,7 @@ static int pool_submit(worker *w, client *c, uint64_t seq, const char *body, siz
     p->queued++;
     if (p->queued > (size_t)p->idle && p->threads < p->max) pool_spawn(p); /* (else: later) */
     pthread_cond_signal(&p->cv);
-    pthread_mutex_unlock(&p->mu);
+    pthread_mutex_unlock(p->mu);
     return 0;
 }
 
@@ -665,20 +718,20 @@ static int pool_submit(worker *w, client *c, uint64_t seq, const char *body, siz
  * nobody; the last of them frees it. */
 static void pool_drop_client(worker *w, client *c) {
     pool *p = w->pool;
-    pthread_mutex_lock(&p->mu);
+    pthread_mutex_lock(p->mu);
     epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     c->fd = -1;
     c->gone = 1;
     int last = c->refs == 0;
-    pthread_mutex_unlock(&p->mu);
+    pthread_mutex_unlock(p->mu);
     if (last) free_client(c);
 }
 
 /* Stops the pool: queued calls are dropped, running ones finish. Returns the threads
  * still in a method after wait_ms (0: all ended, and the pool is freed). */
 static int pool_stop(pool *p, int wait_ms) {
-    pthread_mutex_lock(&p->mu);
+    pthread_mutex_lock(p->mu);
     p->stop = 1;
     while (p->head) {
         job *j = p->head;
@@ -695,23 +748,61 @@ static int pool_stop(pool *p, int wait_ms) {
     until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
     if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
     while (p->threads > 0)
-        if (pthread_cond_timedwait(&p->done_cv, &p->mu, &until) == ETIMEDOUT) break;
+        if (pthread_cond_timedwait(&p->done_cv, p->mu, &until) == ETIMEDOUT) break;
     int left = p->threads;
-    pthread_mutex_unlock(&p->mu);
+    pthread_mutex_unlock(p->mu);
     if (left) return left;
-    pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     pthread_cond_destroy(&p->done_cv);
     free(p);
     return 0;
 }
 
+/* Whether the list "m1,m2" names method m (n bytes). */
+static int lists(const char *list, const char *m, size_t n) {
+    for (const char *at = list; at && *at;) {
+        const char *end = strchr(at, ',');
+        size_t k = end ? (size_t)(end - at) : strlen(at);
+        if (k == n && memcmp(at, m, n) == 0) return 1;
+        at = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+/* The concurrency group of a call of method m (mlen bytes): the one its "@group" names
+ * (-2 if none of the actor's is), else the one that lists it, else -1 (the default); *base
+ * gets the method's own name's length. */
+static int group_of(const worker *w, const char *m, size_t mlen, size_t *base) {
+    const char *at = memchr(m, '@', mlen);
+    *base = at ? (size_t)(at - m) : mlen;
+    for (size_t i = 0; i < w->n_groups; i++) {
+        const char *g = w->groups[i].name;
+        if (at ? strlen(g) == mlen - *base - 1 && memcmp(g, at + 1, mlen - *base - 1) == 0
+               : lists(w->groups[i].methods, m, mlen))
+            return (int)i;
+    }
+    return at ? -2 : -1;
+}
+
+/* The pool a call's frame body goes to (the default one where it cannot be parsed, or
+ * names no group of the actor's: run_call fails it). */
+static pool *pool_of(worker *w, const char *body, size_t len) {
+    if (!w->n_groups) return w->pool;
+    const char *m;
+    size_t mlen, alen, n_refs, inl_len, base;
+    const void *args, *refs, *inl;
+    if (tr__call_parse(body, len, &m, &mlen, &args, &alen, &refs, &n_refs, &inl, &inl_len))
+        return w->pool;
+    int g = group_of(w, m, mlen, &base);
+    return g >= 0 ? w->groups[g].pool : w->pool;
+}
+
 static void on_client_pooled(worker *w, client *c, uint32_t events) {
     pool *p = w->pool;
     if (events & EPOLLOUT) {
-        pthread_mutex_lock(&p->mu);
+        pthread_mutex_lock(p->mu);
         pool_flush_locked(w, c);
-        pthread_mutex_unlock(&p->mu);
+        pthread_mutex_unlock(p->mu);
     }
     if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR))) return;
     int closing = tr__read_some(c->fd, &c->in) < 0;
@@ -724,13 +815,14 @@ static void on_client_pooled(worker *w, client *c, uint32_t events) {
             on_caller_frame(c, body, h.len);
             continue;
         }
-        if (r < 0 || h.type != TR__MSG_CALL || pool_submit(w, c, h.seq, body, h.len)) {
+        if (r < 0 || h.type != TR__MSG_CALL ||
+            pool_submit(pool_of(w, body, h.len), c, h.seq, body, h.len)) {
             TR_LOG_WARN_LIMITED("WORKER-BADFRAME", "dropping a caller: %s",
                                 r < 0 ? tr__last_error() : "unexpected message type");
             if (r == TR_EMSGSIZE) {
-                pthread_mutex_lock(&p->mu);
+                pthread_mutex_lock(p->mu);
                 if (!tr__result_frame(&c->out, h.seq, r, "", 1)) tr__write_some(c->fd, &c->out);
-                pthread_mutex_unlock(&p->mu);
+                pthread_mutex_unlock(p->mu);
             }
             drop_client(w, c);
             return;
@@ -843,6 +935,8 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
                    size_t n_builtins) {
     worker w;
     memset(&w, 0, sizeof w);
+    pthread_mutex_init(&w.pool_mu, NULL); /* (never destroyed: a stuck call's thread may
+                                             still take it as the process exits) */
     w.builtins = builtins;
     w.n_builtins = n_builtins;
     const char *gpus = getenv("TROUPE_GPUS"); /* set by the node at spawn */
@@ -918,8 +1012,15 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
     }
     int64_t conc = 1;
     if (tr__obj_get(r.root, "conc")) tr__get_int(r.root, "conc", &conc);
+    char *groups = NULL; /* "name=max:m1,m2;..." (control.c) */
+    if (tr__obj_type(tr__obj_get(r.root, "groups")) == TR__T_STR)
+        tr__get_strdup(r.root, "groups", &groups);
     tr__reply_free(&r);
-    if (conc > 1 && !task_worker && !(w.pool = pool_create(&w, (int)conc))) {
+    int pools_ok = parse_groups(&w, groups);
+    free(groups);
+    if (pools_ok && (conc > 1 || w.n_groups) && !task_worker)
+        pools_ok = (w.pool = pool_create(&w, (int)conc)) != NULL;
+    if (!pools_ok) {
         report_failure(node, id, inc, "no memory or thread for the actor's call threads");
         goto out;
     }
@@ -991,6 +1092,11 @@ out:
     /* calls running on the pool finish first; one that does not (it waits for something
      * that will never come) leaves the destructor unrun, as the process exits anyway */
     int stuck = w.pool ? pool_stop(w.pool, NODE_TIMEOUT_MS / 5) : 0;
+    for (size_t i = 0; i < w.n_groups; i++) {
+        stuck += w.groups[i].pool ? pool_stop(w.groups[i].pool, NODE_TIMEOUT_MS / 5) : 0;
+        free(w.groups[i].methods);
+    }
+    free(w.groups);
     if (stuck)
         TR_LOG_WARN("WORKER-STUCK", "%d call(s) still running at exit: no destructor", stuck);
     /* a compiled graph's loop may be in a method: the destructor waits for it, and no

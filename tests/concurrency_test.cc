@@ -214,3 +214,114 @@ TEST_F(ConcurrencyTest, PlainActorsUnchanged) {
 }
 
 } // namespace
+
+namespace {
+
+class ConcurrencyGroupsTest : public ConcurrencyTest {
+  protected:
+    /* An actor of default max_concurrency 1 with a group "io" of 2 threads that runs
+     * "meet" (and "hold" where `hold_too`). */
+    tr_actor_id make_grouped(bool hold_too = false) {
+        const char *methods[] = {"meet", "hold"};
+        tr_concurrency_group g = {"io", 2, methods, hold_too ? 2u : 1u};
+        tr_actor_options o;
+        tr_actor_options_init(&o);
+        o.concurrency_groups = &g;
+        o.n_concurrency_groups = 1;
+        tr_actor_id id;
+        EXPECT_EQ(tr_actor_create(rt, "Concurrent", &o, nullptr, 0, &id), 0) << tr_last_error();
+        EXPECT_EQ(tr_actor_wait_ready(rt, id, 10000), 0) << tr_last_error();
+        return id;
+    }
+    tr_ref call(tr_actor_id a, const char *method, int64_t x, int64_t y) {
+        int64_t args[2] = {x, y};
+        tr_ref r;
+        EXPECT_EQ(tr_call(rt, a, method, args, y < 0 ? 8 : sizeof args, &r), 0) << tr_last_error();
+        return r;
+    }
+};
+
+/* Bad groups are refused, naming what is wrong. */
+TEST_F(ConcurrencyGroupsTest, GroupsAreChecked) {
+    const char *m[] = {"meet"}, *bad_m[] = {"me;et"};
+    tr_concurrency_group cases[][2] = {
+        {{"", 1, m, 1}, {"b", 1, m, 1}},         /* no name */
+        {{"a@b", 1, m, 1}, {"b", 1, m, 1}},      /* a separator in it */
+        {{"a", 0, m, 1}, {"b", 1, m, 1}},        /* no thread */
+        {{"a", 65537, m, 1}, {"b", 1, m, 1}},    /* too many */
+        {{"a", 1, m, 1}, {"a", 1, m, 1}},        /* twice */
+        {{"a", 1, bad_m, 1}, {"b", 1, m, 1}},    /* a bad method */
+        {{"a", 1, nullptr, 1}, {"b", 1, m, 1}}}; /* methods missing */
+    for (auto &c : cases) {
+        tr_actor_options o;
+        tr_actor_options_init(&o);
+        o.concurrency_groups = c;
+        o.n_concurrency_groups = 2;
+        tr_actor_id id;
+        EXPECT_EQ(tr_actor_create(rt, "Concurrent", &o, nullptr, 0, &id), TR_EINVAL) << c[0].name;
+        EXPECT_NE(std::string(tr_last_error()).find("concurrency group"), std::string::npos)
+            << tr_last_error();
+    }
+    std::vector<tr_concurrency_group> many(65, {"g", 1, nullptr, 0});
+    tr_actor_options o;
+    tr_actor_options_init(&o);
+    o.concurrency_groups = many.data();
+    o.n_concurrency_groups = many.size();
+    tr_actor_id id;
+    EXPECT_EQ(tr_actor_create(rt, "Concurrent", &o, nullptr, 0, &id), TR_EINVAL);
+}
+
+/* A group's calls run on its own threads: two that wait for each other meet in "io"
+ * while the default group's one thread is busy, and the default group still runs one at
+ * a time. */
+TEST_F(ConcurrencyGroupsTest, AGroupRunsBesideTheDefaultOne) {
+    tr_actor_id a = make_grouped();
+    tr_ref busy = call(a, "hold", 1500, -1); /* (default group: its one thread) */
+    auto t0 = std::chrono::steady_clock::now();
+    tr_ref m1 = call(a, "meet", 2, 5000), m2 = call(a, "meet", 2, 5000);
+    int64_t v1, v2, v;
+    ASSERT_EQ(get_i64(m1, &v1), 0) << tr_last_error();
+    ASSERT_EQ(get_i64(m2, &v2), 0) << tr_last_error();
+    EXPECT_EQ(v1, 2);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.4)
+        << "the group's calls waited for the default group's";
+    EXPECT_EQ(get_i64(busy, &v), 0) << tr_last_error();
+    EXPECT_EQ(v, 3) << "hold ran beside both meets: 3 methods at once";
+    /* the default group: one at a time (two holds never overlap) */
+    tr_actor_id b = make_grouped();
+    tr_ref h1 = call(b, "hold", 200, -1), h2 = call(b, "hold", 200, -1);
+    ASSERT_EQ(get_i64(h1, &v1), 0);
+    ASSERT_EQ(get_i64(h2, &v2), 0);
+    EXPECT_EQ(std::max(v1, v2), 1) << "the default group ran two at once";
+}
+
+/* A group's limit holds: of three calls that wait for three, the third starts only when
+ * one of the first two gives up. */
+TEST_F(ConcurrencyGroupsTest, AGroupsLimitHolds) {
+    tr_actor_id a = make_grouped();
+    tr_ref r1 = call(a, "meet", 3, 400), r2 = call(a, "meet", 3, 400), r3 = call(a, "meet", 3, 400);
+    int64_t v1, v2, v3;
+    int rc1 = get_i64(r1, &v1), rc2 = get_i64(r2, &v2);
+    EXPECT_TRUE(rc1 == TR_ETASK || rc2 == TR_ETASK) << tr_errname(rc1) << " " << tr_errname(rc2);
+    EXPECT_EQ(get_i64(r3, &v3), 0) << tr_last_error();
+    EXPECT_EQ(v3, 3);
+}
+
+/* A call chooses its group ("method@group"): hold in "io" runs beside hold in the default
+ * group; a group the actor lacks is an error naming it. */
+TEST_F(ConcurrencyGroupsTest, ACallChoosesItsGroup) {
+    tr_actor_id a = make_grouped();
+    tr_ref h1 = call(a, "hold", 300, -1), h2 = call(a, "hold@io", 300, -1);
+    int64_t v1, v2;
+    ASSERT_EQ(get_i64(h1, &v1), 0) << tr_last_error();
+    ASSERT_EQ(get_i64(h2, &v2), 0) << tr_last_error();
+    EXPECT_EQ(std::max(v1, v2), 2) << "hold@io did not run beside the default group's hold";
+    tr_ref bad = call(a, "hold@nope", 1, -1);
+    EXPECT_EQ(get_i64(bad, &v1), TR_EINVAL);
+    EXPECT_NE(std::string(tr_last_error()).find("'nope'"), std::string::npos) << tr_last_error();
+    tr_actor_id plain = make(1); /* an actor without groups */
+    bad = call(plain, "hold@io", 1, -1);
+    EXPECT_EQ(get_i64(bad, &v1), TR_EINVAL) << tr_last_error();
+}
+
+} // namespace

@@ -2364,6 +2364,37 @@ int run_cluster_driver(const char *spec) {
                       "a result with a ref in it, from another node, got here and on a third",
                       why + " b's objects: " + std::to_string(b0) + ", " + std::to_string(b1));
     }
+    /* an actor placed on b keeps its max_concurrency and concurrency groups: two calls
+     * that wait for each other meet in its default group of 2, and in its group "io" */
+    {
+        tr_resource r = {there.c_str(), 1};
+        const char *io_methods[] = {"hold"};
+        tr_concurrency_group g = {"io", 2, io_methods, 1};
+        tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
+        o.resources = &r;
+        o.n_resources = 1;
+        o.max_concurrency = 2;
+        o.concurrency_groups = &g;
+        o.n_concurrency_groups = 1;
+        tr_actor_id conc;
+        int crc = tr_actor_create(rt, "Concurrent", &o, nullptr, 0, &conc);
+        if (!crc) crc = tr_actor_wait_ready(rt, conc, 30000);
+        int met = 0;
+        for (int pair = 0; pair < 2 && !crc; pair++) { /* (meet counts every arrival) */
+            int64_t args[2] = {2 + 2 * pair, 10000};
+            tr_ref m[2];
+            for (int i = 0; i < 2 && !crc; i++)
+                crc = tr_call(rt, conc, pair ? "meet@io" : "meet", args, sizeof args, &m[i]);
+            for (int i = 0; i < 2 && !crc; i++) {
+                met += tr_get(rt, m[i], 30000, nullptr, nullptr) == 0;
+                tr_ref_release(rt, m[i]);
+            }
+        }
+        cluster_check(crc == 0 && met == 4,
+                      "an actor on another node keeps its max_concurrency and groups",
+                      crc ? tr_last_error() : std::to_string(met) + " of 4 met");
+        if (!crc) tr_actor_kill(rt, conc, 1);
+    }
     /* several results from b, each with one of b's refs in it (tr_ctx_reply_multi_contains):
      * the second is read after the first was dropped, here and on a third node; b's store
      * is back to its count once both are gone */

@@ -72,6 +72,7 @@ int tr__cl_call_peer(tr__cluster *cl, const char *address, const tr__buf *req, i
 
 void tr__cl_job_free(job *j) {
     free(j->cls);
+    free(j->groups);
     free(j->name);
     free(j->res);
     free(j->exe);
@@ -214,6 +215,14 @@ static void run_create(tr__cluster *cl, job *j) {
         tr__enc_bin(&q, j->pg, 16);
         tr__enc_str(&q, "bundle");
         tr__enc_int(&q, j->bundle);
+    }
+    if (j->conc > 1) { /* (how its worker runs calls: as the node it was asked of would) */
+        tr__enc_str(&q, "conc");
+        tr__enc_int(&q, j->conc);
+    }
+    if (j->groups) {
+        tr__enc_str(&q, "groups");
+        tr__enc_str(&q, j->groups);
     }
     tr__enc_map_close(&q, m);
     uint8_t id[16];
@@ -501,6 +510,11 @@ int tr__cluster_forward(tr__cluster *cl, int type, tr__conn *c, uint64_t seq, co
             goto fail;
         if (tr__obj_type(tr__obj_get(body, "name")) == TR__T_STR &&
             (rc = tr__get_strdup(body, "name", &j->name)))
+            goto fail;
+        j->conc = 1;
+        if (tr__obj_get(body, "conc") && (rc = tr__get_int(body, "conc", &j->conc))) goto fail;
+        if (tr__obj_type(tr__obj_get(body, "groups")) == TR__T_STR &&
+            (rc = tr__get_strdup(body, "groups", &j->groups)))
             goto fail;
         j->args = malloc(j->args_len ? j->args_len : 1);
         j->exe = c->exe ? strdup(c->exe) : NULL;

@@ -227,6 +227,21 @@ int tr__cl_op_create(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
         tr__enc_str(&b, "name");
         tr__enc_strn(&b, name, nn);
     }
+    /* how the actor's worker runs calls: how many at once, in which groups */
+    static const char *const passed[] = {"conc", "groups"};
+    for (size_t i = 0; i < sizeof passed / sizeof *passed; i++) {
+        const tr__obj *v = tr__obj_get(req, passed[i]);
+        int64_t k;
+        const char *str;
+        size_t sn;
+        if (tr__obj_type(v) == TR__T_STR && tr__get_str(req, passed[i], &str, &sn) == 0) {
+            tr__enc_str(&b, passed[i]);
+            tr__enc_strn(&b, str, sn);
+        } else if (v && tr__get_int(req, passed[i], &k) == 0) {
+            tr__enc_str(&b, passed[i]);
+            tr__enc_int(&b, k);
+        }
+    }
     if (tr__obj_get(req, "pg")) { /* into a placement group's bundle held here */
         uint8_t pg[16];
         int64_t bundle = -1;

@@ -326,6 +326,20 @@ typedef struct tr_pg_id {
     uint8_t b[16];
 } tr_pg_id;
 
+/* A concurrency group of an actor (Ray's concurrency_groups): up to max_concurrency
+ * (1..65536) of its calls run at once, each on a thread of the worker's, beside the other
+ * groups' and the actor's own max_concurrency (its default group), never counted against
+ * them. A call runs in the group that lists its method, or in the one its method names
+ * after an '@' ("method@group": the call's own choice, Ray's per-call
+ * concurrency_group); any other in the default group. A name is 1..63 bytes without
+ * ';', '=', ':', ',' or '@'; methods likewise. */
+typedef struct tr_concurrency_group {
+    const char *name;
+    int max_concurrency;
+    const char *const *methods;
+    size_t n_methods;
+} tr_concurrency_group;
+
 typedef struct tr_actor_options {
     uint32_t struct_size;         /* TR_STRUCT_SIZE(tr_actor_options) */
     double num_cpus;              /* default 0, as Ray's actors once placed; >= 1 also binds
@@ -358,10 +372,14 @@ typedef struct tr_actor_options {
      * graph's steps on such an actor run beside its calls (steps of its graphs still run
      * one at a time among themselves). */
     int max_concurrency;
+    /* Added in 0.5: the actor's concurrency groups (n of them, up to 64; copied), each
+     * running its calls on threads of its own (tr_concurrency_group). Default none. */
+    const tr_concurrency_group *concurrency_groups;
+    size_t n_concurrency_groups;
 } tr_actor_options;
 
 #define TR_ACTOR_OPTIONS_INIT                                                                      \
-    { TR_STRUCT_SIZE(tr_actor_options), 0.0, 0.0, NULL, 0, NULL, 0, {{0}}, -1, 0, 1 }
+    { TR_STRUCT_SIZE(tr_actor_options), 0.0, 0.0, NULL, 0, NULL, 0, {{0}}, -1, 0, 1, NULL, 0 }
 /* Same as TR_ACTOR_OPTIONS_INIT, for bindings. Thread safety: any thread. */
 TR_API void tr_actor_options_init(tr_actor_options *opts);
 

@@ -28,6 +28,7 @@ STRUCTS = {
     _ffi.DagOptions: ("tr_dag_options", "troupe/dag.h"),
     _ffi.Bundle: ("tr_bundle", "troupe/troupe.h"),
     _ffi.PgInfo: ("tr_pg_info", "troupe/troupe.h"),
+    _ffi.ConcurrencyGroup: ("tr_concurrency_group", "troupe/troupe.h"),
 }
 INIT_MACROS = {
     _ffi.ActorClass: ("TR_ACTOR_CLASS_INIT", "tr_actor_class_init"),
@@ -105,7 +106,12 @@ def test_grown_options_default_to_no_placement_group():
     o = _ffi.ActorOptions()  # and then detached (0: dies with its creator)
     o.detached = 5
     lib.tr_actor_options_init(byref(o))
-    assert o.detached == 0 and _ffi.ActorOptions._fields_[-2][0] == "detached"
+    assert o.detached == 0 and _ffi.ActorOptions._fields_[-4][0] == "detached"
     o.max_concurrency = 0  # and then max_concurrency (1: one call at a time)
     lib.tr_actor_options_init(byref(o))
-    assert o.max_concurrency == 1 and _ffi.ActorOptions._fields_[-1][0] == "max_concurrency"
+    assert o.max_concurrency == 1 and _ffi.ActorOptions._fields_[-3][0] == "max_concurrency"
+    o.n_concurrency_groups = 3  # and then the concurrency groups (none)
+    lib.tr_actor_options_init(byref(o))
+    assert not o.concurrency_groups and o.n_concurrency_groups == 0
+    assert [f for f, _ in _ffi.ActorOptions._fields_[-2:]] == ["concurrency_groups",
+                                                               "n_concurrency_groups"]

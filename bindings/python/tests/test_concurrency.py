@@ -232,3 +232,108 @@ def test_mixed_class_keeps_call_order_by_default():
     assert ray.get([c.add.remote(i) for i in range(100)]) == [
         i * (i + 1) // 2 for i in range(100)]
     assert ray.get(c.async_add.remote(100)) == 5050
+
+
+# ------------------------------------------------------------------ concurrency groups
+
+@ray.remote(concurrency_groups={"io": 2, "compute": 1})
+class Grouped:
+    """Methods that meet at a barrier of n parties (each of a group's calls waits for the
+    others): they can meet only if the group runs n of them at once."""
+
+    def __init__(self):
+        self.barriers = {}
+        self.lock = threading.Lock()
+
+    def _meet(self, key, n, timeout):
+        with self.lock:
+            b = self.barriers.setdefault(key, threading.Barrier(n, timeout=timeout))
+        try:
+            b.wait()
+            return "met"
+        except threading.BrokenBarrierError:
+            return "alone"
+
+    @ray.method(concurrency_group="io")
+    def read(self, key, n, timeout=5.0):
+        return self._meet(key, n, timeout)
+
+    @ray.method(concurrency_group="compute")
+    def crunch(self, key, n, timeout=5.0):
+        return self._meet(key, n, timeout)
+
+    def plain(self, key, n, timeout=5.0):  # (the default group: max_concurrency 1)
+        return self._meet(key, n, timeout)
+
+    def sleep(self, s):
+        time.sleep(s)
+        return s
+
+
+def test_concurrency_groups_run_beside_each_other():
+    a = Grouped.remote()
+    busy = a.sleep.remote(2.0)  # the default group's one thread
+    t = time.monotonic()
+    assert ray.get([a.read.remote("r", 2), a.read.remote("r", 2)]) == ["met", "met"]
+    assert time.monotonic() - t < 1.8, "io's calls waited for the default group's"
+    # compute has one thread: two of its calls never meet
+    assert sorted(ray.get([a.crunch.remote("c", 2, 0.3), a.crunch.remote("c", 2, 0.3)])) \
+        == ["alone", "alone"]
+    # a call chooses its group: plain in io meets plain in io
+    io_plain = a.plain.options(concurrency_group="io")
+    assert ray.get([io_plain.remote("p", 2), io_plain.remote("p", 2)]) == ["met", "met"]
+    assert ray.get(busy) == 2.0
+    # a group the actor lacks: Ray's ValueError, at the call's get
+    with pytest.raises(ValueError, match="'nope'"):
+        ray.get(a.plain.options(concurrency_group="nope").remote("x", 1))
+
+
+def test_concurrency_groups_are_checked():
+    with pytest.raises(TypeError):
+        Grouped.options(concurrency_groups=["io"])
+    with pytest.raises(ValueError):
+        Grouped.options(concurrency_groups={"io": 0})
+    with pytest.raises(ValueError):
+        Grouped.options(concurrency_groups={"a@b": 1})
+
+    @ray.remote
+    class Undeclared:
+        @ray.method(concurrency_group="io")
+        def f(self):
+            return 1
+
+    with pytest.raises(ValueError, match="does not declare"):
+        Undeclared.remote()
+    assert ray.get(Undeclared.options(concurrency_groups={"io": 1}).remote().f.remote()) == 1
+
+
+def test_async_actor_groups():
+    """An async actor's groups: io's calls overlap (they wait for each other on the
+    loop), compute's one at a time."""
+    @ray.remote(concurrency_groups={"io": 3, "compute": 1})
+    class AsyncGrouped:
+        def __init__(self):
+            self.events = {}
+
+        async def _meet(self, key, n, timeout):
+            e = self.events.setdefault(key, [0, asyncio.Event()])
+            e[0] += 1
+            if e[0] >= n:
+                e[1].set()
+            try:
+                await asyncio.wait_for(e[1].wait(), timeout)
+                return "met"
+            except asyncio.TimeoutError:
+                return "alone"
+
+        @ray.method(concurrency_group="io")
+        async def read(self, key, n):
+            return await self._meet(key, n, 5.0)
+
+        @ray.method(concurrency_group="compute")
+        async def crunch(self, key, n):
+            return await self._meet(key, n, 0.3)
+
+    a = AsyncGrouped.remote()
+    assert ray.get([a.read.remote("r", 3) for _ in range(3)]) == ["met"] * 3
+    assert ray.get([a.crunch.remote("c", 2) for _ in range(2)]) == ["alone", "met"]

@@ -41,12 +41,18 @@ class Resource(Structure):
     _fields_ = [("name", c_char_p), ("quantity", c_double)]
 
 
+class ConcurrencyGroup(Structure):
+    _fields_ = [("name", c_char_p), ("max_concurrency", c_int),
+                ("methods", POINTER(c_char_p)), ("n_methods", c_size_t)]
+
+
 class ActorOptions(Structure):
     _fields_ = [("struct_size", c_uint32), ("num_cpus", c_double), ("num_gpus", c_double),
                 ("resources", POINTER(Resource)), ("n_resources", c_size_t),
                 ("name", c_char_p), ("max_restarts", c_int),
                 ("placement_group", Id16), ("bundle_index", c_int), ("detached", c_int),
-                ("max_concurrency", c_int)]
+                ("max_concurrency", c_int), ("concurrency_groups", POINTER(ConcurrencyGroup)),
+                ("n_concurrency_groups", c_size_t)]
 
 
 class TaskOptions(Structure):

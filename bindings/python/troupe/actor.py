@@ -22,12 +22,13 @@ ENV = "_troupe_env"          # a constructor payload that sets environment varia
 
 _ACTOR_OPTIONS = {"name", "num_cpus", "num_gpus", "resources", "max_restarts",
                   "get_if_exists", "runtime_env", "lifetime", "max_concurrency",
-                  "placement_group", "placement_group_bundle_index", "max_task_retries"}
+                  "placement_group", "placement_group_bundle_index", "max_task_retries",
+                  "concurrency_groups"}
 # Ray's, taken so that its code runs, but troupe does not do what they ask: a warning
 # when one is given a value other than Ray's default (which troupe does anyway)
 _IGNORED_OPTIONS = {"namespace": None, "scheduling_strategy": None,
                     "memory": None, "accelerator_type": None, "object_store_memory": None,
-                    "placement_group_capture_child_tasks": None, "concurrency_groups": None,
+                    "placement_group_capture_child_tasks": None,
                     "max_pending_calls": -1, "enable_task_events": None, "_metadata": None,
                     "label_selector": None, "_labels": None,
                     "allow_out_of_order_execution": None, "fallback_strategy": None}
@@ -92,6 +93,21 @@ def _check_options(options, stacklevel):
                    "to max_task_retries times, but not a call in flight when the actor's "
                    "process died: that call fails (the restarted actor takes later calls)",
                    stacklevel + 1)
+    groups = options.get("concurrency_groups")
+    if groups is not None:
+        if not isinstance(groups, dict):
+            raise TypeError(f"actor option concurrency_groups={groups!r}: a dict of group "
+                            f"names to their max_concurrency is needed")
+        for g, n in groups.items():
+            if not isinstance(g, str) or not g or len(g.encode()) > 63 or \
+                    any(ch in g for ch in ";=:,@"):
+                raise ValueError(f"concurrency group name {g!r}: 1..63 bytes without "
+                                 f"';', '=', ':', ',' or '@' are needed")
+            if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 65536:
+                raise ValueError(f"concurrency group {g!r}: max_concurrency={n!r}: an int "
+                                 f"from 1 to 65536 is needed")
+        if len(groups) > 64:
+            raise ValueError(f"{len(groups)} concurrency groups: at most 64")
     mc = options.get("max_concurrency")
     if mc is not None:
         if isinstance(mc, bool) or not isinstance(mc, int) or mc < 1:
@@ -149,7 +165,10 @@ def _check_method_options(where, options, stacklevel, declared=False):
     worker runs the method again on an exception it names (_worker.run_retrying). The
     rest warn once."""
     _runtime.check_num_returns(options.get("num_returns", 1), where)
-    honoured = {"num_returns"}
+    honoured = {"num_returns", "concurrency_group"}
+    group = options.get("concurrency_group")
+    if group is not None and (not isinstance(group, str) or not group):
+        raise ValueError(f"{where}: concurrency_group={group!r}: a group's name is needed")
     if "retry_exceptions" in options:
         remote_function.check_retry_exceptions(options["retry_exceptions"], where)
     mtr = options.get("max_task_retries")
@@ -197,6 +216,38 @@ def _check_methods(cls):
     return returns
 
 
+def _method_groups(cls):
+    """{concurrency group: [the methods @troupe.method puts in it]} of cls."""
+    groups = {}
+    for n, v in inspect.getmembers(cls):
+        g = (getattr(v, "__troupe_method_options__", None) or {}).get("concurrency_group")
+        if g is not None:
+            groups.setdefault(g, []).append(n)
+    return groups
+
+
+def _groups_struct(cls_name, declared, methods, keep):
+    """The C concurrency groups (an array, its length) of an actor whose options declare
+    `declared` ({name: max_concurrency}) and whose methods say `methods` ({name: [methods]});
+    what C borrows goes into keep. A method's group the actor does not declare is Ray's
+    ValueError."""
+    unknown = sorted(set(methods) - set(declared or {}))
+    if unknown:
+        raise ValueError(f"{cls_name}: methods of concurrency groups {unknown} that the actor "
+                         f"does not declare (its concurrency_groups option)")
+    if not declared:
+        return None, 0
+    arr = (_ffi.ConcurrencyGroup * len(declared))()
+    for i, (g, n) in enumerate(declared.items()):
+        names = [m.encode() for m in methods.get(g, [])]
+        marr = (ctypes.c_char_p * max(1, len(names)))(*names)
+        arr[i].name, arr[i].max_concurrency = g.encode(), n
+        arr[i].methods, arr[i].n_methods = marr, len(names)
+        keep.extend([names, marr])
+    keep.append(arr)
+    return arr, len(declared)
+
+
 def _init_signature(cls):
     """The constructor's signature (with self), or None where it cannot be read."""
     if cls.__init__ is object.__init__:
@@ -211,6 +262,7 @@ def _init_signature(cls):
 class ActorClass:
     def __init__(self, cls, options):
         self._returns = _check_methods(cls)  # {method: num_returns} other than 1
+        self._method_groups = _method_groups(cls)  # {group: [its methods]}
         self._cls = cls
         self._options = dict(options)
         self._methods = _methods_of(cls)
@@ -287,6 +339,8 @@ class ActorClass:
         opts.max_concurrency = o.get("max_concurrency") or (
             ASYNC_DEFAULT_CONCURRENCY if is_async_class(self._cls) else 1)
         _placement.apply_options(o, opts, f"actor {self._cls.__name__}")
+        opts.concurrency_groups, opts.n_concurrency_groups = _groups_struct(
+            self._cls.__name__, o.get("concurrency_groups"), self._method_groups, keep)
         a, kw, refs = _runtime.args_with_refs(args, kwargs)
         if refs:
             raise TypeError("ObjectRefs as constructor arguments are not supported: pass "
@@ -384,15 +438,17 @@ def _rebuild_handle(b, class_name, methods, returns=None):
 
 
 class ActorMethod:
-    def __init__(self, handle, name, num_returns=1):
+    def __init__(self, handle, name, num_returns=1, group=None):
         self._handle = handle
         self._name = name
         self._num_returns = num_returns
+        self._group = group  # a call's own concurrency group (C's "method@group")
 
     def remote(self, *args, **kwargs):
         """Calls the method: its ObjectRef at once (num_returns k > 1: a list of k refs;
         0: None, the call runs all the same)."""
-        return call(self._handle, self._name, args, kwargs, self._num_returns)
+        name = self._name if self._group is None else f"{self._name}@{self._group}"
+        return call(self._handle, name, args, kwargs, self._num_returns)
 
     def bind(self, *args, **kwargs):
         """The method bound in a graph (troupe.dag): a node, or with num_returns k > 1 a
@@ -409,15 +465,17 @@ class ActorMethod:
         return tuple(ClassMethodOutputNode(node, i) for i in range(self._num_returns))
 
     def options(self, **options):
-        """Ray's per-call options: num_returns honoured (the method with it), the others
-        ignored with a warning once; an option Ray lacks is a TypeError."""
+        """Ray's per-call options: num_returns and concurrency_group honoured (the method
+        with them), the others ignored with a warning once; an option Ray lacks is a
+        TypeError."""
         bad = set(options) - set(_METHOD_OPTIONS) - {"name"}
         if bad:
             raise TypeError(f"unknown options of a method call: {sorted(bad)}")
         _check_method_options(f"{self._handle._class_name}.{self._name}.options", options,
                               2)
         return ActorMethod(self._handle, self._name,
-                           options.get("num_returns", self._num_returns))
+                           options.get("num_returns", self._num_returns),
+                           options.get("concurrency_group", self._group))
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"actor methods cannot be called directly: use "
