@@ -42,6 +42,10 @@ struct tr_ctx {
      * of the call running now writes there (tr__board_cancel_word; 0: no call) */
     struct tr__seg_board *board;
     uint64_t cancel_word;
+    /* a call on a pool's thread (max_concurrency > 1, groups): its pool, whose next call
+     * begins once this one has (gate_open: its method started, or said so) */
+    void *gate;
+    int gate_open;
 };
 
 /* troupe.h's tr_ctx_* functions, as the façade (api/ctx.c) and the graph's steps
@@ -63,6 +67,8 @@ int tr__ctx_reply_object(tr_ctx *ctx, tr_ref obj);
 /* Whether the caller canceled the call running (tr_cancel of a task running on this
  * node): 1 or 0. */
 int tr__ctx_canceled(const tr_ctx *ctx);
+/* The call has begun (tr_ctx_started): its pool's next call may begin. */
+void tr__ctx_started(tr_ctx *ctx);
 int tr__ctx_error(tr_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int tr__ctx_verror(tr_ctx *ctx, const char *fmt, va_list ap);
 int tr__ctx_set_error(tr_ctx *ctx, const char *msg);

@@ -452,6 +452,9 @@ static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t se
         ctx->cancel_word =
             c->caller >= 0 && !c->relayed ? tr__board_cancel_word(c->caller, seq) : 0;
     }
+    /* a C method has begun once entered; a binding's dispatch says when (tr_ctx_started:
+     * its call may go on elsewhere, e.g. on an event loop) */
+    if (def->fn != w->cls->dispatch) tr__ctx_started(ctx);
     /* (canceled before it started here: it is not run; its caller dropped it already) */
     int r = tr__ctx_canceled(ctx) ? tr__ctx_error(ctx, "canceled (tr_cancel) before it ran")
                                   : def->fn(ctx, w->self, args, alen);
@@ -544,8 +547,24 @@ typedef struct pool {
     job *head, *tail;
     size_t queued;
     int max, threads, idle, stop;
+    /* calls begin in the order they were queued: each takes a ticket as it is taken off
+     * the queue and waits until the gate reaches it; the gate moves on once the call
+     * before has begun (its method was entered, or, through a class's dispatch, said so:
+     * tr_ctx_started) or ended */
+    uint64_t next_ticket, gate;
+    pthread_cond_t gate_cv;
     worker *w;
 } pool;
+
+void tr__ctx_started(tr_ctx *ctx) {
+    pool *p = ctx ? ctx->gate : NULL;
+    if (!p || ctx->gate_open) return;
+    ctx->gate_open = 1;
+    pthread_mutex_lock(p->mu);
+    p->gate++;
+    pthread_cond_broadcast(&p->gate_cv);
+    pthread_mutex_unlock(p->mu);
+}
 
 static void ctx_init(tr_ctx *ctx, const worker *w) {
     memset(ctx, 0, sizeof *ctx);
@@ -602,10 +621,20 @@ static void *pool_thread(void *arg) {
         if (!p->head) p->tail = NULL;
         p->queued--;
         client *c = j->c;
-        if (!c->gone) { /* (a call whose caller went is not run) */
+        uint64_t ticket = p->next_ticket++;
+        while (p->gate != ticket && !p->stop)
+            pthread_cond_wait(&p->gate_cv, p->mu);
+        if (c->gone || p->stop) { /* (a call whose caller went is not run) */
+            p->gate++;
+            pthread_cond_broadcast(&p->gate_cv);
+        } else {
+            ctx->gate = p;
+            ctx->gate_open = 0;
             pthread_mutex_unlock(p->mu);
             tr__buf_reset(&out);
             int rc = run_call(w, ctx, c, &out, j->seq, j->body, j->len);
+            tr__ctx_started(ctx); /* (if it had not: it ended) */
+            ctx->gate = NULL;
             pthread_mutex_lock(p->mu);
             if (!c->gone) {
                 if (rc || tr__buf_append(&c->out, out.data + out.off, tr__buf_avail(&out))) {
@@ -650,6 +679,7 @@ static pool *pool_create(worker *w, int max) {
     p->mu = &w->pool_mu;
     pthread_cond_init(&p->cv, NULL);
     pthread_cond_init(&p->done_cv, NULL);
+    pthread_cond_init(&p->gate_cv, NULL);
     p->max = max;
     p->w = w;
     pthread_mutex_lock(p->mu);
@@ -733,6 +763,7 @@ static void pool_drop_client(worker *w, client *c) {
 static int pool_stop(pool *p, int wait_ms) {
     pthread_mutex_lock(p->mu);
     p->stop = 1;
+    pthread_cond_broadcast(&p->gate_cv);
     while (p->head) {
         job *j = p->head;
         p->head = j->next;
@@ -752,6 +783,7 @@ static int pool_stop(pool *p, int wait_ms) {
     int left = p->threads;
     pthread_mutex_unlock(p->mu);
     if (left) return left;
+    pthread_cond_destroy(&p->gate_cv);
     pthread_cond_destroy(&p->cv);
     pthread_cond_destroy(&p->done_cv);
     free(p);

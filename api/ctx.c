@@ -63,6 +63,10 @@ TR_API int tr_ctx_set_error(tr_ctx *ctx, const char *msg) {
     return tr__ctx_set_error(ctx, msg);
 }
 
+TR_API void tr_ctx_started(tr_ctx *ctx) {
+    tr__ctx_started(ctx);
+}
+
 TR_API int tr_ctx_canceled(const tr_ctx *ctx) {
     return tr__ctx_canceled(ctx);
 }

@@ -139,6 +139,14 @@ TR_API int tr_ctx_reply_multi_contains(tr_ctx *ctx, const void *const *data, con
  * KeyboardInterrupt in the task). Thread safety: the method's thread. */
 TR_API int tr_ctx_canceled(const tr_ctx *ctx);
 
+/* For a class's dispatch (tr_actor_class.dispatch) on an actor that runs several calls
+ * at once (max_concurrency > 1, concurrency groups): the call has begun, and the next one
+ * queued may begin too. Calls begin in the order they were queued: a method of
+ * `methods` has begun once entered, a dispatch's call once it says so here (a binding
+ * that hands the call to an event loop says it once the loop has it) or returns.
+ * Anywhere else: nothing. Thread safety: the method's thread. */
+TR_API void tr_ctx_started(tr_ctx *ctx);
+
 /* Sets the error message the caller will see and returns TR_ETASK, so a method can
  * `return tr_ctx_error(ctx, "bad input %d", x);`. Thread safety: the method's thread. */
 TR_API int tr_ctx_error(tr_ctx *ctx, const char *fmt, ...)

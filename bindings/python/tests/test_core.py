@@ -238,7 +238,7 @@ def test_async_methods(ray):
 
 
 def test_bad_input_is_an_error_not_a_crash(ray):
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError):  # (Ray's: "'object_refs' must either be an ObjectRef...")
         ray.get(42)
     with pytest.raises(TypeError):
         ray.remote(42)

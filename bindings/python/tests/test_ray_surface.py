@@ -515,3 +515,29 @@ def test_actor_pool(ray):
     with pytest.raises(TimeoutError):
         pool.get_next(timeout=0.01)
     assert pool.get_next() == 4
+
+
+# ------------------------------------------------------------------ small things Ray checks
+
+def test_small_checks_as_rays(ray):
+    with pytest.raises(TypeError, match="no arguments and no parentheses"):
+        @ray.remote()
+        class Empty:
+            pass
+    with pytest.raises(TypeError, match="Inheriting from actor classes is not currently"):
+        class Derived(Echo):
+            pass
+    e = Echo.remote()
+    with pytest.raises(ValueError, match="Invalid type of object refs"):
+        ray.get([e.echo.remote(1), None])
+    with pytest.raises(ValueError):
+        ray.get({"not": "a ref"})
+
+
+def test_ray_terminate_ends_the_actor_after_earlier_calls(ray):
+    e = Echo.remote()
+    first = e.echo.remote("before")
+    e.__ray_terminate__.remote()
+    assert ray.get(first) == "before"
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(e.echo.remote("after"), timeout=30)

@@ -120,6 +120,7 @@ _PROTOS = {
     "tr_ctx_reply_contains": (c_int, [vp, vp, c_size_t, P(Ref), c_size_t]),
     "tr_ctx_reply_multi": (c_int, [vp, P(vp), P(c_size_t), c_size_t]),
     "tr_ctx_canceled": (c_int, [vp]),
+    "tr_ctx_started": (None, [vp]),
     "tr_ctx_reply_multi_contains": (c_int, [vp, P(vp), P(c_size_t), c_size_t, P(Ref),
                                             c_size_t]),
     "tr_ctx_set_error": (c_int, [vp, c_char_p]),

@@ -395,7 +395,8 @@ def get_one(ref, deadline, what="get"):
     """The value of one ObjectRef by deadline (time.monotonic(), None: none); what names
     the value in a method's error."""
     if not isinstance(ref, ObjectRef):
-        raise TypeError(f"troupe.get wants ObjectRefs, got {type(ref).__name__}")
+        raise ValueError(f"Invalid type of object refs, {type(ref)}, is given. 'object_refs' "
+                         f"must either be an ObjectRef or a list of ObjectRefs.")
     rt = runtime()
     data, n = c_void_p(), c_size_t()
     while True:
@@ -429,7 +430,8 @@ def get(refs, *, timeout=None):
     if isinstance(refs, (list, tuple)):
         return [r.get(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
                 if isinstance(r, GettableRef) else get_one(r, deadline) for r in refs]
-    raise TypeError(f"troupe.get wants an ObjectRef or a list of them, got {type(refs).__name__}")
+    raise ValueError(f"'object_refs' must either be an ObjectRef or a list of ObjectRefs, not "
+                     f"{type(refs).__name__}")
 
 
 def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):

@@ -22,7 +22,7 @@ import traceback
 from . import _errors, _ffi, _runtime, _serial, remote_function
 from ._errors import check
 from ._runtime import OBJECT_ARGS, RETURNS
-from .actor import ENV, EXIT, PY_CLASS
+from .actor import ENV, EXIT, PY_CLASS, is_async_class
 from .exceptions import ActorExit
 from .dag import FORGET, REGISTER, STEP_PREFIX
 from .remote_function import FN_IN_REF, read_head
@@ -221,9 +221,28 @@ def event_loop():
         return loop
 
 
+def on_loop(fn):
+    """A plain method of an async actor, as a coroutine function: run() runs it on the
+    worker's asyncio loop (its thread), as Ray runs an async actor's plain methods: never
+    beside each other nor beside a coroutine's step. Its @troupe.method options go
+    with it."""
+    async def call(*a, **kw):
+        return fn(*a, **kw)
+    call.__troupe_method_options__ = getattr(fn, "__troupe_method_options__", None)
+    return call
+
+
+_starting = threading.local()  # .ctx: a call of an async actor that has not begun yet
+
+
 def run(result):
     if inspect.iscoroutine(result):
-        return asyncio.run_coroutine_threadsafe(result, event_loop()).result()
+        fut = asyncio.run_coroutine_threadsafe(result, event_loop())
+        ctx = getattr(_starting, "ctx", None)
+        if ctx is not None:  # the loop has it: the actor's next call may begin
+            _starting.ctx = None
+            lib.tr_ctx_started(ctx)
+        return fut.result()
     return result
 
 
@@ -337,7 +356,7 @@ def main():
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(line_buffering=True)
     signal.signal(signal.SIGURG, on_cancel)  # (troupe.cancel of a task running here)
-    state = {"instance": None, "max_task_retries": 0}
+    state = {"instance": None, "max_task_retries": 0, "async": False}
     steps = {}  # compiled graphs' steps here: step id -> (method, args' and kwargs' sources)
 
     def end_actor(ctx):
@@ -366,6 +385,7 @@ def main():
             extra = payload[3] if len(payload) > 3 else {}
             state["max_task_retries"] = extra.get("max_task_retries", 0)
             state["instance"] = cls(*a, **kw)
+            state["async"] = is_async_class(cls)
             self_out[0] = None
             return 0
         except BaseException as e:
@@ -490,6 +510,14 @@ def main():
                 if fn is None or name.startswith("__"):
                     raise AttributeError(f"'{type(inst).__name__}' actor has no method "
                                          f"'{name}'")
+                # calls begin in the order they came (tr_ctx_started): an async actor's
+                # once the loop has it (run), another's now
+                if state["async"]:
+                    _starting.ctx = ctx
+                    if not (inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)):
+                        fn = on_loop(fn)
+                else:
+                    lib.tr_ctx_started(ctx)
                 opts = getattr(fn, "__troupe_method_options__", None) or {}
                 on = opts.get("retry_exceptions", False)
                 retries = opts.get("max_task_retries", state["max_task_retries"])
@@ -510,6 +538,8 @@ def main():
             end_actor(ctx)
         except BaseException as e:
             return reply_error(ctx, e, k)
+        finally:
+            _starting.ctx = None
         return 0
 
     cls = _ffi.ActorClass()

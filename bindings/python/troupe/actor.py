@@ -47,8 +47,10 @@ def remote(*args, **options):
     function, whose calls run as tasks (``f.remote(...)``, troupe.remote_function)."""
     if len(args) == 1 and not options:
         return _make(args[0], {})
-    if args:
-        raise TypeError("troupe.remote takes a function or a class, or keyword options")
+    if args or not options:  # (Ray refuses @remote() too)
+        raise TypeError("The @troupe.remote decorator must be applied either with no "
+                        "arguments and no parentheses, for example '@troupe.remote', or with "
+                        "keyword options, for example '@troupe.remote(num_cpus=1)'")
     return lambda obj: _make(obj, options)
 
 
@@ -184,15 +186,14 @@ def _check_method_options(where, options, stacklevel, declared=False):
 
 
 def is_async_class(cls):
-    """Whether cls gets an async actor's default max_concurrency (Ray's 1000): each of its
-    methods is an async def. (Ray's rule is one of them; troupe starts calls that run at
-    once in no set order, so a class that mixes in plain methods keeps 1 by default: its
-    plain methods keep their call order. Its coroutines share the worker's one loop all
-    the same.)"""
-    kinds = [inspect.iscoroutinefunction(v) or inspect.isasyncgenfunction(v)
-             for n, v in inspect.getmembers(cls)
-             if callable(v) and not (n.startswith("__") and n.endswith("__"))]
-    return bool(kinds) and all(kinds)
+    """Whether cls is an async actor (Ray's rule: one of its methods is an async def): it
+    gets Ray's default max_concurrency of 1000, and its worker runs its plain methods on
+    its asyncio loop's thread too (_worker.on_loop), one at a time between the
+    coroutines' steps, as Ray's async actors do. As in Ray, calls that run at once start
+    in no set order."""
+    return any(inspect.iscoroutinefunction(v) or inspect.isasyncgenfunction(v)
+               for n, v in inspect.getmembers(cls)
+               if callable(v) and not (n.startswith("__") and n.endswith("__")))
 
 
 def _methods_of(cls):
@@ -260,7 +261,11 @@ def _init_signature(cls):
 
 
 class ActorClass:
-    def __init__(self, cls, options):
+    def __init__(self, cls, options, *more):
+        if more:  # (class X(SomeActorClass): Python calls ActorClass(name, bases, dict))
+            raise TypeError("Inheriting from actor classes is not currently supported. You "
+                            "can instead inherit from a non-actor base class and make the "
+                            "derived class an actor class (with @troupe.remote).")
         self._returns = _check_methods(cls)  # {method: num_returns} other than 1
         self._method_groups = _method_groups(cls)  # {group: [its methods]}
         self._cls = cls
@@ -406,6 +411,8 @@ class ActorHandle:
             pass
 
     def __getattr__(self, name):
+        if name == "__ray_terminate__":  # (Ray's: ends the actor after the calls before)
+            return ActorMethod(self, EXIT, 1)
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
         if self._methods is not None and name not in self._methods:
