@@ -437,6 +437,9 @@ static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t se
         return tr__result_frame(out, seq, TR_ENOMETHOD, msg, (size_t)k + 1);
     }
     if (n_refs) {
+        /* (its arguments may wait for a call queued after it, which must not wait for it:
+         * the next call may begin) */
+        tr__ctx_started(ctx);
         int rr = resolve_refs(w, ctx, out, seq, refs, n_refs, inl, inl_len);
         if (rr) return rr < 0 ? TR_ENOMEM : 0;
     }

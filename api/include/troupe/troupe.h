@@ -143,7 +143,9 @@ TR_API int tr_ctx_canceled(const tr_ctx *ctx);
  * at once (max_concurrency > 1, concurrency groups): the call has begun, and the next one
  * queued may begin too. Calls begin in the order they were queued: a method of
  * `methods` has begun once entered, a dispatch's call once it says so here (a binding
- * that hands the call to an event loop says it once the loop has it) or returns.
+ * that hands the call to an event loop says it once the loop has it) or returns; a call
+ * with refs among its arguments, as its arguments are waited for (they may be results
+ * of calls queued after it).
  * Anywhere else: nothing. Thread safety: the method's thread. */
 TR_API void tr_ctx_started(tr_ctx *ctx);
 
