@@ -210,3 +210,31 @@ def test_function_nodes_run_as_tasks(ray):
     assert ray.get(mixed.execute(4)) == 8
     with pytest.raises(ValueError, match="num_returns=1"):
         _double.options(num_returns=2).bind(1)
+
+
+class _Box:
+    def __init__(self, v):
+        self.v = v
+
+
+def test_a_node_inside_a_container_is_refused_at_compile(ray):
+    """A node must be a method's argument of its own: one inside a list, tuple, dict or an
+    object's attribute is refused at compile with ValueError, saying how many were found
+    (a step reads its arguments from channels by position)."""
+    a = EchoActor.remote()
+    for wrap, n in [(lambda x: [x], 1), (lambda x: (1, x), 1), (lambda x: {"k": [x]}, 1),
+                    (lambda x: [x, x], 2), (_Box, 1)]:
+        with InputNode() as inp:
+            dag = a.echo.bind(wrap(inp))
+        with pytest.raises(ValueError, match=f"Found {n} DAGNodes from the arg .* in "
+                                             f"EchoActor.echo.*inside any type of container"):
+            dag.experimental_compile()
+    with InputNode() as inp:  # deeper in the graph too, and among kwargs
+        dag = a.add.bind(a.echo.bind(inp), b=[a.echo.bind(inp)])
+    with pytest.raises(ValueError, match="Found 1 DAGNodes"):
+        dag.experimental_compile()
+    with InputNode() as inp:  # containers of plain values are constants as before
+        dag = a.add.bind(inp, b=[1, {"x": _Box(2)}]).experimental_compile()
+    got = ray.get(dag.execute([0]))
+    assert got[:2] == [0, 1] and got[2]["x"].v == 2
+    dag.teardown()

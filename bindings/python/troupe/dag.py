@@ -198,6 +198,65 @@ def _run_classic(node, args, kwargs, made):
     return v
 
 
+def _nested_nodes(x, seen):
+    """The DAG nodes inside a constant argument (lists, tuples, sets, dicts' keys and
+    values, objects' attributes), counted once per place they appear."""
+    if isinstance(x, DAGNode):
+        return [x]
+    if isinstance(x, (str, bytes, bytearray, int, float, complex, bool, type(None))) \
+            or id(x) in seen:
+        return []
+    seen.add(id(x))
+    if isinstance(x, dict):
+        items = list(x.keys()) + list(x.values())
+    elif isinstance(x, (list, tuple, set, frozenset)):
+        items = list(x)
+    elif isinstance(x, type) or not hasattr(x, "__dict__"):
+        return []
+    else:
+        try:
+            items = list(vars(x).values())
+        except TypeError:
+            return []
+    return [n for i in items for n in _nested_nodes(i, seen)]
+
+
+def _upstream(outs):
+    """id -> node of outs and every node their values come from."""
+    seen, todo = {}, list(outs)
+    while todo:
+        n = todo.pop()
+        if id(n) in seen:
+            continue
+        seen[id(n)] = n
+        if isinstance(n, InputAttributeNode):
+            todo.append(n._input)
+        elif isinstance(n, ClassMethodOutputNode):
+            todo.append(n._node)
+        elif isinstance(n, CollectiveOutputNode):
+            todo.extend(n._coll._inputs)
+        elif isinstance(n, (ClassMethodNode, FunctionNode)):
+            todo.extend(a for a in list(n._args) + list(n._kwargs.values())
+                        if isinstance(a, DAGNode))
+    return seen
+
+
+def _check_no_nested(nodes):
+    """Raises ValueError (Ray's message) where a bound method among nodes was given a
+    node inside a container: a compiled step's arguments are read from channels by
+    position, so a node must be an argument of its own."""
+    for n in nodes:
+        if not isinstance(n, (ClassMethodNode, FunctionNode)):
+            continue
+        for a in list(n._args) + list(n._kwargs.values()):
+            found = [] if isinstance(a, DAGNode) else _nested_nodes(a, set())
+            if found:
+                raise ValueError(
+                    f"Found {len(found)} DAGNodes from the arg {a!r} in {_label(n)}. "
+                    f"Please ensure that the argument is a single DAGNode and that a "
+                    f"DAGNode is not allowed to be placed inside any type of container.")
+
+
 def _label(node):
     if isinstance(node, FunctionNode):
         return node._function._function_name.rsplit(".", 1)[-1]
@@ -273,6 +332,8 @@ class CompiledDAG:
             if not isinstance(o, (ClassMethodNode, ClassMethodOutputNode,
                                   CollectiveOutputNode)):
                 raise TypeError("a graph's outputs must be bound methods (handle.m.bind)")
+        up = _upstream(outs)
+        _check_no_nested(up.values())
         self._raw = {}  # id(bound node) -> numpy dtype: its value feeds a collective
         self._step_ids = {}
         self._labels = {}  # step -> "Class.method" (visualize)
