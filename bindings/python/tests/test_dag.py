@@ -238,3 +238,36 @@ def test_a_node_inside_a_container_is_refused_at_compile(ray):
     got = ray.get(dag.execute([0]))
     assert got[:2] == [0, 1] and got[2]["x"].v == 2
     dag.teardown()
+
+
+@troupe.remote
+class Pair:
+    @troupe.method(num_returns=2)
+    def split(self, x):
+        return x, -x
+
+
+def test_a_node_whose_value_reaches_no_output_is_refused_at_compile(ray):
+    """A bound method whose value no output depends on (a leaf: its exceptions would go
+    unseen) fails compile with ValueError counting the leaves; so does the unused value of
+    a method of two results. The graph compiles once it reads them."""
+    a, p = EchoActor.remote(), Pair.remote()
+    leaves = "doesn't support leaf nodes.*There are {} leaf nodes"
+    with InputNode() as inp:
+        first = a.echo.bind(inp)
+        a.add.bind(first, 1)  # read by nobody
+        a.echo.bind(inp)  # nor this
+        dag = a.add.bind(first, 2)
+    with pytest.raises(ValueError, match=leaves.format(2)):
+        dag.experimental_compile()
+    with InputNode() as inp:
+        pos, neg = p.split.bind(inp)
+        dag = a.echo.bind(pos)
+    with pytest.raises(ValueError, match=leaves.format(1) + ".*Pair.split"):
+        dag.experimental_compile()
+    with InputNode() as inp:
+        pos, neg = p.split.bind(inp)
+        dag = MultiOutputNode([a.echo.bind(pos), neg])
+    dag = dag.experimental_compile()
+    assert ray.get(dag.execute(3)) == [3, -3]
+    dag.teardown()

@@ -54,6 +54,14 @@ class DAGNode:
         return _write(_dot_of(self), filename)
 
 
+def _feeds(node, sources):
+    """Records node as a reader of each DAG node among sources (what compile follows
+    downstream to find nodes bound in the graph whose values reach no output)."""
+    for x in sources:
+        if isinstance(x, DAGNode):  # (the dict: InputNode's getattr makes nodes of names)
+            x.__dict__.setdefault("_readers", []).append(node)
+
+
 class InputNode(DAGNode):
     """The graph's input: ``execute(x)`` gives x; ``inp[i]`` / ``inp.key`` give one
     positional / keyword argument of ``execute(*args, **kwargs)``."""
@@ -77,6 +85,7 @@ class InputAttributeNode(DAGNode):
     def __init__(self, inp, key):
         self._input = inp
         self._key = key
+        _feeds(self, [inp])
 
 
 class ClassMethodNode(DAGNode):
@@ -86,6 +95,7 @@ class ClassMethodNode(DAGNode):
         self._args = tuple(args)
         self._kwargs = dict(kwargs)
         self._num_returns = num_returns  # k > 1: bind gave its k ClassMethodOutputNodes
+        _feeds(self, self._args + tuple(self._kwargs.values()))
 
 
 class FunctionNode(DAGNode):
@@ -97,6 +107,7 @@ class FunctionNode(DAGNode):
         self._function = function
         self._args = tuple(args)
         self._kwargs = dict(kwargs)
+        _feeds(self, self._args + tuple(self._kwargs.values()))
 
 
 class ClassMethodOutputNode(DAGNode):
@@ -108,6 +119,7 @@ class ClassMethodOutputNode(DAGNode):
     def __init__(self, node, i):
         self._node = node
         self._i = i
+        _feeds(self, [node])
 
 
 class CollectiveNode:
@@ -132,6 +144,7 @@ class CollectiveOutputNode(DAGNode):
     def __init__(self, coll, i):
         self._coll = coll
         self._i = i
+        _feeds(self, coll._inputs)
 
 
 class _AllReduce:
@@ -257,7 +270,33 @@ def _check_no_nested(nodes):
                     f"DAGNode is not allowed to be placed inside any type of container.")
 
 
+def _check_no_leaves(up):
+    """Raises ValueError (Ray's message) where a node bound on the graph's nodes (up: the
+    outputs and all upstream of them) reaches no output: a step nobody reads would run
+    unseen, its exceptions lost."""
+    leaves, seen, todo = [], set(up), [n for n in up.values()]
+    while todo:
+        for r in todo.pop().__dict__.get("_readers", ()):
+            if id(r) in seen:
+                continue
+            seen.add(id(r))
+            todo.append(r)
+            if not r.__dict__.get("_readers"):
+                leaves.append(r)
+    if leaves:
+        names = ", ".join(_label(n) for n in leaves)
+        raise ValueError(
+            f"Compiled DAG doesn't support leaf nodes, i.e., nodes that don't have "
+            f"downstream nodes and are not output nodes. There are {len(leaves)} leaf "
+            f"nodes in the DAG. Please add the outputs of {names} to the graph's "
+            f"outputs (a MultiOutputNode), or bind something that reads them.")
+
+
 def _label(node):
+    if isinstance(node, ClassMethodOutputNode):
+        return f"{_label(node._node)} (value {node._i})"
+    if isinstance(node, CollectiveOutputNode):
+        return f"allreduce (output {node._i})"
     if isinstance(node, FunctionNode):
         return node._function._function_name.rsplit(".", 1)[-1]
     return f"{node._handle._class_name}.{node._method}"
@@ -334,6 +373,7 @@ class CompiledDAG:
                 raise TypeError("a graph's outputs must be bound methods (handle.m.bind)")
         up = _upstream(outs)
         _check_no_nested(up.values())
+        _check_no_leaves(up)
         self._raw = {}  # id(bound node) -> numpy dtype: its value feeds a collective
         self._step_ids = {}
         self._labels = {}  # step -> "Class.method" (visualize)
