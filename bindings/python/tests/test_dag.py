@@ -271,3 +271,27 @@ def test_a_node_whose_value_reaches_no_output_is_refused_at_compile(ray):
     dag = dag.experimental_compile()
     assert ray.get(dag.execute(3)) == [3, -3]
     dag.teardown()
+
+
+def test_execute_checks_the_arguments_a_graph_reads(ray):
+    """A graph reading its input by item takes exactly the positional arguments up to the
+    highest index it reads and every keyword it reads (ValueError, Ray's messages, the
+    execution not submitted); reading the whole input beside items fails compile."""
+    a = EchoActor.remote()
+    with InputNode() as inp:
+        dag = a.add.bind(inp[1], b=inp.k).experimental_compile()
+    assert ray.get(dag.execute("unused", 2, k=3)) == 5
+    for args, kwargs, says in [((2,), {"k": 3}, "with 2 positional args, got 1"),
+                               ((1, 2, 3), {"k": 3}, "with 2 positional args, got 3"),
+                               ((), {"args": (1, 2), "k": 3}, "args, got 0"),
+                               ((1, 2), {}, "with kwarg `k`"),
+                               ((1, 2), {"j": 3}, "with kwarg `k`")]:
+        with pytest.raises(ValueError, match=r"dag.execute\(\) or dag.execute_async\(\) "
+                                             r"must be called .*" + says):
+            dag.execute(*args, **kwargs)
+    assert ray.get(dag.execute(0, 4, k=1, extra=9)) == 5  # (keywords beyond are unread)
+    dag.teardown()
+    with InputNode() as inp:
+        dag = a.add.bind(inp, a.echo.bind(inp[0]))
+    with pytest.raises(ValueError, match=r"must either use InputNode\(\) directly"):
+        dag.experimental_compile()

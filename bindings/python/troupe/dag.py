@@ -270,6 +270,26 @@ def _check_no_nested(nodes):
                     f"DAGNode is not allowed to be placed inside any type of container.")
 
 
+def _input_items(nodes):
+    """(number of positional arguments, keyword names) that execute() must be given for
+    a graph of these nodes reading its input by item (inp[i], inp.key); None where it
+    reads the whole input or none of it. Reading both ways is a ValueError (Ray's)."""
+    whole, keys = False, []
+    for n in nodes:
+        if isinstance(n, (ClassMethodNode, FunctionNode)):
+            for a in list(n._args) + list(n._kwargs.values()):
+                whole = whole or isinstance(a, InputNode)
+                if isinstance(a, InputAttributeNode) and a._key not in keys:
+                    keys.append(a._key)
+    if whole and keys:
+        raise ValueError("All tasks must either use InputNode() directly, or they must "
+                         "index to specific args or kwargs.")
+    if not keys:
+        return None
+    ints = [k for k in keys if isinstance(k, int)]
+    return (max(ints) + 1 if ints else 0), [k for k in keys if not isinstance(k, int)]
+
+
 def _check_no_leaves(up):
     """Raises ValueError (Ray's message) where a node bound on the graph's nodes (up: the
     outputs and all upstream of them) reaches no output: a step nobody reads would run
@@ -374,6 +394,7 @@ class CompiledDAG:
         up = _upstream(outs)
         _check_no_nested(up.values())
         _check_no_leaves(up)
+        self._wants = _input_items(up.values())
         self._raw = {}  # id(bound node) -> numpy dtype: its value feeds a collective
         self._step_ids = {}
         self._labels = {}  # step -> "Class.method" (visualize)
@@ -521,6 +542,15 @@ class CompiledDAG:
     def _submit(self, args, kwargs):
         if self._down:
             raise TroupeError("the graph was torn down", "TR_ESTATE")
+        if self._wants is not None:  # (checked here: a step would fail on a missing one)
+            n, names = self._wants
+            if len(args) != n:
+                raise ValueError(f"dag.execute() or dag.execute_async() must be called "
+                                 f"with {n} positional args, got {len(args)}")
+            for k in names:
+                if k not in kwargs:
+                    raise ValueError(f"dag.execute() or dag.execute_async() must be "
+                                     f"called with kwarg `{k}`")
         parts, total, _ = _serial.dumps((args, kwargs))
         data = _serial.join(parts, total)
         e = ctypes.c_uint64()
