@@ -295,3 +295,81 @@ def test_execute_checks_the_arguments_a_graph_reads(ray):
         dag = a.add.bind(inp, a.echo.bind(inp[0]))
     with pytest.raises(ValueError, match=r"must either use InputNode\(\) directly"):
         dag.experimental_compile()
+
+
+def test_an_output_that_fails_fails_its_execution_at_once(ray):
+    """Ray's fast fail: getting any output of an execution (one ref, a list, an awaited
+    future of execute_async, which gives one future per output) raises another output's
+    exception as soon as it is in, not after the slower outputs; the graph goes on."""
+    import time
+    a, b = EchoActor.remote(), EchoActor.remote()
+    for is_async in (False, True):
+        with InputNode() as inp:
+            dag = MultiOutputNode([a.slow.bind(inp[0]), b.fail.bind(inp[1])])
+        dag = dag.experimental_compile(enable_asyncio=is_async)
+        if not is_async:
+            for pick in (lambda refs: refs, lambda refs: refs[0]):
+                t = time.monotonic()
+                with pytest.raises(ZeroDivisionError, match="no 7"):
+                    ray.get(pick(dag.execute(3, 7)))
+                assert time.monotonic() - t < 2.5
+        else:
+            async def main():
+                futs = await dag.execute_async(3, 7)
+                assert isinstance(futs, list) and len(futs) == 2
+                t = time.monotonic()
+                with pytest.raises(ZeroDivisionError, match="no 7"):
+                    await asyncio.gather(*futs)
+                with pytest.raises(ZeroDivisionError, match="no 7"):
+                    await futs[0]
+                assert time.monotonic() - t < 2.5
+                with InputNode() as inp:  # (the graph goes on: a fresh one on b)
+                    ok = b.echo.bind(inp).experimental_compile(enable_asyncio=True)
+                assert await (await ok.execute_async(5)) == 5
+                ok.teardown()
+            asyncio.run(main())
+        dag.teardown()
+
+
+def test_more_executions_than_max_inflight_are_refused(ray):
+    """Submitting beyond _max_inflight_executions unreleased executions raises Ray's
+    RayCgraphCapacityExceeded at once (sync and asyncio); a result got makes room."""
+    a = EchoActor.remote()
+    with InputNode() as inp:
+        dag = a.slow.bind(inp).experimental_compile(_max_inflight_executions=2)
+    refs = [dag.execute(0.2), dag.execute(0.2)]
+    with pytest.raises(troupe.exceptions.RayCgraphCapacityExceeded,
+                       match="can't have more than 2 in-flight executions"):
+        dag.execute(0)
+    assert ray.get(refs[0]) == 0.2
+    assert ray.get(dag.execute(0)) == 0
+    assert ray.get(refs[1]) == 0.2
+    dag.teardown()
+    with InputNode() as inp:
+        dag = a.slow.bind(inp).experimental_compile(enable_asyncio=True,
+                                                    _max_inflight_executions=1)
+
+    async def main():
+        fut = await dag.execute_async(0.2)
+        with pytest.raises(troupe.exceptions.RayCgraphCapacityExceeded):
+            await dag.execute_async(0)
+        return await fut
+
+    assert asyncio.run(main()) == 0.2
+    dag.teardown()
+
+
+def test_compiled_refs_in_a_list_with_others_are_refused(ray):
+    """ray.get of a list holding a CompiledDAGRef takes CompiledDAGRefs only (Ray's
+    ValueError); a ref names its graph's id, execution and output (Ray's form)."""
+    a = EchoActor.remote()
+    with InputNode() as inp:
+        dag = MultiOutputNode([a.echo.bind(inp), a.echo.bind(inp)]).experimental_compile()
+    refs = dag.execute(1)
+    assert repr(refs[1]) == f"CompiledDAGRef({dag.get_id()}, execution_index=0, " \
+                            f"channel_index=1)"
+    with pytest.raises(ValueError, match="must be a list of CompiledDAGRefs"):
+        ray.get(refs + [a.echo.remote(2)])
+    assert ray.get(refs) == [1, 1]
+    dag.teardown()
+
