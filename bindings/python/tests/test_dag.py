@@ -373,3 +373,34 @@ def test_compiled_refs_in_a_list_with_others_are_refused(ray):
     assert ray.get(refs) == [1, 1]
     dag.teardown()
 
+
+@troupe.remote
+class Acc:
+    def __init__(self):
+        self.v = 0
+
+    def add(self, x):
+        self.v += x
+        return self.v
+
+    def scale(self, x):
+        self.v = self.v * 10 + x
+        return self.v
+
+
+def test_an_actors_steps_run_in_the_order_they_were_bound(ray):
+    """Each actor runs its steps of an execution in the order its methods were bound
+    (Ray's), whatever order the outputs list them in; MultiOutputNode takes a list
+    (ValueError otherwise); visualize takes Ray's channel_details."""
+    p, q = Acc.remote(), Acc.remote()
+    with InputNode() as inp:
+        first = q.scale.bind(p.add.bind(inp))  # q.scale bound before q.add
+        second = p.scale.bind(q.add.bind(inp))
+        dag = MultiOutputNode([second, first])
+    dag = dag.experimental_compile()
+    # p: add(1) = 1, then scale by q.add's 2 (q.scale(1) = 1 ran first): 12
+    assert ray.get(dag.execute(1)) == [12, 1]
+    assert "digraph" in dag.visualize(channel_details=True)
+    dag.teardown()
+    with pytest.raises(ValueError, match="takes a list"):
+        MultiOutputNode(p.add.bind(1))

@@ -31,6 +31,7 @@ STEP_PREFIX = "_troupe_dag:"
 REGISTER = "_troupe_dag_register"
 FORGET = "_troupe_dag_forget"
 _steps = itertools.count()
+_made = itertools.count()  # bound methods, in the order they are made
 _SLICE_MS = 10  # a get of one of several outputs waits this long, then looks at the others
 _FAST_FAIL_S = 0.05  # (asyncio) an execution out this long has its outputs looked at
 _WATCH_S = 0.02  # and again this often while some are out
@@ -100,6 +101,7 @@ class ClassMethodNode(DAGNode):
         self._args = tuple(args)
         self._kwargs = dict(kwargs)
         self._num_returns = num_returns  # k > 1: bind gave its k ClassMethodOutputNodes
+        self._seq = next(_made)
         _feeds(self, self._args + tuple(self._kwargs.values()))
 
 
@@ -170,6 +172,9 @@ allreduce = _AllReduce()
 
 class MultiOutputNode(DAGNode):
     def __init__(self, outputs):
+        if not isinstance(outputs, (list, tuple)):
+            raise ValueError(f"MultiOutputNode takes a list of nodes, got "
+                             f"{type(outputs).__name__}")
         self._outputs = list(outputs)
         if not self._outputs:
             raise ValueError("MultiOutputNode needs at least one node")
@@ -413,6 +418,11 @@ class CompiledDAG:
             check(lib.tr_dag_input(self._g, byref(inp)), "the graph's input")
             self._input = inp.value
             made = {}
+            # bound in the order they were made (Ray's: an actor's steps run in the order
+            # its methods were bound), each after the nodes it reads
+            for n in sorted((n for n in up.values() if isinstance(n, ClassMethodNode)),
+                            key=lambda n: n._seq):
+                self._node(n, made)
             c_nodes = [self._any(o, made) for o in outs]
             # outputs that are values of one num_returns > 1 method are one C output (its
             # tuple), each taking its item at get
@@ -743,9 +753,10 @@ class CompiledDAG:
         """This compiled graph's id: a hex string, unique to it."""
         return self._id
 
-    def visualize(self, filename=None):
+    def visualize(self, filename=None, channel_details=False, **unused):
         """The graph as Graphviz text (also written to filename, if given): its steps
-        named by their class and method, each channel with its slots."""
+        named by their class and method, each channel with its slots (always: Ray's
+        channel_details; its other arguments are ignored)."""
         out = ctypes.c_void_p()
         check(lib.tr_dag_to_dot(self._g, byref(out)), "visualize")
         text = ctypes.string_at(out.value).decode()
