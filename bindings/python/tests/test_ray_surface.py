@@ -35,8 +35,11 @@ def test_uncompiled_graph_runs_as_calls(ray):
     ref = dag.execute("hello")  # Ray's quickstart, before any compile
     assert isinstance(ref, ray.ObjectRef)
     assert ray.get(ref) == "hello"
+    # (chain is compiled below: alone on its input, or the other graphs' nodes on that
+    # input would be leaves of it)
     with InputNode() as inp:
         chain = a.echo.bind(b.echo.bind(inp))
+    with InputNode() as inp:
         multi = MultiOutputNode([a.echo.bind(inp), b.add.bind(inp, 10)])
         items = b.add.bind(a.add.bind(inp[0], inp[1]), b=inp.k)
     assert ray.get(chain.execute(7)) == 7

@@ -428,6 +428,10 @@ def get(refs, *, timeout=None):
     if isinstance(refs, GettableRef):
         return refs.get(timeout=timeout)
     if isinstance(refs, (list, tuple)):
+        if any(isinstance(r, GettableRef) for r in refs) and \
+                not all(isinstance(r, GettableRef) for r in refs):
+            raise ValueError("Invalid type of object refs. 'object_refs' must be a list of "
+                             "CompiledDAGRefs if there is any CompiledDAGRef within it.")
         return [r.get(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
                 if isinstance(r, GettableRef) else get_one(r, deadline) for r in refs]
     raise ValueError(f"'object_refs' must either be an ObjectRef or a list of ObjectRefs, not "

@@ -17,18 +17,24 @@ import itertools
 import os
 import re
 import threading
+import time
+import uuid
 import weakref
 
 from . import _errors, _ffi, _runtime, _serial
 from ._errors import check
 from ._ffi import byref, lib
-from .exceptions import GetTimeoutError, TroupeError
+from .exceptions import RayCgraphCapacityExceeded, RayChannelTimeoutError, TroupeError
 from .util.collective.types import DTYPES, ReduceOp
 
 STEP_PREFIX = "_troupe_dag:"
 REGISTER = "_troupe_dag_register"
 FORGET = "_troupe_dag_forget"
 _steps = itertools.count()
+_made = itertools.count()  # bound methods, in the order they are made
+_SLICE_MS = 10  # a get of one of several outputs waits this long, then looks at the others
+_FAST_FAIL_S = 0.05  # (asyncio) an execution out this long has its outputs looked at
+_WATCH_S = 0.02  # and again this often while some are out
 _live = weakref.WeakSet()  # compiled graphs, torn down by troupe.shutdown
 
 
@@ -54,6 +60,14 @@ class DAGNode:
         return _write(_dot_of(self), filename)
 
 
+def _feeds(node, sources):
+    """Records node as a reader of each DAG node among sources (what compile follows
+    downstream to find nodes bound in the graph whose values reach no output)."""
+    for x in sources:
+        if isinstance(x, DAGNode):  # (the dict: InputNode's getattr makes nodes of names)
+            x.__dict__.setdefault("_readers", []).append(node)
+
+
 class InputNode(DAGNode):
     """The graph's input: ``execute(x)`` gives x; ``inp[i]`` / ``inp.key`` give one
     positional / keyword argument of ``execute(*args, **kwargs)``."""
@@ -77,6 +91,7 @@ class InputAttributeNode(DAGNode):
     def __init__(self, inp, key):
         self._input = inp
         self._key = key
+        _feeds(self, [inp])
 
 
 class ClassMethodNode(DAGNode):
@@ -86,6 +101,8 @@ class ClassMethodNode(DAGNode):
         self._args = tuple(args)
         self._kwargs = dict(kwargs)
         self._num_returns = num_returns  # k > 1: bind gave its k ClassMethodOutputNodes
+        self._seq = next(_made)
+        _feeds(self, self._args + tuple(self._kwargs.values()))
 
 
 class FunctionNode(DAGNode):
@@ -97,6 +114,7 @@ class FunctionNode(DAGNode):
         self._function = function
         self._args = tuple(args)
         self._kwargs = dict(kwargs)
+        _feeds(self, self._args + tuple(self._kwargs.values()))
 
 
 class ClassMethodOutputNode(DAGNode):
@@ -108,6 +126,7 @@ class ClassMethodOutputNode(DAGNode):
     def __init__(self, node, i):
         self._node = node
         self._i = i
+        _feeds(self, [node])
 
 
 class CollectiveNode:
@@ -132,6 +151,7 @@ class CollectiveOutputNode(DAGNode):
     def __init__(self, coll, i):
         self._coll = coll
         self._i = i
+        _feeds(self, coll._inputs)
 
 
 class _AllReduce:
@@ -152,6 +172,9 @@ allreduce = _AllReduce()
 
 class MultiOutputNode(DAGNode):
     def __init__(self, outputs):
+        if not isinstance(outputs, (list, tuple)):
+            raise ValueError(f"MultiOutputNode takes a list of nodes, got "
+                             f"{type(outputs).__name__}")
         self._outputs = list(outputs)
         if not self._outputs:
             raise ValueError("MultiOutputNode needs at least one node")
@@ -198,7 +221,112 @@ def _run_classic(node, args, kwargs, made):
     return v
 
 
+def _nested_nodes(x, seen):
+    """The DAG nodes inside a constant argument (lists, tuples, sets, dicts' keys and
+    values, objects' attributes), counted once per place they appear."""
+    if isinstance(x, DAGNode):
+        return [x]
+    if isinstance(x, (str, bytes, bytearray, int, float, complex, bool, type(None))) \
+            or id(x) in seen:
+        return []
+    seen.add(id(x))
+    if isinstance(x, dict):
+        items = list(x.keys()) + list(x.values())
+    elif isinstance(x, (list, tuple, set, frozenset)):
+        items = list(x)
+    elif isinstance(x, type) or not hasattr(x, "__dict__"):
+        return []
+    else:
+        try:
+            items = list(vars(x).values())
+        except TypeError:
+            return []
+    return [n for i in items for n in _nested_nodes(i, seen)]
+
+
+def _upstream(outs):
+    """id -> node of outs and every node their values come from."""
+    seen, todo = {}, list(outs)
+    while todo:
+        n = todo.pop()
+        if id(n) in seen:
+            continue
+        seen[id(n)] = n
+        if isinstance(n, InputAttributeNode):
+            todo.append(n._input)
+        elif isinstance(n, ClassMethodOutputNode):
+            todo.append(n._node)
+        elif isinstance(n, CollectiveOutputNode):
+            todo.extend(n._coll._inputs)
+        elif isinstance(n, (ClassMethodNode, FunctionNode)):
+            todo.extend(a for a in list(n._args) + list(n._kwargs.values())
+                        if isinstance(a, DAGNode))
+    return seen
+
+
+def _check_no_nested(nodes):
+    """Raises ValueError (Ray's message) where a bound method among nodes was given a
+    node inside a container: a compiled step's arguments are read from channels by
+    position, so a node must be an argument of its own."""
+    for n in nodes:
+        if not isinstance(n, (ClassMethodNode, FunctionNode)):
+            continue
+        for a in list(n._args) + list(n._kwargs.values()):
+            found = [] if isinstance(a, DAGNode) else _nested_nodes(a, set())
+            if found:
+                raise ValueError(
+                    f"Found {len(found)} DAGNodes from the arg {a!r} in {_label(n)}. "
+                    f"Please ensure that the argument is a single DAGNode and that a "
+                    f"DAGNode is not allowed to be placed inside any type of container.")
+
+
+def _input_items(nodes):
+    """(number of positional arguments, keyword names) that execute() must be given for
+    a graph of these nodes reading its input by item (inp[i], inp.key); None where it
+    reads the whole input or none of it. Reading both ways is a ValueError (Ray's)."""
+    whole, keys = False, []
+    for n in nodes:
+        if isinstance(n, (ClassMethodNode, FunctionNode)):
+            for a in list(n._args) + list(n._kwargs.values()):
+                whole = whole or isinstance(a, InputNode)
+                if isinstance(a, InputAttributeNode) and a._key not in keys:
+                    keys.append(a._key)
+    if whole and keys:
+        raise ValueError("All tasks must either use InputNode() directly, or they must "
+                         "index to specific args or kwargs.")
+    if not keys:
+        return None
+    ints = [k for k in keys if isinstance(k, int)]
+    return (max(ints) + 1 if ints else 0), [k for k in keys if not isinstance(k, int)]
+
+
+def _check_no_leaves(up):
+    """Raises ValueError (Ray's message) where a node bound on the graph's nodes (up: the
+    outputs and all upstream of them) reaches no output: a step nobody reads would run
+    unseen, its exceptions lost."""
+    leaves, seen, todo = [], set(up), [n for n in up.values()]
+    while todo:
+        for r in todo.pop().__dict__.get("_readers", ()):
+            if id(r) in seen:
+                continue
+            seen.add(id(r))
+            todo.append(r)
+            if not r.__dict__.get("_readers"):
+                leaves.append(r)
+    if leaves:
+        names = ", ".join(_label(n) for n in leaves)
+        raise ValueError(
+            f"Compiled DAG doesn't support leaf nodes, i.e., nodes that don't have "
+            f"downstream nodes and are not output nodes. There are {len(leaves)} leaf "
+            f"nodes in the DAG. Please add the outputs of {names} to the graph's "
+            f"outputs (a MultiOutputNode), or bind something that reads them.")
+
+
 def _label(node):
+    if isinstance(node, ClassMethodOutputNode):
+        return f"{_label(node._node)} (value {node._i})"
+    if isinstance(node, CollectiveOutputNode):
+        return f"allreduce (output {node._i})"
     if isinstance(node, FunctionNode):
         return node._function._function_name.rsplit(".", 1)[-1]
     return f"{node._handle._class_name}.{node._method}"
@@ -262,6 +390,7 @@ class CompiledDAG:
     def __init__(self, root, enable_asyncio, max_inflight, buffer_size, submit_timeout):
         rt = _runtime.runtime()
         self._g = ctypes.c_void_p()
+        self._id = uuid.uuid4().hex
         self._lock = threading.Lock()
         self._async = enable_asyncio
         self._steps = []  # (handle, step id): forgotten at teardown
@@ -273,6 +402,10 @@ class CompiledDAG:
             if not isinstance(o, (ClassMethodNode, ClassMethodOutputNode,
                                   CollectiveOutputNode)):
                 raise TypeError("a graph's outputs must be bound methods (handle.m.bind)")
+        up = _upstream(outs)
+        _check_no_nested(up.values())
+        _check_no_leaves(up)
+        self._wants = _input_items(up.values())
         self._raw = {}  # id(bound node) -> numpy dtype: its value feeds a collective
         self._step_ids = {}
         self._labels = {}  # step -> "Class.method" (visualize)
@@ -285,6 +418,11 @@ class CompiledDAG:
             check(lib.tr_dag_input(self._g, byref(inp)), "the graph's input")
             self._input = inp.value
             made = {}
+            # bound in the order they were made (Ray's: an actor's steps run in the order
+            # its methods were bound), each after the nodes it reads
+            for n in sorted((n for n in up.values() if isinstance(n, ClassMethodNode)),
+                            key=lambda n: n._seq):
+                self._node(n, made)
             c_nodes = [self._any(o, made) for o in outs]
             # outputs that are values of one num_returns > 1 method are one C output (its
             # tuple), each taking its item at get
@@ -296,7 +434,7 @@ class CompiledDAG:
             self._n_out = len(outs)
             opts = _ffi.DagOptions()
             lib.tr_dag_options_init(byref(opts))
-            opts.max_inflight = int(max_inflight or 8)
+            opts.max_inflight = int(max_inflight or 10)  # (Ray's default)
             opts.slot_bytes = int(buffer_size or 65536)
             opts.submit_timeout_ms = int((submit_timeout or 10) * 1000)
             opts.attach_timeout_ms = 30000
@@ -306,7 +444,9 @@ class CompiledDAG:
             raise
         self._fd = lib.tr_dag_fd(self._g) if enable_asyncio else -1
         self._next_ready = 0  # (asyncio) the execution the fd's next count is for
-        self._futures = {}
+        self._futures = {}  # (asyncio) execution -> its outputs' futures
+        self._loop = None  # (asyncio) the loop watching the fd
+        self._max_inflight = opts.max_inflight
         _live.add(self)
 
     def _collect_raw(self, nodes, seen):
@@ -420,42 +560,102 @@ class CompiledDAG:
     def _submit(self, args, kwargs):
         if self._down:
             raise TroupeError("the graph was torn down", "TR_ESTATE")
+        if self._wants is not None:  # (checked here: a step would fail on a missing one)
+            n, names = self._wants
+            if len(args) != n:
+                raise ValueError(f"dag.execute() or dag.execute_async() must be called "
+                                 f"with {n} positional args, got {len(args)}")
+            for k in names:
+                if k not in kwargs:
+                    raise ValueError(f"dag.execute() or dag.execute_async() must be "
+                                     f"called with kwarg `{k}`")
         parts, total, _ = _serial.dumps((args, kwargs))
         data = _serial.join(parts, total)
         e = ctypes.c_uint64()
         with self._lock:
+            if len(self._execs) >= self._max_inflight:  # (Ray's: refused, not waited for)
+                n = self._max_inflight
+                raise RayCgraphCapacityExceeded(
+                    f"The compiled graph can't have more than {n} in-flight executions, "
+                    f"and you currently have {len(self._execs)} in-flight executions. "
+                    f"Retrieve an output using ray.get before submitting more requests or "
+                    f"increase `_max_inflight_executions`. ")
             check(lib.tr_dag_execute(self._g, data, len(data), byref(e)), "execute")
             self._execs[e.value] = _Exec(self._n_out)
         return e.value
 
-    def _fetch(self, e, i, timeout):
-        """Output i of execution e (once), then its slots go when all are taken."""
-        with self._lock:
-            ex = self._execs.get(e)
-            if ex is None or ex.taken[i]:
-                raise ValueError(f"output {i} of execution {e} was got already")
-        ms = -1 if timeout is None else max(0, int(timeout * 1000))
+    def _read(self, e, i, ms):
+        """Reads output i of execution e into its results if it is in within ms (C's
+        timeout; -1: none); whether it is. Its slot stays until all outputs are taken."""
+        ex = self._execs.get(e)
+        if ex is None:
+            raise ValueError(f"execution {e} was released already")
+        if ex.res[i] is not None:
+            return True
         data, n = ctypes.c_void_p(), ctypes.c_size_t()
         c, item = self._out_at[i]
         rc = lib.tr_dag_get(self._g, e, c, ms, byref(data), byref(n))
         if rc == _errors.ETIMEDOUT:
-            raise GetTimeoutError(f"execution {e}: output {i} not ready within {timeout} s")
+            return False
         try:
             if rc == 0 and self._out_dtypes[i] is not None:  # a collective node's bytes
                 import numpy as np
-                return np.frombuffer(ctypes.string_at(data.value, n.value),
-                                     dtype=self._out_dtypes[i]).copy()
-            if rc == 0:
+                v = np.frombuffer(ctypes.string_at(data.value, n.value),
+                                  dtype=self._out_dtypes[i]).copy()
+            elif rc == 0:
                 payload = memoryview(ctypes.string_at(data.value, n.value)) if n.value else \
                     memoryview(b"")
                 try:
                     v = _serial.loads(payload)
-                    return v if item is None else v[item]
                 except _serial.RemoteError as err:
                     raise _errors.task_error(err, "a compiled graph's step") from None
-            check(rc, f"execution {e}")
-        finally:
+                v = v if item is None else v[item]
+            else:
+                check(rc, f"execution {e}")
+            ex.res[i] = (True, v)
+        except Exception as err:
+            ex.res[i] = (False, err)
+            ex.failed = ex.failed or err
+        return True
+
+    def _fetch(self, e, i, timeout):
+        """Output i of execution e (once), waiting up to timeout seconds (None: no limit);
+        an exception of another output of e that comes first is raised at once (Ray's
+        fast fail: the execution failed). Its slots go when all outputs are taken."""
+        with self._lock:
+            ex = self._execs.get(e)
+            if ex is None or ex.taken[i]:
+                raise ValueError(f"output {i} of execution {e} was got already")
+        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        try:
+            while True:
+                if self._n_out == 1:  # (nothing else to watch: one wait, as long as asked)
+                    ms = -1 if deadline is None else \
+                        max(0, int((deadline - time.monotonic()) * 1000))
+                else:
+                    ms = _SLICE_MS if deadline is None else \
+                        max(0, min(_SLICE_MS, int((deadline - time.monotonic()) * 1000)))
+                if self._read(e, i, ms):
+                    ok, v = ex.res[i]
+                    if ok:
+                        return v
+                    raise v
+                for j in range(self._n_out):  # (dropped ones too: the execution failed)
+                    if j != i:
+                        self._read(e, j, 0)
+                if ex.failed is not None:
+                    raise ex.failed
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise RayChannelTimeoutError(f"execution {e}: output {i} not ready "
+                                                 f"within {timeout} s")
+        except RayChannelTimeoutError:
+            raise  # (not taken: it may be got again)
+        except BaseException:
             self._taken(e, i)
+            raise
+        finally:
+            if ex.res[i] is not None:
+                self._taken(e, i)
 
     def _taken(self, e, i):
         with self._lock:
@@ -465,22 +665,70 @@ class CompiledDAG:
             ex.taken[i] = True
             ex.left -= 1
             if ex.left == 0:
-                del self._execs[e]
-                if not self._down:
-                    lib.tr_dag_release(self._g, e)
+                self._release(e)
+
+    def _release(self, e):  # (self._lock held)
+        del self._execs[e]
+        if not self._down:
+            lib.tr_dag_release(self._g, e)
+
+    def _unwatch(self):
+        """(asyncio) Takes the graph's fd off the loop watching it (before it closes: a
+        loop would otherwise keep a closed fd's number, and miss the next graph's)."""
+        loop, self._loop = self._loop, None
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.remove_reader(self._fd)
+            except Exception:
+                pass
 
     async def execute_async(self, *args, **kwargs):
-        """Submits one execution; returns an asyncio future of its value (a list for a
-        MultiOutputNode), resolved when the graph's fd says its outputs are in."""
+        """Submits one execution; returns an asyncio future of its value (a list of them,
+        one per output, for a MultiOutputNode), resolved when the graph's fd says its
+        outputs are in, or as soon as one of them is an exception (Ray's fast fail).
+        An execution holds its slots until its outputs are in."""
         if not self._async:
             raise TypeError("compile with experimental_compile(enable_asyncio=True)")
         loop = asyncio.get_running_loop()
         e = self._submit(args, kwargs)
-        fut = loop.create_future()
-        self._futures[e] = fut
-        if len(self._futures) == 1:
+        futs = [loop.create_future() for _ in range(self._n_out)]
+        self._futures[e] = futs
+        if self._loop is not loop:  # (a loop of its own per asyncio.run, say)
+            self._unwatch()
+            self._loop = loop
             loop.add_reader(self._fd, self._on_fd)
-        return fut
+        loop.call_later(_FAST_FAIL_S, self._watch, e)
+        return futs if self._multi else futs[0]
+
+    def _settle(self, e, every):
+        """Resolves execution e's futures from what has been read of its outputs: each
+        read output its own, all others the execution's first exception (every: all
+        outputs are in)."""
+        ex, futs = self._execs.get(e), self._futures.get(e)
+        if ex is None or futs is None:
+            return
+        for i, f in enumerate(futs):
+            if f.done():
+                continue
+            if ex.res[i] is not None:
+                ok, v = ex.res[i]
+                f.set_result(v) if ok else f.set_exception(v)
+            elif ex.failed is not None or every:
+                f.set_exception(ex.failed or TroupeError(f"execution {e}: no output {i}"))
+            if f.done():  # (marked seen, or asyncio logs the exception of each future that
+                f.exception()  # nobody awaits: a gather raises only one of several)
+
+    def _watch(self, e):
+        """(asyncio) An execution still out after a while: reads what of it is in, so that
+        an exception resolves its futures at once; again shortly while some are out."""
+        futs = self._futures.get(e)
+        if self._down or futs is None or all(f.done() for f in futs):
+            return
+        for i in range(self._n_out):
+            self._read(e, i, 0)
+        self._settle(e, False)
+        if not all(f.done() for f in futs):
+            self._loop.call_later(_WATCH_S, self._watch, e)
 
     def _on_fd(self):
         try:
@@ -489,24 +737,26 @@ class CompiledDAG:
             return
         e = self._next_ready
         self._next_ready += 1
-        fut = self._futures.pop(e, None)
-        if not self._futures:
-            asyncio.get_event_loop().remove_reader(self._fd)
-        if fut is None or fut.cancelled():  # nobody waits: its slots go
-            for i in range(self._n_out):
-                self._taken(e, i)
+        if e not in self._execs:
             return
         try:
-            vals = [self._fetch(e, i, 0) for i in range(self._n_out)]
-            fut.set_result(vals if self._multi else vals[0])
-        except BaseException as err:
             for i in range(self._n_out):
-                self._taken(e, i)
-            fut.set_exception(err)
+                self._read(e, i, 0)
+            self._settle(e, True)
+        finally:
+            self._futures.pop(e, None)
+            with self._lock:  # (its slots go once the fd has counted it: the count runs
+                if e in self._execs:  # from the oldest execution not released)
+                    self._release(e)
 
-    def visualize(self, filename=None):
+    def get_id(self):
+        """This compiled graph's id: a hex string, unique to it."""
+        return self._id
+
+    def visualize(self, filename=None, channel_details=False, **unused):
         """The graph as Graphviz text (also written to filename, if given): its steps
-        named by their class and method, each channel with its slots."""
+        named by their class and method, each channel with its slots (always: Ray's
+        channel_details; its other arguments are ignored)."""
         out = ctypes.c_void_p()
         check(lib.tr_dag_to_dot(self._g, byref(out)), "visualize")
         text = ctypes.string_at(out.value).decode()
@@ -523,6 +773,8 @@ class CompiledDAG:
             self._down = True
             g, self._g = self._g, None
             self._execs.clear()
+        if self._async:
+            self._unwatch()
         if g:
             lib.tr_dag_destroy(g)
         if not _runtime.is_initialized():
@@ -547,8 +799,10 @@ class CompiledDAG:
 
 class _Exec:
     def __init__(self, n):
-        self.taken = [False] * n
+        self.taken = [False] * n  # its refs got or dropped: released when all are
         self.left = n
+        self.res = [None] * n  # (ok, value or exception) of each output read
+        self.failed = None  # the first exception read
 
 
 class CompiledDAGRef(_runtime.GettableRef):
@@ -571,8 +825,10 @@ class CompiledDAGRef(_runtime.GettableRef):
             except Exception:
                 pass
 
-    def __repr__(self):
-        return f"CompiledDAGRef(execution {self._e}, output {self._i})"
+    def __repr__(self):  # (Ray's form: no output index where the graph has one output)
+        i = self._i if self._dag._multi else None
+        return f"CompiledDAGRef({self._dag.get_id()}, execution_index={self._e}, " \
+               f"channel_index={i})"
 
 
 @_runtime.on_shutdown

@@ -106,6 +106,18 @@ class GetTimeoutError(TroupeError, TimeoutError):
         super().__init__(message, code)
 
 
+class RayChannelTimeoutError(GetTimeoutError):
+    """A compiled graph's output did not come within the get's timeout (Ray's name)."""
+
+
+class RayCgraphCapacityExceeded(TroupeError):
+    """A compiled graph has as many executions in flight as it may
+    (``_max_inflight_executions``): get (or drop) a result before submitting more."""
+
+    def __init__(self, message="", code="TR_ESTATE"):
+        super().__init__(message, code)
+
+
 class ObjectLostError(TroupeError):
     """The object is gone: freed, or the node that had it is lost."""
 
