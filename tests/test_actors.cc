@@ -1707,6 +1707,33 @@ void cluster_check(bool ok, const char *what, const std::string &detail = "") {
     if (!ok) g_cluster_fails++;
 }
 
+/* A result of far's (outer, rc: its call's status) whose value is a ref to an object of
+ * far's holding `want`: the ref is got here, and through outer on third; then outer goes,
+ * and far's store is back to b0 objects. One check, named what. */
+void check_ref_inside(tr_runtime *rt, tr_actor_id far, tr_actor_id third, tr_ref outer, int rc,
+                      const std::string &want, int64_t b0, const char *what) {
+    const void *p = nullptr;
+    size_t n = 0;
+    tr_ref inner;
+    uint64_t got = 0, there = 0;
+    int64_t b1 = -1;
+    if (!rc) rc = tr_get(rt, outer, 30000, &p, &n);
+    if (!rc && n != 16) rc = TR_EPROTO;
+    if (!rc) memcpy(&inner, p, 16);
+    if (!rc) rc = tr_get(rt, inner, 30000, &p, &n);
+    if (!rc) got = checksum(p, n);
+    if (!rc) tr_ref_release(rt, inner);
+    std::string why = rc ? tr_last_error() : "";
+    if (!rc) rc = deref_sum_on(rt, third, outer, 1, &there, &why);
+    if (!rc) tr_ref_release(rt, outer);
+    uint64_t sum = checksum(want.data(), want.size());
+    bool gone = !rc && eventually(5000, [&] {
+        return call_i64(rt, far, "store_objects", 0, &b1) == 0 && b1 == b0;
+    });
+    cluster_check(rc == 0 && got == sum && there == sum && gone, what,
+                  why + " b's objects: " + std::to_string(b0) + ", " + std::to_string(b1));
+}
+
 /* An actor asking for resource res=1 (e.g. "node:10.213.0.3"), ready. */
 int cluster_actor(tr_runtime *rt, const char *res, const char *name, tr_actor_id *out) {
     tr_resource r = {res, 1};
@@ -2339,30 +2366,14 @@ int run_cluster_driver(const char *spec) {
      * the object while our result holds it; it is got here, and nested on to the head's
      * actor, which gets it from b; our release empties b's store of it */
     {
-        int64_t b0 = -1, b1 = -1;
+        int64_t b0 = -1;
         rc = call_i64(rt, far, "store_objects", 0, &b0);
-        uint64_t args[2] = {(uint64_t)1 << 20, 12}, got = 0, there = 0;
-        tr_ref res, inner;
-        const void *p = nullptr;
-        size_t n = 0;
+        uint64_t args[2] = {(uint64_t)1 << 20, 12};
+        tr_ref res;
         if (!rc) rc = tr_call(rt, far, "put_ref", args, sizeof args, &res);
-        if (!rc) rc = tr_get(rt, res, 30000, &p, &n);
-        if (!rc && n != 16) rc = TR_EPROTO;
-        if (!rc) memcpy(&inner, p, 16);
-        if (!rc) rc = tr_get(rt, inner, 30000, &p, &n);
-        if (!rc) got = checksum(p, n);
-        if (!rc) tr_ref_release(rt, inner);
-        std::string why = rc ? tr_last_error() : "";
-        if (!rc) rc = deref_sum_on(rt, third, res, 1, &there, &why);
-        if (!rc) tr_ref_release(rt, res);
         std::string want = pattern(args[0], args[1]);
-        uint64_t sum = checksum(want.data(), want.size());
-        bool gone = !rc && eventually(5000, [&] {
-            return call_i64(rt, far, "store_objects", 0, &b1) == 0 && b1 == b0;
-        });
-        cluster_check(rc == 0 && got == sum && there == sum && gone,
-                      "a result with a ref in it, from another node, got here and on a third",
-                      why + " b's objects: " + std::to_string(b0) + ", " + std::to_string(b1));
+        check_ref_inside(rt, far, third, res, rc, want, b0,
+                         "a result with a ref in it, from another node, got here and on a third");
     }
     /* an actor placed on b keeps its max_concurrency and concurrency groups: two calls
      * that wait for each other meet in its default group of 2, and in its group "io" */
@@ -2399,35 +2410,18 @@ int run_cluster_driver(const char *spec) {
      * the second is read after the first was dropped, here and on a third node; b's store
      * is back to its count once both are gone */
     {
-        int64_t b0 = -1, b1 = -1;
+        int64_t b0 = -1;
         rc = call_i64(rt, far, "store_objects", 0, &b0);
         int32_t k = 2;
-        tr_ref r[2], inner;
-        uint64_t got = 0, there = 0;
-        const void *p = nullptr;
-        size_t n = 0;
+        tr_ref r[2];
         if (!rc) rc = tr_call_multi(rt, far, "put_parts", &k, 4, nullptr, 0, 2, r);
-        if (!rc) rc = tr_get(rt, r[0], 30000, &p, &n);
+        if (!rc) rc = tr_get(rt, r[0], 30000, nullptr, nullptr);
         if (!rc) tr_ref_release(rt, r[0]);
-        if (!rc) rc = tr_get(rt, r[1], 30000, &p, &n);
-        if (!rc && n != 16) rc = TR_EPROTO;
-        if (!rc) memcpy(&inner, p, 16);
-        if (!rc) rc = tr_get(rt, inner, 30000, &p, &n);
-        if (!rc) got = checksum(p, n);
-        if (!rc) tr_ref_release(rt, inner);
-        std::string why = rc ? tr_last_error() : "";
-        if (!rc) rc = deref_sum_on(rt, third, r[1], 1, &there, &why);
-        if (!rc) tr_ref_release(rt, r[1]);
         std::string want;
         for (int j = 0; j < 1000; j++)
             want += "obj-1";
-        uint64_t sum = checksum(want.data(), want.size());
-        bool gone = !rc && eventually(5000, [&] {
-            return call_i64(rt, far, "store_objects", 0, &b1) == 0 && b1 == b0;
-        });
-        cluster_check(rc == 0 && got == sum && there == sum && gone,
-                      "several results with refs in them, from another node",
-                      why + " b's objects: " + std::to_string(b0) + ", " + std::to_string(b1));
+        check_ref_inside(rt, far, third, r[1], rc, want, b0,
+                         "several results with refs in them, from another node");
     }
     /* one of b's refs inside an object made here (tr_put_refs): this process holds it at b
      * while the object lives (b's own container of it is gone); the head's actor gets it
