@@ -712,9 +712,10 @@ static int parse_groups(worker *w, const char *enc) {
         cgroup *g = &w->groups[w->n_groups];
         memcpy(g->name, at, (size_t)(eq - at));
         g->name[eq - at] = '\0';
-        int max = atoi(eq + 1);
+        long max = strtol(eq + 1, NULL, 10); /* (bounded as control.c bounds it) */
+        max = max < 1 ? 1 : max > TR__MAX_CONCURRENCY ? TR__MAX_CONCURRENCY : max;
         g->methods = strndup(colon + 1, len - (size_t)(colon + 1 - at));
-        if (!g->methods || !(g->pool = pool_create(w, max < 1 ? 1 : max))) {
+        if (!g->methods || !(g->pool = pool_create(w, (int)max))) {
             free(g->methods);
             return 0;
         }
