@@ -246,20 +246,20 @@ def _nested_nodes(x, seen):
 
 def _upstream(outs):
     """id -> node of outs and every node their values come from."""
-    seen, todo = {}, list(outs)
-    while todo:
-        n = todo.pop()
+    seen, to_visit = {}, list(outs)
+    while to_visit:
+        n = to_visit.pop()
         if id(n) in seen:
             continue
         seen[id(n)] = n
         if isinstance(n, InputAttributeNode):
-            todo.append(n._input)
+            to_visit.append(n._input)
         elif isinstance(n, ClassMethodOutputNode):
-            todo.append(n._node)
+            to_visit.append(n._node)
         elif isinstance(n, CollectiveOutputNode):
-            todo.extend(n._coll._inputs)
+            to_visit.extend(n._coll._inputs)
         elif isinstance(n, (ClassMethodNode, FunctionNode)):
-            todo.extend(a for a in list(n._args) + list(n._kwargs.values())
+            to_visit.extend(a for a in list(n._args) + list(n._kwargs.values())
                         if isinstance(a, DAGNode))
     return seen
 
@@ -304,13 +304,13 @@ def _check_no_leaves(up):
     """Raises ValueError (Ray's message) where a node bound on the graph's nodes (up: the
     outputs and all upstream of them) reaches no output: a step nobody reads would run
     unseen, its exceptions lost."""
-    leaves, seen, todo = [], set(up), [n for n in up.values()]
-    while todo:
-        for r in todo.pop().__dict__.get("_readers", ()):
+    leaves, seen, to_visit = [], set(up), [n for n in up.values()]
+    while to_visit:
+        for r in to_visit.pop().__dict__.get("_readers", ()):
             if id(r) in seen:
                 continue
             seen.add(id(r))
-            todo.append(r)
+            to_visit.append(r)
             if not r.__dict__.get("_readers"):
                 leaves.append(r)
     if leaves:
