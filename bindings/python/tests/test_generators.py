@@ -138,3 +138,26 @@ def test_generator_methods(ray):
         count.bind(2)
     del s, ref
     assert store_empties()
+
+
+def test_an_async_generator_waits_for_a_later_call(ray):
+    """An async actor's generator that awaits what a call sent after it does: the later
+    call begins while the generator waits (calls begin in order, not one at a time)."""
+    @troupe.remote
+    class Gate:
+        def __init__(self):
+            self.opened = asyncio.Event()
+
+        async def stream(self):
+            yield "before"
+            await self.opened.wait()
+            yield "after"
+
+        async def open(self):
+            self.opened.set()
+            return "opened"
+
+    g = Gate.remote()
+    gen = g.stream.remote()
+    assert ray.get(g.open.remote(), timeout=30) == "opened"
+    assert [ray.get(r) for r in gen] == ["before", "after"]

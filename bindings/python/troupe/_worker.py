@@ -236,14 +236,17 @@ _starting = threading.local()  # .ctx: a call of an async actor that has not beg
 
 
 def run(result):
+    """result, or a coroutine's result run on the worker's loop. An async actor's call
+    (_starting.ctx) has begun once the loop has its coroutine, or once its method gave
+    anything else (an async generator, iterated later): the actor's next call may begin."""
+    ctx = getattr(_starting, "ctx", None)
+    fut = None
     if inspect.iscoroutine(result):
         fut = asyncio.run_coroutine_threadsafe(result, event_loop())
-        ctx = getattr(_starting, "ctx", None)
-        if ctx is not None:  # the loop has it: the actor's next call may begin
-            _starting.ctx = None
-            lib.tr_ctx_started(ctx)
-        return fut.result()
-    return result
+    if ctx is not None:
+        _starting.ctx = None
+        lib.tr_ctx_started(ctx)
+    return fut.result() if fut is not None else result
 
 
 _pinned = set()
