@@ -1215,7 +1215,8 @@ int tr__actors_cancel(tr__actors *a, tr_ref ref, int force, tr_actor_id *kill_ou
     pthread_mutex_lock(&a->mu);
     slot *s = find_slot(a, ref);
     int rc = 0, running = 0;
-    uint64_t board_key = 0, word = 0; /* a task running here: its worker is told */
+    uint64_t board_key = 0, word = 0; /* a call of this node: its worker is told */
+    int interrupt = 0;                /* a task running: signaled too */
     if (!s) {
         rc = tr__err(TR_ESTALE, "tr_cancel: not a live ref of a call or task this process "
                                 "made (only its owner cancels it)");
@@ -1239,9 +1240,12 @@ int tr__actors_cancel(tr__actors *a, tr_ref ref, int force, tr_actor_id *kill_ou
         } else if (ac) {
             running = s->start < ac->sent; /* (it may be running there) */
             if (force && running && s->x && s->x->task) *kill_out = ac->id;
-            if (!force && running && s->x && s->x->task && a->objects && !ac->link) {
+            /* (a call sent, on this node: its worker sees the word before it runs it, and
+             * while it runs, tr_ctx_canceled; a task's is interrupted, SIGURG) */
+            if (!force && a->objects && !ac->link) {
                 board_key = tr__id_key(ac->id.b);
                 word = tr__board_cancel_word(tr__objects_client(a->objects), s->seq);
+                interrupt = running && s->x && s->x->task;
             }
         }
         s->canceled = s->in_fifo; /* a reply may still come: it is dropped */
@@ -1255,7 +1259,7 @@ int tr__actors_cancel(tr__actors *a, tr_ref ref, int force, tr_actor_id *kill_ou
     pthread_mutex_unlock(&a->mu);
     if (board_key) { /* its worker checks the word against its call (tr_ctx_canceled) */
         pid_t pid = tr__objects_board_cancel(a->objects, board_key, word);
-        if (pid > 0) kill(pid, SIGURG);
+        if (pid > 0 && interrupt) kill(pid, SIGURG);
     }
     return rc ? rc : killing;
 }

@@ -38,8 +38,8 @@ struct tr_ctx {
     const void *dev_ptr;
     size_t dev_len;
     int dev_used;
-    /* a task worker's entry on the node's board, and the word that a caller's tr_cancel
-     * of the call running now writes there (tr__board_cancel_word; 0: no call) */
+    /* the worker's entry on the node's board, and the word that a caller's tr_cancel of
+     * the call this ctx runs now writes there (tr__board_cancel_word; 0: no call) */
     struct tr__seg_board *board;
     uint64_t cancel_word;
     /* a call on a pool's thread (max_concurrency > 1, groups): its pool, whose next call

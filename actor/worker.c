@@ -124,8 +124,10 @@ int tr__ctx_reply_object(tr_ctx *ctx, tr_ref obj) {
 }
 
 int tr__ctx_canceled(const tr_ctx *ctx) {
-    return ctx && ctx->board && ctx->cancel_word &&
-           __atomic_load_n(&ctx->board->cancel, __ATOMIC_ACQUIRE) == ctx->cancel_word;
+    if (!ctx || !ctx->board || !ctx->cancel_word) return 0;
+    for (int i = 0; i < TR__SEG_BOARD_CANCELS; i++)
+        if (__atomic_load_n(&ctx->board->cancel[i], __ATOMIC_ACQUIRE) == ctx->cancel_word) return 1;
+    return 0;
 }
 
 int tr__ctx_verror(tr_ctx *ctx, const char *fmt, va_list ap) {
@@ -206,7 +208,8 @@ typedef struct worker {
     tr_ctx ctx;
     size_t max_msg;
     client *clients;
-    tr__seg_board *board;  /* a task worker's entry on the node's board (tasks.h), or NULL */
+    tr__seg_board *board;  /* its entry on the node's board (tasks.h, tr_cancel), or NULL */
+    int task_worker;       /* a pool worker of tasks: it says on the board when it is busy */
     struct pool *pool;     /* max_concurrency > 1, or concurrency groups: the threads that run
                               the default group's calls; NULL: the loop runs them */
     struct cgroup *groups; /* the actor's concurrency groups (tr_concurrency_group) */
@@ -449,8 +452,8 @@ static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t se
     pthread_mutex_t *mu = w->pool ? NULL : &method_mu; /* (N > 1: no lock between calls) */
     if (mu) pthread_mutex_lock(mu);
     ctx->method = def->name;
-    if (w->board) { /* (a task worker) */
-        __atomic_store_n(&w->board->busy, 1, __ATOMIC_RELAXED);
+    if (w->board) { /* (a caller of this node can cancel the call: tr_ctx_canceled) */
+        if (w->task_worker) __atomic_store_n(&w->board->busy, 1, __ATOMIC_RELAXED);
         ctx->board = w->board;
         ctx->cancel_word =
             c->caller >= 0 && !c->relayed ? tr__board_cancel_word(c->caller, seq) : 0;
@@ -463,7 +466,7 @@ static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t se
                                   : def->fn(ctx, w->self, args, alen);
     if (w->board) {
         ctx->cancel_word = 0;
-        __atomic_store_n(&w->board->busy, 0, __ATOMIC_RELAXED);
+        if (w->task_worker) __atomic_store_n(&w->board->busy, 0, __ATOMIC_RELAXED);
     }
     ctx->method = NULL;
     if (mu) pthread_mutex_unlock(mu);
@@ -1020,10 +1023,11 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
     w.ctx.rt = rt;
     w.ctx.objects = objects;
     int task_worker = strcmp(cls_name, TR__TASKS_CLASS) == 0;
-    if (task_worker) {
-        tr__tasks_note_self(&w.ctx.id);
-        w.board = objects ? tr__objects_board(objects, tr__id_key(w.ctx.id.b), 1) : NULL;
-    }
+    if (task_worker) tr__tasks_note_self(&w.ctx.id);
+    w.task_worker = task_worker;
+    /* (on the board, a caller's tr_cancel reaches its calls; off it, when the board is full,
+     * a canceled call still fails at its caller, and runs here) */
+    w.board = objects ? tr__objects_board(objects, tr__id_key(w.ctx.id.b), 1) : NULL;
     w.cls = task_worker ? tasks_class(cfg) : tr__config_find_class(cfg, cls_name);
     if (!w.cls) {
         char msg[400];

@@ -1094,7 +1094,8 @@ tr__seg_board *tr__objects_board(tr__objects *o, uint64_t key, int claim) {
                 s->h->board[i].key = key;
                 s->h->board[i].pid = (int32_t)getpid();
                 __atomic_store_n(&s->h->board[i].busy, 0, __ATOMIC_RELAXED);
-                __atomic_store_n(&s->h->board[i].cancel, 0, __ATOMIC_RELAXED);
+                for (int c = 0; c < TR__SEG_BOARD_CANCELS; c++)
+                    __atomic_store_n(&s->h->board[i].cancel[c], 0, __ATOMIC_RELAXED);
             }
             word = &s->h->board[i];
         } else if (!k && !claim) {
@@ -1108,7 +1109,8 @@ tr__seg_board *tr__objects_board(tr__objects *o, uint64_t key, int claim) {
 pid_t tr__objects_board_cancel(tr__objects *o, uint64_t key, uint64_t word) {
     tr__seg_board *e = tr__objects_board(o, key, 0);
     if (!e) return 0;
-    __atomic_store_n(&e->cancel, word, __ATOMIC_RELEASE);
+    uint32_t at = __atomic_fetch_add(&e->next, 1, __ATOMIC_RELAXED) % TR__SEG_BOARD_CANCELS;
+    __atomic_store_n(&e->cancel[at], word, __ATOMIC_RELEASE);
     return (pid_t)TR__SEG_LOAD(e->pid);
 }
 

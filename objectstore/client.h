@@ -143,11 +143,11 @@ int tr__objects_borrow(tr__objects *o, tr_ref ref);
 int tr__objects_map_private(tr__objects *o, tr_ref ref, int timeout_ms, void **data, size_t *len);
 int tr__objects_unmap_private(tr__objects *o, tr_ref ref, void *data, size_t len);
 
-/* The node's notice board of task workers (segment.h): the entry of key (non-zero),
+/* The node's notice board of workers (segment.h): the entry of key (non-zero),
  * claimed for this process if `claim` (NULL: the board is full), else only looked up
  * (NULL: not on the board). The entry is shared memory: atomic loads and stores only. */
 tr__seg_board *tr__objects_board(tr__objects *o, uint64_t key, int claim);
-/* Asks the task worker of key to cancel its call that `word` names (tr__board_cancel_word)
+/* Asks the worker of key to cancel its call that `word` names (tr__board_cancel_word)
  * and returns its pid to signal (SIGURG), or 0 where it is not on this node's board. */
 pid_t tr__objects_board_cancel(tr__objects *o, uint64_t key, uint64_t word);
 

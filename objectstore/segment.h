@@ -28,7 +28,7 @@
 #define TR__SEG_NBINS 48
 #define TR__SEG_MAX_CLIENTS 256
 #define TR__SEG_NULL UINT64_MAX
-#define TR__SEG_BOARD 512 /* task workers' busy flags (actor/tasks.h) */
+#define TR__SEG_BOARD 512 /* workers' busy flags and cancels (actor/tasks.h, tr_cancel) */
 
 /* SEALED objects live in the data region. Under memory pressure an allocating process
  * spills the least recently used sealed object that nobody is viewing to a file:
@@ -67,13 +67,20 @@ typedef struct tr__obj_entry {
 #define TR__ENT_PROMISE 0x1
 #define TR__ENT_ERROR 0x2
 
-/* A task worker on the node's notice board (tr__seg_hdr.board). */
+/* The cancel words a board entry keeps: the last this many tr_cancel()s of its worker's
+ * calls (an earlier one, overwritten, is not seen there: its caller failed it all the same). */
+#define TR__SEG_BOARD_CANCELS 4
+
+/* A worker (a task worker, or an actor's) on the node's notice board (tr__seg_hdr.board). */
 typedef struct tr__seg_board {
-    uint64_t key;    /* its actor id's key; 0: free */
-    int32_t busy;    /* it runs a task now */
-    int32_t pid;     /* its process */
-    uint64_t cancel; /* a caller's tr_cancel of the task it runs: (caller index + 1) << 48
-                        | the call's seq (tr__board_cancel_word); 0: none */
+    uint64_t key;  /* its actor id's key; 0: free */
+    int32_t busy;  /* a task worker runs a task now */
+    int32_t pid;   /* its process */
+    uint32_t next; /* the cancel word the next tr_cancel writes, modulo TR__SEG_BOARD_CANCELS */
+    uint32_t pad;
+    /* callers' tr_cancel()s of calls it has queued or runs: (caller index + 1) << 48 | the
+     * call's seq (tr__board_cancel_word); 0: none */
+    uint64_t cancel[TR__SEG_BOARD_CANCELS];
 } tr__seg_board;
 
 /* The word a caller of store index `caller` writes into a task worker's `cancel` to

@@ -197,6 +197,43 @@ TEST_F(ConcurrencyTest, CrashFailsEveryCallInFlight) {
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
 }
 
+/* tr_cancel of an actor's calls on this node: the one running sees it (tr_ctx_canceled)
+ * and returns early; one queued behind it is never run (the actor's count of echoes stays
+ * 0); both refs fail at once; the actor goes on. With max_concurrency 1 and 4 alike. */
+TEST_F(ConcurrencyTest, CanceledCallsAreToldOrNotRun) {
+    for (int conc : {1, 4}) {
+        SCOPED_TRACE(conc);
+        tr_actor_id a = make(conc);
+        int64_t ms = 20000, v;
+        tr_ref running, queued, blocker;
+        ASSERT_EQ(tr_call(rt, a, "until_canceled", &ms, sizeof ms, &running), 0);
+        if (conc > 1) { /* (the echo waits behind calls that fill the actor for 1.5 s) */
+            int64_t args[2] = {99, 1500};
+            for (int i = 0; i < conc - 1; i++) {
+                ASSERT_EQ(tr_call(rt, a, "meet", args, sizeof args, &blocker), 0);
+                tr_ref_release(rt, blocker);
+            }
+        }
+        int64_t one = 1;
+        ASSERT_EQ(tr_call(rt, a, "echo", &one, sizeof one, &queued), 0);
+        EXPECT_EQ(tr_get(rt, running, 300, nullptr, nullptr), TR_ETIMEDOUT); /* (it runs) */
+        auto t0 = std::chrono::steady_clock::now();
+        EXPECT_EQ(tr_cancel(rt, queued, 0), 0) << tr_last_error();
+        EXPECT_EQ(tr_cancel(rt, running, 0), 0) << tr_last_error();
+        EXPECT_EQ(get_i64(running, &v), TR_ECANCELED);
+        EXPECT_EQ(get_i64(queued, &v), TR_ECANCELED);
+        tr_ref r;
+        ASSERT_EQ(tr_call(rt, a, "canceled", nullptr, 0, &r), 0);
+        EXPECT_EQ(get_i64(r, &v), 0) << tr_last_error();
+        EXPECT_EQ(v, 1); /* the running one saw its cancel, */
+        EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+        ASSERT_EQ(tr_call(rt, a, "total", nullptr, 0, &r), 0);
+        EXPECT_EQ(get_i64(r, &v), 0);
+        EXPECT_EQ(v, 0); /* and the queued echo never ran */
+        EXPECT_EQ(tr_actor_kill(rt, a, 1), 0);
+    }
+}
+
 /* Plain actors are as they were: calls one at a time, results in call order. */
 TEST_F(ConcurrencyTest, PlainActorsUnchanged) {
     tr_actor_id a;

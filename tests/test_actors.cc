@@ -1367,6 +1367,7 @@ struct Concurrent {
     int64_t arrived = 0;
     int running = 0, peak = 0;
     std::atomic<int64_t> total{0};
+    std::atomic<int64_t> canceled{0}; /* until_canceled calls that saw their cancel */
 };
 
 int conc_new(tr_ctx *ctx, const void *args, size_t len, void **self) {
@@ -1433,13 +1434,32 @@ int c_total(tr_ctx *ctx, void *self, const void *args, size_t len) {
     return reply_i64(ctx, ((Concurrent *)self)->total.load());
 }
 
+/* args: int64 ms. Polls tr_ctx_canceled for up to ms; replies 1 (and counts it in
+ * `canceled`) if it saw its cancel, else 0. */
+int c_until_canceled(tr_ctx *ctx, void *self, const void *args, size_t len) {
+    auto *c = (Concurrent *)self;
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(arg_i64(args, len));
+    while (!tr_ctx_canceled(ctx) && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    int64_t seen = tr_ctx_canceled(ctx);
+    c->canceled += seen;
+    return reply_i64(ctx, seen);
+}
+
+int c_canceled(tr_ctx *ctx, void *self, const void *args, size_t len) {
+    (void)args, (void)len;
+    return reply_i64(ctx, ((Concurrent *)self)->canceled.load());
+}
+
 int c_crash(tr_ctx *ctx, void *self, const void *args, size_t len) {
     (void)ctx, (void)self, (void)args, (void)len;
     _exit(3);
 }
 
 const tr_method_def concurrent_methods[] = {
-    {"meet", c_meet}, {"hold", c_hold}, {"echo", c_echo}, {"total", c_total}, {"crash", c_crash}};
+    {"meet", c_meet},        {"hold", c_hold},   {"echo", c_echo},
+    {"total", c_total},      {"crash", c_crash}, {"until_canceled", c_until_canceled},
+    {"canceled", c_canceled}};
 
 void add_functions(tr_config *cfg) {
     static const struct {

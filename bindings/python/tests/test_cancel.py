@@ -1,6 +1,9 @@
 """troupe.cancel, as Ray's ray.cancel: get of a canceled task or call raises
 TaskCancelledError at once; a running task is interrupted (KeyboardInterrupt in it);
-force stops a running task (its worker restarts)."""
+force stops a running task (its worker restarts); an actor's call not begun is not run,
+an async actor's running call gets asyncio.CancelledError, a sync actor's running method
+runs on and sees was_current_task_cancelled()."""
+import asyncio
 import os
 import time
 
@@ -100,3 +103,81 @@ def test_cancel_calls():
     assert ray.get(done) == 10
     with pytest.raises(ValueError):
         ray.cancel(a.add.remote(0), force=True)  # force is for tasks
+
+
+@ray.remote
+class Counted:
+    def __init__(self):
+        self.n = 0
+        self.saw = []
+
+    def until_canceled(self, s):
+        ctx = ray.get_runtime_context()
+        t = time.monotonic()
+        while not ctx.was_current_task_cancelled() and time.monotonic() - t < s:
+            time.sleep(0.01)
+        self.saw.append(ctx.was_current_task_cancelled())
+        return s
+
+    def add(self):
+        self.n += 1
+        return self.n
+
+    def state(self):
+        return self.n, self.saw
+
+
+def test_a_sync_actors_calls_canceled():
+    a = Counted.remote()
+    assert ray.get(a.add.remote()) == 1
+    running = a.until_canceled.remote(30)
+    queued = a.add.remote()  # behind it: canceled before it begins, never run
+    time.sleep(0.3)
+    t = time.monotonic()
+    ray.cancel(queued)
+    ray.cancel(running)
+    for r in (running, queued):
+        with pytest.raises(ray.exceptions.TaskCancelledError):
+            ray.get(r, timeout=10)
+    # the running method was not interrupted: it saw its cancel and returned
+    assert ray.get(a.state.remote(), timeout=20) == (1, [True])
+    assert time.monotonic() - t < 10
+    assert not ray.get_runtime_context().was_current_task_cancelled()  # (a driver)
+
+
+@ray.remote
+class AsyncWaiter:
+    def __init__(self):
+        self.events = []
+
+    async def wait(self, s):
+        try:
+            await asyncio.sleep(s)
+            self.events.append("slept")
+        except asyncio.CancelledError:
+            self.events.append("cancelled")
+            raise
+        return s
+
+    async def events_seen(self):
+        return self.events
+
+
+def test_an_async_actors_running_call_is_cancelled():
+    a = AsyncWaiter.remote()
+    long = a.wait.remote(60)
+    short = a.wait.remote(0.2)
+    time.sleep(0.3)
+    t = time.monotonic()
+    ray.cancel(long)
+    with pytest.raises(ray.exceptions.TaskCancelledError):
+        ray.get(long, timeout=10)
+    assert ray.get(short, timeout=10) == 0.2
+
+    def seen():
+        return ray.get(a.events_seen.remote(), timeout=10)
+    while "cancelled" not in seen() and time.monotonic() - t < 10:
+        time.sleep(0.05)
+    assert sorted(seen()) == ["cancelled", "slept"]
+    assert time.monotonic() - t < 10
+    assert ray.get(a.wait.remote(0), timeout=10) == 0  # the actor goes on

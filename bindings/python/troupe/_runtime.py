@@ -807,6 +807,16 @@ def current_actor_id():
     return _actor_id
 
 
+current_call = threading.local()  # .ctx: the tr_ctx of the call or task this thread runs
+
+
+def current_call_canceled():
+    """Whether the call or task this thread runs was canceled (troupe.cancel by a caller
+    on its node): False outside one."""
+    ctx = getattr(current_call, "ctx", None)
+    return bool(ctx is not None and lib.tr_ctx_canceled(ctx))
+
+
 def cancel(ref, *, force=False, recursive=True):
     """Cancels the task or actor call of ref (Ray's ray.cancel): get of it raises
     TaskCancelledError. A call not yet sent never runs; one running runs on and its result

@@ -11,6 +11,7 @@ each task's payload names its Python function by a digest (troupe.remote_functio
 import asyncio
 import atexit
 import collections.abc
+import concurrent.futures
 import ctypes
 import inspect
 import os
@@ -234,6 +235,41 @@ def on_loop(fn):
 
 _starting = threading.local()  # .ctx: a call of an async actor that has not begun yet
 
+_awaited = {}  # an async actor's calls whose coroutines run: id(future) -> (ctx, future)
+_awaited_lock = threading.Lock()
+_CANCEL_POLL_S = 0.05
+
+
+def _watch_cancels():
+    """On the loop, while coroutines of calls run: cancels those whose callers canceled
+    them (troupe.cancel: tr_ctx_canceled), as Ray cancels an async actor's running call
+    (asyncio.CancelledError in it)."""
+    with _awaited_lock:
+        running = list(_awaited.values())
+        if not running:
+            _state["watching"] = False
+            return
+    for ctx, fut in running:
+        if lib.tr_ctx_canceled(ctx):
+            fut.cancel()
+    event_loop().call_later(_CANCEL_POLL_S, _watch_cancels)
+
+
+def _await(ctx, fut):
+    """The result of a call's coroutine (fut), canceled where its caller cancels it."""
+    with _awaited_lock:
+        _awaited[id(fut)] = (ctx, fut)
+        if not _state.get("watching"):
+            _state["watching"] = True
+            event_loop().call_soon_threadsafe(_watch_cancels)
+    try:
+        return fut.result()
+    except concurrent.futures.CancelledError:
+        raise asyncio.CancelledError("the call was canceled (troupe.cancel)") from None
+    finally:
+        with _awaited_lock:
+            _awaited.pop(id(fut), None)
+
 
 def run(result):
     """result, or a coroutine's result run on the worker's loop. An async actor's call
@@ -246,6 +282,8 @@ def run(result):
     if ctx is not None:
         _starting.ctx = None
         lib.tr_ctx_started(ctx)
+        if fut is not None:
+            return _await(ctx, fut)
     return fut.result() if fut is not None else result
 
 
@@ -334,6 +372,7 @@ def run_task(ctx, args, n):
         k, payload = call_payload(addr + off, n - off)
         if main:
             _running_task[0] = ctx
+        _runtime.current_call.ctx = ctx
         try:
             if isinstance(fn, remote_function.RetryingFunction):
                 result = run_retrying(fn.fn, fn.retries, fn.on,
@@ -343,6 +382,7 @@ def run_task(ctx, args, n):
                 result = run(fn(*a, **kw))
         finally:
             _running_task[0] = None
+            _runtime.current_call.ctx = None
         reply_results(ctx, result, k)
     except BaseException as e:
         return reply_error(ctx, e, k)
@@ -507,6 +547,7 @@ def main():
                 reply(ctx, _serial.join(*_serial.dumps(True)[:2]))
                 return 0
             else:
+                _runtime.current_call.ctx = ctx  # (was_current_task_cancelled)
                 k, payload = call_payload(args, n)
                 inst = state["instance"]
                 fn = getattr(inst, name, None)
@@ -543,6 +584,7 @@ def main():
             return reply_error(ctx, e, k)
         finally:
             _starting.ctx = None
+            _runtime.current_call.ctx = None
         return 0
 
     cls = _ffi.ActorClass()

@@ -667,6 +667,11 @@ class RuntimeContext:
         cls = det.class_name.decode(errors="replace") if det is not None else "Actor"
         return _rebuild_handle(aid, cls if cls != PY_CLASS.decode() else "Actor", None)
 
+    def was_current_task_cancelled(self):
+        """Whether the task or method running on this thread was canceled (troupe.cancel):
+        a method of a sync actor is not interrupted (Ray's rule) and may poll this."""
+        return _runtime.current_call_canceled()
+
     def was_current_actor_reconstructed(self):
         det = self._details()
         return bool(det is not None and det.restarts > 0)
