@@ -195,13 +195,26 @@ TEST_F(Cluster, ActorsAreCalledAcrossNodes) {
     printf("%s", out.c_str());
     EXPECT_TRUE(clean(out)) << out;
     /* the driver has left: the actors it made on b and on the head go with it */
-    EXPECT_TRUE(eventually(5000,
-                           [&] {
-                               return count(status_c2(0), "\"state\":\"ALIVE\"") == 0 &&
-                                      count(status_c2(2), "\"state\":\"ALIVE\"") == 0;
-                           }))
+    /* (but task workers: a node's pools are shared by every process, and stay warm) */
+    auto alive_actors = [&](int i) {
+        std::string st = status_c2(i);
+        return count(st, "\"state\":\"ALIVE\"") - count(st, "\"class\":\"__troupe_tasks\"");
+    };
+    EXPECT_TRUE(eventually(5000, [&] { return alive_actors(0) == 0 && alive_actors(2) == 0; }))
         << status_c2(0) << "\n"
         << status_c2(2);
+
+    /* a detached actor made on b by a driver here outlives that driver; an ordinary one
+     * does not */
+    out = in(1, driver("detach|10.213.0.3|10.213.0.1", " 2>&1"), &st);
+    EXPECT_EQ(st, 0) << out;
+    out = in(1, driver("finddetached|10.213.0.3|10.213.0.1", " 2>&1"), &st);
+    EXPECT_EQ(st, 0) << out;
+    for (const char *what : {"a detached actor on another node outlives its creator",
+                             "an ordinary one there went with it"})
+        EXPECT_NE(out.find(std::string("OK ") + what), std::string::npos) << what << "\n" << out;
+    EXPECT_TRUE(clean(out)) << out;
+    EXPECT_TRUE(eventually(5000, [&] { return alive_actors(2) == 0; })) << status_c2(2);
 
     /* node b killed under a call in flight: the caller hears within seconds */
     std::string marker = "/dev/shm/trc" + std::to_string(getpid());
@@ -215,8 +228,10 @@ TEST_F(Cluster, ActorsAreCalledAcrossNodes) {
         at = at == std::string::npos ? at : st.find("\"actors\":", at);
         return at == std::string::npos ? -1 : atoi(st.c_str() + at + 9);
     };
-    EXPECT_TRUE(eventually(5000, [&] { return actors_at(status_c2(0), "10.213.0.3") == 3; }))
-        << status_c2(0);
+    int pooled = count(status_c2(2), "\"class\":\"__troupe_tasks\""); /* (warm task workers) */
+    EXPECT_TRUE(eventually(5000, [&] {
+        return actors_at(status_c2(0), "10.213.0.3") == 3 + pooled;
+    })) << status_c2(0);
     EXPECT_NE(status_c2(0).find("\"objects\":"), std::string::npos);
     std::string b = status_c2(2);
     std::string pid = b.substr(b.find("\"pid\":") + 6);

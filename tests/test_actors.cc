@@ -2028,6 +2028,48 @@ int run_cluster_driver(const char *spec) {
         tr_shutdown(rt);
         return g_cluster_fails ? 1 : 0;
     }
+    if (strcmp(scenario, "detach") == 0) { /* actors on another node, one detached */
+        const char *names[2] = {"far-detached", "far-goes"};
+        for (int i = 0; i < 2; i++) {
+            tr_resource r = {there.c_str(), 1};
+            tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
+            o.resources = &r;
+            o.n_resources = 1;
+            o.name = names[i];
+            o.detached = i == 0;
+            tr_actor_id a;
+            int64_t v = 0;
+            rc = tr_actor_create(rt, "Counter", &o, "d", 1, &a);
+            if (!rc) rc = call_i64(rt, a, "add", 7, &v);
+            cluster_check(rc == 0 && v == 7, names[i], rc ? tr_last_error() : "");
+        }
+        _exit(g_cluster_fails ? 1 : 0); /* (no tr_shutdown: the node sees us go) */
+    }
+    if (strcmp(scenario, "finddetached") == 0) { /* after "detach"'s driver left */
+        tr_actor_id a, b;
+        int64_t v = 0;
+        rc = tr_actor_get(rt, "far-detached", &a);
+        if (!rc) rc = call_i64(rt, a, "add", 1, &v);
+        cluster_check(rc == 0 && v == 8, "a detached actor on another node outlives its creator",
+                      rc ? tr_last_error() : std::to_string(v).c_str());
+        bool gone = false;
+        for (int i = 0; i < 500 && !gone; i++) {
+            tr_actor_details d = TR_ACTOR_DETAILS_INIT;
+            gone = tr_actor_get(rt, "far-goes", &b) != 0 || tr_actor_info(rt, b, &d) != 0 ||
+                   d.state == TR_ACTOR_DEAD;
+            if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        tr_actor_details d = TR_ACTOR_DETAILS_INIT;
+        int irc = gone ? 0 : tr_actor_info(rt, b, &d);
+        cluster_check(
+            gone, "an ordinary one there went with it",
+            gone ? ""
+                 : (std::string(tr_errname(irc)) + " " + d.node + " " + std::to_string(d.state))
+                       .c_str());
+        if (!rc) tr_actor_kill(rt, a, 1);
+        tr_shutdown(rt);
+        return g_cluster_fails ? 1 : 0;
+    }
     if (strcmp(scenario, "headless") == 0) { /* the head is gone */
         tr_actor_id near;
         int64_t v = 0;

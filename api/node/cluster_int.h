@@ -99,8 +99,9 @@ typedef struct job {
     uint8_t id[16];
     int64_t wait_ms, no_restart, max_restarts;
     char *cls, *name, *res, *exe;
-    char *groups; /* an actor's concurrency groups (control.c's encoding), or NULL */
-    int64_t conc; /* ...and its max_concurrency */
+    char *groups;     /* an actor's concurrency groups (control.c's encoding), or NULL */
+    int64_t conc;     /* ...and its max_concurrency */
+    int64_t detached; /* ...and whether it outlives its creator (lifetime="detached") */
     void *args;
     size_t args_len;
     char owner_key[64]; /* owner_gone jobs */

@@ -224,6 +224,10 @@ static void run_create(tr__cluster *cl, job *j) {
         tr__enc_str(&q, "groups");
         tr__enc_str(&q, j->groups);
     }
+    if (j->detached) { /* (its node keeps it when our creator goes) */
+        tr__enc_str(&q, "detached");
+        tr__enc_int(&q, 1);
+    }
     tr__enc_map_close(&q, m);
     uint8_t id[16];
     char address[128];
@@ -513,6 +517,8 @@ int tr__cluster_forward(tr__cluster *cl, int type, tr__conn *c, uint64_t seq, co
             goto fail;
         j->conc = 1;
         if (tr__obj_get(body, "conc") && (rc = tr__get_int(body, "conc", &j->conc))) goto fail;
+        if (tr__obj_get(body, "detached") && (rc = tr__get_int(body, "detached", &j->detached)))
+            goto fail;
         if (tr__obj_type(tr__obj_get(body, "groups")) == TR__T_STR &&
             (rc = tr__get_strdup(body, "groups", &j->groups)))
             goto fail;
