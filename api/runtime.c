@@ -660,3 +660,8 @@ TR_API int tr_object_refs(tr_runtime *rt, tr_ref ref, tr_ref *out, size_t cap, s
     CHECK_RT(rt, "tr_object_refs");
     return tr__objects_refs(rt->objects, ref, out, cap, n);
 }
+
+TR_API int tr_object_holders(tr_runtime *rt, tr_ref ref, size_t *others) {
+    CHECK_RT(rt, "tr_object_holders");
+    return tr__objects_holders(rt->objects, ref, others);
+}

@@ -614,6 +614,30 @@ int tr__objects_exists(tr__objects *o, tr_ref ref) {
     return r;
 }
 
+int tr__objects_holders(tr__objects *o, tr_ref ref, size_t *others) {
+    if (!others) return tr__err(TR_EINVAL, "tr_object_holders: NULL argument");
+    *others = 0;
+    ref = store_ref(ref);
+    pthread_mutex_lock(&o->mu);
+    local *l = find_local(o, ref.b, 0);
+    size_t pins = l ? l->pins : 0; /* (our calls in flight that pass it hold it too) */
+    tr__seg_lock(&o->seg);
+    tr__obj_entry *e = tr__seg_find(&o->seg, ref.b);
+    int rc = 0;
+    if (!e) {
+        rc = tr__err(TR_ENOTFOUND, "tr_object_holders: no such object in this node's store");
+    } else {
+        size_t n = e->contained_by + pins;
+        for (int i = 0; i < TR__SEG_MAX_CLIENTS / 64; i++)
+            n += (size_t)__builtin_popcountll(e->holders[i]);
+        uint64_t mine = e->holders[o->idx >> 6] >> (o->idx & 63) & 1;
+        *others = n - (size_t)mine;
+    }
+    tr__seg_unlock(&o->seg);
+    pthread_mutex_unlock(&o->mu);
+    return rc;
+}
+
 void tr__objects_wait_change(tr__objects *o, int64_t deadline) {
     tr__event_wait(&o->seg.h->sealed, tr__event_seq(&o->seg.h->sealed), deadline);
 }

@@ -143,6 +143,12 @@ int tr__objects_borrow(tr__objects *o, tr_ref ref);
 int tr__objects_map_private(tr__objects *o, tr_ref ref, int timeout_ms, void **data, size_t *len);
 int tr__objects_unmap_private(tr__objects *o, tr_ref ref, void *data, size_t len);
 
+/* Who else holds an object of this node's store: the other processes with a hold on it
+ * (the relay's stands for every borrower on other nodes), the objects that contain it and
+ * our own pins of it (calls in flight that pass it), into *others. 0, TR_ENOTFOUND,
+ * TR_EINVAL. */
+int tr__objects_holders(tr__objects *o, tr_ref ref, size_t *others);
+
 /* The node's notice board of workers (segment.h): the entry of key (non-zero),
  * claimed for this process if `claim` (NULL: the board is full), else only looked up
  * (NULL: not on the board). The entry is shared memory: atomic loads and stores only. */

@@ -216,6 +216,43 @@ TEST_F(OwnershipTest, BorrowOutlivesTheOwnersRelease) {
     expect_empty();
 }
 
+/* tr_object_holders counts who else holds an object: nobody at first; a borrower in
+ * another process; an object that contains it; our own call in flight that passes it;
+ * nobody again once each lets go. */
+TEST_F(OwnershipTest, HoldersOfAnObjectAreCounted) {
+    tr_actor_id keeper = make(), slow = make();
+    tr_ref obj;
+    ASSERT_EQ(tr_put(rt, "token", 5, &obj), 0);
+    size_t n = 99;
+    ASSERT_EQ(tr_object_holders(rt, obj, &n), 0) << tr_last_error();
+    EXPECT_EQ(n, 0u);
+    std::string out;
+    ASSERT_EQ(call_ref_arg(keeper, "keep", obj, &out), 0) << out; /* a borrower */
+    ASSERT_EQ(tr_object_holders(rt, obj, &n), 0);
+    EXPECT_EQ(n, 1u);
+    tr_ref box; /* an object that contains it */
+    ASSERT_EQ(tr_put_refs(rt, &obj, 16, &obj, 1, &box), 0);
+    ASSERT_EQ(tr_object_holders(rt, obj, &n), 0);
+    EXPECT_EQ(n, 2u);
+    ASSERT_EQ(tr_ref_release(rt, box), 0);
+    int64_t ms = 1500; /* a call of ours in flight that passes it (queued behind a sleep) */
+    tr_ref sleeping, passing;
+    ASSERT_EQ(tr_call(rt, slow, "sleep_ms", &ms, 8, &sleeping), 0);
+    ASSERT_EQ(tr_call_contains(rt, slow, "echo", &obj, 16, nullptr, 0, &obj, 1, &passing), 0);
+    int64_t got = 0;
+    ASSERT_EQ(call_i64(rt, keeper, "drop_kept", 0, &got), 0);
+    ASSERT_EQ(tr_object_holders(rt, obj, &n), 0);
+    EXPECT_EQ(n, 1u) << "the call in flight holds it";
+    ASSERT_EQ(tr_get(rt, passing, 10000, nullptr, nullptr), 0) << tr_last_error();
+    ASSERT_EQ(tr_object_holders(rt, obj, &n), 0);
+    EXPECT_EQ(n, 0u);
+    for (tr_ref r : {sleeping, passing})
+        tr_ref_release(rt, r);
+    ASSERT_EQ(tr_ref_release(rt, obj), 0);
+    EXPECT_EQ(tr_object_holders(rt, obj, &n), TR_ENOTFOUND);
+    expect_empty();
+}
+
 /* Our own result, released after we shared it, comes back to us in a value: we borrow it
  * like anyone (its twin lives in the store while the object holds it). */
 TEST_F(OwnershipTest, OwnReleasedResultComesBack) {

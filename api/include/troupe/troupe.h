@@ -704,6 +704,16 @@ TR_API int tr_put_refs(tr_runtime *rt, const void *data, size_t len, const tr_re
  * in *n. Returns 0, TR_ENOTFOUND, TR_EINVAL. Thread safety: any thread. */
 TR_API int tr_object_refs(tr_runtime *rt, tr_ref ref, tr_ref *out, size_t cap, size_t *n);
 
+/* How many others hold an object made on this node (tr_put, tr_put_refs): the other
+ * processes of the node with a hold on it (borrowers on other nodes count as one, the
+ * node's relay that holds it for them), the objects that contain it and this process's
+ * calls in flight that pass it (tr_call_contains), into *others.
+ * The ref stays held by this process. A binding that ties something to an object's
+ * lifetime asks it (Python's actor handles: the actor ends once no copy of its handle
+ * is left anywhere). Returns 0, TR_ENOTFOUND (not in this node's store), TR_EINVAL.
+ * Thread safety: any thread. */
+TR_API int tr_object_holders(tr_runtime *rt, tr_ref ref, size_t *others);
+
 /* A private, writable view of an object (or of a shared call result): copy-on-write, so
  * nothing is copied until a page is written, and a written page is this process's alone
  * (the object never changes). Waits up to timeout_ms for its seal. The object stays held

@@ -365,6 +365,15 @@ class Pid:
     def call(self, other):
         return troupe.get(other.pid.remote())
 
+    def keep(self, other):
+        self.kept = other
+
+    def call_kept(self):
+        return troupe.get(self.kept.pid.remote())
+
+    def drop(self):
+        self.kept = None
+
 
 def test_actor_ends_with_its_last_handle(ray):
     import gc
@@ -377,17 +386,83 @@ def test_actor_ends_with_its_last_handle(ray):
     assert _gone(pid)
     # the common one-liner: the handle is a temporary, its call's value still comes
     assert ray.get(Echo.remote().echo.remote(5)) == 5
-    # named actors and handles passed elsewhere stay
+    # named actors stay
     named = Pid.options(name="stays").remote()
     named_pid = ray.get(named.pid.remote())
-    passed = Pid.remote()
-    passed_pid = ray.get(passed.pid.remote())
-    other = Pid.remote()
-    assert ray.get(other.call.remote(passed)) == passed_pid  # (pickled: it escaped)
-    del named, passed
+    del named
     gc.collect()
-    assert not _gone(named_pid, timeout=1) and not _gone(passed_pid, timeout=0.5)
+    assert not _gone(named_pid, timeout=1)
     assert ray.get(ray.get_actor("stays").pid.remote()) == named_pid
+
+
+def test_a_handle_elsewhere_keeps_its_actor(ray):
+    """Ray counts an actor's handles everywhere: a copy kept by another actor, inside
+    an object, or in a call not yet run keeps it; it ends when the last copy goes."""
+    import gc
+    other = Pid.remote()
+    # a copy kept by another actor
+    h = Pid.remote()
+    pid = ray.get(h.pid.remote())
+    ray.get(other.keep.remote(h))
+    del h
+    gc.collect()
+    assert not _gone(pid, timeout=1)
+    assert ray.get(other.call_kept.remote()) == pid
+    ray.get(other.drop.remote())
+    assert _gone(pid)
+    # a copy passed to a call, which has ended: nothing holds it
+    h = Pid.remote()
+    pid = ray.get(h.pid.remote())
+    assert ray.get(other.call.remote(h)) == pid
+    del h
+    gc.collect()
+    assert _gone(pid)
+    # a copy inside an object
+    h = Pid.remote()
+    pid = ray.get(h.pid.remote())
+    box = ray.put([h])
+    del h
+    gc.collect()
+    assert not _gone(pid, timeout=1)
+    assert ray.get(ray.get(box)[0].pid.remote()) == pid
+    del box
+    gc.collect()
+    assert _gone(pid)
+
+
+@troupe.remote
+def _call_when(handle, gate):
+    troupe.get(gate.wait.remote())
+    return troupe.get(handle.pid.remote())
+
+
+@troupe.remote
+class _Gate:
+    def __init__(self):
+        import asyncio
+        self.ev = asyncio.Event()
+
+    async def wait(self):
+        await self.ev.wait()
+
+    async def open(self):
+        self.ev.set()
+
+
+def test_a_task_not_run_yet_keeps_the_actor(ray):
+    """Ray's test_distributed_actor_handle_deletion: the handle passed to a task that
+    cannot run yet, then deleted: the actor lives until the task is done."""
+    import gc
+    gate = _Gate.remote()
+    h = Pid.remote()
+    pid = ray.get(h.pid.remote())
+    x = _call_when.remote(h, gate)
+    del h
+    gc.collect()
+    assert not _gone(pid, timeout=1)
+    ray.get(gate.open.remote())
+    assert ray.get(x, timeout=30) == pid
+    assert _gone(pid)
 
 
 # ------------------------------------------------------------------ util.collective

@@ -171,6 +171,7 @@ _PROTOS = {
     "tr_object_create": (c_int, [vp, c_size_t, P(Ref), P(vp)]),
     "tr_object_seal": (c_int, [vp, Ref]),
     "tr_object_stats": (c_int, [vp, P(StoreStats)]),
+    "tr_object_holders": (c_int, [vp, Ref, P(c_size_t)]),
     "tr_store_stats_init": (None, [P(StoreStats)]),
     "tr_dag_options_init": (None, [P(DagOptions)]),
     # collective groups

@@ -6,6 +6,7 @@ import inspect
 import json
 import os
 import threading
+import time
 import warnings
 
 from . import _errors, _ffi, _placement, _runtime, _serial, remote_function
@@ -379,14 +380,66 @@ class ActorClass:
 
 class _Scope:
     """The actor of a handle that Cls.remote made here: ended (after the calls sent
-    before) when that handle goes, unless it was pickled (passed to another actor, put
-    in an object: a copy elsewhere may still call it, and troupe does not count copies
-    yet)."""
-    __slots__ = ("rt", "escaped")
+    before) when its last handle goes, here or anywhere. Once the handle is pickled
+    (passed to another actor or task, put in an object), its copies carry a token, an
+    object of the store put here, that each copy holds as a borrowed ref; when the
+    handle here goes, a watcher ends the actor once nobody else holds the token (no copy
+    left in any process, object or call in flight), as Ray counts an actor's handles."""
+    __slots__ = ("rt", "token")
 
     def __init__(self, rt):
         self.rt = rt
-        self.escaped = False
+        self.token = None  # the ObjectRef the handle's copies hold, from its first pickle
+
+
+_watched = []  # (actor id, token): handles gone here whose copies may live elsewhere
+_watch_cv = threading.Condition()
+_WATCH_S = 0.2
+
+
+def _end_actor(aid):
+    try:
+        if _runtime.is_initialized():
+            _runtime.call(aid, EXIT, (), {}, "ending an actor")
+    except Exception:  # (a dead actor, a runtime going away: nothing to end)
+        pass
+
+
+def _watch_tokens():
+    """Ends each watched actor once its token has no holder but the watcher."""
+    while True:
+        with _watch_cv:
+            if not _watched:
+                _watch_cv.wait(timeout=5)
+                if not _watched:
+                    _watch_cv.watching = False
+                    return
+            items = list(_watched)
+        done = []
+        for aid, token in items:
+            try:
+                gone = not _runtime.is_initialized() or not token._of_this_runtime()
+                if gone or token._sole_holder():
+                    done.append((aid, token))
+                    if not gone:
+                        _end_actor(aid)
+            except Exception:
+                done.append((aid, token))
+        with _watch_cv:
+            for d in done:
+                if d in _watched:
+                    _watched.remove(d)
+        del items, done
+        time.sleep(_WATCH_S)
+
+
+def _watch(aid, token):
+    with _watch_cv:
+        _watched.append((aid, token))
+        if not getattr(_watch_cv, "watching", False):
+            _watch_cv.watching = True
+            threading.Thread(target=_watch_tokens, name="troupe-handles", daemon=True).start()
+        _watch_cv.notify()
 
 
 class ActorHandle:
@@ -394,20 +447,26 @@ class ActorHandle:
     it too."""
     _scope = None
 
-    def __init__(self, aid, class_name, methods, returns=None):
+    _token = None  # a copy's hold on its actor's token (_Scope), or None
+
+    def __init__(self, aid, class_name, methods, returns=None, token=None):
         self._id = aid
         self._class_name = class_name
         self._methods = methods  # None: any name (a handle found by name)
         self._returns = returns or {}  # {method: its @troupe.method num_returns, not 1}
+        if token is not None:
+            self._token = token
 
     def __del__(self):
         sc = self._scope
-        if sc is None or sc.escaped:
-            return
         try:
-            if _runtime.is_initialized() and runtime() is sc.rt:
-                _runtime.call(self._id, EXIT, (), {}, "ending an actor")
-        except Exception:  # (a dead actor, a runtime going away: nothing to end)
+            if sc is None or not _runtime.is_initialized() or runtime() is not sc.rt:
+                return
+            if sc.token is None:
+                _end_actor(self._id)  # (never copied: its only handle)
+            else:
+                _watch(self._id, sc.token)  # (its copies may live on)
+        except Exception:
             pass
 
     def __getattr__(self, name):
@@ -423,10 +482,12 @@ class ActorHandle:
         return bytes(self._id.b)
 
     def __reduce__(self):
-        if self._scope is not None:
-            self._scope.escaped = True
+        sc = self._scope
+        if sc is not None and sc.token is None:  # its first copy: the token they hold
+            sc.token = _runtime.put_token()
+        token = sc.token if sc is not None else self._token
         return (_rebuild_handle, (bytes(self._id.b), self._class_name, self._methods,
-                                  self._returns or None))
+                                  self._returns or None, token))
 
     def __hash__(self):
         return hash(bytes(self._id.b))
@@ -438,10 +499,10 @@ class ActorHandle:
         return f"Actor({self._class_name}, {bytes(self._id.b).hex()})"
 
 
-def _rebuild_handle(b, class_name, methods, returns=None):
+def _rebuild_handle(b, class_name, methods, returns=None, token=None):
     aid = ActorId()
     ctypes.memmove(aid.b, b, 16)
-    return ActorHandle(aid, class_name, methods, returns)
+    return ActorHandle(aid, class_name, methods, returns, token)
 
 
 class ActorMethod:
