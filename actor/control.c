@@ -146,6 +146,10 @@ int tr__actor_create(tr__nodeconn *node, const char *cls, const tr_actor_options
         tr__enc_str(&b, "groups");
         tr__enc_str(&b, groups);
     }
+    if (opts->class_label && *opts->class_label) { /* (what status and metrics show) */
+        tr__enc_str(&b, "label");
+        tr__enc_strn(&b, opts->class_label, strnlen(opts->class_label, 200));
+    }
     static const tr_pg_id none;
     if (memcmp(opts->placement_group.b, none.b, 16) != 0) { /* the node renames req */
         enc_id(&b, "pg", opts->placement_group.b);

@@ -42,6 +42,7 @@ struct tr_ctx {
      * the call this ctx runs now writes there (tr__board_cancel_word; 0: no call) */
     struct tr__seg_board *board;
     uint64_t cancel_word;
+    int failed; /* tr_ctx_failed: the call failed, though it replies a value */
     /* a call on a pool's thread (max_concurrency > 1, groups): its pool, whose next call
      * begins once this one has (gate_open: its method started, or said so) */
     void *gate;

@@ -45,10 +45,11 @@ typedef struct actor {
     int pg_bundle;                  /* and bundle (-1: any) */
     double pg_gpu;                  /* the GPUs it asked for, out of the group's devices */
     int no_restart;
-    int owner_gone; /* freed once dead and reaped */
-    int detached;   /* outlives its owner (lives until killed or the node ends) */
-    int conc;       /* max_concurrency (its worker runs up to conc calls at once) */
-    char *groups;   /* its concurrency groups, as control.c encodes them (NULL: none) */
+    int owner_gone;  /* freed once dead and reaped */
+    int detached;    /* outlives its owner (lives until killed or the node ends) */
+    int conc;        /* max_concurrency (its worker runs up to conc calls at once) */
+    char *groups;    /* its concurrency groups, as control.c encodes them (NULL: none) */
+    char label[201]; /* its class as a binding names it (tr_actor_options.class_label; "") */
     uv_timer_t start_timer;
     int timer_live;
     waiter *waiters;
@@ -65,6 +66,7 @@ struct tr__directory {
     actor *all;
     int shutting_down;
     tr__pgroups *pgs;
+    tr__directory_totals totals;
 };
 
 static void notify(actor *a);
@@ -235,6 +237,7 @@ static void release(tr__directory *d, actor *a) {
 
 /* Resources come back when the process is reaped (on_worker_exit), not before. */
 static void make_dead(tr__directory *d, actor *a) {
+    if (a->state != TR__ACTOR_DEAD) d->totals.died++;
     a->state = TR__ACTOR_DEAD;
     if (a->timer_live) uv_timer_stop(&a->start_timer);
     if (!a->proc) release(d, a);
@@ -303,6 +306,8 @@ static void on_worker_exit(void *ctx, tr__proc *p, int64_t status, int sig) {
     if (a->path) unlink(a->path);
     if (a->timer_live) uv_timer_stop(&a->start_timer);
     release(d, a);
+    if (d->o.on_worker_exit)
+        d->o.on_worker_exit(d->o.exit_ctx, a->id, a->label[0] ? a->label : a->cls);
     if (a->state == TR__ACTOR_DEAD) { /* failed constructor, or already declared dead */
         schedule_pending(d);
         if (a->owner_gone && !a->waiters) forget(d, a); /* nobody can ask for it any more */
@@ -318,6 +323,7 @@ static void on_worker_exit(void *ctx, tr__proc *p, int64_t status, int sig) {
         set_reason(a, "worker process exited with status %lld", (long long)status);
     if (can_restart) {
         a->restarts++;
+        d->totals.restarts++;
         if (!fits_now(d, a)) { /* cannot happen: we just gave them back */
             make_dead(d, a);
             return;
@@ -365,6 +371,15 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
     if (tr__obj_type(tr__obj_get(body, "groups")) == TR__T_STR &&
         (rc = tr__get_strdup(body, "groups", &a->groups)))
         goto fail;
+    const char *label;
+    size_t label_len;
+    if (tr__obj_type(tr__obj_get(body, "label")) == TR__T_STR &&
+        tr__get_str(body, "label", &label, &label_len) == 0) { /* (shown, never trusted) */
+        size_t n = label_len < sizeof a->label - 1 ? label_len : sizeof a->label - 1;
+        for (size_t i = 0; i < n; i++)
+            a->label[i] = (unsigned char)label[i] < 0x20 || label[i] == 0x7f ? '?' : label[i];
+        a->label[n] = '\0';
+    }
     if (!*a->cls) {
         rc = tr__err(TR_EINVAL, "create: empty class name");
         goto fail;
@@ -446,6 +461,7 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
         tail = &(*tail)->next;
     *tail = a;
     a->state = TR__ACTOR_PENDING;
+    d->totals.created++;
     free(res);
 
     tr__buf b = TR__BUF_INIT;
@@ -770,6 +786,8 @@ void tr__directory_status_json(const tr__directory *d, tr__buf *out) {
                          a->restarts);
         tr__buf_append(out, tmp, (size_t)n);
         json_str(out, a->cls);
+        tr__buf_append(out, ",\"class_name\":", 14);
+        json_str(out, a->label[0] ? a->label : a->cls);
         tr__buf_append(out, ",\"name\":", 8);
         json_str(out, a->name);
         tr__buf_append(out, ",\"reason\":", 10);
@@ -787,6 +805,19 @@ void tr__directory_status_json(const tr__directory *d, tr__buf *out) {
     }
     tr__buf_append(out, "]", 1);
     tr__pgroups_status_json(d->pgs, out);
+}
+
+void tr__directory_each(const tr__directory *d, void (*fn)(void *ctx, const tr__actor_view *a),
+                        void *ctx) {
+    for (const actor *a = d->all; a; a = a->next) {
+        tr__actor_view v = {a->id, a->label[0] ? a->label : a->cls, a->name, a->state, a->restarts,
+                            a->pid};
+        fn(ctx, &v);
+    }
+}
+
+void tr__directory_totals_get(const tr__directory *d, tr__directory_totals *out) {
+    *out = d->totals;
 }
 
 void tr__directory_close(tr__directory *d) {

@@ -46,7 +46,25 @@ typedef struct tr__directory_opts {
     /* A cluster's client node (a driver that joined by the head's address): it runs no
      * actors; every ACTOR_CREATE goes to the cluster (the forward hook). */
     int no_actors;
+    /* Called when an actor's worker process has exited and been reaped (before a restart
+     * spawns the next): the node's metrics keep what it counted (may be NULL). */
+    void (*on_worker_exit)(void *ctx, const uint8_t id[16], const char *cls); /* (label) */
+    void *exit_ctx;
 } tr__directory_opts;
+
+/* One actor, as tr__directory_each shows it. */
+typedef struct tr__actor_view {
+    const uint8_t *id;      /* 16 bytes */
+    const char *cls, *name; /* cls: its class_label if it has one; name: NULL if none */
+    int state;              /* TR__ACTOR_* */
+    int restarts;
+    pid_t pid; /* its worker's, 0 if none now */
+} tr__actor_view;
+
+/* Totals since the node started. */
+typedef struct tr__directory_totals {
+    uint64_t created, restarts, died;
+} tr__directory_totals;
 
 int tr__directory_create(const tr__directory_opts *o, tr__directory **out);
 void tr__directory_mount(tr__directory *d, tr__server *s);
@@ -56,6 +74,11 @@ void tr__directory_kill_all(tr__directory *d);
 void tr__directory_status_json(const tr__directory *d, tr__buf *out);
 /* Actors that are not dead (pending, starting, alive, restarting). */
 size_t tr__directory_live(const tr__directory *d);
+/* Calls fn for each actor the node knows (dead ones it still remembers too), in creation
+ * order. */
+void tr__directory_each(const tr__directory *d, void (*fn)(void *ctx, const tr__actor_view *a),
+                        void *ctx);
+void tr__directory_totals_get(const tr__directory *d, tr__directory_totals *out);
 /* Releases every actor and deferred reply; libuv handles close on the next loop run.
  * Call after the workers are reaped, then run the loop, then destroy. */
 void tr__directory_close(tr__directory *d);

@@ -462,9 +462,13 @@ static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t se
      * its call may go on elsewhere, e.g. on an event loop) */
     if (def->fn != w->cls->dispatch) tr__ctx_started(ctx);
     /* (canceled before it started here: it is not run; its caller dropped it already) */
+    int64_t t0 = w->board ? tr__now_ns() : 0;
+    ctx->failed = 0;
     int r = tr__ctx_canceled(ctx) ? tr__ctx_error(ctx, "canceled (tr_cancel) before it ran")
                                   : def->fn(ctx, w->self, args, alen);
-    if (w->board) {
+    if (w->board) { /* (the node's metrics: calls by class, their durations) */
+        tr__board_count_call(w->board, (uint64_t)(tr__now_ns() - t0),
+                             r != 0 || ctx->result.oom || ctx->failed);
         ctx->cancel_word = 0;
         if (w->task_worker) __atomic_store_n(&w->board->busy, 0, __ATOMIC_RELAXED);
     }

@@ -71,6 +71,10 @@ TR_API int tr_ctx_canceled(const tr_ctx *ctx) {
     return tr__ctx_canceled(ctx);
 }
 
+TR_API void tr_ctx_failed(tr_ctx *ctx) {
+    if (ctx) ctx->failed = 1;
+}
+
 TR_API tr_runtime *tr_ctx_runtime(tr_ctx *ctx) {
     return tr__ctx_runtime(ctx);
 }

@@ -102,6 +102,9 @@ static const ckey keys[] = {
     {"cluster_tls_ca", K_STR, F(cluster_tls_ca), .flags = NODE | NODE_OPT},
     {"cpu_binding", K_ENUM, F(cpu_binding), .lo = 0, .hi = 1, .def = TR__BIND_CORES,
      .flags = NODE | NODE_OPT | NODE_CHECK, .names = binding_names},
+    {"metrics_port", K_INT, F(metrics_port), .lo = -1, .hi = 65535, .def = 0,
+     .flags = WHOLE | NODE | NODE_OPT | NODE_CHECK}, /* -1: none; 0: any */
+    {"metrics_host", K_STR, F(metrics_host), .flags = NODE | NODE_OPT},
     {"num_cpus", K_DOUBLE, F(num_cpus), .lo = 0, .hi = 1e6, .def = -1, .flags = NODE},
     {"num_gpus", K_DOUBLE, F(num_gpus), .lo = 0, .hi = 1e6, .def = -1, .flags = NODE},
     {"resources", K_RES, F(resources), .flags = NODE},

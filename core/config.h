@@ -29,6 +29,10 @@ struct tr_config {
     size_t store_bytes; /* object store capacity; 0: the default */
     char *spill_dir;    /* NULL: the node's session directory */
     int cpu_binding;    /* TR__BIND_CORES (the default) or TR__BIND_NONE */
+    /* the node's HTTP port for /metrics and its status page (-1: none; 0: any), and the
+     * address it binds (NULL: 127.0.0.1; another needs the cluster's token) */
+    int metrics_port;
+    char *metrics_host;
     /* a cluster (api/cluster.c): the node's TCP port for other nodes (-1: none; 0: any),
      * the address it binds (NULL: loopback for a head, else the one facing the head), the
      * cluster's token, and the head to join ("HOST:PORT"; NULL: this node is the head) */

@@ -1103,31 +1103,7 @@ int tr__objects_borrow(tr__objects *o, tr_ref ref) {
 }
 
 tr__seg_board *tr__objects_board(tr__objects *o, uint64_t key, int claim) {
-    if (!key) return NULL;
-    tr__seg *s = &o->seg;
-    tr__seg_board *word = NULL;
-    tr__seg_lock(s);
-    size_t home = (size_t)(key % TR__SEG_BOARD);
-    for (size_t n = 0; n < TR__SEG_BOARD && !word; n++) {
-        size_t i = (home + n) % TR__SEG_BOARD;
-        uint64_t k = TR__SEG_LOAD(s->h->board[i].key);
-        int32_t pid = TR__SEG_LOAD(s->h->board[i].pid);
-        int stale = claim && k && pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
-        if (k == key || (claim && (k == 0 || stale))) {
-            if (claim) {
-                s->h->board[i].key = key;
-                s->h->board[i].pid = (int32_t)getpid();
-                __atomic_store_n(&s->h->board[i].busy, 0, __ATOMIC_RELAXED);
-                for (int c = 0; c < TR__SEG_BOARD_CANCELS; c++)
-                    __atomic_store_n(&s->h->board[i].cancel[c], 0, __ATOMIC_RELAXED);
-            }
-            word = &s->h->board[i];
-        } else if (!k && !claim) {
-            break;
-        }
-    }
-    tr__seg_unlock(s);
-    return word;
+    return tr__seg_board_entry(&o->seg, key, claim);
 }
 
 pid_t tr__objects_board_cancel(tr__objects *o, uint64_t key, uint64_t word) {

@@ -8,6 +8,7 @@
 #include "objectstore/segment.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -384,6 +385,39 @@ void tr__seg_spill_path(const tr__seg *s, const uint8_t id[16], char *out, size_
     char hex[33];
     tr__hex(id, 16, hex);
     snprintf(out, cap, "%s/o-%s", s->spill_dir, hex);
+}
+
+tr__seg_board *tr__seg_board_entry(tr__seg *s, uint64_t key, int claim) {
+    if (!key) return NULL;
+    tr__seg_board *word = NULL;
+    tr__seg_lock(s);
+    size_t home = (size_t)(key % TR__SEG_BOARD);
+    for (size_t n = 0; n < TR__SEG_BOARD && !word; n++) {
+        size_t i = (home + n) % TR__SEG_BOARD;
+        uint64_t k = TR__SEG_LOAD(s->h->board[i].key);
+        int32_t pid = TR__SEG_LOAD(s->h->board[i].pid);
+        int stale = claim && k && pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+        if (k == key || (claim && (k == 0 || stale))) {
+            if (claim) {
+                tr__seg_board *b = &s->h->board[i];
+                b->key = key;
+                b->pid = (int32_t)getpid();
+                __atomic_store_n(&b->busy, 0, __ATOMIC_RELAXED);
+                for (int c = 0; c < TR__SEG_BOARD_CANCELS; c++)
+                    __atomic_store_n(&b->cancel[c], 0, __ATOMIC_RELAXED);
+                __atomic_store_n(&b->calls, 0, __ATOMIC_RELAXED);
+                __atomic_store_n(&b->call_errors, 0, __ATOMIC_RELAXED);
+                __atomic_store_n(&b->call_ns, 0, __ATOMIC_RELAXED);
+                for (int c = 0; c < TR__SEG_BOARD_BUCKETS; c++)
+                    __atomic_store_n(&b->call_bucket[c], 0, __ATOMIC_RELAXED);
+            }
+            word = &s->h->board[i];
+        } else if (!k && !claim) {
+            break;
+        }
+    }
+    tr__seg_unlock(s);
+    return word;
 }
 
 tr__obj_entry *tr__seg_entry(tr__seg *s, uint64_t i) {

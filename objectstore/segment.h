@@ -70,6 +70,8 @@ typedef struct tr__obj_entry {
 /* The cancel words a board entry keeps: the last this many tr_cancel()s of its worker's
  * calls (an earlier one, overwritten, is not seen there: its caller failed it all the same). */
 #define TR__SEG_BOARD_CANCELS 4
+/* The buckets of a board entry's histogram of call durations (tr__board_bucket_ns). */
+#define TR__SEG_BOARD_BUCKETS 14
 
 /* A worker (a task worker, or an actor's) on the node's notice board (tr__seg_hdr.board). */
 typedef struct tr__seg_board {
@@ -81,7 +83,29 @@ typedef struct tr__seg_board {
     /* callers' tr_cancel()s of calls it has queued or runs: (caller index + 1) << 48 | the
      * call's seq (tr__board_cancel_word); 0: none */
     uint64_t cancel[TR__SEG_BOARD_CANCELS];
+    /* What it ran, for the node's metrics (api/node/metrics.c sums them by class): calls
+     * (tasks too) and those that failed, and a histogram of their durations (bucket i:
+     * those of at most tr__board_bucket_ns[i], the last one: longer), with their sum.
+     * Relaxed atomic adds by the worker's threads; zeroed when the entry is claimed. */
+    uint64_t calls, call_errors, call_ns;
+    uint64_t call_bucket[TR__SEG_BOARD_BUCKETS];
 } tr__seg_board;
+
+/* The call-duration histogram's bucket bounds, in ns (the last bucket: above them all). */
+static const uint64_t tr__board_bucket_ns[TR__SEG_BOARD_BUCKETS - 1] = {
+    10000,    50000,     100000,    500000,     1000000,       5000000,       10000000,
+    50000000, 100000000, 500000000, 1000000000, 5000000000ull, 10000000000ull};
+
+/* Counts one call of `ns` (failed: err) in a board entry. */
+static inline void tr__board_count_call(tr__seg_board *e, uint64_t ns, int err) {
+    int b = 0;
+    while (b < TR__SEG_BOARD_BUCKETS - 1 && ns > tr__board_bucket_ns[b])
+        b++;
+    __atomic_fetch_add(&e->calls, 1, __ATOMIC_RELAXED);
+    if (err) __atomic_fetch_add(&e->call_errors, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&e->call_ns, ns, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&e->call_bucket[b], 1, __ATOMIC_RELAXED);
+}
 
 /* The word a caller of store index `caller` writes into a task worker's `cancel` to
  * cancel its call `seq` (the frame seq on its connection), which the worker compares with
@@ -185,6 +209,10 @@ void tr__seg_forget(tr__seg *s, tr__obj_entry *e);
 void tr__seg_spill_path(const tr__seg *s, const uint8_t id[16], char *out, size_t cap);
 /* The entry at table index i (for scans). */
 tr__obj_entry *tr__seg_entry(tr__seg *s, uint64_t i);
+/* The board's entry of key (non-zero), claimed for this process if `claim` (a free or
+ * stale one: its counters zeroed; NULL: the board is full), else only looked up (NULL:
+ * not on the board). Takes the segment lock. */
+tr__seg_board *tr__seg_board_entry(tr__seg *s, uint64_t key, int claim);
 
 static inline void *tr__seg_data(const tr__seg *s) {
     return s->data;

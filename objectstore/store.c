@@ -221,3 +221,33 @@ void tr__store_counts(tr__store *s, uint64_t *objects, uint64_t *bytes) {
 void tr__store_set_node_num(tr__store *s, uint32_t num) {
     __atomic_store_n(&s->seg.h->node_num, num & 0xffffff, __ATOMIC_RELEASE);
 }
+
+void tr__store_metrics_get(tr__store *s, tr__store_metrics *out) {
+    memset(out, 0, sizeof *out);
+    tr__seg *g = &s->seg;
+    tr__seg_lock(g);
+    tr__seg_hdr *h = g->h;
+    out->capacity = tr__seg_max_alloc(g);
+    out->bytes_used = h->bytes_used;
+    out->bytes_objects = h->bytes_objects;
+    out->objects = h->n_objects;
+    out->bytes_spilled = h->bytes_spilled;
+    out->spills = h->spills;
+    out->restores = h->restores;
+    for (uint64_t i = 0; i < g->table_cap; i++) {
+        const tr__obj_entry *e = &g->table[i];
+        if (e->state == TR__OBJ_EMPTY) continue;
+        int viewed = 0;
+        for (int k = 0; k < TR__SEG_MAX_CLIENTS / 64 && !viewed; k++)
+            viewed = e->viewers[k] != 0;
+        if (viewed) {
+            out->pinned_objects++;
+            out->bytes_pinned += e->size;
+        }
+    }
+    tr__seg_unlock(g);
+}
+
+struct tr__seg_board *tr__store_board(tr__store *s, uint64_t key) {
+    return tr__seg_board_entry(&s->seg, key, 0);
+}

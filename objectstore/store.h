@@ -34,4 +34,15 @@ void tr__store_set_node_num(tr__store *s, uint32_t num);
 /* The objects in the store and their bytes (any thread). */
 void tr__store_counts(tr__store *s, uint64_t *objects, uint64_t *bytes);
 
+/* What the node's metrics show of the store (any thread; a scan of its table). */
+typedef struct tr__store_metrics {
+    uint64_t capacity, bytes_used, bytes_objects, objects, bytes_spilled, spills, restores;
+    uint64_t pinned_objects, bytes_pinned; /* being read by a process now (views) */
+} tr__store_metrics;
+void tr__store_metrics_get(tr__store *s, tr__store_metrics *out);
+
+struct tr__seg_board;
+/* The board's entry of a worker (its actor id's key), or NULL (not on the board). */
+struct tr__seg_board *tr__store_board(tr__store *s, uint64_t key);
+
 #endif

@@ -8,6 +8,8 @@
  *   troupe status [--address PATH | --address HOST:PORT [--token-file F]
  *                 [--tls-ca F --tls-cert F --tls-key F]]
  *   troupe stop   [--address PATH]
+ *   troupe metrics prometheus-config [--address PATH]
+ *   (start: [--metrics-port P] [--metrics-host ADDR], the node's /metrics and status page)
  *   (--token T too, and TROUPE_CLUSTER_TOKEN: a token on a command line is visible to every
  *   user in /proc; the file or the environment are not)
  *
@@ -52,6 +54,9 @@ static void usage(void) {
             "       (--token T works too, but every user sees a command line: prefer\n"
             "        --token-file or TROUPE_CLUSTER_TOKEN)\n"
             "       troupe stop   [--address PATH] [--tmpdir DIR]\n"
+            "       troupe metrics prometheus-config [--address PATH] [--tmpdir DIR]\n"
+            "       (start: [--metrics-port P] [--metrics-host ADDR]: the node's /metrics\n"
+            "        and status page; 0, the default: any free port; -1: none)\n"
             "       troupe version\n");
 }
 
@@ -80,6 +85,45 @@ static int default_address(const char *tmpdir, char *out, size_t cap) {
     return out[0] ? 0 : tr__err(TR_ENOTFOUND, "%s is empty", hf);
 }
 
+static int connect_cli(const char *addr, tr__nodeconn **out) {
+    int rc = tr__nodeconn_open(addr, TR__DEFAULT_MAX_MSG, out);
+    if (rc) return rc;
+    rc = tr__nodeconn_hello(*out, "cli", 0, 5000);
+    if (rc) tr__nodeconn_close(*out);
+    return rc;
+}
+
+/* The node's status JSON (a copy: free it), or NULL with the error set. */
+static char *local_status(const char *addr) {
+    tr__nodeconn *c;
+    if (connect_cli(addr, &c)) return NULL;
+    tr__reply r;
+    char *json = NULL;
+    if (tr__nodeconn_call(c, TR__MSG_STATUS, NULL, 5000, &r) == 0) {
+        const char *p;
+        size_t n;
+        if (tr__get_str(r.root, "json", &p, &n) == 0 && (json = malloc(n + 1))) {
+            memcpy(json, p, n);
+            json[n] = '\0';
+        }
+        tr__reply_free(&r);
+    }
+    tr__nodeconn_close(c);
+    return json;
+}
+
+/* The node's "dashboard" ("http://HOST:PORT/") from its status, into out ("" if none). */
+static void dashboard_of(const char *json, char *out, size_t cap) {
+    const char *at = json ? strstr(json, "\"dashboard\":\"") : NULL;
+    out[0] = '\0';
+    if (!at) return;
+    at += 13;
+    const char *end = strchr(at, '"');
+    if (end && (size_t)(end - at) < cap) snprintf(out, cap, "%.*s", (int)(end - at), at);
+}
+
+/* A node of a cluster, over the network: "HOST:PORT" (its cluster address), with the given
+ * token or that of a node of this machine at that port. */
 static int cmd_start(tr_config *cfg, int head, const char *join) {
     if (head == !!join) {
         fprintf(stderr, "troupe start: --head, or --address HOST:PORT of a head to join\n");
@@ -116,6 +160,10 @@ static int cmd_start(tr_config *cfg, int head, const char *join) {
         }
     }
     printf("troupe node started (pid %d, log %s)\naddress: %s\n", (int)pid, logf, addr);
+    char *json = local_status(addr), dash[200];
+    dashboard_of(json, dash, sizeof dash);
+    free(json);
+    if (dash[0]) printf("dashboard: %s (Prometheus: %smetrics)\n", dash, dash);
     const char *slash = strrchr(addr, '/');
     if (slash && (cfg->cluster_port >= 0 || join))
         printf("cluster token: %.*s/%s (0600; this machine's drivers, nodes and `troupe status` "
@@ -125,16 +173,6 @@ static int cmd_start(tr_config *cfg, int head, const char *join) {
     return 0;
 }
 
-static int connect_cli(const char *addr, tr__nodeconn **out) {
-    int rc = tr__nodeconn_open(addr, TR__DEFAULT_MAX_MSG, out);
-    if (rc) return rc;
-    rc = tr__nodeconn_hello(*out, "cli", 0, 5000);
-    if (rc) tr__nodeconn_close(*out);
-    return rc;
-}
-
-/* A node of a cluster, over the network: "HOST:PORT" (its cluster address), with the given
- * token or that of a node of this machine at that port. */
 static int remote_status(const char *addr, const tr_config *cfg) {
     const char *token = cfg->cluster_token, *tmpdir = cfg->tmpdir;
     char base[512], found[300];
@@ -194,6 +232,41 @@ static int cmd_status(const char *addr, const tr_config *cfg) {
     return 0;
 }
 
+/* A Prometheus scrape config for the node at addr (a socket path): its file_sd file (a
+ * head's lists every node of its cluster) and, in a cluster, its token file. */
+static int cmd_prometheus_config(const char *addr) {
+    const char *slash = strrchr(addr, '/');
+    if (!slash) return fail(tr__err(TR_EINVAL, "%s is not a node's socket path", addr), "metrics");
+    char *json = local_status(addr), dash[200];
+    if (!json) return fail(TR_ECONNECT, "metrics");
+    dashboard_of(json, dash, sizeof dash);
+    free(json);
+    if (!dash[0]) {
+        fprintf(stderr, "troupe metrics: the node at %s serves no metrics (--metrics-port -1)\n",
+                addr);
+        return 1;
+    }
+    int dir = (int)(slash - addr);
+    char token[700];
+    snprintf(token, sizeof token, "%.*s/%s", dir, addr, TR__CLUSTER_TOKEN_FILE);
+    int has_token = access(token, R_OK) == 0;
+    printf("# troupe: a Prometheus scrape config for the node at %s\n"
+           "# (its status page: %s)\n"
+           "scrape_configs:\n"
+           "  - job_name: troupe\n"
+           "    metrics_path: /metrics\n",
+           addr, dash);
+    if (has_token)
+        printf("    authorization:\n"
+               "      type: Bearer\n"
+               "      credentials_file: %s\n",
+               token);
+    printf("    file_sd_configs:\n"
+           "      - files: ['%.*s/%s']\n",
+           dir, addr, TR__NODE_SD_FILE);
+    return 0;
+}
+
 static int cmd_stop(const char *addr, const char *tmpdir) {
     tr__nodeconn *c;
     int rc = connect_cli(addr, &c);
@@ -234,7 +307,9 @@ int main(int argc, char **argv) {
     const char *addr = NULL;
     char *paths = NULL; /* --worker-path's, so far */
     int head = 0;
-    for (int i = 2; i < argc; i++) {
+    /* a command's subcommand: `troupe metrics prometheus-config` */
+    const char *sub = argc > 2 && strncmp(argv[2], "--", 2) != 0 ? argv[2] : NULL;
+    for (int i = sub ? 3 : 2; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int rc = 0;
@@ -260,6 +335,10 @@ int main(int argc, char **argv) {
             rc = tr_config_set(cfg, "tmpdir", v);
         else if (strcmp(a, "--port") == 0)
             rc = tr_config_set(cfg, "cluster_port", v);
+        else if (strcmp(a, "--metrics-port") == 0)
+            rc = tr_config_set(cfg, "metrics_port", v);
+        else if (strcmp(a, "--metrics-host") == 0)
+            rc = tr_config_set(cfg, "metrics_host", v);
         else if (strcmp(a, "--bind") == 0)
             rc = tr_config_set(cfg, "cluster_bind", v);
         else if (strcmp(a, "--token") == 0)
@@ -302,6 +381,17 @@ int main(int argc, char **argv) {
             addr = found;
         }
         status = strcmp(cmd, "status") == 0 ? cmd_status(addr, cfg) : cmd_stop(addr, cfg->tmpdir);
+    } else if (strcmp(cmd, "metrics") == 0) {
+        if (!sub || strcmp(sub, "prometheus-config") != 0) {
+            usage();
+            return 2;
+        }
+        if (!addr) {
+            int rc = default_address(cfg->tmpdir, found, sizeof found);
+            if (rc) return fail(rc, cmd);
+            addr = found;
+        }
+        status = cmd_prometheus_config(addr);
     } else if (strcmp(cmd, "version") == 0) {
         printf("troupe %s (ABI %u)\n", tr_version_string(), tr_abi_version());
         status = 0;

@@ -25,6 +25,7 @@
 #include "actor/relay.h"
 #include "core/clock.h"
 #include "core/codec.h"
+#include "core/http.h"
 #include "core/frame.h"
 #include "core/ids.h"
 #include "core/log.h"
@@ -355,6 +356,9 @@ static int op_heartbeat(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
     if (tr__obj_get(req, "objects") && !tr__get_uint(req, "objects", &v)) m->objects = v;
     if (tr__obj_get(req, "object_bytes") && !tr__get_uint(req, "object_bytes", &v))
         m->object_bytes = v;
+    char metrics[sizeof m->metrics]; /* (absent from an older node: kept) */
+    if (tr__obj_get(req, "metrics") && !tr__cl_get_field(req, "metrics", metrics, sizeof metrics))
+        memcpy(m->metrics, metrics, sizeof metrics);
     if (back) TR_LOG_WARN("CLUSTER-BACK", "node %s at %s is back", id, m->address);
     const tr__members *t = &cl->members;
     int lost = 0;
@@ -519,6 +523,8 @@ static int call_head(tr__cluster *cl, const char *op, int timeout_ms, tr__buf *r
         tr__enc_uint(&b, cl->objects);
         tr__enc_str(&b, "object_bytes");
         tr__enc_uint(&b, cl->object_bytes);
+        tr__enc_str(&b, "metrics");
+        tr__enc_str(&b, cl->metrics);
         pthread_mutex_unlock(&cl->mu);
     }
     if (reg) {
@@ -942,6 +948,87 @@ void tr__cluster_status_json(tr__cluster *cl, tr__buf *j) {
     if (cl->head) tr__cl_pg_status_json(cl, j); /* the groups across the nodes */
     tr__buf_append(j, "}", 1);
     pthread_mutex_unlock(&cl->mu);
+}
+
+void tr__cluster_set_metrics(tr__cluster *cl, const char *hostport) {
+    if (!cl) return;
+    pthread_mutex_lock(&cl->mu);
+    snprintf(cl->metrics, sizeof cl->metrics, "%s", hostport);
+    if (cl->head) memcpy(cl->members.nodes[0].metrics, cl->metrics, sizeof cl->metrics);
+    pthread_mutex_unlock(&cl->mu);
+}
+
+/* The host of "HOST:PORT" ("[v6]:PORT" too) into out. */
+static void host_of(const char *hostport, char *out, size_t cap) {
+    const char *end = hostport[0] == '[' ? strchr(hostport, ']') : strrchr(hostport, ':');
+    size_t n = end ? (size_t)(end - hostport) + (hostport[0] == '[') : strlen(hostport);
+    snprintf(out, cap, "%.*s", (int)n, hostport);
+}
+
+int tr__cluster_write_sd(tr__cluster *cl, const char *path) {
+    if (!cl || !cl->head) return 0;
+    tr__buf j = TR__BUF_INIT;
+    tr__buf_append(&j, "[", 1);
+    pthread_mutex_lock(&cl->mu);
+    char head_host[160];
+    host_of(cl->address, head_host, sizeof head_host);
+    int first = 1;
+    for (int i = 0; i < cl->members.n; i++) {
+        const tr__member *m = &cl->members.nodes[i];
+        char host[160], node_host[160];
+        if (!m->metrics[0] || !m->alive) continue;
+        host_of(m->metrics, host, sizeof host);
+        host_of(m->address, node_host, sizeof node_host);
+        /* a node's loopback endpoint is reachable from its own machine only: listed when
+         * that is the head's */
+        if (tr__http_loopback_host(host) && strcmp(node_host, head_host) != 0) continue;
+        char e[700];
+        int k = snprintf(e, sizeof e,
+                         "%s{\"targets\":[\"%s\"],\"labels\":{\"troupe_node\":\"%s\","
+                         "\"troupe_role\":\"%s\",\"troupe_cluster\":\"%s\"}}",
+                         first ? "" : ",", m->metrics, m->id,
+                         i == 0      ? "head"
+                         : m->client ? "driver"
+                                     : "node",
+                         cl->id);
+        tr__buf_append(&j, e, (size_t)(k < (int)sizeof e ? k : (int)sizeof e - 1));
+        first = 0;
+    }
+    pthread_mutex_unlock(&cl->mu);
+    tr__buf_append(&j, "]\n", 2);
+    int rc = j.oom ? tr__err(TR_ENOMEM, "file_sd") : 0;
+    /* (rewritten only when it changes: Prometheus watches the file) */
+    char old[16384];
+    FILE *f = rc ? NULL : fopen(path, "r");
+    size_t n = f ? fread(old, 1, sizeof old, f) : 0;
+    if (f) fclose(f);
+    if (!rc && (n != j.len || memcmp(old, j.data, n) != 0)) {
+        char tmp[700];
+        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        f = fopen(tmp, "w");
+        if (!f || fwrite(j.data, 1, j.len, f) != j.len || fclose(f) != 0 || rename(tmp, path)) {
+            rc = tr__err(TR_EIO, "writing %s", path);
+            if (f) unlink(tmp);
+        }
+    }
+    tr__buf_free(&j);
+    return rc;
+}
+
+int tr__cluster_node_counts(tr__cluster *cl, int *alive, int *lost) {
+    *alive = *lost = 0;
+    if (!cl || !cl->head) return 0;
+    pthread_mutex_lock(&cl->mu);
+    for (int i = 0; i < cl->members.n; i++) {
+        const tr__member *m = &cl->members.nodes[i];
+        if (m->client) continue;
+        if (m->alive)
+            ++*alive;
+        else
+            ++*lost;
+    }
+    pthread_mutex_unlock(&cl->mu);
+    return 1;
 }
 
 void tr__cluster_stop(tr__cluster *cl) {

@@ -96,6 +96,17 @@ int tr__cluster_node_address(tr__cluster *cl, uint32_t num, char *out, size_t ca
 void tr__cluster_set_counts(tr__cluster *cl, uint64_t actors, uint64_t objects, uint64_t bytes);
 /* `,"cluster":{...}` for the node's status JSON (nothing when cl is NULL). */
 void tr__cluster_status_json(tr__cluster *cl, tr__buf *j);
+/* The head's table: its nodes alive and lost (drivers' client nodes not counted); 0 on
+ * another node, or none (its metrics count no nodes: the head's do). Returns 1 on the
+ * head. */
+int tr__cluster_node_counts(tr__cluster *cl, int *alive, int *lost);
+/* This node's /metrics endpoint, "HOST:PORT" ("": none), which its heartbeats tell the
+ * head. */
+void tr__cluster_set_metrics(tr__cluster *cl, const char *hostport);
+/* The head: writes path, Prometheus' file_sd JSON of every live node's /metrics endpoint
+ * (a group per node, labelled troupe_node, troupe_role, troupe_cluster), if it changed.
+ * Another node, or none: nothing. 0 or TR_EIO. */
+int tr__cluster_write_sd(tr__cluster *cl, const char *path);
 void tr__cluster_stop(tr__cluster *cl);
 
 #endif

@@ -102,6 +102,7 @@ typedef struct job {
     char *groups;     /* an actor's concurrency groups (control.c's encoding), or NULL */
     int64_t conc;     /* ...and its max_concurrency */
     int64_t detached; /* ...and whether it outlives its creator (lifetime="detached") */
+    char *label;      /* ...and its class as a binding names it, or NULL */
     void *args;
     size_t args_len;
     char owner_key[64]; /* owner_gone jobs */
@@ -119,6 +120,7 @@ struct tr__cluster {
     char id[17];
     char address[128];
     char head_addr[128]; /* a member's head */
+    char metrics[160];   /* this node's /metrics "HOST:PORT" ("": none), under mu */
     char sock[160];
     double cpus;
     int gpus;

@@ -73,6 +73,7 @@ int tr__cl_call_peer(tr__cluster *cl, const char *address, const tr__buf *req, i
 void tr__cl_job_free(job *j) {
     free(j->cls);
     free(j->groups);
+    free(j->label);
     free(j->name);
     free(j->res);
     free(j->exe);
@@ -227,6 +228,10 @@ static void run_create(tr__cluster *cl, job *j) {
     if (j->detached) { /* (its node keeps it when our creator goes) */
         tr__enc_str(&q, "detached");
         tr__enc_int(&q, 1);
+    }
+    if (j->label) {
+        tr__enc_str(&q, "label");
+        tr__enc_str(&q, j->label);
     }
     tr__enc_map_close(&q, m);
     uint8_t id[16];
@@ -521,6 +526,9 @@ int tr__cluster_forward(tr__cluster *cl, int type, tr__conn *c, uint64_t seq, co
             goto fail;
         if (tr__obj_type(tr__obj_get(body, "groups")) == TR__T_STR &&
             (rc = tr__get_strdup(body, "groups", &j->groups)))
+            goto fail;
+        if (tr__obj_type(tr__obj_get(body, "label")) == TR__T_STR &&
+            (rc = tr__get_strdup(body, "label", &j->label)))
             goto fail;
         j->args = malloc(j->args_len ? j->args_len : 1);
         j->exe = c->exe ? strdup(c->exe) : NULL;

@@ -99,13 +99,14 @@ void tr__members_json(const tr__members *t, int64_t now, tr__buf *j) {
                          "%s{\"id\":\"%s\",\"address\":\"%s\",\"num\":%u,\"head\":%s,"
                          "\"client\":%s,\"cpus\":%g,"
                          "\"gpus\":%d,\"resources\":\"%s\",\"alive\":%s,\"last_seen_ms\":%lld,"
-                         "\"actors\":%llu,\"objects\":%llu,\"object_bytes\":%llu}",
+                         "\"actors\":%llu,\"objects\":%llu,\"object_bytes\":%llu,"
+                         "\"metrics\":\"%s\"}",
                          i ? "," : "", m->id, m->address, m->num, i == 0 ? "true" : "false",
                          m->client ? "true" : "false", m->cpus, m->gpus, m->resources,
                          m->alive ? "true" : "false",
                          (long long)(i == 0 ? 0 : ms_between(m->last_ns, now)),
                          (unsigned long long)m->actors, (unsigned long long)m->objects,
-                         (unsigned long long)m->object_bytes);
+                         (unsigned long long)m->object_bytes, m->metrics);
         tr__buf_append(j, e, (size_t)(k < (int)sizeof e ? k : (int)sizeof e - 1));
     }
     tr__buf_append(j, "]", 1);

@@ -30,6 +30,7 @@ typedef struct tr__member {
     int client;                             /* a driver's node: it runs no actors */
     uint32_t num;                           /* its number (in its objects' ids), the head's 1 */
     uint64_t actors, objects, object_bytes; /* as its last heartbeat said */
+    char metrics[160];                      /* its /metrics' "HOST:PORT" ("": none) */
 } tr__member;
 
 typedef struct tr__members {

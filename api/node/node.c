@@ -29,10 +29,12 @@
 #include "actor/directory.h"
 #include "actor/protocol.h"
 #include "api/node/cluster.h"
+#include "api/node/metrics.h"
 #include "collective/registry.h"
 #include "core/clock.h"
 #include "core/codec.h"
 #include "core/frame.h"
+#include "core/http.h"
 #include "core/ids.h"
 #include "core/kv.h"
 #include "core/log.h"
@@ -70,6 +72,9 @@ typedef struct node {
     int owner_watched;    /* 1: owner_poll, 2: owner_timer */
     uv_poll_t owner_poll;
     uv_timer_t owner_timer;
+    tr__metrics *metrics;
+    tr__http *http;      /* /metrics, the status page (NULL: metrics_port -1) */
+    char dashboard[200]; /* its address, "http://HOST:PORT/" ("" if none) */
 } node;
 
 /* dir, made 0700 if missing, if it is a directory of ours (made 0700 if it was not). 0, or
@@ -187,6 +192,8 @@ static void finish(node *n) {
     tr__kv_close(n->kv);
     tr__groups_close(n->groups);
     tr__server_close(n->srv);
+    tr__http_close(n->http);
+    n->http = NULL;
     uv_close((uv_handle_t *)&n->sigterm, NULL);
     uv_close((uv_handle_t *)&n->sigint, NULL);
     uv_close((uv_handle_t *)&n->reap_timer, NULL);
@@ -197,11 +204,21 @@ static void finish(node *n) {
     n->owner_watched = 0;
 }
 
+/* Prometheus' file_sd file of the nodes' /metrics endpoints (the head's: every node's;
+ * a node in no cluster: its own), in the session directory. */
+static void sd_path(const node *n, char *out, size_t cap) {
+    snprintf(out, cap, "%s/%s", n->session, TR__NODE_SD_FILE);
+}
+
 static void on_count_tick(uv_timer_t *t) {
     node *n = t->data;
     uint64_t objects, bytes;
     tr__store_counts(n->store, &objects, &bytes);
     tr__cluster_set_counts(n->cluster, tr__directory_live(n->dir), objects, bytes);
+    char sd[700];
+    sd_path(n, sd, sizeof sd);
+    if (tr__cluster_write_sd(n->cluster, sd))
+        TR_LOG_WARN_LIMITED("NODE-SD", "%s", tr__last_error());
 }
 
 static void on_reap_tick(uv_timer_t *t) {
@@ -265,22 +282,31 @@ static void on_shutdown_msg(void *ctx, tr__conn *c, uint64_t seq, const tr__obj 
     uv_idle_start(&n->stop_idle, on_stop_idle);
 }
 
-static void on_status(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
-    node *n = ctx;
-    (void)body;
-    tr__buf j = TR__BUF_INIT;
+/* The node's status: `troupe status`, tr_node_status, /api/v1/nodes. */
+static void status_json(node *n, tr__buf *j) {
     char head[1400];
     int k = snprintf(head, sizeof head,
                      "{\"pid\":%d,\"address\":\"%s\",\"version\":\"%s\",\"workers_live\":%d,"
                      "\"kv_keys\":%zu,\"groups\":%zu,\"gpus_total\":%d,",
                      (int)getpid(), n->sock, TR__VERSION_STRING, n->pool.live, tr__kv_count(n->kv),
                      tr__groups_count(n->groups), n->gpus.n);
-    tr__buf_append(&j, head, (size_t)k);
-    tr__directory_status_json(n->dir, &j);
-    tr__buf_append(&j, ",", 1);
-    tr__store_status_json(n->store, &j);
-    tr__cluster_status_json(n->cluster, &j);
-    tr__buf_append(&j, "}", 1);
+    tr__buf_append(j, head, (size_t)k);
+    if (n->dashboard[0]) {
+        k = snprintf(head, sizeof head, "\"dashboard\":\"%s\",", n->dashboard);
+        tr__buf_append(j, head, (size_t)k);
+    }
+    tr__directory_status_json(n->dir, j);
+    tr__buf_append(j, ",", 1);
+    tr__store_status_json(n->store, j);
+    tr__cluster_status_json(n->cluster, j);
+    tr__buf_append(j, "}", 1);
+}
+
+static void on_status(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
+    node *n = ctx;
+    (void)body;
+    tr__buf j = TR__BUF_INIT;
+    status_json(n, &j);
     tr__buf b = TR__BUF_INIT;
     tr__reply_begin(&b, j.oom ? TR_ENOMEM : 0, NULL, 1);
     tr__enc_str(&b, "json");
@@ -288,6 +314,59 @@ static void on_status(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
     tr__server_reply(c, seq, &b);
     tr__buf_free(&b);
     tr__buf_free(&j);
+}
+
+/* The node's HTTP answers (core/http.h): Prometheus' /metrics, the status as JSON. */
+static void on_http(void *ctx, const tr__http_req *req, tr__http_resp *resp) {
+    node *n = ctx;
+    if (strcmp(req->path, "/metrics") == 0) {
+        resp->type = "text/plain; version=0.0.4; charset=utf-8";
+        tr__metrics_render(n->metrics, &resp->body);
+    } else if (strcmp(req->path, "/api/v1/nodes") == 0) {
+        resp->type = "application/json";
+        status_json(n, &resp->body);
+    } else if (strcmp(req->path, "/") == 0) {
+        static const char index[] = "troupe node\n\n/metrics       Prometheus metrics (text format "
+                                    "0.0.4)\n/api/v1/nodes  this node's status (JSON)\n";
+        tr__buf_append(&resp->body, index, sizeof index - 1);
+    } else {
+        resp->status = 404;
+    }
+}
+
+/* Serves /metrics on metrics_host:metrics_port (core/http.h); a host beyond loopback
+ * only with the cluster's token. 0, or a code (the node does not start). */
+static int start_http(node *n, const tr_config *cfg) {
+    if (cfg->metrics_port < 0) return 0;
+    const char *host = cfg->metrics_host && *cfg->metrics_host ? cfg->metrics_host : "127.0.0.1";
+    const char *token = NULL;
+    if (!tr__http_loopback_host(host)) {
+        token = tr__cluster_token(n->cluster);
+        if (!token || !*token)
+            return tr__err(TR_EINVAL,
+                           "metrics_host %s is beyond loopback: the node serves it only with "
+                           "the cluster's token (start it in a cluster), or bind 127.0.0.1",
+                           host);
+    }
+    int rc = tr__http_create(&n->loop, host, cfg->metrics_port, token, on_http, n, &n->http);
+    if (rc) return rc;
+    int v6 = strchr(host, ':') != NULL;
+    char hostport[160];
+    snprintf(hostport, sizeof hostport, "%s%s%s:%d", v6 ? "[" : "", host, v6 ? "]" : "",
+             tr__http_port(n->http));
+    snprintf(n->dashboard, sizeof n->dashboard, "http://%s/", hostport);
+    tr__cluster_set_metrics(n->cluster, hostport); /* (the head lists it for Prometheus) */
+    if (!n->cluster) {                             /* alone: the file lists this node */
+        char sd[700];
+        sd_path(n, sd, sizeof sd);
+        FILE *f = fopen(sd, "w");
+        if (f) {
+            fprintf(f, "[{\"targets\":[\"%s\"],\"labels\":{\"troupe_role\":\"head\"}}]\n",
+                    hostport);
+            fclose(f);
+        }
+    }
+    return 0;
 }
 
 /* NODE_WHERE {num} -> {address, token}: where to pull another node's objects from. */
@@ -488,9 +567,26 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
         remove_session(n);
         return 1;
     }
-    tr__directory_opts dopts = {
-        &n->loop,     &n->pool,  &n->total, n->sock, n->session, cfg->worker_start_timeout_ms,
-        cfg->max_msg, &n->cores, &n->gpus,  forward, n,          cfg->cluster_client};
+    tr__metrics_src msrc = {&n->dir, n->store, &n->pool, n->groups, &n->cluster};
+    if ((rc = tr__metrics_create(&msrc, &n->metrics))) {
+        TR_LOG_ERROR("NODE-START", "%s", tr__last_error());
+        remove_session(n);
+        return 1;
+    }
+    tr__directory_opts dopts = {&n->loop,
+                                &n->pool,
+                                &n->total,
+                                n->sock,
+                                n->session,
+                                cfg->worker_start_timeout_ms,
+                                cfg->max_msg,
+                                &n->cores,
+                                &n->gpus,
+                                forward,
+                                n,
+                                cfg->cluster_client,
+                                tr__metrics_worker_exited,
+                                n->metrics};
     if ((rc = tr__directory_create(&dopts, &n->dir))) {
         TR_LOG_ERROR("NODE-START", "%s", tr__last_error());
         remove_session(n);
@@ -530,6 +626,12 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
         goto out;
     }
     tr__cluster_set_store(n->cluster, n->store); /* its number goes in our objects' ids */
+    if ((rc = start_http(n, cfg))) {
+        TR_LOG_ERROR("NODE-METRICS", "%s", tr__last_error());
+        status = 1;
+        if (ready_fd >= 0) close(ready_fd);
+        goto out;
+    }
     if (n->cluster) uv_timer_start(&n->count_timer, on_count_tick, 0, 500);
     if (owner_pid > 0 && (getppid() != owner_pid || watch_owner(n) != 0))
         on_owner_gone(n); /* it went while we started */
@@ -540,7 +642,8 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
         (void)w;
         close(ready_fd);
     }
-    TR_LOG_INFO("NODE-UP", "listening on %s", n->sock);
+    TR_LOG_INFO("NODE-UP", "listening on %s%s%s", n->sock,
+                n->dashboard[0] ? "; metrics and status at " : "", n->dashboard);
     uv_run(&n->loop, UV_RUN_DEFAULT);
 out:
     /* Anything still open (should be nothing) is closed before the loop goes. */
@@ -553,6 +656,7 @@ out:
     tr__kv_destroy(n->kv);
     tr__store_destroy(n->store);
     tr__groups_destroy(n->groups);
+    tr__metrics_destroy(n->metrics);
     remove_session(n);
     close(lock_fd);
     free(n);

@@ -8,6 +8,11 @@
 
 #include "core/config.h"
 
+/* Prometheus' file_sd file in a node's session directory (`troupe metrics
+ * prometheus-config` names it): the /metrics endpoints of a cluster's nodes (its head's
+ * lists them all), or of a node alone. */
+#define TR__NODE_SD_FILE "prometheus_sd.json"
+
 /* Runs a node service until it is shut down (SHUTDOWN message, SIGTERM/SIGINT, or - for an
  * embedded node - its owner process's end, seen on a pidfd: no connection's end stops it).
  * owner_pid: the process that spawned an embedded node (it must be our parent still), 0

@@ -141,6 +141,11 @@ TR_API int tr_ctx_reply_multi_contains(tr_ctx *ctx, const void *const *data, con
  * method's thread. */
 TR_API int tr_ctx_canceled(const tr_ctx *ctx);
 
+/* Says the call failed though it replies a value (a binding's exception, pickled into its
+ * result as Python's is): the node's metrics count it as an error. Thread safety: the
+ * method's thread. */
+TR_API void tr_ctx_failed(tr_ctx *ctx);
+
 /* For a class's dispatch (tr_actor_class.dispatch) on an actor that runs several calls
  * at once (max_concurrency > 1, concurrency groups): the call has begun, and the next one
  * queued may begin too. Calls begin in the order they were queued: a method of
@@ -220,6 +225,14 @@ TR_API void tr_config_destroy(tr_config *cfg);
  *                              from every other bound actor's, as mpirun binds ranks; when
  *                              too few are free (more actors than CPUs) it floats. "none":
  *                              no actor is bound. tr_actor_info says which it got
+ *   "metrics_port"             the node's HTTP port for Prometheus' /metrics and its status
+ *                              page (0, the default: any free one; -1: none); its address
+ *                              is tr_node_status's "dashboard" and `troupe start` prints
+ *                              it; `--metrics-port`
+ *   "metrics_host"             the address that port binds (default 127.0.0.1). Another
+ *                              address needs the cluster's token (a node of a cluster):
+ *                              every request must then carry "Authorization: Bearer
+ *                              TOKEN" (or ?token=TOKEN, for a browser); `--metrics-host`
  *   "cluster_port"             the node's TCP port for other nodes of a cluster (-1, the
  *                              default: none; 0: any free one); `troupe start --port`
  *   "cluster_bind"             the address it binds (default: loopback on a head, the
@@ -388,10 +401,14 @@ typedef struct tr_actor_options {
      * running its calls on threads of its own (tr_concurrency_group). Default none. */
     const tr_concurrency_group *concurrency_groups;
     size_t n_concurrency_groups;
+    /* Added in 0.6: the actor's class as the node's status, metrics and lists show it (a
+     * binding's own class name: Python's, where every class runs as one C class); NULL
+     * (the default): the class registered. Up to 200 bytes, copied. */
+    const char *class_label;
 } tr_actor_options;
 
 #define TR_ACTOR_OPTIONS_INIT                                                                      \
-    { TR_STRUCT_SIZE(tr_actor_options), 0.0, 0.0, NULL, 0, NULL, 0, {{0}}, -1, 0, 1, NULL, 0 }
+    { TR_STRUCT_SIZE(tr_actor_options), 0.0, 0.0, NULL, 0, NULL, 0, {{0}}, -1, 0, 1, NULL, 0, NULL }
 /* Same as TR_ACTOR_OPTIONS_INIT, for bindings. Thread safety: any thread. */
 TR_API void tr_actor_options_init(tr_actor_options *opts);
 

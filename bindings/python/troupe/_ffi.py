@@ -52,7 +52,7 @@ class ActorOptions(Structure):
                 ("name", c_char_p), ("max_restarts", c_int),
                 ("placement_group", Id16), ("bundle_index", c_int), ("detached", c_int),
                 ("max_concurrency", c_int), ("concurrency_groups", POINTER(ConcurrencyGroup)),
-                ("n_concurrency_groups", c_size_t)]
+                ("n_concurrency_groups", c_size_t), ("class_label", c_char_p)]
 
 
 class TaskOptions(Structure):
@@ -121,6 +121,7 @@ _PROTOS = {
     "tr_ctx_reply_multi": (c_int, [vp, P(vp), P(c_size_t), c_size_t]),
     "tr_ctx_canceled": (c_int, [vp]),
     "tr_ctx_started": (None, [vp]),
+    "tr_ctx_failed": (None, [vp]),
     "tr_ctx_reply_multi_contains": (c_int, [vp, P(vp), P(c_size_t), c_size_t, P(Ref),
                                             c_size_t]),
     "tr_ctx_set_error": (c_int, [vp, c_char_p]),

@@ -78,19 +78,65 @@ def node_address():
     return lib.tr_runtime_address(runtime()).decode()
 
 
+class Context(dict):
+    """What init() returns (Ray's RayContext): the node's addresses, as a dict and as
+    attributes (dashboard_url: its metrics and status page, "HOST:PORT" as Ray's; None if
+    it serves none); a context manager that shuts troupe down."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        shutdown()
+
+    def disconnect(self):
+        shutdown()
+
+
+def _context():
+    import json
+    raw = c_void_p()
+    st = {}
+    if lib.tr_node_status(_rt, byref(raw)) == 0 and raw.value:
+        try:
+            st = json.loads(ctypes.string_at(raw.value).decode())
+        finally:
+            lib.tr_free(raw)
+    dash = st.get("dashboard") or ""
+    url = dash[len("http://"):].rstrip("/") if dash.startswith("http://") else None
+    address = lib.tr_runtime_address(_rt).decode()
+    return Context(dashboard_url=url, address_info={
+        "address": address, "webui_url": url, "node_ip_address": "127.0.0.1",
+        "session_dir": os.path.dirname(address)},
+        python_version=".".join(map(str, sys.version_info[:3])), troupe_version=__version__())
+
+
+def __version__():
+    return lib.tr_version_string().decode()
+
+
 def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
          object_store_memory=None, log_level=None, ignore_reinit_error=False,
+         include_dashboard=None, dashboard_host=None, dashboard_port=None,
          _cluster_token=None, _config=None, **unsupported):
     """Starts troupe in this process: an embedded node (address None), a node's socket
     path, or a cluster's head "HOST:PORT". Workers run this interpreter
-    (``python -m troupe._worker``)."""
+    (``python -m troupe._worker``). Returns a Context (Ray's RayContext): its
+    dashboard_url is the node's metrics and status page (include_dashboard=False: none;
+    dashboard_port, dashboard_host: where an embedded node serves it)."""
     global _rt
-    if unsupported:  # Ray's (include_dashboard, namespace, runtime_env, ...)
+    if unsupported:  # Ray's (namespace, runtime_env, ...)
         _errors.ignored("troupe.init", unsupported, stacklevel=2)
     with _lock:
         if _rt is not None:
             if ignore_reinit_error or _in_worker:
-                return
+                return None if _in_worker else _context()
             raise RuntimeError("troupe.init() was called already (ignore_reinit_error=True)")
         cfg = c_void_p()
         check(lib.tr_config_create(byref(cfg)), "tr_config_create")
@@ -110,6 +156,12 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
                 settings["log_level"] = str(log_level)
             if _cluster_token:
                 settings["cluster_token"] = _cluster_token
+            if include_dashboard is False:
+                settings["metrics_port"] = "-1"
+            elif dashboard_port is not None:
+                settings["metrics_port"] = str(int(dashboard_port))
+            if dashboard_host is not None:
+                settings["metrics_host"] = str(dashboard_host)
             settings.update(_config or {})
             for k, v in settings.items():
                 check(lib.tr_config_set(cfg, k.encode(), str(v).encode()), f"config {k!r}")
@@ -123,6 +175,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
             lib.tr_config_destroy(cfg)
         _rt = rt
     atexit.register(shutdown)
+    return _context()
 
 
 def _export_path():

@@ -190,6 +190,7 @@ def reply_parts(ctx, data, refs=()):
 def reply_error(ctx, e, k=1):
     """The exception e (being handled) as the call's result (each of its k results, for
     num_returns k > 1), or as its C error where it cannot be pickled."""
+    lib.tr_ctx_failed(ctx)  # (the node's metrics count it as an error)
     try:
         err = _serial.dump_error(e, traceback.format_exc())
         if isinstance(k, int) and k > 1:

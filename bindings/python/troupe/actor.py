@@ -339,6 +339,9 @@ class ActorClass:
             keep.append(arr)
         if o.get("name"):
             opts.name = str(o["name"]).encode()
+        label = self._cls.__name__.encode(errors="replace")[:200]  # (status and metrics)
+        keep.append(label)
+        opts.class_label = label
         opts.max_restarts = int(o.get("max_restarts") or 0)
         opts.detached = 1 if o.get("lifetime") == "detached" else 0  # outlives its driver
         # Ray's default: 1000 for an async actor (every method an async def), else 1

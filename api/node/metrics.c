@@ -1,0 +1,355 @@
+/* api/node/metrics.c - the node's Prometheus metrics (metrics.h). */
+#include "api/node/metrics.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "actor/protocol.h"
+#include "actor/tasks.h"
+#include "core/clock.h"
+#include "core/ids.h"
+#include "core/idmap.h"
+#include "core/status.h"
+#include "objectstore/segment.h"
+
+/* Calls of one class: what its workers counted (live ones' at a scrape, exited ones'
+ * kept). */
+typedef struct calls {
+    char *cls;
+    uint64_t n, errors, ns;
+    uint64_t bucket[TR__SEG_BOARD_BUCKETS];
+} calls;
+
+struct tr__metrics {
+    tr__metrics_src src;
+    calls *retired; /* by class: workers gone */
+    size_t n_retired, cap_retired;
+    tr__idmap cpu_seen; /* actor key -> (double *) its worker's CPU seconds at the last scrape */
+    double retired_cpu; /* CPU seconds of workers gone (as last seen) */
+    double start_time;  /* the node's, in seconds since the epoch */
+};
+
+int tr__metrics_create(const tr__metrics_src *src, tr__metrics **out) {
+    tr__metrics *m = calloc(1, sizeof *m);
+    if (!m) return tr__err(TR_ENOMEM, "metrics");
+    m->src = *src;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    m->start_time = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    *out = m;
+    return 0;
+}
+
+void tr__metrics_destroy(tr__metrics *m) {
+    if (!m) return;
+    for (size_t i = 0; i < m->n_retired; i++)
+        free(m->retired[i].cls);
+    free(m->retired);
+    size_t pos = 0;
+    uint64_t key;
+    void *v;
+    while (tr__idmap_next(&m->cpu_seen, &pos, &key, &v))
+        free(v);
+    tr__idmap_free(&m->cpu_seen);
+    free(m);
+}
+
+/* The entry of class cls in a list (made if missing; NULL: no memory). */
+static calls *calls_of(calls **list, size_t *n, size_t *cap, const char *cls) {
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp((*list)[i].cls, cls) == 0) return &(*list)[i];
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 8;
+        calls *v = realloc(*list, c * sizeof *v);
+        if (!v) return NULL;
+        *list = v;
+        *cap = c;
+    }
+    calls *e = &(*list)[*n];
+    memset(e, 0, sizeof *e);
+    if (!(e->cls = strdup(cls))) return NULL;
+    ++*n;
+    return e;
+}
+
+static void add_board(calls *c, const tr__seg_board *b) {
+    c->n += __atomic_load_n(&b->calls, __ATOMIC_RELAXED);
+    c->errors += __atomic_load_n(&b->call_errors, __ATOMIC_RELAXED);
+    c->ns += __atomic_load_n(&b->call_ns, __ATOMIC_RELAXED);
+    for (int i = 0; i < TR__SEG_BOARD_BUCKETS; i++)
+        c->bucket[i] += __atomic_load_n(&b->call_bucket[i], __ATOMIC_RELAXED);
+}
+
+void tr__metrics_worker_exited(void *ctx, const uint8_t id[16], const char *cls) {
+    tr__metrics *m = ctx;
+    uint64_t key = tr__id_key(id);
+    double *seen = tr__idmap_del(&m->cpu_seen, key);
+    if (seen) m->retired_cpu += *seen;
+    free(seen);
+    tr__seg_board *b = tr__store_board(m->src.store, key);
+    if (!b) return;
+    calls *c = calls_of(&m->retired, &m->n_retired, &m->cap_retired, cls);
+    if (c) add_board(c, b);
+    /* (its next worker, a restart, claims the entry and starts from zero; until then
+     * nothing is counted twice) */
+    __atomic_store_n(&b->calls, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&b->call_errors, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&b->call_ns, 0, __ATOMIC_RELAXED);
+    for (int i = 0; i < TR__SEG_BOARD_BUCKETS; i++)
+        __atomic_store_n(&b->call_bucket[i], 0, __ATOMIC_RELAXED);
+}
+
+/* ---- /proc ---------------------------------------------------------------------- */
+
+/* A process's CPU seconds (user + system) and resident bytes: 0 where it cannot be read. */
+static int proc_usage(pid_t pid, double *cpu, double *rss) {
+    char path[64], buf[1024];
+    *cpu = *rss = 0;
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* (the command may hold spaces and parentheses) */
+    unsigned long long utime = 0, stime = 0;
+    long long rss_pages = 0;
+    /* after ')': state(3) ... utime(14) stime(15) ... rss(24) */
+    if (!p || sscanf(p + 2,
+                     "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d "
+                     "%*d %*u %*u %lld",
+                     &utime, &stime, &rss_pages) != 3)
+        return 0;
+    long tick = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+    *cpu = (double)(utime + stime) / (double)(tick > 0 ? tick : 100);
+    *rss = (double)rss_pages * (double)(page > 0 ? page : 4096);
+    return 1;
+}
+
+/* ---- the exposition --------------------------------------------------------------- */
+
+static void emit(tr__buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void emit(tr__buf *b, const char *fmt, ...) {
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (k > 0) tr__buf_append(b, tmp, (size_t)k < sizeof tmp ? (size_t)k : sizeof tmp - 1);
+}
+
+static void family(tr__buf *b, const char *name, const char *type, const char *help) {
+    emit(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A label value, escaped as the text format wants (\\, \", \n). */
+static void label_value(tr__buf *b, const char *v) {
+    for (const char *p = v ? v : ""; *p; p++) {
+        if (*p == '\\' || *p == '"')
+            tr__buf_append(b, "\\", 1), tr__buf_append(b, p, 1);
+        else if (*p == '\n')
+            tr__buf_append(b, "\\n", 2);
+        else
+            tr__buf_append(b, p, 1);
+    }
+}
+
+/* name{class="cls"} value (no class: name value). */
+static void sample_u64(tr__buf *b, const char *name, const char *cls, uint64_t v) {
+    tr__buf_append(b, name, strlen(name));
+    if (cls) {
+        tr__buf_append(b, "{class=\"", 8);
+        label_value(b, cls);
+        tr__buf_append(b, "\"}", 2);
+    }
+    emit(b, " %llu\n", (unsigned long long)v);
+}
+
+static void histogram(tr__buf *b, const char *name, const char *cls, const calls *c) {
+    uint64_t cum = 0;
+    for (int i = 0; i < TR__SEG_BOARD_BUCKETS; i++) {
+        cum += c->bucket[i];
+        emit(b, "%s_bucket{", name);
+        if (cls) {
+            tr__buf_append(b, "class=\"", 7);
+            label_value(b, cls);
+            tr__buf_append(b, "\",", 2);
+        }
+        if (i < TR__SEG_BOARD_BUCKETS - 1)
+            emit(b, "le=\"%g\"} %llu\n", (double)tr__board_bucket_ns[i] / 1e9,
+                 (unsigned long long)cum);
+        else
+            emit(b, "le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+    }
+    char sum[160], count[160];
+    snprintf(sum, sizeof sum, "%s_sum", name);
+    snprintf(count, sizeof count, "%s_count", name);
+    tr__buf_append(b, sum, strlen(sum));
+    if (cls) {
+        tr__buf_append(b, "{class=\"", 8);
+        label_value(b, cls);
+        tr__buf_append(b, "\"}", 2);
+    }
+    emit(b, " %.9f\n", (double)c->ns / 1e9);
+    sample_u64(b, count, cls, cum);
+}
+
+/* A scrape's walk over the directory: actors by state, calls by class, workers' usage. */
+typedef struct walk {
+    tr__metrics *m;
+    uint64_t by_state[TR__ACTOR_DEAD + 1];
+    calls *live; /* by class: retired + live workers' boards */
+    size_t n_live, cap_live;
+    double workers_cpu, workers_rss;
+    int workers;
+} walk;
+
+static void on_actor(void *ctx, const tr__actor_view *a) {
+    walk *w = ctx;
+    if (a->state >= 0 && a->state <= TR__ACTOR_DEAD) w->by_state[a->state]++;
+    if (!a->pid) return; /* (no worker now: what it counted is retired, or nothing) */
+    uint64_t key = tr__id_key(a->id);
+    tr__seg_board *b = tr__store_board(w->m->src.store, key);
+    if (b && (pid_t)__atomic_load_n(&b->pid, __ATOMIC_RELAXED) == a->pid) {
+        calls *c = calls_of(&w->live, &w->n_live, &w->cap_live, a->cls);
+        if (c) add_board(c, b);
+    }
+    double cpu, rss;
+    if (!proc_usage(a->pid, &cpu, &rss)) return;
+    w->workers++;
+    w->workers_cpu += cpu;
+    w->workers_rss += rss;
+    double *seen = tr__idmap_get(&w->m->cpu_seen, key);
+    if (!seen && (seen = malloc(sizeof *seen)) && tr__idmap_put(&w->m->cpu_seen, key, seen)) {
+        free(seen);
+        seen = NULL;
+    }
+    if (seen) *seen = cpu;
+}
+
+static void calls_families(tr__buf *b, const walk *w, int tasks) {
+    const char *total = tasks ? "troupe_tasks_total" : "troupe_calls_total";
+    const char *errors = tasks ? "troupe_task_errors_total" : "troupe_call_errors_total";
+    const char *dur = tasks ? "troupe_task_duration_seconds" : "troupe_call_duration_seconds";
+    family(b, total, "counter",
+           tasks ? "Remote functions (tasks) run on this node's workers."
+                 : "Actor method calls run on this node's workers, by actor class.");
+    for (size_t i = 0; i < w->n_live; i++)
+        if ((strcmp(w->live[i].cls, TR__TASKS_CLASS) == 0) == tasks)
+            sample_u64(b, total, tasks ? NULL : w->live[i].cls, w->live[i].n);
+    family(b, errors, "counter",
+           tasks ? "Tasks that failed (raised, or returned an error)."
+                 : "Calls that failed (the method raised or returned an error), by class.");
+    for (size_t i = 0; i < w->n_live; i++)
+        if ((strcmp(w->live[i].cls, TR__TASKS_CLASS) == 0) == tasks)
+            sample_u64(b, errors, tasks ? NULL : w->live[i].cls, w->live[i].errors);
+    family(b, dur, "histogram",
+           tasks ? "How long tasks ran in their workers."
+                 : "How long calls ran in their actors' workers, by class.");
+    for (size_t i = 0; i < w->n_live; i++)
+        if ((strcmp(w->live[i].cls, TR__TASKS_CLASS) == 0) == tasks)
+            histogram(b, dur, tasks ? NULL : w->live[i].cls, &w->live[i]);
+}
+
+void tr__metrics_render(tr__metrics *m, tr__buf *b) {
+    walk w = {.m = m};
+    for (size_t i = 0; i < m->n_retired; i++) { /* what workers gone counted */
+        calls *c = calls_of(&w.live, &w.n_live, &w.cap_live, m->retired[i].cls);
+        if (!c) continue;
+        c->n += m->retired[i].n;
+        c->errors += m->retired[i].errors;
+        c->ns += m->retired[i].ns;
+        for (int k = 0; k < TR__SEG_BOARD_BUCKETS; k++)
+            c->bucket[k] += m->retired[i].bucket[k];
+    }
+    tr__directory_each(*m->src.dir, on_actor, &w);
+    int has_tasks = 0;
+    for (size_t i = 0; i < w.n_live; i++)
+        has_tasks |= strcmp(w.live[i].cls, TR__TASKS_CLASS) == 0;
+
+    family(b, "troupe_actors", "gauge", "Actors this node runs or remembers, by state.");
+    for (int s = 0; s <= TR__ACTOR_DEAD; s++) {
+        if (s == TR__ACTOR_DEAD && !w.by_state[s]) continue;
+        emit(b, "troupe_actors{state=\"%s\"} %llu\n", tr__actor_state_name(s),
+             (unsigned long long)w.by_state[s]);
+    }
+    tr__directory_totals t;
+    tr__directory_totals_get(*m->src.dir, &t);
+    family(b, "troupe_actors_created_total", "counter", "Actors created on this node.");
+    sample_u64(b, "troupe_actors_created_total", NULL, t.created);
+    family(b, "troupe_actor_restarts_total", "counter",
+           "Actor restarts on this node (a worker died and max_restarts allowed another).");
+    sample_u64(b, "troupe_actor_restarts_total", NULL, t.restarts);
+    family(b, "troupe_actors_died_total", "counter", "Actors that died for good on this node.");
+    sample_u64(b, "troupe_actors_died_total", NULL, t.died);
+    calls_families(b, &w, 0);
+    if (has_tasks) calls_families(b, &w, 1);
+
+    tr__store_metrics s;
+    tr__store_metrics_get(m->src.store, &s);
+    static const struct {
+        const char *name, *type, *help;
+        size_t off;
+    } store[] = {
+        {"troupe_object_store_capacity_bytes", "gauge", "The object store's capacity.",
+         offsetof(tr__store_metrics, capacity)},
+        {"troupe_object_store_used_bytes", "gauge",
+         "Bytes of the store's blocks in use (objects, their headers and padding).",
+         offsetof(tr__store_metrics, bytes_used)},
+        {"troupe_object_store_object_bytes", "gauge", "Bytes of the objects in the store.",
+         offsetof(tr__store_metrics, bytes_objects)},
+        {"troupe_object_store_objects", "gauge", "Objects in the store (spilled ones too).",
+         offsetof(tr__store_metrics, objects)},
+        {"troupe_object_store_spilled_bytes", "gauge", "Bytes of objects spilled to disk now.",
+         offsetof(tr__store_metrics, bytes_spilled)},
+        {"troupe_object_store_pinned_bytes", "gauge",
+         "Bytes of objects a process is reading now (views: they cannot be spilled).",
+         offsetof(tr__store_metrics, bytes_pinned)},
+        {"troupe_object_store_spills_total", "counter", "Objects spilled to disk.",
+         offsetof(tr__store_metrics, spills)},
+        {"troupe_object_store_restores_total", "counter", "Spilled objects read back.",
+         offsetof(tr__store_metrics, restores)},
+    };
+    for (size_t i = 0; i < sizeof store / sizeof *store; i++) {
+        family(b, store[i].name, store[i].type, store[i].help);
+        sample_u64(b, store[i].name, NULL, *(const uint64_t *)((const char *)&s + store[i].off));
+    }
+
+    family(b, "troupe_collective_groups", "gauge", "Collective groups declared on this node.");
+    sample_u64(b, "troupe_collective_groups", NULL, tr__groups_count(m->src.groups));
+    int alive, lost;
+    if (tr__cluster_node_counts(*m->src.cluster, &alive, &lost)) {
+        family(b, "troupe_cluster_nodes", "gauge",
+               "The cluster's nodes, by state (the head's table; drivers' nodes not counted).");
+        emit(b,
+             "troupe_cluster_nodes{state=\"alive\"} %d\ntroupe_cluster_nodes{state=\"lost\"} %d\n",
+             alive, lost);
+    }
+
+    double cpu, rss;
+    proc_usage(getpid(), &cpu, &rss);
+    family(b, "process_cpu_seconds_total", "counter",
+           "The node process's CPU time (user + system).");
+    emit(b, "process_cpu_seconds_total %.2f\n", cpu);
+    family(b, "process_resident_memory_bytes", "gauge", "The node process's resident memory.");
+    emit(b, "process_resident_memory_bytes %.0f\n", rss);
+    family(b, "process_start_time_seconds", "gauge", "When the node started (Unix time).");
+    emit(b, "process_start_time_seconds %.3f\n", m->start_time);
+    family(b, "troupe_workers", "gauge", "Worker processes of this node alive now.");
+    sample_u64(b, "troupe_workers", NULL, (uint64_t)m->src.pool->live);
+    family(b, "troupe_workers_cpu_seconds_total", "counter",
+           "CPU time of this node's worker processes, those gone included (as last seen).");
+    emit(b, "troupe_workers_cpu_seconds_total %.2f\n", w.workers_cpu + m->retired_cpu);
+    family(b, "troupe_workers_resident_memory_bytes", "gauge",
+           "Resident memory of this node's worker processes alive now, summed.");
+    emit(b, "troupe_workers_resident_memory_bytes %.0f\n", w.workers_rss);
+
+    for (size_t i = 0; i < w.n_live; i++)
+        free(w.live[i].cls);
+    free(w.live);
+}

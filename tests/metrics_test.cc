@@ -1,0 +1,200 @@
+/* tests/metrics_test.cc - a node's Prometheus metrics (api/node/metrics.h), read over HTTP
+ * from the address its status gives ("dashboard"), against what the test did: calls and
+ * their errors by class, tasks, actors by state, restarts (counters never go down when a
+ * worker dies), the store's objects and bytes; the text checked by `promtool check
+ * metrics` where Prometheus is installed. */
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "tests/test_actors.h"
+
+namespace {
+
+/* "http://127.0.0.1:PORT/" from the node's status ("" if none). */
+std::string dashboard(tr_runtime *rt) {
+    char *json = nullptr;
+    if (tr_node_status(rt, &json)) return "";
+    std::string s(json);
+    tr_free(json);
+    size_t at = s.find("\"dashboard\":\"");
+    if (at == std::string::npos) return "";
+    at += 13;
+    return s.substr(at, s.find('"', at) - at);
+}
+
+/* A GET of path from the node's HTTP port: the whole reply (headers and body). */
+std::string http_get(const std::string &dash, const std::string &path,
+                     const std::string &host_header = "") {
+    int port = atoi(dash.c_str() + dash.rfind(':') + 1);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa = {};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        return "";
+    }
+    std::string host = host_header.empty() ? "127.0.0.1:" + std::to_string(port) : host_header;
+    std::string req = "GET " + path + " HTTP/1.1\r\nHost: " + host + "\r\n\r\n";
+    if (write(fd, req.data(), req.size()) != (ssize_t)req.size()) {
+        close(fd);
+        return "";
+    }
+    std::string out;
+    char buf[65536];
+    for (;;) {
+        pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 10000) <= 0) break;
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n <= 0) break;
+        out.append(buf, (size_t)n);
+    }
+    close(fd);
+    return out;
+}
+
+std::string metrics(tr_runtime *rt) {
+    std::string r = http_get(dashboard(rt), "/metrics");
+    size_t body = r.find("\r\n\r\n");
+    EXPECT_EQ(r.rfind("HTTP/1.1 200 ", 0), 0u) << r.substr(0, 200);
+    EXPECT_NE(r.find("Content-Type: text/plain; version=0.0.4"), std::string::npos);
+    return body == std::string::npos ? "" : r.substr(body + 4);
+}
+
+/* The value of the sample whose name and labels are `series` exactly; -1 if absent. */
+double value(const std::string &text, const std::string &series) {
+    size_t at = 0;
+    while ((at = text.find(series + " ", at)) != std::string::npos) {
+        if (at == 0 || text[at - 1] == '\n') return atof(text.c_str() + at + series.size() + 1);
+        at++;
+    }
+    return -1;
+}
+
+class MetricsTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        ASSERT_EQ(tr_init(test_config(), &rt), 0) << tr_last_error();
+    }
+    void TearDown() override {
+        if (rt) tr_shutdown(rt);
+    }
+    tr_runtime *rt = nullptr;
+};
+
+TEST_F(MetricsTest, WhatTheTestDidIsCounted) {
+    ASSERT_NE(dashboard(rt), "") << "an embedded node serves metrics by default";
+    tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
+    o.max_restarts = 1;
+    tr_actor_id a;
+    ASSERT_EQ(tr_actor_create(rt, "Counter", &o, "c", 1, &a), 0) << tr_last_error();
+    for (int i = 0; i < 100; i++)
+        ASSERT_EQ(call_i64(rt, a, "add", 1, nullptr), 0);
+    std::string out;
+    for (int i = 0; i < 2; i++)
+        EXPECT_EQ(call_str(rt, a, "fail", "x", &out), TR_ETASK);
+    for (int i = 0; i < 5; i++) {
+        tr_ref t;
+        ASSERT_EQ(tr_task_submit(rt, "t_echo", "e", 1, nullptr, 0, nullptr, &t), 0);
+        ASSERT_EQ(tr_get(rt, t, 30000, nullptr, nullptr), 0);
+        tr_ref_release(rt, t);
+    }
+    std::string big(1 << 20, 'x');
+    tr_ref obj;
+    ASSERT_EQ(tr_put(rt, big.data(), big.size(), &obj), 0);
+
+    std::string m = metrics(rt);
+    EXPECT_EQ(value(m, "troupe_calls_total{class=\"Counter\"}"), 102) << m;
+    EXPECT_EQ(value(m, "troupe_call_errors_total{class=\"Counter\"}"), 2);
+    EXPECT_EQ(value(m, "troupe_call_duration_seconds_count{class=\"Counter\"}"), 102);
+    EXPECT_EQ(value(m, "troupe_call_duration_seconds_bucket{class=\"Counter\",le=\"+Inf\"}"), 102);
+    EXPECT_GT(value(m, "troupe_call_duration_seconds_sum{class=\"Counter\"}"), 0);
+    EXPECT_EQ(value(m, "troupe_tasks_total"), 5);
+    EXPECT_EQ(value(m, "troupe_task_errors_total"), 0);
+    EXPECT_EQ(value(m, "troupe_actors_created_total"), value(m, "troupe_actors{state=\"ALIVE\"}"))
+        << "the Counter and the task pool's workers, all alive";
+    EXPECT_EQ(value(m, "troupe_actor_restarts_total"), 0);
+    EXPECT_EQ(value(m, "troupe_object_store_objects"), 1);
+    EXPECT_GE(value(m, "troupe_object_store_object_bytes"), (double)big.size());
+    EXPECT_GT(value(m, "troupe_object_store_capacity_bytes"), 0);
+    EXPECT_GT(value(m, "process_resident_memory_bytes"), 0);
+    EXPECT_GE(value(m, "troupe_workers"), 2);
+
+    /* the actor's worker dies and restarts: what it counted stays counted */
+    EXPECT_EQ(call_i64(rt, a, "crash", 0, nullptr), TR_EACTOR_DIED);
+    EXPECT_TRUE(eventually(10000, [&] { return call_i64(rt, a, "add", 1, nullptr) == 0; }));
+    m = metrics(rt);
+    EXPECT_EQ(value(m, "troupe_actor_restarts_total"), 1) << m;
+    EXPECT_EQ(value(m, "troupe_calls_total{class=\"Counter\"}"), 103)
+        << "102 before the crash (the crashing call never ended), 1 after";
+    EXPECT_EQ(value(m, "troupe_call_errors_total{class=\"Counter\"}"), 2);
+    EXPECT_EQ(tr_actor_kill(rt, a, 1), 0);
+    EXPECT_TRUE(eventually(
+        10000, [&] { return value(metrics(rt), "troupe_actors{state=\"DEAD\"}") == 1; }));
+    EXPECT_EQ(value(metrics(rt), "troupe_calls_total{class=\"Counter\"}"), 103);
+    tr_ref_release(rt, obj);
+
+    /* Prometheus' own check of the text, where it is installed (tools/deps.sh) */
+    FILE *p = popen("command -v promtool", "r");
+    char path[256] = "";
+    if (p) {
+        if (!fgets(path, sizeof path, p)) path[0] = '\0';
+        pclose(p);
+    }
+    if (!path[0]) {
+        printf("SKIP promtool check metrics: promtool is not installed (Debian's prometheus)\n");
+        return;
+    }
+    char tmp[] = "/tmp/troupe-metrics-XXXXXX";
+    int fd = mkstemp(tmp);
+    ASSERT_GE(fd, 0);
+    m = metrics(rt);
+    ASSERT_EQ(write(fd, m.data(), m.size()), (ssize_t)m.size());
+    close(fd);
+    std::string cmd = std::string("promtool check metrics < ") + tmp + " 2>&1";
+    p = popen(cmd.c_str(), "r");
+    std::string said;
+    char line[512];
+    while (p && fgets(line, sizeof line, p))
+        said += line;
+    int st = p ? pclose(p) : -1;
+    unlink(tmp);
+    EXPECT_EQ(st, 0) << said;
+}
+
+TEST_F(MetricsTest, ItsHttpPortRefusesWhatItShould) {
+    std::string dash = dashboard(rt);
+    ASSERT_NE(dash, "");
+    EXPECT_EQ(http_get(dash, "/nothing").rfind("HTTP/1.1 404 ", 0), 0u);
+    EXPECT_EQ(http_get(dash, "/metrics", "evil.example:80").rfind("HTTP/1.1 403 ", 0), 0u)
+        << "a web page elsewhere (DNS rebinding) cannot read it";
+    std::string r = http_get(dash, "/api/v1/nodes");
+    EXPECT_EQ(r.rfind("HTTP/1.1 200 ", 0), 0u);
+    EXPECT_NE(r.find("\"dashboard\":\"" + dash + "\""), std::string::npos) << r;
+}
+
+TEST(MetricsOff, NoPortWhenAskedForNone) {
+    tr_config *cfg = test_config_with({{"metrics_port", "-1"}});
+    tr_runtime *rt;
+    ASSERT_EQ(tr_init(cfg, &rt), 0) << tr_last_error();
+    tr_config_destroy(cfg);
+    EXPECT_EQ(dashboard(rt), "");
+    tr_shutdown(rt);
+    /* beyond loopback without a cluster's token: the node does not start, and says why */
+    cfg = test_config_with({{"metrics_host", "0.0.0.0"}});
+    EXPECT_NE(tr_init(cfg, &rt), 0);
+    tr_config_destroy(cfg);
+}
+
+} // namespace
