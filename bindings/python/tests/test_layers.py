@@ -219,7 +219,7 @@ with warnings.catch_warnings(record=True) as seen:
             def f(self):
                 return 1
         A = A.options(lifetime="detached", num_cpus=1)
-        ray.init(num_cpus=1, include_dashboard=False)
+        ray.init(num_cpus=1, include_dashboard=False, namespace="n")
         a = A.remote()
         assert ray.get(a.f.options(num_returns=1).remote()) == 1
         ray.wait([a.f.remote()], fetch_local=False)
@@ -242,8 +242,8 @@ def test_ignored_options_warn_once(tmp_path):
     assert out.returncode == 0, out.stderr
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     texts = sorted(m for m, _, _ in seen)
-    for option in ("runtime_env", "include_dashboard", "fetch_local"):
-        # (num_returns=1, lifetime and max_concurrency are honoured: no warning)
+    for option in ("runtime_env", "namespace", "fetch_local"):
+        # (num_returns=1, lifetime, max_concurrency, include_dashboard are honoured)
         assert sum(f"'{option}'" in t for t in texts) == 1, (option, texts)
     assert len(texts) == 3, texts
     assert all("troupe ignores" in t for t in texts)
