@@ -1032,6 +1032,8 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
     /* (on the board, a caller's tr_cancel reaches its calls; off it, when the board is full,
      * a canceled call still fails at its caller, and runs here) */
     w.board = objects ? tr__objects_board(objects, tr__id_key(w.ctx.id.b), 1) : NULL;
+    if (w.board) /* (its collective ops are counted there too, for the node's metrics) */
+        __atomic_store_n(&tr__coll_counters_self, &w.board->coll, __ATOMIC_RELEASE);
     w.cls = task_worker ? tasks_class(cfg) : tr__config_find_class(cfg, cls_name);
     if (!w.cls) {
         char msg[400];

@@ -17,6 +17,7 @@
 #include "collective/steps.h"
 #include "core/clock.h"
 #include "core/codec.h"
+#include "core/counters.h"
 #include "core/reduce.h"
 #include "core/status.h"
 
@@ -387,9 +388,13 @@ static int dispatch(tr_group *g, const tr__coll_args *a, int64_t deadline) {
 /* Every checked op runs here, and ends: device buffers on a backend that takes host memory
  * go through the stager's pinned host memory (g->stage: see stage_open). */
 static int run_op(tr_group *g, const tr__coll_args *a, int timeout_ms) {
-    int64_t deadline = tr__deadline(timeout_ms);
-    if (g->stage) return finish(g, tr__coll_device_stager->run(g, a, deadline, dispatch));
-    return finish(g, dispatch(g, a, deadline));
+    int64_t t0 = tr__now_ns(), deadline = tr__deadline(timeout_ms);
+    int rc = g->stage ? finish(g, tr__coll_device_stager->run(g, a, deadline, dispatch))
+                      : finish(g, dispatch(g, a, deadline));
+    /* (the node's metrics: ops, bytes and time by backend and kind) */
+    tr__cnt_coll(tr__cnt_backend(g->be->name), a->kind,
+                 (uint64_t)a->count * tr__dtype_size(a->dtype), (uint64_t)(tr__now_ns() - t0), rc);
+    return rc;
 }
 
 int tr__group_barrier(tr_group *g, int timeout_ms) {

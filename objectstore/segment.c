@@ -410,6 +410,9 @@ tr__seg_board *tr__seg_board_entry(tr__seg *s, uint64_t key, int claim) {
                 __atomic_store_n(&b->call_ns, 0, __ATOMIC_RELAXED);
                 for (int c = 0; c < TR__SEG_BOARD_BUCKETS; c++)
                     __atomic_store_n(&b->call_bucket[c], 0, __ATOMIC_RELAXED);
+                tr__coll_counters drop;
+                memset(&drop, 0, sizeof drop);
+                tr__cnt_coll_add(&drop, &b->coll, 1);
             }
             word = &s->h->board[i];
         } else if (!k && !claim) {

@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/counters.h"
 #include "core/wait.h"
 
 #define TR__SEG_MAGIC 0x312d6570756f7274ull /* "troupe-1" */
@@ -89,6 +90,7 @@ typedef struct tr__seg_board {
      * Relaxed atomic adds by the worker's threads; zeroed when the entry is claimed. */
     uint64_t calls, call_errors, call_ns;
     uint64_t call_bucket[TR__SEG_BOARD_BUCKETS];
+    tr__coll_counters coll; /* its collective ops (core/counters.h) */
 } tr__seg_board;
 
 /* The call-duration histogram's bucket bounds, in ns (the last bucket: above them all). */

@@ -566,3 +566,92 @@ TEST_F(Cluster, PlacementGroupsSpanTheNodes) {
         in(i, "sh -c 'for s in /tmp/c3/troupe-*/n*/node.sock; do " + cli +
                   " stop --address $s; done'");
 }
+
+namespace {
+
+/* A real Prometheus (Debian's) scrapes a head and a node, each serving /metrics on its
+ * own address with the cluster's token, found through the head's file_sd file
+ * (`troupe metrics prometheus-config`); its HTTP API (promtool query) says both are up
+ * and shows what a driver did: its calls, its collective ops across the nodes, its
+ * object's bytes. Skips, saying why, without Prometheus. */
+TEST_F(Cluster, PrometheusScrapesTheNodes) {
+    if (in(0, "sh -c 'command -v prometheus && command -v promtool'").find("promtool") ==
+        std::string::npos)
+        GTEST_SKIP() << "no prometheus/promtool (Debian's prometheus, tools/deps.sh)";
+    int st;
+    char self[4096];
+    ASSERT_TRUE(realpath("/proc/self/exe", self));
+    const std::string tmp = " --tmpdir /tmp/c4 --worker-path " + std::string(self);
+    for (int i = 0; i < 2; i++)
+        in(i, "mkdir -p /tmp/c4");
+    std::string out = in(0,
+                         cli + " start --head --bind 10.213.0.1 --port 7601 --token t0k" +
+                             " --metrics-host 10.213.0.1" + tmp,
+                         &st);
+    ASSERT_EQ(st, 0) << out;
+    EXPECT_NE(out.find("dashboard: http://10.213.0.1:"), std::string::npos) << out;
+    out =
+        in(1, cli + " start --address 10.213.0.1:7601 --token t0k --metrics-host 10.213.0.2" + tmp,
+           &st);
+    ASSERT_EQ(st, 0) << out;
+    std::string marker = "/dev/shm/trp" + std::to_string(getpid());
+    std::string log = marker + ".log";
+    unlink(marker.c_str());
+    in(1, "sh -c 'CLUSTER_DRIVER=\"prom|10.213.0.2|10.213.0.1|" + marker +
+              "\" TR_NODE=$(ls /tmp/c4/troupe-*/n*/node.sock | head -1) " + self + " >" + log +
+              " 2>&1 &'");
+    EXPECT_TRUE(eventually(60000, [&] { return access(marker.c_str(), F_OK) == 0; }))
+        << read_all(log);
+    /* Prometheus beside the head, configured by the head */
+    out = in(0, cli + " metrics prometheus-config --tmpdir /tmp/c4", &st);
+    ASSERT_EQ(st, 0) << out;
+    EXPECT_NE(out.find("credentials_file:"), std::string::npos) << out;
+    std::string cfg = "global: {scrape_interval: 1s, scrape_timeout: 1s}\n" + out;
+    FILE *f = fopen("/dev/shm/trp.yml", "w");
+    ASSERT_TRUE(f);
+    fputs(cfg.c_str(), f);
+    fclose(f);
+    out = in(0, "promtool check config /dev/shm/trp.yml", &st);
+    EXPECT_EQ(st, 0) << out;
+    in(0, "sh -c 'prometheus --config.file=/dev/shm/trp.yml --storage.tsdb.path=/tmp/c4/prom "
+          "--web.listen-address=127.0.0.1:9391 >/tmp/c4/prom.log 2>&1 &'");
+    auto query = [&](const std::string &expr) {
+        return in(0, "promtool query instant http://127.0.0.1:9391 '" + expr + "'");
+    };
+    /* promtool prints each sample as {labels} => value @[time] */
+    auto number = [&](const std::string &expr) {
+        std::string r = query(expr);
+        size_t at = r.find("=> ");
+        return at == std::string::npos ? -1.0 : atof(r.c_str() + at + 3);
+    };
+    EXPECT_TRUE(eventually(60000, [&] { return number("count(up == 1)") == 2; }))
+        << query("up") << in(0, "cat /tmp/c4/prom.log | tail -20")
+        << in(0, "sh -c 'cat /tmp/c4/troupe-*/n*/prometheus_sd.json'");
+    /* what the driver did: 30 calls of Counter, 4 allreduces on each of 2 ranks, 1 MiB */
+    EXPECT_TRUE(eventually(
+        30000,
+        [&] {
+            return number("sum(troupe_calls_total{class=\"Counter\"})") == 30 + 8 &&
+                   number("sum(troupe_collective_ops_total{backend=\"gloo\",op=\"allreduce\"})") ==
+                       8;
+        }))
+        << query("troupe_calls_total") << query("troupe_collective_ops_total");
+    EXPECT_EQ(number("count(troupe_actors{state=\"ALIVE\"} > 0)"), 2) << "actors on both nodes";
+    EXPECT_GE(number("sum(troupe_actors{state=\"ALIVE\"})"), 3);
+    EXPECT_GE(number("sum(troupe_object_store_object_bytes)"), 1 << 20);
+    EXPECT_EQ(number("troupe_cluster_nodes{state=\"alive\"}"), 2);
+    unlink(marker.c_str()); /* the driver leaves */
+    out = read_all(log);
+    for (const char *what :
+         {"30 calls", "4 allreduces in a gloo group across the nodes", "an object of 1 MiB"})
+        EXPECT_NE(out.find(std::string("OK ") + what), std::string::npos) << what << "\n" << out;
+    EXPECT_TRUE(clean(out)) << out;
+    in(0, "pkill -f 'prometheus --config.file=/dev/shm/trp.yml'");
+    unlink("/dev/shm/trp.yml");
+    unlink(log.c_str());
+    for (int i = 0; i < 2; i++)
+        in(i, "sh -c 'for s in /tmp/c4/troupe-*/n*/node.sock; do " + cli +
+                  " stop --address $s; done'");
+}
+
+} // namespace

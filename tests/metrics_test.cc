@@ -173,6 +173,59 @@ TEST_F(MetricsTest, WhatTheTestDidIsCounted) {
     EXPECT_EQ(st, 0) << said;
 }
 
+/* Collective ops are counted by backend and op on each rank, with their bytes; a group's
+ * ops on two ranks count twice. */
+TEST_F(MetricsTest, CollectiveOpsAreCounted) {
+    tr_actor_id r[2];
+    for (auto &a : r)
+        ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "c", 1, &a), 0) << tr_last_error();
+    struct {
+        const char *name, *backend;
+        int ops;
+    } groups[] = {{"mshm", "shm", 5}, {"mgloo", "gloo", 3}};
+    for (const auto &g : groups) {
+        tr_ref j[2];
+        for (int k = 0; k < 2; k++) {
+            std::string spec = std::string(g.name) + "|2|" + std::to_string(k) + "|" + g.backend;
+            ASSERT_EQ(tr_call(rt, r[k], "join_group", spec.data(), spec.size(), &j[k]), 0);
+        }
+        for (auto &ref : j) {
+            ASSERT_EQ(tr_get(rt, ref, 30000, nullptr, nullptr), 0) << tr_last_error();
+            tr_ref_release(rt, ref);
+        }
+        for (int i = 0; i < g.ops; i++) {
+            tr_ref o[2];
+            std::string spec = std::string(g.name) + "|256";
+            for (int k = 0; k < 2; k++)
+                ASSERT_EQ(tr_call(rt, r[k], "allreduce_by_name", spec.data(), spec.size(), &o[k]),
+                          0);
+            for (auto &ref : o) {
+                const void *d;
+                size_t n;
+                ASSERT_EQ(tr_get(rt, ref, 30000, &d, &n), 0) << tr_last_error();
+                int64_t v = 0;
+                memcpy(&v, d, 8);
+                EXPECT_EQ(v, 3) << "1 + 2";
+                tr_ref_release(rt, ref);
+            }
+        }
+    }
+    std::string m = metrics(rt);
+    EXPECT_EQ(value(m, "troupe_collective_ops_total{backend=\"shm\",op=\"allreduce\"}"), 10) << m;
+    EXPECT_EQ(value(m, "troupe_collective_bytes_total{backend=\"shm\",op=\"allreduce\"}"),
+              10 * 256 * 4);
+    EXPECT_EQ(value(m, "troupe_collective_ops_total{backend=\"gloo\",op=\"allreduce\"}"), 6);
+    EXPECT_GT(value(m, "troupe_collective_seconds_total{backend=\"gloo\",op=\"allreduce\"}"), 0);
+    EXPECT_EQ(value(m, "troupe_collective_errors_total{backend=\"shm\"}"), 0);
+    EXPECT_EQ(value(m, "troupe_collective_timeouts_total{backend=\"gloo\"}"), 0);
+    /* a rank's worker goes: what it counted stays */
+    EXPECT_EQ(tr_actor_kill(rt, r[0], 1), 0);
+    EXPECT_TRUE(eventually(
+        10000, [&] { return value(metrics(rt), "troupe_actors{state=\"DEAD\"}") == 1; }));
+    m = metrics(rt);
+    EXPECT_EQ(value(m, "troupe_collective_ops_total{backend=\"shm\",op=\"allreduce\"}"), 10) << m;
+}
+
 TEST_F(MetricsTest, ItsHttpPortRefusesWhatItShould) {
     std::string dash = dashboard(rt);
     ASSERT_NE(dash, "");

@@ -31,7 +31,8 @@ struct tr__metrics {
     size_t n_retired, cap_retired;
     tr__idmap cpu_seen; /* actor key -> (double *) its worker's CPU seconds at the last scrape */
     double retired_cpu; /* CPU seconds of workers gone (as last seen) */
-    double start_time;  /* the node's, in seconds since the epoch */
+    tr__coll_counters retired_coll; /* collective ops of workers gone */
+    double start_time;              /* the node's, in seconds since the epoch */
 };
 
 int tr__metrics_create(const tr__metrics_src *src, tr__metrics **out) {
@@ -95,6 +96,7 @@ void tr__metrics_worker_exited(void *ctx, const uint8_t id[16], const char *cls)
     if (!b) return;
     calls *c = calls_of(&m->retired, &m->n_retired, &m->cap_retired, cls);
     if (c) add_board(c, b);
+    tr__cnt_coll_add(&m->retired_coll, &b->coll, 1);
     /* (its next worker, a restart, claims the entry and starts from zero; until then
      * nothing is counted twice) */
     __atomic_store_n(&b->calls, 0, __ATOMIC_RELAXED);
@@ -207,6 +209,7 @@ typedef struct walk {
     size_t n_live, cap_live;
     double workers_cpu, workers_rss;
     int workers;
+    tr__coll_counters coll; /* retired + live workers' */
 } walk;
 
 static void on_actor(void *ctx, const tr__actor_view *a) {
@@ -218,6 +221,7 @@ static void on_actor(void *ctx, const tr__actor_view *a) {
     if (b && (pid_t)__atomic_load_n(&b->pid, __ATOMIC_RELAXED) == a->pid) {
         calls *c = calls_of(&w->live, &w->n_live, &w->cap_live, a->cls);
         if (c) add_board(c, b);
+        tr__cnt_coll_add(&w->coll, &b->coll, 0);
     }
     double cpu, rss;
     if (!proc_usage(a->pid, &cpu, &rss)) return;
@@ -256,8 +260,69 @@ static void calls_families(tr__buf *b, const walk *w, int tasks) {
             histogram(b, dur, tasks ? NULL : w->live[i].cls, &w->live[i]);
 }
 
+static const char *const backend_names[TR__CNT_BACKENDS] = {"shm", "gloo", "nccl", "other"};
+static const char *const op_names[TR__CNT_OPS] = {
+    "",       "barrier", "allreduce",     "broadcast", "reduce", "allgather",
+    "gather", "scatter", "reducescatter", "alltoall",  "send",   "recv"};
+
+/* Collective ops by backend and kind (the kinds a backend ran), and failures by backend. */
+static void collective_families(tr__buf *b, const tr__coll_counters *c) {
+    static const struct {
+        const char *name, *help;
+        size_t off;
+        double scale;
+    } per_op[] = {
+        {"troupe_collective_ops_total",
+         "Collective ops this node's workers ran, by backend and op.",
+         offsetof(tr__coll_counters, ops), 1},
+        {"troupe_collective_bytes_total",
+         "Bytes each rank gave its collective ops (count times "
+         "the dtype's size), by backend and op.",
+         offsetof(tr__coll_counters, bytes), 1},
+        {"troupe_collective_seconds_total",
+         "Time collective ops took on their ranks, by backend "
+         "and op (over ops_total: the mean latency).",
+         offsetof(tr__coll_counters, ns), 1e-9},
+    };
+    for (size_t f = 0; f < sizeof per_op / sizeof *per_op; f++) {
+        family(b, per_op[f].name, "counter", per_op[f].help);
+        const uint64_t(*v)[TR__CNT_OPS] =
+            (const uint64_t(*)[TR__CNT_OPS])((const char *)c + per_op[f].off);
+        for (int be = 0; be < TR__CNT_BACKENDS; be++)
+            for (int k = 1; k < TR__CNT_OPS; k++) {
+                if (!c->ops[be][k]) continue; /* (the kinds each backend ran) */
+                if (per_op[f].scale == 1)
+                    emit(b, "%s{backend=\"%s\",op=\"%s\"} %llu\n", per_op[f].name,
+                         backend_names[be], op_names[k], (unsigned long long)v[be][k]);
+                else
+                    emit(b, "%s{backend=\"%s\",op=\"%s\"} %.9f\n", per_op[f].name,
+                         backend_names[be], op_names[k], (double)v[be][k] * per_op[f].scale);
+            }
+    }
+    static const struct {
+        const char *name, *help;
+        size_t off;
+    } per_backend[] = {
+        {"troupe_collective_errors_total", "Collective ops that failed, by backend.",
+         offsetof(tr__coll_counters, errors)},
+        {"troupe_collective_timeouts_total", "Collective ops that timed out, by backend.",
+         offsetof(tr__coll_counters, timeouts)},
+        {"troupe_collective_peer_deaths_total",
+         "Collective ops that ended because a peer rank died, by backend.",
+         offsetof(tr__coll_counters, peer_deaths)},
+    };
+    for (size_t f = 0; f < sizeof per_backend / sizeof *per_backend; f++) {
+        family(b, per_backend[f].name, "counter", per_backend[f].help);
+        const uint64_t *v = (const uint64_t *)((const char *)c + per_backend[f].off);
+        for (int be = 0; be < TR__CNT_BACKENDS; be++)
+            emit(b, "%s{backend=\"%s\"} %llu\n", per_backend[f].name, backend_names[be],
+                 (unsigned long long)v[be]);
+    }
+}
+
 void tr__metrics_render(tr__metrics *m, tr__buf *b) {
     walk w = {.m = m};
+    w.coll = m->retired_coll;
     for (size_t i = 0; i < m->n_retired; i++) { /* what workers gone counted */
         calls *c = calls_of(&w.live, &w.n_live, &w.cap_live, m->retired[i].cls);
         if (!c) continue;
@@ -322,6 +387,7 @@ void tr__metrics_render(tr__metrics *m, tr__buf *b) {
 
     family(b, "troupe_collective_groups", "gauge", "Collective groups declared on this node.");
     sample_u64(b, "troupe_collective_groups", NULL, tr__groups_count(m->src.groups));
+    collective_families(b, &w.coll);
     int alive, lost;
     if (tr__cluster_node_counts(*m->src.cluster, &alive, &lost)) {
         family(b, "troupe_cluster_nodes", "gauge",
