@@ -810,8 +810,10 @@ void tr__directory_status_json(const tr__directory *d, tr__buf *out) {
 void tr__directory_each(const tr__directory *d, void (*fn)(void *ctx, const tr__actor_view *a),
                         void *ctx) {
     for (const actor *a = d->all; a; a = a->next) {
-        tr__actor_view v = {a->id, a->label[0] ? a->label : a->cls, a->name, a->state, a->restarts,
-                            a->pid};
+        tr__actor_view v = {a->id,       a->label[0] ? a->label : a->cls,
+                            a->name,     a->state,
+                            a->restarts, a->pid,
+                            a->reason,   a->cls};
         fn(ctx, &v);
     }
 }

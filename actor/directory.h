@@ -58,7 +58,9 @@ typedef struct tr__actor_view {
     const char *cls, *name; /* cls: its class_label if it has one; name: NULL if none */
     int state;              /* TR__ACTOR_* */
     int restarts;
-    pid_t pid; /* its worker's, 0 if none now */
+    pid_t pid;           /* its worker's, 0 if none now */
+    const char *reason;  /* why it died or last restarted; NULL if none */
+    const char *class_c; /* the class registered (cls: its label, if it has one) */
 } tr__actor_view;
 
 /* Totals since the node started. */

@@ -334,3 +334,33 @@ void tr__groups_close(tr__groups *gs) {
 void tr__groups_destroy(tr__groups *gs) {
     free(gs);
 }
+
+void tr__groups_each(const tr__groups *gs, void (*fn)(void *ctx, const tr__group_view *v),
+                     void *ctx) {
+    static tr__group_view v; /* (the loop thread's alone: it is large) */
+    static const int32_t none[TR__COLL_MAX_WORLD];
+    for (const group *g = gs->all; g; g = g->next) {
+        memset(&v, 0, sizeof v);
+        v.name = g->name;
+        v.backend = g->backend;
+        v.world = g->world;
+        v.joined = g->joined;
+        v.live = g->live;
+        v.complete = g->complete;
+        v.pid = none;
+        if (g->h) {
+            v.dead = __atomic_load_n(&g->h->dead, __ATOMIC_RELAXED);
+            v.pid = g->h->pid;
+            for (int r = 0; r < g->world && r < 64 && r < (int)TR__COLL_MAX_WORLD; r++)
+                for (int k = 0; k < 2; k++) {
+                    const tr__coll_desc *d = &g->h->rk[r].desc[k];
+                    uint64_t seq = __atomic_load_n(&d->seq, __ATOMIC_RELAXED);
+                    if (seq > v.rank_seq[r]) {
+                        v.rank_seq[r] = seq;
+                        v.rank_kind[r] = __atomic_load_n(&d->kind, __ATOMIC_RELAXED);
+                    }
+                }
+        }
+        fn(ctx, &v);
+    }
+}

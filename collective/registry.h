@@ -26,6 +26,20 @@ typedef struct tr__groups tr__groups;
 int tr__groups_create(tr__kv *kv, tr__groups **out);
 /* Groups alive on the node (for tr_node_status). */
 size_t tr__groups_count(const tr__groups *g);
+
+/* One group as tr__groups_each shows it; its ranks' last ops from their shared header
+ * (rank_seq[r], rank_kind[r]: the highest op number it began, TR__COLL_* kind; 0: none, or
+ * a group across nodes, whose ranks' header is their own). */
+typedef struct tr__group_view {
+    const char *name, *backend;
+    int world, joined, live, complete;
+    uint64_t dead; /* bit per rank */
+    const int32_t *pid;
+    uint64_t rank_seq[64];
+    uint32_t rank_kind[64];
+} tr__group_view;
+void tr__groups_each(const tr__groups *g, void (*fn)(void *ctx, const tr__group_view *v),
+                     void *ctx);
 void tr__groups_mount(tr__groups *g, tr__server *s);
 /* Answers pending joins with TR_ECLOSED and closes timers (node shutdown). */
 void tr__groups_close(tr__groups *g);

@@ -45,6 +45,8 @@ enum {
     /* {address: "IP:port"} -> {lost: 0/1}: whether the cluster's head counts that node lost
      * (0 where this node is in no cluster, or its head is out of reach) */
     TR__MSG_NODE_LOST = 9,
+    /* {path, query} -> {status, json}: the node's /api/v1 (api/node/lists.h), for the CLI */
+    TR__MSG_API = 10,
     TR__MSG_CORE_MAX = 31,
 };
 

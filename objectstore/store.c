@@ -251,3 +251,27 @@ void tr__store_metrics_get(tr__store *s, tr__store_metrics *out) {
 struct tr__seg_board *tr__store_board(tr__store *s, uint64_t key) {
     return tr__seg_board_entry(&s->seg, key, 0);
 }
+
+void tr__store_each(tr__store *s, void (*fn)(void *ctx, const tr__store_obj_view *o), void *ctx) {
+    tr__seg *g = &s->seg;
+    tr__seg_lock(g);
+    for (uint64_t i = 0; i < g->table_cap; i++) {
+        const tr__obj_entry *e = &g->table[i];
+        if (e->state == TR__OBJ_EMPTY) continue;
+        tr__store_obj_view v = {e->id,
+                                e->size,
+                                (int)e->state,
+                                0,
+                                0,
+                                e->n_refs,
+                                e->contained_by,
+                                (e->flags & TR__ENT_PROMISE) != 0,
+                                (e->flags & TR__ENT_ERROR) != 0};
+        for (int k = 0; k < TR__SEG_MAX_CLIENTS / 64; k++) {
+            v.holders += __builtin_popcountll(e->holders[k]);
+            v.pinned |= e->viewers[k] != 0;
+        }
+        fn(ctx, &v);
+    }
+    tr__seg_unlock(g);
+}

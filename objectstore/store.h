@@ -41,6 +41,20 @@ typedef struct tr__store_metrics {
 } tr__store_metrics;
 void tr__store_metrics_get(tr__store *s, tr__store_metrics *out);
 
+/* One object as tr__store_each shows it. */
+typedef struct tr__store_obj_view {
+    const uint8_t *id; /* 16 bytes */
+    uint64_t size;
+    int state;             /* TR__OBJ_* (objectstore/segment.h) */
+    int holders;           /* processes holding it */
+    int pinned;            /* a process reads it now */
+    uint32_t n_refs;       /* refs it contains */
+    uint32_t contained_by; /* objects that contain it */
+    int promise, error;    /* a call result's twin not in yet; a failed call's */
+} tr__store_obj_view;
+/* Calls fn for each object in the store, under its lock (fn must not use the store). */
+void tr__store_each(tr__store *s, void (*fn)(void *ctx, const tr__store_obj_view *o), void *ctx);
+
 struct tr__seg_board;
 /* The board's entry of a worker (its actor id's key), or NULL (not on the board). */
 struct tr__seg_board *tr__store_board(tr__store *s, uint64_t key);

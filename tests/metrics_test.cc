@@ -2,7 +2,8 @@
  * from the address its status gives ("dashboard"), against what the test did: calls and
  * their errors by class, tasks, actors by state, restarts (counters never go down when a
  * worker dies), the store's objects and bytes; the text checked by `promtool check
- * metrics` where Prometheus is installed. */
+ * metrics` where Prometheus is installed. And its lists (api/node/lists.h): filtered
+ * before their limit, the same JSON over HTTP and from `troupe list --json`. */
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -15,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "tests/test_actors.h"
 
@@ -218,6 +220,18 @@ TEST_F(MetricsTest, CollectiveOpsAreCounted) {
     EXPECT_GT(value(m, "troupe_collective_seconds_total{backend=\"gloo\",op=\"allreduce\"}"), 0);
     EXPECT_EQ(value(m, "troupe_collective_errors_total{backend=\"shm\"}"), 0);
     EXPECT_EQ(value(m, "troupe_collective_timeouts_total{backend=\"gloo\"}"), 0);
+    /* the groups' list: each rank's last op, from the group's shared header */
+    std::string dash = dashboard(rt);
+    std::string g = http_get(dash, "/api/v1/groups?filter=id%3Dmshm");
+    EXPECT_NE(g.find("\"matched\":1"), std::string::npos) << g;
+    EXPECT_NE(g.find("\"backend\":\"shm\",\"state\":\"ALIVE\",\"world\":2"), std::string::npos)
+        << g;
+    EXPECT_NE(g.find("{\"rank\":0,\"pid\":"), std::string::npos) << g;
+    size_t fifth = 0;
+    for (size_t at = 0;
+         (at = g.find("\"last_op\":5,\"last_kind\":\"allreduce\"", at)) != std::string::npos; at++)
+        fifth++;
+    EXPECT_EQ(fifth, 2u) << "both ranks' last op: the 5th allreduce\n" << g;
     /* a rank's worker goes: what it counted stays */
     EXPECT_EQ(tr_actor_kill(rt, r[0], 1), 0);
     EXPECT_TRUE(eventually(
@@ -226,13 +240,81 @@ TEST_F(MetricsTest, CollectiveOpsAreCounted) {
     EXPECT_EQ(value(m, "troupe_collective_ops_total{backend=\"shm\",op=\"allreduce\"}"), 10) << m;
 }
 
+/* The body of an HTTP reply. */
+std::string body_of(const std::string &r) {
+    size_t at = r.find("\r\n\r\n");
+    return at == std::string::npos ? "" : r.substr(at + 4);
+}
+
+TEST_F(MetricsTest, ListsFilterBeforeTheirLimit) {
+    std::vector<tr_actor_id> ids;
+    for (int i = 0; i < 8; i++) {
+        tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
+        o.class_label = i < 5 ? "Wide" : "Narrow"; /* what lists and metrics call the class */
+        tr_actor_id a;
+        ASSERT_EQ(tr_actor_create(rt, "Counter", &o, "c", 1, &a), 0) << tr_last_error();
+        ASSERT_EQ(call_i64(rt, a, "add", 1, nullptr), 0);
+        ids.push_back(a);
+    }
+    EXPECT_EQ(tr_actor_kill(rt, ids[0], 1), 0);
+    std::string dash = dashboard(rt);
+    std::string path = "/api/v1/actors?filter=class_name%3DWide&filter=state%3DALIVE&limit=2";
+    std::string r = http_get(dash, path);
+    EXPECT_TRUE(eventually(5000, [&] {
+        r = body_of(http_get(dash, path));
+        return r.find("\"matched\":4") != std::string::npos;
+    })) << r;
+    EXPECT_NE(r.find("\"total\":8,\"matched\":4,\"offset\":0,\"limit\":2}"), std::string::npos)
+        << "8 in all, 4 match, 2 shown: " << r;
+    size_t shown = 0;
+    for (size_t at = 0; (at = r.find("\"class_name\":\"Wide\"", at)) != std::string::npos; at++)
+        shown++;
+    EXPECT_EQ(shown, 2u) << r;
+    EXPECT_EQ(r.find("Narrow"), std::string::npos);
+    /* the same JSON from the CLI (over the node's socket) */
+    ASSERT_FALSE(g_troupe_cli.empty()) << "pass the troupe CLI path as argv[1]";
+    int st;
+    std::string cli =
+        run_cmd(g_troupe_cli + " list actors --filter class_name=Wide --filter " +
+                    "state=ALIVE --limit 2 --json --address " + tr_runtime_address(rt),
+                &st);
+    EXPECT_EQ(st, 0) << cli;
+    EXPECT_EQ(cli, r + "\n");
+    /* get by a prefix of the id; summary by state and class; bad queries refused */
+    char hex[33];
+    for (int i = 0; i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", ids[5].b[i]);
+    r = body_of(http_get(dash, std::string("/api/v1/actors/") + std::string(hex, 8)));
+    EXPECT_NE(r.find(std::string("\"item\":{\"id\":\"") + hex + "\",\"class_name\":\"Narrow\""),
+              std::string::npos)
+        << r;
+    r = body_of(http_get(dash, "/api/v1/summary/actors"));
+    EXPECT_NE(r.find("\"by_state\":{\"PENDING\":0,\"STARTING\":0,\"ALIVE\":7,\"RESTARTING\":0,"
+                     "\"DEAD\":1}"),
+              std::string::npos)
+        << r;
+    EXPECT_NE(r.find("\"Wide\":{\"ALIVE\":4,\"DEAD\":1}"), std::string::npos) << r;
+    for (const char *bad : {"/api/v1/actors?filter=nofield%3D1", "/api/v1/actors?limit=-1",
+                            "/api/v1/actors?filter=state", "/api/v1/actors?what=1",
+                            "/api/v1/actors?filter=state%3DA%ZZ"})
+        EXPECT_EQ(http_get(dash, bad).rfind("HTTP/1.1 400 ", 0), 0u) << bad;
+    EXPECT_EQ(http_get(dash, "/api/v1/nothing").rfind("HTTP/1.1 404 ", 0), 0u);
+    EXPECT_EQ(http_get(dash, "/api/v1/actors/ffffffff").rfind("HTTP/1.1 404 ", 0), 0u);
+    r = body_of(http_get(dash, "/api/v1/objects"));
+    EXPECT_NE(r.find("\"total\":0"), std::string::npos) << r;
+    r = body_of(http_get(dash, "/api/v1/nodes"));
+    EXPECT_NE(r.find("\"role\":\"head\""), std::string::npos) << r;
+    for (size_t i = 1; i < ids.size(); i++)
+        tr_actor_kill(rt, ids[i], 1);
+}
+
 TEST_F(MetricsTest, ItsHttpPortRefusesWhatItShould) {
     std::string dash = dashboard(rt);
     ASSERT_NE(dash, "");
     EXPECT_EQ(http_get(dash, "/nothing").rfind("HTTP/1.1 404 ", 0), 0u);
     EXPECT_EQ(http_get(dash, "/metrics", "evil.example:80").rfind("HTTP/1.1 403 ", 0), 0u)
         << "a web page elsewhere (DNS rebinding) cannot read it";
-    std::string r = http_get(dash, "/api/v1/nodes");
+    std::string r = http_get(dash, "/api/v1/status");
     EXPECT_EQ(r.rfind("HTTP/1.1 200 ", 0), 0u);
     EXPECT_NE(r.find("\"dashboard\":\"" + dash + "\""), std::string::npos) << r;
 }

@@ -9,6 +9,9 @@
  *                 [--tls-ca F --tls-cert F --tls-key F]]
  *   troupe stop   [--address PATH]
  *   troupe metrics prometheus-config [--address PATH]
+ *   troupe list KIND [--filter KEY=VALUE]... [--limit N] [--offset N] [--json]
+ *   troupe get KIND ID [--json];  troupe summary KIND
+ *                (KIND: actors, objects, groups, nodes; the JSON is the node's /api/v1's)
  *   (start: [--metrics-port P] [--metrics-host ADDR], the node's /metrics and status page)
  *   (--token T too, and TROUPE_CLUSTER_TOKEN: a token on a command line is visible to every
  *   user in /proc; the file or the environment are not)
@@ -20,6 +23,7 @@
  * the head and written to its session directory (printed); `start --address HOST:PORT`
  * starts a node that joins that head (api/cluster.h).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -55,9 +59,29 @@ static void usage(void) {
             "        --token-file or TROUPE_CLUSTER_TOKEN)\n"
             "       troupe stop   [--address PATH] [--tmpdir DIR]\n"
             "       troupe metrics prometheus-config [--address PATH] [--tmpdir DIR]\n"
+            "       troupe list KIND [--filter KEY=VALUE]... [--limit N] [--offset N] [--json]\n"
+            "       troupe get KIND ID [--json]     troupe summary KIND\n"
+            "       (KIND: actors, objects, groups, nodes; --address PATH, --tmpdir DIR)\n"
             "       (start: [--metrics-port P] [--metrics-host ADDR]: the node's /metrics\n"
             "        and status page; 0, the default: any free port; -1: none)\n"
             "       troupe version\n");
+}
+
+/* Appends item to a query ("a=b&c=d"), percent-encoding what a query cannot carry as is
+ * in a value. 0, or -1 if it does not fit. */
+static int list_query_add(char *q, size_t cap, const char *item) {
+    size_t k = strlen(q);
+    if (k && k + 1 < cap) q[k++] = '&';
+    const char *eq = strchr(item, '=');
+    for (const char *p = item; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        int plain = isalnum(c) || strchr("-._~!=:", c) || (p == eq);
+        if (k + 4 >= cap) return -1;
+        k += (size_t)(plain ? snprintf(q + k, cap - k, "%c", c)
+                            : snprintf(q + k, cap - k, "%%%02X", c));
+    }
+    q[k] = '\0';
+    return 0;
 }
 
 static int fail(int rc, const char *what) {
@@ -232,6 +256,34 @@ static int cmd_status(const char *addr, const tr_config *cfg) {
     return 0;
 }
 
+/* `troupe list|get|summary`: the node's /api/v1 answer for path and query, printed (the
+ * JSON as HTTP gives it, or the node's text table). 0, or 1 (the node's error printed). */
+static int cmd_api(const char *addr, const char *path, const char *query) {
+    tr__nodeconn *c;
+    int rc = connect_cli(addr, &c);
+    if (rc) return fail(rc, "list");
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 2);
+    tr__enc_str(&b, "path");
+    tr__enc_str(&b, path);
+    tr__enc_str(&b, "query");
+    tr__enc_str(&b, query);
+    tr__reply r;
+    rc = tr__nodeconn_call(c, TR__MSG_API, &b, 10000, &r);
+    tr__buf_free(&b);
+    tr__nodeconn_close(c);
+    if (rc) return fail(rc, "list");
+    int64_t status = 0;
+    const char *p = "";
+    size_t n = 0;
+    tr__get_int(r.root, "status", &status);
+    tr__get_str(r.root, "json", &p, &n);
+    FILE *to = status == 200 ? stdout : stderr;
+    fprintf(to, "%.*s%s", (int)n, p, n && p[n - 1] == '\n' ? "" : "\n");
+    tr__reply_free(&r);
+    return status == 200 ? 0 : 1;
+}
+
 /* A Prometheus scrape config for the node at addr (a socket path): its file_sd file (a
  * head's lists every node of its cluster) and, in a cluster, its token file. */
 static int cmd_prometheus_config(const char *addr) {
@@ -307,14 +359,33 @@ int main(int argc, char **argv) {
     const char *addr = NULL;
     char *paths = NULL; /* --worker-path's, so far */
     int head = 0;
-    /* a command's subcommand: `troupe metrics prometheus-config` */
+    /* a command's subcommand: `troupe metrics prometheus-config`, `troupe list actors`
+     * (and get's id: `troupe get actors ID`) */
     const char *sub = argc > 2 && strncmp(argv[2], "--", 2) != 0 ? argv[2] : NULL;
-    for (int i = sub ? 3 : 2; i < argc; i++) {
+    const char *get_id = sub && argc > 3 && strncmp(argv[3], "--", 2) != 0 ? argv[3] : NULL;
+    char list_query[2048] = ""; /* list's --filter, --limit, --offset, as a query */
+    int json = 0;
+    for (int i = sub ? (get_id ? 4 : 3) : 2; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int rc = 0;
         if (strcmp(a, "--head") == 0) {
             head = 1;
+            continue;
+        }
+        if (strcmp(a, "--json") == 0) {
+            json = 1;
+            continue;
+        }
+        if (v && (strcmp(a, "--filter") == 0 || strcmp(a, "--limit") == 0 ||
+                  strcmp(a, "--offset") == 0)) {
+            char item[600];
+            snprintf(item, sizeof item, "%s=%s", a + 2, v);
+            if (list_query_add(list_query, sizeof list_query, item)) {
+                fprintf(stderr, "troupe %s: %s %s: too long\n", cmd, a, v);
+                return 2;
+            }
+            i++;
             continue;
         }
         if (!v) {
@@ -381,6 +452,26 @@ int main(int argc, char **argv) {
             addr = found;
         }
         status = strcmp(cmd, "status") == 0 ? cmd_status(addr, cfg) : cmd_stop(addr, cfg->tmpdir);
+    } else if (strcmp(cmd, "list") == 0 || strcmp(cmd, "get") == 0 || strcmp(cmd, "summary") == 0) {
+        if (!sub || (strcmp(cmd, "get") == 0 && !get_id)) {
+            usage();
+            return 2;
+        }
+        if (!addr) {
+            int rc = default_address(cfg->tmpdir, found, sizeof found);
+            if (rc) return fail(rc, cmd);
+            addr = found;
+        }
+        char path[300];
+        if (strcmp(cmd, "summary") == 0)
+            snprintf(path, sizeof path, "/api/v1/summary/%s", sub);
+        else if (get_id)
+            snprintf(path, sizeof path, "/api/v1/%s/%s", sub, get_id);
+        else
+            snprintf(path, sizeof path, "/api/v1/%s", sub);
+        if (!json && strcmp(cmd, "list") == 0)
+            list_query_add(list_query, sizeof list_query, "format=table");
+        status = cmd_api(addr, path, list_query);
     } else if (strcmp(cmd, "metrics") == 0) {
         if (!sub || strcmp(sub, "prometheus-config") != 0) {
             usage();

@@ -1015,6 +1015,21 @@ int tr__cluster_write_sd(tr__cluster *cl, const char *path) {
     return rc;
 }
 
+int tr__cluster_each_node(tr__cluster *cl, void (*fn)(void *ctx, const tr__member *m, int head),
+                          void *ctx) {
+    if (!cl || !cl->head) return 0;
+    pthread_mutex_lock(&cl->mu);
+    tr__member *self = &cl->members.nodes[0]; /* (its own counts, as table_json) */
+    self->actors = cl->actors;
+    self->objects = cl->objects;
+    self->object_bytes = cl->object_bytes;
+    int n = cl->members.n;
+    for (int i = 0; i < n; i++)
+        fn(ctx, &cl->members.nodes[i], i == 0);
+    pthread_mutex_unlock(&cl->mu);
+    return n;
+}
+
 int tr__cluster_node_counts(tr__cluster *cl, int *alive, int *lost) {
     *alive = *lost = 0;
     if (!cl || !cl->head) return 0;

@@ -42,6 +42,7 @@
 #include "core/config.h"
 #include "core/sched.h"
 #include "core/server.h"
+#include "api/node/membership.h"
 #include "objectstore/store.h"
 
 typedef struct tr__cluster tr__cluster;
@@ -100,6 +101,10 @@ void tr__cluster_status_json(tr__cluster *cl, tr__buf *j);
  * another node, or none (its metrics count no nodes: the head's do). Returns 1 on the
  * head. */
 int tr__cluster_node_counts(tr__cluster *cl, int *alive, int *lost);
+/* Calls fn for each node of the head's table (NULL cluster, or not the head: none);
+ * returns how many. Under the cluster's lock: fn must not call back into it. */
+int tr__cluster_each_node(tr__cluster *cl, void (*fn)(void *ctx, const tr__member *m, int head),
+                          void *ctx);
 /* This node's /metrics endpoint, "HOST:PORT" ("": none), which its heartbeats tell the
  * head. */
 void tr__cluster_set_metrics(tr__cluster *cl, const char *hostport);

@@ -29,6 +29,7 @@
 #include "actor/directory.h"
 #include "actor/protocol.h"
 #include "api/node/cluster.h"
+#include "api/node/lists.h"
 #include "api/node/metrics.h"
 #include "collective/registry.h"
 #include "core/clock.h"
@@ -73,6 +74,7 @@ typedef struct node {
     uv_poll_t owner_poll;
     uv_timer_t owner_timer;
     tr__metrics *metrics;
+    tr__lists_src lists; /* what /api/v1 lists */
     tr__http *http;      /* /metrics, the status page (NULL: metrics_port -1) */
     char dashboard[200]; /* its address, "http://HOST:PORT/" ("" if none) */
 } node;
@@ -322,12 +324,20 @@ static void on_http(void *ctx, const tr__http_req *req, tr__http_resp *resp) {
     if (strcmp(req->path, "/metrics") == 0) {
         resp->type = "text/plain; version=0.0.4; charset=utf-8";
         tr__metrics_render(n->metrics, &resp->body);
-    } else if (strcmp(req->path, "/api/v1/nodes") == 0) {
+    } else if (strcmp(req->path, "/api/v1/status") == 0) {
         resp->type = "application/json";
         status_json(n, &resp->body);
+    } else if (strncmp(req->path, "/api/v1/", 8) == 0) {
+        resp->type =
+            strstr(req->query, "format=table") ? "text/plain; charset=utf-8" : "application/json";
+        resp->status = tr__lists_answer(&n->lists, req->path, req->query, &resp->body);
     } else if (strcmp(req->path, "/") == 0) {
-        static const char index[] = "troupe node\n\n/metrics       Prometheus metrics (text format "
-                                    "0.0.4)\n/api/v1/nodes  this node's status (JSON)\n";
+        static const char index[] =
+            "troupe node\n\n/metrics                  Prometheus metrics (text format 0.0.4)\n"
+            "/api/v1/status            this node's status (JSON)\n"
+            "/api/v1/KIND              actors, objects, groups, nodes (?filter=K=V&limit=N)\n"
+            "/api/v1/KIND/ID           one of them\n"
+            "/api/v1/summary/KIND      counts by state\n";
         tr__buf_append(&resp->body, index, sizeof index - 1);
     } else {
         resp->status = 404;
@@ -367,6 +377,38 @@ static int start_http(node *n, const tr_config *cfg) {
         }
     }
     return 0;
+}
+
+/* API {path, query} -> {status, json}: /api/v1 for the CLI (troupe list|get|summary). */
+static void on_api(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
+    node *n = ctx;
+    const char *path, *query;
+    size_t pn, qn;
+    char p[300], q[2048];
+    int rc = tr__get_str(body, "path", &path, &pn);
+    if (!rc) rc = tr__get_str(body, "query", &query, &qn);
+    if (!rc && (pn >= sizeof p || qn >= sizeof q))
+        rc = tr__err(TR_EINVAL, "api: a path or query too long");
+    if (rc) {
+        tr__server_reply_status(c, seq, rc, tr__last_error());
+        return;
+    }
+    memcpy(p, path, pn);
+    p[pn] = '\0';
+    memcpy(q, query, qn);
+    q[qn] = '\0';
+    tr__buf j = TR__BUF_INIT;
+    int status = strcmp(p, "/api/v1/status") == 0 ? (status_json(n, &j), 200)
+                                                  : tr__lists_answer(&n->lists, p, q, &j);
+    tr__buf b = TR__BUF_INIT;
+    tr__reply_begin(&b, j.oom ? TR_ENOMEM : 0, NULL, 2);
+    tr__enc_str(&b, "status");
+    tr__enc_int(&b, status);
+    tr__enc_str(&b, "json");
+    tr__enc_strn(&b, j.data, j.len);
+    tr__server_reply(c, seq, &b);
+    tr__buf_free(&b);
+    tr__buf_free(&j);
 }
 
 /* NODE_WHERE {num} -> {address, token}: where to pull another node's objects from. */
@@ -600,6 +642,8 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
     tr__directory_mount(n->dir, n->srv);
     tr__server_on(n->srv, TR__MSG_STATUS, on_status, n);
     tr__server_on(n->srv, TR__MSG_NODE_WHERE, on_node_where, n);
+    tr__server_on(n->srv, TR__MSG_API, on_api, n);
+    n->lists = (tr__lists_src){&n->dir, n->store, n->groups, &n->cluster, n->sock};
     tr__server_on(n->srv, TR__MSG_CLUSTER_KV, on_cluster_kv, n);
     tr__server_on(n->srv, TR__MSG_NODE_LOST, on_node_lost, n);
     tr__server_on(n->srv, TR__MSG_SHUTDOWN, on_shutdown_msg, n);

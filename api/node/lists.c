@@ -1,0 +1,502 @@
+/* api/node/lists.c - the node's lists, as JSON (lists.h). */
+#include "api/node/lists.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actor/protocol.h"
+#include "collective/group.h"
+#include "core/http.h"
+#include "core/ids.h"
+#include "objectstore/segment.h"
+
+/* An item as fields: what filters compare (as text) and what the JSON shows. */
+#define MAX_FIELDS 16
+typedef struct row {
+    int n;
+    const char *key[MAX_FIELDS];
+    char val[MAX_FIELDS][256];
+    int num[MAX_FIELDS]; /* a number: unquoted in the JSON */
+    const char *raw;     /* JSON appended as is after the fields ("ranks":[...]), or NULL */
+} row;
+
+static void field(row *r, const char *key, int num, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void field(row *r, const char *key, int num, const char *fmt, ...) {
+    if (r->n >= MAX_FIELDS) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->val[r->n], sizeof r->val[r->n], fmt, ap);
+    va_end(ap);
+    r->key[r->n] = key;
+    r->num[r->n] = num;
+    r->n++;
+}
+
+#define MAX_FILTERS 8
+typedef struct query {
+    char key[MAX_FILTERS][64], val[MAX_FILTERS][256];
+    int neg[MAX_FILTERS];
+    int n_filters;
+    long limit, offset;
+    int table; /* format=table: text, a line per item (the CLI's), not JSON */
+} query;
+
+/* Percent-decodes src (n bytes) into dst (cap): 0, or -1 if it does not fit or is bad. */
+static int decode(const char *src, size_t n, char *dst, size_t cap) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = src[i];
+        if (c == '%') {
+            if (i + 2 >= n || !isxdigit((unsigned char)src[i + 1]) ||
+                !isxdigit((unsigned char)src[i + 2]))
+                return -1;
+            char hex[3] = {src[i + 1], src[i + 2], '\0'};
+            c = (char)strtol(hex, NULL, 16);
+            i += 2;
+        } else if (c == '+') {
+            c = ' ';
+        }
+        if (k + 1 >= cap || c == '\0') return -1;
+        dst[k++] = c;
+    }
+    dst[k] = '\0';
+    return 0;
+}
+
+static int parse_query(const char *q, query *out) {
+    memset(out, 0, sizeof *out);
+    out->limit = TR__LIST_DEFAULT_LIMIT;
+    for (const char *at = q; at && *at;) {
+        const char *amp = strchr(at, '&');
+        size_t len = amp ? (size_t)(amp - at) : strlen(at);
+        const char *eq = memchr(at, '=', len);
+        char key[32], val[400];
+        if (!eq || (size_t)(eq - at) >= sizeof key ||
+            decode(eq + 1, len - (size_t)(eq + 1 - at), val, sizeof val))
+            return -1;
+        memcpy(key, at, (size_t)(eq - at));
+        key[eq - at] = '\0';
+        char *end;
+        if (strcmp(key, "limit") == 0 || strcmp(key, "offset") == 0) {
+            long v = strtol(val, &end, 10);
+            if (*end || end == val || v < 0) return -1;
+            if (key[0] == 'l')
+                out->limit = v > TR__LIST_MAX_LIMIT ? TR__LIST_MAX_LIMIT : v;
+            else
+                out->offset = v;
+        } else if (strcmp(key, "filter") == 0) {
+            if (out->n_filters == MAX_FILTERS) return -1;
+            char *op = strchr(val, '=');
+            if (!op || op == val) return -1;
+            int neg = op[-1] == '!';
+            size_t kl = (size_t)(op - val) - (size_t)neg;
+            if (kl == 0 || kl >= sizeof out->key[0] || strlen(op + 1) >= sizeof out->val[0])
+                return -1;
+            int f = out->n_filters++;
+            memcpy(out->key[f], val, kl);
+            out->key[f][kl] = '\0';
+            strcpy(out->val[f], op + 1);
+            out->neg[f] = neg;
+        } else if (strcmp(key, "format") == 0) {
+            if (strcmp(val, "table") != 0 && strcmp(val, "json") != 0) return -1;
+            out->table = val[0] == 't';
+        } else if (strcmp(key, "token") != 0) { /* (a browser's token: not ours to check) */
+            return -1;
+        }
+        at = amp ? amp + 1 : NULL;
+    }
+    return 0;
+}
+
+/* A list being made: its rows filtered, counted, and those in [offset, offset+limit)
+ * serialized. */
+typedef struct lister {
+    const query *q;
+    tr__buf *out;
+    long total, matched, shown;
+    int bad_key;         /* a filter named a field no item has */
+    const char *want_id; /* get: the id (or prefix) wanted; NULL: a list */
+    int found;           /* get: how many matched */
+} lister;
+
+static int matches(const row *r, const query *q) {
+    for (int f = 0; f < q->n_filters; f++) {
+        int hit = 0, known = 0;
+        for (int i = 0; i < r->n; i++)
+            if (strcmp(r->key[i], q->key[f]) == 0) {
+                known = 1;
+                hit = strcmp(r->val[i], q->val[f]) == 0;
+            }
+        if (!known || hit == q->neg[f]) return 0;
+    }
+    return 1;
+}
+
+static void row_json(const row *r, tr__buf *out) {
+    tr__buf_append(out, "{", 1);
+    for (int i = 0; i < r->n; i++) {
+        if (i) tr__buf_append(out, ",", 1);
+        tr__buf_json_str(out, r->key[i]);
+        tr__buf_append(out, ":", 1);
+        if (r->num[i])
+            tr__buf_append(out, r->val[i], strlen(r->val[i]));
+        else
+            tr__buf_json_str(out, r->val[i]);
+    }
+    if (r->raw) tr__buf_append(out, r->raw, strlen(r->raw));
+    tr__buf_append(out, "}", 1);
+}
+
+/* A row as a line of the CLI's table: each value padded to its column's width (the
+ * header's, at least 10), long ones in full; the header before the first. */
+static void row_text(const row *r, tr__buf *out, int header) {
+    static const int width[] = {32, 14, 14, 10, 12, 8, 8, 10, 10, 10, 10, 10, 10, 10, 10, 10};
+    char cell[300];
+    for (int pass = header ? 0 : 1; pass < 2; pass++) {
+        for (int i = 0; i < r->n; i++) {
+            const char *v = pass ? r->val[i] : r->key[i];
+            int w = width[i] > (int)strlen(r->key[i]) ? width[i] : (int)strlen(r->key[i]);
+            int k = snprintf(cell, sizeof cell, "%-*s%s", w, v, i + 1 < r->n ? "  " : "");
+            if (!pass)
+                for (int c = 0; c < k; c++)
+                    cell[c] = (char)toupper((unsigned char)cell[c]);
+            tr__buf_append(out, cell, (size_t)(k < (int)sizeof cell ? k : (int)sizeof cell - 1));
+        }
+        tr__buf_append(out, "\n", 1);
+    }
+}
+
+static void take(lister *l, const row *r) {
+    l->total++;
+    if (l->want_id) { /* get: the item of that id, or whose id starts with it (4+) */
+        size_t n = strlen(l->want_id);
+        int exact = r->n && strcmp(r->val[0], l->want_id) == 0;
+        if ((exact || (n >= 4 && r->n && strncmp(r->val[0], l->want_id, n) == 0)) &&
+            l->found++ == 0)
+            row_json(r, l->out);
+        return;
+    }
+    for (int f = 0; f < l->q->n_filters; f++) {
+        int known = 0;
+        for (int i = 0; i < r->n; i++)
+            known |= strcmp(r->key[i], l->q->key[f]) == 0;
+        if (!known) l->bad_key = 1;
+    }
+    if (!matches(r, l->q)) return;
+    long k = l->matched++;
+    if (k < l->q->offset || l->shown >= l->q->limit) return;
+    if (l->q->table) {
+        row_text(r, l->out, l->shown++ == 0);
+        return;
+    }
+    if (l->shown++) tr__buf_append(l->out, ",", 1);
+    row_json(r, l->out);
+}
+
+/* ---- the kinds ---------------------------------------------------------------------- */
+
+static void actor_row(void *ctx, const tr__actor_view *a) {
+    row r = {0};
+    char hex[33];
+    tr__hex(a->id, 16, hex);
+    field(&r, "id", 0, "%s", hex);
+    field(&r, "class_name", 0, "%s", a->cls);
+    field(&r, "class", 0, "%s", a->class_c ? a->class_c : a->cls);
+    field(&r, "state", 0, "%s", tr__actor_state_name(a->state));
+    field(&r, "name", 0, "%s", a->name ? a->name : "");
+    field(&r, "pid", 1, "%d", (int)a->pid);
+    field(&r, "restarts", 1, "%d", a->restarts);
+    field(&r, "reason", 0, "%s", a->reason ? a->reason : "");
+    take(ctx, &r);
+}
+
+static const char *obj_state(const tr__store_obj_view *o) {
+    if (o->error) return "FAILED";
+    if (o->promise) return "PENDING";
+    switch (o->state) {
+    case TR__OBJ_CREATED:
+        return "CREATED";
+    case TR__OBJ_SEALED:
+        return "SEALED";
+    case TR__OBJ_SPILLING:
+        return "SPILLING";
+    case TR__OBJ_SPILLED:
+        return "SPILLED";
+    case TR__OBJ_RESTORING:
+        return "RESTORING";
+    default:
+        return "?";
+    }
+}
+
+static void object_row(void *ctx, const tr__store_obj_view *o) {
+    row r = {0};
+    char hex[33];
+    tr__hex(o->id, 16, hex);
+    field(&r, "id", 0, "%s", hex);
+    field(&r, "state", 0, "%s", obj_state(o));
+    field(&r, "size", 1, "%llu", (unsigned long long)o->size);
+    field(&r, "holders", 1, "%d", o->holders);
+    field(&r, "pinned", 1, "%s", o->pinned ? "true" : "false");
+    field(&r, "contains", 1, "%u", o->n_refs);
+    field(&r, "contained_by", 1, "%u", o->contained_by);
+    take(ctx, &r);
+}
+
+static const char *const kind_names[] = {
+    "",       "barrier", "allreduce",     "broadcast", "reduce", "allgather",
+    "gather", "scatter", "reducescatter", "alltoall",  "send",   "recv"};
+
+static void group_row(void *ctx, const tr__group_view *g) {
+    row r = {0};
+    field(&r, "id", 0, "%s", g->name); /* (a group's name is its id) */
+    field(&r, "backend", 0, "%s", g->backend);
+    field(&r, "state", 0, "%s",
+          !g->complete ? "FORMING"
+          : g->dead    ? "BROKEN"
+          : g->live    ? "ALIVE"
+                       : "LEFT");
+    field(&r, "world", 1, "%d", g->world);
+    field(&r, "joined", 1, "%d", g->joined);
+    /* each rank: its pid, whether it died, and its last op (the flight recorder's seed) */
+    static char ranks[64 * 120 + 32];
+    size_t k = (size_t)snprintf(ranks, sizeof ranks, ",\"ranks\":[");
+    for (int i = 0; i < g->world && i < 64 && k < sizeof ranks - 130; i++) {
+        uint32_t kind = g->rank_kind[i];
+        k += (size_t)snprintf(ranks + k, sizeof ranks - k,
+                              "%s{\"rank\":%d,\"pid\":%d,\"dead\":%s,\"last_op\":%llu,"
+                              "\"last_kind\":\"%s\"}",
+                              i ? "," : "", i, (int)g->pid[i], g->dead >> i & 1 ? "true" : "false",
+                              (unsigned long long)g->rank_seq[i],
+                              kind < sizeof kind_names / sizeof *kind_names ? kind_names[kind]
+                                                                            : "?");
+    }
+    snprintf(ranks + k, sizeof ranks - k, "]");
+    r.raw = ranks;
+    take(ctx, &r);
+}
+
+static void node_row(void *ctx, const tr__member *m, int head) {
+    row r = {0};
+    field(&r, "id", 0, "%s", m->id);
+    field(&r, "address", 0, "%s", m->address);
+    field(&r, "state", 0, "%s", m->alive ? "ALIVE" : "LOST");
+    field(&r, "role", 0, "%s", head ? "head" : m->client ? "driver" : "node");
+    field(&r, "cpus", 1, "%g", m->cpus);
+    field(&r, "gpus", 1, "%d", m->gpus);
+    field(&r, "actors", 1, "%llu", (unsigned long long)m->actors);
+    field(&r, "objects", 1, "%llu", (unsigned long long)m->objects);
+    field(&r, "object_bytes", 1, "%llu", (unsigned long long)m->object_bytes);
+    field(&r, "metrics", 0, "%s", m->metrics);
+    take(ctx, &r);
+}
+
+/* Walks kind's items into l; 0, or -1 for an unknown kind. */
+static int walk(const tr__lists_src *src, const char *kind, lister *l) {
+    if (strcmp(kind, "actors") == 0) {
+        tr__directory_each(*src->dir, actor_row, l);
+    } else if (strcmp(kind, "objects") == 0) {
+        tr__store_each(src->store, object_row, l);
+    } else if (strcmp(kind, "groups") == 0) {
+        tr__groups_each(src->groups, group_row, l);
+    } else if (strcmp(kind, "nodes") == 0) {
+        if (!tr__cluster_each_node(*src->cluster, node_row, l)) { /* alone: this node */
+            tr__member self;
+            memset(&self, 0, sizeof self);
+            snprintf(self.address, sizeof self.address, "%s", src->node_sock);
+            self.alive = 1;
+            uint64_t objects, bytes;
+            tr__store_counts(src->store, &objects, &bytes);
+            self.objects = objects;
+            self.object_bytes = bytes;
+            self.actors = tr__directory_live(*src->dir);
+            node_row(l, &self, 1);
+        }
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+/* Counts by a field's value (and, for actors, by class and state). */
+typedef struct summary {
+    char state[16][24];
+    long n_state[16];
+    int states;
+    tr__buf by_class;
+    char cls[64][128];
+    long cls_n[64][8];
+    int classes;
+    long total;
+} summary;
+
+static void sum_state(summary *s, const char *state) {
+    for (int i = 0; i < s->states; i++)
+        if (strcmp(s->state[i], state) == 0) {
+            s->n_state[i]++;
+            return;
+        }
+    if (s->states < 16) {
+        snprintf(s->state[s->states], sizeof s->state[0], "%s", state);
+        s->n_state[s->states++] = 1;
+    }
+}
+
+static void sum_actor(void *ctx, const tr__actor_view *a) {
+    summary *s = ctx;
+    s->total++;
+    sum_state(s, tr__actor_state_name(a->state));
+    int c = 0;
+    while (c < s->classes && strcmp(s->cls[c], a->cls) != 0)
+        c++;
+    if (c == s->classes) {
+        if (s->classes == 64) return;
+        snprintf(s->cls[s->classes++], sizeof s->cls[0], "%s", a->cls);
+    }
+    if (a->state >= 0 && a->state < 8) s->cls_n[c][a->state]++;
+}
+
+static void sum_object(void *ctx, const tr__store_obj_view *o) {
+    summary *s = ctx;
+    s->total++;
+    sum_state(s, obj_state(o));
+}
+
+static void sum_group(void *ctx, const tr__group_view *g) {
+    summary *s = ctx;
+    s->total++;
+    sum_state(s, !g->complete ? "FORMING" : g->dead ? "BROKEN" : g->live ? "ALIVE" : "LEFT");
+}
+
+static void sum_node(void *ctx, const tr__member *m, int head) {
+    (void)head;
+    summary *s = ctx;
+    s->total++;
+    sum_state(s, m->alive ? "ALIVE" : "LOST");
+}
+
+static int answer_summary(const tr__lists_src *src, const char *kind, tr__buf *out) {
+    static summary s; /* (the loop thread's alone: it is large) */
+    memset(&s, 0, sizeof s);
+    if (strcmp(kind, "actors") == 0) {
+        for (int st = 0; st <= TR__ACTOR_DEAD; st++) { /* (every state, in order) */
+            sum_state(&s, tr__actor_state_name(st));
+            s.n_state[st] = 0;
+        }
+        tr__directory_each(*src->dir, sum_actor, &s);
+    } else if (strcmp(kind, "objects") == 0)
+        tr__store_each(src->store, sum_object, &s);
+    else if (strcmp(kind, "groups") == 0)
+        tr__groups_each(src->groups, sum_group, &s);
+    else if (strcmp(kind, "nodes") == 0) {
+        if (!tr__cluster_each_node(*src->cluster, sum_node, &s)) {
+            s.total = 1;
+            sum_state(&s, "ALIVE");
+        }
+    } else
+        return 404;
+    char tmp[200];
+    snprintf(tmp, sizeof tmp, "{\"kind\":\"%s\",\"total\":%ld,\"by_state\":{", kind, s.total);
+    tr__buf_append(out, tmp, strlen(tmp));
+    for (int i = 0; i < s.states; i++) {
+        snprintf(tmp, sizeof tmp, "%s\"%s\":%ld", i ? "," : "", s.state[i], s.n_state[i]);
+        tr__buf_append(out, tmp, strlen(tmp));
+    }
+    tr__buf_append(out, "}", 1);
+    if (strcmp(kind, "actors") == 0) {
+        tr__buf_append(out, ",\"by_class\":{", 13);
+        for (int c = 0; c < s.classes; c++) {
+            if (c) tr__buf_append(out, ",", 1);
+            tr__buf_json_str(out, s.cls[c]);
+            tr__buf_append(out, ":{", 2);
+            int first = 1;
+            for (int st = 0; st <= TR__ACTOR_DEAD; st++) {
+                if (!s.cls_n[c][st]) continue;
+                snprintf(tmp, sizeof tmp, "%s\"%s\":%ld", first ? "" : ",",
+                         tr__actor_state_name(st), s.cls_n[c][st]);
+                tr__buf_append(out, tmp, strlen(tmp));
+                first = 0;
+            }
+            tr__buf_append(out, "}", 1);
+        }
+        tr__buf_append(out, "}", 1);
+    }
+    tr__buf_append(out, "}", 1);
+    return 200;
+}
+
+static void error_json(tr__buf *out, const char *msg) {
+    tr__buf_append(out, "{\"error\":", 9);
+    tr__buf_json_str(out, msg);
+    tr__buf_append(out, "}", 1);
+}
+
+int tr__lists_answer(const tr__lists_src *src, const char *path, const char *query_text,
+                     tr__buf *out) {
+    static const char prefix[] = "/api/v1/";
+    if (strncmp(path, prefix, sizeof prefix - 1) != 0) return 404;
+    const char *rest = path + sizeof prefix - 1;
+    char kind[32];
+    if (strncmp(rest, "summary/", 8) == 0) {
+        snprintf(kind, sizeof kind, "%s", rest + 8);
+        int st = answer_summary(src, kind, out);
+        if (st == 404) error_json(out, "no such kind (actors, objects, groups, nodes)");
+        return st;
+    }
+    const char *slash = strchr(rest, '/');
+    size_t kn = slash ? (size_t)(slash - rest) : strlen(rest);
+    if (kn == 0 || kn >= sizeof kind) return 404;
+    memcpy(kind, rest, kn);
+    kind[kn] = '\0';
+    query q;
+    if (parse_query(query_text ? query_text : "", &q)) {
+        error_json(out, "a bad query: filter=KEY=VALUE (or KEY!=VALUE), limit=N, offset=N");
+        return 400;
+    }
+    lister l = {&q, out, 0, 0, 0, 0, NULL, 0};
+    char tmp[200];
+    if (slash) { /* get: one item by its id, or a unique prefix of it */
+        const char *id = slash + 1;
+        if (!*id || strchr(id, '/')) {
+            error_json(out, "an id (or 4 or more of its first characters)");
+            return 400;
+        }
+        l.want_id = id;
+        snprintf(tmp, sizeof tmp, "{\"kind\":\"%s\",\"item\":", kind);
+        size_t mark = out->len;
+        tr__buf_append(out, tmp, strlen(tmp));
+        if (walk(src, kind, &l)) return 404;
+        if (l.found != 1) {
+            out->len = mark; /* (drop what was written) */
+            error_json(out, l.found ? "that prefix names several" : "no such item");
+            return l.found ? 400 : 404;
+        }
+        tr__buf_append(out, "}", 1);
+        return 200;
+    }
+    snprintf(tmp, sizeof tmp, "{\"kind\":\"%s\",\"items\":[", kind);
+    size_t mark = out->len;
+    if (!q.table) tr__buf_append(out, tmp, strlen(tmp));
+    if (walk(src, kind, &l)) {
+        out->len = mark;
+        error_json(out, "no such kind (actors, objects, groups, nodes)");
+        return 404;
+    }
+    if (l.bad_key && l.total) {
+        out->len = mark;
+        error_json(out, "a filter names a field the items do not have");
+        return 400;
+    }
+    if (q.table)
+        snprintf(tmp, sizeof tmp, "(%ld shown of %ld matched, %ld in all)\n", l.shown, l.matched,
+                 l.total);
+    else
+        snprintf(tmp, sizeof tmp, "],\"total\":%ld,\"matched\":%ld,\"offset\":%ld,\"limit\":%ld}",
+                 l.total, l.matched, q.offset, q.limit);
+    tr__buf_append(out, tmp, strlen(tmp));
+    return 200;
+}
