@@ -96,6 +96,15 @@ int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 4;
     if (n < 1 || n > 64) n = 4;
     printf("troupe %s: embedded node at %s\n", tr_version_string(), tr_runtime_address(rt));
+    char *status; /* its status page and metrics, while it runs: the node's "dashboard" */
+    if (tr_node_status(rt, &status) == 0) {
+        const char *at = strstr(status, "\"dashboard\":\"");
+        const char *end = at ? strchr(at + 13, '"') : NULL;
+        if (end)
+            printf("status page: %.*s (Prometheus: %.*smetrics)\n", (int)(end - at - 13), at + 13,
+                   (int)(end - at - 13), at + 13);
+        tr_free(status);
+    }
     tr_actor_id actors[64];
     double t0 = now_us();
     for (int i = 0; i < n; i++) {

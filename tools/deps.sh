@@ -8,7 +8,7 @@ troupe_deps() {
         libgloo-dev pkg-config gcc g++ iproute2 procps
         clang-format gcc-aarch64-linux-gnu libc6-dev-arm64-cross
         python3 python3-venv python3-pip python3-setuptools python3-wheel python3-numpy
-        python3-cloudpickle python3-pytest prometheus)
+        python3-cloudpickle python3-pytest prometheus chromium)
     local missing=() p
 
     if ! command -v dpkg-query >/dev/null 2>&1; then

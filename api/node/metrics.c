@@ -320,6 +320,36 @@ static void collective_families(tr__buf *b, const tr__coll_counters *c) {
     }
 }
 
+typedef struct totals {
+    tr__metrics *m;
+    uint64_t calls, coll, alive;
+} totals;
+
+static void total_actor(void *ctx, const tr__actor_view *a) {
+    totals *t = ctx;
+    t->alive += a->state == TR__ACTOR_ALIVE;
+    if (!a->pid) return;
+    tr__seg_board *b = tr__store_board(t->m->src.store, tr__id_key(a->id));
+    if (!b || (pid_t)__atomic_load_n(&b->pid, __ATOMIC_RELAXED) != a->pid) return;
+    t->calls += __atomic_load_n(&b->calls, __ATOMIC_RELAXED);
+    for (int be = 0; be < TR__CNT_BACKENDS; be++)
+        for (int k = 0; k < TR__CNT_OPS; k++)
+            t->coll += __atomic_load_n(&b->coll.ops[be][k], __ATOMIC_RELAXED);
+}
+
+void tr__metrics_totals(tr__metrics *m, uint64_t *calls, uint64_t *coll_ops, uint64_t *alive) {
+    totals t = {m, 0, 0, 0};
+    for (size_t i = 0; i < m->n_retired; i++)
+        t.calls += m->retired[i].n;
+    for (int be = 0; be < TR__CNT_BACKENDS; be++)
+        for (int k = 0; k < TR__CNT_OPS; k++)
+            t.coll += m->retired_coll.ops[be][k];
+    tr__directory_each(*m->src.dir, total_actor, &t);
+    *calls = t.calls;
+    *coll_ops = t.coll;
+    *alive = t.alive;
+}
+
 void tr__metrics_render(tr__metrics *m, tr__buf *b) {
     walk w = {.m = m};
     w.coll = m->retired_coll;

@@ -35,6 +35,9 @@ int tr__metrics_create(const tr__metrics_src *src, tr__metrics **out);
 /* The directory's on_worker_exit hook (ctx: the tr__metrics): keeps what the worker of
  * actor id counted. */
 void tr__metrics_worker_exited(void *ctx, const uint8_t id[16], const char *cls);
+/* The totals the status page's history samples: calls run (every class, tasks too),
+ * collective ops, and actors alive. */
+void tr__metrics_totals(tr__metrics *m, uint64_t *calls, uint64_t *coll_ops, uint64_t *alive);
 /* Appends the metrics, in Prometheus' text format. */
 void tr__metrics_render(tr__metrics *m, tr__buf *out);
 void tr__metrics_destroy(tr__metrics *m);

@@ -47,7 +47,14 @@
 
 extern char **environ;
 
+/* The status page (api/node/page.html, made a C array by api/node/BUILD's page_c). */
+extern const char tr__node_page[];
+extern const unsigned long tr__node_page_len;
+
 #define REAP_TIMEOUT_MS 5000
+/* The status page's history: a sample every 5 s, the last 10 minutes. */
+#define HISTORY 120
+#define HISTORY_MS 5000
 
 typedef struct node {
     uv_loop_t loop;
@@ -74,9 +81,15 @@ typedef struct node {
     uv_poll_t owner_poll;
     uv_timer_t owner_timer;
     tr__metrics *metrics;
-    tr__lists_src lists; /* what /api/v1 lists */
-    tr__http *http;      /* /metrics, the status page (NULL: metrics_port -1) */
-    char dashboard[200]; /* its address, "http://HOST:PORT/" ("" if none) */
+    tr__lists_src lists;      /* what /api/v1 lists */
+    uv_timer_t history_timer; /* samples for the status page's sparklines */
+    struct sample {
+        double t; /* seconds since the node started */
+        uint64_t actors_alive, store_used, calls, coll_ops;
+    } history[HISTORY];
+    int n_history, history_at; /* samples kept; the next one's slot */
+    tr__http *http;            /* /metrics, the status page (NULL: metrics_port -1) */
+    char dashboard[200];       /* its address, "http://HOST:PORT/" ("" if none) */
 } node;
 
 /* dir, made 0700 if missing, if it is a directory of ours (made 0700 if it was not). 0, or
@@ -200,6 +213,7 @@ static void finish(node *n) {
     uv_close((uv_handle_t *)&n->sigint, NULL);
     uv_close((uv_handle_t *)&n->reap_timer, NULL);
     uv_close((uv_handle_t *)&n->count_timer, NULL);
+    uv_close((uv_handle_t *)&n->history_timer, NULL);
     uv_close((uv_handle_t *)&n->stop_idle, NULL);
     if (n->owner_watched == 1) uv_close((uv_handle_t *)&n->owner_poll, NULL);
     if (n->owner_watched == 2) uv_close((uv_handle_t *)&n->owner_timer, NULL);
@@ -318,6 +332,36 @@ static void on_status(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
     tr__buf_free(&j);
 }
 
+static void on_history_tick(uv_timer_t *t) {
+    node *n = t->data;
+    struct sample *s = &n->history[n->history_at];
+    s->t = (double)uv_now(&n->loop) / 1000.0;
+    uint64_t objects;
+    tr__store_counts(n->store, &objects, &s->store_used);
+    tr__metrics_totals(n->metrics, &s->calls, &s->coll_ops, &s->actors_alive);
+    n->history_at = (n->history_at + 1) % HISTORY;
+    if (n->n_history < HISTORY) n->n_history++;
+}
+
+/* /api/v1/history: the samples, oldest first. */
+static void history_json(const node *n, tr__buf *j) {
+    char tmp[300];
+    int k = snprintf(tmp, sizeof tmp, "{\"interval_s\":%d,\"samples\":[", HISTORY_MS / 1000);
+    tr__buf_append(j, tmp, (size_t)k);
+    for (int i = 0; i < n->n_history; i++) {
+        const struct sample *s =
+            &n->history[(n->history_at - n->n_history + i + HISTORY) % HISTORY];
+        k = snprintf(tmp, sizeof tmp,
+                     "%s{\"t\":%.3f,\"actors_alive\":%llu,\"store_used\":%llu,\"calls\":%llu,"
+                     "\"coll_ops\":%llu}",
+                     i ? "," : "", s->t, (unsigned long long)s->actors_alive,
+                     (unsigned long long)s->store_used, (unsigned long long)s->calls,
+                     (unsigned long long)s->coll_ops);
+        tr__buf_append(j, tmp, (size_t)k);
+    }
+    tr__buf_append(j, "]}", 2);
+}
+
 /* The node's HTTP answers (core/http.h): Prometheus' /metrics, the status as JSON. */
 static void on_http(void *ctx, const tr__http_req *req, tr__http_resp *resp) {
     node *n = ctx;
@@ -327,18 +371,16 @@ static void on_http(void *ctx, const tr__http_req *req, tr__http_resp *resp) {
     } else if (strcmp(req->path, "/api/v1/status") == 0) {
         resp->type = "application/json";
         status_json(n, &resp->body);
+    } else if (strcmp(req->path, "/api/v1/history") == 0) {
+        resp->type = "application/json";
+        history_json(n, &resp->body);
     } else if (strncmp(req->path, "/api/v1/", 8) == 0) {
         resp->type =
             strstr(req->query, "format=table") ? "text/plain; charset=utf-8" : "application/json";
         resp->status = tr__lists_answer(&n->lists, req->path, req->query, &resp->body);
-    } else if (strcmp(req->path, "/") == 0) {
-        static const char index[] =
-            "troupe node\n\n/metrics                  Prometheus metrics (text format 0.0.4)\n"
-            "/api/v1/status            this node's status (JSON)\n"
-            "/api/v1/KIND              actors, objects, groups, nodes (?filter=K=V&limit=N)\n"
-            "/api/v1/KIND/ID           one of them\n"
-            "/api/v1/summary/KIND      counts by state\n";
-        tr__buf_append(&resp->body, index, sizeof index - 1);
+    } else if (strcmp(req->path, "/") == 0 || strcmp(req->path, "/index.html") == 0) {
+        resp->type = "text/html; charset=utf-8"; /* the status page (api/node/page.html) */
+        tr__buf_append(&resp->body, tr__node_page, tr__node_page_len);
     } else {
         resp->status = 404;
     }
@@ -398,8 +440,9 @@ static void on_api(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
     memcpy(q, query, qn);
     q[qn] = '\0';
     tr__buf j = TR__BUF_INIT;
-    int status = strcmp(p, "/api/v1/status") == 0 ? (status_json(n, &j), 200)
-                                                  : tr__lists_answer(&n->lists, p, q, &j);
+    int status = strcmp(p, "/api/v1/status") == 0    ? (status_json(n, &j), 200)
+                 : strcmp(p, "/api/v1/history") == 0 ? (history_json(n, &j), 200)
+                                                     : tr__lists_answer(&n->lists, p, q, &j);
     tr__buf b = TR__BUF_INIT;
     tr__reply_begin(&b, j.oom ? TR_ENOMEM : 0, NULL, 2);
     tr__enc_str(&b, "status");
@@ -660,6 +703,9 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
     n->count_timer.data = n;
     uv_idle_init(&n->loop, &n->stop_idle);
     n->stop_idle.data = n;
+    uv_timer_init(&n->loop, &n->history_timer);
+    n->history_timer.data = n;
+    uv_timer_start(&n->history_timer, on_history_tick, 0, HISTORY_MS);
 
     /* a cluster's head listens for other nodes; another node joins its head first */
     int status = 0;
