@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "core/log.h"
 #include "core/status.h"
@@ -32,8 +33,9 @@ struct hconn {
     uv_write_t wr;
     tr__http *h;
     hconn *next, *prev;
-    int handles; /* open libuv handles: freed at 0 */
-    int done;    /* answered (or being closed): input is ignored */
+    int handles;   /* open libuv handles: freed at 0 */
+    int done;      /* answered (or being closed): input is ignored */
+    int same_user; /* a loopback peer of this process's uid (/proc/net/tcp) */
     size_t len;
     tr__buf out;
     char in[TR__HTTP_MAX_REQUEST + 1];
@@ -250,12 +252,50 @@ static int token_matches(const char *given, const char *want) {
     return d == 0;
 }
 
-static int allowed(const tr__http *h, const tr__http_req *req) {
-    if (!h->token) return tr__http_loopback_host(req->host);
-    if (req->auth && strncasecmp(req->auth, "Bearer ", 7) == 0)
-        return token_matches(req->auth + 7, h->token);
+/* The token, or this user on loopback asking for a loopback host (a web page elsewhere
+ * cannot then use the user's browser through DNS rebinding). */
+static int allowed(const tr__http *h, const hconn *c, const tr__http_req *req) {
+    if (h->token && req->auth && strncasecmp(req->auth, "Bearer ", 7) == 0 &&
+        token_matches(req->auth + 7, h->token))
+        return 1;
     char t[256];
-    return tr__http_query(req->query, "token", t, sizeof t) && token_matches(t, h->token);
+    if (h->token && tr__http_query(req->query, "token", t, sizeof t) && token_matches(t, h->token))
+        return 1;
+    return c->same_user && tr__http_loopback_host(req->host);
+}
+
+int tr__http_peer_uid(const struct sockaddr_in *peer, const struct sockaddr_in *self) {
+    FILE *f = fopen("/proc/net/tcp", "r");
+    if (!f) return -1;
+    char line[512];
+    int uid = -1;
+    while (uid < 0 && fgets(line, sizeof line, f)) {
+        unsigned la, lp, ra, rp, u;
+        /* "sl: local rem st tx:rx tr:when retrnsmt uid ...": the peer's own socket has our
+         * end as its remote */
+        if (sscanf(line, " %*u: %8X:%X %8X:%X %*X %*X:%*X %*X:%*X %*X %u", &la, &lp, &ra, &rp,
+                   &u) != 5)
+            continue;
+        if (la == peer->sin_addr.s_addr && lp == ntohs(peer->sin_port) &&
+            ra == self->sin_addr.s_addr && rp == ntohs(self->sin_port))
+            uid = (int)u;
+    }
+    fclose(f);
+    return uid;
+}
+
+/* Whether the peer of t is a process of this user on loopback (IPv4). */
+static int peer_is_us(uv_tcp_t *t) {
+    struct sockaddr_storage p, s;
+    int pl = sizeof p, sl = sizeof s;
+    if (uv_tcp_getpeername(t, (struct sockaddr *)&p, &pl) ||
+        uv_tcp_getsockname(t, (struct sockaddr *)&s, &sl) || p.ss_family != AF_INET ||
+        s.ss_family != AF_INET)
+        return 0;
+    const struct sockaddr_in *peer = (const struct sockaddr_in *)&p;
+    if ((ntohl(peer->sin_addr.s_addr) >> 24) != 127) return 0;
+    int uid = tr__http_peer_uid(peer, (const struct sockaddr_in *)&s);
+    return uid >= 0 && (uid_t)uid == getuid();
 }
 
 static void serve(hconn *c) {
@@ -267,11 +307,11 @@ static void serve(hconn *c) {
         return;
     }
     tr__http *h = c->h;
-    if (!allowed(h, &req)) {
+    if (!allowed(h, c, &req)) {
         if (h->token)
             respond_error(c, 401, "WWW-Authenticate: Bearer realm=\"troupe\"\r\n");
         else
-            respond_error(c, 403, NULL); /* (not a loopback Host: DNS rebinding) */
+            respond_error(c, 403, NULL); /* (another user, or not a loopback Host) */
         return;
     }
     tr__http_resp resp = {200, NULL, TR__BUF_INIT};
@@ -341,6 +381,7 @@ static void on_connection(uv_stream_t *server, int status) {
     if (h->conns) h->conns->prev = c;
     h->conns = c;
     h->n_conns++;
+    c->same_user = peer_is_us(&c->tcp);
     uv_timer_start(&c->timer, on_timeout, (uint64_t)h->timeout_ms, 0);
     if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) conn_close(c);
 }

@@ -6,10 +6,11 @@
  * TR__HTTP_TIMEOUT_MS, at most TR__HTTP_MAX_CONNS connections are open at once, and a
  * malformed request gets its 4xx and the connection closed, never more.
  *
- * Access: with a token, every request must carry `Authorization: Bearer <token>` (or,
- * for a browser's page, `?token=<token>`); without one (a node bound to loopback) a
- * request must name a loopback host (Host: 127.0.0.1:port, localhost:port), so that a web
- * page elsewhere cannot read the node through DNS rebinding.
+ * Access: a request carries the token (`Authorization: Bearer <token>`, or, for a
+ * browser's page, `?token=<token>`), or comes from a process of this user over IPv4
+ * loopback (its socket's uid, as /proc/net/tcp shows it) and names a loopback host
+ * (Host: 127.0.0.1:port, localhost:port: a web page elsewhere cannot read the node
+ * through the user's browser by DNS rebinding). Another local user needs the token.
  *
  * Everything runs on the loop's thread (not thread-safe). */
 #ifndef TR_CORE_HTTP_H
@@ -69,5 +70,10 @@ int tr__http_query(const char *query, const char *key, char *out, size_t cap);
 /* Whether the host (a Host header's value: name or address, an optional :port) is a
  * loopback one: localhost, 127.x.y.z, [::1]. */
 int tr__http_loopback_host(const char *host);
+
+struct sockaddr_in;
+/* The uid of the process that owns the IPv4 TCP socket at `peer` connected to `self`
+ * (/proc/net/tcp), or -1 if none is found. */
+int tr__http_peer_uid(const struct sockaddr_in *peer, const struct sockaddr_in *self);
 
 #endif

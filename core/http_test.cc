@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -203,15 +204,62 @@ TEST_F(HttpServer, ServesAndRefuses) {
     EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r;
 }
 
-TEST_F(HttpServer, TokenIsRequiredWhenSet) {
+/* The status line another user (uid 65534, in a child) gets for req; "" if it cannot
+ * (not root: the test is skipped). */
+std::string as_nobody(int port, const std::string &req) {
+    int p[2];
+    if (getuid() != 0 || pipe(p)) return "";
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        if (setgid(65534) || setuid(65534)) _exit(2);
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in sa = {};
+        sa.sin_family = AF_INET;
+        sa.sin_port = htons((uint16_t)port);
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (connect(fd, (sockaddr *)&sa, sizeof sa) || write(fd, req.data(), req.size()) < 0)
+            _exit(3);
+        char buf[64] = "";
+        ssize_t n = read(fd, buf, 12); /* "HTTP/1.1 200" */
+        if (n > 0 && write(p[1], buf, (size_t)n) < 0) _exit(4);
+        _exit(0);
+    }
+    close(p[1]);
+    char buf[64] = "";
+    ssize_t n = read(p[0], buf, sizeof buf - 1);
+    close(p[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 2) return ""; /* (no uid 65534 here: a sandbox) */
+    return n > 0 ? std::string(buf, (size_t)n) : "(nothing; status " + std::to_string(st) + ")";
+}
+
+TEST_F(HttpServer, AnotherUserNeedsTheToken) {
     start("s3cret");
-    EXPECT_EQ(get("/hello").rfind("HTTP/1.1 401 ", 0), 0u);
-    EXPECT_NE(get("/hello").find("WWW-Authenticate: Bearer"), std::string::npos);
-    EXPECT_EQ(get("/hello", "Authorization: Bearer wrong\r\n").rfind("HTTP/1.1 401 ", 0), 0u);
-    EXPECT_EQ(get("/hello", "Authorization: Bearer s3cre\r\n").rfind("HTTP/1.1 401 ", 0), 0u);
-    EXPECT_EQ(get("/hello", "Authorization: Bearer s3cret\r\n").rfind("HTTP/1.1 200 ", 0), 0u);
-    EXPECT_EQ(get("/hello?token=s3cret").rfind("HTTP/1.1 200 ", 0), 0u);
-    EXPECT_EQ(get("/hello?token=nope").rfind("HTTP/1.1 401 ", 0), 0u);
+    /* this user, on loopback: served without it */
+    EXPECT_EQ(get("/hello").rfind("HTTP/1.1 200 ", 0), 0u);
+    /* a request that names another host needs it too (DNS rebinding) */
+    std::string evil = "GET /hello HTTP/1.1\r\nHost: evil.example\r\n";
+    EXPECT_EQ(ask(evil + "\r\n").rfind("HTTP/1.1 401 ", 0), 0u);
+    EXPECT_NE(ask(evil + "\r\n").find("WWW-Authenticate: Bearer"), std::string::npos);
+    EXPECT_EQ(ask(evil + "Authorization: Bearer wrong\r\n\r\n").rfind("HTTP/1.1 401 ", 0), 0u);
+    EXPECT_EQ(ask(evil + "Authorization: Bearer s3cre\r\n\r\n").rfind("HTTP/1.1 401 ", 0), 0u);
+    EXPECT_EQ(ask(evil + "Authorization: Bearer s3cret\r\n\r\n").rfind("HTTP/1.1 200 ", 0), 0u);
+    EXPECT_EQ(get("/hello?token=nope", "Host: x\r\n").rfind("HTTP/1.1 400 ", 0), 0u)
+        << "(two Host headers)";
+    /* another user of this machine */
+    std::string plain = "GET /hello HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    std::string got = as_nobody(port, plain);
+    if (got.empty()) GTEST_SKIP() << "not root: cannot be another user";
+    EXPECT_EQ(got, "HTTP/1.1 401");
+    EXPECT_EQ(as_nobody(port, "GET /hello?token=s3cret HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"),
+              "HTTP/1.1 200");
+    EXPECT_EQ(as_nobody(port, "GET /hello HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                              "Authorization: Bearer s3cret\r\n\r\n"),
+              "HTTP/1.1 200");
+    EXPECT_EQ(as_nobody(port, "GET /hello?token=nope HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"),
+              "HTTP/1.1 401");
     /* with a token, any Host (a node reached by its address) */
     EXPECT_EQ(ask("GET /hello HTTP/1.1\r\nHost: 10.1.2.3:9\r\nAuthorization: Bearer s3cret\r\n\r\n")
                   .rfind("HTTP/1.1 200 ", 0),
@@ -249,6 +297,18 @@ TEST_F(HttpServer, ConnectionsAreCapped) {
         close(fd);
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     EXPECT_EQ(get("/hello").rfind("HTTP/1.1 200 ", 0), 0u) << "served once they went";
+}
+
+} // namespace
+
+namespace {
+
+TEST_F(HttpServer, WithoutATokenOnlyThisUser) {
+    start(nullptr);
+    EXPECT_EQ(get("/hello").rfind("HTTP/1.1 200 ", 0), 0u);
+    std::string got = as_nobody(port, "GET /hello HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    if (got.empty()) GTEST_SKIP() << "not root: cannot be another user";
+    EXPECT_EQ(got, "HTTP/1.1 403");
 }
 
 } // namespace

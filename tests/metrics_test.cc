@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -21,18 +22,6 @@
 #include "tests/test_actors.h"
 
 namespace {
-
-/* "http://127.0.0.1:PORT/" from the node's status ("" if none). */
-std::string dashboard(tr_runtime *rt) {
-    char *json = nullptr;
-    if (tr_node_status(rt, &json)) return "";
-    std::string s(json);
-    tr_free(json);
-    size_t at = s.find("\"dashboard\":\"");
-    if (at == std::string::npos) return "";
-    at += 13;
-    return s.substr(at, s.find('"', at) - at);
-}
 
 /* A GET of path from the node's HTTP port: the whole reply (headers and body). */
 std::string http_get(const std::string &dash, const std::string &path,
@@ -308,12 +297,72 @@ TEST_F(MetricsTest, ListsFilterBeforeTheirLimit) {
         tr_actor_kill(rt, ids[i], 1);
 }
 
+/* A rank that never enters an op: the node's verdict (from the ranks' last ops in the
+ * group's header) names it while the others wait, over HTTP and `troupe debug
+ * collectives`; once it enters, the ranks are in step; once it dies, the verdict says
+ * during which op. */
+TEST_F(MetricsTest, AHungGroupNamesTheRankThatNeverEntered) {
+    tr_actor_id r[2];
+    for (auto &a : r)
+        ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "c", 1, &a), 0) << tr_last_error();
+    tr_ref j[2];
+    for (int k = 0; k < 2; k++) {
+        std::string spec = "hang|2|" + std::to_string(k) + "|shm";
+        ASSERT_EQ(tr_call(rt, r[k], "join_group", spec.data(), spec.size(), &j[k]), 0);
+    }
+    for (auto &ref : j)
+        ASSERT_EQ(tr_get(rt, ref, 30000, nullptr, nullptr), 0) << tr_last_error();
+    auto both = [&] {
+        tr_ref o[2];
+        for (int k = 0; k < 2; k++)
+            ASSERT_EQ(tr_call(rt, r[k], "allreduce_by_name", "hang", 4, &o[k]), 0);
+        for (auto &ref : o)
+            ASSERT_EQ(tr_get(rt, ref, 30000, nullptr, nullptr), 0) << tr_last_error();
+    };
+    both();
+    both();
+    std::string dash = dashboard(rt);
+    auto verdicts = [&] {
+        return body_of(http_get(dash, "/api/v1/groups?filter=id%3Dhang&format=verdicts"));
+    };
+    EXPECT_EQ(verdicts(), "group hang: every rank at op #2 allreduce\n");
+    tr_ref alone; /* rank 0 enters op #3; rank 1 does not (yet) */
+    ASSERT_EQ(tr_call(rt, r[0], "allreduce_by_name", "hang", 4, &alone), 0);
+    std::string v;
+    EXPECT_TRUE(eventually(5000, [&] {
+        v = verdicts();
+        return v.find("op #3") != std::string::npos;
+    }));
+    EXPECT_EQ(v, "group hang, op #3 allreduce: rank 1 never entered; its last op was #2\n");
+    int st;
+    std::string cli =
+        run_cmd(g_troupe_cli + " debug collectives --address " + tr_runtime_address(rt), &st);
+    EXPECT_EQ(st, 0) << cli;
+    EXPECT_NE(cli.find("group hang, op #3 allreduce: rank 1 never entered; its last op was #2"),
+              std::string::npos)
+        << cli;
+    tr_ref late;
+    ASSERT_EQ(tr_call(rt, r[1], "allreduce_by_name", "hang", 4, &late), 0);
+    for (tr_ref ref : {alone, late})
+        ASSERT_EQ(tr_get(rt, ref, 30000, nullptr, nullptr), 0) << tr_last_error();
+    EXPECT_EQ(verdicts(), "group hang: every rank at op #3 allreduce\n");
+    int64_t pid = 0;
+    ASSERT_EQ(call_i64(rt, r[1], "pid", 0, &pid), 0);
+    EXPECT_EQ(tr_actor_kill(rt, r[1], 1), 0);
+    EXPECT_TRUE(eventually(10000, [&] {
+        v = verdicts();
+        return v.find("died") != std::string::npos;
+    })) << v;
+    EXPECT_EQ(v,
+              "group hang: rank 1 (pid " + std::to_string(pid) + ") died during op #3 allreduce\n");
+}
+
 TEST_F(MetricsTest, ItsHttpPortRefusesWhatItShould) {
     std::string dash = dashboard(rt);
     ASSERT_NE(dash, "");
     EXPECT_EQ(http_get(dash, "/nothing").rfind("HTTP/1.1 404 ", 0), 0u);
-    EXPECT_EQ(http_get(dash, "/metrics", "evil.example:80").rfind("HTTP/1.1 403 ", 0), 0u)
-        << "a web page elsewhere (DNS rebinding) cannot read it";
+    EXPECT_EQ(http_get(dash, "/metrics", "evil.example:80").rfind("HTTP/1.1 401 ", 0), 0u)
+        << "a web page elsewhere (DNS rebinding) cannot read it without the token";
     std::string r = http_get(dash, "/api/v1/status");
     EXPECT_EQ(r.rfind("HTTP/1.1 200 ", 0), 0u);
     EXPECT_NE(r.find("\"dashboard\":\"" + dash + "\""), std::string::npos) << r;
@@ -326,10 +375,18 @@ TEST(MetricsOff, NoPortWhenAskedForNone) {
     tr_config_destroy(cfg);
     EXPECT_EQ(dashboard(rt), "");
     tr_shutdown(rt);
-    /* beyond loopback without a cluster's token: the node does not start, and says why */
+    /* any address: served with the node's own token, in its session directory (0600) */
     cfg = test_config_with({{"metrics_host", "0.0.0.0"}});
-    EXPECT_NE(tr_init(cfg, &rt), 0);
+    ASSERT_EQ(tr_init(cfg, &rt), 0) << tr_last_error();
     tr_config_destroy(cfg);
+    EXPECT_EQ(dashboard(rt).rfind("http://0.0.0.0:", 0), 0u) << dashboard(rt);
+    std::string dir = tr_runtime_address(rt);
+    dir.resize(dir.rfind('/'));
+    struct stat sb;
+    ASSERT_EQ(stat((dir + "/metrics-token").c_str(), &sb), 0);
+    EXPECT_EQ(sb.st_mode & 0777, 0600u);
+    EXPECT_EQ(sb.st_size, 65) << "64 hex digits and a newline";
+    tr_shutdown(rt);
 }
 
 } // namespace

@@ -16,17 +16,6 @@
 
 namespace {
 
-std::string dashboard(tr_runtime *rt) {
-    char *json = nullptr;
-    if (tr_node_status(rt, &json)) return "";
-    std::string s(json);
-    tr_free(json);
-    size_t at = s.find("\"dashboard\":\"");
-    if (at == std::string::npos) return "";
-    at += 13;
-    return s.substr(at, s.find('"', at) - at);
-}
-
 TEST(StatusPage, ChromiumShowsWhatTheNodeRuns) {
     int st;
     std::string chromium = run_cmd("sh -c 'command -v chromium'", &st);

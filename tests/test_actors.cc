@@ -1511,6 +1511,18 @@ void add_classes(tr_config *cfg) {
 
 } // namespace
 
+/* "http://127.0.0.1:PORT/" from the node's status ("" if none). */
+std::string dashboard(tr_runtime *rt) {
+    char *json = nullptr;
+    if (tr_node_status(rt, &json)) return "";
+    std::string s(json);
+    tr_free(json);
+    size_t at = s.find("\"dashboard\":\"");
+    if (at == std::string::npos) return "";
+    at += 13;
+    return s.substr(at, s.find('"', at) - at);
+}
+
 tr_config *test_config() {
     static tr_config *cfg = [] {
         tr_config *c = nullptr;

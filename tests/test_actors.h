@@ -23,6 +23,8 @@ tr_config *test_config_with(std::initializer_list<std::pair<const char *, const 
 /* Runs a shell command; its output (stdout and stderr) and its exit status (-1: it did not
  * exit) in *status if not NULL. */
 std::string run_cmd(const std::string &cmd, int *status);
+/* The node's HTTP address, "http://HOST:PORT/", from its status ("" if it serves none). */
+std::string dashboard(tr_runtime *rt);
 
 /* How many times `what` occurs in s (not overlapping). */
 int count(const std::string &s, const std::string &what);

@@ -10,7 +10,7 @@
  *   troupe stop   [--address PATH]
  *   troupe metrics prometheus-config [--address PATH]
  *   troupe list KIND [--filter KEY=VALUE]... [--limit N] [--offset N] [--json]
- *   troupe get KIND ID [--json];  troupe summary KIND
+ *   troupe get KIND ID [--json];  troupe summary KIND;  troupe debug collectives
  *                (KIND: actors, objects, groups, nodes; the JSON is the node's /api/v1's)
  *   (start: [--metrics-port P] [--metrics-host ADDR], the node's /metrics and status page)
  *   (--token T too, and TROUPE_CLUSTER_TOKEN: a token on a command line is visible to every
@@ -61,6 +61,7 @@ static void usage(void) {
             "       troupe metrics prometheus-config [--address PATH] [--tmpdir DIR]\n"
             "       troupe list KIND [--filter KEY=VALUE]... [--limit N] [--offset N] [--json]\n"
             "       troupe get KIND ID [--json]     troupe summary KIND\n"
+            "       troupe debug collectives   (each group: who is in which op, who is not)\n"
             "       (KIND: actors, objects, groups, nodes; --address PATH, --tmpdir DIR)\n"
             "       (start: [--metrics-port P] [--metrics-host ADDR]: the node's /metrics\n"
             "        and status page; 0, the default: any free port; -1: none)\n"
@@ -300,7 +301,7 @@ static int cmd_prometheus_config(const char *addr) {
     }
     int dir = (int)(slash - addr);
     char token[700];
-    snprintf(token, sizeof token, "%.*s/%s", dir, addr, TR__CLUSTER_TOKEN_FILE);
+    snprintf(token, sizeof token, "%.*s/%s", dir, addr, TR__NODE_METRICS_TOKEN_FILE);
     int has_token = access(token, R_OK) == 0;
     printf("# troupe: a Prometheus scrape config for the node at %s\n"
            "# (its status page: %s)\n"
@@ -443,24 +444,23 @@ int main(int argc, char **argv) {
     if (rc) return fail(rc, "TROUPE_CLUSTER_TOKEN");
     int status;
     char found[700];
-    if (strcmp(cmd, "start") == 0) {
-        status = cmd_start(cfg, head, addr);
-    } else if (strcmp(cmd, "status") == 0 || strcmp(cmd, "stop") == 0) {
-        if (!addr) {
+    /* the commands that talk to a running node find it where `start` recorded it */
+    static const char *const to_node[] = {"status",  "stop",    "list", "get",
+                                          "summary", "metrics", "debug"};
+    for (size_t i = 0; i < sizeof to_node / sizeof *to_node && !addr; i++)
+        if (strcmp(cmd, to_node[i]) == 0) {
             int rc = default_address(cfg->tmpdir, found, sizeof found);
             if (rc) return fail(rc, cmd);
             addr = found;
         }
+    if (strcmp(cmd, "start") == 0) {
+        status = cmd_start(cfg, head, addr);
+    } else if (strcmp(cmd, "status") == 0 || strcmp(cmd, "stop") == 0) {
         status = strcmp(cmd, "status") == 0 ? cmd_status(addr, cfg) : cmd_stop(addr, cfg->tmpdir);
     } else if (strcmp(cmd, "list") == 0 || strcmp(cmd, "get") == 0 || strcmp(cmd, "summary") == 0) {
         if (!sub || (strcmp(cmd, "get") == 0 && !get_id)) {
             usage();
             return 2;
-        }
-        if (!addr) {
-            int rc = default_address(cfg->tmpdir, found, sizeof found);
-            if (rc) return fail(rc, cmd);
-            addr = found;
         }
         char path[300];
         if (strcmp(cmd, "summary") == 0)
@@ -472,15 +472,16 @@ int main(int argc, char **argv) {
         if (!json && strcmp(cmd, "list") == 0)
             list_query_add(list_query, sizeof list_query, "format=table");
         status = cmd_api(addr, path, list_query);
+    } else if (strcmp(cmd, "debug") == 0) { /* the groups' verdicts, from their ranks' ops */
+        if (!sub || strcmp(sub, "collectives") != 0) {
+            usage();
+            return 2;
+        }
+        status = cmd_api(addr, "/api/v1/groups", "format=verdicts&limit=10000");
     } else if (strcmp(cmd, "metrics") == 0) {
         if (!sub || strcmp(sub, "prometheus-config") != 0) {
             usage();
             return 2;
-        }
-        if (!addr) {
-            int rc = default_address(cfg->tmpdir, found, sizeof found);
-            if (rc) return fail(rc, cmd);
-            addr = found;
         }
         status = cmd_prometheus_config(addr);
     } else if (strcmp(cmd, "version") == 0) {

@@ -101,9 +101,11 @@ static int parse_query(const char *q, query *out) {
             out->key[f][kl] = '\0';
             strcpy(out->val[f], op + 1);
             out->neg[f] = neg;
-        } else if (strcmp(key, "format") == 0) {
-            if (strcmp(val, "table") != 0 && strcmp(val, "json") != 0) return -1;
-            out->table = val[0] == 't';
+        } else if (strcmp(key, "format") == 0) { /* json, table, or verdicts (groups) */
+            if (strcmp(val, "table") != 0 && strcmp(val, "json") != 0 &&
+                strcmp(val, "verdicts") != 0)
+                return -1;
+            out->table = val[0] == 't' ? 1 : val[0] == 'v' ? 2 : 0;
         } else if (strcmp(key, "token") != 0) { /* (a browser's token: not ours to check) */
             return -1;
         }
@@ -189,6 +191,15 @@ static void take(lister *l, const row *r) {
     if (!matches(r, l->q)) return;
     long k = l->matched++;
     if (k < l->q->offset || l->shown >= l->q->limit) return;
+    if (l->q->table == 2) { /* each item's verdict alone, a line each */
+        l->shown++;
+        for (int i = 0; i < r->n; i++)
+            if (strcmp(r->key[i], "verdict") == 0) {
+                tr__buf_append(l->out, r->val[i], strlen(r->val[i]));
+                tr__buf_append(l->out, "\n", 1);
+            }
+        return;
+    }
     if (l->q->table) {
         row_text(r, l->out, l->shown++ == 0);
         return;
@@ -251,6 +262,40 @@ static const char *const kind_names[] = {
     "",       "barrier", "allreduce",     "broadcast", "reduce", "allgather",
     "gather", "scatter", "reducescatter", "alltoall",  "send",   "recv"};
 
+static const char *kind_name(uint32_t kind) {
+    return kind < sizeof kind_names / sizeof *kind_names ? kind_names[kind] : "?";
+}
+
+/* What the ranks' last ops say of a group: who died during which op, or which ranks have
+ * not begun the op the others are in (a hang's culprit), or that they are in step. */
+static void verdict(const tr__group_view *g, char *out, size_t cap) {
+    size_t k = 0;
+    uint64_t top = 0;
+    int at_top = 0;
+    out[0] = '\0';
+    int world = g->world < 64 ? g->world : 64;
+    for (int r = 0; r < world; r++)
+        if (g->rank_seq[r] > top) top = g->rank_seq[r], at_top = r;
+    for (int r = 0; r < world && k < cap; r++)
+        if (g->dead >> r & 1)
+            k += (size_t)snprintf(out + k, cap - k,
+                                  "%sgroup %s: rank %d (pid %d) died during op #%llu %s",
+                                  k ? "; " : "", g->name, r, (int)g->pid[r],
+                                  (unsigned long long)g->rank_seq[r], kind_name(g->rank_kind[r]));
+    for (int r = 0; r < world && k < cap; r++)
+        if (!(g->dead >> r & 1) && g->rank_seq[r] < top)
+            k += (size_t)snprintf(
+                out + k, cap - k,
+                "%sgroup %s, op #%llu %s: rank %d never entered; its last op was #%llu",
+                k ? "; " : "", g->name, (unsigned long long)top, kind_name(g->rank_kind[at_top]), r,
+                (unsigned long long)g->rank_seq[r]);
+    if (!k && g->complete)
+        snprintf(out, cap, "group %s: every rank at op #%llu%s%s", g->name, (unsigned long long)top,
+                 top ? " " : "", top ? kind_name(g->rank_kind[at_top]) : "");
+    else if (!k)
+        snprintf(out, cap, "group %s: %d of %d ranks have joined", g->name, g->joined, g->world);
+}
+
 static void group_row(void *ctx, const tr__group_view *g) {
     row r = {0};
     field(&r, "id", 0, "%s", g->name); /* (a group's name is its id) */
@@ -271,12 +316,12 @@ static void group_row(void *ctx, const tr__group_view *g) {
                               "%s{\"rank\":%d,\"pid\":%d,\"dead\":%s,\"last_op\":%llu,"
                               "\"last_kind\":\"%s\"}",
                               i ? "," : "", i, (int)g->pid[i], g->dead >> i & 1 ? "true" : "false",
-                              (unsigned long long)g->rank_seq[i],
-                              kind < sizeof kind_names / sizeof *kind_names ? kind_names[kind]
-                                                                            : "?");
+                              (unsigned long long)g->rank_seq[i], kind_name(kind));
     }
     snprintf(ranks + k, sizeof ranks - k, "]");
     r.raw = ranks;
+    verdict(g, r.val[r.n], sizeof r.val[r.n]);
+    r.key[r.n++] = "verdict";
     take(ctx, &r);
 }
 
@@ -491,7 +536,9 @@ int tr__lists_answer(const tr__lists_src *src, const char *path, const char *que
         error_json(out, "a filter names a field the items do not have");
         return 400;
     }
-    if (q.table)
+    if (q.table == 2)
+        tmp[0] = '\0';
+    else if (q.table)
         snprintf(tmp, sizeof tmp, "(%ld shown of %ld matched, %ld in all)\n", l.shown, l.matched,
                  l.total);
     else

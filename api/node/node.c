@@ -386,20 +386,30 @@ static void on_http(void *ctx, const tr__http_req *req, tr__http_resp *resp) {
     }
 }
 
-/* Serves /metrics on metrics_host:metrics_port (core/http.h); a host beyond loopback
- * only with the cluster's token. 0, or a code (the node does not start). */
+/* Serves /metrics and the page on metrics_host:metrics_port (core/http.h): to this
+ * user on loopback, and to anyone with the token - the cluster's, or one made here -
+ * which the session directory's metrics-token (0600) holds for Prometheus. 0, or a code
+ * (the node does not start). */
 static int start_http(node *n, const tr_config *cfg) {
     if (cfg->metrics_port < 0) return 0;
     const char *host = cfg->metrics_host && *cfg->metrics_host ? cfg->metrics_host : "127.0.0.1";
-    const char *token = NULL;
-    if (!tr__http_loopback_host(host)) {
-        token = tr__cluster_token(n->cluster);
-        if (!token || !*token)
-            return tr__err(TR_EINVAL,
-                           "metrics_host %s is beyond loopback: the node serves it only with "
-                           "the cluster's token (start it in a cluster), or bind 127.0.0.1",
-                           host);
+    const char *token = tr__cluster_token(n->cluster);
+    char own[65];
+    if (!token || !*token) {
+        uint8_t r[32];
+        int rc = tr__random_bytes(r, sizeof r);
+        if (rc) return rc;
+        tr__hex(r, sizeof r, own);
+        token = own;
     }
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", n->session, TR__NODE_METRICS_TOKEN_FILE);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0 || dprintf(fd, "%s\n", token) < 0) {
+        if (fd >= 0) close(fd);
+        return tr__err_errno(errno, "writing %s", path);
+    }
+    close(fd);
     int rc = tr__http_create(&n->loop, host, cfg->metrics_port, token, on_http, n, &n->http);
     if (rc) return rc;
     int v6 = strchr(host, ':') != NULL;

@@ -12,6 +12,9 @@
  * prometheus-config` names it): the /metrics endpoints of a cluster's nodes (its head's
  * lists them all), or of a node alone. */
 #define TR__NODE_SD_FILE "prometheus_sd.json"
+/* The token of a node's HTTP port (0600, in its session directory): what another user, or
+ * a request from beyond loopback, must present (the cluster's, in a cluster). */
+#define TR__NODE_METRICS_TOKEN_FILE "metrics-token"
 
 /* Runs a node service until it is shut down (SHUTDOWN message, SIGTERM/SIGINT, or - for an
  * embedded node - its owner process's end, seen on a pidfd: no connection's end stops it).

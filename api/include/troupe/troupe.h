@@ -229,10 +229,12 @@ TR_API void tr_config_destroy(tr_config *cfg);
  *                              page (0, the default: any free one; -1: none); its address
  *                              is tr_node_status's "dashboard" and `troupe start` prints
  *                              it; `--metrics-port`
- *   "metrics_host"             the address that port binds (default 127.0.0.1). Another
- *                              address needs the cluster's token (a node of a cluster):
- *                              every request must then carry "Authorization: Bearer
- *                              TOKEN" (or ?token=TOKEN, for a browser); `--metrics-host`
+ *   "metrics_host"             the address that port binds (default 127.0.0.1). The
+ *                              node's user on loopback is served as it is; anyone else
+ *                              must carry its token ("Authorization: Bearer TOKEN", or
+ *                              ?token=TOKEN for a browser): the cluster's, or one the
+ *                              node makes, in its session directory's metrics-token
+ *                              (0600); `--metrics-host`
  *   "cluster_port"             the node's TCP port for other nodes of a cluster (-1, the
  *                              default: none; 0: any free one); `troupe start --port`
  *   "cluster_bind"             the address it binds (default: loopback on a head, the
