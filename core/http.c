@@ -23,6 +23,7 @@ struct tr__http {
     int port;
     int timeout_ms;
     int n_conns;
+    int n_others; /* of them, not this user's on loopback */
     int closing;
     hconn *conns;
 };
@@ -202,6 +203,7 @@ static void conn_close(hconn *c) {
         h->conns = c->next;
     if (c->next) c->next->prev = c->prev;
     h->n_conns--;
+    h->n_others -= !c->same_user;
     c->done = 1;
     uv_timer_stop(&c->timer);
     uv_close((uv_handle_t *)&c->timer, on_handle_closed);
@@ -374,6 +376,14 @@ static void on_connection(uv_stream_t *server, int status) {
         uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
         return;
     }
+    c->same_user = peer_is_us(&c->tcp);
+    if (!c->same_user && h->n_others >= TR__HTTP_MAX_OTHERS) {
+        TR_LOG_WARN_LIMITED("HTTP-CONNS", "refusing a connection: %d of others open already",
+                            h->n_others);
+        uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
+        return;
+    }
+    h->n_others += !c->same_user;
     uv_timer_init(h->loop, &c->timer);
     c->timer.data = c;
     c->handles = 2;
@@ -381,7 +391,6 @@ static void on_connection(uv_stream_t *server, int status) {
     if (h->conns) h->conns->prev = c;
     h->conns = c;
     h->n_conns++;
-    c->same_user = peer_is_us(&c->tcp);
     uv_timer_start(&c->timer, on_timeout, (uint64_t)h->timeout_ms, 0);
     if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) conn_close(c);
 }

@@ -3,7 +3,8 @@
  *
  * GET and HEAD only, no request bodies, one request per connection (Connection: close).
  * Peer input is never trusted: a request is parsed within TR__HTTP_MAX_REQUEST bytes and
- * TR__HTTP_TIMEOUT_MS, at most TR__HTTP_MAX_CONNS connections are open at once, and a
+ * TR__HTTP_TIMEOUT_MS, at most TR__HTTP_MAX_CONNS connections are open at once (at most
+ * TR__HTTP_MAX_OTHERS of them not this user's on loopback), and a
  * malformed request gets its 4xx and the connection closed, never more.
  *
  * Access: a request carries the token (`Authorization: Bearer <token>`, or, for a
@@ -24,6 +25,9 @@
 #define TR__HTTP_MAX_REQUEST 8192
 #define TR__HTTP_TIMEOUT_MS 10000
 #define TR__HTTP_MAX_CONNS 64
+/* ...of which at most this many from other users or beyond loopback: they cannot take
+ * every slot from the node's own user */
+#define TR__HTTP_MAX_OTHERS 16
 
 typedef struct tr__http tr__http;
 

@@ -312,3 +312,57 @@ TEST_F(HttpServer, WithoutATokenOnlyThisUser) {
 }
 
 } // namespace
+
+namespace {
+
+/* Another user holding connections open takes at most TR__HTTP_MAX_OTHERS slots: the rest
+ * are closed at once, and the node's own user is still served meanwhile. */
+TEST_F(HttpServer, OtherUsersCannotTakeEverySlot) {
+    start("s3cret", 5000);
+    if (getuid() != 0) GTEST_SKIP() << "not root: cannot be another user";
+    int p[2], go[2];
+    ASSERT_EQ(pipe(p), 0);
+    ASSERT_EQ(pipe(go), 0);
+    const int n = TR__HTTP_MAX_OTHERS + 14;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        close(go[1]);
+        if (setgid(65534) || setuid(65534)) _exit(2);
+        std::vector<int> fds;
+        for (int i = 0; i < n; i++) {
+            int fd = socket(AF_INET, SOCK_STREAM, 0);
+            sockaddr_in sa = {};
+            sa.sin_family = AF_INET;
+            sa.sin_port = htons((uint16_t)port);
+            sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            if (connect(fd, (sockaddr *)&sa, sizeof sa)) _exit(3);
+            fds.push_back(fd);
+        }
+        usleep(500000);
+        int closed = 0; /* (closed by the server: EOF at once) */
+        for (int fd : fds) {
+            pollfd q = {fd, POLLIN, 0};
+            char c;
+            closed += poll(&q, 1, 0) == 1 && read(fd, &c, 1) == 0;
+        }
+        if (write(p[1], &closed, sizeof closed) < 0) _exit(4);
+        char c;
+        if (read(go[0], &c, 1) < 0) _exit(5); /* (held open until the parent has asked) */
+        _exit(0);
+    }
+    close(p[1]);
+    close(go[0]);
+    int closed = -1;
+    ASSERT_EQ(read(p[0], &closed, sizeof closed), (ssize_t)sizeof closed);
+    EXPECT_EQ(get("/hello").rfind("HTTP/1.1 200 ", 0), 0u) << "this user is served meanwhile";
+    ASSERT_EQ(write(go[1], "x", 1), 1);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    close(p[0]);
+    close(go[1]);
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 2) GTEST_SKIP() << "no uid 65534 here";
+    EXPECT_EQ(closed, n - TR__HTTP_MAX_OTHERS);
+}
+
+} // namespace
