@@ -201,6 +201,13 @@ static void histogram(tr__buf *b, const char *name, const char *cls, const calls
     sample_u64(b, count, cls, cum);
 }
 
+/* The board entry of an actor's worker alive now (NULL: none, or another process's). */
+static tr__seg_board *live_board(const tr__metrics *m, const tr__actor_view *a) {
+    if (!a->pid) return NULL;
+    tr__seg_board *b = tr__store_board(m->src.store, tr__id_key(a->id));
+    return b && (pid_t)__atomic_load_n(&b->pid, __ATOMIC_RELAXED) == a->pid ? b : NULL;
+}
+
 /* A scrape's walk over the directory: actors by state, calls by class, workers' usage. */
 typedef struct walk {
     tr__metrics *m;
@@ -217,8 +224,8 @@ static void on_actor(void *ctx, const tr__actor_view *a) {
     if (a->state >= 0 && a->state <= TR__ACTOR_DEAD) w->by_state[a->state]++;
     if (!a->pid) return; /* (no worker now: what it counted is retired, or nothing) */
     uint64_t key = tr__id_key(a->id);
-    tr__seg_board *b = tr__store_board(w->m->src.store, key);
-    if (b && (pid_t)__atomic_load_n(&b->pid, __ATOMIC_RELAXED) == a->pid) {
+    tr__seg_board *b = live_board(w->m, a);
+    if (b) {
         calls *c = calls_of(&w->live, &w->n_live, &w->cap_live, a->cls);
         if (c) add_board(c, b);
         tr__cnt_coll_add(&w->coll, &b->coll, 0);
@@ -328,9 +335,8 @@ typedef struct totals {
 static void total_actor(void *ctx, const tr__actor_view *a) {
     totals *t = ctx;
     t->alive += a->state == TR__ACTOR_ALIVE;
-    if (!a->pid) return;
-    tr__seg_board *b = tr__store_board(t->m->src.store, tr__id_key(a->id));
-    if (!b || (pid_t)__atomic_load_n(&b->pid, __ATOMIC_RELAXED) != a->pid) return;
+    tr__seg_board *b = live_board(t->m, a);
+    if (!b) return;
     t->calls += __atomic_load_n(&b->calls, __ATOMIC_RELAXED);
     for (int be = 0; be < TR__CNT_BACKENDS; be++)
         for (int k = 0; k < TR__CNT_OPS; k++)

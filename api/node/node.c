@@ -363,21 +363,29 @@ static void history_json(const node *n, tr__buf *j) {
 }
 
 /* The node's HTTP answers (core/http.h): Prometheus' /metrics, the status as JSON. */
+/* /api/v1's answer (HTTP's and the CLI's, TR__MSG_API: the same): its HTTP status. */
+static int api_answer(node *n, const char *path, const char *query, tr__buf *out) {
+    if (strcmp(path, "/api/v1/status") == 0) {
+        status_json(n, out);
+        return 200;
+    }
+    if (strcmp(path, "/api/v1/history") == 0) {
+        history_json(n, out);
+        return 200;
+    }
+    return tr__lists_answer(&n->lists, path, query, out);
+}
+
 static void on_http(void *ctx, const tr__http_req *req, tr__http_resp *resp) {
     node *n = ctx;
     if (strcmp(req->path, "/metrics") == 0) {
         resp->type = "text/plain; version=0.0.4; charset=utf-8";
         tr__metrics_render(n->metrics, &resp->body);
-    } else if (strcmp(req->path, "/api/v1/status") == 0) {
-        resp->type = "application/json";
-        status_json(n, &resp->body);
-    } else if (strcmp(req->path, "/api/v1/history") == 0) {
-        resp->type = "application/json";
-        history_json(n, &resp->body);
     } else if (strncmp(req->path, "/api/v1/", 8) == 0) {
-        resp->type =
-            strstr(req->query, "format=table") ? "text/plain; charset=utf-8" : "application/json";
-        resp->status = tr__lists_answer(&n->lists, req->path, req->query, &resp->body);
+        resp->type = strstr(req->query, "format=") && !strstr(req->query, "format=json")
+                         ? "text/plain; charset=utf-8"
+                         : "application/json";
+        resp->status = api_answer(n, req->path, req->query, &resp->body);
     } else if (strcmp(req->path, "/") == 0 || strcmp(req->path, "/index.html") == 0) {
         resp->type = "text/html; charset=utf-8"; /* the status page (api/node/page.html) */
         tr__buf_append(&resp->body, tr__node_page, tr__node_page_len);
@@ -450,9 +458,7 @@ static void on_api(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
     memcpy(q, query, qn);
     q[qn] = '\0';
     tr__buf j = TR__BUF_INIT;
-    int status = strcmp(p, "/api/v1/status") == 0    ? (status_json(n, &j), 200)
-                 : strcmp(p, "/api/v1/history") == 0 ? (history_json(n, &j), 200)
-                                                     : tr__lists_answer(&n->lists, p, q, &j);
+    int status = api_answer(n, p, q, &j);
     tr__buf b = TR__BUF_INIT;
     tr__reply_begin(&b, j.oom ? TR_ENOMEM : 0, NULL, 2);
     tr__enc_str(&b, "status");
