@@ -43,6 +43,7 @@
 #include "core/ids.h"
 #include "core/log.h"
 #include "core/status.h"
+#include "core/trace.h"
 
 #define RESOLVE_SLICE_MS 50
 #define BROKEN_GRACE_NS 1000000000
@@ -168,6 +169,7 @@ struct tr__actors {
     int wake_fd; /* eventfd in the epoll set: wakes the reader when another thread
                     completes calls or closes a connection */
     int reader;
+    int32_t pid; /* ours (the timeline's call flows) */
     int waiters;
     int queued_unconnected; /* some actor has calls queued and no connection */
     int remote_backlog;     /* some remote actor has bytes its full link did not take */
@@ -279,6 +281,7 @@ int tr__actors_create(tr__nodeconn *node, tr__objects *objects, size_t max_msg, 
         return TR_ENOMEM;
     }
     a->ep = epoll_create1(EPOLL_CLOEXEC);
+    a->pid = (int32_t)getpid();
     a->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
     if (a->ep < 0 || a->wake_fd < 0 || epoll_ctl(a->ep, EPOLL_CTL_ADD, a->wake_fd, &ev) != 0) {
@@ -793,6 +796,10 @@ static int encode_call(tr__actors *a, aconn *ac, slot *s, const char *method, co
         return rc;
     }
     ac->next_seq++;
+    /* (the timeline: its submission, an instant whose flow the worker's run of it ends) */
+    int64_t now = tr__now_ns();
+    tr__trace_ev_add(TR__EV_SUBMIT, now, now, method, strlen(method),
+                     ac->link ? 0 : tr__trace_call_flow(a->pid, ac->id.b, s->seq), 0, 0);
     attach(ac, s);
     s->start = ac->queued;
     s->end = ac->queued += tr__buf_avail(&ac->out) - before;

@@ -630,6 +630,8 @@ static void on_worker_start(void *ctx, tr__conn *c, uint64_t seq, const tr__obj 
     tr__enc_str(&b, a->path);
     tr__enc_str(&b, "name");
     tr__enc_str(&b, a->name);
+    tr__enc_str(&b, "label"); /* (what its timeline names it) */
+    tr__enc_str(&b, a->label[0] ? a->label : a->cls);
     if (a->conc > 1) {
         tr__enc_str(&b, "conc");
         tr__enc_int(&b, a->conc);

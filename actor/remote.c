@@ -28,6 +28,7 @@
 #include "core/log.h"
 #include "core/rpc.h"
 #include "core/status.h"
+#include "core/trace.h"
 
 #define RECV_SLICE_MS 200
 #define PULL_CHUNK ((size_t)4 << 20)
@@ -697,6 +698,7 @@ static int pull_bulk(tr__remotes *r, tr__rlink *l, pull *q, int64_t deadline) {
 int tr__remote_pull(tr__remotes *r, const char *address, const char *token,
                     const tr__rpc_tls_files *tls, tr__objects *o, const uint8_t ref[16],
                     int timeout_ms) {
+    int64_t t0 = tr__now_ns();
     int64_t deadline = timeout_ms < 0 ? INT64_MAX : tr__deadline(timeout_ms);
     size_t chunk = r->max_msg - TR__REMOTE_HDR - 64;
     if (chunk > PULL_CHUNK) chunk = PULL_CHUNK;
@@ -816,6 +818,8 @@ int tr__remote_pull(tr__remotes *r, const char *address, const char *token,
         if (!rc) rc = tr__objects_seal(o, obj);
         if (rc) tr__objects_abort(o, obj); /* else its pin goes after the lookup that follows */
     }
+    tr__trace_ev_add(TR__EV_PULL, t0, tr__now_ns(), "pull", 4, 0, got,
+                     rc != 0); /* (the timeline) */
     return rc ? rc : created;
 }
 

@@ -22,6 +22,7 @@
 #include "core/ids.h"
 #include "core/log.h"
 #include "core/status.h"
+#include "core/trace.h"
 #include "actor/tasks.h"
 #include "objectstore/client.h"
 
@@ -462,12 +463,19 @@ static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t se
      * its call may go on elsewhere, e.g. on an event loop) */
     if (def->fn != w->cls->dispatch) tr__ctx_started(ctx);
     /* (canceled before it started here: it is not run; its caller dropped it already) */
-    int64_t t0 = w->board ? tr__now_ns() : 0;
+    int64_t t0 = tr__now_ns();
     ctx->failed = 0;
+    tr__trace_method = def->name; /* (what its collective ops were called from) */
     int r = tr__ctx_canceled(ctx) ? tr__ctx_error(ctx, "canceled (tr_cancel) before it ran")
                                   : def->fn(ctx, w->self, args, alen);
+    tr__trace_method = NULL;
+    int64_t t1 = tr__now_ns();
+    /* (the timeline: the call's run, linked to its submission by a caller on this node) */
+    tr__trace_ev_add(TR__EV_RUN, t0, t1, def->name, strlen(def->name),
+                     c->pid > 0 && !c->relayed ? tr__trace_call_flow(c->pid, w->ctx.id.b, seq) : 0,
+                     0, r != 0 || ctx->failed);
     if (w->board) { /* (the node's metrics: calls by class, their durations) */
-        tr__board_count_call(w->board, (uint64_t)(tr__now_ns() - t0),
+        tr__board_count_call(w->board, (uint64_t)(t1 - t0),
                              r != 0 || ctx->result.oom || ctx->failed);
         ctx->cancel_word = 0;
         if (w->task_worker) __atomic_store_n(&w->board->busy, 0, __ATOMIC_RELAXED);
@@ -1023,6 +1031,16 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
         node->max_msg = (size_t)node_max;
     }
     int status = 1;
+    { /* (its events and collective ops, for the timeline and the flight recorder) */
+        const char *label = cls_name;
+        size_t label_len = strlen(cls_name);
+        char own[64];
+        if (tr__obj_type(tr__obj_get(r.root, "label")) == TR__T_STR)
+            tr__get_str(r.root, "label", &label, &label_len);
+        snprintf(own, sizeof own, "%.*s", (int)label_len, label);
+        if (tr__trace_open(node_path, "worker", own, actor_hex))
+            TR_LOG_WARN("WORKER-TRACE", "no timeline: %s", tr__last_error());
+    }
     memcpy(w.ctx.id.b, id, 16);
     w.ctx.rt = rt;
     w.ctx.objects = objects;

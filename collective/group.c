@@ -19,7 +19,9 @@
 #include "core/codec.h"
 #include "core/counters.h"
 #include "core/reduce.h"
+#include "core/log.h"
 #include "core/status.h"
+#include "core/trace.h"
 
 /* This process's live groups, for tr_group_is_initialized. */
 static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -389,11 +391,33 @@ static int dispatch(tr_group *g, const tr__coll_args *a, int64_t deadline) {
  * go through the stager's pinned host memory (g->stage: see stage_open). */
 static int run_op(tr_group *g, const tr__coll_args *a, int timeout_ms) {
     int64_t t0 = tr__now_ns(), deadline = tr__deadline(timeout_ms);
+    /* (the flight recorder: this rank's ring of its last ops in this group) */
+    tr__flight_op *fl = tr__flight_begin(g->name, g->be->name, g->rank, g->world, a->kind, a->dtype,
+                                         a->count, a->root);
+    tr__flight_started(fl);
     int rc = g->stage ? finish(g, tr__coll_device_stager->run(g, a, deadline, dispatch))
                       : finish(g, dispatch(g, a, deadline));
+    tr__flight_end(fl, rc);
+    uint64_t bytes = (uint64_t)a->count * tr__dtype_size(a->dtype);
+    int64_t t1 = tr__now_ns();
     /* (the node's metrics: ops, bytes and time by backend and kind) */
-    tr__cnt_coll(tr__cnt_backend(g->be->name), a->kind,
-                 (uint64_t)a->count * tr__dtype_size(a->dtype), (uint64_t)(tr__now_ns() - t0), rc);
+    tr__cnt_coll(tr__cnt_backend(g->be->name), a->kind, bytes, (uint64_t)(t1 - t0), rc);
+    /* (the timeline: the op, linked to the other ranks' by its number in the group) */
+    tr__trace_ev_add(TR__EV_COLL, t0, t1, tr__coll_op_name(a->kind),
+                     strlen(tr__coll_op_name(a->kind)), fl ? tr__flight_flow(g->name, fl->seq) : 0,
+                     bytes, rc != 0);
+    if (rc == TR_ETIMEDOUT || rc == TR_EPEER_DIED) { /* every rank's ring, and a verdict */
+        char session[200];
+        const char *slash = strrchr(g->node_path, '/');
+        snprintf(session, sizeof session, "%.*s", slash ? (int)(slash - g->node_path) : 0,
+                 g->node_path);
+        char why[400];
+        snprintf(why, sizeof why, "%s", tr__last_error());
+        if (slash && tr__flight_dump(session, g->name, rc == TR_ETIMEDOUT ? "timeout" : "peer died",
+                                     NULL, 0))
+            TR_LOG_DEBUG("COLL-FLIGHT", "no dump: %s", tr__last_error());
+        tr__err(rc, "%s", why); /* (the op's error, as it was) */
+    }
     return rc;
 }
 

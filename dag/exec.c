@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/reduce.h"
 #include "core/status.h"
+#include "core/trace.h"
 #include "dag/bridge.h"
 #include "dag/chan.h"
 #include "dag/gpu.h"
@@ -354,7 +355,13 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
         ctx->dev_used = 0;
         pthread_mutex_lock(l->env.mu);
         ctx->method = st->def->name;
+        int64_t t0 = tr__now_ns();
+        tr__trace_method = st->def->name;
         int r = st->def->fn(ctx, l->env.self, data[0], len[0]);
+        tr__trace_method = NULL;
+        /* (the timeline: the step, by execution; its inputs' waits are not in it) */
+        tr__trace_ev_add(TR__EV_STEP, t0, tr__now_ns(), st->def->name, strlen(st->def->name), 0, e,
+                         r != 0);
         ctx->method = NULL;
 #ifdef TR_WITH_CUDA
         /* a device value, or any value of a device edge, is taken before the lock goes:

@@ -338,7 +338,8 @@ TEST_F(MetricsTest, AHungGroupNamesTheRankThatNeverEntered) {
     std::string cli =
         run_cmd(g_troupe_cli + " debug collectives --address " + tr_runtime_address(rt), &st);
     EXPECT_EQ(st, 0) << cli;
-    EXPECT_NE(cli.find("group hang, op #3 allreduce: rank 1 never entered; its last op was #2"),
+    EXPECT_NE(cli.find("group hang, op #3 allreduce: rank 1 never entered; its last completed op "
+                       "was #2"),
               std::string::npos)
         << cli;
     tr_ref late;

@@ -978,17 +978,18 @@ int m_join_group(tr_ctx *ctx, void *, const void *args, size_t len) {
     return reply_i64(ctx, tr_group_rank(g));
 }
 
-/* Finds the group joined by an earlier method, by name ("name", "name|count" or
- * "name|count|0": agreement checks off), and allreduces rank + 1 (count int32s of it,
- * default 1); replies the first. */
+/* Finds the group joined by an earlier method, by name ("name", "name|count",
+ * "name|count|0": agreement checks off, or "name|count|checks|timeout_ms"), and allreduces
+ * rank + 1 (count int32s of it, default 1; within 10 s by default); replies the first. */
 int m_allreduce_by_name(tr_ctx *ctx, void *, const void *args, size_t len) {
     std::string name((const char *)args, len);
     size_t count = 1, bar = name.find('|');
-    int checks = 1;
+    int checks = 1, timeout = 10000;
     if (bar != std::string::npos) {
         char *end;
         count = strtoul(name.c_str() + bar + 1, &end, 10);
-        checks = strcmp(end, "|0") != 0;
+        if (*end == '|') checks = (int)strtol(end + 1, &end, 10) != 0;
+        if (*end == '|') timeout = atoi(end + 1);
         name.resize(bar);
     }
     tr_group *g;
@@ -996,7 +997,7 @@ int m_allreduce_by_name(tr_ctx *ctx, void *, const void *args, size_t len) {
     if (rc) return tr_ctx_error(ctx, "get %s: %s", tr_errname(rc), tr_last_error());
     tr_group_set_checks(g, checks);
     std::vector<int32_t> v(count ? count : 1, tr_group_rank(g) + 1);
-    rc = tr_allreduce(g, v.data(), v.data(), count, TR_INT32, TR_SUM, 10000);
+    rc = tr_allreduce(g, v.data(), v.data(), count, TR_INT32, TR_SUM, timeout);
     if (rc) return tr_ctx_error(ctx, "allreduce %s: %s", tr_errname(rc), tr_last_error());
     return reply_i64(ctx, v[0]);
 }

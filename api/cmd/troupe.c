@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "api/node/cluster.h"
@@ -45,6 +46,7 @@
 #include "core/nodeconn.h"
 #include "core/rpc.h"
 #include "core/status.h"
+#include "core/trace.h"
 
 static void usage(void) {
     fprintf(stderr,
@@ -61,7 +63,10 @@ static void usage(void) {
             "       troupe metrics prometheus-config [--address PATH] [--tmpdir DIR]\n"
             "       troupe list KIND [--filter KEY=VALUE]... [--limit N] [--offset N] [--json]\n"
             "       troupe get KIND ID [--json]     troupe summary KIND\n"
-            "       troupe debug collectives   (each group: who is in which op, who is not)\n"
+            "       troupe debug collectives [--json]  (the flight recorder: each group's\n"
+            "                    verdict, who is in which op and who is not; --json: the rings)\n"
+            "       troupe timeline [-o FILE|-]  (Chrome trace-event JSON of the node's\n"
+            "                    processes: calls, gets, puts, collective ops, graph steps)\n"
             "       (KIND: actors, objects, groups, nodes; --address PATH, --tmpdir DIR)\n"
             "       (start: [--metrics-port P] [--metrics-host ADDR]: the node's /metrics\n"
             "        and status page; 0, the default: any free port; -1: none)\n"
@@ -285,6 +290,36 @@ static int cmd_api(const char *addr, const char *path, const char *query) {
     return status == 200 ? 0 : 1;
 }
 
+/* `troupe timeline`: the node's processes' rings (core/trace.h), read where they are (the
+ * node's session directory, beside its socket), as Chrome trace-event JSON, to output
+ * (default: timeline-<time>.json here; "-": stdout). 0, or 1. */
+static int cmd_timeline(const char *addr, const char *output) {
+    const char *slash = strrchr(addr, '/');
+    if (!slash) return fail(tr__err(TR_EINVAL, "%s is not a node's socket path", addr), "timeline");
+    char dir[700], name[100];
+    snprintf(dir, sizeof dir, "%.*s/%s", (int)(slash - addr), addr, TR__TRACE_DIR);
+    if (access(dir, R_OK | X_OK) != 0)
+        return fail(tr__err(TR_ENOTFOUND, "%s: %s", dir, strerror(errno)), "timeline");
+    if (!output) {
+        snprintf(name, sizeof name, "timeline-%lld.json", (long long)time(NULL));
+        output = name;
+    }
+    tr__buf b = TR__BUF_INIT;
+    int rc = tr__trace_timeline(dir, &b, NULL, NULL);
+    if (rc) return fail(rc, "timeline");
+    int to_stdout = strcmp(output, "-") == 0;
+    FILE *f = to_stdout ? stdout : fopen(output, "we");
+    int bad = !f || fwrite(b.data, 1, b.len, f) != b.len;
+    if (f && !to_stdout && fclose(f) != 0) bad = 1;
+    tr__buf_free(&b);
+    if (bad) return fail(tr__err(TR_EIO, "%s: %s", output, strerror(errno)), "timeline");
+    if (!to_stdout)
+        fprintf(stderr,
+                "troupe timeline: %s (load it in https://ui.perfetto.dev or chrome://tracing)\n",
+                output);
+    return 0;
+}
+
 /* A Prometheus scrape config for the node at addr (a socket path): its file_sd file (a
  * head's lists every node of its cluster) and, in a cluster, its token file. */
 static int cmd_prometheus_config(const char *addr) {
@@ -357,13 +392,13 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     tr_config *cfg;
     if (tr_config_create(&cfg)) return 1;
-    const char *addr = NULL;
+    const char *addr = NULL, *output = NULL;
     char *paths = NULL; /* --worker-path's, so far */
     int head = 0;
     /* a command's subcommand: `troupe metrics prometheus-config`, `troupe list actors`
      * (and get's id: `troupe get actors ID`) */
-    const char *sub = argc > 2 && strncmp(argv[2], "--", 2) != 0 ? argv[2] : NULL;
-    const char *get_id = sub && argc > 3 && strncmp(argv[3], "--", 2) != 0 ? argv[3] : NULL;
+    const char *sub = argc > 2 && argv[2][0] != '-' ? argv[2] : NULL;
+    const char *get_id = sub && argc > 3 && argv[3][0] != '-' ? argv[3] : NULL;
     char list_query[2048] = ""; /* list's --filter, --limit, --offset, as a query */
     int json = 0;
     for (int i = sub ? (get_id ? 4 : 3) : 2; i < argc; i++) {
@@ -395,6 +430,8 @@ int main(int argc, char **argv) {
         }
         if (strcmp(a, "--address") == 0)
             addr = v;
+        else if (strcmp(a, "--output") == 0 || strcmp(a, "-o") == 0)
+            output = v;
         else if (strcmp(a, "--num-cpus") == 0)
             rc = tr_config_set(cfg, "num_cpus", v);
         else if (strcmp(a, "--cpu-binding") == 0)
@@ -445,8 +482,8 @@ int main(int argc, char **argv) {
     int status;
     char found[700];
     /* the commands that talk to a running node find it where `start` recorded it */
-    static const char *const to_node[] = {"status",  "stop",    "list", "get",
-                                          "summary", "metrics", "debug"};
+    static const char *const to_node[] = {"status",  "stop",    "list",  "get",
+                                          "summary", "metrics", "debug", "timeline"};
     for (size_t i = 0; i < sizeof to_node / sizeof *to_node && !addr; i++)
         if (strcmp(cmd, to_node[i]) == 0) {
             int rc = default_address(cfg->tmpdir, found, sizeof found);
@@ -477,7 +514,10 @@ int main(int argc, char **argv) {
             usage();
             return 2;
         }
-        status = cmd_api(addr, "/api/v1/groups", "format=verdicts&limit=10000");
+        /* the flight recorder's rings of this node's ranks (core/trace.h) */
+        status = cmd_api(addr, "/api/v1/collectives", json ? "" : "format=verdicts");
+    } else if (strcmp(cmd, "timeline") == 0) {
+        status = cmd_timeline(addr, output);
     } else if (strcmp(cmd, "metrics") == 0) {
         if (!sub || strcmp(sub, "prometheus-config") != 0) {
             usage();

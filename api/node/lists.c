@@ -11,6 +11,7 @@
 #include "collective/group.h"
 #include "core/http.h"
 #include "core/ids.h"
+#include "core/trace.h"
 #include "objectstore/segment.h"
 
 /* An item as fields: what filters compare (as text) and what the JSON shows. */
@@ -258,14 +259,6 @@ static void object_row(void *ctx, const tr__store_obj_view *o) {
     take(ctx, &r);
 }
 
-static const char *const kind_names[] = {
-    "",       "barrier", "allreduce",     "broadcast", "reduce", "allgather",
-    "gather", "scatter", "reducescatter", "alltoall",  "send",   "recv"};
-
-static const char *kind_name(uint32_t kind) {
-    return kind < sizeof kind_names / sizeof *kind_names ? kind_names[kind] : "?";
-}
-
 /* What the ranks' last ops say of a group: who died during which op, or which ranks have
  * not begun the op the others are in (a hang's culprit), or that they are in step. */
 static void verdict(const tr__group_view *g, char *out, size_t cap) {
@@ -278,20 +271,20 @@ static void verdict(const tr__group_view *g, char *out, size_t cap) {
         if (g->rank_seq[r] > top) top = g->rank_seq[r], at_top = r;
     for (int r = 0; r < world && k < cap; r++)
         if (g->dead >> r & 1)
-            k += (size_t)snprintf(out + k, cap - k,
-                                  "%sgroup %s: rank %d (pid %d) died during op #%llu %s",
-                                  k ? "; " : "", g->name, r, (int)g->pid[r],
-                                  (unsigned long long)g->rank_seq[r], kind_name(g->rank_kind[r]));
+            k += (size_t)snprintf(
+                out + k, cap - k, "%sgroup %s: rank %d (pid %d) died during op #%llu %s",
+                k ? "; " : "", g->name, r, (int)g->pid[r], (unsigned long long)g->rank_seq[r],
+                tr__coll_op_name(g->rank_kind[r]));
     for (int r = 0; r < world && k < cap; r++)
         if (!(g->dead >> r & 1) && g->rank_seq[r] < top)
             k += (size_t)snprintf(
                 out + k, cap - k,
                 "%sgroup %s, op #%llu %s: rank %d never entered; its last op was #%llu",
-                k ? "; " : "", g->name, (unsigned long long)top, kind_name(g->rank_kind[at_top]), r,
-                (unsigned long long)g->rank_seq[r]);
+                k ? "; " : "", g->name, (unsigned long long)top,
+                tr__coll_op_name(g->rank_kind[at_top]), r, (unsigned long long)g->rank_seq[r]);
     if (!k && g->complete)
         snprintf(out, cap, "group %s: every rank at op #%llu%s%s", g->name, (unsigned long long)top,
-                 top ? " " : "", top ? kind_name(g->rank_kind[at_top]) : "");
+                 top ? " " : "", top ? tr__coll_op_name(g->rank_kind[at_top]) : "");
     else if (!k)
         snprintf(out, cap, "group %s: %d of %d ranks have joined", g->name, g->joined, g->world);
 }
@@ -316,7 +309,7 @@ static void group_row(void *ctx, const tr__group_view *g) {
                               "%s{\"rank\":%d,\"pid\":%d,\"dead\":%s,\"last_op\":%llu,"
                               "\"last_kind\":\"%s\"}",
                               i ? "," : "", i, (int)g->pid[i], g->dead >> i & 1 ? "true" : "false",
-                              (unsigned long long)g->rank_seq[i], kind_name(kind));
+                              (unsigned long long)g->rank_seq[i], tr__coll_op_name(kind));
     }
     snprintf(ranks + k, sizeof ranks - k, "]");
     r.raw = ranks;

@@ -42,6 +42,7 @@
 #include "core/nodeconn.h"
 #include "core/server.h"
 #include "core/status.h"
+#include "core/trace.h"
 #include "core/workerpool.h"
 #include "objectstore/store.h"
 
@@ -68,7 +69,7 @@ typedef struct node {
     tr__cores cores; /* CPUs actors are bound to (none with cpu_binding "none") */
     tr__gpus gpus;   /* GPUs actors are given */
     char session[512], sock[600];
-    uv_signal_t sigterm, sigint;
+    uv_signal_t sigterm, sigint, sigusr1;
     uv_timer_t reap_timer;
     uv_timer_t count_timer; /* a cluster's node: its actors and objects, for the table */
     uv_idle_t stop_idle;
@@ -211,6 +212,7 @@ static void finish(node *n) {
     n->http = NULL;
     uv_close((uv_handle_t *)&n->sigterm, NULL);
     uv_close((uv_handle_t *)&n->sigint, NULL);
+    uv_close((uv_handle_t *)&n->sigusr1, NULL);
     uv_close((uv_handle_t *)&n->reap_timer, NULL);
     uv_close((uv_handle_t *)&n->count_timer, NULL);
     uv_close((uv_handle_t *)&n->history_timer, NULL);
@@ -253,6 +255,17 @@ static void begin_shutdown(node *n, const char *why) {
 
 static void on_signal(uv_signal_t *s, int sig) {
     begin_shutdown(s->data, sig == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+/* SIGUSR1: the flight recorder's dump of every group with a rank here (core/trace.h). */
+static void on_sigusr1(uv_signal_t *s, int sig) {
+    (void)sig;
+    node *n = s->data;
+    char path[1000];
+    if (tr__flight_dump(n->session, NULL, "SIGUSR1", path, sizeof path))
+        TR_LOG_WARN("COLL-FLIGHT", "no dump: %s", tr__last_error());
+    else
+        TR_LOG_INFO("COLL-FLIGHT", "the collective groups' flight recorder: %s", path);
 }
 
 /* The GPUs the NVIDIA driver lists (/proc/driver/nvidia/gpus): read without loading
@@ -341,6 +354,9 @@ static void on_history_tick(uv_timer_t *t) {
     tr__metrics_totals(n->metrics, &s->calls, &s->coll_ops, &s->actors_alive);
     n->history_at = (n->history_at + 1) % HISTORY;
     if (n->n_history < HISTORY) n->n_history++;
+    char dir[700]; /* (the timeline's files of processes gone: the newest kept) */
+    snprintf(dir, sizeof dir, "%s/%s", n->session, TR__TRACE_DIR);
+    tr__trace_prune(dir);
 }
 
 /* /api/v1/history: the samples, oldest first. */
@@ -372,6 +388,14 @@ static int api_answer(node *n, const char *path, const char *query, tr__buf *out
     if (strcmp(path, "/api/v1/history") == 0) {
         history_json(n, out);
         return 200;
+    }
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/%s", n->session, TR__TRACE_DIR);
+    if (strcmp(path, "/api/v1/timeline") == 0) /* (core/trace.h) */
+        return tr__trace_timeline(dir, out, NULL, NULL) ? 500 : 200;
+    if (strcmp(path, "/api/v1/collectives") == 0) { /* the flight recorder: rings, verdicts */
+        int text = strstr(query, "format=verdicts") != NULL;
+        return tr__flight_verdicts(dir, NULL, text ? out : NULL, text ? NULL : out) ? 500 : 200;
     }
     return tr__lists_answer(&n->lists, path, query, out);
 }
@@ -713,6 +737,9 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
     n->sigterm.data = n->sigint.data = n;
     uv_signal_start(&n->sigterm, on_signal, SIGTERM);
     uv_signal_start(&n->sigint, on_signal, SIGINT);
+    uv_signal_init(&n->loop, &n->sigusr1);
+    n->sigusr1.data = n;
+    uv_signal_start(&n->sigusr1, on_sigusr1, SIGUSR1);
     uv_timer_init(&n->loop, &n->reap_timer);
     n->reap_timer.data = n;
     uv_timer_init(&n->loop, &n->count_timer);

@@ -331,6 +331,14 @@ TR_API const char *tr_runtime_address(const tr_runtime *rt);
  * tr_free. Returns 0, TR_ECONNECT, TR_ETIMEDOUT. Thread safety: any thread. */
 TR_API int tr_node_status(tr_runtime *rt, char **json_out);
 
+/* Writes the timeline of this node's processes to path, as Chrome trace-event JSON
+ * (Perfetto and chrome://tracing load it): each driver's and worker's last 8192 events,
+ * always recorded - calls submitted and run (a track per actor, arrows from a call's
+ * submission to its run), gets, puts, collective ops (arrows between their ranks), graph
+ * steps, pulls (docs/OBSERVABILITY.md). Returns 0, TR_EINVAL (a NULL path), TR_EIO (path
+ * cannot be written), TR_ENOMEM. Thread safety: any thread. */
+TR_API int tr_timeline_dump(tr_runtime *rt, const char *path);
+
 /* ------------------------------------------------------------------ key-value store */
 
 /* The node's key-value store (used for collective rendezvous; open to users). Values are

@@ -5,7 +5,7 @@ from . import dag, exceptions, remote_function, util
 from ._ffi import library_path
 from ._runtime import (DynamicObjectRefGenerator, ObjectRef, ObjectRefGenerator, cancel, get,
                        init, is_initialized, node_address, object_store_stats, put, shutdown,
-                       wait)
+                       timeline, wait)
 from .remote_function import RemoteFunction
 from .actor import (ActorClass, ActorHandle, available_resources, cluster_resources,
                     exit_actor, get_actor, get_gpu_ids, get_runtime_context, kill, method, nodes,
@@ -18,4 +18,4 @@ __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait",
            "DynamicObjectRefGenerator", "ActorHandle", "ActorClass",
            "exceptions", "util", "dag", "library_path", "object_store_stats",
            "node_address", "get_runtime_context", "get_gpu_ids", "available_resources",
-           "cluster_resources", "nodes", "RemoteFunction", "remote_function"]
+           "cluster_resources", "nodes", "RemoteFunction", "remote_function", "timeline"]

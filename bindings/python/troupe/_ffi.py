@@ -115,6 +115,7 @@ _PROTOS = {
     "tr_shutdown": (None, [vp]),
     "tr_runtime_address": (c_char_p, [vp]),
     "tr_node_status": (c_int, [vp, P(vp)]),
+    "tr_timeline_dump": (c_int, [vp, c_char_p]),
     # method context
     "tr_ctx_reply": (c_int, [vp, vp, c_size_t]),
     "tr_ctx_reply_contains": (c_int, [vp, vp, c_size_t, P(Ref), c_size_t]),

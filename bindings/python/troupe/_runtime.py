@@ -78,6 +78,23 @@ def node_address():
     return lib.tr_runtime_address(runtime()).decode()
 
 
+def timeline(filename=None):
+    """The node's timeline (Ray's ray.timeline): every driver's and worker's recent events -
+    calls submitted and run, gets, puts, collective ops, graph steps - as Chrome
+    trace-event dicts (always recorded; no RAY_PROFILING). With filename, writes the JSON
+    file there (Perfetto and chrome://tracing load it) and returns None."""
+    import json
+    import tempfile
+    if filename is not None:
+        check(lib.tr_timeline_dump(runtime(), os.fsencode(filename)), "timeline")
+        return None
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "timeline.json")
+        check(lib.tr_timeline_dump(runtime(), os.fsencode(path)), "timeline")
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)["traceEvents"]
+
+
 class Context(dict):
     """What init() returns (Ray's RayContext): the node's addresses, as a dict and as
     attributes (dashboard_url: its metrics and status page, "HOST:PORT" as Ray's; None if

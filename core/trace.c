@@ -1,0 +1,740 @@
+/* core/trace.c - each process's event and flight-recorder rings, and their readers
+ * (core/trace.h). */
+#include "core/trace.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/status.h"
+
+tr__trace_hdr *tr__trace_self;
+__thread const char *tr__trace_method;
+static char self_dir[600];
+static __thread uint32_t my_tid;
+
+/* ---- writing ---------------------------------------------------------------------- */
+
+static void copy_str(char *dst, size_t cap, const char *s, size_t n) {
+    if (n >= cap) n = cap - 1;
+    memcpy(dst, s, n);
+    dst[n] = '\0';
+}
+
+static int64_t realtime_minus_mono(void) {
+    struct timespec r;
+    clock_gettime(CLOCK_REALTIME, &r);
+    int64_t m = tr__now_ns();
+    return (int64_t)r.tv_sec * 1000000000 + r.tv_nsec - m;
+}
+
+int tr__trace_open(const char *node_path, const char *role, const char *label,
+                   const char *actor_hex) {
+    tr__trace_close();
+    const char *off = getenv("TROUPE_TRACE"); /* "0": nothing recorded (to measure its cost) */
+    if (off && strcmp(off, "0") == 0) return 0;
+    const char *slash = node_path ? strrchr(node_path, '/') : NULL;
+    if (!slash || slash == node_path || (size_t)(slash - node_path) > 400)
+        return tr__err(TR_EINVAL, "trace: %s is not a node's socket path",
+                       node_path ? node_path : "(null)");
+    char dir[600], path[700];
+    snprintf(dir, sizeof dir, "%.*s/%s", (int)(slash - node_path), node_path, TR__TRACE_DIR);
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) return tr__err_errno(errno, "mkdir %s", dir);
+    snprintf(path, sizeof path, "%s/%d", dir, (int)getpid());
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return tr__err_errno(errno, "open %s", path);
+    void *p = MAP_FAILED;
+    if (ftruncate(fd, sizeof(tr__trace_hdr)) == 0)
+        p = mmap(NULL, sizeof(tr__trace_hdr), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int e = errno;
+    close(fd);
+    if (p == MAP_FAILED) {
+        unlink(path);
+        return tr__err_errno(e, "mapping %s", path);
+    }
+    tr__trace_hdr *h = p;
+    h->size = sizeof *h;
+    h->pid = (int32_t)getpid();
+    h->anchor = realtime_minus_mono();
+    h->opened = tr__now_ns();
+    copy_str(h->role, sizeof h->role, role ? role : "", role ? strlen(role) : 0);
+    copy_str(h->label, sizeof h->label, label ? label : "", label ? strlen(label) : 0);
+    copy_str(h->actor, sizeof h->actor, actor_hex ? actor_hex : "",
+             actor_hex ? strlen(actor_hex) : 0);
+    __atomic_store_n(&h->magic, TR__TRACE_MAGIC, __ATOMIC_RELEASE);
+    snprintf(self_dir, sizeof self_dir, "%s", dir);
+    __atomic_store_n(&tr__trace_self, h, __ATOMIC_RELEASE);
+    return 0;
+}
+
+void tr__trace_close(void) {
+    tr__trace_hdr *h = __atomic_exchange_n(&tr__trace_self, NULL, __ATOMIC_ACQ_REL);
+    if (h) munmap(h, sizeof *h);
+    self_dir[0] = '\0';
+}
+
+const char *tr__trace_dir(void) {
+    return self_dir;
+}
+
+uint32_t tr__trace_tid(void) {
+    if (!my_tid) my_tid = (uint32_t)syscall(SYS_gettid);
+    return my_tid;
+}
+
+void tr__trace_ev_add(int kind, int64_t t0, int64_t t1, const char *name, size_t name_len,
+                      uint64_t flow, uint64_t value, int failed) {
+    tr__trace_hdr *h = __atomic_load_n(&tr__trace_self, __ATOMIC_ACQUIRE);
+    if (!h) return;
+    uint64_t i = __atomic_fetch_add(&h->head, 1, __ATOMIC_RELAXED);
+    tr__trace_ev *e = &h->ev[i & (TR__TRACE_EVENTS - 1)];
+    __atomic_store_n(&e->seq, 0, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    e->tid = tr__trace_tid();
+    e->ts = t0;
+    e->dur = t1 - t0;
+    e->flow = flow;
+    e->value = value;
+    e->kind = (uint8_t)kind;
+    e->failed = failed != 0;
+    copy_str(e->name, sizeof e->name, name ? name : "", name ? name_len : 0);
+    __atomic_store_n(&e->seq, (uint32_t)(i + 1), __ATOMIC_RELEASE);
+}
+
+/* FNV-1a, 64 bits, over the pieces; never 0 */
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+/* (on every call, both ends: a few multiplies, not a byte loop) */
+uint64_t tr__trace_call_flow(int32_t caller_pid, const uint8_t actor[16], uint64_t seq) {
+    uint64_t a, b;
+    memcpy(&a, actor, 8);
+    memcpy(&b, actor + 8, 8);
+    uint64_t h = (uint64_t)(uint32_t)caller_pid * 0x9e3779b97f4a7c15ull ^ a ^
+                 (b * 0xbf58476d1ce4e5b9ull) ^ (seq * 0x94d049bb133111ebull);
+    h ^= h >> 31; /* (splitmix64's finish) */
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 29;
+    return h ? h : 1;
+}
+
+uint64_t tr__flight_flow(const char *group, uint64_t seq) {
+    uint64_t h = fnv(14695981039346656037ull ^ 0x636f6c6c, group, strlen(group));
+    h = fnv(h, &seq, sizeof seq);
+    return h ? h : 1;
+}
+
+tr__flight_op *tr__flight_begin(const char *group, const char *backend, int rank, int world,
+                                int kind, int dtype, uint64_t count, int root) {
+    tr__trace_hdr *h = __atomic_load_n(&tr__trace_self, __ATOMIC_ACQUIRE);
+    if (!h || !group) return NULL;
+    tr__flight_group *g = NULL, *oldest = &h->groups[0];
+    for (int i = 0; i < TR__FLIGHT_GROUPS && !g; i++) {
+        tr__flight_group *c = &h->groups[i];
+        if (c->name[0] && c->rank == rank && strncmp(c->name, group, sizeof c->name) == 0)
+            g = c;
+        else if (!c->name[0] ? oldest->name[0] != 0 || c->used < oldest->used
+                             : oldest->name[0] && c->used < oldest->used)
+            oldest = c;
+    }
+    int64_t now = tr__now_ns();
+    if (!g) { /* a new group here: a free slot, or the one used longest ago */
+        g = oldest;
+        g->name[0] = '\0';
+        __atomic_thread_fence(__ATOMIC_RELEASE);
+        memset(g->ring, 0, sizeof g->ring);
+        g->ops = 0;
+        g->rank = rank;
+        g->world = world;
+        copy_str(g->backend, sizeof g->backend, backend ? backend : "",
+                 backend ? strlen(backend) : 0);
+        copy_str(g->name, sizeof g->name, group, strlen(group));
+    }
+    g->used = now;
+    uint64_t seq = g->ops + 1;
+    tr__flight_op *op = &g->ring[(seq - 1) & (TR__FLIGHT_OPS - 1)];
+    __atomic_store_n(&op->state, TR__FL_FREE, __ATOMIC_RELAXED);
+    op->seq = seq;
+    op->t_sched = now;
+    op->t_start = op->t_end = 0;
+    op->count = count;
+    op->root = root;
+    op->rc = 0;
+    op->kind = (uint8_t)kind;
+    op->dtype = (uint8_t)dtype;
+    const char *m = tr__trace_method ? tr__trace_method : "";
+    copy_str(op->method, sizeof op->method, m, strlen(m));
+    __atomic_store_n(&op->state, TR__FL_SCHEDULED, __ATOMIC_RELEASE);
+    __atomic_store_n(&g->ops, seq, __ATOMIC_RELEASE);
+    return op;
+}
+
+void tr__flight_started(tr__flight_op *op) {
+    if (!op) return;
+    op->t_start = tr__now_ns();
+    __atomic_store_n(&op->state, TR__FL_STARTED, __ATOMIC_RELEASE);
+}
+
+void tr__flight_end(tr__flight_op *op, int rc) {
+    if (!op) return;
+    op->t_end = tr__now_ns();
+    op->rc = rc;
+    __atomic_store_n(&op->state, rc ? TR__FL_FAILED : TR__FL_COMPLETED, __ATOMIC_RELEASE);
+}
+
+/* ---- reading ---------------------------------------------------------------------- */
+
+static void bprintf(tr__buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void bprintf(tr__buf *b, const char *fmt, ...) {
+    char tmp[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (k > 0) tr__buf_append(b, tmp, (size_t)k < sizeof tmp ? (size_t)k : sizeof tmp - 1);
+}
+
+/* A bounded string of a mapped file, as a NUL-terminated copy. */
+static void field_str(char *dst, size_t cap, const char *src, size_t src_cap) {
+    copy_str(dst, cap, src, strnlen(src, src_cap));
+}
+
+typedef struct mapped {
+    const tr__trace_hdr *h;
+    int pid;
+} mapped;
+
+/* Maps every well-formed file of dir, read-only. Returns how many (*out malloc'd). */
+static size_t map_all(const char *dir, mapped **out) {
+    *out = NULL;
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    size_t n = 0, cap = 0;
+    mapped *m = NULL;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 0) continue;
+        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) continue;
+        struct stat st;
+        void *p = MAP_FAILED;
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+            (size_t)st.st_size == sizeof(tr__trace_hdr))
+            p = mmap(NULL, sizeof(tr__trace_hdr), PROT_READ, MAP_SHARED, fd, 0);
+        close(fd);
+        if (p == MAP_FAILED) continue;
+        const tr__trace_hdr *h = p;
+        if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != TR__TRACE_MAGIC ||
+            h->size != sizeof *h || h->pid != pid) {
+            munmap(p, sizeof *h);
+            continue;
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 32;
+            mapped *g = realloc(m, cap * sizeof *m);
+            if (!g) {
+                munmap(p, sizeof *h);
+                break;
+            }
+            m = g;
+        }
+        m[n].h = h;
+        m[n].pid = (int)pid;
+        n++;
+    }
+    closedir(d);
+    *out = m;
+    return n;
+}
+
+static void unmap_all(mapped *m, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        munmap((void *)m[i].h, sizeof *m[i].h);
+    free(m);
+}
+
+/* Whether pid runs (not a zombie). */
+static int alive(int pid) {
+    if (kill(pid, 0) != 0 && errno == ESRCH) return 0;
+    char p[64], buf[256];
+    snprintf(p, sizeof p, "/proc/%d/stat", pid);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 1; /* (no /proc: kill said it lives) */
+    ssize_t k = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (k <= 0) return 0;
+    buf[k] = '\0';
+    const char *rp = strrchr(buf, ')');
+    return !(rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X'));
+}
+
+/* one event, as merged */
+typedef struct rec {
+    int64_t ts, dur; /* wall-clock ns */
+    uint64_t flow, value;
+    int pid;
+    uint32_t tid;
+    uint16_t kind;
+    uint8_t failed, async;
+    char name[22];
+} rec;
+
+static int by_track(const void *a, const void *b) {
+    const rec *x = a, *y = b;
+    if (x->pid != y->pid) return x->pid < y->pid ? -1 : 1;
+    if (x->tid != y->tid) return x->tid < y->tid ? -1 : 1;
+    if (x->ts != y->ts) return x->ts < y->ts ? -1 : 1;
+    if (x->dur != y->dur) return x->dur > y->dur ? -1 : 1; /* the outer one first */
+    return 0;
+}
+
+static int by_flow(const void *a, const void *b) {
+    const rec *x = *(const rec *const *)a, *y = *(const rec *const *)b;
+    if (x->flow != y->flow) return x->flow < y->flow ? -1 : 1;
+    if (x->ts != y->ts) return x->ts < y->ts ? -1 : 1;
+    return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+static const char *const cats[TR__EV_KINDS] = {"",    "submit",     "call",  "get",
+                                               "put", "collective", "graph", "pull"};
+
+static void ts_us(tr__buf *b, const char *key, int64_t ns) {
+    if (ns < 0) ns = 0;
+    bprintf(b, ",\"%s\":%lld.%03lld", key, (long long)(ns / 1000), (long long)(ns % 1000));
+}
+
+static void ev_head(tr__buf *b, const char *ph, const rec *r, int64_t ts) {
+    bprintf(b, ",\n{\"ph\":\"%s\",\"cat\":\"%s\",\"name\":", ph,
+            r->kind < TR__EV_KINDS ? cats[r->kind] : "?");
+    tr__buf_json_str(b, r->name[0] ? r->name : "?");
+    bprintf(b, ",\"pid\":%d,\"tid\":%u", r->pid, r->tid);
+    ts_us(b, "ts", ts);
+}
+
+static void ev_args(tr__buf *b, const rec *r) {
+    const char *what = r->kind == TR__EV_STEP ? "execution" : "bytes";
+    int has_value = r->kind >= TR__EV_GET;
+    bprintf(b, ",\"args\":{");
+    if (has_value) bprintf(b, "\"%s\":%llu", what, (unsigned long long)r->value);
+    if (r->failed) bprintf(b, "%s\"failed\":true", has_value ? "," : "");
+    bprintf(b, "}}");
+}
+
+int tr__trace_timeline(const char *dir, tr__buf *out,
+                       void (*name_of)(void *ctx, int pid, char *out, size_t cap), void *ctx) {
+    mapped *m;
+    size_t n = map_all(dir, &m), nr = 0;
+    rec *r = n ? malloc(n * TR__TRACE_EVENTS * sizeof *r) : NULL;
+    if (n && !r) {
+        unmap_all(m, n);
+        return tr__err(TR_ENOMEM, "timeline");
+    }
+    tr__buf_append(out, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", 39);
+    bprintf(out,
+            "\n{\"ph\":\"M\",\"name\":\"troupe\",\"pid\":0,\"tid\":0,\"args\":{\"files\":%zu}}", n);
+    for (size_t f = 0; f < n; f++) {
+        const tr__trace_hdr *h = m[f].h;
+        char label[200] = "", role[16], own[64], actor[40];
+        if (name_of) name_of(ctx, m[f].pid, label, sizeof label);
+        field_str(role, sizeof role, h->role, sizeof h->role);
+        field_str(own, sizeof own, h->label, sizeof h->label);
+        field_str(actor, sizeof actor, h->actor, sizeof h->actor);
+        char pname[400];
+        snprintf(pname, sizeof pname, "%s%s%s%.8s%s (pid %d)", label[0] ? label : own,
+                 label[0] || own[0] ? " " : "", actor[0] ? "actor " : role, actor,
+                 actor[0] ? "…" : "", m[f].pid);
+        bprintf(
+            out,
+            ",\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":",
+            m[f].pid);
+        tr__buf_json_str(out, pname);
+        bprintf(out, "}}");
+        uint64_t head = __atomic_load_n(&h->head, __ATOMIC_ACQUIRE);
+        uint64_t from = head > TR__TRACE_EVENTS ? head - TR__TRACE_EVENTS : 0;
+        for (uint64_t i = from; i < head; i++) {
+            const tr__trace_ev *e = &h->ev[i & (TR__TRACE_EVENTS - 1)];
+            if (__atomic_load_n(&e->seq, __ATOMIC_ACQUIRE) != (uint32_t)(i + 1)) continue;
+            rec x;
+            x.ts = e->ts + h->anchor;
+            x.dur = e->dur < 0 ? 0 : e->dur;
+            x.flow = e->flow;
+            x.value = e->value;
+            x.pid = m[f].pid;
+            x.tid = e->tid;
+            x.kind = e->kind;
+            x.failed = e->failed;
+            x.async = 0;
+            field_str(x.name, sizeof x.name, e->name, sizeof e->name);
+            __atomic_thread_fence(__ATOMIC_ACQUIRE);
+            if (__atomic_load_n(&e->seq, __ATOMIC_RELAXED) != (uint32_t)(i + 1))
+                continue; /* rewritten meanwhile */
+            if (x.kind == 0 || x.kind >= TR__EV_KINDS) continue;
+            r[nr++] = x;
+        }
+    }
+    unmap_all(m, n);
+    /* Slices nest on a thread's track; one that overlaps another without nesting (a call
+     * that went on elsewhere, e.g. on an event loop) becomes an async slice. */
+    if (nr) qsort(r, nr, sizeof *r, by_track);
+    int64_t stack[64];
+    int depth = 0;
+    for (size_t i = 0; i < nr; i++) {
+        if (i == 0 || r[i].pid != r[i - 1].pid || r[i].tid != r[i - 1].tid) depth = 0;
+        while (depth && stack[depth - 1] <= r[i].ts)
+            depth--;
+        int64_t end = r[i].ts + r[i].dur;
+        if ((depth && end > stack[depth - 1]) || depth == 64) {
+            r[i].async = 1;
+            continue;
+        }
+        stack[depth++] = end;
+    }
+    rec **fl = nr ? malloc(nr * sizeof *fl) : NULL;
+    size_t nf = 0;
+    for (size_t i = 0; i < nr; i++) {
+        rec *x = &r[i];
+        if (x->async) {
+            uint64_t id = tr__trace_call_flow(x->pid, (const uint8_t *)"async-slice-id..", i);
+            ev_head(out, "b", x, x->ts);
+            bprintf(out, ",\"id\":\"0x%llx\"", (unsigned long long)id);
+            ev_args(out, x);
+            ev_head(out, "e", x, x->ts + x->dur);
+            bprintf(out, ",\"id\":\"0x%llx\",\"args\":{}}", (unsigned long long)id);
+        } else {
+            ev_head(out, "X", x, x->ts);
+            ts_us(out, "dur", x->dur);
+            ev_args(out, x);
+            if (x->flow && fl) fl[nf++] = x;
+        }
+    }
+    /* Flow arrows: a call's submission to its run, a collective op from rank to rank in the
+     * order they entered; only where at least two ends are here. */
+    if (nf) qsort(fl, nf, sizeof *fl, by_flow);
+    for (size_t i = 0; i < nf;) {
+        size_t j = i;
+        while (j < nf && fl[j]->flow == fl[i]->flow)
+            j++;
+        for (size_t k = i; j - i >= 2 && k < j; k++) {
+            const rec *x = fl[k];
+            const char *ph = k == i ? "s" : k == j - 1 ? "f" : "t";
+            bprintf(out, ",\n{\"ph\":\"%s\",\"cat\":\"flow\",\"name\":\"%s\",\"pid\":%d,\"tid\":%u",
+                    ph, x->kind == TR__EV_COLL ? "op" : "call", x->pid, x->tid);
+            ts_us(out, "ts", x->ts);
+            bprintf(out, ",\"id\":\"0x%llx\"%s}", (unsigned long long)x->flow,
+                    k == i ? "" : ",\"bp\":\"e\"");
+        }
+        i = j;
+    }
+    free(fl);
+    free(r);
+    tr__buf_append(out, "\n]}\n", 4);
+    return out->oom ? tr__err(TR_ENOMEM, "timeline") : 0;
+}
+
+/* ---- the flight recorder's verdicts ------------------------------------------------- */
+
+static const char *const op_names[] = {
+    "",       "barrier", "allreduce",     "broadcast", "reduce", "allgather",
+    "gather", "scatter", "reducescatter", "alltoall",  "send",   "recv"};
+const char *tr__coll_op_name(unsigned k) {
+    return k < sizeof op_names / sizeof *op_names ? op_names[k] : "?";
+}
+static const char *const state_names[] = {"free", "scheduled", "started", "completed", "failed"};
+
+/* a rank as one file shows it */
+typedef struct rank_view {
+    const tr__flight_group *g;
+    int pid, alive;
+    int64_t anchor;
+    tr__flight_op ops[TR__FLIGHT_OPS]; /* a copy, oldest first */
+    int n_ops;
+} rank_view;
+
+static void view_of(rank_view *v, const tr__flight_group *g, int pid, int64_t anchor) {
+    v->g = g;
+    v->pid = pid;
+    v->alive = alive(pid);
+    v->anchor = anchor;
+    v->n_ops = 0;
+    uint64_t top = __atomic_load_n(&g->ops, __ATOMIC_ACQUIRE);
+    uint64_t from = top > TR__FLIGHT_OPS ? top - TR__FLIGHT_OPS + 1 : 1;
+    for (uint64_t s = from; s <= top; s++) {
+        tr__flight_op o = g->ring[(s - 1) & (TR__FLIGHT_OPS - 1)];
+        if (o.seq != s || o.state == TR__FL_FREE || o.state > TR__FL_FAILED) continue;
+        o.method[sizeof o.method - 1] = '\0';
+        v->ops[v->n_ops++] = o;
+    }
+}
+
+static const tr__flight_op *last_op(const rank_view *v) {
+    return v->n_ops ? &v->ops[v->n_ops - 1] : NULL;
+}
+
+static uint64_t last_completed(const rank_view *v) {
+    for (int i = v->n_ops - 1; i >= 0; i--)
+        if (v->ops[i].state == TR__FL_COMPLETED) return v->ops[i].seq;
+    return 0;
+}
+
+/* Appends the verdict of one group (its ranks here, by rank; NULL: not on this node). */
+static void group_verdict(const char *name, int world, rank_view **by_rank, tr__buf *t) {
+    uint64_t top = 0;
+    unsigned top_kind = 0;
+    int bad = 0, here = 0;
+    for (int r = 0; r < world; r++) {
+        const rank_view *v = by_rank[r];
+        if (!v) continue;
+        here++;
+        const tr__flight_op *o = last_op(v);
+        if (o && o->seq > top) top = o->seq, top_kind = o->kind;
+    }
+    /* the causes first (a rank that died in an op, one that never entered it), then the
+     * failures they made (only where no cause is here), then ranks gone since */
+    for (int pass = 0; pass < 4; pass++) {
+        if (pass >= 2 && bad) break;
+        for (int r = 0; r < world; r++) {
+            const rank_view *v = by_rank[r];
+            if (!v) continue;
+            const tr__flight_op *o = last_op(v);
+            int in_op = o && (o->state == TR__FL_SCHEDULED || o->state == TR__FL_STARTED);
+            int failed = o && o->state == TR__FL_FAILED;
+            if (pass == 0 && !v->alive && in_op)
+                bprintf(t,
+                        "%sgroup %s, op #%llu %s: rank %d (pid %d) died during it; its last "
+                        "completed op was #%llu",
+                        bad++ ? "; " : "", name, (unsigned long long)o->seq,
+                        tr__coll_op_name(o->kind), r, v->pid,
+                        (unsigned long long)last_completed(v));
+            else if (pass == 1 && (o ? o->seq : 0) < top && (v->alive || !failed) &&
+                     !(!v->alive && in_op))
+                bprintf(t,
+                        "%sgroup %s, op #%llu %s: rank %d never entered; its last completed op "
+                        "was #%llu",
+                        bad++ ? "; " : "", name, (unsigned long long)top,
+                        tr__coll_op_name(top_kind), r, (unsigned long long)last_completed(v));
+            else if (pass == 2 && failed)
+                bprintf(t, "%sgroup %s, op #%llu %s: rank %d failed it (%s)", bad++ ? "; " : "",
+                        name, (unsigned long long)o->seq, tr__coll_op_name(o->kind), r,
+                        tr__errname(o->rc));
+            else if (pass == 3 && !v->alive && !in_op)
+                bprintf(t, "%sgroup %s: rank %d (pid %d) is gone; its last op was #%llu",
+                        bad++ ? "; " : "", name, r, v->pid, (unsigned long long)(o ? o->seq : 0));
+        }
+    }
+    if (!bad) {
+        int in_it = 0;
+        for (int r = 0; r < world; r++)
+            if (by_rank[r] && last_op(by_rank[r]) && last_op(by_rank[r])->state != TR__FL_COMPLETED)
+                in_it++;
+        if (!top)
+            bprintf(t, "group %s: no op yet", name);
+        else if (in_it)
+            bprintf(t, "group %s: every rank is in op #%llu %s", name, (unsigned long long)top,
+                    tr__coll_op_name(top_kind));
+        else
+            bprintf(t, "group %s: every rank completed op #%llu %s", name, (unsigned long long)top,
+                    tr__coll_op_name(top_kind));
+    }
+    if (here < world) bprintf(t, " (%d of %d ranks on this node)", here, world);
+}
+
+static void ops_json(tr__buf *j, const rank_view *v) {
+    for (int i = 0; i < v->n_ops; i++) {
+        const tr__flight_op *o = &v->ops[i];
+        bprintf(j,
+                "%s{\"seq\":%llu,\"op\":\"%s\",\"dtype\":%u,\"count\":%llu,\"root\":%d,"
+                "\"state\":\"%s\",\"rc\":%d",
+                i ? "," : "", (unsigned long long)o->seq, tr__coll_op_name(o->kind), o->dtype,
+                (unsigned long long)o->count, o->root, state_names[o->state], o->rc);
+        int64_t ts[3] = {o->t_sched, o->t_start, o->t_end};
+        const char *keys[3] = {"scheduled", "started", "ended"};
+        for (int k = 0; k < 3; k++)
+            if (ts[k]) bprintf(j, ",\"%s\":%.6f", keys[k], (double)(ts[k] + v->anchor) / 1e9);
+        bprintf(j, ",\"method\":");
+        tr__buf_json_str(j, o->method);
+        bprintf(j, "}");
+    }
+}
+
+static int by_name_rank(const void *a, const void *b) {
+    const rank_view *x = a, *y = b;
+    int c = strncmp(x->g->name, y->g->name, sizeof x->g->name);
+    if (c) return c;
+    if (x->g->rank != y->g->rank) return x->g->rank < y->g->rank ? -1 : 1;
+    return x->g->used > y->g->used ? -1 : x->g->used < y->g->used; /* the newest first */
+}
+
+int tr__flight_verdicts(const char *dir, const char *group, tr__buf *text, tr__buf *json) {
+    mapped *m;
+    size_t n = map_all(dir, &m), nv = 0;
+    rank_view *v = n ? malloc(n * TR__FLIGHT_GROUPS * sizeof *v) : NULL;
+    if (n && !v) {
+        unmap_all(m, n);
+        return tr__err(TR_ENOMEM, "flight recorder");
+    }
+    for (size_t f = 0; f < n; f++)
+        for (int i = 0; i < TR__FLIGHT_GROUPS; i++) {
+            const tr__flight_group *g = &m[f].h->groups[i];
+            if (!g->name[0] || strnlen(g->name, sizeof g->name) == sizeof g->name) continue;
+            if (group && strncmp(g->name, group, sizeof g->name) != 0) continue;
+            if (g->rank < 0 || g->world <= 0 || g->rank >= g->world || g->world > 4096) continue;
+            view_of(&v[nv++], g, m[f].pid, m[f].h->anchor);
+        }
+    if (nv) qsort(v, nv, sizeof *v, by_name_rank);
+    if (json) bprintf(json, "{\"groups\":[");
+    int groups = 0;
+    for (size_t i = 0; i < nv;) {
+        size_t j = i;
+        while (j < nv && strncmp(v[j].g->name, v[i].g->name, sizeof v[i].g->name) == 0)
+            j++;
+        int world = v[i].g->world;
+        for (size_t k = i; k < j; k++) /* the newest rank's idea of the group's size */
+            if (v[k].g->used > v[i].g->used && v[k].g->world > 0) world = v[k].g->world;
+        rank_view **by_rank = calloc((size_t)world, sizeof *by_rank);
+        if (!by_rank) break;
+        for (size_t k = i; k < j; k++) /* (newest first within a rank) */
+            if (v[k].g->rank < world && !by_rank[v[k].g->rank]) by_rank[v[k].g->rank] = &v[k];
+        char name[200];
+        field_str(name, sizeof name, v[i].g->name, sizeof v[i].g->name);
+        tr__buf t = TR__BUF_INIT;
+        group_verdict(name, world, by_rank, &t);
+        if (text) {
+            tr__buf_append(text, t.data, t.len);
+            tr__buf_append(text, "\n", 1);
+        }
+        if (json) {
+            bprintf(json, "%s{\"name\":", groups ? "," : "");
+            tr__buf_json_str(json, name);
+            bprintf(json, ",\"world\":%d,\"backend\":", world);
+            char be[8];
+            field_str(be, sizeof be, v[i].g->backend, sizeof v[i].g->backend);
+            tr__buf_json_str(json, be);
+            tr__buf_append(json, ",\"verdict\":", 11);
+            tr__buf_append(&t, "", 1);
+            tr__buf_json_str(json, t.data ? t.data : "");
+            bprintf(json, ",\"ranks\":[");
+            int first = 1;
+            for (int r = 0; r < world; r++) {
+                if (!by_rank[r]) continue;
+                bprintf(json, "%s{\"rank\":%d,\"pid\":%d,\"alive\":%s,\"ops\":[", first ? "" : ",",
+                        r, by_rank[r]->pid, by_rank[r]->alive ? "true" : "false");
+                ops_json(json, by_rank[r]);
+                bprintf(json, "]}");
+                first = 0;
+            }
+            bprintf(json, "]}");
+        }
+        tr__buf_free(&t);
+        free(by_rank);
+        groups++;
+        i = j;
+    }
+    if (json) bprintf(json, "]}\n");
+    free(v);
+    unmap_all(m, n);
+    return (text && text->oom) || (json && json->oom) ? tr__err(TR_ENOMEM, "flight recorder") : 0;
+}
+
+int tr__flight_dump(const char *session, const char *group, const char *why, char *path_out,
+                    size_t cap) {
+    if (path_out && cap) path_out[0] = '\0';
+    char dir[700], fdir[700], path[1000];
+    snprintf(dir, sizeof dir, "%s/%s", session, TR__TRACE_DIR);
+    snprintf(fdir, sizeof fdir, "%s/%s", session, TR__FLIGHT_DIR);
+    if (mkdir(fdir, 0700) != 0 && errno != EEXIST) return tr__err_errno(errno, "mkdir %s", fdir);
+    DIR *d = opendir(fdir); /* a bounded number of dumps per session */
+    int have = 0;
+    if (d) {
+        while (readdir(d))
+            have++;
+        closedir(d);
+    }
+    if (have > 256) return tr__err(TR_ERESOURCES, "%s holds 256 dumps already", fdir);
+    tr__buf text = TR__BUF_INIT, json = TR__BUF_INIT;
+    int rc = tr__flight_verdicts(dir, group, &text, &json);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    snprintf(path, sizeof path, "%s/%.100s-%d-%lld.json", fdir, group ? group : "all",
+             (int)getpid(), (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+    int fd = rc ? -1 : open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (!rc && fd < 0) rc = tr__err_errno(errno, "open %s", path);
+    if (!rc) {
+        tr__buf head = TR__BUF_INIT;
+        bprintf(&head, "{\"why\":");
+        tr__buf_json_str(&head, why ? why : "");
+        bprintf(&head, ",\"by_pid\":%d,\"at\":%lld.%03lld,\"dump\":", (int)getpid(),
+                (long long)now.tv_sec, (long long)(now.tv_nsec / 1000000));
+        int bad = write(fd, head.data, head.len) != (ssize_t)head.len ||
+                  write(fd, json.data, json.len) != (ssize_t)json.len || write(fd, "}\n", 2) != 2;
+        tr__buf_free(&head);
+        if (close(fd) != 0 || bad) rc = tr__err_errno(errno ? errno : EIO, "writing %s", path);
+    }
+    if (!rc) {
+        tr__buf_append(&text, "", 1);
+        char *s = text.data ? text.data : "";
+        for (char *line = strtok(s, "\n"); line; line = strtok(NULL, "\n"))
+            TR_LOG_WARN("COLL-FLIGHT", "%s (%s; dump: %s)", line, why ? why : "", path);
+        if (path_out && cap) snprintf(path_out, cap, "%s", path);
+    }
+    tr__buf_free(&text);
+    tr__buf_free(&json);
+    return rc;
+}
+
+typedef struct aged {
+    char name[32];
+    time_t mtime;
+} aged;
+
+static int by_age(const void *a, const void *b) {
+    const aged *x = a, *y = b;
+    return x->mtime < y->mtime ? -1 : x->mtime > y->mtime;
+}
+
+void tr__trace_prune(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    size_t n = 0, cap = 0;
+    aged *a = NULL;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9' || strlen(e->d_name) >= sizeof a->name)
+            continue;
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            aged *g = realloc(a, cap * sizeof *a);
+            if (!g) break;
+            a = g;
+        }
+        snprintf(a[n].name, sizeof a[n].name, "%s", e->d_name);
+        a[n++].mtime = st.st_mtime;
+    }
+    if (n > TR__TRACE_KEEP) {
+        qsort(a, n, sizeof *a, by_age);
+        size_t over = n - TR__TRACE_KEEP;
+        for (size_t i = 0; i < n && over; i++)
+            if (!alive(atoi(a[i].name)) && unlinkat(dirfd(d), a[i].name, 0) == 0) over--;
+    }
+    closedir(d);
+    free(a);
+}

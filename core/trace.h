@@ -1,0 +1,161 @@
+/* core/trace.h - what every process of a node records of itself, always on, for the
+ * timeline (`troupe timeline`, tr_timeline_dump) and the collective flight recorder
+ * (`troupe debug collectives`, the dumps of a failed op).
+ *
+ * Each process (a driver, a worker) writes one file, <session>/trace/<pid>, mapped shared:
+ * a header (who it is: pid, role, label), the flight recorder's rings (a ring of the last
+ * TR__FLIGHT_OPS ops for each of up to TR__FLIGHT_GROUPS groups it is a rank of), and a
+ * ring of its last TR__TRACE_EVENTS events (calls submitted and run, gets, puts,
+ * collective ops, graph steps, pulls). Writing an event is one atomic add and a store of
+ * one cache line (its caller's clock reads): no lock, no system call, no message. The file outlives
+ * its process (a worker killed with SIGKILL still tells what it was doing), and goes with the
+ * session directory; the node keeps at most TR__TRACE_KEEP files (the oldest of processes gone are
+ * removed first).
+ *
+ * Readers (the node, the CLI, a driver) map the files read-only and merge them: into
+ * Chrome trace-event JSON (tr__trace_timeline), or into one verdict per group
+ * (tr__flight_verdicts). A reader may see an event half written: each carries its
+ * sequence number, stored last (release), and one that does not match is skipped.
+ *
+ * Times are CLOCK_MONOTONIC ns, as tr__now_ns gives them; the header's `anchor` (realtime
+ * minus monotonic, at open) makes them wall-clock times when merged, so that files of
+ * other nodes line up. */
+#ifndef TR_CORE_TRACE_H
+#define TR_CORE_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/buf.h"
+
+#define TR__TRACE_EVENTS 8192 /* a power of two */
+#define TR__FLIGHT_GROUPS 8
+#define TR__FLIGHT_OPS 32 /* a power of two */
+#define TR__TRACE_KEEP 512
+#define TR__TRACE_DIR "trace"   /* in the session directory */
+#define TR__FLIGHT_DIR "flight" /* the dumps, in the session directory */
+
+/* Event kinds. */
+enum {
+    TR__EV_SUBMIT = 1, /* a call (or task) sent: name its method, flow its call */
+    TR__EV_RUN,        /* a call run by this worker: name its method, flow its call */
+    TR__EV_GET,        /* tr_get: value the bytes */
+    TR__EV_PUT,        /* tr_put: value the bytes */
+    TR__EV_COLL,       /* a collective op: name its kind, value its bytes, flow the op */
+    TR__EV_STEP,       /* a compiled graph's step: name its method, value the execution */
+    TR__EV_PULL,       /* an object pulled from another node: value its bytes */
+    TR__EV_KINDS
+};
+
+typedef struct tr__trace_ev { /* one cache line */
+    uint32_t seq;             /* 1 + its index (mod 2^32) once written (stored last) */
+    uint32_t tid;
+    int64_t ts;    /* when it began */
+    int64_t dur;   /* how long it took */
+    uint64_t flow; /* links it with its other ends (a call's submission and run, a
+                      collective op's ranks); 0: none */
+    uint64_t value;
+    uint8_t kind;
+    uint8_t failed;
+    char name[22]; /* NUL-terminated, cut */
+} tr__trace_ev;
+
+/* An op's states in the flight recorder. */
+enum { TR__FL_FREE, TR__FL_SCHEDULED, TR__FL_STARTED, TR__FL_COMPLETED, TR__FL_FAILED };
+
+typedef struct tr__flight_op {
+    uint64_t seq; /* the op's number in its group (1, 2, ...); 0: empty */
+    int64_t t_sched, t_start, t_end;
+    uint64_t count;
+    int32_t root; /* the root, or the peer of a send or recv; -1: none */
+    int32_t rc;
+    uint8_t kind, dtype, state, pad[5];
+    char method[32]; /* the actor's method that called it ("" if none) */
+} tr__flight_op;
+
+typedef struct tr__flight_group {
+    char name[200]; /* "": a free slot */
+    char backend[8];
+    int32_t rank, world;
+    uint64_t ops; /* ops begun: the newest's seq */
+    int64_t used; /* when last used (a full table reuses the oldest) */
+    tr__flight_op ring[TR__FLIGHT_OPS];
+} tr__flight_group;
+
+#define TR__TRACE_MAGIC 0x31435254u /* "TRC1" */
+
+typedef struct tr__trace_hdr {
+    uint32_t magic, size; /* size: this header's */
+    int32_t pid, pad;
+    int64_t anchor; /* CLOCK_REALTIME - CLOCK_MONOTONIC, in ns, at open */
+    int64_t opened; /* monotonic */
+    uint64_t head;  /* events claimed */
+    char role[16];  /* "driver", "worker" */
+    char label[64]; /* the actor's class, or the driver's program */
+    char actor[40]; /* the actor's id, in hex ("" for a driver) */
+    tr__flight_group groups[TR__FLIGHT_GROUPS];
+    _Alignas(64) tr__trace_ev ev[TR__TRACE_EVENTS];
+} tr__trace_hdr;
+
+/* This process's file (NULL: none, nothing recorded). */
+extern tr__trace_hdr *tr__trace_self;
+
+/* Opens (creates) this process's file in the trace directory of the node whose socket is
+ * node_path (<session>/node.sock), closing any other first. A worker's label is its
+ * class; actor_hex its id (or NULL). 0, or a code (nothing is recorded then). With
+ * TROUPE_TRACE=0 in the environment (a driver's reaches its node and workers), nothing is
+ * recorded: what `bench/actor_calls` compares. */
+int tr__trace_open(const char *node_path, const char *role, const char *label,
+                   const char *actor_hex);
+/* Stops recording and unmaps the file (which stays, for the timeline). */
+void tr__trace_close(void);
+/* This process's trace directory ("" if none). */
+const char *tr__trace_dir(void);
+
+/* This thread's id, cached. */
+uint32_t tr__trace_tid(void);
+
+/* Records an event from t0 to t1 (tr__now_ns; equal: an instant). */
+void tr__trace_ev_add(int kind, int64_t t0, int64_t t1, const char *name, size_t name_len,
+                      uint64_t flow, uint64_t value, int failed);
+
+/* The flow id of a call: its caller's pid, the actor's id and the call's seq on their
+ * stream; both ends compute it. */
+uint64_t tr__trace_call_flow(int32_t caller_pid, const uint8_t actor[16], uint64_t seq);
+
+/* This thread's current method (a worker sets it around a call; "" none). */
+extern __thread const char *tr__trace_method;
+
+/* The flight recorder: an op of group (as this rank sees it) scheduled now. Returns its
+ * entry (NULL: not recorded), which tr__flight_end completes. */
+tr__flight_op *tr__flight_begin(const char *group, const char *backend, int rank, int world,
+                                int kind, int dtype, uint64_t count, int root);
+void tr__flight_started(tr__flight_op *op);
+void tr__flight_end(tr__flight_op *op, int rc);
+/* The op's number in its group (the flow id of its ranks' events comes from it). */
+uint64_t tr__flight_flow(const char *group, uint64_t seq);
+
+/* Readers. The Chrome trace-event JSON of every file in dir ({"traceEvents": [...]}).
+ * name_of (may be NULL) names a process by its pid for the viewer ("" if unknown). */
+int tr__trace_timeline(const char *dir, tr__buf *out,
+                       void (*name_of)(void *ctx, int pid, char *out, size_t cap), void *ctx);
+
+/* The flight recorder's verdicts of every group with a rank in dir (or only `group`):
+ * text (a line per group) and/or json ({"groups": [{"name", "verdict", "ranks": [{"rank",
+ * "pid", "alive", "ops": [...]}]}]}); either may be NULL. */
+int tr__flight_verdicts(const char *dir, const char *group, tr__buf *text, tr__buf *json);
+
+/* Writes the dump of group (NULL: all) as seen from this node - every rank's ring with
+ * the verdict - to <session>/flight/<group>-<pid>-<ms>.json, and logs the verdict.
+ * `why`: what made it ("timeout", "peer died", "SIGUSR1"). 0, or a code. */
+int tr__flight_dump(const char *session, const char *group, const char *why, char *path_out,
+                    size_t cap);
+
+/* A collective op kind's name (collective/group.h's TR__COLL_*: 1 "barrier" ... 11
+ * "recv"; "?" for others). */
+const char *tr__coll_op_name(unsigned kind);
+
+/* Removes the files of processes gone beyond the TR__TRACE_KEEP newest. */
+void tr__trace_prune(const char *dir);
+
+#endif
