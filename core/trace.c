@@ -3,6 +3,7 @@
 #include "core/trace.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -98,18 +99,24 @@ void tr__trace_ev_add(int kind, int64_t t0, int64_t t1, const char *name, size_t
                       uint64_t flow, uint64_t value, int failed) {
     tr__trace_hdr *h = __atomic_load_n(&tr__trace_self, __ATOMIC_ACQUIRE);
     if (!h) return;
+    union {
+        uint64_t w[3];
+        char c[24];
+    } tail = {{0, 0, 0}};
+    tail.c[0] = (char)kind;
+    tail.c[1] = failed != 0;
+    if (name) memcpy(tail.c + 2, name, name_len < 21 ? name_len : 21);
     uint64_t i = __atomic_fetch_add(&h->head, 1, __ATOMIC_RELAXED);
     tr__trace_ev *e = &h->ev[i & (TR__TRACE_EVENTS - 1)];
     __atomic_store_n(&e->seq, 0, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
-    e->tid = tr__trace_tid();
-    e->ts = t0;
-    e->dur = t1 - t0;
-    e->flow = flow;
-    e->value = value;
-    e->kind = (uint8_t)kind;
-    e->failed = failed != 0;
-    copy_str(e->name, sizeof e->name, name ? name : "", name ? name_len : 0);
+    __atomic_store_n(&e->tid, tr__trace_tid(), __ATOMIC_RELAXED);
+    __atomic_store_n(&e->ts, t0, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->dur, t1 - t0, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->flow, flow, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->value, value, __ATOMIC_RELAXED);
+    for (int k = 0; k < 3; k++)
+        __atomic_store_n(&e->tail[k], tail.w[k], __ATOMIC_RELAXED);
     __atomic_store_n(&e->seq, (uint32_t)(i + 1), __ATOMIC_RELEASE);
 }
 
@@ -140,21 +147,46 @@ uint64_t tr__flight_flow(const char *group, uint64_t seq) {
     return h ? h : 1;
 }
 
+/* (a process's slots are chosen under this; an op's entry is its rank's thread's alone,
+ * its state stored last) */
+static pthread_mutex_t flight_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int in_op(const tr__flight_group *g) {
+    if (!g->name[0] || !g->ops) return 0;
+    uint8_t st =
+        __atomic_load_n(&g->ring[(g->ops - 1) & (TR__FLIGHT_OPS - 1)].state, __ATOMIC_ACQUIRE);
+    return st == TR__FL_SCHEDULED || st == TR__FL_STARTED;
+}
+
+static tr__flight_op *flight_begin(tr__trace_hdr *h, const char *group, const char *backend,
+                                   int rank, int world, int kind, int dtype, uint64_t count,
+                                   int root);
+
 tr__flight_op *tr__flight_begin(const char *group, const char *backend, int rank, int world,
                                 int kind, int dtype, uint64_t count, int root) {
     tr__trace_hdr *h = __atomic_load_n(&tr__trace_self, __ATOMIC_ACQUIRE);
     if (!h || !group) return NULL;
-    tr__flight_group *g = NULL, *oldest = &h->groups[0];
+    pthread_mutex_lock(&flight_mu);
+    tr__flight_op *op = flight_begin(h, group, backend, rank, world, kind, dtype, count, root);
+    pthread_mutex_unlock(&flight_mu);
+    return op;
+}
+
+static tr__flight_op *flight_begin(tr__trace_hdr *h, const char *group, const char *backend,
+                                   int rank, int world, int kind, int dtype, uint64_t count,
+                                   int root) {
+    tr__flight_group *g = NULL, *oldest = NULL;
     for (int i = 0; i < TR__FLIGHT_GROUPS && !g; i++) {
         tr__flight_group *c = &h->groups[i];
         if (c->name[0] && c->rank == rank && strncmp(c->name, group, sizeof c->name) == 0)
             g = c;
-        else if (!c->name[0] ? oldest->name[0] != 0 || c->used < oldest->used
-                             : oldest->name[0] && c->used < oldest->used)
+        else if (!in_op(c) &&
+                 (!oldest || (oldest->name[0] && (!c->name[0] || c->used < oldest->used))))
             oldest = c;
     }
     int64_t now = tr__now_ns();
-    if (!g) { /* a new group here: a free slot, or the one used longest ago */
+    if (!g) { /* a new group here: a free slot, or the one used longest ago (not in an op) */
+        if (!oldest) return NULL;
         g = oldest;
         g->name[0] = '\0';
         __atomic_thread_fence(__ATOMIC_RELEASE);
@@ -379,10 +411,11 @@ int tr__trace_timeline(const char *dir, tr__buf *out,
             x.value = e->value;
             x.pid = m[f].pid;
             x.tid = e->tid;
-            x.kind = e->kind;
-            x.failed = e->failed;
+            const char *tail = (const char *)e->tail;
+            x.kind = (uint8_t)tail[0];
+            x.failed = tail[1] != 0;
             x.async = 0;
-            field_str(x.name, sizeof x.name, e->name, sizeof e->name);
+            field_str(x.name, sizeof x.name, tail + 2, 22);
             __atomic_thread_fence(__ATOMIC_ACQUIRE);
             if (__atomic_load_n(&e->seq, __ATOMIC_RELAXED) != (uint32_t)(i + 1))
                 continue; /* rewritten meanwhile */

@@ -55,9 +55,10 @@ typedef struct tr__trace_ev { /* one cache line */
     uint64_t flow; /* links it with its other ends (a call's submission and run, a
                       collective op's ranks); 0: none */
     uint64_t value;
-    uint8_t kind;
-    uint8_t failed;
-    char name[22]; /* NUL-terminated, cut */
+    /* byte 0 its kind, 1 whether it failed, 2-23 its name (NUL-terminated, cut): words,
+     * so that every field is stored atomically (relaxed: plain moves) and two threads a
+     * lap apart on one slot are no data race */
+    uint64_t tail[3];
 } tr__trace_ev;
 
 /* An op's states in the flight recorder. */
