@@ -11,6 +11,7 @@
 #include "actor/pgroup.h"
 #include "actor/protocol.h"
 #include "core/ids.h"
+#include "core/events.h"
 #include "core/idmap.h"
 #include "core/log.h"
 #include "core/nodeconn.h"
@@ -237,7 +238,10 @@ static void release(tr__directory *d, actor *a) {
 
 /* Resources come back when the process is reaped (on_worker_exit), not before. */
 static void make_dead(tr__directory *d, actor *a) {
-    if (a->state != TR__ACTOR_DEAD) d->totals.died++;
+    if (a->state != TR__ACTOR_DEAD) {
+        d->totals.died++;
+        tr__evlog("actor_died", "id", a->hex, "reason", a->reason ? a->reason : "", NULL);
+    }
     a->state = TR__ACTOR_DEAD;
     if (a->timer_live) uv_timer_stop(&a->start_timer);
     if (!a->proc) release(d, a);
@@ -258,6 +262,8 @@ static void forget(tr__directory *d, actor *a);
 
 static void spawn(tr__directory *d, actor *a) {
     a->state = a->inc == 0 ? TR__ACTOR_STARTING : TR__ACTOR_RESTARTING;
+    if (a->inc)
+        tr__evlog("actor_restarting", "id", a->hex, "reason", a->reason ? a->reason : "", NULL);
     a->inc++;
     char env_node[600], env_actor[64], env_cpus[400] = "TROUPE_CPUS=";
     char env_cuda[64 * 97 + 32] = "CUDA_VISIBLE_DEVICES=", env_gpus[64 * 97 + 32] = "TROUPE_GPUS=";
@@ -462,6 +468,8 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
     *tail = a;
     a->state = TR__ACTOR_PENDING;
     d->totals.created++;
+    tr__evlog("actor_created", "id", a->hex, "class", a->label[0] ? a->label : a->cls, "name",
+              a->name ? a->name : "", NULL); /* (the durable event log: core/events.h) */
     free(res);
 
     tr__buf b = TR__BUF_INIT;
@@ -654,6 +662,9 @@ static void on_worker_ready(void *ctx, tr__conn *c, uint64_t seq, const tr__obj 
         return;
     }
     a->state = TR__ACTOR_ALIVE;
+    char pid[24];
+    snprintf(pid, sizeof pid, "%d", (int)a->pid);
+    tr__evlog("actor_alive", "id", a->hex, "pid", pid, NULL);
     if (a->timer_live) uv_timer_stop(&a->start_timer);
     free(a->reason);
     a->reason = NULL;

@@ -10,6 +10,7 @@
 
 #include "collective/group.h"
 #include "collective/shm/segment.h"
+#include "core/events.h"
 #include "core/log.h"
 #include "core/nodeconn.h"
 #include "core/status.h"
@@ -120,6 +121,7 @@ static void on_rendezvous_timeout(uv_timer_t *t) {
         if (g->m[r].joined && !g->m[r].answered)
             tr__server_reply_status(g->m[r].conn, g->m[r].seq, TR_ETIMEDOUT, msg);
     TR_LOG_INFO("GROUP-TIMEOUT", "%s", msg);
+    tr__evlog("group_failed", "name", g->name, "backend", g->backend, "reason", msg, NULL);
     group_free(g);
 }
 
@@ -221,6 +223,9 @@ static void on_join(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
     g->live++;
     if (g->joined == g->world) {
         g->complete = 1;
+        char world[16];
+        snprintf(world, sizeof world, "%d", g->world);
+        tr__evlog("group_formed", "name", g->name, "backend", g->backend, "world", world, NULL);
         uv_timer_stop(&g->timer);
         answer_all(g);
     }
@@ -229,7 +234,13 @@ static void on_join(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
 static void leave(group *g, int rank, int died) {
     member *m = &g->m[rank];
     if (!m->joined) return;
-    (void)died; /* died or destroyed the group: either way an op waiting for it must fail */
+    /* died or destroyed the group: either way an op waiting for it must fail */
+    if (died && g->complete) {
+        char r[16], pid[16];
+        snprintf(r, sizeof r, "%d", rank);
+        snprintf(pid, sizeof pid, "%d", g->h ? (int)g->h->pid[rank] : 0);
+        tr__evlog("group_rank_died", "name", g->name, "rank", r, "pid", pid, NULL);
+    }
     /* ranks waiting in the group see the bit within 10 ms (they poll it between waits;
      * no step counter moves, or a waiter would take it for the rank's progress) */
     if (g->h && g->complete) __atomic_or_fetch(&g->h->dead, 1ull << rank, __ATOMIC_SEQ_CST);

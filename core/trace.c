@@ -22,7 +22,7 @@
 #include "core/status.h"
 
 tr__trace_hdr *tr__trace_self;
-__thread const char *tr__trace_method;
+__attribute__((visibility("hidden"))) __thread const char *tr__trace_method;
 static char self_dir[600];
 static __thread uint32_t my_tid;
 
@@ -759,7 +759,7 @@ void tr__trace_prune(const char *dir) {
             if (!g) break;
             a = g;
         }
-        snprintf(a[n].name, sizeof a[n].name, "%s", e->d_name);
+        memcpy(a[n].name, e->d_name, strlen(e->d_name) + 1); /* (shorter: checked above) */
         a[n++].mtime = st.st_mtime;
     }
     if (n > TR__TRACE_KEEP) {

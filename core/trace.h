@@ -125,7 +125,7 @@ void tr__trace_ev_add(int kind, int64_t t0, int64_t t1, const char *name, size_t
 uint64_t tr__trace_call_flow(int32_t caller_pid, const uint8_t actor[16], uint64_t seq);
 
 /* This thread's current method (a worker sets it around a call; "" none). */
-extern __thread const char *tr__trace_method;
+extern __attribute__((visibility("hidden"))) __thread const char *tr__trace_method;
 
 /* The flight recorder: an op of group (as this rank sees it) scheduled now. Returns its
  * entry (NULL: not recorded), which tr__flight_end completes. */

@@ -1571,6 +1571,18 @@ int call_str(tr_runtime *rt, tr_actor_id a, const char *method, const std::strin
     return rc;
 }
 
+bool session_ended(const std::string &session) {
+    DIR *d = opendir(session.c_str());
+    if (!d) return true;
+    bool only_kept = true;
+    while (struct dirent *e = readdir(d)) {
+        std::string n = e->d_name;
+        if (n != "." && n != ".." && n != "events.log" && n != "flight") only_kept = false;
+    }
+    closedir(d);
+    return only_kept;
+}
+
 bool pid_alive(int pid) {
     if (pid <= 0) return false;
     if (kill(pid, 0) != 0) return false;

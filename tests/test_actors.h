@@ -84,6 +84,9 @@ int call_i64(tr_runtime *rt, tr_actor_id a, const char *method, int64_t arg, int
 int call_str(tr_runtime *rt, tr_actor_id a, const char *method, const std::string &arg,
              std::string *out, int timeout_ms = 10000);
 bool pid_alive(int pid);
+/* Whether a node's session directory has ended: gone, or holding only what outlives its
+ * node (the event log, the flight recorder's dumps: docs/OBSERVABILITY.md). */
+bool session_ended(const std::string &session);
 /* Runs this test binary again as a helper process (test_main picks its role from the
  * extra "NAME=value" environment entry), waits for it and returns its wait status, or
  * -1 if it could not be started. */

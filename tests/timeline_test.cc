@@ -256,3 +256,64 @@ TEST_F(Timeline, SIGUSR1ToTheNodeDumpsEveryGroup) {
 }
 
 } // namespace
+
+namespace {
+
+/* The durable event log (core/events.h): a session's actors, groups and node as its log
+ * leaves them, read by `troupe list --session DIR` after the node is gone. */
+TEST(EventLog, ASessionAnswersAfterItsNodeIsGone) {
+    tr_runtime *rt;
+    ASSERT_EQ(tr_init(test_config(), &rt), 0) << tr_last_error();
+    std::string dir = session_of(rt);
+    std::vector<tr_actor_id> a(3);
+    for (auto &x : a) {
+        ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "c", 1, &x), 0) << tr_last_error();
+        ASSERT_EQ(tr_actor_wait_ready(rt, x, 10000), 0) << tr_last_error();
+    }
+    std::vector<tr_ref> j(2);
+    for (int k = 0; k < 2; k++) {
+        std::string spec = "logged|2|" + std::to_string(k) + "|shm";
+        ASSERT_EQ(tr_call(rt, a[k], "join_group", spec.data(), spec.size(), &j[k]), 0);
+    }
+    for (auto &ref : j)
+        ASSERT_EQ(tr_get(rt, ref, 30000, nullptr, nullptr), 0) << tr_last_error();
+    EXPECT_EQ(tr_actor_kill(rt, a[0], 1), 0);
+    EXPECT_TRUE(eventually(10000, [&] {
+        tr_actor_details d = TR_ACTOR_DETAILS_INIT;
+        return tr_actor_info(rt, a[0], &d) == 0 && d.state == TR_ACTOR_DEAD;
+    }));
+    char hex[33];
+    for (int i = 0; i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", a[0].b[i]);
+    tr_shutdown(rt);
+
+    /* the node is gone: its session keeps the log, nothing else of it */
+    EXPECT_EQ(access((dir + "/node.sock").c_str(), F_OK), -1);
+    EXPECT_EQ(access((dir + "/events.log").c_str(), R_OK), 0);
+    auto list = [&](const std::string &what, int *st) {
+        return run_cmd(g_troupe_cli + " list " + what + " --session " + dir + " 2>&1", st);
+    };
+    int st;
+    std::string out = list("actors --json --filter state=DEAD", &st);
+    ASSERT_EQ(st, 0) << out;
+    EXPECT_NE(out.find("\"total\":3,\"matched\":3"), std::string::npos) << out;
+    EXPECT_NE(out.find("\"class_name\":\"Counter\""), std::string::npos) << out;
+    out =
+        run_cmd(g_troupe_cli + " get actors " + std::string(hex) + " --json --session " + dir, &st);
+    ASSERT_EQ(st, 0) << out;
+    EXPECT_NE(out.find("\"state\":\"DEAD\""), std::string::npos) << out;
+    EXPECT_NE(out.find("\"reason\":\"killed"), std::string::npos) << out;
+    out = list("groups --json", &st);
+    EXPECT_NE(out.find("\"id\":\"logged\""), std::string::npos) << out;
+    EXPECT_NE(out.find("\"state\":\"BROKEN\""), std::string::npos) << "rank 0 was killed: " << out;
+    out = list("nodes --json", &st);
+    EXPECT_NE(out.find("\"state\":\"STOPPED\""), std::string::npos) << out;
+    out = list("events --filter event=actor_created", &st);
+    EXPECT_EQ(st, 0) << out;
+    EXPECT_NE(out.find("(3 shown of 3 matched"), std::string::npos) << out;
+    out = list("objects", &st);
+    EXPECT_NE(st, 0) << "a log knows no objects: " << out;
+    run_cmd("rm -rf " + dir, &st);
+}
+
+} // namespace

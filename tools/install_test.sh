@@ -22,7 +22,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 so="$prefix/lib/libtroupe.so.1"
 soname=$(readelf -d "$so" | sed -n 's/.*(SONAME).*\[\(.*\)\].*/\1/p')
 [[ "$soname" == libtroupe.so.1 ]] || fail "SONAME is '$soname', not libtroupe.so.1"
-syms=$(nm -D --defined-only "$so")
+syms=$(nm -D --extern-only --defined-only "$so") # (a LOCAL TLS symbol in .dynsym is not exported)
 others=$(awk '$3 !~ /^tr_[a-z]/ && $3 != "TROUPE_1" {print $3}' <<<"$syms")
 [[ -z "$others" ]] || fail "libtroupe exports more than tr_*: $(head -5 <<<"$others")"
 grep -q " tr_init_abi@@TROUPE_1$" <<<"$syms" || fail "tr_init_abi is not exported"

@@ -24,6 +24,7 @@
  * starts a node that joins that head (api/cluster.h).
  */
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -36,6 +37,7 @@
 #include <unistd.h>
 
 #include "api/node/cluster.h"
+#include "api/node/lists.h"
 #include "api/node/node.h"
 #include "core/clock.h"
 #include "core/codec.h"
@@ -45,6 +47,7 @@
 #include "core/log.h"
 #include "core/nodeconn.h"
 #include "core/rpc.h"
+#include "core/events.h"
 #include "core/status.h"
 #include "core/trace.h"
 
@@ -68,6 +71,8 @@ static void usage(void) {
             "       troupe timeline [-o FILE|-]  (Chrome trace-event JSON of the node's\n"
             "                    processes: calls, gets, puts, collective ops, graph steps)\n"
             "       (KIND: actors, objects, groups, nodes; --address PATH, --tmpdir DIR)\n"
+            "       troupe list|get KIND --session DIR|last  (a session's event log, after its\n"
+            "                    node is gone: KIND actors, nodes, groups or events)\n"
             "       (start: [--metrics-port P] [--metrics-host ADDR]: the node's /metrics\n"
             "        and status page; 0, the default: any free port; -1: none)\n"
             "       troupe version\n");
@@ -290,6 +295,45 @@ static int cmd_api(const char *addr, const char *path, const char *query) {
     return status == 200 ? 0 : 1;
 }
 
+/* `troupe list|get --session DIR`: the answer a session's event log gives after its node
+ * is gone (api/node/lists.h); DIR "last": the newest session under tmpdir's base. */
+static int cmd_session(const char *dir, const char *tmpdir, const char *path, const char *query) {
+    char log[1400], best[1100] = "";
+    if (strcmp(dir, "last") == 0) {
+        char base[600];
+        int rc = tr__node_base_dir(tmpdir, base, sizeof base);
+        if (rc) return fail(rc, "list");
+        DIR *d = opendir(base);
+        time_t newest = 0;
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            struct stat st;
+            char p[1100];
+            snprintf(p, sizeof p, "%s/%s/%s", base, e->d_name, TR__EVENTS_FILE);
+            if (e->d_name[0] == 'n' && stat(p, &st) == 0 && st.st_mtime >= newest) {
+                newest = st.st_mtime;
+                snprintf(best, sizeof best, "%s/%s", base, e->d_name);
+            }
+        }
+        if (d) closedir(d);
+        if (!best[0]) return fail(tr__err(TR_ENOTFOUND, "no session in %s", base), "list");
+        dir = best;
+    }
+    snprintf(log, sizeof log, "%s/%s", dir, TR__EVENTS_FILE);
+    if (access(log, R_OK) != 0)
+        return fail(tr__err(TR_ENOTFOUND, "%s: %s", log, strerror(errno)), "list");
+    tr__lists_src src;
+    memset(&src, 0, sizeof src);
+    src.events_log = log;
+    tr__buf b = TR__BUF_INIT;
+    int status = tr__lists_answer(&src, path, query, &b);
+    FILE *to = status == 200 ? stdout : stderr;
+    fprintf(to, "%.*s%s", (int)b.len, b.data ? b.data : "",
+            b.len && b.data[b.len - 1] == '\n' ? "" : "\n");
+    tr__buf_free(&b);
+    return status == 200 ? 0 : 1;
+}
+
 /* `troupe timeline`: the node's processes' rings (core/trace.h), read where they are (the
  * node's session directory, beside its socket), as Chrome trace-event JSON, to output
  * (default: timeline-<time>.json here; "-": stdout). 0, or 1. */
@@ -392,7 +436,7 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     tr_config *cfg;
     if (tr_config_create(&cfg)) return 1;
-    const char *addr = NULL, *output = NULL;
+    const char *addr = NULL, *output = NULL, *session = NULL;
     char *paths = NULL; /* --worker-path's, so far */
     int head = 0;
     /* a command's subcommand: `troupe metrics prometheus-config`, `troupe list actors`
@@ -432,6 +476,8 @@ int main(int argc, char **argv) {
             addr = v;
         else if (strcmp(a, "--output") == 0 || strcmp(a, "-o") == 0)
             output = v;
+        else if (strcmp(a, "--session") == 0)
+            session = v;
         else if (strcmp(a, "--num-cpus") == 0)
             rc = tr_config_set(cfg, "num_cpus", v);
         else if (strcmp(a, "--cpu-binding") == 0)
@@ -484,7 +530,7 @@ int main(int argc, char **argv) {
     /* the commands that talk to a running node find it where `start` recorded it */
     static const char *const to_node[] = {"status",  "stop",    "list",  "get",
                                           "summary", "metrics", "debug", "timeline"};
-    for (size_t i = 0; i < sizeof to_node / sizeof *to_node && !addr; i++)
+    for (size_t i = 0; i < sizeof to_node / sizeof *to_node && !addr && !session; i++)
         if (strcmp(cmd, to_node[i]) == 0) {
             int rc = default_address(cfg->tmpdir, found, sizeof found);
             if (rc) return fail(rc, cmd);
@@ -508,7 +554,8 @@ int main(int argc, char **argv) {
             snprintf(path, sizeof path, "/api/v1/%s", sub);
         if (!json && strcmp(cmd, "list") == 0)
             list_query_add(list_query, sizeof list_query, "format=table");
-        status = cmd_api(addr, path, list_query);
+        status = session ? cmd_session(session, cfg->tmpdir, path, list_query)
+                         : cmd_api(addr, path, list_query);
     } else if (strcmp(cmd, "debug") == 0) { /* the groups' verdicts, from their ranks' ops */
         if (!sub || strcmp(sub, "collectives") != 0) {
             usage();

@@ -10,6 +10,7 @@
 #include "actor/protocol.h"
 #include "collective/group.h"
 #include "core/http.h"
+#include "core/events.h"
 #include "core/ids.h"
 #include "core/trace.h"
 #include "objectstore/segment.h"
@@ -333,8 +334,155 @@ static void node_row(void *ctx, const tr__member *m, int head) {
     take(ctx, &r);
 }
 
+/* ---- a session's event log, replayed (core/events.h) -------------------------------- */
+
+/* What the log says of one item at its end: its fields, in the order they came. */
+typedef struct item {
+    row r;
+} item;
+
+typedef struct replay {
+    const char *kind; /* actors, nodes, groups, or events */
+    item *v;
+    size_t n, cap;
+    lister *l;
+} replay;
+
+static row *find_item(replay *p, const char *id, int add) {
+    for (size_t i = 0; i < p->n; i++)
+        if (strcmp(p->v[i].r.val[0], id) == 0) return &p->v[i].r;
+    if (!add || p->n == 20000) return NULL; /* (bounded: 20000 items of a kind) */
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 64;
+        item *g = realloc(p->v, cap * sizeof *g);
+        if (!g) return NULL;
+        p->v = g;
+        p->cap = cap;
+    }
+    row *r = &p->v[p->n++].r;
+    memset(r, 0, sizeof *r);
+    field(r, "id", 0, "%s", id);
+    return r;
+}
+
+/* Sets field key of r to val (added if new). */
+static void set(row *r, const char *key, int num, const char *val) {
+    for (int i = 0; i < r->n; i++)
+        if (strcmp(r->key[i], key) == 0) {
+            snprintf(r->val[i], sizeof r->val[i], "%s", val);
+            return;
+        }
+    field(r, key, num, "%s", val);
+}
+
+static void on_event(void *ctx, const tr__evlog_rec *e) {
+    replay *p = ctx;
+    const char *ev = tr__evlog_get(e, "event"), *t = tr__evlog_get(e, "t");
+    if (strcmp(p->kind, "events") == 0) { /* each event: t, event, what it names, the rest */
+        row r = {0};
+        const char *id = tr__evlog_get(e, "id");
+        field(&r, "t", 0, "%s", t);
+        field(&r, "event", 0, "%s", ev);
+        field(&r, "id", 0, "%s", *id ? id : tr__evlog_get(e, "name"));
+        char more[256];
+        size_t k = 0;
+        more[0] = '\0';
+        for (int i = 0; i < e->n && k < sizeof more; i++)
+            if (strcmp(e->key[i], "t") && strcmp(e->key[i], "event") && strcmp(e->key[i], "id") &&
+                strcmp(e->key[i], "name"))
+                k += (size_t)snprintf(more + k, sizeof more - k, "%s%s=%s", k ? " " : "", e->key[i],
+                                      e->val[i]);
+        field(&r, "details", 0, "%s", more);
+        take(p->l, &r);
+        return;
+    }
+    row *r = NULL;
+    if (strcmp(p->kind, "actors") == 0 && strncmp(ev, "actor_", 6) == 0) {
+        if (!(r = find_item(p, tr__evlog_get(e, "id"), strcmp(ev, "actor_created") == 0))) return;
+        if (strcmp(ev, "actor_created") == 0) {
+            set(r, "class_name", 0, tr__evlog_get(e, "class"));
+            set(r, "name", 0, tr__evlog_get(e, "name"));
+            set(r, "state", 0, "PENDING");
+            set(r, "pid", 1, "0");
+            set(r, "restarts", 1, "0");
+            set(r, "created", 0, t);
+            set(r, "ended", 0, "");
+            set(r, "reason", 0, "");
+        } else if (strcmp(ev, "actor_alive") == 0) {
+            set(r, "state", 0, "ALIVE");
+            set(r, "pid", 1, tr__evlog_get(e, "pid"));
+        } else if (strcmp(ev, "actor_restarting") == 0) {
+            char n[24];
+            long k = 0;
+            for (int i = 0; i < r->n; i++)
+                if (strcmp(r->key[i], "restarts") == 0) k = atol(r->val[i]);
+            snprintf(n, sizeof n, "%ld", k + 1);
+            set(r, "state", 0, "RESTARTING");
+            set(r, "restarts", 1, n);
+            set(r, "reason", 0, tr__evlog_get(e, "reason"));
+        } else if (strcmp(ev, "actor_died") == 0) {
+            set(r, "state", 0, "DEAD");
+            set(r, "ended", 0, t);
+            set(r, "reason", 0, tr__evlog_get(e, "reason"));
+        }
+    } else if (strcmp(p->kind, "nodes") == 0) {
+        int self = strcmp(ev, "node_started") == 0 || strcmp(ev, "node_stopped") == 0;
+        if (!self && strcmp(ev, "node_joined") != 0 && strcmp(ev, "node_lost") != 0) return;
+        const char *id = self ? "this node" : tr__evlog_get(e, "id");
+        if (!(r = find_item(p, id, 1))) return;
+        if (strcmp(ev, "node_started") == 0 || strcmp(ev, "node_joined") == 0) {
+            set(r, "address", 0, tr__evlog_get(e, "address"));
+            set(r, "state", 0, "ALIVE");
+            set(r, "since", 0, t);
+            set(r, "reason", 0, "");
+        } else {
+            set(r, "state", 0, self ? "STOPPED" : "LOST");
+            set(r, "since", 0, t);
+            set(r, "reason", 0, tr__evlog_get(e, "reason"));
+        }
+    } else if (strcmp(p->kind, "groups") == 0 && strncmp(ev, "group_", 6) == 0) {
+        if (!(r = find_item(p, tr__evlog_get(e, "name"), 1))) return;
+        if (strcmp(ev, "group_formed") == 0) {
+            set(r, "backend", 0, tr__evlog_get(e, "backend"));
+            set(r, "world", 1, tr__evlog_get(e, "world"));
+            set(r, "state", 0, "ALIVE");
+            set(r, "since", 0, t);
+            set(r, "reason", 0, "");
+        } else if (strcmp(ev, "group_failed") == 0) {
+            set(r, "backend", 0, tr__evlog_get(e, "backend"));
+            set(r, "state", 0, "FAILED");
+            set(r, "since", 0, t);
+            set(r, "reason", 0, tr__evlog_get(e, "reason"));
+        } else if (strcmp(ev, "group_rank_died") == 0) {
+            char why[200];
+            snprintf(why, sizeof why, "rank %s (pid %s) died", tr__evlog_get(e, "rank"),
+                     tr__evlog_get(e, "pid"));
+            set(r, "state", 0, "BROKEN");
+            set(r, "since", 0, t);
+            set(r, "reason", 0, why);
+        }
+    }
+}
+
+/* The kind's items as the session's event log leaves them; 0, or -1 (an unknown kind),
+ * or -2 (the log cannot be read). */
+static int walk_log(const char *log, const char *kind, lister *l) {
+    static const char *const kinds[] = {"actors", "nodes", "groups", "events"};
+    int known = 0;
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+        known |= strcmp(kind, kinds[i]) == 0;
+    if (!known) return -1;
+    replay p = {kind, NULL, 0, 0, l};
+    if (tr__evlog_read(log, on_event, &p)) return -2;
+    for (size_t i = 0; i < p.n; i++)
+        take(l, &p.v[i].r);
+    free(p.v);
+    return 0;
+}
+
 /* Walks kind's items into l; 0, or -1 for an unknown kind. */
 static int walk(const tr__lists_src *src, const char *kind, lister *l) {
+    if (src->events_log) return walk_log(src->events_log, kind, l) == 0 ? 0 : -1;
     if (strcmp(kind, "actors") == 0) {
         tr__directory_each(*src->dir, actor_row, l);
     } else if (strcmp(kind, "objects") == 0) {
@@ -418,7 +566,8 @@ static void sum_node(void *ctx, const tr__member *m, int head) {
 }
 
 static int answer_summary(const tr__lists_src *src, const char *kind, tr__buf *out) {
-    static summary s; /* (the loop thread's alone: it is large) */
+    if (src->events_log) return 404; /* (a live node's only) */
+    static summary s;                /* (the loop thread's alone: it is large) */
     memset(&s, 0, sizeof s);
     if (strcmp(kind, "actors") == 0) {
         for (int st = 0; st <= TR__ACTOR_DEAD; st++) { /* (every state, in order) */

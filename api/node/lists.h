@@ -28,6 +28,10 @@ typedef struct tr__lists_src {
     tr__groups *groups;
     tr__cluster **cluster;
     const char *node_sock; /* this node's address */
+    /* instead of all the above: a session's event log (core/events.h), replayed - what
+     * `troupe list --session DIR` answers after its node is gone (kinds: actors, nodes,
+     * groups, and events: each as it was logged) */
+    const char *events_log;
 } tr__lists_src;
 
 /* Answers path (from "/api/v1/") with query ("" if none): appends the JSON to out and

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/events.h"
 #include "core/log.h"
 #include "core/status.h"
 
@@ -50,6 +51,7 @@ int tr__members_join(tr__members *t, tr__member *m, int64_t want, int64_t now) {
     m->num = (uint32_t)want;
     m->last_ns = now;
     m->alive = 1;
+    tr__evlog("node_joined", "id", m->id, "address", m->address, NULL); /* (core/events.h) */
     if (i == t->n) t->n++;
     t->nodes[i] = *m;
     return i;
@@ -60,6 +62,7 @@ int tr__members_beat(tr__members *t, const char *id, int64_t now, int *back) {
     if (i >= t->n)
         return tr__err(TR_ENOTFOUND, "cluster: node %s is not known here: register again", id);
     *back = !t->nodes[i].alive;
+    if (*back) tr__evlog("node_joined", "id", t->nodes[i].id, "address", t->nodes[i].address, NULL);
     t->nodes[i].last_ns = now;
     t->nodes[i].alive = 1;
     return i;
@@ -74,6 +77,8 @@ void tr__members_sweep(tr__members *t, int64_t now, void (*on_lost)(void *arg, c
             m->alive = 0;
             TR_LOG_ERROR("CLUSTER-LOST", "node %s at %s is lost: no heartbeat for %lld ms", m->id,
                          m->address, (long long)silent);
+            tr__evlog("node_lost", "id", m->id, "address", m->address, "reason", "no heartbeat",
+                      NULL);
             if (on_lost) on_lost(arg, m);
         }
         if (!m->alive && silent >= TR__MEMBER_FORGET_MS) { /* gone for good: forgotten */

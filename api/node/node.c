@@ -42,6 +42,7 @@
 #include "core/nodeconn.h"
 #include "core/server.h"
 #include "core/status.h"
+#include "core/events.h"
 #include "core/trace.h"
 #include "core/workerpool.h"
 #include "objectstore/store.h"
@@ -166,6 +167,78 @@ static void remove_session(node *n) {
     remove_tree(n->session, 1);
 }
 
+/* A session ended (its node stopped, or died): what outlives it - the event log and the
+ * flight recorder's dumps (core/events.h, core/trace.h) - stays for `troupe list
+ * --session DIR`; everything else goes (a session with neither goes whole). */
+static void end_session(const char *dir) {
+    DIR *d = opendir(dir);
+    int kept = 0;
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+            if (strcmp(e->d_name, TR__EVENTS_FILE) == 0 || strcmp(e->d_name, TR__FLIGHT_DIR) == 0) {
+                kept = 1;
+                continue;
+            }
+            char p[1100];
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            if (unlink(p) != 0 && errno == EISDIR) remove_tree(p, 0);
+        }
+        closedir(d);
+    }
+    if (!kept) rmdir(dir);
+}
+
+/* The ended sessions kept in a base directory (the newest; older ones are removed). */
+#define ENDED_KEEP 20
+
+typedef struct ended {
+    char name[64];
+    time_t mtime;
+} ended;
+
+static int newest_first(const void *a, const void *b) {
+    const ended *x = a, *y = b;
+    return x->mtime > y->mtime ? -1 : x->mtime < y->mtime;
+}
+
+/* Removes the ended sessions of base beyond the ENDED_KEEP newest. */
+static void prune_ended(const char *base) {
+    DIR *d = opendir(base);
+    if (!d) return;
+    ended *v = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] != 'n' || strlen(e->d_name) >= sizeof v->name) continue;
+        char p[800];
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s/node.lock", base, e->d_name);
+        if (access(p, F_OK) == 0) continue; /* (a live node's, or one the sweep ends) */
+        snprintf(p, sizeof p, "%s/%s/%s", base, e->d_name, TR__EVENTS_FILE);
+        if (stat(p, &st) != 0) continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 32;
+            ended *g = realloc(v, cap * sizeof *v);
+            if (!g) break;
+            v = g;
+        }
+        memcpy(v[n].name, e->d_name, strlen(e->d_name) + 1); /* (shorter: checked above) */
+        v[n++].mtime = st.st_mtime;
+    }
+    closedir(d);
+    if (n > ENDED_KEEP) {
+        qsort(v, n, sizeof *v, newest_first);
+        for (size_t i = ENDED_KEEP; i < n; i++) {
+            char p[800];
+            snprintf(p, sizeof p, "%s/%s", base, v[i].name);
+            remove_tree(p, 1);
+        }
+    }
+    free(v);
+}
+
 /* A node holds an exclusive flock on <session>/node.lock while it lives. A session
  * directory whose lock can be taken (and is not brand new: a node creates the file just
  * before locking it) belongs to a node that died without cleaning up (SIGKILL): remove it.
@@ -184,12 +257,23 @@ static void sweep_stale_sessions(const char *base) {
         struct stat st;
         if (fstat(fd, &st) == 0 && time(NULL) - st.st_mtime > 1 &&
             flock(fd, LOCK_EX | LOCK_NB) == 0) {
-            TR_LOG_INFO("NODE-SWEEP", "removing %s, left by a node that died", dir);
-            remove_tree(dir, 1);
+            TR_LOG_INFO("NODE-SWEEP", "ending %s, left by a node that died", dir);
+            char log[800]; /* (its event log says so, and stays) */
+            snprintf(log, sizeof log, "%s/%s", dir, TR__EVENTS_FILE);
+            int lfd = open(log, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+            if (lfd >= 0) {
+                dprintf(lfd,
+                        "{\"t\":\"%lld.000\",\"event\":\"node_stopped\",\"reason\":\"the node "
+                        "died without stopping (found by a later node)\"}\n",
+                        (long long)time(NULL));
+                close(lfd);
+            }
+            end_session(dir);
         }
         close(fd);
     }
     closedir(d);
+    prune_ended(base);
 }
 
 static void close_walk(uv_handle_t *h, void *arg) {
@@ -652,6 +736,12 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
         return 1;
     }
     sweep_stale_sessions(base);
+    /* the durable event log (core/events.h): it outlives the node */
+    if (tr__evlog_open(n->session))
+        TR_LOG_WARN("NODE-EVENTS", "no event log: %s", tr__last_error());
+    char pid_s[24];
+    snprintf(pid_s, sizeof pid_s, "%d", (int)getpid());
+    tr__evlog("node_started", "pid", pid_s, "address", n->sock, "session", n->session, NULL);
 
     /* The CPUs this node may run on (its affinity: taskset, cpusets), which it hands to
      * actors whole (cpu_binding "cores"); their count is the default CPU capacity. */
@@ -726,7 +816,7 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
     tr__server_on(n->srv, TR__MSG_STATUS, on_status, n);
     tr__server_on(n->srv, TR__MSG_NODE_WHERE, on_node_where, n);
     tr__server_on(n->srv, TR__MSG_API, on_api, n);
-    n->lists = (tr__lists_src){&n->dir, n->store, n->groups, &n->cluster, n->sock};
+    n->lists = (tr__lists_src){&n->dir, n->store, n->groups, &n->cluster, n->sock, NULL};
     tr__server_on(n->srv, TR__MSG_CLUSTER_KV, on_cluster_kv, n);
     tr__server_on(n->srv, TR__MSG_NODE_LOST, on_node_lost, n);
     tr__server_on(n->srv, TR__MSG_SHUTDOWN, on_shutdown_msg, n);
@@ -790,7 +880,9 @@ out:
     tr__store_destroy(n->store);
     tr__groups_destroy(n->groups);
     tr__metrics_destroy(n->metrics);
-    remove_session(n);
+    tr__evlog("node_stopped", "reason", "stopped", NULL);
+    tr__evlog_close();
+    end_session(n->session);
     close(lock_fd);
     free(n);
     tr__log_flush_limits();
