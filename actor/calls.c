@@ -117,6 +117,7 @@ struct slot {
     uint8_t exported;     /* the ref escaped: its twin is in the store, pinned here
                              (docs/OWNERSHIP.md); 2: while the call is pending */
     uint8_t counted;      /* in its actor's n_pending */
+    uint8_t pending;      /* in this process's pending calls (the node's metrics) */
     uint8_t in_fifo;      /* in its actor's FIFO (queued or in flight) */
     uint8_t canceled;     /* tr_cancel completed it: the reply, if one comes, is dropped */
     struct slot_extra *x; /* what only some calls have (NULL for a plain call) */
@@ -370,7 +371,15 @@ static tr_ref ref_of(const tr__actors *a, const slot *s) {
     return r;
 }
 
+/* The call is no longer pending (done, or freed): the node's metrics hear so. */
+static void unpend(slot *s) {
+    if (!s->pending) return;
+    s->pending = 0;
+    if (tr__proc_cnt()) tr__cnt_add((uint64_t *)&tr__proc_cnt()->calls_pending, (uint64_t)-1);
+}
+
 static void slot_free(tr__actors *a, slot *s) {
+    unpend(s);
     if (s->x && s->x->parent) {
         slot *p = s->x->parent;
         s->x->parent = NULL;
@@ -520,6 +529,7 @@ static void complete(tr__actors *a, slot *s) {
     }
     s->ac = NULL;
     s->done = 1;
+    unpend(s);
     if (s->exported) fill_twin(a, s);
     drop_args(a, s);
     if (s->x) drop_keep(a, s);
@@ -1565,6 +1575,8 @@ submit(tr__actors *a, tr_actor_id id, const char *method, const void *args, size
         goto fail;
     }
     int queued = 0;
+    s->pending = 1; /* (the node's metrics: troupe_calls_pending) */
+    if (tr__proc_cnt()) tr__cnt_add((uint64_t *)&tr__proc_cnt()->calls_pending, 1);
     if (ac->dead) {
         slot_fail(a, s, TR_EACTOR_DIED, ac->reason);
     } else if (s->waiting || ac->held_head) {

@@ -819,7 +819,13 @@ int tr__remote_pull(tr__remotes *r, const char *address, const char *token,
         if (rc) tr__objects_abort(o, obj); /* else its pin goes after the lookup that follows */
     }
     tr__trace_ev_add(TR__EV_PULL, t0, tr__now_ns(), "pull", 4, 0, got,
-                     rc != 0); /* (the timeline) */
+                     rc != 0);               /* (the timeline) */
+    tr__proc_counters *cnt = tr__proc_cnt(); /* (the node's metrics) */
+    if (cnt) {
+        tr__cnt_add(&cnt->pulls, 1);
+        tr__cnt_add(&cnt->pull_bytes, got);
+        if (rc < 0) tr__cnt_add(&cnt->pull_errors, 1);
+    }
     return rc ? rc : created;
 }
 

@@ -401,7 +401,9 @@ static int run_op(tr_group *g, const tr__coll_args *a, int timeout_ms) {
     uint64_t bytes = (uint64_t)a->count * tr__dtype_size(a->dtype);
     int64_t t1 = tr__now_ns();
     /* (the node's metrics: ops, bytes and time by backend and kind) */
-    tr__cnt_coll(tr__cnt_backend(g->be->name), a->kind, bytes, (uint64_t)(t1 - t0), rc);
+    int backend = tr__cnt_backend(g->be->name);
+    tr__cnt_coll(backend, a->kind, bytes, (uint64_t)(t1 - t0), rc);
+    if (tr__proc_cnt()) tr__hist_add(&tr__proc_cnt()->coll[backend], (uint64_t)(t1 - t0), rc != 0);
     /* (the timeline: the op, linked to the other ranks' by its number in the group) */
     tr__trace_ev_add(TR__EV_COLL, t0, t1, tr__coll_op_name(a->kind),
                      strlen(tr__coll_op_name(a->kind)), fl ? tr__flight_flow(g->name, fl->seq) : 0,

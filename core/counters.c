@@ -7,6 +7,35 @@
 
 tr__coll_counters *tr__coll_counters_self;
 
+const uint64_t tr__hist_bound_ns[TR__HIST_BUCKETS - 1] = {
+    10000,    50000,     100000,    500000,     1000000,       5000000,       10000000,
+    50000000, 100000000, 500000000, 1000000000, 5000000000ull, 10000000000ull};
+
+void tr__hist_add(tr__hist *h, uint64_t ns, int err) {
+    int b = 0;
+    while (b < TR__HIST_BUCKETS - 1 && ns > tr__hist_bound_ns[b])
+        b++;
+    __atomic_fetch_add(&h->n, 1, __ATOMIC_RELAXED);
+    if (err) __atomic_fetch_add(&h->errors, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&h->ns, ns, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&h->bucket[b], 1, __ATOMIC_RELAXED);
+}
+
+static uint64_t ld(const uint64_t *v) {
+    return __atomic_load_n(v, __ATOMIC_RELAXED);
+}
+
+void tr__proc_cnt_add(tr__proc_counters *to, const tr__proc_counters *from) {
+    to->pulls += ld(&from->pulls);
+    to->pull_bytes += ld(&from->pull_bytes);
+    to->pull_errors += ld(&from->pull_errors);
+    to->rpc_errors += ld(&from->rpc_errors);
+    to->graph_execs += ld(&from->graph_execs);
+    tr__hist_sum(&to->steps, (tr__hist *)&from->steps, 0);
+    for (int b = 0; b < TR__CNT_BACKENDS; b++)
+        tr__hist_sum(&to->coll[b], (tr__hist *)&from->coll[b], 0);
+}
+
 int tr__cnt_backend(const char *name) {
     if (!name) return TR__CNT_OTHER;
     if (strcmp(name, "shm") == 0) return TR__CNT_SHM;
@@ -32,6 +61,14 @@ static uint64_t take(uint64_t *v, int clear) {
     uint64_t x = __atomic_load_n(v, __ATOMIC_RELAXED);
     if (clear) __atomic_store_n(v, 0, __ATOMIC_RELAXED);
     return x;
+}
+
+void tr__hist_sum(tr__hist *to, tr__hist *from, int clear) {
+    to->n += take(&from->n, clear);
+    to->errors += take(&from->errors, clear);
+    to->ns += take(&from->ns, clear);
+    for (int i = 0; i < TR__HIST_BUCKETS; i++)
+        to->bucket[i] += take(&from->bucket[i], clear);
 }
 
 void tr__cnt_coll_add(tr__coll_counters *to, tr__coll_counters *from, int clear) {

@@ -26,6 +26,33 @@ typedef struct tr__coll_counters {
     uint64_t peer_deaths[TR__CNT_BACKENDS];
 } tr__coll_counters;
 
+/* A histogram of durations: how many, how many failed, their sum, and how many fell in
+ * each bucket (bucket i: at most tr__hist_bound_ns[i]; the last: longer). Relaxed atomic
+ * adds (tr__hist_add). */
+#define TR__HIST_BUCKETS 14
+extern const uint64_t tr__hist_bound_ns[TR__HIST_BUCKETS - 1];
+typedef struct tr__hist {
+    uint64_t n, errors, ns;
+    uint64_t bucket[TR__HIST_BUCKETS];
+} tr__hist;
+void tr__hist_add(tr__hist *h, uint64_t ns, int err);
+/* Adds from into to (not atomically: a copy of the reader's) and, if clear, zeroes from. */
+void tr__hist_sum(tr__hist *to, tr__hist *from, int clear);
+
+/* What every process (driver, worker, the node itself) counts in its trace file's header
+ * (core/trace.h) for its node's metrics, which sum every file of the session (and keep
+ * what the files removed since had counted: tr__proc_cnt_add). Relaxed atomic adds. */
+typedef struct tr__proc_counters {
+    int64_t calls_pending; /* a gauge: its calls to actors held, queued or in flight */
+    uint64_t pulls, pull_bytes, pull_errors; /* objects pulled from other nodes */
+    uint64_t rpc_errors;                     /* gRPC calls and streams that failed */
+    uint64_t graph_execs;                    /* compiled graphs' executions it began */
+    tr__hist steps;                          /* compiled graphs' steps it ran */
+    tr__hist coll[TR__CNT_BACKENDS];         /* its collective ops' durations */
+} tr__proc_counters;
+/* Adds from's counters (not the gauge) into to; from is read with relaxed loads. */
+void tr__proc_cnt_add(tr__proc_counters *to, const tr__proc_counters *from);
+
 /* This process's counters (NULL: none). */
 extern tr__coll_counters *tr__coll_counters_self;
 

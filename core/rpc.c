@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/trace.h"
 #include "core/frame.h"
 
 #include "core/log.h"
@@ -916,6 +917,8 @@ void tr__rpc_client_destroy(tr__rpc_client *c) {
 }
 
 static int code_of_status(grpc_status_code st, const char *detail) {
+    tr__proc_counters *cnt = tr__proc_cnt(); /* (every failed call or stream: the metrics) */
+    if (cnt) tr__cnt_add(&cnt->rpc_errors, 1);
     switch (st) {
     case GRPC_STATUS_UNAVAILABLE:
         return tr__err(TR_ECONNECT, "rpc: unavailable: %s", detail);

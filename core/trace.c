@@ -303,7 +303,8 @@ static void unmap_all(mapped *m, size_t n) {
     free(m);
 }
 
-/* Whether pid runs (not a zombie). */
+/* Whether pid runs: not a zombie, and not on its way out (PF_EXITING: a process killed
+ * with SIGKILL has closed its sockets, which its peers saw, before it is a zombie). */
 static int alive(int pid) {
     if (kill(pid, 0) != 0 && errno == ESRCH) return 0;
     char p[64], buf[256];
@@ -315,7 +316,12 @@ static int alive(int pid) {
     if (k <= 0) return 0;
     buf[k] = '\0';
     const char *rp = strrchr(buf, ')');
-    return !(rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X'));
+    if (!rp || rp[1] != ' ') return 1;
+    if (rp[2] == 'Z' || rp[2] == 'X') return 0;
+    /* ") state ppid pgrp session tty_nr tpgid flags" */
+    unsigned long flags = 0;
+    if (sscanf(rp + 2, "%*c %*d %*d %*d %*d %*d %lu", &flags) == 1 && (flags & 0x4)) return 0;
+    return 1;
 }
 
 /* one event, as merged */
@@ -742,7 +748,33 @@ static int by_age(const void *a, const void *b) {
     return x->mtime < y->mtime ? -1 : x->mtime > y->mtime;
 }
 
-void tr__trace_prune(const char *dir) {
+void tr__trace_counters(const char *dir, tr__proc_counters *sum, int64_t *pending) {
+    mapped *m;
+    size_t n = map_all(dir, &m);
+    for (size_t i = 0; i < n; i++) {
+        tr__proc_cnt_add(sum, &m[i].h->cnt);
+        int64_t p = __atomic_load_n(&m[i].h->cnt.calls_pending, __ATOMIC_RELAXED);
+        if (p > 0 && alive(m[i].pid)) *pending += p;
+    }
+    unmap_all(m, n);
+}
+
+/* Adds what the file name of dir counted into *to (a file not ours: nothing). */
+static void fold(int dirfd_, const char *name, tr__proc_counters *to) {
+    int fd = openat(dirfd_, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return;
+    struct stat st;
+    void *p = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size == sizeof(tr__trace_hdr))
+        p = mmap(NULL, sizeof(tr__trace_hdr), PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return;
+    const tr__trace_hdr *h = p;
+    if (h->magic == TR__TRACE_MAGIC && h->size == sizeof *h) tr__proc_cnt_add(to, &h->cnt);
+    munmap(p, sizeof *h);
+}
+
+void tr__trace_prune(const char *dir, tr__proc_counters *retired) {
     DIR *d = opendir(dir);
     if (!d) return;
     size_t n = 0, cap = 0;
@@ -766,7 +798,15 @@ void tr__trace_prune(const char *dir) {
         qsort(a, n, sizeof *a, by_age);
         size_t over = n - TR__TRACE_KEEP;
         for (size_t i = 0; i < n && over; i++)
-            if (!alive(atoi(a[i].name)) && unlinkat(dirfd(d), a[i].name, 0) == 0) over--;
+            if (!alive(atoi(a[i].name))) {
+                tr__proc_counters got;
+                memset(&got, 0, sizeof got);
+                fold(dirfd(d), a[i].name, &got);
+                if (unlinkat(dirfd(d), a[i].name, 0) == 0) {
+                    over--;
+                    if (retired) tr__proc_cnt_add(retired, &got);
+                }
+            }
     }
     closedir(d);
     free(a);

@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "core/buf.h"
+#include "core/counters.h"
 
 #define TR__TRACE_EVENTS 8192 /* a power of two */
 #define TR__FLIGHT_GROUPS 8
@@ -88,12 +89,13 @@ typedef struct tr__flight_group {
 typedef struct tr__trace_hdr {
     uint32_t magic, size; /* size: this header's */
     int32_t pid, pad;
-    int64_t anchor; /* CLOCK_REALTIME - CLOCK_MONOTONIC, in ns, at open */
-    int64_t opened; /* monotonic */
-    uint64_t head;  /* events claimed */
-    char role[16];  /* "driver", "worker" */
-    char label[64]; /* the actor's class, or the driver's program */
-    char actor[40]; /* the actor's id, in hex ("" for a driver) */
+    int64_t anchor;        /* CLOCK_REALTIME - CLOCK_MONOTONIC, in ns, at open */
+    int64_t opened;        /* monotonic */
+    uint64_t head;         /* events claimed */
+    char role[16];         /* "driver", "worker" */
+    char label[64];        /* the actor's class, or the driver's program */
+    char actor[40];        /* the actor's id, in hex ("" for a driver) */
+    tr__proc_counters cnt; /* what it counts for the node's metrics (core/counters.h) */
     tr__flight_group groups[TR__FLIGHT_GROUPS];
     _Alignas(64) tr__trace_ev ev[TR__TRACE_EVENTS];
 } tr__trace_hdr;
@@ -156,7 +158,21 @@ int tr__flight_dump(const char *session, const char *group, const char *why, cha
  * "recv"; "?" for others). */
 const char *tr__coll_op_name(unsigned kind);
 
-/* Removes the files of processes gone beyond the TR__TRACE_KEEP newest. */
-void tr__trace_prune(const char *dir);
+/* Removes the files of processes gone beyond the TR__TRACE_KEEP newest, adding what each
+ * counted into *retired (NULL: dropped). */
+void tr__trace_prune(const char *dir, tr__proc_counters *retired);
+
+/* The metrics' sums over every file of dir: the counters into *sum (added), the pending
+ * calls of processes alive now into *pending. */
+void tr__trace_counters(const char *dir, tr__proc_counters *sum, int64_t *pending);
+
+/* This process's counters (NULL: none). */
+static inline tr__proc_counters *tr__proc_cnt(void) {
+    tr__trace_hdr *h = __atomic_load_n(&tr__trace_self, __ATOMIC_ACQUIRE);
+    return h ? &h->cnt : NULL;
+}
+static inline void tr__cnt_add(uint64_t *v, uint64_t n) {
+    __atomic_fetch_add(v, n, __ATOMIC_RELAXED);
+}
 
 #endif

@@ -360,8 +360,9 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
         int r = st->def->fn(ctx, l->env.self, data[0], len[0]);
         tr__trace_method = NULL;
         /* (the timeline: the step, by execution; its inputs' waits are not in it) */
-        tr__trace_ev_add(TR__EV_STEP, t0, tr__now_ns(), st->def->name, strlen(st->def->name), 0, e,
-                         r != 0);
+        int64_t t1 = tr__now_ns();
+        tr__trace_ev_add(TR__EV_STEP, t0, t1, st->def->name, strlen(st->def->name), 0, e, r != 0);
+        if (tr__proc_cnt()) tr__hist_add(&tr__proc_cnt()->steps, (uint64_t)(t1 - t0), r != 0);
         ctx->method = NULL;
 #ifdef TR_WITH_CUDA
         /* a device value, or any value of a device edge, is taken before the lock goes:

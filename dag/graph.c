@@ -23,6 +23,7 @@
 #include "core/ids.h"
 #include "core/nodeconn.h"
 #include "core/status.h"
+#include "core/trace.h"
 #include "actor/calls.h"
 #include "actor/control.h"
 #include "actor/protocol.h"
@@ -1155,11 +1156,15 @@ static int submit(tr_dag *g, const void *input, size_t len, const tr_ref *ref, u
 }
 
 int tr__dag_execute(tr_dag *g, const void *input, size_t len, uint64_t *exec) {
-    return submit(g, input, len, NULL, exec, "tr_dag_execute");
+    int rc = submit(g, input, len, NULL, exec, "tr_dag_execute");
+    if (!rc && tr__proc_cnt()) tr__cnt_add(&tr__proc_cnt()->graph_execs, 1); /* (the metrics) */
+    return rc;
 }
 
 int tr__dag_execute_ref(tr_dag *g, tr_ref input, uint64_t *exec) {
-    return submit(g, NULL, 0, &input, exec, "tr_dag_execute_ref");
+    int rc = submit(g, NULL, 0, &input, exec, "tr_dag_execute_ref");
+    if (!rc && tr__proc_cnt()) tr__cnt_add(&tr__proc_cnt()->graph_execs, 1);
+    return rc;
 }
 
 static int check_exec(tr_dag *g, uint64_t e, const char *fn) {

@@ -405,11 +405,9 @@ tr__seg_board *tr__seg_board_entry(tr__seg *s, uint64_t key, int claim) {
                 __atomic_store_n(&b->busy, 0, __ATOMIC_RELAXED);
                 for (int c = 0; c < TR__SEG_BOARD_CANCELS; c++)
                     __atomic_store_n(&b->cancel[c], 0, __ATOMIC_RELAXED);
-                __atomic_store_n(&b->calls, 0, __ATOMIC_RELAXED);
-                __atomic_store_n(&b->call_errors, 0, __ATOMIC_RELAXED);
-                __atomic_store_n(&b->call_ns, 0, __ATOMIC_RELAXED);
-                for (int c = 0; c < TR__SEG_BOARD_BUCKETS; c++)
-                    __atomic_store_n(&b->call_bucket[c], 0, __ATOMIC_RELAXED);
+                tr__hist dropped;
+                memset(&dropped, 0, sizeof dropped);
+                tr__hist_sum(&dropped, &b->call, 1);
                 tr__coll_counters drop;
                 memset(&drop, 0, sizeof drop);
                 tr__cnt_coll_add(&drop, &b->coll, 1);

@@ -71,8 +71,6 @@ typedef struct tr__obj_entry {
 /* The cancel words a board entry keeps: the last this many tr_cancel()s of its worker's
  * calls (an earlier one, overwritten, is not seen there: its caller failed it all the same). */
 #define TR__SEG_BOARD_CANCELS 4
-/* The buckets of a board entry's histogram of call durations (tr__board_bucket_ns). */
-#define TR__SEG_BOARD_BUCKETS 14
 
 /* A worker (a task worker, or an actor's) on the node's notice board (tr__seg_hdr.board). */
 typedef struct tr__seg_board {
@@ -86,27 +84,15 @@ typedef struct tr__seg_board {
     uint64_t cancel[TR__SEG_BOARD_CANCELS];
     /* What it ran, for the node's metrics (api/node/metrics.c sums them by class): calls
      * (tasks too) and those that failed, and a histogram of their durations (bucket i:
-     * those of at most tr__board_bucket_ns[i], the last one: longer), with their sum.
+     * those of at most tr__hist_bound_ns[i], the last one: longer), with their sum.
      * Relaxed atomic adds by the worker's threads; zeroed when the entry is claimed. */
-    uint64_t calls, call_errors, call_ns;
-    uint64_t call_bucket[TR__SEG_BOARD_BUCKETS];
+    tr__hist call;
     tr__coll_counters coll; /* its collective ops (core/counters.h) */
 } tr__seg_board;
 
-/* The call-duration histogram's bucket bounds, in ns (the last bucket: above them all). */
-static const uint64_t tr__board_bucket_ns[TR__SEG_BOARD_BUCKETS - 1] = {
-    10000,    50000,     100000,    500000,     1000000,       5000000,       10000000,
-    50000000, 100000000, 500000000, 1000000000, 5000000000ull, 10000000000ull};
-
 /* Counts one call of `ns` (failed: err) in a board entry. */
 static inline void tr__board_count_call(tr__seg_board *e, uint64_t ns, int err) {
-    int b = 0;
-    while (b < TR__SEG_BOARD_BUCKETS - 1 && ns > tr__board_bucket_ns[b])
-        b++;
-    __atomic_fetch_add(&e->calls, 1, __ATOMIC_RELAXED);
-    if (err) __atomic_fetch_add(&e->call_errors, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&e->call_ns, ns, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&e->call_bucket[b], 1, __ATOMIC_RELAXED);
+    tr__hist_add(&e->call, ns, err);
 }
 
 /* The word a caller of store index `caller` writes into a task worker's `cancel` to

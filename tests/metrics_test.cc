@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "tests/test_actors.h"
+#include "troupe/dag.h"
 
 namespace {
 
@@ -209,6 +210,12 @@ TEST_F(MetricsTest, CollectiveOpsAreCounted) {
     EXPECT_GT(value(m, "troupe_collective_seconds_total{backend=\"gloo\",op=\"allreduce\"}"), 0);
     EXPECT_EQ(value(m, "troupe_collective_errors_total{backend=\"shm\"}"), 0);
     EXPECT_EQ(value(m, "troupe_collective_timeouts_total{backend=\"gloo\"}"), 0);
+    /* each rank's op durations, from every process's counters (core/trace.h) */
+    EXPECT_EQ(value(m, "troupe_collective_op_seconds_count{backend=\"shm\"}"), 10) << m;
+    EXPECT_EQ(value(m, "troupe_collective_op_seconds_bucket{backend=\"gloo\",le=\"+Inf\"}"), 6);
+    EXPECT_GT(value(m, "troupe_collective_op_seconds_sum{backend=\"gloo\"}"), 0);
+    EXPECT_EQ(value(m, "troupe_calls_pending"), 0) << "every call completed";
+    EXPECT_EQ(value(m, "troupe_rpc_errors_total"), 0);
     /* the groups' list: each rank's last op, from the group's shared header */
     std::string dash = dashboard(rt);
     std::string g = http_get(dash, "/api/v1/groups?filter=id%3Dmshm");
@@ -227,6 +234,51 @@ TEST_F(MetricsTest, CollectiveOpsAreCounted) {
         10000, [&] { return value(metrics(rt), "troupe_actors{state=\"DEAD\"}") == 1; }));
     m = metrics(rt);
     EXPECT_EQ(value(m, "troupe_collective_ops_total{backend=\"shm\",op=\"allreduce\"}"), 10) << m;
+    EXPECT_EQ(value(m, "troupe_collective_op_seconds_count{backend=\"shm\"}"), 10) << m;
+}
+
+TEST_F(MetricsTest, GraphsAndPendingCallsAreCounted) {
+    tr_actor_id a[2];
+    for (auto &x : a) {
+        ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "g", 1, &x), 0) << tr_last_error();
+        ASSERT_EQ(tr_actor_wait_ready(rt, x, 10000), 0);
+    }
+    tr_dag *g;
+    tr_dag_node in, na, nb;
+    ASSERT_EQ(tr_dag_create(rt, &g), 0);
+    ASSERT_EQ(tr_dag_input(g, &in), 0);
+    ASSERT_EQ(tr_dag_bind(g, a[0], "plus1", &in, 1, &na), 0);
+    ASSERT_EQ(tr_dag_bind(g, a[1], "plus1", &na, 1, &nb), 0);
+    ASSERT_EQ(tr_dag_output(g, &nb, 1), 0);
+    ASSERT_EQ(tr_dag_compile(g, nullptr), 0) << tr_last_error();
+    for (int64_t x = 0; x < 7; x++) {
+        uint64_t e;
+        ASSERT_EQ(tr_dag_execute(g, &x, sizeof x, &e), 0) << tr_last_error();
+        const void *d;
+        size_t n;
+        ASSERT_EQ(tr_dag_get(g, e, 0, 10000, &d, &n), 0) << tr_last_error();
+        EXPECT_EQ(tr_dag_release(g, e), 0);
+    }
+    /* listed as a graph (its segment), not as a collective group */
+    std::string dash = dashboard(rt);
+    std::string l = http_get(dash, "/api/v1/graphs");
+    EXPECT_NE(l.find("\"state\":\"RUNNING\",\"processes\":3"), std::string::npos) << l;
+    EXPECT_NE(http_get(dash, "/api/v1/groups").find("\"total\":0"), std::string::npos);
+    EXPECT_NE(http_get(dash, "/api/v1/summary/graphs").find("\"RUNNING\":1"), std::string::npos);
+    EXPECT_EQ(tr_dag_destroy(g), 0);
+    std::string m = metrics(rt);
+    EXPECT_EQ(value(m, "troupe_graph_executions_total"), 7) << m;
+    EXPECT_EQ(value(m, "troupe_graph_step_seconds_count"), 14) << "2 steps an execution\n" << m;
+    /* three calls wait behind one that sleeps: four pending until it wakes */
+    tr_ref r[4];
+    int64_t ms = 1500;
+    ASSERT_EQ(tr_call(rt, a[0], "sleep_ms", &ms, sizeof ms, &r[0]), 0) << tr_last_error();
+    for (int i = 1; i < 4; i++)
+        ASSERT_EQ(tr_call(rt, a[0], "pid", "", 0, &r[i]), 0);
+    EXPECT_EQ(value(metrics(rt), "troupe_calls_pending"), 4);
+    for (auto &ref : r)
+        ASSERT_EQ(tr_get(rt, ref, 10000, nullptr, nullptr), 0) << tr_last_error();
+    EXPECT_EQ(value(metrics(rt), "troupe_calls_pending"), 0);
 }
 
 /* The body of an HTTP reply. */

@@ -290,7 +290,33 @@ static void verdict(const tr__group_view *g, char *out, size_t cap) {
         snprintf(out, cap, "group %s: %d of %d ranks have joined", g->name, g->joined, g->world);
 }
 
+/* A compiled graph's segment is a group of its own (dag/graph.c names it "dag-<hex>"): it
+ * is listed as a graph, not as a collective group. */
+static int is_graph(const tr__group_view *g) {
+    return strncmp(g->name, "dag-", 4) == 0;
+}
+
+static void graph_row(void *ctx, const tr__group_view *g) {
+    if (!is_graph(g)) return;
+    row r = {0};
+    field(&r, "id", 0, "%s", g->name);
+    field(&r, "state", 0, "%s",
+          !g->complete ? "COMPILING"
+          : g->dead    ? "BROKEN"
+          : g->live    ? "RUNNING"
+                       : "ENDED");
+    field(&r, "processes", 1, "%d", g->world); /* (its actors and its driver) */
+    field(&r, "joined", 1, "%d", g->joined);
+    field(&r, "live", 1, "%d", g->live);
+    int dead = 0;
+    for (int i = 0; i < g->world && i < 64; i++)
+        dead += (int)(g->dead >> i & 1);
+    field(&r, "dead", 1, "%d", dead);
+    take(ctx, &r);
+}
+
 static void group_row(void *ctx, const tr__group_view *g) {
+    if (is_graph(g)) return;
     row r = {0};
     field(&r, "id", 0, "%s", g->name); /* (a group's name is its id) */
     field(&r, "backend", 0, "%s", g->backend);
@@ -489,6 +515,8 @@ static int walk(const tr__lists_src *src, const char *kind, lister *l) {
         tr__store_each(src->store, object_row, l);
     } else if (strcmp(kind, "groups") == 0) {
         tr__groups_each(src->groups, group_row, l);
+    } else if (strcmp(kind, "graphs") == 0) {
+        tr__groups_each(src->groups, graph_row, l);
     } else if (strcmp(kind, "nodes") == 0) {
         if (!tr__cluster_each_node(*src->cluster, node_row, l)) { /* alone: this node */
             tr__member self;
@@ -554,8 +582,16 @@ static void sum_object(void *ctx, const tr__store_obj_view *o) {
 
 static void sum_group(void *ctx, const tr__group_view *g) {
     summary *s = ctx;
+    if (is_graph(g)) return;
     s->total++;
     sum_state(s, !g->complete ? "FORMING" : g->dead ? "BROKEN" : g->live ? "ALIVE" : "LEFT");
+}
+
+static void sum_graph(void *ctx, const tr__group_view *g) {
+    summary *s = ctx;
+    if (!is_graph(g)) return;
+    s->total++;
+    sum_state(s, !g->complete ? "COMPILING" : g->dead ? "BROKEN" : g->live ? "RUNNING" : "ENDED");
 }
 
 static void sum_node(void *ctx, const tr__member *m, int head) {
@@ -579,6 +615,8 @@ static int answer_summary(const tr__lists_src *src, const char *kind, tr__buf *o
         tr__store_each(src->store, sum_object, &s);
     else if (strcmp(kind, "groups") == 0)
         tr__groups_each(src->groups, sum_group, &s);
+    else if (strcmp(kind, "graphs") == 0)
+        tr__groups_each(src->groups, sum_graph, &s);
     else if (strcmp(kind, "nodes") == 0) {
         if (!tr__cluster_each_node(*src->cluster, sum_node, &s)) {
             s.total = 1;
@@ -631,7 +669,7 @@ int tr__lists_answer(const tr__lists_src *src, const char *path, const char *que
     if (strncmp(rest, "summary/", 8) == 0) {
         snprintf(kind, sizeof kind, "%s", rest + 8);
         int st = answer_summary(src, kind, out);
-        if (st == 404) error_json(out, "no such kind (actors, objects, groups, nodes)");
+        if (st == 404) error_json(out, "no such kind (actors, objects, groups, graphs, nodes)");
         return st;
     }
     const char *slash = strchr(rest, '/');
@@ -670,7 +708,7 @@ int tr__lists_answer(const tr__lists_src *src, const char *path, const char *que
     if (!q.table) tr__buf_append(out, tmp, strlen(tmp));
     if (walk(src, kind, &l)) {
         out->len = mark;
-        error_json(out, "no such kind (actors, objects, groups, nodes)");
+        error_json(out, "no such kind (actors, objects, groups, graphs, nodes)");
         return 404;
     }
     if (l.bad_key && l.total) {

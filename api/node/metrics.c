@@ -15,14 +15,14 @@
 #include "core/ids.h"
 #include "core/idmap.h"
 #include "core/status.h"
+#include "core/trace.h"
 #include "objectstore/segment.h"
 
 /* Calls of one class: what its workers counted (live ones' at a scrape, exited ones'
  * kept). */
 typedef struct calls {
     char *cls;
-    uint64_t n, errors, ns;
-    uint64_t bucket[TR__SEG_BOARD_BUCKETS];
+    tr__hist h;
 } calls;
 
 struct tr__metrics {
@@ -33,12 +33,16 @@ struct tr__metrics {
     double retired_cpu; /* CPU seconds of workers gone (as last seen) */
     tr__coll_counters retired_coll; /* collective ops of workers gone */
     double start_time;              /* the node's, in seconds since the epoch */
+    char trace_dir[700];
+    tr__proc_counters retired_proc; /* what the trace files removed since counted */
 };
 
 int tr__metrics_create(const tr__metrics_src *src, tr__metrics **out) {
     tr__metrics *m = calloc(1, sizeof *m);
     if (!m) return tr__err(TR_ENOMEM, "metrics");
     m->src = *src;
+    snprintf(m->trace_dir, sizeof m->trace_dir, "%s", src->trace_dir ? src->trace_dir : "");
+    m->src.trace_dir = m->trace_dir;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     m->start_time = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
@@ -78,14 +82,6 @@ static calls *calls_of(calls **list, size_t *n, size_t *cap, const char *cls) {
     return e;
 }
 
-static void add_board(calls *c, const tr__seg_board *b) {
-    c->n += __atomic_load_n(&b->calls, __ATOMIC_RELAXED);
-    c->errors += __atomic_load_n(&b->call_errors, __ATOMIC_RELAXED);
-    c->ns += __atomic_load_n(&b->call_ns, __ATOMIC_RELAXED);
-    for (int i = 0; i < TR__SEG_BOARD_BUCKETS; i++)
-        c->bucket[i] += __atomic_load_n(&b->call_bucket[i], __ATOMIC_RELAXED);
-}
-
 void tr__metrics_worker_exited(void *ctx, const uint8_t id[16], const char *cls) {
     tr__metrics *m = ctx;
     uint64_t key = tr__id_key(id);
@@ -95,15 +91,12 @@ void tr__metrics_worker_exited(void *ctx, const uint8_t id[16], const char *cls)
     tr__seg_board *b = tr__store_board(m->src.store, key);
     if (!b) return;
     calls *c = calls_of(&m->retired, &m->n_retired, &m->cap_retired, cls);
-    if (c) add_board(c, b);
-    tr__cnt_coll_add(&m->retired_coll, &b->coll, 1);
     /* (its next worker, a restart, claims the entry and starts from zero; until then
-     * nothing is counted twice) */
-    __atomic_store_n(&b->calls, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&b->call_errors, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&b->call_ns, 0, __ATOMIC_RELAXED);
-    for (int i = 0; i < TR__SEG_BOARD_BUCKETS; i++)
-        __atomic_store_n(&b->call_bucket[i], 0, __ATOMIC_RELAXED);
+     * nothing is counted twice: taken and cleared) */
+    tr__hist dropped;
+    memset(&dropped, 0, sizeof dropped);
+    tr__hist_sum(c ? &c->h : &dropped, &b->call, 1);
+    tr__cnt_coll_add(&m->retired_coll, &b->coll, 1);
 }
 
 /* ---- /proc ---------------------------------------------------------------------- */
@@ -172,33 +165,36 @@ static void sample_u64(tr__buf *b, const char *name, const char *cls, uint64_t v
     emit(b, " %llu\n", (unsigned long long)v);
 }
 
-static void histogram(tr__buf *b, const char *name, const char *cls, const calls *c) {
+/* A histogram's samples: name_bucket{LKEY="LVAL",le=...}, _sum, _count (no LKEY: none). */
+static void histogram(tr__buf *b, const char *name, const char *lkey, const char *lval,
+                      const tr__hist *h) {
     uint64_t cum = 0;
-    for (int i = 0; i < TR__SEG_BOARD_BUCKETS; i++) {
-        cum += c->bucket[i];
+    for (int i = 0; i < TR__HIST_BUCKETS; i++) {
+        cum += h->bucket[i];
         emit(b, "%s_bucket{", name);
-        if (cls) {
-            tr__buf_append(b, "class=\"", 7);
-            label_value(b, cls);
+        if (lkey) {
+            emit(b, "%s=\"", lkey);
+            label_value(b, lval);
             tr__buf_append(b, "\",", 2);
         }
-        if (i < TR__SEG_BOARD_BUCKETS - 1)
-            emit(b, "le=\"%g\"} %llu\n", (double)tr__board_bucket_ns[i] / 1e9,
+        if (i < TR__HIST_BUCKETS - 1)
+            emit(b, "le=\"%g\"} %llu\n", (double)tr__hist_bound_ns[i] / 1e9,
                  (unsigned long long)cum);
         else
             emit(b, "le=\"+Inf\"} %llu\n", (unsigned long long)cum);
     }
-    char sum[160], count[160];
-    snprintf(sum, sizeof sum, "%s_sum", name);
-    snprintf(count, sizeof count, "%s_count", name);
-    tr__buf_append(b, sum, strlen(sum));
-    if (cls) {
-        tr__buf_append(b, "{class=\"", 8);
-        label_value(b, cls);
-        tr__buf_append(b, "\"}", 2);
+    for (int k = 0; k < 2; k++) {
+        emit(b, "%s_%s", name, k ? "count" : "sum");
+        if (lkey) {
+            emit(b, "{%s=\"", lkey);
+            label_value(b, lval);
+            tr__buf_append(b, "\"}", 2);
+        }
+        if (k)
+            emit(b, " %llu\n", (unsigned long long)cum);
+        else
+            emit(b, " %.9f\n", (double)h->ns / 1e9);
     }
-    emit(b, " %.9f\n", (double)c->ns / 1e9);
-    sample_u64(b, count, cls, cum);
 }
 
 /* The board entry of an actor's worker alive now (NULL: none, or another process's). */
@@ -227,7 +223,7 @@ static void on_actor(void *ctx, const tr__actor_view *a) {
     tr__seg_board *b = live_board(w->m, a);
     if (b) {
         calls *c = calls_of(&w->live, &w->n_live, &w->cap_live, a->cls);
-        if (c) add_board(c, b);
+        if (c) tr__hist_sum(&c->h, &b->call, 0);
         tr__cnt_coll_add(&w->coll, &b->coll, 0);
     }
     double cpu, rss;
@@ -252,25 +248,22 @@ static void calls_families(tr__buf *b, const walk *w, int tasks) {
                  : "Actor method calls run on this node's workers, by actor class.");
     for (size_t i = 0; i < w->n_live; i++)
         if ((strcmp(w->live[i].cls, TR__TASKS_CLASS) == 0) == tasks)
-            sample_u64(b, total, tasks ? NULL : w->live[i].cls, w->live[i].n);
+            sample_u64(b, total, tasks ? NULL : w->live[i].cls, w->live[i].h.n);
     family(b, errors, "counter",
            tasks ? "Tasks that failed (raised, or returned an error)."
                  : "Calls that failed (the method raised or returned an error), by class.");
     for (size_t i = 0; i < w->n_live; i++)
         if ((strcmp(w->live[i].cls, TR__TASKS_CLASS) == 0) == tasks)
-            sample_u64(b, errors, tasks ? NULL : w->live[i].cls, w->live[i].errors);
+            sample_u64(b, errors, tasks ? NULL : w->live[i].cls, w->live[i].h.errors);
     family(b, dur, "histogram",
            tasks ? "How long tasks ran in their workers."
                  : "How long calls ran in their actors' workers, by class.");
     for (size_t i = 0; i < w->n_live; i++)
         if ((strcmp(w->live[i].cls, TR__TASKS_CLASS) == 0) == tasks)
-            histogram(b, dur, tasks ? NULL : w->live[i].cls, &w->live[i]);
+            histogram(b, dur, tasks ? NULL : "class", w->live[i].cls, &w->live[i].h);
 }
 
 static const char *const backend_names[TR__CNT_BACKENDS] = {"shm", "gloo", "nccl", "other"};
-static const char *const op_names[TR__CNT_OPS] = {
-    "",       "barrier", "allreduce",     "broadcast", "reduce", "allgather",
-    "gather", "scatter", "reducescatter", "alltoall",  "send",   "recv"};
 
 /* Collective ops by backend and kind (the kinds a backend ran), and failures by backend. */
 static void collective_families(tr__buf *b, const tr__coll_counters *c) {
@@ -300,10 +293,12 @@ static void collective_families(tr__buf *b, const tr__coll_counters *c) {
                 if (!c->ops[be][k]) continue; /* (the kinds each backend ran) */
                 if (per_op[f].scale == 1)
                     emit(b, "%s{backend=\"%s\",op=\"%s\"} %llu\n", per_op[f].name,
-                         backend_names[be], op_names[k], (unsigned long long)v[be][k]);
+                         backend_names[be], tr__coll_op_name((unsigned)k),
+                         (unsigned long long)v[be][k]);
                 else
                     emit(b, "%s{backend=\"%s\",op=\"%s\"} %.9f\n", per_op[f].name,
-                         backend_names[be], op_names[k], (double)v[be][k] * per_op[f].scale);
+                         backend_names[be], tr__coll_op_name((unsigned)k),
+                         (double)v[be][k] * per_op[f].scale);
             }
     }
     static const struct {
@@ -337,7 +332,7 @@ static void total_actor(void *ctx, const tr__actor_view *a) {
     t->alive += a->state == TR__ACTOR_ALIVE;
     tr__seg_board *b = live_board(t->m, a);
     if (!b) return;
-    t->calls += __atomic_load_n(&b->calls, __ATOMIC_RELAXED);
+    t->calls += __atomic_load_n(&b->call.n, __ATOMIC_RELAXED);
     for (int be = 0; be < TR__CNT_BACKENDS; be++)
         for (int k = 0; k < TR__CNT_OPS; k++)
             t->coll += __atomic_load_n(&b->coll.ops[be][k], __ATOMIC_RELAXED);
@@ -346,7 +341,7 @@ static void total_actor(void *ctx, const tr__actor_view *a) {
 void tr__metrics_totals(tr__metrics *m, uint64_t *calls, uint64_t *coll_ops, uint64_t *alive) {
     totals t = {m, 0, 0, 0};
     for (size_t i = 0; i < m->n_retired; i++)
-        t.calls += m->retired[i].n;
+        t.calls += m->retired[i].h.n;
     for (int be = 0; be < TR__CNT_BACKENDS; be++)
         for (int k = 0; k < TR__CNT_OPS; k++)
             t.coll += m->retired_coll.ops[be][k];
@@ -356,17 +351,59 @@ void tr__metrics_totals(tr__metrics *m, uint64_t *calls, uint64_t *coll_ops, uin
     *alive = t.alive;
 }
 
+void tr__metrics_prune(tr__metrics *m) {
+    if (m->trace_dir[0]) tr__trace_prune(m->trace_dir, &m->retired_proc);
+}
+
+/* What every process of the node counted in its trace file (core/trace.h): pending calls,
+ * pulls, RPC errors, compiled graphs, collective ops' durations. */
+static void process_families(tr__buf *b, const tr__metrics *m) {
+    tr__proc_counters p = m->retired_proc;
+    int64_t pending = 0;
+    if (m->trace_dir[0]) tr__trace_counters(m->trace_dir, &p, &pending);
+    family(b, "troupe_calls_pending", "gauge",
+           "Calls to actors that this node's processes made and that have not completed "
+           "(held for their arguments, queued or running).");
+    emit(b, "troupe_calls_pending %lld\n", (long long)pending);
+    static const struct {
+        const char *name, *help;
+        size_t off;
+    } u[] = {
+        {"troupe_object_pulls_total", "Objects pulled from other nodes by this node's processes.",
+         offsetof(tr__proc_counters, pulls)},
+        {"troupe_object_pulled_bytes_total", "Bytes pulled from other nodes.",
+         offsetof(tr__proc_counters, pull_bytes)},
+        {"troupe_object_pull_errors_total", "Pulls that failed.",
+         offsetof(tr__proc_counters, pull_errors)},
+        {"troupe_rpc_errors_total",
+         "gRPC calls and streams between nodes that failed, as this node's processes saw them.",
+         offsetof(tr__proc_counters, rpc_errors)},
+        {"troupe_graph_executions_total",
+         "Compiled graphs' executions begun by this node's drivers.",
+         offsetof(tr__proc_counters, graph_execs)},
+    };
+    for (size_t i = 0; i < sizeof u / sizeof *u; i++) {
+        family(b, u[i].name, "counter", u[i].help);
+        sample_u64(b, u[i].name, NULL, *(const uint64_t *)((const char *)&p + u[i].off));
+    }
+    family(b, "troupe_graph_step_seconds", "histogram",
+           "How long compiled graphs' steps ran in this node's workers (their inputs' waits "
+           "not counted).");
+    histogram(b, "troupe_graph_step_seconds", NULL, NULL, &p.steps);
+    family(b, "troupe_collective_op_seconds", "histogram",
+           "How long collective ops took on each rank of this node, by backend.");
+    for (int be = 0; be < TR__CNT_BACKENDS; be++)
+        if (p.coll[be].n)
+            histogram(b, "troupe_collective_op_seconds", "backend", backend_names[be], &p.coll[be]);
+}
+
 void tr__metrics_render(tr__metrics *m, tr__buf *b) {
     walk w = {.m = m};
     w.coll = m->retired_coll;
     for (size_t i = 0; i < m->n_retired; i++) { /* what workers gone counted */
         calls *c = calls_of(&w.live, &w.n_live, &w.cap_live, m->retired[i].cls);
         if (!c) continue;
-        c->n += m->retired[i].n;
-        c->errors += m->retired[i].errors;
-        c->ns += m->retired[i].ns;
-        for (int k = 0; k < TR__SEG_BOARD_BUCKETS; k++)
-            c->bucket[k] += m->retired[i].bucket[k];
+        tr__hist_sum(&c->h, &m->retired[i].h, 0);
     }
     tr__directory_each(*m->src.dir, on_actor, &w);
     int has_tasks = 0;
@@ -424,6 +461,7 @@ void tr__metrics_render(tr__metrics *m, tr__buf *b) {
     family(b, "troupe_collective_groups", "gauge", "Collective groups declared on this node.");
     sample_u64(b, "troupe_collective_groups", NULL, tr__groups_count(m->src.groups));
     collective_families(b, &w.coll);
+    process_families(b, m);
     int alive, lost;
     if (tr__cluster_node_counts(*m->src.cluster, &alive, &lost)) {
         family(b, "troupe_cluster_nodes", "gauge",

@@ -28,6 +28,7 @@ typedef struct tr__metrics_src {
     tr__pool *pool;
     tr__groups *groups;
     tr__cluster **cluster; /* (set after the directory is made) */
+    const char *trace_dir; /* every process's counters (core/trace.h); copied */
 } tr__metrics_src;
 
 /* Returns 0 or TR_ENOMEM. */
@@ -38,6 +39,9 @@ void tr__metrics_worker_exited(void *ctx, const uint8_t id[16], const char *cls)
 /* The totals the status page's history samples: calls run (every class, tasks too),
  * collective ops, and actors alive. */
 void tr__metrics_totals(tr__metrics *m, uint64_t *calls, uint64_t *coll_ops, uint64_t *alive);
+/* Removes the trace files of processes gone beyond those kept (core/trace.h), keeping
+ * what they counted. */
+void tr__metrics_prune(tr__metrics *m);
 /* Appends the metrics, in Prometheus' text format. */
 void tr__metrics_render(tr__metrics *m, tr__buf *out);
 void tr__metrics_destroy(tr__metrics *m);

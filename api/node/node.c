@@ -438,9 +438,7 @@ static void on_history_tick(uv_timer_t *t) {
     tr__metrics_totals(n->metrics, &s->calls, &s->coll_ops, &s->actors_alive);
     n->history_at = (n->history_at + 1) % HISTORY;
     if (n->n_history < HISTORY) n->n_history++;
-    char dir[700]; /* (the timeline's files of processes gone: the newest kept) */
-    snprintf(dir, sizeof dir, "%s/%s", n->session, TR__TRACE_DIR);
-    tr__trace_prune(dir);
+    tr__metrics_prune(n->metrics); /* (the timeline's files of processes gone: the newest kept) */
 }
 
 /* /api/v1/history: the samples, oldest first. */
@@ -782,7 +780,11 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
         remove_session(n);
         return 1;
     }
-    tr__metrics_src msrc = {&n->dir, n->store, &n->pool, n->groups, &n->cluster};
+    char trace_dir[700]; /* (every process's counters: core/trace.h) */
+    snprintf(trace_dir, sizeof trace_dir, "%s/%s", n->session, TR__TRACE_DIR);
+    tr__metrics_src msrc = {&n->dir, n->store, &n->pool, n->groups, &n->cluster, trace_dir};
+    if (tr__trace_open(n->sock, "node", "troupe node", NULL)) /* (its own: RPC errors) */
+        TR_LOG_WARN("NODE-TRACE", "no counters of its own: %s", tr__last_error());
     if ((rc = tr__metrics_create(&msrc, &n->metrics))) {
         TR_LOG_ERROR("NODE-START", "%s", tr__last_error());
         remove_session(n);
