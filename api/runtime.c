@@ -304,7 +304,7 @@ TR_API int tr_timeline_dump(tr_runtime *rt, const char *path) {
     char dir[700];
     snprintf(dir, sizeof dir, "%.*s/%s", (int)(slash - rt->address), rt->address, TR__TRACE_DIR);
     tr__buf b = TR__BUF_INIT;
-    int rc = tr__trace_timeline(dir, &b, NULL, NULL);
+    int rc = tr__trace_timeline(dir, &b);
     FILE *f = rc ? NULL : fopen(path, "we");
     if (!rc && !f) rc = tr__err(TR_EIO, "tr_timeline_dump: %s: %s", path, strerror(errno));
     if (f) {

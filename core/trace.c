@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -249,50 +250,65 @@ static void field_str(char *dst, size_t cap, const char *src, size_t src_cap) {
 
 typedef struct mapped {
     const tr__trace_hdr *h;
-    int pid;
+    int pid;   /* its own */
+    int tpid;  /* in the merged timeline: pid + its directory's index * 10000000 */
+    int alive; /* it runs (here, or - a copy - where its node said) */
 } mapped;
 
-/* Maps every well-formed file of dir, read-only. Returns how many (*out malloc'd). */
-static size_t map_all(const char *dir, mapped **out) {
+static int alive(int pid);
+
+/* Maps every well-formed file of dirs (':'-separated), read-only. Returns how many (*out
+ * malloc'd). */
+static size_t map_all(const char *dirs, mapped **out) {
     *out = NULL;
-    DIR *d = opendir(dir);
-    if (!d) return 0;
     size_t n = 0, cap = 0;
     mapped *m = NULL;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        char *end;
-        long pid = strtol(e->d_name, &end, 10);
-        if (*end || pid <= 0) continue;
-        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0) continue;
-        struct stat st;
-        void *p = MAP_FAILED;
-        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-            (size_t)st.st_size == sizeof(tr__trace_hdr))
-            p = mmap(NULL, sizeof(tr__trace_hdr), PROT_READ, MAP_SHARED, fd, 0);
-        close(fd);
-        if (p == MAP_FAILED) continue;
-        const tr__trace_hdr *h = p;
-        if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != TR__TRACE_MAGIC ||
-            h->size != sizeof *h || h->pid != pid) {
-            munmap(p, sizeof *h);
-            continue;
-        }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 32;
-            mapped *g = realloc(m, cap * sizeof *m);
-            if (!g) {
+    int index = 0;
+    for (const char *at = dirs; at && *at; index++) {
+        const char *colon = strchr(at, ':');
+        size_t len = colon ? (size_t)(colon - at) : strlen(at);
+        char dir[800];
+        snprintf(dir, sizeof dir, "%.*s", (int)(len < sizeof dir ? len : sizeof dir - 1), at);
+        at = colon ? colon + 1 : NULL;
+        DIR *d = opendir(dir);
+        if (!d) continue;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            char *end;
+            long pid = strtol(e->d_name, &end, 10);
+            if (*end || pid <= 0) continue;
+            int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+            if (fd < 0) continue;
+            struct stat st;
+            void *p = MAP_FAILED;
+            if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+                (size_t)st.st_size == sizeof(tr__trace_hdr))
+                p = mmap(NULL, sizeof(tr__trace_hdr), PROT_READ, MAP_SHARED, fd, 0);
+            close(fd);
+            if (p == MAP_FAILED) continue;
+            const tr__trace_hdr *h = p;
+            if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != TR__TRACE_MAGIC ||
+                h->size != sizeof *h || h->pid != pid) {
                 munmap(p, sizeof *h);
-                break;
+                continue;
             }
-            m = g;
+            if (n == cap) {
+                cap = cap ? cap * 2 : 32;
+                mapped *g = realloc(m, cap * sizeof *m);
+                if (!g) {
+                    munmap(p, sizeof *h);
+                    break;
+                }
+                m = g;
+            }
+            m[n].h = h;
+            m[n].pid = (int)pid;
+            m[n].tpid = (int)pid + index * 10000000;
+            m[n].alive = h->copy ? h->copy == 1 : alive((int)pid);
+            n++;
         }
-        m[n].h = h;
-        m[n].pid = (int)pid;
-        n++;
+        closedir(d);
     }
-    closedir(d);
     *out = m;
     return n;
 }
@@ -376,10 +392,9 @@ static void ev_args(tr__buf *b, const rec *r) {
     bprintf(b, "}}");
 }
 
-int tr__trace_timeline(const char *dir, tr__buf *out,
-                       void (*name_of)(void *ctx, int pid, char *out, size_t cap), void *ctx) {
+int tr__trace_timeline(const char *dirs, tr__buf *out) {
     mapped *m;
-    size_t n = map_all(dir, &m), nr = 0;
+    size_t n = map_all(dirs, &m), nr = 0;
     rec *r = n ? malloc(n * TR__TRACE_EVENTS * sizeof *r) : NULL;
     if (n && !r) {
         unmap_all(m, n);
@@ -390,8 +405,7 @@ int tr__trace_timeline(const char *dir, tr__buf *out,
             "\n{\"ph\":\"M\",\"name\":\"troupe\",\"pid\":0,\"tid\":0,\"args\":{\"files\":%zu}}", n);
     for (size_t f = 0; f < n; f++) {
         const tr__trace_hdr *h = m[f].h;
-        char label[200] = "", role[16], own[64], actor[40];
-        if (name_of) name_of(ctx, m[f].pid, label, sizeof label);
+        char label[8] = "", role[16], own[64], actor[40];
         field_str(role, sizeof role, h->role, sizeof h->role);
         field_str(own, sizeof own, h->label, sizeof h->label);
         field_str(actor, sizeof actor, h->actor, sizeof h->actor);
@@ -402,7 +416,7 @@ int tr__trace_timeline(const char *dir, tr__buf *out,
         bprintf(
             out,
             ",\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":",
-            m[f].pid);
+            m[f].tpid);
         tr__buf_json_str(out, pname);
         bprintf(out, "}}");
         uint64_t head = __atomic_load_n(&h->head, __ATOMIC_ACQUIRE);
@@ -415,7 +429,7 @@ int tr__trace_timeline(const char *dir, tr__buf *out,
             x.dur = e->dur < 0 ? 0 : e->dur;
             x.flow = e->flow;
             x.value = e->value;
-            x.pid = m[f].pid;
+            x.pid = m[f].tpid;
             x.tid = e->tid;
             const char *tail = (const char *)e->tail;
             x.kind = (uint8_t)tail[0];
@@ -507,10 +521,11 @@ typedef struct rank_view {
     int n_ops;
 } rank_view;
 
-static void view_of(rank_view *v, const tr__flight_group *g, int pid, int64_t anchor) {
+static void view_of(rank_view *v, const tr__flight_group *g, int pid, int is_alive,
+                    int64_t anchor) {
     v->g = g;
     v->pid = pid;
-    v->alive = alive(pid);
+    v->alive = is_alive;
     v->anchor = anchor;
     v->n_ops = 0;
     uint64_t top = __atomic_load_n(&g->ops, __ATOMIC_ACQUIRE);
@@ -592,7 +607,7 @@ static void group_verdict(const char *name, int world, rank_view **by_rank, tr__
             bprintf(t, "group %s: every rank completed op #%llu %s", name, (unsigned long long)top,
                     tr__coll_op_name(top_kind));
     }
-    if (here < world) bprintf(t, " (%d of %d ranks on this node)", here, world);
+    if (here < world) bprintf(t, " (%d of %d ranks seen)", here, world);
 }
 
 static void ops_json(tr__buf *j, const rank_view *v) {
@@ -621,9 +636,9 @@ static int by_name_rank(const void *a, const void *b) {
     return x->g->used > y->g->used ? -1 : x->g->used < y->g->used; /* the newest first */
 }
 
-int tr__flight_verdicts(const char *dir, const char *group, tr__buf *text, tr__buf *json) {
+int tr__flight_verdicts(const char *dirs, const char *group, tr__buf *text, tr__buf *json) {
     mapped *m;
-    size_t n = map_all(dir, &m), nv = 0;
+    size_t n = map_all(dirs, &m), nv = 0;
     rank_view *v = n ? malloc(n * TR__FLIGHT_GROUPS * sizeof *v) : NULL;
     if (n && !v) {
         unmap_all(m, n);
@@ -635,7 +650,7 @@ int tr__flight_verdicts(const char *dir, const char *group, tr__buf *text, tr__b
             if (!g->name[0] || strnlen(g->name, sizeof g->name) == sizeof g->name) continue;
             if (group && strncmp(g->name, group, sizeof g->name) != 0) continue;
             if (g->rank < 0 || g->world <= 0 || g->rank >= g->world || g->world > 4096) continue;
-            view_of(&v[nv++], g, m[f].pid, m[f].h->anchor);
+            view_of(&v[nv++], g, m[f].pid, m[f].alive, m[f].h->anchor);
         }
     if (nv) qsort(v, nv, sizeof *v, by_name_rank);
     if (json) bprintf(json, "{\"groups\":[");
@@ -754,7 +769,7 @@ void tr__trace_counters(const char *dir, tr__proc_counters *sum, int64_t *pendin
     for (size_t i = 0; i < n; i++) {
         tr__proc_cnt_add(sum, &m[i].h->cnt);
         int64_t p = __atomic_load_n(&m[i].h->cnt.calls_pending, __ATOMIC_RELAXED);
-        if (p > 0 && alive(m[i].pid)) *pending += p;
+        if (p > 0 && m[i].alive) *pending += p;
     }
     unmap_all(m, n);
 }
@@ -810,4 +825,75 @@ void tr__trace_prune(const char *dir, tr__proc_counters *retired) {
     }
     closedir(d);
     free(a);
+}
+
+/* ---- other nodes' files ----------------------------------------------------------------- */
+
+#define BUNDLE_MAGIC 0x31425254u /* "TRB1" */
+
+int tr__trace_bundle(const char *dir, int events, tr__buf *out) {
+    mapped *m;
+    size_t n = map_all(dir, &m);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t head[2] = {
+            BUNDLE_MAGIC, (uint32_t)(events ? sizeof(tr__trace_hdr) : offsetof(tr__trace_hdr, ev))};
+        size_t at = out->len + sizeof head;
+        tr__buf_append(out, head, sizeof head);
+        tr__buf_append(out, m[i].h, head[1]);
+        if (out->oom) break;
+        int32_t copy = m[i].alive ? 1 : 2; /* (what this node sees of it) */
+        memcpy(out->data + at + offsetof(tr__trace_hdr, copy), &copy, sizeof copy);
+    }
+    unmap_all(m, n);
+    return out->oom ? tr__err(TR_ENOMEM, "trace bundle") : 0;
+}
+
+int tr__trace_unbundle(const void *bundle, size_t len, const char *dir, const char *node) {
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) return tr__err_errno(errno, "mkdir %s", dir);
+    const uint8_t *p = bundle, *end = p + len;
+    tr__trace_hdr *h = malloc(sizeof *h);
+    if (!h) return tr__err(TR_ENOMEM, "trace bundle");
+    int rc = 0;
+    while (!rc && p < end) {
+        uint32_t head[2];
+        if ((size_t)(end - p) < sizeof head) {
+            rc = tr__err(TR_EPROTO, "a trace bundle cut in a record's head");
+            break;
+        }
+        memcpy(head, p, sizeof head);
+        p += sizeof head;
+        if (head[0] != BUNDLE_MAGIC || head[1] > sizeof *h ||
+            head[1] < offsetof(tr__trace_hdr, ev) || (size_t)(end - p) < head[1]) {
+            rc = tr__err(TR_EPROTO, "a malformed trace bundle");
+            break;
+        }
+        memset(h, 0, sizeof *h);
+        memcpy(h, p, head[1]);
+        p += head[1];
+        if (h->magic != TR__TRACE_MAGIC || h->size != sizeof *h || h->pid <= 0 ||
+            (h->copy != 1 && h->copy != 2)) {
+            rc = tr__err(TR_EPROTO, "a trace bundle's record is not a trace file");
+            break;
+        }
+        char label[sizeof h->label];
+        field_str(label, sizeof label, h->label, sizeof h->label);
+        snprintf(h->label, sizeof h->label, "%.40s @%.20s", label, node ? node : "?");
+        char path[1000];
+        snprintf(path, sizeof path, "%s/%d", dir, (int)h->pid);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0) {
+            rc = tr__err_errno(errno, "open %s", path);
+            break;
+        }
+        const char *w = (const char *)h;
+        size_t left = sizeof *h;
+        while (left) {
+            ssize_t k = write(fd, w, left);
+            if (k <= 0) break;
+            w += k, left -= (size_t)k;
+        }
+        if (close(fd) != 0 || left) rc = tr__err(TR_EIO, "writing %s", path);
+    }
+    free(h);
+    return rc;
 }

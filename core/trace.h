@@ -88,13 +88,15 @@ typedef struct tr__flight_group {
 
 typedef struct tr__trace_hdr {
     uint32_t magic, size; /* size: this header's */
-    int32_t pid, pad;
-    int64_t anchor;        /* CLOCK_REALTIME - CLOCK_MONOTONIC, in ns, at open */
-    int64_t opened;        /* monotonic */
-    uint64_t head;         /* events claimed */
-    char role[16];         /* "driver", "worker" */
-    char label[64];        /* the actor's class, or the driver's program */
-    char actor[40];        /* the actor's id, in hex ("" for a driver) */
+    int32_t pid;
+    int32_t copy;   /* 0: the process's own file; a copy of another node's (tr__trace_unbundle):
+                       1 the process runs there, 2 it is gone */
+    int64_t anchor; /* CLOCK_REALTIME - CLOCK_MONOTONIC, in ns, at open */
+    int64_t opened; /* monotonic */
+    uint64_t head;  /* events claimed */
+    char role[16];  /* "driver", "worker" */
+    char label[64]; /* the actor's class, or the driver's program */
+    char actor[40]; /* the actor's id, in hex ("" for a driver) */
     tr__proc_counters cnt; /* what it counts for the node's metrics (core/counters.h) */
     tr__flight_group groups[TR__FLIGHT_GROUPS];
     _Alignas(64) tr__trace_ev ev[TR__TRACE_EVENTS];
@@ -138,15 +140,27 @@ void tr__flight_end(tr__flight_op *op, int rc);
 /* The op's number in its group (the flow id of its ranks' events comes from it). */
 uint64_t tr__flight_flow(const char *group, uint64_t seq);
 
-/* Readers. The Chrome trace-event JSON of every file in dir ({"traceEvents": [...]}).
- * name_of (may be NULL) names a process by its pid for the viewer ("" if unknown). */
-int tr__trace_timeline(const char *dir, tr__buf *out,
-                       void (*name_of)(void *ctx, int pid, char *out, size_t cap), void *ctx);
+/* Readers. Each takes dirs: one trace directory, or several separated by ':' (this node's
+ * and copies of other nodes', tr__trace_unbundle), merged.
+ *
+ * The Chrome trace-event JSON of every file in dirs ({"traceEvents": [...]}). A process of
+ * the n-th directory (from 0) is pid + n * 10000000 in it (pids of nodes apart may be
+ * equal); its name says its real pid. */
+int tr__trace_timeline(const char *dirs, tr__buf *out);
 
 /* The flight recorder's verdicts of every group with a rank in dir (or only `group`):
  * text (a line per group) and/or json ({"groups": [{"name", "verdict", "ranks": [{"rank",
  * "pid", "alive", "ops": [...]}]}]}); either may be NULL. */
-int tr__flight_verdicts(const char *dir, const char *group, tr__buf *text, tr__buf *json);
+int tr__flight_verdicts(const char *dirs, const char *group, tr__buf *text, tr__buf *json);
+
+/* Every file of dir as one blob (what another node's CLI merges: `troupe timeline`,
+ * `troupe debug collectives` on a cluster's head): per file, "TRB1", its length, and its
+ * header with `copy` set - with its event ring if events, else without. */
+int tr__trace_bundle(const char *dir, int events, tr__buf *out);
+/* Writes the files of a bundle (from another node, whose label is node) into dir, as
+ * files the readers take (their labels end with " @node"). 0, or a code (TR_EPROTO: a
+ * malformed bundle). */
+int tr__trace_unbundle(const void *bundle, size_t len, const char *dir, const char *node);
 
 /* Writes the dump of group (NULL: all) as seen from this node - every rank's ring with
  * the verdict - to <session>/flight/<group>-<pid>-<ms>.json, and logs the verdict.

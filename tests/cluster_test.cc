@@ -641,6 +641,25 @@ TEST_F(Cluster, PrometheusScrapesTheNodes) {
     EXPECT_GE(number("sum(troupe_actors{state=\"ALIVE\"})"), 3);
     EXPECT_GE(number("sum(troupe_object_store_object_bytes)"), 1 << 20);
     EXPECT_EQ(number("troupe_cluster_nodes{state=\"alive\"}"), 2);
+    /* the head's CLI merges every node's rings (core/trace.h): the flight recorder sees both
+     * ranks of the group across the nodes, the timeline both nodes' processes */
+    out = in(0, cli + " debug collectives --tmpdir /tmp/c4", &st);
+    EXPECT_EQ(st, 0) << out;
+    EXPECT_NE(out.find("group prom: every rank completed op #4 allreduce\n"), std::string::npos)
+        << out;
+    out = in(0, cli + " timeline -o /dev/shm/trtl.json --tmpdir /tmp/c4", &st);
+    EXPECT_EQ(st, 0) << out;
+    std::string tl = read_all("/dev/shm/trtl.json");
+    EXPECT_NE(tl.find(" @10.213.0.2:"), std::string::npos) << "the other node's processes";
+    char checker[4096];
+    ASSERT_TRUE(getenv("TRACE_CHECK") && realpath(getenv("TRACE_CHECK"), checker))
+        << "set TRACE_CHECK to tools/trace_check.py";
+    out = in(0,
+             std::string("python3 ") + checker +
+                 " /dev/shm/trtl.json --expect cat:collective=8 --expect flows=4",
+             &st);
+    EXPECT_EQ(st, 0) << out << "\n" << in(0, cli + " debug collectives --json --tmpdir /tmp/c4");
+    unlink("/dev/shm/trtl.json");
     unlink(marker.c_str()); /* the driver leaves */
     out = read_all(log);
     for (const char *what :

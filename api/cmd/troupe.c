@@ -28,11 +28,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -267,6 +270,186 @@ static int cmd_status(const char *addr, const tr_config *cfg) {
     return 0;
 }
 
+/* The node's /api/v1 answer for path and query: its HTTP status (0: no answer, the error
+ * set), and *text (malloc'd, NUL-terminated) if text. */
+static int api_get(const char *addr, const char *path, const char *query, char **text) {
+    *text = NULL;
+    tr__nodeconn *c;
+    if (connect_cli(addr, &c)) return 0;
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 2);
+    tr__enc_str(&b, "path");
+    tr__enc_str(&b, path);
+    tr__enc_str(&b, "query");
+    tr__enc_str(&b, query);
+    tr__reply r;
+    int rc = tr__nodeconn_call(c, TR__MSG_API, &b, 10000, &r);
+    tr__buf_free(&b);
+    tr__nodeconn_close(c);
+    if (rc) return 0;
+    int64_t status = 0;
+    const char *p = "";
+    size_t n = 0;
+    tr__get_int(r.root, "status", &status);
+    tr__get_str(r.root, "json", &p, &n);
+    if ((*text = malloc(n + 1))) {
+        memcpy(*text, p, n);
+        (*text)[n] = '\0';
+    }
+    tr__reply_free(&r);
+    return (int)status;
+}
+
+/* "HOST:PORT" of a node's HTTP address ("http://HOST:PORT/" or "HOST:PORT"). */
+static void host_port(const char *url, char *out, size_t cap) {
+    if (strncmp(url, "http://", 7) == 0) url += 7;
+    snprintf(out, cap, "%.*s", (int)strcspn(url, "/"), url);
+}
+
+/* A GET of path from a node's HTTP port (url "HOST:PORT", or "http://HOST:PORT/"), with
+ * the token: the body into out. 0, or a code. */
+static int http_fetch(const char *url, const char *token, const char *path, tr__buf *out) {
+    char host[256], port[16], hp[300];
+    host_port(url, hp, sizeof hp);
+    if (sscanf(hp, "%255[^:]:%15[0-9]", host, port) != 2)
+        return tr__err(TR_EINVAL, "%s is not HOST:PORT", url);
+    struct addrinfo hints = {0}, *ai = NULL;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(host, port, &hints, &ai) != 0 || !ai)
+        return tr__err(TR_ECONNECT, "%s: no such host", url);
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int rc = fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) != 0
+                 ? tr__err(TR_ECONNECT, "%s: %s", url, strerror(errno))
+                 : 0;
+    freeaddrinfo(ai);
+    struct timeval tv = {30, 0}; /* (every read and write within 30 s) */
+    if (!rc) {
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        char req[1200];
+        int k = snprintf(req, sizeof req,
+                         "GET %s HTTP/1.1\r\nHost: %s:%s\r\nAuthorization: Bearer %s\r\n"
+                         "Connection: close\r\n\r\n",
+                         path, host, port, token);
+        if (k <= 0 || (size_t)k >= sizeof req || write(fd, req, (size_t)k) != k)
+            rc = tr__err(TR_EIO, "%s: sending: %s", url, strerror(errno));
+    }
+    tr__buf all = TR__BUF_INIT;
+    char buf[65536];
+    ssize_t got;
+    while (!rc && (got = read(fd, buf, sizeof buf)) > 0)
+        tr__buf_append(&all, buf, (size_t)got);
+    if (fd >= 0) close(fd);
+    const char *body = all.data ? memmem(all.data, all.len, "\r\n\r\n", 4) : NULL;
+    if (!rc && (!body || all.len < 12 || memcmp(all.data, "HTTP/1.1 200", 12) != 0))
+        rc = tr__err(TR_EPROTO, "%s%s: %.*s", url, path,
+                     (int)(all.data ? strcspn(all.data, "\r\n") : 9),
+                     all.data ? all.data : "no answer");
+    if (!rc) tr__buf_append(out, body + 4, all.len - (size_t)(body + 4 - all.data));
+    tr__buf_free(&all);
+    return rc;
+}
+
+/* The trace directories to merge, ':'-joined (malloc'd; NULL: none): the node's at addr,
+ * then - on a cluster's head - a copy of every other node's (fetched from its HTTP port
+ * with the session's token, core/trace.h tr__trace_bundle) in a new directory under /tmp
+ * whose path goes to tmp ("" if none: remove it after). A node that does not answer is
+ * said on stderr and left out. */
+static char *gather_traces(const char *addr, int events, char *tmp, size_t cap) {
+    tmp[0] = '\0';
+    const char *slash = strrchr(addr, '/');
+    if (!slash) {
+        tr__err(TR_EINVAL, "%s is not a node's socket path", addr);
+        return NULL;
+    }
+    char session[600], path[900];
+    snprintf(session, sizeof session, "%.*s", (int)(slash - addr), addr);
+    tr__buf dirs = TR__BUF_INIT;
+    snprintf(path, sizeof path, "%s/%s", session, TR__TRACE_DIR);
+    tr__buf_append(&dirs, path, strlen(path));
+    char *json = local_status(addr), dash[200] = "", self[200] = "", *nodes = NULL, token[200] = "";
+    if (json) dashboard_of(json, dash, sizeof dash);
+    free(json);
+    host_port(dash, self, sizeof self);
+    snprintf(path, sizeof path, "%s/%s", session, TR__NODE_METRICS_TOKEN_FILE);
+    FILE *tf = fopen(path, "re");
+    if (tf) {
+        if (!fgets(token, sizeof token, tf)) token[0] = '\0';
+        token[strcspn(token, "\r\n")] = '\0';
+        fclose(tf);
+    }
+    int others = 0;
+    if (api_get(addr, "/api/v1/nodes", "limit=10000", &nodes) == 200 && nodes) {
+        for (const char *at = nodes; (at = strstr(at, "\"metrics\":\"")) != NULL;) {
+            at += 11;
+            char url[200], host[200];
+            size_t n = strcspn(at, "\"");
+            snprintf(url, sizeof url, "%.*s", (int)(n < sizeof url ? n : sizeof url - 1), at);
+            host_port(url, host, sizeof host);
+            if (!host[0] || strcmp(host, self) == 0) continue;
+            if (!tmp[0]) {
+                snprintf(tmp, cap, "/tmp/troupe-merge-XXXXXX");
+                if (!mkdtemp(tmp)) {
+                    tmp[0] = '\0';
+                    break;
+                }
+            }
+            char into[600];
+            snprintf(into, sizeof into, "%s/%d", tmp, ++others);
+            tr__buf bundle = TR__BUF_INIT;
+            int rc = http_fetch(url, token, events ? "/api/v1/rings?events=1" : "/api/v1/rings",
+                                &bundle);
+            if (!rc) rc = tr__trace_unbundle(bundle.data, bundle.len, into, host);
+            tr__buf_free(&bundle);
+            if (rc) {
+                fprintf(stderr, "troupe: the node at %s is left out: %s\n", url, tr__last_error());
+                continue;
+            }
+            tr__buf_append(&dirs, ":", 1);
+            tr__buf_append(&dirs, into, strlen(into));
+        }
+    }
+    free(nodes);
+    tr__buf_append(&dirs, "", 1);
+    return dirs.data; /* (the buffer's, handed over) */
+}
+
+/* Removes what gather_traces put under tmp. */
+static void drop_gathered(const char *tmp) {
+    if (!tmp[0]) return;
+    char cmd[700];
+    DIR *d = opendir(tmp);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(cmd, sizeof cmd, "%s/%s", tmp, e->d_name);
+        DIR *sd = opendir(cmd);
+        struct dirent *f;
+        while (sd && (f = readdir(sd)))
+            if (f->d_name[0] != '.') unlinkat(dirfd(sd), f->d_name, 0);
+        if (sd) closedir(sd);
+        rmdir(cmd);
+    }
+    if (d) closedir(d);
+    rmdir(tmp);
+}
+
+/* `troupe debug collectives`: the flight recorder's verdicts (--json: every rank's ring)
+ * of the node's ranks and, on a cluster's head, every node's. 0, or 1. */
+static int cmd_collectives(const char *addr, int json) {
+    char tmp[100];
+    char *dirs = gather_traces(addr, 0, tmp, sizeof tmp);
+    if (!dirs) return fail(TR_EINVAL, "debug");
+    tr__buf b = TR__BUF_INIT;
+    int rc = tr__flight_verdicts(dirs, NULL, json ? NULL : &b, json ? &b : NULL);
+    free(dirs);
+    drop_gathered(tmp);
+    if (rc) return fail(rc, "debug");
+    fwrite(b.data ? b.data : "", 1, b.len, stdout);
+    tr__buf_free(&b);
+    return 0;
+}
+
 /* `troupe list|get|summary`: the node's /api/v1 answer for path and query, printed (the
  * JSON as HTTP gives it, or the node's text table). 0, or 1 (the node's error printed). */
 static int cmd_api(const char *addr, const char *path, const char *query) {
@@ -338,18 +521,17 @@ static int cmd_session(const char *dir, const char *tmpdir, const char *path, co
  * node's session directory, beside its socket), as Chrome trace-event JSON, to output
  * (default: timeline-<time>.json here; "-": stdout). 0, or 1. */
 static int cmd_timeline(const char *addr, const char *output) {
-    const char *slash = strrchr(addr, '/');
-    if (!slash) return fail(tr__err(TR_EINVAL, "%s is not a node's socket path", addr), "timeline");
-    char dir[700], name[100];
-    snprintf(dir, sizeof dir, "%.*s/%s", (int)(slash - addr), addr, TR__TRACE_DIR);
-    if (access(dir, R_OK | X_OK) != 0)
-        return fail(tr__err(TR_ENOTFOUND, "%s: %s", dir, strerror(errno)), "timeline");
+    char name[100], tmp[100];
     if (!output) {
         snprintf(name, sizeof name, "timeline-%lld.json", (long long)time(NULL));
         output = name;
     }
+    char *dirs = gather_traces(addr, 1, tmp, sizeof tmp);
+    if (!dirs) return fail(TR_EINVAL, "timeline");
     tr__buf b = TR__BUF_INIT;
-    int rc = tr__trace_timeline(dir, &b, NULL, NULL);
+    int rc = tr__trace_timeline(dirs, &b);
+    free(dirs);
+    drop_gathered(tmp);
     if (rc) return fail(rc, "timeline");
     int to_stdout = strcmp(output, "-") == 0;
     FILE *f = to_stdout ? stdout : fopen(output, "we");
@@ -562,7 +744,7 @@ int main(int argc, char **argv) {
             return 2;
         }
         /* the flight recorder's rings of this node's ranks (core/trace.h) */
-        status = cmd_api(addr, "/api/v1/collectives", json ? "" : "format=verdicts");
+        status = cmd_collectives(addr, json);
     } else if (strcmp(cmd, "timeline") == 0) {
         status = cmd_timeline(addr, output);
     } else if (strcmp(cmd, "metrics") == 0) {

@@ -474,7 +474,7 @@ static int api_answer(node *n, const char *path, const char *query, tr__buf *out
     char dir[700];
     snprintf(dir, sizeof dir, "%s/%s", n->session, TR__TRACE_DIR);
     if (strcmp(path, "/api/v1/timeline") == 0) /* (core/trace.h) */
-        return tr__trace_timeline(dir, out, NULL, NULL) ? 500 : 200;
+        return tr__trace_timeline(dir, out) ? 500 : 200;
     if (strcmp(path, "/api/v1/collectives") == 0) { /* the flight recorder: rings, verdicts */
         int text = strstr(query, "format=verdicts") != NULL;
         return tr__flight_verdicts(dir, NULL, text ? out : NULL, text ? NULL : out) ? 500 : 200;
@@ -487,6 +487,13 @@ static void on_http(void *ctx, const tr__http_req *req, tr__http_resp *resp) {
     if (strcmp(req->path, "/metrics") == 0) {
         resp->type = "text/plain; version=0.0.4; charset=utf-8";
         tr__metrics_render(n->metrics, &resp->body);
+    } else if (strcmp(req->path, "/api/v1/rings") == 0) { /* (core/trace.h: another node's
+                                                             CLI merges them; HTTP only) */
+        char dir[700];
+        snprintf(dir, sizeof dir, "%s/%s", n->session, TR__TRACE_DIR);
+        resp->type = "application/octet-stream";
+        resp->status =
+            tr__trace_bundle(dir, strstr(req->query, "events=1") != NULL, &resp->body) ? 500 : 200;
     } else if (strncmp(req->path, "/api/v1/", 8) == 0) {
         resp->type = strstr(req->query, "format=") && !strstr(req->query, "format=json")
                          ? "text/plain; charset=utf-8"
