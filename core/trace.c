@@ -106,7 +106,20 @@ void tr__trace_ev_add(int kind, int64_t t0, int64_t t1, const char *name, size_t
     } tail = {{0, 0, 0}};
     tail.c[0] = (char)kind;
     tail.c[1] = failed != 0;
-    if (name) memcpy(tail.c + 2, name, name_len < 21 ? name_len : 21);
+    if (name && name_len > 21) { /* too long: its last dotted part, or its end */
+        const char *dot = NULL;
+        for (size_t k = name_len; k-- > 0 && !dot;)
+            if (name[k] == '.' || name[k] == ':') dot = name + k + 1;
+        size_t rest = dot ? name_len - (size_t)(dot - name) : 0;
+        if (dot && rest && rest <= 21) {
+            name = dot;
+            name_len = rest;
+        } else {
+            name += name_len - 21;
+            name_len = 21;
+        }
+    }
+    if (name) memcpy(tail.c + 2, name, name_len);
     uint64_t i = __atomic_fetch_add(&h->head, 1, __ATOMIC_RELAXED);
     tr__trace_ev *e = &h->ev[i & (TR__TRACE_EVENTS - 1)];
     __atomic_store_n(&e->seq, 0, __ATOMIC_RELAXED);
@@ -896,4 +909,32 @@ int tr__trace_unbundle(const void *bundle, size_t len, const char *dir, const ch
     }
     free(h);
     return rc;
+}
+
+void tr__trace_each(const char *dirs, int kind, const char *label,
+                    void (*fn)(void *ctx, const tr__trace_view *e), void *ctx) {
+    mapped *m;
+    size_t n = map_all(dirs, &m);
+    for (size_t f = 0; f < n; f++) {
+        const tr__trace_hdr *h = m[f].h;
+        char own[64];
+        field_str(own, sizeof own, h->label, sizeof h->label);
+        if (label && strcmp(own, label) != 0) continue;
+        uint64_t head = __atomic_load_n(&h->head, __ATOMIC_ACQUIRE);
+        for (uint64_t i = head > TR__TRACE_EVENTS ? head - TR__TRACE_EVENTS : 0; i < head; i++) {
+            const tr__trace_ev *e = &h->ev[i & (TR__TRACE_EVENTS - 1)];
+            if (__atomic_load_n(&e->seq, __ATOMIC_ACQUIRE) != (uint32_t)(i + 1)) continue;
+            tr__trace_ev c = *e;
+            __atomic_thread_fence(__ATOMIC_ACQUIRE);
+            if (__atomic_load_n(&e->seq, __ATOMIC_RELAXED) != (uint32_t)(i + 1)) continue;
+            const char *tail = (const char *)c.tail;
+            if ((uint8_t)tail[0] != kind) continue;
+            char name[22];
+            field_str(name, sizeof name, tail + 2, 22);
+            tr__trace_view v = {m[f].pid, own,    kind,    tail[1] != 0, c.ts + h->anchor,
+                                c.dur,    c.flow, c.value, name};
+            fn(ctx, &v);
+        }
+    }
+    unmap_all(m, n);
 }

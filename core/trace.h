@@ -56,7 +56,8 @@ typedef struct tr__trace_ev { /* one cache line */
     uint64_t flow; /* links it with its other ends (a call's submission and run, a
                       collective op's ranks); 0: none */
     uint64_t value;
-    /* byte 0 its kind, 1 whether it failed, 2-23 its name (NUL-terminated, cut): words,
+    /* byte 0 its kind, 1 whether it failed, 2-23 its name (NUL-terminated; a longer one
+     * keeps its last dotted part, or its last 21 bytes): words,
      * so that every field is stored atomically (relaxed: plain moves) and two threads a
      * lap apart on one slot are no data race */
     uint64_t tail[3];
@@ -167,6 +168,21 @@ int tr__trace_unbundle(const void *bundle, size_t len, const char *dir, const ch
  * `why`: what made it ("timeout", "peer died", "SIGUSR1"). 0, or a code. */
 int tr__flight_dump(const char *session, const char *group, const char *why, char *path_out,
                     size_t cap);
+
+/* One event as a reader sees it (wall-clock times). */
+typedef struct tr__trace_view {
+    int pid;
+    const char *label; /* its process's */
+    int kind, failed;
+    int64_t ts, dur; /* ns */
+    uint64_t flow, value;
+    const char *name;
+} tr__trace_view;
+
+/* Calls fn for every event of kind in the files of dirs whose label is label (NULL: any),
+ * oldest first in each file. */
+void tr__trace_each(const char *dirs, int kind, const char *label,
+                    void (*fn)(void *ctx, const tr__trace_view *e), void *ctx);
 
 /* A collective op kind's name (collective/group.h's TR__COLL_*: 1 "barrier" ... 11
  * "recv"; "?" for others). */

@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -182,7 +183,9 @@ TEST_F(Timeline, ARankThatSkipsAnOpIsNamedWithinItsTimeout) {
               std::string::npos)
         << debug_collectives();
     tr_ref alone; /* rank 0 enters op #3 (giving up after 3 s); rank 1 never does */
-    ASSERT_EQ(tr_call(rt, a[0], "allreduce_by_name", "skip|1|1|3000", 14, &alone), 0);
+    ASSERT_EQ(
+        tr_call(rt, a[0], "allreduce_by_name", "skip|1|1|3000", strlen("skip|1|1|3000"), &alone),
+        0);
     const std::string verdict =
         "group skip, op #3 allreduce: rank 1 never entered; its last completed op was #2";
     std::string v;
@@ -214,7 +217,8 @@ TEST_F(Timeline, TheSurvivorsDumpSaysWhichRankDiedDuringWhichOp) {
     int64_t pid = 0;
     ASSERT_EQ(call_i64(rt, a[2], "pid", 0, &pid), 0);
     tr_ref doomed; /* rank 2 enters op #2 and waits in it */
-    ASSERT_EQ(tr_call(rt, a[2], "allreduce_by_name", "k9|1|1|30000", 14, &doomed), 0);
+    ASSERT_EQ(
+        tr_call(rt, a[2], "allreduce_by_name", "k9|1|1|30000", strlen("k9|1|1|30000"), &doomed), 0);
     std::string v;
     EXPECT_TRUE(eventually(5000, [&] {
         v = debug_collectives();
@@ -226,7 +230,9 @@ TEST_F(Timeline, TheSurvivorsDumpSaysWhichRankDiedDuringWhichOp) {
      * cannot, and they dump */
     std::vector<tr_ref> o(4);
     for (int k = 0; k < 4; k++)
-        ASSERT_EQ(tr_call(rt, a[k % 2], "allreduce_by_name", "k9|1|1|20000", 14, &o[k]), 0);
+        ASSERT_EQ(tr_call(rt, a[k % 2], "allreduce_by_name", "k9|1|1|20000", strlen("k9|1|1|20000"),
+                          &o[k]),
+                  0);
     EXPECT_EQ(tr_get(rt, o[2], 30000, nullptr, nullptr), TR_ETASK);
     EXPECT_EQ(tr_get(rt, o[3], 30000, nullptr, nullptr), TR_ETASK);
     const std::string verdict = "group k9, op #2 allreduce: rank 2 (pid " + std::to_string(pid) +

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "actor/protocol.h"
+#include "actor/tasks.h"
 #include "collective/group.h"
 #include "core/http.h"
 #include "core/events.h"
@@ -506,6 +507,19 @@ static int walk_log(const char *log, const char *kind, lister *l) {
     return 0;
 }
 
+/* A task run recently on this node, as its worker's ring has it (core/trace.h). */
+static void task_row(void *ctx, const tr__trace_view *e) {
+    row r = {0};
+    field(&r, "id", 0, "%016llx", (unsigned long long)e->flow);
+    field(&r, "name", 0, "%s", e->name);
+    field(&r, "state", 0, "%s", e->failed ? "FAILED" : "FINISHED");
+    field(&r, "worker_pid", 1, "%d", e->pid);
+    field(&r, "start", 0, "%lld.%06lld", (long long)(e->ts / 1000000000),
+          (long long)(e->ts % 1000000000 / 1000));
+    field(&r, "duration_s", 1, "%.6f", (double)e->dur / 1e9);
+    take(ctx, &r);
+}
+
 /* Walks kind's items into l; 0, or -1 for an unknown kind. */
 static int walk(const tr__lists_src *src, const char *kind, lister *l) {
     if (src->events_log) return walk_log(src->events_log, kind, l) == 0 ? 0 : -1;
@@ -517,6 +531,12 @@ static int walk(const tr__lists_src *src, const char *kind, lister *l) {
         tr__groups_each(src->groups, group_row, l);
     } else if (strcmp(kind, "graphs") == 0) {
         tr__groups_each(src->groups, graph_row, l);
+    } else if (strcmp(kind, "tasks") == 0) { /* the last runs each task worker's ring has */
+        const char *slash = src->node_sock ? strrchr(src->node_sock, '/') : NULL;
+        char dir[700];
+        snprintf(dir, sizeof dir, "%.*s/%s", slash ? (int)(slash - src->node_sock) : 0,
+                 src->node_sock ? src->node_sock : "", TR__TRACE_DIR);
+        if (slash) tr__trace_each(dir, TR__EV_RUN, TR__TASKS_CLASS, task_row, l);
     } else if (strcmp(kind, "nodes") == 0) {
         if (!tr__cluster_each_node(*src->cluster, node_row, l)) { /* alone: this node */
             tr__member self;
@@ -669,7 +689,8 @@ int tr__lists_answer(const tr__lists_src *src, const char *path, const char *que
     if (strncmp(rest, "summary/", 8) == 0) {
         snprintf(kind, sizeof kind, "%s", rest + 8);
         int st = answer_summary(src, kind, out);
-        if (st == 404) error_json(out, "no such kind (actors, objects, groups, graphs, nodes)");
+        if (st == 404)
+            error_json(out, "no such kind (actors, objects, groups, graphs, tasks, nodes)");
         return st;
     }
     const char *slash = strchr(rest, '/');
@@ -708,7 +729,7 @@ int tr__lists_answer(const tr__lists_src *src, const char *path, const char *que
     if (!q.table) tr__buf_append(out, tmp, strlen(tmp));
     if (walk(src, kind, &l)) {
         out->len = mark;
-        error_json(out, "no such kind (actors, objects, groups, graphs, nodes)");
+        error_json(out, "no such kind (actors, objects, groups, graphs, tasks, nodes)");
         return 404;
     }
     if (l.bad_key && l.total) {

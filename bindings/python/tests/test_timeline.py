@@ -7,6 +7,8 @@ import pathlib
 import subprocess
 import sys
 
+import urllib.request
+
 import troupe
 
 CHECKER = pathlib.Path(__file__).resolve().parents[3] / "tools" / "trace_check.py"
@@ -21,6 +23,11 @@ class Worker:
 @troupe.remote
 def square(x):
     return x * x
+
+
+@troupe.remote
+def fails(x):
+    raise ValueError(x)
 
 
 def test_timeline_names_a_python_programs_calls(tmp_path):
@@ -45,5 +52,23 @@ def test_timeline_names_a_python_programs_calls(tmp_path):
                             "name:step=20", "--expect", "flows=10"],
                            capture_output=True, text=True)
         assert r.returncode == 0, r.stdout + r.stderr
+    finally:
+        troupe.shutdown()
+
+
+def test_the_tasks_list_shows_recent_runs():
+    ctx = troupe.init()
+    try:
+        assert troupe.get([square.remote(i) for i in range(3)]) == [0, 1, 4]
+        try:
+            troupe.get(fails.remote(1))
+        except Exception:
+            pass
+        url = f"http://{ctx.dashboard_url}/api/v1/tasks?limit=100"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            tasks = json.loads(r.read())["items"]
+        mine = [t for t in tasks if t["name"].endswith("square")]
+        assert len(mine) == 3 and all(t["state"] == "FINISHED" for t in mine), tasks
+        assert [t["state"] for t in tasks if t["name"].endswith("fails")] == ["FAILED"], tasks
     finally:
         troupe.shutdown()
