@@ -1,6 +1,9 @@
 /* core/buf.c - growable byte buffer. */
 #include "core/buf.h"
 
+#include <stdarg.h>
+#include <stdio.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +64,15 @@ void tr__buf_free(tr__buf *b) {
     b->data = NULL;
     b->off = b->len = b->cap = 0;
     b->oom = false;
+}
+
+void tr__buf_printf(tr__buf *b, const char *fmt, ...) {
+    char tmp[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (k > 0) tr__buf_append(b, tmp, (size_t)k < sizeof tmp ? (size_t)k : sizeof tmp - 1);
 }
 
 void tr__buf_json_str(tr__buf *b, const char *s) {

@@ -34,6 +34,8 @@ void tr__buf_reset(tr__buf *b);
 /* Appends s as a JSON string: quoted, '"' and '\' escaped, control characters as \u00XX
  * (NULL: ""). Other bytes pass as they are (UTF-8 stays UTF-8). */
 void tr__buf_json_str(tr__buf *b, const char *s);
+/* Appends printf's text (at most 1023 bytes of it). */
+void tr__buf_printf(tr__buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void tr__buf_free(tr__buf *b);
 
 #endif

@@ -246,15 +246,7 @@ void tr__flight_end(tr__flight_op *op, int rc) {
 
 /* ---- reading ---------------------------------------------------------------------- */
 
-static void bprintf(tr__buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void bprintf(tr__buf *b, const char *fmt, ...) {
-    char tmp[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (k > 0) tr__buf_append(b, tmp, (size_t)k < sizeof tmp ? (size_t)k : sizeof tmp - 1);
-}
+#define bprintf tr__buf_printf
 
 /* A bounded string of a mapped file, as a NUL-terminated copy. */
 static void field_str(char *dst, size_t cap, const char *src, size_t src_cap) {

@@ -271,12 +271,13 @@ static int cmd_status(const char *addr, const tr_config *cfg) {
     return 0;
 }
 
-/* The node's /api/v1 answer for path and query: its HTTP status (0: no answer, the error
- * set), and *text (malloc'd, NUL-terminated) if text. */
+/* The node's /api/v1 answer for path and query: its HTTP status (or a code < 0: no
+ * answer), and *text (malloc'd, NUL-terminated). */
 static int api_get(const char *addr, const char *path, const char *query, char **text) {
     *text = NULL;
     tr__nodeconn *c;
-    if (connect_cli(addr, &c)) return 0;
+    int rc = connect_cli(addr, &c);
+    if (rc) return rc;
     tr__buf b = TR__BUF_INIT;
     tr__enc_map(&b, 2);
     tr__enc_str(&b, "path");
@@ -284,10 +285,10 @@ static int api_get(const char *addr, const char *path, const char *query, char *
     tr__enc_str(&b, "query");
     tr__enc_str(&b, query);
     tr__reply r;
-    int rc = tr__nodeconn_call(c, TR__MSG_API, &b, 10000, &r);
+    rc = tr__nodeconn_call(c, TR__MSG_API, &b, 10000, &r);
     tr__buf_free(&b);
     tr__nodeconn_close(c);
-    if (rc) return 0;
+    if (rc) return rc;
     int64_t status = 0;
     const char *p = "";
     size_t n = 0;
@@ -454,28 +455,13 @@ static int cmd_collectives(const char *addr, int json) {
 /* `troupe list|get|summary`: the node's /api/v1 answer for path and query, printed (the
  * JSON as HTTP gives it, or the node's text table). 0, or 1 (the node's error printed). */
 static int cmd_api(const char *addr, const char *path, const char *query) {
-    tr__nodeconn *c;
-    int rc = connect_cli(addr, &c);
-    if (rc) return fail(rc, "list");
-    tr__buf b = TR__BUF_INIT;
-    tr__enc_map(&b, 2);
-    tr__enc_str(&b, "path");
-    tr__enc_str(&b, path);
-    tr__enc_str(&b, "query");
-    tr__enc_str(&b, query);
-    tr__reply r;
-    rc = tr__nodeconn_call(c, TR__MSG_API, &b, 10000, &r);
-    tr__buf_free(&b);
-    tr__nodeconn_close(c);
-    if (rc) return fail(rc, "list");
-    int64_t status = 0;
-    const char *p = "";
-    size_t n = 0;
-    tr__get_int(r.root, "status", &status);
-    tr__get_str(r.root, "json", &p, &n);
+    char *text;
+    int status = api_get(addr, path, query, &text);
+    if (status <= 0) return fail(status ? status : TR_EPROTO, "list");
+    size_t n = text ? strlen(text) : 0;
     FILE *to = status == 200 ? stdout : stderr;
-    fprintf(to, "%.*s%s", (int)n, p, n && p[n - 1] == '\n' ? "" : "\n");
-    tr__reply_free(&r);
+    fprintf(to, "%s%s", text ? text : "", n && text[n - 1] == '\n' ? "" : "\n");
+    free(text);
     return status == 200 ? 0 : 1;
 }
 

@@ -128,15 +128,7 @@ static int proc_usage(pid_t pid, double *cpu, double *rss) {
 
 /* ---- the exposition --------------------------------------------------------------- */
 
-static void emit(tr__buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void emit(tr__buf *b, const char *fmt, ...) {
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (k > 0) tr__buf_append(b, tmp, (size_t)k < sizeof tmp ? (size_t)k : sizeof tmp - 1);
-}
+#define emit tr__buf_printf
 
 static void family(tr__buf *b, const char *name, const char *type, const char *help) {
     emit(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
