@@ -890,14 +890,15 @@ int tr__trace_unbundle(const void *bundle, size_t len, const char *dir, const ch
             rc = tr__err_errno(errno, "open %s", path);
             break;
         }
-        const char *w = (const char *)h;
-        size_t left = sizeof *h;
+        const char *w = (const char *)h; /* (what came; the rest, zeros, left sparse) */
+        size_t left = head[1];
         while (left) {
             ssize_t k = write(fd, w, left);
             if (k <= 0) break;
             w += k, left -= (size_t)k;
         }
-        if (close(fd) != 0 || left) rc = tr__err(TR_EIO, "writing %s", path);
+        if (ftruncate(fd, sizeof *h) != 0 || close(fd) != 0 || left)
+            rc = tr__err(TR_EIO, "writing %s", path);
     }
     free(h);
     return rc;

@@ -100,7 +100,7 @@ typedef struct tr__trace_hdr {
     char actor[40]; /* the actor's id, in hex ("" for a driver) */
     tr__proc_counters cnt; /* what it counts for the node's metrics (core/counters.h) */
     tr__flight_group groups[TR__FLIGHT_GROUPS];
-    _Alignas(64) tr__trace_ev ev[TR__TRACE_EVENTS];
+    tr__trace_ev ev[TR__TRACE_EVENTS] __attribute__((aligned(64)));
 } tr__trace_hdr;
 
 /* This process's file (NULL: none, nothing recorded). */

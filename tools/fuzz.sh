@@ -3,13 +3,13 @@
 # tool: needs clang, e.g. `apt-get install clang`; CI runs the same targets under a
 # deterministic driver instead, see tests/fuzz/).
 #
-#   tools/fuzz.sh [seconds per target, default 60] [target ...]   targets: codec frame
+#   tools/fuzz.sh [seconds per target, default 60] [target ...]   targets: codec frame trace
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 secs=${1:-60}
 shift || true
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(codec frame)
+[[ ${#targets[@]} -gt 0 ]] || targets=(codec frame trace)
 command -v clang >/dev/null || { echo "fuzz.sh: needs clang (apt-get install clang)" >&2; exit 1; }
 out=${TMPDIR:-/tmp}/troupe-fuzz
 mkdir -p "$out"

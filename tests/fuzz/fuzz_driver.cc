@@ -10,6 +10,7 @@
 
 extern "C" {
 #include "actor/protocol.h"
+#include "core/trace.h"
 #include "core/codec.h"
 #include "core/config.h"
 #include "core/frame.h"
@@ -71,6 +72,29 @@ std::vector<std::string> seeds() {
     tr__config_encode_node(cfg, &b);
     tr__config_destroy(cfg);
     out.push_back(take(&b));
+    /* another node's trace bundle (core/trace.h): a process in a group, three ops */
+    auto *h = (tr__trace_hdr *)calloc(1, sizeof(tr__trace_hdr));
+    h->magic = TR__TRACE_MAGIC;
+    h->size = sizeof *h;
+    h->pid = 4242;
+    h->copy = 1;
+    strcpy(h->label, "Worker");
+    strcpy(h->groups[0].name, "g");
+    h->groups[0].world = 2;
+    h->groups[0].ops = 3;
+    for (int i = 0; i < 3; i++) {
+        h->groups[0].ring[i].seq = (uint64_t)i + 1;
+        h->groups[0].ring[i].kind = 2;
+        h->groups[0].ring[i].state = i < 2 ? TR__FL_COMPLETED : TR__FL_STARTED;
+    }
+    uint32_t rec[2] = {0x31425254u, (uint32_t)offsetof(tr__trace_hdr, ev)};
+    std::string bundle((const char *)rec, sizeof rec);
+    bundle.append((const char *)h, rec[1]);
+    free(h);
+    out.push_back(bundle);
+    out.push_back(
+        "{\"t\":\"1.5\",\"event\":\"actor_created\",\"id\":\"ab\",\"class\":\"C\\u0001\"}\n"
+        "{\"t\":\"2\",\"event\":\"actor_died\",\"id\":\"ab\",\"reason\":\"x\\\"y\"}\n");
     return out;
 }
 
