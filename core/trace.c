@@ -122,15 +122,16 @@ void tr__trace_ev_add(int kind, int64_t t0, int64_t t1, const char *name, size_t
     if (name) memcpy(tail.c + 2, name, name_len);
     uint64_t i = __atomic_fetch_add(&h->head, 1, __ATOMIC_RELAXED);
     tr__trace_ev *e = &h->ev[i & (TR__TRACE_EVENTS - 1)];
+    /* (a seqlock: seq 0 first, each field after it - release stores, plain moves on x86 -
+     * and seq last; read_ev checks it before and after) */
     __atomic_store_n(&e->seq, 0, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_RELEASE);
-    __atomic_store_n(&e->tid, tr__trace_tid(), __ATOMIC_RELAXED);
-    __atomic_store_n(&e->ts, t0, __ATOMIC_RELAXED);
-    __atomic_store_n(&e->dur, t1 - t0, __ATOMIC_RELAXED);
-    __atomic_store_n(&e->flow, flow, __ATOMIC_RELAXED);
-    __atomic_store_n(&e->value, value, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->tid, tr__trace_tid(), __ATOMIC_RELEASE);
+    __atomic_store_n(&e->ts, t0, __ATOMIC_RELEASE);
+    __atomic_store_n(&e->dur, t1 - t0, __ATOMIC_RELEASE);
+    __atomic_store_n(&e->flow, flow, __ATOMIC_RELEASE);
+    __atomic_store_n(&e->value, value, __ATOMIC_RELEASE);
     for (int k = 0; k < 3; k++)
-        __atomic_store_n(&e->tail[k], tail.w[k], __ATOMIC_RELAXED);
+        __atomic_store_n(&e->tail[k], tail.w[k], __ATOMIC_RELEASE);
     __atomic_store_n(&e->seq, (uint32_t)(i + 1), __ATOMIC_RELEASE);
 }
 
@@ -202,8 +203,7 @@ static tr__flight_op *flight_begin(tr__trace_hdr *h, const char *group, const ch
     if (!g) { /* a new group here: a free slot, or the one used longest ago (not in an op) */
         if (!oldest) return NULL;
         g = oldest;
-        g->name[0] = '\0';
-        __atomic_thread_fence(__ATOMIC_RELEASE);
+        __atomic_store_n(&g->name[0], '\0', __ATOMIC_SEQ_CST);
         memset(g->ring, 0, sizeof g->ring);
         g->ops = 0;
         g->rank = rank;
@@ -397,6 +397,22 @@ static void ev_args(tr__buf *b, const rec *r) {
     bprintf(b, "}}");
 }
 
+/* Event i of a file, if it is there whole (its seq before and after the fields: acquire
+ * loads, plain moves on x86, keep the last check after them). 1, or 0. */
+static int read_ev(const tr__trace_hdr *h, uint64_t i, tr__trace_ev *out) {
+    const tr__trace_ev *e = &h->ev[i & (TR__TRACE_EVENTS - 1)];
+    uint32_t want = (uint32_t)(i + 1);
+    if (__atomic_load_n(&e->seq, __ATOMIC_ACQUIRE) != want) return 0;
+    out->tid = __atomic_load_n(&e->tid, __ATOMIC_ACQUIRE);
+    out->ts = __atomic_load_n(&e->ts, __ATOMIC_ACQUIRE);
+    out->dur = __atomic_load_n(&e->dur, __ATOMIC_ACQUIRE);
+    out->flow = __atomic_load_n(&e->flow, __ATOMIC_ACQUIRE);
+    out->value = __atomic_load_n(&e->value, __ATOMIC_ACQUIRE);
+    for (int k = 0; k < 3; k++)
+        out->tail[k] = __atomic_load_n(&e->tail[k], __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE) == want; /* (not rewritten meanwhile) */
+}
+
 int tr__trace_timeline(const char *dirs, tr__buf *out) {
     mapped *m;
     size_t n = map_all(dirs, &m), nr = 0;
@@ -410,14 +426,13 @@ int tr__trace_timeline(const char *dirs, tr__buf *out) {
             "\n{\"ph\":\"M\",\"name\":\"troupe\",\"pid\":0,\"tid\":0,\"args\":{\"files\":%zu}}", n);
     for (size_t f = 0; f < n; f++) {
         const tr__trace_hdr *h = m[f].h;
-        char label[8] = "", role[16], own[64], actor[40];
+        char role[16], own[64], actor[40];
         field_str(role, sizeof role, h->role, sizeof h->role);
         field_str(own, sizeof own, h->label, sizeof h->label);
         field_str(actor, sizeof actor, h->actor, sizeof h->actor);
         char pname[400];
-        snprintf(pname, sizeof pname, "%s%s%s%.8s%s (pid %d)", label[0] ? label : own,
-                 label[0] || own[0] ? " " : "", actor[0] ? "actor " : role, actor,
-                 actor[0] ? "…" : "", m[f].pid);
+        snprintf(pname, sizeof pname, "%s%s%s%.8s%s (pid %d)", own, own[0] ? " " : "",
+                 actor[0] ? "actor " : role, actor, actor[0] ? "…" : "", m[f].pid);
         bprintf(
             out,
             ",\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":",
@@ -427,23 +442,20 @@ int tr__trace_timeline(const char *dirs, tr__buf *out) {
         uint64_t head = __atomic_load_n(&h->head, __ATOMIC_ACQUIRE);
         uint64_t from = head > TR__TRACE_EVENTS ? head - TR__TRACE_EVENTS : 0;
         for (uint64_t i = from; i < head; i++) {
-            const tr__trace_ev *e = &h->ev[i & (TR__TRACE_EVENTS - 1)];
-            if (__atomic_load_n(&e->seq, __ATOMIC_ACQUIRE) != (uint32_t)(i + 1)) continue;
+            tr__trace_ev e;
+            if (!read_ev(h, i, &e)) continue;
             rec x;
-            x.ts = e->ts + h->anchor;
-            x.dur = e->dur < 0 ? 0 : e->dur;
-            x.flow = e->flow;
-            x.value = e->value;
+            x.ts = e.ts + h->anchor;
+            x.dur = e.dur < 0 ? 0 : e.dur;
+            x.flow = e.flow;
+            x.value = e.value;
             x.pid = m[f].tpid;
-            x.tid = e->tid;
-            const char *tail = (const char *)e->tail;
+            x.tid = e.tid;
+            const char *tail = (const char *)e.tail;
             x.kind = (uint8_t)tail[0];
             x.failed = tail[1] != 0;
             x.async = 0;
             field_str(x.name, sizeof x.name, tail + 2, 22);
-            __atomic_thread_fence(__ATOMIC_ACQUIRE);
-            if (__atomic_load_n(&e->seq, __ATOMIC_RELAXED) != (uint32_t)(i + 1))
-                continue; /* rewritten meanwhile */
             if (x.kind == 0 || x.kind >= TR__EV_KINDS) continue;
             r[nr++] = x;
         }
@@ -915,11 +927,8 @@ void tr__trace_each(const char *dirs, int kind, const char *label,
         if (label && strcmp(own, label) != 0) continue;
         uint64_t head = __atomic_load_n(&h->head, __ATOMIC_ACQUIRE);
         for (uint64_t i = head > TR__TRACE_EVENTS ? head - TR__TRACE_EVENTS : 0; i < head; i++) {
-            const tr__trace_ev *e = &h->ev[i & (TR__TRACE_EVENTS - 1)];
-            if (__atomic_load_n(&e->seq, __ATOMIC_ACQUIRE) != (uint32_t)(i + 1)) continue;
-            tr__trace_ev c = *e;
-            __atomic_thread_fence(__ATOMIC_ACQUIRE);
-            if (__atomic_load_n(&e->seq, __ATOMIC_RELAXED) != (uint32_t)(i + 1)) continue;
+            tr__trace_ev c;
+            if (!read_ev(h, i, &c)) continue;
             const char *tail = (const char *)c.tail;
             if ((uint8_t)tail[0] != kind) continue;
             char name[22];
