@@ -24,7 +24,6 @@
 
 tr__trace_hdr *tr__trace_self;
 __attribute__((visibility("hidden"))) __thread const char *tr__trace_method;
-static char self_dir[600];
 static __thread uint32_t my_tid;
 
 /* ---- writing ---------------------------------------------------------------------- */
@@ -76,7 +75,6 @@ int tr__trace_open(const char *node_path, const char *role, const char *label,
     copy_str(h->actor, sizeof h->actor, actor_hex ? actor_hex : "",
              actor_hex ? strlen(actor_hex) : 0);
     __atomic_store_n(&h->magic, TR__TRACE_MAGIC, __ATOMIC_RELEASE);
-    snprintf(self_dir, sizeof self_dir, "%s", dir);
     __atomic_store_n(&tr__trace_self, h, __ATOMIC_RELEASE);
     return 0;
 }
@@ -84,11 +82,6 @@ int tr__trace_open(const char *node_path, const char *role, const char *label,
 void tr__trace_close(void) {
     tr__trace_hdr *h = __atomic_exchange_n(&tr__trace_self, NULL, __ATOMIC_ACQ_REL);
     if (h) munmap(h, sizeof *h);
-    self_dir[0] = '\0';
-}
-
-const char *tr__trace_dir(void) {
-    return self_dir;
 }
 
 uint32_t tr__trace_tid(void) {
@@ -868,7 +861,7 @@ int tr__trace_bundle(const char *dir, int events, tr__buf *out) {
 int tr__trace_unbundle(const void *bundle, size_t len, const char *dir, const char *node) {
     if (mkdir(dir, 0700) != 0 && errno != EEXIST) return tr__err_errno(errno, "mkdir %s", dir);
     const uint8_t *p = bundle, *end = p + len;
-    tr__trace_hdr *h = malloc(sizeof *h);
+    tr__trace_hdr *h = aligned_alloc(64, sizeof *h); /* (its ring is cache-line aligned) */
     if (!h) return tr__err(TR_ENOMEM, "trace bundle");
     int rc = 0;
     while (!rc && p < end) {

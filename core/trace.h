@@ -115,8 +115,6 @@ int tr__trace_open(const char *node_path, const char *role, const char *label,
                    const char *actor_hex);
 /* Stops recording and unmaps the file (which stays, for the timeline). */
 void tr__trace_close(void);
-/* This process's trace directory ("" if none). */
-const char *tr__trace_dir(void);
 
 /* This thread's id, cached. */
 uint32_t tr__trace_tid(void);
