@@ -308,6 +308,9 @@ static void host_port(const char *url, char *out, size_t cap) {
     snprintf(out, cap, "%.*s", (int)strcspn(url, "/"), url);
 }
 
+/* The most a node's answer may hold (its rings: 512 processes of 600 KiB fit). */
+#define HTTP_FETCH_MAX (1024u << 20)
+
 /* A GET of path from a node's HTTP port (url "HOST:PORT", or "http://HOST:PORT/"), with
  * the token: the body into out. 0, or a code. */
 static int http_fetch(const char *url, const char *token, const char *path, tr__buf *out) {
@@ -339,8 +342,18 @@ static int http_fetch(const char *url, const char *token, const char *path, tr__
     tr__buf all = TR__BUF_INIT;
     char buf[65536];
     ssize_t got;
-    while (!rc && (got = read(fd, buf, sizeof buf)) > 0)
+    int64_t deadline = tr__deadline(120000); /* (the whole answer, however it trickles) */
+    while (!rc && (got = read(fd, buf, sizeof buf)) > 0) {
+        if (all.len + (size_t)got > HTTP_FETCH_MAX) { /* (a node that never stops sending) */
+            rc = tr__err(TR_EMSGSIZE, "%s%s: more than %u bytes", url, path, HTTP_FETCH_MAX);
+            break;
+        }
+        if (tr__now_ns() > deadline) {
+            rc = tr__err(TR_ETIMEDOUT, "%s%s: no whole answer within 120 s", url, path);
+            break;
+        }
         tr__buf_append(&all, buf, (size_t)got);
+    }
     if (fd >= 0) close(fd);
     const char *body = all.data ? memmem(all.data, all.len, "\r\n\r\n", 4) : NULL;
     if (!rc && (!body || all.len < 12 || memcmp(all.data, "HTTP/1.1 200", 12) != 0))
