@@ -288,6 +288,14 @@ TEST(EventLog, ASessionAnswersAfterItsNodeIsGone) {
         tr_actor_details d = TR_ACTOR_DETAILS_INIT;
         return tr_actor_info(rt, a[0], &d) == 0 && d.state == TR_ACTOR_DEAD;
     }));
+    /* DEAD is set when the kill is asked for; the group hears of it when the process's
+     * connection closes, which a slow (sanitized) worker may do after a prompt shutdown */
+    EXPECT_TRUE(eventually(10000, [&] {
+        std::ifstream f(dir + "/events.log");
+        std::stringstream ss;
+        ss << f.rdbuf();
+        return ss.str().find("\"group_rank_died\"") != std::string::npos;
+    })) << "the node never logged rank 0's death";
     char hex[33];
     for (int i = 0; i < 16; i++)
         snprintf(hex + 2 * i, 3, "%02x", a[0].b[i]);
