@@ -414,9 +414,7 @@ int tr__trace_timeline(const char *dirs, tr__buf *out) {
         unmap_all(m, n);
         return tr__err(TR_ENOMEM, "timeline");
     }
-    tr__buf_append(out, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", 39);
-    bprintf(out,
-            "\n{\"ph\":\"M\",\"name\":\"troupe\",\"pid\":0,\"tid\":0,\"args\":{\"files\":%zu}}", n);
+    tr__buf names = TR__BUF_INIT; /* the processes' metadata, after the first event's */
     for (size_t f = 0; f < n; f++) {
         const tr__trace_hdr *h = m[f].h;
         char role[16], own[64], actor[40];
@@ -427,11 +425,11 @@ int tr__trace_timeline(const char *dirs, tr__buf *out) {
         snprintf(pname, sizeof pname, "%s%s%s%.8s%s (pid %d)", own, own[0] ? " " : "",
                  actor[0] ? "actor " : role, actor, actor[0] ? "…" : "", m[f].pid);
         bprintf(
-            out,
+            &names,
             ",\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":",
             m[f].tpid);
-        tr__buf_json_str(out, pname);
-        bprintf(out, "}}");
+        tr__buf_json_str(&names, pname);
+        bprintf(&names, "}}");
         uint64_t head = __atomic_load_n(&h->head, __ATOMIC_ACQUIRE);
         uint64_t from = head > TR__TRACE_EVENTS ? head - TR__TRACE_EVENTS : 0;
         for (uint64_t i = from; i < head; i++) {
@@ -454,6 +452,22 @@ int tr__trace_timeline(const char *dirs, tr__buf *out) {
         }
     }
     unmap_all(m, n);
+    /* Times count from the first event: a JSON number is a double, and an absolute time in
+     * µs (1.8e15) keeps only a quarter of one, enough to make neighbouring slices overlap. */
+    int64_t base = INT64_MAX;
+    for (size_t i = 0; i < nr; i++)
+        if (r[i].ts < base) base = r[i].ts;
+    if (!nr) base = 0;
+    for (size_t i = 0; i < nr; i++)
+        r[i].ts -= base;
+    tr__buf_append(out, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", 39);
+    bprintf(out,
+            "\n{\"ph\":\"M\",\"name\":\"troupe\",\"pid\":0,\"tid\":0,\"args\":{\"files\":%zu,"
+            "\"base_unix_ns\":%lld}}",
+            n, (long long)base);
+    if (names.len) tr__buf_append(out, names.data, names.len);
+    if (names.oom) out->oom = 1;
+    tr__buf_free(&names);
     /* Slices nest on a thread's track; one that overlaps another without nesting (a call
      * that went on elsewhere, e.g. on an event loop) becomes an async slice. */
     if (nr) qsort(r, nr, sizeof *r, by_track);

@@ -13,7 +13,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -159,6 +161,13 @@ TEST_F(Timeline, CallsACollectiveAndAGraphKeepPerfettosRules) {
     EXPECT_NE(json.find("\"bytes\":100000"), std::string::npos) << "the put's size";
     EXPECT_NE(json.find("\"ph\":\"s\",\"cat\":\"flow\",\"name\":\"op\""), std::string::npos)
         << "arrows between the ranks of an op";
+    /* times count from the first event (doubles keep ns there), whose wall clock is given */
+    size_t at = json.find("\"base_unix_ns\":");
+    ASSERT_NE(at, std::string::npos) << json.substr(0, 300);
+    long long base = strtoll(json.c_str() + at + 15, nullptr, 10);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    EXPECT_LT(llabs(now.tv_sec - base / 1000000000), 300) << base;
     unlink(path.c_str());
 
     /* the CLI reads the same rings */

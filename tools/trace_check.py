@@ -5,7 +5,9 @@ JSON importers rely on (docs/OBSERVABILITY.md, "The timeline's rules"):
 
   1. The file is a JSON object with a "traceEvents" array (or a bare array).
   2. Every event is an object with a known "ph"; "name" is a string; "pid" and "tid" are
-     integers; every event but metadata ("M") has a number "ts" >= 0 (microseconds).
+     integers; every event but metadata ("M") has a number "ts" >= 0 (microseconds), one
+     with a fraction below 2^53 ns (beyond, a double keeps less than a ns: an absolute
+     time's fraction is noise).
   3. "X" slices have a number "dur" >= 0; on one track (pid, tid) they nest: a slice that
      begins inside another ends inside it too. "B"/"E" pairs balance per track.
   4. Async slices ("b"/"e") pair by (cat, id, name): one begin, then one end, not earlier.
@@ -65,6 +67,9 @@ def check(doc):
         ts = e.get("ts")
         if not isinstance(ts, (int, float)) or isinstance(ts, bool) or ts < 0:
             err(f"{where}: ts {ts!r} is not a number >= 0")
+            continue
+        if isinstance(ts, float) and ts >= 2**53 / 1000:
+            err(f"{where}: ts {ts!r} has a fraction a double cannot hold (count from the start)")
             continue
         name = e.get("name", "")
         counts[f"name:{name}"] += ph in "Xb"
