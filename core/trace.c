@@ -660,7 +660,12 @@ static int by_name_rank(const void *a, const void *b) {
     return x->g->used > y->g->used ? -1 : x->g->used < y->g->used; /* the newest first */
 }
 
-int tr__flight_verdicts(const char *dirs, const char *group, tr__buf *text, tr__buf *json) {
+/* Every group with a rank in dirs (or only `group`), in name order: fn with its ranks seen
+ * there (by_rank[r]: NULL where none) and its verdict. 0, or TR_ENOMEM. */
+typedef void (*group_fn)(void *ctx, const char *name, const char *backend, int world,
+                         rank_view **by_rank, const char *verdict);
+
+static int each_group(const char *dirs, const char *group, group_fn fn, void *ctx) {
     mapped *m;
     size_t n = map_all(dirs, &m), nv = 0;
     rank_view *v = n ? malloc(n * TR__FLIGHT_GROUPS * sizeof *v) : NULL;
@@ -677,8 +682,7 @@ int tr__flight_verdicts(const char *dirs, const char *group, tr__buf *text, tr__
             view_of(&v[nv++], g, m[f].pid, m[f].alive, m[f].h->anchor);
         }
     if (nv) qsort(v, nv, sizeof *v, by_name_rank);
-    if (json) bprintf(json, "{\"groups\":[");
-    int groups = 0;
+    int rc = 0;
     for (size_t i = 0; i < nv;) {
         size_t j = i;
         while (j < nv && strncmp(v[j].g->name, v[i].g->name, sizeof v[i].g->name) == 0)
@@ -687,48 +691,100 @@ int tr__flight_verdicts(const char *dirs, const char *group, tr__buf *text, tr__
         for (size_t k = i; k < j; k++) /* the newest rank's idea of the group's size */
             if (v[k].g->used > v[i].g->used && v[k].g->world > 0) world = v[k].g->world;
         rank_view **by_rank = calloc((size_t)world, sizeof *by_rank);
-        if (!by_rank) break;
+        if (!by_rank) {
+            rc = tr__err(TR_ENOMEM, "flight recorder");
+            break;
+        }
         for (size_t k = i; k < j; k++) /* (newest first within a rank) */
             if (v[k].g->rank < world && !by_rank[v[k].g->rank]) by_rank[v[k].g->rank] = &v[k];
-        char name[200];
+        char name[200], be[8];
         field_str(name, sizeof name, v[i].g->name, sizeof v[i].g->name);
+        field_str(be, sizeof be, v[i].g->backend, sizeof v[i].g->backend);
         tr__buf t = TR__BUF_INIT;
         group_verdict(name, world, by_rank, &t);
-        if (text) {
-            tr__buf_append(text, t.data, t.len);
-            tr__buf_append(text, "\n", 1);
-        }
-        if (json) {
-            bprintf(json, "%s{\"name\":", groups ? "," : "");
-            tr__buf_json_str(json, name);
-            bprintf(json, ",\"world\":%d,\"backend\":", world);
-            char be[8];
-            field_str(be, sizeof be, v[i].g->backend, sizeof v[i].g->backend);
-            tr__buf_json_str(json, be);
-            tr__buf_append(json, ",\"verdict\":", 11);
-            tr__buf_append(&t, "", 1);
-            tr__buf_json_str(json, t.data ? t.data : "");
-            bprintf(json, ",\"ranks\":[");
-            int first = 1;
-            for (int r = 0; r < world; r++) {
-                if (!by_rank[r]) continue;
-                bprintf(json, "%s{\"rank\":%d,\"pid\":%d,\"alive\":%s,\"ops\":[", first ? "" : ",",
-                        r, by_rank[r]->pid, by_rank[r]->alive ? "true" : "false");
-                ops_json(json, by_rank[r]);
-                bprintf(json, "]}");
-                first = 0;
-            }
-            bprintf(json, "]}");
-        }
+        tr__buf_append(&t, "", 1);
+        fn(ctx, name, be, world, by_rank, t.data ? t.data : "");
         tr__buf_free(&t);
         free(by_rank);
-        groups++;
         i = j;
     }
-    if (json) bprintf(json, "]}\n");
     free(v);
     unmap_all(m, n);
+    return rc;
+}
+
+typedef struct verdicts_out {
+    tr__buf *text, *json;
+    int groups;
+} verdicts_out;
+
+static void verdict_out(void *ctx, const char *name, const char *backend, int world,
+                        rank_view **by_rank, const char *verdict) {
+    verdicts_out *o = ctx;
+    if (o->text) {
+        tr__buf_append(o->text, verdict, strlen(verdict));
+        tr__buf_append(o->text, "\n", 1);
+    }
+    tr__buf *json = o->json;
+    if (json) {
+        bprintf(json, "%s{\"name\":", o->groups ? "," : "");
+        tr__buf_json_str(json, name);
+        bprintf(json, ",\"world\":%d,\"backend\":", world);
+        tr__buf_json_str(json, backend);
+        tr__buf_append(json, ",\"verdict\":", 11);
+        tr__buf_json_str(json, verdict);
+        bprintf(json, ",\"ranks\":[");
+        int first = 1;
+        for (int r = 0; r < world; r++) {
+            if (!by_rank[r]) continue;
+            bprintf(json, "%s{\"rank\":%d,\"pid\":%d,\"alive\":%s,\"ops\":[", first ? "" : ",", r,
+                    by_rank[r]->pid, by_rank[r]->alive ? "true" : "false");
+            ops_json(json, by_rank[r]);
+            bprintf(json, "]}");
+            first = 0;
+        }
+        bprintf(json, "]}");
+    }
+    o->groups++;
+}
+
+int tr__flight_verdicts(const char *dirs, const char *group, tr__buf *text, tr__buf *json) {
+    verdicts_out o = {text, json, 0};
+    if (json) bprintf(json, "{\"groups\":[");
+    int rc = each_group(dirs, group, verdict_out, &o);
+    if (json) bprintf(json, "]}\n");
+    if (rc) return rc;
     return (text && text->oom) || (json && json->oom) ? tr__err(TR_ENOMEM, "flight recorder") : 0;
+}
+
+typedef struct each_out {
+    void (*fn)(void *ctx, const tr__flight_group_view *g);
+    void *ctx;
+} each_out;
+
+static void each_view(void *ctx, const char *name, const char *backend, int world,
+                      rank_view **by_rank, const char *verdict) {
+    each_out *o = ctx;
+    tr__flight_rank_view ranks[64];
+    tr__flight_group_view g = {name, backend, verdict, world, 0, ranks};
+    for (int r = 0; r < world && g.n_ranks < 64; r++) {
+        if (!by_rank[r]) continue;
+        const tr__flight_op *last = last_op(by_rank[r]);
+        tr__flight_rank_view *x = &ranks[g.n_ranks++];
+        x->rank = r;
+        x->pid = by_rank[r]->pid;
+        x->alive = by_rank[r]->alive;
+        x->last_op = last ? last->seq : 0;
+        x->last_kind = last ? (int)last->kind : 0;
+        x->last_state = last ? (int)last->state : 0;
+    }
+    o->fn(o->ctx, &g);
+}
+
+int tr__flight_each(const char *dirs, void (*fn)(void *ctx, const tr__flight_group_view *g),
+                    void *ctx) {
+    each_out o = {fn, ctx};
+    return each_group(dirs, NULL, each_view, &o);
 }
 
 int tr__flight_dump(const char *session, const char *group, const char *why, char *path_out,

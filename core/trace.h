@@ -152,6 +152,25 @@ int tr__trace_timeline(const char *dirs, tr__buf *out);
  * "pid", "alive", "ops": [...]}]}]}); either may be NULL. */
 int tr__flight_verdicts(const char *dirs, const char *group, tr__buf *text, tr__buf *json);
 
+/* A group as the flight recorder's rings show it: the ranks with a ring in the dirs read
+ * (at most 64 of them, by rank), each with its last op (0: none) and that op's state
+ * (TR__FL_*). */
+typedef struct tr__flight_rank_view {
+    int rank, pid, alive;
+    uint64_t last_op;
+    int last_kind, last_state;
+} tr__flight_rank_view;
+
+typedef struct tr__flight_group_view {
+    const char *name, *backend, *verdict;
+    int world, n_ranks;
+    const tr__flight_rank_view *ranks;
+} tr__flight_group_view;
+
+/* Calls fn for every group with a rank in dirs, in name order. 0, or TR_ENOMEM. */
+int tr__flight_each(const char *dirs, void (*fn)(void *ctx, const tr__flight_group_view *g),
+                    void *ctx);
+
 /* Every file of dir as one blob (what another node's CLI merges: `troupe timeline`,
  * `troupe debug collectives` on a cluster's head): per file, "TRB1", its length, and its
  * header with `copy` set - with its event ring if events, else without. */

@@ -659,6 +659,30 @@ TEST_F(Cluster, PrometheusScrapesTheNodes) {
                   &st);
     EXPECT_EQ(st, 0) << out << "\n" << in(0, cli + " debug collectives --json --tmpdir /tmp/c4");
     unlink("/dev/shm/trtl.json");
+    /* the head's lists are the cluster's (api/cmd/merge.h): every node's items, each with
+     * its node; a filter goes to every node, a get finds an item wherever it is */
+    out = in(0, cli + " list actors --json --tmpdir /tmp/c4", &st);
+    EXPECT_EQ(st, 0) << out;
+    EXPECT_NE(out.find("\"node\":\"10.213.0.1:7601\""), std::string::npos) << out;
+    size_t there = out.find("\"node\":\"10.213.0.2:");
+    ASSERT_NE(there, std::string::npos) << "the other node's actors: " << out;
+    size_t id_at = out.rfind("{\"id\":\"", there);
+    ASSERT_NE(id_at, std::string::npos) << out;
+    std::string far_id = out.substr(id_at + 7, 32);
+    long total = atol(out.c_str() + out.find("\"total\":") + 8);
+    EXPECT_GE(total, 3) << out;
+    out = in(0, cli + " get actors " + far_id + " --json --tmpdir /tmp/c4", &st);
+    EXPECT_EQ(st, 0) << out;
+    EXPECT_NE(out.find("\"node\":\"10.213.0.2:"), std::string::npos) << out;
+    out = in(0, cli + " summary actors --tmpdir /tmp/c4", &st);
+    EXPECT_EQ(st, 0) << out;
+    EXPECT_NE(out.find("\"total\":" + std::to_string(total) + ","), std::string::npos) << out;
+    out = in(0, cli + " list groups --filter id=prom --json --tmpdir /tmp/c4", &st);
+    EXPECT_NE(out.find("\"matched\":2,"), std::string::npos) << "a rank on each node: " << out;
+    out = in(0, cli + " list actors --filter node=10.213.0.1:7601 --limit 1 --tmpdir /tmp/c4", &st);
+    EXPECT_EQ(st, 0) << out;
+    EXPECT_NE(out.find("(1 shown of "), std::string::npos) << out;
+    EXPECT_EQ(out.find("10.213.0.2:"), std::string::npos) << out;
     unlink(marker.c_str()); /* the driver leaves */
     out = read_all(log);
     for (const char *what :

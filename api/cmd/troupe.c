@@ -11,7 +11,8 @@
  *   troupe metrics prometheus-config [--address PATH]
  *   troupe list KIND [--filter KEY=VALUE]... [--limit N] [--offset N] [--json]
  *   troupe get KIND ID [--json];  troupe summary KIND;  troupe debug collectives
- *                (KIND: actors, objects, groups, nodes; the JSON is the node's /api/v1's)
+ *                (KIND: actors, objects, groups, graphs, tasks, nodes; the JSON is the
+ *                node's /api/v1's; in a cluster, every node's merged: merge.h)
  *   (start: [--metrics-port P] [--metrics-host ADDR], the node's /metrics and status page)
  *   (--token T too, and TROUPE_CLUSTER_TOKEN: a token on a command line is visible to every
  *   user in /proc; the file or the environment are not)
@@ -39,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/cmd/merge.h"
 #include "api/node/cluster.h"
 #include "api/node/lists.h"
 #include "api/node/node.h"
@@ -312,8 +314,10 @@ static void host_port(const char *url, char *out, size_t cap) {
 #define HTTP_FETCH_MAX (1024u << 20)
 
 /* A GET of path from a node's HTTP port (url "HOST:PORT", or "http://HOST:PORT/"), with
- * the token: the body into out. 0, or a code. */
-static int http_fetch(const char *url, const char *token, const char *path, tr__buf *out) {
+ * the token: the body into out. 0, or a code. With status, any answer is 0 and *status its
+ * HTTP status; without, an answer other than 200 is TR_EPROTO. */
+static int http_get(const char *url, const char *token, const char *path, tr__buf *out,
+                    int *status) {
     char host[256], port[16], hp[300];
     host_port(url, hp, sizeof hp);
     if (sscanf(hp, "%255[^:]:%15[0-9]", host, port) != 2)
@@ -356,13 +360,61 @@ static int http_fetch(const char *url, const char *token, const char *path, tr__
     }
     if (fd >= 0) close(fd);
     const char *body = all.data ? memmem(all.data, all.len, "\r\n\r\n", 4) : NULL;
-    if (!rc && (!body || all.len < 12 || memcmp(all.data, "HTTP/1.1 200", 12) != 0))
+    int code = 0;
+    if (body && all.len >= 12 && memcmp(all.data, "HTTP/1.1 ", 9) == 0) code = atoi(all.data + 9);
+    if (!rc && (code < 100 || (!status && code != 200)))
         rc = tr__err(TR_EPROTO, "%s%s: %.*s", url, path,
                      (int)(all.data ? strcspn(all.data, "\r\n") : 9),
                      all.data ? all.data : "no answer");
+    if (status) *status = code;
     if (!rc) tr__buf_append(out, body + 4, all.len - (size_t)(body + 4 - all.data));
     tr__buf_free(&all);
     return rc;
+}
+
+static int http_fetch(const char *url, const char *token, const char *path, tr__buf *out) {
+    return http_get(url, token, path, out, NULL);
+}
+
+/* The other nodes of the cluster of the node at addr, as its nodes list has them: their
+ * HTTP addresses ("metrics") and the session's token for them (the cluster's). */
+typedef struct others {
+    size_t n;
+    char (*url)[200]; /* malloc'd */
+    char token[200];
+} others;
+
+static void other_nodes(const char *addr, others *o) {
+    memset(o, 0, sizeof *o);
+    const char *slash = strrchr(addr, '/');
+    if (!slash) return;
+    char path[900];
+    snprintf(path, sizeof path, "%.*s/%s", (int)(slash - addr), addr, TR__NODE_METRICS_TOKEN_FILE);
+    FILE *tf = fopen(path, "re");
+    if (tf) {
+        if (!fgets(o->token, sizeof o->token, tf)) o->token[0] = '\0';
+        o->token[strcspn(o->token, "\r\n")] = '\0';
+        fclose(tf);
+    }
+    char *json = local_status(addr), dash[200] = "", self[200] = "", *nodes = NULL;
+    if (json) dashboard_of(json, dash, sizeof dash);
+    free(json);
+    host_port(dash, self, sizeof self);
+    if (api_get(addr, "/api/v1/nodes", "limit=10000", &nodes) == 200 && nodes) {
+        for (const char *at = nodes; (at = strstr(at, "\"metrics\":\"")) != NULL;) {
+            at += 11;
+            char url[200], host[200];
+            size_t n = strcspn(at, "\"");
+            snprintf(url, sizeof url, "%.*s", (int)(n < sizeof url ? n : sizeof url - 1), at);
+            host_port(url, host, sizeof host);
+            if (!host[0] || strcmp(host, self) == 0) continue;
+            char(*more)[200] = realloc(o->url, (o->n + 1) * sizeof *o->url);
+            if (!more) break;
+            o->url = more;
+            snprintf(o->url[o->n++], sizeof *o->url, "%s", url);
+        }
+    }
+    free(nodes);
 }
 
 /* The trace directories to merge, ':'-joined (malloc'd; NULL: none): the node's at addr,
@@ -377,54 +429,34 @@ static char *gather_traces(const char *addr, int events, char *tmp, size_t cap) 
         tr__err(TR_EINVAL, "%s is not a node's socket path", addr);
         return NULL;
     }
-    char session[600], path[900];
-    snprintf(session, sizeof session, "%.*s", (int)(slash - addr), addr);
     tr__buf dirs = TR__BUF_INIT;
-    snprintf(path, sizeof path, "%s/%s", session, TR__TRACE_DIR);
-    tr__buf_append(&dirs, path, strlen(path));
-    char *json = local_status(addr), dash[200] = "", self[200] = "", *nodes = NULL, token[200] = "";
-    if (json) dashboard_of(json, dash, sizeof dash);
-    free(json);
-    host_port(dash, self, sizeof self);
-    snprintf(path, sizeof path, "%s/%s", session, TR__NODE_METRICS_TOKEN_FILE);
-    FILE *tf = fopen(path, "re");
-    if (tf) {
-        if (!fgets(token, sizeof token, tf)) token[0] = '\0';
-        token[strcspn(token, "\r\n")] = '\0';
-        fclose(tf);
-    }
-    int others = 0;
-    if (api_get(addr, "/api/v1/nodes", "limit=10000", &nodes) == 200 && nodes) {
-        for (const char *at = nodes; (at = strstr(at, "\"metrics\":\"")) != NULL;) {
-            at += 11;
-            char url[200], host[200];
-            size_t n = strcspn(at, "\"");
-            snprintf(url, sizeof url, "%.*s", (int)(n < sizeof url ? n : sizeof url - 1), at);
-            host_port(url, host, sizeof host);
-            if (!host[0] || strcmp(host, self) == 0) continue;
-            if (!tmp[0]) {
-                snprintf(tmp, cap, "/tmp/troupe-merge-XXXXXX");
-                if (!mkdtemp(tmp)) {
-                    tmp[0] = '\0';
-                    break;
-                }
+    tr__buf_printf(&dirs, "%.*s/%s", (int)(slash - addr), addr, TR__TRACE_DIR);
+    others o;
+    other_nodes(addr, &o);
+    for (size_t i = 0; i < o.n; i++) {
+        if (!tmp[0]) {
+            snprintf(tmp, cap, "/tmp/troupe-merge-XXXXXX");
+            if (!mkdtemp(tmp)) {
+                tmp[0] = '\0';
+                break;
             }
-            char into[600];
-            snprintf(into, sizeof into, "%s/%d", tmp, ++others);
-            tr__buf bundle = TR__BUF_INIT;
-            int rc = http_fetch(url, token, events ? "/api/v1/rings?events=1" : "/api/v1/rings",
-                                &bundle);
-            if (!rc) rc = tr__trace_unbundle(bundle.data, bundle.len, into, host);
-            tr__buf_free(&bundle);
-            if (rc) {
-                fprintf(stderr, "troupe: the node at %s is left out: %s\n", url, tr__last_error());
-                continue;
-            }
-            tr__buf_append(&dirs, ":", 1);
-            tr__buf_append(&dirs, into, strlen(into));
         }
+        char into[600], host[200];
+        snprintf(into, sizeof into, "%s/%zu", tmp, i + 1);
+        host_port(o.url[i], host, sizeof host);
+        tr__buf bundle = TR__BUF_INIT;
+        int rc = http_fetch(o.url[i], o.token, events ? "/api/v1/rings?events=1" : "/api/v1/rings",
+                            &bundle);
+        if (!rc) rc = tr__trace_unbundle(bundle.data, bundle.len, into, host);
+        tr__buf_free(&bundle);
+        if (rc) {
+            fprintf(stderr, "troupe: the node at %s is left out: %s\n", o.url[i], tr__last_error());
+            continue;
+        }
+        tr__buf_append(&dirs, ":", 1);
+        tr__buf_append(&dirs, into, strlen(into));
     }
-    free(nodes);
+    free(o.url);
     tr__buf_append(&dirs, "", 1);
     return dirs.data; /* (the buffer's, handed over) */
 }
@@ -476,6 +508,73 @@ static int cmd_api(const char *addr, const char *path, const char *query) {
     fprintf(to, "%s%s", text ? text : "", n && text[n - 1] == '\n' ? "" : "\n");
     free(text);
     return status == 200 ? 0 : 1;
+}
+
+/* `troupe list|get|summary` where the node at addr has other nodes in its cluster (a
+ * cluster's head, or any node of it): every node's answer, merged (merge.h) - a list of
+ * kind with the filters of node_query (each node gets them and limit offset+limit), one
+ * item (path "/api/v1/KIND/ID": the first node that has it) or a summary (what="summary").
+ * A node that does not answer is named on stderr and left out. 0, or 1. */
+static int cmd_api_cluster(const char *addr, const others *o, const char *what, const char *kind,
+                           const char *path, const char *node_query, int table, long offset,
+                           long limit) {
+    char *local;
+    int status = api_get(addr, path, node_query, &local);
+    if (status <= 0) return fail(status ? status : TR_EPROTO, what);
+    int get = strcmp(what, "get") == 0;
+    if (status != 200 && !(get && status == 404)) { /* (a bad query: every node's answer) */
+        fprintf(stderr, "%s\n", local ? local : "");
+        free(local);
+        return 1;
+    }
+    const char **answers = calloc(o->n + 1, sizeof *answers);
+    tr__buf *bodies = calloc(o->n + 1, sizeof *bodies);
+    size_t n = 0;
+    if (!answers || !bodies) {
+        free(answers);
+        free(bodies);
+        free(local);
+        return fail(tr__err(TR_ENOMEM, "%s", what), what);
+    }
+    if (status == 200) answers[n++] = local;
+    char url_path[2400];
+    snprintf(url_path, sizeof url_path, "%s%s%s", path, *node_query ? "?" : "", node_query);
+    for (size_t i = 0; i < o->n && !(get && n); i++) {
+        int code = 0;
+        int rc = http_get(o->url[i], o->token, url_path, &bodies[i], &code);
+        if (!rc && code == 200) {
+            tr__buf_append(&bodies[i], "", 1);
+            answers[n++] = bodies[i].data;
+        } else if (!(rc == 0 && get && code == 404)) {
+            fprintf(stderr, "troupe: the node at %s is left out: %s\n", o->url[i],
+                    rc ? tr__last_error() : "its answer was not 200");
+        }
+    }
+    tr__buf out = TR__BUF_INIT;
+    int rc = 0;
+    if (get) { /* the first node that has it */
+        if (n) tr__buf_append(&out, answers[0], strlen(answers[0]));
+    } else if (strcmp(what, "summary") == 0) {
+        rc = tr__merge_summary(kind, answers, n, &out);
+    } else {
+        rc = tr__merge_list(kind, answers, n, table, offset, limit, &out);
+    }
+    int code = 0;
+    if (rc)
+        code = fail(rc, what);
+    else if (get && !n) {
+        fprintf(stderr, "%s\n", local ? local : "");
+        code = 1;
+    } else
+        printf("%.*s%s", (int)out.len, out.data ? out.data : "",
+               out.len && out.data[out.len - 1] == '\n' ? "" : "\n");
+    for (size_t i = 0; i < o->n; i++)
+        tr__buf_free(&bodies[i]);
+    tr__buf_free(&out);
+    free(bodies);
+    free(answers);
+    free(local);
+    return code;
 }
 
 /* `troupe list|get --session DIR`: the answer a session's event log gives after its node
@@ -625,8 +724,10 @@ int main(int argc, char **argv) {
      * (and get's id: `troupe get actors ID`) */
     const char *sub = argc > 2 && argv[2][0] != '-' ? argv[2] : NULL;
     const char *get_id = sub && argc > 3 && argv[3][0] != '-' ? argv[3] : NULL;
-    char list_query[2048] = ""; /* list's --filter, --limit, --offset, as a query */
-    int json = 0;
+    char list_query[2048] = "";   /* list's --filter, --limit, --offset, as a query */
+    char filter_query[2048] = ""; /* its --filter's alone (merge.h: each node's query) */
+    long list_offset = 0, list_limit = TR__LIST_DEFAULT_LIMIT;
+    int json = 0, numbers_ok = 1;
     for (int i = sub ? (get_id ? 4 : 3) : 2; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -643,9 +744,16 @@ int main(int argc, char **argv) {
                   strcmp(a, "--offset") == 0)) {
             char item[600];
             snprintf(item, sizeof item, "%s=%s", a + 2, v);
-            if (list_query_add(list_query, sizeof list_query, item)) {
+            if (list_query_add(list_query, sizeof list_query, item) ||
+                (a[2] == 'f' && list_query_add(filter_query, sizeof filter_query, item))) {
                 fprintf(stderr, "troupe %s: %s %s: too long\n", cmd, a, v);
                 return 2;
+            }
+            if (a[2] != 'f') { /* (a bad number: the node says so) */
+                char *end;
+                long x = strtol(v, &end, 10);
+                if (*end || end == v || x < 0) numbers_ok = 0;
+                *(a[2] == 'l' ? &list_limit : &list_offset) = x;
             }
             i++;
             continue;
@@ -734,10 +842,31 @@ int main(int argc, char **argv) {
             snprintf(path, sizeof path, "/api/v1/%s/%s", sub, get_id);
         else
             snprintf(path, sizeof path, "/api/v1/%s", sub);
-        if (!json && strcmp(cmd, "list") == 0)
+        if (!json && strcmp(cmd, "list") == 0) {
             list_query_add(list_query, sizeof list_query, "format=table");
-        status = session ? cmd_session(session, cfg->tmpdir, path, list_query)
-                         : cmd_api(addr, path, list_query);
+            list_query_add(filter_query, sizeof filter_query, "format=table");
+        }
+        /* a cluster's: every node's items (each says its "node"), merged here (merge.h) */
+        static const char *const per_node[] = {"actors", "objects", "groups", "graphs", "tasks"};
+        others o = {0};
+        for (size_t i = 0; i < sizeof per_node / sizeof *per_node && !session && numbers_ok; i++)
+            if (strcmp(sub, per_node[i]) == 0) other_nodes(addr, &o);
+        if (session) {
+            status = cmd_session(session, cfg->tmpdir, path, list_query);
+        } else if (o.n) {
+            if (list_limit > TR__LIST_MAX_LIMIT) list_limit = TR__LIST_MAX_LIMIT;
+            long want = list_offset + list_limit;
+            char q[2100], lim[40];
+            snprintf(lim, sizeof lim, "limit=%ld",
+                     want > TR__LIST_MAX_LIMIT ? TR__LIST_MAX_LIMIT : want);
+            snprintf(q, sizeof q, "%s", filter_query);
+            list_query_add(q, sizeof q, lim);
+            status = cmd_api_cluster(addr, &o, cmd, sub, path, get_id ? "" : q,
+                                     !json && strcmp(cmd, "list") == 0, list_offset, list_limit);
+        } else {
+            status = cmd_api(addr, path, list_query);
+        }
+        free(o.url);
     } else if (strcmp(cmd, "debug") == 0) { /* the groups' verdicts, from their ranks' ops */
         if (!sub || strcmp(sub, "collectives") != 0) {
             usage();

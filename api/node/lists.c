@@ -126,6 +126,8 @@ typedef struct lister {
     int bad_key;         /* a filter named a field no item has */
     const char *want_id; /* get: the id (or prefix) wanted; NULL: a list */
     int found;           /* get: how many matched */
+    const char *node;    /* each row's "node" (this node's address), or NULL: none */
+    char node_buf[300];  /* (what node points at) */
 } lister;
 
 static int matches(const row *r, const query *q) {
@@ -166,16 +168,25 @@ static void row_text(const row *r, tr__buf *out, int header) {
             const char *v = pass ? r->val[i] : r->key[i];
             int w = width[i] > (int)strlen(r->key[i]) ? width[i] : (int)strlen(r->key[i]);
             int k = snprintf(cell, sizeof cell, "%-*s%s", w, v, i + 1 < r->n ? "  " : "");
-            if (!pass)
-                for (int c = 0; c < k; c++)
+            for (int c = 0; c < k && c < (int)sizeof cell; c++) /* (a line an item) */
+                if (!pass)
                     cell[c] = (char)toupper((unsigned char)cell[c]);
+                else if ((unsigned char)cell[c] < ' ')
+                    cell[c] = ' ';
             tr__buf_append(out, cell, (size_t)(k < (int)sizeof cell ? k : (int)sizeof cell - 1));
         }
         tr__buf_append(out, "\n", 1);
     }
 }
 
-static void take(lister *l, const row *r) {
+static void take(lister *l, const row *in) {
+    row with_node;
+    const row *r = in;
+    if (l->node && in->n < MAX_FIELDS) { /* (last: the other columns keep their widths) */
+        with_node = *in;
+        field(&with_node, "node", 0, "%s", l->node);
+        r = &with_node;
+    }
     l->total++;
     if (l->want_id) { /* get: the item of that id, or whose id starts with it (4+) */
         size_t n = strlen(l->want_id);
@@ -344,6 +355,69 @@ static void group_row(void *ctx, const tr__group_view *g) {
     verdict(g, r.val[r.n], sizeof r.val[r.n]);
     r.key[r.n++] = "verdict";
     take(ctx, &r);
+}
+
+/* The groups the node's registry does not hold - gloo and nccl ranks meet through the
+ * cluster's store, not here - as their ranks' flight recorders on this node show them
+ * (core/trace.h): those that ran an op. */
+typedef struct group_walk {
+    lister *l;
+    char (*names)[200]; /* the registry's, listed first */
+    size_t n;
+    /* a summary's instead of rows: each group counted by its state */
+    void *sum;
+    void (*sum_registry)(void *sum, const tr__group_view *g);
+    void (*sum_flight)(void *sum, const char *state);
+} group_walk;
+
+static void registry_group(void *ctx, const tr__group_view *g) {
+    group_walk *w = ctx;
+    if (is_graph(g)) return;
+    char(*more)[200] = realloc(w->names, (w->n + 1) * sizeof *w->names);
+    if (more) {
+        w->names = more;
+        snprintf(w->names[w->n++], sizeof *w->names, "%s", g->name);
+    }
+    if (w->sum)
+        w->sum_registry(w->sum, g);
+    else
+        group_row(w->l, g);
+}
+
+static void flight_group(void *ctx, const tr__flight_group_view *g) {
+    group_walk *w = ctx;
+    if (strncmp(g->name, "dag-", 4) == 0) return;
+    for (size_t i = 0; i < w->n; i++)
+        if (strcmp(w->names[i], g->name) == 0) return;
+    int alive = 0;
+    for (int i = 0; i < g->n_ranks; i++)
+        alive += g->ranks[i].alive != 0;
+    const char *state = alive == g->n_ranks ? "ALIVE" : alive ? "BROKEN" : "LEFT";
+    if (w->sum) {
+        w->sum_flight(w->sum, state);
+        return;
+    }
+    row r = {0};
+    field(&r, "id", 0, "%s", g->name);
+    field(&r, "backend", 0, "%s", g->backend);
+    field(&r, "state", 0, "%s", state);
+    field(&r, "world", 1, "%d", g->world);
+    field(&r, "joined", 1, "%d", g->n_ranks); /* (its ranks on this node) */
+    static char ranks[64 * 120 + 32];
+    size_t k = (size_t)snprintf(ranks, sizeof ranks, ",\"ranks\":[");
+    for (int i = 0; i < g->n_ranks && k < sizeof ranks - 130; i++) {
+        const tr__flight_rank_view *x = &g->ranks[i];
+        k += (size_t)snprintf(ranks + k, sizeof ranks - k,
+                              "%s{\"rank\":%d,\"pid\":%d,\"dead\":%s,\"last_op\":%llu,"
+                              "\"last_kind\":\"%s\"}",
+                              i ? "," : "", x->rank, x->pid, x->alive ? "false" : "true",
+                              (unsigned long long)x->last_op,
+                              x->last_op ? tr__coll_op_name((unsigned)x->last_kind) : "");
+    }
+    snprintf(ranks + k, sizeof ranks - k, "]");
+    r.raw = ranks;
+    field(&r, "verdict", 0, "%s", g->verdict);
+    take(w->l, &r);
 }
 
 static void node_row(void *ctx, const tr__member *m, int head) {
@@ -520,23 +594,40 @@ static void task_row(void *ctx, const tr__trace_view *e) {
     take(ctx, &r);
 }
 
+/* The node's trace directory (beside its socket): 1, or 0 if it has none. */
+static int trace_dir(const tr__lists_src *src, char *dir, size_t cap) {
+    const char *slash = src->node_sock ? strrchr(src->node_sock, '/') : NULL;
+    if (!slash) return 0;
+    snprintf(dir, cap, "%.*s/%s", (int)(slash - src->node_sock), src->node_sock, TR__TRACE_DIR);
+    return 1;
+}
+
 /* Walks kind's items into l; 0, or -1 for an unknown kind. */
 static int walk(const tr__lists_src *src, const char *kind, lister *l) {
+    char dir[700];
     if (src->events_log) return walk_log(src->events_log, kind, l) == 0 ? 0 : -1;
+    /* a node's items say where they are (the nodes list's "address"): a cluster's head
+     * merges every node's (api/cmd/merge.h) */
+    if (strcmp(kind, "nodes") != 0) {
+        if (!src->cluster || !*src->cluster ||
+            tr__cluster_self_address(*src->cluster, l->node_buf, sizeof l->node_buf))
+            snprintf(l->node_buf, sizeof l->node_buf, "%s", src->node_sock ? src->node_sock : "");
+        l->node = l->node_buf;
+    }
     if (strcmp(kind, "actors") == 0) {
         tr__directory_each(*src->dir, actor_row, l);
     } else if (strcmp(kind, "objects") == 0) {
         tr__store_each(src->store, object_row, l);
     } else if (strcmp(kind, "groups") == 0) {
-        tr__groups_each(src->groups, group_row, l);
+        group_walk w = {l, NULL, 0, NULL, NULL, NULL};
+        tr__groups_each(src->groups, registry_group, &w);
+        if (trace_dir(src, dir, sizeof dir)) tr__flight_each(dir, flight_group, &w);
+        free(w.names);
     } else if (strcmp(kind, "graphs") == 0) {
         tr__groups_each(src->groups, graph_row, l);
     } else if (strcmp(kind, "tasks") == 0) { /* the last runs each task worker's ring has */
-        const char *slash = src->node_sock ? strrchr(src->node_sock, '/') : NULL;
-        char dir[700];
-        snprintf(dir, sizeof dir, "%.*s/%s", slash ? (int)(slash - src->node_sock) : 0,
-                 src->node_sock ? src->node_sock : "", TR__TRACE_DIR);
-        if (slash) tr__trace_each(dir, TR__EV_RUN, TR__TASKS_CLASS, task_row, l);
+        if (trace_dir(src, dir, sizeof dir))
+            tr__trace_each(dir, TR__EV_RUN, TR__TASKS_CLASS, task_row, l);
     } else if (strcmp(kind, "nodes") == 0) {
         if (!tr__cluster_each_node(*src->cluster, node_row, l)) { /* alone: this node */
             tr__member self;
@@ -607,6 +698,12 @@ static void sum_group(void *ctx, const tr__group_view *g) {
     sum_state(s, !g->complete ? "FORMING" : g->dead ? "BROKEN" : g->live ? "ALIVE" : "LEFT");
 }
 
+static void sum_flight_group(void *ctx, const char *state) {
+    summary *s = ctx;
+    s->total++;
+    sum_state(s, state);
+}
+
 static void sum_graph(void *ctx, const tr__group_view *g) {
     summary *s = ctx;
     if (!is_graph(g)) return;
@@ -633,9 +730,13 @@ static int answer_summary(const tr__lists_src *src, const char *kind, tr__buf *o
         tr__directory_each(*src->dir, sum_actor, &s);
     } else if (strcmp(kind, "objects") == 0)
         tr__store_each(src->store, sum_object, &s);
-    else if (strcmp(kind, "groups") == 0)
-        tr__groups_each(src->groups, sum_group, &s);
-    else if (strcmp(kind, "graphs") == 0)
+    else if (strcmp(kind, "groups") == 0) { /* (the registry's, then the rest: walk's) */
+        group_walk w = {NULL, NULL, 0, &s, sum_group, sum_flight_group};
+        char dir[700];
+        tr__groups_each(src->groups, registry_group, &w);
+        if (trace_dir(src, dir, sizeof dir)) tr__flight_each(dir, flight_group, &w);
+        free(w.names);
+    } else if (strcmp(kind, "graphs") == 0)
         tr__groups_each(src->groups, sum_graph, &s);
     else if (strcmp(kind, "nodes") == 0) {
         if (!tr__cluster_each_node(*src->cluster, sum_node, &s)) {
@@ -703,7 +804,7 @@ int tr__lists_answer(const tr__lists_src *src, const char *path, const char *que
         error_json(out, "a bad query: filter=KEY=VALUE (or KEY!=VALUE), limit=N, offset=N");
         return 400;
     }
-    lister l = {&q, out, 0, 0, 0, 0, NULL, 0};
+    lister l = {&q, out, 0, 0, 0, 0, NULL, 0, NULL, ""};
     char tmp[200];
     if (slash) { /* get: one item by its id, or a unique prefix of it */
         const char *id = slash + 1;

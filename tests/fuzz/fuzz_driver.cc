@@ -96,6 +96,14 @@ std::vector<std::string> seeds() {
     out.push_back(
         "{\"t\":\"1.5\",\"event\":\"actor_created\",\"id\":\"ab\",\"class\":\"C\\u0001\"}\n"
         "{\"t\":\"2\",\"event\":\"actor_died\",\"id\":\"ab\",\"reason\":\"x\\\"y\"}\n");
+    /* another node's list answers (api/cmd/merge.h): JSON, a table, a summary */
+    out.push_back(
+        "{\"kind\":\"groups\",\"items\":[{\"id\":\"g\",\"world\":2,\"ranks\":[{\"rank\":0,"
+        "\"dead\":false}],\"node\":\"h:1\"},{\"id\":\"\\\"]}\"}],\"total\":3,"
+        "\"matched\":2,\"offset\":0,\"limit\":100}");
+    out.push_back("ID  STATE\nab  ALIVE\n(1 shown of 1 matched, 2 in all)\n");
+    out.push_back("{\"kind\":\"actors\",\"total\":2,\"by_state\":{\"ALIVE\":2},\"by_class\":"
+                  "{\"C\":{\"ALIVE\":2}}}");
     return out;
 }
 

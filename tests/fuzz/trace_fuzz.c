@@ -32,6 +32,13 @@ static void on_event(void *ctx, const tr__evlog_rec *e) {
     *n += strlen(tr__evlog_get(e, "event")) + strlen(tr__evlog_get(e, "id"));
 }
 
+static void on_group(void *ctx, const tr__flight_group_view *g) {
+    size_t *n = ctx;
+    *n += strlen(g->name) + strlen(g->backend) + strlen(g->verdict);
+    for (int i = 0; i < g->n_ranks; i++)
+        *n += (size_t)g->ranks[i].rank + g->ranks[i].last_op;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!dir[0]) {
         snprintf(dir, sizeof dir, "/tmp/trace-fuzz-%d", (int)getpid());
@@ -40,6 +47,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     tr__trace_unbundle(data, size, dir, "fuzz:1");
     tr__buf text = TR__BUF_INIT, json = TR__BUF_INIT, tl = TR__BUF_INIT;
     tr__flight_verdicts(dir, NULL, &text, &json);
+    size_t seen = 0;
+    tr__flight_each(dir, on_group, &seen); /* (the groups list's reader) */
     tr__trace_timeline(dir, &tl);
     tr__buf_free(&text);
     tr__buf_free(&json);
