@@ -61,6 +61,14 @@ int tr__ctx_reply(tr_ctx *ctx, const void *data, size_t len) {
         ctx->direct_used = 1;
         return 0;
     }
+    if (ctx->in_graph && ctx->direct && ctx->objects) { /* over a graph's slot: one copy too, */
+        tr_ref obj; /* into an object whose ref the slot carries (dag/exec.c) */
+        int rc = tr__objects_put(ctx->objects, data, len, &obj);
+        if (rc) return rc;
+        ctx->result_obj = obj;
+        ctx->has_result_obj = 1;
+        return 0;
+    }
     return tr__buf_append(&ctx->result, data, len);
 }
 

@@ -221,27 +221,47 @@ static int driver_gone(void *arg) {
 
 /* A collective node's step: every participant first allreduces (max) which input failed
  * (the highest rank whose did) and its shape, so that all of them agree to reduce the data
- * or to fail, then the data, straight into the output slot. A failed input's error (a
- * method's TR_ETASK and its message) is every output's: its participant broadcasts it. A
- * shape that does not fit (not whole elements, over a slot, lengths that differ) is
- * TR_EINVAL. */
-static int run_coll(step *st, uint64_t e, const tr__chan_wait *w) {
+ * or to fail, then the data: straight into the output slot, or - a value over a slot, as
+ * its input may be (an object, viewed) - into an object of the store whose ref the slot
+ * carries, as a method's result over a slot goes. A failed input's error (a method's
+ * TR_ETASK and its message) is every output's: its participant broadcasts it. A shape
+ * that does not fit (not whole elements, lengths that differ) is TR_EINVAL. */
+static int run_coll(loop *l, step *st, uint64_t e, const tr__chan_wait *w) {
     const void *data;
     size_t len;
     int32_t code;
     uint32_t flags;
     int rc = tr__chan_read(&st->in[0], e, w, &data, &len, &code, &flags);
     if (rc) return rc;
+    char msg[400] = "";
+    tr_ref in_ref, out_ref;
+    int in_pinned = 0;
+    if (!code && (flags & TR__CHAN_REF)) { /* the input went as an object: viewed */
+        memcpy(in_ref.b, data, sizeof in_ref.b);
+        if ((code = tr__objects_pin(l->env.objects, in_ref, 10000, &data, &len))) {
+            snprintf(msg, sizeof msg, "allreduce: its input: %s", tr__last_error());
+            data = msg;
+            len = strlen(msg) + 1;
+        } else {
+            in_pinned = 1;
+            flags = 0;
+        }
+    }
     void *buf;
     size_t cap;
-    if ((rc = tr__chan_write_begin(&st->out, e, &buf, &cap, w))) return rc;
+    if ((rc = tr__chan_write_begin(&st->out, e, &buf, &cap, w))) goto unpin;
+    size_t slot = (size_t)(e % st->out.slots);
+    if (st->out_ref_set[slot]) { /* the slot's last value went as an object: read by now */
+        tr__objects_release(l->env.objects, st->out_refs[slot]);
+        st->out_ref_set[slot] = 0;
+    }
     size_t esz = tr__dtype_size(st->dtype);
-    /* (a value that went as an object, over slot_bytes, is not reduced: an error) */
-    int bad = !code && (flags != 0 || len % esz != 0 || len > cap);
+    /* (a device value is not reduced here: an error) */
+    int bad = !code && (flags != 0 || len % esz != 0);
     int64_t count = code || bad ? 0 : (int64_t)(len / esz);
     int64_t h[4] = {code ? tr__group_rank(st->grp) + 1 : 0, bad, count, -count};
-    char msg[400] = "";
     rc = tr__group_allreduce(st->grp, h, h, 4, TR_INT64, TR_MAX, TR_FOREVER);
+    void *into = buf;
     if (!rc && h[0]) { /* an input failed: its error, from its participant, is everyone's */
         struct {
             int32_t code;
@@ -260,28 +280,57 @@ static int run_coll(step *st, uint64_t e, const tr__chan_wait *w) {
         }
     } else if (!rc && (h[1] || h[2] != -h[3])) {
         snprintf(msg, sizeof msg, "allreduce: %s",
-                 bad ? "this input is not whole elements of the dtype, or is larger than "
-                       "slot_bytes"
+                 bad ? "this input is not whole elements of the dtype, or is a device value"
                      : "the inputs' lengths differ, or another is not whole elements of the "
                        "dtype");
         code = TR_EINVAL;
     } else if (!rc) {
-        rc = tr__group_allreduce(st->grp, data, buf, (size_t)count, st->dtype, st->op, TR_FOREVER);
+        /* over a slot: an object of the store, written in place, then sealed (every
+         * participant makes one: each output is its own) */
+        if (len > cap && (code = tr__objects_create(l->env.objects, len, &out_ref, &into)))
+            snprintf(msg, sizeof msg, "allreduce: its result of %zu bytes: %s", len,
+                     tr__last_error());
+        /* (every participant reduces, even one whose store failed: the group stays in step) */
+        void *scratch = NULL;
+        if (code && len > cap && !(into = scratch = malloc(len))) into = NULL;
+        if (into)
+            rc = tr__group_allreduce(st->grp, data, into, (size_t)count, st->dtype, st->op,
+                                     TR_FOREVER);
+        else
+            rc = tr__err(TR_ENOMEM, "allreduce: %zu bytes for a participant whose store failed",
+                         len);
+        free(scratch);
+        if (!code && len > cap) {
+            int sealed = !rc && !(rc = tr__objects_seal(l->env.objects, out_ref));
+            if (!sealed) {
+                tr__objects_abort(l->env.objects, out_ref);
+            } else {
+                st->out_refs[slot] = out_ref;
+                st->out_ref_set[slot] = 1;
+                flags = TR__CHAN_REF;
+            }
+        }
     }
     if (rc) { /* the group failed (a participant left or died): so does this step */
         snprintf(msg, sizeof msg, "allreduce: %s", tr__last_error());
         code = rc;
+        flags = 0;
     }
-    size_t out = code ? strlen(msg) + 1 : len;
+    size_t out = code ? strlen(msg) + 1 : flags ? sizeof out_ref.b : len;
     if (code) memcpy(buf, msg, out < cap ? out : cap);
-    tr__chan_write_end(&st->out, e, code, 0, out < cap ? out : cap);
+    if (!code && flags) memcpy(buf, out_ref.b, sizeof out_ref.b);
+    tr__chan_write_end(&st->out, e, code, flags, out < cap ? out : cap);
+    if (in_pinned) tr__objects_unpin(l->env.objects, in_ref);
     tr__chan_release(&st->in[0], e, st->reader[0]);
+    return rc;
+unpin: /* (the input or the output slot failed: the loop ends) */
+    if (in_pinned) tr__objects_unpin(l->env.objects, in_ref);
     return rc;
 }
 
 /* Runs step st of execution e (inputs waited for, method or error, output written). */
 static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_wait *w) {
-    if (!st->def) return run_coll(st, e, w);
+    if (!st->def) return run_coll(l, st, e, w);
     const void *data[MAX_INPUTS];
     size_t len[MAX_INPUTS];
     tr_ref pin[MAX_INPUTS];
@@ -387,6 +436,10 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
         pthread_mutex_unlock(l->env.mu);
         ctx->direct = NULL;
         ctx->n_refs = 0;
+        if ((r != 0 || ctx->result.oom) && ctx->has_result_obj) { /* (not sent) */
+            tr__objects_release(l->env.objects, ctx->result_obj);
+            ctx->has_result_obj = 0;
+        }
         if (r != 0 || ctx->result.oom) {
             if (!ctx->has_err)
                 snprintf(ctx->err, sizeof ctx->err, "method '%s' %s", st->def->name,
@@ -406,7 +459,14 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
                 if (why_len > cap) why_len = cap;
             }
         } else if (ctx->direct_used) {
-            out_len = ctx->direct_len; /* in place already */
+            out_len = ctx->direct_len;    /* in place already */
+        } else if (ctx->has_result_obj) { /* over the slot: put once, by tr_ctx_reply */
+            st->out_refs[slot] = ctx->result_obj;
+            st->out_ref_set[slot] = 1;
+            ctx->has_result_obj = 0;
+            memcpy(buf, st->out_refs[slot].b, sizeof st->out_refs[slot].b);
+            out_len = sizeof st->out_refs[slot].b;
+            flags = TR__CHAN_REF;
         } else {
             why = ctx->result.data;
             why_len = ctx->result.len;
@@ -461,6 +521,7 @@ static void *run_loop(void *arg) {
     memset(&ctx, 0, sizeof ctx);
     ctx.rt = l->env.rt;
     ctx.id = l->env.id;
+    ctx.objects = l->env.objects; /* (a reply over a slot goes there: tr__ctx_reply) */
     const void *ref_data[MAX_INPUTS];
     size_t ref_len[MAX_INPUTS];
     ctx.ref_data = ref_data;

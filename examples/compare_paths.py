@@ -98,9 +98,9 @@ def run(world, note):
         with InputNode() as inp:
             outs = allreduce.bind([r.value.bind(inp) for r in ranks])
             dag = MultiOutputNode([r.first.bind(o) for r, o in zip(ranks, outs)])
-        try:  # (a collective node's values travel in its channels' slots)
-            dag = dag.experimental_compile(_buffer_size_bytes=max(65536, size + 4096),
-                                           _max_inflight_executions=2)
+        try:  # (slots of at most 8 MiB: a larger value goes as an object, by reference)
+            slot = max(65536, min(size + 4096, 8 << 20))
+            dag = dag.experimental_compile(_buffer_size_bytes=slot, _max_inflight_executions=2)
         except ValueError as e:
             row["graph"] = None
             note.append(f"graph at {label(size)}: {e}")

@@ -574,6 +574,59 @@ TEST_F(Dag, ACollectiveNodeAllreducesTheActorsValues) {
 
 namespace {
 
+/* A collective node takes values over a slot: its inputs went as objects, and its outputs
+ * go as objects of the participants' store (issue 26: the demo's graph column to 64 MiB);
+ * small values in the same graph still go in the slots; nothing is left in the store. */
+TEST_F(Dag, ACollectiveNodeReducesValuesOverASlot) {
+    std::vector<tr_actor_id> a;
+    for (int i = 0; i < 3; i++)
+        a.push_back(actor());
+    tr_store_stats before = TR_STORE_STATS_INIT, after = TR_STORE_STATS_INIT;
+    ASSERT_EQ(tr_object_stats(rt, &before), 0);
+    tr_dag *g;
+    tr_dag_node in, n[3], r[3];
+    ASSERT_EQ(tr_dag_create(rt, &g), 0);
+    ASSERT_EQ(tr_dag_input(g, &in), 0);
+    for (int i = 0; i < 3; i++)
+        ASSERT_EQ(tr_dag_bind(g, a[(size_t)i], "echo", &in, 1, &n[i]), 0);
+    ASSERT_EQ(tr_dag_allreduce(g, n, 3, TR_INT64, TR_SUM, r), 0) << tr_last_error();
+    ASSERT_EQ(tr_dag_output(g, r, 3), 0);
+    tr_dag_options o = TR_DAG_OPTIONS_INIT;
+    o.max_inflight = 2;
+    o.slot_bytes = 64;
+    ASSERT_EQ(tr_dag_compile(g, &o), 0) << tr_last_error();
+    for (int round = 0; round < 5; round++) {             /* (more executions than slots) */
+        size_t count = (size_t)(1 << 17) + (size_t)round; /* 1 MiB and a few int64 */
+        std::vector<int64_t> v(count);
+        for (size_t k = 0; k < count; k++)
+            v[k] = (int64_t)(k * 7 + (size_t)round);
+        uint64_t e;
+        ASSERT_EQ(tr_dag_execute(g, v.data(), count * 8, &e), 0) << tr_last_error();
+        for (size_t k = 0; k < 3; k++) {
+            const void *d;
+            size_t len;
+            ASSERT_EQ(tr_dag_get(g, e, k, 10000, &d, &len), 0) << tr_last_error();
+            ASSERT_EQ(len, count * 8);
+            const int64_t *x = (const int64_t *)d;
+            for (size_t at : {(size_t)0, (size_t)1, count / 2, count - 1})
+                EXPECT_EQ(x[at], 3 * v[at]) << round << " output " << k << " at " << at;
+        }
+        ASSERT_EQ(tr_dag_release(g, e), 0);
+        std::vector<int64_t> got; /* a small value: in the slots */
+        run(g, round, 3, &got);
+        EXPECT_EQ(got, std::vector<int64_t>(3, 3 * round));
+    }
+    EXPECT_EQ(tr_dag_destroy(g), 0);
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    do {
+        ASSERT_EQ(tr_object_stats(rt, &after), 0);
+        if (after.n_objects == before.n_objects) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    } while (std::chrono::steady_clock::now() < until);
+    EXPECT_EQ(after.n_objects, before.n_objects) << "objects left in the store";
+    expect_no_segments();
+}
+
 /* Values over slot_bytes travel as objects in the store, by reference, through a chain:
  * 1 MiB through 64-byte slots, more executions than slots (each slot's object let go of
  * when the slot is reused), then nothing left in the store once the graph is gone. */

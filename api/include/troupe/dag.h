@@ -87,7 +87,8 @@ TR_API int tr_dag_bind(tr_dag *g, tr_actor_id actor, const char *method, const t
                        size_t n_inputs, tr_dag_node *out);
 /* A collective node: n nodes, outs[i] on the actor of inputs[i] (bound nodes on distinct
  * actors), each the allreduce of the n inputs' values as arrays of dtype (the same
- * length on all), through an shm group of the graph's own. An input that failed gives
+ * length on all, of any size: over slot_bytes, each out is an object of the store as a
+ * method's value would be), through an shm group of the graph's own. An input that failed gives
  * every out its error (a method's TR_ETASK and its message); lengths that differ, or a
  * value that is not whole elements, give every out TR_EINVAL. Returns 0, TR_EINVAL,
  * TR_ESTATE, TR_ENOMEM. */
