@@ -20,6 +20,7 @@ struct tr_ctx {
     struct tr__objects *objects; /* the worker's store client (NULL: none) */
     tr_ref result_obj;
     int has_result_obj;
+    int result_obj_open; /* created, not sealed yet: tr_ctx_reply_alloc's, in a graph */
     char err[1024];
     int has_err;
     /* the call's arguments passed by reference, resolved before the method runs: pinned
@@ -55,6 +56,14 @@ struct tr_ctx {
 size_t tr__ctx_num_refs(const tr_ctx *ctx);
 int tr__ctx_ref(const tr_ctx *ctx, size_t i, const void **data, size_t *len);
 int tr__ctx_reply(tr_ctx *ctx, const void *data, size_t len);
+/* tr_ctx_reply_alloc: len bytes the method writes its result into (the graph's slot, an
+ * object over a slot, or the result buffer). */
+int tr__ctx_reply_alloc(tr_ctx *ctx, size_t len, void **buf);
+/* A graph's step takes the result object (sealed now if the method wrote it in place):
+ * 0 and *out, or a code (it is gone then). */
+int tr__ctx_take_result_obj(tr_ctx *ctx, tr_ref *out);
+/* Lets go of a result object not sent (aborted if never sealed). */
+void tr__ctx_drop_result_obj(tr_ctx *ctx);
 int tr__ctx_reply_multi(tr_ctx *ctx, const void *const *data, const size_t *len, size_t n);
 /* n parts as one reply's bytes ("TRMR", u32 n, n u64 lengths, the parts: calls.c's
  * split_to_kids reads them) into b, reset first. 0, TR_EINVAL, TR_ENOMEM. */

@@ -46,7 +46,59 @@ int tr__ctx_ref(const tr_ctx *ctx, size_t i, const void **data, size_t *len) {
 static void drop_result_obj(tr_ctx *ctx) {
     if (!ctx->has_result_obj) return;
     ctx->has_result_obj = 0;
-    tr__objects_release(ctx->objects, ctx->result_obj);
+    if (ctx->result_obj_open)
+        tr__objects_abort(ctx->objects, ctx->result_obj);
+    else
+        tr__objects_release(ctx->objects, ctx->result_obj);
+    ctx->result_obj_open = 0;
+}
+
+void tr__ctx_drop_result_obj(tr_ctx *ctx) {
+    drop_result_obj(ctx);
+}
+
+int tr__ctx_take_result_obj(tr_ctx *ctx, tr_ref *out) {
+    if (!ctx->has_result_obj) return tr__err(TR_ESTATE, "no result object");
+    if (ctx->result_obj_open) {
+        int rc = tr__objects_seal(ctx->objects, ctx->result_obj);
+        if (rc) {
+            drop_result_obj(ctx);
+            return rc;
+        }
+        ctx->result_obj_open = 0;
+    }
+    *out = ctx->result_obj;
+    ctx->has_result_obj = 0;
+    return 0;
+}
+
+int tr__ctx_reply_alloc(tr_ctx *ctx, size_t len, void **buf) {
+    if (!ctx || !buf) return tr__err(TR_EINVAL, "tr_ctx_reply_alloc: NULL argument");
+    *buf = NULL;
+    tr__buf_reset(&ctx->result);
+    drop_result_obj(ctx);
+    ctx->direct_used = 0;
+    ctx->dev_used = 0;
+    if (ctx->direct && len <= ctx->direct_cap) { /* the graph's slot itself */
+        *buf = ctx->direct;
+        ctx->direct_len = len;
+        ctx->direct_used = 1;
+        return 0;
+    }
+    if (ctx->in_graph && ctx->direct && ctx->objects) { /* over the slot: an object, sealed */
+        tr_ref obj;                                     /* once the method returns (dag/exec.c) */
+        int rc = tr__objects_create(ctx->objects, len, &obj, buf);
+        if (rc) return rc;
+        ctx->result_obj = obj;
+        ctx->has_result_obj = 1;
+        ctx->result_obj_open = 1;
+        return 0;
+    }
+    int rc = tr__buf_reserve(&ctx->result, len ? len : 1);
+    if (rc) return rc;
+    ctx->result.len = len;
+    *buf = ctx->result.data;
+    return 0;
 }
 
 int tr__ctx_reply(tr_ctx *ctx, const void *data, size_t len) {

@@ -13,6 +13,10 @@ TR_API int tr_ctx_reply(tr_ctx *ctx, const void *data, size_t len) {
     return tr__ctx_reply(ctx, data, len);
 }
 
+TR_API int tr_ctx_reply_alloc(tr_ctx *ctx, size_t len, void **buf) {
+    return tr__ctx_reply_alloc(ctx, len, buf);
+}
+
 TR_API int tr_ctx_reply_contains(tr_ctx *ctx, const void *data, size_t len, const tr_ref *refs,
                                  size_t n) {
     tr_runtime *rt = tr__ctx_runtime(ctx);

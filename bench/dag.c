@@ -13,8 +13,8 @@
  * included, over a second in which the compiled graph sits idle), dag_allreduce_us_p50_4r_1MiB
  * (input -> 4 actors each make 1 MiB of float32 -> a collective node allreduces them ->
  * the 4 sums back) beside classic_allreduce_us_p50_4r_1MiB (the same fill and
- * tr_allreduce inside the 4 actors, called classically; interleaved), and the ratios the
- * targets are stated in.
+ * tr_allreduce inside the 4 actors, called classically; interleaved), the same at 8 MiB
+ * (slots of 8 MiB) and 64 MiB (as objects), and the ratios the targets are stated in.
  */
 #include <dirent.h>
 #include <stdint.h>
@@ -35,32 +35,55 @@ static int echo(tr_ctx *ctx, void *self, const void *args, size_t len) {
     return tr_ctx_reply(ctx, args, len);
 }
 
-#define AR_FLOATS (256 * 1024) /* 1 MiB of float32 */
+#define AR_FLOATS (256 * 1024)    /* 1 MiB of float32 */
+#define AR_MAX_FLOATS (16u << 20) /* 64 MiB of float32: the largest collective node */
 
-/* 1 MiB of floats, each its int64 argument: a collective node's input. */
+/* A fill's argument: the value, and how many floats (1 MiB of them without it). */
+typedef struct fill_arg {
+    int64_t x;
+    uint64_t count;
+} fill_arg;
+
+static float *fill_buf(const void *args, size_t len, uint64_t *count) {
+    static float *v;
+    fill_arg a = {0, AR_FLOATS};
+    if (len == sizeof a) memcpy(&a, args, sizeof a);
+    if (len == sizeof a.x) memcpy(&a.x, args, sizeof a.x);
+    if (a.count == 0 || a.count > AR_MAX_FLOATS) return NULL;
+    if (!v && !(v = malloc(AR_MAX_FLOATS * sizeof *v))) return NULL;
+    for (uint64_t i = 0; i < a.count; i++)
+        v[i] = (float)a.x;
+    *count = a.count;
+    return v;
+}
+
+/* count floats, each x: a collective node's input, written where the reply goes (its
+ * slot, or an object over a slot: tr_ctx_reply_alloc), as fill_ar fills its buffer. */
 static int fill(tr_ctx *ctx, void *self, const void *args, size_t len) {
     (void)self;
-    static float v[AR_FLOATS];
-    int64_t x = 0;
-    if (len == sizeof x) memcpy(&x, args, sizeof x);
-    for (size_t i = 0; i < AR_FLOATS; i++)
-        v[i] = (float)x;
-    return tr_ctx_reply(ctx, v, sizeof v);
+    fill_arg a = {0, AR_FLOATS};
+    if (len == sizeof a) memcpy(&a, args, sizeof a);
+    if (len == sizeof a.x) memcpy(&a.x, args, sizeof a.x);
+    if (a.count == 0 || a.count > AR_MAX_FLOATS) return tr_ctx_error(ctx, "fill: a bad count");
+    float *v;
+    if (tr_ctx_reply_alloc(ctx, a.count * sizeof *v, (void **)&v))
+        return tr_ctx_error(ctx, "fill: %s", tr_last_error());
+    for (uint64_t i = 0; i < a.count; i++)
+        v[i] = (float)a.x;
+    return 0;
 }
 
 /* The same fill, then the allreduce through tr_allreduce on the declared group "bench-ar"
  * (the baseline of the collective node); replies the first element. */
 static int fill_ar(tr_ctx *ctx, void *self, const void *args, size_t len) {
     (void)self;
-    static float v[AR_FLOATS];
     static tr_group *g;
-    int64_t x = 0;
-    if (len == sizeof x) memcpy(&x, args, sizeof x);
     if (!g && tr_group_open(tr_ctx_runtime(ctx), "bench-ar", 10000, &g))
         return tr_ctx_error(ctx, "group: %s", tr_last_error());
-    for (size_t i = 0; i < AR_FLOATS; i++)
-        v[i] = (float)x;
-    if (tr_allreduce(g, v, v, AR_FLOATS, TR_FLOAT32, TR_SUM, 10000))
+    uint64_t count;
+    float *v = fill_buf(args, len, &count);
+    if (!v) return tr_ctx_error(ctx, "fill: a bad count, or no memory");
+    if (tr_allreduce(g, v, v, count, TR_FLOAT32, TR_SUM, 30000))
         return tr_ctx_error(ctx, "allreduce: %s", tr_last_error());
     return tr_ctx_reply(ctx, v, sizeof v[0]);
 }
@@ -301,56 +324,62 @@ int main(int argc, char **argv) {
     free(tr_big);
     CHECK(tr_dag_destroy(gb));
 
-    /* a collective node over the 4 actors' 1 MiB outputs, beside tr_allreduce in them */
-    tr_dag *ga;
-    tr_dag_node in, nf[4], nr[4];
-    CHECK(tr_dag_create(rt, &ga));
-    CHECK(tr_dag_input(ga, &in));
-    for (int i = 0; i < 4; i++)
-        CHECK(tr_dag_bind(ga, a[i], "fill", &in, 1, &nf[i]));
-    CHECK(tr_dag_allreduce(ga, nf, 4, TR_FLOAT32, TR_SUM, nr));
-    CHECK(tr_dag_output(ga, nr, 4));
-    tr_dag_options ao = TR_DAG_OPTIONS_INIT;
-    ao.slot_bytes = mib;
-    ao.max_inflight = 2;
-    CHECK(tr_dag_compile(ga, &ao));
+    /* a collective node over the 4 actors' outputs, beside tr_allreduce in them: 1 MiB in
+     * the slots, 8 MiB in slots of 8 MiB, 64 MiB as objects (slots of at most 8 MiB) */
     CHECK(tr_group_declare(rt, a, 4, NULL, "shm", "bench-ar"));
-    int ar_iters = big_iters / 2 > 50 ? big_iters / 2 : 50;
-    double *tg = malloc(sizeof(double) * (size_t)ar_iters);
-    double *tc = malloc(sizeof(double) * (size_t)ar_iters);
-    for (int i = -5; i < ar_iters; i++) { /* interleaved; the first 5 warm up */
-        int64_t x = i + 10;
-        uint64_t e;
-        double t0 = bench_now_us();
-        CHECK(tr_dag_execute(ga, &x, sizeof x, &e));
-        for (size_t k = 0; k < 4; k++) {
-            const void *d;
-            size_t n;
-            CHECK(tr_dag_get(ga, e, k, 10000, &d, &n));
-            if (n != mib || ((const float *)d)[AR_FLOATS - 1] != (float)(4 * x)) {
-                fprintf(stderr, "the collective node gave a wrong sum\n");
-                exit(1);
+    static const uint64_t ar_mib[] = {1, 8, 64};
+    double ar_dag[3], ar_classic[3];
+    for (int z = 0; z < 3; z++) {
+        uint64_t bytes = ar_mib[z] << 20, floats = bytes / sizeof(float);
+        tr_dag *ga;
+        tr_dag_node in, nf[4], nr[4];
+        CHECK(tr_dag_create(rt, &ga));
+        CHECK(tr_dag_input(ga, &in));
+        for (int i = 0; i < 4; i++)
+            CHECK(tr_dag_bind(ga, a[i], "fill", &in, 1, &nf[i]));
+        CHECK(tr_dag_allreduce(ga, nf, 4, TR_FLOAT32, TR_SUM, nr));
+        CHECK(tr_dag_output(ga, nr, 4));
+        tr_dag_options ao = TR_DAG_OPTIONS_INIT;
+        ao.slot_bytes = bytes < (8u << 20) ? bytes : (8u << 20);
+        ao.max_inflight = 2;
+        CHECK(tr_dag_compile(ga, &ao));
+        int ar_iters = z == 0 ? (big_iters / 2 > 50 ? big_iters / 2 : 50) : z == 1 ? 20 : 7;
+        double *tg = malloc(sizeof(double) * (size_t)ar_iters);
+        double *tc = malloc(sizeof(double) * (size_t)ar_iters);
+        for (int i = -3; i < ar_iters; i++) { /* interleaved; the first 3 warm up */
+            fill_arg x = {i + 10, floats};
+            uint64_t e;
+            double t0 = bench_now_us();
+            CHECK(tr_dag_execute(ga, &x, sizeof x, &e));
+            for (size_t k = 0; k < 4; k++) {
+                const void *d;
+                size_t n;
+                CHECK(tr_dag_get(ga, e, k, 30000, &d, &n));
+                if (n != bytes || ((const float *)d)[floats - 1] != (float)(4 * x.x)) {
+                    fprintf(stderr, "the collective node gave a wrong sum\n");
+                    exit(1);
+                }
+            }
+            CHECK(tr_dag_release(ga, e));
+            double t1 = bench_now_us();
+            tr_ref r[4];
+            for (int k = 0; k < 4; k++)
+                CHECK(tr_call(rt, a[k], "fill_ar", &x, sizeof x, &r[k]));
+            for (int k = 0; k < 4; k++) {
+                CHECK(tr_get(rt, r[k], 30000, NULL, NULL));
+                CHECK(tr_ref_release(rt, r[k]));
+            }
+            if (i >= 0) {
+                tg[i] = t1 - t0;
+                tc[i] = bench_now_us() - t1;
             }
         }
-        CHECK(tr_dag_release(ga, e));
-        double t1 = bench_now_us();
-        tr_ref r[4];
-        for (int k = 0; k < 4; k++)
-            CHECK(tr_call(rt, a[k], "fill_ar", &x, sizeof x, &r[k]));
-        for (int k = 0; k < 4; k++) {
-            CHECK(tr_get(rt, r[k], 10000, NULL, NULL));
-            CHECK(tr_ref_release(rt, r[k]));
-        }
-        if (i >= 0) {
-            tg[i] = t1 - t0;
-            tc[i] = bench_now_us() - t1;
-        }
+        ar_dag[z] = bench_percentile(tg, (size_t)ar_iters, 50);
+        ar_classic[z] = bench_percentile(tc, (size_t)ar_iters, 50);
+        CHECK(tr_dag_destroy(ga));
+        free(tg);
+        free(tc);
     }
-    double ar_dag = bench_percentile(tg, (size_t)ar_iters, 50);
-    double ar_classic = bench_percentile(tc, (size_t)ar_iters, 50);
-    CHECK(tr_dag_destroy(ga));
-    free(tg);
-    free(tc);
 
     bench_report("raw_shm_rtt_us_p50", raw, "us");
     bench_report("classic_rtt_us_p50", classic, "us");
@@ -367,9 +396,15 @@ int main(int argc, char **argv) {
     bench_report("raw_shm_1MiB_echo_us_p50", raw_big, "us");
     bench_report("dag_echo_1MiB_over_raw_shm", big / raw_big, "x");
     bench_report("dag_idle_cpu_ms_per_s", idle_ms, "ms/s");
-    bench_report("dag_allreduce_us_p50_4r_1MiB", ar_dag, "us");
-    bench_report("classic_allreduce_us_p50_4r_1MiB", ar_classic, "us");
-    bench_report("dag_allreduce_over_classic", ar_dag / ar_classic, "x");
+    bench_report("dag_allreduce_us_p50_4r_1MiB", ar_dag[0], "us");
+    bench_report("classic_allreduce_us_p50_4r_1MiB", ar_classic[0], "us");
+    bench_report("dag_allreduce_over_classic", ar_dag[0] / ar_classic[0], "x");
+    bench_report("dag_allreduce_us_p50_4r_8MiB", ar_dag[1], "us");
+    bench_report("classic_allreduce_us_p50_4r_8MiB", ar_classic[1], "us");
+    bench_report("dag_allreduce_over_classic_8MiB", ar_dag[1] / ar_classic[1], "x");
+    bench_report("dag_allreduce_us_p50_4r_64MiB", ar_dag[2], "us");
+    bench_report("classic_allreduce_us_p50_4r_64MiB", ar_classic[2], "us");
+    bench_report("dag_allreduce_over_classic_64MiB", ar_dag[2] / ar_classic[2], "x");
     tr_shutdown(rt);
     tr_config_destroy(cfg);
     free(t);

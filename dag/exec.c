@@ -436,10 +436,7 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
         pthread_mutex_unlock(l->env.mu);
         ctx->direct = NULL;
         ctx->n_refs = 0;
-        if ((r != 0 || ctx->result.oom) && ctx->has_result_obj) { /* (not sent) */
-            tr__objects_release(l->env.objects, ctx->result_obj);
-            ctx->has_result_obj = 0;
-        }
+        if (r != 0 || ctx->result.oom) tr__ctx_drop_result_obj(ctx); /* (not sent) */
         if (r != 0 || ctx->result.oom) {
             if (!ctx->has_err)
                 snprintf(ctx->err, sizeof ctx->err, "method '%s' %s", st->def->name,
@@ -460,13 +457,22 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
             }
         } else if (ctx->direct_used) {
             out_len = ctx->direct_len;    /* in place already */
-        } else if (ctx->has_result_obj) { /* over the slot: put once, by tr_ctx_reply */
-            st->out_refs[slot] = ctx->result_obj;
-            st->out_ref_set[slot] = 1;
-            ctx->has_result_obj = 0;
-            memcpy(buf, st->out_refs[slot].b, sizeof st->out_refs[slot].b);
-            out_len = sizeof st->out_refs[slot].b;
-            flags = TR__CHAN_REF;
+        } else if (ctx->has_result_obj) { /* over the slot: put once by tr_ctx_reply, or */
+            tr_ref obj;                   /* written in place (tr_ctx_reply_alloc) */
+            int trc = tr__ctx_take_result_obj(ctx, &obj);
+            if (trc) {
+                snprintf(ctx->err, sizeof ctx->err, "method '%s': its result: %s", st->def->name,
+                         tr__last_error());
+                code = trc;
+                why = ctx->err;
+                why_len = strlen(ctx->err) + 1;
+            } else {
+                st->out_refs[slot] = obj;
+                st->out_ref_set[slot] = 1;
+                memcpy(buf, obj.b, sizeof obj.b);
+                out_len = sizeof obj.b;
+                flags = TR__CHAN_REF;
+            }
         } else {
             why = ctx->result.data;
             why_len = ctx->result.len;

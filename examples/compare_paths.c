@@ -95,23 +95,19 @@ static int rank_run(tr_ctx *ctx, void *self, const void *args, size_t len) {
 }
 
 /* The compiled graph's node: `count` float32 ones (its argument), for the collective node
- * after it. The buffer is made once per size; the reply copies it into the channel. */
+ * after it, written where its reply goes (its slot, or an object of the store over a slot:
+ * no copy), as a rank of the other paths fills its buffer before each allreduce. */
 static int fill_ones(tr_ctx *ctx, void *self, const void *args, size_t len) {
     (void)self;
-    static float *buf;
-    static uint64_t have;
     uint64_t count;
+    float *buf;
     if (len != sizeof count) return tr_ctx_error(ctx, "fill wants a count");
     memcpy(&count, args, sizeof count);
-    if (count != have) {
-        free(buf);
-        buf = malloc(count * sizeof *buf);
-        have = buf ? count : 0;
-        if (!buf) return tr_ctx_error(ctx, "out of memory");
-        for (uint64_t k = 0; k < count; k++)
-            buf[k] = 1.0f;
-    }
-    return tr_ctx_reply(ctx, buf, count * sizeof *buf);
+    if (tr_ctx_reply_alloc(ctx, count * sizeof *buf, (void **)&buf))
+        return tr_ctx_error(ctx, "fill: %s", tr_last_error());
+    for (uint64_t k = 0; k < count; k++)
+        buf[k] = 1.0f;
+    return 0;
 }
 
 static const tr_method_def methods[] = {{"run", rank_run}, {"fill", fill_ones}};

@@ -1,6 +1,6 @@
 """examples/compare_paths.py - the three value paths from Python (bindings/python), as a
 Ray user would write each with `import troupe as ray`: n actors allreduce float32 arrays
-from 4 B to 16 MiB
+from 4 B to 64 MiB
   - through the object store (each puts its array, then gets the others' and sums: the
     way Ray users do it without collectives),
   - through a collective group (troupe.util.collective.allreduce, shm and gloo backends),
@@ -21,7 +21,7 @@ import troupe.util.collective as collective
 from troupe.dag import InputNode, MultiOutputNode
 from troupe.experimental.collective import allreduce
 
-SIZES = [4, 4 << 10, 256 << 10, 1 << 20, 16 << 20]
+SIZES = [4, 4 << 10, 256 << 10, 1 << 20, 16 << 20, 64 << 20]
 PATHS = ["objectstore", "shm", "gloo", "graph"]
 
 

@@ -574,6 +574,74 @@ TEST_F(Dag, ACollectiveNodeAllreducesTheActorsValues) {
 
 namespace {
 
+/* tr_ctx_reply_alloc: a reply written in place - in the slot, in an object over a slot, in
+ * a classic call's result - replaced by a later reply, and let go of when the method fails
+ * after it (nothing left in the store). */
+TEST_F(Dag, AReplyWrittenInPlace) {
+    tr_actor_id a = actor();
+    tr_store_stats before = TR_STORE_STATS_INIT, after = TR_STORE_STATS_INIT;
+    ASSERT_EQ(tr_object_stats(rt, &before), 0);
+    tr_dag *g;
+    tr_dag_node in, n;
+    ASSERT_EQ(tr_dag_create(rt, &g), 0);
+    ASSERT_EQ(tr_dag_input(g, &in), 0);
+    ASSERT_EQ(tr_dag_bind(g, a, "echo_alloc", &in, 1, &n), 0);
+    ASSERT_EQ(tr_dag_output(g, &n, 1), 0);
+    tr_dag_options o = TR_DAG_OPTIONS_INIT;
+    o.max_inflight = 2;
+    o.slot_bytes = 4096;
+    ASSERT_EQ(tr_dag_compile(g, &o), 0) << tr_last_error();
+    for (size_t size : {(size_t)8, (size_t)4096, (size_t)4097, (size_t)(3 << 20)}) {
+        for (int round = 0; round < 3; round++) { /* (slots reused) */
+            std::string v(size, (char)('a' + round));
+            v[size / 2] = 'Z';
+            uint64_t e;
+            ASSERT_EQ(tr_dag_execute(g, v.data(), v.size(), &e), 0) << tr_last_error();
+            const void *d;
+            size_t len;
+            ASSERT_EQ(tr_dag_get(g, e, 0, 10000, &d, &len), 0) << tr_last_error();
+            ASSERT_EQ(len, size);
+            EXPECT_EQ(memcmp(d, v.data(), len), 0) << size;
+            ASSERT_EQ(tr_dag_release(g, e), 0);
+        }
+    }
+    for (std::string v : {std::string("fail") + std::string(8000, 'x'), std::string("fail"),
+                          std::string("twice") + std::string(9000, 'y')}) {
+        uint64_t e;
+        ASSERT_EQ(tr_dag_execute(g, v.data(), v.size(), &e), 0) << tr_last_error();
+        const void *d;
+        size_t len;
+        int rc = tr_dag_get(g, e, 0, 10000, &d, &len);
+        if (v[0] == 'f') {
+            EXPECT_EQ(rc, TR_ETASK);
+            EXPECT_NE(strstr(tr_last_error(), "failing after alloc"), nullptr) << tr_last_error();
+        } else {
+            ASSERT_EQ(rc, 0) << tr_last_error();
+            EXPECT_EQ(std::string((const char *)d, len), "again");
+        }
+        ASSERT_EQ(tr_dag_release(g, e), 0);
+    }
+    EXPECT_EQ(tr_dag_destroy(g), 0);
+    /* a classic call: the result buffer, small or over the socket's limit */
+    for (size_t size : {(size_t)0, (size_t)100, (size_t)(1 << 20)}) {
+        std::string v(size, 'c');
+        tr_ref r;
+        ASSERT_EQ(tr_call(rt, a, "echo_alloc", v.data(), v.size(), &r), 0) << tr_last_error();
+        const void *d;
+        size_t len;
+        ASSERT_EQ(tr_get(rt, r, 10000, &d, &len), 0) << tr_last_error();
+        EXPECT_EQ(std::string((const char *)d, len), v);
+        ASSERT_EQ(tr_ref_release(rt, r), 0);
+    }
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    do {
+        ASSERT_EQ(tr_object_stats(rt, &after), 0);
+        if (after.n_objects == before.n_objects) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    } while (std::chrono::steady_clock::now() < until);
+    EXPECT_EQ(after.n_objects, before.n_objects) << "objects left in the store";
+}
+
 /* A collective node takes values over a slot: its inputs went as objects, and its outputs
  * go as objects of the participants' store (issue 26: the demo's graph column to 64 MiB);
  * small values in the same graph still go in the slots; nothing is left in the store. */

@@ -214,6 +214,18 @@ int m_echo(tr_ctx *ctx, void *, const void *args, size_t len) {
     return tr_ctx_reply(ctx, args, len);
 }
 
+/* Echo written in place (tr_ctx_reply_alloc). Arguments starting "fail" reserve the reply
+ * and then fail (what was reserved must go); "twice" reserves, then replies "again". */
+int m_echo_alloc(tr_ctx *ctx, void *, const void *args, size_t len) {
+    void *buf;
+    int rc = tr_ctx_reply_alloc(ctx, len, &buf);
+    if (rc) return tr_ctx_error(ctx, "reply_alloc: %s", tr_last_error());
+    if (len) memcpy(buf, args, len);
+    if (len >= 4 && memcmp(args, "fail", 4) == 0) return tr_ctx_error(ctx, "failing after alloc");
+    if (len >= 5 && memcmp(args, "twice", 5) == 0) return tr_ctx_reply(ctx, "again", 5);
+    return 0;
+}
+
 int m_fail(tr_ctx *ctx, void *, const void *args, size_t len) {
     return tr_ctx_error(ctx, "failing on purpose: %.*s", (int)len, (const char *)args);
 }
@@ -1180,6 +1192,7 @@ const tr_method_def counter_methods[] = {
     {"get", m_get},
     {"seq", m_seq},
     {"echo", m_echo},
+    {"echo_alloc", m_echo_alloc},
     {"fail", m_fail},
     {"fail_silent", m_fail_silent},
     {"crash", m_crash},

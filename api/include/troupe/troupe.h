@@ -101,6 +101,13 @@ TR_API void tr_actor_class_init(tr_actor_class *cls);
  * (one copy in, a zero-copy view for the caller) instead of the socket.
  * Returns 0 or TR_ENOMEM. Thread safety: the method's thread. */
 TR_API int tr_ctx_reply(tr_ctx *ctx, const void *data, size_t len);
+/* As tr_ctx_reply, with no copy: *buf gets len bytes the method writes its result into
+ * before it returns - in a compiled graph's step its output slot, or over a slot an
+ * object of the store made for it (sealed when the method returns); in a classic call the
+ * result buffer. Calling tr_ctx_reply* again replaces it (*buf is then invalid).
+ * Returns 0, TR_EINVAL, TR_ENOMEM or the store's code (a full store). Thread safety: the
+ * method's thread. */
+TR_API int tr_ctx_reply_alloc(tr_ctx *ctx, size_t len, void **buf);
 /* The method's result is len bytes of device memory at dev (the CUDA build): in a
  * classic call it is copied to the host and replied as tr_ctx_reply; in a compiled
  * graph's step it goes on as the edge's transport says (TR_DAG_NCCL, TR_DAG_CUDA_IPC:
