@@ -436,8 +436,8 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
         pthread_mutex_unlock(l->env.mu);
         ctx->direct = NULL;
         ctx->n_refs = 0;
-        if (r != 0 || ctx->result.oom) tr__ctx_drop_result_obj(ctx); /* (not sent) */
         if (r != 0 || ctx->result.oom) {
+            tr__ctx_drop_result_obj(ctx); /* (a result object made before it failed: not sent) */
             if (!ctx->has_err)
                 snprintf(ctx->err, sizeof ctx->err, "method '%s' %s", st->def->name,
                          ctx->result.oom ? "ran out of memory for its result" : "failed");

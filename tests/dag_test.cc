@@ -53,6 +53,18 @@ class Dag : public ::testing::Test {
         EXPECT_EQ(tr_dag_release(g, e), 0);
         return first;
     }
+    /* the store holds as many objects as `before` said within 5 s (what a test made in it
+     * has gone) */
+    void expect_store_back_to(const tr_store_stats &before) {
+        tr_store_stats after = TR_STORE_STATS_INIT;
+        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        do {
+            ASSERT_EQ(tr_object_stats(rt, &after), 0);
+            if (after.n_objects == before.n_objects) break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        } while (std::chrono::steady_clock::now() < until);
+        EXPECT_EQ(after.n_objects, before.n_objects) << "objects left in the store";
+    }
     /* the node holds no group (a graph's segment is one) within 5 s */
     void expect_no_segments() {
         auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -579,7 +591,7 @@ namespace {
  * after it (nothing left in the store). */
 TEST_F(Dag, AReplyWrittenInPlace) {
     tr_actor_id a = actor();
-    tr_store_stats before = TR_STORE_STATS_INIT, after = TR_STORE_STATS_INIT;
+    tr_store_stats before = TR_STORE_STATS_INIT;
     ASSERT_EQ(tr_object_stats(rt, &before), 0);
     tr_dag *g;
     tr_dag_node in, n;
@@ -633,13 +645,7 @@ TEST_F(Dag, AReplyWrittenInPlace) {
         EXPECT_EQ(std::string((const char *)d, len), v);
         ASSERT_EQ(tr_ref_release(rt, r), 0);
     }
-    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    do {
-        ASSERT_EQ(tr_object_stats(rt, &after), 0);
-        if (after.n_objects == before.n_objects) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    } while (std::chrono::steady_clock::now() < until);
-    EXPECT_EQ(after.n_objects, before.n_objects) << "objects left in the store";
+    expect_store_back_to(before);
 }
 
 /* A collective node takes values over a slot: its inputs went as objects, and its outputs
@@ -649,7 +655,7 @@ TEST_F(Dag, ACollectiveNodeReducesValuesOverASlot) {
     std::vector<tr_actor_id> a;
     for (int i = 0; i < 3; i++)
         a.push_back(actor());
-    tr_store_stats before = TR_STORE_STATS_INIT, after = TR_STORE_STATS_INIT;
+    tr_store_stats before = TR_STORE_STATS_INIT;
     ASSERT_EQ(tr_object_stats(rt, &before), 0);
     tr_dag *g;
     tr_dag_node in, n[3], r[3];
@@ -685,13 +691,7 @@ TEST_F(Dag, ACollectiveNodeReducesValuesOverASlot) {
         EXPECT_EQ(got, std::vector<int64_t>(3, 3 * round));
     }
     EXPECT_EQ(tr_dag_destroy(g), 0);
-    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    do {
-        ASSERT_EQ(tr_object_stats(rt, &after), 0);
-        if (after.n_objects == before.n_objects) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    } while (std::chrono::steady_clock::now() < until);
-    EXPECT_EQ(after.n_objects, before.n_objects) << "objects left in the store";
+    expect_store_back_to(before);
     expect_no_segments();
 }
 
@@ -700,7 +700,7 @@ TEST_F(Dag, ACollectiveNodeReducesValuesOverASlot) {
  * when the slot is reused), then nothing left in the store once the graph is gone. */
 TEST_F(Dag, ValuesOverASlotTravelAsObjects) {
     tr_actor_id a = actor(), b = actor();
-    tr_store_stats before = TR_STORE_STATS_INIT, after = TR_STORE_STATS_INIT;
+    tr_store_stats before = TR_STORE_STATS_INIT;
     ASSERT_EQ(tr_object_stats(rt, &before), 0);
     tr_dag *g;
     tr_dag_node in, na, nb;
@@ -770,13 +770,7 @@ TEST_F(Dag, ValuesOverASlotTravelAsObjects) {
     EXPECT_NE(tr_dag_get(g, e, 0, 10000, &gd, &gn), 0) << "a ref not in the store";
     ASSERT_EQ(tr_dag_release(g, e), 0);
     EXPECT_EQ(tr_dag_destroy(g), 0);
-    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    do {
-        ASSERT_EQ(tr_object_stats(rt, &after), 0);
-        if (after.n_objects == before.n_objects) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    } while (std::chrono::steady_clock::now() < until);
-    EXPECT_EQ(after.n_objects, before.n_objects) << "objects left in the store";
+    expect_store_back_to(before);
 }
 
 } // namespace
