@@ -395,6 +395,9 @@ static int run_op(tr_group *g, const tr__coll_args *a, int timeout_ms) {
     tr__flight_op *fl = tr__flight_begin(g->name, g->be->name, g->rank, g->world, a->kind, a->dtype,
                                          a->count, a->root);
     tr__flight_started(fl);
+    /* (its number, read while the op holds the entry: once it has ended, another thread's
+     * new group may take the slot) */
+    uint64_t fl_seq = fl ? fl->seq : 0;
     int rc = g->stage ? finish(g, tr__coll_device_stager->run(g, a, deadline, dispatch))
                       : finish(g, dispatch(g, a, deadline));
     tr__flight_end(fl, rc);
@@ -406,7 +409,7 @@ static int run_op(tr_group *g, const tr__coll_args *a, int timeout_ms) {
     if (tr__proc_cnt()) tr__hist_add(&tr__proc_cnt()->coll[backend], (uint64_t)(t1 - t0), rc != 0);
     /* (the timeline: the op, linked to the other ranks' by its number in the group) */
     tr__trace_ev_add(TR__EV_COLL, t0, t1, tr__coll_op_name(a->kind),
-                     strlen(tr__coll_op_name(a->kind)), fl ? tr__flight_flow(g->name, fl->seq) : 0,
+                     strlen(tr__coll_op_name(a->kind)), fl ? tr__flight_flow(g->name, fl_seq) : 0,
                      bytes, rc != 0);
     if (rc == TR_ETIMEDOUT || rc == TR_EPEER_DIED) { /* every rank's ring, and a verdict */
         char session[200];
