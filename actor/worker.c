@@ -101,27 +101,15 @@ int tr__ctx_reply_alloc(tr_ctx *ctx, size_t len, void **buf) {
     return 0;
 }
 
+/* A reply is a reply_alloc and one copy into it: the slot, an object over a graph's slot
+ * (whose ref the slot carries, dag/exec.c), or the result buffer. (memmove: data may be
+ * the slot or the buffer itself, a method replying what it replied before.) */
 int tr__ctx_reply(tr_ctx *ctx, const void *data, size_t len) {
     if (!ctx || (!data && len)) return tr__err(TR_EINVAL, "tr_ctx_reply: NULL argument");
-    tr__buf_reset(&ctx->result);
-    drop_result_obj(ctx);
-    ctx->direct_used = 0;
-    ctx->dev_used = 0;                           /* (replaces a tr_ctx_reply_device too) */
-    if (ctx->direct && len <= ctx->direct_cap) { /* one copy, straight into place */
-        if (len) memcpy(ctx->direct, data, len);
-        ctx->direct_len = len;
-        ctx->direct_used = 1;
-        return 0;
-    }
-    if (ctx->in_graph && ctx->direct && ctx->objects) { /* over a graph's slot: one copy too, */
-        tr_ref obj; /* into an object whose ref the slot carries (dag/exec.c) */
-        int rc = tr__objects_put(ctx->objects, data, len, &obj);
-        if (rc) return rc;
-        ctx->result_obj = obj;
-        ctx->has_result_obj = 1;
-        return 0;
-    }
-    return tr__buf_append(&ctx->result, data, len);
+    void *buf; /* (replaces a tr_ctx_reply_device too) */
+    int rc = tr__ctx_reply_alloc(ctx, len, &buf);
+    if (!rc && len) memmove(buf, data, len);
+    return rc;
 }
 
 int tr__ctx_multi_encode(tr__buf *b, const void *const *data, const size_t *len, size_t n) {
