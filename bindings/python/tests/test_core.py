@@ -31,6 +31,9 @@ class Counter:
     def echo(self, *args, **kwargs):
         return args, kwargs
 
+    def same(self, v):
+        return v
+
     def array(self, n, dtype="float32"):
         return np.arange(n, dtype=dtype)
 
@@ -89,6 +92,28 @@ def test_arguments_and_results_of_every_kind(ray):
     assert got_kwargs == {"key": True}
     f = ray.get(c.echo.remote(lambda x: x + 1))[0][0]  # a lambda goes by value
     assert f(1) == 2
+
+
+def test_scalar_calls_take_the_fast_path_unchanged(ray):
+    """Calls whose arguments and results are builtin scalars skip the general encoder
+    (the fast path of small calls); they must decode to the same values, types kept."""
+    from troupe import _serial
+    for args, kwargs in [((1,), {}), ((), {}), ((True, None, 2.5, 3j, "é", b"\0"), {}),
+                         ((1,), {"k": "v", "n": None}), ((1 << 80, -0.0), {})]:
+        fast = _serial.plain_args(args, kwargs)
+        parts, total, refs = _serial.dumps((args, kwargs))
+        assert fast == _serial.join(parts, total) and not refs
+    for not_plain in [((1, [2]), {}), ((), {"k": [1]}), ((np.float64(1),), {})]:
+        assert _serial.plain_args(*not_plain) is None
+    c = Counter.remote()
+    for v in [0, 1 << 70, -3.5, float("inf"), 2j, True, None, "", "x" * 1000, b"\xff"]:
+        (got,), kw = ray.get(c.echo.remote(v))
+        assert got == v and type(got) is type(v) and kw == {}
+        got = ray.get(c.same.remote(v))  # (a scalar result: the worker's fast path)
+        assert got == v and type(got) is type(v)
+    assert ray.get(c.echo.remote(1, key=2.5)) == ((1,), {"key": 2.5})
+    big = "y" * (600 << 10)  # (over INLINE_MAX: through the store, the general path)
+    assert ray.get(c.echo.remote(big))[0][0] == big
 
 
 def test_put_get_zero_copy(ray):

@@ -269,9 +269,16 @@ class ObjectRef:
     def __init__(self, c, owned=True):
         self._c = c            # a Ref (16 bytes)
         self._owned = False    # this process holds it: released when the last one goes
-        self._rt = _rt
-        if owned:              # one this process just made: its making is the hold
-            self._hold()
+        self._rt = rt = _rt
+        if owned and rt is not None:  # one this process just made: its making is the hold
+            key = bytes(c)     # (_hold's, inline: every call makes one)
+            with _holds_lock:
+                h = _holds.get(key)
+                if h is None or h[1] is not rt:
+                    _holds[key] = [1, rt]
+                else:
+                    h[0] += 1
+                self._owned = True
 
     @classmethod
     def from_binary(cls, b):
@@ -289,7 +296,7 @@ class ObjectRef:
     _from_bytes = from_binary  # (its earlier name)
 
     def binary(self):
-        return bytes(self._c.b)
+        return bytes(self._c)
 
     def hex(self):
         return self.binary().hex()
@@ -318,7 +325,7 @@ class ObjectRef:
             return
         try:
             with _holds_lock:
-                key = bytes(self._c.b)
+                key = bytes(self._c)
                 h = _holds.get(key)
                 if h is None or h[1] is not self._rt:
                     return
@@ -339,7 +346,7 @@ class ObjectRef:
         ObjectRef of it in this process, and no other process, object or call in flight
         holding it (tr_object_holders: an object this process put)."""
         with _holds_lock:
-            h = _holds.get(bytes(self._c.b))
+            h = _holds.get(bytes(self._c))
             if h is None or h[0] != 1 or self._rt is not _rt:
                 return False
         n = ctypes.c_size_t()
@@ -350,7 +357,7 @@ class ObjectRef:
         if self._owned or self._rt is None:
             return
         with _holds_lock:
-            key = bytes(self._c.b)
+            key = bytes(self._c)
             h = _holds.get(key)
             if h is None or h[1] is not self._rt:
                 _holds[key] = [1, self._rt]
@@ -362,7 +369,7 @@ class ObjectRef:
         """Takes this process's hold on a ref that came in a value (tr_ref_borrow), or
         counts one more on the hold it has."""
         with _holds_lock:
-            key = bytes(self._c.b)
+            key = bytes(self._c)
             h = _holds.get(key)
             if h is not None and h[1] is self._rt:
                 h[0] += 1
@@ -455,12 +462,18 @@ def get_writable(ref, what="argument"):
         raise _errors.task_error(e, what) from None
 
 
+_COPY_MAX = 4096  # a small result's bytes are copied once, its head looked at in the copy
+
+
 def _decode(addr, n, ref, what):
     """The value of a payload at addr: a plain one (no out-of-band buffer) unpickled from
     a copy of its bytes (the fast path of small results); one with buffers through a view
     that keeps ref, and so the memory, alive while its arrays live."""
-    if n >= 4 and ctypes.string_at(addr, 4) == _serial.MAGIC0:
-        return pickle.loads(ctypes.string_at(addr + 4, n - 4))
+    if n >= 4:
+        head = ctypes.string_at(addr, n if n <= _COPY_MAX else 4)
+        if head[:4] == _serial.MAGIC0:
+            return pickle.loads(memoryview(head)[4:] if n <= _COPY_MAX else
+                                ctypes.string_at(addr + 4, n - 4))
     view = _view(addr, n, _Keep(ref)) if n else memoryview(b"")
     try:
         return _serial.loads(view)
@@ -482,18 +495,18 @@ def get_one(ref, deadline, what="get"):
     if not isinstance(ref, ObjectRef):
         raise ValueError(f"Invalid type of object refs, {type(ref)}, is given. 'object_refs' "
                          f"must either be an ObjectRef or a list of ObjectRefs.")
-    rt = runtime()
+    rt = _rt if _rt is not None else runtime()
     data, n = c_void_p(), c_size_t()
-    while True:
-        if deadline is None:
-            ms = _SLICE_MS
-        else:
-            ms = max(0, int((deadline - time.monotonic()) * 1000))
-            ms = min(ms, _SLICE_MS)
-        rc = lib.tr_get(rt, ref._c, ms, byref(data), byref(n))
-        if rc == _errors.ETIMEDOUT and (deadline is None or time.monotonic() < deadline):
-            continue
-        break
+    if deadline is None:
+        rc = lib.tr_get(rt, ref._c, _SLICE_MS, byref(data), byref(n))
+        while rc == _errors.ETIMEDOUT:
+            rc = lib.tr_get(rt, ref._c, _SLICE_MS, byref(data), byref(n))
+    else:
+        while True:
+            ms = min(max(0, int((deadline - time.monotonic()) * 1000)), _SLICE_MS)
+            rc = lib.tr_get(rt, ref._c, ms, byref(data), byref(n))
+            if rc != _errors.ETIMEDOUT or time.monotonic() >= deadline:
+                break
     if rc == 0:
         if not ref._owned:
             ref._hold()
@@ -628,6 +641,9 @@ def encode_args(args, kwargs):
     them. refs: the top-level ObjectRefs (each an ArgRef in the payload, resolved before
     the function runs), then the arguments' object when they are over INLINE_MAX;
     contained: the refs nested inside the arguments."""
+    payload = _serial.plain_args(args, kwargs)
+    if payload is not None and len(payload) <= INLINE_MAX:  # (scalars: no ref to look for)
+        return payload, [], []
     a, kw, refs = args_with_refs(args, kwargs)
     parts, total, nested = _serial.dumps((a, kw))
     all_refs = list(refs)

@@ -19,6 +19,7 @@ MAGIC0, MAGIC1, MAGIC_ERR = b"TRP0", b"TRP1", b"TRPE"
 ALIGN = 64
 _HDR = struct.Struct("<4sIIQ")
 _simple = (int, float, str, bytes, bool, type(None), complex)
+SIMPLE = frozenset(_simple)  # (types the fast paths pickle straight)
 
 _local = threading.local()
 
@@ -68,10 +69,27 @@ class _Collect:
         _local.refs = self.prev
 
 
+def plain_args(args, kwargs):
+    """The payload of a call's arguments (args, kwargs) when each is a builtin scalar (no
+    buffer, no ref, nothing by value: the standard pickler straight), else None. The fast
+    path of small calls: dumps((args, kwargs)) gives the same bytes at ~5x the cost."""
+    for x in args:
+        if type(x) not in SIMPLE:
+            return None
+    if kwargs:
+        for x in kwargs.values():
+            if type(x) not in SIMPLE:
+                return None
+    return MAGIC0 + pickle.dumps((args, kwargs), protocol=5)
+
+
 def dumps(value):
     """(parts, total, refs): the payload as a list of bytes-like parts whose lengths add up
     to total (buffers at their aligned offsets, padding included), and the ObjectRefs the
     value contains."""
+    if type(value) in SIMPLE:  # (the fast path: no buffer, no ref)
+        data = pickle.dumps(value, protocol=5)
+        return [MAGIC0, data], 4 + len(data), []
     bufs = []
     with _Collect() as refs:
         if _plain(value):

@@ -15,10 +15,12 @@ import concurrent.futures
 import ctypes
 import inspect
 import os
+import pickle
 import signal
 import sys
 import threading
 import traceback
+import types
 
 from . import _errors, _ffi, _runtime, _serial, remote_function
 from ._errors import check
@@ -56,7 +58,10 @@ def call_payload(addr, n):
     """(num_returns, the arguments' payload) of a call's or a task's payload at addr:
     num_returns k > 1 comes first (_runtime.RETURNS + u32 k), a generator's mode as its
     mark ("streaming", "dynamic"), else it is 1."""
-    payload = bytearray(ctypes.string_at(addr, n)) if n else bytearray()  # (writable arrays)
+    raw = ctypes.string_at(addr, n) if n else b""
+    if raw[:4] == _serial.MAGIC0:  # (no out-of-band buffer: no array to make writable)
+        return 1, raw
+    payload = bytearray(raw)  # (the arrays in it are the method's own, writable)
     if payload[:4] == RETURNS and n >= 8:
         return int.from_bytes(payload[4:8], "little"), payload[8:]
     if payload[:4] == _runtime.STREAMING:
@@ -73,16 +78,20 @@ def decode_args(ctx, addr, n):
 def decode_payload(ctx, payload):
     """(args, kwargs) of a call's arguments (bytes), refs resolved."""
     n = len(payload)
-    if payload[:4] == OBJECT_ARGS and n == 20:
+    if payload[:4] == _serial.MAGIC0:  # (the fast path: a plain pickle)
+        a, kw = pickle.loads(memoryview(payload)[4:])
+    elif payload[:4] == OBJECT_ARGS and n == 20:
         ref = _runtime.unheld_ref(bytes(payload[4:20]))
         a, kw = _runtime.get_writable(ref, "arguments")
     else:  # (a bytearray: the arrays in it are the method's own, writable)
         a, kw = _serial.loads(memoryview(payload))
-    if any(isinstance(x, _serial.ArgRef) for x in a) or any(
-            isinstance(v, _serial.ArgRef) for v in kw.values()):
-        a = tuple(resolve(x, ctx) for x in a)
-        kw = {k: resolve(v, ctx) for k, v in kw.items()}
-    return a, kw
+    for x in a:
+        if type(x) is _serial.ArgRef:
+            break
+    else:
+        if not kw or not any(type(v) is _serial.ArgRef for v in kw.values()):
+            return a, kw
+    return tuple(resolve(x, ctx) for x in a), {k: resolve(v, ctx) for k, v in kw.items()}
 
 
 def reply(ctx, data):
@@ -159,10 +168,14 @@ def reply_results(ctx, result, k):
     caller's k refs each get one. A wrong number of values is Ray's ValueError, raised
     in the caller at get of each ref. A generator's mode ("streaming", "dynamic"): its
     items' refs, as one value (generator_refs)."""
+    if k == 1:
+        if type(result) in _serial.SIMPLE:  # (the fast path: a plain pickle)
+            data = _serial.MAGIC0 + pickle.dumps(result, protocol=5)
+            rc = lib.tr_ctx_reply(ctx, data, len(data))
+            return check(rc, f"replying {len(data)} bytes") if rc else None
+        return reply_value(ctx, result)
     if k in _runtime.GENERATOR_MODES:
         return reply_value(ctx, generator_refs(result, k))
-    if k == 1:
-        return reply_value(ctx, result)
     result = check_results(result, k)
     data, held = [], []
     for v in result:
@@ -235,6 +248,7 @@ def on_loop(fn):
 
 
 _starting = threading.local()  # .ctx: a call of an async actor that has not begun yet
+_COROUTINE = types.CoroutineType
 
 _awaited = {}  # an async actor's calls whose coroutines run: id(future) -> (ctx, future)
 _awaited_lock = threading.Lock()
@@ -278,7 +292,7 @@ def run(result):
     anything else (an async generator, iterated later): the actor's next call may begin."""
     ctx = getattr(_starting, "ctx", None)
     fut = None
-    if inspect.iscoroutine(result):
+    if type(result) is _COROUTINE:
         fut = asyncio.run_coroutine_threadsafe(result, event_loop())
     if ctx is not None:
         _starting.ctx = None
@@ -402,6 +416,7 @@ def main():
     signal.signal(signal.SIGURG, on_cancel)  # (troupe.cancel of a task running here)
     state = {"instance": None, "max_task_retries": 0, "async": False}
     steps = {}  # compiled graphs' steps here: step id -> (method, args' and kwargs' sources)
+    names = {}  # the methods' names as C gives them (bytes) -> str
 
     def end_actor(ctx):
         """exit_actor() or the last handle's going: the actor ends for good (the node
@@ -511,7 +526,12 @@ def main():
     @_ffi.METHOD_FN
     def dispatch(ctx, self_ptr, args, n):
         pin_thread()
-        name = lib.tr_ctx_method(ctx).decode(errors="replace")
+        raw_name = lib.tr_ctx_method(ctx)
+        name = names.get(raw_name)
+        if name is None:
+            name = raw_name.decode(errors="replace")
+            if len(names) < 4096:
+                names[raw_name] = name
         k = 1  # num_returns
         try:
             if name.startswith(STEP_PREFIX):  # a compiled graph's step
