@@ -44,6 +44,7 @@
 #include "core/log.h"
 #include "core/status.h"
 #include "core/trace.h"
+#include "core/wait.h"
 
 #define RESOLVE_SLICE_MS 50
 #define BROKEN_GRACE_NS 1000000000
@@ -178,6 +179,8 @@ struct tr__actors {
     tr__idmap slots;
     uint64_t next_ref, salt, tag;
     size_t max_msg;
+    int64_t spin_ns; /* a waiting reader polls this long before it sleeps (tr__actors_set_spin) */
+    tr__spin spin;   /* whether the reader polls now (the reader's only) */
     /* Results that borrowers wait for are read even when no thread of ours waits: a
      * driver thread, started at the first export of a call not done yet, reads while
      * any is pending (a process that shares nothing never has one). */
@@ -256,6 +259,10 @@ int tr__actors_remote_hold(tr__actors *a, tr_ref ref, int user, int timeout_ms) 
 int tr__actors_remote_release(tr__actors *a, tr_ref ref, int user) {
     tr__seg_store_id(ref.b, ref.b);
     return tr__remote_release(a->remotes, ref.b, user);
+}
+
+void tr__actors_set_spin(tr__actors *a, int spin_us) {
+    a->spin_ns = spin_us > 0 ? (int64_t)spin_us * 1000 : 0;
 }
 
 int tr__actors_create(tr__nodeconn *node, tr__objects *objects, size_t max_msg, tr__actors **out) {
@@ -1665,7 +1672,25 @@ static void progress(tr__actors *a, int64_t deadline) {
     struct epoll_event evs[32];
     int ms = tr__ms_left(deadline);
     if (a->remote_backlog && (ms < 0 || ms > 5)) ms = 5;
-    int n = epoll_wait(a->ep, evs, 32, ms);
+    /* Polls a while before sleeping ("call_spin_us"): a reply often comes within
+     * microseconds, and a wake-up from sleep across vCPUs costs more than the call (but
+     * for calls that keep taking longer than the poll: tr__spin). */
+    int n = epoll_wait(a->ep, evs, 32, 0);
+    if (n == 0 && ms != 0 && a->spin_ns) {
+        int64_t t0 = tr__now_ns();
+        if (tr__spin_try(&a->spin)) {
+            int64_t until = t0 + a->spin_ns;
+            if (ms > 0 && until > t0 + (int64_t)ms * 1000000) until = 0;
+            while (n == 0 && tr__now_ns() < until) {
+                tr__cpu_relax();
+                n = epoll_wait(a->ep, evs, 32, 0);
+            }
+        }
+        if (n == 0) n = epoll_wait(a->ep, evs, 32, ms);
+        tr__spin_waited(&a->spin, tr__now_ns() - t0, a->spin_ns, n > 0);
+    } else if (n == 0 && ms != 0) {
+        n = epoll_wait(a->ep, evs, 32, ms);
+    }
     pthread_mutex_lock(&a->mu);
     if (a->remote_backlog) { /* links that were full may take more now */
         a->remote_backlog = 0;

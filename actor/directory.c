@@ -628,6 +628,8 @@ static void on_worker_start(void *ctx, tr__conn *c, uint64_t seq, const tr__obj 
     size_t m = tr__reply_open(&b, a->path ? 0 : TR_ENOMEM, NULL);
     tr__enc_str(&b, "max_msg");
     tr__enc_uint(&b, d->o.max_msg);
+    tr__enc_str(&b, "spin_us");
+    tr__enc_uint(&b, (uint64_t)d->o.spin_us);
     tr__enc_str(&b, "class");
     tr__enc_str(&b, a->cls);
     tr__enc_str(&b, "args");

@@ -31,6 +31,7 @@ typedef struct tr__directory_opts {
     const char *session_dir; /* worker sockets go here */
     int start_timeout_ms;
     size_t max_msg; /* the node's message limit, which its workers adopt */
+    int spin_us;    /* "call_spin_us": its workers poll this long before they sleep */
     /* CPUs to bind actors to: one that asks for k >= 1 whole CPUs gets k free ones (its
      * worker is pinned there), or floats if fewer are free; n == 0: no binding. Copied. */
     const tr__cores *cores;

@@ -112,7 +112,9 @@ static int connect_runtime(tr_runtime *rt, const char *address, const char *role
     if ((rc = tr__nodeconn_hello(rt->node, role, owner, RPC_MS))) return rc;
     rt->cfg->max_msg = rt->node->max_msg; /* one message limit per node */
     if ((rc = tr__objects_attach(rt->node, &rt->objects))) return rc;
-    return tr__actors_create(rt->node, rt->objects, rt->cfg->max_msg, &rt->actors);
+    rc = tr__actors_create(rt->node, rt->objects, rt->cfg->max_msg, &rt->actors);
+    if (!rc) tr__actors_set_spin(rt->actors, rt->cfg->call_spin_us);
+    return rc;
 }
 
 /* A worker the node bound to cores (TROUPE_CPUS) pins itself there before it starts any

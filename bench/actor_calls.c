@@ -1,6 +1,7 @@
 /* bench/actor_calls.c - method-call cost: a small-argument echo, sync round trip (p50,
  * p99) and pipelined async throughput, beside the raw Unix-socket ping-pong of this
- * machine measured in the same run.
+ * machine measured in the same run; all of it twice, with the callers and the actor
+ * polling before they sleep ("call_spin_us", its default) and without (`_nospin`).
  *
  *   bazel run //bench:actor_calls [-- --json] [-- --calls N]
  */
@@ -77,6 +78,48 @@ static double call_rtt_us(tr_runtime *rt, tr_actor_id a, int64_t v) {
     return t;
 }
 
+typedef struct figures {
+    double raw_p50, raw_p99, p50, p99, per_s;
+} figures;
+
+/* One runtime (its embedded node) with "call_spin_us" at spin_us (< 0: the default):
+ * sync round trips in blocks interleaved with the raw ping-pong, so that both see the
+ * same load on this shared machine, then pipelined async calls. */
+static void run_phase(tr_config *cfg, int spin_us, int calls, figures *f) {
+    if (spin_us >= 0) {
+        char v[16];
+        snprintf(v, sizeof v, "%d", spin_us);
+        CHECK(tr_config_set(cfg, "call_spin_us", v));
+    }
+    tr_runtime *rt;
+    CHECK(tr_init(cfg, &rt));
+    tr_actor_id a;
+    CHECK(tr_actor_create(rt, "Echo", NULL, NULL, 0, &a));
+    CHECK(tr_actor_wait_ready(rt, a, 10000));
+    double *lat = malloc(sizeof(double) * (size_t)calls);
+    double *raw = malloc(sizeof(double) * (size_t)calls);
+    if (!lat || !raw) exit(1);
+    enum { BLOCK = 500 };
+    for (int i = 0; i < 1000; i++)
+        call_rtt_us(rt, a, i), raw_rtt_us(); /* warm-up */
+    for (int base = 0; base < calls; base += BLOCK) {
+        int n = calls - base < BLOCK ? calls - base : BLOCK;
+        for (int i = 0; i < n; i++)
+            raw[base + i] = raw_rtt_us();
+        for (int i = 0; i < n; i++)
+            lat[base + i] = call_rtt_us(rt, a, base + i);
+    }
+    f->raw_p50 = bench_percentile(raw, (size_t)calls, 50);
+    f->raw_p99 = bench_percentile(raw, (size_t)calls, 99);
+    f->p50 = bench_percentile(lat, (size_t)calls, 50);
+    f->p99 = bench_percentile(lat, (size_t)calls, 99);
+    /* async: a window of calls in flight, then their results, repeated */
+    f->per_s = bench_async_calls_per_s(rt, a, "echo", calls * 5);
+    tr_shutdown(rt);
+    free(lat);
+    free(raw);
+}
+
 int main(int argc, char **argv) {
     tr_config *cfg;
     CHECK(tr_config_create(&cfg));
@@ -94,44 +137,25 @@ int main(int argc, char **argv) {
     bench_init(argc, argv);
 
     raw_start();
-    tr_runtime *rt;
-    CHECK(tr_init(cfg, &rt));
-    tr_actor_id a;
-    CHECK(tr_actor_create(rt, "Echo", NULL, NULL, 0, &a));
-    CHECK(tr_actor_wait_ready(rt, a, 10000));
-
-    /* Sync round trips, interleaved in blocks with the raw ping-pong so that both see the
-     * same load on this shared machine. */
-    double *lat = malloc(sizeof(double) * (size_t)calls);
-    double *raw = malloc(sizeof(double) * (size_t)calls);
-    enum { BLOCK = 500 };
-    for (int i = 0; i < 1000; i++)
-        call_rtt_us(rt, a, i), raw_rtt_us(); /* warm-up */
-    for (int base = 0; base < calls; base += BLOCK) {
-        int n = calls - base < BLOCK ? calls - base : BLOCK;
-        for (int i = 0; i < n; i++)
-            raw[base + i] = raw_rtt_us();
-        for (int i = 0; i < n; i++)
-            lat[base + i] = call_rtt_us(rt, a, base + i);
-    }
+    /* twice: polling before sleeping as configured (the default "call_spin_us"), and
+     * never (0: the wait of earlier versions), each beside its own raw ping-pong */
+    figures spin, nospin;
+    run_phase(cfg, -1, calls, &spin);
+    run_phase(cfg, 0, calls, &nospin);
     raw_stop();
-    double raw_p50 = bench_percentile(raw, (size_t)calls, 50);
-    double raw_p99 = bench_percentile(raw, (size_t)calls, 99);
-    double p50 = bench_percentile(lat, (size_t)calls, 50);
-    double p99 = bench_percentile(lat, (size_t)calls, 99);
 
-    /* async: a window of calls in flight, then their results, repeated */
-    double per_s = bench_async_calls_per_s(rt, a, "echo", calls * 5);
-
-    bench_report("raw_socket_rtt_us_p50", raw_p50, "us");
-    bench_report("raw_socket_rtt_us_p99", raw_p99, "us");
-    bench_report("sync_rtt_us_p50", p50, "us");
-    bench_report("sync_rtt_us_p99", p99, "us");
-    bench_report("sync_rtt_over_raw_socket", p50 / raw_p50, "x");
-    bench_report("async_calls_per_s", per_s, "calls/s");
-    tr_shutdown(rt);
+    bench_report("raw_socket_rtt_us_p50", spin.raw_p50, "us");
+    bench_report("raw_socket_rtt_us_p99", spin.raw_p99, "us");
+    bench_report("sync_rtt_us_p50", spin.p50, "us");
+    bench_report("sync_rtt_us_p99", spin.p99, "us");
+    bench_report("sync_rtt_over_raw_socket", spin.p50 / spin.raw_p50, "x");
+    bench_report("async_calls_per_s", spin.per_s, "calls/s");
+    bench_report("raw_socket_rtt_us_p50_nospin", nospin.raw_p50, "us");
+    bench_report("sync_rtt_us_p50_nospin", nospin.p50, "us");
+    bench_report("sync_rtt_us_p99_nospin", nospin.p99, "us");
+    bench_report("sync_rtt_over_raw_socket_nospin", nospin.p50 / nospin.raw_p50, "x");
+    bench_report("async_calls_per_s_nospin", nospin.per_s, "calls/s");
+    bench_report("sync_rtt_spin_over_nospin", spin.p50 / nospin.p50, "x");
     tr_config_destroy(cfg);
-    free(lat);
-    free(raw);
     return 0;
 }

@@ -2,7 +2,7 @@
 in the same run, so that the binding's cost is a ratio; and beside Ray, if it is
 installed (a dev-side comparison: `pip install ray`; never a dependency).
 
-  bazel run -c opt //bench:python -- [--json] [--rounds N]
+  bazel run -c opt //bench:python -- [--json] [--rounds N] [--config KEY=VALUE]
 
 From Python (medians): an actor call's round trip and pipelined calls per second; a
 remote function's (task) round trip and tasks per second; a call's result passed inside a
@@ -193,8 +193,10 @@ def main():
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--c-bench-dir", default=os.environ.get("TROUPE_BENCH_DIR", ""))
+    ap.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                    help="a troupe config key for this run (e.g. call_spin_us=0)")
     args = ap.parse_args()
-    troupe.init()
+    troupe.init(_config=dict(kv.split("=", 1) for kv in args.config))
     try:
         py = py_figures(args.rounds)
     finally:

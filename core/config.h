@@ -29,6 +29,7 @@ struct tr_config {
     size_t store_bytes; /* object store capacity; 0: the default */
     char *spill_dir;    /* NULL: the node's session directory */
     int cpu_binding;    /* TR__BIND_CORES (the default) or TR__BIND_NONE */
+    int call_spin_us;   /* how long a caller and a worker poll before they sleep (0: never) */
     /* the node's HTTP port for /metrics and its status page (-1: none; 0: any), and the
      * address it binds (NULL: 127.0.0.1; another needs the cluster's token) */
     int metrics_port;
@@ -75,6 +76,10 @@ tr_task_fn tr__config_find_function(const tr_config *cfg, const char *name, size
 /* Separates the arguments of a command as it travels (hello's "exe", TROUPE_COMMAND). */
 #define TR__ARG_SEP '\x1f'
 #define TR__MAX_ARGS 64
+
+/* "call_spin_us"'s default: a small call's reply comes within ~5-10 us of work, and on a
+ * host whose vCPUs sit far apart a sleep and a wake-up cost ~15-20 us each way. */
+#define TR__CALL_SPIN_US 30
 
 enum { TR__ROLE_DRIVER = 0, TR__ROLE_NODE = 1, TR__ROLE_WORKER = 2 };
 /* How the node binds actors to CPUs (config key "cpu_binding"). */

@@ -336,6 +336,9 @@ TEST_F(Config, NodeConfigRoundTrip) {
     ASSERT_EQ(tr__config_set(cfg, "spill_dir", "/var/spill"), 0);
     ASSERT_EQ(tr__config_set(cfg, "cpu_binding", "none"), 0);
     EXPECT_EQ(tr__config_set(cfg, "cpu_binding", "sockets"), TR_EINVAL);
+    ASSERT_EQ(tr__config_set(cfg, "call_spin_us", "0"), 0);
+    EXPECT_EQ(tr__config_set(cfg, "call_spin_us", "10001"), TR_EINVAL);
+    EXPECT_EQ(tr__config_set(cfg, "call_spin_us", "2.5"), TR_EINVAL);
     tr__buf b = TR__BUF_INIT;
     ASSERT_EQ(tr__config_encode_node(cfg, &b), 0);
     int rc;
@@ -352,6 +355,7 @@ TEST_F(Config, NodeConfigRoundTrip) {
     EXPECT_STREQ(back->tmpdir, "/var/tmp/sessions"); // where the node puts its socket
     EXPECT_STREQ(back->spill_dir, "/var/spill");
     EXPECT_EQ(back->cpu_binding, TR__BIND_NONE);
+    EXPECT_EQ(back->call_spin_us, 0);  // the node gives its own to its workers
     EXPECT_EQ(back->address, nullptr); // only the node's part travels
     tr__config_destroy(back);
     tr__buf_free(&b);
@@ -398,6 +402,7 @@ TEST_F(Config, NodeConfigRoundTripOfDefaults) {
     EXPECT_EQ(back->tmpdir, nullptr);
     EXPECT_EQ(back->spill_dir, nullptr);
     EXPECT_EQ(back->cpu_binding, TR__BIND_CORES);
+    EXPECT_EQ(back->call_spin_us, TR__CALL_SPIN_US);
     EXPECT_EQ(back->cluster_port, -1); /* no cluster */
     EXPECT_EQ(back->cluster_head, nullptr);
     EXPECT_EQ(back->cluster_token, nullptr);

@@ -3,8 +3,11 @@
 #include "core/wait.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -92,4 +95,36 @@ void tr__event_set(tr__event *ev, uint32_t seq) {
 void tr__event_signal(tr__event *ev) {
     __atomic_add_fetch(&ev->seq, 1, __ATOMIC_SEQ_CST);
     tr__event_wake(ev);
+}
+
+int tr__cpus_free(void) {
+    static int64_t next_ns; /* when to look again; the answer until then */
+    static int ncpu, verdict = 1;
+    int64_t now = tr__now_ns();
+    if (now < __atomic_load_n(&next_ns, __ATOMIC_RELAXED))
+        return __atomic_load_n(&verdict, __ATOMIC_RELAXED);
+    __atomic_store_n(&next_ns, now + (int64_t)TR__CPUS_FREE_MS * 1000000, __ATOMIC_RELAXED);
+    int n = __atomic_load_n(&ncpu, __ATOMIC_RELAXED);
+    if (n <= 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        n = c > 0 ? (int)c : 1;
+        __atomic_store_n(&ncpu, n, __ATOMIC_RELAXED);
+    }
+    /* "0.50 0.40 0.30 R/T LAST": R threads runnable now, this one among them */
+    int v = 1, fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        char buf[128];
+        ssize_t k = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (k > 0) {
+            buf[k] = 0;
+            const char *slash = strchr(buf, '/');
+            const char *p = slash;
+            while (p && p > buf && p[-1] >= '0' && p[-1] <= '9')
+                p--;
+            if (p && p < slash) v = atoi(p) <= n; /* (this thread among them) */
+        }
+    }
+    __atomic_store_n(&verdict, v, __ATOMIC_RELAXED);
+    return v;
 }

@@ -23,6 +23,38 @@ static inline void tr__cpu_relax(void) {
 #endif
 }
 
+/* Polling a socket before sleeping on it ("call_spin_us": a caller waiting for its
+ * reply, actor/calls.c; an actor's worker after an event, actor/worker.c). A wait whose
+ * event came later than TR__SPIN_NEAR polls' time (its peer's work takes longer than a
+ * poll), TR__SPIN_MISSES times in a row, stops the polling until a wait's event comes
+ * that soon again: the poll's CPU would be taken from the processes doing the work, on a
+ * host with fewer cores than processes. "That soon" counts a slept wait too, so that a
+ * peer's slow wake-up from its own sleep does not keep this side from polling. */
+#define TR__SPIN_MISSES 4
+#define TR__SPIN_NEAR 4
+
+typedef struct tr__spin {
+    unsigned misses; /* waits in a row whose event came late */
+} tr__spin;
+
+/* Whether the machine has a CPU to spare: no more threads runnable than CPUs online
+ * (/proc/loadavg's, looked at most every TR__CPUS_FREE_MS per process). A poll on a
+ * machine without one takes a CPU from a process doing work. */
+#define TR__CPUS_FREE_MS 5
+int tr__cpus_free(void);
+
+/* Whether to poll before this wait. */
+static inline int tr__spin_try(const tr__spin *s) {
+    return s->misses < TR__SPIN_MISSES && tr__cpus_free();
+}
+/* After a wait that began waited_ns ago: got, its event came (else it timed out). */
+static inline void tr__spin_waited(tr__spin *s, int64_t waited_ns, int64_t spin_ns, int got) {
+    if (got && waited_ns <= TR__SPIN_NEAR * spin_ns)
+        s->misses = 0;
+    else if (s->misses < TR__SPIN_MISSES)
+        s->misses++;
+}
+
 /* An event counter in (possibly shared) memory: waiters wait for `seq` to move; signalers
  * bump it and make the futex syscall only when someone sleeps. Zero-initialised. */
 typedef struct tr__event {

@@ -85,3 +85,31 @@ TEST(Wait, TwoThreadsOnOneCoreTakeTurnsByYielding) {
 }
 
 } // namespace
+
+/* The polling of sockets (tr__spin): polls until TR__SPIN_MISSES waits in a row whose
+ * event came late or never, then not until one comes soon again, slept or not. */
+TEST(Spin, StopsAfterLateEventsAndResumesOnASoonOne) {
+    tr__spin s = {0};
+    const int64_t spin = 30000, soon = TR__SPIN_NEAR * spin, late = soon + 1;
+    for (int i = 0; i < 100; i++) { /* a caller in a loop: every reply soon */
+        ASSERT_TRUE(tr__spin_try(&s));
+        tr__spin_waited(&s, 5000, spin, 1);
+    }
+    for (int i = 0; i < TR__SPIN_MISSES - 1; i++) { /* late now and then: still polls */
+        tr__spin_waited(&s, late, spin, 1);
+        EXPECT_TRUE(tr__spin_try(&s)) << i;
+    }
+    tr__spin_waited(&s, soon, spin, 1); /* one soon resets the count */
+    for (int i = 0; i < TR__SPIN_MISSES; i++) {
+        EXPECT_TRUE(tr__spin_try(&s)) << i;
+        tr__spin_waited(&s, 10 * late, spin, i % 2); /* late, or timed out */
+    }
+    EXPECT_FALSE(tr__spin_try(&s)); /* calls longer than the poll: it stops */
+    for (int i = 0; i < 1000; i++)
+        tr__spin_waited(&s, late, spin, 1);
+    EXPECT_FALSE(tr__spin_try(&s));
+    tr__spin_waited(&s, soon, spin, 0); /* a timeout is never soon */
+    EXPECT_FALSE(tr__spin_try(&s));
+    tr__spin_waited(&s, spin / 2, spin, 1); /* an event soon after a sleep: again */
+    EXPECT_TRUE(tr__spin_try(&s));
+}

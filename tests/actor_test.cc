@@ -945,6 +945,61 @@ TEST(Binding, NoneLeavesEveryActorFloating) {
     tr_shutdown(rt);
 }
 
+/* The time a process has run on a CPU, in ns (its threads' schedstat, summed). */
+static int64_t cpu_ns_of(int pid) {
+    int64_t total = 0;
+    std::string dir = "/proc/" + std::to_string(pid) + "/task";
+    DIR *d = opendir(dir.c_str());
+    if (!d) return -1;
+    while (struct dirent *e = readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        FILE *f = fopen((dir + "/" + e->d_name + "/schedstat").c_str(), "r");
+        long long ns = 0;
+        if (f && fscanf(f, "%lld", &ns) == 1) total += ns;
+        if (f) fclose(f);
+    }
+    closedir(d);
+    return total;
+}
+
+/* Callers and workers poll before they sleep ("call_spin_us", default 30) or never (0):
+ * calls give the same results either way, a bad value is refused, and neither a caller
+ * nor an actor burns CPU once the calls stop (<= 5 ms/s each: the poll follows events
+ * only). */
+TEST(Spin, CallsAreTheSameWithOrWithoutPollingAndIdleCostsNothing) {
+    tr_config *bad = test_config();
+    EXPECT_EQ(tr_config_set(bad, "call_spin_us", "-1"), TR_EINVAL);
+    EXPECT_EQ(tr_config_set(bad, "call_spin_us", "10001"), TR_EINVAL);
+    EXPECT_EQ(tr_config_set(bad, "call_spin_us", "1.5"), TR_EINVAL);
+    EXPECT_EQ(tr_config_set(bad, "call_spin_us", "ten"), TR_EINVAL);
+    tr_config_destroy(bad);
+    for (const char *spin : {"0", "30", "1000"}) {
+        SCOPED_TRACE(spin);
+        tr_config *cfg = test_config_with({{"call_spin_us", spin}});
+        tr_runtime *rt;
+        ASSERT_EQ(tr_init(cfg, &rt), 0) << tr_last_error();
+        tr_config_destroy(cfg);
+        tr_actor_id a;
+        ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "s", 1, &a), 0) << tr_last_error();
+        int64_t out = 0, sum = 0;
+        for (int i = 1; i <= 2000; i++) {
+            ASSERT_EQ(call_i64(rt, a, "add", i, &out), 0) << tr_last_error();
+            sum += i;
+            ASSERT_EQ(out, sum);
+        }
+        int64_t pid = 0;
+        ASSERT_EQ(call_i64(rt, a, "pid", 0, &pid), 0);
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        int64_t w0 = cpu_ns_of((int)pid), d0 = cpu_ns_of(getpid());
+        std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+        int64_t w1 = cpu_ns_of((int)pid), d1 = cpu_ns_of(getpid());
+        ASSERT_GE(w0, 0);
+        EXPECT_LE(w1 - w0, 5000000) << "the idle actor ran " << (w1 - w0) << " ns in 1 s";
+        EXPECT_LE(d1 - d0, 5000000) << "the idle caller ran " << (d1 - d0) << " ns in 1 s";
+        tr_shutdown(rt);
+    }
+}
+
 TEST(Runtime, DriverDeathCleansUp) {
     char path[] = "/tmp/troupe-orphan-XXXXXX";
     int fd = mkstemp(path);

@@ -804,6 +804,7 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
                                 n->session,
                                 cfg->worker_start_timeout_ms,
                                 cfg->max_msg,
+                                cfg->call_spin_us,
                                 &n->cores,
                                 &n->gpus,
                                 forward,

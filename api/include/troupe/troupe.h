@@ -227,6 +227,13 @@ TR_API void tr_config_destroy(tr_config *cfg);
  *   "spill_dir"                where objects go when the store is full (default: the
  *                              node's session directory); a fresh 0700 subdirectory is
  *                              made in it and removed when the node stops
+ *   "call_spin_us"             how long a thread waiting for a call's reply, and an actor's
+ *                              worker after a call, poll before they sleep (default 30; 0:
+ *                              never). A sleeping peer's wake-up across CPUs costs more
+ *                              than a small call. The poll costs CPU only right after
+ *                              calls, never while idle; it stops while the machine has no
+ *                              CPU to spare and for callers whose calls keep taking longer
+ *                              than it (core/wait.h). A node gives its own to its workers
  *   "cpu_binding"              "cores" (the default): an actor created with num_cpus >= 1
  *                              is bound to that many whole CPUs of the node's, distinct
  *                              from every other bound actor's, as mpirun binds ranks; when
