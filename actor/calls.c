@@ -1678,7 +1678,7 @@ static void progress(tr__actors *a, int64_t deadline) {
     int n = epoll_wait(a->ep, evs, 32, 0);
     if (n == 0 && ms != 0 && a->spin_ns) {
         int64_t t0 = tr__now_ns();
-        if (tr__spin_try(&a->spin)) {
+        if (tr__spin_try(&a->spin) && tr__cpus_free()) {
             int64_t until = t0 + a->spin_ns;
             if (ms > 0 && until > t0 + (int64_t)ms * 1000000) until = 0;
             while (n == 0 && tr__now_ns() < until) {

@@ -1184,7 +1184,7 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
         int n = epoll_wait(w.ep, evs, 64, 0);
         if (n == 0 && w.spin_ns) {
             int64_t t0 = tr__now_ns(), until = t0 + w.spin_ns;
-            while (n == 0 && tr__spin_try(&spin) && tr__now_ns() < until) {
+            while (n == 0 && tr__spin_try(&spin) && tr__cpus_free() && tr__now_ns() < until) {
                 tr__cpu_relax();
                 n = epoll_wait(w.ep, evs, 64, 0);
             }

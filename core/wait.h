@@ -43,9 +43,10 @@ typedef struct tr__spin {
 #define TR__CPUS_FREE_MS 5
 int tr__cpus_free(void);
 
-/* Whether to poll before this wait. */
+/* Whether the waits so far make a poll before this one worth it (the callers check
+ * tr__cpus_free too). */
 static inline int tr__spin_try(const tr__spin *s) {
-    return s->misses < TR__SPIN_MISSES && tr__cpus_free();
+    return s->misses < TR__SPIN_MISSES;
 }
 /* After a wait that began waited_ns ago: got, its event came (else it timed out). */
 static inline void tr__spin_waited(tr__spin *s, int64_t waited_ns, int64_t spin_ns, int got) {

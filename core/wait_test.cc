@@ -113,3 +113,12 @@ TEST(Spin, StopsAfterLateEventsAndResumesOnASoonOne) {
     tr__spin_waited(&s, spin / 2, spin, 1); /* an event soon after a sleep: again */
     EXPECT_TRUE(tr__spin_try(&s));
 }
+
+/* Whether the machine has a CPU to spare: an answer (0 or 1) on every call (it is
+ * called on every poll), from /proc/loadavg at most every TR__CPUS_FREE_MS. */
+TEST(Spin, CpusFreeAlwaysAnswers) {
+    for (int i = 0; i < 100000; i++) {
+        int v = tr__cpus_free();
+        ASSERT_TRUE(v == 0 || v == 1) << v;
+    }
+}
