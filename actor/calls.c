@@ -1676,9 +1676,9 @@ static void progress(tr__actors *a, int64_t deadline) {
      * microseconds, and a wake-up from sleep across vCPUs costs more than the call (but
      * for calls that keep taking longer than the poll: tr__spin). */
     int n = epoll_wait(a->ep, evs, 32, 0);
-    if (n == 0 && ms != 0 && a->spin_ns) {
+    if (n == 0 && ms != 0) {
         int64_t t0 = tr__now_ns();
-        if (tr__spin_try(&a->spin) && tr__cpus_free()) {
+        if (a->spin_ns && tr__spin_try(&a->spin) && tr__cpus_free()) {
             int64_t until = t0 + a->spin_ns;
             if (ms > 0 && until > t0 + (int64_t)ms * 1000000) until = 0;
             while (n == 0 && tr__now_ns() < until) {
@@ -1687,9 +1687,7 @@ static void progress(tr__actors *a, int64_t deadline) {
             }
         }
         if (n == 0) n = epoll_wait(a->ep, evs, 32, ms);
-        tr__spin_waited(&a->spin, tr__now_ns() - t0, a->spin_ns, n > 0);
-    } else if (n == 0 && ms != 0) {
-        n = epoll_wait(a->ep, evs, 32, ms);
+        if (a->spin_ns) tr__spin_waited(&a->spin, tr__now_ns() - t0, a->spin_ns, n > 0);
     }
     pthread_mutex_lock(&a->mu);
     if (a->remote_backlog) { /* links that were full may take more now */

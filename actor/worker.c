@@ -1182,16 +1182,15 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
          * loop sends its next call within microseconds, and a wake-up from sleep across
          * vCPUs costs more than the call (node config "call_spin_us"). */
         int n = epoll_wait(w.ep, evs, 64, 0);
-        if (n == 0 && w.spin_ns) {
+        if (n == 0) {
             int64_t t0 = tr__now_ns(), until = t0 + w.spin_ns;
-            while (n == 0 && tr__spin_try(&spin) && tr__cpus_free() && tr__now_ns() < until) {
+            while (n == 0 && w.spin_ns && tr__spin_try(&spin) && tr__cpus_free() &&
+                   tr__now_ns() < until) {
                 tr__cpu_relax();
                 n = epoll_wait(w.ep, evs, 64, 0);
             }
             if (n == 0) n = epoll_wait(w.ep, evs, 64, -1);
-            if (n > 0) tr__spin_waited(&spin, tr__now_ns() - t0, w.spin_ns, 1);
-        } else if (n == 0) {
-            n = epoll_wait(w.ep, evs, 64, -1);
+            if (n > 0 && w.spin_ns) tr__spin_waited(&spin, tr__now_ns() - t0, w.spin_ns, 1);
         }
         if (n < 0) {
             if (errno == EINTR) continue;
