@@ -142,7 +142,7 @@ fail:
 }
 
 /* The optional GPU keys: "gpu": [[transport, [reader ranks in the nccl group]] per
- * step], "nccl": [group, world, rank]. */
+ * step], "nccl": [group, world, rank, the GPU it shares with another rank or ""]. */
 static int parse_gpu(loop *l, tr_ctx *ctx, const tr__obj *root) {
     const tr__obj *gpu = tr__obj_get(root, "gpu"), *nc = tr__obj_get(root, "nccl");
     if (gpu && tr__obj_len(gpu) != l->n_steps)
@@ -172,12 +172,26 @@ static int parse_gpu(loop *l, tr_ctx *ctx, const tr__obj *root) {
         const char *gn;
         size_t gl;
         int64_t world, rank;
-        if (tr__obj_len(nc) != 3 || tr__obj_str(tr__obj_at(nc, 0), "group", &gn, &gl) || gl == 0 ||
+        const char *sh = "";
+        size_t shl = 0;
+        if (tr__obj_len(nc) != 4 || tr__obj_str(tr__obj_at(nc, 0), "group", &gn, &gl) || gl == 0 ||
             gl >= sizeof l->nccl_name || !tr__coll_name_ok(gn, gl) ||
             tr__obj_int(tr__obj_at(nc, 1), "world", &world) ||
             tr__obj_int(tr__obj_at(nc, 2), "rank", &rank) || world < 2 ||
-            world > TR__COLL_MAX_WORLD || rank < 0 || rank >= world)
+            world > TR__COLL_MAX_WORLD || rank < 0 || rank >= world ||
+            tr__obj_str(tr__obj_at(nc, 3), "shared", &sh, &shl) || shl > 15)
             return tr__ctx_error(ctx, "dag attach: malformed nccl entry");
+        /* NCCL refuses two ranks of a communicator on one GPU of one host: say so now,
+         * unless this process is an NCCL host of its own */
+        const char *host = getenv("NCCL_HOSTID");
+        if (shl && (!host || !*host))
+            return tr__ctx_error(ctx,
+                                 "dag attach: this actor shares GPU %.*s with another actor of "
+                                 "the graph's nccl edges: NCCL needs a GPU each (cuda_ipc edges "
+                                 "work between actors sharing a GPU; or give each actor's "
+                                 "process a distinct NCCL_HOSTID, and NCCL joins them over its "
+                                 "network transport)",
+                                 (int)shl, sh);
         memcpy(l->nccl_name, gn, gl);
         l->nccl_world = (int)world;
         l->nccl_rank = (int)rank;

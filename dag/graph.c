@@ -81,6 +81,7 @@ struct tr_dag {
     int gpu;        /* some edge carries device values (dag/gpu.h) */
     int *nccl_rank; /* by actor: its rank in the graph's nccl group, or -1 */
     int nccl_world;
+    char (*nccl_shared)[16]; /* by actor: the GPU it shares with another nccl rank, or "" */
     int64_t spin_ns;
     uint64_t next_exec, release_base;
     unsigned char *released; /* window of 4 x max_inflight executions from release_base */
@@ -624,11 +625,15 @@ static int plan_gpu(tr_dag *g) {
     return 0;
 }
 
-/* Every actor at either end of a device edge has a GPU; nccl's actors one each (NCCL
- * refuses two ranks of one communicator on one GPU). */
+/* Every actor at either end of a device edge has a GPU. Two actors of the nccl edges
+ * sharing one are told so as they attach: NCCL refuses two ranks of a communicator on one
+ * GPU of one host, so each refuses unless its process is an NCCL host of its own (a
+ * distinct NCCL_HOSTID, which only it can see: dag/exec.c). */
 static int check_gpus(tr_dag *g) {
-    char what[300], first[TR__COLL_MAX_WORLD][16];
-    memset(first, 0, sizeof first);
+    char what[300];
+    free(g->nccl_shared);
+    g->nccl_shared = calloc(g->n_actors ? g->n_actors : 1, sizeof *g->nccl_shared);
+    if (!g->nccl_shared) return tr__err(TR_ENOMEM, "tr_dag_compile");
     for (tr_dag_node i = 1; i < g->n; i++) {
         node *n = &g->nodes[i];
         int dev_in = 0;
@@ -644,17 +649,21 @@ static int check_gpus(tr_dag *g) {
                            "tr_dag_compile: the actor of %s moves device values and has no GPU "
                            "(create it with num_gpus)",
                            what);
-        int a = n->rank - 1;
-        if (g->nccl_rank[a] < 0 || first[a][0]) continue;
-        snprintf(first[a], sizeof first[a], "%.*s", (int)strcspn(d.gpus, ","), d.gpus);
-        for (size_t b = 0; b < g->n_actors; b++)
-            if ((int)b != a && first[b][0] && strcmp(first[b], first[a]) == 0)
-                return tr__err(TR_EINVAL,
-                               "tr_dag_compile: the actor of %s shares GPU %s with another actor "
-                               "of the graph's nccl edges: NCCL needs a GPU each (cuda_ipc "
-                               "edges work between actors sharing a GPU)",
-                               what, first[a]);
+        int a = n->rank - 1; /* (its GPU, for now; shared or not below) */
+        if (g->nccl_rank[a] >= 0)
+            snprintf(g->nccl_shared[a], sizeof g->nccl_shared[a], "%.*s", (int)strcspn(d.gpus, ","),
+                     d.gpus);
     }
+    char(*gpu)[16] = malloc(g->n_actors * sizeof *gpu + 1);
+    if (!gpu) return tr__err(TR_ENOMEM, "tr_dag_compile");
+    memcpy(gpu, g->nccl_shared, g->n_actors * sizeof *gpu);
+    for (size_t a = 0; a < g->n_actors; a++) {
+        int shared = 0;
+        for (size_t b = 0; b < g->n_actors && gpu[a][0]; b++)
+            shared |= b != a && strcmp(gpu[a], gpu[b]) == 0;
+        if (!shared) g->nccl_shared[a][0] = 0;
+    }
+    free(gpu);
     return 0;
 }
 
@@ -749,14 +758,15 @@ static void attach_msg(tr_dag *g, int rank, int check, tr__buf *b) {
     size_t kn = (size_t)k * g->n; /* (node k's row of noff, across nodes) */
     size_t m = tr__enc_map_open(b);
     if (host && !check) attach_bridge(g, k, b);
-    if (my_nccl >= 0) { /* [group, world, rank]: the graph's nccl group */
+    if (my_nccl >= 0) { /* [group, world, rank, shared GPU]: the graph's nccl group */
         char group[64];
         snprintf(group, sizeof group, "%s-nccl", g->name);
         tr__enc_str(b, "nccl");
-        tr__enc_array(b, 3);
+        tr__enc_array(b, 4);
         tr__enc_str(b, group);
         tr__enc_int(b, g->nccl_world);
         tr__enc_int(b, my_nccl);
+        tr__enc_str(b, g->nccl_shared ? g->nccl_shared[rank - 1] : ""); /* its GPU if shared */
     }
     if (g->gpu) { /* per step: [transport, [nccl ranks of its readers]] */
         tr__enc_str(b, "gpu");
@@ -1396,6 +1406,7 @@ int tr__dag_destroy(tr_dag *g) {
     free(g->out_reader);
     free(g->actors);
     free(g->nccl_rank);
+    free(g->nccl_shared);
     free(g->naddr);
     free(g->act_node);
     free(g->act_rank);

@@ -1151,12 +1151,34 @@ int m_gpu_coll(tr_ctx *ctx, void *, const void *args, size_t len) {
         if (!rc) cudaMemcpy(h.data(), d, bytes, cudaMemcpyDeviceToHost);
         for (size_t i = 0; i < n && !rc && err.empty(); i++)
             if (h[i] != (int32_t)i * 3 + 1) err = "wrong broadcast at " + std::to_string(i);
+        /* point to point, world 2: rank 0 sends device memory, rank 1 receives it */
+        if (!rc && err.empty() && world == 2) {
+            for (size_t i = 0; i < n; i++)
+                h[i] = rank == 0 ? 7 - (int32_t)i : 0;
+            cudaMemcpy(d, h.data(), bytes, cudaMemcpyHostToDevice);
+            rc = rank == 0 ? tr_send(g, d, n, TR_INT32, 1, 30000)
+                           : tr_recv(g, d, n, TR_INT32, 0, 30000);
+            if (!rc && rank == 1) cudaMemcpy(h.data(), d, bytes, cudaMemcpyDeviceToHost);
+            for (size_t i = 0; i < n && !rc && rank == 1 && err.empty(); i++)
+                if (h[i] != 7 - (int32_t)i) err = "wrong recv at " + std::to_string(i);
+        }
         if (rc && err.empty()) err = std::string(tr_errname(rc)) + ": " + tr_last_error();
         if (err.empty()) err = "ok";
     }
     tr_group_destroy(g);
     cudaFree(d);
     return tr_ctx_reply(ctx, err.data(), err.size());
+}
+
+/* "NAME=VALUE": sets an environment variable in the actor's process (before it first
+ * uses NCCL: NCCL_HOSTID makes two actors on one GPU two NCCL hosts, tests/nccl_test.cc). */
+int m_setenv(tr_ctx *ctx, void *, const void *args, size_t len) {
+    std::string a((const char *)args, len);
+    size_t eq = a.find('=');
+    if (eq == std::string::npos || eq == 0) return tr_ctx_error(ctx, "setenv wants NAME=VALUE");
+    if (setenv(a.substr(0, eq).c_str(), a.substr(eq + 1).c_str(), 1))
+        return tr_ctx_error(ctx, "setenv: %s", strerror(errno));
+    return tr_ctx_reply(ctx, "ok", 2);
 }
 
 /* A device value: int64 k -> 1000 int32 k + i in device memory the actor keeps, replied
@@ -1231,6 +1253,7 @@ const tr_method_def counter_methods[] = {
     {"gpus", m_gpus},
 #ifdef TR_WITH_CUDA
     {"gpu_coll", m_gpu_coll},
+    {"setenv", m_setenv},
     {"dev_fill", m_dev_fill},
     {"dev_sum", m_dev_sum},
 #endif
