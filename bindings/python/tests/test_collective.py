@@ -255,6 +255,16 @@ class DeviceRank:
             collective.allgather([a, a], HostBackedDeviceArray(a), "dev")
         except TypeError:
             errors.append("list")
+        parts = [np.zeros_like(a), np.zeros_like(a)]
+        try:  # lists of GPU arrays: through one device buffer, in the CUDA build only
+            collective.allgather([HostBackedDeviceArray(p) for p in parts],
+                                 HostBackedDeviceArray(a), "dev")
+            errors.append("gpu list" if np.array_equal(parts[0], np.full((2, 3), 3.0)) else
+                          "gpu list: wrong values")
+        except TypeError as e:  # the default build
+            errors.append("gpu list" if "CUDA build" in str(e) else f"gpu list: {e}")
+        except exceptions.CollectiveError as e:  # the CUDA build, in an actor with no GPU
+            errors.append("gpu list" if "CUDA" in str(e) else f"gpu list: {e}")
         return a, errors
 
 
@@ -262,4 +272,4 @@ def test_arrays_with_cuda_array_interface_go_by_pointer(ray):
     ranks = [DeviceRank.remote() for _ in range(2)]
     for a, errors in ray.get([r.run.remote(i) for i, r in enumerate(ranks)]):
         assert np.array_equal(a, np.full((2, 3), 3.0))
-        assert errors == ["strided", "list"]
+        assert errors == ["strided", "list", "gpu list"]

@@ -128,16 +128,136 @@ def _tensor(t, what, writable=True):
     return ctypes.c_void_p(t.ctypes.data), t.size, dt
 
 
-def _same(tensors, like, what):
+def _is_gpu(t):
     import numpy as np
-    if not all(isinstance(x, np.ndarray) for x in list(tensors) + [like]):
-        raise TypeError(f"{what}: lists of arrays are numpy arrays (GPU arrays: the "
-                        f"single-array ops only)")
+    return not isinstance(t, np.ndarray) and hasattr(t, "__cuda_array_interface__")
+
+
+def _shape_dtype(t):
+    import numpy as np
+    if isinstance(t, np.ndarray):
+        return t.shape, t.dtype
+    ai = t.__cuda_array_interface__
+    return tuple(ai["shape"]), np.dtype(ai["typestr"])
+
+
+def _same(tensors, like, what, writable=False):
+    """Every array of a list is a usable array (numpy, or GPU arrays with a GPU tensor)
+    shaped like `like`."""
+    gpu = _is_gpu(like)
     for x in tensors:
-        if x.shape != like.shape or x.dtype != like.dtype:
+        _tensor(x, what, writable)
+        if _is_gpu(x) != gpu:
+            raise TypeError(f"{what}: the lists' arrays and the tensor are all numpy arrays "
+                            f"or all GPU arrays")
+    want = _shape_dtype(like)
+    for x in tensors:
+        if _shape_dtype(x) != want:
             raise CollectiveArgumentError(
                 f"{what}: every array must have the shape and dtype of the tensor "
-                f"({like.shape}, {like.dtype}), got ({x.shape}, {x.dtype})")
+                f"({want[0]}, {want[1]}), got ({_shape_dtype(x)[0]}, {_shape_dtype(x)[1]})")
+
+
+_cudart = None
+
+
+def _cuda():
+    """The CUDA runtime that libtroupe's CUDA build loaded: lists of GPU arrays go through
+    one device buffer, as lists of numpy arrays go through one array."""
+    global _cudart
+    if _cudart is None:
+        path = None
+        with open("/proc/self/maps") as f:
+            for line in f:
+                if "/libcudart.so" in line:
+                    path = line.split()[-1]
+                    break
+        if path is None:
+            raise TypeError("lists of GPU arrays need libtroupe's CUDA build (built with "
+                            "--config=cuda; this process has no CUDA runtime loaded)")
+        rt = ctypes.CDLL(path)
+        rt.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+        rt.cudaFree.argtypes = [ctypes.c_void_p]
+        rt.cudaMemcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                                  ctypes.c_int]
+        rt.cudaGetErrorString.restype = ctypes.c_char_p
+        rt.cudaGetErrorString.argtypes = [ctypes.c_int]
+        _cudart = rt
+    return _cudart
+
+
+def _cuda_check(rc, what):
+    if rc:
+        msg = _cuda().cudaGetErrorString(rc).decode(errors="replace")
+        raise CollectiveError(f"{what}: CUDA error {rc}: {msg}")
+
+
+class _DeviceStack:
+    """world arrays' bytes side by side in device memory (the C ops' layout)."""
+
+    def __init__(self, world, each):
+        self.each, self.p = each, ctypes.c_void_p()
+        _cuda_check(_cuda().cudaMalloc(ctypes.byref(self.p), max(world * each, 1)),
+                    "cudaMalloc")
+
+    def __del__(self):
+        if self.p and _cudart is not None:
+            _cudart.cudaFree(self.p)
+
+    def at(self, j):
+        return (self.p.value or 0) + j * self.each
+
+    def fill(self, tensor_list):
+        for j, t in enumerate(tensor_list):
+            _cuda_check(_cuda().cudaMemcpy(self.at(j), t.__cuda_array_interface__["data"][0],
+                                           self.each, 4), "cudaMemcpy")  # cudaMemcpyDefault
+        _cuda_check(_cuda().cudaDeviceSynchronize(), "cudaDeviceSynchronize")  # (D2D: async)
+        return self
+
+    def spill(self, tensor_list):
+        for j, t in enumerate(tensor_list):
+            _cuda_check(_cuda().cudaMemcpy(t.__cuda_array_interface__["data"][0], self.at(j),
+                                           self.each, 4), "cudaMemcpy")
+        _cuda_check(_cuda().cudaDeviceSynchronize(), "cudaDeviceSynchronize")
+
+
+def _stack(tensor_list, like, what):
+    """(pointer, keep): the list's arrays side by side, for the C op to read."""
+    import numpy as np
+    if _is_gpu(like):
+        d = _DeviceStack(len(tensor_list), _nbytes(like)).fill(tensor_list)
+        return ctypes.c_void_p(d.p.value), d
+    keep = np.ascontiguousarray(np.stack(tensor_list))
+    return _tensor(keep, what, writable=False)[0], keep
+
+
+def _room(world, like, what):
+    """(pointer, out): room for world arrays like `like`, for the C op to write; then
+    _unstack(out, tensor_list)."""
+    import numpy as np
+    if _is_gpu(like):
+        d = _DeviceStack(world, _nbytes(like))
+        return ctypes.c_void_p(d.p.value), d
+    shape, dtype = _shape_dtype(like)
+    out = np.empty((world,) + shape, dtype=dtype)
+    return _tensor(out, what)[0], out
+
+
+def _unstack(out, tensor_list):
+    import numpy as np
+    if isinstance(out, np.ndarray):
+        for j, t in enumerate(tensor_list):
+            np.copyto(t, out[j])
+    else:
+        out.spill(tensor_list)
+
+
+def _nbytes(t):
+    shape, dtype = _shape_dtype(t)
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n * dtype.itemsize
 
 
 def _list(tensor_list, world, name, what):
@@ -268,30 +388,26 @@ def broadcast(tensor, src_rank=0, group_name="default"):
 
 def allgather(tensor_list, tensor, group_name="default"):
     """tensor_list[j] becomes rank j's tensor (a list of world arrays shaped like it)."""
-    import numpy as np
     p, n, dt = _tensor(tensor, "allgather", writable=False)
     g = _group(group_name, "allgather")
     world = lib.tr_group_size(g)
     _list(tensor_list, world, "tensor_list", "allgather")
-    _same(tensor_list, tensor, "allgather")
-    out = np.empty((world,) + tensor.shape, dtype=tensor.dtype)
-    q, _, _ = _tensor(out, "allgather")
+    _same(tensor_list, tensor, "allgather", writable=True)
+    q, out = _room(world, tensor, "allgather")
     _check(lib.tr_allgather(g, p, q, n, dt, unset_timeout_ms), "allgather")
-    for j in range(world):
-        np.copyto(tensor_list[j], out[j])
+    _unstack(out, tensor_list)
 
 
 def reduce_scatter(tensor, tensor_list, group_name="default", op=ReduceOp.SUM):
     """tensor becomes the reduction over all ranks of their tensor_list[rank]."""
-    import numpy as np
     g = _group(group_name, "reduce_scatter")
     world = lib.tr_group_size(g)
     _list(tensor_list, world, "tensor_list", "reduce_scatter")
     p, n, dt = _tensor(tensor, "reduce_scatter")
     _same(tensor_list, tensor, "reduce_scatter")
-    send = np.ascontiguousarray(np.stack(tensor_list))
-    q, _, _ = _tensor(send, "reduce_scatter", writable=False)
+    q, keep = _stack(tensor_list, tensor, "reduce_scatter")
     _check(lib.tr_reduce_scatter(g, q, p, n, dt, _op(op), unset_timeout_ms), "reduce_scatter")
+    del keep
 
 
 reducescatter = reduce_scatter  # Ray's spelling
@@ -314,26 +430,22 @@ def recv(tensor, src_rank, group_name="default"):
 def gather(tensor_list, tensor, dst_rank=0, group_name="default"):
     """MPI_Gather: at dst_rank, tensor_list[j] becomes rank j's tensor (tensor_list is
     ignored, and may be None, elsewhere)."""
-    import numpy as np
     p, n, dt = _tensor(tensor, "gather", writable=False)
     g = _group(group_name, "gather")
     world, me = lib.tr_group_size(g), lib.tr_group_rank(g)
     out, q = None, ctypes.c_void_p()
     if me == dst_rank:
         _list(tensor_list, world, "tensor_list", "gather (at the root)")
-        _same(tensor_list, tensor, "gather")
-        out = np.empty((world,) + tensor.shape, dtype=tensor.dtype)
-        q, _, _ = _tensor(out, "gather")
+        _same(tensor_list, tensor, "gather", writable=True)
+        q, out = _room(world, tensor, "gather")
     _check(lib.tr_gather(g, p, q, n, dt, dst_rank, unset_timeout_ms), "gather")
     if out is not None:
-        for j in range(world):
-            np.copyto(tensor_list[j], out[j])
+        _unstack(out, tensor_list)
 
 
 def scatter(tensor, tensor_list, src_rank=0, group_name="default"):
     """MPI_Scatter: tensor becomes src_rank's tensor_list[rank] (tensor_list is ignored,
     and may be None, off the root)."""
-    import numpy as np
     p, n, dt = _tensor(tensor, "scatter")
     g = _group(group_name, "scatter")
     world, me = lib.tr_group_size(g), lib.tr_group_rank(g)
@@ -341,28 +453,26 @@ def scatter(tensor, tensor_list, src_rank=0, group_name="default"):
     if me == src_rank:
         _list(tensor_list, world, "tensor_list", "scatter (at the root)")
         _same(tensor_list, tensor, "scatter")
-        keep = np.ascontiguousarray(np.stack(tensor_list))
-        q, _, _ = _tensor(keep, "scatter", writable=False)
+        q, keep = _stack(tensor_list, tensor, "scatter")
     _check(lib.tr_scatter(g, q, p, n, dt, src_rank, unset_timeout_ms), "scatter")
+    del keep
 
 
 def alltoall(out_list, in_list, group_name="default"):
     """MPI_Alltoall: out_list[j] becomes rank j's in_list[rank] (lists of world arrays of
     one shape and dtype)."""
-    import numpy as np
     g = _group(group_name, "alltoall")
     world = lib.tr_group_size(g)
     for name, lst in (("out_list", out_list), ("in_list", in_list)):
         _list(lst, world, name, "alltoall")
     like = in_list[0]
     _tensor(like, "alltoall", writable=False)
-    _same(in_list + out_list, like, "alltoall")
-    for x in out_list:
-        _tensor(x, "alltoall")
-    send = np.ascontiguousarray(np.stack(in_list))
-    out = np.empty_like(send)
-    p, n, dt = _tensor(send, "alltoall", writable=False)
-    q, _, _ = _tensor(out, "alltoall")
-    _check(lib.tr_alltoall(g, p, q, n // world, dt, unset_timeout_ms), "alltoall")
-    for j in range(world):
-        np.copyto(out_list[j], out[j])
+    _same(in_list, like, "alltoall")
+    _same(out_list, like, "alltoall", writable=True)
+    n = _tensor(like, "alltoall", writable=False)[1]
+    dt = _tensor(like, "alltoall", writable=False)[2]
+    p, keep = _stack(in_list, like, "alltoall")
+    q, out = _room(world, like, "alltoall")
+    _check(lib.tr_alltoall(g, p, q, n, dt, unset_timeout_ms), "alltoall")
+    _unstack(out, out_list)
+    del keep
