@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -102,7 +103,12 @@ int tr__actor_create(tr__nodeconn *node, const char *cls, const tr_actor_options
                        opts->max_concurrency, TR__MAX_CONCURRENCY);
     char groups[4096];
     if ((rc = encode_groups(opts, groups, sizeof groups))) return rc;
-    if (len + 8192 > node->max_msg)
+    size_t bdata_len =
+        opts->binding_data ? strnlen(opts->binding_data, TR_ACTOR_BINDING_DATA_MAX + 1) : 0;
+    if (bdata_len > TR_ACTOR_BINDING_DATA_MAX)
+        return tr__err(TR_EINVAL, "tr_actor_create: binding_data over %d bytes",
+                       TR_ACTOR_BINDING_DATA_MAX);
+    if (len + 8192 + bdata_len > node->max_msg)
         return tr__err(TR_EMSGSIZE,
                        "constructor arguments of %zu bytes exceed the message "
                        "limit of %zu",
@@ -149,6 +155,10 @@ int tr__actor_create(tr__nodeconn *node, const char *cls, const tr_actor_options
     if (opts->class_label && *opts->class_label) { /* (what status and metrics show) */
         tr__enc_str(&b, "label");
         tr__enc_strn(&b, opts->class_label, strnlen(opts->class_label, 200));
+    }
+    if (bdata_len) { /* (kept for whoever finds the actor: tr_actor_binding_data) */
+        tr__enc_str(&b, "bdata");
+        tr__enc_strn(&b, opts->binding_data, bdata_len);
     }
     static const tr_pg_id none;
     if (memcmp(opts->placement_group.b, none.b, 16) != 0) { /* the node renames req */
@@ -284,6 +294,31 @@ int tr__actor_info(tr__nodeconn *node, tr_actor_id id, tr_actor_details *out) {
     if (rc) return rc;
     return tr__struct_out(out, &d, sizeof d, TR__SIZE_UPTO(tr_actor_details, cpus),
                           "tr_actor_info");
+}
+
+int tr__actor_binding_data(tr__nodeconn *node, tr_actor_id id, char **out) {
+    *out = NULL;
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 1);
+    enc_id(&b, "id", id.b);
+    tr__reply r;
+    int rc = tr__nodeconn_call(node, TR__MSG_ACTOR_INFO, &b, NODE_RPC_MS, &r);
+    tr__buf_free(&b);
+    if (rc) return rc == TR_ENOTFOUND ? tr__err(rc, "tr_actor_binding_data: no such actor") : rc;
+    const char *p;
+    size_t n;
+    if (tr__obj_type(tr__obj_get(r.root, "bdata")) == TR__T_STR &&
+        tr__get_str(r.root, "bdata", &p, &n) == 0 && n <= TR_ACTOR_BINDING_DATA_MAX) {
+        *out = malloc(n + 1);
+        if (!*out) {
+            rc = tr__err(TR_ENOMEM, "tr_actor_binding_data");
+        } else {
+            memcpy(*out, p, n);
+            (*out)[n] = '\0';
+        }
+    }
+    tr__reply_free(&r);
+    return rc;
 }
 
 int tr__node_cluster_address(tr__nodeconn *node, char *out, size_t cap, int *tls) {

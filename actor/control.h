@@ -33,6 +33,8 @@ int tr__actor_wait_ready(tr__nodeconn *node, tr_actor_id id, int timeout_ms);
 int tr__actor_by_name(tr__nodeconn *node, const char *name, tr_actor_id *out);
 int tr__actor_kill(tr__nodeconn *node, tr_actor_id id, int no_restart);
 int tr__actor_info(tr__nodeconn *node, tr_actor_id id, tr_actor_details *out);
+/* The actor's binding_data (tr_actor_binding_data): *out malloc'd, or NULL if none. */
+int tr__actor_binding_data(tr__nodeconn *node, tr_actor_id id, char **out);
 /* Placement groups (actor/pgroup.h has the node's side): as the tr_placement_group_*
  * functions. tr__pg_wait polls the node (backing off to 20 ms). */
 int tr__pg_create(tr__nodeconn *node, const tr_bundle *bundles, size_t n, int strategy,

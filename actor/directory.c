@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/nodeconn.h"
 #include "core/status.h"
+#include "troupe/troupe.h"
 
 typedef struct waiter {
     struct waiter *next;
@@ -51,6 +52,7 @@ typedef struct actor {
     int conc;        /* max_concurrency (its worker runs up to conc calls at once) */
     char *groups;    /* its concurrency groups, as control.c encodes them (NULL: none) */
     char label[201]; /* its class as a binding names it (tr_actor_options.class_label; "") */
+    char *bdata;     /* tr_actor_options.binding_data, or NULL */
     uv_timer_t start_timer;
     int timer_live;
     waiter *waiters;
@@ -146,6 +148,10 @@ static void reply_resolve(actor *a, tr__conn *c, uint64_t seq) {
     tr__enc_str(&b, a->state == TR__ACTOR_ALIVE ? a->path : NULL);
     tr__enc_str(&b, "reason");
     tr__enc_str(&b, a->reason);
+    if (a->bdata) {
+        tr__enc_str(&b, "bdata");
+        tr__enc_str(&b, a->bdata);
+    }
     tr__enc_map_close(&b, m);
     tr__server_reply(c, seq, &b);
     tr__buf_free(&b);
@@ -386,6 +392,21 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
             a->label[i] = (unsigned char)label[i] < 0x20 || label[i] == 0x7f ? '?' : label[i];
         a->label[n] = '\0';
     }
+    const char *bdata;
+    size_t bdata_len;
+    if (tr__obj_type(tr__obj_get(body, "bdata")) == TR__T_STR &&
+        tr__get_str(body, "bdata", &bdata, &bdata_len) == 0 && bdata_len > 0) {
+        if (bdata_len > TR_ACTOR_BINDING_DATA_MAX) {
+            rc = tr__err(TR_EINVAL, "binding_data over %d bytes", TR_ACTOR_BINDING_DATA_MAX);
+            goto fail;
+        }
+        if (!(a->bdata = malloc(bdata_len + 1))) {
+            rc = tr__err(TR_ENOMEM, "actor create");
+            goto fail;
+        }
+        memcpy(a->bdata, bdata, bdata_len);
+        a->bdata[bdata_len] = '\0';
+    }
     if (!*a->cls) {
         rc = tr__err(TR_EINVAL, "create: empty class name");
         goto fail;
@@ -409,6 +430,7 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
                 free(a->cls);
                 free(a->name);
                 free(a->groups);
+                free(a->bdata);
                 free(a);
                 return;
             }
@@ -432,6 +454,7 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
             free(a->cls);
             free(a->name);
             free(a->groups);
+            free(a->bdata);
             free(a);
             return;
         }
@@ -487,6 +510,7 @@ fail:
     free(a->cls);
     free(a->name);
     free(a->groups);
+    free(a->bdata);
     free(a->args);
     free(a->exe);
     free(a);
@@ -599,6 +623,10 @@ static void on_info(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
     tr__enc_str(&b, d->o.node_path);
     tr__enc_str(&b, "reason");
     tr__enc_str(&b, a->reason);
+    if (a->bdata) {
+        tr__enc_str(&b, "bdata");
+        tr__enc_str(&b, a->bdata);
+    }
     tr__enc_map_close(&b, m);
     tr__server_reply(c, seq, &b);
     tr__buf_free(&b);
@@ -693,6 +721,7 @@ static void on_worker_failed(void *ctx, tr__conn *c, uint64_t seq, const tr__obj
 static void actor_free(actor *a) {
     free(a->name);
     free(a->groups);
+    free(a->bdata);
     free(a->cls);
     free(a->exe);
     free(a->path);

@@ -374,6 +374,12 @@ TR_API int tr_actor_create(tr_runtime *rt, const char *class_name, const tr_acto
     return tr__actor_create(rt->node, class_name, opts, args, len, out);
 }
 
+TR_API int tr_actor_binding_data(tr_runtime *rt, tr_actor_id actor, char **out) {
+    CHECK_RT(rt, "tr_actor_binding_data");
+    if (!out) return tr__err(TR_EINVAL, "tr_actor_binding_data: out is NULL");
+    return tr__actor_binding_data(rt->node, actor, out);
+}
+
 TR_API int tr_actor_wait_ready(tr_runtime *rt, tr_actor_id actor, int timeout_ms) {
     CHECK_RT(rt, "tr_actor_wait_ready");
     return tr__actor_wait_ready(rt->node, actor, timeout_ms);

@@ -439,6 +439,51 @@ TEST_F(ActorTest, UninitialisedStructsAreRefused) {
     tr_config_destroy(cfg);
 }
 
+/* A binding's data kept with the actor comes back to whoever asks by its id (found by
+ * name, say), through restarts; none is NULL; over the limit is refused at create. */
+TEST_F(ActorTest, BindingDataComesBackToWhoeverFindsTheActor) {
+    tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
+    o.name = "kept";
+    o.max_restarts = 1;
+    std::string meta = "{\"methods\":[\"add\"],\"returns\":{\"split\":2}}";
+    o.binding_data = meta.c_str();
+    tr_actor_id a = make("k", &o);
+    tr_actor_id found;
+    ASSERT_EQ(tr_actor_get(rt, "kept", &found), 0) << tr_last_error();
+    char *got = nullptr;
+    ASSERT_EQ(tr_actor_binding_data(rt, found, &got), 0) << tr_last_error();
+    ASSERT_NE(got, nullptr);
+    EXPECT_EQ(std::string(got), meta);
+    tr_free(got);
+    ASSERT_EQ(tr_actor_kill(rt, a, 0), 0); /* (restarts: the actor's record stays) */
+    ASSERT_EQ(tr_actor_wait_ready(rt, a, 30000), 0) << tr_last_error();
+    got = nullptr;
+    ASSERT_EQ(tr_actor_binding_data(rt, a, &got), 0) << tr_last_error();
+    EXPECT_EQ(std::string(got ? got : "(none)"), meta);
+    tr_free(got);
+    tr_actor_id plain = make("p");
+    got = (char *)"untouched";
+    ASSERT_EQ(tr_actor_binding_data(rt, plain, &got), 0);
+    EXPECT_EQ(got, nullptr);
+    std::string big(TR_ACTOR_BINDING_DATA_MAX + 1, 'x');
+    tr_actor_options ob = TR_ACTOR_OPTIONS_INIT;
+    ob.binding_data = big.c_str();
+    tr_actor_id none;
+    EXPECT_EQ(tr_actor_create(rt, "Counter", &ob, "b", 1, &none), TR_EINVAL);
+    EXPECT_NE(strstr(tr_last_error(), "binding_data"), nullptr) << tr_last_error();
+    big.pop_back(); /* exactly the limit: kept whole */
+    ASSERT_EQ(tr_actor_create(rt, "Counter", &ob, "b", 1, &none), 0) << tr_last_error();
+    ASSERT_EQ(tr_actor_binding_data(rt, none, &got), 0) << tr_last_error();
+    EXPECT_EQ(got ? strlen(got) : 0u, (size_t)TR_ACTOR_BINDING_DATA_MAX);
+    tr_free(got);
+    tr_actor_id nobody;
+    memset(&nobody, 7, sizeof nobody);
+    EXPECT_EQ(tr_actor_binding_data(rt, nobody, &got), TR_ENOTFOUND);
+    EXPECT_EQ(tr_actor_binding_data(rt, a, nullptr), TR_EINVAL);
+    for (tr_actor_id x : {a, plain, none})
+        tr_actor_kill(rt, x, 1);
+}
+
 TEST_F(ActorTest, ConstructorFailureAndUnknownClass) {
     tr_actor_id a = make("fail-ctor");
     EXPECT_EQ(tr_actor_wait_ready(rt, a, 10000), TR_EACTOR_DIED);

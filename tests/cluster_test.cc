@@ -170,7 +170,8 @@ TEST_F(Cluster, ActorsAreCalledAcrossNodes) {
                              "a result with a ref in it, from another node, got here and on a "
                              "third",
                              "several results with refs in them, from another node",
-                             "an actor on another node keeps its max_concurrency and groups",
+                             "an actor on another node keeps its max_concurrency, groups "
+                             "and binding data",
                              "a method's error",
                              "an unknown method",
                              "fits nowhere",

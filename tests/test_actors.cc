@@ -2547,9 +2547,15 @@ int run_cluster_driver(const char *spec) {
         o.max_concurrency = 2;
         o.concurrency_groups = &g;
         o.n_concurrency_groups = 1;
+        o.binding_data = "{\"binding\":\"data\"}";
         tr_actor_id conc;
         int crc = tr_actor_create(rt, "Concurrent", &o, nullptr, 0, &conc);
         if (!crc) crc = tr_actor_wait_ready(rt, conc, 30000);
+        char *bdata = nullptr;
+        if (!crc && !(crc = tr_actor_binding_data(rt, conc, &bdata)) &&
+            (!bdata || strcmp(bdata, o.binding_data) != 0))
+            crc = tr__err(TR_EINTERNAL, "binding data '%s'", bdata ? bdata : "(none)");
+        tr_free(bdata);
         int met = 0;
         for (int pair = 0; pair < 2 && !crc; pair++) { /* (meet counts every arrival) */
             int64_t args[2] = {2 + 2 * pair, 10000};
@@ -2562,7 +2568,8 @@ int run_cluster_driver(const char *spec) {
             }
         }
         cluster_check(crc == 0 && met == 4,
-                      "an actor on another node keeps its max_concurrency and groups",
+                      "an actor on another node keeps its max_concurrency, groups and "
+                      "binding data",
                       crc ? tr_last_error() : std::to_string(met) + " of 4 met");
         if (!crc) tr_actor_kill(rt, conc, 1);
     }

@@ -103,6 +103,7 @@ typedef struct job {
     int64_t conc;     /* ...and its max_concurrency */
     int64_t detached; /* ...and whether it outlives its creator (lifetime="detached") */
     char *label;      /* ...and its class as a binding names it, or NULL */
+    char *bdata;      /* ...and its binding_data, or NULL */
     void *args;
     size_t args_len;
     char owner_key[64]; /* owner_gone jobs */

@@ -74,6 +74,7 @@ void tr__cl_job_free(job *j) {
     free(j->cls);
     free(j->groups);
     free(j->label);
+    free(j->bdata);
     free(j->name);
     free(j->res);
     free(j->exe);
@@ -232,6 +233,10 @@ static void run_create(tr__cluster *cl, job *j) {
     if (j->label) {
         tr__enc_str(&q, "label");
         tr__enc_str(&q, j->label);
+    }
+    if (j->bdata) {
+        tr__enc_str(&q, "bdata");
+        tr__enc_str(&q, j->bdata);
     }
     tr__enc_map_close(&q, m);
     uint8_t id[16];
@@ -529,6 +534,9 @@ int tr__cluster_forward(tr__cluster *cl, int type, tr__conn *c, uint64_t seq, co
             goto fail;
         if (tr__obj_type(tr__obj_get(body, "label")) == TR__T_STR &&
             (rc = tr__get_strdup(body, "label", &j->label)))
+            goto fail;
+        if (tr__obj_type(tr__obj_get(body, "bdata")) == TR__T_STR &&
+            (rc = tr__get_strdup(body, "bdata", &j->bdata)))
             goto fail;
         j->args = malloc(j->args_len ? j->args_len : 1);
         j->exe = c->exe ? strdup(c->exe) : NULL;

@@ -229,7 +229,7 @@ int tr__cl_op_create(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
     }
     /* how the actor's worker runs calls (how many at once, in which groups), and whether
      * it outlives its creator */
-    static const char *const passed[] = {"conc", "groups", "detached", "label"};
+    static const char *const passed[] = {"conc", "groups", "detached", "label", "bdata"};
     for (size_t i = 0; i < sizeof passed / sizeof *passed; i++) {
         const tr__obj *v = tr__obj_get(req, passed[i]);
         int64_t k;

@@ -429,10 +429,21 @@ typedef struct tr_actor_options {
      * binding's own class name: Python's, where every class runs as one C class); NULL
      * (the default): the class registered. Up to 200 bytes, copied. */
     const char *class_label;
+    /* Added in 0.7: a string a binding keeps with the actor for any process that finds it
+     * later (tr_actor_binding_data), as a language binding needs to call it as its
+     * creator would: e.g. which methods return several values or stream them. Up to
+     * TR_ACTOR_BINDING_DATA_MAX bytes, copied; NULL (the default): none. troupe never
+     * reads it. */
+    const char *binding_data;
 } tr_actor_options;
 
+#define TR_ACTOR_BINDING_DATA_MAX 4096
+
 #define TR_ACTOR_OPTIONS_INIT                                                                      \
-    { TR_STRUCT_SIZE(tr_actor_options), 0.0, 0.0, NULL, 0, NULL, 0, {{0}}, -1, 0, 1, NULL, 0, NULL }
+    {                                                                                              \
+        TR_STRUCT_SIZE(tr_actor_options), 0.0, 0.0, NULL, 0, NULL, 0, {{0}}, -1, 0, 1, NULL, 0,    \
+            NULL, NULL                                                                             \
+    }
 /* Same as TR_ACTOR_OPTIONS_INIT, for bindings. Thread safety: any thread. */
 TR_API void tr_actor_options_init(tr_actor_options *opts);
 
@@ -451,6 +462,11 @@ TR_API int tr_actor_wait_ready(tr_runtime *rt, tr_actor_id actor, int timeout_ms
 
 /* Looks up a named actor. Returns 0, TR_ENOTFOUND, TR_EINVAL. Thread safety: any thread. */
 TR_API int tr_actor_get(tr_runtime *rt, const char *name, tr_actor_id *out);
+
+/* The binding_data the actor was created with (tr_actor_options), from any process of
+ * the cluster: *out is the caller's, freed with tr_free, or NULL if it has none. Returns
+ * 0, TR_ENOTFOUND (no such actor), TR_EINVAL, TR_ECONNECT. Thread safety: any thread. */
+TR_API int tr_actor_binding_data(tr_runtime *rt, tr_actor_id actor, char **out);
 
 /* Kills the actor's process. With no_restart non-zero it stays dead; otherwise it restarts
  * if it has restarts left. Pending calls get TR_EACTOR_DIED. Returns 0, TR_ENOTFOUND.

@@ -244,6 +244,14 @@ def test_named_actors(ray):
         ray.get_actor("no-such-actor")
     with pytest.raises(Exception):
         Counter.options(name="the-counter").remote()  # a name is unique
+    # Ray's get_or_create: the one that lives (its new arguments ignored), else a new one
+    g = Counter.options(name="the-counter").get_or_create(100)
+    assert ray.get(g.add.remote(1)) == 8
+    fresh = Counter.options(name="made-now").get_or_create(100)
+    assert ray.get(fresh.add.remote(1)) == 101
+    with pytest.raises(ValueError, match="needs a name"):
+        Counter.get_or_create(1)
+    ray.kill(fresh)
 
 
 def test_handles_pass_to_other_actors(ray):

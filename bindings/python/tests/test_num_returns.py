@@ -292,6 +292,47 @@ def test_a_handle_elsewhere_keeps_num_returns(ray):
     store_is_empty(ray)
 
 
+@troupe.remote
+class Named:
+    @troupe.method(num_returns=2)
+    def two(self, x):
+        return x, x + 1
+
+    def items(self, n):
+        yield from range(n)
+
+    def plain(self):
+        return "plain"
+
+
+@troupe.remote
+def found_elsewhere(name):
+    """In another process: the handle get_actor gives there."""
+    h = troupe.get_actor(name)
+    a, b = h.two.remote(20)
+    return troupe.get([a, b]), [troupe.get(r) for r in h.items.remote(3)]
+
+
+def test_a_handle_found_by_name_calls_as_its_creators_does(ray):
+    """get_actor's handle knows the actor's methods and their num_returns (kept with the
+    actor: tr_actor_options.binding_data), here and in another process."""
+    a = Named.options(name="found-by-name").remote()
+    h = ray.get_actor("found-by-name")
+    assert repr(h).startswith("Actor(Named, ")
+    r1, r2 = h.two.remote(5)
+    assert ray.get([r1, r2]) == [5, 6]
+    gen = h.items.remote(4)
+    assert isinstance(gen, troupe.ObjectRefGenerator)
+    assert [ray.get(r) for r in gen] == [0, 1, 2, 3]
+    assert ray.get(h.plain.remote()) == "plain"
+    with pytest.raises(AttributeError, match="no method 'nope'"):
+        h.nope
+    assert ray.get(found_elsewhere.remote("found-by-name")) == ([20, 21], [0, 1, 2])
+    ray.kill(a)
+    del a, h, r1, r2, gen
+    gc.collect()
+
+
 # ------------------------------------------------------------------ tasks
 
 def test_task_num_returns_1_2_3(ray):

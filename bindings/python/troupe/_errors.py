@@ -25,6 +25,7 @@ ETIMEDOUT = _code("TR_ETIMEDOUT")
 ETASK = _code("TR_ETASK")
 ESTALE = _code("TR_ESTALE")
 ESTATE = _code("TR_ESTATE")
+EEXIST = _code("TR_EEXIST")
 
 # by name; a code not named here raises TroupeError
 _BY_NAME = {

@@ -52,7 +52,8 @@ class ActorOptions(Structure):
                 ("name", c_char_p), ("max_restarts", c_int),
                 ("placement_group", Id16), ("bundle_index", c_int), ("detached", c_int),
                 ("max_concurrency", c_int), ("concurrency_groups", POINTER(ConcurrencyGroup)),
-                ("n_concurrency_groups", c_size_t), ("class_label", c_char_p)]
+                ("n_concurrency_groups", c_size_t), ("class_label", c_char_p),
+                ("binding_data", c_char_p)]
 
 
 class TaskOptions(Structure):
@@ -140,6 +141,7 @@ _PROTOS = {
     "tr_actor_kill": (c_int, [vp, ActorId, c_int]),
     "tr_actor_details_init": (None, [P(ActorDetails)]),
     "tr_actor_info": (c_int, [vp, ActorId, P(ActorDetails)]),
+    "tr_actor_binding_data": (c_int, [vp, ActorId, P(vp)]),
     # calls and objects
     "tr_call": (c_int, [vp, ActorId, c_char_p, vp, c_size_t, P(Ref)]),
     "tr_call_refs": (c_int, [vp, ActorId, c_char_p, vp, c_size_t, P(Ref), c_size_t, P(Ref)]),

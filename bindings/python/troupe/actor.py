@@ -300,6 +300,15 @@ class ActorClass:
         merged.update(options)
         return ActorClass._with(self, merged)
 
+    def get_or_create(self, *args, **kwargs):
+        """The actor named by options(name=...) if one lives, else a new one made with
+        these arguments (Ray's; options(get_if_exists=True).remote(...))."""
+        if not self._options.get("name"):
+            raise ValueError(f"{self.__name__}.get_or_create() needs a name: "
+                             f"{self.__name__}.options(name=...).get_or_create(...)")
+        merged = dict(self._options, get_if_exists=True)
+        return ActorClass._with(self, merged).remote(*args, **kwargs)
+
     @classmethod
     def _with(cls, base, options):
         c = cls.__new__(cls)
@@ -347,6 +356,10 @@ class ActorClass:
         # Ray's default: 1000 for an async actor (every method an async def), else 1
         opts.max_concurrency = o.get("max_concurrency") or (
             ASYNC_DEFAULT_CONCURRENCY if is_async_class(self._cls) else 1)
+        if o.get("name"):  # (what get_actor's handle needs to call it as this one does)
+            bdata = _binding_data(self._cls.__name__, self._methods, self._returns)
+            keep.append(bdata)
+            opts.binding_data = bdata
         _placement.apply_options(o, opts, f"actor {self._cls.__name__}")
         opts.concurrency_groups, opts.n_concurrency_groups = _groups_struct(
             self._cls.__name__, o.get("concurrency_groups"), self._method_groups, keep)
@@ -365,8 +378,10 @@ class ActorClass:
             parts, total, _ = _serial.dumps((ENV, env, payload))
             payload = _serial.join(parts, total)
         aid = ActorId()
-        check(lib.tr_actor_create(rt, PY_CLASS, byref(opts), payload, len(payload), byref(aid)),
-              f"creating actor {self._cls.__name__}")
+        rc = lib.tr_actor_create(rt, PY_CLASS, byref(opts), payload, len(payload), byref(aid))
+        if rc == _errors.EEXIST and o.get("get_if_exists") and o.get("name"):
+            return get_actor(o["name"])  # (another made it meanwhile)
+        check(rc, f"creating actor {self._cls.__name__}")
         handle = ActorHandle(aid, self._cls.__name__, self._methods, self._returns)
         if not o.get("name") and o.get("lifetime") != "detached":
             handle._scope = _Scope(rt)  # ended with its last handle (unless it escapes)
@@ -560,6 +575,39 @@ def call(handle, method, args, kwargs, num_returns=1):
                          f"calling {handle._class_name}.{method}", num_returns)
 
 
+def _binding_data(cls_name, methods, returns):
+    """JSON kept with a named actor (tr_actor_options.binding_data, up to 4096 bytes) for
+    the handles get_actor makes anywhere: its class name, methods and their num_returns
+    (a long method list is left out: such a handle then takes any method name)."""
+    meta = {"class": cls_name[:200], "returns": returns}
+    full = json.dumps(dict(meta, methods=sorted(methods)), separators=(",", ":")).encode()
+    if len(full) <= 4096:
+        return full
+    part = json.dumps(meta, separators=(",", ":")).encode()
+    return part if len(part) <= 4096 else None
+
+
+def _found_meta(aid):
+    """(class name, methods, returns) from a Python actor's binding data; None if it has
+    none or it does not read as ours."""
+    out = ctypes.c_void_p()
+    if lib.tr_actor_binding_data(runtime(), aid, byref(out)) or not out.value:
+        return None
+    try:
+        meta = json.loads(ctypes.string_at(out.value))
+    except ValueError:
+        return None
+    finally:
+        lib.tr_free(out)
+    if not isinstance(meta, dict) or not isinstance(meta.get("returns"), dict):
+        return None
+    returns = {str(k): v for k, v in meta["returns"].items()
+               if v in ("streaming", "dynamic") or (type(v) is int and v >= 0)}
+    methods = meta.get("methods")
+    methods = frozenset(map(str, methods)) if isinstance(methods, list) else None
+    return str(meta.get("class") or "Actor"), methods, returns
+
+
 def get_actor(name, namespace=None):
     """The handle of the actor created with options(name=name); ValueError if none (a
     node's actors share one namespace: namespace is ignored)."""
@@ -575,7 +623,12 @@ def get_actor(name, namespace=None):
     cls = "Actor"
     if lib.tr_actor_info(runtime(), aid, byref(det)) == 0:
         cls = det.class_name.decode(errors="replace")
-    return ActorHandle(aid, cls if cls != PY_CLASS.decode() else "Actor", None)
+    if cls == PY_CLASS.decode():  # (its methods and their num_returns, as its creator's)
+        meta = _found_meta(aid)
+        if meta is not None:
+            return ActorHandle(aid, meta[0], meta[1], meta[2])
+        cls = "Actor"
+    return ActorHandle(aid, cls, None)
 
 
 def kill(actor, *, no_restart=True):
