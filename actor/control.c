@@ -266,15 +266,21 @@ static int copy_str(const tr__obj *map, const char *key, char *dst, size_t cap) 
     return rc;
 }
 
-int tr__actor_info(tr__nodeconn *node, tr_actor_id id, tr_actor_details *out) {
-    tr_actor_details d = TR_ACTOR_DETAILS_INIT;
+/* The node's ACTOR_INFO reply on the actor (what: the caller, as errors name it). */
+static int ask_info(tr__nodeconn *node, tr_actor_id id, const char *what, tr__reply *r) {
     tr__buf b = TR__BUF_INIT;
     tr__enc_map(&b, 1);
     enc_id(&b, "id", id.b);
-    tr__reply r;
-    int rc = tr__nodeconn_call(node, TR__MSG_ACTOR_INFO, &b, NODE_RPC_MS, &r);
+    int rc = tr__nodeconn_call(node, TR__MSG_ACTOR_INFO, &b, NODE_RPC_MS, r);
     tr__buf_free(&b);
-    if (rc) return rc == TR_ENOTFOUND ? tr__err(rc, "tr_actor_info: no such actor") : rc;
+    return rc == TR_ENOTFOUND ? tr__err(rc, "%s: no such actor", what) : rc;
+}
+
+int tr__actor_info(tr__nodeconn *node, tr_actor_id id, tr_actor_details *out) {
+    tr_actor_details d = TR_ACTOR_DETAILS_INIT;
+    tr__reply r;
+    int rc = ask_info(node, id, "tr_actor_info", &r);
+    if (rc) return rc;
     int64_t state, pid, restarts, max_restarts;
     if (!(rc = tr__get_int(r.root, "state", &state)) && !(rc = tr__get_int(r.root, "pid", &pid)) &&
         !(rc = tr__get_int(r.root, "restarts", &restarts)) &&
@@ -298,13 +304,9 @@ int tr__actor_info(tr__nodeconn *node, tr_actor_id id, tr_actor_details *out) {
 
 int tr__actor_binding_data(tr__nodeconn *node, tr_actor_id id, char **out) {
     *out = NULL;
-    tr__buf b = TR__BUF_INIT;
-    tr__enc_map(&b, 1);
-    enc_id(&b, "id", id.b);
     tr__reply r;
-    int rc = tr__nodeconn_call(node, TR__MSG_ACTOR_INFO, &b, NODE_RPC_MS, &r);
-    tr__buf_free(&b);
-    if (rc) return rc == TR_ENOTFOUND ? tr__err(rc, "tr_actor_binding_data: no such actor") : rc;
+    int rc = ask_info(node, id, "tr_actor_binding_data", &r);
+    if (rc) return rc;
     const char *p;
     size_t n;
     if (tr__obj_type(tr__obj_get(r.root, "bdata")) == TR__T_STR &&

@@ -147,10 +147,23 @@ void as_own_nccl_host(tr_runtime *rt, tr_actor_id a, int k) {
     tr_ref_release(rt, r);
 }
 
-void say_what_two_ranks_exercise() {
+/* Two actors to be the two ranks of an nccl group, each calling gpu_coll with
+ * "NAME|2|rank|nccl|TAIL"; their calls' refs in calls. */
+void two_ranks(tr_runtime *rt, const std::string &name, const std::string &tail,
+               std::vector<tr_actor_id> &as, std::vector<tr_ref> &calls) {
     if (gpus() < 2)
         printf("one GPU: the two ranks are two NCCL hosts (NCCL_HOSTID) sharing it; this runs "
                "NCCL's network (socket) transport between them, not P2P, NVLink or SHM\n");
+    as.resize(2);
+    calls.resize(2);
+    for (int r = 0; r < 2; r++) {
+        as[r] = make_actor(rt, gpus_per_rank());
+        as_own_nccl_host(rt, as[r], r);
+    }
+    for (int r = 0; r < 2; r++) {
+        std::string arg = name + "|2|" + std::to_string(r) + "|nccl|" + tail;
+        ASSERT_EQ(tr_call(rt, as[r], "gpu_coll", arg.data(), arg.size(), &calls[r]), 0);
+    }
 }
 
 TEST_F(Nccl, WithoutAGpuTheJoinSaysSoAndLeavesNothing) {
@@ -451,17 +464,10 @@ TEST_F(Nccl, DeviceBuffersGoThroughShmAndGlooBetweenTwoProcesses) {
  * allreduce, broadcast, send and recv of device memory, checked on the host. */
 TEST_F(Nccl, TwoActorsAllreduceBroadcastSendAndRecvOverNccl) {
     NEED_GPUS(1);
-    say_what_two_ranks_exercise();
-    std::vector<tr_actor_id> as(2);
-    std::vector<tr_ref> calls(2);
-    for (int r = 0; r < 2; r++) {
-        as[r] = make_actor(rt, gpus_per_rank());
-        as_own_nccl_host(rt, as[r], r);
-    }
-    for (int r = 0; r < 2; r++) {
-        std::string arg = "dev_nccl|2|" + std::to_string(r) + "|nccl|300001|0";
-        ASSERT_EQ(tr_call(rt, as[r], "gpu_coll", arg.data(), arg.size(), &calls[r]), 0);
-    }
+    std::vector<tr_actor_id> as;
+    std::vector<tr_ref> calls;
+    two_ranks(rt, "dev_nccl", "300001|0", as, calls);
+    if (HasFatalFailure()) return;
     for (int r = 0; r < 2; r++) {
         const void *d;
         size_t n;
@@ -475,15 +481,10 @@ TEST_F(Nccl, TwoActorsAllreduceBroadcastSendAndRecvOverNccl) {
 
 TEST_F(Nccl, ARankKilledMidOpFailsTheOtherWithoutHanging) {
     NEED_GPUS(1);
-    say_what_two_ranks_exercise();
-    std::vector<tr_actor_id> as(2);
-    std::vector<tr_ref> calls(2);
-    for (int r = 0; r < 2; r++) {
-        as[r] = make_actor(rt, gpus_per_rank());
-        as_own_nccl_host(rt, as[r], r);
-        std::string arg = "kill|2|" + std::to_string(r) + "|nccl|0|1";
-        ASSERT_EQ(tr_call(rt, as[r], "gpu_coll", arg.data(), arg.size(), &calls[r]), 0);
-    }
+    std::vector<tr_actor_id> as;
+    std::vector<tr_ref> calls;
+    two_ranks(rt, "kill", "0|1", as, calls);
+    if (HasFatalFailure()) return;
     std::this_thread::sleep_for(std::chrono::seconds(3));
     ASSERT_EQ(tr_actor_kill(rt, as[1], 1), 0);
     const void *d;
@@ -631,7 +632,6 @@ TEST_F(Nccl, NcclEdgesBetweenActorsSharingTheGpuFailTheCompileSayingWhy) {
 
 TEST_F(Nccl, DeviceValuesCrossGraphEdgesByNccl) {
     NEED_GPUS(1);
-    say_what_two_ranks_exercise();
     run_device_graph(rt, TR_DAG_NCCL, gpus_per_rank());
     expect_nothing_left();
 }
