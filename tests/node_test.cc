@@ -198,6 +198,48 @@ TEST_F(NodeTest, MalformedBodiesGetErrorRepliesAndTheConnectionLivesOn) {
     EXPECT_EQ(call_i64(rt, a, "add", 2, &v), 0);
 }
 
+/* A create that speaks the protocol itself: binding data over the limit is refused at
+ * the node (the C API refuses it before sending), and a wrong-typed one is not kept. */
+TEST_F(NodeTest, BindingDataIsBoundedAtTheNode) {
+    Raw r(addr);
+    char self[4096]; /* (this test is its actors' worker program too) */
+    ASSERT_TRUE(realpath("/proc/self/exe", self));
+    r.send_frame(TR__MSG_HELLO, 1, map_body({{"role", "driver"}, {"exe", self}}));
+    ASSERT_EQ(r.reply_rc(), 0);
+    auto create = [&](uint64_t seq, bool as_string, size_t n) {
+        tr__buf b = TR__BUF_INIT;
+        tr__enc_map(&b, 6);
+        tr__enc_str(&b, "class");
+        tr__enc_str(&b, "Counter");
+        tr__enc_str(&b, "args");
+        tr__enc_bin(&b, "b", 1);
+        tr__enc_str(&b, "max_restarts");
+        tr__enc_int(&b, 0);
+        tr__enc_str(&b, "res");
+        tr__enc_str(&b, "");
+        tr__enc_str(&b, "name");
+        tr__enc_str(&b, "raw-bdata");
+        tr__enc_str(&b, "bdata");
+        std::string big(n, 'x');
+        if (as_string)
+            tr__enc_strn(&b, big.data(), big.size());
+        else
+            tr__enc_int(&b, 7);
+        r.send_frame(TR__MSG_ACTOR_CREATE, seq, std::string(b.data, b.len));
+        tr__buf_free(&b);
+        return r.reply_rc(nullptr, 10000);
+    };
+    EXPECT_EQ(create(2, true, TR_ACTOR_BINDING_DATA_MAX + 1), TR_EINVAL);
+    EXPECT_EQ(create(3, false, 0), 0); /* (not a string: the actor has none) */
+    tr_actor_id a;
+    ASSERT_EQ(tr_actor_get(rt, "raw-bdata", &a), 0) << tr_last_error();
+    char *got = (char *)"untouched";
+    EXPECT_EQ(tr_actor_binding_data(rt, a, &got), 0) << tr_last_error();
+    EXPECT_EQ(got, nullptr);
+    EXPECT_EQ(tr_actor_kill(rt, a, 1), 0);
+    expect_node_serves();
+}
+
 TEST_F(NodeTest, RandomFramesNeverCrashTheNode) {
     std::mt19937_64 rng(12345);
     for (int round = 0; round < 20; round++) {
