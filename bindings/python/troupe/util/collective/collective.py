@@ -466,11 +466,9 @@ def alltoall(out_list, in_list, group_name="default"):
     for name, lst in (("out_list", out_list), ("in_list", in_list)):
         _list(lst, world, name, "alltoall")
     like = in_list[0]
-    _tensor(like, "alltoall", writable=False)
+    _, n, dt = _tensor(like, "alltoall", writable=False)
     _same(in_list, like, "alltoall")
     _same(out_list, like, "alltoall", writable=True)
-    n = _tensor(like, "alltoall", writable=False)[1]
-    dt = _tensor(like, "alltoall", writable=False)[2]
     p, keep = _stack(in_list, like, "alltoall")
     q, out = _room(world, like, "alltoall")
     _check(lib.tr_alltoall(g, p, q, n, dt, unset_timeout_ms), "alltoall")
