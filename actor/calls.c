@@ -1017,8 +1017,9 @@ static int connect_actor(tr__actors *a, aconn *ac, int wait_ms) {
     /* Tell the worker our object store index first (large results are transferred to
      * us); a fresh socket's buffer takes these few bytes at once. */
     tr__buf hello = TR__BUF_INIT;
-    int ok = tr__caller_frame(&hello, a->objects ? tr__objects_client(a->objects) : -1, 0) == 0 &&
-             send(fd, hello.data, hello.len, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)hello.len;
+    int ok =
+        tr__caller_frame(&hello, a->objects ? tr__objects_client(a->objects) : -1, 0, 0) == 0 &&
+        send(fd, hello.data, hello.len, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)hello.len;
     tr__buf_free(&hello);
     if (!ok) {
         epoll_ctl(a->ep, EPOLL_CTL_DEL, fd, NULL);
@@ -1270,6 +1271,11 @@ int tr__actors_cancel(tr__actors *a, tr_ref ref, int force, tr_actor_id *kill_ou
                 board_key = tr__id_key(ac->id.b);
                 word = tr__board_cancel_word(tr__objects_client(a->objects), s->seq);
                 interrupt = running && s->x && s->x->task;
+            } else if (!force && ac->link && ac->fd >= 0) {
+                /* (an actor on another node: its node's relay writes it there; a link
+                 * that ended has nothing left to tell) */
+                (void)tr__remote_cancel(a->remotes, ac->link, ac->id.b, s->seq,
+                                        running && s->x && s->x->task);
             }
         }
         s->canceled = s->in_fifo; /* a reply may still come: it is dropped */

@@ -105,12 +105,15 @@ int tr__result_frame_kept(tr__buf *out, uint64_t seq, const void *ref16, const v
     return finish(out, at, TR__MSG_RESULT, seq);
 }
 
-int tr__caller_frame(tr__buf *out, int client, int relayed) {
+int tr__caller_frame(tr__buf *out, int client, int relayed, unsigned tag) {
     size_t at;
-    if (begin(out, &at, 16)) return TR_ENOMEM;
-    tr__enc_array(out, relayed ? 2 : 1);
+    if (begin(out, &at, 24)) return TR_ENOMEM;
+    tr__enc_array(out, relayed ? 3 : 1);
     tr__enc_int(out, client);
-    if (relayed) tr__enc_int(out, 1);
+    if (relayed) {
+        tr__enc_int(out, 1);
+        tr__enc_int(out, tag);
+    }
     return finish(out, at, TR__MSG_CALLER, 0);
 }
 

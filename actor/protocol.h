@@ -98,8 +98,10 @@ int tr__result_frame_kept(tr__buf *out, uint64_t seq, const void *ref16, const v
 /* The first bytes of a kept RESULT body, up to its ref's end: 0x94 0x00 0xc4 0x10 ref. */
 #define TR__RESULT_KEPT_PREFIX 20
 /* Appends the CALLER frame; `relayed`: the caller is another node's, through this node's
- * relay, whose store index `client` is (results with refs only go to the store). */
-int tr__caller_frame(tr__buf *out, int client, int relayed);
+ * relay, whose store index `client` is (results with refs only go to the store), and
+ * `tag` (1..TR__BOARD_TAG_MAX; 0: none) the relay's name for the caller's connection,
+ * with which it cancels the caller's calls (tr__board_relay_cancel_word). */
+int tr__caller_frame(tr__buf *out, int client, int relayed, unsigned tag);
 /* Parses a CALL body. Views point into body; inl and inl_len get the inline blob (NULL, 0 if
  * none). Returns 0 or TR_EPROTO. */
 int tr__call_parse(const char *body, size_t n, const char **method, size_t *mlen, const void **args,

@@ -26,6 +26,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,7 +87,11 @@ typedef struct rconn {
     unsigned char rpre[TR__RESULT_KEPT_PREFIX]; /* a RESULT body's first bytes */
     size_t rhdr_have, rpre_have;
     uint64_t rbody_left;
-    int rlost; /* a frame we could not follow: the caller sees the stream is bad */
+    int rlost;    /* a frame we could not follow: the caller sees the stream is bad */
+    unsigned tag; /* its name in the worker's cancel words (tr__board_relay_cancel_word) */
+    /* cancels that came before the worker's connection opened: written to the board then */
+    uint64_t pend_cancel[TR__SEG_BOARD_CANCELS];
+    int n_pend_cancel;
     struct rconn *next;
 } rconn;
 
@@ -136,6 +141,7 @@ struct tr__relay {
     rstream *streams;
     rconn *grave;
     uint64_t next_serial;
+    unsigned next_tag; /* the last connection's tag */
     int resolving;
     int holding;         /* connections with a result piece held */
     int n_obj;           /* object requests queued, all streams */
@@ -415,14 +421,41 @@ static int serve_keep(tr__relay *r, objreq *q) {
     return 0;
 }
 
+/* Writes a cancel word on the board entry of the connection's actor; SIGURG to a task's
+ * worker if asked. Caller holds mu, and the connection is open (so the store view is
+ * there: resolve_pass made it before it opened the connection). */
+static void board_cancel(tr__relay *r, rconn *c, uint64_t word, int interrupt) {
+    if (!r->objs) return;
+    pid_t pid = tr__objects_board_cancel(r->objs, tr__id_key(c->id), word);
+    if (pid > 0 && interrupt) kill(pid, SIGURG);
+}
+
+/* A caller's CANCEL of one of its calls on connection c (payload: u64 seq, u8 interrupt):
+ * as a caller on this node would, on the actor's board entry, which the worker checks
+ * before and while it runs the call (tr_ctx_canceled). Before the connection opened, it
+ * waits in the connection (the call has not reached the worker either). Caller holds mu. */
+static void on_cancel(tr__relay *r, rconn *c, const unsigned char *payload) {
+    uint64_t seq;
+    memcpy(&seq, payload, 8);
+    uint64_t word = tr__board_relay_cancel_word(c->tag, seq);
+    if (c->state == C_OPEN) {
+        board_cancel(r, c, word, payload[8] == 1);
+    } else { /* (the board keeps as many; an earlier one goes, as it would there) */
+        int at = c->n_pend_cancel++ % TR__SEG_BOARD_CANCELS;
+        c->pend_cancel[at] = word;
+    }
+}
+
 /* The RPC server's thread: a caller's message. */
 static void on_msg(void *ctx, tr__rpc_stream *st, const void *msg, size_t len) {
     tr__relay *r = ctx;
     const unsigned char *p = msg;
     int obj = p[0] == TR__REMOTE_OBJ_GET || p[0] == TR__REMOTE_OBJ_BULK ||
               p[0] == TR__REMOTE_OBJ_KEEP || p[0] == TR__REMOTE_OBJ_LETGO;
+    int cancel = p[0] == TR__REMOTE_CANCEL;
     if (len < TR__REMOTE_HDR || (p[0] != TR__REMOTE_DATA && p[0] != TR__REMOTE_CLOSE &&
-                                 (!obj || len != TR__REMOTE_HDR + 16))) {
+                                 (!obj || len != TR__REMOTE_HDR + 16) &&
+                                 (!cancel || len != TR__REMOTE_HDR + TR__REMOTE_CANCEL_LEN))) {
         TR_LOG_WARN_LIMITED("RELAY-BAD", "a caller sent a malformed message (%zu bytes)", len);
         return;
     }
@@ -480,6 +513,10 @@ static void on_msg(void *ctx, tr__rpc_stream *st, const void *msg, size_t len) {
         if (c) conn_drop(r, c);
         goto out;
     }
+    if (cancel) { /* (for a connection that is not there, or ended: nothing to cancel) */
+        if (c && c->state != C_DONE) on_cancel(r, c, p + TR__REMOTE_HDR);
+        goto out;
+    }
     if (!c) {
         if (!(c = calloc(1, sizeof *c))) {
             TR_LOG_WARN_LIMITED("RELAY-OOM", "out of memory: a caller's message is dropped");
@@ -487,6 +524,7 @@ static void on_msg(void *ctx, tr__rpc_stream *st, const void *msg, size_t len) {
         }
         memcpy(c->id, p + 1, 16);
         c->gen = gen;
+        c->tag = r->next_tag = r->next_tag % TR__BOARD_TAG_MAX + 1;
         c->s = s;
         c->fd = -1;
         c->state = C_RESOLVING;
@@ -896,7 +934,8 @@ static void resolve_pass(tr__relay *r) {
         if (fd < 0) continue;
         tr__buf hello = TR__BUF_INIT;
         /* results come inline; those with refs in them hand us their container */
-        tr__caller_frame(&hello, r->objs ? tr__objects_client(r->objs) : -1, r->objs != NULL);
+        tr__caller_frame(&hello, r->objs ? tr__objects_client(r->objs) : -1, r->objs != NULL,
+                         c->tag);
         tr__buf_append(&hello, c->out.data + c->out.off, tr__buf_avail(&c->out));
         if (hello.oom) {
             close(fd);
@@ -918,6 +957,11 @@ static void resolve_pass(tr__relay *r) {
         c->events = EPOLLIN;
         c->state = C_OPEN;
         r->resolving--;
+        int pend =
+            c->n_pend_cancel < TR__SEG_BOARD_CANCELS ? c->n_pend_cancel : TR__SEG_BOARD_CANCELS;
+        for (int k = 0; k < pend; k++) /* (before its calls reach the worker) */
+            board_cancel(r, c, c->pend_cancel[k], 0);
+        c->n_pend_cancel = 0;
         flush(r, c);
     }
 }

@@ -592,6 +592,21 @@ int tr__remote_send(tr__remotes *r, tr__rlink *l, const uint8_t id[16], const vo
     return rc;
 }
 
+int tr__remote_cancel(tr__remotes *r, tr__rlink *l, const uint8_t id[16], uint64_t seq,
+                      int interrupt) {
+    pthread_mutex_lock(&r->mu);
+    entry *e = tr__idmap_get(&l->entries, tr__id_key(id));
+    uint32_t gen = e ? e->gen : 0;
+    int rc = l->dead ? tr__err(TR_ECONNECT, "%s", l->why)
+             : !e    ? tr__err(TR_ECONNECT, "the actor is not open on the link")
+                     : 0;
+    pthread_mutex_unlock(&r->mu);
+    unsigned char body[TR__REMOTE_CANCEL_LEN];
+    memcpy(body, &seq, 8); /* (little-endian, as the rest of the header) */
+    body[8] = interrupt ? 1 : 0;
+    return rc ? rc : send_msg(l, TR__REMOTE_CANCEL, id, gen, body, sizeof body);
+}
+
 /* Whether an ended link can go now (no actor open on it, nobody pulling): then it leaves
  * the registry and the caller frees it, after dropping mu. Caller holds mu. */
 static int claim_ended(tr__remotes *r, tr__rlink *l) {

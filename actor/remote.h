@@ -10,6 +10,10 @@
  *                                     relay says its own), cut anywhere
  *                   TR__REMOTE_CLOSE  the caller let go of the actor (no payload): the
  *                                     relay forgets that generation
+ *                   TR__REMOTE_CANCEL tr_cancel of one of its calls (payload: u64 LE the
+ *                                     call's seq, u8 1 to interrupt a task running): the
+ *                                     relay writes the cancel on the node's board, as a
+ *                                     caller there would (tr__board_relay_cancel_word)
  *   node -> caller  TR__REMOTE_DATA   RESULT frames from the actor, cut anywhere
  *                   TR__REMOTE_EOF    the actor's worker connection ended (payload: why);
  *                                     the caller asks its node what became of the actor;
@@ -57,7 +61,9 @@ enum {
     TR__REMOTE_OBJ_KEPT = 11,  /* node -> caller: payload i32 code (0: kept), then why */
     TR__REMOTE_OBJ_LETGO = 12, /* caller -> node: one KEEP of id ends (no answer); payload
                                   16 zero bytes */
+    TR__REMOTE_CANCEL = 13,    /* caller -> node: see above (payload 9 bytes) */
 };
+#define TR__REMOTE_CANCEL_LEN 9
 #define TR__REMOTE_HDR 21
 
 typedef struct tr__remotes tr__remotes;
@@ -109,6 +115,14 @@ int tr__remote_release(tr__remotes *r, const uint8_t ref[16], int user);
  * it (on the link's actor stream, where it was kept). */
 void tr__remote_result_keep(tr__remotes *r, tr__rlink *l);
 void tr__remote_result_drop(tr__remotes *r, tr__rlink *l, const uint8_t ref[16]);
+
+/* tr_cancel of the call `seq` (the frame seq of the bytes tr__remote_send queued for actor
+ * id) without force: the node is told after those bytes, and its worker sees it
+ * (tr_ctx_canceled) or, if it has not begun it, does not run it; `interrupt`: a task's
+ * worker is also sent SIGURG. Never waits. Returns 0, TR_ECONNECT (the link ended, or the
+ * actor is not open on it), TR_ENOMEM. */
+int tr__remote_cancel(tr__remotes *r, tr__rlink *l, const uint8_t id[16], uint64_t seq,
+                      int interrupt);
 
 /* The caller lets go of actor id (before closing its fd): the node is told. l may be
  * freed by this call. */

@@ -232,9 +232,10 @@ tr_actor_id tr__ctx_actor_id(const tr_ctx *ctx) {
 
 typedef struct client {
     int fd;
-    int caller;  /* the caller's object store index (from CALLER), or -1 */
-    int relayed; /* the caller is another node's, through the relay (caller: the relay's) */
-    pid_t pid;   /* the caller's process, from SO_PEERCRED (0 if unknown) */
+    int caller;   /* the caller's object store index (from CALLER), or -1 */
+    int relayed;  /* the caller is another node's, through the relay (caller: the relay's) */
+    unsigned tag; /* relayed: the relay's tag for its connection (cancels), or 0 */
+    pid_t pid;    /* the caller's process, from SO_PEERCRED (0 if unknown) */
     tr__buf in, out;
     int want_out;
     struct client *next;
@@ -503,11 +504,13 @@ static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t se
     pthread_mutex_t *mu = w->pool ? NULL : &method_mu; /* (N > 1: no lock between calls) */
     if (mu) pthread_mutex_lock(mu);
     ctx->method = def->name;
-    if (w->board) { /* (a caller of this node can cancel the call: tr_ctx_canceled) */
+    if (w->board) { /* (its caller can cancel the call: tr_ctx_canceled; one on another
+                     * node through our relay) */
         if (w->task_worker) __atomic_store_n(&w->board->busy, 1, __ATOMIC_RELAXED);
         ctx->board = w->board;
-        ctx->cancel_word =
-            c->caller >= 0 && !c->relayed ? tr__board_cancel_word(c->caller, seq) : 0;
+        ctx->cancel_word = c->relayed ? (c->tag ? tr__board_relay_cancel_word(c->tag, seq) : 0)
+                           : c->caller >= 0 ? tr__board_cancel_word(c->caller, seq)
+                                            : 0;
     }
     /* a C method has begun once entered; a binding's dispatch says when (tr_ctx_started:
      * its call may go on elsewhere, e.g. on an event loop) */
@@ -573,18 +576,21 @@ static int flush_client(worker *w, client *c) {
     return 0;
 }
 
-/* The CALLER frame (consumed here): the caller's object store index. */
+/* The CALLER frame (consumed here): the caller's object store index; a relay's also says
+ * so, and its tag for the connection. */
 static void on_caller_frame(client *c, const char *body, size_t len) {
     tr__dec d;
-    int64_t idx = -1, relayed = 0;
+    int64_t idx = -1, relayed = 0, tag = 0;
     if (tr__dec_init(&d, body, len) == 0) {
         size_t k = tr__obj_len(d.root);
-        if (k == 1 || k == 2) tr__obj_int(tr__obj_at(d.root, 0), "client", &idx);
-        if (k == 2) tr__obj_int(tr__obj_at(d.root, 1), "relayed", &relayed);
+        if (k >= 1 && k <= 3) tr__obj_int(tr__obj_at(d.root, 0), "client", &idx);
+        if (k == 2 || k == 3) tr__obj_int(tr__obj_at(d.root, 1), "relayed", &relayed);
+        if (k == 3) tr__obj_int(tr__obj_at(d.root, 2), "tag", &tag);
         tr__dec_free(&d);
     }
     c->caller = idx >= 0 && idx < 256 ? (int)idx : -1;
     c->relayed = relayed == 1;
+    c->tag = c->relayed && tag > 0 && tag <= TR__BOARD_TAG_MAX ? (unsigned)tag : 0;
     tr__buf_consume(&c->in, TR__FRAME_HDR + len);
 }
 

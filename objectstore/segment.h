@@ -102,6 +102,15 @@ static inline uint64_t tr__board_cancel_word(int caller, uint64_t seq) {
     return (uint64_t)(caller + 1) << 48 | (seq & 0xffffffffffffULL);
 }
 
+/* The word for a call that came from another node through this node's relay
+ * (actor/relay.c): the relay's `tag` for the caller's connection (1..TR__BOARD_TAG_MAX,
+ * told the worker in the CALLER frame) instead of a caller's index, which it never
+ * equals (the top bit is set). The relay writes it when the caller's CANCEL comes. */
+#define TR__BOARD_TAG_MAX 0x7fff
+static inline uint64_t tr__board_relay_cancel_word(unsigned tag, uint64_t seq) {
+    return (uint64_t)(0x8000u | (tag & TR__BOARD_TAG_MAX)) << 48 | (seq & 0xffffffffffffULL);
+}
+
 typedef struct tr__seg_hdr {
     uint64_t magic;
     uint64_t total_size;

@@ -157,7 +157,7 @@ TEST_F(Relay, CallsGoThroughAndAnythingElseIsRefused) {
     /* a CALLER frame (it would point the worker at another process's store): the
      * connection ends with a reason, and the frame reaches no worker */
     tr__buf b = TR__BUF_INIT;
-    tr__caller_frame(&b, 0, 0);
+    tr__caller_frame(&b, 0, 0, 0);
     send(TR__REMOTE_DATA, actor, 2, std::string(b.data + b.off, tr__buf_avail(&b)));
     tr__buf_free(&b);
     int kind;
@@ -174,9 +174,13 @@ TEST_F(Relay, CallsGoThroughAndAnythingElseIsRefused) {
     ASSERT_TRUE(next(&kind, &gen, &p));
     EXPECT_EQ(kind, TR__REMOTE_EOF);
     EXPECT_EQ(gen, 3u);
-    /* short messages and unknown kinds are dropped */
+    /* short messages and unknown kinds are dropped, as are CANCELs of the wrong size or
+     * for a generation that is not there */
     ASSERT_EQ(tr__rpc_stream_send(st, "\x01xyz", 4), 0);
     send(9, actor, 1, call_frame(3, "add", 1000));
+    send(TR__REMOTE_CANCEL, actor, 1, std::string(8, '\0'));
+    send(TR__REMOTE_CANCEL, actor, 1, std::string(TR__REMOTE_CANCEL_LEN + 1, '\0'));
+    send(TR__REMOTE_CANCEL, actor, 77, std::string(TR__REMOTE_CANCEL_LEN, '\x03'));
     /* an actor nobody knows: EOF with the reason */
     tr_actor_id nobody;
     memset(nobody.b, 0x5a, 16);
@@ -644,6 +648,88 @@ TEST(HeldLink, ADriverThatOutrunsAnActorElsewhereWaitsAndLosesNothing) {
         tr_ref_release(rt, refs[i]);
     }
     tr_ref_release(rt, sleep_ref);
+    tr_shutdown(rt);
+    run_cmd(g_troupe_cli + " stop --tmpdir " + tmp, nullptr);
+    run_cmd("rm -rf " + tmp, nullptr);
+}
+
+/* tr_cancel of calls to an actor on another node (Ray's ray.cancel of an actor task, which
+ * reaches wherever the actor runs): the one running there sees it (tr_ctx_canceled) and
+ * returns early, one queued behind it is never run, both refs fail at once, and the
+ * actor goes on. With max_concurrency 1 and 4, as on one node (concurrency_test). */
+TEST(RemoteCancel, CanceledCallsOnAnotherNodeAreToldOrNotRun) {
+    if (g_troupe_cli.empty()) GTEST_SKIP() << "no troupe CLI path given to the test";
+    tr_config *cfg = test_config_with({{"cluster_port", "0"}, {"cluster_token", "tok"}});
+    tr_runtime *rt;
+    ASSERT_EQ(tr_init(cfg, &rt), 0) << tr_last_error();
+    tr_config_destroy(cfg);
+    std::string head = cluster_address(rt);
+    ASSERT_FALSE(head.empty());
+    std::string tmp = "/tmp/trcancel" + std::to_string(getpid());
+    char self[4096];
+    ASSERT_NE(realpath("/proc/self/exe", self), nullptr);
+    ASSERT_EQ(system(("mkdir -p " + tmp).c_str()), 0);
+    int st;
+    std::string out =
+        run_cmd(g_troupe_cli + " start --address " + head +
+                    " --bind 127.0.0.3 --token tok --worker-path " + self + " --tmpdir " + tmp,
+                &st);
+    ASSERT_EQ(st, 0) << out;
+    auto get = [&](tr_ref r, int64_t *v) {
+        const void *p;
+        size_t n;
+        int rc = tr_get(rt, r, 30000, &p, &n);
+        if (rc == 0 && n == sizeof *v) memcpy(v, p, sizeof *v);
+        tr_ref_release(rt, r);
+        return rc;
+    };
+    for (int conc : {1, 4}) {
+        SCOPED_TRACE(conc);
+        tr_resource res = {"node:127.0.0.3", 1};
+        tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
+        o.resources = &res;
+        o.n_resources = 1;
+        o.max_concurrency = conc;
+        tr_actor_id a;
+        ASSERT_EQ(tr_actor_create(rt, "Concurrent", &o, nullptr, 0, &a), 0) << tr_last_error();
+        ASSERT_EQ(tr_actor_wait_ready(rt, a, 30000), 0) << tr_last_error();
+        tr_ref r;
+        int64_t v = -1;
+        ASSERT_EQ(tr_call(rt, a, "total", nullptr, 0, &r), 0); /* (the link is up) */
+        ASSERT_EQ(get(r, &v), 0) << tr_last_error();
+        int64_t ms = 20000;
+        tr_ref running, queued, blocker;
+        ASSERT_EQ(tr_call(rt, a, "until_canceled", &ms, sizeof ms, &running), 0);
+        if (conc > 1) { /* (the echo waits behind calls that fill the actor for 1.5 s) */
+            int64_t args[2] = {99, 1500};
+            for (int i = 0; i < conc - 1; i++) {
+                ASSERT_EQ(tr_call(rt, a, "meet", args, sizeof args, &blocker), 0);
+                tr_ref_release(rt, blocker);
+            }
+        }
+        int64_t one = 1;
+        ASSERT_EQ(tr_call(rt, a, "echo", &one, sizeof one, &queued), 0);
+        EXPECT_EQ(tr_get(rt, running, 300, nullptr, nullptr), TR_ETIMEDOUT); /* (it runs) */
+        auto t0 = std::chrono::steady_clock::now();
+        EXPECT_EQ(tr_cancel(rt, queued, 0), 0) << tr_last_error();
+        EXPECT_EQ(tr_cancel(rt, running, 0), 0) << tr_last_error();
+        EXPECT_EQ(get(running, &v), TR_ECANCELED);
+        EXPECT_EQ(get(queued, &v), TR_ECANCELED);
+        /* (the calls after it wait for the canceled one to end: it ended early) */
+        ASSERT_EQ(tr_call(rt, a, "canceled", nullptr, 0, &r), 0);
+        EXPECT_EQ(get(r, &v), 0) << tr_last_error();
+        EXPECT_EQ(v, 1) << "the running call on the other node saw its cancel";
+        EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+        ASSERT_EQ(tr_call(rt, a, "total", nullptr, 0, &r), 0);
+        EXPECT_EQ(get(r, &v), 0);
+        EXPECT_EQ(v, 0) << "the queued echo never ran there";
+        /* a call nobody canceled runs to its end and does not see a cancel */
+        int64_t short_ms = 100;
+        ASSERT_EQ(tr_call(rt, a, "until_canceled", &short_ms, sizeof short_ms, &r), 0);
+        EXPECT_EQ(get(r, &v), 0) << tr_last_error();
+        EXPECT_EQ(v, 0);
+        EXPECT_EQ(tr_actor_kill(rt, a, 1), 0);
+    }
     tr_shutdown(rt);
     run_cmd(g_troupe_cli + " stop --tmpdir " + tmp, nullptr);
     run_cmd("rm -rf " + tmp, nullptr);

@@ -2573,6 +2573,42 @@ int run_cluster_driver(const char *spec) {
                       crc ? tr_last_error() : std::to_string(met) + " of 4 met");
         if (!crc) tr_actor_kill(rt, conc, 1);
     }
+    /* tr_cancel of a call running on b (the cancel follows it over the link, b's relay
+     * writes it on b's board): the call there sees it and ends long before its 20 s */
+    {
+        tr_resource r = {there.c_str(), 1};
+        tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
+        o.resources = &r;
+        o.n_resources = 1;
+        tr_actor_id conc;
+        int64_t ms = 20000, seen = -1;
+        tr_ref running, after;
+        bool called = false;
+        auto t0 = std::chrono::steady_clock::now();
+        int crc = tr_actor_create(rt, "Concurrent", &o, nullptr, 0, &conc);
+        if (!crc) crc = tr_actor_wait_ready(rt, conc, 30000);
+        if (!crc) called = !(crc = tr_call(rt, conc, "until_canceled", &ms, sizeof ms, &running));
+        if (!crc && tr_get(rt, running, 300, nullptr, nullptr) != TR_ETIMEDOUT)
+            crc = tr__err(TR_EINTERNAL, "the call ended before its cancel");
+        if (!crc) crc = tr_cancel(rt, running, 0);
+        if (!crc && tr_get(rt, running, 5000, nullptr, nullptr) != TR_ECANCELED)
+            crc = tr__err(TR_EINTERNAL, "its ref did not fail with TR_ECANCELED");
+        if (!crc) crc = tr_call(rt, conc, "canceled", nullptr, 0, &after);
+        if (!crc) {
+            const void *p;
+            size_t n;
+            crc = tr_get(rt, after, 15000, &p, &n);
+            if (!crc && n == 8) memcpy(&seen, p, 8);
+            tr_ref_release(rt, after);
+        }
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        cluster_check(crc == 0 && seen == 1 && s < 15,
+                      "a call canceled while it runs on another node sees its cancel there",
+                      crc ? tr_last_error()
+                          : "seen " + std::to_string(seen) + " after " + std::to_string(s) + " s");
+        if (called) tr_ref_release(rt, running);
+        if (!crc) tr_actor_kill(rt, conc, 1);
+    }
     /* several results from b, each with one of b's refs in it (tr_ctx_reply_multi_contains):
      * the second is read after the first was dropped, here and on a third node; b's store
      * is back to its count once both are gone */

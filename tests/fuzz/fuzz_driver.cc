@@ -41,9 +41,9 @@ std::vector<std::string> seeds() {
     out.push_back(take(&b));
     tr__result_frame_ref(&b, 8, "0123456789abcdef");
     out.push_back(take(&b));
-    tr__caller_frame(&b, 3, 0);
+    tr__caller_frame(&b, 3, 0, 0);
     out.push_back(take(&b));
-    tr__caller_frame(&b, 4, 1);
+    tr__caller_frame(&b, 4, 1, 7);
     out.push_back(take(&b));
     tr__result_frame_kept(&b, 9, "0123456789abcdef", "data", 4);
     out.push_back(take(&b));

@@ -139,8 +139,8 @@ TR_API int tr_ctx_reply_multi(tr_ctx *ctx, const void *const *data, const size_t
 TR_API int tr_ctx_reply_multi_contains(tr_ctx *ctx, const void *const *data, const size_t *len,
                                        size_t n, const tr_ref *refs, size_t n_refs);
 
-/* Whether the caller canceled the call running (tr_cancel without force, by a caller on
- * this node, of a task or an actor's call): 1 or 0. A long task or method polls it and
+/* Whether the caller canceled the call running (tr_cancel without force, by its caller on
+ * this node or another, of a task or an actor's call): 1 or 0. A long task or method polls it and
  * returns early; the caller's get says TR_ECANCELED whatever it returns. A task's worker is
  * also sent SIGURG (ignored unless handled: a binding's worker interrupts its function on
  * it, as Python's raises KeyboardInterrupt in the task); an actor's is not (Ray interrupts
@@ -565,13 +565,15 @@ TR_API int tr_call_contains(tr_runtime *rt, tr_actor_id actor, const char *metho
 /* Cancels a call or task this process made that is not done yet (Ray's ray.cancel): its
  * ref (every use of it: tr_get, calls waiting for it, borrowers) fails with TR_ECANCELED
  * at once. A call still waiting for its arguments never goes out; one already sent to a
- * worker of this node is not run there if it has not begun (the worker keeps the last 4
- * cancels it was sent), and one that has is told (tr_ctx_canceled) and its result is
- * dropped; one on another node runs on. With force non-zero, a task already sent is
- * stopped: its pool worker is killed (and restarts; other tasks it was running are run
- * again, as on any worker death); force on an actor's call is TR_EINVAL. A ref that is
- * done already: 0, nothing changes. Returns 0, TR_ESTALE (not a live ref of ours),
- * TR_EINVAL. Thread safety: any thread. */
+ * worker is not run there if it has not begun (the worker keeps the last 4 cancels it
+ * was sent), and one that has is told (tr_ctx_canceled) and its result is dropped. On
+ * another node alike: the cancel follows the call over the link, and that node's relay
+ * tells the worker (a cancel that finds no connection there, the call having gone
+ * nowhere yet, is dropped: the call runs and its result is dropped). With force non-zero, a task
+ * already sent is stopped: its pool worker is killed (and restarts; other tasks it was running are
+ * run again, as on any worker death); force on an actor's call is TR_EINVAL. A ref that is done
+ * already: 0, nothing changes. Returns 0, TR_ESTALE (not a live ref of ours), TR_EINVAL. Thread
+ * safety: any thread. */
 TR_API int tr_cancel(tr_runtime *rt, tr_ref ref, int force);
 
 /* Makes this process a holder of a ref it received (nested in a value, an object, a call's
