@@ -42,6 +42,7 @@
 #include "core/idmap.h"
 #include "core/ids.h"
 #include "core/log.h"
+#include "core/ring.h"
 #include "core/status.h"
 #include "core/trace.h"
 #include "core/wait.h"
@@ -159,6 +160,13 @@ struct aconn {
     uint64_t next_seq;
     int want_out;
     size_t n_pending; /* calls held, queued or in flight (tr__actors_pending) */
+    /* Call rings (core/ring.h): made at connect and passed to the worker; once it said
+     * yes (ring_wait 0), calls go and results come on them, and the socket carries only
+     * doorbells (read into ctl) and its end. ring_wait: its answer has not come, and the
+     * calls wait in out. */
+    tr__ring *ring;
+    int ring_wait;
+    tr__buf ctl;
 };
 
 struct tr__actors {
@@ -180,7 +188,15 @@ struct tr__actors {
     uint64_t next_ref, salt, tag;
     size_t max_msg;
     int64_t spin_ns; /* a waiting reader polls this long before it sleeps (tr__actors_set_spin) */
-    tr__spin spin;   /* whether the reader polls now (the reader's only) */
+    int rings;       /* calls to actors of this node go on call rings (tr__actors_set_rings) */
+    aconn **ringed;  /* the connections whose rings are on */
+    size_t n_ringed, cap_ringed;
+    /* the reader polls the rings of a copy of `ringed` without mu (polled): a ring that
+     * goes meanwhile is freed once it has the lock again (grave) */
+    tr__ring **polled, **grave;
+    size_t n_polled, n_grave, cap_polled; /* (grave's capacity is polled's too) */
+    int polling;
+    tr__spin spin; /* whether the reader polls now (the reader's only) */
     /* Results that borrowers wait for are read even when no thread of ours waits: a
      * driver thread, started at the first export of a call not done yet, reads while
      * any is pending (a process that shares nothing never has one). */
@@ -259,6 +275,10 @@ int tr__actors_remote_hold(tr__actors *a, tr_ref ref, int user, int timeout_ms) 
 int tr__actors_remote_release(tr__actors *a, tr_ref ref, int user) {
     tr__seg_store_id(ref.b, ref.b);
     return tr__remote_release(a->remotes, ref.b, user);
+}
+
+void tr__actors_set_rings(tr__actors *a, int on) {
+    a->rings = on;
 }
 
 void tr__actors_set_spin(tr__actors *a, int spin_us) {
@@ -634,6 +654,40 @@ static void wake(tr__actors *a) {
 /* ------------------------------------------------------------------ streams */
 
 /* The connection broke: calls that had started going out die; the rest stay queued. */
+/* Makes room for `need` elements of `elem` bytes in *p (capacity *cap). Returns 1, or 0
+ * when out of memory. */
+static int grow(void **p, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return 1;
+    size_t n = *cap ? *cap * 2 : 8;
+    while (n < need)
+        n *= 2;
+    void *q = realloc(*p, n * elem);
+    if (!q) return 0;
+    *p = q;
+    *cap = n;
+    return 1;
+}
+
+/* The connection's rings go (its socket's end, or the worker said no). Called with mu. */
+static void ring_off(tr__actors *a, aconn *ac) {
+    if (!ac->ring) return;
+    for (size_t i = 0; i < a->n_ringed; i++)
+        if (a->ringed[i] == ac) {
+            a->ringed[i] = a->ringed[--a->n_ringed];
+            break;
+        }
+    int polled = 0; /* (the reader may be polling it now: freed once it is done) */
+    for (size_t i = 0; a->polling && i < a->n_polled && !polled; i++)
+        polled = a->polled[i] == ac->ring;
+    if (polled)
+        a->grave[a->n_grave++] = ac->ring; /* (room for every polled one: rings_snapshot) */
+    else
+        tr__ring_free(ac->ring);
+    ac->ring = NULL;
+    ac->ring_wait = 0;
+    tr__buf_reset(&ac->ctl);
+}
+
 static void conn_failed(tr__actors *a, aconn *ac, int rc, const char *why) {
     char hex[33], msg[700];
     tr__hex(ac->id.b, 16, hex);
@@ -645,6 +699,7 @@ static void conn_failed(tr__actors *a, aconn *ac, int rc, const char *why) {
         close(ac->fd);
         ac->fd = -1;
     }
+    ring_off(a, ac);
     ac->want_out = 0;
     if (rc == TR_EACTOR_DIED) { /* EOF: that incarnation is gone, whatever the node says */
         ac->broken_inc = ac->inc;
@@ -738,6 +793,22 @@ static void flush(tr__actors *a, aconn *ac) {
             a->remote_backlog = 1;
         else if (rc)
             conn_failed(a, ac, TR_EACTOR_DIED, tr__last_error());
+        return;
+    }
+    if (ac->ring) { /* (until the worker answers our RING, calls wait) */
+        if (ac->ring_wait || !tr__buf_avail(&ac->out)) return;
+        int wake = 0;
+        size_t before = tr__buf_avail(&ac->out);
+        int64_t n = tr__ring_write(ac->ring, &ac->out, &wake);
+        if (n >= 0 && tr__buf_avail(&ac->out)) { /* full: the worker rings once it reads */
+            tr__ring_want_room(ac->ring);
+            if (tr__ring_write(ac->ring, &ac->out, &wake) < 0) n = -1;
+        }
+        ac->sent += (uint64_t)(before - tr__buf_avail(&ac->out));
+        if (n < 0)
+            conn_failed(a, ac, TR_EACTOR_DIED, tr__last_error());
+        else if (wake)
+            tr__send_empty_frame(ac->fd, TR__MSG_WAKE, 0);
         return;
     }
     while (ac->fd >= 0 && !ac->link && tr__buf_avail(&ac->out)) {
@@ -870,9 +941,78 @@ static void release_held(tr__actors *a, aconn *ac) {
     wake(a);
 }
 
-static void on_readable(tr__actors *a, aconn *ac) {
+/* With rings: the socket's frames (the worker's answer to our RING, then doorbells; sock:
+ * it is readable), then the ring's bytes into in. Returns what the socket's read returned
+ * (< 0: its end), or 1 if the connection failed here (a bad frame or ring). With mu. */
+static int ring_input(tr__actors *a, aconn *ac, int sock) {
+    int rc = sock ? tr__read_some(ac->fd, &ac->ctl) : 0;
+    while (ac->ring) {
+        tr__frame_hdr h;
+        const char *body;
+        int r = tr__frame_parse(&ac->ctl, 0, &h, &body);
+        if (r == 0) break;
+        if (r > 0 && h.type == TR__MSG_WAKE && !ac->ring_wait) {
+            tr__buf_consume(&ac->ctl, TR__FRAME_HDR);
+            continue;
+        }
+        if (r > 0 && h.type == TR__MSG_RING && ac->ring_wait) {
+            tr__buf_consume(&ac->ctl, TR__FRAME_HDR);
+            if (h.seq == 0 && grow((void **)&a->ringed, &a->cap_ringed, a->n_ringed + 1,
+                                   sizeof *a->ringed)) { /* on */
+                ac->ring_wait = 0;
+                a->ringed[a->n_ringed++] = ac;
+                continue;
+            }
+            if (h.seq == 0) { /* (no room to list it: the worker reads the ring regardless) */
+                conn_failed(a, ac, TR_ENOMEM, "out of memory for the call rings");
+                return 1;
+            }
+            /* refused: the socket carries calls and results, as without rings */
+            TR_LOG_DEBUG("CLIENT-RING", "the worker refused call rings (%d)", (int)h.seq);
+            tr__buf_append(&ac->in, ac->ctl.data + ac->ctl.off, tr__buf_avail(&ac->ctl));
+            ring_off(a, ac);
+            return rc;
+        }
+        conn_failed(a, ac, TR_EPROTO,
+                    "malformed reply from the worker: a frame other than WAKE on its socket");
+        return 1;
+    }
+    if (ac->ring && !ac->ring_wait) {
+        int wake = 0;
+        if (tr__ring_read(ac->ring, &ac->in, &wake) < 0) {
+            conn_failed(a, ac, TR_EPROTO, tr__last_error());
+            return 1;
+        }
+        if (wake) tr__send_empty_frame(ac->fd, TR__MSG_WAKE, 0);
+    }
+    return rc;
+}
+
+/* Offers the worker call rings on a new connection: made here, their memfd passed with a
+ * RING frame; calls wait for its answer (ring_input). Returns 0 (also when no rings
+ * could be made: the socket serves), or TR_EIO if the frame did not go whole. */
+static int ring_offer(aconn *ac, int fd) {
+    int mfd;
+    tr__ring *r;
+    if (tr__ring_create(TR__RING_CAP, &r, &mfd)) {
+        TR_LOG_WARN_LIMITED("CLIENT-RING", "calls go on the socket: %s", tr__last_error());
+        return 0;
+    }
+    int rc = tr__send_frame_fd(fd, TR__MSG_RING, 0, NULL, 0, mfd);
+    close(mfd);
+    if (rc) {
+        tr__ring_free(r);
+        return rc;
+    }
+    ac->ring = r;
+    ac->ring_wait = 1;
+    return 0;
+}
+
+static void on_readable(tr__actors *a, aconn *ac, int sock) {
     if (ac->fd < 0) return;
-    int rc = tr__read_some(ac->fd, &ac->in);
+    int rc = ac->ring ? ring_input(a, ac, sock) : tr__read_some(ac->fd, &ac->in);
+    if (ac->fd < 0) return; /* (failed in ring_input) */
     /* A completed call may release held calls to this same actor: their frames go out
      * after the parse, so no send failure resets `in` under it. */
     ac->reading = 1;
@@ -1021,6 +1161,7 @@ static int connect_actor(tr__actors *a, aconn *ac, int wait_ms) {
         tr__caller_frame(&hello, a->objects ? tr__objects_client(a->objects) : -1, 0, 0) == 0 &&
         send(fd, hello.data, hello.len, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)hello.len;
     tr__buf_free(&hello);
+    if (ok && a->rings && !r.remote[0] && ring_offer(ac, fd)) ok = 0;
     if (!ok) {
         epoll_ctl(a->ep, EPOLL_CTL_DEL, fd, NULL);
         close(fd);
@@ -1657,6 +1798,15 @@ static void cv_wait(tr__actors *a, int64_t deadline) {
     a->waiters--;
 }
 
+#define RING_POLLS_PER_EPOLL 16 /* the reader's polls of its call rings per look at sockets */
+
+/* Whether one of the rings has bytes to read. */
+static int rings_ready(tr__ring *const *r, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (tr__ring_readable(r[i])) return 1;
+    return 0;
+}
+
 /* Waits for progress on any connection until the deadline. Called with mu held. */
 static void progress(tr__actors *a, int64_t deadline) {
     if (a->queued_unconnected) { /* come back soon to send queued calls (drive_others) */
@@ -1674,28 +1824,59 @@ static void progress(tr__actors *a, int64_t deadline) {
         return;
     }
     a->reader = 1;
+    /* the rings to poll without mu (a copy of `ringed`; one that goes meanwhile waits in
+     * grave, which has room for all of them) */
+    a->n_polled = 0;
+    if (a->n_ringed && grow((void **)&a->polled, &a->cap_polled, a->n_ringed, sizeof *a->polled)) {
+        size_t cap = a->cap_polled;
+        tr__ring **g = realloc(a->grave, cap * sizeof *g);
+        if (g) {
+            a->grave = g;
+            for (size_t i = 0; i < a->n_ringed; i++)
+                a->polled[i] = a->ringed[i]->ring;
+            a->n_polled = a->n_ringed;
+        }
+    }
+    int partial = a->n_polled < a->n_ringed; /* (out of memory: no sleep on the rings) */
+    a->polling = a->n_polled > 0;
     pthread_mutex_unlock(&a->mu);
     struct epoll_event evs[32];
     int ms = tr__ms_left(deadline);
     if (a->remote_backlog && (ms < 0 || ms > 5)) ms = 5;
+    if (partial && (ms < 0 || ms > 1)) ms = 1;
     /* Polls a while before sleeping ("call_spin_us"): a reply often comes within
      * microseconds, and a wake-up from sleep across vCPUs costs more than the call (but
-     * for calls that keep taking longer than the poll: tr__spin). */
-    int n = epoll_wait(a->ep, evs, 32, 0);
-    if (n == 0 && ms != 0) {
+     * for calls that keep taking longer than the poll: tr__spin). Call rings are polled
+     * in memory, the sockets every RING_POLLS_PER_EPOLL polls; a sleep says so in each
+     * ring first, so that its worker rings the doorbell. */
+    tr__ring **polled = a->polled;
+    size_t n_polled = a->n_polled;
+    int n = epoll_wait(a->ep, evs, 32, 0), ready = rings_ready(polled, n_polled);
+    if (n == 0 && !ready && ms != 0) {
         int64_t t0 = tr__now_ns();
         if (a->spin_ns && tr__spin_try(&a->spin) && tr__cpus_free()) {
             int64_t until = t0 + a->spin_ns;
             if (ms > 0 && until > t0 + (int64_t)ms * 1000000) until = 0;
-            while (n == 0 && tr__now_ns() < until) {
+            for (unsigned k = 1; n == 0 && !ready && tr__now_ns() < until; k++) {
                 tr__cpu_relax();
-                n = epoll_wait(a->ep, evs, 32, 0);
+                ready = rings_ready(polled, n_polled);
+                if (!n_polled || k % RING_POLLS_PER_EPOLL == 0) n = epoll_wait(a->ep, evs, 32, 0);
             }
         }
-        if (n == 0) n = epoll_wait(a->ep, evs, 32, ms);
-        if (a->spin_ns) tr__spin_waited(&a->spin, tr__now_ns() - t0, a->spin_ns, n > 0);
+        if (n == 0 && !ready) {
+            for (size_t i = 0; i < n_polled; i++)
+                tr__ring_sleep(polled[i]);
+            if (!(ready = rings_ready(polled, n_polled))) n = epoll_wait(a->ep, evs, 32, ms);
+            for (size_t i = 0; i < n_polled; i++)
+                tr__ring_wake(polled[i]);
+        }
+        if (a->spin_ns) tr__spin_waited(&a->spin, tr__now_ns() - t0, a->spin_ns, n > 0 || ready);
     }
     pthread_mutex_lock(&a->mu);
+    a->polling = 0;
+    for (size_t i = 0; i < a->n_grave; i++)
+        tr__ring_free(a->grave[i]);
+    a->n_grave = 0;
     if (a->remote_backlog) { /* links that were full may take more now */
         a->remote_backlog = 0;
         size_t pos = 0;
@@ -1714,7 +1895,13 @@ static void progress(tr__actors *a, int64_t deadline) {
             continue;
         }
         if (evs[i].events & EPOLLOUT) flush(a, ac);
-        if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) on_readable(a, ac);
+        if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) on_readable(a, ac, 1);
+    }
+    /* (downward: one whose connection fails leaves, and the last takes its place) */
+    for (size_t i = a->n_ringed; i-- > 0;) {
+        if (i >= a->n_ringed) continue;
+        aconn *ac = a->ringed[i];
+        if (ac->ring && tr__ring_readable(ac->ring)) on_readable(a, ac, 0);
     }
     a->reader = 0;
     if (a->waiters) pthread_cond_broadcast(&a->cv);
@@ -1906,6 +2093,8 @@ void tr__actors_destroy(tr__actors *a) {
     while (tr__idmap_next(&a->actors, &pos, NULL, &v)) {
         aconn *ac = v;
         if (ac->fd >= 0) close(ac->fd);
+        tr__ring_free(ac->ring);
+        tr__buf_free(&ac->ctl);
         for (int q = 0; q < 2; q++)
             for (slot *s = q ? ac->held_head : ac->head, *n; s; s = n) {
                 n = s->next;
@@ -1920,6 +2109,9 @@ void tr__actors_destroy(tr__actors *a) {
         slot_free(a, v);
     tr__idmap_free(&a->actors);
     tr__idmap_free(&a->slots);
+    free(a->ringed);
+    free(a->polled);
+    free(a->grave);
     tr__remotes_destroy(a->remotes);
     close(a->ep);
     close(a->wake_fd);

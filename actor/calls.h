@@ -25,6 +25,9 @@ typedef struct tr__actors tr__actors;
 
 /* node: the process's node connection (borrowed), to find where actors listen. */
 int tr__actors_create(tr__nodeconn *node, tr__objects *objects, size_t max_msg, tr__actors **out);
+/* Whether calls to actors of this node go on call rings (core/ring.h; config "call_rings").
+ * Set before the first call. */
+void tr__actors_set_rings(tr__actors *a, int on);
 /* How long a thread waiting for replies polls before it sleeps (config "call_spin_us";
  * 0, the default here: never). Thread safety: before the first call. */
 void tr__actors_set_spin(tr__actors *a, int spin_us);

@@ -1,7 +1,9 @@
 /* actor/protocol.c - CALL and RESULT bodies. */
 #include "actor/protocol.h"
 
+#include <errno.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "core/codec.h"
 #include "core/frame.h"
@@ -103,6 +105,15 @@ int tr__result_frame_kept(tr__buf *out, uint64_t seq, const void *ref16, const v
     tr__enc_int(out, TR__RESULT_KEPT);
     tr__enc_bin(out, data, len);
     return finish(out, at, TR__MSG_RESULT, seq);
+}
+
+int tr__send_empty_frame(int fd, uint8_t type, uint64_t seq) {
+    tr__frame_hdr h = {TR__FRAME_MAGIC, TR__FRAME_VERSION, type, 0, seq};
+    ssize_t n;
+    do
+        n = send(fd, &h, sizeof h, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    return n == (ssize_t)sizeof h ? 0 : tr__err(TR_EIO, "a %u frame did not go", type);
 }
 
 int tr__caller_frame(tr__buf *out, int client, int relayed, unsigned tag) {

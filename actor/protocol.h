@@ -53,6 +53,11 @@ enum {
     TR__MSG_CALL = 80,
     TR__MSG_RESULT = 81,
     TR__MSG_CALLER = 82, /* first frame on a call connection: [object store client index] */
+    /* Call rings (core/ring.h): after CALLER, a local caller passes the memfd of a ring
+     * pair with this frame (no body); the worker answers with one (seq 0: the rings are
+     * on, from the next byte; else refused, the socket carries calls as before). */
+    TR__MSG_RING = 83,
+    TR__MSG_WAKE = 84, /* with rings on, the only frame on the socket: the doorbell */
 };
 
 /* Actor states as the node reports them. */
@@ -102,6 +107,11 @@ int tr__result_frame_kept(tr__buf *out, uint64_t seq, const void *ref16, const v
  * `tag` (1..TR__BOARD_TAG_MAX; 0: none) the relay's name for the caller's connection,
  * with which it cancels the caller's calls (tr__board_relay_cancel_word). */
 int tr__caller_frame(tr__buf *out, int client, int relayed, unsigned tag);
+/* Sends an empty frame of `type` (TR__MSG_WAKE: the call rings' doorbell; TR__MSG_RING:
+ * the worker's answer, seq 0 for "on" or a TR_* code) on a non-blocking socket, whole or
+ * not at all: a doorbell that finds the socket full is not needed (the peer has bytes to
+ * read there already). Returns 0 or TR_EIO. */
+int tr__send_empty_frame(int fd, uint8_t type, uint64_t seq);
 /* Parses a CALL body. Views point into body; inl and inl_len get the inline blob (NULL, 0 if
  * none). Returns 0 or TR_EPROTO. */
 int tr__call_parse(const char *body, size_t n, const char **method, size_t *mlen, const void **args,

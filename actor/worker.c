@@ -21,6 +21,7 @@
 #include "core/frame.h"
 #include "core/ids.h"
 #include "core/log.h"
+#include "core/ring.h"
 #include "core/status.h"
 #include "core/trace.h"
 #include "core/wait.h"
@@ -30,6 +31,7 @@
 #define NODE_TIMEOUT_MS 10000
 #define FLUSH_AFTER_NS 20000 /* a call slower than this gets its reply sent at once */
 #define FLUSH_BYTES (256u << 10)
+#define RING_POLLS_PER_EPOLL 16 /* the loop's polls of its call rings per look at its sockets */
 
 size_t tr__ctx_num_refs(const tr_ctx *ctx) {
     return ctx ? ctx->n_refs : 0;
@@ -238,6 +240,12 @@ typedef struct client {
     pid_t pid;    /* the caller's process, from SO_PEERCRED (0 if unknown) */
     tr__buf in, out;
     int want_out;
+    /* Call rings (core/ring.h), once the caller's RING frame was answered: its calls come
+     * on the ring into `in`, results go from `out` to the ring, and the socket carries
+     * only doorbells (read into ctl) and its end */
+    tr__ring *ring;
+    tr__buf ctl;
+    int passed_fd; /* a descriptor that came on the socket (the RING's), or -1 */
     struct client *next;
     /* an actor with max_concurrency > 1 (pool): out and want_out are under the pool's
      * lock; calls of this client queued or running hold it (refs), so that one whose
@@ -260,6 +268,7 @@ typedef struct worker {
     size_t max_msg;
     int64_t spin_ns; /* polls this long after an event before it sleeps (the node's) */
     client *clients;
+    int n_rings;           /* clients with call rings */
     tr__seg_board *board;  /* its entry on the node's board (tasks.h, tr_cancel), or NULL */
     int task_worker;       /* a pool worker of tasks: it says on the board when it is busy */
     struct pool *pool;     /* max_concurrency > 1, or concurrency groups: the threads that run
@@ -307,12 +316,16 @@ static void on_term(int sig) {
 static void free_client(client *c) {
     tr__buf_free(&c->in);
     tr__buf_free(&c->out);
+    tr__buf_free(&c->ctl);
+    tr__ring_free(c->ring);
+    if (c->passed_fd >= 0) close(c->passed_fd);
     free(c);
 }
 
 static void pool_drop_client(worker *w, client *c);
 
 static void drop_client(worker *w, client *c) {
+    if (c->ring) w->n_rings--;
     for (client **pp = &w->clients; *pp; pp = &(*pp)->next) {
         if (*pp == c) {
             *pp = c->next;
@@ -562,7 +575,26 @@ static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t se
 
 /* Writes what it can without blocking. Returns 0, or -1 if the caller went away (c is
  * freed then). */
+/* Moves results to the client's ring; rings its doorbell if it sleeps. Returns 0, or
+ * TR_EPROTO if the ring is broken. Caller holds what guards c->out. */
+static int ring_flush(client *c) {
+    int wake = 0;
+    if (tr__ring_write(c->ring, &c->out, &wake) < 0) return TR_EPROTO;
+    if (tr__buf_avail(&c->out)) { /* (full: the caller rings once it reads) */
+        tr__ring_want_room(c->ring);
+        if (tr__ring_write(c->ring, &c->out, &wake) < 0) return TR_EPROTO;
+    }
+    if (wake) tr__send_empty_frame(c->fd, TR__MSG_WAKE, 0);
+    return 0;
+}
+
 static int flush_client(worker *w, client *c) {
+    if (c->ring) {
+        if (!ring_flush(c)) return 0;
+        TR_LOG_WARN_LIMITED("WORKER-RING", "dropping a caller: %s", tr__last_error());
+        drop_client(w, c);
+        return -1;
+    }
     if (tr__write_some(c->fd, &c->out)) {
         drop_client(w, c); /* caller gone: its calls' results have nowhere to go */
         return -1;
@@ -664,6 +696,13 @@ typedef struct cgroup {
 /* Sends what c->out holds now; asks the loop to finish it when the socket is full, and
  * has the loop drop a caller whose socket broke (it sees EOF). Caller holds pool_mu. */
 static void pool_flush_locked(worker *w, client *c) {
+    if (c->ring) {
+        if (ring_flush(c)) { /* (the loop drops it) */
+            shutdown(c->fd, SHUT_RDWR);
+            tr__buf_reset(&c->out);
+        }
+        return;
+    }
     if (tr__write_some(c->fd, &c->out)) {
         shutdown(c->fd, SHUT_RDWR);
         tr__buf_reset(&c->out);
@@ -904,15 +943,77 @@ static pool *pool_of(worker *w, const char *body, size_t len) {
     return g >= 0 ? w->groups[g].pool : w->pool;
 }
 
+/* The caller's RING frame (consumed): the memfd it passed with the frame mapped, its
+ * calls and our results on the rings from the next byte; answered on the socket (seq 0:
+ * on; else a TR_* code, and the socket goes on as before). A relay's connection, a second
+ * RING, one without a descriptor or after calls, is refused. Returns 0, or -1 if the
+ * answer did not go (the caller is dropped). */
+static int on_ring_frame(worker *w, client *c) {
+    if (w->pool) pthread_mutex_lock(&w->pool_mu);
+    int rc;
+    if (c->ring || c->relayed || c->passed_fd < 0 || c->refs || tr__buf_avail(&c->out)) {
+        rc = tr__err(TR_EPROTO, "a RING frame without its descriptor, or after calls");
+    } else {
+        rc = tr__ring_attach(c->passed_fd, &c->ring);
+        c->passed_fd = -1;
+    }
+    if (rc) TR_LOG_WARN_LIMITED("WORKER-RING", "call rings refused: %s", tr__last_error());
+    int sent = tr__send_empty_frame(c->fd, TR__MSG_RING, rc ? (uint64_t)(int64_t)rc : 0);
+    if (sent && c->ring) { /* (the caller would wait for the answer) */
+        tr__ring_free(c->ring);
+        c->ring = NULL;
+    }
+    if (!rc && !sent) w->n_rings++;
+    if (w->pool) pthread_mutex_unlock(&w->pool_mu);
+    return sent ? -1 : 0;
+}
+
+/* Reads what came for c: its socket's bytes (sock: it is readable) into in, or, with
+ * rings, its doorbells from the socket (dropped) and the ring's bytes into in. Returns 1
+ * if the caller is gone or broke its side (its socket's end, a bad ring, a frame other
+ * than WAKE on the socket), else 0. The loop's thread. */
+static int client_read(client *c, int sock) {
+    if (!c->ring) return sock && tr__read_some_fd(c->fd, &c->in, &c->passed_fd) < 0;
+    int gone = sock && tr__read_some(c->fd, &c->ctl) < 0;
+    for (;;) {
+        tr__frame_hdr h;
+        const char *body;
+        int r = tr__frame_parse(&c->ctl, 0, &h, &body);
+        if (r == 0) break;
+        if (r < 0 || h.type != TR__MSG_WAKE) {
+            TR_LOG_WARN_LIMITED("WORKER-BADFRAME", "dropping a caller: %s on its socket",
+                                r < 0 ? tr__last_error() : "a frame other than WAKE");
+            tr__buf_reset(&c->ctl);
+            return 1;
+        }
+        tr__buf_consume(&c->ctl, TR__FRAME_HDR);
+    }
+    int wake = 0;
+    if (tr__ring_read(c->ring, &c->in, &wake) < 0) {
+        TR_LOG_WARN_LIMITED("WORKER-RING", "dropping a caller: %s", tr__last_error());
+        return 1;
+    }
+    if (wake) tr__send_empty_frame(c->fd, TR__MSG_WAKE, 0);
+    return gone;
+}
+
+/* After a RING frame turned c's rings on: the socket's bytes after it are doorbells. */
+static void ring_switch(client *c) {
+    if (!c->ring) return;
+    tr__buf_append(&c->ctl, c->in.data + c->in.off, tr__buf_avail(&c->in));
+    tr__buf_reset(&c->in);
+}
+
 static void on_client_pooled(worker *w, client *c, uint32_t events) {
     pool *p = w->pool;
-    if (events & EPOLLOUT) {
+    if ((events & EPOLLOUT) || c->ring) { /* (a ring's room comes with a doorbell) */
         pthread_mutex_lock(p->mu);
         pool_flush_locked(w, c);
         pthread_mutex_unlock(p->mu);
     }
-    if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR))) return;
-    int closing = tr__read_some(c->fd, &c->in) < 0;
+    int sock = (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0;
+    if (!sock && !c->ring) return;
+    int closing = client_read(c, sock);
     for (;;) {
         tr__frame_hdr h;
         const char *body;
@@ -920,6 +1021,15 @@ static void on_client_pooled(worker *w, client *c, uint32_t events) {
         if (r == 0) break;
         if (r > 0 && h.type == TR__MSG_CALLER) {
             on_caller_frame(c, body, h.len);
+            continue;
+        }
+        if (r > 0 && h.type == TR__MSG_RING) {
+            tr__buf_consume(&c->in, TR__FRAME_HDR + h.len);
+            if (on_ring_frame(w, c)) {
+                drop_client(w, c);
+                return;
+            }
+            ring_switch(c);
             continue;
         }
         if (r < 0 || h.type != TR__MSG_CALL ||
@@ -941,8 +1051,9 @@ static void on_client_pooled(worker *w, client *c, uint32_t events) {
 
 static void on_client(worker *w, client *c, uint32_t events) {
     if ((events & EPOLLOUT) && flush_client(w, c)) return;
-    if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR))) return;
-    int closing = tr__read_some(c->fd, &c->in) < 0;
+    int sock = (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0;
+    if (!sock && !c->ring) return;
+    int closing = client_read(c, sock);
     for (;;) {
         tr__frame_hdr h;
         const char *body;
@@ -950,6 +1061,15 @@ static void on_client(worker *w, client *c, uint32_t events) {
         if (r == 0) break;
         if (r > 0 && h.type == TR__MSG_CALLER) {
             on_caller_frame(c, body, h.len);
+            continue;
+        }
+        if (r > 0 && h.type == TR__MSG_RING) {
+            tr__buf_consume(&c->in, TR__FRAME_HDR + h.len);
+            if (on_ring_frame(w, c)) {
+                drop_client(w, c);
+                return;
+            }
+            ring_switch(c);
             continue;
         }
         if (r < 0 || h.type != TR__MSG_CALL) {
@@ -987,6 +1107,7 @@ static void on_accept(worker *w) {
         }
         c->fd = fd;
         c->caller = -1;
+        c->passed_fd = -1;
         struct ucred cred;
         socklen_t clen = sizeof cred;
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0) c->pid = cred.pid;
@@ -998,6 +1119,32 @@ static void on_accept(worker *w) {
         }
         c->next = w->clients;
         w->clients = c;
+    }
+}
+
+/* Whether a client's ring has calls to read. */
+static int rings_readable(const worker *w) {
+    if (!w->n_rings) return 0;
+    for (const client *c = w->clients; c; c = c->next)
+        if (c->ring && tr__ring_readable(c->ring)) return 1;
+    return 0;
+}
+
+/* The loop sleeps (on): its callers ring after they write; or it is awake again. */
+static void rings_sleep(worker *w, int on) {
+    for (client *c = w->clients; c; c = c->next)
+        if (c->ring) on ? tr__ring_sleep(c->ring) : tr__ring_wake(c->ring);
+}
+
+/* Takes the calls on the clients' rings (run here, or queued for the pool). */
+static void rings_serve(worker *w) {
+    for (client *c = w->clients, *next; c; c = next) {
+        next = c->next; /* (c may be dropped, no other) */
+        if (!c->ring || !tr__ring_readable(c->ring)) continue;
+        if (w->pool)
+            on_client_pooled(w, c, 0);
+        else
+            on_client(w, c, 0);
     }
 }
 
@@ -1187,16 +1334,26 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
         /* After an event, poll for the next one a while before sleeping: a caller in a
          * loop sends its next call within microseconds, and a wake-up from sleep across
          * vCPUs costs more than the call (node config "call_spin_us"). */
+        /* (with call rings, the polls look at the rings, and at the sockets every
+         * RING_POLLS_PER_EPOLL polls; the sleep says so in each ring first) */
         int n = epoll_wait(w.ep, evs, 64, 0);
-        if (n == 0) {
+        if (n == 0 && !rings_readable(&w)) {
             int64_t t0 = tr__now_ns(), until = t0 + w.spin_ns;
-            while (n == 0 && w.spin_ns && tr__spin_try(&spin) && tr__cpus_free() &&
-                   tr__now_ns() < until) {
+            int ready = 0;
+            for (unsigned k = 1; n == 0 && !ready && w.spin_ns && tr__spin_try(&spin) &&
+                                 tr__cpus_free() && tr__now_ns() < until;
+                 k++) {
                 tr__cpu_relax();
-                n = epoll_wait(w.ep, evs, 64, 0);
+                ready = w.n_rings && rings_readable(&w);
+                if (!w.n_rings || k % RING_POLLS_PER_EPOLL == 0) n = epoll_wait(w.ep, evs, 64, 0);
             }
-            if (n == 0) n = epoll_wait(w.ep, evs, 64, -1);
-            if (n > 0 && w.spin_ns) tr__spin_waited(&spin, tr__now_ns() - t0, w.spin_ns, 1);
+            if (n == 0 && !ready) {
+                rings_sleep(&w, 1);
+                if (!rings_readable(&w)) n = epoll_wait(w.ep, evs, 64, -1);
+                rings_sleep(&w, 0);
+            }
+            if ((n > 0 || ready) && w.spin_ns)
+                tr__spin_waited(&spin, tr__now_ns() - t0, w.spin_ns, 1);
         }
         if (n < 0) {
             if (errno == EINTR) continue;
@@ -1221,6 +1378,7 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
                     on_client(&w, p, evs[i].events);
             }
         }
+        if (w.n_rings) rings_serve(&w);
     }
     status = 0;
 out:

@@ -114,6 +114,10 @@ static int connect_runtime(tr_runtime *rt, const char *address, const char *role
     if ((rc = tr__objects_attach(rt->node, &rt->objects))) return rc;
     rc = tr__actors_create(rt->node, rt->objects, rt->cfg->max_msg, &rt->actors);
     if (!rc) tr__actors_set_spin(rt->actors, rt->cfg->call_spin_us);
+    if (!rc) {
+        const char *e = getenv("TROUPE_CALL_RINGS");
+        tr__actors_set_rings(rt->actors, e && *e ? strcmp(e, "0") != 0 : rt->cfg->call_rings);
+    }
     return rc;
 }
 

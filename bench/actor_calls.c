@@ -1,13 +1,19 @@
 /* bench/actor_calls.c - method-call cost: a small-argument echo, sync round trip (p50,
  * p99) and pipelined async throughput, beside the raw Unix-socket ping-pong of this
- * machine measured in the same run; all of it twice, with the callers and the actor
- * polling before they sleep ("call_spin_us", its default) and without (`_nospin`).
+ * machine measured in the same run; all of it three times: on call rings with the callers
+ * and the actor polling before they sleep ("call_rings" and "call_spin_us", their
+ * defaults), on rings without polling (`_nospin`), and on the socket (`_sockets`,
+ * "call_rings" 0, polling). Then the CPU time the caller and the actor's worker take in
+ * a second of idling with their rings open (`idle_cpu_ms_per_s_*`).
  *
  *   bazel run //bench:actor_calls [-- --json] [-- --calls N]
  */
 #include <errno.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -80,17 +86,33 @@ static double call_rtt_us(tr_runtime *rt, tr_actor_id a, int64_t v) {
 
 typedef struct figures {
     double raw_p50, raw_p99, p50, p99, per_s;
+    double idle_caller_ms, idle_worker_ms; /* CPU ms in a second of idling */
 } figures;
+
+/* CPU time (ms) a process has used: its /proc stat's utime + stime. */
+static double cpu_ms(pid_t pid) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')'); /* (the name may hold spaces) */
+    unsigned long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+        return -1;
+    return (double)(ut + st) * 1000.0 / (double)sysconf(_SC_CLK_TCK);
+}
 
 /* One runtime (its embedded node) with "call_spin_us" at spin_us (< 0: the default):
  * sync round trips in blocks interleaved with the raw ping-pong, so that both see the
  * same load on this shared machine, then pipelined async calls. */
-static void run_phase(tr_config *cfg, int spin_us, int calls, figures *f) {
-    if (spin_us >= 0) {
-        char v[16];
-        snprintf(v, sizeof v, "%d", spin_us);
-        CHECK(tr_config_set(cfg, "call_spin_us", v));
-    }
+static void run_phase(tr_config *cfg, int spin_us, int rings, int calls, figures *f) {
+    char v[16];
+    snprintf(v, sizeof v, "%d", spin_us < 0 ? 30 : spin_us); /* (30: the default) */
+    CHECK(tr_config_set(cfg, "call_spin_us", v));
+    CHECK(tr_config_set(cfg, "call_rings", rings ? "1" : "0"));
     tr_runtime *rt;
     CHECK(tr_init(cfg, &rt));
     tr_actor_id a;
@@ -100,8 +122,11 @@ static void run_phase(tr_config *cfg, int spin_us, int calls, figures *f) {
     double *raw = malloc(sizeof(double) * (size_t)calls);
     if (!lat || !raw) exit(1);
     enum { BLOCK = 500 };
-    for (int i = 0; i < 1000; i++)
-        call_rtt_us(rt, a, i), raw_rtt_us(); /* warm-up */
+    /* warm-up: 1000 of each, and at least a second (the node prefaults its store in its
+     * first half second, off the callers' CPUs only on a larger machine) */
+    double w0 = bench_now_us();
+    for (int i = 0; i < 1000 || bench_now_us() - w0 < 1e6; i++)
+        call_rtt_us(rt, a, i), raw_rtt_us();
     for (int base = 0; base < calls; base += BLOCK) {
         int n = calls - base < BLOCK ? calls - base : BLOCK;
         for (int i = 0; i < n; i++)
@@ -115,6 +140,14 @@ static void run_phase(tr_config *cfg, int spin_us, int calls, figures *f) {
     f->p99 = bench_percentile(lat, (size_t)calls, 99);
     /* async: a window of calls in flight, then their results, repeated */
     f->per_s = bench_async_calls_per_s(rt, a, "echo", calls * 5);
+    /* idling with the connection open: neither side polls once its last wait is over */
+    tr_actor_details d = TR_ACTOR_DETAILS_INIT;
+    CHECK(tr_actor_info(rt, a, &d));
+    usleep(100000);
+    double c0 = cpu_ms(getpid()), k0 = cpu_ms(d.pid);
+    usleep(1000000);
+    f->idle_caller_ms = cpu_ms(getpid()) - c0;
+    f->idle_worker_ms = cpu_ms(d.pid) - k0;
     tr_shutdown(rt);
     free(lat);
     free(raw);
@@ -139,9 +172,11 @@ int main(int argc, char **argv) {
     raw_start();
     /* twice: polling before sleeping as configured (the default "call_spin_us"), and
      * never (0: the wait of earlier versions), each beside its own raw ping-pong */
-    figures spin, nospin;
-    run_phase(cfg, -1, calls, &spin);
-    run_phase(cfg, 0, calls, &nospin);
+    unsetenv("TROUPE_CALL_RINGS"); /* (the phases set "call_rings" themselves) */
+    figures spin, nospin, sockets;
+    run_phase(cfg, -1, 1, calls, &spin);
+    run_phase(cfg, 0, 1, calls, &nospin);
+    run_phase(cfg, -1, 0, calls, &sockets);
     raw_stop();
 
     bench_report("raw_socket_rtt_us_p50", spin.raw_p50, "us");
@@ -156,6 +191,14 @@ int main(int argc, char **argv) {
     bench_report("sync_rtt_over_raw_socket_nospin", nospin.p50 / nospin.raw_p50, "x");
     bench_report("async_calls_per_s_nospin", nospin.per_s, "calls/s");
     bench_report("sync_rtt_spin_over_nospin", spin.p50 / nospin.p50, "x");
+    bench_report("raw_socket_rtt_us_p50_sockets", sockets.raw_p50, "us");
+    bench_report("sync_rtt_us_p50_sockets", sockets.p50, "us");
+    bench_report("sync_rtt_us_p99_sockets", sockets.p99, "us");
+    bench_report("async_calls_per_s_sockets", sockets.per_s, "calls/s");
+    bench_report("sync_rtt_rings_over_sockets", spin.p50 / sockets.p50, "x");
+    bench_report("async_rings_over_sockets", spin.per_s / sockets.per_s, "x");
+    bench_report("idle_cpu_ms_per_s_caller", spin.idle_caller_ms, "ms");
+    bench_report("idle_cpu_ms_per_s_worker", spin.idle_worker_ms, "ms");
     tr_config_destroy(cfg);
     return 0;
 }

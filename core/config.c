@@ -102,6 +102,7 @@ static const ckey keys[] = {
     {"cluster_tls_ca", K_STR, F(cluster_tls_ca), .flags = NODE | NODE_OPT},
     {"call_spin_us", K_INT, F(call_spin_us), .lo = 0, .hi = 10000, .def = TR__CALL_SPIN_US,
      .flags = WHOLE | NODE | NODE_OPT | NODE_CHECK, .wire = "spin_us"},
+    {"call_rings", K_BOOL, F(call_rings), .lo = 0, .hi = 1, .def = 1},
     {"cpu_binding", K_ENUM, F(cpu_binding), .lo = 0, .hi = 1, .def = TR__BIND_CORES,
      .flags = NODE | NODE_OPT | NODE_CHECK, .names = binding_names},
     {"metrics_port", K_INT, F(metrics_port), .lo = -1, .hi = 65535, .def = 0,

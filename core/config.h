@@ -30,6 +30,7 @@ struct tr_config {
     char *spill_dir;    /* NULL: the node's session directory */
     int cpu_binding;    /* TR__BIND_CORES (the default) or TR__BIND_NONE */
     int call_spin_us;   /* how long a caller and a worker poll before they sleep (0: never) */
+    int call_rings;     /* calls to actors of this node go on shared-memory rings (1) */
     /* the node's HTTP port for /metrics and its status page (-1: none; 0: any), and the
      * address it binds (NULL: 127.0.0.1; another needs the cluster's token) */
     int metrics_port;

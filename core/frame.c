@@ -106,11 +106,17 @@ int tr__read_all(int fd, void *p, size_t n, int64_t deadline) {
     return 0;
 }
 
+static ssize_t recv_fd(int fd, void *p, size_t n, int *passed_fd);
+
 int tr__read_some(int fd, tr__buf *buf) {
+    return tr__read_some_fd(fd, buf, NULL);
+}
+
+int tr__read_some_fd(int fd, tr__buf *buf, int *passed_fd) {
     int total = 0;
     for (;;) {
         if (tr__buf_reserve(buf, 64 << 10)) return TR_ENOMEM;
-        ssize_t n = recv(fd, buf->data + buf->len, buf->cap - buf->len, MSG_DONTWAIT);
+        ssize_t n = recv_fd(fd, buf->data + buf->len, buf->cap - buf->len, passed_fd);
         if (n > 0) {
             buf->len += (size_t)n;
             total += (int)n;

@@ -90,6 +90,9 @@ int tr__send_frame_fd(int fd, uint8_t type, uint64_t seq, const void *body, size
 /* Reads what is available without blocking (fd must be O_NONBLOCK) into buf.
  * Returns bytes read (>0), 0 when nothing was available, TR_ECLOSED on EOF, TR_EIO. */
 int tr__read_some(int fd, tr__buf *buf);
+/* The same, keeping a descriptor passed with the bytes (SCM_RIGHTS) in *passed_fd if it
+ * is -1 (the caller owns it), closing any other. */
+int tr__read_some_fd(int fd, tr__buf *buf, int *passed_fd);
 
 /* Writes what buf holds to a non-blocking socket until it would block (MSG_NOSIGNAL |
  * MSG_DONTWAIT), consuming what went; the rest stays in buf (the caller waits for

@@ -234,6 +234,29 @@ TEST_F(ConcurrencyTest, CanceledCallsAreToldOrNotRun) {
     }
 }
 
+/* Many calls and results of 90 KiB in flight at once (inline, under the store's 100 KiB),
+ * to an actor running 4 at a time: more than a call ring holds either way (64 KiB), so
+ * each side waits for room and is rung when the other reads. Every result is its own
+ * call's, whole. */
+TEST_F(ConcurrencyTest, ValuesLargerThanTheCallRingGoBothWaysWhole) {
+    tr_actor_id a = make(4);
+    std::vector<std::string> args(48);
+    std::vector<tr_ref> refs(args.size());
+    for (size_t i = 0; i < args.size(); i++) {
+        args[i].assign(90u << 10, (char)('a' + i % 26));
+        memcpy(&args[i][0], &i, sizeof i);
+        ASSERT_EQ(tr_call(rt, a, "echo", args[i].data(), args[i].size(), &refs[i]), 0);
+    }
+    for (size_t i = 0; i < args.size(); i++) {
+        const void *p;
+        size_t n;
+        ASSERT_EQ(tr_get(rt, refs[i], 30000, &p, &n), 0) << i << ": " << tr_last_error();
+        EXPECT_TRUE(n == args[i].size() && memcmp(p, args[i].data(), n) == 0) << i;
+        tr_ref_release(rt, refs[i]);
+    }
+    EXPECT_EQ(tr_actor_kill(rt, a, 1), 0);
+}
+
 /* Plain actors are as they were: calls one at a time, results in call order. */
 TEST_F(ConcurrencyTest, PlainActorsUnchanged) {
     tr_actor_id a;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -26,6 +27,7 @@ extern "C" {
 #include "core/kv.h"
 #include "core/log.h"
 #include "core/nodeconn.h"
+#include "core/ring.h"
 }
 
 namespace {
@@ -288,6 +290,121 @@ TEST_F(NodeTest, GarbageOnAWorkerSocketDropsOnlyThatCaller) {
     }
     ASSERT_EQ(call_i64(rt, a, "add", 1, &v), 0);
     EXPECT_EQ(v, 2);
+}
+
+/* Call rings offered to a worker by hand (docs/ARCHITECTURE.md, call rings): one without
+ * a descriptor, or with one that is not a sealed ring, is refused and the socket serves
+ * on; a proper one carries a call both ways; a ring whose writer lies about its position,
+ * or a frame other than WAKE on the socket once the rings are on, drops only that caller. */
+TEST_F(NodeTest, CallRingsAreTakenOnlyWholeAndAPeerThatBreaksThemIsDropped) {
+    tr_actor_id a;
+    ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "w", 1, &a), 0);
+    int64_t v;
+    ASSERT_EQ(call_i64(rt, a, "add", 1, &v), 0);
+    std::string session = addr.substr(0, addr.rfind('/'));
+    std::string wsock;
+    DIR *d = opendir(session.c_str());
+    ASSERT_NE(d, nullptr);
+    while (struct dirent *e = readdir(d))
+        if (strncmp(e->d_name, "a-", 2) == 0) wsock = session + "/" + e->d_name;
+    closedir(d);
+    ASSERT_FALSE(wsock.empty());
+    auto call_frame = [](uint64_t seq, int64_t arg) {
+        tr__buf b = TR__BUF_INIT;
+        tr__call_frame(&b, seq, "add", &arg, sizeof arg, nullptr, 0);
+        std::string f(b.data + b.off, tr__buf_avail(&b));
+        tr__buf_free(&b);
+        return f;
+    };
+    /* the next frame on the socket: its type and seq, and a RESULT's value */
+    auto next = [](Raw &r, int *type, uint64_t *seq, int64_t *value) {
+        tr__frame_hdr h;
+        const char *body;
+        int rc = tr__read_frame(r.fd, &r.in, 1 << 20, tr__deadline(5000), &h, &body);
+        if (rc < 0) return rc;
+        *type = h.type;
+        *seq = h.seq;
+        int res = -1, is_ref = 0;
+        const void *data = nullptr, *kept = nullptr;
+        size_t n = 0;
+        if (h.type == TR__MSG_RESULT &&
+            tr__result_parse(body, h.len, &res, &data, &n, &is_ref, &kept) == 0 && n == 8)
+            memcpy(value, data, 8);
+        tr__buf_consume(&r.in, TR__FRAME_HDR + h.len);
+        return 0;
+    };
+    int type = 0;
+    uint64_t seq = 0;
+    int64_t out = 0;
+    {
+        Raw r(wsock); /* no descriptor: refused (seq: a code), the socket serves on */
+        r.send_frame(TR__MSG_RING, 0, "");
+        ASSERT_EQ(next(r, &type, &seq, &out), 0);
+        EXPECT_EQ(type, TR__MSG_RING);
+        EXPECT_NE(seq, 0u);
+        std::string f = call_frame(1, 10);
+        r.send_bytes(f.data(), f.size());
+        ASSERT_EQ(next(r, &type, &seq, &out), 0);
+        EXPECT_EQ(type, TR__MSG_RESULT);
+        EXPECT_EQ(out, 11);
+    }
+    {
+        Raw r(wsock); /* a pipe, not a ring: refused */
+        int p[2];
+        ASSERT_EQ(pipe(p), 0);
+        ASSERT_EQ(tr__send_frame_fd(r.fd, TR__MSG_RING, 0, nullptr, 0, p[0]), 0);
+        close(p[0]);
+        close(p[1]);
+        ASSERT_EQ(next(r, &type, &seq, &out), 0);
+        EXPECT_EQ(type, TR__MSG_RING);
+        EXPECT_NE(seq, 0u);
+    }
+    for (int attack = 0; attack < 3; attack++) {
+        SCOPED_TRACE(attack);
+        Raw r(wsock);
+        tr__ring *ring = nullptr;
+        int mfd = -1;
+        ASSERT_EQ(tr__ring_create(TR__RING_CAP, &ring, &mfd), 0);
+        ASSERT_EQ(tr__send_frame_fd(r.fd, TR__MSG_RING, 0, nullptr, 0, mfd), 0);
+        ASSERT_EQ(next(r, &type, &seq, &out), 0);
+        EXPECT_EQ(type, TR__MSG_RING);
+        EXPECT_EQ(seq, 0u) << "a proper ring is taken";
+        /* a call on the ring, the doorbell on the socket; its result on the other ring */
+        tr__buf o = TR__BUF_INIT, in = TR__BUF_INIT;
+        std::string f = call_frame(7, 100);
+        tr__buf_append(&o, f.data(), f.size());
+        ASSERT_EQ(tr__ring_write(ring, &o, nullptr), (int64_t)f.size());
+        r.send_frame(TR__MSG_WAKE, 0, "");
+        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (tr__buf_avail(&in) < TR__FRAME_HDR && std::chrono::steady_clock::now() < until)
+            ASSERT_GE(tr__ring_read(ring, &in, nullptr), 0);
+        tr__frame_hdr h;
+        const char *body;
+        ASSERT_EQ(tr__frame_parse(&in, 1 << 20, &h, &body), 1);
+        EXPECT_EQ(h.type, TR__MSG_RESULT);
+        EXPECT_EQ(h.seq, 7u);
+        if (attack == 0) { /* our side says it wrote more than the ring holds */
+            auto *hdr = (uint64_t *)mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+            ASSERT_NE(hdr, MAP_FAILED);
+            __atomic_store_n(hdr + 64 / 8, (uint64_t)1 << 40, __ATOMIC_RELEASE);
+            munmap(hdr, 4096);
+            r.send_frame(TR__MSG_WAKE, 0, "");
+        } else if (attack == 1) { /* a call on the socket once the rings are on */
+            std::string g = call_frame(8, 1);
+            r.send_bytes(g.data(), g.size());
+        } else { /* garbage on the ring */
+            tr__buf_append(&o, "\x01\x02garbage-garbage-garbage", 26);
+            ASSERT_GE(tr__ring_write(ring, &o, nullptr), 0);
+            r.send_frame(TR__MSG_WAKE, 0, "");
+        }
+        EXPECT_TRUE(r.closed_by_peer());
+        close(mfd);
+        tr__ring_free(ring);
+        tr__buf_free(&o);
+        tr__buf_free(&in);
+    }
+    ASSERT_EQ(call_i64(rt, a, "add", 1, &v), 0); /* the actor serves on (1 + 10 + 3 * 100 + 1) */
+    EXPECT_EQ(v, 312);
 }
 
 TEST_F(NodeTest, OnlyTheSpawningDriverOwnsAnEmbeddedNode) {

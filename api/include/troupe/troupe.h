@@ -234,6 +234,11 @@ TR_API void tr_config_destroy(tr_config *cfg);
  *                              calls, never while idle; it stops while the machine has no
  *                              CPU to spare and for callers whose calls keep taking longer
  *                              than it (core/wait.h). A node gives its own to its workers
+ *   "call_rings"               "1" (the default): this process's calls to actors of its
+ *                              node go on a pair of shared-memory rings per actor (no
+ *                              syscall while both sides poll; the socket stays, for
+ *                              wake-ups and the end); "0": on the socket. The environment's
+ *                              TROUPE_CALL_RINGS=0 or 1 overrides it, in every process
  *   "cpu_binding"              "cores" (the default): an actor created with num_cpus >= 1
  *                              is bound to that many whole CPUs of the node's, distinct
  *                              from every other bound actor's, as mpirun binds ranks; when
