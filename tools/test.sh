@@ -3,8 +3,8 @@
 # Python package's tests too (tools/pytest.sh), and prints the line CI reads: "N passed,
 # N failed" (", N skipped" when some were skipped or disabled).
 #
-# In a plain run it also checks the layers (tools/check_layers.sh) and the directories'
-# READMEs (tools/check_readmes.sh), each check a case.
+# In a plain run it also checks the layers (tools/check_layers.sh), the directories'
+# READMEs (tools/check_readmes.sh) and the wheel (tools/wheel_test.sh), each check a case.
 #
 # Usage: tools/test.sh [extra bazel args...]      e.g. tools/test.sh --config=asan
 #
@@ -246,6 +246,7 @@ source_check() {
 if [[ $# -eq 0 ]]; then
     source_check check_layers
     source_check check_readmes
+    source_check wheel_test # (the wheel installed where no build tool is)
 fi
 
 if [[ $bazel_rc -ne 0 && $failed -eq 0 ]]; then
