@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tools/wheel.sh - builds dist/troupe-<version>-py3-none-<platform>.whl: the Python
-# package with libtroupe.so.1 and every shared library it needs that a plain Linux
+# package with libtroupe.so.1, the `troupe` command (installed as a console script: `troupe
+# start`, `troupe status`, ...) and every shared library they need that a plain Linux
 # machine with Python lacks (gRPC, OpenSSL, libuv, msgpack-c, Gloo, ...), repaired as
 # auditwheel does (tools/wheel_repair.py: unique names, RUNPATH $ORIGIN), tagged with the
 # manylinux platform they satisfy. `pip install dist/troupe-*.whl` then needs no Bazel
@@ -12,10 +13,11 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${1:-$root/dist}
 "$root/tools/deps.sh" >&2
 cd "$root"
-bazel build -c opt //api:libtroupe.so >&2
+bazel build -c opt //api:libtroupe.so //api/cmd:troupe >&2
 stage=$(mktemp -d "${TMPDIR:-/tmp}/troupe-wheel.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
-platform=$(/usr/bin/python3 "$root/tools/wheel_repair.py" bazel-bin/api/libtroupe.so "$stage/lib")
+platform=$(/usr/bin/python3 "$root/tools/wheel_repair.py" bazel-bin/api/libtroupe.so "$stage/lib" \
+    bazel-bin/api/cmd/troupe)
 mkdir -p "$out"
 # (a copy of the package's sources: setuptools writes its build/ and egg-info beside them)
 cp -r "$root/bindings/python" "$stage/src"

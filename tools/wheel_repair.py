@@ -8,7 +8,11 @@ file's RUNPATH is $ORIGIN, so the libraries resolve each other there and never c
 with another copy a process has loaded. Prints the platform tag the result satisfies:
 manylinux_X_Y_<arch>, X.Y the newest glibc symbol version any of them needs.
 
-Usage: tools/wheel_repair.py LIBTROUPE_SO OUT_DIR    (needs ldd, patchelf, objdump)
+Executables given after OUT_DIR (the `troupe` command) are gathered and relinked the same
+way, under their own names.
+
+Usage: tools/wheel_repair.py LIBTROUPE_SO OUT_DIR [EXECUTABLE...]
+       (needs ldd, patchelf, objdump)
 """
 import hashlib
 import os
@@ -55,11 +59,13 @@ def glibc_needed(path):
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) < 3:
         raise SystemExit(__doc__)
-    lib, out = sys.argv[1], sys.argv[2]
+    lib, out, exes = sys.argv[1], sys.argv[2], sys.argv[3:]
     os.makedirs(out, exist_ok=True)
     closure = needed_closure(lib)
+    for exe in exes:
+        closure.update(needed_closure(exe))
     renamed = {so: unique_name(so, p) for so, p in closure.items() if so not in PROVIDED}
     files = []
     for so, new in sorted(renamed.items()):
@@ -68,10 +74,11 @@ def main():
         os.chmod(dst, 0o755)
         run("patchelf", "--set-soname", new, dst)
         files.append(dst)
-    main_lib = os.path.join(out, "libtroupe.so.1")
-    shutil.copyfile(lib, main_lib)
-    os.chmod(main_lib, 0o755)
-    files.append(main_lib)
+    for src, name in [(lib, "libtroupe.so.1")] + [(e, os.path.basename(e)) for e in exes]:
+        dst = os.path.join(out, name)
+        shutil.copyfile(src, dst)
+        os.chmod(dst, 0o755)
+        files.append(dst)
     newest = (2, 17)
     for f in files:
         for dep in run("patchelf", "--print-needed", f).split():

@@ -93,6 +93,11 @@ cd "$work"
 /usr/bin/python3 -m venv --system-site-packages venv
 venv/bin/pip install -q --no-index --no-deps "$wheel"
 cd /tmp && "$work/venv/bin/python" "$work/example.py"
+"$work/venv/bin/troupe" --help 2>&1 | head -n 1 | sed 's/^/cli: /'
+mkdir -p "$work/node"
+"$work/venv/bin/troupe" start --head --port 0 --tmpdir "$work/node" >/dev/null
+"$work/venv/bin/troupe" status --tmpdir "$work/node" | grep -q '"cluster"' && echo "head: up"
+"$work/venv/bin/troupe" stop --tmpdir "$work/node" >/dev/null && echo "head: stopped"
 EOF
 out=$(timeout 300 unshare -m bash "$work/inside.sh" 2>&1)
 rc=$?
@@ -102,5 +107,8 @@ check "pip install of the wheel and the README's example, no build tree, no Baze
 check "the example prints [0, 1, 3, 6]" grep -qxF "[0, 1, 3, 6]" <<<"$out"
 check "its libraries come from the wheel" grep -qxF "grpc from the wheel" <<<"$out"
 check "no system copy of them is loaded" grep -qxF "no system grpc" <<<"$out"
+check "the troupe command runs from the wheel (troupe --help)" grep -q "^cli: .*troupe" <<<"$out"
+check "troupe start --head, status and stop from the wheel" \
+    grep -qx "head: stopped" <<<"$(grep -A1 -x "head: up" <<<"$out")"
 [[ -n "${WHEEL_TEST_VERBOSE:-}" ]] && echo "$out" && echo "hidden: ${hide[*]}"
 finish
