@@ -3,6 +3,7 @@
  * address. */
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <sys/mman.h>
@@ -547,6 +548,67 @@ TEST(NodeLog, AFloodOfMalformedMessagesIsSummarisedNotLoggedLineByLine) {
         out.find(std::to_string(300 - TR__LOG_BURST) + " more NODE-BADMSG line(s) not logged"),
         std::string::npos)
         << out;
+}
+
+/* `troupe start --block` (a container's or a batch job's main process): it stays while the
+ * node runs, a SIGTERM to it stops the node (and its actors' workers) and it exits 0; a
+ * node that dies by itself makes it exit 1. */
+TEST(Standalone, StartBlockStaysWithItsNodeAndSigtermStopsBoth) {
+    ASSERT_FALSE(g_troupe_cli.empty()) << "pass the troupe CLI path as argv[1]";
+    for (int killed_node = 0; killed_node < 2; killed_node++) {
+        SCOPED_TRACE(killed_node);
+        char tmpl[] = "/tmp/trblock-XXXXXX";
+        ASSERT_NE(mkdtemp(tmpl), nullptr);
+        std::string tmp = tmpl, out = tmp + "/out";
+        pid_t cli = fork();
+        ASSERT_GE(cli, 0);
+        if (cli == 0) {
+            int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+            dup2(fd, 1);
+            execl(g_troupe_cli.c_str(), g_troupe_cli.c_str(), "start", "--head", "--block",
+                  "--tmpdir", tmp.c_str(), (char *)nullptr);
+            _exit(127);
+        }
+        std::string text, addr;
+        for (int i = 0; i < 200 && addr.empty(); i++) {
+            usleep(50000);
+            text = run_cmd("cat " + out, nullptr);
+            size_t at = text.find("address: ");
+            if (at != std::string::npos && text.find('\n', at) != std::string::npos)
+                addr = text.substr(at + 9, text.find('\n', at) - at - 9);
+        }
+        ASSERT_FALSE(addr.empty()) << text;
+        size_t p = text.find("(pid ");
+        ASSERT_NE(p, std::string::npos) << text;
+        pid_t node = (pid_t)atoi(text.c_str() + p + 5);
+        tr_config *cfg = test_config_with({{"address", addr.c_str()}});
+        tr_runtime *rt;
+        ASSERT_EQ(tr_init(cfg, &rt), 0) << tr_last_error();
+        tr_actor_id a;
+        ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "b", 1, &a), 0) << tr_last_error();
+        int64_t v;
+        ASSERT_EQ(call_i64(rt, a, "add", 1, &v), 0) << tr_last_error();
+        tr_actor_details d = TR_ACTOR_DETAILS_INIT;
+        ASSERT_EQ(tr_actor_info(rt, a, &d), 0);
+        pid_t worker = d.pid;
+        int st = -1;
+        EXPECT_EQ(waitpid(cli, &st, WNOHANG), 0) << "it stays while its node runs";
+        kill(killed_node ? node : cli, killed_node ? SIGKILL : SIGTERM);
+        ASSERT_EQ(waitpid(cli, &st, 0), cli);
+        EXPECT_TRUE(WIFEXITED(st)) << st;
+        EXPECT_EQ(WEXITSTATUS(st), killed_node ? 1 : 0);
+        EXPECT_NE(kill(node, 0), 0) << "the node is gone";
+        if (!killed_node) { /* (stopped: its workers went with it) */
+            bool gone = false;
+            for (int i = 0; i < 100 && !gone; i++, usleep(50000))
+                gone = kill(worker, 0) != 0;
+            EXPECT_TRUE(gone) << "worker " << worker << " outlived its node";
+        } else {
+            kill(worker, SIGKILL); /* (a node killed outright leaves its workers to notice) */
+        }
+        tr_shutdown(rt);
+        run_cmd("rm -rf " + tmp, nullptr);
+    }
 }
 
 TEST(Standalone, NodeStartedByTheCliIsReachedByAddress) {

@@ -4,7 +4,8 @@
  *                       [--num-gpus N] [--resources a=1,b=2] [--tmpdir D]
  *                       [--cpu-binding cores|none] [--worker-path P]...
  *   troupe start --address HOST:PORT [--token-file F] [--bind ADDR] [--port P] [...]
- *                (either start: [--tls-cert F --tls-key F --tls-ca F], TLS between nodes)
+ *                (either start: [--tls-cert F --tls-key F --tls-ca F], TLS between nodes;
+ *                [--block], the node's lifetime: see below)
  *   troupe status [--address PATH | --address HOST:PORT [--token-file F]
  *                 [--tls-ca F --tls-cert F --tls-key F]]
  *   troupe stop   [--address PATH]
@@ -22,7 +23,10 @@
  * it with the config key "address". With --port, a head listens on TCP for other nodes
  * (loopback unless --bind names another address), always with a token: given, or made by
  * the head and written to its session directory (printed); `start --address HOST:PORT`
- * starts a node that joins that head (api/cluster.h).
+ * starts a node that joins that head (api/cluster.h). With --block, `start` stays until
+ * the node ends (its exit status: 0 if it was stopped, 1 if it died), and a SIGTERM or
+ * SIGINT to it stops the node (SIGTERM, then SIGKILL after 15 s): for a container's or a
+ * batch job's main process (deploy/kubernetes, troupe slurm).
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -37,6 +41,7 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -62,7 +67,8 @@ static void usage(void) {
             "                           [--num-gpus N] [--resources a=1,b=2] [--tmpdir DIR]\n"
             "                           [--cpu-binding cores|none] [--worker-path PATH]...\n"
             "       troupe start --address HOST:PORT [--token-file F] [--bind ADDR] [--port P]\n"
-            "                    [...]  (either start: [--tls-cert F --tls-key F --tls-ca F])\n"
+            "                    [...]  (either start: [--tls-cert F --tls-key F --tls-ca F]\n"
+            "                    [--block]: stay until the node ends; SIGTERM stops it)\n"
             "       troupe status [--address PATH | --address HOST:PORT [--token-file F]\n"
             "                     [--tls-ca F --tls-cert F --tls-key F]] [--tmpdir DIR]\n"
             "       (--token T works too, but every user sees a command line: prefer\n"
@@ -163,9 +169,45 @@ static void dashboard_of(const char *json, char *out, size_t cap) {
     if (end && (size_t)(end - at) < cap) snprintf(out, cap, "%.*s", (int)(end - at), at);
 }
 
+static volatile sig_atomic_t block_stop; /* --block: the signal that asks the node to stop */
+
+static void on_block_signal(int sig) {
+    block_stop = sig;
+}
+
+/* start --block: waits for the node (our child) to end; a SIGTERM or SIGINT to us stops it
+ * (SIGTERM: it stops its workers and leaves its cluster; SIGKILL if it has not ended 15 s
+ * later). Returns 0 if it ended after we asked, else 1. */
+static int block_on(pid_t pid) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_block_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    fflush(stdout);
+    int64_t asked = 0;
+    for (;;) {
+        int st;
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid || (w < 0 && errno == ECHILD)) {
+            if (!asked)
+                fprintf(stderr, "troupe start: the node (pid %d) ended by itself\n", (int)pid);
+            return asked ? 0 : 1;
+        }
+        if (block_stop && !asked) {
+            asked = tr__now_ns();
+            kill(pid, SIGTERM);
+        }
+        if (asked && tr__now_ns() - asked > 15000000000LL) kill(pid, SIGKILL);
+        struct timespec ts = {0, 100000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* A node of a cluster, over the network: "HOST:PORT" (its cluster address), with the given
  * token or that of a node of this machine at that port. */
-static int cmd_start(tr_config *cfg, int head, const char *join) {
+static int cmd_start(tr_config *cfg, int head, const char *join, int block) {
     if (head == !!join) {
         fprintf(stderr, "troupe start: --head, or --address HOST:PORT of a head to join\n");
         return 2;
@@ -211,7 +253,7 @@ static int cmd_start(tr_config *cfg, int head, const char *join) {
                "read it there; give it to other machines' nodes with --token-file)\n",
                (int)(slash - addr), addr, TR__CLUSTER_TOKEN_FILE);
     free(addr);
-    return 0;
+    return block ? block_on(pid) : 0;
 }
 
 static int remote_status(const char *addr, const tr_config *cfg) {
@@ -719,7 +761,7 @@ int main(int argc, char **argv) {
     if (tr_config_create(&cfg)) return 1;
     const char *addr = NULL, *output = NULL, *session = NULL;
     char *paths = NULL; /* --worker-path's, so far */
-    int head = 0;
+    int head = 0, block = 0;
     /* a command's subcommand: `troupe metrics prometheus-config`, `troupe list actors`
      * (and get's id: `troupe get actors ID`) */
     const char *sub = argc > 2 && argv[2][0] != '-' ? argv[2] : NULL;
@@ -734,6 +776,10 @@ int main(int argc, char **argv) {
         int rc = 0;
         if (strcmp(a, "--head") == 0) {
             head = 1;
+            continue;
+        }
+        if (strcmp(a, "--block") == 0) {
+            block = 1;
             continue;
         }
         if (strcmp(a, "--json") == 0) {
@@ -827,7 +873,7 @@ int main(int argc, char **argv) {
             addr = found;
         }
     if (strcmp(cmd, "start") == 0) {
-        status = cmd_start(cfg, head, addr);
+        status = cmd_start(cfg, head, addr, block);
     } else if (strcmp(cmd, "status") == 0 || strcmp(cmd, "stop") == 0) {
         status = strcmp(cmd, "status") == 0 ? cmd_status(addr, cfg) : cmd_stop(addr, cfg->tmpdir);
     } else if (strcmp(cmd, "list") == 0 || strcmp(cmd, "get") == 0 || strcmp(cmd, "summary") == 0) {
