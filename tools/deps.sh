@@ -8,7 +8,7 @@ troupe_deps() {
         libgloo-dev pkg-config gcc g++ iproute2 procps patchelf
         clang-format gcc-aarch64-linux-gnu libc6-dev-arm64-cross
         python3 python3-venv python3-pip python3-setuptools python3-wheel python3-numpy
-        python3-cloudpickle python3-pytest prometheus chromium)
+        python3-cloudpickle python3-pytest python3-yaml prometheus chromium kubernetes-client)
     local missing=() p
 
     if ! command -v dpkg-query >/dev/null 2>&1; then
@@ -18,6 +18,8 @@ troupe_deps() {
         return
     fi
     for p in "${pkgs[@]}"; do
+        # (a kubectl from elsewhere, e.g. Google Cloud SDK's package, conflicts with Debian's)
+        [[ $p == kubernetes-client ]] && command -v kubectl >/dev/null 2>&1 && continue
         if [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" != "install ok installed" ]]; then
             missing+=("$p")
         fi

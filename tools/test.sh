@@ -4,7 +4,8 @@
 # N failed" (", N skipped" when some were skipped or disabled).
 #
 # In a plain run it also checks the layers (tools/check_layers.sh), the directories'
-# READMEs (tools/check_readmes.sh) and the wheel (tools/wheel_test.sh), each check a case.
+# READMEs (tools/check_readmes.sh), the wheel (tools/wheel_test.sh) and the Kubernetes
+# manifests (tools/k8s_check.sh), each check a case.
 #
 # Usage: tools/test.sh [extra bazel args...]      e.g. tools/test.sh --config=asan
 #
@@ -247,6 +248,7 @@ if [[ $# -eq 0 ]]; then
     source_check check_layers
     source_check check_readmes
     source_check wheel_test # (the wheel installed where no build tool is)
+    source_check k8s_check  # (deploy/kubernetes, rendered and checked)
 fi
 
 if [[ $bazel_rc -ne 0 && $failed -eq 0 ]]; then
