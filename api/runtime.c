@@ -225,6 +225,11 @@ TR_API int tr_init_abi(const tr_config *cfg, tr_runtime **out, unsigned abi) {
         runtime_free(rt);
         return rc;
     }
+    const char *env_addr = getenv("TROUPE_ADDRESS"); /* (troupe slurm's: its head) */
+    if (!c->address && env_addr && env_addr[0] && !(c->address = strdup(env_addr))) {
+        runtime_free(rt);
+        return tr__err(TR_ENOMEM, "tr_init");
+    }
     if (c->address && c->address[0] != '/' && strchr(c->address, ':')) {
         /* "HOST:PORT": a cluster's head. This driver's embedded node joins it, with no CPUs
          * or GPUs of its own unless configured, so that the head places its actors on the

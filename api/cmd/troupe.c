@@ -11,6 +11,7 @@
  *   troupe stop   [--address PATH]
  *   troupe metrics prometheus-config [--address PATH]
  *   troupe list KIND [--filter KEY=VALUE]... [--limit N] [--offset N] [--json]
+ *   troupe slurm [--port P] [--worker-path PATH]... -- COMMAND   (slurm.c: in a batch job)
  *   troupe get KIND ID [--json];  troupe summary KIND;  troupe debug collectives
  *                (KIND: actors, objects, groups, graphs, tasks, nodes; the JSON is the
  *                node's /api/v1's; in a cluster, every node's merged: merge.h)
@@ -46,6 +47,7 @@
 #include <unistd.h>
 
 #include "api/cmd/merge.h"
+#include "api/cmd/slurm.h"
 #include "api/node/cluster.h"
 #include "api/node/lists.h"
 #include "api/node/node.h"
@@ -87,6 +89,8 @@ static void usage(void) {
             "                    node is gone: KIND actors, nodes, groups or events)\n"
             "       (start: [--metrics-port P] [--metrics-host ADDR]: the node's /metrics\n"
             "        and status page; 0, the default: any free port; -1: none)\n"
+            "       troupe slurm [--port P] [--worker-path PATH]... -- COMMAND [ARGS...]\n"
+            "                    (in an sbatch script: a cluster on the job's nodes for it)\n"
             "       troupe version\n");
 }
 
@@ -757,6 +761,13 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *cmd = argv[1];
+    if (strcmp(cmd, "slurm") == 0) { /* (its own options, then a command: slurm.c) */
+        char self[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n <= 0) return fail(tr__err(TR_EIO, "readlink /proc/self/exe"), "slurm");
+        self[n] = '\0';
+        return tr__cmd_slurm(self, argc, argv);
+    }
     tr_config *cfg;
     if (tr_config_create(&cfg)) return 1;
     const char *addr = NULL, *output = NULL, *session = NULL;

@@ -212,7 +212,9 @@ TR_API void tr_config_destroy(tr_config *cfg);
  *   "address"                  node socket path to connect to; unset = start an embedded node;
  *                              "HOST:PORT": a cluster's head, which an embedded node joins
  *                              for this driver (with cluster_token) as a client: it runs no
- *                              actors (the head places them), it holds the driver's objects
+ *                              actors (the head places them), it holds the driver's objects.
+ *                              Unset, the environment's TROUPE_ADDRESS (`troupe slurm` sets
+ *                              it for the job's command) stands in for it
  *   "num_cpus", "num_gpus"     node capacity (embedded or `troupe start`); default: the
  *                              machine's CPU count and the GPUs the NVIDIA driver lists
  *                              (no more than the node's CUDA_VISIBLE_DEVICES names; 0,

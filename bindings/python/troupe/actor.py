@@ -674,7 +674,11 @@ def _hex_id(text, n):
 
 
 def _resources(cpus, gpus, custom):
+    """CPU, GPU and custom resources; custom as a dict, or as a cluster node's status says
+    them ("name=amount,...")."""
     out = {"CPU": float(cpus or 0), "GPU": float(gpus or 0)}
+    if isinstance(custom, str):
+        custom = dict(kv.split("=", 1) for kv in custom.split(",") if "=" in kv)
     for k, v in (custom or {}).items():
         out[k] = out.get(k, 0.0) + float(v)
     return out
