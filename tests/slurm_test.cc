@@ -110,10 +110,17 @@ class Slurm : public ::testing::Test {
              << "PartitionName=main Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP\n";
         conf.close();
         mkdir((work + "/state").c_str(), 0700);
-        mkdir((work + "/bin").c_str(), 0755);
-        ASSERT_EQ(symlink(cli.c_str(), (work + "/bin/troupe").c_str()), 0);
-        for (const char *f : {"troupe.sbatch", "cluster_job.py"})
-            ASSERT_EQ(system(("cp " + example + "/" + f + " " + work + "/").c_str()), 0);
+        /* the job's files, copied (not linked) where every node sees them: a source tree
+         * under /tmp (the runfiles link into it) is hidden from the nodes */
+        ASSERT_EQ(system(("mkdir -p " + work + "/bin " + work + "/py && cp -L " + cli + " " + work +
+                          "/bin/troupe && cp -L " + lib + " " + work + "/libtroupe.so && cp -rL " +
+                          pkg + "/troupe " + work + "/py/ && cp -L " + example + "/troupe.sbatch " +
+                          example + "/cluster_job.py " + work + "/")
+                             .c_str()),
+                  0);
+        cli = work + "/bin/troupe";
+        lib = work + "/libtroupe.so";
+        pkg = work + "/py";
         setenv("SLURM_CONF", (work + "/slurm.conf").c_str(), 1);
         std::string out = in(0, "unshare --uts sh -c 'hostname ctl && slurmctld'");
         for (int i = 1; i <= 2; i++) {
