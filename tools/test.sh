@@ -238,7 +238,7 @@ source_check() {
         fail "$name: tools/$name.sh printed no summary"
         return
     fi
-    read -r n_checks n_bad < <(sed 's/^[a-z_]*: \([0-9]*\) checks, \([0-9]*\) failed$/\1 \2/' <<<"$summary")
+    read -r n_checks n_bad < <(sed 's/^[a-z0-9_]*: \([0-9]*\) checks, \([0-9]*\) failed$/\1 \2/' <<<"$summary")
     passed=$((passed + n_checks - n_bad))
     while IFS= read -r l; do
         fail "$name: ${l#FAILED }"

@@ -19,6 +19,7 @@ PKG_DIR = os.path.dirname(os.path.abspath(troupe.__file__))
 # lowest first: a module may import only modules before it (a package's __init__ counts as
 # the package's name). The README's list, in the order the test enforces it.
 LAYERS = [
+    "troupe._cli",
     "troupe._ffi",
     "troupe.exceptions",
     "troupe._errors",
