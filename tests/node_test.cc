@@ -583,7 +583,9 @@ TEST(Standalone, StartBlockStaysWithItsNodeAndSigtermStopsBoth) {
         pid_t node = (pid_t)atoi(text.c_str() + p + 5);
         tr_config *cfg = test_config_with({{"address", addr.c_str()}});
         tr_runtime *rt;
-        ASSERT_EQ(tr_init(cfg, &rt), 0) << tr_last_error();
+        int irc = tr_init(cfg, &rt);
+        tr_config_destroy(cfg);
+        ASSERT_EQ(irc, 0) << tr_last_error();
         tr_actor_id a;
         ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "b", 1, &a), 0) << tr_last_error();
         int64_t v;
