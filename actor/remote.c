@@ -562,16 +562,24 @@ static int send_msg(tr__rlink *l, int kind, const uint8_t id[16], uint32_t gen, 
     return rc;
 }
 
-int tr__remote_send(tr__remotes *r, tr__rlink *l, const uint8_t id[16], const void *data,
-                    size_t len, size_t *taken) {
-    *taken = 0;
+/* The caller's generation of actor id on link l. Returns 0, or TR_ECONNECT if the link
+ * ended or id is not open on it. */
+static int open_gen(tr__remotes *r, tr__rlink *l, const uint8_t id[16], uint32_t *gen) {
     pthread_mutex_lock(&r->mu);
     entry *e = tr__idmap_get(&l->entries, tr__id_key(id));
-    uint32_t gen = e ? e->gen : 0;
+    *gen = e ? e->gen : 0;
     int rc = l->dead ? tr__err(TR_ECONNECT, "%s", l->why)
              : !e    ? tr__err(TR_ECONNECT, "the actor is not open on the link")
                      : 0;
     pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+int tr__remote_send(tr__remotes *r, tr__rlink *l, const uint8_t id[16], const void *data,
+                    size_t len, size_t *taken) {
+    *taken = 0;
+    uint32_t gen;
+    int rc = open_gen(r, l, id, &gen);
     /* a link that ends meanwhile fails the send, or drops what it queued: either way the
      * caller reads EOF next */
     size_t piece = r->max_msg - TR__REMOTE_HDR; /* (CALL bytes may be cut anywhere) */
@@ -594,13 +602,8 @@ int tr__remote_send(tr__remotes *r, tr__rlink *l, const uint8_t id[16], const vo
 
 int tr__remote_cancel(tr__remotes *r, tr__rlink *l, const uint8_t id[16], uint64_t seq,
                       int interrupt) {
-    pthread_mutex_lock(&r->mu);
-    entry *e = tr__idmap_get(&l->entries, tr__id_key(id));
-    uint32_t gen = e ? e->gen : 0;
-    int rc = l->dead ? tr__err(TR_ECONNECT, "%s", l->why)
-             : !e    ? tr__err(TR_ECONNECT, "the actor is not open on the link")
-                     : 0;
-    pthread_mutex_unlock(&r->mu);
+    uint32_t gen;
+    int rc = open_gen(r, l, id, &gen);
     unsigned char body[TR__REMOTE_CANCEL_LEN];
     memcpy(body, &seq, 8); /* (little-endian, as the rest of the header) */
     body[8] = interrupt ? 1 : 0;

@@ -997,11 +997,20 @@ static int client_read(client *c, int sock) {
     return gone;
 }
 
-/* After a RING frame turned c's rings on: the socket's bytes after it are doorbells. */
-static void ring_switch(client *c) {
-    if (!c->ring) return;
-    tr__buf_append(&c->ctl, c->in.data + c->in.off, tr__buf_avail(&c->in));
-    tr__buf_reset(&c->in);
+/* The RING frame at the front of c->in (its body len bytes): consumed and answered; once
+ * the rings are on, the socket's bytes after it are doorbells. Returns 0, or -1 if c was
+ * dropped (the answer did not go). */
+static int take_ring_frame(worker *w, client *c, size_t len) {
+    tr__buf_consume(&c->in, TR__FRAME_HDR + len);
+    if (on_ring_frame(w, c)) {
+        drop_client(w, c);
+        return -1;
+    }
+    if (c->ring) {
+        tr__buf_append(&c->ctl, c->in.data + c->in.off, tr__buf_avail(&c->in));
+        tr__buf_reset(&c->in);
+    }
+    return 0;
 }
 
 static void on_client_pooled(worker *w, client *c, uint32_t events) {
@@ -1024,12 +1033,7 @@ static void on_client_pooled(worker *w, client *c, uint32_t events) {
             continue;
         }
         if (r > 0 && h.type == TR__MSG_RING) {
-            tr__buf_consume(&c->in, TR__FRAME_HDR + h.len);
-            if (on_ring_frame(w, c)) {
-                drop_client(w, c);
-                return;
-            }
-            ring_switch(c);
+            if (take_ring_frame(w, c, h.len)) return; /* (c was dropped) */
             continue;
         }
         if (r < 0 || h.type != TR__MSG_CALL ||
@@ -1064,12 +1068,7 @@ static void on_client(worker *w, client *c, uint32_t events) {
             continue;
         }
         if (r > 0 && h.type == TR__MSG_RING) {
-            tr__buf_consume(&c->in, TR__FRAME_HDR + h.len);
-            if (on_ring_frame(w, c)) {
-                drop_client(w, c);
-                return;
-            }
-            ring_switch(c);
+            if (take_ring_frame(w, c, h.len)) return; /* (c was dropped) */
             continue;
         }
         if (r < 0 || h.type != TR__MSG_CALL) {

@@ -131,6 +131,15 @@ class NodeTest : public ::testing::Test {
         ASSERT_EQ(tr_node_status(rt, &json), 0);
         tr_free(json);
     }
+    /* An actor's worker socket in the node's session directory ("" if none). */
+    std::string worker_socket() const {
+        std::string session = addr.substr(0, addr.rfind('/')), found;
+        DIR *d = opendir(session.c_str());
+        while (struct dirent *e = d ? readdir(d) : nullptr)
+            if (strncmp(e->d_name, "a-", 2) == 0) found = session + "/" + e->d_name;
+        if (d) closedir(d);
+        return found;
+    }
     tr_runtime *rt = nullptr;
     std::string addr;
 };
@@ -265,14 +274,8 @@ TEST_F(NodeTest, GarbageOnAWorkerSocketDropsOnlyThatCaller) {
     ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "w", 1, &a), 0);
     int64_t v;
     ASSERT_EQ(call_i64(rt, a, "add", 1, &v), 0);
-    std::string session = addr.substr(0, addr.rfind('/'));
-    std::string wsock;
-    DIR *d = opendir(session.c_str());
-    ASSERT_NE(d, nullptr);
-    while (struct dirent *e = readdir(d))
-        if (strncmp(e->d_name, "a-", 2) == 0) wsock = session + "/" + e->d_name;
-    closedir(d);
-    ASSERT_FALSE(wsock.empty());
+    std::string wsock = worker_socket();
+    ASSERT_FALSE(wsock.empty()) << "no actor's socket in the node's session";
     {
         Raw r(wsock);
         ASSERT_GE(r.fd, 0);
@@ -302,14 +305,8 @@ TEST_F(NodeTest, CallRingsAreTakenOnlyWholeAndAPeerThatBreaksThemIsDropped) {
     ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "w", 1, &a), 0);
     int64_t v;
     ASSERT_EQ(call_i64(rt, a, "add", 1, &v), 0);
-    std::string session = addr.substr(0, addr.rfind('/'));
-    std::string wsock;
-    DIR *d = opendir(session.c_str());
-    ASSERT_NE(d, nullptr);
-    while (struct dirent *e = readdir(d))
-        if (strncmp(e->d_name, "a-", 2) == 0) wsock = session + "/" + e->d_name;
-    closedir(d);
-    ASSERT_FALSE(wsock.empty());
+    std::string wsock = worker_socket();
+    ASSERT_FALSE(wsock.empty()) << "no actor's socket in the node's session";
     auto call_frame = [](uint64_t seq, int64_t arg) {
         tr__buf b = TR__BUF_INIT;
         tr__call_frame(&b, seq, "add", &arg, sizeof arg, nullptr, 0);
