@@ -586,6 +586,20 @@ TEST(TlsCluster, ActorsCallsAndObjectsOverTls) {
     EXPECT_EQ(system(("rm -rf " + tmp).c_str()), 0);
 }
 
+/* Starts a node on this machine that joins head (token "tok") from address bind, keeping
+ * its session in tmp (made here) and running this test binary as its workers: `troupe start
+ * --address`'s output, its exit status in *st. */
+std::string join_node(const std::string &head, const char *bind, const std::string &tmp, int *st) {
+    char self[4096];
+    if (!realpath("/proc/self/exe", self) || system(("mkdir -p " + tmp).c_str()) != 0) {
+        *st = -1;
+        return "no /proc/self/exe, or no " + tmp;
+    }
+    return run_cmd(g_troupe_cli + " start --address " + head + " --bind " + bind +
+                       " --token tok --worker-path " + self + " --tmpdir " + tmp,
+                   st);
+}
+
 /* The same, with a caller that heeds the hold (the driver's own link, actor/remote.c): a
  * node on 127.0.0.2 runs an actor that sleeps 6 s while 400 calls of 1 MiB come for it;
  * the node holds what was in flight when its HOLD came (the link's queue) and no more (the
@@ -599,14 +613,8 @@ TEST(HeldLink, ADriverThatOutrunsAnActorElsewhereWaitsAndLosesNothing) {
     std::string head = cluster_address(rt);
     ASSERT_FALSE(head.empty());
     std::string tmp = "/tmp/trheld" + std::to_string(getpid());
-    char self[4096];
-    ASSERT_NE(realpath("/proc/self/exe", self), nullptr);
-    ASSERT_EQ(system(("mkdir -p " + tmp).c_str()), 0);
     int st;
-    std::string out =
-        run_cmd(g_troupe_cli + " start --address " + head +
-                    " --bind 127.0.0.2 --token tok --worker-path " + self + " --tmpdir " + tmp,
-                &st);
+    std::string out = join_node(head, "127.0.0.2", tmp, &st);
     ASSERT_EQ(st, 0) << out;
     std::string pid = out.substr(out.find("pid ") + 4);
     pid = pid.substr(0, pid.find_first_not_of("0123456789"));
@@ -666,14 +674,8 @@ TEST(RemoteCancel, CanceledCallsOnAnotherNodeAreToldOrNotRun) {
     std::string head = cluster_address(rt);
     ASSERT_FALSE(head.empty());
     std::string tmp = "/tmp/trcancel" + std::to_string(getpid());
-    char self[4096];
-    ASSERT_NE(realpath("/proc/self/exe", self), nullptr);
-    ASSERT_EQ(system(("mkdir -p " + tmp).c_str()), 0);
     int st;
-    std::string out =
-        run_cmd(g_troupe_cli + " start --address " + head +
-                    " --bind 127.0.0.3 --token tok --worker-path " + self + " --tmpdir " + tmp,
-                &st);
+    std::string out = join_node(head, "127.0.0.3", tmp, &st);
     ASSERT_EQ(st, 0) << out;
     auto get = [&](tr_ref r, int64_t *v) {
         const void *p;
