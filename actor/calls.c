@@ -90,6 +90,13 @@ typedef struct slot_extra {
     tr__rlink *kept_link;
     tr_ref kept;
     int task; /* a task (tr__actors_submit's `task`): tr_cancel may force it */
+    /* a stream (num_returns TR_STREAMING): the items its method yielded so far (ITEM
+     * frames), each a slot of its own, put in the map when tr_stream_next hands it out
+     * (items[taken..] are still the stream's); skip: items a task's new run yields
+     * again, dropped; lost: an item that found no memory (the stream ends in an error) */
+    int stream, lost;
+    slot **items;
+    size_t n_items, cap_items, taken, skip;
 } slot_extra;
 
 /* A held call waiting for a producing call's result. */
@@ -432,6 +439,9 @@ static void slot_free(tr__actors *a, slot *s) {
         for (size_t i = 0; !s->x->split && i < s->x->n_kids; i++) /* (destroy: unreachable) */
             if (s->x->kids[i]->released) slot_free(a, s->x->kids[i]);
         free(s->x->kids);
+        for (size_t i = s->x->taken; i < s->x->n_items; i++) /* (in no map) */
+            slot_free(a, s->x->items[i]);
+        free(s->x->items);
         free(s->x->frame);
         free(s->x);
     }
@@ -630,6 +640,13 @@ static slot *take_seq(aconn *ac, uint64_t seq) {
     return NULL;
 }
 
+/* The call an ITEM frame belongs to (it stays in the FIFO), or NULL. */
+static slot *find_seq(aconn *ac, uint64_t seq) {
+    for (slot *s = ac->head; s; s = s->next)
+        if (s->seq == seq) return s->end > ac->sent ? NULL : s;
+    return NULL;
+}
+
 static slot *pop_held(aconn *ac) {
     slot *s = ac->held_head;
     ac->held_head = s->next;
@@ -715,6 +732,7 @@ static void conn_failed(tr__actors *a, aconn *ac, int rc, const char *why) {
         slot_extra *x = s->x;
         if (rc == TR_EACTOR_DIED && x && x->retries && x->frame && !ac->dead) {
             if (x->retries > 0) x->retries--;
+            x->skip = x->n_items; /* (a stream's new run yields them again) */
             *again_tail = s;
             again_tail = &s->next;
             continue;
@@ -1009,6 +1027,58 @@ static int ring_offer(aconn *ac, int fd) {
     return 0;
 }
 
+static int grow(void **p, size_t *cap, size_t need, size_t elem);
+
+/* An item of call s's stream (an ITEM frame: a RESULT's body), the next of its items: a
+ * slot of its own, done at once, kept by the stream until tr_stream_next hands it out.
+ * A call that is no stream (or no longer wants items: canceled, released, done) drops
+ * it, and what it holds. Called with mu held. */
+static void on_item(tr__actors *a, aconn *ac, slot *s, int rc, const void *data, size_t len,
+                    int is_ref, const void *kept) {
+    slot_extra *x = s->x;
+    int want = x && x->stream && !s->canceled && !s->released && !s->done;
+    if (want && x->skip) { /* (a task's new run: this item came from the last one) */
+        x->skip--;
+        want = 0;
+    }
+    slot *it = NULL;
+    if (want && grow((void **)&x->items, &x->cap_items, x->n_items + 1, sizeof *x->items))
+        it = calloc(1, sizeof *it);
+    if (it && is_ref == 2 && !(it->x = calloc(1, sizeof *it->x))) {
+        free(it);
+        it = NULL;
+    }
+    if (want && !it) x->lost = 1;
+    if (is_ref == 2) { /* its container, kept for us by the relay of the actor's node */
+        tr__remote_result_keep(a->remotes, ac->link);
+        if (!it) tr__remote_result_drop(a->remotes, ac->link, kept);
+    }
+    tr_ref obj = {{0}};
+    if (is_ref == 1) memcpy(obj.b, data, 16);
+    if (!it) {
+        if (is_ref == 1 && tr__objects_adopt(a->objects, obj) == 0)
+            tr__objects_unpin(a->objects, obj);
+        return;
+    }
+    do
+        it->key = ++a->next_ref ^ a->salt;
+    while (it->key == 0);
+    x->items[x->n_items++] = it;
+    if (is_ref == 2) {
+        it->x->kept_link = ac->link;
+        memcpy(it->x->kept.b, kept, 16);
+    }
+    if (is_ref != 1) {
+        slot_done(a, it, rc, data, len);
+    } else if ((rc = tr__objects_adopt(a->objects, obj))) {
+        slot_fail(a, it, rc == TR_ENOMEM ? rc : TR_EPROTO, tr__last_error());
+    } else {
+        it->obj_result = 1;
+        it->result_ref = obj;
+        complete(a, it);
+    }
+}
+
 static void on_readable(tr__actors *a, aconn *ac, int sock) {
     if (ac->fd < 0) return;
     int rc = ac->ring ? ring_input(a, ac, sock) : tr__read_some(ac->fd, &ac->in);
@@ -1025,9 +1095,10 @@ static void on_readable(tr__actors *a, aconn *ac, int sock) {
         const void *data, *kept = NULL;
         size_t dlen;
         slot *s = NULL;
-        if (r < 0 || h.type != TR__MSG_RESULT ||
+        int item = r > 0 && h.type == TR__MSG_ITEM;
+        if (r < 0 || (h.type != TR__MSG_RESULT && !item) ||
             tr__result_parse(body, h.len, &res_rc, &data, &dlen, &is_ref, &kept) ||
-            (is_ref == 2 && !ac->link) || !(s = take_seq(ac, h.seq))) {
+            (is_ref == 2 && !ac->link) || !(s = item ? find_seq(ac, h.seq) : take_seq(ac, h.seq))) {
             char why[300];
             snprintf(why, sizeof why, "malformed reply from the worker: %s",
                      r < 0 ? tr__last_error() : "unexpected frame");
@@ -1035,6 +1106,11 @@ static void on_readable(tr__actors *a, aconn *ac, int sock) {
             ac->reading = 0;
             conn_failed(a, ac, TR_EPROTO, why);
             return;
+        }
+        if (item) {
+            on_item(a, ac, s, res_rc, data, dlen, is_ref, kept);
+            tr__buf_consume(&ac->in, TR__FRAME_HDR + h.len);
+            continue;
         }
         if (is_ref == 2) { /* a result with refs from another node: the slot keeps its
                               container there (or lets go of it at once) */
@@ -1570,7 +1646,7 @@ int tr__actors_call_contains(tr__actors *a, tr_actor_id id, const char *method, 
 int tr__actors_submit(tr__actors *a, tr_actor_id id, const char *method, const void *args,
                       size_t len, const tr_ref *refs, size_t n_refs, const tr_ref *keep,
                       size_t n_keep, int task, int retries, size_t n_returns, tr_ref *out) {
-    if (n_returns < 1 || n_returns > 1024)
+    if (n_returns != TR_STREAMING && (n_returns < 1 || n_returns > 1024))
         return tr__err(TR_EINVAL, "num_returns %zu: 1..1024", n_returns);
     return submit(a, id, method, args, len, refs, n_refs, keep, n_keep, task, retries, n_returns,
                   out);
@@ -1635,12 +1711,15 @@ submit(tr__actors *a, tr_actor_id id, const char *method, const void *args, size
                        "call arguments of %zu bytes exceed the message limit of %zu "
                        "(max_message_bytes)",
                        len, a->max_msg);
+    int stream = n_returns == TR_STREAMING; /* (one ref: the stream's) */
+    if (stream) n_returns = 1;
     slot *s = calloc(1, sizeof *s);
     if (!s) return tr__err(TR_ENOMEM, "tr_call");
-    if ((task || n_returns > 1) && !(s->x = calloc(1, sizeof *s->x))) {
+    if ((task || n_returns > 1 || stream) && !(s->x = calloc(1, sizeof *s->x))) {
         free(s);
         return tr__err(TR_ENOMEM, "tr_call");
     }
+    if (stream) s->x->stream = 1;
     if (task) {
         s->x->retries = retries;
         s->x->task = 1;
@@ -2001,6 +2080,50 @@ int tr__actors_get(tr__actors *a, tr_ref ref, int timeout_ms, const void **data,
             int held = s->held; /* s may be gone once mu has been dropped */
             if ((rc = drive_unconnected(a, ac, deadline)) && rc != TR_ETIMEDOUT) break;
             if (!held) continue; /* a held call also needs its producers' replies read */
+        }
+        drive_others(a, ac);
+        progress(a, deadline);
+    }
+    pthread_mutex_unlock(&a->mu);
+    return rc;
+}
+
+int tr__actors_stream_next(tr__actors *a, tr_ref ref, int timeout_ms, tr_ref *item) {
+    if (!item) return tr__err(TR_EINVAL, "tr_stream_next: item is NULL");
+    int64_t deadline = tr__deadline(timeout_ms);
+    pthread_mutex_lock(&a->mu);
+    int rc, passes = 0;
+    for (;;) {
+        slot *s = find_slot(a, ref);
+        if (!s || !s->x || !s->x->stream) {
+            rc = tr__err(TR_ESTALE, "tr_stream_next: not a live stream of this process (a call "
+                                    "or task made with num_returns TR_STREAMING)");
+            break;
+        }
+        slot_extra *x = s->x;
+        if (x->taken < x->n_items) { /* handed out: the user's now, as a call's ref */
+            slot *it = x->items[x->taken];
+            if ((rc = tr__idmap_put(&a->slots, it->key, it))) break;
+            x->taken++;
+            *item = ref_of(a, it);
+            rc = 0;
+            break;
+        }
+        if (s->done) {
+            rc = x->lost ? tr__err(TR_ENOMEM, "tr_stream_next: an item of the stream was lost "
+                                              "(out of memory)")
+                         : 1;
+            break;
+        }
+        if (passes++ > 0 && tr__now_ns() >= deadline) {
+            rc = tr__err(TR_ETIMEDOUT, "tr_stream_next: no item within %d ms", timeout_ms);
+            break;
+        }
+        aconn *ac = s->ac;
+        if (ac->fd < 0) {
+            int held = s->held;
+            if ((rc = drive_unconnected(a, ac, deadline)) && rc != TR_ETIMEDOUT) break;
+            if (!held) continue;
         }
         drive_others(a, ac);
         progress(a, deadline);

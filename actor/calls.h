@@ -45,8 +45,9 @@ int tr__actors_call_contains(tr__actors *a, tr_actor_id id, const char *method, 
                              size_t len, const tr_ref *refs, size_t n_refs, const tr_ref *keep,
                              size_t n_keep, tr_ref *out);
 /* As tr__actors_call_contains, with n_returns results (out: that many refs, filled from a
- * tr_ctx_reply_multi of as many parts), and with `task` set a task (actor/tasks.h): counted in
- * tr__actors_pending, and sent again to the actor's next incarnation up to `retries` times
+ * tr_ctx_reply_multi of as many parts; TR_STREAMING: one, a stream's, tr__actors_stream_next), and
+ * with `task` set a task (actor/tasks.h): counted in tr__actors_pending, and sent again to the
+ * actor's next incarnation up to `retries` times
  * (-1: always) if its worker dies with it in flight. */
 int tr__actors_submit(tr__actors *a, tr_actor_id id, const char *method, const void *args,
                       size_t len, const tr_ref *refs, size_t n_refs, const tr_ref *keep,
@@ -72,6 +73,9 @@ int tr__actors_share(tr__actors *a, const tr_ref *refs, size_t n);
 /* A call ref of ours; another process's result (or one of ours that we released and that
  * came back in a value) through its twin in the store. */
 int tr__actors_get(tr__actors *a, tr_ref ref, int timeout_ms, const void **data, size_t *len);
+/* tr_stream_next: the next item of a stream of ours (a call made with n_returns
+ * TR_STREAMING), waiting for it until timeout_ms: 0 and *item, 1 at the end, or a code. */
+int tr__actors_stream_next(tr__actors *a, tr_ref ref, int timeout_ms, tr_ref *item);
 int tr__actors_wait(tr__actors *a, const tr_ref *refs, size_t n, size_t num_ready, int timeout_ms,
                     uint8_t *ready, size_t *n_ready);
 int tr__actors_release(tr__actors *a, tr_ref ref);

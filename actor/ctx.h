@@ -48,6 +48,10 @@ struct tr_ctx {
      * begins once this one has (gate_open: its method started, or said so) */
     void *gate;
     int gate_open;
+    /* the call this ctx runs now, as tr_ctx_yield sends its items to it (worker.c: the
+     * worker, its client and the call's seq; NULL in a compiled graph's step) */
+    void *yield_w, *yield_c;
+    uint64_t yield_seq;
 };
 
 /* troupe.h's tr_ctx_* functions, as the façade (api/ctx.c) and the graph's steps
@@ -74,6 +78,11 @@ int tr__ctx_reply_contains(tr_ctx *ctx, const void *data, size_t len, const tr_r
 /* The result is object obj, a container the caller made (our hold on it is handed over:
  * released if it cannot be the result). */
 int tr__ctx_reply_object(tr_ctx *ctx, tr_ref obj);
+/* tr_ctx_yield(_contains): one item of the call's stream, sent to its caller now. */
+int tr__ctx_yield(tr_ctx *ctx, const void *data, size_t len, const tr_ref *refs, size_t n);
+/* One item that is object obj, a container the caller made (our hold on it is handed over,
+ * released if it cannot go). */
+int tr__ctx_yield_object(tr_ctx *ctx, tr_ref obj);
 /* Whether the caller canceled the call running (tr_cancel of a task running on this
  * node): 1 or 0. */
 int tr__ctx_canceled(const tr_ctx *ctx);

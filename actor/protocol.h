@@ -29,6 +29,8 @@
  *          or [0, ref:bin(16), 65534, data:bin] for a caller on another node (its CALLER,
  *          said by the relay, is [client, 1]): data is the result, ref its container
  *          object, transferred to the relay (client) that keeps it for the caller's link
+ *   ITEM   body = a RESULT's, same seq: one item of the call's stream (tr_ctx_yield), sent
+ *          while the method runs; its RESULT ends the stream
  */
 #ifndef TR_ACTOR_PROTOCOL_H
 #define TR_ACTOR_PROTOCOL_H
@@ -58,6 +60,9 @@ enum {
      * on, from the next byte; else refused, the socket carries calls as before). */
     TR__MSG_RING = 83,
     TR__MSG_WAKE = 84, /* with rings on, the only frame on the socket: the doorbell */
+    /* One item of a call's stream (tr_ctx_yield), before its RESULT: a RESULT's body (any of
+     * its forms), the call's seq. A caller that did not ask for a stream drops it. */
+    TR__MSG_ITEM = 85,
 };
 
 /* Actor states as the node reports them. */

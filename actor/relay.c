@@ -656,8 +656,10 @@ static void follow_results(tr__relay *r, rconn *c, const char *p, size_t n) {
         }
         c->rhdr_have = 0;
         c->rbody_left = h.len;
-        /* only a RESULT's body is looked at (a kept one is 4 elements, its ref first) */
-        c->rpre_have = h.type == TR__MSG_RESULT ? 0 : TR__RESULT_KEPT_PREFIX;
+        /* only a RESULT's or ITEM's body is looked at (a kept one is 4 elements, its ref
+         * first) */
+        c->rpre_have =
+            h.type == TR__MSG_RESULT || h.type == TR__MSG_ITEM ? 0 : TR__RESULT_KEPT_PREFIX;
     }
 }
 

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -415,9 +416,7 @@ static int resolve_refs(worker *w, tr_ctx *ctx, tr__buf *out, uint64_t seq, cons
 /* A result that contains refs is a container object (tr_ctx_reply_contains made it): its
  * refs live while it does, so the caller can borrow them whenever it reads it
  * (docs/OWNERSHIP.md). It goes to the caller as a large result does. */
-static int send_container(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t seq) {
-    tr_ref r = ctx->result_obj;
-    ctx->has_result_obj = 0; /* ours to transfer or release now */
+static int send_container(worker *w, tr_ref r, client *c, tr__buf *out, uint64_t seq) {
     if (c->relayed && c->caller >= 0) {
         /* a caller on another node: the bytes go inline, the container to the relay,
          * which keeps it (and so its refs) for the caller's link */
@@ -528,6 +527,9 @@ static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t se
     /* a C method has begun once entered; a binding's dispatch says when (tr_ctx_started:
      * its call may go on elsewhere, e.g. on an event loop) */
     if (def->fn != w->cls->dispatch) tr__ctx_started(ctx);
+    ctx->yield_w = w; /* (tr_ctx_yield's items go to c, before the RESULT) */
+    ctx->yield_c = c;
+    ctx->yield_seq = seq;
     /* (canceled before it started here: it is not run; its caller dropped it already) */
     int64_t t0 = tr__now_ns();
     ctx->failed = 0;
@@ -535,6 +537,7 @@ static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t se
     int r = tr__ctx_canceled(ctx) ? tr__ctx_error(ctx, "canceled (tr_cancel) before it ran")
                                   : def->fn(ctx, w->self, args, alen);
     tr__trace_method = NULL;
+    ctx->yield_w = ctx->yield_c = NULL;
     int64_t t1 = tr__now_ns();
     /* (the timeline: the call's run, linked to its submission by a caller on this node) */
     tr__trace_ev_add(TR__EV_RUN, t0, t1, def->name, strlen(def->name),
@@ -560,7 +563,10 @@ static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t se
         }
         return tr__result_frame(out, seq, TR_ETASK, ctx->err, strlen(ctx->err) + 1);
     }
-    if (ctx->has_result_obj) return send_container(w, ctx, c, out, seq);
+    if (ctx->has_result_obj) {
+        ctx->has_result_obj = 0; /* ours to transfer or release now */
+        return send_container(w, ctx->result_obj, c, out, seq);
+    }
     if (ctx->result.len > TR__INLINE_RESULT_MAX && w->objects && c->caller >= 0 && !c->relayed)
         return store_result(w, c, out, seq, ctx->result.data, ctx->result.len);
     if (ctx->result.len + 64 > w->max_msg) {
@@ -713,6 +719,84 @@ static void pool_flush_locked(worker *w, client *c) {
         epoll_ctl(w->ep, EPOLL_CTL_MOD, c->fd, &ev);
         c->want_out = want;
     }
+}
+
+/* An item's frame (one RESULT frame in b, from b->off) goes to c now, as an ITEM: on the
+ * loop's thread (whose call runs now: c is ours), or under pool_mu on a pool's. A caller
+ * that went gets nothing. */
+static int yield_frame(worker *w, client *c, tr__buf *b) {
+    b->data[b->off + offsetof(tr__frame_hdr, type)] = TR__MSG_ITEM;
+    int rc = 0;
+    if (w->pool) pthread_mutex_lock(&w->pool_mu);
+    if (!c->gone) {
+        if (tr__buf_append(&c->out, b->data + b->off, tr__buf_avail(b)))
+            rc = tr__err(TR_ENOMEM, "tr_ctx_yield: out of memory");
+        else
+            pool_flush_locked(w, c); /* (a broken caller: the loop drops it) */
+    }
+    if (w->pool) pthread_mutex_unlock(&w->pool_mu);
+    return rc;
+}
+
+/* The ctx's call, for tr_ctx_yield: its worker and client, or TR_ESTATE. */
+static int yield_to(tr_ctx *ctx, worker **w, client **c) {
+    *w = ctx ? ctx->yield_w : NULL;
+    *c = ctx ? ctx->yield_c : NULL;
+    if (*w && *c) return 0;
+    return tr__err(TR_ESTATE, "tr_ctx_yield: not in an actor's call or a task (a compiled "
+                              "graph's step cannot yield)");
+}
+
+/* Items take a RESULT's forms: inline, an object of the store handed to the caller (over
+ * TR__INLINE_RESULT_MAX), a container (with refs). A failure to store one (a full store)
+ * is the item's: its ref's get says why. */
+int tr__ctx_yield(tr_ctx *ctx, const void *data, size_t len, const tr_ref *refs, size_t n) {
+    if (!ctx || (!data && len) || (!refs && n) || n > (1u << 20))
+        return tr__err(TR_EINVAL, "tr_ctx_yield: bad arguments");
+    worker *w;
+    client *c;
+    int rc = yield_to(ctx, &w, &c);
+    if (rc) return rc;
+    if (n) {
+        if (!w->objects) return tr__err(TR_ESTATE, "tr_ctx_yield_contains: no object store");
+        tr_ref obj;
+        rc = tr__objects_put_refs(w->objects, data, len, refs, n, &obj);
+        return rc ? rc : tr__ctx_yield_object(ctx, obj);
+    }
+    if (len + 64 > w->max_msg && (c->relayed || c->caller < 0 || !w->objects))
+        return tr__err(TR_EMSGSIZE,
+                       "tr_ctx_yield: an item of %zu bytes exceeds the message limit of %zu "
+                       "(max_message_bytes)",
+                       len, w->max_msg);
+    tr__buf b = TR__BUF_INIT;
+    if (len > TR__INLINE_RESULT_MAX && w->objects && c->caller >= 0 && !c->relayed)
+        rc = store_result(w, c, &b, ctx->yield_seq, data, len);
+    else
+        rc = tr__result_frame(&b, ctx->yield_seq, 0, data, len);
+    if (!rc && tr__buf_avail(&b))
+        rc = yield_frame(w, c, &b);
+    else if (!rc)
+        rc = tr__err(TR_ENOMEM, "tr_ctx_yield: out of memory");
+    tr__buf_free(&b);
+    return rc;
+}
+
+int tr__ctx_yield_object(tr_ctx *ctx, tr_ref obj) {
+    worker *w;
+    client *c;
+    int rc = yield_to(ctx, &w, &c);
+    if (rc) {
+        if (ctx && ctx->objects) tr__objects_release(ctx->objects, obj);
+        return rc;
+    }
+    tr__buf b = TR__BUF_INIT;
+    rc = send_container(w, obj, c, &b, ctx->yield_seq);
+    if (!rc && tr__buf_avail(&b))
+        rc = yield_frame(w, c, &b);
+    else if (!rc)
+        rc = tr__err(TR_ENOMEM, "tr_ctx_yield: out of memory");
+    tr__buf_free(&b);
+    return rc;
 }
 
 static void *pool_thread(void *arg) {

@@ -51,6 +51,27 @@ TR_API int tr_ctx_reply_multi_contains(tr_ctx *ctx, const void *const *data, con
     return rc;
 }
 
+TR_API int tr_ctx_yield(tr_ctx *ctx, const void *data, size_t len) {
+    return tr__ctx_yield(ctx, data, len, NULL, 0);
+}
+
+TR_API int tr_ctx_yield_contains(tr_ctx *ctx, const void *data, size_t len, const tr_ref *refs,
+                                 size_t n) {
+    tr_runtime *rt = tr__ctx_runtime(ctx);
+    if (n && refs && rt && rt->actors) { /* (as tr_ctx_reply_contains) */
+        int rc = tr__actors_share(rt->actors, refs, n);
+        if (rc) return tr__err_wrap(rc, "tr_ctx_yield_contains");
+        for (size_t i = 0; i < n; i++) {
+            if (!tr__actors_is_remote(rt->actors, refs[i])) continue;
+            tr_ref obj;
+            if (!data && len) return tr__err(TR_EINVAL, "tr_ctx_yield_contains: bad arguments");
+            rc = tr__actors_put_refs(rt->actors, data, len, refs, n, &obj);
+            return rc ? tr__err_wrap(rc, "tr_ctx_yield_contains") : tr__ctx_yield_object(ctx, obj);
+        }
+    }
+    return tr__ctx_yield(ctx, data, len, refs, n);
+}
+
 TR_API int tr_ctx_reply_device(tr_ctx *ctx, const void *dev, size_t len) {
     return tr__ctx_reply_device(ctx, dev, len);
 }

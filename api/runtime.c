@@ -536,6 +536,11 @@ TR_API int tr_call_multi(tr_runtime *rt, tr_actor_id actor, const char *method, 
                              num_returns, outs);
 }
 
+TR_API int tr_stream_next(tr_runtime *rt, tr_ref stream, int timeout_ms, tr_ref *item) {
+    CHECK_RT(rt, "tr_stream_next");
+    return tr__actors_stream_next(rt->actors, stream, timeout_ms, item);
+}
+
 TR_API int tr_cancel(tr_runtime *rt, tr_ref ref, int force) {
     CHECK_RT(rt, "tr_cancel");
     tr_actor_id worker;

@@ -363,6 +363,179 @@ TEST_F(OwnershipTest, SeveralResultsOneRefEach) {
     expect_empty();
 }
 
+std::string stream_args(int32_t k, int32_t mode, const std::string &path = "") {
+    std::string a((const char *)&k, 4);
+    a.append((const char *)&mode, 4);
+    return a + path;
+}
+
+/* Takes a stream's items until its end (tr_stream_next's 1): their values (item `first`
+ * first). Item 3 is read through the ref in it. */
+std::vector<std::string> drain(tr_runtime *rt, tr_ref st, int *end_rc, size_t first = 0) {
+    std::vector<std::string> out;
+    tr_ref it;
+    int rc;
+    while ((rc = tr_stream_next(rt, st, 20000, &it)) == 0) {
+        const void *d;
+        size_t n;
+        int g = tr_get(rt, it, 10000, &d, &n);
+        std::string v =
+            g ? std::string("error: ") + tr_last_error() : std::string((const char *)d, n);
+        if (!g && first + out.size() == 3 && n == 16) { /* the ref inside */
+            tr_ref inner;
+            memcpy(&inner, d, 16);
+            g = tr_get(rt, inner, 10000, &d, &n);
+            v = g ? std::string("error: ") + tr_last_error() : std::string((const char *)d, n);
+            if (!g) tr_ref_release(rt, inner);
+        }
+        out.push_back(v);
+        tr_ref_release(rt, it);
+    }
+    *end_rc = rc;
+    return out;
+}
+
+std::vector<std::string> items(int k) {
+    std::vector<std::string> v;
+    for (int i = 0; i < k; i++)
+        v.push_back(stream_item(i));
+    return v;
+}
+
+/* Streams (num_returns TR_STREAMING): each item reaches the caller as the method yields it,
+ * while the method runs on - inline, through the store (item 2), or with a ref in it
+ * (item 3) - in order, once; the stream ref's own value is the method's reply; a plain
+ * call of the same method drops the items; releasing a stream with items not taken leaves
+ * nothing behind. */
+TEST_F(OwnershipTest, StreamItemsComeAsTheMethodYieldsThem) {
+    tr_actor_id a = make();
+    char dir[] = "/tmp/trstreamXXXXXX";
+    ASSERT_TRUE(mkdtemp(dir));
+    std::string go = std::string(dir) + "/go";
+    std::string args = stream_args(5, 1, go);
+    tr_ref st, it;
+    ASSERT_EQ(
+        tr_call_multi(rt, a, "stream", args.data(), args.size(), nullptr, 0, TR_STREAMING, &st), 0)
+        << tr_last_error();
+    ASSERT_EQ(tr_stream_next(rt, st, 20000, &it), 0) << tr_last_error();
+    const void *d;
+    size_t n;
+    ASSERT_EQ(tr_get(rt, it, 10000, &d, &n), 0) << tr_last_error();
+    EXPECT_EQ(std::string((const char *)d, n), stream_item(0));
+    EXPECT_EQ(tr_get(rt, st, 0, &d, &n), TR_ETIMEDOUT); /* the method waits for "go" */
+    EXPECT_EQ(tr_stream_next(rt, st, 50, &it), TR_ETIMEDOUT);
+    tr_ref_release(rt, it);
+    if (FILE *f = fopen(go.c_str(), "w")) fclose(f);
+    int end = 0;
+    std::vector<std::string> rest = drain(rt, st, &end, 1);
+    EXPECT_EQ(end, 1) << tr_last_error();
+    std::vector<std::string> want = items(5);
+    want.erase(want.begin());
+    EXPECT_TRUE(rest == want) << rest.size() << " items";
+    ASSERT_EQ(tr_get(rt, st, 10000, &d, &n), 0) << tr_last_error();
+    EXPECT_EQ(std::string((const char *)d, n), "done-5");
+    EXPECT_EQ(tr_stream_next(rt, st, 0, &it), 1); /* (the end, again) */
+    EXPECT_EQ(tr_ref_release(rt, st), 0);
+    EXPECT_EQ(tr_stream_next(rt, st, 0, &it), TR_ESTALE);
+    /* a plain call's ref is no stream; a plain call of a streaming method drops the items */
+    tr_ref plain;
+    args = stream_args(4, 0);
+    ASSERT_EQ(tr_call(rt, a, "stream", args.data(), args.size(), &plain), 0);
+    EXPECT_EQ(tr_stream_next(rt, plain, 0, &it), TR_ESTALE);
+    ASSERT_EQ(tr_get(rt, plain, 10000, &d, &n), 0) << tr_last_error();
+    EXPECT_EQ(std::string((const char *)d, n), "done-4");
+    tr_ref_release(rt, plain);
+    /* released with its items untaken, after its end and before */
+    for (int early = 0; early < 2; early++) {
+        ASSERT_EQ(
+            tr_call_multi(rt, a, "stream", args.data(), args.size(), nullptr, 0, TR_STREAMING, &st),
+            0);
+        if (!early) {
+            ASSERT_EQ(tr_get(rt, st, 10000, &d, &n), 0) << tr_last_error();
+        }
+        EXPECT_EQ(tr_ref_release(rt, st), 0);
+    }
+    ASSERT_EQ(call_str(rt, a, "echo", "after", nullptr), 0); /* (the last one's end is in) */
+    unlink(go.c_str());
+    rmdir(dir);
+    expect_empty();
+}
+
+/* Two streams at once on an actor with max_concurrency 2 (its pool's threads yield): both
+ * have their first item while both methods wait, then all their items, each whole. */
+TEST_F(OwnershipTest, StreamsOfAThreadedActorRunSideBySide) {
+    tr_actor_options o;
+    tr_actor_options_init(&o);
+    o.max_concurrency = 2;
+    tr_actor_id a;
+    ASSERT_EQ(tr_actor_create(rt, "Counter", &o, "o", 1, &a), 0) << tr_last_error();
+    char dir[] = "/tmp/trstreamXXXXXX";
+    ASSERT_TRUE(mkdtemp(dir));
+    std::string go = std::string(dir) + "/go", args = stream_args(5, 1, go);
+    tr_ref st[2], it;
+    for (tr_ref &r : st)
+        ASSERT_EQ(
+            tr_call_multi(rt, a, "stream", args.data(), args.size(), nullptr, 0, TR_STREAMING, &r),
+            0);
+    for (tr_ref r : st) {
+        ASSERT_EQ(tr_stream_next(rt, r, 20000, &it), 0) << tr_last_error();
+        tr_ref_release(rt, it);
+    }
+    if (FILE *f = fopen(go.c_str(), "w")) fclose(f);
+    std::vector<std::string> want = items(5);
+    want.erase(want.begin());
+    for (tr_ref r : st) {
+        int end = 0;
+        EXPECT_TRUE(drain(rt, r, &end, 1) == want);
+        EXPECT_EQ(end, 1);
+        tr_ref_release(rt, r);
+    }
+    unlink(go.c_str());
+    rmdir(dir);
+    expect_empty();
+}
+
+/* A stream that fails, dies or is canceled ends after the items it yielded: the stream
+ * ref says why. */
+TEST_F(OwnershipTest, StreamThatFailsDiesOrIsCanceledEndsWithWhy) {
+    tr_actor_id a = make();
+    tr_ref st, it;
+    const void *d;
+    size_t n;
+    int end = 0;
+    std::string args = stream_args(3, 2);
+    ASSERT_EQ(
+        tr_call_multi(rt, a, "stream", args.data(), args.size(), nullptr, 0, TR_STREAMING, &st), 0);
+    EXPECT_TRUE(drain(rt, st, &end) == items(3));
+    EXPECT_EQ(end, 1);
+    EXPECT_EQ(tr_get(rt, st, 10000, &d, &n), TR_ETASK);
+    EXPECT_NE(std::string(tr_last_error()).find("failed after 3 items"), std::string::npos)
+        << tr_last_error();
+    tr_ref_release(rt, st);
+    args = stream_args(5, 3, "/dev/null");
+    ASSERT_EQ(
+        tr_call_multi(rt, a, "stream", args.data(), args.size(), nullptr, 0, TR_STREAMING, &st), 0);
+    EXPECT_TRUE(drain(rt, st, &end) == items(2));
+    EXPECT_EQ(end, 1);
+    EXPECT_EQ(tr_get(rt, st, 10000, &d, &n), TR_EACTOR_DIED);
+    tr_ref_release(rt, st);
+    tr_actor_id b = make();
+    args = stream_args(5, 1, "/nonexistent/never");
+    ASSERT_EQ(
+        tr_call_multi(rt, b, "stream", args.data(), args.size(), nullptr, 0, TR_STREAMING, &st), 0);
+    ASSERT_EQ(tr_stream_next(rt, st, 20000, &it), 0) << tr_last_error();
+    tr_ref_release(rt, it);
+    auto t0 = Clock::now();
+    EXPECT_EQ(tr_cancel(rt, st, 0), 0);
+    EXPECT_EQ(tr_stream_next(rt, st, 10000, &it), 1);
+    EXPECT_EQ(tr_get(rt, st, 0, &d, &n), TR_ECANCELED);
+    tr_ref_release(rt, st);
+    /* the method saw its cancel and ended: the actor serves the next call at once */
+    ASSERT_EQ(call_str(rt, b, "echo", "after", nullptr, 10000), 0) << tr_last_error();
+    EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));
+    expect_empty();
+}
+
 /* Several results with refs in them (tr_ctx_reply_multi_contains): each result keeps the
  * refs alive on its own - dropped, got, passed on inside another call - and nothing is
  * left once all go. */

@@ -246,6 +246,57 @@ TEST_F(TasksTest, SeveralResults) {
     expect_empty();
 }
 
+/* A task's stream (num_returns TR_STREAMING): its items as it yields them; a run whose
+ * worker died after two items is run again (max_retries), and the items it yields again
+ * are not given twice. */
+TEST_F(TasksTest, StreamsAndTheirRetries) {
+    char dir[] = "/tmp/trtstreamXXXXXX";
+    ASSERT_TRUE(mkdtemp(dir));
+    std::string mark = std::string(dir) + "/ran";
+    for (int32_t mode : {0, 4}) {
+        int32_t k = 5;
+        std::string args((const char *)&k, 4);
+        args.append((const char *)&mode, 4);
+        args += mark;
+        tr_task_options o = TR_TASK_OPTIONS_INIT;
+        o.max_retries = 1;
+        tr_ref st, it;
+        ASSERT_EQ(tr_task_submit_multi(rt, "t_stream", args.data(), args.size(), nullptr, 0, &o,
+                                       TR_STREAMING, &st),
+                  0)
+            << tr_last_error();
+        int rc, i = 0;
+        while ((rc = tr_stream_next(rt, st, 30000, &it)) == 0) {
+            const void *d;
+            size_t n;
+            ASSERT_EQ(tr_get(rt, it, 10000, &d, &n), 0) << tr_last_error();
+            if (i == 3) { /* a ref to the item */
+                ASSERT_EQ(n, 16u);
+                tr_ref inner;
+                memcpy(&inner, d, 16);
+                ASSERT_EQ(tr_get(rt, inner, 10000, &d, &n), 0) << tr_last_error();
+                EXPECT_TRUE(std::string((const char *)d, n) == stream_item(i));
+                tr_ref_release(rt, inner);
+            } else {
+                EXPECT_TRUE(std::string((const char *)d, n) == stream_item(i)) << "item " << i;
+            }
+            tr_ref_release(rt, it);
+            i++;
+        }
+        EXPECT_EQ(rc, 1) << tr_last_error();
+        EXPECT_EQ(i, 5) << "mode " << mode;
+        const void *d;
+        size_t n;
+        ASSERT_EQ(tr_get(rt, st, 10000, &d, &n), 0) << tr_last_error();
+        EXPECT_EQ(std::string((const char *)d, n), "done-5");
+        tr_ref_release(rt, st);
+    }
+    EXPECT_EQ(access(mark.c_str(), F_OK), 0); /* (the first run of mode 4 died) */
+    unlink(mark.c_str());
+    rmdir(dir);
+    expect_empty();
+}
+
 TEST_F(TasksTest, TaskCreatesAnActor) {
     EXPECT_EQ(run_i64("t_make_actor", 41), 41);
 }

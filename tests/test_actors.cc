@@ -97,6 +97,13 @@ const MultiGroup multi_groups[5] = {
     {"g02", "gloo", 2, {0, 2}}, {"g012", "gloo", 3, {0, 1, 2}},
 };
 
+std::string stream_item(int i) {
+    std::string one = "item-" + std::to_string(i), s;
+    for (int r = 0; r <= (i == 2 ? 30000 : i); r++)
+        s += one;
+    return s;
+}
+
 namespace {
 
 struct Counter {
@@ -455,6 +462,50 @@ int m_put_parts(tr_ctx *ctx, void *, const void *args, size_t len) {
     for (int i = 0; i < k; i++)
         tr_ref_release(rt, r[i]);
     return rc ? tr_ctx_error(ctx, "put_parts: %s: %s", tr_errname(rc), tr_last_error()) : 0;
+}
+
+/* args: int32 k, int32 mode, then a path. Yields k items (tr_ctx_yield): item i is
+ * stream_item(i) (item 2 is 330 KB, over a socket's inline limit), but for item 3, which
+ * is a ref to an object holding stream_item(3) (tr_ctx_yield_contains); replies
+ * "done-k". Modes: 1, after item 0 wait (up to 20 s, or a cancel) until the file at path
+ * exists; 2, fail at the end; 3, exit after 2 items; 4, exit after 2 items unless the
+ * file exists (created first: a retried task's second run goes through). */
+int m_stream(tr_ctx *ctx, void *, const void *args, size_t len) {
+    if (len < 8) return tr_ctx_error(ctx, "stream wants (int32 k, int32 mode, path)");
+    int32_t k, mode;
+    memcpy(&k, args, 4);
+    memcpy(&mode, (const char *)args + 4, 4);
+    std::string path((const char *)args + 8, len - 8);
+    tr_runtime *rt = tr_ctx_runtime(ctx);
+    for (int i = 0; i < k; i++) {
+        if ((mode == 3 || mode == 4) && i == 2) {
+            if (mode == 3 || access(path.c_str(), F_OK) != 0) {
+                if (FILE *f = fopen(path.c_str(), "w")) fclose(f);
+                _exit(3);
+            }
+        }
+        std::string v = stream_item(i);
+        int rc;
+        if (i == 3) {
+            tr_ref obj;
+            rc = tr_put(rt, v.data(), v.size(), &obj);
+            if (!rc) rc = tr_ctx_yield_contains(ctx, &obj, sizeof obj, &obj, 1);
+            if (!rc) tr_ref_release(rt, obj);
+        } else {
+            rc = tr_ctx_yield(ctx, v.data(), v.size());
+        }
+        if (rc) return tr_ctx_error(ctx, "yield %d: %s: %s", i, tr_errname(rc), tr_last_error());
+        if (mode == 1 && i == 0) {
+            auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+            while (access(path.c_str(), F_OK) != 0 && !tr_ctx_canceled(ctx) &&
+                   std::chrono::steady_clock::now() < until)
+                std::this_thread::sleep_for(std::chrono::milliseconds(2));
+            if (tr_ctx_canceled(ctx)) return tr_ctx_error(ctx, "canceled");
+        }
+    }
+    if (mode == 2) return tr_ctx_error(ctx, "failed after %d items", k);
+    std::string done = "done-" + std::to_string(k);
+    return tr_ctx_reply(ctx, done.data(), done.size());
 }
 
 /* Checksums of its object arguments (tr_call_refs), one uint64 each. */
@@ -1239,6 +1290,7 @@ const tr_method_def counter_methods[] = {
     {"share_call", m_share_call},
     {"parts", m_parts},
     {"put_parts", m_put_parts},
+    {"stream", m_stream},
     {"coll", m_coll},
     {"open_allreduce", m_open_allreduce},
     {"open_keep", m_open_keep},
@@ -1281,6 +1333,10 @@ int t_echo(tr_ctx *ctx, const void *args, size_t len) {
 
 int t_parts(tr_ctx *ctx, const void *args, size_t len) {
     return m_parts(ctx, nullptr, args, len);
+}
+
+int t_stream(tr_ctx *ctx, const void *args, size_t len) {
+    return m_stream(ctx, nullptr, args, len);
 }
 
 /* args: a path (no NUL) and, after a NUL, anything: creates the file (a side effect another
@@ -1502,17 +1558,11 @@ void add_functions(tr_config *cfg) {
     static const struct {
         const char *name;
         tr_task_fn fn;
-    } fns[] = {{"t_echo", t_echo},
-               {"t_pid", t_pid},
-               {"t_touch", t_touch},
-               {"t_sleep", t_sleep},
-               {"t_fail", t_fail},
-               {"t_crash_until", t_crash_until},
-               {"t_sum_refs", t_sum_refs},
-               {"t_tree", t_tree},
-               {"t_make_actor", t_make_actor},
-               {"t_parts", t_parts},
-               {"t_until_canceled", t_until_canceled}};
+    } fns[] = {
+        {"t_echo", t_echo},         {"t_pid", t_pid},       {"t_touch", t_touch},
+        {"t_sleep", t_sleep},       {"t_fail", t_fail},     {"t_crash_until", t_crash_until},
+        {"t_sum_refs", t_sum_refs}, {"t_tree", t_tree},     {"t_make_actor", t_make_actor},
+        {"t_parts", t_parts},       {"t_stream", t_stream}, {"t_until_canceled", t_until_canceled}};
     for (const auto &f : fns)
         if (tr_config_add_function(cfg, f.name, f.fn)) abort();
 }
@@ -2608,6 +2658,50 @@ int run_cluster_driver(const char *spec) {
                           : "seen " + std::to_string(seen) + " after " + std::to_string(s) + " s");
         if (called) tr_ref_release(rt, running);
         if (!crc) tr_actor_kill(rt, conc, 1);
+    }
+    /* a stream from b (tr_ctx_yield): its items as b yields them - inline, one of 330 KB,
+     * one with b's ref in it (kept there for us) - in order; b's store is back to its
+     * count once they are gone */
+    {
+        int64_t b0 = -1, b1 = -1;
+        rc = call_i64(rt, far, "store_objects", 0, &b0);
+        int32_t sk[2] = {5, 0};
+        tr_ref st, it;
+        if (!rc)
+            rc = tr_call_multi(rt, far, "stream", sk, sizeof sk, nullptr, 0, TR_STREAMING, &st);
+        int got = 0, bad = -1, end = 0;
+        std::string why;
+        while (!rc && (end = tr_stream_next(rt, st, 30000, &it)) == 0) {
+            const void *p = nullptr;
+            size_t n = 0;
+            int g = tr_get(rt, it, 30000, &p, &n);
+            std::string v = g ? "" : std::string((const char *)p, n);
+            if (!g && got == 3 && n == 16) {
+                tr_ref inner;
+                memcpy(&inner, p, 16);
+                g = tr_get(rt, inner, 30000, &p, &n);
+                v = g ? "" : std::string((const char *)p, n);
+                if (!g) tr_ref_release(rt, inner);
+            }
+            if (g) why = tr_last_error();
+            if ((g || v != stream_item(got)) && bad < 0) bad = got;
+            tr_ref_release(rt, it);
+            got++;
+        }
+        if (!rc && end != 1) why = tr_last_error();
+        const void *p = nullptr;
+        size_t n = 0;
+        int frc = rc ? rc : tr_get(rt, st, 30000, &p, &n);
+        std::string fin = frc ? "" : std::string((const char *)p, n);
+        if (!rc) tr_ref_release(rt, st);
+        bool back = eventually(
+            5000, [&] { return call_i64(rt, far, "store_objects", 0, &b1) == 0 && b1 == b0; });
+        cluster_check(rc == 0 && end == 1 && got == 5 && bad < 0 && fin == "done-5" && back,
+                      "a stream from another node: its items in order, then its end",
+                      "rc " + std::to_string(rc) + ", " + std::to_string(got) + " items, bad " +
+                          std::to_string(bad) + ", end " + std::to_string(end) + " " + fin +
+                          ", objects " + std::to_string(b0) + " -> " + std::to_string(b1) +
+                          (why.empty() ? "" : ": " + why));
     }
     /* several results from b, each with one of b's refs in it (tr_ctx_reply_multi_contains):
      * the second is read after the first was dropped, here and on a third node; b's store

@@ -34,6 +34,9 @@ bool eventually(int ms, const std::function<bool()> &pred);
 /* size bytes of a deterministic pseudo-random pattern, and an FNV-1a checksum. */
 std::string pattern(uint64_t size, uint64_t seed);
 uint64_t checksum(const void *p, size_t n);
+/* Item i of the test actors' streams (Counter.stream, t_stream): "item-i" repeated i+1
+ * times, 30001 times for item 2 (330 KB). */
+std::string stream_item(int i);
 
 /* Arguments of the test actors' "objar" method: `rounds` object-store allreduces of
  * float32/int32 buffers filled with objar_value(rank, round, i); replies the last result. */

@@ -139,6 +139,22 @@ TR_API int tr_ctx_reply_multi(tr_ctx *ctx, const void *const *data, const size_t
 TR_API int tr_ctx_reply_multi_contains(tr_ctx *ctx, const void *const *data, const size_t *len,
                                        size_t n, const tr_ref *refs, size_t n_refs);
 
+/* Sends the next item of the call's stream to its caller now, while the method runs on
+ * (Ray's streaming generators): data (len bytes, copied) is the item's value. A caller
+ * that made the call or task with num_returns TR_STREAMING takes the items' refs with
+ * tr_stream_next as they come; what the method replies at its end (or its error) is the
+ * stream ref's own value. A caller that asked for results drops the items. A large item
+ * goes through the object store, as a result does; items are never lost or reordered.
+ * Returns 0, TR_EINVAL, TR_EMSGSIZE (over max_message_bytes for a caller on another
+ * node), TR_ENOMEM, TR_ESTATE (in a compiled graph's step). Thread safety: the method's
+ * thread (or the thread it runs on, for a binding's async method). */
+TR_API int tr_ctx_yield(tr_ctx *ctx, const void *data, size_t len);
+
+/* As tr_ctx_yield, for an item that contains refs (n of them): they stay alive as long
+ * as the item's ref does, as tr_ctx_reply_contains keeps a result's. */
+TR_API int tr_ctx_yield_contains(tr_ctx *ctx, const void *data, size_t len, const tr_ref *refs,
+                                 size_t n);
+
 /* Whether the caller canceled the call running (tr_cancel without force, by its caller on
  * this node or another, of a task or an actor's call): 1 or 0. A long task or method polls it and
  * returns early; the caller's get says TR_ECANCELED whatever it returns. A task's worker is
@@ -556,6 +572,23 @@ TR_API int tr_call_refs(tr_runtime *rt, tr_actor_id actor, const char *method, c
 TR_API int tr_call_multi(tr_runtime *rt, tr_actor_id actor, const char *method, const void *args,
                          size_t len, const tr_ref *refs, size_t n_refs, size_t num_returns,
                          tr_ref *outs);
+
+/* num_returns for a stream (Ray's num_returns="streaming"), to tr_call_multi and
+ * tr_task_submit_multi: outs gets one ref, the stream's, and the method's items
+ * (tr_ctx_yield) come with tr_stream_next as it yields them. */
+#define TR_STREAMING ((size_t)-1)
+
+/* The next item of a stream (a call or task made with num_returns TR_STREAMING), as soon
+ * as its method has yielded it: *item is the item's ref, this process's as a call's result
+ * is (tr_get, tr_wait, passed on, tr_ref_release). Items come in the order yielded, each
+ * once. Returns 0 (an item), 1 (the end: the method ended and every item was taken;
+ * tr_get of the stream ref says how it ended, e.g. TR_ETASK with its error, or
+ * TR_EACTOR_DIED), TR_ETIMEDOUT (no item yet), TR_ESTALE (not a live stream ref of this
+ * process), TR_EINVAL. Releasing the stream ref lets go of the items not taken. A task
+ * run again after its worker died (max_retries) starts over: the items it yields again
+ * are skipped, as Ray does (its generator should yield the same items). Thread safety:
+ * any thread. */
+TR_API int tr_stream_next(tr_runtime *rt, tr_ref stream, int timeout_ms, tr_ref *item);
 
 /* As tr_call_refs, for arguments that contain refs (`contained`, n_contained of them:
  * refs nested in args' bytes, which a binding's serializer finds). Each is kept alive

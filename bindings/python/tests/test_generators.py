@@ -75,6 +75,76 @@ def test_a_generator_task_streams_its_items_refs(ray):
     assert store_empties()
 
 
+def _wait_between(path, n):
+    """Yields 0..n-1, waiting after 0 until the file at path exists (30 s at most)."""
+    import os
+    import time
+    for i in range(n):
+        yield i
+        until = time.monotonic() + 30
+        while i == 0 and not os.path.exists(path) and time.monotonic() < until:
+            time.sleep(0.002)
+
+
+@troupe.remote
+def wait_between(path, n):
+    yield from _wait_between(path, n)
+
+
+@troupe.remote
+def endless():
+    i = 0
+    while True:
+        yield i
+        i += 1
+
+
+@troupe.remote
+class Waiter:
+    def stream(self, path, n):
+        yield from _wait_between(path, n)
+
+    async def astream(self, path, n):
+        import os
+        for i in range(n):
+            yield i
+            while i == 0 and not os.path.exists(path):
+                await asyncio.sleep(0.002)
+
+
+def test_items_come_while_the_generator_runs_on(ray, tmp_path):
+    """Each item's ref is ready as soon as it is yielded: the first one is got while its
+    generator still waits for the file that lets it go on (task, method, async method)."""
+    w = Waiter.remote()
+    for i, make in enumerate([lambda p: wait_between.remote(p, 3),
+                              lambda p: w.stream.remote(p, 3),
+                              lambda p: w.astream.remote(p, 3)]):
+        go = tmp_path / f"go{i}"
+        gen = make(str(go))
+        assert ray.get(next(gen), timeout=30) == 0
+        with pytest.raises(ray.exceptions.GetTimeoutError):
+            ray.get(gen.completed(), timeout=0.05)  # (it waits for go)
+        assert ray.wait([gen], timeout=0) == ([], [gen])  # (wait: the next item)
+        go.touch()
+        assert ray.wait([gen], timeout=30) == ([gen], [])
+        assert ray.get(list(gen), timeout=30) == [1, 2]
+        assert gen.is_finished()
+    del gen, w
+    assert store_empties()
+
+
+def test_an_endless_generator_is_taken_as_it_goes_and_canceled(ray):
+    gen = endless.remote()
+    assert [ray.get(next(gen), timeout=30) for _ in range(5)] == [0, 1, 2, 3, 4]
+    ray.cancel(gen)
+    with pytest.raises(ray.exceptions.TaskCancelledError):
+        ray.get(gen.completed(), timeout=30)
+    rest = list(gen)  # (the items yielded before the cancel, then the call's ref)
+    assert rest and rest[-1] is gen.completed()
+    del gen, rest
+    assert store_empties()
+
+
 def test_an_items_ref_goes_on_to_other_tasks(ray):
     refs = list(count.remote(5))
     assert ray.get(total.remote(refs)) == 10  # (refs nested in an argument: borrowed)

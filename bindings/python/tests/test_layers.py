@@ -25,6 +25,7 @@ LAYERS = [
     "troupe._errors",
     "troupe._serial",
     "troupe._runtime",
+    "troupe._raylet",
     "troupe._placement",
     "troupe.util.scheduling_strategies",
     "troupe.util.placement_group",

@@ -543,14 +543,16 @@ def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):
     if not fetch_local:
         _errors.ignored("troupe.wait", ["fetch_local"], stacklevel=2)
     refs = list(refs)
-    if not all(isinstance(r, ObjectRef) for r in refs):
-        raise TypeError("troupe.wait wants a list of ObjectRefs")
+    if not all(isinstance(r, (ObjectRef, ObjectRefGenerator)) for r in refs):
+        raise TypeError("troupe.wait wants a list of ObjectRefs (or ObjectRefGenerators)")
     if num_returns < 0 or num_returns > len(refs):
         raise ValueError(f"num_returns {num_returns} with {len(refs)} refs")
     if len(set(refs)) != len(refs):
         raise ValueError("troupe.wait: the refs are not unique")
     if not refs:
         return [], []
+    if any(isinstance(r, ObjectRefGenerator) for r in refs):
+        return _wait_generators(refs, num_returns, timeout)
     rt = runtime()
     arr = (Ref * len(refs))(*[r._c for r in refs])
     ready = (ctypes.c_uint8 * len(refs))()
@@ -565,6 +567,40 @@ def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):
                                            time.monotonic() >= deadline):
             break
     done = [r for r, k in zip(refs, ready) if k][:num_returns]
+    taken = set(id(r) for r in done)
+    return done, [r for r in refs if id(r) not in taken]
+
+
+_GEN_POLL_S = 0.002  # troupe.wait of generators: how often it looks at them
+
+
+def _wait_generators(refs, num_returns, timeout):
+    """troupe.wait with ObjectRefGenerators among refs (Ray's): a generator is ready when
+    its next item is in (or its end), a ref when it is done. Looks every _GEN_POLL_S,
+    sleeping on the plain refs' tr_wait meanwhile."""
+    rt = runtime()
+    plain = [r for r in refs if isinstance(r, ObjectRef)]
+    arr = (Ref * len(plain))(*[r._c for r in plain]) if plain else None
+    flags = (ctypes.c_uint8 * max(1, len(plain)))()
+    nready = c_size_t()
+    deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+    while True:
+        if plain:
+            check(lib.tr_wait(rt, arr, len(plain), 0, 0, flags, byref(nready)), "troupe.wait")
+        done_plain = {id(r) for r, k in zip(plain, flags) if k}
+        ready = [r for r in refs if (id(r) in done_plain if isinstance(r, ObjectRef)
+                                     else r._ready())]
+        now = time.monotonic()
+        if len(ready) >= num_returns or (deadline is not None and now >= deadline):
+            break
+        left = _GEN_POLL_S if deadline is None else min(_GEN_POLL_S, deadline - now)
+        ms = max(0, int(left * 1000))
+        if plain and len(done_plain) < len(plain):  # (a plain ref may finish meanwhile)
+            check(lib.tr_wait(rt, arr, len(plain), len(done_plain) + 1, ms, flags,
+                              byref(nready)), "troupe.wait")
+        else:
+            time.sleep(left)
+    done = ready[:num_returns]
     taken = set(id(r) for r in done)
     return done, [r for r in refs if id(r) not in taken]
 
@@ -674,8 +710,8 @@ def check_num_returns(n, where):
 
 
 def with_generator(payload, mode):
-    """A call's or task's arguments' payload for num_returns=mode ("streaming",
-    "dynamic"): the worker runs the generator to its end and replies its items' refs."""
+    """A call's or task's arguments' payload for num_returns=mode: "streaming", the worker
+    yields the generator's items one by one; "dynamic", it replies their refs at its end."""
     return GENERATOR_MODES[mode] + payload
 
 
@@ -696,54 +732,85 @@ class DynamicObjectRefGenerator:
         return f"DynamicObjectRefGenerator({len(self._refs)} refs)"
 
 
+STREAMING_RETURNS = ctypes.c_size_t(-1).value  # (troupe.h's TR_STREAMING)
+
+
 class ObjectRefGenerator:
     """What a generator's task or method call gives (Ray's, num_returns="streaming", a
     generator function's default): iterate it, sync or async, for the refs of the items
-    the generator yielded, in order. An exception the generator raised after some items
-    is the ref after theirs (get raises it); a task that failed before (its arguments, a
-    dead worker) gives one ref, whose get raises why. troupe replies the items when the
-    generator ends, not one by one as they are yielded: the first next() waits for the
-    whole call (an endless generator never ends)."""
+    the generator yields, each as soon as it has been yielded (tr_stream_next), while the
+    generator runs on. An exception the generator raised after some items is the ref
+    after theirs (get raises it), as is a failure of the call as a whole (its arguments,
+    a dead worker)."""
 
     def __init__(self, ref):
         self._ref = ref
-        self._refs = None
-        self._i = 0
-
-    def _loaded(self, value=None, error=False):
-        if self._refs is None:
-            self._refs = [self._ref] if error else list(value)
-        return self._refs
+        self._end = False   # every item was taken
+        self._done = False  # ...and the ending ref too (a failure's)
+        self._peeked = None  # the next item's ref, taken by _ready
 
     def __iter__(self):
         return self
 
+    def _ready(self):
+        """Whether next() would not wait (an item is in, or the end): troupe.wait's."""
+        if self._peeked is None and not self._end:
+            out = Ref()
+            rc = lib.tr_stream_next(self._ref._rt, self._ref._c, 0, byref(out))
+            if rc == 0:
+                self._peeked = ObjectRef(out)
+            elif rc == 1:
+                self._end = True
+            elif rc != _errors.ETIMEDOUT:
+                check(rc, "the next item of a generator")
+        return self._peeked is not None or self._end
+
+    def _next(self, timeout_ms):
+        """The next item's ref; the call's ref once, if it failed; None at the end.
+        Raises GetTimeoutError if none came within timeout_ms."""
+        if self._peeked is not None:
+            ref, self._peeked = self._peeked, None
+            return ref
+        if self._done:
+            return None
+        if not self._end:
+            out = Ref()
+            deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
+            while True:  # (in slices: a KeyboardInterrupt gets through)
+                ms = _SLICE_MS if deadline is None else \
+                    min(max(0, int((deadline - time.monotonic()) * 1000)), _SLICE_MS)
+                rc = lib.tr_stream_next(self._ref._rt, self._ref._c, ms, byref(out))
+                if rc != _errors.ETIMEDOUT or (deadline is not None and
+                                               time.monotonic() >= deadline):
+                    break
+            if rc == 0:
+                return ObjectRef(out)
+            if rc == _errors.ETIMEDOUT:
+                raise GetTimeoutError("the next item of a generator: none within the timeout")
+            if rc != 1:
+                check(rc, "the next item of a generator")
+            self._end = True
+        self._done = True
+        try:
+            get_one(self._ref, None)  # (done: at once)
+        except Exception:  # (the generator raised, or the call failed: its ref says why)
+            return self._ref
+        return None
+
     def __next__(self):
-        if self._refs is None:
-            try:
-                self._loaded(get_one(self._ref, None))
-            except GetTimeoutError:
-                raise
-            except Exception:  # (the call failed as a whole: its ref raises why)
-                self._loaded(error=True)
-        return self._take(StopIteration)
+        ref = self._next(-1)
+        if ref is None:
+            raise StopIteration
+        return ref
 
     def __aiter__(self):
         return self
 
     async def __anext__(self):
-        if self._refs is None:
-            try:
-                self._loaded(await self._ref)
-            except Exception:
-                self._loaded(error=True)
-        return self._take(StopAsyncIteration)
-
-    def _take(self, stop):
-        if self._i >= len(self._refs):
-            raise stop
-        self._i += 1
-        return self._refs[self._i - 1]
+        ref = await asyncio.get_running_loop().run_in_executor(None, self._next, -1)
+        if ref is None:
+            raise StopAsyncIteration
+        return ref
 
     def completed(self):
         """A ref that is ready once the generator has run to its end."""
@@ -751,7 +818,7 @@ class ObjectRefGenerator:
 
     def is_finished(self):
         """Whether every item's ref has been taken."""
-        return self._refs is not None and self._i >= len(self._refs)
+        return self._done
 
     def __repr__(self):
         return f"ObjectRefGenerator({self._ref})"
@@ -767,6 +834,8 @@ def call(actor_id, method, args, kwargs, what, num_returns=1):
     its result at once (num_returns k > 1: a list of k refs, each one part of the result;
     0: None, the call runs all the same). what: the call, as its error names it."""
     mode = num_returns if num_returns in GENERATOR_MODES else None
+    if mode == "streaming":
+        return _call_stream(actor_id, method, args, kwargs, what)
     if mode is None and num_returns > 1:
         return _call_multi(actor_id, method, args, kwargs, what, num_returns)
     rt = runtime()
@@ -797,8 +866,8 @@ def call(actor_id, method, args, kwargs, what, num_returns=1):
 
 
 def encode_multi(args, kwargs, k):
-    """(payload, refs) of a call with num_returns k > 1, as encode_args'. Refs
-    nested in the arguments go with the arguments into an object of the store
+    """(payload, refs) of a call with num_returns k > 1 (or "streaming"), as encode_args'.
+    Refs nested in the arguments go with the arguments into an object of the store
     (tr_put_refs keeps them alive as long as it; the call keeps it until it is done), as
     tr_call_multi takes no contained refs."""
     a, kw, refs = args_with_refs(args, kwargs)
@@ -821,7 +890,8 @@ def encode_multi(args, kwargs, k):
         all_refs.append(obj)
     else:
         payload = _serial.join(parts, total)
-    return with_returns(payload, k), all_refs
+    return (with_generator(payload, k) if k == "streaming" else with_returns(payload, k),
+            all_refs)
 
 
 def with_returns(payload, k):
@@ -839,6 +909,17 @@ def _call_multi(actor_id, method, args, kwargs, what, k):
     check(lib.tr_call_multi(rt, actor_id, method.encode(), payload, len(payload), arr,
                             len(all_refs), k, outs), what)
     return multi_refs(outs)
+
+
+def _call_stream(actor_id, method, args, kwargs, what):
+    """call() with num_returns="streaming" (tr_call_multi's TR_STREAMING): an
+    ObjectRefGenerator, whose items come as the method yields them."""
+    payload, all_refs = encode_multi(args, kwargs, "streaming")
+    arr = (Ref * len(all_refs))(*[r._c for r in all_refs]) if all_refs else None
+    outs = (Ref * 1)()
+    check(lib.tr_call_multi(runtime(), actor_id, method.encode(), payload, len(payload), arr,
+                            len(all_refs), STREAMING_RETURNS, outs), what)
+    return ObjectRefGenerator(multi_refs(outs)[0])
 
 
 # ------------------------------------------------------------------ num_returns=0
@@ -932,6 +1013,8 @@ def cancel(ref, *, force=False, recursive=True):
     TaskCancelledError. A call not yet sent never runs; one running runs on and its result
     is dropped, unless force (tasks only: their worker is stopped). recursive is taken
     (a task's own children are not canceled with it)."""
+    if isinstance(ref, ObjectRefGenerator):  # (its call: the items yielded stay)
+        ref = ref._ref
     if not isinstance(ref, ObjectRef):
         raise TypeError(f"troupe.cancel wants an ObjectRef, got {type(ref).__name__}")
     check(lib.tr_cancel(runtime(), ref._c, 1 if force else 0), "troupe.cancel")

@@ -128,54 +128,79 @@ def check_results(result, k):
     return result
 
 
-def generator_refs(result, mode):
-    """The refs of the items a generator (sync or async) yields, each put in the store as
-    it comes: a list ("streaming": the caller's ObjectRefGenerator iterates it) or a
-    DynamicObjectRefGenerator ("dynamic"). An exception after some items: "streaming" puts
-    it as one more item (its get raises it), "dynamic" raises it (the call fails)."""
-    refs = []
+def yield_item(ctx, value):
+    """One item of the call's stream, to its caller now (tr_ctx_yield; refs in it live as
+    long as the item's ref)."""
+    parts, total, refs = _serial.dumps(value)
+    data = _serial.join(parts, total)
+    if refs:
+        held = list(dict.fromkeys(refs))
+        arr = (_ffi.Ref * len(held))(*[r._c for r in held])
+        check(lib.tr_ctx_yield_contains(ctx, data, len(data), arr, len(held)),
+              f"yielding {len(data)} bytes with {len(held)} refs")
+    else:
+        check(lib.tr_ctx_yield(ctx, data, len(data)), f"yielding {len(data)} bytes")
 
-    def failed(e):
-        if mode == "dynamic":
-            refs.clear()  # (the items go now, not when a cycle through e is collected)
-            raise e
-        err = _serial.dump_error(e, traceback.format_exc())
-        refs.append(_runtime.put_payload([err], len(err)))
 
+def stream_items(ctx, result):
+    """num_returns="streaming": each item the generator (sync or async) yields goes to the
+    caller as it comes (yield_item), where its ref is ready while the generator runs on.
+    An exception raised after some items is the call's (the caller's ObjectRefGenerator
+    gives it after them)."""
     if inspect.isasyncgen(result):
-        async def collect():
-            try:
+        async def each():
+            async for item in result:
+                yield_item(ctx, item)
+        asyncio.run_coroutine_threadsafe(each(), event_loop()).result()
+    elif inspect.isgenerator(result) or isinstance(result, collections.abc.Iterator):
+        for item in result:
+            yield_item(ctx, item)
+    else:
+        raise TypeError(f"num_returns='streaming' needs a generator: the function returned "
+                        f"a {type(result).__name__}")
+
+
+def generator_refs(result):
+    """The refs of the items a generator (sync or async) yields, each put in the store as
+    it comes, in a DynamicObjectRefGenerator (num_returns="dynamic"; an exception after
+    some items fails the call, and the items go at once)."""
+    refs = []
+    try:
+        if inspect.isasyncgen(result):
+            async def collect():
                 async for item in result:
                     refs.append(_runtime.put(item))
-            except Exception as e:
-                failed(e)
-        asyncio.run_coroutine_threadsafe(collect(), event_loop()).result()
-    elif inspect.isgenerator(result) or isinstance(result, collections.abc.Iterator):
-        try:
+            asyncio.run_coroutine_threadsafe(collect(), event_loop()).result()
+        elif inspect.isgenerator(result) or isinstance(result, collections.abc.Iterator):
             for item in result:
                 refs.append(_runtime.put(item))
-        except Exception as e:
-            failed(e)
-    else:
-        raise TypeError(f"num_returns={mode!r} needs a generator: the function returned a "
-                        f"{type(result).__name__}")
-    return refs if mode == "streaming" else _runtime.DynamicObjectRefGenerator(refs)
+        else:
+            raise TypeError(f"num_returns='dynamic' needs a generator: the function returned "
+                            f"a {type(result).__name__}")
+    except BaseException:
+        refs.clear()  # (not when a cycle through the traceback is collected)
+        raise
+    return _runtime.DynamicObjectRefGenerator(refs)
 
 
 def reply_results(ctx, result, k):
     """The result of a call made with num_returns k: one value (k == 1), or a tuple or list
     of k values, each serialized and replied as one part (tr_ctx_reply_multi): the
     caller's k refs each get one. A wrong number of values is Ray's ValueError, raised
-    in the caller at get of each ref. A generator's mode ("streaming", "dynamic"): its
-    items' refs, as one value (generator_refs)."""
+    in the caller at get of each ref. A generator's: "streaming", its items one by one as
+    it yields them (stream_items), then None; "dynamic", its items' refs as one value
+    (generator_refs)."""
     if k == 1:
         if type(result) in _serial.SIMPLE:  # (the fast path: a plain pickle)
             data = _serial.MAGIC0 + pickle.dumps(result, protocol=5)
             rc = lib.tr_ctx_reply(ctx, data, len(data))
             return check(rc, f"replying {len(data)} bytes") if rc else None
         return reply_value(ctx, result)
-    if k in _runtime.GENERATOR_MODES:
-        return reply_value(ctx, generator_refs(result, k))
+    if k == "streaming":
+        stream_items(ctx, result)
+        return reply_value(ctx, None)
+    if k == "dynamic":
+        return reply_value(ctx, generator_refs(result))
     result = check_results(result, k)
     data, held = [], []
     for v in result:

@@ -222,6 +222,12 @@ class RemoteFunction:
             opts = _ffi.TaskOptions.from_buffer_copy(p.opts)
             carr = (Ref * len(contained))(*[r._c for r in contained])
             opts.contained, opts.n_contained = carr, len(contained)
+        if mode == "streaming":  # (its items come as it yields them: tr_stream_next)
+            outs = (Ref * 1)()
+            check(lib.tr_task_submit_multi(rt, p.cname, data, len(data), arr, len(refs),
+                                           byref(opts), _runtime.STREAMING_RETURNS, outs),
+                  f"submitting task {self._function_name}")
+            return _runtime.ObjectRefGenerator(_runtime.multi_refs(outs)[0])
         if k > 1:
             outs = (Ref * k)()
             check(lib.tr_task_submit_multi(rt, p.cname, data, len(data), arr, len(refs),
@@ -232,8 +238,6 @@ class RemoteFunction:
         check(lib.tr_task_submit(rt, p.cname, data, len(data), arr, len(refs), byref(opts),
                                  byref(out)), f"submitting task {self._function_name}")
         ref = ObjectRef(out)
-        if mode == "streaming":
-            return _runtime.ObjectRefGenerator(ref)
         if k == 1:
             return ref
         _runtime.forget(ref)  # (0: Ray's None; the task runs all the same)
