@@ -6,8 +6,12 @@
  * reserved ("pg_release") and the group stays PENDING with the reason, tried again by a
  * scheduler thread (at most one) every second and after every change. The head routes
  * actors created into a group to the node holding their bundle (tr__cl_pg_route). A
- * group goes with its creator (owner_gone, or its node lost); a lost node's groups are
- * released everywhere and placed again whole. */
+ * group goes with its creator (owner_gone, or its node lost). A group that loses a node
+ * is PENDING again and only the bundles it had there are placed again (as Ray's
+ * RESCHEDULING): its parts on the other nodes stay, with their actors, and the lost
+ * bundles go to nodes that hold none of its others (a node reserves a group's part once);
+ * a PACK or SPREAD group whose lost bundles can never fit there is placed again whole,
+ * and a STRICT_PACK group was on the lost node whole. */
 #include "api/node/cluster_int.h"
 
 #include <errno.h>
@@ -42,6 +46,7 @@ struct hpg {
     int doomed;   /* its creator is gone: released, then forgotten */
     int release;  /* parts to undo (removed, doomed, or a node of it lost) */
     int pass;     /* the scheduler pass that last looked at it */
+    int partial;  /* PENDING with some bundles still placed: only the others are placed */
     char reason[512];
     char (*node)[17];     /* each bundle's node id while placed ("": not) */
     char (*address)[128]; /* and its address */
@@ -530,43 +535,131 @@ static int candidates(tr__cluster *cl, cand **out) {
     return k;
 }
 
-/* One try at placing g: plan, reserve each node's part, all or none. 1 placed, 0 not
- * (g->reason says why, under mu). Caller holds pg_mu (g stays). */
+/* A partial group's plan (had: each bundle's node, "" for those to place): its placed
+ * bundles stay (as[i]: their node's index in c, -1 if it does not answer now); the others
+ * go by its strategy (plan, over a group of only them) to the nodes of c that hold none of
+ * its bundles. 1 if each has a node. */
+static int plan_rest(const hpg *g, char (*had)[17], const cand *c, tr__res *cap, int k, int *as) {
+    int held[TR__MEMBERS_MAX] = {0}, idx[TR__MEMBERS_MAX], miss[TR__PG_MAX_BUNDLES];
+    int m = 0, kk = 0, sas[TR__PG_MAX_BUNDLES];
+    for (int i = 0; i < g->n; i++) {
+        as[i] = -1;
+        if (!had[i][0]) {
+            miss[m++] = i;
+            continue;
+        }
+        for (int j = 0; j < k; j++)
+            if (strcmp(c[j].id, had[i]) == 0) {
+                held[j] = 1;
+                as[i] = j;
+            }
+    }
+    tr__res *sub_cap = calloc((size_t)k + 1, sizeof *sub_cap);
+    tr__res *sub_res = calloc((size_t)m + 1, sizeof *sub_res);
+    int ok = 0;
+    if (sub_cap && sub_res) {
+        for (int j = 0; j < k; j++)
+            if (!held[j]) {
+                idx[kk] = j;
+                sub_cap[kk++] = cap[j];
+            }
+        for (int t = 0; t < m; t++)
+            sub_res[t] = g->res[miss[t]];
+        hpg sub = *g; /* (plan reads n, res and strategy) */
+        sub.n = m;
+        sub.res = sub_res;
+        ok = m == 0 || (kk > 0 && plan(&sub, sub_cap, kk, sas));
+        if (ok) {
+            for (int t = 0; t < m; t++)
+                as[miss[t]] = idx[sas[t]];
+            for (int q = 0; q < kk; q++)
+                cap[idx[q]] = sub_cap[q];
+        }
+    }
+    free(sub_cap);
+    free(sub_res);
+    return ok;
+}
+
+/* One try at placing g (or, partial, the bundles it lost): plan, reserve each node's
+ * part, all or none. 1 placed, 0 not (g->reason says why, under mu). Caller holds pg_mu
+ * (g stays). */
 static int place(tr__cluster *cl, hpg *g) {
     cand *c = NULL;
     int k = candidates(cl, &c);
     int *as = calloc((size_t)g->n, sizeof *as);
+    char(*had)[17] = calloc((size_t)g->n, sizeof *had);
     tr__res *cap = k > 0 ? calloc((size_t)k, sizeof *cap) : NULL;
     char why[512] = "";
-    int placed = 0;
-    if (k <= 0 || !as || !cap) {
+    int placed = 0, partial = 0;
+    if (had) { /* (a node lost meanwhile changes them: checked again before they count) */
+        pthread_mutex_lock(&cl->mu);
+        partial = g->partial;
+        for (int i = 0; partial && i < g->n; i++)
+            memcpy(had[i], g->node[i], sizeof had[i]);
+        pthread_mutex_unlock(&cl->mu);
+    }
+    if (k <= 0 || !as || !had || !cap) {
         snprintf(why, sizeof why, "no node of the cluster that runs actors answers");
         goto done;
     }
+    char what[300];
+    int n_lost = 0;
+    for (int i = 0; partial && i < g->n; i++)
+        n_lost += !had[i][0];
+    int k_free = k; /* (a partial group's nodes to use: those that hold none of it) */
+    for (int j = 0; partial && j < k; j++) {
+        int holds = 0;
+        for (int i = 0; i < g->n && !holds; i++)
+            holds = strcmp(had[i], c[j].id) == 0;
+        k_free -= holds;
+    }
+    if (partial)
+        snprintf(what, sizeof what, "the %d bundle%s it lost (of %d: {%s})", n_lost,
+                 n_lost == 1 ? "" : "s", g->n, g->bundles);
+    else
+        snprintf(what, sizeof what, "its %d bundles {%s}", g->n, g->bundles);
     for (int j = 0; j < k; j++)
         cap[j] = c[j].total;
-    if (!plan(g, cap, k, as)) {
+    if (!(partial ? plan_rest(g, had, c, cap, k, as) : plan(g, cap, k, as))) {
+        if (partial && g->strategy != TR_PG_STRICT_SPREAD) {
+            /* its lost bundles can never fit beside its others: placed again, whole */
+            pthread_mutex_lock(&cl->mu);
+            if (g->partial && g->state == TR_PG_PENDING && !g->doomed) {
+                g->partial = 0;
+                g->release = 1;
+                set_reason(g, "its lost bundles do not fit on the nodes that hold none of its "
+                              "others: the group is placed again, whole, when it fits");
+                cl->pg_kick = 1;
+            }
+            pthread_mutex_unlock(&cl->mu);
+            goto done;
+        }
         snprintf(why, sizeof why,
-                 "infeasible: no %s assignment of its %d bundles {%s} to the %d live node%s "
-                 "fits even with every resource free; it stays pending",
-                 strategy_names[g->strategy], g->n, g->bundles, k, k == 1 ? "" : "s");
+                 "infeasible: no %s assignment of %s to the %d live node%s%s fits even with "
+                 "every resource free; it stays pending",
+                 strategy_names[g->strategy], what, k_free, k_free == 1 ? "" : "s",
+                 partial ? " that hold none of its others" : "");
         goto done;
     }
     for (int j = 0; j < k; j++)
         cap[j] = c[j].avail;
-    if (!plan(g, cap, k, as)) {
+    if (!(partial ? plan_rest(g, had, c, cap, k, as) : plan(g, cap, k, as))) {
         snprintf(why, sizeof why,
-                 "waiting for resources: no %s assignment of its %d bundles {%s} to the %d "
-                 "live node%s fits what they have free now",
-                 strategy_names[g->strategy], g->n, g->bundles, k, k == 1 ? "" : "s");
+                 "waiting for resources: no %s assignment of %s to the %d live node%s%s fits "
+                 "what they have free now",
+                 strategy_names[g->strategy], what, k_free, k_free == 1 ? "" : "s",
+                 partial ? " that hold none of its others" : "");
         goto done;
     }
     int ok_to = -1; /* nodes reserved so far: c[0..ok_to] in the order tried */
     int rc = 0;
+    /* (a partial group's placed bundles are reserved already: only the others go) */
+#define NEW_HERE(i, j) (as[i] == (j) && !(partial && had[i][0]))
     for (int j = 0; j < k && !rc; j++) {
         int cnt = 0;
         for (int i = 0; i < g->n; i++)
-            cnt += as[i] == j;
+            cnt += NEW_HERE(i, j);
         if (!cnt) continue;
         tr__buf q = TR__BUF_INIT, a = TR__BUF_INIT;
         size_t m = tr__enc_map_open(&q);
@@ -581,7 +674,7 @@ static int place(tr__cluster *cl, hpg *g) {
         tr__enc_str(&q, "here");
         tr__enc_array(&q, (uint32_t)cnt);
         for (int i = 0; i < g->n; i++)
-            if (as[i] == j) tr__enc_int(&q, i);
+            if (NEW_HERE(i, j)) tr__enc_int(&q, i);
         tr__enc_map_close(&q, m);
         rc = node_call(cl, c[j].address, &q, &a);
         if (rc)
@@ -594,33 +687,40 @@ static int place(tr__cluster *cl, hpg *g) {
     }
     if (rc) { /* all or none: the parts reserved go */
         for (int j = 0; j <= ok_to; j++) {
-            int had = 0;
+            int had_one = 0;
             for (int i = 0; i < g->n; i++)
-                had |= as[i] == j;
-            if (had) release_on(cl, g->id, c[j].address);
+                had_one |= NEW_HERE(i, j);
+            if (had_one) release_on(cl, g->id, c[j].address);
         }
         goto done;
     }
     pthread_mutex_lock(&cl->mu);
-    int keep = g->state == TR_PG_PENDING && !g->doomed && !g->release;
+    int keep = g->state == TR_PG_PENDING && !g->doomed && !g->release && g->partial == partial;
+    for (int i = 0; keep && partial && i < g->n; i++) /* (its placed ones as planned) */
+        keep = strcmp(g->node[i], had[i]) == 0;
     if (keep) {
         for (int i = 0; i < g->n; i++) {
+            if (!NEW_HERE(i, as[i])) continue;
             snprintf(g->node[i], sizeof g->node[i], "%s", c[as[i]].id);
             snprintf(g->address[i], sizeof g->address[i], "%s", c[as[i]].address);
         }
         g->state = TR_PG_CREATED;
+        g->partial = 0;
         g->reason[0] = '\0';
     }
     pthread_mutex_unlock(&cl->mu);
-    if (!keep) /* removed meanwhile */
+    if (!keep) /* removed meanwhile (or a node of it lost) */
         for (int j = 0; j < k; j++) {
-            int had = 0;
+            int had_one = 0;
             for (int i = 0; i < g->n; i++)
-                had |= as[i] == j;
-            if (had) release_on(cl, g->id, c[j].address);
+                had_one |= NEW_HERE(i, j);
+            if (had_one) release_on(cl, g->id, c[j].address);
         }
+#undef NEW_HERE
     placed = keep;
-    if (keep) TR_LOG_INFO("CLUSTER-PG", "placement group %s placed (%d bundles)", g->hex, g->n);
+    if (keep)
+        TR_LOG_INFO("CLUSTER-PG", "placement group %s placed (%d bundles%s)", g->hex, g->n,
+                    partial ? ", the lost ones again" : "");
 done:
     if (!placed && why[0]) {
         pthread_mutex_lock(&cl->mu);
@@ -629,6 +729,7 @@ done:
     }
     free(c);
     free(as);
+    free(had);
     free(cap);
     return placed;
 }
@@ -817,21 +918,58 @@ void tr__cl_pg_owner_gone(tr__cluster *cl, const char *key, const char *node) {
     }
 }
 
+/* A part of g's on a lost node, to undo if that node answers again (its link was cut, not
+ * its process killed). Under mu. */
+static void stale_part(tr__cluster *cl, const hpg *g, const char *address) {
+    for (pgstale *p = cl->pg_stale; p; p = p->next)
+        if (memcmp(p->id, g->id, 16) == 0 && strcmp(p->address, address) == 0) return;
+    pgstale *p = calloc(1, sizeof *p);
+    if (!p) return; /* (a node that comes back with it keeps it until the group goes) */
+    memcpy(p->id, g->id, 16);
+    snprintf(p->address, sizeof p->address, "%s", address);
+    p->next = cl->pg_stale;
+    cl->pg_stale = p;
+}
+
 void tr__cl_pg_node_lost(tr__cluster *cl, const char *node) {
     tr__cl_pg_owner_gone(cl, NULL, node);
     for (hpg *g = cl->pgs; g; g = g->next) {
-        int hit = -1;
-        for (int i = 0; i < g->n && hit < 0; i++)
-            if (strcmp(g->node[i], node) == 0) hit = i;
-        if (hit < 0 || g->doomed || g->state != TR_PG_CREATED) continue;
-        /* its bundles there are gone: the group is placed again, whole (its parts on the
-         * other nodes undone first, their actors with them) */
-        g->state = TR_PG_PENDING;
-        g->release = 1;
-        set_reason(g,
-                   "node %s at %s, holding bundle %d, was lost: the group is placed again, "
-                   "whole, when it fits",
-                   node, g->address[hit], hit);
+        int hit = -1, left = 0;
+        char lost[128] = "";
+        for (int i = 0; i < g->n; i++) {
+            if (strcmp(g->node[i], node) != 0) {
+                left += g->node[i][0] != '\0';
+                continue;
+            }
+            if (hit < 0) hit = i;
+            size_t at = strlen(lost);
+            snprintf(lost + at, sizeof lost - at, "%s%d", at ? "," : "", i);
+        }
+        if (hit < 0 || g->doomed || g->release) continue;
+        if (g->state != TR_PG_CREATED && !g->partial) continue;
+        char address[128];
+        snprintf(address, sizeof address, "%s", g->address[hit]);
+        if (!left || g->strategy == TR_PG_STRICT_PACK) {
+            /* nothing of it is left elsewhere: placed again, whole */
+            g->state = TR_PG_PENDING;
+            g->partial = 0;
+            g->release = 1;
+            set_reason(g,
+                       "node %s at %s, holding bundle %s, was lost: the group is placed "
+                       "again, whole, when it fits",
+                       node, address, lost);
+        } else {
+            /* its bundles there go, its others stay placed (and their actors run on) */
+            for (int i = 0; i < g->n; i++)
+                if (strcmp(g->node[i], node) == 0) g->node[i][0] = g->address[i][0] = '\0';
+            stale_part(cl, g, address);
+            g->state = TR_PG_PENDING;
+            g->partial = 1;
+            set_reason(g,
+                       "node %s at %s, holding bundle %s, was lost: those bundles are "
+                       "placed again when they fit; the others stay where they are",
+                       node, address, lost);
+        }
         TR_LOG_WARN("CLUSTER-PG", "placement group %s: %s", g->hex, g->reason);
         cl->pg_kick = 1;
     }
