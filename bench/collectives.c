@@ -16,8 +16,8 @@
  * --repeat N runs the whole set N times in the same node and reports each figure as the
  * median over the runs, with the min and max beside it. Ranks have a core each where the
  * machine has enough (actors with num_cpus = 1, bound by the node as mpirun binds), and
- * float otherwise or with --bind 0. --single sets shm's single copy: -1 (default) where it
- * pays on this machine, 1 on, 0 off (tr_group_set_single_copy).
+ * float otherwise or with --bind 0. --single sets shm's single copy: -1 (default) the
+ * faster way, timed as the group runs, 1 on, 0 off (tr_group_set_single_copy).
  * Metrics: <op>_us_p50_<path>_<ranks>r_<size>, e.g. allreduce_us_p50_shm_2r_1MiB, and the
  * ratios <op>_objectstore_over_shm_<ranks>r_<size>, <op>_gloo_over_rawgloo_... and
  * <op>_gloounchecked_over_rawgloo_....
@@ -42,7 +42,7 @@ typedef struct args {
     char dir[64]; /* rawgloo's FileStore */
     int32_t world, rank, path, op, iters;
     uint64_t bytes;
-    int32_t single; /* shm's single copy: 1, 0, -1 where it pays (tr_group_set_single_copy) */
+    int32_t single; /* shm's single copy: 1, 0, -1 the faster (tr_group_set_single_copy) */
 } args;
 
 /* The object-store path, one iteration: every rank that contributes puts its buffer and

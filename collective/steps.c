@@ -150,16 +150,10 @@ void tr__coll_publish(tr_group *g, uint32_t kind, tr_dtype dtype, tr_redop op, i
     d->entered = 0;
 }
 
-void tr__coll_publish_single(tr_group *g, const void *addr, int single) {
+void tr__coll_publish_single(tr_group *g, const void *addr, unsigned single) {
     tr__coll_desc *d = &H(g)->rk[g->rank].desc[g->seq & 1];
     d->addr = (uint64_t)(uintptr_t)addr;
-    d->single = single != 0;
-}
-
-int tr__coll_all_single(tr_group *g) {
-    for (int r = 0; r < g->world; r++)
-        if (!H(g)->rk[r].desc[g->seq & 1].single) return 0;
-    return 1;
+    d->single = single;
 }
 
 /* What d and me disagree on, or NULL. */

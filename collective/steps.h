@@ -25,10 +25,10 @@ uint32_t tr__coll_my_step(tr_group *g);
 void tr__coll_post(tr_group *g);
 /* Records the core this rank runs on (posting does it; channels call it themselves). */
 void tr__coll_note_cpu(tr_group *g);
-/* Sets this rank's single-copy fields of the op just published (tr__coll_publish). */
-void tr__coll_publish_single(tr_group *g, const void *addr, int single);
-/* After an op's first step (every rank has published): whether every rank set single. */
-int tr__coll_all_single(tr_group *g);
+/* Sets this rank's single-copy fields of the op just published (tr__coll_publish): the
+ * address peers read, and `single`, the backend's flags (shm: 1 it can, 2 it wants to),
+ * which every rank reads in the op's first step. */
+void tr__coll_publish_single(tr_group *g, const void *addr, unsigned single);
 
 /* Records, for the other ranks, whether this process is bound to one core (the node's
  * cpu_binding). When every shm rank is bound to a core no other rank has (g->cores_own,

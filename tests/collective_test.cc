@@ -138,9 +138,9 @@ TEST_F(CollFailures, TheSuiteWithoutSingleCopy) {
 }
 
 /* Single copy between ranks that are threads of this process (reading one's own memory is
- * always allowed): forced on, every large op takes that path and gives the same bytes;
- * off on one rank, none does; by default, every one where this machine's measurement says
- * it pays. */
+ * always allowed): forced on, every large op (broadcast, allgather, gather, scatter,
+ * allreduce in and out of place) takes that path and gives the same bytes; off on one
+ * rank, none does; by default, each way is tried first, then the faster taken. */
 TEST_F(CollFailures, LargeOpsReadThePeersBufferDirectly) {
     const size_t n = 256 << 10;        /* int32: 1 MiB a rank */
     for (int off_rank : {-1, 1, -2}) { /* -1: forced on, 1: rank 1 off, -2: the default */
@@ -171,9 +171,22 @@ TEST_F(CollFailures, LargeOpsReadThePeersBufferDirectly) {
                 return tr_last_error();
             if (!std::equal(piece.begin(), piece.end(), want.begin() + (long)(r * n)))
                 return "scatter: wrong bytes";
-            /* (only where ranks have a core each: not on a one-CPU machine) */
-            bool on = off_rank == -1 || (off_rank == -2 && tr__shm_single_pays(g));
-            uint64_t expect = on && (g->cores_own || g->spin_limit > 0) ? 4 : 0;
+            /* allreduce, out of place and in place, of a count the ranks split unevenly */
+            std::vector<int32_t> x(n + 3), y(n + 3, -1);
+            for (size_t i = 0; i < x.size(); i++)
+                x[i] = (int32_t)(r * 7 + i);
+            if (tr_allreduce(g, x.data(), y.data(), x.size(), TR_INT32, TR_SUM, 10000))
+                return tr_last_error();
+            if (tr_allreduce(g, x.data(), x.data(), x.size(), TR_INT32, TR_SUM, 10000))
+                return tr_last_error();
+            for (size_t i = 0; i < x.size(); i++)
+                if (y[i] != (int32_t)(7 + 2 * i) || x[i] != y[i])
+                    return "allreduce: wrong sum at " + std::to_string(i) + ": " +
+                           std::to_string(y[i]) + ", in place " + std::to_string(x[i]);
+            /* (only where ranks have a core each: not on a one-CPU machine). By default
+             * each op kind's first two large ops go by single copy (its first tries) */
+            uint64_t ops = off_rank == 1 ? 0 : 6;
+            uint64_t expect = g->cores_own || g->spin_limit > 0 ? ops : 0;
             if (tr__shm_single_ops(g) != expect)
                 return "single-copy ops: " + std::to_string(tr__shm_single_ops(g)) + ", want " +
                        std::to_string(expect);

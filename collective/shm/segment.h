@@ -41,7 +41,8 @@ typedef struct tr__coll_desc {
     int32_t root;
     uint64_t count;
     uint64_t addr;    /* single copy: where this rank's data lies in its own memory */
-    uint32_t single;  /* this rank can and will read its peers' memory for this op */
+    uint64_t addr2;   /* ...and its second buffer (a single-copy allreduce's recv) */
+    uint32_t single;  /* single copy: 1 this rank can read its peers' memory, 2 it wants to */
     uint32_t entered; /* gloo: 1 it runs the op, 2 it stands in for the ranks that do */
 } tr__coll_desc;
 

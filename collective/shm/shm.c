@@ -22,16 +22,19 @@
  * other shares out. Per rank: S(W-1)/W copied in, S read and S/W written by the
  * reduction, S(W-1)/W copied out.
  *
- * Single copy. broadcast, allgather, gather and scatter of SINGLE_MIN bytes or more read
- * the data straight from the owner's buffer in its own memory (process_vm_readv, as
- * MPI's vader transport does with CMA): one copy instead of two through the slots. It
- * needs ptrace access to the peer (the same user; Yama or a seccomp filter may forbid
- * it), so each rank probes every other at join; such an op takes a first step in which
- * each rank publishes where its buffer is and whether it will read its peers (it can,
- * and it has a core: see begin_large), and uses single copy only if all will (else the
- * slots, from the next step). The owner of a buffer does not return until every reader
- * has posted that it is done. What single copy needs (the probe, the verdicts, the
- * setting) is this rank's state behind g->impl (shm_state).
+ * Single copy. allreduce, broadcast, allgather, gather and scatter of SINGLE_MIN bytes or
+ * more read the data straight from the owner's buffer in its own memory
+ * (process_vm_readv, as MPI's vader transport does with CMA): one copy instead of two
+ * through the slots (allreduce: each rank reads its share of every peer's send, reduces
+ * it, then reads the others' shares of their results). It needs ptrace access to the
+ * peer (the same user; Yama or a seccomp filter may forbid it), so each rank probes every
+ * other at join; such an op takes a first step in which each rank publishes where its
+ * buffers are and whether it can and wants to read its peers (it can: allowed, a core of
+ * its own, not off; it wants to: on, or by default the faster way so far, timed as the
+ * group runs: begin_large, faster_way), and uses single copy if all can and one wants to
+ * (else the slots, from the next step). The owner of a buffer does not return until
+ * every reader has posted that it is done. What single copy needs (the probe, the
+ * setting, the timings) is this rank's state behind g->impl (shm_state).
  *
  * Waits spin briefly then sleep on the counter's futex (core/wait); a waiting rank looks
  * at the dead mask at least every 10 ms and fails with TR_EPEER_DIED when a rank it
@@ -59,15 +62,27 @@
 
 #define ONESHOT_BYTES (16u << 10) /* allreduce/reduce up to this: one step */
 #define SINGLE_MIN (64u << 10)    /* single copy from this size */
+#define SIZE_CLASSES 5            /* < 256 KiB, < 1 MiB, < 4 MiB, < 16 MiB, more */
+#define EXPLORE_EVERY 64          /* the other way is tried twice in this many ops */
+#define OP_KINDS 8                /* op kinds up to TR__COLL_SCATTER (group.h) */
 #define PROBE_MAGIC 0x7472706f62652121ull
 
 /* This rank's state (g->impl): what single copy needs. */
 typedef struct shm_state {
     uint64_t probe;      /* the word peers read to see whether they can */
     int can_read_all;    /* this process can read every peer's memory */
-    int single_pays;     /* this machine's process_vm_readv runs near memcpy's speed */
-    int single_copy;     /* 1 on, 0 off, -1 (default) where it pays (tr_group_set_single_copy) */
+    int single_copy;     /* 1 on, 0 off, -1 (default) the faster (tr_group_set_single_copy) */
     uint64_t single_ops; /* ops this rank did by single copy (tests look) */
+    char *tmp;           /* a single-copy allreduce's peers' pieces (W x PIECE), kept */
+    /* The default's choice: each way's time per byte so far (ewma, ns), and how many ops
+     * it has timed, by op kind and size class; the large op running (its kind, class, way
+     * and start, once every rank has entered it; timed: counted) */
+    double ns_per_byte[OP_KINDS][SIZE_CLASSES][2];
+    uint32_t timed[OP_KINDS][SIZE_CLASSES][2];
+    int8_t last_way[OP_KINDS][SIZE_CLASSES]; /* the way of the last op timed (-1 none) */
+    int timing, kind, cls, way;
+    size_t bytes;
+    int64_t t0;
 } shm_state;
 
 static tr__coll_hdr *H(tr_group *g) {
@@ -116,51 +131,14 @@ static int read_peer(tr_group *g, int q, void *dst, uint64_t addr, size_t n) {
     return 0;
 }
 
-/* Whether a single copy beats the slots on this machine. The slots copy twice, but the
- * owner's copy in and the reader's copy out overlap, so reading the peer pays only where
- * the kernel's copy runs near memcpy's speed. Measured once per process on its own
- * memory (1 MiB, best of 3, ~0.3 ms). Here (AMD EPYC, Linux 6.18): process_vm_readv 13-16
- * GB/s against memcpy 48-74 GB/s, and a 2-rank 1 MiB broadcast took 68 us single against
- * 25 us through the slots (64 MiB: 7.7 against 3.4 ms); on the machine where single copy
- * was measured first, it won (1 MiB broadcast 50 us). */
-#define PAYS_PROBE (1u << 20)
-#define PAYS_RATIO 1.5 /* single copy while process_vm_readv takes at most this x memcpy */
-static int single_pays(void) {
-    static int verdict; /* 0: not measured, 1: pays, 2: does not */
-    int v = __atomic_load_n(&verdict, __ATOMIC_RELAXED);
-    if (v) return v == 1;
-    char *a = malloc(2 * (size_t)PAYS_PROBE);
-    if (!a) return 0; /* not measured: try again at the next join */
-    char *b = a + PAYS_PROBE;
-    memset(a, 1, 2 * (size_t)PAYS_PROBE);
-    int64_t copy = INT64_MAX, cma = INT64_MAX;
-    for (int i = 0; i < 3; i++) {
-        int64_t t0 = tr__now_ns();
-        memcpy(b, a, PAYS_PROBE);
-        __asm__ volatile("" ::"r"(b) : "memory"); /* the copy happens, here */
-        int64_t t1 = tr__now_ns();
-        struct iovec l = {b, PAYS_PROBE}, r = {a, PAYS_PROBE};
-        ssize_t k = process_vm_readv(getpid(), &l, 1, &r, 1, 0);
-        int64_t t2 = tr__now_ns();
-        if (k != (ssize_t)PAYS_PROBE) cma = INT64_MAX / 2; /* cannot: never pays */
-        if (t1 - t0 < copy) copy = t1 - t0;
-        if (k == (ssize_t)PAYS_PROBE && t2 - t1 < cma) cma = t2 - t1;
-    }
-    free(a);
-    v = (double)cma <= PAYS_RATIO * (double)copy ? 1 : 2;
-    TR_LOG_DEBUG("COLL-SINGLE", "1 MiB: memcpy %lld ns, process_vm_readv %lld ns: single copy %s",
-                 (long long)copy, (long long)cma, v == 1 ? "pays" : "does not pay");
-    __atomic_store_n(&verdict, v, __ATOMIC_RELAXED);
-    return v == 1;
-}
-
-/* Join: can this rank read every peer's memory, and does it pay? */
+/* Join: can this rank read every peer's memory? */
 static int shm_init(tr_group *g, int64_t deadline) {
     tr__coll_hdr *h = H(g);
     shm_state *st = calloc(1, sizeof *st);
     if (!st) return tr__err(TR_ENOMEM, "group '%s': shm state", g->name);
     g->impl = st;
     st->single_copy = -1;
+    memset(st->last_way, -1, sizeof st->last_way);
     st->probe = PROBE_MAGIC;
     __atomic_store_n(&h->rk[g->rank].probe, (uint64_t)(uintptr_t)&st->probe, __ATOMIC_RELEASE);
     int ok = g->world > 1;
@@ -180,11 +158,11 @@ static int shm_init(tr_group *g, int64_t deadline) {
         for (int p = 0; p < q && g->cores_own; p++)
             if (!h->rk[q].pinned || h->rk[q].pinned == h->rk[p].pinned) g->cores_own = 0;
     st->can_read_all = ok;
-    st->single_pays = ok && single_pays();
     return 0;
 }
 
 static void shm_fini(tr_group *g) {
+    if (g->impl) free(S(g)->tmp);
     free(g->impl);
     g->impl = NULL;
 }
@@ -197,32 +175,88 @@ uint64_t tr__shm_single_ops(const tr_group *g) {
     return g && g->be == &tr__coll_shm_v2 && S(g) ? S(g)->single_ops : 0;
 }
 
-int tr__shm_single_pays(const tr_group *g) {
-    return g && g->be == &tr__coll_shm_v2 && S(g) ? S(g)->single_pays : 0;
-}
-
 static int overlap(const void *a, size_t an, const void *b, size_t bn) {
     const char *x = a, *y = b;
     return an && bn && x < y + bn && y < x + an;
 }
 
-/* A large op's first step: publishes where this rank's data is and whether it reads its
- * peers directly, then waits for every rank and checks that they agree. Sets *single when
- * every rank can. Returns the step the op goes on with. */
-static int begin_large(tr_group *g, uint32_t *s, const void *addr, int mine, int64_t deadline,
-                       int *single) {
+static int size_class(size_t bytes) {
+    return bytes < (256u << 10)  ? 0
+           : bytes < (1u << 20)  ? 1
+           : bytes < (4u << 20)  ? 2
+           : bytes < (16u << 20) ? 3
+                                 : 4;
+}
+
+/* The default's way for a large op (1 single copy, 0 the slots): single copy, as MPI's
+ * vader transport reads its peers by default (here it is never far behind the slots and
+ * often well ahead: 1 MiB allreduce 108 against 92-311 us, broadcast 79 against 48-126,
+ * and when the host's two vCPUs sit far apart 340 against 850; docs/BENCHMARKS.md), but
+ * timed as the group runs: the other way is tried twice in every EXPLORE_EVERY ops of a
+ * kind and size (from its 8th), and taken while it is a fifth faster (the host may
+ * change: its cores move apart and back). Every rank decides from the same counts, on
+ * times of its own. A rank that does not wait for the others in one way (a broadcast's
+ * root through the slots, a gather's senders) times that way short: so an op goes by
+ * single copy where every rank can and any rank wants to (begin_large), and the ranks
+ * whose times mean something decide. A way's first timing after a switch is not counted
+ * (first touches). */
+static int faster_way(shm_state *st, int kind, int cls) {
+    uint32_t *n = st->timed[kind][cls];
+    double *e = st->ns_per_byte[kind][cls];
+    int slots = n[0] >= 2 && e[0] < 0.8 * e[1];
+    uint32_t t = (n[0] + n[1]) % EXPLORE_EVERY;
+    return n[0] + n[1] >= 8 && (t == 8 || t == 9) ? slots : !slots;
+}
+
+/* A large op's first step: publishes where this rank's data is and whether it can and
+ * wants to read its peers directly (on, or by default the faster way: faster_way), then
+ * waits for every rank and checks that they agree. Sets *single when every rank can and
+ * one wants to; a rank with single copy off cannot. Returns the step the op goes on with;
+ * the op ends with large_done. */
+static int begin_large(tr_group *g, uint32_t *s, const void *addr, int mine, size_t bytes,
+                       int64_t deadline, int *single) {
     /* With more ranks than cores, readers pinning the owner's pages at once queue on its
      * memory map, and the owner cannot run while they copy: the slots are faster there
      * (measured, 4 ranks on 2 cores, 1 MiB: broadcast 130 against 255 us). */
     shm_state *st = S(g);
+    int kind = (int)H(g)->rk[g->rank].desc[g->seq & 1].kind, cls = size_class(bytes);
     int has_core = g->cores_own || g->spin_limit > 0;
-    int want = st->single_copy > 0 || (st->single_copy < 0 && st->single_pays);
-    tr__coll_publish_single(g, addr, mine && has_core && st->can_read_all && want);
+    int can = mine && has_core && st->can_read_all && kind < OP_KINDS && st->single_copy != 0;
+    st->timing = can && st->single_copy < 0;
+    int want = st->single_copy > 0 || (st->timing && faster_way(st, kind, cls));
+    tr__coll_publish_single(g, addr, (unsigned)(can | (can && want) << 1));
     int rc = post_and_wait(g, *s, 1, FROM_ALL, deadline);
     if (rc) return rc;
     (*s)++;
-    *single = tr__coll_all_single(g);
+    int all_can = 1, any_wants = 0; /* (each rank's: 1 it can, 2 it wants to) */
+    for (int r = 0; r < g->world; r++) {
+        uint32_t v = H(g)->rk[r].desc[g->seq & 1].single;
+        all_can &= v & 1;
+        any_wants |= (v & 2) != 0;
+    }
+    *single = all_can && any_wants;
+    st->kind = kind;
+    st->cls = cls;
+    st->way = *single;
+    st->bytes = bytes;
+    st->t0 = tr__now_ns(); /* (every rank is in: the arrivals' spread is not timed) */
     return 0;
+}
+
+/* A large op's end: its time per byte, for the default's choice. Returns rc. */
+static int large_done(tr_group *g, int rc) {
+    shm_state *st = S(g);
+    if (!st->timing || rc || !st->bytes) return rc;
+    st->timing = 0;
+    double x = (double)(tr__now_ns() - st->t0) / (double)st->bytes;
+    double *e = &st->ns_per_byte[st->kind][st->cls][st->way];
+    uint32_t *n = &st->timed[st->kind][st->cls][st->way];
+    int again = st->way == st->last_way[st->kind][st->cls];
+    st->last_way[st->kind][st->cls] = (int8_t)st->way;
+    if (!again) return rc; /* (a switch's first: first touches, not counted) */
+    *e = *n ? 0.75 * *e + 0.25 * x : x;
+    if (*n < UINT32_MAX) (*n)++;
+    return rc;
 }
 
 static uint64_t peer_addr(tr_group *g, int q) {
@@ -269,6 +303,52 @@ static int shm_barrier_op(tr_group *g, int64_t deadline) {
     return post_and_wait(g, tr__coll_my_step(g), 1, FROM_ALL, deadline);
 }
 
+/* allreduce by single copy, after begin_large published send: rank r reads its share of
+ * every peer's send (piece by piece, into tmp) and reduces it, in rank order, into its
+ * recv (whose address begin_large's step published too: addr2); once every rank has,
+ * reads the other shares from the peers' recv; returns once every rank has read its
+ * share. Per rank: 2S(W-1)/W read from the
+ * peers by the kernel (one copy), S read and S/W written by the reduction. In place
+ * (send == recv) works: nobody reads a share while its owner writes it. */
+#define PIECE (256u << 10)
+static int single_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+                            tr_redop op, uint32_t s, int64_t deadline) {
+    shm_state *st = S(g);
+    size_t esz = tr__dtype_size(dtype), W = (size_t)g->world, me = (size_t)g->rank;
+    size_t lo = count * me / W, hi = count * (me + 1) / W, per = PIECE / esz;
+    int rc = 0;
+    st->single_ops++;
+    if (!st->tmp && !(st->tmp = malloc(W * PIECE)))
+        rc = tr__err(TR_ENOMEM, "group '%s': %zu bytes for a single-copy allreduce", g->name,
+                     W * (size_t)PIECE);
+    const char *src[TR__COLL_MAX_WORLD];
+    for (size_t off = lo; off < hi && !rc; off += per) {
+        size_t n = hi - off < per ? hi - off : per, nb = n * esz;
+        for (size_t q = 0; q < W && !rc; q++) {
+            char *t = st->tmp + q * PIECE;
+            if (q != me)
+                rc = read_peer(g, (int)q, t, peer_addr(g, (int)q) + off * esz, nb);
+            else if (send == recv && me > 0) /* (the result must not overwrite it first) */
+                memcpy(t, (const char *)send + off * esz, nb);
+            else
+                t = (char *)send + off * esz;
+            src[q] = t;
+        }
+        if (!rc) rc = reduce_into((char *)recv + off * esz, NULL, src, g->world, n, dtype, op);
+    }
+    /* (a rank that failed still takes both steps: the others do not wait for nothing) */
+    int done = post_and_wait(g, s, 0, FROM_ALL, deadline);
+    if (!rc) rc = done;
+    for (size_t q = 0; q < W && !rc; q++) {
+        size_t qlo = count * q / W, qhi = count * (q + 1) / W;
+        if (q != me && qhi > qlo)
+            rc = read_peer(g, (int)q, (char *)recv + qlo * esz,
+                           H(g)->rk[q].desc[g->seq & 1].addr2 + qlo * esz, (qhi - qlo) * esz);
+    }
+    done = done ? done : post_and_wait(g, s + 1, 0, FROM_ALL, deadline);
+    return rc ? rc : done;
+}
+
 /* allreduce (root -1) and reduce (the result at root only). */
 static int allreduce_to(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
                         tr_redop op, int root, int64_t deadline) {
@@ -291,6 +371,17 @@ static int allreduce_to(tr_group *g, const void *send, void *recv, size_t count,
             src[q] = slot(g, (int)q, s);
         return reduce_into(recv, NULL, src, g->world, count, dtype, op);
     }
+    int first = 1, single;
+    if (root < 0 && count * esz >= SINGLE_MIN) {
+        /* (a recv that overlaps send other than exactly cannot be written while read) */
+        int ok = send == recv || !overlap(send, count * esz, recv, count * esz);
+        /* (recv's address for the peers' second reads: begin_large's post publishes it) */
+        H(g)->rk[g->rank].desc[g->seq & 1].addr2 = (uint64_t)(uintptr_t)recv;
+        if ((rc = begin_large(g, &s, send, ok, count * esz, deadline, &single))) return rc;
+        first = 0;
+        if (single)
+            return large_done(g, single_allreduce(g, send, recv, count, dtype, op, s, deadline));
+    }
     size_t per = H(g)->slot / esz;
     for (size_t off = 0; off < count; off += per) {
         size_t n = count - off < per ? count - off : per, lo = n * me / W, hi = n * (me + 1) / W;
@@ -301,7 +392,7 @@ static int allreduce_to(tr_group *g, const void *send, void *recv, size_t count,
         char *mine = slot(g, g->rank, s);
         memcpy(mine, in, lo * esz);
         memcpy(mine + hi * esz, in + hi * esz, (n - hi) * esz);
-        if ((rc = post_and_wait(g, s, off == 0, FROM_ALL, deadline))) return rc;
+        if ((rc = post_and_wait(g, s, first && off == 0, FROM_ALL, deadline))) return rc;
         /* step B: this rank's share, reduced into its next slot (everyone has posted s + 1:
          * nobody reads that slot's step s - 1 any more) */
         s++;
@@ -318,7 +409,7 @@ static int allreduce_to(tr_group *g, const void *send, void *recv, size_t count,
         }
         s++;
     }
-    return 0;
+    return first ? 0 : large_done(g, 0); /* (the slots' way, timed) */
 }
 
 static int shm_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
@@ -336,13 +427,13 @@ static int shm_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, i
     uint32_t s = tr__coll_my_step(g);
     int is_root = g->rank == root, rc, first = 1, single;
     if (g->world > 1 && bytes >= SINGLE_MIN) {
-        if ((rc = begin_large(g, &s, buf, 1, deadline, &single))) return rc;
+        if ((rc = begin_large(g, &s, buf, 1, bytes, deadline, &single))) return rc;
         first = 0;
         if (single) {
             S(g)->single_ops++;
             rc = is_root ? 0 : read_peer(g, root, buf, peer_addr(g, root), bytes);
             int done = post_and_wait(g, s, 0, is_root ? FROM_ALL : FROM_NONE, deadline);
-            return rc ? rc : done;
+            return large_done(g, rc ? rc : done);
         }
     }
     do {
@@ -357,7 +448,7 @@ static int shm_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, i
         s++;
         off += n;
     } while (off < bytes);
-    return 0;
+    return first ? 0 : large_done(g, 0); /* (the slots' way, timed) */
 }
 
 /* allgather, gather and scatter by single copy, after begin_large: each rank reads what it
@@ -415,9 +506,9 @@ static int shm_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
         int ok = !(has_send && has_recv &&
                    overlap(send, k == TR__COLL_SCATTER ? all : count * esz, recv,
                            k == TR__COLL_SCATTER ? count * esz : all));
-        if ((rc = begin_large(g, &s, send, ok, deadline, &single))) return rc;
+        if ((rc = begin_large(g, &s, send, ok, count * esz, deadline, &single))) return rc;
         first = 0;
-        if (single) return single_copy(g, a, s, deadline);
+        if (single) return large_done(g, single_copy(g, a, s, deadline));
     }
     do {
         size_t n = count - off < per ? count - off : per, nb = n * esz;
@@ -458,7 +549,7 @@ static int shm_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
         s++;
         off += n;
     } while (off < count);
-    return 0;
+    return first ? 0 : large_done(g, 0); /* (the slots' way, timed) */
 }
 
 /* Waits until ev moves past `seen`, watching the peer's life and the deadline. */

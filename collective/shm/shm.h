@@ -15,9 +15,6 @@ extern "C" {
 /* Ops this rank did by single copy (reading a peer's buffer in its memory); 0 for a group
  * of another backend. */
 uint64_t tr__shm_single_ops(const tr_group *g);
-/* Whether single copy pays on this machine and every peer can be read (what -1, the
- * default of tr_group_set_single_copy, goes by); 0 for a group of another backend. */
-int tr__shm_single_pays(const tr_group *g);
 
 #ifdef __cplusplus
 }

@@ -957,14 +957,15 @@ TR_API int tr_group_set_timeout(tr_group *g, int timeout_ms);
  * same. Returns 0, TR_EINVAL.
  * Thread safety: not with the group's ops. */
 TR_API int tr_group_set_checks(tr_group *g, int on);
-/* shm: broadcast, allgather, gather and scatter of 64 KiB or more can read the data
- * straight from the owner's buffer in its own memory (process_vm_readv: one copy instead
- * of two through shared memory) where every rank can (the same user; a Yama ptrace scope
- * or a seccomp filter may forbid it). Whether that is faster depends on the machine: the
- * two copies through shared memory overlap, so it pays only where the kernel's copy runs
- * near memcpy's speed. on = -1 (the default): where it pays, measured once per process
- * as the rank joins; 1: wherever allowed; 0: never. An op uses it only where every rank
- * has it on. Other backends ignore it. Returns 0, TR_EINVAL.
+/* shm: allreduce, broadcast, allgather, gather and scatter of 64 KiB or more can read the
+ * data straight from the owner's buffer in its own memory (process_vm_readv: one copy
+ * instead of two through shared memory) where every rank can (the same user; a Yama ptrace
+ * scope or a seccomp filter may forbid it) and has a core of its own. Whether that is
+ * faster depends on the machine, and on where its cores sit at the moment: the two copies
+ * through shared memory overlap, but cross the cores' caches. on = -1 (the default): the
+ * faster way for each op and size, timed as the group runs (each way first tried twice,
+ * the slower tried again once in 32 ops); 1: wherever allowed; 0: never (an op uses it
+ * only where no rank has it off). Other backends ignore it. Returns 0, TR_EINVAL.
  * Thread safety: not with the group's ops. */
 TR_API int tr_group_set_single_copy(tr_group *g, int on);
 
