@@ -93,10 +93,10 @@ typedef struct slot_extra {
     /* a stream (num_returns TR_STREAMING): the items its method yielded so far (ITEM
      * frames), each a slot of its own, put in the map when tr_stream_next hands it out
      * (items[taken..] are still the stream's); skip: items a task's new run yields
-     * again, dropped; lost: an item that found no memory (the stream ends in an error) */
-    int stream, lost;
+     * again, dropped; lost: items that found no memory (the stream ends in an error) */
+    int stream;
     slot **items;
-    size_t n_items, cap_items, taken, skip;
+    size_t n_items, cap_items, taken, skip, lost;
 } slot_extra;
 
 /* A held call waiting for a producing call's result. */
@@ -732,7 +732,7 @@ static void conn_failed(tr__actors *a, aconn *ac, int rc, const char *why) {
         slot_extra *x = s->x;
         if (rc == TR_EACTOR_DIED && x && x->retries && x->frame && !ac->dead) {
             if (x->retries > 0) x->retries--;
-            x->skip = x->n_items; /* (a stream's new run yields them again) */
+            x->skip = x->n_items + x->lost; /* (a stream's new run yields them again) */
             *again_tail = s;
             again_tail = &s->next;
             continue;
@@ -1048,7 +1048,7 @@ static void on_item(tr__actors *a, aconn *ac, slot *s, int rc, const void *data,
         free(it);
         it = NULL;
     }
-    if (want && !it) x->lost = 1;
+    if (want && !it) x->lost++;
     if (is_ref == 2) { /* its container, kept for us by the relay of the actor's node */
         tr__remote_result_keep(a->remotes, ac->link);
         if (!it) tr__remote_result_drop(a->remotes, ac->link, kept);

@@ -252,6 +252,7 @@ typedef struct client {
      * lock; calls of this client queued or running hold it (refs), so that one whose
      * caller went (gone) frees it with its last */
     int refs, gone;
+    int broken; /* a write to it failed (its socket shut: the loop drops it); under pool_mu */
 } client;
 
 struct pool;
@@ -706,12 +707,14 @@ static void pool_flush_locked(worker *w, client *c) {
         if (ring_flush(c)) { /* (the loop drops it) */
             shutdown(c->fd, SHUT_RDWR);
             tr__buf_reset(&c->out);
+            c->broken = 1;
         }
         return;
     }
     if (tr__write_some(c->fd, &c->out)) {
         shutdown(c->fd, SHUT_RDWR);
         tr__buf_reset(&c->out);
+        c->broken = 1;
     }
     int want = tr__buf_avail(&c->out) > 0;
     if (want != c->want_out) {
@@ -721,23 +724,6 @@ static void pool_flush_locked(worker *w, client *c) {
     }
 }
 
-/* An item's frame (one RESULT frame in b, from b->off) goes to c now, as an ITEM: on the
- * loop's thread (whose call runs now: c is ours), or under pool_mu on a pool's. A caller
- * that went gets nothing. */
-static int yield_frame(worker *w, client *c, tr__buf *b) {
-    b->data[b->off + offsetof(tr__frame_hdr, type)] = TR__MSG_ITEM;
-    int rc = 0;
-    if (w->pool) pthread_mutex_lock(&w->pool_mu);
-    if (!c->gone) {
-        if (tr__buf_append(&c->out, b->data + b->off, tr__buf_avail(b)))
-            rc = tr__err(TR_ENOMEM, "tr_ctx_yield: out of memory");
-        else
-            pool_flush_locked(w, c); /* (a broken caller: the loop drops it) */
-    }
-    if (w->pool) pthread_mutex_unlock(&w->pool_mu);
-    return rc;
-}
-
 /* The ctx's call, for tr_ctx_yield: its worker and client, or TR_ESTATE. */
 static int yield_to(tr_ctx *ctx, worker **w, client **c) {
     *w = ctx ? ctx->yield_w : NULL;
@@ -745,6 +731,44 @@ static int yield_to(tr_ctx *ctx, worker **w, client **c) {
     if (*w && *c) return 0;
     return tr__err(TR_ESTATE, "tr_ctx_yield: not in an actor's call or a task (a compiled "
                               "graph's step cannot yield)");
+}
+
+/* One item to c now, as an ITEM frame (a RESULT's body, any of its forms), before the
+ * call's RESULT: made and sent on the loop's thread (whose call runs now: c is ours), or
+ * under pool_mu on a pool's, so that nothing is handed to a caller that went (obj, a
+ * container made for it, is released then). A caller gone, or whose connection broke,
+ * is TR_ECANCELED: the generator may stop. */
+static int yield_item(tr_ctx *ctx, worker *w, client *c, const void *data, size_t len,
+                      const tr_ref *obj) {
+    tr__buf b = TR__BUF_INIT;
+    uint64_t seq = ctx->yield_seq;
+    int rc;
+    if (w->pool) pthread_mutex_lock(&w->pool_mu);
+    if (c->gone || c->broken) {
+        rc = tr__err(TR_ECANCELED, "tr_ctx_yield: the caller went");
+        if (obj) tr__objects_release(w->objects, *obj);
+    } else if (obj) {
+        rc = send_container(w, *obj, c, &b, seq);
+    } else if (len > TR__INLINE_RESULT_MAX && w->objects && c->caller >= 0 && !c->relayed) {
+        rc = store_result(w, c, &b, seq, data, len);
+    } else {
+        rc = tr__result_frame(&b, seq, 0, data, len);
+    }
+    if (!rc && !tr__buf_avail(&b)) rc = tr__err(TR_ENOMEM, "tr_ctx_yield: out of memory");
+    if (!rc) {
+        b.data[b.off + offsetof(tr__frame_hdr, type)] = TR__MSG_ITEM;
+        if (tr__buf_append(&c->out, b.data + b.off, tr__buf_avail(&b))) {
+            /* (what the frame hands over goes with the caller's connection) */
+            shutdown(c->fd, SHUT_RDWR);
+            c->broken = 1;
+            rc = tr__err(TR_ENOMEM, "tr_ctx_yield: out of memory");
+        } else {
+            pool_flush_locked(w, c); /* (a broken caller: the loop drops it) */
+        }
+    }
+    if (w->pool) pthread_mutex_unlock(&w->pool_mu);
+    tr__buf_free(&b);
+    return rc;
 }
 
 /* Items take a RESULT's forms: inline, an object of the store handed to the caller (over
@@ -768,17 +792,7 @@ int tr__ctx_yield(tr_ctx *ctx, const void *data, size_t len, const tr_ref *refs,
                        "tr_ctx_yield: an item of %zu bytes exceeds the message limit of %zu "
                        "(max_message_bytes)",
                        len, w->max_msg);
-    tr__buf b = TR__BUF_INIT;
-    if (len > TR__INLINE_RESULT_MAX && w->objects && c->caller >= 0 && !c->relayed)
-        rc = store_result(w, c, &b, ctx->yield_seq, data, len);
-    else
-        rc = tr__result_frame(&b, ctx->yield_seq, 0, data, len);
-    if (!rc && tr__buf_avail(&b))
-        rc = yield_frame(w, c, &b);
-    else if (!rc)
-        rc = tr__err(TR_ENOMEM, "tr_ctx_yield: out of memory");
-    tr__buf_free(&b);
-    return rc;
+    return yield_item(ctx, w, c, data, len, NULL);
 }
 
 int tr__ctx_yield_object(tr_ctx *ctx, tr_ref obj) {
@@ -789,14 +803,7 @@ int tr__ctx_yield_object(tr_ctx *ctx, tr_ref obj) {
         if (ctx && ctx->objects) tr__objects_release(ctx->objects, obj);
         return rc;
     }
-    tr__buf b = TR__BUF_INIT;
-    rc = send_container(w, obj, c, &b, ctx->yield_seq);
-    if (!rc && tr__buf_avail(&b))
-        rc = yield_frame(w, c, &b);
-    else if (!rc)
-        rc = tr__err(TR_ENOMEM, "tr_ctx_yield: out of memory");
-    tr__buf_free(&b);
-    return rc;
+    return yield_item(ctx, w, c, NULL, 0, &obj);
 }
 
 static void *pool_thread(void *arg) {

@@ -535,6 +535,26 @@ static int candidates(tr__cluster *cl, cand **out) {
     return k;
 }
 
+/* Forgets a stale part of group id at address (it is gone there). Under mu. */
+static void unstale(tr__cluster *cl, const uint8_t id[16], const char *address) {
+    for (pgstale **pp = &cl->pg_stale; *pp;) {
+        pgstale *p = *pp;
+        if (memcmp(p->id, id, 16) == 0 && strcmp(p->address, address) == 0) {
+            *pp = p->next;
+            free(p);
+        } else {
+            pp = &p->next;
+        }
+    }
+}
+
+/* Whether the node of id is a live member. Under mu. */
+static int member_alive(tr__cluster *cl, const char *id) {
+    for (int j = 0; j < cl->members.n; j++)
+        if (strcmp(cl->members.nodes[j].id, id) == 0) return cl->members.nodes[j].alive;
+    return 0;
+}
+
 /* A partial group's plan (had: each bundle's node, "" for those to place): its placed
  * bundles stay (as[i]: their node's index in c, -1 if it does not answer now); the others
  * go by its strategy (plan, over a group of only them) to the nodes of c that hold none of
@@ -698,11 +718,16 @@ static int place(tr__cluster *cl, hpg *g) {
     int keep = g->state == TR_PG_PENDING && !g->doomed && !g->release && g->partial == partial;
     for (int i = 0; keep && partial && i < g->n; i++) /* (its placed ones as planned) */
         keep = strcmp(g->node[i], had[i]) == 0;
+    for (int i = 0; keep && i < g->n; i++) /* (and its new nodes not lost meanwhile) */
+        keep = !NEW_HERE(i, as[i]) || member_alive(cl, c[as[i]].id);
     if (keep) {
         for (int i = 0; i < g->n; i++) {
             if (!NEW_HERE(i, as[i])) continue;
             snprintf(g->node[i], sizeof g->node[i], "%s", c[as[i]].id);
             snprintf(g->address[i], sizeof g->address[i], "%s", c[as[i]].address);
+            /* (a part of it left there from before, which the node would have refused
+             * this one for, is gone: not to be undone when the node answers) */
+            unstale(cl, g->id, c[as[i]].address);
         }
         g->state = TR_PG_CREATED;
         g->partial = 0;

@@ -230,7 +230,7 @@ static int begin_large(tr_group *g, uint32_t *s, const void *addr, int mine, siz
     (*s)++;
     int all_can = 1, any_wants = 0; /* (each rank's: 1 it can, 2 it wants to) */
     for (int r = 0; r < g->world; r++) {
-        uint32_t v = H(g)->rk[r].desc[g->seq & 1].single;
+        uint32_t v = __atomic_load_n(&H(g)->rk[r].desc[g->seq & 1].single, __ATOMIC_RELAXED);
         all_can &= v & 1;
         any_wants |= (v & 2) != 0;
     }
@@ -311,6 +311,7 @@ static int shm_barrier_op(tr_group *g, int64_t deadline) {
  * peers by the kernel (one copy), S read and S/W written by the reduction. In place
  * (send == recv) works: nobody reads a share while its owner writes it. */
 #define PIECE (256u << 10)
+#define SHARE_FAILED 4u /* desc.single: this rank's share of the allreduce is not there */
 static int single_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
                             tr_redop op, uint32_t s, int64_t deadline) {
     shm_state *st = S(g);
@@ -318,9 +319,6 @@ static int single_allreduce(tr_group *g, const void *send, void *recv, size_t co
     size_t lo = count * me / W, hi = count * (me + 1) / W, per = PIECE / esz;
     int rc = 0;
     st->single_ops++;
-    if (!st->tmp && !(st->tmp = malloc(W * PIECE)))
-        rc = tr__err(TR_ENOMEM, "group '%s': %zu bytes for a single-copy allreduce", g->name,
-                     W * (size_t)PIECE);
     const char *src[TR__COLL_MAX_WORLD];
     for (size_t off = lo; off < hi && !rc; off += per) {
         size_t n = hi - off < per ? hi - off : per, nb = n * esz;
@@ -336,9 +334,18 @@ static int single_allreduce(tr_group *g, const void *send, void *recv, size_t co
         }
         if (!rc) rc = reduce_into((char *)recv + off * esz, NULL, src, g->world, n, dtype, op);
     }
-    /* (a rank that failed still takes both steps: the others do not wait for nothing) */
+    /* A rank that failed says so before its post, and still takes both steps (the others
+     * wait for them): every rank then fails, none reads a share that is not there. */
+    tr__coll_desc *mine = &H(g)->rk[g->rank].desc[g->seq & 1];
+    if (rc) __atomic_store_n(&mine->single, mine->single | SHARE_FAILED, __ATOMIC_RELAXED);
     int done = post_and_wait(g, s, 0, FROM_ALL, deadline);
     if (!rc) rc = done;
+    for (int q = 0; q < g->world && !rc; q++)
+        if (__atomic_load_n(&H(g)->rk[q].desc[g->seq & 1].single, __ATOMIC_RELAXED) & SHARE_FAILED)
+            rc = tr__err(TR_EIO,
+                         "group '%s': rank %d could not make its share of a "
+                         "single-copy allreduce",
+                         g->name, q);
     for (size_t q = 0; q < W && !rc; q++) {
         size_t qlo = count * q / W, qhi = count * (q + 1) / W;
         if (q != me && qhi > qlo)
@@ -375,6 +382,9 @@ static int allreduce_to(tr_group *g, const void *send, void *recv, size_t count,
     if (root < 0 && count * esz >= SINGLE_MIN) {
         /* (a recv that overlaps send other than exactly cannot be written while read) */
         int ok = send == recv || !overlap(send, count * esz, recv, count * esz);
+        shm_state *st = S(g); /* (its pieces' buffer first: a rank without it cannot) */
+        if (ok && !st->tmp) st->tmp = malloc(W * PIECE);
+        ok = ok && st->tmp;
         /* (recv's address for the peers' second reads: begin_large's post publishes it) */
         H(g)->rk[g->rank].desc[g->seq & 1].addr2 = (uint64_t)(uintptr_t)recv;
         if ((rc = begin_large(g, &s, send, ok, count * esz, deadline, &single))) return rc;
