@@ -1878,6 +1878,7 @@ static void cv_wait(tr__actors *a, int64_t deadline) {
 }
 
 #define RING_POLLS_PER_EPOLL 16 /* the reader's polls of its call rings per look at sockets */
+#define RING_ROOM_MS 2          /* a reader with calls waiting for room looks again this often */
 
 /* Whether one of the rings has bytes to read. */
 static int rings_ready(tr__ring *const *r, size_t n) {
@@ -1917,12 +1918,16 @@ static void progress(tr__actors *a, int64_t deadline) {
         }
     }
     int partial = a->n_polled < a->n_ringed; /* (out of memory: no sleep on the rings) */
+    int stuck = 0; /* calls waiting for room on a ring (the worker rings once it reads) */
+    for (size_t i = 0; i < a->n_ringed && !stuck; i++)
+        stuck = tr__buf_avail(&a->ringed[i]->out) > 0;
     a->polling = a->n_polled > 0;
     pthread_mutex_unlock(&a->mu);
     struct epoll_event evs[32];
     int ms = tr__ms_left(deadline);
     if (a->remote_backlog && (ms < 0 || ms > 5)) ms = 5;
     if (partial && (ms < 0 || ms > 1)) ms = 1;
+    if (stuck && (ms < 0 || ms > RING_ROOM_MS)) ms = RING_ROOM_MS;
     /* Polls a while before sleeping ("call_spin_us"): a reply often comes within
      * microseconds, and a wake-up from sleep across vCPUs costs more than the call (but
      * for calls that keep taking longer than the poll: tr__spin). Call rings are polled
@@ -1980,7 +1985,10 @@ static void progress(tr__actors *a, int64_t deadline) {
     for (size_t i = a->n_ringed; i-- > 0;) {
         if (i >= a->n_ringed) continue;
         aconn *ac = a->ringed[i];
-        if (ac->ring && tr__ring_readable(ac->ring)) on_readable(a, ac, 0);
+        if (ac->ring && tr__ring_readable(ac->ring))
+            on_readable(a, ac, 0);
+        else if (stuck && i < a->n_ringed && tr__buf_avail(&ac->out) && !ac->reading)
+            flush(a, ac); /* (room made without its doorbell: never left waiting) */
     }
     a->reader = 0;
     if (a->waiters) pthread_cond_broadcast(&a->cv);

@@ -32,6 +32,7 @@
 #define NODE_TIMEOUT_MS 10000
 #define FLUSH_AFTER_NS 20000 /* a call slower than this gets its reply sent at once */
 #define FLUSH_BYTES (256u << 10)
+#define RING_ROOM_MS 2          /* results waiting for room on a ring: looked at this often */
 #define RING_POLLS_PER_EPOLL 16 /* the loop's polls of its call rings per look at its sockets */
 
 size_t tr__ctx_num_refs(const tr_ctx *ctx) {
@@ -1226,6 +1227,33 @@ static void rings_sleep(worker *w, int on) {
         if (c->ring) on ? tr__ring_sleep(c->ring) : tr__ring_wake(c->ring);
 }
 
+/* Whether a client's results wait for room on its ring (the caller rings once it reads;
+ * the loop looks again every RING_ROOM_MS all the same). */
+static int rings_stuck(worker *w) {
+    int stuck = 0;
+    if (!w->n_rings) return 0;
+    if (w->pool) pthread_mutex_lock(&w->pool_mu);
+    for (client *c = w->clients; c && !stuck; c = c->next)
+        stuck = c->ring && tr__buf_avail(&c->out) > 0;
+    if (w->pool) pthread_mutex_unlock(&w->pool_mu);
+    return stuck;
+}
+
+/* Sends what waits for room on the clients' rings. */
+static void rings_push(worker *w) {
+    for (client *c = w->clients, *next; c; c = next) {
+        next = c->next; /* (c may be dropped, no other) */
+        if (!c->ring) continue;
+        if (w->pool) {
+            pthread_mutex_lock(&w->pool_mu);
+            if (tr__buf_avail(&c->out)) pool_flush_locked(w, c);
+            pthread_mutex_unlock(&w->pool_mu);
+        } else if (tr__buf_avail(&c->out)) {
+            flush_client(w, c);
+        }
+    }
+}
+
 /* Takes the calls on the clients' rings (run here, or queued for the pool). */
 static void rings_serve(worker *w) {
     for (client *c = w->clients, *next; c; c = next) {
@@ -1438,9 +1466,11 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
                 if (!w.n_rings || k % RING_POLLS_PER_EPOLL == 0) n = epoll_wait(w.ep, evs, 64, 0);
             }
             if (n == 0 && !ready) {
+                int stuck = rings_stuck(&w);
                 rings_sleep(&w, 1);
-                if (!rings_readable(&w)) n = epoll_wait(w.ep, evs, 64, -1);
+                if (!rings_readable(&w)) n = epoll_wait(w.ep, evs, 64, stuck ? RING_ROOM_MS : -1);
                 rings_sleep(&w, 0);
+                if (stuck && n == 0) rings_push(&w); /* (room made without its doorbell) */
             }
             if ((n > 0 || ready) && w.spin_ns)
                 tr__spin_waited(&spin, tr__now_ns() - t0, w.spin_ns, 1);
