@@ -17,23 +17,30 @@ TR_API int tr_ctx_reply_alloc(tr_ctx *ctx, size_t len, void **buf) {
     return tr__ctx_reply_alloc(ctx, len, buf);
 }
 
+/* The refs a result or an item contains (n of them, over data): this process's own call
+ * refs among them are shared; with another node's ref among them, the whole value is made
+ * a container here (tr__actors_put_refs: this process holds those refs at their nodes while
+ * it lives): 1 and *obj; 0 if the store's own container will do; or a code. */
+static int container_of(tr_runtime *rt, const void *data, size_t len, const tr_ref *refs, size_t n,
+                        const char *what, tr_ref *obj) {
+    if (!n || !refs || !rt || !rt->actors) return 0;
+    int rc = tr__actors_share(rt->actors, refs, n);
+    if (rc) return tr__err_wrap(rc, "%s", what);
+    for (size_t i = 0; i < n; i++) {
+        if (!tr__actors_is_remote(rt->actors, refs[i])) continue;
+        if (!data && len) return tr__err(TR_EINVAL, "%s: bad arguments", what);
+        rc = tr__actors_put_refs(rt->actors, data, len, refs, n, obj);
+        return rc ? tr__err_wrap(rc, "%s", what) : 1;
+    }
+    return 0;
+}
+
 TR_API int tr_ctx_reply_contains(tr_ctx *ctx, const void *data, size_t len, const tr_ref *refs,
                                  size_t n) {
-    tr_runtime *rt = tr__ctx_runtime(ctx);
-    if (n && refs && rt && rt->actors) {
-        int rc = tr__actors_share(rt->actors, refs, n);
-        if (rc) return tr__err_wrap(rc, "tr_ctx_reply_contains");
-        for (size_t i = 0; i < n; i++) {
-            if (!tr__actors_is_remote(rt->actors, refs[i])) continue;
-            /* another node's ref in it: this process holds it there while the container
-             * lives (tr__actors_put_refs), the store the others */
-            tr_ref obj;
-            if (!data && len) return tr__err(TR_EINVAL, "tr_ctx_reply_contains: bad arguments");
-            rc = tr__actors_put_refs(rt->actors, data, len, refs, n, &obj);
-            return rc ? tr__err_wrap(rc, "tr_ctx_reply_contains") : tr__ctx_reply_object(ctx, obj);
-        }
-    }
-    return tr__ctx_reply_contains(ctx, data, len, refs, n);
+    tr_ref obj;
+    int rc = container_of(tr__ctx_runtime(ctx), data, len, refs, n, "tr_ctx_reply_contains", &obj);
+    if (rc < 0) return rc;
+    return rc ? tr__ctx_reply_object(ctx, obj) : tr__ctx_reply_contains(ctx, data, len, refs, n);
 }
 
 TR_API int tr_ctx_reply_multi(tr_ctx *ctx, const void *const *data, const size_t *len, size_t n) {
@@ -57,19 +64,10 @@ TR_API int tr_ctx_yield(tr_ctx *ctx, const void *data, size_t len) {
 
 TR_API int tr_ctx_yield_contains(tr_ctx *ctx, const void *data, size_t len, const tr_ref *refs,
                                  size_t n) {
-    tr_runtime *rt = tr__ctx_runtime(ctx);
-    if (n && refs && rt && rt->actors) { /* (as tr_ctx_reply_contains) */
-        int rc = tr__actors_share(rt->actors, refs, n);
-        if (rc) return tr__err_wrap(rc, "tr_ctx_yield_contains");
-        for (size_t i = 0; i < n; i++) {
-            if (!tr__actors_is_remote(rt->actors, refs[i])) continue;
-            tr_ref obj;
-            if (!data && len) return tr__err(TR_EINVAL, "tr_ctx_yield_contains: bad arguments");
-            rc = tr__actors_put_refs(rt->actors, data, len, refs, n, &obj);
-            return rc ? tr__err_wrap(rc, "tr_ctx_yield_contains") : tr__ctx_yield_object(ctx, obj);
-        }
-    }
-    return tr__ctx_yield(ctx, data, len, refs, n);
+    tr_ref obj;
+    int rc = container_of(tr__ctx_runtime(ctx), data, len, refs, n, "tr_ctx_yield_contains", &obj);
+    if (rc < 0) return rc;
+    return rc ? tr__ctx_yield_object(ctx, obj) : tr__ctx_yield(ctx, data, len, refs, n);
 }
 
 TR_API int tr_ctx_reply_device(tr_ctx *ctx, const void *dev, size_t len) {
