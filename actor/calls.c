@@ -1392,6 +1392,7 @@ static int driver_needed(tr__actors *a) {
     while (tr__idmap_next(&a->actors, &pos, NULL, &v)) {
         const aconn *ac = v;
         if (ac->held_head && !ac->dead) return 1;
+        if (ac->ring_wait && tr__buf_avail(&ac->out) && !ac->dead) return 1; /* (see submit) */
     }
     return 0;
 }
@@ -1835,8 +1836,11 @@ submit(tr__actors *a, tr_actor_id id, const char *method, const void *args, size
         a->queued_unconnected = 1;
         wake(a); /* a reader asleep with no deadline must come back to send it */
     }
-    if ((ac->fd < 0 && !ac->dead && ac->head) || s->held)
-        want_driver(a);  /* it goes out (and runs) even if nobody waits for it */
+    /* it goes out (and runs) even if nobody waits for it: the first calls on a ring wait
+     * for the worker's answer to our RING, which someone must read */
+    if ((ac->fd < 0 && !ac->dead && ac->head) || s->held ||
+        (ac->ring_wait && tr__buf_avail(&ac->out)))
+        want_driver(a);
     if (n_returns > 1) { /* the kids are the refs; the call itself is hidden */
         slot_extra *x = s->x;
         for (size_t i = 0; i < x->n_kids; i++) { /* (nobody else has them yet) */

@@ -254,6 +254,19 @@ int tr__actor_kill(tr__nodeconn *node, tr_actor_id id, int no_restart) {
     return rc;
 }
 
+int tr__actor_ending(tr__nodeconn *node, tr_actor_id id, const char *why) {
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 3);
+    enc_id(&b, "id", id.b);
+    tr__enc_str(&b, "no_restart");
+    tr__enc_int(&b, 1);
+    tr__enc_str(&b, "ending");
+    tr__enc_str(&b, why);
+    int rc = tr__nodeconn_call(node, TR__MSG_ACTOR_KILL, &b, NODE_RPC_MS, NULL);
+    tr__buf_free(&b);
+    return rc;
+}
+
 /* Copies an optional string field of the reply into a fixed buffer ("" if nil). */
 static int copy_str(const tr__obj *map, const char *key, char *dst, size_t cap) {
     const tr__obj *v = tr__obj_get(map, key);

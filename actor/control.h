@@ -32,6 +32,9 @@ int tr__actor_resolve(tr__nodeconn *node, const tr_actor_id *id, int wait_ms, tr
 int tr__actor_wait_ready(tr__nodeconn *node, tr_actor_id id, int timeout_ms);
 int tr__actor_by_name(tr__nodeconn *node, const char *name, tr_actor_id *out);
 int tr__actor_kill(tr__nodeconn *node, tr_actor_id id, int no_restart);
+/* From the actor's own worker as it ends (its last handle went: handles.h): the node
+ * marks it dead for good, with why as its reason, and lets the process exit by itself. */
+int tr__actor_ending(tr__nodeconn *node, tr_actor_id id, const char *why);
 int tr__actor_info(tr__nodeconn *node, tr_actor_id id, tr_actor_details *out);
 /* The actor's binding_data (tr_actor_binding_data): *out malloc'd, or NULL if none. */
 int tr__actor_binding_data(tr__nodeconn *node, tr_actor_id id, char **out);

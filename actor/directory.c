@@ -562,7 +562,16 @@ static void on_kill(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
     if (!a) return;
     int64_t no_restart = 1;
     if (tr__obj_get(body, "no_restart")) tr__get_int(body, "no_restart", &no_restart);
-    if (no_restart)
+    const char *why;
+    size_t why_len;
+    if (tr__obj_type(tr__obj_get(body, "ending")) == TR__T_STR &&
+        tr__get_str(body, "ending", &why, &why_len) == 0) {
+        /* (its worker ends by itself, orderly: never restarted; dead once it exits) */
+        if (a->state != TR__ACTOR_DEAD) {
+            a->no_restart = 1;
+            set_reason(a, "%.*s", (int)(why_len > 400 ? 400 : why_len), why);
+        }
+    } else if (no_restart)
         kill_actor(d, a, "killed by tr_actor_kill");
     else if (a->proc)
         tr__proc_kill(a->proc, SIGKILL); /* restarts if it has restarts left */

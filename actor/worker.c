@@ -15,7 +15,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "actor/control.h"
 #include "actor/ctx.h"
+#include "actor/handles.h"
 #include "actor/protocol.h"
 #include "core/clock.h"
 #include "core/codec.h"
@@ -279,6 +281,8 @@ typedef struct worker {
     struct cgroup *groups; /* the actor's concurrency groups (tr_concurrency_group) */
     size_t n_groups;
     pthread_mutex_t pool_mu; /* every pool's: their queues, and each client's out and refs */
+    pthread_t loop;          /* the thread that runs tr__worker_run's loop */
+    int ending;              /* its last handle went (TR__END_METHOD): the loop ends */
 } worker;
 
 /* The actor's method lock (env.mu): static, so that a graph's loop thread that outlives
@@ -484,6 +488,14 @@ static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t se
         mlen = base;
     }
     int builtin = mlen > 9 && memcmp(m, "__troupe_", 9) == 0; /* not on a method's path */
+    if (builtin && mlen == sizeof TR__END_METHOD - 1 && memcmp(m, TR__END_METHOD, mlen) == 0) {
+        /* (no handle of the actor is left: the calls before this one have their replies;
+         * the loop ends as on SIGTERM, and the worker exits orderly) */
+        __atomic_store_n(&w->ending, 1, __ATOMIC_RELEASE);
+        stop_requested = 1;
+        if (!pthread_equal(pthread_self(), w->loop)) pthread_kill(w->loop, SIGTERM);
+        return tr__result_frame(out, seq, 0, "", 0);
+    }
     for (size_t i = 0; builtin && i < w->n_builtins; i++) {
         const tr__worker_builtin *b = &w->builtins[i];
         if (strlen(b->name) != mlen || memcmp(b->name, m, mlen) != 0) continue;
@@ -1177,6 +1189,7 @@ static void on_client(worker *w, client *c, uint32_t events) {
             return;
         }
         tr__buf_consume(&c->in, TR__FRAME_HDR + h.len);
+        if (stop_requested) break; /* (the actor ends: no call after that runs) */
         /* Replies to a batch of quick calls go out together; after a slow call (or a lot
          * of output) flush now, so no result waits behind the calls queued after it. */
         if ((tr__now_ns() - t0 > FLUSH_AFTER_NS || tr__buf_avail(&c->out) > FLUSH_BYTES) &&
@@ -1446,6 +1459,7 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
         goto out;
     }
 
+    w.loop = pthread_self();
     struct epoll_event evs[64];
     tr__spin spin = {0}; /* (its callers' pace: whether polling pays) */
     while (!stop_requested) {
@@ -1502,6 +1516,12 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
     }
     status = 0;
 out:
+    if (__atomic_load_n(&w.ending, __ATOMIC_ACQUIRE)) { /* (before its callers see it go) */
+        tr_actor_id self;
+        memcpy(self.b, id, 16);
+        if (tr__actor_ending(node, self, "ended: no handle of it was left"))
+            TR_LOG_WARN("WORKER-END", "the node was not told: %s", tr__last_error());
+    }
     while (w.clients)
         drop_client(&w, w.clients);
     /* calls running on the pool finish first; one that does not (it waits for something

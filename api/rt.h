@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "actor/calls.h"
+#include "actor/handles.h"
 #include "actor/tasks.h"
 #include "core/config.h"
 #include "core/nodeconn.h"
@@ -28,7 +29,8 @@ struct tr_runtime {
     tr_config *cfg;
     tr__nodeconn *node;
     tr__actors *actors;
-    tr__tasks *tasks; /* made at the first tr_task_submit */
+    tr__handles *handles; /* the handles of actors this process made (tr_actor_options.handle) */
+    tr__tasks *tasks;     /* made at the first tr_task_submit */
     pthread_mutex_t tasks_mu;
     tr__objects *objects;
     char *address;

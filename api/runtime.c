@@ -95,6 +95,7 @@ static void run_shutdown_hooks(tr_runtime *rt) {
 }
 
 static void runtime_free(tr_runtime *rt) {
+    tr__handles_destroy(rt->handles);
     tr__tasks_destroy(rt->tasks);
     tr__actors_destroy(rt->actors);
     tr__objects_detach(rt->objects);
@@ -113,6 +114,7 @@ static int connect_runtime(tr_runtime *rt, const char *address, const char *role
     rt->cfg->max_msg = rt->node->max_msg; /* one message limit per node */
     if ((rc = tr__objects_attach(rt->node, &rt->objects))) return rc;
     rc = tr__actors_create(rt->node, rt->objects, rt->cfg->max_msg, &rt->actors);
+    if (!rc) rc = tr__handles_create(rt->actors, rt->objects, &rt->handles);
     if (!rc) tr__actors_set_spin(rt->actors, rt->cfg->call_spin_us);
     if (!rc) {
         const char *e = getenv("TROUPE_CALL_RINGS");
@@ -383,6 +385,23 @@ TR_API int tr_actor_create(tr_runtime *rt, const char *class_name, const tr_acto
     return tr__actor_create(rt->node, class_name, opts, args, len, out);
 }
 
+TR_API int tr_actor_handle(tr_runtime *rt, tr_actor_id actor, tr_ref *out) {
+    CHECK_RT(rt, "tr_actor_handle");
+    if (!out) return tr__err(TR_EINVAL, "tr_actor_handle: out is NULL");
+    return tr__handles_make(rt->handles, actor, out);
+}
+
+TR_API int tr_actor_from_handle(tr_runtime *rt, tr_ref handle, tr_actor_id *out) {
+    CHECK_RT(rt, "tr_actor_from_handle");
+    if (!out) return tr__err(TR_EINVAL, "tr_actor_from_handle: out is NULL");
+    if (!tr__ref_is_object(&handle))
+        return tr__err(TR_EINVAL, "tr_actor_from_handle: not an actor handle (a call's ref)");
+    const void *data;
+    size_t len;
+    int rc = tr_get(rt, handle, 10000, &data, &len);
+    return rc ? rc : tr__handle_parse(data, len, out);
+}
+
 TR_API int tr_actor_binding_data(tr_runtime *rt, tr_actor_id actor, char **out) {
     CHECK_RT(rt, "tr_actor_binding_data");
     if (!out) return tr__err(TR_EINVAL, "tr_actor_binding_data: out is NULL");
@@ -648,6 +667,10 @@ TR_API int tr_wait(tr_runtime *rt, const tr_ref *refs, size_t n, size_t num_read
 
 TR_API int tr_ref_release(tr_runtime *rt, tr_ref ref) {
     CHECK_RT(rt, "tr_ref_release");
+    if (tr__ref_is_object(&ref)) { /* (a handle of ours: its actor may end) */
+        int h = tr__handles_release(rt->handles, ref);
+        if (h) return h < 0 ? h : 0;
+    }
     if (tr__actors_is_remote(rt->actors, ref)) {
         /* another node's: our copy here (if we got it) and our hold there (if we
          * borrowed it) */

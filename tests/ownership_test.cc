@@ -253,6 +253,96 @@ TEST_F(OwnershipTest, HoldersOfAnObjectAreCounted) {
     expect_empty();
 }
 
+/* An actor given a handle (tr_actor_handle) ends with its last one, as Ray's
+ * actors do: after the calls sent before; not while a borrower, an object or a call in
+ * flight holds a copy; orderly (its destructor runs), DEAD for good with the reason. */
+TEST_F(OwnershipTest, ActorEndsWithItsLastHandle) {
+    auto state = [&](tr_actor_id a, std::string *reason = nullptr) {
+        tr_actor_details d;
+        tr_actor_details_init(&d);
+        EXPECT_EQ(tr_actor_info(rt, a, &d), 0) << tr_last_error();
+        if (reason) *reason = d.reason;
+        return d.state;
+    };
+    auto make_handled = [&](const std::string &name, tr_ref *h) {
+        tr_actor_id id;
+        EXPECT_EQ(tr_actor_create(rt, "Counter", nullptr, name.data(), name.size(), &id), 0)
+            << tr_last_error();
+        EXPECT_EQ(tr_actor_handle(rt, id, h), 0) << tr_last_error();
+        tr_ref again;
+        EXPECT_EQ(tr_actor_handle(rt, id, &again), TR_EEXIST);
+        return id;
+    };
+    /* the only handle, released right after a slow call: the call's result comes; the
+     * destructor runs; later calls fail; no restart */
+    char dir[] = "/tmp/tr_handle_XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    std::string mark = std::string(dir) + "/dtor";
+    tr_ref h;
+    tr_actor_id a = make_handled("dtor:" + mark, &h);
+    tr_actor_id named;
+    ASSERT_EQ(tr_actor_from_handle(rt, h, &named), 0) << tr_last_error();
+    EXPECT_EQ(memcmp(named.b, a.b, 16), 0);
+    int64_t ms = 300, got = 0;
+    tr_ref slow;
+    ASSERT_EQ(tr_call(rt, a, "sleep_ms", &ms, 8, &slow), 0);
+    ASSERT_EQ(tr_ref_release(rt, h), 0);
+    EXPECT_EQ(tr_ref_release(rt, h), TR_ESTALE);
+    const void *d;
+    size_t n;
+    ASSERT_EQ(tr_get(rt, slow, 10000, &d, &n), 0) << tr_last_error();
+    ASSERT_EQ(n, 8u);
+    memcpy(&got, d, 8);
+    EXPECT_EQ(got, 300);
+    tr_ref_release(rt, slow);
+    std::string reason;
+    EXPECT_TRUE(eventually(5000, [&] { return state(a, &reason) == TR_ACTOR_DEAD; }));
+    EXPECT_NE(reason.find("no handle of it was left"), std::string::npos) << reason;
+    EXPECT_EQ(access(mark.c_str(), F_OK), 0) << "the destructor did not run";
+    unlink(mark.c_str());
+    rmdir(dir);
+    EXPECT_EQ(call_i64(rt, a, "get", 0, &got), TR_EACTOR_DIED);
+
+    /* a borrower's copy keeps it alive after ours goes; its release ends it */
+    tr_actor_id keeper = make();
+    tr_actor_id b = make_handled("b", &h);
+    std::string out;
+    ASSERT_EQ(call_ref_arg(keeper, "keep", h, &out), 0) << out;
+    ASSERT_EQ(tr_ref_release(rt, h), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    EXPECT_EQ(state(b), TR_ACTOR_ALIVE);
+    EXPECT_EQ(call_i64(rt, b, "add", 5, &got), 0) << tr_last_error();
+    EXPECT_EQ(got, 5);
+    ASSERT_EQ(call_i64(rt, keeper, "drop_kept", 0, &got), 0);
+    EXPECT_TRUE(eventually(5000, [&] { return state(b) == TR_ACTOR_DEAD; }));
+
+    /* an object that contains it keeps it alive; so does a call in flight that passes it */
+    tr_actor_id c = make_handled("c", &h);
+    tr_ref box;
+    ASSERT_EQ(tr_put_refs(rt, &h, 16, &h, 1, &box), 0);
+    ms = 600;
+    tr_ref sleeping, passing;
+    ASSERT_EQ(tr_call(rt, keeper, "sleep_ms", &ms, 8, &sleeping), 0);
+    ASSERT_EQ(tr_call_contains(rt, keeper, "echo", &h, 16, nullptr, 0, &h, 1, &passing), 0);
+    ASSERT_EQ(tr_ref_release(rt, h), 0);
+    ASSERT_EQ(tr_ref_release(rt, box), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_EQ(state(c), TR_ACTOR_ALIVE) << "a call in flight passes its handle";
+    ASSERT_EQ(tr_get(rt, passing, 10000, nullptr, nullptr), 0) << tr_last_error();
+    EXPECT_TRUE(eventually(5000, [&] { return state(c) == TR_ACTOR_DEAD; }));
+    for (tr_ref r : {sleeping, passing})
+        tr_ref_release(rt, r);
+
+    /* a plain object is no handle */
+    tr_actor_id x;
+    tr_ref plain;
+    ASSERT_EQ(tr_put(rt, "not a handle", 12, &plain), 0);
+    EXPECT_EQ(tr_actor_from_handle(rt, plain, &x), TR_EINVAL);
+    tr_ref_release(rt, plain);
+    EXPECT_EQ(state(keeper), TR_ACTOR_ALIVE);
+    expect_empty();
+}
+
 /* Our own result, released after we shared it, comes back to us in a value: we borrow it
  * like anyone (its twin lives in the store while the object holds it). */
 TEST_F(OwnershipTest, OwnReleasedResultComesBack) {

@@ -496,6 +496,25 @@ TR_API int tr_actor_binding_data(tr_runtime *rt, tr_actor_id actor, char **out);
  * Thread safety: any thread. */
 TR_API int tr_actor_kill(tr_runtime *rt, tr_actor_id actor, int no_restart);
 
+/* Makes the handle of an actor this process created, so that the actor ends with its last
+ * one (Ray's counted actor handles): *out gets a ref (an object of the node's store, owned
+ * here) that stands for the actor. Pass it on as any ref (tr_call_contains, tr_put_refs,
+ * tr_ctx_reply_contains); each process that keeps a copy borrows it (tr_ref_borrow) and
+ * lets go with tr_ref_release, as any object. Once this process has released it and no
+ * other holder is left (no process, object or call in flight holds it), the actor ends:
+ * behind the calls this process sent it before, its worker replies to those, is marked
+ * DEAD for good (reason "ended: no handle of it was left"; no restart) and exits orderly
+ * (its destructor runs). An actor without one lives until tr_actor_kill or its creator's
+ * end; made and released at once, it ends now (a binding's only handle, never copied).
+ * One per actor (a second: TR_EEXIST). Returns 0, TR_EEXIST, TR_ENOMEM, or tr_put's
+ * codes. Thread safety: any thread. */
+TR_API int tr_actor_handle(tr_runtime *rt, tr_actor_id actor, tr_ref *out);
+
+/* The actor a handle names (tr_actor_handle), into *out, from any process that has the
+ * ref; as tr_get, this process then holds it (tr_ref_release). Returns 0, TR_EINVAL (not
+ * a handle), or tr_get's codes. Thread safety: any thread. */
+TR_API int tr_actor_from_handle(tr_runtime *rt, tr_ref handle, tr_actor_id *out);
+
 /* An actor's lifecycle, as tr_actor_info reports it. */
 typedef enum tr_actor_state {
     TR_ACTOR_PENDING = 0,    /* waiting for resources to free up */

@@ -141,6 +141,7 @@ _PROTOS = {
     "tr_actor_wait_ready": (c_int, [vp, ActorId, c_int]),
     "tr_actor_get": (c_int, [vp, c_char_p, P(ActorId)]),
     "tr_actor_kill": (c_int, [vp, ActorId, c_int]),
+    "tr_actor_handle": (c_int, [vp, ActorId, P(Ref)]),
     "tr_actor_details_init": (None, [P(ActorDetails)]),
     "tr_actor_info": (c_int, [vp, ActorId, P(ActorDetails)]),
     "tr_actor_binding_data": (c_int, [vp, ActorId, P(vp)]),

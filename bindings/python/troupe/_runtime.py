@@ -341,17 +341,6 @@ class ObjectRef:
         """Whether it was made or got under the runtime this process runs now."""
         return self._rt is not None and self._rt is _rt
 
-    def _sole_holder(self):
-        """Whether this ObjectRef is the only hold on its object anywhere: no other
-        ObjectRef of it in this process, and no other process, object or call in flight
-        holding it (tr_object_holders: an object this process put)."""
-        with _holds_lock:
-            h = _holds.get(bytes(self._c))
-            if h is None or h[0] != 1 or self._rt is not _rt:
-                return False
-        n = ctypes.c_size_t()
-        return lib.tr_object_holders(self._rt, self._c, ctypes.byref(n)) == 0 and n.value == 0
-
     def _hold(self):
         """This process holds the ref (it made it, or a get took its hold): counted."""
         if self._owned or self._rt is None:
@@ -618,15 +607,6 @@ def put_payload(parts, total):
         lib.tr_ref_release(rt, out)
         raise
     check(lib.tr_object_seal(rt, out), "troupe.put")
-    return ObjectRef(out)
-
-
-def put_token():
-    """A small object of the store, held by its ObjectRefs only (never got): what ties
-    something to the holders of its copies (an actor to its handles'). Made without the
-    serializer, as a pickle in progress asks for it."""
-    out = Ref()
-    check(lib.tr_put(runtime(), b"troupe-token", 12, byref(out)), "troupe: a handle's token")
     return ObjectRef(out)
 
 

@@ -444,7 +444,7 @@ def main():
     names = {}  # the methods' names as C gives them (bytes) -> str
 
     def end_actor(ctx):
-        """exit_actor() or the last handle's going: the actor ends for good (the node
+        """exit_actor() or __ray_terminate__: the actor ends for good (the node
         fails this call and those not run yet with TR_EACTOR_DIED), after the process's
         atexit handlers, as Ray's."""
         try:
@@ -479,7 +479,16 @@ def main():
 
     @_ffi.DTOR_FN
     def dtor(self_ptr):
+        """The worker exits orderly (its last handle went, SIGTERM): the instance goes,
+        then the process's atexit handlers run, as when Ray's actor exits (C's exit does
+        not run them)."""
         state["instance"] = None
+        try:
+            atexit._run_exitfuncs()
+        except BaseException:
+            pass
+        sys.stdout.flush()
+        sys.stderr.flush()
 
     def step_inputs(ctx, args, n, spec):
         """A graph step's input values: its first input's in the call's arguments, the

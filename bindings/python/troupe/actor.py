@@ -6,12 +6,11 @@ import inspect
 import json
 import os
 import threading
-import time
 import warnings
 
 from . import _errors, _ffi, _placement, _runtime, _serial, remote_function
 from ._errors import check
-from ._ffi import ActorId, byref, lib
+from ._ffi import ActorId, Ref, byref, lib
 from ._runtime import runtime
 from .dag import ClassMethodNode, ClassMethodOutputNode
 from .exceptions import ActorExit
@@ -384,7 +383,7 @@ class ActorClass:
         check(rc, f"creating actor {self._cls.__name__}")
         handle = ActorHandle(aid, self._cls.__name__, self._methods, self._returns)
         if not o.get("name") and o.get("lifetime") != "detached":
-            handle._scope = _Scope(rt)  # ended with its last handle (unless it escapes)
+            handle._scope = _Scope(rt)  # ended with its last handle
         return handle
 
     def bind(self, *args, **kwargs):
@@ -397,75 +396,30 @@ class ActorClass:
 
 
 class _Scope:
-    """The actor of a handle that Cls.remote made here: ended (after the calls sent
-    before) when its last handle goes, here or anywhere. Once the handle is pickled
-    (passed to another actor or task, put in an object), its copies carry a token, an
-    object of the store put here, that each copy holds as a borrowed ref; when the
-    handle here goes, a watcher ends the actor once nobody else holds the token (no copy
-    left in any process, object or call in flight), as Ray counts an actor's handles."""
+    """The actor of an ActorHandle that Cls.remote made here ends with its last handle,
+    here or anywhere, as Ray counts an actor's handles: C counts them (tr_actor_handle).
+    The C handle is made as the ActorHandle is first pickled (passed to another actor or
+    task, put in an object): each copy holds it as a borrowed ref, and the actor ends once
+    no copy is left in any process, object or call in flight. An ActorHandle never
+    pickled makes it as it goes, and lets go at once: its actor ends now."""
     __slots__ = ("rt", "token")
 
     def __init__(self, rt):
         self.rt = rt
-        self.token = None  # the ObjectRef the handle's copies hold, from its first pickle
+        self.token = None  # the C handle, an ObjectRef, from the first pickle
 
 
-_watched = []  # (actor id, token): handles gone here whose copies may live elsewhere
-_watch_cv = threading.Condition()
-_WATCH_S = 0.2
-
-
-def _end_actor(aid):
-    try:
-        if _runtime.is_initialized():
-            _runtime.call(aid, EXIT, (), {}, "ending an actor")
-    except Exception:  # (a dead actor, a runtime going away: nothing to end)
-        pass
-
-
-def _watch_tokens():
-    """Ends each watched actor once its token has no holder but the watcher."""
-    while True:
-        with _watch_cv:
-            if not _watched:
-                _watch_cv.wait(timeout=5)
-                if not _watched:
-                    _watch_cv.watching = False
-                    return
-            items = list(_watched)
-        done = []
-        for aid, token in items:
-            try:
-                gone = not _runtime.is_initialized() or not token._of_this_runtime()
-                if gone or token._sole_holder():
-                    done.append((aid, token))
-                    if not gone:
-                        _end_actor(aid)
-            except Exception:
-                done.append((aid, token))
-        with _watch_cv:
-            for d in done:
-                if d in _watched:
-                    _watched.remove(d)
-        del items, done
-        time.sleep(_WATCH_S)
-
-
-def _watch(aid, token):
-    with _watch_cv:
-        _watched.append((aid, token))
-        if not getattr(_watch_cv, "watching", False):
-            _watch_cv.watching = True
-            threading.Thread(target=_watch_tokens, name="troupe-handles", daemon=True).start()
-        _watch_cv.notify()
+def _c_handle(aid):
+    out = Ref()
+    check(lib.tr_actor_handle(runtime(), aid, byref(out)), "an actor's handle")
+    return _runtime.ObjectRef(out)
 
 
 class ActorHandle:
     """An actor: ``handle.method.remote(...)`` calls it; pickles, so other actors can call
     it too."""
-    _scope = None
-
-    _token = None  # a copy's hold on its actor's token (_Scope), or None
+    _scope = None  # Cls.remote's handle of an actor that ends with its handles (_Scope)
+    _token = None  # a copy's hold on its actor's C handle (an ObjectRef), or None
 
     def __init__(self, aid, class_name, methods, returns=None, token=None):
         self._id = aid
@@ -478,12 +432,12 @@ class ActorHandle:
     def __del__(self):
         sc = self._scope
         try:
-            if sc is None or not _runtime.is_initialized() or runtime() is not sc.rt:
-                return
-            if sc.token is None:
-                _end_actor(self._id)  # (never copied: its only handle)
-            else:
-                _watch(self._id, sc.token)  # (its copies may live on)
+            if sc is None or sc.token is not None or not _runtime.is_initialized() or \
+                    runtime() is not sc.rt:
+                return  # (a copy, a named actor, or copies that hold the C handle)
+            out = Ref()  # (never copied: made and let go, the actor ends now)
+            if lib.tr_actor_handle(sc.rt, self._id, byref(out)) == 0:
+                lib.tr_ref_release(sc.rt, out)
         except Exception:
             pass
 
@@ -501,8 +455,8 @@ class ActorHandle:
 
     def __reduce__(self):
         sc = self._scope
-        if sc is not None and sc.token is None:  # its first copy: the token they hold
-            sc.token = _runtime.put_token()
+        if sc is not None and sc.token is None:  # its first copy: the C handle they hold
+            sc.token = _c_handle(self._id)
         token = sc.token if sc is not None else self._token
         return (_rebuild_handle, (bytes(self._id.b), self._class_name, self._methods,
                                   self._returns or None, token))
