@@ -156,6 +156,8 @@ static int group_new(const char *node_path, size_t max_msg, const tr__coll_backe
     g->checks = 1;
     snprintf(g->node_path, sizeof g->node_path, "%s", node_path);
     snprintf(g->name, sizeof g->name, "%s", name);
+    g->flow_key = tr__flight_flow_key(g->name); /* (what every op's bookkeeping needs) */
+    g->cnt_backend = tr__cnt_backend(be->name);
     *out = g;
     return 0;
 }
@@ -390,27 +392,29 @@ static int dispatch(tr_group *g, const tr__coll_args *a, int64_t deadline) {
 /* Every checked op runs here, and ends: device buffers on a backend that takes host memory
  * go through the stager's pinned host memory (g->stage: see stage_open). */
 static int run_op(tr_group *g, const tr__coll_args *a, int timeout_ms) {
-    int64_t t0 = tr__now_ns(), deadline = tr__deadline(timeout_ms);
+    /* (one clock read at each end: a read costs ~25 ns here, a tiny op's own work ~100) */
+    int64_t t0 = tr__now_ns();
+    int64_t deadline = timeout_ms < 0 ? TR__NO_DEADLINE : t0 + (int64_t)timeout_ms * 1000000;
     /* (the flight recorder: this rank's ring of its last ops in this group) */
     tr__flight_op *fl = tr__flight_begin(g->name, g->be->name, g->rank, g->world, a->kind, a->dtype,
-                                         a->count, a->root);
-    tr__flight_started(fl);
+                                         a->count, a->root, t0);
+    tr__flight_started(fl, t0);
     /* (its number, read while the op holds the entry: once it has ended, another thread's
      * new group may take the slot) */
     uint64_t fl_seq = fl ? fl->seq : 0;
     int rc = g->stage ? finish(g, tr__coll_device_stager->run(g, a, deadline, dispatch))
                       : finish(g, dispatch(g, a, deadline));
-    tr__flight_end(fl, rc);
-    uint64_t bytes = (uint64_t)a->count * tr__dtype_size(a->dtype);
     int64_t t1 = tr__now_ns();
+    tr__flight_end(fl, rc, t1);
+    uint64_t bytes = (uint64_t)a->count * tr__dtype_size(a->dtype);
     /* (the node's metrics: ops, bytes and time by backend and kind) */
-    int backend = tr__cnt_backend(g->be->name);
+    int backend = g->cnt_backend;
     tr__cnt_coll(backend, a->kind, bytes, (uint64_t)(t1 - t0), rc);
     if (tr__proc_cnt()) tr__hist_add(&tr__proc_cnt()->coll[backend], (uint64_t)(t1 - t0), rc != 0);
     /* (the timeline: the op, linked to the other ranks' by its number in the group) */
     tr__trace_ev_add(TR__EV_COLL, t0, t1, tr__coll_op_name(a->kind),
-                     strlen(tr__coll_op_name(a->kind)), fl ? tr__flight_flow(g->name, fl_seq) : 0,
-                     bytes, rc != 0);
+                     strlen(tr__coll_op_name(a->kind)),
+                     fl ? tr__flight_flow_at(g->flow_key, fl_seq) : 0, bytes, rc != 0);
     if (rc == TR_ETIMEDOUT || rc == TR_EPEER_DIED) { /* every rank's ring, and a verdict */
         char session[200];
         const char *slash = strrchr(g->node_path, '/');

@@ -188,6 +188,9 @@ struct tr_group {
     uint64_t seq;        /* ops issued */
     uint32_t agree_step; /* this rank's step count as its current op began (the
                             agreement riding on the op: gloo) */
+    uint32_t seen_all;   /* every rank was seen to have posted this many steps */
+    uint64_t flow_key;   /* tr__flight_flow_key(name) */
+    int cnt_backend;     /* tr__cnt_backend(be->name) */
     int64_t spin_limit;  /* how long waits spin before sleeping */
     int pinned;          /* 1 + the one core this process is bound to, 0 if it floats
                             (recorded by TR__COLL_SPIN backends only) */

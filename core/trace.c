@@ -149,10 +149,17 @@ uint64_t tr__trace_call_flow(int32_t caller_pid, const uint8_t actor[16], uint64
     return h ? h : 1;
 }
 
-uint64_t tr__flight_flow(const char *group, uint64_t seq) {
-    uint64_t h = fnv(14695981039346656037ull ^ 0x636f6c6c, group, strlen(group));
-    h = fnv(h, &seq, sizeof seq);
+uint64_t tr__flight_flow_key(const char *group) {
+    return fnv(14695981039346656037ull ^ 0x636f6c6c, group, strlen(group));
+}
+
+uint64_t tr__flight_flow_at(uint64_t key, uint64_t seq) {
+    uint64_t h = fnv(key, &seq, sizeof seq);
     return h ? h : 1;
+}
+
+uint64_t tr__flight_flow(const char *group, uint64_t seq) {
+    return tr__flight_flow_at(tr__flight_flow_key(group), seq);
 }
 
 /* (a process's slots are chosen under this; an op's entry is its rank's thread's alone,
@@ -168,21 +175,21 @@ static int in_op(const tr__flight_group *g) {
 
 static tr__flight_op *flight_begin(tr__trace_hdr *h, const char *group, const char *backend,
                                    int rank, int world, int kind, int dtype, uint64_t count,
-                                   int root);
+                                   int root, int64_t now);
 
 tr__flight_op *tr__flight_begin(const char *group, const char *backend, int rank, int world,
-                                int kind, int dtype, uint64_t count, int root) {
+                                int kind, int dtype, uint64_t count, int root, int64_t now) {
     tr__trace_hdr *h = __atomic_load_n(&tr__trace_self, __ATOMIC_ACQUIRE);
     if (!h || !group) return NULL;
     pthread_mutex_lock(&flight_mu);
-    tr__flight_op *op = flight_begin(h, group, backend, rank, world, kind, dtype, count, root);
+    tr__flight_op *op = flight_begin(h, group, backend, rank, world, kind, dtype, count, root, now);
     pthread_mutex_unlock(&flight_mu);
     return op;
 }
 
 static tr__flight_op *flight_begin(tr__trace_hdr *h, const char *group, const char *backend,
                                    int rank, int world, int kind, int dtype, uint64_t count,
-                                   int root) {
+                                   int root, int64_t now) {
     tr__flight_group *g = NULL, *oldest = NULL;
     for (int i = 0; i < TR__FLIGHT_GROUPS && !g; i++) {
         tr__flight_group *c = &h->groups[i];
@@ -192,7 +199,6 @@ static tr__flight_op *flight_begin(tr__trace_hdr *h, const char *group, const ch
                  (!oldest || (oldest->name[0] && (!c->name[0] || c->used < oldest->used))))
             oldest = c;
     }
-    int64_t now = tr__now_ns();
     if (!g) { /* a new group here: a free slot, or the one used longest ago (not in an op) */
         if (!oldest) return NULL;
         g = oldest;
@@ -224,15 +230,15 @@ static tr__flight_op *flight_begin(tr__trace_hdr *h, const char *group, const ch
     return op;
 }
 
-void tr__flight_started(tr__flight_op *op) {
+void tr__flight_started(tr__flight_op *op, int64_t now) {
     if (!op) return;
-    op->t_start = tr__now_ns();
+    op->t_start = now;
     __atomic_store_n(&op->state, TR__FL_STARTED, __ATOMIC_RELEASE);
 }
 
-void tr__flight_end(tr__flight_op *op, int rc) {
+void tr__flight_end(tr__flight_op *op, int rc, int64_t now) {
     if (!op) return;
-    op->t_end = tr__now_ns();
+    op->t_end = now;
     op->rc = rc;
     __atomic_store_n(&op->state, rc ? TR__FL_FAILED : TR__FL_COMPLETED, __ATOMIC_RELEASE);
 }

@@ -133,11 +133,17 @@ extern __attribute__((visibility("hidden"))) __thread const char *tr__trace_meth
 /* The flight recorder: an op of group (as this rank sees it) scheduled now. Returns its
  * entry (NULL: not recorded), which tr__flight_end completes. */
 tr__flight_op *tr__flight_begin(const char *group, const char *backend, int rank, int world,
-                                int kind, int dtype, uint64_t count, int root);
-void tr__flight_started(tr__flight_op *op);
-void tr__flight_end(tr__flight_op *op, int rc);
+                                int kind, int dtype, uint64_t count, int root, int64_t now);
+/* (now: tr__now_ns(), which the caller has read already: a clock read costs ~25 ns here,
+ * as much as a small op's own work) */
+void tr__flight_started(tr__flight_op *op, int64_t now);
+void tr__flight_end(tr__flight_op *op, int rc, int64_t now);
 /* The op's number in its group (the flow id of its ranks' events comes from it). */
 uint64_t tr__flight_flow(const char *group, uint64_t seq);
+/* The same in two parts, for a caller that keeps the group's: tr__flight_flow(group, seq)
+ * == tr__flight_flow_at(tr__flight_flow_key(group), seq). */
+uint64_t tr__flight_flow_key(const char *group);
+uint64_t tr__flight_flow_at(uint64_t key, uint64_t seq);
 
 /* Readers. Each takes dirs: one trace directory, or several separated by ':' (this node's
  * and copies of other nodes', tr__trace_unbundle), merged.

@@ -933,7 +933,8 @@ int m_coll(tr_ctx *ctx, void *, const void *args, size_t len) {
     const tr_dtype types[] = {TR_INT8,    TR_UINT8,    TR_INT32,   TR_INT64,
                               TR_FLOAT16, TR_BFLOAT16, TR_FLOAT32, TR_FLOAT64};
     const tr_redop ops[] = {TR_SUM, TR_PROD, TR_MIN, TR_MAX, TR_AVG};
-    const size_t counts[] = {0, 1, 7, 100003};
+    /* (shm: 1, 2 and some 7s are tiny allreduces, on the counter's line, up to 16 bytes) */
+    const size_t counts[] = {0, 1, 2, 7, 100003};
     int checked = 0;
     for (tr_dtype t : types) {
         size_t esz = tr_dtype_size(t);
@@ -980,10 +981,15 @@ int m_coll(tr_ctx *ctx, void *, const void *args, size_t len) {
             checked += rc2;
         }
     }
-    /* in place, and a barrier */
+    /* in place (tiny and not), and a barrier */
+    double tiny[2] = {1.0 + a.rank, -2.0 * a.rank};
+    rc = tr_allreduce(g, tiny, tiny, 2, TR_FLOAT64, TR_SUM, a.timeout_ms);
+    if (!rc &&
+        (tiny[0] != a.world * (a.world + 1) / 2.0 || tiny[1] != -1.0 * a.world * (a.world - 1)))
+        return tr_ctx_error(ctx, "tiny in place: %f %f", tiny[0], tiny[1]);
     std::string io;
     coll_fill(&io, TR_INT32, 1000, a.rank, 1);
-    rc = tr_allreduce(g, io.data(), &io[0], 1000, TR_INT32, TR_SUM, a.timeout_ms);
+    if (!rc) rc = tr_allreduce(g, io.data(), &io[0], 1000, TR_INT32, TR_SUM, a.timeout_ms);
     if (!rc) rc = tr_barrier(g, a.timeout_ms);
     if (rc) return tr_ctx_error(ctx, "in place/barrier %s: %s", tr_errname(rc), tr_last_error());
     /* a rank that disagrees: every rank gets TR_EINVAL, and the group stays usable */

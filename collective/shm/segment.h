@@ -12,7 +12,7 @@
 
 #include "core/wait.h"
 
-#define TR__COLL_MAGIC 0x336c6c6f63727475ull /* "utrcoll3" */
+#define TR__COLL_MAGIC 0x346c6c6f63727475ull /* "utrcoll4" */
 #define TR__COLL_MAX_WORLD 64
 #define TR__COLL_SLOT (256u << 10) /* a rank's staging slot: one chunk (measured best) */
 /* A send/recv channel's buffer, one per ordered pair of ranks: 64 KiB, less in large
@@ -44,17 +44,33 @@ typedef struct tr__coll_desc {
     uint64_t addr2;   /* ...and its second buffer (a single-copy allreduce's recv) */
     uint32_t single;  /* single copy: 1 this rank can read its peers' memory, 2 it wants to */
     uint32_t entered; /* gloo: 1 it runs the op, 2 it stands in for the ranks that do */
-} tr__coll_desc;
+} __attribute__((aligned(64))) tr__coll_desc; /* (a line each: a rank writes one parity's while
+                                                  peers may hold the other's, read by an op's
+                                                  agreement check) */
 
-/* A rank's public state, on its own cache lines: only the rank writes it. */
+/* An allreduce of at most TR__COLL_TINY bytes (shm): the rank's value and what op it is,
+ * beside its posted counter, so that a peer that sees the counter move has them too. */
+#define TR__COLL_TINY 16
+typedef struct tr__coll_tiny {
+    uint64_t sig; /* the op: its number (low 32 bits), dtype, reduction op, count */
+    unsigned char data[TR__COLL_TINY];
+} tr__coll_tiny;
+
+/* A rank's public state, on its own cache lines: only the rank writes it. The first line
+ * is what peers wait on: its counter, its core, a tiny op's value (by op parity). */
 typedef struct tr__coll_rank {
     tr__event posted;      /* steps this rank has posted (see shm.c) */
     int32_t cpu;           /* the core it posted from (a hint for waiters' spinning) */
     int32_t pinned;        /* 1 + the one core it is bound to (cpu_binding), 0 if it floats */
+    tr__coll_tiny tiny[2]; /* a tiny allreduce's value, by op parity (shm.c) */
     uint64_t probe;        /* address of a known word in its memory, for peers to read (shm) */
     int32_t can_read;      /* 1: it can read every peer's memory (single copy), 2: not; 0: yet */
     tr__coll_desc desc[2]; /* its view of its current op, by op parity */
 } __attribute__((aligned(64))) tr__coll_rank;
+
+#ifndef __cplusplus
+_Static_assert(offsetof(tr__coll_rank, probe) == 64, "a rank's first line: counter and tiny op");
+#endif
 
 typedef struct tr__coll_hdr {
     uint64_t magic;

@@ -15,8 +15,9 @@
  * same op (descriptors by op parity: no rank can be two ops ahead of a rank still
  * checking), so a mismatch is an error on every rank, never corrupted data.
  *
- * allreduce, at most 16 KiB (one step): each rank copies its buffer into its slot; each
- * reduces every slot in rank order. Larger (two steps per chunk): each rank copies the
+ * allreduce, at most 16 bytes (one step, tiny_allreduce): each rank's value rides on the
+ * cache line of its posted counter. At most 16 KiB (one step): each rank copies its buffer into its
+ * slot; each reduces every slot in rank order. Larger (two steps per chunk): each rank copies the
  * other ranks' shares of the chunk into its slot; each reduces its own share (its own
  * part straight from its buffer) into its next slot and its result; each copies the
  * other shares out. Per rank: S(W-1)/W copied in, S read and S/W written by the
@@ -357,6 +358,54 @@ static int single_allreduce(tr_group *g, const void *send, void *recv, size_t co
 }
 
 /* allreduce (root -1) and reduce (the result at root only). */
+/* A tiny op's signature: what every rank must agree on (the op's number, dtype, reduction
+ * op, count; only allreduce takes this way). */
+static uint64_t tiny_sig(uint64_t seq, tr_dtype dtype, tr_redop op, size_t count) {
+    return (seq & 0xffffffffu) << 32 | ((uint64_t)dtype & 0xff) << 16 | ((uint64_t)op & 0xff) << 8 |
+           (uint64_t)count;
+}
+
+/* allreduce of at most TR__COLL_TINY bytes, in one step, on the line peers wait on: each
+ * rank writes its value and the op's signature beside its posted counter (the op's parity),
+ * posts, and reads each peer's from the line its wait brought in, then reduces in rank
+ * order. One cache-line handoff per peer, where the slots' way took three or four (the
+ * counter, the descriptor for the agreement check, the slot). Reuse: a rank writes parity
+ * p again two ops later, by when every peer has posted the op between (whose first step
+ * waits for all), so has read this one. */
+static int tiny_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+                          tr_redop op, int64_t deadline) {
+    tr__coll_hdr *h = H(g);
+    size_t bytes = count * tr__dtype_size(dtype);
+    uint32_t s = tr__coll_my_step(g);
+    int rc = tr__coll_wait_all(g, s, deadline); /* (known: the op before waited for all) */
+    if (rc) return rc;
+    int p = (int)(g->seq & 1);
+    uint64_t sig = tiny_sig(g->seq, dtype, op, count);
+    unsigned char mine[TR__COLL_TINY]; /* (recv may be send: the sources must not move) */
+    memcpy(mine, send, bytes);
+    tr__coll_tiny *t = &h->rk[g->rank].tiny[p];
+    memcpy(t->data, mine, bytes);
+    t->sig = sig; /* (published by the post's release) */
+    tr__coll_post(g);
+    /* every rank's post first, even where one disagrees: no rank may begin the next op
+     * (and publish over this op's parity) while another still checks this one */
+    if ((rc = tr__coll_wait_all(g, s + 1, deadline))) return rc;
+    const char *src[TR__COLL_MAX_WORLD];
+    for (int q = 0; q < g->world; q++) {
+        if (q == g->rank) {
+            src[q] = (const char *)mine;
+            continue;
+        }
+        if (h->rk[q].tiny[p].sig != sig) { /* another op there: say which, as the slots do */
+            rc = tr__coll_check_agree(g);
+            return rc ? rc
+                      : tr__err(TR_EINVAL, "group '%s': rank %d posted another op", g->name, q);
+        }
+        src[q] = (const char *)h->rk[q].tiny[p].data;
+    }
+    return reduce_into(recv, NULL, src, g->world, count, dtype, op);
+}
+
 static int allreduce_to(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
                         tr_redop op, int root, int64_t deadline) {
     size_t esz = tr__dtype_size(dtype), W = (size_t)g->world, me = (size_t)g->rank;
@@ -364,6 +413,8 @@ static int allreduce_to(tr_group *g, const void *send, void *recv, size_t count,
     uint32_t s = tr__coll_my_step(g);
     int out = root < 0 || root == g->rank, rc;
     const char *src[TR__COLL_MAX_WORLD];
+    if (root < 0 && W > 1 && count && count * esz <= TR__COLL_TINY)
+        return tiny_allreduce(g, send, recv, count, dtype, op, deadline);
     if (W == 1 || count * esz <= ONESHOT_BYTES) {
         if (W > 1 && count) {
             if ((rc = tr__coll_wait_all(g, s, deadline))) return rc;
