@@ -933,8 +933,8 @@ int m_coll(tr_ctx *ctx, void *, const void *args, size_t len) {
     const tr_dtype types[] = {TR_INT8,    TR_UINT8,    TR_INT32,   TR_INT64,
                               TR_FLOAT16, TR_BFLOAT16, TR_FLOAT32, TR_FLOAT64};
     const tr_redop ops[] = {TR_SUM, TR_PROD, TR_MIN, TR_MAX, TR_AVG};
-    /* (shm: 1, 2 and some 7s are tiny allreduces, on the counter's line, up to 16 bytes) */
-    const size_t counts[] = {0, 1, 2, 7, 100003};
+    /* (shm: 2 - 16 bytes at most - and some 7s are tiny ops, on the counter's line) */
+    const size_t counts[] = {0, 2, 7, 100003};
     int checked = 0;
     for (tr_dtype t : types) {
         size_t esz = tr_dtype_size(t);

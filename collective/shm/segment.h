@@ -48,11 +48,12 @@ typedef struct tr__coll_desc {
                                                   peers may hold the other's, read by an op's
                                                   agreement check) */
 
-/* An allreduce of at most TR__COLL_TINY bytes (shm): the rank's value and what op it is,
- * beside its posted counter, so that a peer that sees the counter move has them too. */
+/* An allreduce, broadcast or allgather of at most TR__COLL_TINY bytes a rank (shm): the
+ * rank's value and what op it is, beside its posted counter, so that a peer that sees the
+ * counter move has them too. */
 #define TR__COLL_TINY 16
 typedef struct tr__coll_tiny {
-    uint64_t sig; /* the op: its number (low 32 bits), dtype, reduction op, count */
+    uint64_t sig; /* the op: its number (low 32 bits), kind, root, dtype, reduction op, count */
     unsigned char data[TR__COLL_TINY];
 } tr__coll_tiny;
 
@@ -62,7 +63,7 @@ typedef struct tr__coll_rank {
     tr__event posted;      /* steps this rank has posted (see shm.c) */
     int32_t cpu;           /* the core it posted from (a hint for waiters' spinning) */
     int32_t pinned;        /* 1 + the one core it is bound to (cpu_binding), 0 if it floats */
-    tr__coll_tiny tiny[2]; /* a tiny allreduce's value, by op parity (shm.c) */
+    tr__coll_tiny tiny[2]; /* a tiny op's value, by op parity (shm.c) */
     uint64_t probe;        /* address of a known word in its memory, for peers to read (shm) */
     int32_t can_read;      /* 1: it can read every peer's memory (single copy), 2: not; 0: yet */
     tr__coll_desc desc[2]; /* its view of its current op, by op parity */

@@ -15,11 +15,11 @@
  * same op (descriptors by op parity: no rank can be two ops ahead of a rank still
  * checking), so a mismatch is an error on every rank, never corrupted data.
  *
- * allreduce, at most 16 bytes (one step, tiny_allreduce): each rank's value rides on the
- * cache line of its posted counter. At most 16 KiB (one step): each rank copies its buffer into its
- * slot; each reduces every slot in rank order. Larger (two steps per chunk): each rank copies the
- * other ranks' shares of the chunk into its slot; each reduces its own share (its own
- * part straight from its buffer) into its next slot and its result; each copies the
+ * allreduce, broadcast and allgather of at most 16 bytes a rank (one step, tiny_op): each
+ * rank's value rides on the cache line of its posted counter. At most 16 KiB (one step): each rank
+ * copies its buffer into its slot; each reduces every slot in rank order. Larger (two steps per
+ * chunk): each rank copies the other ranks' shares of the chunk into its slot; each reduces its own
+ * share (its own part straight from its buffer) into its next slot and its result; each copies the
  * other shares out. Per rank: S(W-1)/W copied in, S read and S/W written by the
  * reduction, S(W-1)/W copied out.
  *
@@ -358,33 +358,39 @@ static int single_allreduce(tr_group *g, const void *send, void *recv, size_t co
 }
 
 /* allreduce (root -1) and reduce (the result at root only). */
-/* A tiny op's signature: what every rank must agree on (the op's number, dtype, reduction
- * op, count; only allreduce takes this way). */
-static uint64_t tiny_sig(uint64_t seq, tr_dtype dtype, tr_redop op, size_t count) {
-    return (seq & 0xffffffffu) << 32 | ((uint64_t)dtype & 0xff) << 16 | ((uint64_t)op & 0xff) << 8 |
-           (uint64_t)count;
+/* A tiny op's signature: what every rank must agree on (the op's number, kind, root,
+ * dtype, reduction op, count). */
+static uint64_t tiny_sig(uint64_t seq, uint32_t kind, int root, tr_dtype dtype, tr_redop op,
+                         size_t count) {
+    return (seq & 0xffffffffu) << 32 | ((uint64_t)kind & 0xff) << 24 |
+           ((uint64_t)(root + 1) & 0xff) << 16 | ((uint64_t)dtype & 0xff) << 8 |
+           ((uint64_t)op & 0xf) << 5 | ((uint64_t)count & 0x1f);
 }
 
-/* allreduce of at most TR__COLL_TINY bytes, in one step, on the line peers wait on: each
- * rank writes its value and the op's signature beside its posted counter (the op's parity),
- * posts, and reads each peer's from the line its wait brought in, then reduces in rank
- * order. One cache-line handoff per peer, where the slots' way took three or four (the
- * counter, the descriptor for the agreement check, the slot). Reuse: a rank writes parity
- * p again two ops later, by when every peer has posted the op between (whose first step
- * waits for all), so has read this one. */
-static int tiny_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
-                          tr_redop op, int64_t deadline) {
+/* allreduce, broadcast and allgather of at most TR__COLL_TINY bytes a rank, in one step,
+ * on the line peers wait on: each rank writes its value (broadcast: the root alone) and
+ * the op's signature beside its posted counter (the op's parity), posts, waits for every
+ * rank, and takes the peers' values from the lines its waits brought in: the sum in rank
+ * order, the root's, or all of them. One cache-line handoff per peer, where the slots' way
+ * took three or four (the counter, the descriptor for the agreement check, the slot).
+ * Reuse: a rank writes parity p again two ops later, by when every peer has posted the op
+ * between (whose first step waits for all), so has read this one. The caller published
+ * the op (tr__coll_publish): a rank that disagrees is named from the descriptors. */
+static int tiny_op(tr_group *g, uint32_t kind, const void *send, void *recv, size_t count,
+                   tr_dtype dtype, tr_redop op, int root, int64_t deadline) {
     tr__coll_hdr *h = H(g);
     size_t bytes = count * tr__dtype_size(dtype);
     uint32_t s = tr__coll_my_step(g);
     int rc = tr__coll_wait_all(g, s, deadline); /* (known: the op before waited for all) */
     if (rc) return rc;
-    int p = (int)(g->seq & 1);
-    uint64_t sig = tiny_sig(g->seq, dtype, op, count);
-    unsigned char mine[TR__COLL_TINY]; /* (recv may be send: the sources must not move) */
-    memcpy(mine, send, bytes);
-    tr__coll_tiny *t = &h->rk[g->rank].tiny[p];
-    memcpy(t->data, mine, bytes);
+    int p = (int)(g->seq & 1), me = g->rank;
+    uint64_t sig = tiny_sig(g->seq, kind, root, dtype, op, count);
+    unsigned char mine[TR__COLL_TINY]; /* (recv may hold send: the sources must not move) */
+    tr__coll_tiny *t = &h->rk[me].tiny[p];
+    if (kind != TR__COLL_BROADCAST || me == root) {
+        memcpy(mine, send, bytes);
+        memcpy(t->data, mine, bytes);
+    }
     t->sig = sig; /* (published by the post's release) */
     tr__coll_post(g);
     /* every rank's post first, even where one disagrees: no rank may begin the next op
@@ -392,7 +398,7 @@ static int tiny_allreduce(tr_group *g, const void *send, void *recv, size_t coun
     if ((rc = tr__coll_wait_all(g, s + 1, deadline))) return rc;
     const char *src[TR__COLL_MAX_WORLD];
     for (int q = 0; q < g->world; q++) {
-        if (q == g->rank) {
+        if (q == me) {
             src[q] = (const char *)mine;
             continue;
         }
@@ -402,6 +408,15 @@ static int tiny_allreduce(tr_group *g, const void *send, void *recv, size_t coun
                       : tr__err(TR_EINVAL, "group '%s': rank %d posted another op", g->name, q);
         }
         src[q] = (const char *)h->rk[q].tiny[p].data;
+    }
+    if (kind == TR__COLL_BROADCAST) {
+        if (me != root) memcpy(recv, src[root], bytes);
+        return 0;
+    }
+    if (kind == TR__COLL_ALLGATHER) {
+        for (int q = 0; q < g->world; q++)
+            memcpy((char *)recv + (size_t)q * bytes, src[q], bytes);
+        return 0;
     }
     return reduce_into(recv, NULL, src, g->world, count, dtype, op);
 }
@@ -414,7 +429,7 @@ static int allreduce_to(tr_group *g, const void *send, void *recv, size_t count,
     int out = root < 0 || root == g->rank, rc;
     const char *src[TR__COLL_MAX_WORLD];
     if (root < 0 && W > 1 && count && count * esz <= TR__COLL_TINY)
-        return tiny_allreduce(g, send, recv, count, dtype, op, deadline);
+        return tiny_op(g, TR__COLL_ALLREDUCE, send, recv, count, dtype, op, -1, deadline);
     if (W == 1 || count * esz <= ONESHOT_BYTES) {
         if (W > 1 && count) {
             if ((rc = tr__coll_wait_all(g, s, deadline))) return rc;
@@ -485,6 +500,8 @@ static int shm_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, i
     size_t bytes = count * tr__dtype_size(dtype), off = 0;
     size_t per = H(g)->slot;
     tr__coll_publish(g, TR__COLL_BROADCAST, dtype, TR_SUM, root, count);
+    if (g->world > 1 && bytes && bytes <= TR__COLL_TINY)
+        return tiny_op(g, TR__COLL_BROADCAST, buf, buf, count, dtype, TR_SUM, root, deadline);
     uint32_t s = tr__coll_my_step(g);
     int is_root = g->rank == root, rc, first = 1, single;
     if (g->world > 1 && bytes >= SINGLE_MIN) {
@@ -551,6 +568,9 @@ static int shm_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
     int pieces = k == TR__COLL_REDUCE_SCATTER || k == TR__COLL_ALLTOALL || k == TR__COLL_SCATTER;
     if (pieces) per /= W; /* elements of each destination's piece per chunk */
     tr__coll_publish(g, (uint32_t)k, a->dtype, a->op, root, count);
+    if (k == TR__COLL_ALLGATHER && W > 1 && count && count * esz <= TR__COLL_TINY)
+        return tiny_op(g, TR__COLL_ALLGATHER, a->send, a->recv, count, a->dtype, a->op, -1,
+                       deadline);
     uint32_t s = tr__coll_my_step(g);
     const char *send = a->send;
     char *recv = a->recv;
