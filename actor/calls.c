@@ -1836,11 +1836,8 @@ submit(tr__actors *a, tr_actor_id id, const char *method, const void *args, size
         a->queued_unconnected = 1;
         wake(a); /* a reader asleep with no deadline must come back to send it */
     }
-    /* it goes out (and runs) even if nobody waits for it: the first calls on a ring wait
-     * for the worker's answer to our RING, which someone must read */
-    if ((ac->fd < 0 && !ac->dead && ac->head) || s->held ||
-        (ac->ring_wait && tr__buf_avail(&ac->out)))
-        want_driver(a);
+    if ((ac->fd < 0 && !ac->dead && ac->head) || s->held)
+        want_driver(a);  /* it goes out (and runs) even if nobody waits for it */
     if (n_returns > 1) { /* the kids are the refs; the call itself is hidden */
         slot_extra *x = s->x;
         for (size_t i = 0; i < x->n_kids; i++) { /* (nobody else has them yet) */
@@ -2194,6 +2191,11 @@ int tr__actors_release(tr__actors *a, tr_ref ref) {
     }
     tr__idmap_del(&a->slots, s->key);
     s->released = 1; /* freed now, or once done, viewed and read by the calls it feeds */
+    /* A call not sent yet goes out even if nobody will wait for it: the first calls on a
+     * ring wait for the worker's answer to our RING, which someone must read. (Here, not
+     * at submit: a caller that waits for its own calls reads it, and a driver woken then
+     * would read beside it.) */
+    if (!s->done && s->ac && s->ac->ring_wait && tr__buf_avail(&s->ac->out)) want_driver(a);
     slot_maybe_free(a, s);
     pthread_mutex_unlock(&a->mu);
     return 0;
