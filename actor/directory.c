@@ -567,6 +567,10 @@ static void on_kill(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
     if (tr__obj_type(tr__obj_get(body, "ending")) == TR__T_STR &&
         tr__get_str(body, "ending", &why, &why_len) == 0) {
         /* (its worker ends by itself, orderly: never restarted; dead once it exits) */
+        if (a->pid == 0 || c->pid != a->pid) {
+            tr__server_reply_status(c, seq, TR_EPERM, "not this actor's worker process");
+            return;
+        }
         if (a->state != TR__ACTOR_DEAD) {
             a->no_restart = 1;
             set_reason(a, "%.*s", (int)(why_len > 400 ? 400 : why_len), why);

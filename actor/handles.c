@@ -171,6 +171,18 @@ static void *watch_main(void *arg) {
     return NULL;
 }
 
+void tr__handles_retake(tr__handles *h, tr_ref ref) {
+    if (!h || __atomic_load_n(&h->n, __ATOMIC_ACQUIRE) == 0) return;
+    pthread_mutex_lock(&h->mu);
+    for (handle *e = h->all; e; e = e->next)
+        if (e->watched && memcmp(e->ref.b, ref.b, 16) == 0) {
+            e->watched = 0; /* (ours again: its next release is ours to count) */
+            h->n_watched--;
+            break;
+        }
+    pthread_mutex_unlock(&h->mu);
+}
+
 int tr__handles_release(tr__handles *h, tr_ref ref) {
     if (!h || __atomic_load_n(&h->n, __ATOMIC_ACQUIRE) == 0) return 0;
     pthread_mutex_lock(&h->mu);

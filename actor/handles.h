@@ -40,6 +40,10 @@ int tr__handles_make(tr__handles *h, tr_actor_id id, tr_ref *out);
  * let go already. */
 int tr__handles_release(tr__handles *h, tr_ref ref);
 
+/* This process takes ref again (tr_ref_borrow: it came back, in a value): a handle of ours
+ * that waited for its borrowers is this process's to release again. */
+void tr__handles_retake(tr__handles *h, tr_ref ref);
+
 /* A handle's bytes: TR__HANDLE_MAGIC, then the actor's id. */
 #define TR__HANDLE_MAGIC "troupe-actor-handle:"
 #define TR__HANDLE_LEN (sizeof TR__HANDLE_MAGIC - 1 + 16)

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -283,6 +284,7 @@ typedef struct worker {
     pthread_mutex_t pool_mu; /* every pool's: their queues, and each client's out and refs */
     pthread_t loop;          /* the thread that runs tr__worker_run's loop */
     int ending;              /* its last handle went (TR__END_METHOD): the loop ends */
+    int wake_fd;             /* an eventfd in the loop's epoll: a pool thread wakes it */
 } worker;
 
 /* The actor's method lock (env.mu): static, so that a graph's loop thread that outlives
@@ -493,7 +495,10 @@ static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t se
          * the loop ends as on SIGTERM, and the worker exits orderly) */
         __atomic_store_n(&w->ending, 1, __ATOMIC_RELEASE);
         stop_requested = 1;
-        if (!pthread_equal(pthread_self(), w->loop)) pthread_kill(w->loop, SIGTERM);
+        uint64_t one = 1; /* (a pool thread: the loop may sleep in epoll_wait) */
+        if (!pthread_equal(pthread_self(), w->loop) &&
+            (w->wake_fd < 0 || write(w->wake_fd, &one, sizeof one) != sizeof one))
+            pthread_kill(w->loop, SIGTERM);
         return tr__result_frame(out, seq, 0, "", 0);
     }
     for (size_t i = 0; builtin && i < w->n_builtins; i++) {
@@ -1315,6 +1320,42 @@ static int node_gone(tr__nodeconn *node) {
     return 0;
 }
 
+/* Whether a pool has calls queued or running. Under pool_mu. */
+static int pool_busy(const pool *p) {
+    return p && (p->head || p->threads > p->idle);
+}
+
+#define END_DRAIN_MS 10000
+
+/* The actor ends (its last handle went): the calls it has taken finish and their replies
+ * go out before its callers are dropped, for up to END_DRAIN_MS. */
+static void drain_for_end(worker *w) {
+    int64_t until = tr__now_ns() + (int64_t)END_DRAIN_MS * 1000000;
+    for (;;) {
+        int busy = 0;
+        if (w->pool) {
+            pthread_mutex_lock(&w->pool_mu);
+            busy = pool_busy(w->pool);
+            for (size_t i = 0; i < w->n_groups; i++)
+                busy |= pool_busy(w->groups[i].pool);
+            for (client *c = w->clients; c; c = c->next) {
+                if (!c->gone && !c->broken) pool_flush_locked(w, c);
+                busy |= !c->gone && !c->broken && tr__buf_avail(&c->out) > 0;
+            }
+            pthread_mutex_unlock(&w->pool_mu);
+        } else {
+            for (client *c = w->clients, *next; c; c = next) {
+                next = c->next;
+                if (flush_client(w, c)) continue; /* (dropped) */
+                busy |= tr__buf_avail(&c->out) > 0;
+            }
+        }
+        if (!busy || tr__now_ns() >= until) return;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, const tr_config *cfg,
                    const char *node_path, const char *actor_hex, const tr__worker_builtin *builtins,
                    size_t n_builtins) {
@@ -1329,7 +1370,7 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
     w.node = node;
     w.objects = objects;
     w.max_msg = cfg->max_msg;
-    w.lfd = w.ep = -1;
+    w.lfd = w.ep = w.wake_fd = -1;
     uint8_t id[16];
     /* If the node dies, so do we (the node reaps us; this covers SIGKILL of the node). */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -1445,6 +1486,10 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
     epoll_ctl(w.ep, EPOLL_CTL_ADD, w.lfd, &ev);
     struct epoll_event nev = {.events = EPOLLIN, .data.ptr = &w.node};
     epoll_ctl(w.ep, EPOLL_CTL_ADD, node->fd, &nev);
+    if ((w.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) >= 0) {
+        struct epoll_event wev = {.events = EPOLLIN, .data.ptr = &w.wake_fd};
+        epoll_ctl(w.ep, EPOLL_CTL_ADD, w.wake_fd, &wev);
+    }
 
     b = (tr__buf)TR__BUF_INIT;
     tr__enc_map(&b, 2);
@@ -1498,6 +1543,10 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
             void *p = evs[i].data.ptr;
             if (p == &w.lfd) {
                 on_accept(&w);
+            } else if (p == &w.wake_fd) {
+                uint64_t v;
+                if (read(w.wake_fd, &v, sizeof v) < 0) { /* (EAGAIN: read already) */
+                }
             } else if (p == &w.node) {
                 if (node_gone(node)) {
                     TR_LOG_DEBUG("WORKER-NODE-GONE", "node connection closed; exiting");
@@ -1521,6 +1570,7 @@ out:
         memcpy(self.b, id, 16);
         if (tr__actor_ending(node, self, "ended: no handle of it was left"))
             TR_LOG_WARN("WORKER-END", "the node was not told: %s", tr__last_error());
+        drain_for_end(&w);
     }
     while (w.clients)
         drop_client(&w, w.clients);
@@ -1543,6 +1593,7 @@ out:
         unlink(path);
     }
     if (w.ep >= 0) close(w.ep);
+    if (w.wake_fd >= 0) close(w.wake_fd);
     tr__buf_free(&w.ctx.result);
     drop_result_obj(&w.ctx);
     free(w.ctx.ref_data);

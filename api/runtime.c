@@ -576,7 +576,9 @@ TR_API int tr_ref_borrow(tr_runtime *rt, tr_ref ref) {
         return 0;                              /* ours, held */
     if (tr__actors_is_remote(rt->actors, ref)) /* held at its node (docs/OWNERSHIP.md) */
         return tr__actors_remote_hold(rt->actors, ref, 1, REMOTE_HOLD_MS);
-    return tr__objects_borrow(rt->objects, ref);
+    int rc = tr__objects_borrow(rt->objects, ref);
+    if (!rc && tr__ref_is_object(&ref)) tr__handles_retake(rt->handles, ref); /* (came back) */
+    return rc;
 }
 
 TR_API int tr_get(tr_runtime *rt, tr_ref ref, int timeout_ms, const void **data, size_t *len) {

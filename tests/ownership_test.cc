@@ -288,11 +288,11 @@ TEST_F(OwnershipTest, ActorEndsWithItsLastHandle) {
     ASSERT_EQ(tr_call(rt, a, "sleep_ms", &ms, 8, &slow), 0);
     ASSERT_EQ(tr_ref_release(rt, h), 0);
     EXPECT_EQ(tr_ref_release(rt, h), TR_ESTALE);
-    const void *d;
+    const void *d_;
     size_t n;
-    ASSERT_EQ(tr_get(rt, slow, 10000, &d, &n), 0) << tr_last_error();
+    ASSERT_EQ(tr_get(rt, slow, 10000, &d_, &n), 0) << tr_last_error();
     ASSERT_EQ(n, 8u);
-    memcpy(&got, d, 8);
+    memcpy(&got, d_, 8);
     EXPECT_EQ(got, 300);
     tr_ref_release(rt, slow);
     std::string reason;
@@ -332,6 +332,35 @@ TEST_F(OwnershipTest, ActorEndsWithItsLastHandle) {
     EXPECT_TRUE(eventually(5000, [&] { return state(c) == TR_ACTOR_DEAD; }));
     for (tr_ref r : {sleeping, passing})
         tr_ref_release(rt, r);
+
+    /* an actor that runs calls side by side (a pool of threads): the calls it took before
+     * its end still reply; the end wakes its loop */
+    tr_actor_options po;
+    tr_actor_options_init(&po);
+    po.max_concurrency = 4;
+    tr_actor_id d;
+    ASSERT_EQ(tr_actor_create(rt, "Counter", &po, "d", 1, &d), 0) << tr_last_error();
+    ASSERT_EQ(tr_actor_handle(rt, d, &h), 0);
+    ms = 400;
+    tr_ref slow2;
+    ASSERT_EQ(tr_call(rt, d, "sleep_ms", &ms, 8, &slow2), 0);
+    ASSERT_EQ(tr_actor_wait_ready(rt, d, 10000), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100)); /* (it runs) */
+    ASSERT_EQ(tr_ref_release(rt, h), 0);
+    ASSERT_EQ(tr_get(rt, slow2, 10000, &d_, &n), 0) << tr_last_error();
+    tr_ref_release(rt, slow2);
+    EXPECT_TRUE(eventually(5000, [&] { return state(d) == TR_ACTOR_DEAD; }));
+
+    /* the handle comes back to its creator after it let go: its copy counts again */
+    tr_actor_id e = make_handled("e", &h);
+    ASSERT_EQ(call_ref_arg(keeper, "keep", h, &out), 0) << out;
+    ASSERT_EQ(tr_ref_release(rt, h), 0);
+    ASSERT_EQ(tr_ref_borrow(rt, h), 0); /* (as a value that holds it comes back) */
+    ASSERT_EQ(call_i64(rt, keeper, "drop_kept", 0, &got), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_EQ(state(e), TR_ACTOR_ALIVE) << "its creator holds it again";
+    ASSERT_EQ(tr_ref_release(rt, h), 0);
+    EXPECT_TRUE(eventually(5000, [&] { return state(e) == TR_ACTOR_DEAD; }));
 
     /* a plain object is no handle */
     tr_actor_id x;
