@@ -443,16 +443,21 @@ def main():
     steps = {}  # compiled graphs' steps here: step id -> (method, args' and kwargs' sources)
     names = {}  # the methods' names as C gives them (bytes) -> str
 
-    def end_actor(ctx):
-        """exit_actor() or __ray_terminate__: the actor ends for good (the node
-        fails this call and those not run yet with TR_EACTOR_DIED), after the process's
-        atexit handlers, as Ray's."""
+    def run_exit_handlers():
+        """The process's atexit handlers, then its output flushed, as when a Ray actor
+        exits (C's exit does not run them)."""
         try:
             atexit._run_exitfuncs()
         except BaseException:
             pass
         sys.stdout.flush()
         sys.stderr.flush()
+
+    def end_actor(ctx):
+        """exit_actor() or __ray_terminate__: the actor ends for good (the node
+        fails this call and those not run yet with TR_EACTOR_DIED), after the process's
+        atexit handlers, as Ray's."""
+        run_exit_handlers()
         lib.tr_actor_kill(ctypes.c_void_p(lib.tr_ctx_runtime(ctx)), lib.tr_ctx_actor_id(ctx), 1)
         os._exit(0)
 
@@ -480,15 +485,9 @@ def main():
     @_ffi.DTOR_FN
     def dtor(self_ptr):
         """The worker exits orderly (its last handle went, SIGTERM): the instance goes,
-        then the process's atexit handlers run, as when Ray's actor exits (C's exit does
-        not run them)."""
+        then the process's atexit handlers run."""
         state["instance"] = None
-        try:
-            atexit._run_exitfuncs()
-        except BaseException:
-            pass
-        sys.stdout.flush()
-        sys.stderr.flush()
+        run_exit_handlers()
 
     def step_inputs(ctx, args, n, spec):
         """A graph step's input values: its first input's in the call's arguments, the
