@@ -163,6 +163,8 @@ TEST_F(Cluster, ActorsAreCalledAcrossNodes) {
                              "an object borrowed on another node outlives our release, and "
                              "goes after theirs",
                              "what a borrower on another node held goes when it dies",
+                             "an actor whose handle is borrowed on another node lives on "
+                             "after ours goes, and ends when theirs does",
                              "a task placed on another node by its resources, with an object "
                              "from here",
                              "another node's ref inside an object made here stays while the "

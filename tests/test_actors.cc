@@ -2578,6 +2578,38 @@ int run_cluster_driver(const char *spec) {
                           " objects here: " + std::to_string(before) + ", " + std::to_string(kept) +
                           ", " + std::to_string(here_objects()));
     }
+    /* an actor's handle (tr_actor_handle) borrowed by the actor on b: the actor here lives
+     * on after our own handle goes, and ends once b lets its copy go */
+    {
+        auto state = [&](tr_actor_id a) {
+            tr_actor_details d;
+            tr_actor_details_init(&d);
+            return tr_actor_info(rt, a, &d) == 0 ? (int)d.state : -1;
+        };
+        tr_actor_id handled;
+        tr_ref h, ref;
+        int64_t got = 0, z;
+        rc = tr_actor_create(rt, "Counter", nullptr, "h", 1, &handled);
+        if (!rc) rc = tr_actor_handle(rt, handled, &h);
+        if (!rc) rc = tr_call_contains(rt, far, "keep", &h, 16, nullptr, 0, &h, 1, &ref);
+        if (!rc) rc = tr_get(rt, ref, 30000, nullptr, nullptr);
+        if (!rc) tr_ref_release(rt, ref);
+        if (!rc) rc = tr_ref_release(rt, h);
+        /* (the creator's watcher looks every 50 ms) */
+        if (!rc) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+        int held = rc ? -1 : state(handled);
+        if (!rc) rc = call_i64(rt, handled, "add", 7, &got);
+        std::string why = rc ? tr_last_error() : "";
+        if (!rc) rc = call_i64(rt, far, "drop_kept", 0, &z);
+        bool ended = !rc && eventually(10000, [&] { return state(handled) == TR_ACTOR_DEAD; });
+        int after = ended ? call_i64(rt, handled, "get", 0, &z) : 0;
+        cluster_check(
+            rc == 0 && held == TR_ACTOR_ALIVE && got == 7 && ended && after == TR_EACTOR_DIED,
+            "an actor whose handle is borrowed on another node lives on after ours "
+            "goes, and ends when theirs does",
+            why + " state while held " + std::to_string(held) + ", then " +
+                std::to_string(state(handled)) + ", a call after: " + std::to_string(after));
+    }
     /* a task placed on b by its resources (its pool worker is an actor there), an object
      * made here as its argument, its result back here */
     {
