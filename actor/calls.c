@@ -52,6 +52,7 @@
 #define DRIVE_EVERY_NS 2000000  /* how often a waiter asks about other queued actors */
 #define REMOTE_HOLD_MS 10000    /* a node's answer to a remote hold, at most */
 #define CONTAINER_SWEEP_MS 1000 /* how often the driver looks for containers gone */
+#define BACKLOG_LOOK_NS 2000000 /* how often the driver looks at calls left unsent (backlog) */
 
 /* An object made here with other nodes' refs in it (tr__actors_put_refs). */
 typedef struct rcontainer {
@@ -174,6 +175,12 @@ struct aconn {
     tr__ring *ring;
     int ring_wait;
     tr__buf ctl;
+    /* the stream's end of the last call released while still unsent (nobody will wait
+     * for it): the driver sends until `sent` passes it, so every call submitted runs
+     * (Ray's fire-and-forget calls; an actor's end when its last handle goes) */
+    uint64_t orphan_end;
+    uint64_t looked_sent; /* `sent` at the driver's last look at a backlog (looked: one) */
+    int looked;
 };
 
 struct tr__actors {
@@ -190,6 +197,7 @@ struct tr__actors {
     int waiters;
     int queued_unconnected; /* some actor has calls queued and no connection */
     int remote_backlog;     /* some remote actor has bytes its full link did not take */
+    int backlog; /* a call was left unsent behind a full socket or ring: the driver looks */
     tr__idmap actors;
     tr__idmap slots;
     uint64_t next_ref, salt, tag;
@@ -1392,7 +1400,7 @@ static int driver_needed(tr__actors *a) {
     while (tr__idmap_next(&a->actors, &pos, NULL, &v)) {
         const aconn *ac = v;
         if (ac->held_head && !ac->dead) return 1;
-        if (ac->ring_wait && tr__buf_avail(&ac->out) && !ac->dead) return 1; /* (see submit) */
+        if (ac->orphan_end > ac->sent && !ac->dead) return 1; /* (see tr__actors_release) */
     }
     return 0;
 }
@@ -1414,22 +1422,53 @@ static void sweep_containers(tr__actors *a) {
     }
 }
 
+/* Calls left behind a full socket or ring (or a RING answer not read yet) by a caller
+ * that has not come back to send them (or to wait, which sends them) for a whole look
+ * become the driver's to send, as released ones are: every call submitted runs, waited
+ * for or not (Ray's). Clears `backlog` once no connection has bytes left. Under mu. */
+static void look_backlog(tr__actors *a) {
+    int left = 0;
+    size_t pos = 0;
+    void *v;
+    while (tr__idmap_next(&a->actors, &pos, NULL, &v)) {
+        aconn *ac = v;
+        if (ac->dead || ac->fd < 0 || !tr__buf_avail(&ac->out)) {
+            ac->looked = 0;
+            continue;
+        }
+        left = 1;
+        if (ac->looked && ac->looked_sent == ac->sent && ac->orphan_end < ac->queued)
+            ac->orphan_end = ac->queued; /* (driver_needed until it has all gone) */
+        ac->looked = 1;
+        ac->looked_sent = ac->sent;
+    }
+    if (!left) a->backlog = 0;
+}
+
 /* The driver: sends and reads while driver_needed, so that every call submitted runs
  * (as Ray's tasks do) and borrowers get shared results even if no thread of ours ever
  * waits; asleep otherwise (a plain call's caller reads its own reply, the hot path),
- * but for a look at containers every CONTAINER_SWEEP_MS while there are any. */
+ * but for a look at containers every CONTAINER_SWEEP_MS while there are any, and at
+ * calls left unsent every BACKLOG_LOOK_NS while there are any. */
 static void *driver_main(void *arg) {
     tr__actors *a = arg;
-    int64_t next_sweep = 0;
+    int64_t next_sweep = 0, next_look = 0;
     pthread_mutex_lock(&a->mu);
     while (!a->closing) {
-        if (a->containers && tr__now_ns() >= next_sweep) {
+        int64_t now = tr__now_ns();
+        if (a->containers && now >= next_sweep) {
             sweep_containers(a);
             next_sweep = tr__deadline(CONTAINER_SWEEP_MS);
         }
+        if (a->backlog && now >= next_look) {
+            look_backlog(a);
+            next_look = now + BACKLOG_LOOK_NS;
+        }
         if (!driver_needed(a)) {
-            if (a->containers) {
-                struct timespec ts = {next_sweep / 1000000000, next_sweep % 1000000000};
+            int64_t until = a->containers ? next_sweep : 0;
+            if (a->backlog && (!until || next_look < until)) until = next_look;
+            if (until) {
+                struct timespec ts = {until / 1000000000, until % 1000000000};
                 pthread_cond_timedwait(&a->driver_cv, &a->mu, &ts);
             } else {
                 pthread_cond_wait(&a->driver_cv, &a->mu);
@@ -1821,6 +1860,10 @@ submit(tr__actors *a, tr_actor_id id, const char *method, const void *args, size
     } else if (encode_call(a, ac, s, method, args ? args : "", len) == 0) {
         queued = 1;
         if (ac->fd >= 0) flush(a, ac);
+        if (ac->fd >= 0 && tr__buf_avail(&ac->out) && !a->backlog) {
+            a->backlog = 1; /* (its caller may never wait: look_backlog) */
+            want_driver(a);
+        }
     }
     if (ac->fd < 0 && !ac->dead && !ac->resolving && (queued || s->held) &&
         (ac->head ? ac->head == s : ac->held_head == s))
@@ -2191,11 +2234,14 @@ int tr__actors_release(tr__actors *a, tr_ref ref) {
     }
     tr__idmap_del(&a->slots, s->key);
     s->released = 1; /* freed now, or once done, viewed and read by the calls it feeds */
-    /* A call not sent yet goes out even if nobody will wait for it: the first calls on a
-     * ring wait for the worker's answer to our RING, which someone must read. (Here, not
-     * at submit: a caller that waits for its own calls reads it, and a driver woken then
-     * would read beside it.) */
-    if (!s->done && s->ac && s->ac->ring_wait && tr__buf_avail(&s->ac->out)) want_driver(a);
+    /* A call not sent yet goes out even if nobody will wait for it: the driver sends it
+     * (past a full socket or ring, or the first calls on a ring, which wait for the
+     * worker's answer to our RING). (Here, not at submit: a caller that waits for its own
+     * calls sends and reads them, and a driver woken then would read beside it.) */
+    if (!s->done && s->ac && s->in_fifo && s->end > s->ac->sent && !s->ac->dead) {
+        if (s->end > s->ac->orphan_end) s->ac->orphan_end = s->end;
+        want_driver(a);
+    }
     slot_maybe_free(a, s);
     pthread_mutex_unlock(&a->mu);
     return 0;

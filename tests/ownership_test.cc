@@ -5,6 +5,7 @@
  * result is in makes the borrowers fail with TR_EOWNER_DIED, at once; forged refs are
  * errors that name them. */
 #include <gtest/gtest.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -256,6 +257,66 @@ TEST_F(OwnershipTest, HoldersOfAnObjectAreCounted) {
 /* An actor given a handle (tr_actor_handle) ends with its last one, as Ray's
  * actors do: after the calls sent before; not while a borrower, an object or a call in
  * flight holds a copy; orderly (its destructor runs), DEAD for good with the reason. */
+/* Calls nobody waits for run all the same (Ray's): a caller that queues more than its
+ * socket or ring to the actor takes and then goes off without waiting on that actor, its
+ * refs kept or released at once; and an actor's end queued behind such calls when its
+ * last handle goes. Nothing here waits on the actor: a file its last call writes (or
+ * its destructor) says what ran. */
+TEST_F(OwnershipTest, CallsNobodyWaitsForStillRun) {
+    char dir[] = "/tmp/tr_unwaited_XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    auto read_file = [](const std::string &path) {
+        std::string s;
+        if (FILE *f = fopen(path.c_str(), "r")) {
+            char buf[64];
+            size_t n = fread(buf, 1, sizeof buf, f);
+            s.assign(buf, n);
+            fclose(f);
+        }
+        return s;
+    };
+    const std::string big(256 << 10, 'x'); /* 64 of them: 16 MiB, over any socket or ring */
+    for (int keep = 0; keep < 3; keep++) {
+        std::string path = std::string(dir) + "/note" + std::to_string(keep);
+        tr_actor_id a;
+        tr_ref h;
+        if (keep == 2) { /* its end, behind them, once its only handle goes */
+            std::string name = "dtor:" + path;
+            ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, name.data(), name.size(), &a), 0)
+                << tr_last_error();
+            ASSERT_EQ(tr_actor_handle(rt, a, &h), 0) << tr_last_error();
+        } else {
+            a = make();
+        }
+        std::vector<tr_ref> kept;
+        auto sent = [&](int rc, tr_ref r) {
+            ASSERT_EQ(rc, 0) << tr_last_error();
+            if (keep == 1)
+                kept.push_back(r);
+            else
+                EXPECT_EQ(tr_ref_release(rt, r), 0);
+        };
+        tr_ref r;
+        for (int i = 0; i < 64; i++)
+            sent(tr_call(rt, a, "echo", big.data(), big.size(), &r), r);
+        int64_t one = 1;
+        sent(tr_call(rt, a, "add", &one, 8, &r), r);
+        if (keep == 2)
+            ASSERT_EQ(tr_ref_release(rt, h), 0);
+        else
+            sent(tr_call(rt, a, "note", path.data(), path.size(), &r), r);
+        const char *how = keep == 0 ? "refs released" : keep == 1 ? "refs kept" : "an end";
+        EXPECT_TRUE(eventually(10000, [&] { return access(path.c_str(), F_OK) == 0; })) << how;
+        if (keep < 2) {
+            EXPECT_EQ(read_file(path), "1") << how;
+        }
+        for (tr_ref k : kept)
+            tr_ref_release(rt, k);
+        unlink(path.c_str());
+    }
+    rmdir(dir);
+}
+
 TEST_F(OwnershipTest, ActorEndsWithItsLastHandle) {
     auto state = [&](tr_actor_id a, std::string *reason = nullptr) {
         tr_actor_details d;

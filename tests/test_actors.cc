@@ -165,6 +165,18 @@ int m_add(tr_ctx *ctx, void *self, const void *args, size_t len) {
     return reply_i64(ctx, c->value);
 }
 
+/* args: a file's path. Writes the counter's value there (a caller that never waits on
+ * this actor sees what ran), and replies it. */
+int m_note(tr_ctx *ctx, void *self, const void *args, size_t len) {
+    auto *c = (Counter *)self;
+    std::string path((const char *)args, len);
+    FILE *f = fopen(path.c_str(), "w");
+    if (!f) return tr_ctx_error(ctx, "note: cannot write %s", path.c_str());
+    fprintf(f, "%lld", (long long)c->value);
+    fclose(f);
+    return reply_i64(ctx, c->value);
+}
+
 /* Its int64 argument plus each int64 ref argument, plus 1 (stateless: compiled graphs). */
 int m_plus1(tr_ctx *ctx, void *, const void *args, size_t len) {
     if (len != 8) return tr_ctx_error(ctx, "plus1 wants 8 bytes, got %zu", len);
@@ -1273,6 +1285,7 @@ int m_dev_sum(tr_ctx *ctx, void *, const void *args, size_t len) {
 
 const tr_method_def counter_methods[] = {
     {"add", m_add},
+    {"note", m_note},
     {"get", m_get},
     {"seq", m_seq},
     {"echo", m_echo},
