@@ -398,6 +398,23 @@ class _Keep:
         _views.add(self)
 
 
+def fresh_ref(c):
+    """ObjectRef(c) of a ref this process just made (a call's result: its id is new here,
+    so no other thread can touch its entry, and the lock is not needed): the hot path of
+    calls."""
+    ref = _new_object(ObjectRef)
+    ref._c = c
+    rt = ref._rt = _rt
+    if rt is None:
+        ref._owned = False
+    else:
+        _holds[bytes(c)] = [1, rt]
+        ref._owned = True
+    return ref
+
+
+_new_object = object.__new__
+
 _views = weakref.WeakSet()  # _Keeps alive: arrays over the store's memory
 _deferred = []              # runtimes shut down while such arrays lived
 
@@ -478,6 +495,11 @@ class GettableRef:
         raise NotImplementedError
 
 
+_string_at = ctypes.string_at
+_MAGIC0 = _serial.MAGIC0
+_loads = pickle.loads
+
+
 def get_one(ref, deadline, what="get"):
     """The value of one ObjectRef by deadline (time.monotonic(), None: none); what names
     the value in a method's error."""
@@ -499,7 +521,12 @@ def get_one(ref, deadline, what="get"):
     if rc == 0:
         if not ref._owned:
             ref._hold()
-        return _decode(data.value or 0, n.value, ref, what)
+        size = n.value
+        if 4 <= size <= _COPY_MAX:  # (_decode's fast path, inline: small plain results)
+            head = _string_at(data.value, size)
+            if head[:4] == _MAGIC0:
+                return _loads(memoryview(head)[4:])
+        return _decode(data.value or 0, size, ref, what)
     if rc == _errors.ETIMEDOUT:
         raise GetTimeoutError(f"troupe.get: {ref} not ready within the timeout")
     check(rc, f"{ref} (released?)" if rc == _errors.ESTALE else what)
@@ -807,6 +834,25 @@ class ObjectRefGenerator:
 def multi_refs(outs):
     """ObjectRefs of the k refs tr_call_multi / tr_task_submit_multi wrote into outs."""
     return [ObjectRef(Ref.from_buffer_copy(r)) for r in outs]
+
+
+def call_one(actor_id, method, args, kwargs, cls_name):
+    """call() of one result (num_returns=1) of a method of class cls_name, the words of
+    its error made only if it fails. The hot path: arguments of builtin scalars go in one
+    pickle with no look for refs."""
+    payload = _plain_args(args, kwargs)
+    if payload is None or len(payload) > INLINE_MAX:
+        return call(actor_id, method, args, kwargs, f"calling {cls_name}.{method}", 1)
+    out = Ref()
+    rc = _tr_call(_rt if _rt is not None else runtime(), actor_id, method.encode(), payload,
+                  len(payload), byref(out))
+    if rc:
+        check(rc, f"calling {cls_name}.{method}")
+    return fresh_ref(out)
+
+
+_plain_args = _serial.plain_args
+_tr_call = lib.tr_call
 
 
 def call(actor_id, method, args, kwargs, what, num_returns=1):

@@ -54,11 +54,11 @@ def resolve(x, ctx):
     return x
 
 
-def call_payload(addr, n):
-    """(num_returns, the arguments' payload) of a call's or a task's payload at addr:
+def call_payload(raw):
+    """(num_returns, the arguments' payload) of a call's or a task's payload (bytes):
     num_returns k > 1 comes first (_runtime.RETURNS + u32 k), a generator's mode as its
     mark ("streaming", "dynamic"), else it is 1."""
-    raw = ctypes.string_at(addr, n) if n else b""
+    n = len(raw)
     if raw[:4] == _serial.MAGIC0:  # (no out-of-band buffer: no array to make writable)
         return 1, raw
     payload = bytearray(raw)  # (the arrays in it are the method's own, writable)
@@ -274,6 +274,8 @@ def on_loop(fn):
 
 _starting = threading.local()  # .ctx: a call of an async actor that has not begun yet
 _COROUTINE = types.CoroutineType
+_string_at = ctypes.string_at
+_MAGIC0 = _serial.MAGIC0
 
 _awaited = {}  # an async actor's calls whose coroutines run: id(future) -> (ctx, future)
 _awaited_lock = threading.Lock()
@@ -409,7 +411,7 @@ def run_task(ctx, args, n):
         set_runtime(ctx)
         addr = args or 0
         fn, off = _task_function(ctx, addr, n)
-        k, payload = call_payload(addr + off, n - off)
+        k, payload = call_payload(ctypes.string_at(addr + off, n - off) if n > off else b"")
         if main:
             _running_task[0] = ctx
         _runtime.current_call.ctx = ctx
@@ -602,7 +604,8 @@ def main():
                 return 0
             else:
                 _runtime.current_call.ctx = ctx  # (was_current_task_cancelled)
-                k, payload = call_payload(args, n)
+                raw = _string_at(args, n) if n else b""
+                k, payload = (1, raw) if raw[:4] == _MAGIC0 else call_payload(raw)
                 inst = state["instance"]
                 fn = getattr(inst, name, None)
                 if fn is None or name.startswith("__"):
@@ -616,15 +619,17 @@ def main():
                         fn = on_loop(fn)
                 else:
                     lib.tr_ctx_started(ctx)
-                opts = getattr(fn, "__troupe_method_options__", None) or {}
-                on = opts.get("retry_exceptions", False)
-                retries = opts.get("max_task_retries", state["max_task_retries"])
+                opts = getattr(fn, "__troupe_method_options__", None)
+                on = opts.get("retry_exceptions", False) if opts else False
+                retries = opts.get("max_task_retries", state["max_task_retries"]) if on else 0
                 if on and retries:  # (Ray's: the method's, else the actor's retries)
                     result = run_retrying(fn, retries, True if on is True else tuple(on),
                                           lambda: decode_payload(ctx, bytearray(payload)))
                 else:
                     a, kw = decode_payload(ctx, payload)
-                    result = run(fn(*a, **kw))
+                    result = fn(*a, **kw)
+                    if type(result) is _COROUTINE or state["async"]:
+                        result = run(result)
                 reply_results(ctx, result, k)
                 return 0
             inst = state["instance"]

@@ -487,6 +487,9 @@ class ActorMethod:
     def remote(self, *args, **kwargs):
         """Calls the method: its ObjectRef at once (num_returns k > 1: a list of k refs;
         0: None, the call runs all the same)."""
+        if self._num_returns == 1 and self._group is None:  # (the hot path)
+            h = self._handle
+            return _runtime.call_one(h._id, self._name, args, kwargs, h._class_name)
         name = self._name if self._group is None else f"{self._name}@{self._group}"
         return call(self._handle, name, args, kwargs, self._num_returns)
 
