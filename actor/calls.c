@@ -804,9 +804,20 @@ static void set_want_out(tr__actors *a, aconn *ac, int on) {
     ac->want_out = on;
 }
 
+static void flush_some(tr__actors *a, aconn *ac);
+
 /* Writes queued bytes without blocking; on EAGAIN the leader finishes the job when the
- * socket is writable again. */
+ * socket is writable again. Bytes left (a full socket, ring or link, a RING not answered
+ * yet) wake the driver to look at them (look_backlog): their caller may never wait. */
 static void flush(tr__actors *a, aconn *ac) {
+    flush_some(a, ac);
+    if (!a->backlog && ac->fd >= 0 && !ac->dead && tr__buf_avail(&ac->out)) {
+        a->backlog = 1;
+        want_driver(a);
+    }
+}
+
+static void flush_some(tr__actors *a, aconn *ac) {
     if (ac->fd >= 0 && ac->link) { /* queued on the link, never blocks */
         size_t taken = 0;
         int rc = tr__buf_avail(&ac->out)
@@ -1860,10 +1871,6 @@ submit(tr__actors *a, tr_actor_id id, const char *method, const void *args, size
     } else if (encode_call(a, ac, s, method, args ? args : "", len) == 0) {
         queued = 1;
         if (ac->fd >= 0) flush(a, ac);
-        if (ac->fd >= 0 && tr__buf_avail(&ac->out) && !a->backlog) {
-            a->backlog = 1; /* (its caller may never wait: look_backlog) */
-            want_driver(a);
-        }
     }
     if (ac->fd < 0 && !ac->dead && !ac->resolving && (queued || s->held) &&
         (ac->head ? ac->head == s : ac->held_head == s))

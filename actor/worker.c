@@ -846,7 +846,9 @@ static void *pool_thread(void *arg) {
         uint64_t ticket = p->next_ticket++;
         while (p->gate != ticket && !p->stop)
             pthread_cond_wait(&p->gate_cv, p->mu);
-        if (c->gone || p->stop) { /* (a call whose caller went is not run) */
+        /* (a call whose caller went is not run, nor one after the actor's end: its caller
+         * hears TR_EACTOR_DIED as the worker goes) */
+        if (c->gone || p->stop || __atomic_load_n(&w->ending, __ATOMIC_ACQUIRE)) {
             p->gate++;
             pthread_cond_broadcast(&p->gate_cv);
         } else {

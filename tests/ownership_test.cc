@@ -408,8 +408,13 @@ TEST_F(OwnershipTest, ActorEndsWithItsLastHandle) {
     ASSERT_EQ(tr_actor_wait_ready(rt, d, 10000), 0);
     std::this_thread::sleep_for(std::chrono::milliseconds(100)); /* (it runs) */
     ASSERT_EQ(tr_ref_release(rt, h), 0);
+    int64_t five = 5; /* (sent right behind the end: a pool thread is free to take it) */
+    tr_ref late;
+    ASSERT_EQ(tr_call(rt, d, "add", &five, 8, &late), 0);
     ASSERT_EQ(tr_get(rt, slow2, 10000, &d_, &n), 0) << tr_last_error();
     tr_ref_release(rt, slow2);
+    EXPECT_EQ(tr_get(rt, late, 10000, &d_, &n), TR_EACTOR_DIED) << "a call after the end ran";
+    tr_ref_release(rt, late);
     EXPECT_TRUE(eventually(5000, [&] { return state(d) == TR_ACTOR_DEAD; }));
 
     /* the handle comes back to its creator after it let go: its copy counts again */
