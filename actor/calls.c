@@ -1434,7 +1434,8 @@ static void sweep_containers(tr__actors *a) {
 }
 
 /* Calls left behind a full socket or ring (or a RING answer not read yet) by a caller
- * that has not come back to send them (or to wait, which sends them) for a whole look
+ * that has not come back to send them (or to wait, which sends them) for a whole look,
+ * while no thread of ours waits,
  * become the driver's to send, as released ones are: every call submitted runs, waited
  * for or not (Ray's). Clears `backlog` once no connection has bytes left. Under mu. */
 static void look_backlog(tr__actors *a) {
@@ -1448,7 +1449,10 @@ static void look_backlog(tr__actors *a) {
             continue;
         }
         left = 1;
-        if (ac->looked && ac->looked_sent == ac->sent && ac->orphan_end < ac->queued)
+        /* (not while a thread of ours waits: it sends them, and the driver would read
+         * beside it) */
+        if (ac->looked && ac->looked_sent == ac->sent && ac->orphan_end < ac->queued &&
+            !a->reader && !a->waiters)
             ac->orphan_end = ac->queued; /* (driver_needed until it has all gone) */
         ac->looked = 1;
         ac->looked_sent = ac->sent;

@@ -284,6 +284,7 @@ typedef struct worker {
     pthread_mutex_t pool_mu; /* every pool's: their queues, and each client's out and refs */
     pthread_t loop;          /* the thread that runs tr__worker_run's loop */
     int ending;              /* its last handle went (TR__END_METHOD): the loop ends */
+    int end_queued;          /* the loop queued that call on a pool (the loop's own) */
     int wake_fd;             /* an eventfd in the loop's epoll: a pool thread wakes it */
 } worker;
 
@@ -667,6 +668,7 @@ typedef struct job {
     struct job *next;
     client *c;
     uint64_t seq;
+    int after_end; /* it came after the actor's end call: not run */
     size_t len;
     char body[];
 } job;
@@ -846,9 +848,9 @@ static void *pool_thread(void *arg) {
         uint64_t ticket = p->next_ticket++;
         while (p->gate != ticket && !p->stop)
             pthread_cond_wait(&p->gate_cv, p->mu);
-        /* (a call whose caller went is not run, nor one after the actor's end: its caller
-         * hears TR_EACTOR_DIED as the worker goes) */
-        if (c->gone || p->stop || __atomic_load_n(&w->ending, __ATOMIC_ACQUIRE)) {
+        /* (a call whose caller went is not run, nor one that came after the actor's end:
+         * its caller hears TR_EACTOR_DIED as the worker goes) */
+        if (c->gone || p->stop || j->after_end) {
             p->gate++;
             pthread_cond_broadcast(&p->gate_cv);
         } else {
@@ -946,13 +948,27 @@ static int parse_groups(worker *w, const char *enc) {
     return 1;
 }
 
-/* Queues a call of c on p (the loop's thread). Returns 0 or TR_ENOMEM. */
-static int pool_submit(pool *p, client *c, uint64_t seq, const char *body, size_t len) {
+/* Whether a call's frame body is the actor's end (TR__END_METHOD). */
+static int is_end_call(const char *body, size_t len) {
+    const char *m;
+    size_t mlen, alen, n_refs, inl_len;
+    const void *args, *refs, *inl;
+    if (tr__call_parse(body, len, &m, &mlen, &args, &alen, &refs, &n_refs, &inl, &inl_len))
+        return 0;
+    return mlen == sizeof TR__END_METHOD - 1 && memcmp(m, TR__END_METHOD, mlen) == 0;
+}
+
+/* Queues a call of c on p (the loop's thread). A call read after the actor's end call
+ * (from any caller: the loop reads in order) is queued marked, and not run: the calls
+ * queued before it, in every pool, still are. Returns 0 or TR_ENOMEM. */
+static int pool_submit(worker *w, pool *p, client *c, uint64_t seq, const char *body, size_t len) {
     job *j = malloc(sizeof *j + len);
     if (!j) return tr__err(TR_ENOMEM, "queueing a call of %zu bytes", len);
     j->next = NULL;
     j->c = c;
     j->seq = seq;
+    j->after_end = w->end_queued;
+    if (!w->end_queued && is_end_call(body, len)) w->end_queued = 1;
     j->len = len;
     memcpy(j->body, body, len);
     pthread_mutex_lock(p->mu);
@@ -1148,7 +1164,7 @@ static void on_client_pooled(worker *w, client *c, uint32_t events) {
             continue;
         }
         if (r < 0 || h.type != TR__MSG_CALL ||
-            pool_submit(pool_of(w, body, h.len), c, h.seq, body, h.len)) {
+            pool_submit(w, pool_of(w, body, h.len), c, h.seq, body, h.len)) {
             TR_LOG_WARN_LIMITED("WORKER-BADFRAME", "dropping a caller: %s",
                                 r < 0 ? tr__last_error() : "unexpected message type");
             if (r == TR_EMSGSIZE) {

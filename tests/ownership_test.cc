@@ -306,10 +306,11 @@ TEST_F(OwnershipTest, CallsNobodyWaitsForStillRun) {
         else
             sent(tr_call(rt, a, "note", path.data(), path.size(), &r), r);
         const char *how = keep == 0 ? "refs released" : keep == 1 ? "refs kept" : "an end";
-        EXPECT_TRUE(eventually(10000, [&] { return access(path.c_str(), F_OK) == 0; })) << how;
-        if (keep < 2) {
-            EXPECT_EQ(read_file(path), "1") << how;
-        }
+        /* (the note's file is made before its value is in it: wait for the value) */
+        EXPECT_TRUE(eventually(
+            10000,
+            [&] { return keep < 2 ? read_file(path) == "1" : access(path.c_str(), F_OK) == 0; }))
+            << how << ": " << read_file(path);
         for (tr_ref k : kept)
             tr_ref_release(rt, k);
         unlink(path.c_str());
@@ -416,6 +417,33 @@ TEST_F(OwnershipTest, ActorEndsWithItsLastHandle) {
     EXPECT_EQ(tr_get(rt, late, 10000, &d_, &n), TR_EACTOR_DIED) << "a call after the end ran";
     tr_ref_release(rt, late);
     EXPECT_TRUE(eventually(5000, [&] { return state(d) == TR_ACTOR_DEAD; }));
+
+    /* a concurrency group's pool: the calls it queued before the end (which runs in the
+     * default pool, at once) still run and reply */
+    const char *io_methods[] = {"sleep_ms"};
+    tr_concurrency_group io = {"io", 1, io_methods, 1};
+    tr_actor_options go;
+    tr_actor_options_init(&go);
+    go.concurrency_groups = &io;
+    go.n_concurrency_groups = 1;
+    tr_actor_id gr;
+    ASSERT_EQ(tr_actor_create(rt, "Counter", &go, "g", 1, &gr), 0) << tr_last_error();
+    ASSERT_EQ(tr_actor_handle(rt, gr, &h), 0);
+    ASSERT_EQ(tr_actor_wait_ready(rt, gr, 10000), 0) << tr_last_error();
+    ms = 300;
+    tr_ref slow3, queued;
+    ASSERT_EQ(tr_call(rt, gr, "sleep_ms", &ms, 8, &slow3), 0);
+    ASSERT_EQ(tr_call(rt, gr, "add@io", &five, 8, &queued), 0); /* (behind it, in "io") */
+    ASSERT_EQ(tr_ref_release(rt, h), 0);
+    EXPECT_EQ(tr_get(rt, slow3, 10000, &d_, &n), 0) << tr_last_error();
+    ASSERT_EQ(tr_get(rt, queued, 10000, &d_, &n), 0)
+        << "a call before the end did not run: " << tr_last_error();
+    ASSERT_EQ(n, 8u);
+    memcpy(&got, d_, 8);
+    EXPECT_EQ(got, 5);
+    for (tr_ref r : {slow3, queued})
+        tr_ref_release(rt, r);
+    EXPECT_TRUE(eventually(5000, [&] { return state(gr) == TR_ACTOR_DEAD; }));
 
     /* the handle comes back to its creator after it let go: its copy counts again */
     tr_actor_id e = make_handled("e", &h);
