@@ -1977,10 +1977,11 @@ static void progress(tr__actors *a, int64_t deadline) {
     for (size_t i = 0; i < a->n_ringed && !stuck; i++)
         stuck = tr__buf_avail(&a->ringed[i]->out) > 0;
     a->polling = a->n_polled > 0;
+    int remote_backlog = a->remote_backlog; /* (read under mu: submitters write it) */
     pthread_mutex_unlock(&a->mu);
     struct epoll_event evs[32];
     int ms = tr__ms_left(deadline);
-    if (a->remote_backlog && (ms < 0 || ms > 5)) ms = 5;
+    if (remote_backlog && (ms < 0 || ms > 5)) ms = 5;
     if (partial && (ms < 0 || ms > 1)) ms = 1;
     if (stuck && (ms < 0 || ms > RING_ROOM_MS)) ms = RING_ROOM_MS;
     /* Polls a while before sleeping ("call_spin_us"): a reply often comes within
