@@ -1435,9 +1435,9 @@ static void sweep_containers(tr__actors *a) {
 
 /* Calls left behind a full socket or ring (or a RING answer not read yet) by a caller
  * that has not come back to send them (or to wait, which sends them) for a whole look,
- * while no thread of ours waits,
- * become the driver's to send, as released ones are: every call submitted runs, waited
- * for or not (Ray's). Clears `backlog` once no connection has bytes left. Under mu. */
+ * while no thread of ours waits, become the driver's to send, as released ones are:
+ * every call submitted runs, waited for or not (Ray's). Clears `backlog` once no
+ * connection has bytes left. Under mu. */
 static void look_backlog(tr__actors *a) {
     int left = 0;
     size_t pos = 0;
