@@ -495,11 +495,6 @@ class GettableRef:
         raise NotImplementedError
 
 
-_string_at = ctypes.string_at
-_MAGIC0 = _serial.MAGIC0
-_loads = pickle.loads
-
-
 def get_one(ref, deadline, what="get"):
     """The value of one ObjectRef by deadline (time.monotonic(), None: none); what names
     the value in a method's error."""
@@ -521,12 +516,7 @@ def get_one(ref, deadline, what="get"):
     if rc == 0:
         if not ref._owned:
             ref._hold()
-        size = n.value
-        if 4 <= size <= _COPY_MAX:  # (_decode's fast path, inline: small plain results)
-            head = _string_at(data.value, size)
-            if head[:4] == _MAGIC0:
-                return _loads(memoryview(head)[4:])
-        return _decode(data.value or 0, size, ref, what)
+        return _decode(data.value or 0, n.value, ref, what)
     if rc == _errors.ETIMEDOUT:
         raise GetTimeoutError(f"troupe.get: {ref} not ready within the timeout")
     check(rc, f"{ref} (released?)" if rc == _errors.ESTALE else what)

@@ -275,7 +275,6 @@ def on_loop(fn):
 _starting = threading.local()  # .ctx: a call of an async actor that has not begun yet
 _COROUTINE = types.CoroutineType
 _string_at = ctypes.string_at
-_MAGIC0 = _serial.MAGIC0
 
 _awaited = {}  # an async actor's calls whose coroutines run: id(future) -> (ctx, future)
 _awaited_lock = threading.Lock()
@@ -604,8 +603,7 @@ def main():
                 return 0
             else:
                 _runtime.current_call.ctx = ctx  # (was_current_task_cancelled)
-                raw = _string_at(args, n) if n else b""
-                k, payload = (1, raw) if raw[:4] == _MAGIC0 else call_payload(raw)
+                k, payload = call_payload(_string_at(args, n) if n else b"")
                 inst = state["instance"]
                 fn = getattr(inst, name, None)
                 if fn is None or name.startswith("__"):
