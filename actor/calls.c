@@ -8,7 +8,8 @@
  * Each actor connection keeps an output stream: every CALL frame is appended to `out`
  * and covers bytes [start, end) of the stream; `sent` counts the bytes the kernel took.
  * If the connection breaks, calls whose frames had started going out die with
- * TR_EACTOR_DIED; calls never sent stay queued for the next incarnation.
+ * TR_EACTOR_DIED, unless they may go again (tasks, and calls to an actor with
+ * max_task_retries: resend); calls never sent stay queued for the next incarnation.
  *
  * A call may pass other calls' results as arguments. One whose producing call has not
  * finished is held: not encoded, in its actor's held queue, with every later call to that
@@ -72,8 +73,9 @@ typedef struct slot_extra {
     tr_ref *rkeep; /* ...and other nodes' refs among them and the arguments: held there
                       (remote holds) until then */
     size_t n_rkeep, cap_rkeep;
-    /* a task (actor/tasks.h): sent again, up to `retries` times (-1: always), when its
-     * worker dies with it in flight; its frame is kept for that */
+    /* a task (actor/tasks.h), or a call to an actor with max_task_retries: sent again,
+     * up to `retries` times (-1: always), when its worker dies with it in flight; its
+     * frame is kept for that */
     int retries;
     char *frame;
     size_t frame_len;
@@ -181,6 +183,9 @@ struct aconn {
     uint64_t orphan_end;
     uint64_t looked_sent; /* `sent` at the driver's last look at a backlog (looked: one) */
     int looked;
+    /* the actor's max_task_retries, as its node said (0 until then): each call keeps its
+     * frame, to go again to the next incarnation if this one dies with it in flight */
+    int task_retries;
 };
 
 struct tr__actors {
@@ -713,6 +718,88 @@ static void ring_off(tr__actors *a, aconn *ac) {
     tr__buf_reset(&ac->ctl);
 }
 
+/* Calls that were in flight when the actor's worker died (tasks, and calls to an actor
+ * with max_task_retries), in the order they were sent: they go again, ahead of the calls
+ * never sent (which were sent after them), each under a new seq. Out of memory, they all
+ * fail (nb's oom sticks). Called with mu held, the stream's unsent bytes starting at a
+ * frame. */
+static void resend(tr__actors *a, aconn *ac, slot *again) {
+    tr__buf nb = TR__BUF_INIT;
+    slot *first = NULL, *last = NULL;
+    uint64_t at = ac->sent;
+    while (again) {
+        slot *s = again;
+        again = s->next;
+        s->next = NULL;
+        size_t off = nb.len;
+        if (tr__buf_append(&nb, s->x->frame, s->x->frame_len)) {
+            slot_fail(a, s, TR_ENOMEM, "out of memory sending a call again");
+            continue;
+        }
+        s->seq = ++ac->next_seq;
+        memcpy(nb.data + off + offsetof(tr__frame_hdr, seq), &s->seq, sizeof s->seq);
+        s->start = at;
+        s->end = at += s->x->frame_len;
+        if (last)
+            last->next = s;
+        else
+            first = s;
+        last = s;
+    }
+    if (first && tr__buf_append(&nb, ac->out.data + ac->out.off, tr__buf_avail(&ac->out))) {
+        while (first) {
+            slot *s = first;
+            first = s->next;
+            s->next = NULL;
+            slot_fail(a, s, TR_ENOMEM, "out of memory sending a call again");
+        }
+    }
+    if (!first) {
+        tr__buf_free(&nb);
+        return;
+    }
+    uint64_t shift = at - ac->sent;
+    for (slot *s = ac->head; s; s = s->next) {
+        s->start += shift;
+        s->end += shift;
+    }
+    if (ac->orphan_end > ac->sent) ac->orphan_end += shift;
+    ac->queued += shift;
+    for (slot *s = first; s; s = s->next) {
+        s->in_fifo = 1;
+        if (s->released && s->end > ac->orphan_end) ac->orphan_end = s->end; /* (nobody waits) */
+    }
+    last->next = ac->head;
+    ac->head = first;
+    if (!ac->tail) ac->tail = last;
+    tr__buf_free(&ac->out);
+    ac->out = nb;
+}
+
+/* A call to an actor with max_task_retries keeps its frame, as a task does (once the
+ * actor's node has said so: calls encoded before then keep theirs as it connects). Out
+ * of memory, it is not sent again. Called with mu held, s unsent. */
+static void keep_frame(aconn *ac, slot *s) {
+    if (!s->x && !(s->x = calloc(1, sizeof *s->x))) return;
+    slot_extra *x = s->x;
+    if (!x->retries && !x->task) x->retries = ac->task_retries;
+    if (!x->retries || x->frame) return;
+    size_t n = (size_t)(s->end - s->start);
+    if ((x->frame = malloc(n))) {
+        memcpy(x->frame, ac->out.data + ac->out.off + (s->start - ac->sent), n);
+        x->frame_len = n;
+    }
+}
+
+/* The node told us the actor's max_task_retries: the calls queued so far keep their
+ * frames (none has been sent to this actor yet). */
+static void learn_retries(aconn *ac, int task_retries) {
+    int first = !ac->task_retries && task_retries;
+    ac->task_retries = task_retries;
+    for (slot *s = first ? ac->head : NULL; s; s = s->next)
+        if (s->start >= ac->sent) keep_frame(ac, s);
+}
+
 static void conn_failed(tr__actors *a, aconn *ac, int rc, const char *why) {
     char hex[33], msg[700];
     tr__hex(ac->id.b, 16, hex);
@@ -730,7 +817,7 @@ static void conn_failed(tr__actors *a, aconn *ac, int rc, const char *why) {
         ac->broken_inc = ac->inc;
         ac->broken_at = tr__now_ns();
     }
-    slot *again = NULL, **again_tail = &again; /* tasks to send to the next incarnation */
+    slot *again = NULL, **again_tail = &again; /* calls to send to the next incarnation */
     while (ac->head && ac->head->start < ac->sent) {
         slot *s = pop(ac);
         if (s->canceled) { /* done already */
@@ -752,27 +839,7 @@ static void conn_failed(tr__actors *a, aconn *ac, int rc, const char *why) {
     tr__buf_consume(&ac->out, (size_t)(keep_from - ac->sent));
     ac->sent = keep_from;
     tr__buf_reset(&ac->in);
-    while (again) { /* after the calls never sent (tasks do not depend on their order) */
-        slot *s = again;
-        again = s->next;
-        s->next = NULL;
-        s->seq = ac->next_seq + 1;
-        size_t at = ac->out.len;
-        if (tr__buf_append(&ac->out, s->x->frame, s->x->frame_len)) {
-            slot_fail(a, s, TR_ENOMEM, "resending a task");
-            continue;
-        }
-        memcpy(ac->out.data + at + offsetof(tr__frame_hdr, seq), &s->seq, sizeof s->seq);
-        ac->next_seq++;
-        s->start = ac->queued;
-        s->end = ac->queued += s->x->frame_len;
-        if (ac->tail)
-            ac->tail->next = s;
-        else
-            ac->head = s;
-        ac->tail = s;
-        s->in_fifo = 1;
-    }
+    if (again) resend(a, ac, again);
     /* Calls never sent wait for the next incarnation: whichever thread waits next must
      * reconnect, even one that waits for another actor's call (a held call may need
      * these). */
@@ -929,14 +996,8 @@ static int encode_call(tr__actors *a, aconn *ac, slot *s, const char *method, co
     s->start = ac->queued;
     s->end = ac->queued += tr__buf_avail(&ac->out) - before;
     slot_extra *x = s->x;
-    if (x && x->retries && !x->frame) { /* a task that may be sent again: its frame */
-        size_t n = (size_t)(s->end - s->start);
-        x->frame = malloc(n);
-        if (x->frame) {
-            memcpy(x->frame, ac->out.data + ac->out.len - n, n);
-            x->frame_len = n;
-        }
-    }
+    if ((x && x->retries && !x->frame) || ac->task_retries)
+        keep_frame(ac, s); /* a call that may be sent again */
     if (ac->tail)
         ac->tail->next = s;
     else
@@ -1201,6 +1262,7 @@ static int connect_remote(tr__actors *a, aconn *ac, const tr__actor_where *r) {
     ac->link = link;
     ac->inc = r->inc;
     ac->want_out = 0;
+    learn_retries(ac, r->task_retries);
     flush(a, ac);
     return 0;
 }
@@ -1265,6 +1327,7 @@ static int connect_actor(tr__actors *a, aconn *ac, int wait_ms) {
     ac->fd = fd;
     ac->inc = r.inc;
     ac->want_out = 0;
+    learn_retries(ac, r.task_retries);
     flush(a, ac);
     return 0;
 }

@@ -98,6 +98,8 @@ int tr__actor_create(tr__nodeconn *node, const char *cls, const tr_actor_options
         return tr__err(TR_EINVAL, "tr_actor_create: n_resources without resources");
     if (opts->max_restarts < -1)
         return tr__err(TR_EINVAL, "tr_actor_create: max_restarts must be >= -1");
+    if (opts->max_task_retries < -1)
+        return tr__err(TR_EINVAL, "tr_actor_create: max_task_retries must be >= -1");
     if (opts->max_concurrency < 0 || opts->max_concurrency > TR__MAX_CONCURRENCY)
         return tr__err(TR_EINVAL, "tr_actor_create: max_concurrency %d: 1..%d (0: 1)",
                        opts->max_concurrency, TR__MAX_CONCURRENCY);
@@ -147,6 +149,10 @@ int tr__actor_create(tr__nodeconn *node, const char *cls, const tr_actor_options
     if (opts->max_concurrency > 1) { /* (absent: 1, as a node from before it reads it) */
         tr__enc_str(&b, "conc");
         tr__enc_int(&b, opts->max_concurrency);
+    }
+    if (opts->max_task_retries) { /* (absent: 0, as a node from before it reads it) */
+        tr__enc_str(&b, "tretries");
+        tr__enc_int(&b, opts->max_task_retries);
     }
     if (groups[0]) {
         tr__enc_str(&b, "groups");
@@ -201,6 +207,10 @@ int tr__actor_resolve(tr__nodeconn *node, const tr_actor_id *id, int wait_ms,
         snprintf(out->reason, sizeof out->reason, "%.*s", (int)n, p);
     if (tr__get_str(r.root, "remote", &p, &n) == 0 && n < sizeof out->remote)
         memcpy(out->remote, p, n);
+    int64_t tretries = 0;
+    if (tr__obj_get(r.root, "tretries") && tr__get_int(r.root, "tretries", &tretries) == 0 &&
+        tretries >= -1 && tretries <= INT32_MAX)
+        out->task_retries = (int)tretries;
     if (tr__get_str(r.root, "token", &p, &n) == 0 && n < sizeof out->token)
         memcpy(out->token, p, n);
     if (!rc) rc = tr__get_tls_files(r.root, &out->tls);

@@ -17,6 +17,7 @@
 typedef struct tr__actor_where {
     int state; /* TR__ACTOR_* (actor/protocol.h) */
     uint64_t inc;
+    int task_retries;      /* tr_actor_options.max_task_retries, as created */
     char path[512];        /* its worker's socket while ALIVE */
     char reason[512];      /* why it died, when DEAD */
     char remote[160];      /* "HOST:PORT": it lives on that node of the cluster (no path) */

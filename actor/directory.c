@@ -34,6 +34,7 @@ typedef struct actor {
     size_t args_len;
     tr__res req;
     int max_restarts, restarts;
+    int task_retries; /* tr_actor_options.max_task_retries: its callers read it (resolve) */
     int state;
     uint64_t inc;
     uint64_t owner; /* connection id of the creator */
@@ -151,6 +152,11 @@ static void reply_resolve(actor *a, tr__conn *c, uint64_t seq) {
     if (a->bdata) {
         tr__enc_str(&b, "bdata");
         tr__enc_str(&b, a->bdata);
+    }
+    if (a->task_retries && a->max_restarts) { /* (its callers resend calls in flight when
+                                                 it dies: only to a next incarnation) */
+        tr__enc_str(&b, "tretries");
+        tr__enc_int(&b, a->task_retries);
     }
     tr__enc_map_close(&b, m);
     tr__server_reply(c, seq, &b);
@@ -380,6 +386,13 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
     int64_t conc = 1;
     if (tr__obj_get(body, "conc") && (rc = tr__get_int(body, "conc", &conc))) goto fail;
     a->conc = conc < 1 ? 1 : conc > TR__MAX_CONCURRENCY ? TR__MAX_CONCURRENCY : (int)conc;
+    int64_t tretries = 0;
+    if (tr__obj_get(body, "tretries") && (rc = tr__get_int(body, "tretries", &tretries))) goto fail;
+    if (tretries < -1 || tretries > INT32_MAX) {
+        rc = tr__err(TR_EINVAL, "create: max_task_retries %lld: -1 or more", (long long)tretries);
+        goto fail;
+    }
+    a->task_retries = (int)tretries;
     if (tr__obj_type(tr__obj_get(body, "groups")) == TR__T_STR &&
         (rc = tr__get_strdup(body, "groups", &a->groups)))
         goto fail;

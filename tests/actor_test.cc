@@ -282,6 +282,94 @@ TEST_F(ActorTest, MaxRestartsRestartsAfterCrash) {
     EXPECT_NE(pid1, pid2);
 }
 
+/* max_task_retries (Ray's): a call in flight when the worker dies goes again to the next
+ * incarnation, ahead of the calls sent after it, up to that many times; a process that
+ * found the actor by name does the same; without it (the default) the call fails. */
+TEST_F(ActorTest, MaxTaskRetriesSendsCallsInFlightAgain) {
+    char dir[] = "/tmp/troupe-retries-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    auto crash_until = [&](tr_actor_id a, int64_t limit, const std::string &file, tr_ref *r) {
+        std::string args(8, '\0');
+        memcpy(&args[0], &limit, 8);
+        args += std::string(dir) + "/" + file;
+        return tr_call(rt, a, "crash_until", args.data(), args.size(), r);
+    };
+    auto runs = [&](const std::string &file) {
+        std::ifstream f(std::string(dir) + "/" + file);
+        return (int)std::count(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>(),
+                               '\n');
+    };
+    auto value = [&](tr_ref r, int64_t *v) {
+        const void *p;
+        size_t n;
+        int rc = tr_get(rt, r, 30000, &p, &n);
+        if (rc == 0 && n == 8) memcpy(v, p, 8);
+        tr_ref_release(rt, r);
+        return rc;
+    };
+    tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
+    o.name = "retried";
+    o.max_restarts = 5;
+    o.max_task_retries = 2;
+    tr_actor_id a = make("r", &o);
+    /* submitted at once (before the node has said anything of the actor): the first run
+     * dies in flight, the second (a new worker's) replies 2; the calls sent after it run
+     * after it, in order (the next run of crash_until counts 3), on fresh state */
+    tr_ref r1, r2, r3, r4;
+    ASSERT_EQ(crash_until(a, 2, "first", &r1), 0) << tr_last_error();
+    ASSERT_EQ(crash_until(a, 0, "first", &r2), 0) << tr_last_error();
+    int64_t five = 5, v = -1;
+    ASSERT_EQ(tr_call(rt, a, "add", &five, 8, &r3), 0);
+    ASSERT_EQ(tr_call(rt, a, "get", &five, 8, &r4), 0);
+    ASSERT_EQ(value(r1, &v), 0) << tr_last_error();
+    EXPECT_EQ(v, 2);
+    ASSERT_EQ(value(r2, &v), 0) << tr_last_error();
+    EXPECT_EQ(v, 3);
+    ASSERT_EQ(value(r3, &v), 0) << tr_last_error();
+    EXPECT_EQ(v, 5);
+    ASSERT_EQ(value(r4, &v), 0) << tr_last_error();
+    EXPECT_EQ(v, 5);
+    EXPECT_EQ(runs("first"), 3);
+    /* a call that dies every time runs 1 + max_task_retries times, then fails */
+    ASSERT_EQ(crash_until(a, 100, "always", &r1), 0);
+    EXPECT_EQ(value(r1, &v), TR_EACTOR_DIED);
+    EXPECT_NE(std::string(tr_last_error()).find("died"), std::string::npos) << tr_last_error();
+    EXPECT_EQ(runs("always"), 3);
+    /* (4 restarts of 5 used: it is up again) */
+    ASSERT_EQ(call_i64(rt, a, "get", 0, &v, 30000), 0) << tr_last_error();
+    EXPECT_EQ(v, 0);
+    /* a process that finds it by name (its handle says nothing of retries) sends again too */
+    int st =
+        run_self(std::string("RETRY_BY_NAME=") + tr_runtime_address(rt) + "|" + dir + "/child");
+    EXPECT_TRUE(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0) << "child status " << st;
+    EXPECT_EQ(runs("child"), 2);
+    /* the default, 0: a call in flight fails, and is not run again */
+    tr_actor_options plain = TR_ACTOR_OPTIONS_INIT;
+    plain.max_restarts = 1;
+    tr_actor_id b = make("p", &plain);
+    ASSERT_EQ(crash_until(b, 2, "plain", &r1), 0);
+    EXPECT_EQ(value(r1, &v), TR_EACTOR_DIED);
+    ASSERT_EQ(call_i64(rt, b, "get", 0, &v, 30000), 0) << tr_last_error();
+    EXPECT_EQ(runs("plain"), 1);
+    /* retries without restarts: nowhere to go again (Ray's max_task_retries needs
+     * max_restarts), so it fails as it dies, as without them */
+    tr_actor_options once = TR_ACTOR_OPTIONS_INIT;
+    once.max_task_retries = -1;
+    tr_actor_id c = make("o", &once);
+    ASSERT_EQ(crash_until(c, 2, "once", &r1), 0);
+    EXPECT_EQ(value(r1, &v), TR_EACTOR_DIED);
+    EXPECT_NE(std::string(tr_last_error()).find("in flight"), std::string::npos) << tr_last_error();
+    EXPECT_EQ(runs("once"), 1);
+    tr_actor_options bad = TR_ACTOR_OPTIONS_INIT;
+    bad.max_task_retries = -2;
+    tr_actor_id none;
+    EXPECT_EQ(tr_actor_create(rt, "Counter", &bad, "x", 1, &none), TR_EINVAL);
+    EXPECT_NE(strstr(tr_last_error(), "max_task_retries"), nullptr) << tr_last_error();
+    for (const char *f : {"first", "always", "child", "plain", "once"})
+        unlink((std::string(dir) + "/" + f).c_str());
+    rmdir(dir);
+}
+
 TEST_F(ActorTest, InfoReportsStatePidRestartsClassNameAndNode) {
     tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
     o.name = "described";

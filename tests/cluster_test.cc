@@ -174,6 +174,8 @@ TEST_F(Cluster, ActorsAreCalledAcrossNodes) {
                              "several results with refs in them, from another node",
                              "an actor on another node keeps its max_concurrency, groups "
                              "and binding data",
+                             "a call in flight to an actor on another node that dies goes "
+                             "again (max_task_retries)",
                              "a method's error",
                              "an unknown method",
                              "fits nowhere",

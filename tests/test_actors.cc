@@ -33,6 +33,7 @@ extern "C" {
 #include <condition_variable>
 #include <mutex>
 #include <set>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -265,6 +266,14 @@ int m_crash(tr_ctx *, void *, const void *, size_t) {
 
 int m_exit(tr_ctx *, void *, const void *, size_t) {
     _exit(3);
+}
+
+/* (limit, path) as the task t_crash_until: a line for each run in the file at path; the
+ * worker dies with the call in flight while there are fewer than limit, else replies
+ * with how many there are (max_task_retries: a call sent again to the next incarnation). */
+int t_crash_until(tr_ctx *ctx, const void *args, size_t len);
+int m_crash_until(tr_ctx *ctx, void *, const void *args, size_t len) {
+    return t_crash_until(ctx, args, len);
 }
 
 int m_sleep_ms(tr_ctx *ctx, void *, const void *args, size_t len) {
@@ -1294,6 +1303,7 @@ const tr_method_def counter_methods[] = {
     {"fail_silent", m_fail_silent},
     {"crash", m_crash},
     {"exit", m_exit},
+    {"crash_until", m_crash_until},
     {"sleep_ms", m_sleep_ms},
     {"pid", m_pid},
     {"name", m_name},
@@ -1786,6 +1796,34 @@ int run_detach_and_leave(const char *addr) {
             return 4;
     }
     _exit(0); /* no tr_shutdown: the node sees the connection close */
+}
+
+int run_retry_by_name(const char *spec) {
+    const char *bar = strchr(spec, '|');
+    if (!bar) return 2;
+    std::string addr(spec, bar - spec);
+    tr_config *cfg = test_config_with({{"address", addr.c_str()}});
+    tr_runtime *rt;
+    int rc = tr_init(cfg, &rt);
+    tr_config_destroy(cfg);
+    if (rc) return 3;
+    tr_actor_id a;
+    if (tr_actor_get(rt, "retried", &a)) return 4;
+    std::string args(8, '\0');
+    int64_t limit = 2, got = -1;
+    memcpy(&args[0], &limit, 8);
+    args += bar + 1;
+    tr_ref r;
+    const void *p;
+    size_t n;
+    if (tr_call(rt, a, "crash_until", args.data(), args.size(), &r)) return 5;
+    rc = tr_get(rt, r, 30000, &p, &n);
+    if (rc == 0 && n == 8) memcpy(&got, p, 8);
+    if (rc || got != 2)
+        fprintf(stderr, "crash_until: %s (got %lld)\n", tr_errname(rc), (long long)got);
+    tr_ref_release(rt, r);
+    tr_shutdown(rt);
+    return rc || got != 2 ? 6 : 0;
 }
 
 int run_export_and_die(const char *spec) {
@@ -2697,6 +2735,38 @@ int run_cluster_driver(const char *spec) {
                       "binding data",
                       crc ? tr_last_error() : std::to_string(met) + " of 4 met");
         if (!crc) tr_actor_kill(rt, conc, 1);
+    }
+    /* an actor placed on b with max_task_retries: its worker dies with our call in flight
+     * (over the link), b restarts it, and the call goes again to the new worker there */
+    {
+        tr_resource r = {there.c_str(), 1};
+        tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
+        o.resources = &r;
+        o.n_resources = 1;
+        o.max_restarts = 1;
+        o.max_task_retries = 1;
+        tr_actor_id rt_a;
+        int64_t limit = 2, runs = -1;
+        std::string args(8, '\0');
+        memcpy(&args[0], &limit, 8);
+        std::random_device rd; /* (b's /tmp outlives us: a name never used before) */
+        uint64_t salt = (uint64_t)rd() << 32 | rd();
+        args += "/tmp/troupe-cluster-retry-" + std::to_string(salt);
+        tr_ref res;
+        const void *p;
+        size_t n;
+        int crc = tr_actor_create(rt, "Counter", &o, "r", 1, &rt_a);
+        if (!crc) crc = tr_call(rt, rt_a, "crash_until", args.data(), args.size(), &res);
+        if (!crc) {
+            crc = tr_get(rt, res, 30000, &p, &n);
+            if (!crc && n == 8) memcpy(&runs, p, 8);
+            tr_ref_release(rt, res);
+        }
+        cluster_check(crc == 0 && runs == 2,
+                      "a call in flight to an actor on another node that dies goes again "
+                      "(max_task_retries)",
+                      crc ? tr_last_error() : std::to_string(runs) + " runs");
+        if (!crc) tr_actor_kill(rt, rt_a, 1);
     }
     /* tr_cancel of a call running on b (the cancel follows it over the link, b's relay
      * writes it on b's board): the call there sees it and ends long before its 20 s */

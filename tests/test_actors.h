@@ -127,5 +127,8 @@ int run_export_and_die(const char *spec);
 /* A driver (DETACH_AND_LEAVE=addr) that creates the named actors "stays-detached"
  * (detached) and "goes-with-me", calls each, and exits (tests/actor_test.cc). */
 int run_detach_and_leave(const char *addr);
+/* "ADDR|PATH": joins the node at ADDR, finds the actor named "retried" and calls its
+ * crash_until(2, PATH) (it dies in flight once): 0 if the call came back with 2. */
+int run_retry_by_name(const char *spec);
 
 #endif

@@ -12,6 +12,7 @@ int main(int argc, char **argv) {
     if (const char *p = getenv("CLUSTER_DRIVER")) return run_cluster_driver(p);
     if (const char *p = getenv("EXPORT_AND_DIE")) return run_export_and_die(p);
     if (const char *p = getenv("DETACH_AND_LEAVE")) return run_detach_and_leave(p);
+    if (const char *p = getenv("RETRY_BY_NAME")) return run_retry_by_name(p);
     ::testing::InitGoogleTest(&argc, argv);
     if (argc > 1) g_troupe_cli = argv[1];
     return RUN_ALL_TESTS();

@@ -238,6 +238,10 @@ static void run_create(tr__cluster *cl, job *j) {
         tr__enc_str(&q, "bdata");
         tr__enc_str(&q, j->bdata);
     }
+    if (j->tretries) {
+        tr__enc_str(&q, "tretries");
+        tr__enc_int(&q, j->tretries);
+    }
     tr__enc_map_close(&q, m);
     uint8_t id[16];
     char address[128];
@@ -318,11 +322,15 @@ static void run_on_node(tr__cluster *cl, job *j) {
         } else if (tr__get_str(d.root, "reason", &reason, &rn)) {
             reason = NULL;
         }
+        int64_t tretries = 0; /* (how the caller treats calls in flight when it dies) */
+        if (!rc && decoded && tr__obj_get(d.root, "tretries") &&
+            tr__get_int(d.root, "tretries", &tretries))
+            tretries = 0;
         int final = state == TR__ACTOR_ALIVE || state == TR__ACTOR_DEAD ||
                     tr__now_ns() >= deadline || closing(cl);
         if (final) {
             tr__buf_reset(&j->reply);
-            tr__reply_begin(&j->reply, 0, NULL, 9);
+            tr__reply_begin(&j->reply, 0, NULL, 10);
             tr__enc_str(&j->reply, "state");
             tr__enc_int(&j->reply, state);
             tr__enc_str(&j->reply, "inc");
@@ -338,6 +346,8 @@ static void run_on_node(tr__cluster *cl, job *j) {
             tr__enc_str(&j->reply, address);
             tr__enc_str(&j->reply, "token");
             tr__enc_str(&j->reply, cl->token);
+            tr__enc_str(&j->reply, "tretries");
+            tr__enc_int(&j->reply, tretries);
             tr__enc_tls_files(&j->reply, &cl->tls_files);
         }
         if (decoded) tr__dec_free(&d); /* (it points into a) */
@@ -528,6 +538,8 @@ int tr__cluster_forward(tr__cluster *cl, int type, tr__conn *c, uint64_t seq, co
         j->conc = 1;
         if (tr__obj_get(body, "conc") && (rc = tr__get_int(body, "conc", &j->conc))) goto fail;
         if (tr__obj_get(body, "detached") && (rc = tr__get_int(body, "detached", &j->detached)))
+            goto fail;
+        if (tr__obj_get(body, "tretries") && (rc = tr__get_int(body, "tretries", &j->tretries)))
             goto fail;
         if (tr__obj_type(tr__obj_get(body, "groups")) == TR__T_STR &&
             (rc = tr__get_strdup(body, "groups", &j->groups)))

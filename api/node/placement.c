@@ -227,9 +227,10 @@ int tr__cl_op_create(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
         tr__enc_str(&b, "name");
         tr__enc_strn(&b, name, nn);
     }
-    /* how the actor's worker runs calls (how many at once, in which groups), and whether
-     * it outlives its creator */
-    static const char *const passed[] = {"conc", "groups", "detached", "label", "bdata"};
+    /* how the actor's worker runs calls (how many at once, in which groups), whether it
+     * outlives its creator, what its callers resend when it dies (max_task_retries) */
+    static const char *const passed[] = {"conc",  "groups", "detached",
+                                         "label", "bdata",  "tretries"};
     for (size_t i = 0; i < sizeof passed / sizeof *passed; i++) {
         const tr__obj *v = tr__obj_get(req, passed[i]);
         int64_t k;

@@ -458,6 +458,14 @@ typedef struct tr_actor_options {
      * TR_ACTOR_BINDING_DATA_MAX bytes, copied; NULL (the default): none. troupe never
      * reads it. */
     const char *binding_data;
+    /* Added in 0.8: how many times a call that was in flight when the actor's worker died
+     * is sent again, to its next incarnation (Ray's max_task_retries): 0 (the default):
+     * it fails with TR_EACTOR_DIED; n; or -1, always. Only an actor that restarts
+     * (max_restarts) has a next incarnation. Resent calls run at least once, perhaps
+     * twice (the first run may have got to any point); they go ahead of the calls sent
+     * after them, in the order they were sent. Any process calling the actor does so,
+     * the one that created it or another that found it. */
+    int max_task_retries;
 } tr_actor_options;
 
 #define TR_ACTOR_BINDING_DATA_MAX 4096
@@ -465,7 +473,7 @@ typedef struct tr_actor_options {
 #define TR_ACTOR_OPTIONS_INIT                                                                      \
     {                                                                                              \
         TR_STRUCT_SIZE(tr_actor_options), 0.0, 0.0, NULL, 0, NULL, 0, {{0}}, -1, 0, 1, NULL, 0,    \
-            NULL, NULL                                                                             \
+            NULL, NULL, 0                                                                          \
     }
 /* Same as TR_ACTOR_OPTIONS_INIT, for bindings. Thread safety: any thread. */
 TR_API void tr_actor_options_init(tr_actor_options *opts);

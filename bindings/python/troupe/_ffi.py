@@ -53,7 +53,7 @@ class ActorOptions(Structure):
                 ("placement_group", Id16), ("bundle_index", c_int), ("detached", c_int),
                 ("max_concurrency", c_int), ("concurrency_groups", POINTER(ConcurrencyGroup)),
                 ("n_concurrency_groups", c_size_t), ("class_label", c_char_p),
-                ("binding_data", c_char_p)]
+                ("binding_data", c_char_p), ("max_task_retries", c_int)]
 
 
 class TaskOptions(Structure):

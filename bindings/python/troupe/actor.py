@@ -89,12 +89,6 @@ def _check_options(options, stacklevel):
     mtr = options.get("max_task_retries")
     if mtr is not None and (isinstance(mtr, bool) or not isinstance(mtr, int) or mtr < -1):
         raise ValueError(f"actor option max_task_retries={mtr!r}: an int >= -1 is needed")
-    if mtr and options.get("max_restarts"):
-        _warn_once(("option", "max_task_retries", "restarts"),
-                   "troupe retries an actor's method on an exception (retry_exceptions) up "
-                   "to max_task_retries times, but not a call in flight when the actor's "
-                   "process died: that call fails (the restarted actor takes later calls)",
-                   stacklevel + 1)
     groups = options.get("concurrency_groups")
     if groups is not None:
         if not isinstance(groups, dict):
@@ -351,6 +345,8 @@ class ActorClass:
         keep.append(label)
         opts.class_label = label
         opts.max_restarts = int(o.get("max_restarts") or 0)
+        # a call in flight when the actor's process dies goes again to the restarted one
+        opts.max_task_retries = int(o.get("max_task_retries") or 0)
         opts.detached = 1 if o.get("lifetime") == "detached" else 0  # outlives its driver
         # Ray's default: 1000 for an async actor (every method an async def), else 1
         opts.max_concurrency = o.get("max_concurrency") or (
