@@ -2177,17 +2177,34 @@ static int finish_get(tr__actors *a, slot *s, int64_t deadline, const void **dat
     return 0;
 }
 
+static int32_t *blocked_word;
+
+void tr__actors_set_blocked_word(int32_t *word) {
+    blocked_word = word;
+}
+
+/* This thread waits for a result (once per get or wait: *marked), or no longer does. */
+static inline void mark_blocked(int *marked, int on) {
+    if (!blocked_word || *marked == on) return;
+    __atomic_add_fetch(blocked_word, on ? 1 : -1, __ATOMIC_RELAXED);
+    *marked = on;
+}
+
 int tr__actors_get(tr__actors *a, tr_ref ref, int timeout_ms, const void **data, size_t *len) {
     int64_t deadline = tr__deadline(timeout_ms);
     pthread_mutex_lock(&a->mu);
-    int rc, passes = 0;
+    int rc, passes = 0, marked = 0;
     for (;;) {
         slot *s = find_slot(a, ref);
         if (!s) { /* another's result, or one of ours released that came back: its twin */
             pthread_mutex_unlock(&a->mu);
-            if (!tr__ref_is_call(&ref))
+            if (!tr__ref_is_call(&ref)) {
+                mark_blocked(&marked, 0);
                 return tr__err(TR_ESTALE, "tr_get: unknown or released ref");
+            }
+            if (timeout_ms != 0) mark_blocked(&marked, 1); /* (it may wait there) */
             rc = tr__objects_get(a->objects, ref, tr__ms_left(deadline), data, len);
+            mark_blocked(&marked, 0);
             if (rc == TR_ENOTFOUND && owns(a, ref))
                 rc = tr__err(TR_ESTALE, "tr_get: unknown or released ref");
             return rc;
@@ -2202,6 +2219,7 @@ int tr__actors_get(tr__actors *a, tr_ref ref, int timeout_ms, const void **data,
                 tr__err(TR_ETIMEDOUT, "tr_get: the call has not finished within %d ms", timeout_ms);
             break;
         }
+        mark_blocked(&marked, 1);
         aconn *ac = s->ac;
         if (ac->fd < 0) {
             int held = s->held; /* s may be gone once mu has been dropped */
@@ -2212,6 +2230,7 @@ int tr__actors_get(tr__actors *a, tr_ref ref, int timeout_ms, const void **data,
         progress(a, deadline);
     }
     pthread_mutex_unlock(&a->mu);
+    mark_blocked(&marked, 0);
     return rc;
 }
 
@@ -2219,7 +2238,7 @@ int tr__actors_stream_next(tr__actors *a, tr_ref ref, int timeout_ms, tr_ref *it
     if (!item) return tr__err(TR_EINVAL, "tr_stream_next: item is NULL");
     int64_t deadline = tr__deadline(timeout_ms);
     pthread_mutex_lock(&a->mu);
-    int rc, passes = 0;
+    int rc, passes = 0, marked = 0;
     for (;;) {
         slot *s = find_slot(a, ref);
         if (!s || !s->x || !s->x->stream) {
@@ -2246,6 +2265,7 @@ int tr__actors_stream_next(tr__actors *a, tr_ref ref, int timeout_ms, tr_ref *it
             rc = tr__err(TR_ETIMEDOUT, "tr_stream_next: no item within %d ms", timeout_ms);
             break;
         }
+        mark_blocked(&marked, 1);
         aconn *ac = s->ac;
         if (ac->fd < 0) {
             int held = s->held;
@@ -2256,6 +2276,7 @@ int tr__actors_stream_next(tr__actors *a, tr_ref ref, int timeout_ms, tr_ref *it
         progress(a, deadline);
     }
     pthread_mutex_unlock(&a->mu);
+    mark_blocked(&marked, 0);
     return rc;
 }
 
@@ -2265,7 +2286,7 @@ int tr__actors_wait(tr__actors *a, const tr_ref *refs, size_t n, size_t num_read
         return tr__err(TR_EINVAL, "tr_wait: refs is NULL or num_ready > n");
     int64_t deadline = tr__deadline(timeout_ms);
     pthread_mutex_lock(&a->mu);
-    int rc = 0, passes = 0;
+    int rc = 0, passes = 0, marked = 0;
     for (;;) {
         size_t count = 0;
         aconn *unconnected = NULL;
@@ -2281,6 +2302,7 @@ int tr__actors_wait(tr__actors *a, const tr_ref *refs, size_t n, size_t num_read
         }
         if (n_ready) *n_ready = count;
         if (count >= num_ready || (passes++ > 0 && tr__now_ns() >= deadline)) break;
+        mark_blocked(&marked, 1);
         if (unconnected) {
             int left = tr__ms_left(deadline);
             int64_t slice = tr__deadline(left < 0 || left > 5 ? 5 : left);
@@ -2296,6 +2318,7 @@ int tr__actors_wait(tr__actors *a, const tr_ref *refs, size_t n, size_t num_read
     }
 out:
     pthread_mutex_unlock(&a->mu);
+    mark_blocked(&marked, 0);
     return rc;
 }
 

@@ -31,6 +31,12 @@ void tr__actors_set_rings(tr__actors *a, int on);
 /* How long a thread waiting for replies polls before it sleeps (config "call_spin_us";
  * 0, the default here: never). Thread safety: before the first call. */
 void tr__actors_set_spin(tr__actors *a, int spin_us);
+/* A task worker's count of its threads waiting for results (its board entry's
+ * `blocked`, objectstore/segment.h), kept by tr__actors_get, _wait and _stream_next
+ * while they wait: the task pool starts another worker rather than queue a task behind
+ * one whose task waits (a parent for its children). NULL (the default): none. Once, at
+ * the worker's start. */
+void tr__actors_set_blocked_word(int32_t *word);
 /* Drops every connection and result; pending calls are abandoned. */
 void tr__actors_destroy(tr__actors *a);
 

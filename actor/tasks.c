@@ -14,6 +14,10 @@
 
 #define MAX_RES 16
 #define NESTED_FACTOR 4 /* a pool worker's own tasks: up to 4x the pool (parents wait) */
+/* Members at most, those waiting for results (blocked) too: a tree of tasks whose
+ * parents wait for their children grows the pool by its waiting parents, as Ray starts
+ * workers beside blocked ones; this bounds the processes one runaway tree makes. */
+#define POOL_MAX 512
 
 typedef struct pool {
     char key[200]; /* the shape: "c1/g0[/name=q...]" */
@@ -194,33 +198,42 @@ static void discover(tr__tasks *t, pool *p) {
     }
 }
 
-/* Whether member id runs a task now, as the node's notice board says (0 if it is not on
- * this node's board). */
-static int running(tr__tasks *t, const tr_actor_id *id) {
+/* Whether member id runs a task now, and whether that task waits for results (its
+ * threads blocked in tr_get or tr_wait), as the node's notice board says (0 if it is not
+ * on this node's board). */
+static int running(tr__tasks *t, const tr_actor_id *id, int *blocked) {
     tr__seg_board *e = t->objects ? tr__objects_board(t->objects, tr__id_key(id->b), 0) : NULL;
-    int32_t *w = e ? &e->busy : NULL;
-    return w && __atomic_load_n(w, __ATOMIC_RELAXED) != 0;
+    *blocked = e && __atomic_load_n(&e->blocked, __ATOMIC_RELAXED) > 0;
+    return e && __atomic_load_n(&e->busy, __ATOMIC_RELAXED) != 0;
 }
 
 /* The member a task goes to: one with nothing pending from us and no task running (the
  * node's board: a parent waiting for its children runs one), never this process itself;
- * else a new one while the pool is below its size; else the one with the fewest calls
- * pending from us. */
+ * else a new one while the members not waiting for results are fewer than the pool's
+ * size (a task queued behind a parent that waits might be the child it waits for);
+ * else the one with the fewest calls pending from us, one that does not wait if any. */
 static int pick(tr__tasks *t, pool *p, tr_actor_id *out) {
     if (!p->discovered) discover(t, p);
     for (;;) {
-        size_t best = SIZE_MAX, best_pending = SIZE_MAX;
+        size_t best = SIZE_MAX, best_pending = SIZE_MAX, n_blocked = 0;
+        int best_blocked = 1;
         for (size_t i = 0; i < p->n; i++) {
             if (is_self(&p->members[i])) continue;
+            int blocked;
             size_t pending = tr__actors_pending(t->actors, p->members[i]);
-            if (pending == 0 && running(t, &p->members[i])) pending = 1; /* (another's) */
-            if (pending < best_pending) {
+            int run = running(t, &p->members[i], &blocked);
+            if (pending == 0 && run) pending = 1; /* (another's) */
+            blocked = blocked && run;
+            n_blocked += (size_t)blocked;
+            if (best == SIZE_MAX || (best_blocked && !blocked) ||
+                (blocked == best_blocked && pending < best_pending)) {
                 best = i;
                 best_pending = pending;
+                best_blocked = blocked;
             }
             if (pending == 0) break;
         }
-        if (best_pending == 0 || p->n >= p->limit) {
+        if (best_pending == 0 || p->n - n_blocked >= p->limit || p->n >= POOL_MAX) {
             if (best == SIZE_MAX) return tr__err(TR_ERESOURCES, "tr_task_submit: no task worker");
             *out = p->members[best];
             return 0;

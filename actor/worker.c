@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "actor/calls.h"
 #include "actor/control.h"
 #include "actor/ctx.h"
 #include "actor/handles.h"
@@ -1448,6 +1449,8 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
     w.board = objects ? tr__objects_board(objects, tr__id_key(w.ctx.id.b), 1) : NULL;
     if (w.board) /* (its collective ops are counted there too, for the node's metrics) */
         __atomic_store_n(&tr__coll_counters_self, &w.board->coll, __ATOMIC_RELEASE);
+    if (w.board && task_worker) /* (a task waiting for its children: tasks.c's pick) */
+        tr__actors_set_blocked_word(&w.board->blocked);
     w.cls = task_worker ? tasks_class(cfg) : tr__config_find_class(cfg, cls_name);
     if (!w.cls) {
         char msg[400];

@@ -403,6 +403,7 @@ tr__seg_board *tr__seg_board_entry(tr__seg *s, uint64_t key, int claim) {
                 b->key = key;
                 b->pid = (int32_t)getpid();
                 __atomic_store_n(&b->busy, 0, __ATOMIC_RELAXED);
+                __atomic_store_n(&b->blocked, 0, __ATOMIC_RELAXED);
                 for (int c = 0; c < TR__SEG_BOARD_CANCELS; c++)
                     __atomic_store_n(&b->cancel[c], 0, __ATOMIC_RELAXED);
                 tr__hist dropped;

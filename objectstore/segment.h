@@ -74,11 +74,12 @@ typedef struct tr__obj_entry {
 
 /* A worker (a task worker, or an actor's) on the node's notice board (tr__seg_hdr.board). */
 typedef struct tr__seg_board {
-    uint64_t key;  /* its actor id's key; 0: free */
-    int32_t busy;  /* a task worker runs a task now */
-    int32_t pid;   /* its process */
-    uint32_t next; /* the cancel word the next tr_cancel writes, modulo TR__SEG_BOARD_CANCELS */
-    uint32_t pad;
+    uint64_t key;    /* its actor id's key; 0: free */
+    int32_t busy;    /* a task worker runs a task now */
+    int32_t pid;     /* its process */
+    uint32_t next;   /* the cancel word the next tr_cancel writes, modulo TR__SEG_BOARD_CANCELS */
+    int32_t blocked; /* a task worker's threads waiting in tr_get/tr_wait (for its task's
+                        children, say): the pool starts another worker beside it */
     /* callers' tr_cancel()s of calls it has queued or runs: (caller index + 1) << 48 | the
      * call's seq (tr__board_cancel_word); 0: none */
     uint64_t cancel[TR__SEG_BOARD_CANCELS];

@@ -222,9 +222,13 @@ TEST_F(TasksTest, RetriedWhenTheWorkerDies) {
     EXPECT_GT(run_i64("t_pid", 0), 0);
 }
 
-/* Parents wait for their children in the pool's own workers: no deadlock. */
+/* Parents wait for their children in the pool's own workers: no deadlock. A tree of 31
+ * tasks has 15 parents waiting at once, more than the pool's size (4x the CPUs, + 1): the
+ * pool grows beside the workers whose tasks wait, as Ray starts workers beside blocked
+ * ones (before, the children queued behind waiting parents until the 30 s timeout). */
 TEST_F(TasksTest, NestedTasksWaitForTheirChildren) {
     EXPECT_EQ(run_i64("t_tree", 3), 8);
+    EXPECT_EQ(run_i64("t_tree", 5), 32);
     expect_empty();
 }
 
