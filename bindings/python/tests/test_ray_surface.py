@@ -3,7 +3,10 @@ actors: uncompiled graphs run as calls and visualize(), ray.method, exit_actor, 
 options (refused, warned or honoured, never dropped), class attributes, util.collective's
 error types and lazy communicators, the runtime context and resources, ActorPool, actors
 ended with their last handle, and init after shutdown."""
+import os
 import re
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -205,6 +208,77 @@ def test_method_retry_exceptions(ray):
                 pass
     with pytest.raises(ValueError, match="max_task_retries"):
         Flaky.options(max_task_retries=-2)
+
+
+@troupe.remote(max_restarts=2, max_task_retries=1)
+class Exiting:
+    """sys.exit(code) in update() while the file at path has fewer than `quits` lines
+    (one is added for each run): the process ends as if it crashed."""
+    def __init__(self, path, quits):
+        self.path, self.quits = path, quits
+
+    def update(self):
+        with open(self.path, "a+") as f:
+            f.write("run\n")
+            f.seek(0)
+            runs = len(f.readlines())
+        if runs <= self.quits:
+            sys.exit(3)
+        return runs
+
+    def pid(self):
+        return os.getpid()
+
+
+def test_sys_exit_in_a_method_ends_the_process_as_a_crash(ray, tmp_path):
+    # Ray's actor_checkpointing: the actor restarts (max_restarts) and the call that was
+    # in flight goes again (max_task_retries) to the new process
+    a = Exiting.remote(str(tmp_path / "a"), 1)
+    p0 = ray.get(a.pid.remote())
+    assert ray.get(a.update.remote(), timeout=30) == 2
+    assert ray.get(a.pid.remote()) != p0
+    # retries used up: ActorDiedError, and the driver lives on (the error is never a
+    # SystemExit of its own)
+    b = Exiting.remote(str(tmp_path / "b"), 5)
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(b.update.remote(), timeout=30)
+    assert (tmp_path / "b").read_text().count("run") == 2  # the first run and one retry
+    # and a task's sys.exit: its worker exits, the task goes again (max_retries)
+    @ray.remote(max_retries=1)
+    def quits_once(path):
+        with open(path, "a+") as f:
+            f.write("run\n")
+            f.seek(0)
+            runs = len(f.readlines())
+        if runs == 1:
+            sys.exit(0)
+        return runs
+    assert ray.get(quits_once.remote(str(tmp_path / "t")), timeout=30) == 2
+
+
+def test_cloudpickle_keeps_a_ref_pickled_out_of_band(ray, tmp_path):
+    # Ray's object_ref_serialization.py: a ref dumped with ray.cloudpickle into a file
+    # (bytes troupe never sees travel) stays held until internal_api.free
+    import gc
+    base = ray.object_store_stats()["n_objects"]
+    ref = ray.put({"hello": "world", "pad": b"x" * 200000})  # (an object in the store)
+    with open(tmp_path / "store.pickle", "wb+") as f:
+        ray.cloudpickle.dump(ref, f)
+    del ref
+    gc.collect()
+    with open(tmp_path / "store.pickle", "rb") as f:
+        again = ray.cloudpickle.load(f)
+    assert ray.get(again)["hello"] == "world"
+    assert ray.cloudpickle.loads(ray.cloudpickle.dumps([1, again]))[0] == 1
+    ray._private.internal_api.free(again)
+    del again
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while ray.object_store_stats()["n_objects"] > base and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert ray.object_store_stats()["n_objects"] == base  # freed: nothing left behind
+    with pytest.raises(TypeError, match="ObjectRef"):
+        ray._private.internal_api.free("not a ref")
 
 
 # ------------------------------------------------------------------ exit_actor

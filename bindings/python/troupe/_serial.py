@@ -69,6 +69,12 @@ class _Collect:
         _local.refs = self.prev
 
 
+def collect():
+    """A context manager whose value is the list of the refs pickled within it (a
+    ray.cloudpickle dump: troupe.cloudpickle pins them)."""
+    return _Collect()
+
+
 def plain_args(args, kwargs):
     """The payload of a call's arguments (args, kwargs) when each is a builtin scalar (no
     buffer, no ref, nothing by value: the standard pickler straight), else None. The fast

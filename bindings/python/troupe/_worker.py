@@ -387,6 +387,22 @@ def run_retrying(fn, retries, on, decode):
             tries += 1
 
 
+def exit_worker(e):
+    """sys.exit() (SystemExit, not exit_actor's) in a method or a task: the worker process
+    exits with its code, after the process's atexit handlers, as Ray's does. To the node
+    and the callers it is a crash: the actor restarts where max_restarts allows and the
+    call in flight goes again where max_task_retries (a task: max_retries) allows, else it
+    fails with ActorDiedError."""
+    code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    try:
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 _running_task = [None]  # the ctx of the task the main thread runs now (on_cancel's)
 
 
@@ -425,6 +441,8 @@ def run_task(ctx, args, n):
             _running_task[0] = None
             _runtime.current_call.ctx = None
         reply_results(ctx, result, k)
+    except SystemExit as e:
+        exit_worker(e)
     except BaseException as e:
         return reply_error(ctx, e, k)
     return 0
@@ -637,6 +655,8 @@ def main():
             reply_results(ctx, run(fn(*a, **kw)), k)
         except ActorExit:
             end_actor(ctx)
+        except SystemExit as e:
+            exit_worker(e)
         except BaseException as e:
             return reply_error(ctx, e, k)
         finally:

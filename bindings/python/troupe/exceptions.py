@@ -45,8 +45,9 @@ class TaskError(TroupeError):
             root = root.cause  # (an upstream call's error, passed on as an argument's)
         cause_cls = type(root) if root is not None else None
         if cause_cls is None or isinstance(self, cause_cls) or not issubclass(cause_cls,
-                                                                             BaseException):
-            return self
+                                                                             Exception):
+            return self  # (never a SystemExit or KeyboardInterrupt the caller's process
+            #               would take for its own end)
         try:
             cls = _derived(cause_cls)
             err = cls.__new__(cls)
