@@ -27,8 +27,9 @@ typedef struct pool {
     tr_resource res[MAX_RES];
     char *res_names[MAX_RES];
     size_t n_res;
-    size_t limit;         /* members at most (for this process) */
-    tr_actor_id *members; /* known so far, in name order */
+    size_t limit;          /* members at most (for this process) */
+    tr_actor_id *members;  /* known so far, in name order */
+    tr__seg_board **board; /* each member's entry on the node's board, once found (NULL) */
     size_t n, cap;
     int discovered; /* members that others started were looked up */
     struct pool *next;
@@ -79,6 +80,7 @@ void tr__tasks_destroy(tr__tasks *t) {
         for (size_t i = 0; i < p->n_res; i++)
             free(p->res_names[i]);
         free(p->members);
+        free(p->board);
         free(p);
     }
     pthread_mutex_destroy(&t->mu);
@@ -160,8 +162,12 @@ static int add_member(pool *p, const tr_actor_id *id) {
         tr_actor_id *v = realloc(p->members, c * sizeof *v);
         if (!v) return tr__err(TR_ENOMEM, "task pool");
         p->members = v;
+        tr__seg_board **b = realloc(p->board, c * sizeof *b);
+        if (!b) return tr__err(TR_ENOMEM, "task pool");
+        p->board = b;
         p->cap = c;
     }
+    p->board[p->n] = NULL;
     p->members[p->n++] = *id;
     return 0;
 }
@@ -198,11 +204,15 @@ static void discover(tr__tasks *t, pool *p) {
     }
 }
 
-/* Whether member id runs a task now, and whether that task waits for results (its
- * threads blocked in tr_get or tr_wait), as the node's notice board says (0 if it is not
- * on this node's board). */
-static int running(tr__tasks *t, const tr_actor_id *id, int *blocked) {
-    tr__seg_board *e = t->objects ? tr__objects_board(t->objects, tr__id_key(id->b), 0) : NULL;
+/* Whether member i runs a task now, and whether that task waits for results (its threads
+ * blocked in tr_get or tr_wait), as the node's notice board says (0 if it is not on this
+ * node's board). Its entry is looked up (under the store's lock) only until found, and
+ * again if it has changed hands (its worker died): a read of it is a load. */
+static int running(tr__tasks *t, pool *p, size_t i, int *blocked) {
+    uint64_t key = tr__id_key(p->members[i].b);
+    tr__seg_board *e = p->board[i];
+    if ((!e || __atomic_load_n(&e->key, __ATOMIC_RELAXED) != key) && t->objects)
+        e = p->board[i] = tr__objects_board(t->objects, key, 0);
     *blocked = e && __atomic_load_n(&e->blocked, __ATOMIC_RELAXED) > 0;
     return e && __atomic_load_n(&e->busy, __ATOMIC_RELAXED) != 0;
 }
@@ -221,7 +231,7 @@ static int pick(tr__tasks *t, pool *p, tr_actor_id *out) {
             if (is_self(&p->members[i])) continue;
             int blocked;
             size_t pending = tr__actors_pending(t->actors, p->members[i]);
-            int run = running(t, &p->members[i], &blocked);
+            int run = running(t, p, i, &blocked);
             if (pending == 0 && run) pending = 1; /* (another's) */
             blocked = blocked && run;
             n_blocked += (size_t)blocked;
