@@ -186,11 +186,24 @@ def test_dynamic_generators(ray):
     dyn = ray.get(ref)
     assert isinstance(dyn, ray.DynamicObjectRefGenerator) and len(dyn) == 3
     assert [ray.get(r) for r in dyn] == [0, 1, 2]
-    with pytest.raises(ValueError, match="after 1"):  # (the call fails as a whole)
-        ray.get(fails_after.options(num_returns="dynamic").remote(1))
-    # a static num_returns takes a generator's values
+    # an exception after some items is a last ref's (Ray's "generator errors")
+    errs = ray.get(fails_after.options(num_returns="dynamic").remote(2))
+    assert len(errs) == 3 and ray.get(list(errs)[:2]) == [0, 1]
+    with pytest.raises(ValueError, match="after 2"):
+        ray.get(list(errs)[2])
+    with pytest.raises(ValueError, match="after 0"):  # (before any: the call fails)
+        ray.get(fails_after.options(num_returns="dynamic").remote(0))
+    # a static num_returns takes a generator's values: those before an exception are
+    # the first refs', the exception the others'
     assert ray.get(count.options(num_returns=2).remote(2)) == [0, 1]
-    del ref, dyn
+    r = fails_after.options(num_returns=4).remote(2)
+    assert ray.get(r[:2]) == [0, 1]
+    for late in r[2:]:
+        with pytest.raises(ValueError, match="after 2"):
+            ray.get(late)
+    with pytest.raises(ValueError, match="returned 3 objects"):  # (more than asked)
+        ray.get(count.options(num_returns=2).remote(3)[0])
+    del ref, dyn, errs, r, late
     assert store_empties()
 
 

@@ -615,6 +615,7 @@ def test_runtime_context_and_resources(ray):
     assert ctx.get_actor_id() is None and ctx.get_actor_name() is None  # a driver
     job, node = ctx.get_job_id(), ctx.get_node_id()
     assert len(job) == 8 and len(node) == 56 and int(job + node, 16) >= 0
+    assert (ctx.job_id, ctx.node_id, ctx.actor_id) == (job, node, None)  # (Ray's properties)
     w = Where.options(name="where").remote()
     got = ray.get(w.context.remote())
     assert got["job"] == job and got["node"] == node  # one node session

@@ -135,6 +135,33 @@ def test_options_are_checked():
         ray.remote(42)
 
 
+@ray.remote
+def env_of(name):
+    return os.environ.get(name)
+
+
+@ray.remote
+class EnvReader:
+    def get(self, name):
+        return os.environ.get(name)
+
+
+def test_runtime_env_env_vars():
+    # a task's own: set while it runs, gone for the pool's next task
+    with_env = env_of.options(runtime_env={"env_vars": {"TROUPE_T_VAR": "task"}})
+    assert ray.get(with_env.remote("TROUPE_T_VAR")) == "task"
+    assert [ray.get(env_of.remote("TROUPE_T_VAR")) for _ in range(4)] == [None] * 4
+    with pytest.raises(TypeError, match="env_vars"):
+        env_of.options(runtime_env={"env_vars": {"X": 1}})
+    # troupe.init's (the job's): every task's and actor's, under their own
+    ray.shutdown()
+    ray.init(runtime_env={"env_vars": {"TROUPE_J_VAR": "job", "TROUPE_T_VAR": "job"}})
+    assert ray.get(env_of.remote("TROUPE_J_VAR")) == "job"
+    assert ray.get(with_env.remote("TROUPE_T_VAR")) == "task"  # (the task's own wins)
+    assert ray.get(EnvReader.remote().get.remote("TROUPE_J_VAR")) == "job"
+    assert os.environ.get("TROUPE_J_VAR") is None  # (not the driver's)
+
+
 # ------------------------------------------------------------------ nested tasks
 
 @ray.remote

@@ -20,6 +20,7 @@ from .exceptions import GetTimeoutError, TroupeError
 _rt = None          # tr_runtime* (c_void_p) of this process: the driver's, or a worker's
 _in_worker = False  # this process runs an actor
 _lock = threading.RLock()  # (re-entered by a finalizer that runs under it)
+_job_env = {}  # init(runtime_env={"env_vars": ...}): every task's and actor's (job_env_vars)
 _SLICE_MS = 200     # a wait with no timeout wakes this often (Ctrl-C is seen)
 _shutdown_hooks = []  # on_shutdown's, newest first
 _config_hooks = []    # on_config's, in order
@@ -70,6 +71,31 @@ def on_config(fn):
     if fn not in _config_hooks:
         _config_hooks.append(fn)
     return fn
+
+
+def env_vars(runtime_env, where, stacklevel=1):
+    """The env_vars of a runtime_env option (Ray's), checked: a dict of str to str; its
+    other keys (pip, conda, working_dir, ...) are ignored with a warning (where: the
+    option's place). stacklevel: as warnings.warn's, counted from the caller."""
+    if runtime_env is None:
+        return {}
+    if not isinstance(runtime_env, dict):
+        raise TypeError(f"{where}: runtime_env={runtime_env!r}: a dict is needed")
+    found = runtime_env.get("env_vars") or {}
+    if not isinstance(found, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                              for k, v in found.items()):
+        raise TypeError("runtime_env's env_vars must be a dict of str to str")
+    other = sorted(k for k in runtime_env if k != "env_vars")
+    if other:
+        _errors.ignored(f"{where}'s runtime_env (only its env_vars are set)", other,
+                        stacklevel + 1)
+    return dict(found)
+
+
+def job_env_vars():
+    """The env_vars of troupe.init's runtime_env: set for every task and actor (a task's
+    or actor's own runtime_env adds to them)."""
+    return dict(_job_env)
 
 
 def node_address():
@@ -147,9 +173,12 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
     (``python -m troupe._worker``). Returns a Context (Ray's RayContext): its
     dashboard_url is the node's metrics and status page (include_dashboard=False: none;
     dashboard_port, dashboard_host: where an embedded node serves it)."""
-    global _rt
-    if unsupported:  # Ray's (namespace, runtime_env, ...)
+    global _rt, _job_env
+    env = unsupported.pop("runtime_env", None)
+    if unsupported:  # Ray's (namespace, ...)
         _errors.ignored("troupe.init", unsupported, stacklevel=2)
+    if env is not None and not _in_worker:  # the job's: every task and actor gets its vars
+        _job_env = env_vars(env, "troupe.init", stacklevel=2)
     with _lock:
         if _rt is not None:
             if ignore_reinit_error or _in_worker:
@@ -267,6 +296,16 @@ class ObjectRef:
     __slots__ = ("_c", "_owned", "_rt", "__weakref__")
 
     def __init__(self, c, owned=True):
+        if isinstance(c, (bytes, bytearray)):  # Ray's ObjectRef(id bytes): from_binary's
+            if len(c) != 16:
+                raise ValueError(f"ObjectRef: 16 id bytes are needed, got {len(c)}")
+            r = Ref()
+            ctypes.memmove(r.b, bytes(c), 16)
+            c, owned = r, False
+            self._c, self._owned, self._rt = c, False, _rt
+            if _rt is not None:
+                self._borrow()
+            return
         self._c = c            # a Ref (16 bytes)
         self._owned = False    # this process holds it: released when the last one goes
         self._rt = rt = _rt

@@ -163,7 +163,8 @@ def stream_items(ctx, result):
 def generator_refs(result):
     """The refs of the items a generator (sync or async) yields, each put in the store as
     it comes, in a DynamicObjectRefGenerator (num_returns="dynamic"; an exception after
-    some items fails the call, and the items go at once)."""
+    some items is a last ref's, whose get raises it, as Ray's; one before any fails the
+    call)."""
     refs = []
     try:
         if inspect.isasyncgen(result):
@@ -177,6 +178,12 @@ def generator_refs(result):
         else:
             raise TypeError(f"num_returns='dynamic' needs a generator: the function returned "
                             f"a {type(result).__name__}")
+    except Exception as e:
+        if not refs:
+            raise
+        # Ray's: an exception after some items is the last ref's (its get raises it)
+        err = _serial.dump_error(e, traceback.format_exc())
+        refs.append(_runtime.put_payload([err], len(err)))
     except BaseException:
         refs.clear()  # (not when a cycle through the traceback is collected)
         raise
@@ -201,12 +208,28 @@ def reply_results(ctx, result, k):
         return reply_value(ctx, None)
     if k == "dynamic":
         return reply_value(ctx, generator_refs(result))
-    result = check_results(result, k)
+    err = None
+    if inspect.isgenerator(result):  # (Ray's: values up to an exception, then the error)
+        values = []
+        try:
+            for v in result:
+                values.append(v)
+                if len(values) > k:
+                    break
+        except Exception as e:
+            if not values or len(values) > k:
+                raise
+            err = _serial.dump_error(e, traceback.format_exc())
+            lib.tr_ctx_failed(ctx)  # (the node's metrics count it as an error)
+        result = values
+    if err is None:
+        result = check_results(result, k)
     data, held = [], []
     for v in result:
         parts, total, refs = _serial.dumps(v)
         held.extend(refs)
         data.append(_serial.join(parts, total))
+    data += [err] * (k - len(data))  # (the refs after the values the generator gave)
     reply_parts(ctx, data, list(dict.fromkeys(held)))
 
 
@@ -422,11 +445,16 @@ def run_task(ctx, args, n):
     pin_thread()
     k = 1
     main = threading.current_thread() is threading.main_thread()
+    saved = None  # runtime_env's env_vars: what os.environ had of them before
     try:
         set_runtime(ctx)
         addr = args or 0
         fn, off = _task_function(ctx, addr, n)
         k, payload = call_payload(ctypes.string_at(addr + off, n - off) if n > off else b"")
+        if isinstance(fn, remote_function.EnvFunction):
+            saved = {name: os.environ.get(name) for name in fn.env}
+            os.environ.update(fn.env)
+            fn = fn.fn
         if main:
             _running_task[0] = ctx
         _runtime.current_call.ctx = ctx
@@ -440,13 +468,18 @@ def run_task(ctx, args, n):
         finally:
             _running_task[0] = None
             _runtime.current_call.ctx = None
-        reply_results(ctx, result, k)
+        reply_results(ctx, result, k)  # (a generator's body runs here: env_vars still set)
     except SystemExit as e:
         exit_worker(e)
     except BaseException as e:
         return reply_error(ctx, e, k)
+    finally:
+        for name, value in (saved or {}).items():  # (the pool's next task: as before)
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     return 0
-
 
 
 def main():

@@ -368,7 +368,7 @@ class ActorClass:
         parts, total, _ = _serial.dumps((self._cls, a, kw, extra) if extra else
                                         (self._cls, a, kw))
         payload = _serial.join(parts, total)
-        env = dict((o.get("runtime_env") or {}).get("env_vars") or {})
+        env = {**_runtime.job_env_vars(), **((o.get("runtime_env") or {}).get("env_vars") or {})}
         if env:  # set in the worker before the class is unpickled (its module imported)
             parts, total, _ = _serial.dumps((ENV, env, payload))
             payload = _serial.join(parts, total)
@@ -745,6 +745,15 @@ class RuntimeContext:
         """Whether the task or method running on this thread was canceled (troupe.cancel):
         a method of a sync actor is not interrupted (Ray's rule) and may poll this."""
         return _runtime.current_call_canceled()
+
+    is_canceled = was_current_task_cancelled  # (Ray's newer name)
+
+    # Ray's properties of the same ids
+    job_id = property(lambda self: self.get_job_id())
+    node_id = property(lambda self: self.get_node_id())
+    worker_id = property(lambda self: self.get_worker_id())
+    actor_id = property(lambda self: self.get_actor_id())
+    task_id = property(lambda self: self.get_task_id())
 
     def was_current_actor_reconstructed(self):
         det = self._details()

@@ -134,11 +134,14 @@ class OwnerDiedError(ObjectLostError):
         super().__init__(message, code)
 
 
-class TaskCancelledError(TroupeError):
-    """The task or call was canceled (troupe.cancel) before its result was in."""
+class TaskCancelledError(TaskError):
+    """The task or call was canceled (troupe.cancel) before its result was in. A TaskError
+    too, as Ray raises a RayTaskError for an async method canceled while it ran (its
+    documented ``except ray.exceptions.RayTaskError``)."""
 
     def __init__(self, message="", code="TR_ECANCELED"):
-        super().__init__(message, code)
+        self.function_name, self.traceback_str, self.cause = "", "", None
+        TroupeError.__init__(self, message, code)
 
 
 class CollectiveError(TroupeError, RuntimeError):

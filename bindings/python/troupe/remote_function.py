@@ -34,12 +34,13 @@ FN_INLINE_MAX = 4 << 10          # larger pickled functions go through the store
 
 # Ray's task options: honoured
 _TASK_OPTIONS = {"num_cpus", "num_gpus", "resources", "max_retries", "num_returns", "name",
-                 "placement_group", "placement_group_bundle_index", "retry_exceptions"}
+                 "placement_group", "placement_group_bundle_index", "retry_exceptions",
+                 "runtime_env"}
 DEFAULT_MAX_RETRIES = 3  # Ray's max_retries of a task (tr_task_options_init's too)
 # Ray's, taken so that its code runs, but not done: a warning once when one is given a
 # value other than Ray's defaults (listed)
 _IGNORED_OPTIONS = {"scheduling_strategy": (None, "DEFAULT"),
-                    "memory": (None, 0), "accelerator_type": (None,), "runtime_env": (None,),
+                    "memory": (None, 0), "accelerator_type": (None,),
                     "placement_group_capture_child_tasks": (None, False),
                     "max_calls": (0, None), "enable_task_events": (None, True),
                     "_metadata": (None,), "label_selector": (None,), "_labels": (None,),
@@ -93,6 +94,19 @@ def retries_exception(on, e):
     return bool(on) and isinstance(e, tuple(on))
 
 
+class EnvFunction:
+    """A task's function with runtime_env env_vars (Ray's; troupe.init's too): the worker
+    sets them in os.environ while it runs (and puts back what was there after: its pool
+    runs other tasks next). Pickled in its place."""
+    __slots__ = ("fn", "env")
+
+    def __init__(self, fn, env):
+        self.fn, self.env = fn, env
+
+    def __reduce__(self):
+        return (EnvFunction, (self.fn, self.env))
+
+
 class RetryingFunction:
     """A task's function with retry_exceptions (Ray's): the worker runs it again, on
     freshly decoded arguments, up to retries more times (-1: without end) while it raises
@@ -117,6 +131,8 @@ def check_options(options, stacklevel):
     _runtime.check_num_returns(options.get("num_returns", 1), "a remote function's options")
     if "retry_exceptions" in options:
         check_retry_exceptions(options["retry_exceptions"], "a remote function's options")
+    _runtime.env_vars(options.get("runtime_env"), "a remote function's options",
+                      stacklevel + 1)
     ignored = [k for k in set(options) & set(_IGNORED_OPTIONS)
                if not any(options[k] is d or options[k] == d for d in _IGNORED_OPTIONS[k])
                and not (k == "scheduling_strategy" and _placement.check_strategy(options, ""))]
@@ -251,11 +267,16 @@ class RemoteFunction:
         retries = DEFAULT_MAX_RETRIES if retries is None else retries
         key = ("pickled", tuple(on) if isinstance(on, (list, tuple)) else on, retries) \
             if on and retries else "pickled"
+        env = {**_runtime.job_env_vars(), **_runtime.env_vars(o.get("runtime_env"), "")}
+        if env:
+            key = (key, tuple(sorted(env.items())))
         pk = self._shared.get(key)
         if pk is None:
             fn = self._function
-            if key != "pickled":  # (the worker retries it: its own digest)
+            if on and retries:  # (the worker retries it: its own digest)
                 fn = RetryingFunction(fn, retries, True if on is True else tuple(on))
+            if env:
+                fn = EnvFunction(fn, env)
             pk = self._shared[key] = _Pickled(fn)
         p = _Prepared()
         p.rt = rt
