@@ -39,6 +39,7 @@ LAYERS = [
     "troupe.dag",
     "troupe.remote_function",
     "troupe.actor",
+    "troupe.util.queue",
     "troupe.experimental",
     "troupe.experimental.collective",
     "troupe._worker",
