@@ -162,6 +162,22 @@ def test_runtime_env_env_vars():
     assert os.environ.get("TROUPE_J_VAR") is None  # (not the driver's)
 
 
+def test_node_affinity():
+    from troupe.util.scheduling_strategies import NodeAffinitySchedulingStrategy as Affinity
+    here = ray.get_runtime_context().node_id
+    on_here = env_of.options(scheduling_strategy=Affinity(here, soft=False))
+    assert ray.get(on_here.remote("HOME")) == os.environ.get("HOME")
+    assert ray.get(EnvReader.options(scheduling_strategy=Affinity(here, soft=False))
+                   .remote().get.remote("HOME")) == os.environ.get("HOME")
+    gone = "ab" * 28  # (no node has it)
+    assert ray.get(env_of.options(scheduling_strategy=Affinity(gone, soft=True))
+                   .remote("HOME")) == os.environ.get("HOME")
+    with pytest.raises(ValueError, match="no live node"):
+        env_of.options(scheduling_strategy=Affinity(gone, soft=False)).remote("HOME")
+    with pytest.raises(ValueError, match="no live node"):
+        EnvReader.options(scheduling_strategy=Affinity(gone, soft=False)).remote()
+
+
 # ------------------------------------------------------------------ nested tasks
 
 @ray.remote

@@ -38,6 +38,53 @@ class PlacementGroupSchedulingStrategy:
                 f"{self.placement_group_bundle_index})")
 
 
+class NodeAffinitySchedulingStrategy:
+    """Runs an actor or a task on the node of node_id (Ray's ray.util.scheduling_strategies
+    class; ids as get_runtime_context().get_node_id() and nodes() give them): there only
+    (soft=False: a node that is not alive is an error), or there if it is alive (soft=True,
+    else where troupe would place it)."""
+
+    def __init__(self, node_id, soft, _spill_on_unavailable=False,
+                 _fail_on_unavailable=False):
+        if not isinstance(node_id, str):
+            node_id = node_id.hex() if hasattr(node_id, "hex") else str(node_id)
+        self.node_id = node_id
+        self.soft = soft
+        self._spill_on_unavailable = _spill_on_unavailable
+        self._fail_on_unavailable = _fail_on_unavailable
+
+    def __repr__(self):
+        return f"NodeAffinitySchedulingStrategy({self.node_id!r}, soft={self.soft})"
+
+
+_node_resolver = [None]  # actor's: node id -> (it is this node, its "node:<IP>" or None)
+
+
+def set_node_resolver(fn):
+    """fn(node_id) -> (local, resource): whether the node of node_id is this process's
+    node, and the resource only that node has ("node:<IP>", in a cluster; None if no live
+    node has that id). Set by the layer that reads the node's status (actor)."""
+    _node_resolver[0] = fn
+
+
+def affinity_resources(options, what):
+    """The resources that pin an actor or a task to the node its options'
+    NodeAffinitySchedulingStrategy names ({} for another strategy, this node, or a soft
+    affinity to a node that is not alive); ValueError for a hard one to such a node."""
+    ss = options.get("scheduling_strategy")
+    if not isinstance(ss, NodeAffinitySchedulingStrategy) or _node_resolver[0] is None:
+        return {}
+    local, resource = _node_resolver[0](ss.node_id)
+    if local:
+        return {}
+    if resource is None:
+        if ss.soft:
+            return {}
+        raise ValueError(f"{what}: NodeAffinitySchedulingStrategy(soft=False): no live node "
+                         f"has the id {ss.node_id}")
+    return {resource: 0.001}
+
+
 class PlacementGroupID:
     """A group's id (Ray's PlacementGroupID): ``hex()``, ``binary()``."""
 
@@ -229,7 +276,9 @@ def apply_options(options, opts, what):
 
 
 def check_strategy(options, what):
-    """Whether options' scheduling strategy is one troupe does: None, "DEFAULT", or a
-    PlacementGroupSchedulingStrategy (True); False for another (the caller warns)."""
+    """Whether options' scheduling strategy is one troupe does: None, "DEFAULT", a
+    PlacementGroupSchedulingStrategy or a NodeAffinitySchedulingStrategy (True); False for
+    another (the caller warns)."""
     ss = options.get("scheduling_strategy")
-    return ss is None or ss == "DEFAULT" or isinstance(ss, PlacementGroupSchedulingStrategy)
+    return ss is None or ss == "DEFAULT" or isinstance(
+        ss, (PlacementGroupSchedulingStrategy, NodeAffinitySchedulingStrategy))

@@ -329,7 +329,8 @@ class ActorClass:
         lib.tr_actor_options_init(byref(opts))
         opts.num_cpus = float(o.get("num_cpus") or 0)
         opts.num_gpus = float(o.get("num_gpus") or 0)
-        res = o.get("resources") or {}
+        res = {**(o.get("resources") or {}),
+               **_placement.affinity_resources(o, f"actor {self._cls.__name__}")}
         keep = []
         if res:
             arr = (_ffi.Resource * len(res))()
@@ -698,6 +699,20 @@ def nodes():
 def _node_id(st):
     cl = st.get("cluster") or {}
     return _hex_id(str(cl.get("id") or st.get("address", "")), 28)
+
+
+def _node_of(node_id):
+    """(whether node_id is this node's, the resource only its node has: "node:<IP>", or
+    None where no live node has that id): _placement's NodeAffinitySchedulingStrategy."""
+    if node_id == _node_id(_node_status()):
+        return True, None
+    for n in nodes():
+        if n["NodeID"] == node_id and n["Alive"]:
+            return False, "node:" + n["NodeManagerAddress"]
+    return False, None
+
+
+_placement.set_node_resolver(_node_of)
 
 
 class RuntimeContext:

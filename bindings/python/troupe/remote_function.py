@@ -298,6 +298,7 @@ class RemoteFunction:
             opts.max_retries = int(o["max_retries"])
         _placement.apply_options(o, opts, f"remote function {self._function_name}")
         res = {k: v for k, v in (o.get("resources") or {}).items() if v > 0}
+        res.update(_placement.affinity_resources(o, f"remote function {self._function_name}"))
         p.keep = []
         if res:
             arr = (_ffi.Resource * len(res))()
