@@ -67,6 +67,39 @@ def test_uncompiled_graph_runs_as_calls(ray):
     compiled.teardown()
 
 
+@troupe.remote
+class Tally:
+    def __init__(self, start):
+        self.total = start
+
+    def add(self, x):
+        self.total += x
+        return self.total
+
+    def get(self):
+        return self.total
+
+
+def test_class_nodes_create_their_actor_and_chain_its_calls(ray):
+    # Cls.bind(...) (Ray's ClassNode): an execution creates the actor; the methods bound
+    # on it run in the order bound, each after the one before, read by an output or not
+    t, u = Tally.bind(10), Tally.bind(100)
+    first = t.get.bind()
+    t.add.bind(2)  # (no output reads these two: they run all the same, before the next)
+    t.add.bind(4)
+    u.add.bind(6)
+    with InputNode() as inp:
+        dag = MultiOutputNode([first, t.get.bind(), u.get.bind(), u.add.bind(inp["x"])])
+    assert ray.get(dag.execute({"x": 1})) == [10, 16, 106, 107]  # (x: the value's item)
+    assert ray.get(dag.execute({"x": 5})) == [10, 16, 106, 111]  # (a new actor each time)
+    assert ray.get(Tally.bind(Tally.bind(1).add.bind(2)).get.bind().execute()) == 3
+    from troupe.dag.input_node import InputNode as Inp  # (Ray's import paths)
+    from troupe.dag.output_node import MultiOutputNode as Multi
+    assert Inp is InputNode and Multi is MultiOutputNode
+    with pytest.raises(TypeError, match="already made"):
+        t.get.bind().experimental_compile()
+
+
 def _declared_and_edges(text):
     declared = set(re.findall(r"^\s*(\w+) \[", text, re.M))
     ends = {n for m in re.finditer(r"^\s*(\w+) -> (\w+)", text, re.M) for n in m.groups()}

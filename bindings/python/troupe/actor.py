@@ -12,7 +12,7 @@ from . import _errors, _ffi, _placement, _runtime, _serial, remote_function
 from ._errors import check
 from ._ffi import ActorId, Ref, byref, lib
 from ._runtime import runtime
-from .dag import ClassMethodNode, ClassMethodOutputNode
+from .dag import ClassMethodNode, ClassMethodOutputNode, ClassNode
 from .exceptions import ActorExit
 
 PY_CLASS = b"troupe.py"      # the one C class every Python actor is (its dispatch runs
@@ -384,8 +384,9 @@ class ActorClass:
         return handle
 
     def bind(self, *args, **kwargs):
-        raise TypeError("binding an actor class in a graph is not supported: create the "
-                        "actor, then bind its methods")
+        """The class bound in a graph (Ray's): a dag.ClassNode, whose classic execution
+        creates the actor; its methods bind on it (``node.method.bind(...)``)."""
+        return ClassNode(self, args, kwargs)
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"actor class {self.__name__} cannot be instantiated directly: use "

@@ -16,8 +16,10 @@ import ctypes
 import itertools
 import os
 import re
+import sys
 import threading
 import time
+import types
 import uuid
 import weakref
 
@@ -94,7 +96,41 @@ class InputAttributeNode(DAGNode):
         _feeds(self, [inp])
 
 
+class ClassNode(DAGNode):
+    """An actor class bound with its constructor's arguments (Ray's ``Cls.bind(...)``): a
+    classic execution creates the actor (once per execution), and the methods bound on
+    this node (``node.method.bind(...)``) run on it in the order they were bound, each
+    after the one bound before it, as Ray chains them, whether the graph's outputs read
+    them or not. A compiled graph takes methods of actors already made."""
+
+    def __init__(self, cls, args, kwargs):
+        self._cls = cls
+        self._args = tuple(args)
+        self._kwargs = dict(kwargs)
+        self._last_call = None  # the method node bound on it last
+        _feeds(self, self._args + tuple(self._kwargs.values()))
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return _BoundClassMethod(self, name)
+
+
+class _BoundClassMethod:
+    def __init__(self, node, name):
+        self._node, self._name = node, name
+
+    def bind(self, *args, **kwargs):
+        n = ClassMethodNode(None, self._name, args, kwargs)
+        n._class_node, n._prev = self._node, self._node._last_call
+        self._node._last_call = n
+        return n
+
+
 class ClassMethodNode(DAGNode):
+    _class_node = None  # bound on a ClassNode (its _handle None): that node's actor
+    _prev = None        # ...after the method node bound on it before this one
+
     def __init__(self, handle, method, args, kwargs, num_returns=1):
         self._handle = handle
         self._method = method
@@ -194,15 +230,32 @@ def _run_classic(node, args, kwargs, made):
         try:
             v = args[node._key] if isinstance(node._key, int) else kwargs[node._key]
         except (IndexError, KeyError):
-            raise TypeError(f"execute(): the graph reads input {node._key!r}, which this "
-                            f"execution lacks") from None
+            try:  # (Ray's: execute(value) alone: inp["k"] / inp.k read value's item "k")
+                if len(args) != 1 or kwargs:
+                    raise LookupError
+                v = args[0][node._key] if hasattr(args[0], "__getitem__") else \
+                    getattr(args[0], node._key)
+            except (LookupError, TypeError, AttributeError):
+                raise TypeError(f"execute(): the graph reads input {node._key!r}, which "
+                                f"this execution lacks") from None
+    elif isinstance(node, ClassNode):  # (a constructor takes values, not refs)
+        a = tuple(_value(_run_classic(x, args, kwargs, made)) if isinstance(x, DAGNode)
+                  else x for x in node._args)
+        kw = {k: _value(_run_classic(x, args, kwargs, made)) if isinstance(x, DAGNode) else x
+              for k, x in node._kwargs.items()}
+        v = node._cls.remote(*a, **kw)
     elif isinstance(node, ClassMethodNode):
+        handle = node._handle
+        if node._class_node is not None:  # (its actor, and the calls bound on it before)
+            handle = _run_classic(node._class_node, args, kwargs, made)
+            if node._prev is not None:
+                _run_classic(node._prev, args, kwargs, made)
         a = tuple(_run_classic(x, args, kwargs, made) if isinstance(x, DAGNode) else x
                   for x in node._args)
         kw = {k: _run_classic(x, args, kwargs, made) if isinstance(x, DAGNode) else x
               for k, x in node._kwargs.items()}
-        v = _runtime.call(node._handle._id, node._method, a, kw,
-                          f"calling {node._handle._class_name}.{node._method}",
+        v = _runtime.call(handle._id, node._method, a, kw,
+                          f"calling {handle._class_name}.{node._method}",
                           node._num_returns)
     elif isinstance(node, FunctionNode):
         a = tuple(_run_classic(x, args, kwargs, made) if isinstance(x, DAGNode) else x
@@ -219,6 +272,11 @@ def _run_classic(node, args, kwargs, made):
                         f"experimental_compile()")
     made[id(node)] = v
     return v
+
+
+def _value(v):
+    """A node's value as a constructor takes it: an ObjectRef's got."""
+    return _runtime.get(v) if isinstance(v, _runtime.ObjectRef) else v
 
 
 def _nested_nodes(x, seen):
@@ -329,6 +387,10 @@ def _label(node):
         return f"allreduce (output {node._i})"
     if isinstance(node, FunctionNode):
         return node._function._function_name.rsplit(".", 1)[-1]
+    if isinstance(node, ClassNode):
+        return f"{getattr(node._cls, '__name__', 'Actor')}()"
+    if node._handle is None:
+        return f"{getattr(node._class_node._cls, '__name__', 'Actor')}.{node._method}"
     return f"{node._handle._class_name}.{node._method}"
 
 
@@ -532,6 +594,9 @@ class CompiledDAG:
         step = self._step_of(node)
         self._labels[step] = _label(node)
         raw = self._raw.get(id(node))
+        if node._handle is None:
+            raise TypeError(f"{_label(node)}: a compiled graph binds methods of actors "
+                            f"already made (Cls.remote()), not of a Cls.bind() node")
         what = f"binding {node._handle._class_name}.{node._method}"
         spec = (step, node._method, args, kwargs, raw.str if raw else None)
         if node._num_returns > 1:  # (its values go on as one tuple: the worker checks k)
@@ -835,3 +900,18 @@ class CompiledDAGRef(_runtime.GettableRef):
 def _teardown_all():
     for g in list(_live):
         g.teardown()
+
+
+def _alias(name, **names):
+    """Ray's import paths of these classes (``from ray.dag.input_node import InputNode``,
+    ``ray.dag.output_node``): modules of their own in sys.modules, holding this one's."""
+    mod = types.ModuleType(f"{__name__}.{name}", f"Ray's ray.dag.{name}: troupe.dag's names")
+    mod.__dict__.update(names)
+    sys.modules[mod.__name__] = mod
+    globals()[name] = mod
+
+
+_alias("input_node", InputNode=InputNode, InputAttributeNode=InputAttributeNode)
+_alias("output_node", MultiOutputNode=MultiOutputNode)
+_alias("class_node", ClassNode=ClassNode, ClassMethodNode=ClassMethodNode)
+_alias("function_node", FunctionNode=FunctionNode)
