@@ -312,6 +312,13 @@ def test_cloudpickle_keeps_a_ref_pickled_out_of_band(ray, tmp_path):
     assert ray.object_store_stats()["n_objects"] == base  # freed: nothing left behind
     with pytest.raises(TypeError, match="ObjectRef"):
         ray._private.internal_api.free("not a ref")
+    assert "n_objects" in ray._private.internal_api.memory_summary()
+    # pickled with plain pickle, nothing held it: gone, Ray's ObjectLostError
+    import pickle
+    lost = pickle.dumps(ray.put(b"y" * 200000))
+    gc.collect()
+    with pytest.raises(ray.exceptions.ObjectLostError):
+        ray.get(pickle.loads(lost), timeout=5)
 
 
 # ------------------------------------------------------------------ exit_actor

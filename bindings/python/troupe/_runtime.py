@@ -15,7 +15,7 @@ import weakref
 from . import _errors, _ffi, _serial
 from ._errors import check
 from ._ffi import Ref, byref, c_size_t, c_void_p, lib
-from .exceptions import GetTimeoutError, TroupeError
+from .exceptions import GetTimeoutError, ObjectLostError, TroupeError
 
 _rt = None          # tr_runtime* (c_void_p) of this process: the driver's, or a worker's
 _in_worker = False  # this process runs an actor
@@ -558,7 +558,12 @@ def get_one(ref, deadline, what="get"):
         return _decode(data.value or 0, n.value, ref, what)
     if rc == _errors.ETIMEDOUT:
         raise GetTimeoutError(f"troupe.get: {ref} not ready within the timeout")
-    check(rc, f"{ref} (released?)" if rc == _errors.ESTALE else what)
+    # (an object no holder kept, freed: Ray's ObjectLostError, its code still the C one)
+    check(rc, f"{ref} (released?)" if rc == _errors.ESTALE else what,
+          ObjectLostError if rc == _ENOTFOUND else None)
+
+
+_ENOTFOUND = _ffi.STATUS["TR_ENOTFOUND"]
 
 
 def get(refs, *, timeout=None):

@@ -15,3 +15,14 @@ def free(object_refs, local_only=False):
         raise TypeError("free() takes an ObjectRef or a list of them, got "
                         f"{type(object_refs).__name__}")
     cloudpickle.unpin(object_refs)
+
+
+def memory_summary(address=None, group_by="NODE_ADDRESS", sort_by="OBJECT_SIZE", units="B",
+                   line_wrap=True, stats_only=False, num_entries=None):
+    """The node's object store as text (Ray's memory_summary; troupe's are the store's
+    counters, object_store_stats: objects, bytes, pins, spills). The arguments are taken
+    as Ray's and change nothing."""
+    stats = _runtime.object_store_stats()
+    width = max(len(k) for k in stats)
+    return "\n".join(["--- Object store (troupe.object_store_stats) ---"] +
+                     [f"{k.ljust(width)}  {v}" for k, v in stats.items()])
