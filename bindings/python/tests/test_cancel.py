@@ -51,6 +51,14 @@ def test_cancel_a_running_task_with_force():
     assert ray.get(quick.remote(3)) == 3  # the pool goes on
 
 
+def test_a_cancel_as_another_calls_cause_is_still_a_task_cancelled_error():
+    # (a TaskError whose cause is one: derived from the cause's class alone, whose own
+    # bases include TaskError; both together have no method order)
+    err = ray.exceptions.TaskError("f", "tb", ray.exceptions.TaskCancelledError("gone"))
+    got = err.as_instanceof_cause()
+    assert isinstance(got, ray.exceptions.TaskCancelledError) and got.traceback_str == "tb"
+
+
 @ray.remote(num_cpus=2)  # (the node's every CPU: the next task can only run after it)
 def interruptible(marker):
     with open(marker, "w") as fh:

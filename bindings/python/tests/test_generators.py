@@ -196,6 +196,10 @@ def test_dynamic_generators(ray):
     # a static num_returns takes a generator's values: those before an exception are
     # the first refs', the exception the others'
     assert ray.get(count.options(num_returns=2).remote(2)) == [0, 1]
+    exact = fails_after.options(num_returns=2).remote(2)  # (no ref left: every ref's)
+    for one in exact:
+        with pytest.raises(ValueError, match="after 2"):
+            ray.get(one)
     r = fails_after.options(num_returns=4).remote(2)
     assert ray.get(r[:2]) == [0, 1]
     for late in r[2:]:
@@ -203,7 +207,7 @@ def test_dynamic_generators(ray):
             ray.get(late)
     with pytest.raises(ValueError, match="returned 3 objects"):  # (more than asked)
         ray.get(count.options(num_returns=2).remote(3)[0])
-    del ref, dyn, errs, r, late
+    del ref, dyn, errs, r, late, exact, one
     assert store_empties()
 
 

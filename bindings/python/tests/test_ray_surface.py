@@ -90,7 +90,10 @@ def test_class_nodes_create_their_actor_and_chain_its_calls(ray):
     u.add.bind(6)
     with InputNode() as inp:
         dag = MultiOutputNode([first, t.get.bind(), u.get.bind(), u.add.bind(inp["x"])])
+        by_attr = Tally.bind(0).add.bind(inp.x)
     assert ray.get(dag.execute({"x": 1})) == [10, 16, 106, 107]  # (x: the value's item)
+    import collections
+    assert ray.get(by_attr.execute(collections.namedtuple("P", "x y")(3, 4))) == 3
     assert ray.get(dag.execute({"x": 5})) == [10, 16, 106, 111]  # (a new actor each time)
     assert ray.get(Tally.bind(Tally.bind(1).add.bind(2)).get.bind().execute()) == 3
     from troupe.dag.input_node import InputNode as Inp  # (Ray's import paths)
@@ -262,8 +265,15 @@ class Exiting:
     def pid(self):
         return os.getpid()
 
+    async def exit_async(self):
+        sys.exit(2)
+
 
 def test_sys_exit_in_a_method_ends_the_process_as_a_crash(ray, tmp_path):
+    # (in a coroutine on the worker's loop too: no hang, the process ends)
+    c = Exiting.options(max_restarts=0).remote(str(tmp_path / "c"), 0)
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(c.exit_async.remote(), timeout=30)
     # Ray's actor_checkpointing: the actor restarts (max_restarts) and the call that was
     # in flight goes again (max_task_retries) to the new process
     a = Exiting.remote(str(tmp_path / "a"), 1)

@@ -160,6 +160,18 @@ def test_runtime_env_env_vars():
     assert ray.get(with_env.remote("TROUPE_T_VAR")) == "task"  # (the task's own wins)
     assert ray.get(EnvReader.remote().get.remote("TROUPE_J_VAR")) == "job"
     assert os.environ.get("TROUPE_J_VAR") is None  # (not the driver's)
+    # inherited by the tasks a task starts (Ray's rule)
+    assert ray.get(env_of_child.options(runtime_env={"env_vars": {"TROUPE_C_VAR": "p"}})
+                   .remote("TROUPE_C_VAR")) == ["p", "job"]
+    # the next runtime has its own job env (none here)
+    ray.shutdown()
+    ray.init()
+    assert ray.get(env_of.remote("TROUPE_J_VAR")) is None
+
+
+@ray.remote
+def env_of_child(name):
+    return [ray.get(env_of.remote(name)), ray.get(env_of.remote("TROUPE_J_VAR"))]
 
 
 def test_node_affinity():

@@ -41,8 +41,8 @@ class PlacementGroupSchedulingStrategy:
 class NodeAffinitySchedulingStrategy:
     """Runs an actor or a task on the node of node_id (Ray's ray.util.scheduling_strategies
     class; ids as get_runtime_context().get_node_id() and nodes() give them): there only
-    (soft=False: a node that is not alive is an error), or there if it is alive (soft=True,
-    else where troupe would place it)."""
+    (soft=False: a node that is not alive is an error); soft=True: where troupe places
+    it (this node first), never waiting for that node."""
 
     def __init__(self, node_id, soft, _spill_on_unavailable=False,
                  _fail_on_unavailable=False):
@@ -74,12 +74,12 @@ def affinity_resources(options, what):
     ss = options.get("scheduling_strategy")
     if not isinstance(ss, NodeAffinitySchedulingStrategy) or _node_resolver[0] is None:
         return {}
+    if ss.soft:  # (there if it can be: troupe places it itself, this node first)
+        return {}
     local, resource = _node_resolver[0](ss.node_id)
     if local:
         return {}
     if resource is None:
-        if ss.soft:
-            return {}
         raise ValueError(f"{what}: NodeAffinitySchedulingStrategy(soft=False): no live node "
                          f"has the id {ss.node_id}")
     return {resource: 0.001}

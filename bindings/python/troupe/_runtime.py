@@ -94,8 +94,17 @@ def env_vars(runtime_env, where, stacklevel=1):
 
 def job_env_vars():
     """The env_vars of troupe.init's runtime_env: set for every task and actor (a task's
-    or actor's own runtime_env adds to them)."""
+    or actor's own runtime_env adds to them). In a worker: those of the task or actor it
+    runs, which the tasks and actors it starts inherit (Ray's rule)."""
     return dict(_job_env)
+
+
+def inherit_env(env):
+    """The worker's: env (a dict) is what the task or actor it runs now was given, for
+    the tasks and actors it starts (job_env_vars); returns what it was, to put back."""
+    global _job_env
+    prev, _job_env = _job_env, dict(env)
+    return prev
 
 
 def node_address():
@@ -177,13 +186,13 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
     env = unsupported.pop("runtime_env", None)
     if unsupported:  # Ray's (namespace, ...)
         _errors.ignored("troupe.init", unsupported, stacklevel=2)
-    if env is not None and not _in_worker:  # the job's: every task and actor gets its vars
-        _job_env = env_vars(env, "troupe.init", stacklevel=2)
+    job_env = env_vars(env, "troupe.init", stacklevel=2)
     with _lock:
         if _rt is not None:
             if ignore_reinit_error or _in_worker:
                 return None if _in_worker else _context()
             raise RuntimeError("troupe.init() was called already (ignore_reinit_error=True)")
+        _job_env = job_env  # the job's: every task's and actor's (this runtime's only)
         cfg = c_void_p()
         check(lib.tr_config_create(byref(cfg)), "tr_config_create")
         try:
@@ -245,11 +254,12 @@ def shutdown():
     from the store stay readable: while any lives, the store stays mapped (the runtime's
     end waits for the last of them, or for the process's exit). troupe.init may start a
     new runtime meanwhile: the old one ends when its last array goes."""
-    global _rt
+    global _rt, _job_env
     with _lock:
         if _rt is None or _in_worker:
             return
         rt, _rt = _rt, None
+        _job_env = {}
         failed = None
         for fn in list(_shutdown_hooks):
             try:

@@ -151,7 +151,7 @@ def stream_items(ctx, result):
         async def each():
             async for item in result:
                 yield_item(ctx, item)
-        asyncio.run_coroutine_threadsafe(each(), event_loop()).result()
+        loop_result(loop_future(each()))
     elif inspect.isgenerator(result) or isinstance(result, collections.abc.Iterator):
         for item in result:
             yield_item(ctx, item)
@@ -171,7 +171,7 @@ def generator_refs(result):
             async def collect():
                 async for item in result:
                     refs.append(_runtime.put(item))
-            asyncio.run_coroutine_threadsafe(collect(), event_loop()).result()
+            loop_result(loop_future(collect()))
         elif inspect.isgenerator(result) or isinstance(result, collections.abc.Iterator):
             for item in result:
                 refs.append(_runtime.put(item))
@@ -215,9 +215,10 @@ def reply_results(ctx, result, k):
             for v in result:
                 values.append(v)
                 if len(values) > k:
+                    result.close()  # (its finally runs now, env_vars still set)
                     break
         except Exception as e:
-            if not values or len(values) > k:
+            if not values or len(values) >= k:  # (no ref left for it: every ref's)
                 raise
             err = _serial.dump_error(e, traceback.format_exc())
             lib.tr_ctx_failed(ctx)  # (the node's metrics count it as an error)
@@ -319,6 +320,36 @@ def _watch_cancels():
     event_loop().call_later(_CANCEL_POLL_S, _watch_cancels)
 
 
+class _LoopExit(Exception):
+    """A SystemExit (exit_actor's ActorExit, sys.exit) raised in a coroutine on the
+    worker's loop, carried to the thread that waits for it (asyncio would end the loop's
+    thread with it, and every later coroutine would wait forever)."""
+
+    def __init__(self, exc):
+        super().__init__(exc)
+        self.exc = exc
+
+
+async def _guarded(aw):
+    try:
+        return await aw
+    except SystemExit as e:
+        raise _LoopExit(e) from None
+
+
+def loop_future(aw):
+    """The future of aw run on the worker's loop (its SystemExit carried: loop_result)."""
+    return asyncio.run_coroutine_threadsafe(_guarded(aw), event_loop())
+
+
+def loop_result(fut):
+    """fut's result, a SystemExit in its coroutine raised here, as in a sync method."""
+    try:
+        return fut.result()
+    except _LoopExit as x:
+        raise x.exc from None
+
+
 def _await(ctx, fut):
     """The result of a call's coroutine (fut), canceled where its caller cancels it."""
     with _awaited_lock:
@@ -327,7 +358,7 @@ def _await(ctx, fut):
             _state["watching"] = True
             event_loop().call_soon_threadsafe(_watch_cancels)
     try:
-        return fut.result()
+        return loop_result(fut)
     except concurrent.futures.CancelledError:
         raise asyncio.CancelledError("the call was canceled (troupe.cancel)") from None
     finally:
@@ -342,13 +373,13 @@ def run(result):
     ctx = getattr(_starting, "ctx", None)
     fut = None
     if type(result) is _COROUTINE:
-        fut = asyncio.run_coroutine_threadsafe(result, event_loop())
+        fut = loop_future(result)
     if ctx is not None:
         _starting.ctx = None
         lib.tr_ctx_started(ctx)
         if fut is not None:
             return _await(ctx, fut)
-    return fut.result() if fut is not None else result
+    return loop_result(fut) if fut is not None else result
 
 
 _pinned = set()
@@ -446,6 +477,7 @@ def run_task(ctx, args, n):
     k = 1
     main = threading.current_thread() is threading.main_thread()
     saved = None  # runtime_env's env_vars: what os.environ had of them before
+    inherited = None  # ...and what this worker's tasks and actors inherited before
     try:
         set_runtime(ctx)
         addr = args or 0
@@ -454,6 +486,7 @@ def run_task(ctx, args, n):
         if isinstance(fn, remote_function.EnvFunction):
             saved = {name: os.environ.get(name) for name in fn.env}
             os.environ.update(fn.env)
+            inherited = _runtime.inherit_env(fn.env)  # (its child tasks and actors')
             fn = fn.fn
         if main:
             _running_task[0] = ctx
@@ -474,6 +507,8 @@ def run_task(ctx, args, n):
     except BaseException as e:
         return reply_error(ctx, e, k)
     finally:
+        if inherited is not None:
+            _runtime.inherit_env(inherited)
         for name, value in (saved or {}).items():  # (the pool's next task: as before)
             if value is None:
                 os.environ.pop(name, None)
@@ -521,6 +556,7 @@ def main():
             payload = _serial.loads(memoryview(ctypes.string_at(args, n)))
             if payload[0] == ENV:  # (runtime_env's env_vars: before the class's module)
                 os.environ.update(payload[1])
+                _runtime.inherit_env(payload[1])  # (its child tasks and actors')
                 payload = _serial.loads(memoryview(payload[2]))
             cls, a, kw = payload[:3]
             extra = payload[3] if len(payload) > 3 else {}

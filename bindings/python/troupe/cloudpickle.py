@@ -6,10 +6,17 @@ unpickles the bytes later can get its value. The hold lasts until
 import pickle
 import threading
 
-from . import _serial
+from . import _runtime, _serial
 
 _pinned = {}  # ref id bytes -> the ObjectRef kept (its hold)
 _lock = threading.Lock()
+
+
+@_runtime.on_shutdown
+def _let_go():
+    """The runtime ends: its refs with it."""
+    with _lock:
+        _pinned.clear()
 
 
 def dumps(obj, protocol=None, buffer_callback=None):

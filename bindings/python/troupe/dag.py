@@ -86,13 +86,14 @@ class InputNode(DAGNode):
     def __getattr__(self, key):
         if key.startswith("_"):
             raise AttributeError(key)
-        return InputAttributeNode(self, key)
+        return InputAttributeNode(self, key, by_attr=True)
 
 
 class InputAttributeNode(DAGNode):
-    def __init__(self, inp, key):
+    def __init__(self, inp, key, by_attr=False):
         self._input = inp
         self._key = key
+        self._by_attr = by_attr  # inp.key, not inp[key] (execute(value) alone: getattr)
         _feeds(self, [inp])
 
 
@@ -233,8 +234,7 @@ def _run_classic(node, args, kwargs, made):
             try:  # (Ray's: execute(value) alone: inp["k"] / inp.k read value's item "k")
                 if len(args) != 1 or kwargs:
                     raise LookupError
-                v = args[0][node._key] if hasattr(args[0], "__getitem__") else \
-                    getattr(args[0], node._key)
+                v = getattr(args[0], node._key) if node._by_attr else args[0][node._key]
             except (LookupError, TypeError, AttributeError):
                 raise TypeError(f"execute(): the graph reads input {node._key!r}, which "
                                 f"this execution lacks") from None

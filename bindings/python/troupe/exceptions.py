@@ -69,7 +69,9 @@ def _derived(cause_cls):
     cls = _derived_cache.get(cause_cls)
     if cls is None:
         name = f"TaskError({cause_cls.__name__})"
-        cls = type(name, (TaskError, cause_cls), {
+        # (a cause that is a TaskError already, TaskCancelledError: derived from it alone)
+        bases = (cause_cls,) if issubclass(cause_cls, TaskError) else (TaskError, cause_cls)
+        cls = type(name, bases, {
             "__init__": lambda self, *a, **k: None,
             "__str__": TaskError.__str__,
             "__reduce__": lambda self: (TaskError, (self.function_name, self.traceback_str,

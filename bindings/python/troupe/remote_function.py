@@ -267,7 +267,8 @@ class RemoteFunction:
         retries = DEFAULT_MAX_RETRIES if retries is None else retries
         key = ("pickled", tuple(on) if isinstance(on, (list, tuple)) else on, retries) \
             if on and retries else "pickled"
-        env = {**_runtime.job_env_vars(), **_runtime.env_vars(o.get("runtime_env"), "")}
+        env = {**_runtime.job_env_vars(),
+               **_runtime.env_vars(o.get("runtime_env"), "a remote function's options")}
         if env:
             key = (key, tuple(sorted(env.items())))
         pk = self._shared.get(key)
