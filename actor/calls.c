@@ -1571,6 +1571,38 @@ static void want_driver(tr__actors *a) {
                                      "read only while this process waits");
 }
 
+/* A call never sent leaves its actor's stream: its bytes are cut out of `out`, the calls
+ * after it move up (its seq is never seen: the worker needs none in order), and it is
+ * never sent, not even to a next incarnation. Called with mu held, s in the FIFO, none
+ * of its bytes sent. */
+static void drop_unsent(aconn *ac, slot *s) {
+    size_t len = (size_t)(s->end - s->start), at = (size_t)(s->start - ac->sent);
+    char *base = ac->out.data + ac->out.off;
+    memmove(base + at, base + at + len, tr__buf_avail(&ac->out) - at - len);
+    ac->out.len -= len;
+    slot **pp = &ac->head, *prev = NULL;
+    while (*pp != s) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    *pp = s->next;
+    if (ac->tail == s) ac->tail = prev;
+    for (slot *t = *pp; t; t = t->next) {
+        t->start -= len;
+        t->end -= len;
+    }
+    s->next = NULL;
+    s->in_fifo = 0;
+    ac->queued -= len;
+    if (ac->orphan_end > s->start)
+        ac->orphan_end = ac->orphan_end >= s->end ? ac->orphan_end - len : s->start;
+    if (s->x) { /* (no resend of it either) */
+        free(s->x->frame);
+        s->x->frame = NULL;
+        s->x->retries = 0;
+    }
+}
+
 int tr__actors_cancel(tr__actors *a, tr_ref ref, int force, tr_actor_id *kill_out) {
     pthread_mutex_lock(&a->mu);
     slot *s = find_slot(a, ref);
@@ -1597,6 +1629,11 @@ int tr__actors_cancel(tr__actors *a, tr_ref ref, int force, tr_actor_id *kill_ou
                 s->next = NULL;
                 s->held = 0;
             }
+        } else if (ac && s->in_fifo && s->start >= ac->sent) {
+            /* never sent (its actor not connected yet, or behind a full socket): it goes
+             * from the stream, and never runs (a canceled flag alone let its bytes go out
+             * later, and the worker, whose board had no word for it yet, ran it) */
+            drop_unsent(ac, s);
         } else if (ac) {
             running = s->start < ac->sent; /* (it may be running there) */
             if (force && running && s->x && s->x->task) *kill_out = ac->id;

@@ -376,6 +376,39 @@ TEST_F(TasksTest, CancelQueuedRunningAndForced) {
     expect_empty();
 }
 
+/* tr_cancel of calls never sent (their actor's worker not connected yet: a new actor, a
+ * cold pool): they never run, and what comes after them does. Before, their bytes went
+ * out once the worker connected, and it ran them (its board had no word for them yet):
+ * the add ran, and a cold pool's next task queued behind the canceled 20 s sleep. */
+TEST_F(TasksTest, CancelBeforeTheWorkerConnectsNeverRuns) {
+    for (int force = 0; force < 2; force++) {
+        tr_actor_id a;
+        ASSERT_EQ(tr_actor_create(rt, "Counter", nullptr, "c", 1, &a), 0);
+        int64_t five = 5, total = -1;
+        tr_ref add;
+        ASSERT_EQ(tr_call(rt, a, "add", &five, 8, &add), 0); /* (at once: not connected) */
+        EXPECT_EQ(tr_cancel(rt, add, 0), 0) << tr_last_error();
+        EXPECT_EQ(tr_get(rt, add, 10000, nullptr, nullptr), TR_ECANCELED);
+        tr_ref_release(rt, add);
+        ASSERT_EQ(call_i64(rt, a, "add", 1, &total, 10000), 0) << tr_last_error();
+        EXPECT_EQ(total, 1) << "the canceled add ran";
+        tr_actor_kill(rt, a, 1);
+    }
+    for (int force = 0; force < 2; force++) {
+        int64_t long_ms = 20000;
+        tr_ref t;
+        ASSERT_EQ(tr_task_submit(rt, "t_sleep", &long_ms, 8, nullptr, 0, nullptr, &t), 0);
+        EXPECT_EQ(tr_cancel(rt, t, force), 0) << tr_last_error();
+        EXPECT_EQ(tr_get(rt, t, 10000, nullptr, nullptr), TR_ECANCELED);
+        tr_ref_release(rt, t);
+        auto t0 = Clock::now();
+        EXPECT_GT(run_i64("t_pid", 0), 0);
+        EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 10.0)
+            << "the next task waited behind the canceled one";
+    }
+    expect_empty();
+}
+
 /* tr_cancel without force of a running task: the task sees tr_ctx_canceled and returns
  * early (not at its 20 s); one that was not canceled does not see it. */
 TEST_F(TasksTest, ARunningTaskSeesItsCancel) {
