@@ -448,13 +448,19 @@ def exit_worker(e):
     call in flight goes again where max_task_retries (a task: max_retries) allows, else it
     fails with ActorDiedError."""
     code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    run_exit_handlers()
+    os._exit(code)
+
+
+def run_exit_handlers():
+    """The process's atexit handlers, then its output flushed, as when a Ray actor exits
+    (C's exit does not run them)."""
     try:
         atexit._run_exitfuncs()
     except BaseException:
         pass
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(code)
 
 
 _running_task = [None]  # the ctx of the task the main thread runs now (on_cancel's)
@@ -529,16 +535,6 @@ def main():
     state = {"instance": None, "max_task_retries": 0, "async": False}
     steps = {}  # compiled graphs' steps here: step id -> (method, args' and kwargs' sources)
     names = {}  # the methods' names as C gives them (bytes) -> str
-
-    def run_exit_handlers():
-        """The process's atexit handlers, then its output flushed, as when a Ray actor
-        exits (C's exit does not run them)."""
-        try:
-            atexit._run_exitfuncs()
-        except BaseException:
-            pass
-        sys.stdout.flush()
-        sys.stderr.flush()
 
     def end_actor(ctx):
         """exit_actor() or __ray_terminate__: the actor ends for good (the node
