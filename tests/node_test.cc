@@ -252,6 +252,51 @@ TEST_F(NodeTest, BindingDataIsBoundedAtTheNode) {
     expect_node_serves();
 }
 
+/* A create that speaks the protocol itself with a forged max_task_retries ("tretries"):
+ * below -1 or past an int is refused, a wrong type is a protocol error, and the node
+ * serves on; a good one is kept and answered at resolve (the C API refuses -2 before
+ * sending: actor_test). */
+TEST_F(NodeTest, TaskRetriesAreBoundedAtTheNode) {
+    Raw r(addr);
+    char self[4096]; /* (this test is its actors' worker program too) */
+    ASSERT_TRUE(realpath("/proc/self/exe", self));
+    r.send_frame(TR__MSG_HELLO, 1, map_body({{"role", "driver"}, {"exe", self}}));
+    ASSERT_EQ(r.reply_rc(), 0);
+    auto create = [&](uint64_t seq, const char *name, int kind, int64_t v) {
+        tr__buf b = TR__BUF_INIT;
+        tr__enc_map(&b, 6);
+        tr__enc_str(&b, "class");
+        tr__enc_str(&b, "Counter");
+        tr__enc_str(&b, "args");
+        tr__enc_bin(&b, "t", 1);
+        tr__enc_str(&b, "max_restarts");
+        tr__enc_int(&b, 1);
+        tr__enc_str(&b, "res");
+        tr__enc_str(&b, "");
+        tr__enc_str(&b, "name");
+        tr__enc_str(&b, name);
+        tr__enc_str(&b, "tretries");
+        if (kind)
+            tr__enc_int(&b, v);
+        else
+            tr__enc_str(&b, "many");
+        r.send_frame(TR__MSG_ACTOR_CREATE, seq, std::string(b.data, b.len));
+        tr__buf_free(&b);
+        return r.reply_rc(nullptr, 10000);
+    };
+    EXPECT_EQ(create(2, "t-low", 1, -5), TR_EINVAL);
+    EXPECT_EQ(create(3, "t-high", 1, (int64_t)1 << 40), TR_EINVAL);
+    EXPECT_EQ(create(4, "t-type", 0, 0), TR_EPROTO);
+    EXPECT_EQ(create(5, "t-good", 1, 3), 0);
+    tr_actor_id a, none;
+    EXPECT_EQ(tr_actor_get(rt, "t-low", &none), TR_ENOTFOUND);
+    ASSERT_EQ(tr_actor_get(rt, "t-good", &a), 0) << tr_last_error();
+    int64_t v;
+    EXPECT_EQ(call_i64(rt, a, "add", 2, &v), 0);
+    EXPECT_EQ(tr_actor_kill(rt, a, 1), 0);
+    expect_node_serves();
+}
+
 TEST_F(NodeTest, RandomFramesNeverCrashTheNode) {
     std::mt19937_64 rng(12345);
     for (int round = 0; round < 20; round++) {
