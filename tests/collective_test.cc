@@ -144,6 +144,24 @@ TEST_F(CollFailures, TheSuiteWithoutSingleCopy) {
     }
 }
 
+/* The suite with single copy forced on between two processes bound to cores of their own,
+ * where rank 1 cannot write rank 0's memory (seccomp: process_vm_writev fails): the
+ * broadcasts it roots leave rank 0 to read all of its buffer (no root writes a share), and
+ * every result is the reference's. */
+TEST_F(CollFailures, ARootThatCannotWriteItsPeersLetsThemReadItAll) {
+    double cpus = sysconf(_SC_NPROCESSORS_ONLN) >= 2 ? 1 : 0;
+    auto calls = run("nowrite", 2, 30000, 8, 0, 2, "shm", cpus);
+    for (int r = 0; r < 2; r++) {
+        const void *d;
+        size_t n;
+        ASSERT_EQ(tr_get(rt, calls[r], 120000, &d, &n), 0)
+            << "rank " << r << ": " << tr_last_error();
+        ASSERT_EQ(n, 8u);
+        EXPECT_EQ(*(const int64_t *)d, 8 * 4 * (5 + 1 + 6 + 1));
+        tr_ref_release(rt, calls[r]);
+    }
+}
+
 /* Single copy between ranks that are threads of this process (reading one's own memory is
  * always allowed): forced on, every large op (broadcast, allgather, gather, scatter,
  * allreduce in and out of place) takes that path and gives the same bytes; off on one
@@ -197,6 +215,9 @@ TEST_F(CollFailures, LargeOpsReadThePeersBufferDirectly) {
             if (tr__shm_single_ops(g) != expect)
                 return "single-copy ops: " + std::to_string(tr__shm_single_ops(g)) + ", want " +
                        std::to_string(expect);
+            /* the broadcast's root wrote the first half of the other's buffer itself */
+            if (tr__shm_root_writes(g) != (r == 0 && expect ? 1u : 0u))
+                return "root writes: " + std::to_string(tr__shm_root_writes(g));
             return "";
         });
     }

@@ -27,9 +27,10 @@
  * more read the data straight from the owner's buffer in its own memory
  * (process_vm_readv, as MPI's vader transport does with CMA): one copy instead of two
  * through the slots (allreduce: each rank reads its share of every peer's send, reduces
- * it, then reads the others' shares of their results). It needs ptrace access to the
- * peer (the same user; Yama or a seccomp filter may forbid it), so each rank probes every
- * other at join; such an op takes a first step in which each rank publishes where its
+ * it, then reads the others' shares of their results; broadcast: the root, which would
+ * only wait, writes a share of every reader's buffer with process_vm_writev meanwhile). It needs
+ * ptrace access to the peer (the same user; Yama or a seccomp filter may forbid it), so each rank
+ * probes every other at join; such an op takes a first step in which each rank publishes where its
  * buffers are and whether it can and wants to read its peers (it can: allowed, a core of
  * its own, not off; it wants to: on, or by default the faster way so far, timed as the
  * group runs: begin_large, faster_way), and uses single copy if all can and one wants to
@@ -67,14 +68,19 @@
 #define EXPLORE_EVERY 64          /* the other way is tried twice in this many ops */
 #define OP_KINDS 8                /* op kinds up to TR__COLL_SCATTER (group.h) */
 #define PROBE_MAGIC 0x7472706f62652121ull
+/* desc.single's bits past begin_large's (1 it can read its peers, 2 it wants to) */
+#define SHARE_FAILED 4u /* this rank's share of a single-copy op is not there */
+#define CAN_WRITE 8u    /* it can write its peers' memory too */
 
 /* This rank's state (g->impl): what single copy needs. */
 typedef struct shm_state {
-    uint64_t probe;      /* the word peers read to see whether they can */
-    int can_read_all;    /* this process can read every peer's memory */
-    int single_copy;     /* 1 on, 0 off, -1 (default) the faster (tr_group_set_single_copy) */
-    uint64_t single_ops; /* ops this rank did by single copy (tests look) */
-    char *tmp;           /* a single-copy allreduce's peers' pieces (W x PIECE), kept */
+    uint64_t probe;       /* the word peers read to see whether they can */
+    int can_read_all;     /* this process can read every peer's memory */
+    int can_write_all;    /* ...and write it (a broadcast's root writes a share: CAN_WRITE) */
+    int single_copy;      /* 1 on, 0 off, -1 (default) the faster (tr_group_set_single_copy) */
+    uint64_t single_ops;  /* ops this rank did by single copy (tests look) */
+    uint64_t root_writes; /* single-copy broadcasts whose root (this rank) wrote shares */
+    char *tmp;            /* a single-copy allreduce's peers' pieces (W x PIECE), kept */
     /* The default's choice: each way's time per byte so far (ewma, ns), and how many ops
      * it has timed, by op kind and size class; the large op running (its kind, class, way
      * and start, once every rank has entered it; timed: counted) */
@@ -132,7 +138,24 @@ static int read_peer(tr_group *g, int q, void *dst, uint64_t addr, size_t n) {
     return 0;
 }
 
-/* Join: can this rank read every peer's memory? */
+/* Writes n bytes from src at addr in rank q's memory. */
+static int write_peer(tr_group *g, int q, const void *src, uint64_t addr, size_t n) {
+    pid_t pid = H(g)->pid[q];
+    size_t done = 0;
+    while (done < n) {
+        struct iovec l = {(char *)src + done, n - done};
+        struct iovec r = {(void *)(uintptr_t)(addr + done), n - done};
+        ssize_t k = process_vm_writev(pid, &l, 1, &r, 1, 0);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0)
+            return tr__err(TR_EIO, "group '%s': rank %d writing rank %d's buffer: %s", g->name,
+                           g->rank, q, k < 0 ? strerror(errno) : "nothing written");
+        done += (size_t)k;
+    }
+    return 0;
+}
+
+/* Join: can this rank read (and write) every peer's memory? */
 static int shm_init(tr_group *g, int64_t deadline) {
     tr__coll_hdr *h = H(g);
     shm_state *st = calloc(1, sizeof *st);
@@ -142,13 +165,15 @@ static int shm_init(tr_group *g, int64_t deadline) {
     memset(st->last_way, -1, sizeof st->last_way);
     st->probe = PROBE_MAGIC;
     __atomic_store_n(&h->rk[g->rank].probe, (uint64_t)(uintptr_t)&st->probe, __ATOMIC_RELEASE);
-    int ok = g->world > 1;
+    int ok = g->world > 1, wok = ok;
     for (int q = 0; q < g->world; q++) {
         if (q == g->rank) continue;
         int rc = wait_probe(g, q, deadline);
         if (rc) return rc;
-        uint64_t v = 0;
+        uint64_t v = 0, magic = PROBE_MAGIC;
         if (ok) ok = read_peer(g, q, &v, h->rk[q].probe, sizeof v) == 0 && v == PROBE_MAGIC;
+        /* (writes the word's own value: a seccomp filter may allow reads alone) */
+        wok = ok && wok && write_peer(g, q, &magic, h->rk[q].probe, sizeof magic) == 0;
     }
     tr__err_clear();
     /* Every rank has recorded its binding before publishing its probe: do they all have a
@@ -159,6 +184,7 @@ static int shm_init(tr_group *g, int64_t deadline) {
         for (int p = 0; p < q && g->cores_own; p++)
             if (!h->rk[q].pinned || h->rk[q].pinned == h->rk[p].pinned) g->cores_own = 0;
     st->can_read_all = ok;
+    st->can_write_all = wok;
     return 0;
 }
 
@@ -174,6 +200,10 @@ static void shm_set_single_copy(tr_group *g, int on) {
 
 uint64_t tr__shm_single_ops(const tr_group *g) {
     return g && g->be == &tr__coll_shm_v2 && S(g) ? S(g)->single_ops : 0;
+}
+
+uint64_t tr__shm_root_writes(const tr_group *g) {
+    return g && g->be == &tr__coll_shm_v2 && S(g) ? S(g)->root_writes : 0;
 }
 
 static int overlap(const void *a, size_t an, const void *b, size_t bn) {
@@ -225,7 +255,9 @@ static int begin_large(tr_group *g, uint32_t *s, const void *addr, int mine, siz
     int can = mine && has_core && st->can_read_all && kind < OP_KINDS && st->single_copy != 0;
     st->timing = can && st->single_copy < 0;
     int want = st->single_copy > 0 || (st->timing && faster_way(st, kind, cls));
-    tr__coll_publish_single(g, addr, (unsigned)(can | (can && want) << 1));
+    tr__coll_publish_single(g, addr,
+                            (unsigned)(can | (can && want) << 1) |
+                                (can && st->can_write_all ? CAN_WRITE : 0u));
     int rc = post_and_wait(g, *s, 1, FROM_ALL, deadline);
     if (rc) return rc;
     (*s)++;
@@ -312,7 +344,6 @@ static int shm_barrier_op(tr_group *g, int64_t deadline) {
  * peers by the kernel (one copy), S read and S/W written by the reduction. In place
  * (send == recv) works: nobody reads a share while its owner writes it. */
 #define PIECE (256u << 10)
-#define SHARE_FAILED 4u /* desc.single: this rank's share of the allreduce is not there */
 static int single_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
                             tr_redop op, uint32_t s, int64_t deadline) {
     shm_state *st = S(g);
@@ -493,8 +524,46 @@ static int shm_allreduce(tr_group *g, const void *send, void *recv, size_t count
     return allreduce_to(g, send, recv, count, dtype, op, -1, deadline);
 }
 
-/* Per chunk (one step): the root copies into its slot; the others copy out. Large: the
- * others read the root's buffer (single copy). */
+/* Where a single-copy broadcast splits rank q's buffer: the root writes [0, split), q
+ * reads [split, bytes). Each of the W ranks copies about bytes (W - 1) / W, where the
+ * readers alone copied bytes each while the root waited. The split falls on a cache line
+ * of q's buffer, so the two writers never share one. */
+static size_t co_split(tr_group *g, int q, size_t bytes) {
+    uint64_t a = peer_addr(g, q), end = (a + bytes / (size_t)g->world + 63) & ~(uint64_t)63;
+    return end - a < bytes ? (size_t)(end - a) : bytes;
+}
+
+/* broadcast by single copy, after begin_large published every rank's buf: each other rank
+ * reads the root's buffer; where the root can write every peer's memory (CAN_WRITE), it
+ * writes the first share of each peer's buffer itself meanwhile (co_split). The root
+ * returns once every reader is done; a reader, once the root is done writing (and fails
+ * if the root's writes did: SHARE_FAILED). */
+static int single_broadcast(tr_group *g, void *buf, size_t bytes, int root, uint32_t s,
+                            int64_t deadline) {
+    tr__coll_desc *d = H(g)->rk[root].desc + (g->seq & 1);
+    int co = (__atomic_load_n(&d->single, __ATOMIC_RELAXED) & CAN_WRITE) != 0, rc = 0;
+    S(g)->single_ops++;
+    if (g->rank != root) {
+        size_t f = co ? co_split(g, g->rank, bytes) : 0;
+        rc = read_peer(g, root, (char *)buf + f, peer_addr(g, root) + f, bytes - f);
+        int done = post_and_wait(g, s, 0, co ? root : FROM_NONE, deadline);
+        if (!rc && !done && co && (__atomic_load_n(&d->single, __ATOMIC_RELAXED) & SHARE_FAILED))
+            rc = tr__err(TR_EIO,
+                         "group '%s': the broadcast's root (rank %d) could not write "
+                         "this rank's buffer",
+                         g->name, root);
+        return rc ? rc : done;
+    }
+    S(g)->root_writes += (uint64_t)co;
+    for (int q = 0; q < g->world && co && !rc; q++)
+        if (q != root) rc = write_peer(g, q, buf, peer_addr(g, q), co_split(g, q, bytes));
+    if (rc) __atomic_store_n(&d->single, d->single | SHARE_FAILED, __ATOMIC_RELAXED);
+    int done = post_and_wait(g, s, 0, FROM_ALL, deadline);
+    return rc ? rc : done;
+}
+
+/* Per chunk (one step): the root copies into its slot; the others copy out. Large: single
+ * copy (single_broadcast). */
 static int shm_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, int root,
                          int64_t deadline) {
     size_t bytes = count * tr__dtype_size(dtype), off = 0;
@@ -507,12 +576,7 @@ static int shm_broadcast(tr_group *g, void *buf, size_t count, tr_dtype dtype, i
     if (g->world > 1 && bytes >= SINGLE_MIN) {
         if ((rc = begin_large(g, &s, buf, 1, bytes, deadline, &single))) return rc;
         first = 0;
-        if (single) {
-            S(g)->single_ops++;
-            rc = is_root ? 0 : read_peer(g, root, buf, peer_addr(g, root), bytes);
-            int done = post_and_wait(g, s, 0, is_root ? FROM_ALL : FROM_NONE, deadline);
-            return large_done(g, rc ? rc : done);
-        }
+        if (single) return large_done(g, single_broadcast(g, buf, bytes, root, s, deadline));
     }
     do {
         size_t n = bytes - off < per ? bytes - off : per;

@@ -16,6 +16,10 @@ extern "C" {
  * of another backend. */
 uint64_t tr__shm_single_ops(const tr_group *g);
 
+/* Single-copy broadcasts in which this rank, the root, wrote a share of its peers'
+ * buffers itself (it could write their memory); 0 for a group of another backend. */
+uint64_t tr__shm_root_writes(const tr_group *g);
+
 #ifdef __cplusplus
 }
 #endif
