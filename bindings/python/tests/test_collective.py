@@ -273,3 +273,27 @@ def test_arrays_with_cuda_array_interface_go_by_pointer(ray):
     for a, errors in ray.get([r.run.remote(i) for i, r in enumerate(ranks)]):
         assert np.array_equal(a, np.full((2, 3), 3.0))
         assert errors == ["strided", "list", "gpu list"]
+
+
+def test_init_collective_group_takes_rays_gloo_timeout(ray):
+    """Ray's fifth argument, gloo_timeout (ms): how long the join waits for the others."""
+    from troupe.util import collective
+
+    @troupe.remote
+    class Joiner:
+        def join(self, world, timeout):
+            import time
+            t = time.monotonic()
+            try:
+                collective.init_collective_group(world, 0, "gloo", f"gt{world}", timeout)
+                return "joined"
+            except Exception as e:
+                return f"{type(e).__name__} after {time.monotonic() - t:.1f}"
+
+    j = Joiner.remote()
+    assert ray.get(j.join.remote(1, 30000)) == "joined"
+    # a world of 2 whose other rank never comes: the join gives up after ~1 s, not 60
+    out = ray.get(j.join.remote(2, 1000))
+    assert out.split()[0].endswith("Error") and float(out.split()[-1]) < 10, out
+    with pytest.raises(ValueError, match="gloo_timeout"):
+        collective.init_collective_group(1, 0, "gloo", "bad", -5)

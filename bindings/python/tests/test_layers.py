@@ -21,6 +21,7 @@ PKG_DIR = os.path.dirname(os.path.abspath(troupe.__file__))
 LAYERS = [
     "troupe._cli",
     "troupe._ffi",
+    "troupe.ray_constants",
     "troupe.exceptions",
     "troupe._errors",
     "troupe._serial",

@@ -744,3 +744,81 @@ def test_ray_terminate_ends_the_actor_after_earlier_calls(ray):
     assert ray.get(first) == "before"
     with pytest.raises(ray.exceptions.RayActorError):
         ray.get(e.echo.remote("after"), timeout=30)
+
+
+@troupe.remote
+class Holder:
+    def __init__(self, value, nested=None, handle=None):
+        self.value, self.nested, self.handle = value, nested, handle
+
+    def read(self):
+        nested = [troupe.get(r) for r in self.nested] if self.nested else None
+        via = troupe.get(self.handle.echo.remote("through")) if self.handle else None
+        return self.value, nested, via
+
+
+def test_constructor_arguments_with_refs_and_handles(ray):
+    """A top-level ref gives the constructor its value; refs nested in the arguments and
+    actor handles stay refs, alive while the actor keeps them, though the driver drops
+    its own (Ray's)."""
+    import gc
+    top, inner = ray.put(np.arange(4)), ray.put("inner")
+    echo = Echo.remote()
+    h = Holder.remote(top, nested=[inner], handle=echo)
+    del inner, echo
+    gc.collect()
+    value, nested, via = ray.get(h.read.remote())
+    assert list(value) == [0, 1, 2, 3] and nested == ["inner"] and via == "through"
+    # through a graph run as calls: the inner actor's handle goes into the outer's
+    # constructor, and the execution's own handles go when it returns
+    outer = Holder.bind(1, None, Echo.bind())
+    assert ray.get(outer.read.bind().execute()) == (1, None, "through")
+    # a named actor keeps its arguments' refs too
+    named = Holder.options(name="holder").remote(top, [ray.put(5)])
+    assert ray.get(named.read.remote())[1] == [5]
+
+
+def test_built_in_methods_and_dir(ray):
+    a = Echo.remote()
+    assert ray.get(a.__ray_ready__.remote()) is True
+    assert ray.get(a.__ray_call__.remote(lambda self, x: self.add(x, 2), 40)) == 42
+    assert {"echo", "add", "bind", "options", "remote"} <= set(dir(Echo))
+    public = [n for n in dir(a) if not n.startswith("_")]
+    assert "echo" in public and "remote" not in public
+    assert {"__ray_ready__", "__ray_call__", "__ray_terminate__"} <= set(dir(a))
+    assert set(dir(a.echo)) == {"bind", "options", "remote"}
+
+
+def test_negative_resources_say_what_ray_says(ray):
+    @troupe.remote
+    def f():
+        return 1
+
+    with pytest.raises(ValueError, match="only accepts None, 0 or a positive number"):
+        f.options(num_cpus=-1).remote()
+    with pytest.raises(ValueError, match="quantity of resource num_cpus cannot be negative"):
+        Echo.options(num_cpus=-1).remote()
+
+
+def test_no_automatic_start_when_it_is_turned_off(tmp_path):
+    """TROUPE_ENABLE_AUTO_CONNECT=0 (or Ray's RAY_ENABLE_AUTO_CONNECT=0): a remote call
+    before troupe.init() raises instead of starting a node."""
+    import subprocess
+    script = tmp_path / "auto.py"
+    script.write_text(
+        "import troupe\n"
+        "@troupe.remote\n"
+        "def f():\n"
+        "    return 1\n"
+        "try:\n"
+        "    f.remote()\n"
+        "    print('started')\n"
+        "except troupe.exceptions.TroupeError as e:\n"
+        "    print('refused', 'troupe.init()' in str(e))\n"
+        "troupe.init(num_cpus=1)\n"
+        "print(troupe.get(f.remote()))\n")
+    for var in ("TROUPE_ENABLE_AUTO_CONNECT", "RAY_ENABLE_AUTO_CONNECT"):
+        env = dict(os.environ, **{var: "0"})
+        out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                             env=env, timeout=120)
+        assert out.stdout.split() == ["refused", "True", "1"], out.stderr[-2000:]

@@ -1,7 +1,7 @@
 """troupe: actors, remote functions (tasks), objects, collective groups and compiled
 graphs over troupe's C runtime, with Ray's API: ``import troupe as ray`` runs Ray's task,
 actor, collective and compiled-graph examples. See bindings/python/README.md."""
-from . import _private, cloudpickle, dag, exceptions, remote_function, util
+from . import _private, cloudpickle, dag, exceptions, ray_constants, remote_function, util
 from ._ffi import library_path
 from ._runtime import (DynamicObjectRefGenerator, ObjectRef, ObjectRefGenerator, cancel, get,
                        init, is_initialized, node_address, object_store_stats, put, shutdown,
@@ -18,5 +18,6 @@ __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait",
            "DynamicObjectRefGenerator", "ActorHandle", "ActorClass",
            "exceptions", "util", "dag", "library_path", "object_store_stats",
            "node_address", "get_runtime_context", "get_gpu_ids", "available_resources",
-           "cluster_resources", "nodes", "RemoteFunction", "remote_function", "timeline"]
+           "cluster_resources", "nodes", "RemoteFunction", "remote_function", "timeline",
+           "ray_constants"]
 

@@ -40,6 +40,11 @@ def runtime():
     if _rt is None:
         if _in_worker:
             raise TroupeError("troupe is not initialized in this worker", "TR_ESTATE")
+        auto = os.environ.get("TROUPE_ENABLE_AUTO_CONNECT",
+                              os.environ.get("RAY_ENABLE_AUTO_CONNECT", "1"))
+        if auto.strip().lower() in ("0", "false", "no", "off"):
+            raise TroupeError("troupe is not initialized: call troupe.init() first (automatic "
+                              "start is off: TROUPE_ENABLE_AUTO_CONNECT=0)", "TR_ESTATE")
         init()
     return _rt
 
@@ -596,6 +601,13 @@ def get(refs, *, timeout=None):
                      f"{type(refs).__name__}")
 
 
+def is_done(ref):
+    """Whether ref's value (or its error) is in, without waiting."""
+    ready, nready = (ctypes.c_uint8 * 1)(), c_size_t()
+    return lib.tr_wait(runtime(), (Ref * 1)(ref._c), 1, 1, 0, ready, byref(nready)) == 0 \
+        and nready.value >= 1
+
+
 def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):
     """(ready, not_ready): the first num_returns refs done (in the order given), within
     timeout seconds (None: no limit). Values stay in the node's store either way
@@ -686,14 +698,20 @@ def put(value):
     numpy array comes back from get as a read-only array over the store's memory."""
     if isinstance(value, ObjectRef):
         raise TypeError("troupe.put of an ObjectRef: pass the ref itself")
-    rt = runtime()
     parts, total, refs = _serial.dumps(value)
-    out = Ref()
-    if refs:  # a value that holds refs keeps their values alive (calls' results too)
+    return put_parts(parts, total, refs)
+
+
+def put_parts(parts, total, refs):
+    """A payload (_serial.dumps' parts, and the refs in it) as a new object: one that
+    holds refs keeps their values alive as long as it lives (tr_put_refs)."""
+    if refs:
         data = _serial.join(parts, total)
         held = list(dict.fromkeys(refs))
         arr = (Ref * len(held))(*[r._c for r in held])
-        check(lib.tr_put_refs(rt, data, len(data), arr, len(held), byref(out)), "troupe.put")
+        out = Ref()
+        check(lib.tr_put_refs(runtime(), data, len(data), arr, len(held), byref(out)),
+              "troupe.put")
         return ObjectRef(out)
     return put_payload(parts, total)
 

@@ -13,6 +13,7 @@ import atexit
 import collections.abc
 import concurrent.futures
 import ctypes
+import functools
 import inspect
 import os
 import pickle
@@ -523,6 +524,16 @@ def run_task(ctx, args, n):
     return 0
 
 
+def _ready():
+    """Ray's __ray_ready__: the actor runs."""
+    return True
+
+
+def _ray_call(inst, fn, *args, **kwargs):
+    """Ray's __ray_call__(fn, *args, **kwargs): fn(the actor's instance, *args, **kwargs)."""
+    return fn(inst, *args, **kwargs)
+
+
 def main():
     # A line a task or method prints reaches the driver's output when it is printed, as
     # Ray streams its workers' lines (the node's workers write to the driver's stdout):
@@ -549,13 +560,22 @@ def main():
         try:
             set_runtime(ctx)
             _runtime.set_current_actor(bytes(lib.tr_ctx_actor_id(ctx).b))
-            payload = _serial.loads(memoryview(ctypes.string_at(args, n)))
-            if payload[0] == ENV:  # (runtime_env's env_vars: before the class's module)
-                os.environ.update(payload[1])
+            raw = ctypes.string_at(args, n)
+            payload = None if raw[:4] == OBJECT_ARGS else _serial.loads(memoryview(raw))
+            if payload is not None and payload[0] == ENV:  # (runtime_env's env_vars:
+                os.environ.update(payload[1])               # before the class's module)
                 _runtime.inherit_env(payload[1])  # (its child tasks and actors')
-                payload = _serial.loads(memoryview(payload[2]))
+                raw = bytes(payload[2])
+                payload = None if raw[:4] == OBJECT_ARGS else _serial.loads(memoryview(raw))
+            if payload is None:  # (arguments with refs in them: their object)
+                payload = _runtime.get_writable(_runtime.unheld_ref(raw[4:20]),
+                                                "the constructor's arguments")
             cls, a, kw = payload[:3]
             extra = payload[3] if len(payload) > 3 else {}
+            if "resolve" in extra:  # (top-level refs: their values, as Ray's)
+                pos, keys = extra["resolve"]
+                a = tuple(_runtime.get(x) if i in pos else x for i, x in enumerate(a))
+                kw = {k: _runtime.get(v) if k in keys else v for k, v in kw.items()}
             state["max_task_retries"] = extra.get("max_task_retries", 0)
             state["instance"] = cls(*a, **kw)
             state["async"] = is_async_class(cls)
@@ -688,10 +708,15 @@ def main():
                 _runtime.current_call.ctx = ctx  # (was_current_task_cancelled)
                 k, payload = call_payload(_string_at(args, n) if n else b"")
                 inst = state["instance"]
-                fn = getattr(inst, name, None)
-                if fn is None or name.startswith("__"):
-                    raise AttributeError(f"'{type(inst).__name__}' actor has no method "
-                                         f"'{name}'")
+                if name == "__ray_ready__":
+                    fn = _ready
+                elif name == "__ray_call__":
+                    fn = functools.partial(_ray_call, inst)
+                else:
+                    fn = getattr(inst, name, None)
+                    if fn is None or name.startswith("__"):
+                        raise AttributeError(f"'{type(inst).__name__}' actor has no "
+                                             f"method '{name}'")
                 # calls begin in the order they came (tr_ctx_started): an async actor's
                 # once the loop has it (run), another's now
                 if state["async"]:

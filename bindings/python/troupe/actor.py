@@ -18,6 +18,9 @@ from .exceptions import ActorExit
 PY_CLASS = b"troupe.py"      # the one C class every Python actor is (its dispatch runs
                              # the Python method of the call's name: _worker.py)
 EXIT = "_troupe_exit"        # a call that ends the actor (exit_actor's, the last handle's)
+# Ray's built-in methods of every actor: __ray_ready__() is True once it runs,
+# __ray_call__(fn, *args) runs fn(instance, *args) in it
+BUILTIN_METHODS = ("__ray_ready__", "__ray_call__")
 ENV = "_troupe_env"          # a constructor payload that sets environment variables first
 
 _ACTOR_OPTIONS = {"name", "num_cpus", "num_gpus", "resources", "max_restarts",
@@ -293,6 +296,9 @@ class ActorClass:
         merged.update(options)
         return ActorClass._with(self, merged)
 
+    def __dir__(self):  # (Ray's: what a user calls on the class, and its methods' names)
+        return sorted(set(self._methods) | {"bind", "options", "remote"})
+
     def get_or_create(self, *args, **kwargs):
         """The actor named by options(name=...) if one lives, else a new one made with
         these arguments (Ray's; options(get_if_exists=True).remote(...))."""
@@ -359,16 +365,23 @@ class ActorClass:
         _placement.apply_options(o, opts, f"actor {self._cls.__name__}")
         opts.concurrency_groups, opts.n_concurrency_groups = _groups_struct(
             self._cls.__name__, o.get("concurrency_groups"), self._method_groups, keep)
-        a, kw, refs = _runtime.args_with_refs(args, kwargs)
-        if refs:
-            raise TypeError("ObjectRefs as constructor arguments are not supported: pass "
-                            "the value (troupe.get) or give the ref to a method")
         extra = {}
         if o.get("max_task_retries"):  # (its methods' retry_exceptions: the worker's)
             extra["max_task_retries"] = o["max_task_retries"]
-        parts, total, _ = _serial.dumps((self._cls, a, kw, extra) if extra else
-                                        (self._cls, a, kw))
-        payload = _serial.join(parts, total)
+        # top-level refs: the constructor gets their values (Ray's); refs nested in the
+        # arguments (and actor handles) stay refs, alive while the arguments' object is
+        top = ([i for i, x in enumerate(args) if isinstance(x, _runtime.ObjectRef)],
+               [k for k, x in kwargs.items() if isinstance(x, _runtime.ObjectRef)])
+        if top[0] or top[1]:
+            extra["resolve"] = top
+        parts, total, nested = _serial.dumps((self._cls, args, kwargs, extra) if extra else
+                                             (self._cls, args, kwargs))
+        ctor_obj = None
+        if nested:  # (an object that keeps them alive: the worker reads it, borrowing them)
+            ctor_obj = _runtime.put_parts(parts, total, nested)
+            payload = _runtime.OBJECT_ARGS + ctor_obj.binary()
+        else:
+            payload = _serial.join(parts, total)
         env = {**_runtime.job_env_vars(), **((o.get("runtime_env") or {}).get("env_vars") or {})}
         if env:  # set in the worker before the class is unpickled (its module imported)
             parts, total, _ = _serial.dumps((ENV, env, payload))
@@ -379,6 +392,8 @@ class ActorClass:
             return get_actor(o["name"])  # (another made it meanwhile)
         check(rc, f"creating actor {self._cls.__name__}")
         handle = ActorHandle(aid, self._cls.__name__, self._methods, self._returns)
+        if ctor_obj is not None:  # (kept until the constructor has run: its actor answers)
+            _keep_ctor_obj(handle, ctor_obj)
         if not o.get("name") and o.get("lifetime") != "detached":
             handle._scope = _Scope(rt)  # ended with its last handle
         return handle
@@ -386,11 +401,27 @@ class ActorClass:
     def bind(self, *args, **kwargs):
         """The class bound in a graph (Ray's): a dag.ClassNode, whose classic execution
         creates the actor; its methods bind on it (``node.method.bind(...)``)."""
-        return ClassNode(self, args, kwargs)
+        return ClassNode(self, args, kwargs, self._options)
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"actor class {self.__name__} cannot be instantiated directly: use "
                         f"{self.__name__}.remote()")
+
+
+_ctor_objs = []  # (a __ray_ready__ call's ref, the constructor arguments' object it keeps)
+
+
+def _keep_ctor_obj(handle, obj):
+    """Keeps obj (an actor's constructor arguments, with refs in them) until the actor has
+    answered a __ray_ready__ call (its constructor ran: the refs are borrowed by then, or
+    it failed); those kept before are let go as their actors answer."""
+    _ctor_objs[:] = [(r, o) for r, o in _ctor_objs if not _runtime.is_done(r)]
+    _ctor_objs.append((ActorMethod(handle, "__ray_ready__").remote(), obj))
+
+
+@_runtime.on_shutdown
+def _drop_ctor_objs():
+    _ctor_objs.clear()
 
 
 class _Scope:
@@ -442,6 +473,8 @@ class ActorHandle:
     def __getattr__(self, name):
         if name == "__ray_terminate__":  # (Ray's: ends the actor after the calls before)
             return ActorMethod(self, EXIT, 1)
+        if name in BUILTIN_METHODS:
+            return ActorMethod(self, name, 1)
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
         if self._methods is not None and name not in self._methods:
@@ -450,6 +483,10 @@ class ActorHandle:
 
     def _actor_id(self):
         return bytes(self._id.b)
+
+    def __dir__(self):  # (Ray's: the methods, and its built-in ones)
+        return sorted(self._methods or ()) + ["__init__", "__ray_call__", "__ray_ready__",
+                                              "__ray_terminate__"]
 
     def __reduce__(self):
         sc = self._scope
@@ -476,6 +513,8 @@ def _rebuild_handle(b, class_name, methods, returns=None, token=None):
 
 
 class ActorMethod:
+    _bind_options = {}  # the options given (options()), a bound node's get_options()
+
     def __init__(self, handle, name, num_returns=1, group=None):
         self._handle = handle
         self._name = name
@@ -497,7 +536,8 @@ class ActorMethod:
         if self._num_returns in _runtime.GENERATOR_MODES:
             raise ValueError(f"{self._handle._class_name}.{self._name}.bind: a generator "
                              f"method (num_returns={self._num_returns!r}) is not a node")
-        node = ClassMethodNode(self._handle, self._name, args, kwargs, self._num_returns)
+        node = ClassMethodNode(self._handle, self._name, args, kwargs, self._num_returns,
+                               self._bind_options)
         if self._num_returns == 1:
             return node
         if self._num_returns == 0:
@@ -514,13 +554,18 @@ class ActorMethod:
             raise TypeError(f"unknown options of a method call: {sorted(bad)}")
         _check_method_options(f"{self._handle._class_name}.{self._name}.options", options,
                               2)
-        return ActorMethod(self._handle, self._name,
-                           options.get("num_returns", self._num_returns),
-                           options.get("concurrency_group", self._group))
+        m = ActorMethod(self._handle, self._name,
+                        options.get("num_returns", self._num_returns),
+                        options.get("concurrency_group", self._group))
+        m._bind_options = dict(self._bind_options, **options)
+        return m
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"actor methods cannot be called directly: use "
                         f".{self._name}.remote()")
+
+    def __dir__(self):
+        return ["bind", "options", "remote"]
 
 
 def call(handle, method, args, kwargs, num_returns=1):

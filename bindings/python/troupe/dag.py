@@ -40,13 +40,125 @@ _WATCH_S = 0.02  # and again this often while some are out
 _live = weakref.WeakSet()  # compiled graphs, torn down by troupe.shutdown
 
 
+PARENT_CLASS_NODE_KEY = "parent_class_node"  # (Ray's keys of a method node's other args)
+PREV_CLASS_METHOD_CALL_KEY = "prev_class_method_call"
+_IN_CLASS_CTOR = ("InputNode handles user dynamic input the the DAG, and cannot be used as "
+                  "args, kwargs, or other_args_to_resolve in ClassNode constructor because "
+                  "it is not available at class construction or binding time.")
+_NOT_IN_WITH = ("InputNode is a singleton instance that should be only used in context "
+                "manager for dag building and execution: with InputNode() as inp: ...")
+_ONE_INPUT = "Each DAG should only have one unique InputNode."
+
+
 class DAGNode:
+    """A node of a graph (Ray's ray.dag.DAGNode): what it was bound with (get_args,
+    get_kwargs), its options (get_options: those given to the decorator and .options(),
+    as Ray's) and the other nodes it depends on (get_other_args_to_resolve: a method
+    bound on a ClassNode, its class node and the method bound there before it)."""
+    _options = {}
+    _other = {}
+
+    def __init__(self, args=(), kwargs=None, options=None, other_args_to_resolve=None):
+        self._args = tuple(args)
+        self._kwargs = dict(kwargs or {})
+        self._options = dict(options or {})
+        self._other = dict(other_args_to_resolve or {})
+
+    def get_args(self):
+        return self._args
+
+    def get_kwargs(self):
+        return self._kwargs
+
+    def get_options(self):
+        return self._options
+
+    def get_other_args_to_resolve(self):
+        return self._other
+
+    def get_stable_uuid(self):
+        u = self.__dict__.get("_stable_uuid")
+        if u is None:
+            u = self.__dict__["_stable_uuid"] = uuid.uuid4().hex
+        return u
+
+    def _get_toplevel_child_nodes(self):
+        """The nodes among the arguments themselves (not inside containers), once each,
+        in order."""
+        return list(dict.fromkeys(x for x in list(self._args) + list(self._kwargs.values())
+                                  if isinstance(x, DAGNode)))
+
+    def _get_all_child_nodes(self):
+        """Every node this one was bound with: in its arguments, nested in containers
+        too, and its other args (a method's class node, the method before it); once
+        each, in order."""
+        found = _nested_nodes([list(self._args), self._kwargs, list(self._other.values())],
+                              set())
+        return list(dict.fromkeys(found))
+
+    def _apply_and_replace_all_child_nodes(self, fn):
+        """A copy of this node with each child node c (get_all_child_nodes) replaced by
+        fn(c), fn called once per child."""
+        table = {}
+
+        def one(c):
+            if id(c) not in table:
+                table[id(c)] = fn(c)
+            return table[id(c)]
+
+        n = object.__new__(type(self))
+        n.__dict__.update(self.__dict__)
+        n.__dict__["_stable_uuid"] = self.get_stable_uuid()
+        n._args = _replace_nodes(self._args, one)
+        n._kwargs = _replace_nodes(self._kwargs, one)
+        if self._other:
+            n._other = {k: one(v) if isinstance(v, DAGNode) else v
+                        for k, v in self._other.items()}
+        n._after_replace(one)
+        return n
+
+    def _after_replace(self, one):
+        """(a subclass's child nodes kept outside its arguments)"""
+
+    def apply_recursive(self, fn):
+        """fn applied bottom up: to each node once (cached by its stable uuid), given a
+        copy of the node whose children are what fn gave for them (Ray's)."""
+        if not isinstance(fn, _CachingFn):
+            fn = _CachingFn(fn)
+        elif self.get_stable_uuid() in fn.cache:
+            return fn.cache[self.get_stable_uuid()]
+        return fn(self._apply_and_replace_all_child_nodes(lambda c: c.apply_recursive(fn)))
+
+    def __getattr__(self, name):
+        if name == "bind":
+            raise AttributeError(f".bind() cannot be used again on {type(self)} ")
+        if name == "remote":
+            raise AttributeError(f".remote() cannot be used on {type(self)}. To execute "
+                                 f"the task graph for this node, use .execute().")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __reduce__(self):
+        raise ValueError(f"DAGNode cannot be serialized. DAGNode: {self}")
+
+    def with_tensor_transport(self, transport="auto", device="default", _static_shape=False,
+                              _direct_return=False):
+        """Ray's hint of how this node's tensors travel; returns the node. A compiled
+        graph moves every value through its shared-memory channels ("auto" and "cpu"
+        are that); another transport (nccl) is ignored with a warning."""
+        if str(transport).lower() not in ("auto", "cpu"):
+            _errors.ignored("with_tensor_transport", {"transport": transport}, 2)
+        return self
+
     def experimental_compile(self, *, enable_asyncio=False, _max_inflight_executions=None,
                              _buffer_size_bytes=None, _submit_timeout=None, **unused):
         if unused:  # Ray's other knobs (_overlap_gpu_communication, ...)
             _errors.ignored("experimental_compile", unused, 2)
-        return CompiledDAG(self, enable_asyncio, _max_inflight_executions,
-                           _buffer_size_bytes, _submit_timeout)
+        ctx = DAGContext.get_current()
+        return CompiledDAG(self, enable_asyncio,
+                           _max_inflight_executions or ctx.max_inflight_executions,
+                           _buffer_size_bytes or ctx.buffer_size_bytes,
+                           _submit_timeout if _submit_timeout is not None else
+                           ctx.submit_timeout)
 
     def execute(self, *args, **kwargs):
         """Runs the graph once as ordinary actor calls (Ray's classic, uncompiled graphs):
@@ -62,6 +174,43 @@ class DAGNode:
         return _write(_dot_of(self), filename)
 
 
+class _CachingFn:
+    """apply_recursive's fn, called once per node (by stable uuid); a graph of two
+    different InputNodes is Ray's AssertionError."""
+
+    def __init__(self, fn):
+        self.fn, self.cache, self.input_uuid = fn, {}, None
+
+    def __call__(self, node):
+        u = node.get_stable_uuid()
+        if u not in self.cache:
+            self.cache[u] = self.fn(node)
+        if isinstance(node, InputNode):
+            if self.input_uuid is None:
+                self.input_uuid = u
+            elif self.input_uuid != u:
+                raise AssertionError(_ONE_INPUT)
+        return self.cache[u]
+
+
+def _replace_nodes(x, fn):
+    """x with each DAG node in it replaced by fn(node): in tuples, lists, dicts (keys and
+    values), sets; a container with no node in it is x itself."""
+    if isinstance(x, DAGNode):
+        return fn(x)
+    if isinstance(x, (tuple, list, set, frozenset)):
+        items = [_replace_nodes(i, fn) for i in x]
+        if all(a is b for a, b in zip(items, x)):
+            return x
+        return type(x)(items) if not hasattr(x, "_fields") else type(x)(*items)
+    if isinstance(x, dict):
+        items = [(_replace_nodes(k, fn), _replace_nodes(v, fn)) for k, v in x.items()]
+        if all(a is k and b is v for (a, b), (k, v) in zip(items, x.items())):
+            return x
+        return dict(items)
+    return x
+
+
 def _feeds(node, sources):
     """Records node as a reader of each DAG node among sources (what compile follows
     downstream to find nodes bound in the graph whose values reach no output)."""
@@ -71,16 +220,28 @@ def _feeds(node, sources):
 
 
 class InputNode(DAGNode):
-    """The graph's input: ``execute(x)`` gives x; ``inp[i]`` / ``inp.key`` give one
-    positional / keyword argument of ``execute(*args, **kwargs)``."""
+    """The graph's input, made in a ``with InputNode() as inp:`` block: ``execute(x)``
+    gives x; ``inp[i]`` / ``inp.key`` give one positional / keyword argument of
+    ``execute(*args, **kwargs)``, or (run as calls, given one argument x) x's item or
+    attribute, as Ray's."""
+
+    def __init__(self, *args, _other_args_to_resolve=None, **kwargs):
+        if args or kwargs:
+            raise ValueError("InputNode should not take any args or kwargs.")
+        super().__init__((), {}, {}, _other_args_to_resolve)
+        self._entered = False
 
     def __enter__(self):
+        self._entered = True
         return self
 
     def __exit__(self, *exc):
         return False
 
     def __getitem__(self, key):
+        if not isinstance(key, (int, str)):
+            raise AssertionError("Please only use int index or str as first-level key to "
+                                 "access fields of dag input.")
         return InputAttributeNode(self, key)
 
     def __getattr__(self, key):
@@ -91,10 +252,14 @@ class InputNode(DAGNode):
 
 class InputAttributeNode(DAGNode):
     def __init__(self, inp, key, by_attr=False):
+        super().__init__((), {}, {}, {"dag_input_node": inp})
         self._input = inp
         self._key = key
         self._by_attr = by_attr  # inp.key, not inp[key] (execute(value) alone: getattr)
         _feeds(self, [inp])
+
+    def _after_replace(self, one):
+        self._input = self._other["dag_input_node"]
 
 
 class ClassNode(DAGNode):
@@ -104,42 +269,70 @@ class ClassNode(DAGNode):
     after the one bound before it, as Ray chains them, whether the graph's outputs read
     them or not. A compiled graph takes methods of actors already made."""
 
-    def __init__(self, cls, args, kwargs):
+    def __init__(self, cls, args, kwargs, options=None):
+        super().__init__(args, kwargs, options)
         self._cls = cls
-        self._args = tuple(args)
-        self._kwargs = dict(kwargs)
         self._last_call = None  # the method node bound on it last
+        if any(isinstance(n, (InputNode, InputAttributeNode))
+               for n in self._get_all_child_nodes()):
+            raise ValueError(_IN_CLASS_CTOR)
         _feeds(self, self._args + tuple(self._kwargs.values()))
 
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
+        if name == "bind":
+            raise AttributeError(f".bind() cannot be used again on {type(self)} ")
+        methods = getattr(self.__dict__.get("_cls"), "_methods", None)
+        if methods is not None and name not in methods:
+            cname = getattr(self.__dict__.get("_cls"), "__name__", "Actor")
+            raise AttributeError(f"type object {cname!r} has no attribute {name!r}")
         return _BoundClassMethod(self, name)
 
 
 class _BoundClassMethod:
-    def __init__(self, node, name):
-        self._node, self._name = node, name
+    """A method of a ClassNode, to bind (``node.method.bind(...)``, or with options
+    ``node.method.options(...).bind(...)``)."""
+
+    def __init__(self, node, name, options=None):
+        self._node, self._name, self._options = node, name, dict(options or {})
+
+    def options(self, **options):
+        return _BoundClassMethod(self._node, self._name, dict(self._options, **options))
 
     def bind(self, *args, **kwargs):
-        n = ClassMethodNode(None, self._name, args, kwargs)
+        k = self._options.get("num_returns", 1)
+        n = ClassMethodNode(None, self._name, args, kwargs, k, self._options)
         n._class_node, n._prev = self._node, self._node._last_call
+        n._other = {PARENT_CLASS_NODE_KEY: n._class_node, PREV_CLASS_METHOD_CALL_KEY: n._prev}
         self._node._last_call = n
-        return n
+        if k == 1:
+            return n
+        return tuple(ClassMethodOutputNode(n, i) for i in range(k))
+
+    def __getattr__(self, name):
+        if name == "remote":
+            raise AttributeError(".remote() cannot be used on ClassMethodNodes. Use "
+                                 ".bind() instead to express an symbolic actor method call.")
+        raise AttributeError(name)
 
 
 class ClassMethodNode(DAGNode):
     _class_node = None  # bound on a ClassNode (its _handle None): that node's actor
     _prev = None        # ...after the method node bound on it before this one
 
-    def __init__(self, handle, method, args, kwargs, num_returns=1):
+    def __init__(self, handle, method, args, kwargs, num_returns=1, options=None):
+        super().__init__(args, kwargs, options)
         self._handle = handle
         self._method = method
-        self._args = tuple(args)
-        self._kwargs = dict(kwargs)
         self._num_returns = num_returns  # k > 1: bind gave its k ClassMethodOutputNodes
         self._seq = next(_made)
         _feeds(self, self._args + tuple(self._kwargs.values()))
+
+    def _after_replace(self, one):
+        if self._class_node is not None:
+            self._class_node = self._other.get(PARENT_CLASS_NODE_KEY)
+            self._prev = self._other.get(PREV_CLASS_METHOD_CALL_KEY)
 
 
 class FunctionNode(DAGNode):
@@ -147,10 +340,9 @@ class FunctionNode(DAGNode):
     execution it runs as a task, given its upstream nodes' refs; a compiled graph takes
     actors' methods only (as Ray's)."""
 
-    def __init__(self, function, args, kwargs):
+    def __init__(self, function, args, kwargs, options=None):
+        super().__init__(args, kwargs, options)
         self._function = function
-        self._args = tuple(args)
-        self._kwargs = dict(kwargs)
         _feeds(self, self._args + tuple(self._kwargs.values()))
 
 
@@ -161,9 +353,13 @@ class ClassMethodOutputNode(DAGNode):
     on as one tuple and each reader takes item i."""
 
     def __init__(self, node, i):
+        super().__init__((), {}, {}, {"node": node})
         self._node = node
         self._i = i
         _feeds(self, [node])
+
+    def _after_replace(self, one):
+        self._node = self._other["node"]
 
 
 class CollectiveNode:
@@ -186,6 +382,7 @@ class CollectiveNode:
 
 class CollectiveOutputNode(DAGNode):
     def __init__(self, coll, i):
+        super().__init__()
         self._coll = coll
         self._i = i
         _feeds(self, coll._inputs)
@@ -215,6 +412,11 @@ class MultiOutputNode(DAGNode):
         self._outputs = list(outputs)
         if not self._outputs:
             raise ValueError("MultiOutputNode needs at least one node")
+        super().__init__(self._outputs)
+        self._outputs = list(self._args)
+
+    def _after_replace(self, one):
+        self._outputs = list(self._args)
 
 
 def _run_classic(node, args, kwargs, made):
@@ -222,22 +424,35 @@ def _run_classic(node, args, kwargs, made):
     classic execution; made: id(node) -> its value so far (one call per node)."""
     if id(node) in made:
         return made[id(node)]
+
+    def arg(x):  # (a node's value; nodes nested in containers give their refs, as Ray's)
+        return _run_classic(x, args, kwargs, made) if isinstance(x, DAGNode) else \
+            _replace_nodes(x, lambda n: _run_classic(n, args, kwargs, made))
+
     if isinstance(node, InputNode):
+        if not node.__dict__.get("_entered"):
+            raise AssertionError(_NOT_IN_WITH)
+        first = made.setdefault("input", node)
+        if first is not node:
+            raise AssertionError(_ONE_INPUT)
         if len(args) != 1 or kwargs:
             raise TypeError("InputNode bound as a whole needs execute(x) with one argument "
                             "(use inp[i] or inp.key for several)")
         v = args[0]
     elif isinstance(node, InputAttributeNode):
+        if not node._input.__dict__.get("_entered"):
+            raise AssertionError(_NOT_IN_WITH)
+        if made.setdefault("input", node._input) is not node._input:
+            raise AssertionError(_ONE_INPUT)
         try:
-            v = args[node._key] if isinstance(node._key, int) else kwargs[node._key]
-        except (IndexError, KeyError):
-            try:  # (Ray's: execute(value) alone: inp["k"] / inp.k read value's item "k")
-                if len(args) != 1 or kwargs:
-                    raise LookupError
-                v = getattr(args[0], node._key) if node._by_attr else args[0][node._key]
-            except (LookupError, TypeError, AttributeError):
-                raise TypeError(f"execute(): the graph reads input {node._key!r}, which "
-                                f"this execution lacks") from None
+            if len(args) == 1 and not kwargs:  # (Ray's: execute(x) alone: x's item or
+                x = args[0]                    # attribute)
+                v = getattr(x, node._key) if node._by_attr else x[node._key]
+            else:
+                v = args[node._key] if isinstance(node._key, int) else kwargs[node._key]
+        except (LookupError, TypeError, AttributeError):
+            raise TypeError(f"execute(): the graph reads input {node._key!r}, which "
+                            f"this execution lacks") from None
     elif isinstance(node, ClassNode):  # (a constructor takes values, not refs)
         a = tuple(_value(_run_classic(x, args, kwargs, made)) if isinstance(x, DAGNode)
                   else x for x in node._args)
@@ -250,18 +465,14 @@ def _run_classic(node, args, kwargs, made):
             handle = _run_classic(node._class_node, args, kwargs, made)
             if node._prev is not None:
                 _run_classic(node._prev, args, kwargs, made)
-        a = tuple(_run_classic(x, args, kwargs, made) if isinstance(x, DAGNode) else x
-                  for x in node._args)
-        kw = {k: _run_classic(x, args, kwargs, made) if isinstance(x, DAGNode) else x
-              for k, x in node._kwargs.items()}
+        a = tuple(arg(x) for x in node._args)
+        kw = {k: arg(x) for k, x in node._kwargs.items()}
         v = _runtime.call(handle._id, node._method, a, kw,
                           f"calling {handle._class_name}.{node._method}",
                           node._num_returns)
     elif isinstance(node, FunctionNode):
-        a = tuple(_run_classic(x, args, kwargs, made) if isinstance(x, DAGNode) else x
-                  for x in node._args)
-        kw = {k: _run_classic(x, args, kwargs, made) if isinstance(x, DAGNode) else x
-              for k, x in node._kwargs.items()}
+        a = tuple(arg(x) for x in node._args)
+        kw = {k: arg(x) for k, x in node._kwargs.items()}
         v = node._function.remote(*a, **kw)
     elif isinstance(node, ClassMethodOutputNode):  # (its method's call: once, k refs)
         v = _run_classic(node._node, args, kwargs, made)[node._i]
@@ -356,6 +567,29 @@ def _input_items(nodes):
         return None
     ints = [k for k in keys if isinstance(k, int)]
     return (max(ints) + 1 if ints else 0), [k for k in keys if not isinstance(k, int)]
+
+
+def _check_inputs_used(up):
+    """Raises Ray's errors where the graph (up: its outputs and all upstream of them) has
+    two InputNodes, or reads an input item only in nodes whose values reach no output."""
+    inputs = list(dict.fromkeys(n._input if isinstance(n, InputAttributeNode) else n
+                                for n in up.values()
+                                if isinstance(n, (InputNode, InputAttributeNode))))
+    if len(inputs) > 1:
+        raise AssertionError(_ONE_INPUT)
+    if not inputs:
+        return
+    bound = [r._key for r in inputs[0].__dict__.get("_readers", ())
+             if isinstance(r, InputAttributeNode) and r.__dict__.get("_readers")]
+    keys = list(dict.fromkeys(bound))
+    used = {n._key for n in up.values() if isinstance(n, InputAttributeNode)}
+    missing = [k for k in keys if k not in used]
+    if missing:
+        raise ValueError(
+            f"Compiled Graph expects input to be accessed using all of attributes "
+            f"{', '.join(map(str, keys))}, but {', '.join(map(str, missing))} "
+            f"{'is' if len(missing) == 1 else 'are'} unused. Ensure all input attributes "
+            f"are used and contribute to the computation of the Compiled Graph output.")
 
 
 def _check_no_leaves(up):
@@ -466,6 +700,7 @@ class CompiledDAG:
                 raise TypeError("a graph's outputs must be bound methods (handle.m.bind)")
         up = _upstream(outs)
         _check_no_nested(up.values())
+        _check_inputs_used(up)
         _check_no_leaves(up)
         self._wants = _input_items(up.values())
         self._raw = {}  # id(bound node) -> numpy dtype: its value feeds a collective
@@ -911,7 +1146,40 @@ def _alias(name, **names):
     globals()[name] = mod
 
 
+class DAGContext:
+    """The defaults of graphs compiled from now on (Ray's ray.dag.DAGContext):
+    ``DAGContext.get_current()`` gives the one context; experimental_compile takes
+    submit_timeout (seconds), buffer_size_bytes and max_inflight_executions from it
+    where its own arguments leave them unset."""
+    _current = None
+
+    def __init__(self, submit_timeout=10, get_timeout=10, buffer_size_bytes=65536,
+                 max_inflight_executions=10, asyncio_max_queue_size=None,
+                 max_buffered_results=1000, overlap_gpu_communication=False,
+                 teardown_timeout=30, read_iteration_timeout=0.1):
+        self.submit_timeout = submit_timeout
+        self.get_timeout = get_timeout
+        self.buffer_size_bytes = buffer_size_bytes
+        self.max_inflight_executions = max_inflight_executions
+        self.asyncio_max_queue_size = asyncio_max_queue_size
+        self.max_buffered_results = max_buffered_results
+        self.overlap_gpu_communication = overlap_gpu_communication
+        self.teardown_timeout = teardown_timeout
+        self.read_iteration_timeout = read_iteration_timeout
+
+    @classmethod
+    def get_current(cls):
+        if cls._current is None:
+            cls._current = cls()
+        return cls._current
+
+
 _alias("input_node", InputNode=InputNode, InputAttributeNode=InputAttributeNode)
+_alias("dag_node", DAGNode=DAGNode)
+# (Ray's ray.dag.constants: the one a program sets here; profiling is not recorded)
+_alias("constants", RAY_CGRAPH_ENABLE_PROFILING=False, RAY_CGRAPH_ENABLE_NVTX_PROFILING=False,
+       PARENT_CLASS_NODE_KEY=PARENT_CLASS_NODE_KEY,
+       PREV_CLASS_METHOD_CALL_KEY=PREV_CLASS_METHOD_CALL_KEY)
 _alias("output_node", MultiOutputNode=MultiOutputNode)
 _alias("class_node", ClassNode=ClassNode, ClassMethodNode=ClassMethodNode)
 _alias("function_node", FunctionNode=FunctionNode)

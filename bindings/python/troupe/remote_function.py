@@ -55,7 +55,11 @@ def check_placement_options(options, kind, retries_key):
     for key in ("num_cpus", "num_gpus"):
         v = options.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0):
-            raise ValueError(f"{kind} option {key}={v!r}: a number >= 0 is needed")
+            if kind == "actor" and isinstance(v, (int, float)) and not isinstance(v, bool):
+                raise ValueError(f"Resource quantities may not be negative: the quantity "
+                                 f"of resource {key} cannot be negative ({key}={v!r})")
+            raise ValueError(f"The keyword '{key}' only accepts None, 0 or a positive "
+                             f"number, got {v!r} ({kind} option {key})")
     mr = options.get(retries_key)
     if mr is not None and (isinstance(mr, bool) or not isinstance(mr, int) or mr < -1):
         raise ValueError(f"{kind} option {retries_key}={mr!r}: an int >= -1 is needed")
@@ -205,7 +209,7 @@ class RemoteFunction:
         if self._options.get("num_returns", self._default_returns) != 1:
             raise ValueError(f"{self._function_name}: bind a remote function of "
                              f"num_returns=1 (its result is the node's value)")
-        return dag.FunctionNode(self, args, kwargs)
+        return dag.FunctionNode(self, args, kwargs, self._options)
 
     def __reduce__(self):
         return (_rebuild, (self._function, self._options))

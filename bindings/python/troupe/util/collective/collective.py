@@ -37,11 +37,11 @@ def _name(group_name):
     return group_name.encode()
 
 
-def _join(world_size, rank, backend, group_name, what):
+def _join(world_size, rank, backend, group_name, what, timeout_ms=_JOIN_TIMEOUT_MS):
     rt = _runtime.runtime()
     g = ctypes.c_void_p()
     rc = lib.tr_group_join(rt, world_size, rank, backend.encode(), _name(group_name),
-                           _JOIN_TIMEOUT_MS, byref(g))
+                           int(timeout_ms), byref(g))
     _check(rc, what)
     return g
 
@@ -281,9 +281,15 @@ def _peer(g, rank, what):
 
 # ------------------------------------------------------------------ groups
 
-def init_collective_group(world_size, rank, backend=Backend.SHM, group_name="default"):
+def init_collective_group(world_size, rank, backend=Backend.SHM, group_name="default",
+                          gloo_timeout=_JOIN_TIMEOUT_MS):
     """Joins the group as `rank` (in an actor, or any process of the node); returns once
-    all world_size ranks have joined."""
+    all world_size ranks have joined, within gloo_timeout ms (Ray's argument; troupe's
+    join waits that long whatever the backend)."""
+    if isinstance(gloo_timeout, bool) or not isinstance(gloo_timeout, int) or \
+            gloo_timeout <= 0:
+        raise ValueError(f"gloo_timeout {gloo_timeout!r}: a number of milliseconds > 0 "
+                         f"is needed")
     if not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} is not in [0, {world_size})")
     b = _backend(backend)
@@ -293,7 +299,7 @@ def init_collective_group(world_size, rank, backend=Backend.SHM, group_name="def
     if b in _LAZY:  # (Ray's NCCL groups make their communicator on first use)
         _pending[group_name] = (world_size, rank, b)
         return
-    _join(world_size, rank, b, group_name, what)
+    _join(world_size, rank, b, group_name, what, gloo_timeout)
 
 
 def create_collective_group(actors, world_size, ranks, backend=Backend.SHM,
