@@ -190,3 +190,28 @@ def test_compile_takes_its_defaults_from_the_dag_context(ray):
         g.teardown()
     finally:
         ctx.max_inflight_executions = before
+
+
+def test_a_class_node_takes_nodes_nested_in_its_arguments(ray):
+    @troupe.remote
+    class Keeps:
+        def __init__(self, xs):
+            self.xs = xs
+
+        def total(self, y):
+            return sum(troupe.get(r) for r in self.xs) + y
+
+    with InputNode() as inp:
+        dag = Keeps.bind([add.bind(1, 2), add.bind(3)]).total.bind(inp)
+    assert ray.get(dag.execute(10)) == 16
+
+
+def test_a_graph_rewritten_by_apply_recursive_still_compiles(ray):
+    a = Acc.remote()
+    with InputNode() as inp:
+        g = a.inc.bind(inp)
+    copy = g.apply_recursive(lambda n: n)
+    assert copy is not g
+    compiled = copy.experimental_compile()
+    assert ray.get(compiled.execute(5)) == 5
+    compiled.teardown()

@@ -822,3 +822,65 @@ def test_no_automatic_start_when_it_is_turned_off(tmp_path):
         out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                              env=env, timeout=120)
         assert out.stdout.split() == ["refused", "True", "1"], out.stderr[-2000:]
+
+
+def test_a_restarted_actor_reads_its_constructor_refs_again(ray):
+    @troupe.remote(max_restarts=2)
+    class Restarting:
+        def __init__(self, xs):
+            self.xs = xs
+
+        def read(self):
+            return troupe.get(self.xs[0])
+
+        def die(self):
+            os._exit(1)
+
+    r = Restarting.remote([ray.put(41)])
+    assert ray.get(r.read.remote()) == 41
+    with pytest.raises(troupe.exceptions.ActorDiedError):
+        ray.get(r.die.remote())
+    deadline = time.monotonic() + 30
+    while True:  # (the restart runs the constructor again, from the same arguments)
+        try:
+            assert ray.get(r.read.remote()) == 41
+            break
+        except troupe.exceptions.ActorDiedError:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+
+
+def test_constructor_refs_from_two_threads_and_none_left_after(ray):
+    """Actors made with refs in their arguments from two threads at once all read them;
+    once they are killed and the refs dropped, the store holds nothing."""
+    import threading
+    from conftest import store_empties
+
+    @troupe.remote
+    class C:
+        def __init__(self, xs):
+            self.x = troupe.get(xs[0])
+
+        def get(self):
+            return self.x
+
+    made, errors = [], []
+
+    def make(base):
+        try:
+            for j in range(15):
+                made.append((base + j, C.remote([troupe.put(base + j)])))
+        except Exception as e:  # (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=make, args=(b,)) for b in (0, 100)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert sorted(ray.get([h.get.remote() for _, h in made])) == sorted(v for v, _ in made)
+    for _, h in made:
+        troupe.kill(h)
+    made.clear()
+    assert store_empties()

@@ -219,10 +219,15 @@ def reply_results(ctx, result, k):
                     result.close()  # (its finally runs now, env_vars still set)
                     break
         except Exception as e:
-            if not values or len(values) >= k:  # (no ref left for it: every ref's)
+            if not values:  # (before any value: every ref's)
                 raise
-            err = _serial.dump_error(e, traceback.format_exc())
             lib.tr_ctx_failed(ctx)  # (the node's metrics count it as an error)
+            if len(values) < k:
+                err = _serial.dump_error(e, traceback.format_exc())
+            else:  # (no ref left for it: the values stand, the error is logged, as Ray's)
+                print(f"Unhandled error: a generator task threw an exception after all "
+                      f"{k} of its return values were made:\n{traceback.format_exc()}",
+                      file=sys.stderr, flush=True)
         result = values
     if err is None:
         result = check_results(result, k)

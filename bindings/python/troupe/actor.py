@@ -392,8 +392,10 @@ class ActorClass:
             return get_actor(o["name"])  # (another made it meanwhile)
         check(rc, f"creating actor {self._cls.__name__}")
         handle = ActorHandle(aid, self._cls.__name__, self._methods, self._returns)
-        if ctor_obj is not None:  # (kept until the constructor has run: its actor answers)
-            _keep_ctor_obj(handle, ctor_obj)
+        if ctor_obj is not None:
+            _keep_ctor_obj(handle, ctor_obj, opts.max_restarts != 0)
+        else:
+            _prune_ctor_objs()
         if not o.get("name") and o.get("lifetime") != "detached":
             handle._scope = _Scope(rt)  # ended with its last handle
         return handle
@@ -408,15 +410,43 @@ class ActorClass:
                         f"{self.__name__}.remote()")
 
 
-_ctor_objs = []  # (a __ray_ready__ call's ref, the constructor arguments' object it keeps)
+# Constructor arguments with refs in them live in an object (tr_put_refs keeps the refs
+# alive as long as it) that the worker reads: {actor id bytes: [the object, the ref of a
+# __ray_ready__ call (the constructor ran once it is in), kept after that]}. An actor that
+# cannot restart lets it go once it answered; one that can (its restart runs the
+# constructor again) keeps it until it is killed for good, or has answered and its last
+# handle here went uncopied; all go at shutdown. Looked at as actors are made and
+# handles dropped.
+_ctor_objs = {}
+_ctor_lock = threading.Lock()
 
 
-def _keep_ctor_obj(handle, obj):
-    """Keeps obj (an actor's constructor arguments, with refs in them) until the actor has
-    answered a __ray_ready__ call (its constructor ran: the refs are borrowed by then, or
-    it failed); those kept before are let go as their actors answer."""
-    _ctor_objs[:] = [(r, o) for r, o in _ctor_objs if not _runtime.is_done(r)]
-    _ctor_objs.append((ActorMethod(handle, "__ray_ready__").remote(), obj))
+def _keep_ctor_obj(handle, obj, restartable):
+    ready = ActorMethod(handle, "__ray_ready__").remote()
+    with _ctor_lock:
+        _ctor_objs[handle._actor_id()] = [obj, ready, restartable]
+    _prune_ctor_objs()
+
+
+def _prune_ctor_objs():
+    with _ctor_lock:
+        if not _ctor_objs:
+            return
+        items = list(_ctor_objs.items())
+    done = [k for k, (_, ready, kept) in items if not kept and _runtime.is_done(ready)]
+    with _ctor_lock:
+        for k in done:
+            _ctor_objs.pop(k, None)
+
+
+def _forget_ctor_obj(aid):
+    """The actor of id bytes aid ends with its last handle: its arguments go once its
+    constructor has run (no restart after that)."""
+    with _ctor_lock:
+        e = _ctor_objs.get(aid)
+        if e is not None:
+            e[2] = False
+    _prune_ctor_objs()
 
 
 @_runtime.on_shutdown
@@ -467,6 +497,8 @@ class ActorHandle:
             out = Ref()  # (never copied: made and let go, the actor ends now)
             if lib.tr_actor_handle(sc.rt, self._id, byref(out)) == 0:
                 lib.tr_ref_release(sc.rt, out)
+            if _ctor_objs:
+                _forget_ctor_obj(bytes(self._id.b))
         except Exception:
             pass
 
@@ -636,6 +668,9 @@ def kill(actor, *, no_restart=True):
     if not isinstance(actor, ActorHandle):
         raise TypeError(f"troupe.kill wants an actor handle, got {type(actor).__name__}")
     check(lib.tr_actor_kill(runtime(), actor._id, 1 if no_restart else 0), "troupe.kill")
+    if no_restart:  # (dead for good: its constructor never runs again)
+        with _ctor_lock:
+            _ctor_objs.pop(actor._actor_id(), None)
 
 
 def actor_pid(actor):

@@ -83,10 +83,10 @@ class DAGNode:
         return u
 
     def _get_toplevel_child_nodes(self):
-        """The nodes among the arguments themselves (not inside containers), once each,
-        in order."""
-        return list(dict.fromkeys(x for x in list(self._args) + list(self._kwargs.values())
-                                  if isinstance(x, DAGNode)))
+        """The nodes among the arguments and other args themselves (not inside
+        containers), once each, in order."""
+        return list(dict.fromkeys(x for x in list(self._args) + list(self._kwargs.values()) +
+                                  list(self._other.values()) if isinstance(x, DAGNode)))
 
     def _get_all_child_nodes(self):
         """Every node this one was bound with: in its arguments, nested in containers
@@ -115,10 +115,16 @@ class DAGNode:
             n._other = {k: one(v) if isinstance(v, DAGNode) else v
                         for k, v in self._other.items()}
         n._after_replace(one)
+        n.__dict__.pop("_readers", None)  # (the copy's readers are its own: none yet)
+        _feeds(n, n._sources())
         return n
 
     def _after_replace(self, one):
         """(a subclass's child nodes kept outside its arguments)"""
+
+    def _sources(self):
+        """The nodes whose values this one reads (what compile follows: _feeds)."""
+        return list(self._args) + list(self._kwargs.values())
 
     def apply_recursive(self, fn):
         """fn applied bottom up: to each node once (cached by its stable uuid), given a
@@ -202,12 +208,19 @@ def _replace_nodes(x, fn):
         items = [_replace_nodes(i, fn) for i in x]
         if all(a is b for a, b in zip(items, x)):
             return x
-        return type(x)(items) if not hasattr(x, "_fields") else type(x)(*items)
+        try:  # (the same container type: a namedtuple's fields, a subclass)
+            return type(x)(*items) if hasattr(x, "_fields") else type(x)(items)
+        except TypeError:
+            return tuple(items) if isinstance(x, tuple) else list(items) \
+                if isinstance(x, list) else set(items)
     if isinstance(x, dict):
         items = [(_replace_nodes(k, fn), _replace_nodes(v, fn)) for k, v in x.items()]
         if all(a is k and b is v for (a, b), (k, v) in zip(items, x.items())):
             return x
-        return dict(items)
+        y = x.copy()  # (an OrderedDict stays one, a defaultdict keeps its factory)
+        y.clear()
+        y.update(items)
+        return y
     return x
 
 
@@ -260,6 +273,9 @@ class InputAttributeNode(DAGNode):
 
     def _after_replace(self, one):
         self._input = self._other["dag_input_node"]
+
+    def _sources(self):
+        return [self._input]
 
 
 class ClassNode(DAGNode):
@@ -361,6 +377,9 @@ class ClassMethodOutputNode(DAGNode):
     def _after_replace(self, one):
         self._node = self._other["node"]
 
+    def _sources(self):
+        return [self._node]
+
 
 class CollectiveNode:
     """An allreduce inside a graph (tr_dag_allreduce): the values of n bound methods on
@@ -386,6 +405,9 @@ class CollectiveOutputNode(DAGNode):
         self._coll = coll
         self._i = i
         _feeds(self, coll._inputs)
+
+    def _sources(self):
+        return list(self._coll._inputs)
 
 
 class _AllReduce:
@@ -417,6 +439,9 @@ class MultiOutputNode(DAGNode):
 
     def _after_replace(self, one):
         self._outputs = list(self._args)
+
+    def _sources(self):
+        return []
 
 
 def _run_classic(node, args, kwargs, made):
@@ -453,11 +478,9 @@ def _run_classic(node, args, kwargs, made):
         except (LookupError, TypeError, AttributeError):
             raise TypeError(f"execute(): the graph reads input {node._key!r}, which "
                             f"this execution lacks") from None
-    elif isinstance(node, ClassNode):  # (a constructor takes values, not refs)
-        a = tuple(_value(_run_classic(x, args, kwargs, made)) if isinstance(x, DAGNode)
-                  else x for x in node._args)
-        kw = {k: _value(_run_classic(x, args, kwargs, made)) if isinstance(x, DAGNode) else x
-              for k, x in node._kwargs.items()}
+    elif isinstance(node, ClassNode):  # (the constructor gets top-level refs' values)
+        a = tuple(arg(x) for x in node._args)
+        kw = {k: arg(x) for k, x in node._kwargs.items()}
         v = node._cls.remote(*a, **kw)
     elif isinstance(node, ClassMethodNode):
         handle = node._handle
@@ -483,11 +506,6 @@ def _run_classic(node, args, kwargs, made):
                         f"experimental_compile()")
     made[id(node)] = v
     return v
-
-
-def _value(v):
-    """A node's value as a constructor takes it: an ObjectRef's got."""
-    return _runtime.get(v) if isinstance(v, _runtime.ObjectRef) else v
 
 
 def _nested_nodes(x, seen):

@@ -54,9 +54,9 @@ def _group(group_name, what):
     g = ctypes.c_void_p()
     lazy = _pending.get(group_name) if isinstance(group_name, str) else None
     if lazy is not None:
-        world_size, rank, backend = lazy
+        world_size, rank, backend, timeout_ms = lazy
         try:
-            g = _join(world_size, rank, backend, group_name, what)
+            g = _join(world_size, rank, backend, group_name, what, timeout_ms)
             del _pending[group_name]
             return g
         except (CollectiveError, ValueError) as e:
@@ -285,7 +285,7 @@ def init_collective_group(world_size, rank, backend=Backend.SHM, group_name="def
                           gloo_timeout=_JOIN_TIMEOUT_MS):
     """Joins the group as `rank` (in an actor, or any process of the node); returns once
     all world_size ranks have joined, within gloo_timeout ms (Ray's argument; troupe's
-    join waits that long whatever the backend)."""
+    join waits that long whatever the backend: nccl's on the group's first op)."""
     if isinstance(gloo_timeout, bool) or not isinstance(gloo_timeout, int) or \
             gloo_timeout <= 0:
         raise ValueError(f"gloo_timeout {gloo_timeout!r}: a number of milliseconds > 0 "
@@ -297,7 +297,7 @@ def init_collective_group(world_size, rank, backend=Backend.SHM, group_name="def
     if is_group_initialized(group_name):
         raise CollectiveError(f"{what}: trying to initialize a group twice", "TR_EEXIST")
     if b in _LAZY:  # (Ray's NCCL groups make their communicator on first use)
-        _pending[group_name] = (world_size, rank, b)
+        _pending[group_name] = (world_size, rank, b, gloo_timeout)
         return
     _join(world_size, rank, b, group_name, what, gloo_timeout)
 
