@@ -79,8 +79,19 @@ long_:
                    cap - 1);
 }
 
-int tr__actor_create(tr__nodeconn *node, const char *cls, const tr_actor_options *given,
-                     const void *args, size_t len, tr_actor_id *out) {
+int tr__actor_qualify(const char *ns, const char *name, char *out, size_t cap) {
+    if (ns && strlen(ns) > 255) return tr__err(TR_EINVAL, "namespace over 255 bytes");
+    if ((ns && strchr(ns, 0x1f)) || strchr(name, 0x1f))
+        return tr__err(TR_EINVAL, "an actor's name or namespace holds the byte 0x1f");
+    int n = ns && *ns ? snprintf(out, cap, "%s\x1f%s", ns, name) : snprintf(out, cap, "%s", name);
+    if (n < 0 || (size_t)n >= cap)
+        return tr__err(TR_EINVAL, "an actor's name of %zu bytes is too long", strlen(name));
+    return 0;
+}
+
+int tr__actor_create(tr__nodeconn *node, const char *ns, const char *cls,
+                     const tr_actor_options *given, const void *args, size_t len,
+                     tr_actor_id *out) {
     tr_actor_options o = TR_ACTOR_OPTIONS_INIT, *opts = &o;
     int rc;
     if (given) {
@@ -91,6 +102,12 @@ int tr__actor_create(tr__nodeconn *node, const char *cls, const tr_actor_options
                         ? word
                         : TR__SIZE_UPTO(tr_actor_options, max_restarts);
         if ((rc = tr__struct_in(&o, sizeof o, given, v1, "tr_actor_create: options"))) return rc;
+    }
+    char qualified[1024];
+    if (o.name) { /* (in its namespace: the node keeps names as strings) */
+        if ((rc = tr__actor_qualify(o.ns ? o.ns : ns, o.name, qualified, sizeof qualified)))
+            return tr__err_wrap(rc, "tr_actor_create");
+        o.name = qualified;
     }
     if (!cls || !*cls) return tr__err(TR_EINVAL, "tr_actor_create: no class name");
     if (!args && len) return tr__err(TR_EINVAL, "tr_actor_create: args is NULL");
@@ -238,8 +255,11 @@ int tr__actor_wait_ready(tr__nodeconn *node, tr_actor_id id, int timeout_ms) {
     }
 }
 
-int tr__actor_by_name(tr__nodeconn *node, const char *name, tr_actor_id *out) {
-    if (!name || !*name) return tr__err(TR_EINVAL, "tr_actor_get: no name");
+int tr__actor_by_name(tr__nodeconn *node, const char *ns, const char *given, tr_actor_id *out) {
+    char name[1024];
+    if (!given || !*given) return tr__err(TR_EINVAL, "tr_actor_get: no name");
+    int q = tr__actor_qualify(ns, given, name, sizeof name);
+    if (q) return tr__err_wrap(q, "tr_actor_get");
     tr__buf b = TR__BUF_INIT;
     tr__enc_map(&b, 1);
     tr__enc_str(&b, "name");
@@ -247,7 +267,11 @@ int tr__actor_by_name(tr__nodeconn *node, const char *name, tr_actor_id *out) {
     tr__reply r;
     int rc = tr__nodeconn_call(node, TR__MSG_ACTOR_BY_NAME, &b, NODE_RPC_MS, &r);
     tr__buf_free(&b);
-    if (rc) return rc == TR_ENOTFOUND ? tr__err(rc, "no live actor named '%s'", name) : rc;
+    if (rc)
+        return rc == TR_ENOTFOUND
+                   ? tr__err(rc, "no live actor named '%s'%s%s%s", given,
+                             ns && *ns ? " in namespace '" : "", ns ? ns : "", ns && *ns ? "'" : "")
+                   : rc;
     rc = tr__get_id(r.root, "id", out->b, 16);
     tr__reply_free(&r);
     return rc;

@@ -25,13 +25,18 @@ typedef struct tr__actor_where {
     tr__rpc_tls_files tls; /* and the TLS files to reach it with (all "": plain) */
 } tr__actor_where;
 
-int tr__actor_create(tr__nodeconn *node, const char *cls, const tr_actor_options *opts,
-                     const void *args, size_t len, tr_actor_id *out);
+/* ns: the namespace of opts->name when opts->ns is NULL ("" or NULL: the default); the
+ * node keeps a name of another namespace as ns, 0x1f, name (tr__actor_qualify). */
+int tr__actor_create(tr__nodeconn *node, const char *ns, const char *cls,
+                     const tr_actor_options *opts, const void *args, size_t len, tr_actor_id *out);
 /* Asks the node; with wait_ms > 0 the node answers once the actor is ALIVE or DEAD, or
  * after wait_ms. Returns 0, TR_ENOTFOUND, or a transport code. */
 int tr__actor_resolve(tr__nodeconn *node, const tr_actor_id *id, int wait_ms, tr__actor_where *out);
 int tr__actor_wait_ready(tr__nodeconn *node, tr_actor_id id, int timeout_ms);
-int tr__actor_by_name(tr__nodeconn *node, const char *name, tr_actor_id *out);
+int tr__actor_by_name(tr__nodeconn *node, const char *ns, const char *name, tr_actor_id *out);
+/* The name the node keeps for name in namespace ns (NULL or "": name itself), into
+ * out[cap]. Returns 0, or TR_EINVAL (a 0x1f byte, a namespace over 255 bytes, too long). */
+int tr__actor_qualify(const char *ns, const char *name, char *out, size_t cap);
 int tr__actor_kill(tr__nodeconn *node, tr_actor_id id, int no_restart);
 /* From the actor's own worker as it ends (its last handle went: handles.h): the node
  * marks it dead for good, with why as its reason, and lets the process exit by itself. */

@@ -187,8 +187,8 @@ static int start_member(tr__tasks *t, pool *p) {
     o.placement_group = p->pg;
     o.bundle_index = p->bundle;
     tr_actor_id id;
-    int rc = tr__actor_create(t->node, TR__TASKS_CLASS, &o, NULL, 0, &id);
-    if (rc == TR_EEXIST) rc = tr__actor_by_name(t->node, name, &id);
+    int rc = tr__actor_create(t->node, NULL, TR__TASKS_CLASS, &o, NULL, 0, &id);
+    if (rc == TR_EEXIST) rc = tr__actor_by_name(t->node, NULL, name, &id);
     if (rc) return tr__err_wrap(rc, "starting a task worker (%s)", name);
     return add_member(p, &id);
 }
@@ -200,7 +200,7 @@ static void discover(tr__tasks *t, pool *p) {
         char name[300];
         member_name(p, p->n, name, sizeof name);
         tr_actor_id id;
-        if (tr__actor_by_name(t->node, name, &id) || add_member(p, &id)) break;
+        if (tr__actor_by_name(t->node, NULL, name, &id) || add_member(p, &id)) break;
     }
 }
 

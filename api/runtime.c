@@ -378,11 +378,20 @@ TR_API char *tr_actor_id_str(tr_actor_id id, char *buf) {
     return buf;
 }
 
+/* The namespace of the names this runtime makes and finds: its config's "namespace",
+ * else the environment's TROUPE_NAMESPACE (a worker's: its binding sets it for the job),
+ * else "" (the default). */
+static const char *rt_namespace(const tr_runtime *rt) {
+    if (rt->cfg && rt->cfg->ns) return rt->cfg->ns;
+    const char *e = getenv("TROUPE_NAMESPACE");
+    return e ? e : "";
+}
+
 TR_API int tr_actor_create(tr_runtime *rt, const char *class_name, const tr_actor_options *opts,
                            const void *args, size_t len, tr_actor_id *out) {
     CHECK_RT(rt, "tr_actor_create");
     if (!out) return tr__err(TR_EINVAL, "tr_actor_create: out is NULL");
-    return tr__actor_create(rt->node, class_name, opts, args, len, out);
+    return tr__actor_create(rt->node, rt_namespace(rt), class_name, opts, args, len, out);
 }
 
 TR_API int tr_actor_handle(tr_runtime *rt, tr_actor_id actor, tr_ref *out) {
@@ -414,9 +423,13 @@ TR_API int tr_actor_wait_ready(tr_runtime *rt, tr_actor_id actor, int timeout_ms
 }
 
 TR_API int tr_actor_get(tr_runtime *rt, const char *name, tr_actor_id *out) {
+    return tr_actor_get_in(rt, NULL, name, out);
+}
+
+TR_API int tr_actor_get_in(tr_runtime *rt, const char *ns, const char *name, tr_actor_id *out) {
     CHECK_RT(rt, "tr_actor_get");
     if (!out) return tr__err(TR_EINVAL, "tr_actor_get: out is NULL");
-    return tr__actor_by_name(rt->node, name, out);
+    return tr__actor_by_name(rt->node, ns ? ns : rt_namespace(rt), name, out);
 }
 
 TR_API int tr_actor_kill(tr_runtime *rt, tr_actor_id actor, int no_restart) {

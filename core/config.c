@@ -85,6 +85,7 @@ static const char *const binding_names[] = {
 #define F(field) offsetof(tr_config, field)
 static const ckey keys[] = {
     {"address", K_STR, F(address), .flags = EMPTY_UNSETS},
+    {"namespace", K_STR, F(ns), .flags = EMPTY_UNSETS},
     {"tmpdir", K_STR, F(tmpdir), .flags = NODE | NODE_OPT},
     {"spill_dir", K_STR, F(spill_dir), .flags = NODE | NODE_OPT},
     {"worker_command", K_STR, F(worker_command), .set = set_command},

@@ -19,6 +19,7 @@
 
 struct tr_config {
     char *address;     /* node socket path; NULL = embedded node */
+    char *ns;          /* actor names' namespace; NULL: TROUPE_NAMESPACE's, else "" */
     double num_cpus;   /* < 0: the machine's CPU count */
     double num_gpus;   /* < 0: as many as the NVIDIA driver lists */
     tr__res resources; /* custom resources */

@@ -609,6 +609,61 @@ TEST_F(ActorTest, NamedActors) {
     EXPECT_EQ(tr_actor_create(rt, "Counter", &o, "z", 1, &dup), 0);
 }
 
+/* Names live in namespaces (Ray's): one name in two namespaces is two actors; a runtime
+ * finds the names of its own namespace (its config's "namespace", else the environment's
+ * TROUPE_NAMESPACE, else the default ""), tr_actor_get_in those of any; a namespace or a
+ * name with the byte 0x1f, or a namespace over 255 bytes, is refused. */
+TEST_F(ActorTest, NamespacesScopeNames) {
+    tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
+    o.name = "shared";
+    o.ns = "a";
+    tr_actor_id a = make("a", &o), dup, found;
+    EXPECT_EQ(tr_actor_create(rt, "Counter", &o, "d", 1, &dup), TR_EEXIST);
+    o.ns = "b";
+    tr_actor_id b = make("b", &o);
+    o.ns = nullptr; /* the runtime's: the default */
+    tr_actor_id d = make("d", &o);
+    ASSERT_EQ(tr_actor_get_in(rt, "a", "shared", &found), 0) << tr_last_error();
+    EXPECT_EQ(memcmp(&found, &a, sizeof a), 0);
+    ASSERT_EQ(tr_actor_get_in(rt, "b", "shared", &found), 0);
+    EXPECT_EQ(memcmp(&found, &b, sizeof b), 0);
+    ASSERT_EQ(tr_actor_get(rt, "shared", &found), 0);
+    EXPECT_EQ(memcmp(&found, &d, sizeof d), 0);
+    ASSERT_EQ(tr_actor_get_in(rt, "", "shared", &found), 0);
+    EXPECT_EQ(memcmp(&found, &d, sizeof d), 0);
+    EXPECT_EQ(tr_actor_get_in(rt, "c", "shared", &found), TR_ENOTFOUND);
+    EXPECT_NE(std::string(tr_last_error()).find("namespace 'c'"), std::string::npos);
+    /* the environment's namespace, for a runtime whose config names none */
+    setenv("TROUPE_NAMESPACE", "b", 1);
+    int rc = tr_actor_get(rt, "shared", &found);
+    unsetenv("TROUPE_NAMESPACE");
+    ASSERT_EQ(rc, 0);
+    EXPECT_EQ(memcmp(&found, &b, sizeof b), 0);
+    /* another driver of the node, in namespace "a" by its config */
+    tr_runtime *rt2 = nullptr;
+    tr_config *cfg = test_config_with({{"address", tr_runtime_address(rt)}, {"namespace", "a"}});
+    ASSERT_EQ(tr_init(cfg, &rt2), 0) << tr_last_error();
+    tr_config_destroy(cfg);
+    ASSERT_EQ(tr_actor_get(rt2, "shared", &found), 0);
+    EXPECT_EQ(memcmp(&found, &a, sizeof a), 0);
+    tr_shutdown(rt2);
+    /* refused */
+    o.name = "bad\x1fname";
+    EXPECT_EQ(tr_actor_create(rt, "Counter", &o, "e", 1, &dup), TR_EINVAL);
+    o.name = "fine";
+    o.ns = "bad\x1fns";
+    EXPECT_EQ(tr_actor_create(rt, "Counter", &o, "e", 1, &dup), TR_EINVAL);
+    std::string long_ns(300, 'n');
+    o.ns = long_ns.c_str();
+    EXPECT_EQ(tr_actor_create(rt, "Counter", &o, "e", 1, &dup), TR_EINVAL);
+    EXPECT_EQ(tr_actor_get_in(rt, long_ns.c_str(), "fine", &found), TR_EINVAL);
+    EXPECT_EQ(tr_actor_get_in(rt, "a", "x\x1fy", &found), TR_EINVAL);
+    /* killed, its name is free in its namespace only */
+    ASSERT_EQ(tr_actor_kill(rt, a, 1), 0);
+    EXPECT_EQ(tr_actor_get_in(rt, "a", "shared", &found), TR_ENOTFOUND);
+    EXPECT_EQ(tr_actor_get_in(rt, "b", "shared", &found), 0);
+}
+
 TEST_F(ActorTest, StaleAndInvalidHandles) {
     tr_actor_id a = make();
     tr_ref r;

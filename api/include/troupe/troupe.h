@@ -239,6 +239,9 @@ TR_API void tr_config_destroy(tr_config *cfg);
  *   "log_level"                error|warn|info|debug (overrides TROUPE_LOG_LEVEL)
  *   "max_message_bytes"        largest accepted frame (default 64 MiB)
  *   "worker_start_timeout_ms"  how long a worker may take to come up (default 30000)
+ *   "namespace"                the namespace of the actor names this runtime makes and
+ *                              finds (Ray's; default "": unset, a worker's is its
+ *                              environment's TROUPE_NAMESPACE; see tr_actor_options.ns)
  *   "tmpdir"                   where the node's 0700 session directory goes (default /tmp)
  *   "object_store_bytes"       the node's shared-memory object store capacity (default
  *                              30% of RAM, at most 1 GiB; allocated up front)
@@ -466,6 +469,13 @@ typedef struct tr_actor_options {
      * after them, in the order they were sent. Any process calling the actor does so,
      * the one that created it or another that found it. */
     int max_task_retries;
+    /* Added in 0.9: the namespace its name lives in (Ray's namespace); NULL (the
+     * default): the runtime's (tr_config "namespace"). Names are unique per namespace:
+     * "a" in one and "a" in another are two actors; tr_actor_get finds names of the
+     * runtime's namespace, tr_actor_get_in those of any. Up to 255 bytes, no byte 0x1f
+     * (troupe keeps the name as namespace, 0x1f, name; the default namespace "" as the
+     * name alone, as before 0.9). Copied. */
+    const char *ns;
 } tr_actor_options;
 
 #define TR_ACTOR_BINDING_DATA_MAX 4096
@@ -473,7 +483,7 @@ typedef struct tr_actor_options {
 #define TR_ACTOR_OPTIONS_INIT                                                                      \
     {                                                                                              \
         TR_STRUCT_SIZE(tr_actor_options), 0.0, 0.0, NULL, 0, NULL, 0, {{0}}, -1, 0, 1, NULL, 0,    \
-            NULL, NULL, 0                                                                          \
+            NULL, NULL, 0, NULL                                                                    \
     }
 /* Same as TR_ACTOR_OPTIONS_INIT, for bindings. Thread safety: any thread. */
 TR_API void tr_actor_options_init(tr_actor_options *opts);
@@ -491,8 +501,13 @@ TR_API int tr_actor_create(tr_runtime *rt, const char *class_name, const tr_acto
  * TR_ENOTFOUND. Thread safety: any thread. */
 TR_API int tr_actor_wait_ready(tr_runtime *rt, tr_actor_id actor, int timeout_ms);
 
-/* Looks up a named actor. Returns 0, TR_ENOTFOUND, TR_EINVAL. Thread safety: any thread. */
+/* Looks up a named actor of the runtime's namespace (tr_config "namespace"; in a worker
+ * that leaves it unset, the environment's TROUPE_NAMESPACE; else "", the default).
+ * Returns 0, TR_ENOTFOUND, TR_EINVAL. Thread safety: any thread. */
 TR_API int tr_actor_get(tr_runtime *rt, const char *name, tr_actor_id *out);
+/* Looks up a named actor of namespace ns (NULL: the runtime's, as tr_actor_get). Added in
+ * 0.9. Returns 0, TR_ENOTFOUND, TR_EINVAL. Thread safety: any thread. */
+TR_API int tr_actor_get_in(tr_runtime *rt, const char *ns, const char *name, tr_actor_id *out);
 
 /* The binding_data the actor was created with (tr_actor_options), from any process of
  * the cluster: *out is the caller's, freed with tr_free, or NULL if it has none. Returns

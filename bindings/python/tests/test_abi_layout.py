@@ -106,21 +106,24 @@ def test_grown_options_default_to_no_placement_group():
     o = _ffi.ActorOptions()  # and then detached (0: dies with its creator)
     o.detached = 5
     lib.tr_actor_options_init(byref(o))
-    assert o.detached == 0 and _ffi.ActorOptions._fields_[-7][0] == "detached"
+    assert o.detached == 0 and _ffi.ActorOptions._fields_[-8][0] == "detached"
     o.max_concurrency = 0  # and then max_concurrency (1: one call at a time)
     lib.tr_actor_options_init(byref(o))
-    assert o.max_concurrency == 1 and _ffi.ActorOptions._fields_[-6][0] == "max_concurrency"
+    assert o.max_concurrency == 1 and _ffi.ActorOptions._fields_[-7][0] == "max_concurrency"
     o.n_concurrency_groups = 3  # and then the concurrency groups (none)
     lib.tr_actor_options_init(byref(o))
     assert not o.concurrency_groups and o.n_concurrency_groups == 0
-    assert [f for f, _ in _ffi.ActorOptions._fields_[-5:-3]] == ["concurrency_groups",
+    assert [f for f, _ in _ffi.ActorOptions._fields_[-6:-4]] == ["concurrency_groups",
                                                                  "n_concurrency_groups"]
     o.class_label = b"x"  # and then the class's label (none: the C class's name)
     lib.tr_actor_options_init(byref(o))
-    assert o.class_label is None and _ffi.ActorOptions._fields_[-3][0] == "class_label"
+    assert o.class_label is None and _ffi.ActorOptions._fields_[-4][0] == "class_label"
     o.binding_data = b"{}"  # and then a binding's data kept with the actor (none)
     lib.tr_actor_options_init(byref(o))
-    assert o.binding_data is None and _ffi.ActorOptions._fields_[-2][0] == "binding_data"
+    assert o.binding_data is None and _ffi.ActorOptions._fields_[-3][0] == "binding_data"
     o.max_task_retries = 3  # and then how often a call in flight is sent again (never)
     lib.tr_actor_options_init(byref(o))
-    assert o.max_task_retries == 0 and _ffi.ActorOptions._fields_[-1][0] == "max_task_retries"
+    assert o.max_task_retries == 0 and _ffi.ActorOptions._fields_[-2][0] == "max_task_retries"
+    o.ns = b"elsewhere"  # and then its name's namespace (none: the runtime's)
+    lib.tr_actor_options_init(byref(o))
+    assert o.ns is None and _ffi.ActorOptions._fields_[-1][0] == "ns"

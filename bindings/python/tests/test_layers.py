@@ -249,9 +249,10 @@ def test_ignored_options_warn_once(tmp_path):
     assert out.returncode == 0, out.stderr
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     texts = sorted(m for m, _, _ in seen)
-    for option in ("runtime_env", "namespace", "fetch_local"):
-        # (num_returns=1, lifetime, max_concurrency, include_dashboard are honoured)
+    for option in ("runtime_env", "fetch_local"):
+        # (num_returns=1, lifetime, max_concurrency, include_dashboard, namespace are
+        # honoured)
         assert sum(f"'{option}'" in t for t in texts) == 1, (option, texts)
-    assert len(texts) == 3, texts
+    assert len(texts) == 2, texts
     assert all("troupe ignores" in t for t in texts)
     assert all(f == str(path) for _, f, _ in seen), seen  # the user's line, not ours

@@ -386,13 +386,14 @@ def test_options_refused_warned_or_honoured(ray):
         Echo.options(max_concurrency=65537)
     with pytest.warns(UserWarning, match=r"\['pip'\] of the actor option 'runtime_env'"):
         Echo.options(runtime_env={"pip": ["requests"]})
-    with pytest.warns(UserWarning, match="'namespace' \\('ns'\\)"):
-        Echo.options(namespace="ns")
+    with pytest.warns(UserWarning, match="'memory' \\(1024\\)"):
+        Echo.options(memory=1024)
     import warnings
     with warnings.catch_warnings():  # Ray's defaults, which troupe does anyway: no warning
         warnings.simplefilter("error")
         Echo.options(max_concurrency=1, lifetime=None, max_task_retries=0, namespace=None)
         Echo.options(lifetime="detached", max_concurrency=4)  # (honoured)
+        Echo.options(namespace="ns")
 
     @ray.remote(runtime_env={"env_vars": {"TROUPE_TEST_VAR": "set"}})
     class Env:
@@ -884,3 +885,66 @@ def test_constructor_refs_from_two_threads_and_none_left_after(ray):
         troupe.kill(h)
     made.clear()
     assert store_empties()
+
+
+def test_named_actors_live_in_namespaces(ray):
+    """Ray's namespaces: one name in two namespaces is two actors; get_actor looks in the
+    job's namespace (troupe.init's; here the default) unless told another."""
+    a = Echo.options(name="foo", namespace="f1").remote()
+    with pytest.raises(ValueError, match="in namespace 'f2'"):
+        ray.get_actor("foo", namespace="f2")
+    with pytest.raises(ValueError):
+        ray.get_actor("foo")  # (the job's namespace: the default)
+    assert ray.get(ray.get_actor("foo", namespace="f1").echo.remote(1)) == 1
+    b = Echo.options(name="foo").remote()  # (the same name, the default namespace)
+    assert ray.get(ray.get_actor("foo").echo.remote(2)) == 2
+    again = Echo.options(name="foo", namespace="f1", get_if_exists=True).remote()
+    assert again == a and again != b
+    with pytest.raises(ValueError, match="namespace"):
+        Echo.options(name="x", namespace="bad\x1fns")
+    del a, b, again
+
+
+def test_a_jobs_namespace_is_its_tasks_and_actors(tmp_path):
+    """troupe.init(namespace=...): the names its actors, tasks and their actors make and
+    find are that namespace's; another driver of the node finds them only there."""
+    import subprocess
+    script = tmp_path / "ns.py"
+    script.write_text(
+        "import sys, troupe\n"
+        "@troupe.remote\n"
+        "class A:\n"
+        "    def ping(self):\n"
+        "        return troupe.get_runtime_context().namespace\n"
+        "@troupe.remote\n"
+        "def make():\n"
+        "    A.options(name='made_in_task', lifetime='detached').remote()\n"
+        "    return troupe.get(troupe.get_actor('made_in_task').ping.remote())\n"
+        "if sys.argv[1] == 'first':\n"
+        "    troupe.init(namespace='jobns')\n"
+        "    print(troupe.get(make.remote()))\n"
+        "    print(troupe.get(troupe.get_actor('made_in_task').ping.remote()))\n"
+        "    try:\n"
+        "        troupe.get_actor('made_in_task', namespace='')\n"
+        "        print('found in the default')\n"
+        "    except ValueError:\n"
+        "        print('not in the default')\n"
+        "    print(troupe.node_address(), flush=True)\n"
+        "    sys.stdin.readline()\n"
+        "else:\n"
+        "    troupe.init(address=sys.argv[2], namespace=sys.argv[3])\n"
+        "    try:\n"
+        "        print(troupe.get(troupe.get_actor('made_in_task').ping.remote()))\n"
+        "    except ValueError:\n"
+        "        print('none here')\n")
+    first = subprocess.Popen([sys.executable, str(script), "first"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        lines = [first.stdout.readline().strip() for _ in range(4)]
+        assert lines[:3] == ["jobns", "jobns", "not in the default"], lines
+        outs = [subprocess.run([sys.executable, str(script), "second", lines[3], ns],
+                               capture_output=True, text=True, timeout=120).stdout.split()
+                for ns in ("jobns", "other")]
+        assert outs == [["jobns"], ["none", "here"]], outs
+    finally:
+        first.communicate("\n", timeout=60)

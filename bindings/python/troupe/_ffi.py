@@ -53,7 +53,7 @@ class ActorOptions(Structure):
                 ("placement_group", Id16), ("bundle_index", c_int), ("detached", c_int),
                 ("max_concurrency", c_int), ("concurrency_groups", POINTER(ConcurrencyGroup)),
                 ("n_concurrency_groups", c_size_t), ("class_label", c_char_p),
-                ("binding_data", c_char_p), ("max_task_retries", c_int)]
+                ("binding_data", c_char_p), ("max_task_retries", c_int), ("ns", c_char_p)]
 
 
 class TaskOptions(Structure):
@@ -140,6 +140,7 @@ _PROTOS = {
     "tr_actor_create": (c_int, [vp, c_char_p, P(ActorOptions), vp, c_size_t, P(ActorId)]),
     "tr_actor_wait_ready": (c_int, [vp, ActorId, c_int]),
     "tr_actor_get": (c_int, [vp, c_char_p, P(ActorId)]),
+    "tr_actor_get_in": (c_int, [vp, c_char_p, c_char_p, P(ActorId)]),
     "tr_actor_kill": (c_int, [vp, ActorId, c_int]),
     "tr_actor_handle": (c_int, [vp, ActorId, P(Ref)]),
     "tr_actor_details_init": (None, [P(ActorDetails)]),

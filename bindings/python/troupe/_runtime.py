@@ -104,6 +104,12 @@ def job_env_vars():
     return dict(_job_env)
 
 
+def namespace():
+    """The namespace of the actor names this process makes and finds: troupe.init's
+    namespace (in a worker: the job's, inherited through TROUPE_NAMESPACE), else ""."""
+    return _job_env.get("TROUPE_NAMESPACE", os.environ.get("TROUPE_NAMESPACE", ""))
+
+
 def inherit_env(env):
     """The worker's: env (a dict) is what the task or actor it runs now was given, for
     the tasks and actors it starts (job_env_vars); returns what it was, to put back."""
@@ -189,9 +195,14 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
     dashboard_port, dashboard_host: where an embedded node serves it)."""
     global _rt, _job_env
     env = unsupported.pop("runtime_env", None)
-    if unsupported:  # Ray's (namespace, ...)
+    ns = unsupported.pop("namespace", None)
+    if unsupported:  # Ray's (_system_config, ...)
         _errors.ignored("troupe.init", unsupported, stacklevel=2)
     job_env = env_vars(env, "troupe.init", stacklevel=2)
+    if ns is not None:  # (Ray's: the job's actor names; its tasks and actors inherit it)
+        if not isinstance(ns, str) or not ns or "\x1f" in ns or len(ns.encode()) > 255:
+            raise ValueError(f"namespace {ns!r}: a non-empty str of up to 255 bytes")
+        job_env["TROUPE_NAMESPACE"] = ns
     with _lock:
         if _rt is not None:
             if ignore_reinit_error or _in_worker:
@@ -216,6 +227,8 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
                 settings["log_level"] = str(log_level)
             if _cluster_token:
                 settings["cluster_token"] = _cluster_token
+            if ns is not None:
+                settings["namespace"] = ns
             if include_dashboard is False:
                 settings["metrics_port"] = "-1"
             elif dashboard_port is not None:

@@ -26,10 +26,10 @@ ENV = "_troupe_env"          # a constructor payload that sets environment varia
 _ACTOR_OPTIONS = {"name", "num_cpus", "num_gpus", "resources", "max_restarts",
                   "get_if_exists", "runtime_env", "lifetime", "max_concurrency",
                   "placement_group", "placement_group_bundle_index", "max_task_retries",
-                  "concurrency_groups"}
+                  "concurrency_groups", "namespace"}
 # Ray's, taken so that its code runs, but troupe does not do what they ask: a warning
 # when one is given a value other than Ray's default (which troupe does anyway)
-_IGNORED_OPTIONS = {"namespace": None, "scheduling_strategy": None,
+_IGNORED_OPTIONS = {"scheduling_strategy": None,
                     "memory": None, "accelerator_type": None, "object_store_memory": None,
                     "placement_group_capture_child_tasks": None,
                     "max_pending_calls": -1, "enable_task_events": None, "_metadata": None,
@@ -89,6 +89,10 @@ def _check_options(options, stacklevel):
     if lifetime not in (None, "detached", "non_detached"):
         raise ValueError("actor option lifetime must be one of 'detached', 'non_detached' "
                          f"and None, got {lifetime!r}")
+    ns = options.get("namespace")
+    if ns is not None and (not isinstance(ns, str) or "\x1f" in ns or
+                           len(ns.encode()) > 255):
+        raise ValueError(f"actor option namespace={ns!r}: a str of up to 255 bytes")
     mtr = options.get("max_task_retries")
     if mtr is not None and (isinstance(mtr, bool) or not isinstance(mtr, int) or mtr < -1):
         raise ValueError(f"actor option max_task_retries={mtr!r}: an int >= -1 is needed")
@@ -328,7 +332,7 @@ class ActorClass:
         o = self._options
         if o.get("get_if_exists") and o.get("name"):
             try:
-                return get_actor(o["name"])
+                return get_actor(o["name"], o.get("namespace"))
             except ValueError:
                 pass
         opts = _ffi.ActorOptions()
@@ -348,6 +352,9 @@ class ActorClass:
             keep.append(arr)
         if o.get("name"):
             opts.name = str(o["name"]).encode()
+        if o.get("namespace") is not None:  # (its name's; else the job's)
+            opts.ns = str(o["namespace"]).encode()
+            keep.append(opts.ns)
         label = self._cls.__name__.encode(errors="replace")[:200]  # (status and metrics)
         keep.append(label)
         opts.class_label = label
@@ -389,7 +396,7 @@ class ActorClass:
         aid = ActorId()
         rc = lib.tr_actor_create(rt, PY_CLASS, byref(opts), payload, len(payload), byref(aid))
         if rc == _errors.EEXIST and o.get("get_if_exists") and o.get("name"):
-            return get_actor(o["name"])  # (another made it meanwhile)
+            return get_actor(o["name"], o.get("namespace"))  # (another made it meanwhile)
         check(rc, f"creating actor {self._cls.__name__}")
         handle = ActorHandle(aid, self._cls.__name__, self._methods, self._returns)
         if ctor_obj is not None:
@@ -641,14 +648,15 @@ def _found_meta(aid):
 
 
 def get_actor(name, namespace=None):
-    """The handle of the actor created with options(name=name); ValueError if none (a
-    node's actors share one namespace: namespace is ignored)."""
-    if namespace is not None:
-        _errors.ignored("get_actor", ["namespace"], 2)
+    """The handle of the actor created with options(name=name) in namespace (None: the
+    job's, troupe.init's namespace); ValueError if none (Ray's)."""
     aid = ActorId()
-    rc = lib.tr_actor_get(runtime(), str(name).encode(), byref(aid))
+    rc = lib.tr_actor_get_in(runtime(), None if namespace is None else str(namespace).encode(),
+                             str(name).encode(), byref(aid))
     if rc == _errors.ENOTFOUND:  # (Ray's class and words)
-        raise _errors.error(rc, f"Failed to look up actor with name '{name}'", ValueError)
+        where = "" if namespace is None else f" in namespace '{namespace}'"
+        raise _errors.error(rc, f"Failed to look up actor with name '{name}'{where}",
+                            ValueError)
     check(rc, f"get_actor({name!r})")
     det = _ffi.ActorDetails()
     lib.tr_actor_details_init(byref(det))
@@ -821,11 +829,12 @@ class RuntimeContext:
     def get_actor_name(self):
         """The actor's name ("" if it has none) in an actor; None in a driver."""
         det = self._details()
-        return None if det is None else det.name.decode(errors="replace")
+        # (the node keeps a name of a namespace as namespace, 0x1f, name)
+        return None if det is None else det.name.decode(errors="replace").split("\x1f")[-1]
 
     @property
     def namespace(self):
-        return "default"  # (a node's actors share one namespace)
+        return _runtime.namespace()  # ("": the default, shared by every job)
 
     @property
     def current_actor(self):
