@@ -713,13 +713,13 @@ def main():
                 _runtime.current_call.ctx = ctx  # (was_current_task_cancelled)
                 k, payload = call_payload(_string_at(args, n) if n else b"")
                 inst = state["instance"]
-                if name == "__ray_ready__":
-                    fn = _ready
-                elif name == "__ray_call__":
-                    fn = functools.partial(_ray_call, inst)
-                else:
-                    fn = getattr(inst, name, None)
-                    if fn is None or name.startswith("__"):
+                fn = getattr(inst, name, None)
+                if fn is None or name.startswith("__"):  # (Ray's built-ins, else none)
+                    if name == "__ray_ready__":
+                        fn = _ready
+                    elif name == "__ray_call__":
+                        fn = functools.partial(_ray_call, inst)
+                    else:
                         raise AttributeError(f"'{type(inst).__name__}' actor has no "
                                              f"method '{name}'")
                 # calls begin in the order they came (tr_ctx_started): an async actor's
