@@ -121,38 +121,32 @@ static int wait_probe(tr_group *g, int q, int64_t deadline) {
     return 0;
 }
 
-/* Reads n bytes at addr in rank q's memory into dst. */
-static int read_peer(tr_group *g, int q, void *dst, uint64_t addr, size_t n) {
+/* Copies n bytes between mine (here) and addr in rank q's memory: into mine (write 0,
+ * process_vm_readv) or from it (write 1, process_vm_writev). */
+static int peer_copy(tr_group *g, int q, void *mine, uint64_t addr, size_t n, int write) {
     pid_t pid = H(g)->pid[q];
     size_t done = 0;
     while (done < n) {
-        struct iovec l = {(char *)dst + done, n - done};
+        struct iovec l = {(char *)mine + done, n - done};
         struct iovec r = {(void *)(uintptr_t)(addr + done), n - done};
-        ssize_t k = process_vm_readv(pid, &l, 1, &r, 1, 0);
+        ssize_t k = write ? process_vm_writev(pid, &l, 1, &r, 1, 0)
+                          : process_vm_readv(pid, &l, 1, &r, 1, 0);
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0)
-            return tr__err(TR_EIO, "group '%s': rank %d reading rank %d's buffer: %s", g->name,
-                           g->rank, q, k < 0 ? strerror(errno) : "nothing read");
+            return tr__err(TR_EIO, "group '%s': rank %d %s rank %d's buffer: %s", g->name, g->rank,
+                           write ? "writing" : "reading", q,
+                           k < 0 ? strerror(errno) : "nothing copied");
         done += (size_t)k;
     }
     return 0;
 }
 
-/* Writes n bytes from src at addr in rank q's memory. */
+static int read_peer(tr_group *g, int q, void *dst, uint64_t addr, size_t n) {
+    return peer_copy(g, q, dst, addr, n, 0);
+}
+
 static int write_peer(tr_group *g, int q, const void *src, uint64_t addr, size_t n) {
-    pid_t pid = H(g)->pid[q];
-    size_t done = 0;
-    while (done < n) {
-        struct iovec l = {(char *)src + done, n - done};
-        struct iovec r = {(void *)(uintptr_t)(addr + done), n - done};
-        ssize_t k = process_vm_writev(pid, &l, 1, &r, 1, 0);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0)
-            return tr__err(TR_EIO, "group '%s': rank %d writing rank %d's buffer: %s", g->name,
-                           g->rank, q, k < 0 ? strerror(errno) : "nothing written");
-        done += (size_t)k;
-    }
-    return 0;
+    return peer_copy(g, q, (void *)src, addr, n, 1);
 }
 
 /* Join: can this rank read (and write) every peer's memory? */
