@@ -7,7 +7,7 @@ troupe_deps() {
     local pkgs=(bazel-bootstrap libgrpc-dev libssl-dev libmsgpack-dev libuv1-dev libgtest-dev
         libgloo-dev pkg-config gcc g++ iproute2 procps patchelf
         clang-format gcc-aarch64-linux-gnu libc6-dev-arm64-cross
-        python3 python3-venv python3-pip python3-setuptools python3-wheel python3-numpy
+        python3 python3-dev python3-venv python3-pip python3-setuptools python3-wheel python3-numpy
         python3-cloudpickle python3-pytest python3-yaml prometheus chromium kubernetes-client
         slurmctld slurmd slurm-client munge)
     local missing=() p

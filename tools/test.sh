@@ -204,25 +204,34 @@ for label in "${targets[@]}"; do
     done
 done
 
-# The Python package's tests (pytest's JUnit XML, counted the same way), in a plain run.
-if [[ $# -eq 0 ]]; then
+# The Python package's tests (pytest's JUnit XML, counted the same way), in a plain run:
+# all of them with the C extension (troupe._fast), then those of calls, refs and the
+# package's layers without it (TROUPE_NO_EXTENSION=1: the ctypes paths alone).
+python_tests() {
+    local label=$1 pyxml cases nfail nskip name
+    shift
     pyxml=$(mktemp "${TMPDIR:-/tmp}/troupe-pytest.XXXXXX")
-    echo "=== tools/pytest.sh"
-    "$root/tools/pytest.sh" --junitxml="$pyxml"
+    echo "=== tools/pytest.sh ($label)"
+    "$root/tools/pytest.sh" --junitxml="$pyxml" "$@"
     if [[ ! -s "$pyxml" ]]; then
-        fail "python: tools/pytest.sh wrote no results"
+        fail "$label: tools/pytest.sh wrote no results"
     else
         {
             read -r cases nfail nskip
             passed=$((passed + cases - nfail - nskip))
             skipped=$((skipped + nskip))
             while IFS= read -r name; do
-                fail "python: $name"
+                fail "$label: $name"
             done
         } < <(sed -e 's/<testcase /\n<testcase /g' -e 's/<\/testcase>/<\/testcase>\n/g' "$pyxml" \
             >"$pyxml.lines" && count_xml "$pyxml.lines")
     fi
     rm -f "$pyxml" "$pyxml.lines"
+}
+if [[ $# -eq 0 ]]; then
+    python_tests python
+    TROUPE_NO_EXTENSION=1 python_tests "python, no extension" \
+        -k "test_core or test_ownership or test_concurrency or test_writable_args or test_layers"
 fi
 
 # The source tree's own checks (tools/check_layers.sh, tools/check_readmes.sh), each of

@@ -5,7 +5,10 @@
 # machine with Python lacks (gRPC, OpenSSL, libuv, msgpack-c, Gloo, ...), repaired as
 # auditwheel does (tools/wheel_repair.py: unique names, RUNPATH $ORIGIN), tagged with the
 # manylinux platform they satisfy. `pip install dist/troupe-*.whl` then needs no Bazel
-# and no -dev package (tools/wheel_test.sh checks it). Prints the wheel's path.
+# and no -dev package (tools/wheel_test.sh checks it). With it goes troupe._fast, the C
+# extension of the plain call (stable ABI of CPython 3.11: one file for 3.11 and later,
+# linked to nothing but libc; older interpreters use the ctypes paths). Prints the
+# wheel's path.
 #
 # Usage: tools/wheel.sh [OUT_DIR]      (default: dist/ at the repository root)
 set -euo pipefail
@@ -22,6 +25,7 @@ mkdir -p "$out"
 # (a copy of the package's sources: setuptools writes its build/ and egg-info beside them)
 cp -r "$root/bindings/python" "$stage/src"
 rm -rf "$stage/src/build" "$stage/src/"*.egg-info "$stage/src/tests"
+cp -r "$root/api/include" "$stage/src/include" # (troupe.h, for the extension troupe._fast)
 TROUPE_LIBRARY_DIR="$stage/lib" TROUPE_WHEEL_PLATFORM="$platform" \
     /usr/bin/python3 -m pip wheel -q --no-build-isolation --no-deps -w "$stage/dist" "$stage/src" >&2
 wheel=$(ls "$stage"/dist/troupe-*.whl)

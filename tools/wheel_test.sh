@@ -77,6 +77,8 @@ print(ray.get([c.add.remote(i) for i in range(4)]))   # [0, 1, 3, 6]
 maps = open("/proc/self/maps").read()
 print("grpc from the wheel" if "/site-packages/troupe/_lib/libgrpc-" in maps else "grpc NOT from the wheel")
 print("system grpc loaded" if "/libgrpc.so" in maps else "no system grpc")
+from troupe import _runtime
+print("extension: " + ("used" if _runtime.fast is not None else "not used"))
 ray.shutdown()
 EOF
 cat >"$work/inside.sh" <<EOF
@@ -106,6 +108,7 @@ check "pip install of the wheel and the README's example, no build tree, no Baze
     test "$rc" -eq 0
 check "the example prints [0, 1, 3, 6]" grep -qxF "[0, 1, 3, 6]" <<<"$out"
 check "its libraries come from the wheel" grep -qxF "grpc from the wheel" <<<"$out"
+check "its C extension (troupe._fast) loads from the wheel" grep -qxF "extension: used" <<<"$out"
 check "no system copy of them is loaded" grep -qxF "no system grpc" <<<"$out"
 check "the troupe command runs from the wheel (troupe --help)" grep -q "^cli: .*troupe" <<<"$out"
 check "troupe start --head, status and stop from the wheel" \

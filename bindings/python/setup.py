@@ -8,12 +8,19 @@ the libraries it needs, repaired by tools/wheel_repair.py). A wheel is tagged
 py3-none-<platform> (the package loads its library with ctypes: any CPython 3 takes it),
 the platform TROUPE_WHEEL_PLATFORM's if set (tools/wheel.sh: the manylinux tag the
 repaired libraries satisfy).
+
+Built by CPython 3.11 or later, the package also carries troupe/_fast.abi3.so (_fast.c:
+the plain call's two ends in C, on the stable ABI of 3.11, linked to nothing but libc;
+it needs Python's headers, Debian's python3-dev). The package works without it: where it
+cannot be built, the build says why and goes on; older interpreters never load it.
 """
 import os
 import shutil
 import subprocess
+import sys
 
-from setuptools import setup
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 from setuptools.dist import Distribution
 
@@ -45,6 +52,43 @@ class BuildPy(build_py):
         shutil.copyfile(library(), os.path.join(dst, "libtroupe.so.1"))
 
 
+def include_dir():
+    """The directory of troupe/troupe.h: the tree's api/include, or include/ beside this
+    file (tools/wheel.sh copies it there)."""
+    for d in (os.path.join(ROOT, "api", "include"), os.path.join(HERE, "include")):
+        if os.path.exists(os.path.join(d, "troupe", "troupe.h")):
+            return d
+    return None
+
+
+def extensions():
+    inc = include_dir()
+    if inc is None or sys.version_info < (3, 11):
+        return []
+    return [Extension("troupe._fast", ["troupe/_fast.c"], include_dirs=[inc],
+                      define_macros=[("Py_LIMITED_API", "0x030B0000")], py_limited_api=True,
+                      extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror"])]
+
+
+class OptionalBuildExt(build_ext):
+    """The extension is an accelerator: a build that cannot compile it (no Python.h)
+    says so and goes on without it."""
+
+    def run(self):
+        try:
+            super().run()
+        except Exception as e:  # (distutils' CompileError and the like)
+            print(f"troupe: troupe._fast not built ({e}); the ctypes paths do its work",
+                  file=sys.stderr)
+
+    def build_extension(self, ext):
+        try:
+            super().build_extension(ext)
+        except Exception as e:
+            print(f"troupe: {ext.name} not built ({e}); the ctypes paths do its work",
+                  file=sys.stderr)
+
+
 try:
     from wheel.bdist_wheel import bdist_wheel
 
@@ -63,4 +107,5 @@ class BinaryDistribution(Distribution):
         return True
 
 
-setup(cmdclass={"build_py": BuildPy, **COMMANDS}, distclass=BinaryDistribution)
+setup(cmdclass={"build_py": BuildPy, "build_ext": OptionalBuildExt, **COMMANDS},
+      distclass=BinaryDistribution, ext_modules=extensions())

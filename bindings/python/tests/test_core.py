@@ -116,6 +116,77 @@ def test_scalar_calls_take_the_fast_path_unchanged(ray):
     assert ray.get(c.echo.remote(big))[0][0] == big
 
 
+def test_the_extension_runs_both_ends_or_neither(ray):
+    """troupe._fast (the plain call in C) is used by the driver and its workers alike:
+    with TROUPE_NO_EXTENSION=1 by neither (the ctypes paths), else by both where built."""
+    import sys
+    from troupe import _runtime
+
+    @ray.remote
+    class Probe:
+        def fast(self):
+            from troupe import _runtime
+            return _runtime.fast is not None
+
+    off = os.environ.get("TROUPE_NO_EXTENSION", "") not in ("", "0")
+    here = _runtime.fast is not None
+    assert ray.get(Probe.remote().fast.remote()) == here
+    if off or sys.version_info < (3, 11):
+        assert not here
+    else:
+        assert here, "troupe._fast was not built or did not load"
+
+
+class SlowToUnpickle:
+    """An argument whose unpickling takes a while (it runs in the actor, before the
+    method): the actor's next call must not wait for it."""
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        time.sleep(self.seconds)
+
+
+def test_plain_calls_keep_the_general_paths_rules(ray):
+    """What the worker's plain path (troupe._fast) must do as the general one does: a
+    call starts before its arguments are unpickled (a threaded actor's next call does
+    not wait for them), a method gone from the class is the actor's AttributeError, a
+    method's error carries its traceback, a method made an attribute of None fails."""
+    @ray.remote(max_concurrency=2)
+    class Threaded:
+        def take(self, x):
+            return 1
+
+        def ping(self):
+            return 2
+
+        def fail(self):
+            raise ValueError("fails in fail")
+
+        def drop(self, name):
+            delattr(type(self), name)
+            return True
+
+    t = Threaded.remote()
+    for _ in range(3):  # (each method's calls after its first are plain ones)
+        assert ray.get([t.take.remote(0), t.ping.remote()]) == [1, 2]
+    slow = t.take.remote(SlowToUnpickle(1.5))
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    assert ray.get(t.ping.remote(), timeout=10) == 2
+    assert time.monotonic() - t0 < 1.0, "the next call waited for the arguments' unpickling"
+    assert ray.get(slow) == 1
+    for _ in range(2):
+        with pytest.raises(ValueError, match="fails in fail") as info:
+            ray.get(t.fail.remote())
+        assert "in fail" in str(info.value) and "fast_failed" not in str(info.value)
+    assert ray.get(t.drop.remote("ping"))
+    with pytest.raises(AttributeError, match="actor has no method 'ping'"):
+        ray.get(t.ping.remote())
+    assert ray.get(t.take.remote(5)) == 1
+
+
 def test_put_get_zero_copy(ray):
     a = np.random.default_rng(1).random(1 << 20)
     ref = ray.put(a)

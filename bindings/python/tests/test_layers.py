@@ -2,6 +2,7 @@
 at its top, and uses only their public names; one table maps the library's status codes
 to exceptions; Ray options troupe ignores warn once."""
 import ast
+import importlib.machinery
 import json
 import os
 import re
@@ -21,6 +22,7 @@ PKG_DIR = os.path.dirname(os.path.abspath(troupe.__file__))
 LAYERS = [
     "troupe._cli",
     "troupe._ffi",
+    "troupe._fast",
     "troupe.ray_constants",
     "troupe.exceptions",
     "troupe._errors",
@@ -48,11 +50,20 @@ LAYERS = [
 ]
 
 
+EXTENSIONS = {"troupe._fast"}  # (C: built where the interpreter and headers allow)
+
+
 def _modules():
-    """{module name: its source path} for every .py file of the installed package."""
+    """{module name: its source path} for every .py file of the installed package, and
+    each extension module built (its .so: no Python imports to check)."""
     out = {}
     for root, _, files in os.walk(PKG_DIR):
         for f in files:
+            ext = next((x for x in importlib.machinery.EXTENSION_SUFFIXES if f.endswith(x)),
+                       None)
+            if ext is not None:
+                out["troupe." + f[:-len(ext)]] = os.path.join(root, f)
+                continue
             if not f.endswith(".py"):
                 continue
             rel = os.path.relpath(os.path.join(root, f), os.path.dirname(PKG_DIR))
@@ -107,7 +118,20 @@ def _edges(target, names):
 
 
 def test_layers_are_known():
-    assert sorted(MODULES) == sorted(LAYERS), "a new module: put it in LAYERS and the README"
+    assert sorted(MODULES) == sorted(m for m in LAYERS
+                                     if m not in EXTENSIONS or m in MODULES), \
+        "a new module: put it in LAYERS and the README"
+
+
+def test_the_extension_is_built_and_used():
+    """Where the interpreter is 3.11 or later (the stable ABI it is built for), the
+    package carries troupe._fast and uses it, unless TROUPE_NO_EXTENSION=1."""
+    from troupe import _runtime
+    if sys.version_info < (3, 11):
+        pytest.skip(f"Python {sys.version_info[:2]}: troupe._fast is for 3.11 and later")
+    assert "troupe._fast" in MODULES, "troupe._fast was not built (python3-dev missing?)"
+    off = os.environ.get("TROUPE_NO_EXTENSION", "") not in ("", "0")
+    assert (_runtime.fast is None) == off
 
 
 @pytest.mark.parametrize("name", LAYERS)
@@ -132,6 +156,8 @@ def test_imports_go_down_at_the_top_and_use_public_names():
     rank = {m: i for i, m in enumerate(LAYERS)}
     problems = []
     for name, path in sorted(MODULES.items()):
+        if name in EXTENSIONS:
+            continue
         tree, imports = _imports(name, path)
         bound = set()  # names this file got from the package's modules
         for node, target, names, in_function in imports:
@@ -170,6 +196,8 @@ def test_status_codes_are_the_librarys():
     assert len(set(_ffi.STATUS.values())) == len(_ffi.STATUS) >= 23
     # a code written by name in the package is one the library has (no typo goes unseen)
     for name, path in MODULES.items():
+        if name in EXTENSIONS:
+            continue
         for node in ast.walk(ast.parse(open(path).read())):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
                     re.fullmatch(r"TR_E[A-Z_]+", node.value):

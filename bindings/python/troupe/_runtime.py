@@ -17,6 +17,11 @@ from ._errors import check
 from ._ffi import Ref, byref, c_size_t, c_void_p, lib
 from .exceptions import GetTimeoutError, ObjectLostError, TroupeError
 
+try:  # (optional: an interpreter it was not built for, or a build without Python.h)
+    from . import _fast as _fast_module
+except ImportError:
+    _fast_module = None
+
 _rt = None          # tr_runtime* (c_void_p) of this process: the driver's, or a worker's
 _in_worker = False  # this process runs an actor
 _lock = threading.RLock()  # (re-entered by a finalizer that runs under it)
@@ -242,6 +247,10 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
                 fn(cfg)
             _export_path()
             os.environ["PYTROUPE_LIBRARY"] = _ffi.library_path
+            if _extension_off():  # (the workers do without it too)
+                os.environ["PYTROUPE_NO_EXTENSION"] = "1"
+            else:
+                os.environ.pop("PYTROUPE_NO_EXTENSION", None)
             rt = c_void_p()
             check(lib.tr_init_abi(cfg, byref(rt), _ffi.ABI_VERSION), "troupe.init")
         finally:
@@ -388,6 +397,8 @@ class ObjectRef:
         return (_rebuild_ref, (self.binary(),))
 
     def __del__(self):
+        if fast is not None:  # (the same, in C)
+            return fast.release(self)
         if not self._owned or self._rt is None or self._rt is not _rt:
             return
         try:
@@ -568,6 +579,15 @@ def get_one(ref, deadline, what="get"):
     if not isinstance(ref, ObjectRef):
         raise ValueError(f"Invalid type of object refs, {type(ref)}, is given. 'object_refs' "
                          f"must either be an ObjectRef or a list of ObjectRefs.")
+    if deadline is None and ref._owned and fast is not None:  # (the hot path, in C)
+        r = fast.get_plain(ref._c)
+        if r is not None:
+            if len(r) == 1:
+                return r[0]
+            rc, addr, n = r
+            if rc == 0:
+                return _decode(addr, n, ref, what)
+            return _get_failed(rc, ref, what)
     rt = _rt if _rt is not None else runtime()
     data, n = c_void_p(), c_size_t()
     if deadline is None:
@@ -584,6 +604,11 @@ def get_one(ref, deadline, what="get"):
         if not ref._owned:
             ref._hold()
         return _decode(data.value or 0, n.value, ref, what)
+    return _get_failed(rc, ref, what)
+
+
+def _get_failed(rc, ref, what):
+    """Raises the error of a get of ref that ended with rc."""
     if rc == _errors.ETIMEDOUT:
         raise GetTimeoutError(f"troupe.get: {ref} not ready within the timeout")
     # (an object no holder kept, freed: Ray's ObjectLostError, its code still the C one)
@@ -1119,3 +1144,39 @@ def cancel(ref, *, force=False, recursive=True):
     if not isinstance(ref, ObjectRef):
         raise TypeError(f"troupe.cancel wants an ObjectRef, got {type(ref).__name__}")
     check(lib.tr_cancel(runtime(), ref._c, 1 if force else 0), "troupe.cancel")
+
+
+# ------------------------------------------------------------------ the C extension
+
+def _call_failed(rc, cls_name, method):
+    check(rc, f"calling {cls_name}.{method}")
+
+
+def _extension_off():
+    """TROUPE_NO_EXTENSION=1 here, or in the driver that started this worker (its node
+    passes no TROUPE_ variable on: init exports it as PYTROUPE_NO_EXTENSION)."""
+    return any(os.environ.get(v, "") not in ("", "0")
+               for v in ("TROUPE_NO_EXTENSION", "PYTROUPE_NO_EXTENSION"))
+
+
+def _load_fast():
+    """troupe._fast (the plain call's two ends in C, _fast.c), configured with this
+    library's functions and this module's objects; None where it is not built, the
+    interpreter is older than 3.11, or TROUPE_NO_EXTENSION=1: the ctypes paths then do
+    all (the same bytes on the wire)."""
+    if _fast_module is None or sys.version_info < (3, 11) or _extension_off():
+        return None
+    addr = {name: ctypes.cast(getattr(lib, name), c_void_p).value
+            for name in ("tr_call", "tr_get", "tr_ctx_method", "tr_ctx_started",
+                         "tr_ctx_reply", "tr_ref_release")}
+    _fast_module.configure(addr, {
+        "dumps": pickle.dumps, "loads": pickle.loads, "protocol": 5, "Ref": Ref,
+        "ObjectRef": ObjectRef, "new_object": _new_object, "holds": _holds,
+        "call_failed": _call_failed, "simple": _serial.SIMPLE_TYPES,
+        "etimedout": _errors.ETIMEDOUT, "slice_ms": _SLICE_MS, "inline_max": INLINE_MAX,
+        "copy_max": _COPY_MAX, "runtime": sys.modules[__name__],
+        "lock_acquire": _holds_lock.acquire, "lock_release": _holds_lock.release})
+    return _fast_module
+
+
+fast = _load_fast()  # (None: the ctypes paths do all)

@@ -20,6 +20,7 @@ ALIGN = 64
 _HDR = struct.Struct("<4sIIQ")
 _simple = (int, float, str, bytes, bool, type(None), complex)
 SIMPLE = frozenset(_simple)  # (types the fast paths pickle straight)
+SIMPLE_TYPES = _simple       # (the same, in order: _fast.c's)
 
 _local = threading.local()
 

@@ -255,12 +255,13 @@ def reply_parts(ctx, data, refs=()):
     check(lib.tr_ctx_reply_multi(ctx, ptrs, lens, k), f"replying {k} results")
 
 
-def reply_error(ctx, e, k=1):
-    """The exception e (being handled) as the call's result (each of its k results, for
-    num_returns k > 1), or as its C error where it cannot be pickled."""
+def reply_error(ctx, e, k=1, text=None):
+    """The exception e (being handled, or its traceback's text given) as the call's
+    result (each of its k results, for num_returns k > 1), or as its C error where it
+    cannot be pickled."""
     lib.tr_ctx_failed(ctx)  # (the node's metrics count it as an error)
     try:
-        err = _serial.dump_error(e, traceback.format_exc())
+        err = _serial.dump_error(e, traceback.format_exc() if text is None else text)
         if isinstance(k, int) and k > 1:
             reply_parts(ctx, [err] * k)
             return 0
@@ -551,6 +552,8 @@ def main():
     state = {"instance": None, "max_task_retries": 0, "async": False}
     steps = {}  # compiled graphs' steps here: step id -> (method, args' and kwargs' sources)
     names = {}  # the methods' names as C gives them (bytes) -> str
+    plain = {}  # the methods _fast.c runs (sync actor, no options): name -> True
+    fast = _runtime.fast
 
     def end_actor(ctx):
         """exit_actor() or __ray_terminate__: the actor ends for good (the node
@@ -731,6 +734,9 @@ def main():
                 else:
                     lib.tr_ctx_started(ctx)
                 opts = getattr(fn, "__troupe_method_options__", None)
+                if opts is None and not state["async"] and fast is not None and \
+                        not name.startswith("__"):  # (its next plain calls: _fast.c's)
+                    plain[name] = True
                 on = opts.get("retry_exceptions", False) if opts else False
                 retries = opts.get("max_task_retries", state["max_task_retries"]) if on else 0
                 if on and retries:  # (Ray's: the method's, else the actor's retries)
@@ -759,12 +765,50 @@ def main():
             _runtime.current_call.ctx = None
         return 0
 
+    def fast_resolve(ctx, a, kw):
+        """A plain call's refs passed as arguments: their values (decode_payload's)."""
+        return tuple(resolve(x, ctx) for x in a), {k: resolve(v, ctx) for k, v in kw.items()}
+
+    def fast_finish(ctx, result, rc):
+        """A plain call's result _fast.c did not reply (not a builtin scalar), or its
+        reply's failure rc: as dispatch's end."""
+        try:
+            if rc:
+                check(rc, "replying the result")
+            if type(result) is _COROUTINE:
+                result = run(result)
+            reply_results(ctx, result, 1)
+        except ActorExit:
+            end_actor(ctx)
+        except SystemExit as e:
+            exit_worker(e)
+        except BaseException as e:
+            return reply_error(ctx, e, 1)
+        return 0
+
+    def fast_failed(ctx, exc):
+        """A plain call's exception (the method's, or the decoding's), as dispatch's
+        handlers take it (its traceback from the method down)."""
+        if isinstance(exc, ActorExit):
+            end_actor(ctx)
+        elif isinstance(exc, SystemExit):
+            exit_worker(exc)
+        else:
+            return reply_error(ctx, exc, 1, "".join(traceback.format_exception(exc)))
+        return 0
+
     cls = _ffi.ActorClass()
     lib.tr_actor_class_init(byref(cls))
     cls.name = PY_CLASS
     cls.ctor = ctor
     cls.dtor = dtor
     cls.dispatch = dispatch
+    if fast is not None:  # (plain calls in C, every other through dispatch)
+        cls.dispatch = _ffi.METHOD_FN(fast.worker_configure(
+            ctypes.cast(dispatch, ctypes.c_void_p).value,
+            {"state": state, "methods": plain, "current": _runtime.current_call,
+             "ArgRef": _serial.ArgRef, "resolve": fast_resolve, "finish": fast_finish,
+             "failed": fast_failed}))
     cls.n_methods = 0
     cfg = ctypes.c_void_p()
     remote_function.set_task_runner(run_task)

@@ -11,6 +11,8 @@ import warnings
 from . import _errors, _ffi, _placement, _runtime, _serial, remote_function
 from ._errors import check
 from ._ffi import ActorId, Ref, byref, lib
+
+_fast = _runtime.fast
 from ._runtime import runtime
 from .dag import ClassMethodNode, ClassMethodOutputNode, ClassNode
 from .exceptions import ActorExit
@@ -565,6 +567,10 @@ class ActorMethod:
         0: None, the call runs all the same)."""
         if self._num_returns == 1 and self._group is None:  # (the hot path)
             h = self._handle
+            if _fast is not None:  # (builtin scalars in C; None: not taken)
+                ref = _fast.call_one(h._id, self._name, args, kwargs, h._class_name)
+                if ref is not None:
+                    return ref
             return _runtime.call_one(h._id, self._name, args, kwargs, h._class_name)
         name = self._name if self._group is None else f"{self._name}@{self._group}"
         return call(self._handle, name, args, kwargs, self._num_returns)

@@ -1,0 +1,654 @@
+/* troupe._fast - the two ends of a plain method call in C, beside the ctypes binding.
+ *
+ * A call from Python whose arguments are builtin scalars, and the worker's run of a plain
+ * method of a sync actor, are most of what a Ray program does; through ctypes each costs
+ * several microseconds of argument conversion, callback thunks and Python frames on both
+ * sides of a ~1 us call ring. This module does those two paths with the CPython API, and
+ * nothing else: every case it does not take (refs, buffers, options, generators, errors,
+ * async actors, graph steps) goes to the Python code that has always handled it, with the
+ * same bytes on the wire. The package works without it (TROUPE_NO_EXTENSION=1, or an
+ * interpreter older than 3.11); tests run both ways.
+ *
+ * libtroupe is not linked here: configure() gets the addresses of the functions it needs
+ * from the library the package loaded with ctypes (so both use the same one), and the
+ * Python objects the paths share (pickle's dumps and loads, the ref classes, the holds).
+ * Built against the stable ABI of CPython 3.11 (one .abi3.so for 3.11 and later). */
+#define Py_LIMITED_API 0x030B0000
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "troupe/troupe.h"
+
+/* The library's functions, by address (configure). Their types are checked against the
+ * header's declarations below. */
+typedef int (*call_fn)(tr_runtime *, tr_actor_id, const char *, const void *, size_t, tr_ref *);
+typedef int (*get_fn)(tr_runtime *, tr_ref, int, const void **, size_t *);
+typedef const char *(*ctx_method_fn)(const tr_ctx *);
+typedef void (*ctx_started_fn)(tr_ctx *);
+typedef int (*ctx_reply_fn)(tr_ctx *, const void *, size_t);
+typedef int (*release_fn)(tr_runtime *, tr_ref);
+
+_Static_assert(__builtin_types_compatible_p(call_fn, __typeof__(&tr_call)), "tr_call");
+_Static_assert(__builtin_types_compatible_p(get_fn, __typeof__(&tr_get)), "tr_get");
+_Static_assert(__builtin_types_compatible_p(ctx_method_fn, __typeof__(&tr_ctx_method)),
+               "tr_ctx_method");
+_Static_assert(__builtin_types_compatible_p(ctx_started_fn, __typeof__(&tr_ctx_started)),
+               "tr_ctx_started");
+_Static_assert(__builtin_types_compatible_p(ctx_reply_fn, __typeof__(&tr_ctx_reply)),
+               "tr_ctx_reply");
+_Static_assert(__builtin_types_compatible_p(release_fn, __typeof__(&tr_ref_release)),
+               "tr_ref_release");
+
+/* (Py_SETREF is not in the limited API) */
+#define SETREF(dst, src)                                                                           \
+    do {                                                                                           \
+        PyObject *old_ = (PyObject *)(dst);                                                        \
+        (dst) = (src);                                                                             \
+        Py_XDECREF(old_);                                                                          \
+    } while (0)
+
+#define MAGIC0 "TRP0" /* a plain pickle follows: no out-of-band buffer (_serial.MAGIC0) */
+#define MAGIC_LEN 4
+#define N_SIMPLE 7       /* _serial.SIMPLE: int, float, str, bytes, bool, None, complex */
+#define STACK_BYTES 4096 /* payloads up to this are framed on the stack */
+
+static struct {
+    int ready;
+    call_fn call;
+    get_fn get;
+    ctx_method_fn ctx_method;
+    ctx_started_fn ctx_started;
+    ctx_reply_fn ctx_reply;
+    release_fn release;
+    tr_method_fn slow;     /* the ctypes dispatch: everything the fast path leaves */
+    long etimedout;        /* TR_ETIMEDOUT */
+    int slice_ms;          /* a wait with no timeout wakes this often (signals) */
+    Py_ssize_t inline_max; /* larger arguments go through the object store */
+    Py_ssize_t copy_max;   /* results up to this are decoded from one copy */
+    PyObject *simple[N_SIMPLE];
+    PyObject *dumps, *loads, *protocol;
+    PyObject *ref_type, *object_ref_type, *new_object, *holds;
+    PyObject *call_failed; /* (rc, class name, method) raises the call's error */
+    PyObject *runtime;     /* the _runtime module: its _rt is this process's runtime */
+    PyObject *lock_acquire, *lock_release; /* _runtime._holds_lock's */
+    /* the worker's side (worker_configure) */
+    PyObject *state;   /* _worker's state dict: "instance" */
+    PyObject *methods; /* name -> True: plain methods of a sync actor */
+    PyObject *current; /* _runtime.current_call (threading.local): .ctx */
+    PyObject *arg_ref; /* _serial.ArgRef */
+    PyObject *resolve; /* (ctx, a, kw) -> (a, kw) with ArgRefs resolved */
+    PyObject *finish;  /* (ctx, result) -> rc: a result not replied here */
+    PyObject *failed;  /* (ctx, exc) -> rc: a method's exception */
+    PyObject *s_instance, *s_ctx, *s_c, *s_rt, *s_owned, *s_rt_global;
+} F;
+
+static int is_simple(PyObject *x) {
+    PyObject *t = (PyObject *)Py_TYPE(x);
+    for (int i = 0; i < N_SIMPLE; i++)
+        if (t == F.simple[i]) return 1;
+    return 0;
+}
+
+/* The 8 bytes of a ctypes c_void_p (the runtime), or the 16 of an id, into out. */
+static int ctypes_bytes(PyObject *obj, void *out, Py_ssize_t n) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0) return -1;
+    int ok = view.len == n;
+    if (ok) memcpy(out, view.buf, (size_t)n);
+    PyBuffer_Release(&view);
+    if (!ok) PyErr_Format(PyExc_TypeError, "troupe._fast: %zd bytes expected", n);
+    return ok ? 0 : -1;
+}
+
+static PyObject *get_addr(PyObject *addrs, const char *name, void **out) {
+    PyObject *v = PyDict_GetItemString(addrs, name); /* borrowed */
+    if (v == NULL) return PyErr_Format(PyExc_KeyError, "troupe._fast: no address of %s", name);
+    *out = PyLong_AsVoidPtr(v);
+    return *out == NULL ? PyErr_Format(PyExc_ValueError, "troupe._fast: %s is NULL", name)
+                        : Py_None;
+}
+
+static PyObject *get_obj(PyObject *objs, const char *name, PyObject **out) {
+    PyObject *v = PyDict_GetItemString(objs, name); /* borrowed */
+    if (v == NULL) return PyErr_Format(PyExc_KeyError, "troupe._fast: no %s", name);
+    Py_INCREF(v);
+    SETREF(*out, v);
+    return Py_None;
+}
+
+/* configure(addrs, objs): the library's functions by address (ints), and the package's
+ * objects the paths share. Called once per process by _runtime before the first call. */
+static PyObject *fast_configure(PyObject *self, PyObject *args) {
+    PyObject *addrs, *objs, *simple;
+    void *p;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyDict_Type, &addrs, &PyDict_Type, &objs)) return NULL;
+    if (!get_addr(addrs, "tr_call", &p)) return NULL;
+    F.call = (call_fn)p;
+    if (!get_addr(addrs, "tr_get", &p)) return NULL;
+    F.get = (get_fn)p;
+    if (!get_addr(addrs, "tr_ctx_method", &p)) return NULL;
+    F.ctx_method = (ctx_method_fn)p;
+    if (!get_addr(addrs, "tr_ctx_started", &p)) return NULL;
+    F.ctx_started = (ctx_started_fn)p;
+    if (!get_addr(addrs, "tr_ctx_reply", &p)) return NULL;
+    F.ctx_reply = (ctx_reply_fn)p;
+    if (!get_addr(addrs, "tr_ref_release", &p)) return NULL;
+    F.release = (release_fn)p;
+    if (!get_obj(objs, "dumps", &F.dumps) || !get_obj(objs, "loads", &F.loads) ||
+        !get_obj(objs, "protocol", &F.protocol) || !get_obj(objs, "Ref", &F.ref_type) ||
+        !get_obj(objs, "ObjectRef", &F.object_ref_type) ||
+        !get_obj(objs, "new_object", &F.new_object) || !get_obj(objs, "holds", &F.holds) ||
+        !get_obj(objs, "call_failed", &F.call_failed) || !get_obj(objs, "runtime", &F.runtime) ||
+        !get_obj(objs, "lock_acquire", &F.lock_acquire) ||
+        !get_obj(objs, "lock_release", &F.lock_release))
+        return NULL;
+    simple = PyDict_GetItemString(objs, "simple");
+    if (simple == NULL || !PyTuple_Check(simple) || PyTuple_Size(simple) != N_SIMPLE)
+        return PyErr_Format(PyExc_ValueError, "troupe._fast: simple: %d types", N_SIMPLE);
+    for (int i = 0; i < N_SIMPLE; i++) {
+        PyObject *t = PyTuple_GetItem(simple, i);
+        Py_INCREF(t);
+        SETREF(F.simple[i], t);
+    }
+    F.etimedout = PyLong_AsLong(PyDict_GetItemString(objs, "etimedout"));
+    F.slice_ms = (int)PyLong_AsLong(PyDict_GetItemString(objs, "slice_ms"));
+    F.inline_max = PyLong_AsSsize_t(PyDict_GetItemString(objs, "inline_max"));
+    F.copy_max = PyLong_AsSsize_t(PyDict_GetItemString(objs, "copy_max"));
+    if (PyErr_Occurred()) return NULL;
+    if (F.s_instance == NULL) {
+        F.s_instance = PyUnicode_InternFromString("instance");
+        F.s_ctx = PyUnicode_InternFromString("ctx");
+        F.s_c = PyUnicode_InternFromString("_c");
+        F.s_rt = PyUnicode_InternFromString("_rt");
+        F.s_owned = PyUnicode_InternFromString("_owned");
+        F.s_rt_global = PyUnicode_InternFromString("_rt");
+        if (!F.s_instance || !F.s_ctx || !F.s_c || !F.s_rt || !F.s_owned || !F.s_rt_global)
+            return NULL;
+    }
+    F.ready = 1;
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------ the caller */
+
+/* MAGIC0 + pickle.dumps((args, kwargs)) into buf (or a malloc'ed one, *heap); NULL with
+ * no error set where the arguments are not all builtin scalars or too large. */
+static const char *frame_args(PyObject *args, PyObject *kwargs, char *buf, char **heap,
+                              Py_ssize_t *len) {
+    Py_ssize_t n = PyTuple_Size(args), pos = 0;
+    PyObject *k, *v, *both, *data;
+    char *src;
+    Py_ssize_t dn;
+
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!is_simple(PyTuple_GetItem(args, i))) return NULL;
+    while (PyDict_Next(kwargs, &pos, &k, &v))
+        if (!is_simple(v)) return NULL;
+    both = PyTuple_Pack(2, args, kwargs);
+    if (both == NULL) return NULL;
+    data = PyObject_CallFunctionObjArgs(F.dumps, both, F.protocol, NULL);
+    Py_DECREF(both);
+    if (data == NULL || PyBytes_AsStringAndSize(data, &src, &dn) < 0) {
+        Py_XDECREF(data);
+        return NULL;
+    }
+    if (MAGIC_LEN + dn > F.inline_max) {
+        Py_DECREF(data);
+        return NULL;
+    }
+    char *out = buf;
+    if (MAGIC_LEN + dn > STACK_BYTES) {
+        out = *heap = malloc((size_t)(MAGIC_LEN + dn));
+        if (out == NULL) {
+            Py_DECREF(data);
+            PyErr_NoMemory();
+            return NULL;
+        }
+    }
+    memcpy(out, MAGIC0, MAGIC_LEN);
+    memcpy(out + MAGIC_LEN, src, (size_t)dn);
+    Py_DECREF(data);
+    *len = MAGIC_LEN + dn;
+    return out;
+}
+
+/* An ObjectRef of a ref this process just made (_runtime.fresh_ref: its id is new here,
+ * so its hold is registered without the lock). */
+static PyObject *fresh_ref(const tr_ref *ref, PyObject *rt) {
+    PyObject *c = NULL, *obj = NULL, *key = NULL, *hold = NULL;
+    Py_buffer view;
+
+    c = PyObject_CallNoArgs(F.ref_type);
+    if (c == NULL) return NULL;
+    if (PyObject_GetBuffer(c, &view, PyBUF_WRITABLE) < 0) goto fail;
+    if (view.len == (Py_ssize_t)sizeof(*ref))
+        memcpy(view.buf, ref, sizeof(*ref));
+    else
+        PyErr_Format(PyExc_TypeError, "troupe._fast: a Ref of %zd bytes", view.len);
+    PyBuffer_Release(&view);
+    if (PyErr_Occurred()) goto fail;
+    obj = PyObject_CallFunctionObjArgs(F.new_object, F.object_ref_type, NULL);
+    if (obj == NULL || PyObject_SetAttr(obj, F.s_c, c) < 0 ||
+        PyObject_SetAttr(obj, F.s_rt, rt) < 0 || PyObject_SetAttr(obj, F.s_owned, Py_True) < 0)
+        goto fail;
+    key = PyBytes_FromStringAndSize((const char *)ref->b, sizeof(ref->b));
+    hold = Py_BuildValue("[iO]", 1, rt);
+    if (key == NULL || hold == NULL || PyDict_SetItem(F.holds, key, hold) < 0) goto fail;
+    Py_DECREF(key);
+    Py_DECREF(hold);
+    Py_DECREF(c);
+    return obj;
+fail:
+    Py_XDECREF(key);
+    Py_XDECREF(hold);
+    Py_XDECREF(obj);
+    Py_DECREF(c);
+    return NULL;
+}
+
+/* call_one(actor_id, method, args, kwargs, class_name): the ObjectRef of a call whose
+ * arguments are builtin scalars, or None where they are not (or troupe is not running
+ * here): the caller takes its general path then. An error of tr_call raises as the
+ * general path's does. */
+static PyObject *fast_call_one(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
+    PyObject *rt, *aid, *method, *args, *kwargs, *res;
+    void *rtp;
+    tr_actor_id id;
+    tr_ref out;
+    char buf[STACK_BYTES], *heap = NULL;
+    const char *name, *payload;
+    Py_ssize_t len = 0;
+    int rc;
+    (void)self;
+
+    if (argc != 5) return PyErr_Format(PyExc_TypeError, "call_one takes 5 arguments");
+    aid = argv[0], method = argv[1], args = argv[2], kwargs = argv[3];
+    if (!F.ready || !PyTuple_Check(args) || !PyDict_Check(kwargs)) Py_RETURN_NONE;
+    if ((rt = PyObject_GetAttr(F.runtime, F.s_rt_global)) == NULL) return NULL;
+    if (rt == Py_None) { /* (the general path starts troupe, or says why not) */
+        Py_DECREF(rt);
+        Py_RETURN_NONE;
+    }
+    if (ctypes_bytes(rt, &rtp, sizeof(rtp)) < 0 || ctypes_bytes(aid, &id, sizeof(id)) < 0 ||
+        (name = PyUnicode_AsUTF8AndSize(method, NULL)) == NULL) {
+        Py_DECREF(rt);
+        return NULL;
+    }
+    payload = frame_args(args, kwargs, buf, &heap, &len);
+    if (payload == NULL) {
+        Py_DECREF(rt);
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
+    }
+    PyThreadState *ts = PyEval_SaveThread();
+    rc = F.call((tr_runtime *)rtp, id, name, payload, (size_t)len, &out);
+    PyEval_RestoreThread(ts);
+    free(heap);
+    if (rc != 0) {
+        Py_DECREF(rt);
+        res = PyObject_CallFunction(F.call_failed, "iOO", rc, argv[4], method);
+        Py_XDECREF(res);
+        return res == NULL ? NULL : PyErr_Format(PyExc_SystemError, "call_failed returned");
+    }
+    if ((res = fresh_ref(&out, rt)) == NULL) { /* (out of memory: the C ref is let go) */
+        ts = PyEval_SaveThread();
+        F.release((tr_runtime *)rtp, out);
+        PyEval_RestoreThread(ts);
+    }
+    Py_DECREF(rt);
+    return res;
+}
+
+/* get_plain(c): waits for the ref c (a ctypes Ref) with no timeout; (value,) where the
+ * value is a small plain pickle, else (rc, address, length) for the general decoder (rc
+ * 0) or the error (rc < 0). None where troupe is not running here. */
+static PyObject *fast_get_plain(PyObject *self, PyObject *c) {
+    PyObject *rt;
+    void *rtp;
+    tr_ref ref;
+    const void *data = NULL;
+    size_t n = 0;
+    int rc, err;
+    (void)self;
+
+    if (!F.ready) Py_RETURN_NONE;
+    if ((rt = PyObject_GetAttr(F.runtime, F.s_rt_global)) == NULL) return NULL;
+    if (rt == Py_None) {
+        Py_DECREF(rt);
+        Py_RETURN_NONE;
+    }
+    err = ctypes_bytes(rt, &rtp, sizeof(rtp)) < 0 || ctypes_bytes(c, &ref, sizeof(ref)) < 0;
+    Py_DECREF(rt);
+    if (err) return NULL;
+    for (;;) {
+        PyThreadState *ts = PyEval_SaveThread();
+        rc = F.get((tr_runtime *)rtp, ref, F.slice_ms, &data, &n);
+        PyEval_RestoreThread(ts);
+        if (rc != F.etimedout) break;
+        if (PyErr_CheckSignals() < 0) /* (Ctrl-C between slices, as the ctypes path) */
+            return NULL;
+    }
+    if (rc == 0 && n >= MAGIC_LEN && (Py_ssize_t)n <= F.copy_max &&
+        memcmp(data, MAGIC0, MAGIC_LEN) == 0) {
+        /* (a copy: the memory is the ref's, which the caller may release meanwhile) */
+        PyObject *bytes =
+            PyBytes_FromStringAndSize((const char *)data + MAGIC_LEN, (Py_ssize_t)n - MAGIC_LEN);
+        if (bytes == NULL) return NULL;
+        PyObject *v = PyObject_CallFunctionObjArgs(F.loads, bytes, NULL);
+        Py_DECREF(bytes);
+        if (v == NULL) return NULL;
+        PyObject *t = PyTuple_Pack(1, v);
+        Py_DECREF(v);
+        return t;
+    }
+    return Py_BuildValue("(iNn)", rc, PyLong_FromVoidPtr((void *)data), (Py_ssize_t)n);
+}
+
+/* The hold of ref (an ObjectRef of rt) goes, under the holds' lock: its count down, and
+ * where it was the last, its entry and the C hold (tr_ref_release). Returns 0, or -1 with
+ * a Python error set. */
+static int drop_hold(PyObject *ref, PyObject *rt) {
+    PyObject *c, *key = NULL, *r;
+    tr_ref id;
+    void *rtp;
+    int last = 0, err = 0;
+
+    if ((c = PyObject_GetAttr(ref, F.s_c)) == NULL) return -1;
+    err = ctypes_bytes(c, &id, sizeof(id)) < 0 || ctypes_bytes(rt, &rtp, sizeof(rtp)) < 0;
+    Py_DECREF(c);
+    if (err || (key = PyBytes_FromStringAndSize((const char *)id.b, sizeof(id.b))) == NULL)
+        return -1;
+    if ((r = PyObject_CallNoArgs(F.lock_acquire)) == NULL) {
+        Py_DECREF(key);
+        return -1;
+    }
+    Py_DECREF(r);
+    PyObject *h = PyDict_GetItemWithError(F.holds, key); /* borrowed: [count, rt] */
+    if (h != NULL && PyList_Check(h) && PyList_Size(h) == 2 && PyList_GetItem(h, 1) == rt) {
+        long count = PyLong_AsLong(PyList_GetItem(h, 0)) - 1;
+        PyObject *n = count > 0 ? PyLong_FromLong(count) : NULL;
+        if (n != NULL) {
+            err = PyList_SetItem(h, 0, n) < 0; /* (steals n) */
+        } else if (count <= 0 && !PyErr_Occurred()) {
+            err = PyDict_DelItem(F.holds, key) < 0;
+            last = !err;
+        } else {
+            err = 1;
+        }
+    }
+    Py_DECREF(key);
+    if ((r = PyObject_CallNoArgs(F.lock_release)) == NULL) return -1;
+    Py_DECREF(r);
+    if (err) return -1;
+    if (last) {
+        PyThreadState *ts = PyEval_SaveThread();
+        F.release((tr_runtime *)rtp, id);
+        PyEval_RestoreThread(ts);
+    }
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* release(ref): ObjectRef.__del__'s work. A ref this process holds, of the runtime it
+ * runs now, gives its hold back; others are let be. Errors are swallowed, as a
+ * finalizer's must be. */
+static PyObject *fast_release(PyObject *self, PyObject *ref) {
+    PyObject *owned, *rt = NULL, *now = NULL;
+    (void)self;
+
+    if (!F.ready) Py_RETURN_NONE;
+    owned = PyObject_GetAttr(ref, F.s_owned);
+    if (owned != NULL && owned == Py_True && (rt = PyObject_GetAttr(ref, F.s_rt)) != NULL &&
+        rt != Py_None && (now = PyObject_GetAttr(F.runtime, F.s_rt_global)) != NULL && now == rt)
+        (void)drop_hold(ref, rt);
+    Py_XDECREF(owned);
+    Py_XDECREF(rt);
+    Py_XDECREF(now);
+    PyErr_Clear();
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------ the worker */
+
+static _Thread_local int pinned; /* this thread keeps its Python thread state */
+
+/* The result of a plain method: MAGIC0 + its pickle, replied here. Returns the call's rc,
+ * or -1 with a Python error set. */
+static int reply_simple(tr_ctx *ctx, PyObject *result) {
+    char buf[STACK_BYTES], *out = buf;
+    char *src;
+    Py_ssize_t dn;
+    int rc;
+    PyObject *data = PyObject_CallFunctionObjArgs(F.dumps, result, F.protocol, NULL);
+
+    if (data == NULL || PyBytes_AsStringAndSize(data, &src, &dn) < 0) {
+        Py_XDECREF(data);
+        return -1;
+    }
+    if (MAGIC_LEN + dn > STACK_BYTES && (out = malloc((size_t)(MAGIC_LEN + dn))) == NULL) {
+        Py_DECREF(data);
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(out, MAGIC0, MAGIC_LEN);
+    memcpy(out + MAGIC_LEN, src, (size_t)dn);
+    Py_DECREF(data);
+    PyThreadState *ts = PyEval_SaveThread();
+    rc = F.ctx_reply(ctx, out, (size_t)(MAGIC_LEN + dn));
+    PyEval_RestoreThread(ts);
+    if (out != buf) free(out);
+    return rc;
+}
+
+/* The method's exception (set) goes to _worker's handlers: ActorExit, SystemExit, else
+ * the error replied. Returns their rc. */
+static int hand_failure(PyObject *ctxobj) {
+    PyObject *type, *value, *tb, *r;
+    long rc;
+
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (value == NULL) {
+        Py_XDECREF(type);
+        Py_XDECREF(tb);
+        return TR_ETASK;
+    }
+    if (tb != NULL) PyException_SetTraceback(value, tb);
+    r = PyObject_CallFunctionObjArgs(F.failed, ctxobj, value, NULL);
+    Py_XDECREF(type);
+    Py_DECREF(value);
+    Py_XDECREF(tb);
+    rc = r == NULL ? TR_ETASK : PyLong_AsLong(r);
+    Py_XDECREF(r);
+    if (PyErr_Occurred()) { /* (the handlers' own failure: printed, the call fails) */
+        PyErr_WriteUnraisable(F.failed);
+        return TR_ETASK;
+    }
+    return (int)rc;
+}
+
+/* Whether a call's (args, kwargs) hold refs passed as arguments (_serial.ArgRef). */
+static int has_arg_refs(PyObject *a, PyObject *kw) {
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+
+    for (Py_ssize_t i = 0, n = PyTuple_Size(a); i < n; i++)
+        if ((PyObject *)Py_TYPE(PyTuple_GetItem(a, i)) == F.arg_ref) return 1;
+    while (PyDict_Next(kw, &pos, &k, &v))
+        if ((PyObject *)Py_TYPE(v) == F.arg_ref) return 1;
+    return 0;
+}
+
+/* The result goes back: a builtin scalar replied here, any other value (or a reply's own
+ * error, rc) through _worker's Python: finish(ctx, result, rc). Returns the call's rc, or -1 with a
+ * Python error set. */
+static int reply_result(tr_ctx *ctx, PyObject *ctxobj, PyObject *result) {
+    PyObject *r;
+    int rc;
+
+    if (is_simple(result)) {
+        rc = reply_simple(ctx, result);
+        if (rc == 0 || (rc == -1 && PyErr_Occurred())) return rc;
+    } else {
+        rc = 0;
+    }
+    r = PyObject_CallFunction(F.finish, "OOi", ctxobj, result, rc);
+    if (r == NULL) return -1;
+    rc = (int)PyLong_AsLong(r);
+    Py_DECREF(r);
+    return rc == -1 && PyErr_Occurred() ? -1 : rc;
+}
+
+/* The body of a plain call of fn (GIL held), in _worker.dispatch's order: tr_ctx_started,
+ * the arguments (refs resolved), the call, its result. A Python error anywhere goes to
+ * _worker's handlers, as the method's own does. */
+static int run_plain(tr_ctx *ctx, PyObject *fn, const char *payload, size_t len) {
+    PyObject *ctxobj, *view = NULL, *both = NULL, *a, *kw, *result = NULL, *r;
+    int rc;
+
+    ctxobj = PyLong_FromVoidPtr(ctx);
+    if (ctxobj == NULL) return TR_ETASK;
+    F.ctx_started(ctx); /* (before the arguments: unpickling may run the user's code) */
+    if (PyObject_SetAttr(F.current, F.s_ctx, ctxobj) < 0) goto failed;
+    view = PyMemoryView_FromMemory((char *)payload + MAGIC_LEN, (Py_ssize_t)(len - MAGIC_LEN),
+                                   PyBUF_READ);
+    if (view == NULL || (both = PyObject_CallFunctionObjArgs(F.loads, view, NULL)) == NULL)
+        goto failed;
+    if (!PyTuple_Check(both) || PyTuple_Size(both) != 2 ||
+        !PyTuple_Check(PyTuple_GetItem(both, 0)) || !PyDict_Check(PyTuple_GetItem(both, 1))) {
+        PyErr_SetString(PyExc_TypeError, "troupe: a call's arguments are not (args, kwargs)");
+        goto failed;
+    }
+    a = PyTuple_GetItem(both, 0), kw = PyTuple_GetItem(both, 1);
+    if (has_arg_refs(a, kw)) { /* their values (_worker.resolve) */
+        if ((r = PyObject_CallFunctionObjArgs(F.resolve, ctxobj, a, kw, NULL)) == NULL) goto failed;
+        SETREF(both, r);
+        if (!PyTuple_Check(both) || PyTuple_Size(both) != 2 ||
+            !PyTuple_Check(PyTuple_GetItem(both, 0)) || !PyDict_Check(PyTuple_GetItem(both, 1))) {
+            PyErr_SetString(PyExc_TypeError, "troupe: resolve gave no (args, kwargs)");
+            goto failed;
+        }
+        a = PyTuple_GetItem(both, 0), kw = PyTuple_GetItem(both, 1);
+    }
+    result = PyObject_Call(fn, a, PyDict_Size(kw) ? kw : NULL);
+    if (result == NULL || (rc = reply_result(ctx, ctxobj, result)) == -1) goto failed;
+    goto out;
+failed:
+    rc = hand_failure(ctxobj);
+out:
+    if (PyObject_SetAttr(F.current, F.s_ctx, Py_None) < 0) PyErr_Clear();
+    Py_XDECREF(result);
+    Py_XDECREF(both);
+    if (view != NULL) { /* (released: nothing may read the call's memory after it) */
+        if ((r = PyObject_CallMethod(view, "release", NULL)) == NULL) PyErr_Clear();
+        Py_XDECREF(r);
+        Py_DECREF(view);
+    }
+    Py_DECREF(ctxobj);
+    return rc;
+}
+
+/* The method name's callable where the Python side marked it plain and the instance
+ * still has it (a new reference), else NULL with no error set: the mark goes, and the
+ * call takes the ctypes dispatch, which words a missing method its own way. */
+static PyObject *plain_method(const char *name) {
+    PyObject *key, *inst, *fn = NULL;
+
+    if ((key = PyUnicode_FromString(name)) == NULL) goto none;
+    if (PyDict_GetItemWithError(F.methods, key) == NULL) goto none;
+    inst = PyDict_GetItemWithError(F.state, F.s_instance); /* borrowed */
+    if (inst == NULL || inst == Py_None) goto unmark;
+    Py_INCREF(inst);
+    fn = PyObject_GetAttr(inst, key);
+    Py_DECREF(inst);
+    if (fn != NULL && fn != Py_None) {
+        Py_DECREF(key);
+        return fn;
+    }
+    Py_XDECREF(fn);
+    fn = NULL;
+unmark:
+    PyErr_Clear();
+    if (PyDict_DelItem(F.methods, key) < 0) PyErr_Clear();
+none:
+    PyErr_Clear();
+    Py_XDECREF(key);
+    return NULL;
+}
+
+/* The actor class's dispatch (tr_method_fn): a plain call of a method the Python side
+ * marked plain runs here; every other goes to the ctypes dispatch as before. */
+static int fast_dispatch(tr_ctx *ctx, void *self, const void *args, size_t len) {
+    const char *name = F.ctx_method(ctx);
+    PyGILState_STATE g;
+    PyObject *fn;
+    int rc;
+
+    if (name == NULL || len < MAGIC_LEN || memcmp(args, MAGIC0, MAGIC_LEN) != 0)
+        return F.slow(ctx, self, args, len);
+    g = PyGILState_Ensure();
+    if (!pinned) { /* (a thread state kept for the thread's life, as _worker.pin_thread) */
+        PyGILState_Ensure();
+        pinned = 1;
+    }
+    if ((fn = plain_method(name)) == NULL) {
+        PyGILState_Release(g);
+        return F.slow(ctx, self, args, len);
+    }
+    rc = run_plain(ctx, fn, (const char *)args, len);
+    Py_DECREF(fn);
+    PyGILState_Release(g);
+    return rc;
+}
+
+/* worker_configure(slow_address, objs): the worker's dispatch; returns the address of
+ * fast_dispatch for the actor class. objs: state, methods, current, ArgRef, resolve,
+ * finish, failed. */
+static PyObject *fast_worker_configure(PyObject *self, PyObject *args) {
+    PyObject *slow, *objs;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO!", &slow, &PyDict_Type, &objs)) return NULL;
+    if (!F.ready) return PyErr_Format(PyExc_RuntimeError, "troupe._fast: configure() first");
+    F.slow = (tr_method_fn)PyLong_AsVoidPtr(slow);
+    if (F.slow == NULL)
+        return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_ValueError, "slow is NULL");
+    if (!get_obj(objs, "state", &F.state) || !get_obj(objs, "methods", &F.methods) ||
+        !get_obj(objs, "current", &F.current) || !get_obj(objs, "ArgRef", &F.arg_ref) ||
+        !get_obj(objs, "resolve", &F.resolve) || !get_obj(objs, "finish", &F.finish) ||
+        !get_obj(objs, "failed", &F.failed))
+        return NULL;
+    if (!PyDict_Check(F.state) || !PyDict_Check(F.methods))
+        return PyErr_Format(PyExc_TypeError, "troupe._fast: state and methods are dicts");
+    return PyLong_FromVoidPtr((void *)fast_dispatch);
+}
+
+static PyMethodDef fast_methods[] = {
+    {"configure", fast_configure, METH_VARARGS, "configure(addrs, objs)"},
+    {"call_one", (PyCFunction)(void (*)(void))fast_call_one, METH_FASTCALL,
+     "call_one(actor_id, method, args, kwargs, class_name) -> ObjectRef or None"},
+    {"get_plain", fast_get_plain, METH_O, "get_plain(c) -> (value,) or (rc, address, length)"},
+    {"release", fast_release, METH_O, "release(ref): ObjectRef.__del__'s work"},
+    {"worker_configure", fast_worker_configure, METH_VARARGS,
+     "worker_configure(slow_address, objs) -> the dispatch's address"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef fast_module = {
+    PyModuleDef_HEAD_INIT,
+    "troupe._fast",
+    "The plain call's two ends in C.",
+    -1,
+    fast_methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+};
+
+PyMODINIT_FUNC PyInit__fast(void) {
+    return PyModule_Create(&fast_module);
+}
