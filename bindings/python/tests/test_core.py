@@ -130,7 +130,8 @@ def test_the_extension_runs_both_ends_or_neither(ray):
 
     off = os.environ.get("TROUPE_NO_EXTENSION", "") not in ("", "0")
     here = _runtime.fast is not None
-    assert ray.get(Probe.remote().fast.remote()) == here
+    probe = Probe.remote()
+    assert ray.get(probe.fast.remote()) == here
     if off or sys.version_info < (3, 11):
         assert not here
     else:

@@ -111,8 +111,9 @@ def test_errors_flow_to_outputs_and_the_graph_goes_on(ray):
     assert ray.get(r[1]) == 8
     dag.teardown()
     with pytest.raises(AttributeError):  # a method the actor lacks: refused at compile
+        lax = troupe.actor.ActorHandle(a._id, "EchoActor", None)  # (any method name)
         with InputNode() as inp:
-            bad = troupe.actor.ActorHandle(a._id, "EchoActor", None).nothing.bind(inp)
+            bad = lax.nothing.bind(inp)
         bad.experimental_compile()
 
 

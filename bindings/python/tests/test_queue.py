@@ -34,7 +34,8 @@ def test_tasks_and_actors_share_a_queue():
     q = Queue(maxsize=100)
     waiting = [consumer.remote(q) for _ in range(2)]  # (they wait for items)
     time.sleep(0.2)
-    assert ray.get(Producer.remote().fill.remote(q, 10)) == 10
+    producer = Producer.remote()
+    assert ray.get(producer.fill.remote(q, 10)) == 10
     got = sorted(ray.get(waiting))
     assert len(got) == 2 and set(got) <= set(range(10))
     assert q.qsize() == len(q) == 8 and not q.empty() and not q.full()

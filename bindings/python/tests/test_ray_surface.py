@@ -176,7 +176,8 @@ def test_method_decorator(ray):
         @ray.method(num_returns=2)
         def pair(self):
             return 1, 2
-    assert ray.get(Two.remote().pair.remote()) == [1, 2]
+    two = Two.remote()
+    assert ray.get(two.pair.remote()) == [1, 2]
     with pytest.raises(ValueError, match="num_returns=-1"):
         m.one.options(num_returns=-1)
     with pytest.raises(TypeError):
@@ -233,9 +234,11 @@ def test_method_retry_exceptions(ray):
     with pytest.raises(ValueError, match="plain try 1"):
         ray.get(g.plain.remote())  # no retry_exceptions: once
     with pytest.raises(ValueError, match="try 1"):  # the actor's default 0: once
-        ray.get(Flaky.remote(3).by_the_actors_retries.remote())
+        flaky = Flaky.remote(3)
+        ray.get(flaky.by_the_actors_retries.remote())
     with pytest.raises(ray.exceptions.RayActorError):  # exit_actor is never retried
-        ray.get(Flaky.remote(0).quits.remote(), timeout=30)
+        flaky = Flaky.remote(0)
+        ray.get(flaky.quits.remote(), timeout=30)
     with pytest.raises(TypeError, match="retry_exceptions"):
         @ray.remote
         class Bad:
@@ -401,8 +404,9 @@ def test_options_refused_warned_or_honoured(ray):
             import os
             return os.environ.get("TROUPE_TEST_VAR")
 
-    assert ray.get(Env.remote().read.remote()) == "set"  # env_vars: honoured
-    assert ray.get(Env.options(runtime_env=None).remote().read.remote()) is None
+    env, plain = Env.remote(), Env.options(runtime_env=None).remote()
+    assert ray.get(env.read.remote()) == "set"  # env_vars: honoured
+    assert ray.get(plain.read.remote()) is None
 
 
 def test_constructor_arguments_checked_at_once(ray):
@@ -427,8 +431,9 @@ def test_constructor_arguments_checked_at_once(ray):
         Two.remote(1, c=2)
     with pytest.raises(TypeError):
         Plain.remote(1)
-    assert ray.get(Two.remote(1, b=5).get.remote()) == 6
-    assert ray.get(Plain.remote().ok.remote())
+    two, plain = Two.remote(1, b=5), Plain.remote()
+    assert ray.get(two.get.remote()) == 6
+    assert ray.get(plain.ok.remote())
 
 
 def test_class_attributes_through_the_actor_class(ray):
@@ -455,7 +460,8 @@ def test_class_attributes_through_the_actor_class(ray):
         C.method
     with pytest.raises(AttributeError):
         C.nothing
-    assert ray.get(C.remote().method.remote()) == 7
+    c = C.remote()
+    assert ray.get(c.method.remote()) == 7
 
 
 # ------------------------------------------------------------------ last handle
@@ -509,15 +515,21 @@ def test_actor_ends_with_its_last_handle(ray):
     gc.collect()
     assert ray.get(pending, timeout=30) == "done"  # calls sent before still run
     assert _gone(pid)
-    # the common one-liner: the handle is a temporary, its call's value still comes
-    assert ray.get(Echo.remote().echo.remote(5)) == 5
+    # a method of a temporary handle: the handle is gone before the call (Ray's error:
+    # a method holds its handle weakly)
+    with pytest.raises(RuntimeError, match="Lost reference to actor"):
+        ray.get(Echo.remote().echo.remote(5))
+    kept = Echo.remote()
+    method = kept.echo
+    assert ray.get(method.remote(5)) == 5
     # named actors stay
     named = Pid.options(name="stays").remote()
     named_pid = ray.get(named.pid.remote())
     del named
     gc.collect()
     assert not _gone(named_pid, timeout=1)
-    assert ray.get(ray.get_actor("stays").pid.remote()) == named_pid
+    stays = ray.get_actor("stays")
+    assert ray.get(stays.pid.remote()) == named_pid
 
 
 def test_a_handle_elsewhere_keeps_its_actor(ray):
@@ -673,7 +685,8 @@ def test_runtime_context_and_resources(ray):
     assert got["actor"] == w._actor_id().hex() and got["name"] == "where"
     assert got["worker"] != ctx.get_worker_id() and got["gpus"] == {"GPU": []}
     assert got["me"] == w  # current_actor: a handle of the same actor
-    assert ray.get(Where.remote().context.remote())["name"] == ""
+    where = Where.remote()
+    assert ray.get(where.context.remote())["name"] == ""
 
     total = ray.cluster_resources()
     assert total["CPU"] == 4.0 and "GPU" not in total and total["object_store_memory"] > 0
@@ -895,14 +908,16 @@ def test_named_actors_live_in_namespaces(ray):
         ray.get_actor("foo", namespace="f2")
     with pytest.raises(ValueError):
         ray.get_actor("foo")  # (the job's namespace: the default)
-    assert ray.get(ray.get_actor("foo", namespace="f1").echo.remote(1)) == 1
+    found = ray.get_actor("foo", namespace="f1")
+    assert ray.get(found.echo.remote(1)) == 1
     b = Echo.options(name="foo").remote()  # (the same name, the default namespace)
-    assert ray.get(ray.get_actor("foo").echo.remote(2)) == 2
+    found = ray.get_actor("foo")
+    assert ray.get(found.echo.remote(2)) == 2
     again = Echo.options(name="foo", namespace="f1", get_if_exists=True).remote()
     assert again == a and again != b
     with pytest.raises(ValueError, match="namespace"):
         Echo.options(name="x", namespace="bad\x1fns")
-    del a, b, again
+    del a, b, again, found
 
 
 def test_a_jobs_namespace_is_its_tasks_and_actors(tmp_path):
@@ -919,11 +934,13 @@ def test_a_jobs_namespace_is_its_tasks_and_actors(tmp_path):
         "@troupe.remote\n"
         "def make():\n"
         "    A.options(name='made_in_task', lifetime='detached').remote()\n"
-        "    return troupe.get(troupe.get_actor('made_in_task').ping.remote())\n"
+        "    a = troupe.get_actor('made_in_task')\n"
+        "    return troupe.get(a.ping.remote())\n"
         "if sys.argv[1] == 'first':\n"
         "    troupe.init(namespace='jobns')\n"
         "    print(troupe.get(make.remote()))\n"
-        "    print(troupe.get(troupe.get_actor('made_in_task').ping.remote()))\n"
+        "    a = troupe.get_actor('made_in_task')\n"
+        "    print(troupe.get(a.ping.remote()))\n"
         "    try:\n"
         "        troupe.get_actor('made_in_task', namespace='')\n"
         "        print('found in the default')\n"
@@ -934,7 +951,8 @@ def test_a_jobs_namespace_is_its_tasks_and_actors(tmp_path):
         "else:\n"
         "    troupe.init(address=sys.argv[2], namespace=sys.argv[3])\n"
         "    try:\n"
-        "        print(troupe.get(troupe.get_actor('made_in_task').ping.remote()))\n"
+        "        a = troupe.get_actor('made_in_task')\n"
+        "        print(troupe.get(a.ping.remote()))\n"
         "    except ValueError:\n"
         "        print('none here')\n")
     first = subprocess.Popen([sys.executable, str(script), "first"], stdin=subprocess.PIPE,

@@ -158,7 +158,8 @@ def test_runtime_env_env_vars():
     ray.init(runtime_env={"env_vars": {"TROUPE_J_VAR": "job", "TROUPE_T_VAR": "job"}})
     assert ray.get(env_of.remote("TROUPE_J_VAR")) == "job"
     assert ray.get(with_env.remote("TROUPE_T_VAR")) == "task"  # (the task's own wins)
-    assert ray.get(EnvReader.remote().get.remote("TROUPE_J_VAR")) == "job"
+    reader = EnvReader.remote()
+    assert ray.get(reader.get.remote("TROUPE_J_VAR")) == "job"
     assert os.environ.get("TROUPE_J_VAR") is None  # (not the driver's)
     # inherited by the tasks a task starts (Ray's rule)
     assert ray.get(env_of_child.options(runtime_env={"env_vars": {"TROUPE_C_VAR": "p"}})
@@ -179,8 +180,8 @@ def test_node_affinity():
     here = ray.get_runtime_context().node_id
     on_here = env_of.options(scheduling_strategy=Affinity(here, soft=False))
     assert ray.get(on_here.remote("HOME")) == os.environ.get("HOME")
-    assert ray.get(EnvReader.options(scheduling_strategy=Affinity(here, soft=False))
-                   .remote().get.remote("HOME")) == os.environ.get("HOME")
+    reader = EnvReader.options(scheduling_strategy=Affinity(here, soft=False)).remote()
+    assert ray.get(reader.get.remote("HOME")) == os.environ.get("HOME")
     gone = "ab" * 28  # (no node has it)
     assert ray.get(env_of.options(scheduling_strategy=Affinity(gone, soft=True))
                    .remote("HOME")) == os.environ.get("HOME")

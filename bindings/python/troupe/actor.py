@@ -7,6 +7,7 @@ import json
 import os
 import threading
 import warnings
+import weakref
 
 from . import _errors, _ffi, _placement, _runtime, _serial, remote_function
 from ._errors import check
@@ -520,7 +521,11 @@ class ActorHandle:
             raise AttributeError(name)
         if self._methods is not None and name not in self._methods:
             raise AttributeError(f"actor class {self._class_name} has no method {name!r}")
-        return ActorMethod(self, name, self._returns.get(name, 1))
+        # kept as the handle's attribute (the next lookup finds it at once), holding the
+        # handle weakly, as Ray's do: no cycle keeps an actor alive past its last handle
+        m = self.__dict__[name] = ActorMethod(self, name, self._returns.get(name, 1),
+                                              weak=True)
+        return m
 
     def _actor_id(self):
         return bytes(self._id.b)
@@ -556,17 +561,31 @@ def _rebuild_handle(b, class_name, methods, returns=None, token=None):
 class ActorMethod:
     _bind_options = {}  # the options given (options()), a bound node's get_options()
 
-    def __init__(self, handle, name, num_returns=1, group=None):
-        self._handle = handle
+    def __init__(self, handle, name, num_returns=1, group=None, weak=False):
+        self._hard = None if weak else handle  # (weak: the handle's own attribute)
+        self._weak = weakref.ref(handle) if weak else None
         self._name = name
         self._num_returns = num_returns
         self._group = group  # a call's own concurrency group (C's "method@group")
+
+    @property
+    def _handle(self):
+        """The actor's handle; a method of a handle gone is Ray's RuntimeError (the handle
+        of `Cls.remote().method.remote()` is gone before the call)."""
+        h = self._hard
+        if h is None:
+            h = self._weak()
+            if h is None:
+                raise RuntimeError("Lost reference to actor. Actor handles must be stored as "
+                                   "variables, e.g. `actor = MyActor.remote()` before calling "
+                                   "methods.")
+        return h
 
     def remote(self, *args, **kwargs):
         """Calls the method: its ObjectRef at once (num_returns k > 1: a list of k refs;
         0: None, the call runs all the same)."""
         if self._num_returns == 1 and self._group is None:  # (the hot path)
-            h = self._handle
+            h = self._hard or self._handle
             if _fast is not None:  # (builtin scalars in C; None: not taken)
                 ref = _fast.call_one(h._id, self._name, args, kwargs, h._class_name)
                 if ref is not None:
