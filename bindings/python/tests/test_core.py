@@ -138,6 +138,25 @@ def test_the_extension_runs_both_ends_or_neither(ray):
         assert here, "troupe._fast was not built or did not load"
 
 
+def test_get_of_a_list_mixes_every_kind_of_ref(ray):
+    """get of a list or tuple: values in order, whatever each ref is (a call's scalar, an
+    array, a put object, a ref that came in a value, an error: the first error in the
+    list's order raises); the C path (troupe._fast.get_many) and the general one agree."""
+    c = Counter.remote()
+    arr = np.arange(10.0)
+    put = ray.put({"k": 1})
+    inner = ray.get(c.same.remote([put]))[0]  # (a borrowed ref: this process did not make it)
+    refs = [c.same.remote(1), c.same.remote(arr), put, inner, c.same.remote("s")]
+    got = ray.get(refs)
+    assert got[0] == 1 and np.array_equal(got[1], arr) and got[2] == {"k": 1} and \
+        got[3] == {"k": 1} and got[4] == "s"
+    assert ray.get(tuple(refs[:1] + refs[4:])) == [1, "s"]
+    failing = [c.same.remote(2), c.fail.remote("first"), c.fail.remote("second")]
+    with pytest.raises(Exception, match="first"):
+        ray.get(failing)
+    assert ray.get([]) == []
+
+
 class SlowToUnpickle:
     """An argument whose unpickling takes a while (it runs in the actor, before the
     method): the actor's next call must not wait for it."""

@@ -304,49 +304,131 @@ static PyObject *fast_call_one(PyObject *self, PyObject *const *argv, Py_ssize_t
     return res;
 }
 
+/* The runtime this process runs now (_runtime._rt's pointer) into *rtp: 1, or 0 where
+ * there is none, or -1 with a Python error set. */
+static int current_runtime(void **rtp) {
+    PyObject *rt = PyObject_GetAttr(F.runtime, F.s_rt_global);
+    int got;
+
+    if (rt == NULL) return -1;
+    got = rt == Py_None ? 0 : ctypes_bytes(rt, rtp, sizeof(*rtp)) < 0 ? -1 : 1;
+    Py_DECREF(rt);
+    return got;
+}
+
+/* Waits for the ref of the ctypes Ref c with no timeout, in slices that see signals
+ * (Ctrl-C, as the ctypes path). 0 with *rc, *data, *n set; -1 with a Python error set. */
+static int wait_ref(void *rtp, PyObject *c, int *rc, const void **data, size_t *n) {
+    tr_ref ref;
+
+    if (ctypes_bytes(c, &ref, sizeof(ref)) < 0) return -1;
+    for (;;) {
+        PyThreadState *ts = PyEval_SaveThread();
+        *rc = F.get((tr_runtime *)rtp, ref, F.slice_ms, data, n);
+        PyEval_RestoreThread(ts);
+        if (*rc != F.etimedout) return 0;
+        if (PyErr_CheckSignals() < 0) return -1;
+    }
+}
+
+/* The value of a got ref whose payload is a small plain pickle (a new reference), else
+ * NULL: with a Python error set where unpickling failed, with none where it is not such
+ * a payload (the general decoder's). */
+static PyObject *plain_value(int rc, const void *data, size_t n) {
+    PyObject *bytes, *v;
+
+    if (rc != 0 || n < MAGIC_LEN || (Py_ssize_t)n > F.copy_max ||
+        memcmp(data, MAGIC0, MAGIC_LEN) != 0)
+        return NULL;
+    /* (a copy: the memory is the ref's, which the caller may release meanwhile) */
+    bytes = PyBytes_FromStringAndSize((const char *)data + MAGIC_LEN, (Py_ssize_t)n - MAGIC_LEN);
+    if (bytes == NULL) return NULL;
+    v = PyObject_CallFunctionObjArgs(F.loads, bytes, NULL);
+    Py_DECREF(bytes);
+    return v;
+}
+
 /* get_plain(c): waits for the ref c (a ctypes Ref) with no timeout; (value,) where the
  * value is a small plain pickle, else (rc, address, length) for the general decoder (rc
  * 0) or the error (rc < 0). None where troupe is not running here. */
 static PyObject *fast_get_plain(PyObject *self, PyObject *c) {
-    PyObject *rt;
     void *rtp;
-    tr_ref ref;
     const void *data = NULL;
     size_t n = 0;
-    int rc, err;
+    int rc, got;
+    PyObject *v, *t;
     (void)self;
 
     if (!F.ready) Py_RETURN_NONE;
-    if ((rt = PyObject_GetAttr(F.runtime, F.s_rt_global)) == NULL) return NULL;
-    if (rt == Py_None) {
-        Py_DECREF(rt);
+    if ((got = current_runtime(&rtp)) <= 0) {
+        if (got < 0) return NULL;
         Py_RETURN_NONE;
     }
-    err = ctypes_bytes(rt, &rtp, sizeof(rtp)) < 0 || ctypes_bytes(c, &ref, sizeof(ref)) < 0;
-    Py_DECREF(rt);
-    if (err) return NULL;
-    for (;;) {
-        PyThreadState *ts = PyEval_SaveThread();
-        rc = F.get((tr_runtime *)rtp, ref, F.slice_ms, &data, &n);
-        PyEval_RestoreThread(ts);
-        if (rc != F.etimedout) break;
-        if (PyErr_CheckSignals() < 0) /* (Ctrl-C between slices, as the ctypes path) */
-            return NULL;
-    }
-    if (rc == 0 && n >= MAGIC_LEN && (Py_ssize_t)n <= F.copy_max &&
-        memcmp(data, MAGIC0, MAGIC_LEN) == 0) {
-        /* (a copy: the memory is the ref's, which the caller may release meanwhile) */
-        PyObject *bytes =
-            PyBytes_FromStringAndSize((const char *)data + MAGIC_LEN, (Py_ssize_t)n - MAGIC_LEN);
-        if (bytes == NULL) return NULL;
-        PyObject *v = PyObject_CallFunctionObjArgs(F.loads, bytes, NULL);
-        Py_DECREF(bytes);
-        if (v == NULL) return NULL;
-        PyObject *t = PyTuple_Pack(1, v);
+    if (wait_ref(rtp, c, &rc, &data, &n) < 0) return NULL;
+    if ((v = plain_value(rc, data, n)) != NULL) {
+        t = PyTuple_Pack(1, v);
         Py_DECREF(v);
         return t;
     }
+    if (PyErr_Occurred()) return NULL;
     return Py_BuildValue("(iNn)", rc, PyLong_FromVoidPtr((void *)data), (Py_ssize_t)n);
+}
+
+/* get_many(refs, slow): the values of a list or tuple of ObjectRefs, in order, with no
+ * timeout: a ref this process holds whose value is a small plain pickle here, every
+ * other by slow(ref) (the general get). None where an item is no ObjectRef or troupe
+ * is not running here (the caller's general path then). */
+static PyObject *fast_get_many(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
+    PyObject *refs, *slow, *out, *item, *owned, *c, *v;
+    Py_ssize_t n;
+    void *rtp;
+    const void *data;
+    size_t len;
+    int rc, got;
+    (void)self;
+
+    if (argc != 2) return PyErr_Format(PyExc_TypeError, "get_many takes 2 arguments");
+    refs = argv[0], slow = argv[1];
+    if (!F.ready || !(PyList_Check(refs) || PyTuple_Check(refs))) Py_RETURN_NONE;
+    n = PyList_Check(refs) ? PyList_Size(refs) : PyTuple_Size(refs);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        item = PyList_Check(refs) ? PyList_GetItem(refs, i) : PyTuple_GetItem(refs, i);
+        if ((PyObject *)Py_TYPE(item) != F.object_ref_type) Py_RETURN_NONE;
+    }
+    if ((got = current_runtime(&rtp)) <= 0) {
+        if (got < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    if ((out = PyList_New(n)) == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        /* (a borrowed item of a list may go while Python code runs: held meanwhile) */
+        item = PyList_Check(refs) ? PyList_GetItem(refs, i) : PyTuple_GetItem(refs, i);
+        if (item == NULL) goto fail;
+        Py_INCREF(item);
+        v = NULL;
+        if ((owned = PyObject_GetAttr(item, F.s_owned)) == NULL) goto fail_item;
+        if (owned == Py_True) {
+            if ((c = PyObject_GetAttr(item, F.s_c)) == NULL) {
+                Py_DECREF(owned);
+                goto fail_item;
+            }
+            data = NULL, len = 0;
+            got = wait_ref(rtp, c, &rc, &data, &len);
+            Py_DECREF(c);
+            if (got == 0) v = plain_value(rc, data, len);
+        }
+        Py_DECREF(owned);
+        if (v == NULL && !PyErr_Occurred()) v = PyObject_CallFunctionObjArgs(slow, item, NULL);
+        if (v == NULL) goto fail_item;
+        Py_DECREF(item);
+        PyList_SetItem(out, i, v); /* (steals v) */
+    }
+    return out;
+fail_item:
+    Py_DECREF(item);
+fail:
+    Py_DECREF(out);
+    return NULL;
 }
 
 /* The hold of ref (an ObjectRef of rt) goes, under the holds' lock: its count down, and
@@ -630,6 +712,8 @@ static PyMethodDef fast_methods[] = {
     {"configure", fast_configure, METH_VARARGS, "configure(addrs, objs)"},
     {"call_one", (PyCFunction)(void (*)(void))fast_call_one, METH_FASTCALL,
      "call_one(actor_id, method, args, kwargs, class_name) -> ObjectRef or None"},
+    {"get_many", (PyCFunction)(void (*)(void))fast_get_many, METH_FASTCALL,
+     "get_many(refs, slow) -> [value, ...] or None"},
     {"get_plain", fast_get_plain, METH_O, "get_plain(c) -> (value,) or (rc, address, length)"},
     {"release", fast_release, METH_O, "release(ref): ObjectRef.__del__'s work"},
     {"worker_configure", fast_worker_configure, METH_VARARGS,

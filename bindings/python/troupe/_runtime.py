@@ -607,6 +607,12 @@ def get_one(ref, deadline, what="get"):
     return _get_failed(rc, ref, what)
 
 
+def _get_one_slow(ref):
+    """get_one(ref) with no timeout, by its general path (_fast's get_many calls it for a
+    ref it does not decode itself)."""
+    return get_one(ref, None)
+
+
 def _get_failed(rc, ref, what):
     """Raises the error of a get of ref that ended with rc."""
     if rc == _errors.ETIMEDOUT:
@@ -629,6 +635,10 @@ def get(refs, *, timeout=None):
     if isinstance(refs, GettableRef):
         return refs.get(timeout=timeout)
     if isinstance(refs, (list, tuple)):
+        if deadline is None and fast is not None:  # (refs alone, plain values in C)
+            got = fast.get_many(refs, _get_one_slow)
+            if got is not None:
+                return got
         if any(isinstance(r, GettableRef) for r in refs) and \
                 not all(isinstance(r, GettableRef) for r in refs):
             raise ValueError("Invalid type of object refs. 'object_refs' must be a list of "
