@@ -231,7 +231,7 @@ python_tests() {
 if [[ $# -eq 0 ]]; then
     python_tests python
     TROUPE_NO_EXTENSION=1 python_tests "python, no extension" \
-        -k "test_core or test_ownership or test_concurrency or test_writable_args or test_layers"
+        -k "test_core or test_ownership or test_layers"
 fi
 
 # The source tree's own checks (tools/check_layers.sh, tools/check_readmes.sh), each of
