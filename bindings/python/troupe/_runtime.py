@@ -529,9 +529,19 @@ class _PrivateMap:
 def get_writable(ref, what="argument"):
     """The value of an object with its arrays writable, as Ray gives a method its
     arguments: a private copy-on-write mapping (zero-copy until an array is written; a
-    write changes this process's pages only, never the object)."""
+    write changes this process's pages only, never the object). A call's result (no
+    object) is decoded from a private copy of its bytes."""
     rt = runtime()
     data, n = c_void_p(), c_size_t()
+    if not ref.is_object():
+        rc = lib.tr_get(rt, ref._c, _ffi.FOREVER, byref(data), byref(n))
+        if rc:
+            check(rc, what)
+        copy = bytearray(ctypes.string_at(data.value, n.value)) if n.value else bytearray()
+        try:
+            return _serial.loads(memoryview(copy))
+        except _serial.RemoteError as e:
+            raise _errors.task_error(e, what) from None
     rc = lib.tr_object_map_private(rt, ref._c, -1, byref(data), byref(n))
     if rc:
         check(rc, what)

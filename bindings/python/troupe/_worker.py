@@ -582,8 +582,10 @@ def main():
             extra = payload[3] if len(payload) > 3 else {}
             if "resolve" in extra:  # (top-level refs: their values, as Ray's)
                 pos, keys = extra["resolve"]
-                a = tuple(_runtime.get(x) if i in pos else x for i, x in enumerate(a))
-                kw = {k: _runtime.get(v) if k in keys else v for k, v in kw.items()}
+                a = tuple(_runtime.get_writable(x, "a constructor argument") if i in pos
+                          else x for i, x in enumerate(a))  # (writable, as a method's)
+                kw = {k: _runtime.get_writable(v, "a constructor argument") if k in keys
+                      else v for k, v in kw.items()}
             state["max_task_retries"] = extra.get("max_task_retries", 0)
             state["instance"] = cls(*a, **kw)
             state["async"] = is_async_class(cls)
