@@ -340,7 +340,8 @@ def test_concurrency_groups_are_checked():
 
     with pytest.raises(ValueError, match="does not declare"):
         Undeclared.remote()
-    assert ray.get(Undeclared.options(concurrency_groups={"io": 1}).remote().f.remote()) == 1
+    declared = Undeclared.options(concurrency_groups={"io": 1}).remote()
+    assert ray.get(declared.f.remote()) == 1
 
 
 def test_async_actor_groups():
