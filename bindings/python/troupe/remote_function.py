@@ -257,7 +257,7 @@ class RemoteFunction:
         out = Ref()
         check(lib.tr_task_submit(rt, p.cname, data, len(data), arr, len(refs), byref(opts),
                                  byref(out)), f"submitting task {self._function_name}")
-        ref = ObjectRef(out)
+        ref = _runtime.fresh_ref(out)  # (a new id here: its hold needs no lock)
         if k == 1:
             return ref
         _runtime.forget(ref)  # (0: Ray's None; the task runs all the same)
