@@ -205,8 +205,8 @@ for label in "${targets[@]}"; do
 done
 
 # The Python package's tests (pytest's JUnit XML, counted the same way), in a plain run:
-# all of them with the C extension (troupe._fast), then those of calls, refs and the
-# package's layers without it (TROUPE_NO_EXTENSION=1: the ctypes paths alone).
+# all of them with the C extension (troupe._fast), then those of calls, refs, plain tasks
+# and the package's layers without it (TROUPE_NO_EXTENSION=1: the ctypes paths alone).
 python_tests() {
     local label=$1 pyxml cases nfail nskip name
     shift
@@ -231,7 +231,7 @@ python_tests() {
 if [[ $# -eq 0 ]]; then
     python_tests python
     TROUPE_NO_EXTENSION=1 python_tests "python, no extension" \
-        -k "test_core or test_ownership or test_layers"
+        -k "test_core or test_ownership or test_layers or plain_tasks"
 fi
 
 # The source tree's own checks (tools/check_layers.sh, tools/check_readmes.sh), each of

@@ -442,6 +442,81 @@ def test_a_worker_loads_a_function_once():
         seen[pid] = n
 
 
+@ray.remote
+def plain_task(x, what="echo"):
+    """A function whose tasks have builtin scalar arguments (troupe._fast's plain path
+    after a worker's first run of it), doing what `what` says with x."""
+    if what == "path":  # which path runs it: _worker.run_task's frame is under it, or not
+        import inspect
+        return "python" if any(f.function == "run_task" for f in inspect.stack(0)) else "c"
+    if what == "list":
+        return [x, x]
+    if what == "array":
+        return np.full(3, x)
+    if what == "coroutine":  # (a plain function that returns one: run as run_task runs it)
+        async def twice():
+            return x * 2
+        return twice()
+    if what == "fail":
+        raise ValueError(f"fails with {x}")
+    if what == "sleep":  # x: a marker file (test_cancel's interruptible)
+        with open(x, "w") as fh:
+            fh.write(str(os.getpid()))
+        try:
+            time.sleep(120)
+        except KeyboardInterrupt:
+            with open(x, "a") as fh:
+                fh.write(" interrupted")
+            raise
+    if what == "exit":  # x: a file of runs; the first exits its worker
+        with open(x, "a+") as fh:
+            fh.write("run\n")
+            fh.seek(0)
+            runs = len(fh.readlines())
+        if runs == 1:
+            sys.exit(0)
+        return runs
+    return x
+
+
+def test_plain_tasks_keep_the_general_paths_rules(tmp_path):
+    """What the worker's plain path of tasks (troupe._fast: a function the worker has run
+    once, builtin scalar arguments, one result) must do as run_task does: scalar and
+    other results, a returned coroutine run, an error with the function's traceback,
+    troupe.cancel's KeyboardInterrupt in the function, sys.exit as the worker's crash
+    (the task retried). With the extension a worker's later tasks take it; without it,
+    none does."""
+    from troupe import _runtime
+    one = plain_task.options(num_cpus=os.cpu_count())  # (a pool of one worker)
+    now = "c" if _runtime.fast is not None else "python"
+    assert [ray.get(one.remote(0, "path")) for _ in range(3)] == ["python", now, now]
+    for v in [0, 1 << 70, -3.5, float("inf"), 2j, True, None, "", "é", b"\xff"]:
+        got = ray.get(one.remote(v))
+        assert got == v and type(got) is type(v)
+    assert ray.get(one.remote(x=2, what="list")) == [2, 2]
+    assert np.array_equal(ray.get(one.remote(2.0, "array")), np.full(3, 2.0))
+    assert ray.get(one.remote(4, "coroutine")) == 8
+    for _ in range(2):
+        with pytest.raises(ValueError, match="fails with 5") as info:
+            ray.get(one.remote(5, "fail"))
+        assert "plain_task" in str(info.value) and "fast_task" not in str(info.value)
+    marker = tmp_path / "m"
+    ref = one.remote(str(marker), "sleep")
+    deadline = time.monotonic() + 30
+    while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    pid = int(marker.read_text().split()[0])
+    ray.cancel(ref)
+    with pytest.raises(ray.exceptions.TaskCancelledError):
+        ray.get(ref)
+    # (get raised at once; the worker was interrupted, not killed: it runs the next)
+    assert ray.get(one.remote(0, "path"), timeout=30) == now
+    assert marker.read_text() == f"{pid} interrupted"
+    runs = tmp_path / "runs"
+    assert ray.get(one.options(max_retries=1).remote(str(runs), "exit"), timeout=60) == 2
+    assert ray.get(one.remote(7), timeout=30) == 7
+
+
 def test_closures_large_functions_and_large_arguments():
     offset = 5
     add = ray.remote(lambda x: x + offset)

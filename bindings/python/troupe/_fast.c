@@ -1,13 +1,15 @@
-/* troupe._fast - the two ends of a plain method call in C, beside the ctypes binding.
+/* troupe._fast - the two ends of a plain method call and of a plain task in C, beside the
+ * ctypes binding.
  *
- * A call from Python whose arguments are builtin scalars, and the worker's run of a plain
- * method of a sync actor, are most of what a Ray program does; through ctypes each costs
- * several microseconds of argument conversion, callback thunks and Python frames on both
- * sides of a ~1 us call ring. This module does those two paths with the CPython API, and
- * nothing else: every case it does not take (refs, buffers, options, generators, errors,
- * async actors, graph steps) goes to the Python code that has always handled it, with the
- * same bytes on the wire. The package works without it (TROUPE_NO_EXTENSION=1, or an
- * interpreter older than 3.11); tests run both ways.
+ * A call or a task from Python whose arguments are builtin scalars, and the worker's run
+ * of a plain method of a sync actor or of a plain remote function, are most of what a Ray
+ * program does; through ctypes each costs several microseconds of argument conversion,
+ * callback thunks and Python frames on both sides of a ~1 us call ring. This module does
+ * those paths with the CPython API, and nothing else: every case it does not take (refs,
+ * buffers, options, generators, errors, async actors, graph steps) goes to the Python
+ * code that has always handled it, with the same bytes on the wire. The package works
+ * without it (TROUPE_NO_EXTENSION=1, or an interpreter older than 3.11); tests run both
+ * ways.
  *
  * libtroupe is not linked here: configure() gets the addresses of the functions it needs
  * from the library the package loaded with ctypes (so both use the same one), and the
@@ -31,6 +33,8 @@ typedef const char *(*ctx_method_fn)(const tr_ctx *);
 typedef void (*ctx_started_fn)(tr_ctx *);
 typedef int (*ctx_reply_fn)(tr_ctx *, const void *, size_t);
 typedef int (*release_fn)(tr_runtime *, tr_ref);
+typedef int (*task_submit_fn)(tr_runtime *, const char *, const void *, size_t, const tr_ref *,
+                              size_t, const tr_task_options *, tr_ref *);
 
 _Static_assert(__builtin_types_compatible_p(call_fn, __typeof__(&tr_call)), "tr_call");
 _Static_assert(__builtin_types_compatible_p(get_fn, __typeof__(&tr_get)), "tr_get");
@@ -42,6 +46,8 @@ _Static_assert(__builtin_types_compatible_p(ctx_reply_fn, __typeof__(&tr_ctx_rep
                "tr_ctx_reply");
 _Static_assert(__builtin_types_compatible_p(release_fn, __typeof__(&tr_ref_release)),
                "tr_ref_release");
+_Static_assert(__builtin_types_compatible_p(task_submit_fn, __typeof__(&tr_task_submit)),
+               "tr_task_submit");
 
 /* (Py_SETREF is not in the limited API) */
 #define SETREF(dst, src)                                                                           \
@@ -64,6 +70,7 @@ static struct {
     ctx_started_fn ctx_started;
     ctx_reply_fn ctx_reply;
     release_fn release;
+    task_submit_fn task_submit;
     tr_method_fn slow;     /* the ctypes dispatch: everything the fast path leaves */
     long etimedout;        /* TR_ETIMEDOUT */
     int slice_ms;          /* a wait with no timeout wakes this often (signals) */
@@ -72,17 +79,24 @@ static struct {
     PyObject *simple[N_SIMPLE];
     PyObject *dumps, *loads, *protocol;
     PyObject *ref_type, *object_ref_type, *new_object, *holds;
-    PyObject *call_failed; /* (rc, class name, method) raises the call's error */
-    PyObject *runtime;     /* the _runtime module: its _rt is this process's runtime */
+    PyObject *call_failed;   /* (rc, class name, method) raises the call's error */
+    PyObject *submit_failed; /* (rc, function name) raises the task submit's error */
+    PyObject *runtime;       /* the _runtime module: its _rt is this process's runtime */
     PyObject *lock_acquire, *lock_release; /* _runtime._holds_lock's */
     /* the worker's side (worker_configure) */
-    PyObject *state;   /* _worker's state dict: "instance" */
-    PyObject *methods; /* name -> True: plain methods of a sync actor */
-    PyObject *current; /* _runtime.current_call (threading.local): .ctx */
-    PyObject *arg_ref; /* _serial.ArgRef */
-    PyObject *resolve; /* (ctx, a, kw) -> (a, kw) with ArgRefs resolved */
-    PyObject *finish;  /* (ctx, result) -> rc: a result not replied here */
-    PyObject *failed;  /* (ctx, exc) -> rc: a method's exception */
+    PyObject *state;          /* _worker's state dict: "instance" */
+    PyObject *methods;        /* name -> True: plain methods of a sync actor */
+    PyObject *current;        /* _runtime.current_call (threading.local): .ctx */
+    PyObject *arg_ref;        /* _serial.ArgRef */
+    PyObject *resolve;        /* (ctx, a, kw) -> (a, kw) with ArgRefs resolved */
+    PyObject *finish;         /* (ctx, result) -> rc: a result not replied here */
+    PyObject *failed;         /* (ctx, exc) -> rc: a method's exception */
+    tr_task_fn task_slow;     /* the ctypes task dispatch: every task the fast path leaves */
+    PyObject *tasks;          /* digest (bytes) -> function: the plain tasks' functions */
+    PyObject *running;        /* _worker._running_task: [ctx] of the main thread's task */
+    PyObject *task_finish;    /* (ctx, result, rc) -> rc: a task's result not replied here */
+    PyObject *task_failed;    /* (ctx, exc) -> rc: a task's exception */
+    unsigned long main_ident; /* the worker's main thread (troupe.cancel's signal runs there) */
     PyObject *s_instance, *s_ctx, *s_c, *s_rt, *s_owned, *s_rt_global;
 } F;
 
@@ -139,12 +153,15 @@ static PyObject *fast_configure(PyObject *self, PyObject *args) {
     F.ctx_reply = (ctx_reply_fn)p;
     if (!get_addr(addrs, "tr_ref_release", &p)) return NULL;
     F.release = (release_fn)p;
+    if (!get_addr(addrs, "tr_task_submit", &p)) return NULL;
+    F.task_submit = (task_submit_fn)p;
     if (!get_obj(objs, "dumps", &F.dumps) || !get_obj(objs, "loads", &F.loads) ||
         !get_obj(objs, "protocol", &F.protocol) || !get_obj(objs, "Ref", &F.ref_type) ||
         !get_obj(objs, "ObjectRef", &F.object_ref_type) ||
         !get_obj(objs, "new_object", &F.new_object) || !get_obj(objs, "holds", &F.holds) ||
-        !get_obj(objs, "call_failed", &F.call_failed) || !get_obj(objs, "runtime", &F.runtime) ||
-        !get_obj(objs, "lock_acquire", &F.lock_acquire) ||
+        !get_obj(objs, "call_failed", &F.call_failed) ||
+        !get_obj(objs, "submit_failed", &F.submit_failed) ||
+        !get_obj(objs, "runtime", &F.runtime) || !get_obj(objs, "lock_acquire", &F.lock_acquire) ||
         !get_obj(objs, "lock_release", &F.lock_release))
         return NULL;
     simple = PyDict_GetItemString(objs, "simple");
@@ -176,10 +193,11 @@ static PyObject *fast_configure(PyObject *self, PyObject *args) {
 
 /* ------------------------------------------------------------------ the caller */
 
-/* MAGIC0 + pickle.dumps((args, kwargs)) into buf (or a malloc'ed one, *heap); NULL with
- * no error set where the arguments are not all builtin scalars or too large. */
-static const char *frame_args(PyObject *args, PyObject *kwargs, char *buf, char **heap,
-                              Py_ssize_t *len) {
+/* prefix + MAGIC0 + pickle.dumps((args, kwargs)) into buf (or a malloc'ed one, *heap);
+ * NULL with no error set where the arguments are not all builtin scalars or too large
+ * (MAGIC0 and the pickle over inline_max). */
+static const char *frame_args(const char *prefix, Py_ssize_t n_prefix, PyObject *args,
+                              PyObject *kwargs, char *buf, char **heap, Py_ssize_t *len) {
     Py_ssize_t n = PyTuple_Size(args), pos = 0;
     PyObject *k, *v, *both, *data;
     char *src;
@@ -202,18 +220,19 @@ static const char *frame_args(PyObject *args, PyObject *kwargs, char *buf, char 
         return NULL;
     }
     char *out = buf;
-    if (MAGIC_LEN + dn > STACK_BYTES) {
-        out = *heap = malloc((size_t)(MAGIC_LEN + dn));
+    if (n_prefix + MAGIC_LEN + dn > STACK_BYTES) {
+        out = *heap = malloc((size_t)(n_prefix + MAGIC_LEN + dn));
         if (out == NULL) {
             Py_DECREF(data);
             PyErr_NoMemory();
             return NULL;
         }
     }
-    memcpy(out, MAGIC0, MAGIC_LEN);
-    memcpy(out + MAGIC_LEN, src, (size_t)dn);
+    if (n_prefix > 0) memcpy(out, prefix, (size_t)n_prefix);
+    memcpy(out + n_prefix, MAGIC0, MAGIC_LEN);
+    memcpy(out + n_prefix + MAGIC_LEN, src, (size_t)dn);
     Py_DECREF(data);
-    *len = MAGIC_LEN + dn;
+    *len = n_prefix + MAGIC_LEN + dn;
     return out;
 }
 
@@ -279,7 +298,7 @@ static PyObject *fast_call_one(PyObject *self, PyObject *const *argv, Py_ssize_t
         Py_DECREF(rt);
         return NULL;
     }
-    payload = frame_args(args, kwargs, buf, &heap, &len);
+    payload = frame_args(NULL, 0, args, kwargs, buf, &heap, &len);
     if (payload == NULL) {
         Py_DECREF(rt);
         if (PyErr_Occurred()) return NULL;
@@ -294,6 +313,60 @@ static PyObject *fast_call_one(PyObject *self, PyObject *const *argv, Py_ssize_t
         res = PyObject_CallFunction(F.call_failed, "iOO", rc, argv[4], method);
         Py_XDECREF(res);
         return res == NULL ? NULL : PyErr_Format(PyExc_SystemError, "call_failed returned");
+    }
+    if ((res = fresh_ref(&out, rt)) == NULL) { /* (out of memory: the C ref is let go) */
+        ts = PyEval_SaveThread();
+        F.release((tr_runtime *)rtp, out);
+        PyEval_RestoreThread(ts);
+    }
+    Py_DECREF(rt);
+    return res;
+}
+
+/* task_one(rt, c_name, head, options_address, args, kwargs, function_name): the ObjectRef
+ * of a task of one result whose arguments are builtin scalars (its payload: the prepared
+ * head, then the arguments as call_one frames them), or None where they are not, or rt
+ * (a ctypes c_void_p the head was prepared for) is not the runtime this process runs now:
+ * the caller takes its general path then. An error of tr_task_submit raises as the
+ * general path's does. */
+static PyObject *fast_task_one(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
+    PyObject *rt, *now, *res;
+    void *rtp, *opts;
+    tr_ref out;
+    char buf[STACK_BYTES], *heap = NULL, *head;
+    const char *cname, *payload;
+    Py_ssize_t len = 0, n_head;
+    int rc;
+    (void)self;
+
+    if (argc != 7) return PyErr_Format(PyExc_TypeError, "task_one takes 7 arguments");
+    rt = argv[0];
+    if (!F.ready || !PyTuple_Check(argv[4]) || !PyDict_Check(argv[5])) Py_RETURN_NONE;
+    if ((now = PyObject_GetAttr(F.runtime, F.s_rt_global)) == NULL) return NULL;
+    Py_DECREF(now); /* (only compared: _runtime keeps it) */
+    if (now != rt || rt == Py_None) Py_RETURN_NONE;
+    if (ctypes_bytes(rt, &rtp, sizeof(rtp)) < 0 || !PyBytes_Check(argv[1]) ||
+        !PyBytes_Check(argv[2]) || PyBytes_AsStringAndSize(argv[2], &head, &n_head) < 0)
+        return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_TypeError, "task_one: bytes");
+    cname = PyBytes_AsString(argv[1]);
+    opts = PyLong_AsVoidPtr(argv[3]);
+    if (cname == NULL || (opts == NULL && PyErr_Occurred())) return NULL;
+    payload = frame_args(head, n_head, argv[4], argv[5], buf, &heap, &len);
+    if (payload == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
+    }
+    Py_INCREF(rt); /* (the call runs without the GIL: rt stays alive meanwhile) */
+    PyThreadState *ts = PyEval_SaveThread();
+    rc = F.task_submit((tr_runtime *)rtp, cname, payload, (size_t)len, NULL, 0,
+                       (const tr_task_options *)opts, &out);
+    PyEval_RestoreThread(ts);
+    free(heap);
+    if (rc != 0) {
+        Py_DECREF(rt);
+        res = PyObject_CallFunction(F.submit_failed, "iO", rc, argv[6]);
+        Py_XDECREF(res);
+        return res == NULL ? NULL : PyErr_Format(PyExc_SystemError, "submit_failed returned");
     }
     if ((res = fresh_ref(&out, rt)) == NULL) { /* (out of memory: the C ref is let go) */
         ts = PyEval_SaveThread();
@@ -526,9 +599,9 @@ static int reply_simple(tr_ctx *ctx, PyObject *result) {
     return rc;
 }
 
-/* The method's exception (set) goes to _worker's handlers: ActorExit, SystemExit, else
- * the error replied. Returns their rc. */
-static int hand_failure(PyObject *ctxobj) {
+/* The method's or task's exception (set) goes to _worker's handlers (failed): ActorExit,
+ * SystemExit, else the error replied. Returns their rc. */
+static int hand_failure(PyObject *ctxobj, PyObject *failed) {
     PyObject *type, *value, *tb, *r;
     long rc;
 
@@ -540,14 +613,14 @@ static int hand_failure(PyObject *ctxobj) {
         return TR_ETASK;
     }
     if (tb != NULL) PyException_SetTraceback(value, tb);
-    r = PyObject_CallFunctionObjArgs(F.failed, ctxobj, value, NULL);
+    r = PyObject_CallFunctionObjArgs(failed, ctxobj, value, NULL);
     Py_XDECREF(type);
     Py_DECREF(value);
     Py_XDECREF(tb);
     rc = r == NULL ? TR_ETASK : PyLong_AsLong(r);
     Py_XDECREF(r);
     if (PyErr_Occurred()) { /* (the handlers' own failure: printed, the call fails) */
-        PyErr_WriteUnraisable(F.failed);
+        PyErr_WriteUnraisable(failed);
         return TR_ETASK;
     }
     return (int)rc;
@@ -566,9 +639,9 @@ static int has_arg_refs(PyObject *a, PyObject *kw) {
 }
 
 /* The result goes back: a builtin scalar replied here, any other value (or a reply's own
- * error, rc) through _worker's Python: finish(ctx, result, rc). Returns the call's rc, or -1 with a
- * Python error set. */
-static int reply_result(tr_ctx *ctx, PyObject *ctxobj, PyObject *result) {
+ * error, rc) through _worker's Python: finish(ctx, result, rc). Returns the call's rc, or
+ * -1 with a Python error set. */
+static int reply_result(tr_ctx *ctx, PyObject *ctxobj, PyObject *result, PyObject *finish) {
     PyObject *r;
     int rc;
 
@@ -578,24 +651,44 @@ static int reply_result(tr_ctx *ctx, PyObject *ctxobj, PyObject *result) {
     } else {
         rc = 0;
     }
-    r = PyObject_CallFunction(F.finish, "OOi", ctxobj, result, rc);
+    r = PyObject_CallFunction(finish, "OOi", ctxobj, result, rc);
     if (r == NULL) return -1;
     rc = (int)PyLong_AsLong(r);
     Py_DECREF(r);
     return rc == -1 && PyErr_Occurred() ? -1 : rc;
 }
 
-/* The body of a plain call of fn (GIL held), in _worker.dispatch's order: tr_ctx_started,
- * the arguments (refs resolved), the call, its result. A Python error anywhere goes to
- * _worker's handlers, as the method's own does. */
-static int run_plain(tr_ctx *ctx, PyObject *fn, const char *payload, size_t len) {
+/* What differs between a plain method's run and a plain task's. */
+typedef struct {
+    int task; /* a task: no tr_ctx_started; _running_task set while it runs (the main
+               * thread's: troupe.cancel's KeyboardInterrupt), the current call unset
+               * before its result is replied (as _worker.run_task) */
+    PyObject *finish, *failed;
+} plain_path;
+
+/* The main thread's task is ctx (or, ctx NULL, none): _running_task[0]. */
+static void set_running(const plain_path *path, PyObject *ctxobj) {
+    if (!path->task || PyThread_get_thread_ident() != F.main_ident) return;
+    Py_INCREF(ctxobj);
+    if (PyList_SetItem(F.running, 0, ctxobj) < 0) PyErr_Clear(); /* (steals ctxobj) */
+}
+
+/* The body of a plain call of fn (GIL held), in _worker's order (dispatch's, or
+ * run_task's for a task): tr_ctx_started (a method), the arguments (refs resolved), the
+ * call, its result. A Python error anywhere goes to _worker's handlers, as the function's
+ * own does. */
+static int run_plain(tr_ctx *ctx, PyObject *fn, const char *payload, size_t len,
+                     const plain_path *path) {
     PyObject *ctxobj, *view = NULL, *both = NULL, *a, *kw, *result = NULL, *r;
-    int rc;
+    int rc, current = 0;
 
     ctxobj = PyLong_FromVoidPtr(ctx);
     if (ctxobj == NULL) return TR_ETASK;
-    F.ctx_started(ctx); /* (before the arguments: unpickling may run the user's code) */
+    if (!path->task)
+        F.ctx_started(ctx); /* (before the arguments: unpickling may run the user's code) */
     if (PyObject_SetAttr(F.current, F.s_ctx, ctxobj) < 0) goto failed;
+    current = 1;
+    set_running(path, ctxobj); /* (from here: the arguments' refs may wait) */
     view = PyMemoryView_FromMemory((char *)payload + MAGIC_LEN, (Py_ssize_t)(len - MAGIC_LEN),
                                    PyBUF_READ);
     if (view == NULL || (both = PyObject_CallFunctionObjArgs(F.loads, view, NULL)) == NULL)
@@ -617,12 +710,25 @@ static int run_plain(tr_ctx *ctx, PyObject *fn, const char *payload, size_t len)
         a = PyTuple_GetItem(both, 0), kw = PyTuple_GetItem(both, 1);
     }
     result = PyObject_Call(fn, a, PyDict_Size(kw) ? kw : NULL);
-    if (result == NULL || (rc = reply_result(ctx, ctxobj, result)) == -1) goto failed;
+    set_running(path, Py_None);
+    if (path->task) {
+        if (PyObject_SetAttr(F.current, F.s_ctx, Py_None) < 0) goto failed;
+        current = 0;
+    }
+    if (result == NULL || (rc = reply_result(ctx, ctxobj, result, path->finish)) == -1) goto failed;
     goto out;
 failed:
-    rc = hand_failure(ctxobj);
+    set_running(path, Py_None);
+    if (path->task && current) { /* (as run_task's: unset before the error's reply) */
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        if (PyObject_SetAttr(F.current, F.s_ctx, Py_None) < 0) PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+        current = 0;
+    }
+    rc = hand_failure(ctxobj, path->failed);
 out:
-    if (PyObject_SetAttr(F.current, F.s_ctx, Py_None) < 0) PyErr_Clear();
+    if (current && PyObject_SetAttr(F.current, F.s_ctx, Py_None) < 0) PyErr_Clear();
     Py_XDECREF(result);
     Py_XDECREF(both);
     if (view != NULL) { /* (released: nothing may read the call's memory after it) */
@@ -662,9 +768,20 @@ none:
     return NULL;
 }
 
+/* Takes the GIL, keeping a thread state for the thread's life (as _worker.pin_thread). */
+static PyGILState_STATE enter(void) {
+    PyGILState_STATE g = PyGILState_Ensure();
+    if (!pinned) {
+        PyGILState_Ensure();
+        pinned = 1;
+    }
+    return g;
+}
+
 /* The actor class's dispatch (tr_method_fn): a plain call of a method the Python side
  * marked plain runs here; every other goes to the ctypes dispatch as before. */
 static int fast_dispatch(tr_ctx *ctx, void *self, const void *args, size_t len) {
+    static const plain_path method = {0, NULL, NULL};
     const char *name = F.ctx_method(ctx);
     PyGILState_STATE g;
     PyObject *fn;
@@ -672,52 +789,106 @@ static int fast_dispatch(tr_ctx *ctx, void *self, const void *args, size_t len) 
 
     if (name == NULL || len < MAGIC_LEN || memcmp(args, MAGIC0, MAGIC_LEN) != 0)
         return F.slow(ctx, self, args, len);
-    g = PyGILState_Ensure();
-    if (!pinned) { /* (a thread state kept for the thread's life, as _worker.pin_thread) */
-        PyGILState_Ensure();
-        pinned = 1;
-    }
+    g = enter();
     if ((fn = plain_method(name)) == NULL) {
         PyGILState_Release(g);
         return F.slow(ctx, self, args, len);
     }
-    rc = run_plain(ctx, fn, (const char *)args, len);
+    plain_path path = method;
+    path.finish = F.finish, path.failed = F.failed;
+    rc = run_plain(ctx, fn, (const char *)args, len, &path);
     Py_DECREF(fn);
     PyGILState_Release(g);
     return rc;
 }
 
-/* worker_configure(slow_address, objs): the worker's dispatch; returns the address of
- * fast_dispatch for the actor class. objs: state, methods, current, ArgRef, resolve,
- * finish, failed. */
+/* A task's payload (remote_function: HEAD, then the function's bytes unless they are in
+ * the store, then the arguments). */
+#define TASK_MAGIC "TRPT"
+#define TASK_HEAD 24 /* struct "<4s16sI": magic, digest, n_fn */
+#define DIGEST_AT 4
+#define DIGEST_LEN 16
+#define FN_IN_REF 0xFFFFFFFFu
+
+/* The task dispatch (tr_task_fn): a task of a function the Python side marked plain
+ * (F.tasks, by its digest), whose arguments are a plain pickle, runs here; every other
+ * goes to the ctypes dispatch as before (which unpickles and caches the function). */
+static int fast_task(tr_ctx *ctx, const void *args, size_t len) {
+    const unsigned char *p = args;
+    PyGILState_STATE g;
+    PyObject *key, *fn;
+    uint32_t n_fn;
+    size_t off;
+    int rc;
+
+    if (len < TASK_HEAD || memcmp(p, TASK_MAGIC, 4) != 0) return F.task_slow(ctx, args, len);
+    n_fn = (uint32_t)p[20] | (uint32_t)p[21] << 8 | (uint32_t)p[22] << 16 | (uint32_t)p[23] << 24;
+    if (n_fn != FN_IN_REF && n_fn > len - TASK_HEAD) return F.task_slow(ctx, args, len);
+    off = TASK_HEAD + (n_fn == FN_IN_REF ? 0 : n_fn);
+    if (len - off < MAGIC_LEN || memcmp(p + off, MAGIC0, MAGIC_LEN) != 0)
+        return F.task_slow(ctx, args, len);
+    g = enter();
+    fn = NULL;
+    if ((key = PyBytes_FromStringAndSize((const char *)p + DIGEST_AT, DIGEST_LEN)) != NULL) {
+        fn = PyDict_GetItemWithError(F.tasks, key); /* borrowed */
+        Py_XINCREF(fn);
+        Py_DECREF(key);
+    }
+    if (fn == NULL) {
+        PyErr_Clear();
+        PyGILState_Release(g);
+        return F.task_slow(ctx, args, len);
+    }
+    plain_path path = {1, F.task_finish, F.task_failed};
+    rc = run_plain(ctx, fn, (const char *)p + off, len - off, &path);
+    Py_DECREF(fn);
+    PyGILState_Release(g);
+    return rc;
+}
+
+/* worker_configure(slow_method, slow_task, objs): the worker's dispatches; returns the
+ * addresses of fast_dispatch (the actor class's) and fast_task (the task dispatch), each
+ * taking what it does not run to the slow one (the ctypes callbacks' addresses). objs:
+ * state, methods, current, ArgRef, resolve, finish, failed; tasks, running, task_finish,
+ * task_failed. Called from the worker's main thread. */
 static PyObject *fast_worker_configure(PyObject *self, PyObject *args) {
-    PyObject *slow, *objs;
+    PyObject *slow, *slow_task, *objs;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OO!", &slow, &PyDict_Type, &objs)) return NULL;
+    if (!PyArg_ParseTuple(args, "OOO!", &slow, &slow_task, &PyDict_Type, &objs)) return NULL;
     if (!F.ready) return PyErr_Format(PyExc_RuntimeError, "troupe._fast: configure() first");
     F.slow = (tr_method_fn)PyLong_AsVoidPtr(slow);
-    if (F.slow == NULL)
-        return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_ValueError, "slow is NULL");
+    F.task_slow = (tr_task_fn)PyLong_AsVoidPtr(slow_task);
+    if (F.slow == NULL || F.task_slow == NULL)
+        return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_ValueError, "a slow path is NULL");
     if (!get_obj(objs, "state", &F.state) || !get_obj(objs, "methods", &F.methods) ||
         !get_obj(objs, "current", &F.current) || !get_obj(objs, "ArgRef", &F.arg_ref) ||
         !get_obj(objs, "resolve", &F.resolve) || !get_obj(objs, "finish", &F.finish) ||
-        !get_obj(objs, "failed", &F.failed))
+        !get_obj(objs, "failed", &F.failed) || !get_obj(objs, "tasks", &F.tasks) ||
+        !get_obj(objs, "running", &F.running) || !get_obj(objs, "task_finish", &F.task_finish) ||
+        !get_obj(objs, "task_failed", &F.task_failed))
         return NULL;
-    if (!PyDict_Check(F.state) || !PyDict_Check(F.methods))
-        return PyErr_Format(PyExc_TypeError, "troupe._fast: state and methods are dicts");
-    return PyLong_FromVoidPtr((void *)fast_dispatch);
+    if (!PyDict_Check(F.state) || !PyDict_Check(F.methods) || !PyDict_Check(F.tasks))
+        return PyErr_Format(PyExc_TypeError, "troupe._fast: state, methods, tasks are dicts");
+    if (!PyList_Check(F.running) || PyList_Size(F.running) != 1)
+        return PyErr_Format(PyExc_TypeError, "troupe._fast: running is a list of one");
+    F.main_ident = PyThread_get_thread_ident();
+    return Py_BuildValue("(NN)", PyLong_FromVoidPtr((void *)fast_dispatch),
+                         PyLong_FromVoidPtr((void *)fast_task));
 }
 
 static PyMethodDef fast_methods[] = {
     {"configure", fast_configure, METH_VARARGS, "configure(addrs, objs)"},
     {"call_one", (PyCFunction)(void (*)(void))fast_call_one, METH_FASTCALL,
      "call_one(actor_id, method, args, kwargs, class_name) -> ObjectRef or None"},
+    {"task_one", (PyCFunction)(void (*)(void))fast_task_one, METH_FASTCALL,
+     "task_one(rt, c_name, head, options_address, args, kwargs, function_name) -> ObjectRef "
+     "or None"},
     {"get_many", (PyCFunction)(void (*)(void))fast_get_many, METH_FASTCALL,
      "get_many(refs, slow) -> [value, ...] or None"},
     {"get_plain", fast_get_plain, METH_O, "get_plain(c) -> (value,) or (rc, address, length)"},
     {"release", fast_release, METH_O, "release(ref): ObjectRef.__del__'s work"},
     {"worker_configure", fast_worker_configure, METH_VARARGS,
-     "worker_configure(slow_address, objs) -> the dispatch's address"},
+     "worker_configure(slow_method, slow_task, objs) -> (method dispatch, task dispatch)"},
     {NULL, NULL, 0, NULL},
 };
 

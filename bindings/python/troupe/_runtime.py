@@ -1172,6 +1172,10 @@ def _call_failed(rc, cls_name, method):
     check(rc, f"calling {cls_name}.{method}")
 
 
+def _submit_failed(rc, function_name):
+    check(rc, f"submitting task {function_name}")
+
+
 def _extension_off():
     """TROUPE_NO_EXTENSION=1 here, or in the driver that started this worker (its node
     passes no TROUPE_ variable on: init exports it as PYTROUPE_NO_EXTENSION)."""
@@ -1188,11 +1192,11 @@ def _load_fast():
         return None
     addr = {name: ctypes.cast(getattr(lib, name), c_void_p).value
             for name in ("tr_call", "tr_get", "tr_ctx_method", "tr_ctx_started",
-                         "tr_ctx_reply", "tr_ref_release")}
+                         "tr_ctx_reply", "tr_ref_release", "tr_task_submit")}
     _fast_module.configure(addr, {
         "dumps": pickle.dumps, "loads": pickle.loads, "protocol": 5, "Ref": Ref,
         "ObjectRef": ObjectRef, "new_object": _new_object, "holds": _holds,
-        "call_failed": _call_failed, "simple": _serial.SIMPLE_TYPES,
+        "call_failed": _call_failed, "submit_failed": _submit_failed, "simple": _serial.SIMPLE_TYPES,
         "etimedout": _errors.ETIMEDOUT, "slice_ms": _SLICE_MS, "inline_max": INLINE_MAX,
         "copy_max": _COPY_MAX, "runtime": sys.modules[__name__],
         "lock_acquire": _holds_lock.acquire, "lock_release": _holds_lock.release})

@@ -406,6 +406,7 @@ def pin_thread():
 # ------------------------------------------------------------------ tasks
 
 _functions = {}  # a task's function by the digest of its pickled bytes
+_plain_tasks = {}  # ...those _fast.c runs (no options that run_task applies): digest -> fn
 _FUNCTIONS_MAX = 4096
 
 
@@ -427,7 +428,12 @@ def _task_function(ctx, addr, n):
     if digest not in _functions:
         if len(_functions) >= _FUNCTIONS_MAX:
             _functions.clear()
+            _plain_tasks.clear()
         _functions[digest] = fn
+        if _runtime.fast is not None and not isinstance(
+                fn, (remote_function.EnvFunction, remote_function.RetryingFunction)) and \
+                not (inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)):
+            _plain_tasks[digest] = fn  # (its next tasks of plain arguments: _fast.c's)
     return fn, off
 
 
@@ -528,6 +534,34 @@ def run_task(ctx, args, n):
             else:
                 os.environ[name] = value
     return 0
+
+
+def fast_task_finish(ctx, result, rc):
+    """A plain task's result _fast.c did not reply (not a builtin scalar), or its reply's
+    failure rc: as run_task's end."""
+    try:
+        if rc:
+            check(rc, "replying the result")
+        if type(result) is _COROUTINE:  # (a function that returned one: run as run_task)
+            _runtime.current_call.ctx = ctx
+            try:
+                result = run(result)
+            finally:
+                _runtime.current_call.ctx = None
+        reply_results(ctx, result, 1)
+    except SystemExit as e:
+        exit_worker(e)
+    except BaseException as e:
+        return reply_error(ctx, e, 1)
+    return 0
+
+
+def fast_task_failed(ctx, exc):
+    """A plain task's exception (the function's, or the decoding's), as run_task's
+    handlers take it (its traceback from the function down)."""
+    if isinstance(exc, SystemExit):
+        exit_worker(exc)
+    return reply_error(ctx, exc, 1, "".join(traceback.format_exception(exc)))
 
 
 def _ready():
@@ -805,17 +839,22 @@ def main():
     cls.ctor = ctor
     cls.dtor = dtor
     cls.dispatch = dispatch
-    if fast is not None:  # (plain calls in C, every other through dispatch)
-        cls.dispatch = _ffi.METHOD_FN(fast.worker_configure(
+    task_fn = remote_function.task_dispatch
+    if fast is not None:  # (plain calls and tasks in C, every other through the ctypes ones)
+        method_at, task_at = fast.worker_configure(
             ctypes.cast(dispatch, ctypes.c_void_p).value,
+            ctypes.cast(task_fn, ctypes.c_void_p).value,
             {"state": state, "methods": plain, "current": _runtime.current_call,
              "ArgRef": _serial.ArgRef, "resolve": fast_resolve, "finish": fast_finish,
-             "failed": fast_failed}))
+             "failed": fast_failed, "tasks": _plain_tasks, "running": _running_task,
+             "task_finish": fast_task_finish, "task_failed": fast_task_failed})
+        cls.dispatch = _ffi.METHOD_FN(method_at)
+        task_fn = _ffi.TASK_FN(task_at)
     cls.n_methods = 0
     cfg = ctypes.c_void_p()
     remote_function.set_task_runner(run_task)
     if lib.tr_config_create(byref(cfg)) or lib.tr_config_add_class(cfg, byref(cls)) or \
-            remote_function.add_task_dispatch(cfg):
+            remote_function.add_task_dispatch(cfg, task_fn):
         print(f"troupe._worker: {_ffi.last_error()}", file=sys.stderr)
         sys.exit(2)
     lib.tr_worker_main(cfg)  # a worker or the node: runs it, then the process exits

@@ -25,6 +25,8 @@ from ._errors import check
 from ._ffi import Ref, byref, lib
 from ._runtime import ObjectRef, runtime
 
+_fast = _runtime.fast
+
 TASK_MAGIC = b"TRPT"
 HEAD = struct.Struct("<4s16sI")  # magic, digest, n (the function's bytes that follow)
 FN_IN_REF = 0xFFFFFFFF           # n: the function's bytes are the task's last ref
@@ -166,7 +168,7 @@ class _Pickled:
 class _Prepared:
     """What every task of a RemoteFunction sends on one runtime: the payload's head, the
     refs to add, the C options (read-only; a copy per call that has contained refs)."""
-    __slots__ = ("rt", "head", "fn_ref", "fn_refs", "opts", "keep", "cname")
+    __slots__ = ("rt", "head", "fn_ref", "fn_refs", "opts", "keep", "cname", "plain", "opts_at")
 
 
 class RemoteFunction:
@@ -222,8 +224,13 @@ class RemoteFunction:
         list of k refs, one per value the function returns; 0: None, the task runs all
         the same; "streaming", a generator function's default: an ObjectRefGenerator;
         "dynamic": a ref whose value is a DynamicObjectRefGenerator)."""
-        rt = runtime()
         p = self._prepared
+        if p is not None and p.plain:  # (builtin scalars in C; None: not taken)
+            ref = _fast.task_one(p.rt, p.cname, p.head, p.opts_at, args, kwargs,
+                                 self._function_name)
+            if ref is not None:
+                return ref
+        rt = runtime()
         if p is None or p.rt is not rt:
             p = self._prepare(rt)
         k = self._options.get("num_returns", self._default_returns)
@@ -315,6 +322,10 @@ class RemoteFunction:
             p.keep.append(arr)
         p.opts = opts
         p.cname = _c_name(o.get("name") or self._function_name)
+        # one result, and nothing but the head and the arguments: _fast.task_one's tasks
+        p.plain = (_fast is not None and p.fn_ref is None and not p.fn_refs and
+                   o.get("num_returns", self._default_returns) == 1)
+        p.opts_at = ctypes.addressof(opts)
         self._prepared = p
         return p
 
@@ -360,11 +371,12 @@ def _dispatch(ctx, args, n):
 task_dispatch = _ffi.TASK_FN(_dispatch)  # (alive as long as the module: C keeps it)
 
 
-def add_task_dispatch(cfg):
+def add_task_dispatch(cfg, fn=None):
     """Registers the one task dispatch (tr_config_add_function with no name: it runs every
-    task) in a tr_config: the worker's, and the driver's through troupe.init's config
-    hook. Returns the C status."""
-    return lib.tr_config_add_function(cfg, None, task_dispatch)
+    task) in a tr_config: the worker's (fn: _fast.c's, which hands what it does not run
+    to task_dispatch; it lives as long as the process), and the driver's through
+    troupe.init's config hook. Returns the C status."""
+    return lib.tr_config_add_function(cfg, None, task_dispatch if fn is None else fn)
 
 
 _runtime.on_config(lambda cfg: check(add_task_dispatch(cfg), "registering remote functions"))
