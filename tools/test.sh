@@ -206,7 +206,8 @@ done
 
 # The Python package's tests (pytest's JUnit XML, counted the same way), in a plain run:
 # all of them with the C extension (troupe._fast), then those of calls, refs, plain tasks
-# and the package's layers without it (TROUPE_NO_EXTENSION=1: the ctypes paths alone).
+# and graph steps, and the package's layers, without it (TROUPE_NO_EXTENSION=1: the
+# ctypes paths alone).
 python_tests() {
     local label=$1 pyxml cases nfail nskip name
     shift
@@ -231,7 +232,7 @@ python_tests() {
 if [[ $# -eq 0 ]]; then
     python_tests python
     TROUPE_NO_EXTENSION=1 python_tests "python, no extension" \
-        -k "test_core or test_ownership or test_layers or plain_tasks"
+        -k "test_core or test_ownership or test_layers or plain_tasks or plain_steps"
 fi
 
 # The source tree's own checks (tools/check_layers.sh, tools/check_readmes.sh), each of

@@ -39,6 +39,72 @@ def test_echo(ray):
     dag.teardown()
 
 
+@troupe.remote
+class PathActor:
+    """Steps that say which path runs them: _worker's dispatch frame is under a step the
+    Python path runs, not under one troupe._fast runs."""
+    def path(self, x, tag="p"):
+        import inspect
+        by = "python" if any(f.function == "dispatch" and "_worker" in f.filename
+                             for f in inspect.stack(0)) else "c"
+        return f"{by}:{x}:{tag}"
+
+    def array(self, x):
+        return np.full(2, x)
+
+    def fail(self, x):
+        raise ZeroDivisionError(f"no {x}")
+
+    def drop(self):
+        delattr(type(self), "path")
+        return True
+
+
+def test_plain_steps_keep_the_general_paths_rules(ray):
+    """What the worker's plain path of graph steps (troupe._fast: one value, no collective
+    input, inputs that are plain pickles) must do as _worker's dispatch does: inputs by
+    item and key, constants, non-scalar values, an upstream error passed on (the Python
+    path's), an error with the step's traceback, a method gone. Without the extension
+    every step runs in Python."""
+    from troupe import _runtime
+    a, b = PathActor.remote(), PathActor.remote()
+    by = "c" if _runtime.fast is not None else "python"
+    with InputNode() as inp:
+        dag = b.path.bind(a.path.bind(inp[0], tag=inp.t), "k")
+    dag = dag.experimental_compile()
+    for i in range(3):
+        assert ray.get(dag.execute(i, t="q")) == f"{by}:{by}:{i}:q:k"
+    dag.teardown()
+    with InputNode() as inp:  # (an array's value: a step's input with a buffer, Python's)
+        dag = b.path.bind(a.array.bind(inp))
+    dag = dag.experimental_compile()
+    for i in range(2):
+        assert ray.get(dag.execute(3.5)) == "python:[3.5 3.5]:p"
+    dag.teardown()
+    with InputNode() as inp:
+        dag = b.path.bind(a.fail.bind(inp))
+    dag = dag.experimental_compile()
+    for i in range(2):  # (the second step gets an error value: the Python path passes it)
+        with pytest.raises(ZeroDivisionError, match=f"no {i}") as info:
+            ray.get(dag.execute(i))
+        assert "in fail" in str(info.value) and "fast_failed" not in str(info.value)
+    dag.teardown()
+    with InputNode() as inp:
+        dag = a.array.bind(inp)
+    dag = dag.experimental_compile()
+    for i in range(2):
+        assert np.array_equal(ray.get(dag.execute(3.5)), np.full(2, 3.5))
+    dag.teardown()
+    with InputNode() as inp:
+        dag = a.path.bind(inp)
+    dag = dag.experimental_compile()
+    assert ray.get(dag.execute(1)) == f"{by}:1:p"
+    assert ray.get(a.drop.remote())
+    with pytest.raises(AttributeError, match="actor has no method 'path'"):
+        ray.get(dag.execute(2))
+    dag.teardown()
+
+
 def test_chain(ray):
     a, b = EchoActor.remote(), EchoActor.remote()
     with InputNode() as inp:

@@ -33,6 +33,8 @@ typedef const char *(*ctx_method_fn)(const tr_ctx *);
 typedef void (*ctx_started_fn)(tr_ctx *);
 typedef int (*ctx_reply_fn)(tr_ctx *, const void *, size_t);
 typedef int (*release_fn)(tr_runtime *, tr_ref);
+typedef size_t (*ctx_num_refs_fn)(const tr_ctx *);
+typedef int (*ctx_ref_fn)(const tr_ctx *, size_t, const void **, size_t *);
 typedef int (*task_submit_fn)(tr_runtime *, const char *, const void *, size_t, const tr_ref *,
                               size_t, const tr_task_options *, tr_ref *);
 
@@ -48,6 +50,9 @@ _Static_assert(__builtin_types_compatible_p(release_fn, __typeof__(&tr_ref_relea
                "tr_ref_release");
 _Static_assert(__builtin_types_compatible_p(task_submit_fn, __typeof__(&tr_task_submit)),
                "tr_task_submit");
+_Static_assert(__builtin_types_compatible_p(ctx_num_refs_fn, __typeof__(&tr_ctx_num_refs)),
+               "tr_ctx_num_refs");
+_Static_assert(__builtin_types_compatible_p(ctx_ref_fn, __typeof__(&tr_ctx_ref)), "tr_ctx_ref");
 
 /* (Py_SETREF is not in the limited API) */
 #define SETREF(dst, src)                                                                           \
@@ -59,8 +64,9 @@ _Static_assert(__builtin_types_compatible_p(task_submit_fn, __typeof__(&tr_task_
 
 #define MAGIC0 "TRP0" /* a plain pickle follows: no out-of-band buffer (_serial.MAGIC0) */
 #define MAGIC_LEN 4
-#define N_SIMPLE 7       /* _serial.SIMPLE: int, float, str, bytes, bool, None, complex */
-#define STACK_BYTES 4096 /* payloads up to this are framed on the stack */
+#define STEP_PREFIX "_troupe_dag:" /* a compiled graph's step (dag.STEP_PREFIX) */
+#define N_SIMPLE 7                 /* _serial.SIMPLE: int, float, str, bytes, bool, None, complex */
+#define STACK_BYTES 4096           /* payloads up to this are framed on the stack */
 
 static struct {
     int ready;
@@ -71,6 +77,8 @@ static struct {
     ctx_reply_fn ctx_reply;
     release_fn release;
     task_submit_fn task_submit;
+    ctx_num_refs_fn ctx_num_refs;
+    ctx_ref_fn ctx_ref;
     tr_method_fn slow;     /* the ctypes dispatch: everything the fast path leaves */
     long etimedout;        /* TR_ETIMEDOUT */
     int slice_ms;          /* a wait with no timeout wakes this often (signals) */
@@ -97,6 +105,8 @@ static struct {
     PyObject *task_finish;    /* (ctx, result, rc) -> rc: a task's result not replied here */
     PyObject *task_failed;    /* (ctx, exc) -> rc: a task's exception */
     unsigned long main_ident; /* the worker's main thread (troupe.cancel's signal runs there) */
+    PyObject *steps;          /* a graph step's method name -> (method, spec): the plain ones */
+    PyObject *step_args;      /* (spec, values) -> (args, kwargs): a step's call (_worker's) */
     PyObject *s_instance, *s_ctx, *s_c, *s_rt, *s_owned, *s_rt_global;
 } F;
 
@@ -155,6 +165,10 @@ static PyObject *fast_configure(PyObject *self, PyObject *args) {
     F.release = (release_fn)p;
     if (!get_addr(addrs, "tr_task_submit", &p)) return NULL;
     F.task_submit = (task_submit_fn)p;
+    if (!get_addr(addrs, "tr_ctx_num_refs", &p)) return NULL;
+    F.ctx_num_refs = (ctx_num_refs_fn)p;
+    if (!get_addr(addrs, "tr_ctx_ref", &p)) return NULL;
+    F.ctx_ref = (ctx_ref_fn)p;
     if (!get_obj(objs, "dumps", &F.dumps) || !get_obj(objs, "loads", &F.loads) ||
         !get_obj(objs, "protocol", &F.protocol) || !get_obj(objs, "Ref", &F.ref_type) ||
         !get_obj(objs, "ObjectRef", &F.object_ref_type) ||
@@ -768,6 +782,109 @@ none:
     return NULL;
 }
 
+/* Input i of a graph step: 0 its call's arguments, i > 0 its ref i - 1. 0, or the rc. */
+static int step_input(tr_ctx *ctx, const void *args, size_t len, size_t i, const void **data,
+                      size_t *n) {
+    if (i == 0) {
+        *data = args, *n = len;
+        return 0;
+    }
+    return F.ctx_ref(ctx, i - 1, data, n);
+}
+
+/* Whether each of a step's n_in inputs is a plain pickle (no buffer, no upstream error):
+ * only then is the step run here, before any of them is unpickled. */
+static int step_inputs_plain(tr_ctx *ctx, const void *args, size_t len, size_t n_in) {
+    const void *d;
+    size_t n;
+
+    for (size_t i = 0; i < n_in; i++)
+        if (step_input(ctx, args, len, i, &d, &n) != 0 || n < MAGIC_LEN ||
+            memcmp(d, MAGIC0, MAGIC_LEN) != 0)
+            return 0;
+    return 1;
+}
+
+/* A plain graph step (GIL held) of the instance's method fn, as _worker.dispatch runs a
+ * step: its inputs unpickled, its call's arguments by step_args(spec, values), the call,
+ * its result replied (a builtin scalar here, any other by finish), an error by failed. */
+static int run_step(tr_ctx *ctx, PyObject *fn, PyObject *spec, const void *args, size_t len,
+                    size_t n_in) {
+    PyObject *ctxobj, *vals, *both = NULL, *result = NULL, *v, *view, *r;
+    const void *d;
+    size_t n;
+    int rc;
+
+    if ((ctxobj = PyLong_FromVoidPtr(ctx)) == NULL) return TR_ETASK;
+    if ((vals = PyList_New((Py_ssize_t)n_in)) == NULL) goto failed;
+    for (size_t i = 0; i < n_in; i++) {
+        if ((rc = step_input(ctx, args, len, i, &d, &n)) != 0) {
+            PyErr_Format(PyExc_RuntimeError, "troupe: a graph step's input %zu: rc %d", i, rc);
+            goto failed;
+        }
+        view =
+            PyMemoryView_FromMemory((char *)d + MAGIC_LEN, (Py_ssize_t)(n - MAGIC_LEN), PyBUF_READ);
+        if (view == NULL) goto failed;
+        v = PyObject_CallFunctionObjArgs(F.loads, view, NULL);
+        if ((r = PyObject_CallMethod(view, "release", NULL)) == NULL) { /* (the step's memory) */
+            Py_XDECREF(v);
+            v = NULL;
+        }
+        Py_XDECREF(r);
+        Py_DECREF(view);
+        if (v == NULL) goto failed;
+        PyList_SetItem(vals, (Py_ssize_t)i, v); /* (steals v) */
+    }
+    both = PyObject_CallFunctionObjArgs(F.step_args, spec, vals, NULL);
+    if (both == NULL) goto failed;
+    if (!PyTuple_Check(both) || PyTuple_Size(both) != 2 ||
+        !PyTuple_Check(PyTuple_GetItem(both, 0)) || !PyDict_Check(PyTuple_GetItem(both, 1))) {
+        PyErr_SetString(PyExc_TypeError, "troupe: step_args gave no (args, kwargs)");
+        goto failed;
+    }
+    PyObject *kw = PyTuple_GetItem(both, 1);
+    result = PyObject_Call(fn, PyTuple_GetItem(both, 0), PyDict_Size(kw) ? kw : NULL);
+    if (result == NULL || (rc = reply_result(ctx, ctxobj, result, F.finish)) == -1) goto failed;
+    goto out;
+failed:
+    rc = hand_failure(ctxobj, F.failed);
+out:
+    Py_XDECREF(result);
+    Py_XDECREF(both);
+    Py_XDECREF(vals);
+    Py_DECREF(ctxobj);
+    return rc;
+}
+
+/* The instance's method of a graph step the Python side marked plain (F.steps: name ->
+ * (method, spec)), with *spec (both new references), else NULL with no error set. */
+static PyObject *plain_step(const char *name, PyObject **spec) {
+    PyObject *key, *entry, *inst, *fn = NULL;
+
+    if ((key = PyUnicode_FromString(name)) == NULL) goto none;
+    entry = PyDict_GetItemWithError(F.steps, key); /* borrowed */
+    Py_DECREF(key);
+    if (entry == NULL || !PyTuple_Check(entry) || PyTuple_Size(entry) != 2) goto none;
+    Py_INCREF(entry);
+    inst = PyDict_GetItemWithError(F.state, F.s_instance); /* borrowed */
+    if (inst != NULL && inst != Py_None) {
+        Py_INCREF(inst);
+        fn = PyObject_GetAttr(inst, PyTuple_GetItem(entry, 0));
+        Py_DECREF(inst);
+    }
+    if (fn != NULL && fn != Py_None) {
+        *spec = PyTuple_GetItem(entry, 1);
+        Py_INCREF(*spec);
+        Py_DECREF(entry);
+        return fn;
+    }
+    Py_XDECREF(fn);
+    Py_DECREF(entry);
+none: /* (the Python dispatch says why, its own way) */
+    PyErr_Clear();
+    return NULL;
+}
+
 /* Takes the GIL, keeping a thread state for the thread's life (as _worker.pin_thread). */
 static PyGILState_STATE enter(void) {
     PyGILState_STATE g = PyGILState_Ensure();
@@ -789,6 +906,21 @@ static int fast_dispatch(tr_ctx *ctx, void *self, const void *args, size_t len) 
 
     if (name == NULL || len < MAGIC_LEN || memcmp(args, MAGIC0, MAGIC_LEN) != 0)
         return F.slow(ctx, self, args, len);
+    if (strncmp(name, STEP_PREFIX, sizeof STEP_PREFIX - 1) == 0) { /* a graph's step */
+        PyObject *spec = NULL;
+        size_t n_in = 1 + F.ctx_num_refs(ctx);
+        if (!step_inputs_plain(ctx, args, len, n_in)) return F.slow(ctx, self, args, len);
+        g = enter();
+        if ((fn = plain_step(name, &spec)) == NULL) {
+            PyGILState_Release(g);
+            return F.slow(ctx, self, args, len);
+        }
+        rc = run_step(ctx, fn, spec, args, len, n_in);
+        Py_DECREF(spec);
+        Py_DECREF(fn);
+        PyGILState_Release(g);
+        return rc;
+    }
     g = enter();
     if ((fn = plain_method(name)) == NULL) {
         PyGILState_Release(g);
@@ -850,7 +982,7 @@ static int fast_task(tr_ctx *ctx, const void *args, size_t len) {
  * addresses of fast_dispatch (the actor class's) and fast_task (the task dispatch), each
  * taking what it does not run to the slow one (the ctypes callbacks' addresses). objs:
  * state, methods, current, ArgRef, resolve, finish, failed; tasks, running, task_finish,
- * task_failed. Called from the worker's main thread. */
+ * task_failed; steps, step_args. Called from the worker's main thread. */
 static PyObject *fast_worker_configure(PyObject *self, PyObject *args) {
     PyObject *slow, *slow_task, *objs;
     (void)self;
@@ -865,10 +997,12 @@ static PyObject *fast_worker_configure(PyObject *self, PyObject *args) {
         !get_obj(objs, "resolve", &F.resolve) || !get_obj(objs, "finish", &F.finish) ||
         !get_obj(objs, "failed", &F.failed) || !get_obj(objs, "tasks", &F.tasks) ||
         !get_obj(objs, "running", &F.running) || !get_obj(objs, "task_finish", &F.task_finish) ||
-        !get_obj(objs, "task_failed", &F.task_failed))
+        !get_obj(objs, "task_failed", &F.task_failed) || !get_obj(objs, "steps", &F.steps) ||
+        !get_obj(objs, "step_args", &F.step_args))
         return NULL;
-    if (!PyDict_Check(F.state) || !PyDict_Check(F.methods) || !PyDict_Check(F.tasks))
-        return PyErr_Format(PyExc_TypeError, "troupe._fast: state, methods, tasks are dicts");
+    if (!PyDict_Check(F.state) || !PyDict_Check(F.methods) || !PyDict_Check(F.tasks) ||
+        !PyDict_Check(F.steps))
+        return PyErr_Format(PyExc_TypeError, "troupe._fast: state, methods, tasks, steps: dicts");
     if (!PyList_Check(F.running) || PyList_Size(F.running) != 1)
         return PyErr_Format(PyExc_TypeError, "troupe._fast: running is a list of one");
     F.main_ident = PyThread_get_thread_ident();

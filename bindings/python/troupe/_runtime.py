@@ -1192,7 +1192,8 @@ def _load_fast():
         return None
     addr = {name: ctypes.cast(getattr(lib, name), c_void_p).value
             for name in ("tr_call", "tr_get", "tr_ctx_method", "tr_ctx_started",
-                         "tr_ctx_reply", "tr_ref_release", "tr_task_submit")}
+                         "tr_ctx_reply", "tr_ref_release", "tr_task_submit",
+                         "tr_ctx_num_refs", "tr_ctx_ref")}
     _fast_module.configure(addr, {
         "dumps": pickle.dumps, "loads": pickle.loads, "protocol": 5, "Ref": Ref,
         "ObjectRef": ObjectRef, "new_object": _new_object, "holds": _holds,

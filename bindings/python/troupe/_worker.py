@@ -587,6 +587,7 @@ def main():
     steps = {}  # compiled graphs' steps here: step id -> (method, args' and kwargs' sources)
     names = {}  # the methods' names as C gives them (bytes) -> str
     plain = {}  # the methods _fast.c runs (sync actor, no options): name -> True
+    plain_steps = {}  # the steps it runs (one value, no raw input): name -> (method, spec)
     fast = _runtime.fast
 
     def end_actor(ctx):
@@ -637,22 +638,21 @@ def main():
         state["instance"] = None
         run_exit_handlers()
 
-    def step_inputs(ctx, args, n, spec):
+    def step_inputs(ctx, args, n, raw):
         """A graph step's input values: its first input's in the call's arguments, the
         others as its refs (copied: they are views for the step only); an input of raw
-        array bytes (from a collective node) as a numpy array shaped as the value that
-        went into it here. An error value (an upstream step raised) is returned as itself,
-        to pass on."""
-        import numpy as np
+        array bytes (from a collective node; raw: input index -> its source) as a numpy
+        array shaped as the value that went into it here. An error value (an upstream
+        step raised) is returned as itself, to pass on."""
         data_in = [ctypes.string_at(args, n) if n else b""]
         for i in range(lib.tr_ctx_num_refs(ctx)):
             data, k = ctypes.c_void_p(), ctypes.c_size_t()
             check(lib.tr_ctx_ref(ctx, i, byref(data), byref(k)), "a graph step's input")
             data_in.append(ctypes.string_at(data.value, k.value) if k.value else b"")
-        raw = {s[1]: s for s in list(spec[0]) + list(spec[1].values()) if s[0] == "raw"}
         vals = []
         for k, r in enumerate(data_in):
             if k in raw:
+                import numpy as np
                 a = np.frombuffer(r, dtype=np.dtype(raw[k][2])).copy()
                 shape = last_shape.get(raw[k][3])
                 vals.append(a.reshape(shape) if shape is not None and
@@ -717,8 +717,8 @@ def main():
         try:
             if name.startswith(STEP_PREFIX):  # a compiled graph's step
                 step = name[len(STEP_PREFIX):]
-                method, sa, skw, raw_dtype, n_out = steps[step]
-                vals, err = step_inputs(ctx, args, n, (sa, skw))
+                method, sa, skw, raw_dtype, n_out, raw = steps[step]
+                vals, err = step_inputs(ctx, args, n, raw)
                 if err is not None:
                     reply(ctx, err)
                     return 0
@@ -738,7 +738,11 @@ def main():
                 if not callable(getattr(state["instance"], method, None)):
                     raise AttributeError(f"'{type(state['instance']).__name__}' actor has "
                                          f"no method '{method}'")
-                steps[step] = (method, sa, skw, raw_dtype, n_out)
+                raw = {s[1]: s for s in list(sa) + list(skw.values()) if s[0] == "raw"}
+                steps[step] = (method, sa, skw, raw_dtype, n_out, raw)
+                if fast is not None and not state["async"] and raw_dtype is None and \
+                        n_out == 1 and not raw and not method.startswith("__"):
+                    plain_steps[STEP_PREFIX + step] = (method, (sa, skw))  # (_fast.c's)
                 reply(ctx, _serial.join(*_serial.dumps(True)[:2]))
                 return 0
             elif name == EXIT:
@@ -746,6 +750,7 @@ def main():
             elif name == FORGET:
                 (step,), _ = decode_args(ctx, args, n)
                 steps.pop(step, None)
+                plain_steps.pop(STEP_PREFIX + step, None)
                 reply(ctx, _serial.join(*_serial.dumps(True)[:2]))
                 return 0
             else:
@@ -847,7 +852,8 @@ def main():
             {"state": state, "methods": plain, "current": _runtime.current_call,
              "ArgRef": _serial.ArgRef, "resolve": fast_resolve, "finish": fast_finish,
              "failed": fast_failed, "tasks": _plain_tasks, "running": _running_task,
-             "task_finish": fast_task_finish, "task_failed": fast_task_failed})
+             "task_finish": fast_task_finish, "task_failed": fast_task_failed,
+             "steps": plain_steps, "step_args": step_args})
         cls.dispatch = _ffi.METHOD_FN(method_at)
         task_fn = _ffi.TASK_FN(task_at)
     cls.n_methods = 0

@@ -887,8 +887,10 @@ class CompiledDAG:
                 if k not in kwargs:
                     raise ValueError(f"dag.execute() or dag.execute_async() must be "
                                      f"called with kwarg `{k}`")
-        parts, total, _ = _serial.dumps((args, kwargs))
-        data = _serial.join(parts, total)
+        data = _serial.plain_args(args, kwargs)  # (builtin scalars: the same bytes, faster)
+        if data is None:
+            parts, total, _ = _serial.dumps((args, kwargs))
+            data = _serial.join(parts, total)
         e = ctypes.c_uint64()
         with self._lock:
             if len(self._execs) >= self._max_inflight:  # (Ray's: refused, not waited for)
