@@ -2,6 +2,7 @@
 changed: `@ray.remote def`, `f.remote()`, `f.options()`, refs in and out, nested tasks,
 tasks that create actors, ray.wait, errors with their type, max_retries when the worker
 dies. Real worker processes (the node's task pool); the store is empty after each test."""
+import asyncio
 import gc
 import os
 import subprocess
@@ -459,6 +460,18 @@ def plain_task(x, what="echo"):
         return twice()
     if what == "fail":
         raise ValueError(f"fails with {x}")
+    if what == "evicts":  # (type attribute lookups that miss CPython's cache, then a raise:
+        import threading  # the C path must not call the C API with the error set)
+        local = threading.local()
+        for i in range(60000):
+            getattr(local, f"evict{i}", None)
+        raise ValueError(f"fails after evicting {x}")
+    if what == "sleeps_async":  # x: a marker file; a coroutine that sleeps (canceled)
+        async def sleeps():
+            with open(x, "w") as fh:
+                fh.write(str(os.getpid()))
+            await asyncio.sleep(120)
+        return sleeps()
     if what == "sleep":  # x: a marker file (test_cancel's interruptible)
         with open(x, "w") as fh:
             fh.write(str(os.getpid()))
@@ -500,18 +513,25 @@ def test_plain_tasks_keep_the_general_paths_rules(tmp_path):
         with pytest.raises(ValueError, match="fails with 5") as info:
             ray.get(one.remote(5, "fail"))
         assert "plain_task" in str(info.value) and "fast_task" not in str(info.value)
-    marker = tmp_path / "m"
-    ref = one.remote(str(marker), "sleep")
-    deadline = time.monotonic() + 30
-    while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    pid = int(marker.read_text().split()[0])
-    ray.cancel(ref)
-    with pytest.raises(ray.exceptions.TaskCancelledError):
-        ray.get(ref)
-    # (get raised at once; the worker was interrupted, not killed: it runs the next)
-    assert ray.get(one.remote(0, "path"), timeout=30) == now
-    assert marker.read_text() == f"{pid} interrupted"
+    with pytest.raises(ValueError, match="fails after evicting 1"):
+        ray.get(one.remote(1, "evicts"))
+    for what in ("sleep", "sleeps_async"):
+        marker = tmp_path / what
+        ref = one.remote(str(marker), what)
+        deadline = time.monotonic() + 30
+        while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        pid = int(marker.read_text().split()[0])
+        ray.cancel(ref)
+        with pytest.raises(ray.exceptions.TaskCancelledError):
+            ray.get(ref)
+        # (get raised at once; the worker was interrupted, not killed: it runs the next
+        # at once, not after the sleep)
+        t = time.monotonic()
+        assert ray.get(one.remote(0, "path"), timeout=30) == now
+        assert time.monotonic() - t < 20
+        assert marker.read_text().split()[0] == str(pid)
+    assert (tmp_path / "sleep").read_text() == f"{pid} interrupted"
     runs = tmp_path / "runs"
     assert ray.get(one.options(max_retries=1).remote(str(runs), "exit"), timeout=60) == 2
     assert ray.get(one.remote(7), timeout=30) == 7

@@ -687,6 +687,21 @@ static void set_running(const plain_path *path, PyObject *ctxobj) {
     if (PyList_SetItem(F.running, 0, ctxobj) < 0) PyErr_Clear(); /* (steals ctxobj) */
 }
 
+/* A failed plain call or task (its error set): _running_task and (a task's, *current)
+ * the current call unset, as run_task's handler finds them, with the error kept aside
+ * meanwhile (no C API call may run with one set). */
+static void unset_failed(const plain_path *path, int *current) {
+    PyObject *type, *value, *tb;
+
+    PyErr_Fetch(&type, &value, &tb);
+    set_running(path, Py_None);
+    if (path->task && *current) {
+        if (PyObject_SetAttr(F.current, F.s_ctx, Py_None) < 0) PyErr_Clear();
+        *current = 0;
+    }
+    PyErr_Restore(type, value, tb);
+}
+
 /* The body of a plain call of fn (GIL held), in _worker's order (dispatch's, or
  * run_task's for a task): tr_ctx_started (a method), the arguments (refs resolved), the
  * call, its result. A Python error anywhere goes to _worker's handlers, as the function's
@@ -724,22 +739,16 @@ static int run_plain(tr_ctx *ctx, PyObject *fn, const char *payload, size_t len,
         a = PyTuple_GetItem(both, 0), kw = PyTuple_GetItem(both, 1);
     }
     result = PyObject_Call(fn, a, PyDict_Size(kw) ? kw : NULL);
+    if (result == NULL) goto failed;
     set_running(path, Py_None);
     if (path->task) {
         if (PyObject_SetAttr(F.current, F.s_ctx, Py_None) < 0) goto failed;
         current = 0;
     }
-    if (result == NULL || (rc = reply_result(ctx, ctxobj, result, path->finish)) == -1) goto failed;
+    if ((rc = reply_result(ctx, ctxobj, result, path->finish)) == -1) goto failed;
     goto out;
 failed:
-    set_running(path, Py_None);
-    if (path->task && current) { /* (as run_task's: unset before the error's reply) */
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        if (PyObject_SetAttr(F.current, F.s_ctx, Py_None) < 0) PyErr_Clear();
-        PyErr_Restore(type, value, tb);
-        current = 0;
-    }
+    unset_failed(path, &current);
     rc = hand_failure(ctxobj, path->failed);
 out:
     if (current && PyObject_SetAttr(F.current, F.s_ctx, Py_None) < 0) PyErr_Clear();
@@ -810,7 +819,7 @@ static int step_inputs_plain(tr_ctx *ctx, const void *args, size_t len, size_t n
  * its result replied (a builtin scalar here, any other by finish), an error by failed. */
 static int run_step(tr_ctx *ctx, PyObject *fn, PyObject *spec, const void *args, size_t len,
                     size_t n_in) {
-    PyObject *ctxobj, *vals, *both = NULL, *result = NULL, *v, *view, *r;
+    PyObject *ctxobj, *vals, *both = NULL, *result = NULL, *v, *view, *r, *type, *value, *tb;
     const void *d;
     size_t n;
     int rc;
@@ -826,9 +835,15 @@ static int run_step(tr_ctx *ctx, PyObject *fn, PyObject *spec, const void *args,
             PyMemoryView_FromMemory((char *)d + MAGIC_LEN, (Py_ssize_t)(n - MAGIC_LEN), PyBUF_READ);
         if (view == NULL) goto failed;
         v = PyObject_CallFunctionObjArgs(F.loads, view, NULL);
+        PyErr_Fetch(&type, &value, &tb); /* (loads' error kept aside while the view goes) */
         if ((r = PyObject_CallMethod(view, "release", NULL)) == NULL) { /* (the step's memory) */
             Py_XDECREF(v);
             v = NULL;
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(tb);
+        } else {
+            PyErr_Restore(type, value, tb);
         }
         Py_XDECREF(r);
         Py_DECREF(view);

@@ -542,11 +542,15 @@ def fast_task_finish(ctx, result, rc):
     try:
         if rc:
             check(rc, "replying the result")
-        if type(result) is _COROUTINE:  # (a function that returned one: run as run_task)
+        if type(result) is _COROUTINE:  # (a function that returned one: run as run_task,
+            main = threading.current_thread() is threading.main_thread()  # cancel's too)
             _runtime.current_call.ctx = ctx
+            if main:
+                _running_task[0] = ctx
             try:
                 result = run(result)
             finally:
+                _running_task[0] = None
                 _runtime.current_call.ctx = None
         reply_results(ctx, result, 1)
     except SystemExit as e:
