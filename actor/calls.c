@@ -77,6 +77,7 @@ typedef struct slot_extra {
      * up to `retries` times (-1: always), when its worker dies with it in flight; its
      * frame is kept for that */
     int retries;
+    int own_retries; /* retries are the call's own (tr_call_opts), not the actor's */
     char *frame;
     size_t frame_len;
     /* a call with several results (num_returns): this slot is hidden, each of kids[] is
@@ -782,7 +783,7 @@ static void resend(tr__actors *a, aconn *ac, slot *again) {
 static void keep_frame(aconn *ac, slot *s) {
     if (!s->x && !(s->x = calloc(1, sizeof *s->x))) return;
     slot_extra *x = s->x;
-    if (!x->retries && !x->task) x->retries = ac->task_retries;
+    if (!x->retries && !x->task && !x->own_retries) x->retries = ac->task_retries;
     if (!x->retries || x->frame) return;
     size_t n = (size_t)(s->end - s->start);
     if ((x->frame = malloc(n))) {
@@ -1789,13 +1790,14 @@ submit(tr__actors *a, tr_actor_id id, const char *method, const void *args, size
 /* The hot path: a plain call, with the rest of submit() folded away. */
 int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const void *args, size_t len,
                     const tr_ref *refs, size_t n_refs, tr_ref *out) {
-    return submit(a, id, method, args, len, refs, n_refs, NULL, 0, 0, 0, 1, out);
+    return submit(a, id, method, args, len, refs, n_refs, NULL, 0, 0, TR_RETRIES_ACTOR, 1, out);
 }
 
 int tr__actors_call_contains(tr__actors *a, tr_actor_id id, const char *method, const void *args,
                              size_t len, const tr_ref *refs, size_t n_refs, const tr_ref *keep,
                              size_t n_keep, tr_ref *out) {
-    return submit(a, id, method, args, len, refs, n_refs, keep, n_keep, 0, 0, 1, out);
+    return submit(a, id, method, args, len, refs, n_refs, keep, n_keep, 0, TR_RETRIES_ACTOR, 1,
+                  out);
 }
 
 int tr__actors_submit(tr__actors *a, tr_actor_id id, const char *method, const void *args,
@@ -1870,7 +1872,8 @@ submit(tr__actors *a, tr_actor_id id, const char *method, const void *args, size
     if (stream) n_returns = 1;
     slot *s = calloc(1, sizeof *s);
     if (!s) return tr__err(TR_ENOMEM, "tr_call");
-    if ((task || n_returns > 1 || stream) && !(s->x = calloc(1, sizeof *s->x))) {
+    int own = !task && retries != TR_RETRIES_ACTOR; /* (a call's own: tr_call_opts) */
+    if ((task || own || n_returns > 1 || stream) && !(s->x = calloc(1, sizeof *s->x))) {
         free(s);
         return tr__err(TR_ENOMEM, "tr_call");
     }
@@ -1878,6 +1881,9 @@ submit(tr__actors *a, tr_actor_id id, const char *method, const void *args, size
     if (task) {
         s->x->retries = retries;
         s->x->task = 1;
+    } else if (own) {
+        s->x->retries = retries;
+        s->x->own_retries = 1;
     }
     int rc = 0;
     if (n_refs) { /* objects are kept alive until the call completes */

@@ -17,6 +17,7 @@
 #include "actor/worker.h"
 #include "api/node/node.h"
 #include "api/rt.h"
+#include "core/abi.h"
 #include "core/affinity.h"
 #include "dag/exec.h"
 #include "dag/plan.h"
@@ -491,6 +492,30 @@ TR_API int tr_call_contains(tr_runtime *rt, tr_actor_id actor, const char *metho
                                     n_contained, out);
 }
 
+TR_API void tr_call_options_init(tr_call_options *opts) {
+    if (!opts) return;
+    tr_call_options def = TR_CALL_OPTIONS_INIT;
+    *opts = def;
+}
+
+TR_API int tr_call_opts(tr_runtime *rt, tr_actor_id actor, const char *method, const void *args,
+                        size_t len, const tr_ref *refs, size_t n_refs, const tr_call_options *opts,
+                        tr_ref *outs) {
+    CHECK_RT(rt, "tr_call_opts");
+    tr_call_options o = TR_CALL_OPTIONS_INIT;
+    if (opts) {
+        int rc = tr__struct_in(&o, sizeof o, opts, TR__SIZE_UPTO(tr_call_options, max_task_retries),
+                               "tr_call_opts");
+        if (rc) return rc;
+    }
+    if (!outs) return tr__err(TR_EINVAL, "tr_call_opts: outs is NULL");
+    if ((!o.contained && o.n_contained) || o.max_task_retries < TR_RETRIES_ACTOR)
+        return tr__err(TR_EINVAL, "tr_call_opts: bad options (contained NULL with n_contained, "
+                                  "or max_task_retries below -2)");
+    return tr__actors_submit(rt->actors, actor, method, args, len, refs, n_refs, o.contained,
+                             o.n_contained, 0, o.max_task_retries, o.num_returns, outs);
+}
+
 TR_API void tr_bundle_init(tr_bundle *b) {
     if (!b) return;
     tr_bundle def = TR_BUNDLE_INIT;
@@ -564,8 +589,8 @@ TR_API int tr_call_multi(tr_runtime *rt, tr_actor_id actor, const char *method, 
                          tr_ref *outs) {
     CHECK_RT(rt, "tr_call_multi");
     if (!outs) return tr__err(TR_EINVAL, "tr_call_multi: outs is NULL");
-    return tr__actors_submit(rt->actors, actor, method, args, len, refs, n_refs, NULL, 0, 0, 0,
-                             num_returns, outs);
+    return tr__actors_submit(rt->actors, actor, method, args, len, refs, n_refs, NULL, 0, 0,
+                             TR_RETRIES_ACTOR, num_returns, outs);
 }
 
 TR_API int tr_stream_next(tr_runtime *rt, tr_ref stream, int timeout_ms, tr_ref *item) {

@@ -282,6 +282,81 @@ TEST_F(ActorTest, MaxRestartsRestartsAfterCrash) {
     EXPECT_NE(pid1, pid2);
 }
 
+/* tr_call_opts' max_task_retries: a call's own retries over its actor's (Ray's per-method
+ * max_task_retries): more than the actor's, none where the actor's are -1, the actor's
+ * with TR_RETRIES_ACTOR; bad options are refused; NULL options are tr_call_refs'. */
+TEST_F(ActorTest, CallOptionsRetriesOverTheActors) {
+    char dir[] = "/tmp/troupe-own-retries-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    auto crash_until = [&](tr_actor_id a, int64_t limit, const std::string &file, int retries,
+                           tr_ref *r) {
+        std::string args(8, '\0');
+        memcpy(&args[0], &limit, 8);
+        args += std::string(dir) + "/" + file;
+        tr_call_options co = TR_CALL_OPTIONS_INIT;
+        co.max_task_retries = retries;
+        return tr_call_opts(rt, a, "crash_until", args.data(), args.size(), NULL, 0, &co, r);
+    };
+    auto runs = [&](const std::string &file) {
+        std::ifstream f(std::string(dir) + "/" + file);
+        return (int)std::count(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>(),
+                               '\n');
+    };
+    auto value = [&](tr_ref r, int64_t *v) {
+        const void *p;
+        size_t n;
+        int rc = tr_get(rt, r, 30000, &p, &n);
+        if (rc == 0 && n == 8) memcpy(v, p, 8);
+        tr_ref_release(rt, r);
+        return rc;
+    };
+    int64_t v = -1;
+    tr_ref r;
+    /* an actor without retries (the default, 0): a call of its own 1 goes again once */
+    tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
+    o.max_restarts = 5;
+    tr_actor_id a = make("own", &o);
+    ASSERT_EQ(crash_until(a, 2, "more", 1, &r), 0) << tr_last_error();
+    ASSERT_EQ(value(r, &v), 0) << tr_last_error();
+    EXPECT_EQ(v, 2);
+    EXPECT_EQ(runs("more"), 2);
+    ASSERT_EQ(crash_until(a, 2, "actors", TR_RETRIES_ACTOR, &r), 0) << tr_last_error();
+    EXPECT_EQ(value(r, &v), TR_EACTOR_DIED);
+    EXPECT_EQ(runs("actors"), 1);
+    /* an actor that always retries: a call of its own 0 fails as its worker dies */
+    tr_actor_options always = TR_ACTOR_OPTIONS_INIT;
+    always.max_restarts = 5;
+    always.max_task_retries = -1;
+    tr_actor_id b = make("always", &always);
+    ASSERT_EQ(call_i64(rt, b, "get", 0, &v, 30000), 0) << tr_last_error(); /* (known) */
+    ASSERT_EQ(crash_until(b, 2, "none", 0, &r), 0) << tr_last_error();
+    EXPECT_EQ(value(r, &v), TR_EACTOR_DIED);
+    EXPECT_EQ(runs("none"), 1);
+    ASSERT_EQ(crash_until(b, 3, "default", TR_RETRIES_ACTOR, &r), 0) << tr_last_error();
+    ASSERT_EQ(value(r, &v), 0) << tr_last_error();
+    EXPECT_EQ(v, 3);
+    /* bad options */
+    tr_call_options bad = TR_CALL_OPTIONS_INIT;
+    bad.max_task_retries = -3;
+    int64_t one = 1;
+    EXPECT_EQ(tr_call_opts(rt, a, "add", &one, 8, NULL, 0, &bad, &r), TR_EINVAL);
+    EXPECT_NE(strstr(tr_last_error(), "max_task_retries"), nullptr) << tr_last_error();
+    bad = TR_CALL_OPTIONS_INIT;
+    bad.n_contained = 1;
+    EXPECT_EQ(tr_call_opts(rt, a, "add", &one, 8, NULL, 0, &bad, &r), TR_EINVAL);
+    tr_call_options raw;
+    memset(&raw, 0, sizeof raw); /* (nobody initialised it) */
+    EXPECT_EQ(tr_call_opts(rt, a, "add", &one, 8, NULL, 0, &raw, &r), TR_EINVAL);
+    EXPECT_EQ(tr_call_opts(rt, a, "add", &one, 8, NULL, 0, NULL, NULL), TR_EINVAL);
+    /* NULL options: a plain call */
+    ASSERT_EQ(tr_call_opts(rt, a, "add", &one, 8, NULL, 0, NULL, &r), 0) << tr_last_error();
+    ASSERT_EQ(value(r, &v), 0) << tr_last_error();
+    EXPECT_EQ(v, 1);
+    for (const char *f : {"more", "actors", "none", "default"})
+        unlink((std::string(dir) + "/" + f).c_str());
+    rmdir(dir);
+}
+
 /* max_task_retries (Ray's): a call in flight when the worker dies goes again to the next
  * incarnation, ahead of the calls sent after it, up to that many times; a process that
  * found the actor by name does the same; without it (the default) the call fails. */

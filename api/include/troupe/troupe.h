@@ -644,6 +644,39 @@ TR_API int tr_call_contains(tr_runtime *rt, tr_actor_id actor, const char *metho
                             size_t len, const tr_ref *refs, size_t n_refs, const tr_ref *contained,
                             size_t n_contained, tr_ref *out);
 
+/* tr_call_options.max_task_retries: the actor's own (tr_actor_options.max_task_retries). */
+#define TR_RETRIES_ACTOR (-2)
+
+/* Added in 0.10: what tr_call_opts takes beyond tr_call_refs' arguments. Versioned by
+ * struct_size, as the other option structs. */
+typedef struct tr_call_options {
+    uint32_t struct_size; /* TR_STRUCT_SIZE(tr_call_options) */
+    /* how many results (as tr_call_multi): 1 (the default), up to 1024, or TR_STREAMING;
+     * outs has that many refs (a stream: one) */
+    size_t num_returns;
+    /* refs nested in args (as tr_call_contains); borrowed for the call */
+    const tr_ref *contained;
+    size_t n_contained;
+    /* how many times this call goes again to the actor's next incarnation if the worker
+     * dies with it in flight, for this call alone (Ray's per-method max_task_retries over
+     * the actor's): TR_RETRIES_ACTOR (the default), the actor's max_task_retries; 0,
+     * never; n; or -1, always. As the actor's, only an actor that restarts has a next
+     * incarnation. */
+    int max_task_retries;
+} tr_call_options;
+
+#define TR_CALL_OPTIONS_INIT                                                                       \
+    { TR_STRUCT_SIZE(tr_call_options), 1, NULL, 0, TR_RETRIES_ACTOR }
+/* Same as TR_CALL_OPTIONS_INIT, for bindings. Thread safety: any thread. */
+TR_API void tr_call_options_init(tr_call_options *opts);
+
+/* A call with options (NULL: TR_CALL_OPTIONS_INIT's, the same as tr_call_refs): one of
+ * several results, with contained refs, or with retries of its own, in any mix. Returns
+ * as tr_call_contains and tr_call_multi. Thread safety: any thread. */
+TR_API int tr_call_opts(tr_runtime *rt, tr_actor_id actor, const char *method, const void *args,
+                        size_t len, const tr_ref *refs, size_t n_refs, const tr_call_options *opts,
+                        tr_ref *outs);
+
 /* Cancels a call or task this process made that is not done yet (Ray's ray.cancel): its
  * ref (every use of it: tr_get, calls waiting for it, borrowers) fails with TR_ECANCELED
  * at once. A call still waiting for its arguments never goes out; one already sent to a

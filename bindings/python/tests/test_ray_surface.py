@@ -302,6 +302,67 @@ def test_sys_exit_in_a_method_ends_the_process_as_a_crash(ray, tmp_path):
     assert ray.get(quits_once.remote(str(tmp_path / "t")), timeout=30) == 2
 
 
+def _runs(path):
+    """One more line in the file at path; how many it has now."""
+    with open(path, "a+") as f:
+        f.write("run\n")
+        f.seek(0)
+        return len(f.readlines())
+
+
+@troupe.remote(max_restarts=8)
+class Crashing:
+    """Methods whose first run crashes the worker (the file at path counts the runs):
+    the actor's max_task_retries is 0, unless options say otherwise; some methods
+    declare their own (Ray's @ray.method(max_task_retries=...))."""
+    def plain(self, path):
+        return self._crash_once(path)
+
+    @troupe.method(max_task_retries=1)
+    def retried(self, path):
+        return self._crash_once(path)
+
+    @troupe.method(max_task_retries=0)
+    def never(self, path):
+        return self._crash_once(path)
+
+    @troupe.method(max_task_retries=1, num_returns=2)
+    def retried_pair(self, path):
+        return self._crash_once(path), "second"
+
+    def _crash_once(self, path):
+        runs = _runs(path)
+        if runs == 1:
+            os._exit(1)
+        return runs
+
+
+def test_a_methods_own_max_task_retries_over_the_actors(ray, tmp_path):
+    """@ray.method(max_task_retries=n) (Ray's): a call of that method in flight when the
+    worker dies goes again n times, whatever the actor's max_task_retries is (more, or
+    none where the actor's are -1), through any handle of the actor: its own, a copy in
+    another actor, one found by name."""
+    a = Crashing.options(name="crashing").remote()
+    assert ray.get(a.retried.remote(str(tmp_path / "r")), timeout=30) == 2
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(a.plain.remote(str(tmp_path / "p")), timeout=30)  # (the actor's: 0)
+    assert ray.get(a.retried_pair.remote(str(tmp_path / "pair")), timeout=30) == [2, "second"]
+    found = ray.get_actor("crashing")
+    assert ray.get(found.retried.remote(str(tmp_path / "f")), timeout=30) == 2
+
+    @ray.remote
+    def through(handle, path):  # (a copy of the handle, in a task)
+        return ray.get(handle.retried.remote(path), timeout=30)
+    assert ray.get(through.remote(a, str(tmp_path / "t")), timeout=60) == 2
+    b = Crashing.options(max_task_retries=-1).remote()
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(b.never.remote(str(tmp_path / "n")), timeout=30)
+    assert ray.get(b.plain.remote(str(tmp_path / "bp")), timeout=30) == 2  # (the actor's)
+    for name, runs in (("r", 2), ("p", 1), ("pair", 2), ("f", 2), ("t", 2), ("n", 1),
+                       ("bp", 2)):
+        assert (tmp_path / name).read_text().count("run") == runs, name
+
+
 def test_cloudpickle_keeps_a_ref_pickled_out_of_band(ray, tmp_path):
     # Ray's object_ref_serialization.py: a ref dumped with ray.cloudpickle into a file
     # (bytes troupe never sees travel) stays held until internal_api.free

@@ -63,6 +63,11 @@ class TaskOptions(Structure):
                 ("n_contained", c_size_t), ("placement_group", Id16), ("bundle_index", c_int)]
 
 
+class CallOptions(Structure):
+    _fields_ = [("struct_size", c_uint32), ("num_returns", c_size_t), ("contained", POINTER(Ref)),
+                ("n_contained", c_size_t), ("max_task_retries", c_int)]
+
+
 class Bundle(Structure):
     _fields_ = [("struct_size", c_uint32), ("num_cpus", c_double), ("num_gpus", c_double),
                 ("resources", POINTER(Resource)), ("n_resources", c_size_t)]
@@ -162,6 +167,9 @@ _PROTOS = {
     "tr_call_contains": (c_int, [vp, ActorId, c_char_p, vp, c_size_t, P(Ref), c_size_t, P(Ref),
                                  c_size_t, P(Ref)]),
     # tasks (remote functions)
+    "tr_call_options_init": (None, [P(CallOptions)]),
+    "tr_call_opts": (c_int, [vp, ActorId, c_char_p, vp, c_size_t, P(Ref), c_size_t,
+                             P(CallOptions), P(Ref)]),
     "tr_task_options_init": (None, [P(TaskOptions)]),
     "tr_task_submit": (c_int, [vp, c_char_p, vp, c_size_t, P(Ref), c_size_t, P(TaskOptions),
                                P(Ref)]),

@@ -975,11 +975,14 @@ _plain_args = _serial.plain_args
 _tr_call = lib.tr_call
 
 
-def call(actor_id, method, args, kwargs, what, num_returns=1):
+def call(actor_id, method, args, kwargs, what, num_returns=1, retries=None):
     """Sends a method call to the actor of actor_id (an _ffi.ActorId); returns the ref of
     its result at once (num_returns k > 1: a list of k refs, each one part of the result;
-    0: None, the call runs all the same). what: the call, as its error names it."""
+    0: None, the call runs all the same). what: the call, as its error names it.
+    retries: the call's own max_task_retries (None: the actor's)."""
     mode = num_returns if num_returns in GENERATOR_MODES else None
+    if retries is not None:
+        return _call_opts(actor_id, method, args, kwargs, what, num_returns, retries)
     if mode == "streaming":
         return _call_stream(actor_id, method, args, kwargs, what)
     if mode is None and num_returns > 1:
@@ -1055,6 +1058,40 @@ def _call_multi(actor_id, method, args, kwargs, what, k):
     check(lib.tr_call_multi(rt, actor_id, method.encode(), payload, len(payload), arr,
                             len(all_refs), k, outs), what)
     return multi_refs(outs)
+
+
+def _call_opts(actor_id, method, args, kwargs, what, num_returns, retries):
+    """call() of a method with its own max_task_retries (tr_call_opts), any num_returns."""
+    rt = runtime()
+    mode = num_returns if num_returns in GENERATOR_MODES else None
+    opts = _ffi.CallOptions()
+    lib.tr_call_options_init(byref(opts))
+    opts.max_task_retries = int(retries)
+    if mode == "streaming" or (mode is None and num_returns > 1):
+        payload, all_refs = encode_multi(args, kwargs, num_returns)
+        k = 1 if mode else num_returns
+        opts.num_returns = STREAMING_RETURNS if mode else k
+    else:
+        payload, all_refs, contained = encode_args(args, kwargs)
+        if mode:
+            payload = with_generator(payload, mode)
+        k = 1
+        if contained:
+            carr = (Ref * len(contained))(*[r._c for r in contained])
+            opts.contained, opts.n_contained = carr, len(contained)
+    arr = (Ref * len(all_refs))(*[r._c for r in all_refs]) if all_refs else None
+    outs = (Ref * k)()
+    check(lib.tr_call_opts(rt, actor_id, method.encode(), payload, len(payload), arr,
+                           len(all_refs), byref(opts), outs), what)
+    if mode == "streaming":
+        return ObjectRefGenerator(multi_refs(outs)[0])
+    if k > 1:
+        return multi_refs(outs)
+    ref = ObjectRef(Ref.from_buffer_copy(outs[0]))
+    if num_returns == 1 or mode == "dynamic":
+        return ref
+    forget(ref)  # (0: Ray's None; the call runs all the same)
+    return None
 
 
 def _call_stream(actor_id, method, args, kwargs, what):

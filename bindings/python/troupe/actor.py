@@ -221,6 +221,18 @@ def _check_methods(cls):
     return returns
 
 
+def _method_retries(cls):
+    """{name: max_task_retries} of the methods whose @troupe.method declares it: each call
+    of one is sent again that many times when the actor's worker dies with it in flight,
+    over the actor's own max_task_retries (Ray's; C's tr_call_options)."""
+    out = {}
+    for n, v in inspect.getmembers(cls):
+        opts = getattr(v, "__troupe_method_options__", None)
+        if opts and opts.get("max_task_retries") is not None:
+            out[n] = int(opts["max_task_retries"])
+    return out
+
+
 def _method_groups(cls):
     """{concurrency group: [the methods @troupe.method puts in it]} of cls."""
     groups = {}
@@ -271,6 +283,7 @@ class ActorClass:
                             "can instead inherit from a non-actor base class and make the "
                             "derived class an actor class (with @troupe.remote).")
         self._returns = _check_methods(cls)  # {method: num_returns} other than 1
+        self._retries = _method_retries(cls)  # {method: its own max_task_retries}
         self._method_groups = _method_groups(cls)  # {group: [its methods]}
         self._cls = cls
         self._options = dict(options)
@@ -369,7 +382,8 @@ class ActorClass:
         opts.max_concurrency = o.get("max_concurrency") or (
             ASYNC_DEFAULT_CONCURRENCY if is_async_class(self._cls) else 1)
         if o.get("name"):  # (what get_actor's handle needs to call it as this one does)
-            bdata = _binding_data(self._cls.__name__, self._methods, self._returns)
+            bdata = _binding_data(self._cls.__name__, self._methods, self._returns,
+                                  self._retries)
             keep.append(bdata)
             opts.binding_data = bdata
         _placement.apply_options(o, opts, f"actor {self._cls.__name__}")
@@ -401,7 +415,8 @@ class ActorClass:
         if rc == _errors.EEXIST and o.get("get_if_exists") and o.get("name"):
             return get_actor(o["name"], o.get("namespace"))  # (another made it meanwhile)
         check(rc, f"creating actor {self._cls.__name__}")
-        handle = ActorHandle(aid, self._cls.__name__, self._methods, self._returns)
+        handle = ActorHandle(aid, self._cls.__name__, self._methods, self._returns,
+                             retries=self._retries)
         if ctor_obj is not None:
             _keep_ctor_obj(handle, ctor_obj, opts.max_restarts != 0)
         else:
@@ -490,11 +505,12 @@ class ActorHandle:
     _scope = None  # Cls.remote's handle of an actor that ends with its handles (_Scope)
     _token = None  # a copy's hold on its actor's C handle (an ObjectRef), or None
 
-    def __init__(self, aid, class_name, methods, returns=None, token=None):
+    def __init__(self, aid, class_name, methods, returns=None, token=None, retries=None):
         self._id = aid
         self._class_name = class_name
         self._methods = methods  # None: any name (a handle found by name)
         self._returns = returns or {}  # {method: its @troupe.method num_returns, not 1}
+        self._retries = retries or {}  # {method: its @troupe.method max_task_retries}
         if token is not None:
             self._token = token
 
@@ -524,7 +540,7 @@ class ActorHandle:
         # kept as the handle's attribute (the next lookup finds it at once), holding the
         # handle weakly, as Ray's do: no cycle keeps an actor alive past its last handle
         m = self.__dict__[name] = ActorMethod(self, name, self._returns.get(name, 1),
-                                              weak=True)
+                                              weak=True, retries=self._retries.get(name))
         return m
 
     def _actor_id(self):
@@ -540,7 +556,7 @@ class ActorHandle:
             sc.token = _c_handle(self._id)
         token = sc.token if sc is not None else self._token
         return (_rebuild_handle, (bytes(self._id.b), self._class_name, self._methods,
-                                  self._returns or None, token))
+                                  self._returns or None, token, self._retries or None))
 
     def __hash__(self):
         return hash(bytes(self._id.b))
@@ -552,21 +568,23 @@ class ActorHandle:
         return f"Actor({self._class_name}, {bytes(self._id.b).hex()})"
 
 
-def _rebuild_handle(b, class_name, methods, returns=None, token=None):
+def _rebuild_handle(b, class_name, methods, returns=None, token=None, retries=None):
     aid = ActorId()
     ctypes.memmove(aid.b, b, 16)
-    return ActorHandle(aid, class_name, methods, returns, token)
+    return ActorHandle(aid, class_name, methods, returns, token, retries)
 
 
 class ActorMethod:
     _bind_options = {}  # the options given (options()), a bound node's get_options()
 
-    def __init__(self, handle, name, num_returns=1, group=None, weak=False):
+    def __init__(self, handle, name, num_returns=1, group=None, weak=False, retries=None):
         self._hard = None if weak else handle  # (weak: the handle's own attribute)
         self._weak = weakref.ref(handle) if weak else None
         self._name = name
         self._num_returns = num_returns
         self._group = group  # a call's own concurrency group (C's "method@group")
+        self._retries = retries  # its own max_task_retries (None: the actor's)
+        self._plain = num_returns == 1 and group is None and retries is None
 
     @property
     def _handle(self):
@@ -584,7 +602,7 @@ class ActorMethod:
     def remote(self, *args, **kwargs):
         """Calls the method: its ObjectRef at once (num_returns k > 1: a list of k refs;
         0: None, the call runs all the same)."""
-        if self._num_returns == 1 and self._group is None:  # (the hot path)
+        if self._plain:  # (the hot path)
             h = self._hard or self._handle
             if _fast is not None:  # (builtin scalars in C; None: not taken)
                 ref = _fast.call_one(h._id, self._name, args, kwargs, h._class_name)
@@ -592,7 +610,7 @@ class ActorMethod:
                     return ref
             return _runtime.call_one(h._id, self._name, args, kwargs, h._class_name)
         name = self._name if self._group is None else f"{self._name}@{self._group}"
-        return call(self._handle, name, args, kwargs, self._num_returns)
+        return call(self._handle, name, args, kwargs, self._num_returns, self._retries)
 
     def bind(self, *args, **kwargs):
         """The method bound in a graph (troupe.dag): a node, or with num_returns k > 1 a
@@ -620,7 +638,7 @@ class ActorMethod:
                               2)
         m = ActorMethod(self._handle, self._name,
                         options.get("num_returns", self._num_returns),
-                        options.get("concurrency_group", self._group))
+                        options.get("concurrency_group", self._group), retries=self._retries)
         m._bind_options = dict(self._bind_options, **options)
         return m
 
@@ -632,18 +650,22 @@ class ActorMethod:
         return ["bind", "options", "remote"]
 
 
-def call(handle, method, args, kwargs, num_returns=1):
+def call(handle, method, args, kwargs, num_returns=1, retries=None):
     """Sends a method call; returns the ref of its result at once (a list of num_returns
-    refs for num_returns > 1, None for 0, an ObjectRefGenerator for "streaming")."""
+    refs for num_returns > 1, None for 0, an ObjectRefGenerator for "streaming");
+    retries: its own max_task_retries (None: the actor's)."""
     return _runtime.call(handle._id, method, args, kwargs,
-                         f"calling {handle._class_name}.{method}", num_returns)
+                         f"calling {handle._class_name}.{method}", num_returns, retries)
 
 
-def _binding_data(cls_name, methods, returns):
+def _binding_data(cls_name, methods, returns, retries=None):
     """JSON kept with a named actor (tr_actor_options.binding_data, up to 4096 bytes) for
-    the handles get_actor makes anywhere: its class name, methods and their num_returns
-    (a long method list is left out: such a handle then takes any method name)."""
+    the handles get_actor makes anywhere: its class name, methods, their num_returns and
+    max_task_retries (a long method list is left out: such a handle then takes any method
+    name)."""
     meta = {"class": cls_name[:200], "returns": returns}
+    if retries:
+        meta["retries"] = retries
     full = json.dumps(dict(meta, methods=sorted(methods)), separators=(",", ":")).encode()
     if len(full) <= 4096:
         return full
@@ -667,9 +689,12 @@ def _found_meta(aid):
         return None
     returns = {str(k): v for k, v in meta["returns"].items()
                if v in ("streaming", "dynamic") or (type(v) is int and v >= 0)}
+    retries = meta.get("retries")
+    retries = {str(k): v for k, v in retries.items() if type(v) is int and v >= -1} \
+        if isinstance(retries, dict) else {}
     methods = meta.get("methods")
     methods = frozenset(map(str, methods)) if isinstance(methods, list) else None
-    return str(meta.get("class") or "Actor"), methods, returns
+    return str(meta.get("class") or "Actor"), methods, returns, retries
 
 
 def get_actor(name, namespace=None):
@@ -691,7 +716,7 @@ def get_actor(name, namespace=None):
     if cls == PY_CLASS.decode():  # (its methods and their num_returns, as its creator's)
         meta = _found_meta(aid)
         if meta is not None:
-            return ActorHandle(aid, meta[0], meta[1], meta[2])
+            return ActorHandle(aid, meta[0], meta[1], meta[2], retries=meta[3])
         cls = "Actor"
     return ActorHandle(aid, cls, None)
 
