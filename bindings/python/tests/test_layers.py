@@ -30,6 +30,7 @@ LAYERS = [
     "troupe._runtime",
     "troupe.cloudpickle",
     "troupe._private.internal_api",
+    "troupe._private.ray_constants",
     "troupe._private",
     "troupe._raylet",
     "troupe._placement",

@@ -363,6 +363,117 @@ def test_a_methods_own_max_task_retries_over_the_actors(ray, tmp_path):
         assert (tmp_path / name).read_text().count("run") == runs, name
 
 
+def test_ray_tests_small_surface(ray):
+    """What Ray's own tests touch beside the API proper: init()'s context as a mapping of
+    the node's addresses, wait([]), ray.ObjectID, ray._private.ray_constants, an actor's
+    method passed to a task, Ray's TypeError for an option of the wrong type (its words)
+    and ValueError for a bad value, namespace checks."""
+    import re
+    import troupe._private.ray_constants as rc
+    ctx = ray.init(ignore_reinit_error=True)
+    assert ctx is not None and ctx["address"] == ray.node_address() and "webui_url" in ctx
+    assert ctx.address_info["address"] == ctx["address"] and sorted(ctx) == sorted(
+        ctx.address_info)
+    assert ray.wait([]) == ([], []) and ray.ObjectID is ray.ObjectRef
+    assert rc.KV_NAMESPACE_FUNCTION_TABLE and rc.FUNCTION_SIZE_ERROR_THRESHOLD == 10**8
+
+    @ray.remote
+    class Adder:
+        def add(self, x):
+            return x + 1
+
+    @ray.remote
+    def call(method, x):
+        return ray.get(method.remote(x))
+    a = Adder.remote()
+    assert ray.get(call.remote(a.add, 1)) == 2
+
+    def f():
+        return 1
+    for key, types in (("max_retries", (int, type(None))), ("max_calls", (int, type(None))),
+                       ("num_returns", (int, str, type(None)))):
+        with pytest.raises(TypeError, match=re.escape(
+                f"The type of keyword '{key}' must be {types}, but received type {float}")):
+            ray.remote(**{key: 0.5})(f)
+    class Plain:
+        pass
+    for key in ("max_restarts", "max_task_retries"):
+        with pytest.raises(TypeError, match=f"The type of keyword '{key}'"):
+            ray.remote(**{key: 0.5})(Plain)
+        with pytest.raises(ValueError, match=f"The keyword '{key}' only accepts None, 0, -1"):
+            Adder.options(**{key: np.int64(-5)})
+    with pytest.raises(ValueError, match="The keyword 'max_retries' only accepts None, 0, -1"):
+        ray.remote(max_retries=np.int64(-3))(f)
+    with pytest.raises(ValueError, match="The keyword 'max_calls' only accepts None, 0 or"):
+        ray.remote(max_calls=-1)(f)
+    with pytest.raises(ValueError, match="The keyword 'num_returns' only accepts None, a "
+                                         "non-negative integer, or \"dynamic\""):
+        ray.remote(num_returns=-1)(f)
+    assert ray.get(ray.remote(max_retries=np.int64(1))(f).remote()) == 1
+    with pytest.raises(TypeError):
+        Adder.options(namespace=123)
+    with pytest.raises(ValueError):
+        Adder.options(namespace="")
+    with pytest.raises(TypeError):
+        ray.get_actor("a", namespace=123)
+    with pytest.raises(ValueError):
+        ray.get_actor("a", namespace="")
+
+
+def test_namespace_of_the_wrong_type_at_init():
+    with pytest.raises(TypeError):
+        troupe.init(namespace=123)
+    with pytest.raises(ValueError):
+        troupe.init(namespace="")
+    assert not troupe.is_initialized()
+
+
+def test_a_function_that_captures_too_much_is_refused(ray):
+    """Ray's FUNCTION_SIZE_ERROR_THRESHOLD: a remote function whose pickle is over it (it
+    captured a large object) is a ValueError at its first remote(), naming it; over the
+    warning's size, a warning."""
+    big = np.zeros((100 << 20) // 8)
+
+    @ray.remote
+    def captures():
+        return len(big)
+    with pytest.raises(ValueError, match="captures is too large"):
+        captures.remote()
+    medium = np.zeros((12 << 20) // 8)
+
+    @ray.remote
+    def captures_less():
+        return len(medium)
+    with pytest.warns(UserWarning, match="captures_less is very large"):
+        assert ray.get(captures_less.remote()) == len(medium)
+
+
+def test_exit_actor_caught_still_ends_the_actor(ray):
+    """Ray's: exit_actor() whose SystemExit the method catches ends the actor all the same
+    once the method returns; that call and the next raise RayActorError."""
+    @ray.remote
+    class Exits:
+        def exit(self, caught, really=True):
+            try:
+                if really:
+                    troupe.actor.exit_actor()
+            except SystemExit:
+                if not caught:
+                    raise
+            return "returned"
+
+        def ping(self):
+            return "alive"
+    for caught in (True, False):
+        a = Exits.remote()
+        for _ in range(2):  # (its plain calls after the first: troupe._fast's)
+            assert ray.get(a.exit.remote(caught, False)) == "returned"
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(a.exit.remote(caught), timeout=30)
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(a.ping.remote(), timeout=30)
+
+
 def test_cloudpickle_keeps_a_ref_pickled_out_of_band(ray, tmp_path):
     # Ray's object_ref_serialization.py: a ref dumped with ray.cloudpickle into a file
     # (bytes troupe never sees travel) stays held until internal_api.free

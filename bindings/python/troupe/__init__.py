@@ -12,9 +12,10 @@ from .actor import (ActorClass, ActorHandle, available_resources, cluster_resour
                     remote)
 
 __version__ = "0.2.0"
+ObjectID = ObjectRef  # (Ray's old name of ObjectRef, which Ray 2 still exports)
 
 __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "kill",
-           "cancel", "get_actor", "method", "exit_actor", "ObjectRef", "ObjectRefGenerator",
+           "cancel", "get_actor", "method", "exit_actor", "ObjectRef", "ObjectID", "ObjectRefGenerator",
            "DynamicObjectRefGenerator", "ActorHandle", "ActorClass",
            "exceptions", "util", "dag", "library_path", "object_store_stats",
            "node_address", "get_runtime_context", "get_gpu_ids", "available_resources",

@@ -107,7 +107,7 @@ static struct {
     unsigned long main_ident; /* the worker's main thread (troupe.cancel's signal runs there) */
     PyObject *steps;          /* a graph step's method name -> (method, spec): the plain ones */
     PyObject *step_args;      /* (spec, values) -> (args, kwargs): a step's call (_worker's) */
-    PyObject *s_instance, *s_ctx, *s_c, *s_rt, *s_owned, *s_rt_global;
+    PyObject *s_instance, *s_ctx, *s_c, *s_rt, *s_owned, *s_rt_global, *s_exit_requested;
 } F;
 
 static int is_simple(PyObject *x) {
@@ -198,7 +198,9 @@ static PyObject *fast_configure(PyObject *self, PyObject *args) {
         F.s_rt = PyUnicode_InternFromString("_rt");
         F.s_owned = PyUnicode_InternFromString("_owned");
         F.s_rt_global = PyUnicode_InternFromString("_rt");
-        if (!F.s_instance || !F.s_ctx || !F.s_c || !F.s_rt || !F.s_owned || !F.s_rt_global)
+        F.s_exit_requested = PyUnicode_InternFromString("exit_requested");
+        if (!F.s_instance || !F.s_ctx || !F.s_c || !F.s_rt || !F.s_owned || !F.s_rt_global ||
+            !F.s_exit_requested)
             return NULL;
     }
     F.ready = 1;
@@ -652,6 +654,17 @@ static int has_arg_refs(PyObject *a, PyObject *kw) {
     return 0;
 }
 
+/* Whether exit_actor() was called in this process (_runtime.exit_requested): the method
+ * that called it, even one that caught its exception, ends the actor (finish does). */
+static int exit_requested(void) {
+    PyObject *v = PyObject_GetAttr(F.runtime, F.s_exit_requested);
+    int yes = v == Py_True;
+
+    if (v == NULL) PyErr_Clear();
+    Py_XDECREF(v);
+    return yes;
+}
+
 /* The result goes back: a builtin scalar replied here, any other value (or a reply's own
  * error, rc) through _worker's Python: finish(ctx, result, rc). Returns the call's rc, or
  * -1 with a Python error set. */
@@ -659,7 +672,7 @@ static int reply_result(tr_ctx *ctx, PyObject *ctxobj, PyObject *result, PyObjec
     PyObject *r;
     int rc;
 
-    if (is_simple(result)) {
+    if (is_simple(result) && !exit_requested()) {
         rc = reply_simple(ctx, result);
         if (rc == 0 || (rc == -1 && PyErr_Occurred())) return rc;
     } else {

@@ -5,8 +5,9 @@ import asyncio
 import atexit
 import ctypes
 import gc
-import pickle
+import numbers
 import os
+import pickle
 import sys
 import threading
 import time
@@ -147,15 +148,23 @@ def timeline(filename=None):
 
 
 class Context(dict):
-    """What init() returns (Ray's RayContext): the node's addresses, as a dict and as
-    attributes (dashboard_url: its metrics and status page, "HOST:PORT" as Ray's; None if
-    it serves none); a context manager that shuts troupe down."""
+    """What init() returns (Ray's RayContext): a mapping of the node's addresses
+    (address_info's: ctx["address"], as Ray's deprecated item access), with attributes
+    address_info, dashboard_url (its metrics and status page, "HOST:PORT" as Ray's; None
+    if it serves none), python_version, ray_version and troupe_version; a context manager
+    that shuts troupe down."""
 
-    def __getattr__(self, name):
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name) from None
+    def __init__(self, address_info, **attrs):
+        super().__init__(address_info)
+        self.address_info = address_info
+        self.__dict__.update(attrs)
+
+    def __getitem__(self, key):
+        if key == "address_info":  # (troupe's before: the context as a dict of these)
+            return self.address_info
+        if key in ("dashboard_url", "python_version", "ray_version", "troupe_version"):
+            return self.__dict__[key]
+        return super().__getitem__(key)
 
     def __enter__(self):
         return self
@@ -179,10 +188,11 @@ def _context():
     dash = st.get("dashboard") or ""
     url = dash[len("http://"):].rstrip("/") if dash.startswith("http://") else None
     address = lib.tr_runtime_address(_rt).decode()
-    return Context(dashboard_url=url, address_info={
-        "address": address, "webui_url": url, "node_ip_address": "127.0.0.1",
-        "session_dir": os.path.dirname(address)},
-        python_version=".".join(map(str, sys.version_info[:3])), troupe_version=__version__())
+    version = __version__()
+    return Context({"address": address, "webui_url": url, "node_ip_address": "127.0.0.1",
+                    "session_dir": os.path.dirname(address)},
+                   dashboard_url=url, python_version=".".join(map(str, sys.version_info[:3])),
+                   ray_version=version, troupe_version=version)
 
 
 def __version__():
@@ -205,7 +215,9 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
         _errors.ignored("troupe.init", unsupported, stacklevel=2)
     job_env = env_vars(env, "troupe.init", stacklevel=2)
     if ns is not None:  # (Ray's: the job's actor names; its tasks and actors inherit it)
-        if not isinstance(ns, str) or not ns or "\x1f" in ns or len(ns.encode()) > 255:
+        if not isinstance(ns, str):
+            raise TypeError(f"namespace must be None or a string, got {type(ns).__name__}")
+        if not ns or "\x1f" in ns or len(ns.encode()) > 255:
             raise ValueError(f"namespace {ns!r}: a non-empty str of up to 255 bytes")
         job_env["TROUPE_NAMESPACE"] = ns
     with _lock:
@@ -675,6 +687,8 @@ def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):
     refs = list(refs)
     if not all(isinstance(r, (ObjectRef, ObjectRefGenerator)) for r in refs):
         raise TypeError("troupe.wait wants a list of ObjectRefs (or ObjectRefGenerators)")
+    if not refs:  # (Ray's: nothing to wait for)
+        return [], []
     if num_returns < 0 or num_returns > len(refs):
         raise ValueError(f"num_returns {num_returns} with {len(refs)} refs")
     if len(set(refs)) != len(refs):
@@ -831,9 +845,15 @@ def check_num_returns(n, where):
     generator (ValueError otherwise)."""
     if n in GENERATOR_MODES:
         return n
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0 or n > 1024:
-        raise ValueError(f"{where}: num_returns={n!r}: an int from 0 to 1024 is needed")
-    return n
+    if isinstance(n, str) or isinstance(n, bool) or not isinstance(n, numbers.Integral):
+        raise ValueError(f"The keyword 'num_returns' only accepts None, a non-negative "
+                         f"integer, or \"dynamic\" (or \"streaming\" for a generator): "
+                         f"{where}: num_returns={n!r}")
+    if n < 0 or n > 1024:
+        raise ValueError(f"The keyword 'num_returns' only accepts None, a non-negative "
+                         f"integer, or \"dynamic\" ({where}: num_returns={n!r}; troupe "
+                         f"takes up to 1024)")
+    return int(n)
 
 
 def with_generator(payload, mode):
@@ -1181,6 +1201,7 @@ def current_actor_id():
     return _actor_id
 
 
+exit_requested = False  # exit_actor() was called here: the method's end ends the actor
 current_call = threading.local()  # .ctx: the tr_ctx of the call or task this thread runs
 
 

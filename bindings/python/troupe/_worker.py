@@ -197,7 +197,10 @@ def reply_results(ctx, result, k):
     caller's k refs each get one. A wrong number of values is Ray's ValueError, raised
     in the caller at get of each ref. A generator's: "streaming", its items one by one as
     it yields them (stream_items), then None; "dynamic", its items' refs as one value
-    (generator_refs)."""
+    (generator_refs). After exit_actor() (caught by the method), the actor ends instead
+    (ActorExit: dispatch's end_actor)."""
+    if _runtime.exit_requested:
+        raise ActorExit("exit_actor() was called")
     if k == 1:
         if type(result) in _serial.SIMPLE:  # (the fast path: a plain pickle)
             data = _serial.MAGIC0 + pickle.dumps(result, protocol=5)

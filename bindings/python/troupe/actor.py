@@ -4,6 +4,7 @@ import ctypes
 import hashlib
 import inspect
 import json
+import numbers
 import os
 import threading
 import warnings
@@ -87,17 +88,18 @@ def _check_options(options, stacklevel):
     bad = set(options) - _ACTOR_OPTIONS - set(_IGNORED_OPTIONS)
     if bad:
         raise TypeError(f"unknown actor options: {sorted(bad)}")
+    remote_function.check_option_types(options)
     remote_function.check_placement_options(options, "actor", "max_restarts")
     lifetime = options.get("lifetime")
     if lifetime not in (None, "detached", "non_detached"):
         raise ValueError("actor option lifetime must be one of 'detached', 'non_detached' "
                          f"and None, got {lifetime!r}")
     ns = options.get("namespace")
-    if ns is not None and (not isinstance(ns, str) or "\x1f" in ns or
-                           len(ns.encode()) > 255):
-        raise ValueError(f"actor option namespace={ns!r}: a str of up to 255 bytes")
+    if ns is not None and (not ns or "\x1f" in ns or len(ns.encode()) > 255):
+        raise ValueError(f"actor option namespace={ns!r}: a non-empty str of up to 255 bytes")
     mtr = options.get("max_task_retries")
-    if mtr is not None and (isinstance(mtr, bool) or not isinstance(mtr, int) or mtr < -1):
+    if mtr is not None and (isinstance(mtr, bool) or not isinstance(mtr, numbers.Integral) or
+                            mtr < -1):
         raise ValueError(f"actor option max_task_retries={mtr!r}: an int >= -1 is needed")
     groups = options.get("concurrency_groups")
     if groups is not None:
@@ -642,12 +644,20 @@ class ActorMethod:
         m._bind_options = dict(self._bind_options, **options)
         return m
 
+    def __reduce__(self):  # (Ray's: a method passed on goes with its actor's handle)
+        return (_rebuild_method, (self._handle, self._name, self._num_returns, self._group,
+                                  self._retries))
+
     def __call__(self, *args, **kwargs):
         raise TypeError(f"actor methods cannot be called directly: use "
                         f".{self._name}.remote()")
 
     def __dir__(self):
         return ["bind", "options", "remote"]
+
+
+def _rebuild_method(handle, name, num_returns, group, retries):
+    return ActorMethod(handle, name, num_returns, group, retries=retries)
 
 
 def call(handle, method, args, kwargs, num_returns=1, retries=None):
@@ -700,6 +710,10 @@ def _found_meta(aid):
 def get_actor(name, namespace=None):
     """The handle of the actor created with options(name=name) in namespace (None: the
     job's, troupe.init's namespace); ValueError if none (Ray's)."""
+    if namespace is not None and not isinstance(namespace, str):  # (Ray's checks)
+        raise TypeError(f"namespace must be None or a string, got {type(namespace).__name__}")
+    if namespace == "":
+        raise ValueError("namespace must not be an empty string")
     aid = ActorId()
     rc = lib.tr_actor_get_in(runtime(), None if namespace is None else str(namespace).encode(),
                              str(name).encode(), byref(aid))
@@ -746,6 +760,7 @@ def exit_actor():
     if _runtime.current_actor_id() is None:
         raise TypeError("exit_actor() is called inside an actor's method (use "
                         "troupe.kill(handle) elsewhere)")
+    _runtime.exit_requested = True  # (caught, it ends the actor all the same, as Ray's)
     raise ActorExit("exit_actor() was called")
 
 

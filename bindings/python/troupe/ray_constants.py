@@ -10,3 +10,7 @@ NODE_ID_PREFIX = "node:"  # a node's own resource: "node:<IP>" (NodeAffinity's)
 DEFAULT_OBJECT_STORE_MEMORY_PROPORTION = 0.3
 KV_NAMESPACE_FUNCTION_TABLE = b"fun"
 KV_NAMESPACE_JOB = b"job"
+# a remote function or actor class whose pickle is larger is refused (ValueError), one
+# over the warning's size warned of (Ray's: the function likely captures a large object)
+FUNCTION_SIZE_ERROR_THRESHOLD = 10**8
+FUNCTION_SIZE_WARN_THRESHOLD = 10**7

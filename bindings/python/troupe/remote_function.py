@@ -18,9 +18,11 @@ put in the store once and their object goes as the task's last ref.
 import ctypes
 import hashlib
 import inspect
+import numbers
 import struct
+import warnings
 
-from . import _errors, _ffi, _placement, _runtime, _serial, dag
+from . import _errors, _ffi, _placement, _runtime, _serial, dag, ray_constants
 from ._errors import check
 from ._ffi import Ref, byref, lib
 from ._runtime import ObjectRef, runtime
@@ -50,6 +52,33 @@ _IGNORED_OPTIONS = {"scheduling_strategy": (None, "DEFAULT"),
                     "_generator_backpressure_num_objects": (None,)}
 
 
+# options whose values Ray checks by type (None is always allowed): a wrong one is its
+# TypeError, with its words; an integer counts whatever its class (numpy's too)
+_OPTION_TYPES = {"max_retries": (int,), "max_calls": (int,), "max_restarts": (int,),
+                 "max_task_retries": (int,), "max_concurrency": (int,),
+                 "num_returns": (int, str), "_metadata": (dict,), "namespace": (str,),
+                 "name": (str,), "lifetime": (str,), "resources": (dict,),
+                 "runtime_env": (dict,)}
+_RETRY_KEYS = ("max_retries", "max_restarts", "max_task_retries")
+
+
+def check_option_types(options):
+    """Ray's checks of the types of options (TypeError, as Ray words it), and of the
+    values of its retry counts and max_calls (ValueError)."""
+    for k, v in options.items():
+        types = _OPTION_TYPES.get(k)
+        if types is None or v is None:
+            continue
+        if not (isinstance(v, types) or (int in types and isinstance(v, numbers.Integral))):
+            raise TypeError(f"The type of keyword '{k}' must be {types + (type(None),)}, "
+                            f"but received type {type(v)}")
+        if k in _RETRY_KEYS and v < -1:
+            raise ValueError(f"The keyword '{k}' only accepts None, 0, -1 or a positive "
+                             f"integer, where -1 represents infinity.")
+        if k == "max_calls" and v < 0:
+            raise ValueError(f"The keyword '{k}' only accepts None, 0 or a positive integer")
+
+
 def check_placement_options(options, kind, retries_key):
     """The options actors and tasks share, as Ray checks them (kind: "actor" or "task"):
     num_cpus, num_gpus >= 0; retries_key (max_restarts, max_retries) an int >= -1;
@@ -63,7 +92,8 @@ def check_placement_options(options, kind, retries_key):
             raise ValueError(f"The keyword '{key}' only accepts None, 0 or a positive "
                              f"number, got {v!r} ({kind} option {key})")
     mr = options.get(retries_key)
-    if mr is not None and (isinstance(mr, bool) or not isinstance(mr, int) or mr < -1):
+    if mr is not None and (isinstance(mr, bool) or not isinstance(mr, numbers.Integral) or
+                           mr < -1):
         raise ValueError(f"{kind} option {retries_key}={mr!r}: an int >= -1 is needed")
     res = options.get("resources")
     if res is not None:
@@ -133,6 +163,7 @@ def check_options(options, stacklevel):
     bad = set(options) - _TASK_OPTIONS - set(_IGNORED_OPTIONS)
     if bad:
         raise TypeError(f"unknown options of a remote function: {sorted(bad)}")
+    check_option_types(options)
     check_placement_options(options, "task", "max_retries")
     _runtime.check_num_returns(options.get("num_returns", 1), "a remote function's options")
     if "retry_exceptions" in options:
@@ -152,13 +183,31 @@ def _c_name(text):
     return b if len(b) <= 255 else b[:255].decode(errors="ignore").encode()
 
 
+def check_size(n, name):
+    """A function pickled into n bytes: over ray_constants.FUNCTION_SIZE_ERROR_THRESHOLD a
+    ValueError, over FUNCTION_SIZE_WARN_THRESHOLD a warning (Ray's: such a function has
+    most likely captured a large object, which every task would carry)."""
+    mib = n // (1 << 20)
+    if n >= ray_constants.FUNCTION_SIZE_ERROR_THRESHOLD:
+        raise ValueError(
+            f"The remote function {name} is too large ({mib} MiB > "
+            f"FUNCTION_SIZE_ERROR_THRESHOLD={ray_constants.FUNCTION_SIZE_ERROR_THRESHOLD >> 20} "
+            f"MiB): it holds a large object from its scope (a global or a closure's); put "
+            f"that with troupe.put() and pass or capture its ref instead.")
+    if n > ray_constants.FUNCTION_SIZE_WARN_THRESHOLD:
+        warnings.warn(f"The remote function {name} is very large ({mib} MiB): it holds a "
+                      f"large object from its scope; troupe.put() it and pass its ref",
+                      UserWarning, stacklevel=4)
+
+
 class _Pickled:
     """A function's pickled bytes, once per RemoteFunction (its options' copies share
     it): the bytes, their digest, the refs the function holds (its closure's)."""
     __slots__ = ("data", "digest", "refs", "obj")
 
-    def __init__(self, fn):
+    def __init__(self, fn, name):
         parts, total, refs = _serial.dumps(fn)
+        check_size(total, name)
         self.data = _serial.join(parts, total)
         self.digest = hashlib.blake2b(self.data, digest_size=16).digest()
         self.refs = list(dict.fromkeys(refs))
@@ -289,7 +338,7 @@ class RemoteFunction:
                 fn = RetryingFunction(fn, retries, True if on is True else tuple(on))
             if env:
                 fn = EnvFunction(fn, env)
-            pk = self._shared[key] = _Pickled(fn)
+            pk = self._shared[key] = _Pickled(fn, self._function_name)
         p = _Prepared()
         p.rt = rt
         p.fn_refs = pk.refs

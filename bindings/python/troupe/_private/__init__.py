@@ -1,2 +1,3 @@
-"""Ray's ``ray._private`` names that Ray's own examples use (internal_api)."""
-from . import internal_api  # noqa: F401
+"""Ray's ``ray._private`` names that Ray's own examples and tests use (internal_api,
+ray_constants)."""
+from . import internal_api, ray_constants  # noqa: F401
