@@ -420,6 +420,57 @@ def test_ray_tests_small_surface(ray):
         ray.get_actor("a", namespace="")
 
 
+def test_arguments_a_signature_refuses_are_a_type_error_at_remote(ray):
+    """Ray's: .remote() with arguments the function's (or method's) signature refuses is
+    a TypeError at once, not an error in the worker; through a copy of the handle too."""
+    @ray.remote
+    def f(a, b=2, *, c):
+        return a + b + c
+
+    @ray.remote
+    def anything(*args, **kwargs):
+        return len(args) + len(kwargs)
+    for bad in [((1,), {}), ((1, 2, 3), {"c": 1}), ((), {"c": 1}), ((1,), {"c": 1, "d": 2}),
+                ((1,), {"a": 1, "c": 1})]:
+        for _ in range(2):  # (a shape refused is refused again: only good ones are kept)
+            with pytest.raises(TypeError, match="f.remote()"):
+                f.remote(*bad[0], **bad[1])
+    assert ray.get([f.remote(1, c=3), f.remote(1, 5, c=3), f.options(name="g").remote(
+        a=1, c=1)]) == [6, 9, 4]
+    assert ray.get(anything.remote(1, 2, x=3)) == 3
+
+    @ray.remote
+    class Methods:
+        def one(self, x):
+            return x
+
+        @staticmethod
+        def static(x, y=1):
+            return x + y
+
+        @classmethod
+        def klass(cls, x):
+            return x
+
+    m = Methods.remote()
+    for call in (lambda: m.one.remote(), lambda: m.one.remote(1, 2),
+                 lambda: m.one.remote(y=1), lambda: m.static.remote(),
+                 lambda: m.klass.remote(1, 2), lambda: m.one.options(num_returns=1).remote()):
+        with pytest.raises(TypeError, match="Methods"):
+            call()
+    assert ray.get([m.one.remote(1), m.one.remote(x=2), m.static.remote(1),
+                    m.klass.remote(4)]) == [1, 2, 2, 4]
+
+    @ray.remote
+    def through(handle):
+        try:
+            handle.one.remote(1, 2)
+        except TypeError as e:
+            return str(e)
+        return "no error"
+    assert "Methods.one.remote()" in ray.get(through.remote(m))
+
+
 def test_namespace_of_the_wrong_type_at_init():
     with pytest.raises(TypeError):
         troupe.init(namespace=123)

@@ -10,7 +10,7 @@ import threading
 import warnings
 import weakref
 
-from . import _errors, _ffi, _placement, _runtime, _serial, remote_function
+from . import _errors, _ffi, _placement, _runtime, _serial, ray_constants, remote_function
 from ._errors import check
 from ._ffi import ActorId, Ref, byref, lib
 
@@ -207,6 +207,26 @@ def _methods_of(cls):
                      if callable(v) and not (n.startswith("__") and n.endswith("__")))
 
 
+def _method_checks(cls):
+    """{name: remote_function.ArgCheck} of cls's methods: a call's arguments its method's
+    signature refuses are Ray's TypeError at .remote()."""
+    out = {}
+    for n in _methods_of(cls):
+        raw = inspect.getattr_static(cls, n, None)
+        where = f"{cls.__name__}.{n}"
+        if isinstance(raw, staticmethod):
+            c = remote_function.ArgCheck.of(raw.__func__, where)
+        elif isinstance(raw, classmethod):
+            c = remote_function.ArgCheck.of(getattr(cls, n), where)  # (bound: no cls)
+        elif inspect.isfunction(raw):
+            c = remote_function.ArgCheck.of(raw, where, drop_first=True)
+        else:
+            c = None
+        if c is not None:
+            out[n] = c
+    return out
+
+
 def _check_methods(cls):
     """@troupe.method's options of each method, checked at class decoration; returns
     {name: num_returns} of the methods whose num_returns is not 1."""
@@ -286,11 +306,13 @@ class ActorClass:
                             "derived class an actor class (with @troupe.remote).")
         self._returns = _check_methods(cls)  # {method: num_returns} other than 1
         self._retries = _method_retries(cls)  # {method: its own max_task_retries}
+        self._size_checked = False  # (the class's pickle, once, where a payload is large)
         self._method_groups = _method_groups(cls)  # {group: [its methods]}
         self._cls = cls
         self._options = dict(options)
         self._methods = _methods_of(cls)
         self._init_sig = _init_signature(cls)
+        self._checks = _method_checks(cls)  # {method: its arguments' check}
         self.__name__ = cls.__name__
         self.__qualname__ = getattr(cls, "__qualname__", cls.__name__)
         self.__module__ = cls.__module__
@@ -402,6 +424,12 @@ class ActorClass:
             extra["resolve"] = top
         parts, total, nested = _serial.dumps((self._cls, args, kwargs, extra) if extra else
                                              (self._cls, args, kwargs))
+        if total > ray_constants.FUNCTION_SIZE_WARN_THRESHOLD and \
+                not getattr(self, "_size_checked", False):
+            # (large: the class itself, or its arguments? Ray's limit is the class's)
+            remote_function.check_size(_serial.dumps(self._cls)[1], self._cls.__name__,
+                                       "actor")
+            self._size_checked = True
         ctor_obj = None
         if nested:  # (an object that keeps them alive: the worker reads it, borrowing them)
             ctor_obj = _runtime.put_parts(parts, total, nested)
@@ -419,6 +447,7 @@ class ActorClass:
         check(rc, f"creating actor {self._cls.__name__}")
         handle = ActorHandle(aid, self._cls.__name__, self._methods, self._returns,
                              retries=self._retries)
+        handle._checks = self._checks
         if ctor_obj is not None:
             _keep_ctor_obj(handle, ctor_obj, opts.max_restarts != 0)
         else:
@@ -505,6 +534,7 @@ class ActorHandle:
     """An actor: ``handle.method.remote(...)`` calls it; pickles, so other actors can call
     it too."""
     _scope = None  # Cls.remote's handle of an actor that ends with its handles (_Scope)
+    _checks = {}  # {method: its arguments' check}: the class's (its creator's handle)
     _token = None  # a copy's hold on its actor's C handle (an ObjectRef), or None
 
     def __init__(self, aid, class_name, methods, returns=None, token=None, retries=None):
@@ -542,7 +572,8 @@ class ActorHandle:
         # kept as the handle's attribute (the next lookup finds it at once), holding the
         # handle weakly, as Ray's do: no cycle keeps an actor alive past its last handle
         m = self.__dict__[name] = ActorMethod(self, name, self._returns.get(name, 1),
-                                              weak=True, retries=self._retries.get(name))
+                                              weak=True, retries=self._retries.get(name),
+                                              check=self._checks.get(name))
         return m
 
     def _actor_id(self):
@@ -558,7 +589,8 @@ class ActorHandle:
             sc.token = _c_handle(self._id)
         token = sc.token if sc is not None else self._token
         return (_rebuild_handle, (bytes(self._id.b), self._class_name, self._methods,
-                                  self._returns or None, token, self._retries or None))
+                                  self._returns or None, token, self._retries or None,
+                                  self._checks or None))
 
     def __hash__(self):
         return hash(bytes(self._id.b))
@@ -570,22 +602,28 @@ class ActorHandle:
         return f"Actor({self._class_name}, {bytes(self._id.b).hex()})"
 
 
-def _rebuild_handle(b, class_name, methods, returns=None, token=None, retries=None):
+def _rebuild_handle(b, class_name, methods, returns=None, token=None, retries=None,
+                    checks=None):
     aid = ActorId()
     ctypes.memmove(aid.b, b, 16)
-    return ActorHandle(aid, class_name, methods, returns, token, retries)
+    handle = ActorHandle(aid, class_name, methods, returns, token, retries)
+    if checks:
+        handle._checks = checks
+    return handle
 
 
 class ActorMethod:
     _bind_options = {}  # the options given (options()), a bound node's get_options()
 
-    def __init__(self, handle, name, num_returns=1, group=None, weak=False, retries=None):
+    def __init__(self, handle, name, num_returns=1, group=None, weak=False, retries=None,
+                 check=None):
         self._hard = None if weak else handle  # (weak: the handle's own attribute)
         self._weak = weakref.ref(handle) if weak else None
         self._name = name
         self._num_returns = num_returns
         self._group = group  # a call's own concurrency group (C's "method@group")
         self._retries = retries  # its own max_task_retries (None: the actor's)
+        self._check = check  # its arguments' check (remote_function.ArgCheck), or None
         self._plain = num_returns == 1 and group is None and retries is None
 
     @property
@@ -604,6 +642,9 @@ class ActorMethod:
     def remote(self, *args, **kwargs):
         """Calls the method: its ObjectRef at once (num_returns k > 1: a list of k refs;
         0: None, the call runs all the same)."""
+        c = self._check
+        if c is not None and (kwargs or not c.lo <= len(args) <= c.hi):
+            c.check(args, kwargs)  # (Ray's TypeError of arguments its signature refuses)
         if self._plain:  # (the hot path)
             h = self._hard or self._handle
             if _fast is not None:  # (builtin scalars in C; None: not taken)
@@ -640,13 +681,14 @@ class ActorMethod:
                               2)
         m = ActorMethod(self._handle, self._name,
                         options.get("num_returns", self._num_returns),
-                        options.get("concurrency_group", self._group), retries=self._retries)
+                        options.get("concurrency_group", self._group), retries=self._retries,
+                        check=self._check)
         m._bind_options = dict(self._bind_options, **options)
         return m
 
     def __reduce__(self):  # (Ray's: a method passed on goes with its actor's handle)
         return (_rebuild_method, (self._handle, self._name, self._num_returns, self._group,
-                                  self._retries))
+                                  self._retries, self._check))
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"actor methods cannot be called directly: use "
@@ -656,8 +698,8 @@ class ActorMethod:
         return ["bind", "options", "remote"]
 
 
-def _rebuild_method(handle, name, num_returns, group, retries):
-    return ActorMethod(handle, name, num_returns, group, retries=retries)
+def _rebuild_method(handle, name, num_returns, group, retries, check=None):
+    return ActorMethod(handle, name, num_returns, group, retries=retries, check=check)
 
 
 def call(handle, method, args, kwargs, num_returns=1, retries=None):

@@ -79,6 +79,13 @@ def check_option_types(options):
             raise ValueError(f"The keyword '{k}' only accepts None, 0 or a positive integer")
 
 
+def _check_precision(name, v):
+    """Ray's: a resource's fractional quantity has at most 4 decimals (ValueError)."""
+    if v and abs(v * 10000 - round(v * 10000)) > 1e-6:
+        raise ValueError(f"The precision of the fractional quantity of resource {name} "
+                         f"cannot go beyond 0.0001 ({name}={v!r})")
+
+
 def check_placement_options(options, kind, retries_key):
     """The options actors and tasks share, as Ray checks them (kind: "actor" or "task"):
     num_cpus, num_gpus >= 0; retries_key (max_restarts, max_retries) an int >= -1;
@@ -91,6 +98,8 @@ def check_placement_options(options, kind, retries_key):
                                  f"of resource {key} cannot be negative ({key}={v!r})")
             raise ValueError(f"The keyword '{key}' only accepts None, 0 or a positive "
                              f"number, got {v!r} ({kind} option {key})")
+        if v is not None:
+            _check_precision(key, v)
     mr = options.get(retries_key)
     if mr is not None and (isinstance(mr, bool) or not isinstance(mr, numbers.Integral) or
                            mr < -1):
@@ -105,6 +114,7 @@ def check_placement_options(options, kind, retries_key):
         for k, v in res.items():
             if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
                 raise ValueError(f"resource {k!r}: {v!r} is not a quantity >= 0")
+            _check_precision(k, v)
     name = options.get("name")
     if name is not None and (not isinstance(name, str) or not name):
         raise ValueError(f"{kind} option name={name!r}: a non-empty str is needed")
@@ -183,21 +193,86 @@ def _c_name(text):
     return b if len(b) <= 255 else b[:255].decode(errors="ignore").encode()
 
 
-def check_size(n, name):
-    """A function pickled into n bytes: over ray_constants.FUNCTION_SIZE_ERROR_THRESHOLD a
-    ValueError, over FUNCTION_SIZE_WARN_THRESHOLD a warning (Ray's: such a function has
-    most likely captured a large object, which every task would carry)."""
+def check_size(n, name, kind="remote function"):
+    """A function (or an actor class) pickled into n bytes: over
+    ray_constants.FUNCTION_SIZE_ERROR_THRESHOLD a ValueError, over
+    FUNCTION_SIZE_WARN_THRESHOLD a warning (Ray's: such a function has most likely
+    captured a large object, which every task would carry)."""
     mib = n // (1 << 20)
     if n >= ray_constants.FUNCTION_SIZE_ERROR_THRESHOLD:
         raise ValueError(
-            f"The remote function {name} is too large ({mib} MiB > "
+            f"The {kind} {name} is too large ({mib} MiB > "
             f"FUNCTION_SIZE_ERROR_THRESHOLD={ray_constants.FUNCTION_SIZE_ERROR_THRESHOLD >> 20} "
             f"MiB): it holds a large object from its scope (a global or a closure's); put "
             f"that with troupe.put() and pass or capture its ref instead.")
     if n > ray_constants.FUNCTION_SIZE_WARN_THRESHOLD:
-        warnings.warn(f"The remote function {name} is very large ({mib} MiB): it holds a "
+        warnings.warn(f"The {kind} {name} is very large ({mib} MiB): it holds a "
                       f"large object from its scope; troupe.put() it and pass its ref",
                       UserWarning, stacklevel=4)
+
+
+_SHAPES_MAX = 64
+
+
+class ArgCheck:
+    """Ray's check of a call's arguments against its function's signature, at .remote()
+    (a TypeError there, not in the worker). The hot path is two compares: lo <= the
+    number of positional arguments <= hi, with no keyword arguments, is exactly what the
+    signature takes then; any other call binds once per shape (its count and keyword
+    names), remembered."""
+    __slots__ = ("sig", "lo", "hi", "shapes", "name")
+
+    def __init__(self, sig, name):
+        P = inspect.Parameter
+        ps = list(sig.parameters.values())
+        positional = [p for p in ps if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
+        required_kw = any(p.kind == P.KEYWORD_ONLY and p.default is P.empty for p in ps)
+        self.sig, self.name, self.shapes = sig, name, set()
+        self.lo = sum(p.default is P.empty for p in positional) if not required_kw else 1 << 30
+        self.hi = (1 << 30) if any(p.kind == P.VAR_POSITIONAL for p in ps) else len(positional)
+
+    @classmethod
+    def of(cls, fn, name, drop_first=False):
+        """The check of fn's signature (without its first parameter: a method's self), or
+        None where the signature cannot be read (a builtin)."""
+        try:
+            sig = inspect.signature(fn)
+        except (TypeError, ValueError):
+            return None
+        if drop_first:
+            ps = list(sig.parameters.values())
+            if not ps or ps[0].kind not in (inspect.Parameter.POSITIONAL_ONLY,
+                                            inspect.Parameter.POSITIONAL_OR_KEYWORD):
+                return None  # (def m(*args): self is in args)
+            sig = sig.replace(parameters=ps[1:])
+        return cls(sig, name)
+
+    def __reduce__(self):  # (a handle's copy checks as its creator does: the parameters'
+        P = inspect.Parameter  # names, kinds and whether they have a default)
+        return (_rebuild_check, (self.name, [(p.name, int(p.kind), p.default is not P.empty)
+                                             for p in self.sig.parameters.values()]))
+
+    def check(self, args, kwargs):
+        """Raises TypeError where the signature does not take (args, kwargs)."""
+        if not kwargs and self.lo <= len(args) <= self.hi:
+            return
+        shape = (len(args), tuple(kwargs))
+        if shape in self.shapes:
+            return
+        try:
+            self.sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{self.name}.remote(): {e}") from None
+        if len(self.shapes) < _SHAPES_MAX:
+            self.shapes.add(shape)
+
+
+def _rebuild_check(name, params):
+    P = inspect.Parameter
+    kinds = (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD, P.VAR_POSITIONAL, P.KEYWORD_ONLY,
+             P.VAR_KEYWORD)  # (by their values, 0..4)
+    return ArgCheck(inspect.Signature([P(n, kinds[k], default=None if d else P.empty)
+                                       for n, k, d in params]), name)
 
 
 class _Pickled:
@@ -235,6 +310,9 @@ class RemoteFunction:
         qualname = getattr(function, "__qualname__", None) or getattr(function, "__name__",
                                                                        "function")
         self._function_name = f"{module}.{qualname}"
+        if "args" not in self._shared:  # (the signature's check, shared by options' copies)
+            self._shared["args"] = ArgCheck.of(function, getattr(function, "__name__", qualname))
+        self._args = self._shared["args"]
         # a generator function's calls give an ObjectRefGenerator (Ray's default for one)
         self._default_returns = "streaming" if (inspect.isgeneratorfunction(function) or
                                                 inspect.isasyncgenfunction(function)) else 1
@@ -273,6 +351,9 @@ class RemoteFunction:
         list of k refs, one per value the function returns; 0: None, the task runs all
         the same; "streaming", a generator function's default: an ObjectRefGenerator;
         "dynamic": a ref whose value is a DynamicObjectRefGenerator)."""
+        c = self._args
+        if c is not None and (kwargs or not c.lo <= len(args) <= c.hi):
+            c.check(args, kwargs)  # (Ray's TypeError of arguments its signature refuses)
         p = self._prepared
         if p is not None and p.plain:  # (builtin scalars in C; None: not taken)
             ref = _fast.task_one(p.rt, p.cname, p.head, p.opts_at, args, kwargs,
