@@ -957,6 +957,62 @@ def test_actor_pool(ray):
     assert pool.get_next() == 4
 
 
+def test_actor_pool_as_ray_2(ray):
+    """ActorPool as Ray 2's: map submits every value at once (before its results are
+    iterated); a method of several values gives their list; an actor that died leaves
+    the pool (its item raises RayActorError), one that raised stays; ray.get is looked
+    up at each use."""
+    from troupe.util import ActorPool
+
+    @ray.remote
+    class Worker:
+        def __init__(self, healthy=True):
+            self.healthy = healthy
+
+        def run(self, x):
+            if not self.healthy:
+                ray.actor.exit_actor()
+            if x == -1:
+                raise ValueError("bad item")
+            return x
+
+        @ray.method(num_returns=2)
+        def pair(self, x):
+            return x, -x
+
+    pool = ActorPool([Worker.remote()])
+    seen = []
+    submit = pool.submit
+    pool.submit = lambda fn, v: (seen.append(v), submit(fn, v))
+    results = pool.map(lambda a, v: a.run.remote(v), [1, 2])
+    assert seen == [1, 2] and list(results) == [1, 2]
+    pool.submit(lambda a, v: a.pair.remote(v), 3)
+    pool.submit(lambda a, v: a.pair.remote(v), 4)
+    assert pool.get_next() == [3, -3] and pool.get_next_unordered() == [4, -4]
+    good, bad = Worker.remote(), Worker.remote(False)
+    pool = ActorPool([good, bad])
+    results = []
+    for i in range(6):
+        pool.submit(lambda a, v: a.run.remote(v), i)
+        try:
+            results.append(pool.get_next_unordered())
+        except ray.exceptions.RayActorError:
+            pass
+    assert sorted(results) == [1, 2, 3, 4, 5] and pool._idle_actors == [good]
+    pool.submit(lambda a, v: a.run.remote(v), -1)
+    with pytest.raises(ValueError, match="bad item"):
+        pool.get_next()
+    assert pool._idle_actors == [good]
+    import troupe as api
+    pool.submit(lambda a, v: a.run.remote(v), 7)
+    real = api.get
+    api.get = lambda *a, **k: "looked up at use"
+    try:
+        assert pool.get_next() == "looked up at use"
+    finally:
+        api.get = real
+
+
 # ------------------------------------------------------------------ small things Ray checks
 
 def test_small_checks_as_rays(ray):
