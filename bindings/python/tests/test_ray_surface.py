@@ -471,6 +471,32 @@ def test_arguments_a_signature_refuses_are_a_type_error_at_remote(ray):
     assert "Methods.one.remote()" in ray.get(through.remote(m))
 
 
+def test_a_methods_invocation_decorator(ray):
+    """Ray's __ray_invocation_decorator__ on a method: decorator(invoke)(args, kwargs) is
+    what .remote() does and returns (the arguments it passes on checked against the
+    method's own signature)."""
+    def invocation(f):
+        def invoke(args, kwargs):
+            return f([args[0], args[0]], {}), kwargs  # (one argument sent as two)
+        return invoke
+
+    def execution(f):
+        def run(self, b, c):
+            return f(self, b + c)
+        run.__ray_invocation_decorator__ = invocation
+        return run
+
+    @ray.remote
+    class Decorated:
+        @execution
+        def method(self, x):
+            return x + 1
+
+    a = Decorated.remote()
+    ref, extra = a.method.remote(3, kwarg=3)
+    assert isinstance(ref, ray.ObjectRef) and extra == {"kwarg": 3} and ray.get(ref) == 7
+
+
 def test_namespace_of_the_wrong_type_at_init():
     with pytest.raises(TypeError):
         troupe.init(namespace=123)

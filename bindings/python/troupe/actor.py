@@ -313,6 +313,10 @@ class ActorClass:
         self._methods = _methods_of(cls)
         self._init_sig = _init_signature(cls)
         self._checks = _method_checks(cls)  # {method: its arguments' check}
+        # {method: Ray's __ray_invocation_decorator__ of it}: wraps its calls' submission
+        self._decorators = {n: v.__ray_invocation_decorator__ for n, v in
+                            inspect.getmembers(cls, callable)
+                            if getattr(v, "__ray_invocation_decorator__", None) is not None}
         self.__name__ = cls.__name__
         self.__qualname__ = getattr(cls, "__qualname__", cls.__name__)
         self.__module__ = cls.__module__
@@ -448,6 +452,8 @@ class ActorClass:
         handle = ActorHandle(aid, self._cls.__name__, self._methods, self._returns,
                              retries=self._retries)
         handle._checks = self._checks
+        if self._decorators:
+            handle._decorators = self._decorators
         if ctor_obj is not None:
             _keep_ctor_obj(handle, ctor_obj, opts.max_restarts != 0)
         else:
@@ -535,6 +541,7 @@ class ActorHandle:
     it too."""
     _scope = None  # Cls.remote's handle of an actor that ends with its handles (_Scope)
     _checks = {}  # {method: its arguments' check}: the class's (its creator's handle)
+    _decorators = {}  # {method: its __ray_invocation_decorator__} (its creator's handle)
     _token = None  # a copy's hold on its actor's C handle (an ObjectRef), or None
 
     def __init__(self, aid, class_name, methods, returns=None, token=None, retries=None):
@@ -573,7 +580,8 @@ class ActorHandle:
         # handle weakly, as Ray's do: no cycle keeps an actor alive past its last handle
         m = self.__dict__[name] = ActorMethod(self, name, self._returns.get(name, 1),
                                               weak=True, retries=self._retries.get(name),
-                                              check=self._checks.get(name))
+                                              check=self._checks.get(name),
+                                              decorator=self._decorators.get(name))
         return m
 
     def _actor_id(self):
@@ -616,7 +624,7 @@ class ActorMethod:
     _bind_options = {}  # the options given (options()), a bound node's get_options()
 
     def __init__(self, handle, name, num_returns=1, group=None, weak=False, retries=None,
-                 check=None):
+                 check=None, decorator=None):
         self._hard = None if weak else handle  # (weak: the handle's own attribute)
         self._weak = weakref.ref(handle) if weak else None
         self._name = name
@@ -624,7 +632,10 @@ class ActorMethod:
         self._group = group  # a call's own concurrency group (C's "method@group")
         self._retries = retries  # its own max_task_retries (None: the actor's)
         self._check = check  # its arguments' check (remote_function.ArgCheck), or None
-        self._plain = num_returns == 1 and group is None and retries is None
+        # Ray's __ray_invocation_decorator__: decorator(invoke)(args, kwargs) is remote()'s
+        self._decorator = decorator
+        self._plain = num_returns == 1 and group is None and retries is None and \
+            decorator is None
 
     @property
     def _handle(self):
@@ -642,16 +653,26 @@ class ActorMethod:
     def remote(self, *args, **kwargs):
         """Calls the method: its ObjectRef at once (num_returns k > 1: a list of k refs;
         0: None, the call runs all the same)."""
-        c = self._check
-        if c is not None and (kwargs or not c.lo <= len(args) <= c.hi):
-            c.check(args, kwargs)  # (Ray's TypeError of arguments its signature refuses)
         if self._plain:  # (the hot path)
+            c = self._check
+            if c is not None and (kwargs or not c.lo <= len(args) <= c.hi):
+                c.check(args, kwargs)  # (Ray's TypeError of arguments its signature refuses)
             h = self._hard or self._handle
             if _fast is not None:  # (builtin scalars in C; None: not taken)
                 ref = _fast.call_one(h._id, self._name, args, kwargs, h._class_name)
                 if ref is not None:
                     return ref
             return _runtime.call_one(h._id, self._name, args, kwargs, h._class_name)
+        if self._decorator is not None:  # (what it returns: the call's ref, and more)
+            return self._decorator(lambda a, kw: self._invoke(tuple(a), dict(kw)))(args,
+                                                                                  kwargs)
+        return self._invoke(args, kwargs)
+
+    def _invoke(self, args, kwargs):
+        """The general path of remote() (what it takes after a decorator)."""
+        c = self._check
+        if c is not None and (kwargs or not c.lo <= len(args) <= c.hi):
+            c.check(args, kwargs)
         name = self._name if self._group is None else f"{self._name}@{self._group}"
         return call(self._handle, name, args, kwargs, self._num_returns, self._retries)
 
@@ -682,7 +703,7 @@ class ActorMethod:
         m = ActorMethod(self._handle, self._name,
                         options.get("num_returns", self._num_returns),
                         options.get("concurrency_group", self._group), retries=self._retries,
-                        check=self._check)
+                        check=self._check, decorator=self._decorator)
         m._bind_options = dict(self._bind_options, **options)
         return m
 
@@ -800,8 +821,9 @@ def exit_actor():
     returns control; the call that ran it, and calls not yet run, raise ActorDiedError
     in their callers (as Ray's ray.actor.exit_actor). TypeError outside an actor."""
     if _runtime.current_actor_id() is None:
-        raise TypeError("exit_actor() is called inside an actor's method (use "
-                        "troupe.kill(handle) elsewhere)")
+        raise TypeError("exit_actor API is called on a non-actor worker: exit_actor() is "
+                        "called inside an actor's method (use troupe.kill(handle) "
+                        "elsewhere)")
     _runtime.exit_requested = True  # (caught, it ends the actor all the same, as Ray's)
     raise ActorExit("exit_actor() was called")
 
