@@ -539,8 +539,27 @@ def test_exit_actor_caught_still_ends_the_actor(ray):
                     raise
             return "returned"
 
+        def exit_then_fail(self):
+            try:
+                troupe.actor.exit_actor()
+            except SystemExit:
+                pass
+            raise ValueError("after exit_actor()")
+
+        def side(self, path):
+            open(path, "w").close()
+            return "ran"
+
         def ping(self):
             return "alive"
+    b = Exits.remote()
+    assert ray.get(b.ping.remote()) == "alive"
+    with pytest.raises((ValueError, ray.exceptions.RayActorError)):
+        ray.get(b.exit_then_fail.remote(), timeout=30)
+    marker = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"troupe-side-{os.getpid()}")
+    with pytest.raises(ray.exceptions.RayActorError):  # (ended with the failed call)
+        ray.get(b.side.remote(marker), timeout=30)
+    assert not os.path.exists(marker)
     for caught in (True, False):
         a = Exits.remote()
         for _ in range(2):  # (its plain calls after the first: troupe._fast's)

@@ -630,6 +630,8 @@ def main():
                       else v for k, v in kw.items()}
             state["max_task_retries"] = extra.get("max_task_retries", 0)
             state["instance"] = cls(*a, **kw)
+            if _runtime.exit_requested:  # (the constructor caught exit_actor(): it ends)
+                end_actor(ctx)
             state["async"] = is_async_class(cls)
             self_out[0] = None
             return 0
@@ -807,11 +809,20 @@ def main():
         except SystemExit as e:
             exit_worker(e)
         except BaseException as e:
+            exit_if_asked(ctx)
             return reply_error(ctx, e, k)
         finally:
             _starting.ctx = None
             _runtime.current_call.ctx = None
+            exit_if_asked(ctx)  # (a stream whose generator caught exit_actor())
         return 0
+
+    def exit_if_asked(ctx):
+        """exit_actor() was called in this actor, its SystemExit caught by the method
+        (or a generator, or the constructor): the actor ends now, as Ray's does once
+        the task is over, whether it succeeded or failed."""
+        if _runtime.exit_requested:
+            end_actor(ctx)
 
     def fast_resolve(ctx, a, kw):
         """A plain call's refs passed as arguments: their values (decode_payload's)."""
@@ -831,6 +842,7 @@ def main():
         except SystemExit as e:
             exit_worker(e)
         except BaseException as e:
+            exit_if_asked(ctx)
             return reply_error(ctx, e, 1)
         return 0
 
@@ -839,7 +851,8 @@ def main():
         handlers take it (its traceback from the method down)."""
         if isinstance(exc, ActorExit):
             end_actor(ctx)
-        elif isinstance(exc, SystemExit):
+        exit_if_asked(ctx)
+        if isinstance(exc, SystemExit):
             exit_worker(exc)
         else:
             return reply_error(ctx, exc, 1, "".join(traceback.format_exception(exc)))

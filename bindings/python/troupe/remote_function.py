@@ -16,6 +16,7 @@ before keeps the function by its digest and skips them), else (n = FN_IN_REF) th
 put in the store once and their object goes as the task's last ref.
 """
 import ctypes
+import functools
 import hashlib
 import inspect
 import numbers
@@ -220,14 +221,14 @@ class ArgCheck:
     number of positional arguments <= hi, with no keyword arguments, is exactly what the
     signature takes then; any other call binds once per shape (its count and keyword
     names), remembered."""
-    __slots__ = ("sig", "lo", "hi", "shapes", "name")
+    __slots__ = ("sig", "lo", "hi", "shapes", "name", "reduced")
 
     def __init__(self, sig, name):
         P = inspect.Parameter
         ps = list(sig.parameters.values())
         positional = [p for p in ps if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
         required_kw = any(p.kind == P.KEYWORD_ONLY and p.default is P.empty for p in ps)
-        self.sig, self.name, self.shapes = sig, name, set()
+        self.sig, self.name, self.shapes, self.reduced = sig, name, set(), None
         self.lo = sum(p.default is P.empty for p in positional) if not required_kw else 1 << 30
         self.hi = (1 << 30) if any(p.kind == P.VAR_POSITIONAL for p in ps) else len(positional)
 
@@ -235,22 +236,25 @@ class ArgCheck:
     def of(cls, fn, name, drop_first=False):
         """The check of fn's signature (without its first parameter: a method's self), or
         None where the signature cannot be read (a builtin)."""
-        try:
+        try:  # (any failure to read it: no check, the worker says what is wrong)
             sig = inspect.signature(fn)
-        except (TypeError, ValueError):
+            if drop_first:
+                ps = list(sig.parameters.values())
+                if not ps or ps[0].kind not in (inspect.Parameter.POSITIONAL_ONLY,
+                                                inspect.Parameter.POSITIONAL_OR_KEYWORD):
+                    return None  # (def m(*args): self is in args)
+                sig = sig.replace(parameters=ps[1:])
+            return cls(sig, name)
+        except Exception:
             return None
-        if drop_first:
-            ps = list(sig.parameters.values())
-            if not ps or ps[0].kind not in (inspect.Parameter.POSITIONAL_ONLY,
-                                            inspect.Parameter.POSITIONAL_OR_KEYWORD):
-                return None  # (def m(*args): self is in args)
-            sig = sig.replace(parameters=ps[1:])
-        return cls(sig, name)
 
     def __reduce__(self):  # (a handle's copy checks as its creator does: the parameters'
-        P = inspect.Parameter  # names, kinds and whether they have a default)
-        return (_rebuild_check, (self.name, [(p.name, int(p.kind), p.default is not P.empty)
-                                             for p in self.sig.parameters.values()]))
+        if self.reduced is None:  # names, kinds and whether they have a default, one str)
+            P = inspect.Parameter
+            self.reduced = (_rebuild_check, (self.name, " ".join(
+                f"{p.name}:{int(p.kind)}{int(p.default is not P.empty)}"
+                for p in self.sig.parameters.values())))
+        return self.reduced
 
     def check(self, args, kwargs):
         """Raises TypeError where the signature does not take (args, kwargs)."""
@@ -267,12 +271,22 @@ class ArgCheck:
             self.shapes.add(shape)
 
 
+@functools.lru_cache(maxsize=4096)
 def _rebuild_check(name, params):
+    """An ArgCheck from its pickle, once per process for each (a handle passed in every
+    call would otherwise build its methods' signatures each time); None where it does
+    not read as one."""
     P = inspect.Parameter
     kinds = (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD, P.VAR_POSITIONAL, P.KEYWORD_ONLY,
              P.VAR_KEYWORD)  # (by their values, 0..4)
-    return ArgCheck(inspect.Signature([P(n, kinds[k], default=None if d else P.empty)
-                                       for n, k, d in params]), name)
+    try:
+        ps = []
+        for item in params.split():
+            n, _, kd = item.rpartition(":")
+            ps.append(P(n, kinds[int(kd[0])], default=None if kd[1] == "1" else P.empty))
+        return ArgCheck(inspect.Signature(ps), name)
+    except Exception:
+        return None
 
 
 class _Pickled:
