@@ -47,6 +47,27 @@ class ActorTest : public ::testing::Test {
         EXPECT_EQ(tr_actor_create(rt, "Counter", o, name, strlen(name), &id), 0) << tr_last_error();
         return id;
     }
+    /* crash_until's arguments: the limit, then the file (in dir) that counts its runs */
+    static std::string crash_args(const char *dir, int64_t limit, const std::string &file) {
+        std::string args(8, '\0');
+        memcpy(&args[0], &limit, 8);
+        return args + dir + "/" + file;
+    }
+    /* how many runs of crash_until the file (in dir) counts */
+    static int runs_in(const char *dir, const std::string &file) {
+        std::ifstream f(std::string(dir) + "/" + file);
+        return (int)std::count(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>(),
+                               '\n');
+    }
+    /* r's 8-byte value into *v (r released): tr_get's status */
+    int value_of(tr_ref r, int64_t *v) {
+        const void *p;
+        size_t n;
+        int rc = tr_get(rt, r, 30000, &p, &n);
+        if (rc == 0 && n == 8) memcpy(v, p, 8);
+        tr_ref_release(rt, r);
+        return rc;
+    }
     tr_runtime *rt = nullptr;
 };
 
@@ -290,26 +311,13 @@ TEST_F(ActorTest, CallOptionsRetriesOverTheActors) {
     ASSERT_NE(mkdtemp(dir), nullptr);
     auto crash_until = [&](tr_actor_id a, int64_t limit, const std::string &file, int retries,
                            tr_ref *r) {
-        std::string args(8, '\0');
-        memcpy(&args[0], &limit, 8);
-        args += std::string(dir) + "/" + file;
+        std::string args = crash_args(dir, limit, file);
         tr_call_options co = TR_CALL_OPTIONS_INIT;
         co.max_task_retries = retries;
         return tr_call_opts(rt, a, "crash_until", args.data(), args.size(), NULL, 0, &co, r);
     };
-    auto runs = [&](const std::string &file) {
-        std::ifstream f(std::string(dir) + "/" + file);
-        return (int)std::count(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>(),
-                               '\n');
-    };
-    auto value = [&](tr_ref r, int64_t *v) {
-        const void *p;
-        size_t n;
-        int rc = tr_get(rt, r, 30000, &p, &n);
-        if (rc == 0 && n == 8) memcpy(v, p, 8);
-        tr_ref_release(rt, r);
-        return rc;
-    };
+    auto runs = [&](const std::string &file) { return runs_in(dir, file); };
+    auto value = [&](tr_ref r, int64_t *v) { return value_of(r, v); };
     int64_t v = -1;
     tr_ref r;
     /* an actor without retries (the default, 0): a call of its own 1 goes again once */
@@ -364,24 +372,11 @@ TEST_F(ActorTest, MaxTaskRetriesSendsCallsInFlightAgain) {
     char dir[] = "/tmp/troupe-retries-XXXXXX";
     ASSERT_NE(mkdtemp(dir), nullptr);
     auto crash_until = [&](tr_actor_id a, int64_t limit, const std::string &file, tr_ref *r) {
-        std::string args(8, '\0');
-        memcpy(&args[0], &limit, 8);
-        args += std::string(dir) + "/" + file;
+        std::string args = crash_args(dir, limit, file);
         return tr_call(rt, a, "crash_until", args.data(), args.size(), r);
     };
-    auto runs = [&](const std::string &file) {
-        std::ifstream f(std::string(dir) + "/" + file);
-        return (int)std::count(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>(),
-                               '\n');
-    };
-    auto value = [&](tr_ref r, int64_t *v) {
-        const void *p;
-        size_t n;
-        int rc = tr_get(rt, r, 30000, &p, &n);
-        if (rc == 0 && n == 8) memcpy(v, p, 8);
-        tr_ref_release(rt, r);
-        return rc;
-    };
+    auto runs = [&](const std::string &file) { return runs_in(dir, file); };
+    auto value = [&](tr_ref r, int64_t *v) { return value_of(r, v); };
     tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
     o.name = "retried";
     o.max_restarts = 5;

@@ -286,12 +286,35 @@ fail:
     return NULL;
 }
 
+/* What a submit (tr_call, tr_task_submit) of status rc made: the ObjectRef of out, or NULL
+ * with the error failed(rc, a[, b]) raises, as the general path's. Takes rt (the runtime
+ * object, rtp its pointer) over from the caller. */
+static PyObject *submitted(int rc, const tr_ref *out, PyObject *rt, void *rtp, PyObject *failed,
+                           PyObject *a, PyObject *b) {
+    PyObject *res;
+
+    if (rc != 0) {
+        Py_DECREF(rt);
+        res = b ? PyObject_CallFunction(failed, "iOO", rc, a, b)
+                : PyObject_CallFunction(failed, "iO", rc, a);
+        Py_XDECREF(res);
+        return res == NULL ? NULL : PyErr_Format(PyExc_SystemError, "a failed submit returned");
+    }
+    if ((res = fresh_ref(out, rt)) == NULL) { /* (out of memory: the C ref is let go) */
+        PyThreadState *ts = PyEval_SaveThread();
+        F.release((tr_runtime *)rtp, *out);
+        PyEval_RestoreThread(ts);
+    }
+    Py_DECREF(rt);
+    return res;
+}
+
 /* call_one(actor_id, method, args, kwargs, class_name): the ObjectRef of a call whose
  * arguments are builtin scalars, or None where they are not (or troupe is not running
  * here): the caller takes its general path then. An error of tr_call raises as the
  * general path's does. */
 static PyObject *fast_call_one(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
-    PyObject *rt, *aid, *method, *args, *kwargs, *res;
+    PyObject *rt, *aid, *method, *args, *kwargs;
     void *rtp;
     tr_actor_id id;
     tr_ref out;
@@ -324,19 +347,7 @@ static PyObject *fast_call_one(PyObject *self, PyObject *const *argv, Py_ssize_t
     rc = F.call((tr_runtime *)rtp, id, name, payload, (size_t)len, &out);
     PyEval_RestoreThread(ts);
     free(heap);
-    if (rc != 0) {
-        Py_DECREF(rt);
-        res = PyObject_CallFunction(F.call_failed, "iOO", rc, argv[4], method);
-        Py_XDECREF(res);
-        return res == NULL ? NULL : PyErr_Format(PyExc_SystemError, "call_failed returned");
-    }
-    if ((res = fresh_ref(&out, rt)) == NULL) { /* (out of memory: the C ref is let go) */
-        ts = PyEval_SaveThread();
-        F.release((tr_runtime *)rtp, out);
-        PyEval_RestoreThread(ts);
-    }
-    Py_DECREF(rt);
-    return res;
+    return submitted(rc, &out, rt, rtp, F.call_failed, argv[4], method);
 }
 
 /* task_one(rt, c_name, head, options_address, args, kwargs, function_name): the ObjectRef
@@ -346,7 +357,7 @@ static PyObject *fast_call_one(PyObject *self, PyObject *const *argv, Py_ssize_t
  * the caller takes its general path then. An error of tr_task_submit raises as the
  * general path's does. */
 static PyObject *fast_task_one(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
-    PyObject *rt, *now, *res;
+    PyObject *rt, *now;
     void *rtp, *opts;
     tr_ref out;
     char buf[STACK_BYTES], *heap = NULL, *head;
@@ -378,19 +389,7 @@ static PyObject *fast_task_one(PyObject *self, PyObject *const *argv, Py_ssize_t
                        (const tr_task_options *)opts, &out);
     PyEval_RestoreThread(ts);
     free(heap);
-    if (rc != 0) {
-        Py_DECREF(rt);
-        res = PyObject_CallFunction(F.submit_failed, "iO", rc, argv[6]);
-        Py_XDECREF(res);
-        return res == NULL ? NULL : PyErr_Format(PyExc_SystemError, "submit_failed returned");
-    }
-    if ((res = fresh_ref(&out, rt)) == NULL) { /* (out of memory: the C ref is let go) */
-        ts = PyEval_SaveThread();
-        F.release((tr_runtime *)rtp, out);
-        PyEval_RestoreThread(ts);
-    }
-    Py_DECREF(rt);
-    return res;
+    return submitted(rc, &out, rt, rtp, F.submit_failed, argv[6], NULL);
 }
 
 /* The runtime this process runs now (_runtime._rt's pointer) into *rtp: 1, or 0 where
