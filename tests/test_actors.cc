@@ -285,6 +285,19 @@ int m_sleep_ms(tr_ctx *ctx, void *, const void *args, size_t len) {
     return reply_i64(ctx, ms);
 }
 
+/* (ms, path): waits until a file is at path, or ms have passed; replies 1 if it came. */
+int m_wait_file(tr_ctx *ctx, void *, const void *args, size_t len) {
+    if (len <= sizeof(int64_t)) return tr_ctx_error(ctx, "wait_file: (ms, path)");
+    int64_t ms;
+    memcpy(&ms, args, sizeof ms);
+    std::string path((const char *)args + sizeof ms, len - sizeof ms);
+    struct timespec tick = {0, 5000000};
+    int64_t waited = 0;
+    for (; access(path.c_str(), F_OK) != 0 && waited < ms; waited += 5)
+        nanosleep(&tick, NULL);
+    return reply_i64(ctx, waited < ms);
+}
+
 /* Replies with arg bytes of 'b'. */
 int m_big(tr_ctx *ctx, void *, const void *args, size_t len) {
     std::string out((size_t)arg_i64(args, len), 'b');
@@ -1311,6 +1324,7 @@ const tr_method_def counter_methods[] = {
     {"exit", m_exit},
     {"crash_until", m_crash_until},
     {"sleep_ms", m_sleep_ms},
+    {"wait_file", m_wait_file},
     {"pid", m_pid},
     {"name", m_name},
     {"call_other", m_call_other},
