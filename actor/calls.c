@@ -154,6 +154,7 @@ struct aconn {
     int fd;          /* -1: not connected */
     tr__rlink *link; /* an actor on another node: fd reads its results, writes go here */
     int dead;        /* permanently */
+    int ending;      /* its worker said it ends for good (tr_ctx_exit_actor): reason says why */
     int resolving;
     char reason[700]; /* why it is dead (no allocation: failing calls always have a text) */
     uint64_t inc;
@@ -801,10 +802,15 @@ static void learn_retries(aconn *ac, int task_retries) {
         if (s->start >= ac->sent) keep_frame(ac, s);
 }
 
+static void fail_all(tr__actors *a, aconn *ac);
+
 static void conn_failed(tr__actors *a, aconn *ac, int rc, const char *why) {
     char hex[33], msg[700];
     tr__hex(ac->id.b, 16, hex);
-    snprintf(msg, sizeof msg, "actor %s died while the call was in flight (%s)", hex, why);
+    if (ac->ending) /* (the calls after the one that ended it: never run, for that reason) */
+        snprintf(msg, sizeof msg, "%s", ac->reason);
+    else
+        snprintf(msg, sizeof msg, "actor %s died while the call was in flight (%s)", hex, why);
     if (ac->fd >= 0) {
         epoll_ctl(a->ep, EPOLL_CTL_DEL, ac->fd, NULL);
         if (ac->link) tr__remote_close(a->remotes, ac->link, ac->id.b);
@@ -826,7 +832,7 @@ static void conn_failed(tr__actors *a, aconn *ac, int rc, const char *why) {
             continue;
         }
         slot_extra *x = s->x;
-        if (rc == TR_EACTOR_DIED && x && x->retries && x->frame && !ac->dead) {
+        if (rc == TR_EACTOR_DIED && x && x->retries && x->frame && !ac->dead && !ac->ending) {
             if (x->retries > 0) x->retries--;
             x->skip = x->n_items + x->lost; /* (a stream's new run yields them again) */
             *again_tail = s;
@@ -840,6 +846,10 @@ static void conn_failed(tr__actors *a, aconn *ac, int rc, const char *why) {
     tr__buf_consume(&ac->out, (size_t)(keep_from - ac->sent));
     ac->sent = keep_from;
     tr__buf_reset(&ac->in);
+    if (ac->ending) { /* (never restarted: whatever waits fails now) */
+        fail_all(a, ac);
+        return;
+    }
     if (again) resend(a, ac, again);
     /* Calls never sent wait for the next incarnation: whichever thread waits next must
      * reconnect, even one that waits for another actor's call (a held call may need
@@ -855,6 +865,12 @@ static void mark_dead(tr__actors *a, aconn *ac, const char *reason) {
     char hex[33];
     tr__hex(ac->id.b, 16, hex);
     snprintf(ac->reason, sizeof ac->reason, "actor %s is dead: %s", hex, reason);
+    fail_all(a, ac);
+}
+
+/* The actor is dead for good (ac->reason says why): its calls queued, held or in flight
+ * fail, and later ones at once. Called with mu held. */
+static void fail_all(tr__actors *a, aconn *ac) {
     ac->dead = 1;
     while (ac->head)
         fail_popped(a, pop(ac), TR_EACTOR_DIED, ac->reason);
@@ -991,7 +1007,8 @@ static int encode_call(tr__actors *a, aconn *ac, slot *s, const char *method, co
     ac->next_seq++;
     /* (the timeline: its submission, an instant whose flow the worker's run of it ends) */
     int64_t now = tr__now_ns();
-    tr__trace_ev_add(TR__EV_SUBMIT, now, now, method, strlen(method),
+    tr__trace_ev_add(TR__EV_SUBMIT, now, now, method, strcspn(method, "\x1f"), /* (a task's:
+                                                                          no namespace) */
                      ac->link ? 0 : tr__trace_call_flow(a->pid, ac->id.b, s->seq), 0, 0);
     attach(ac, s);
     s->start = ac->queued;
@@ -1227,6 +1244,13 @@ static void on_readable(tr__actors *a, aconn *ac, int sock) {
                 complete(a, s);
             }
         } else {
+            if (res_rc == TR_EACTOR_DIED && !ac->ending) { /* (only a worker that ends for
+                                  good replies so: tr_ctx_exit_actor; calls after it fail) */
+                ac->ending = 1;
+                snprintf(ac->reason, sizeof ac->reason, "%.*s",
+                         (int)(dlen && ((const char *)data)[dlen - 1] == '\0' ? dlen - 1 : dlen),
+                         (const char *)data);
+            }
             slot_done(a, s, res_rc, data, dlen);
         }
         tr__buf_consume(&ac->in, TR__FRAME_HDR + h.len);
@@ -1971,7 +1995,7 @@ submit(tr__actors *a, tr_actor_id id, const char *method, const void *args, size
     int queued = 0;
     s->pending = 1; /* (the node's metrics: troupe_calls_pending) */
     if (tr__proc_cnt()) tr__cnt_add((uint64_t *)&tr__proc_cnt()->calls_pending, 1);
-    if (ac->dead) {
+    if (ac->dead || ac->ending) {
         slot_fail(a, s, TR_EACTOR_DIED, ac->reason);
     } else if (s->waiting || ac->held_head) {
         if ((rc = hold(ac, s, method, args, len))) {

@@ -159,6 +159,10 @@ int tr__actor_create(tr__nodeconn *node, const char *ns, const char *cls,
     tr__enc_str(&b, res);
     tr__enc_str(&b, "name");
     tr__enc_str(&b, opts->name);
+    if (ns && *ns) { /* its creator's: what its worker's runtime makes and finds names in */
+        tr__enc_str(&b, "ns");
+        tr__enc_str(&b, ns);
+    }
     if (opts->detached) {
         tr__enc_str(&b, "detached");
         tr__enc_int(&b, 1);
@@ -313,6 +317,23 @@ static int copy_str(const tr__obj *map, const char *key, char *dst, size_t cap) 
     return rc;
 }
 
+/* The same, of a name kept in its namespace (namespace, 0x1f, name): the name alone. */
+static int copy_name(const tr__obj *map, const char *key, char *dst, size_t cap) {
+    const tr__obj *v = tr__obj_get(map, key);
+    dst[0] = '\0';
+    if (!v || tr__obj_type(v) == TR__T_NIL) return 0;
+    const char *p, *sep;
+    size_t n;
+    int rc = tr__get_str(map, key, &p, &n);
+    if (rc) return rc;
+    while ((sep = memchr(p, 0x1f, n))) {
+        n -= (size_t)(sep + 1 - p);
+        p = sep + 1;
+    }
+    snprintf(dst, cap, "%.*s", (int)(n < cap ? n : cap - 1), p);
+    return 0;
+}
+
 /* The node's ACTOR_INFO reply on the actor (what: the caller, as errors name it). */
 static int ask_info(tr__nodeconn *node, tr_actor_id id, const char *what, tr__reply *r) {
     tr__buf b = TR__BUF_INIT;
@@ -402,8 +423,8 @@ static int bad_res_name(const char *name) {
     return !name || !*name || strlen(name) > TR__PG_MAX_RES_NAME || strpbrk(name, ",;= ");
 }
 
-int tr__pg_create(tr__nodeconn *node, const tr_bundle *bundles, size_t n, int strategy,
-                  const char *name, tr_pg_id *out) {
+int tr__pg_create(tr__nodeconn *node, const char *ns, const tr_bundle *bundles, size_t n,
+                  int strategy, const char *name, tr_pg_id *out) {
     if (!out) return tr__err(TR_EINVAL, "tr_placement_group_create: out is NULL");
     memset(out, 0, sizeof *out);
     if (!bundles || n == 0 || n > TR__PG_MAX_BUNDLES)
@@ -416,6 +437,12 @@ int tr__pg_create(tr__nodeconn *node, const tr_bundle *bundles, size_t n, int st
                        strategy);
     if (name && strlen(name) > 255)
         return tr__err(TR_EINVAL, "tr_placement_group_create: a name of up to 255 bytes");
+    char qualified[600];
+    if (name && *name) {
+        int q = tr__actor_qualify(ns, name, qualified, sizeof qualified);
+        if (q) return tr__err_wrap(q, "tr_placement_group_create");
+        name = qualified;
+    }
     /* each element's struct_size is its stride (a caller's older, smaller tr_bundle) */
     uint32_t word;
     memcpy(&word, bundles, sizeof word);
@@ -520,7 +547,7 @@ int tr__pg_info(tr__nodeconn *node, tr_pg_id pg, tr_pg_info *out) {
     if (!(rc = tr__get_int(r.root, "state", &state)) &&
         !(rc = tr__get_int(r.root, "strategy", &strategy)) &&
         !(rc = tr__get_int(r.root, "n", &n)) &&
-        !(rc = copy_str(r.root, "name", d.name, sizeof d.name)) &&
+        !(rc = copy_name(r.root, "name", d.name, sizeof d.name)) &&
         !(rc = copy_str(r.root, "reason", d.reason, sizeof d.reason)) &&
         !(rc = copy_str(r.root, "bundles", d.bundles, sizeof d.bundles)) &&
         !(rc = copy_str(r.root, "node", d.node, sizeof d.node))) {
@@ -565,13 +592,16 @@ int tr__pg_remove(tr__nodeconn *node, tr_pg_id pg) {
     return rc;
 }
 
-int tr__pg_by_name(tr__nodeconn *node, const char *name, tr_pg_id *out) {
+int tr__pg_by_name(tr__nodeconn *node, const char *ns, const char *name, tr_pg_id *out) {
     if (!name || !*name || !out)
         return tr__err(TR_EINVAL, "tr_placement_group_get: a name and out");
+    char qualified[600];
+    int q = tr__actor_qualify(ns, name, qualified, sizeof qualified);
+    if (q) return tr__err_wrap(q, "tr_placement_group_get");
     tr__buf b = TR__BUF_INIT;
     tr__enc_map(&b, 1);
     tr__enc_str(&b, "name");
-    tr__enc_str(&b, name);
+    tr__enc_str(&b, qualified);
     tr__reply r;
     int rc = tr__nodeconn_call(node, TR__MSG_PG_BY_NAME, &b, NODE_RPC_MS, &r);
     tr__buf_free(&b);

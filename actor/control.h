@@ -25,8 +25,10 @@ typedef struct tr__actor_where {
     tr__rpc_tls_files tls; /* and the TLS files to reach it with (all "": plain) */
 } tr__actor_where;
 
-/* ns: the namespace of opts->name when opts->ns is NULL ("" or NULL: the default); the
- * node keeps a name of another namespace as ns, 0x1f, name (tr__actor_qualify). */
+/* ns: the creator's namespace ("" or NULL: the default), that of opts->name when opts->ns
+ * is NULL, and the one its worker's runtime makes and finds names in (its node sets the
+ * worker's TROUPE_NAMESPACE); the node keeps a name of another namespace as ns, 0x1f,
+ * name (tr__actor_qualify). */
 int tr__actor_create(tr__nodeconn *node, const char *ns, const char *cls,
                      const tr_actor_options *opts, const void *args, size_t len, tr_actor_id *out);
 /* Asks the node; with wait_ms > 0 the node answers once the actor is ALIVE or DEAD, or
@@ -45,13 +47,14 @@ int tr__actor_info(tr__nodeconn *node, tr_actor_id id, tr_actor_details *out);
 /* The actor's binding_data (tr_actor_binding_data): *out malloc'd, or NULL if none. */
 int tr__actor_binding_data(tr__nodeconn *node, tr_actor_id id, char **out);
 /* Placement groups (actor/pgroup.h has the node's side): as the tr_placement_group_*
- * functions. tr__pg_wait polls the node (backing off to 20 ms). */
-int tr__pg_create(tr__nodeconn *node, const tr_bundle *bundles, size_t n, int strategy,
-                  const char *name, tr_pg_id *out);
+ * functions, a group's name in namespace ns (as an actor's: tr__actor_qualify; the info's
+ * name without it). tr__pg_wait polls the node (backing off to 20 ms). */
+int tr__pg_create(tr__nodeconn *node, const char *ns, const tr_bundle *bundles, size_t n,
+                  int strategy, const char *name, tr_pg_id *out);
 int tr__pg_wait(tr__nodeconn *node, tr_pg_id pg, int timeout_ms);
 int tr__pg_info(tr__nodeconn *node, tr_pg_id pg, tr_pg_info *out);
 int tr__pg_remove(tr__nodeconn *node, tr_pg_id pg);
-int tr__pg_by_name(tr__nodeconn *node, const char *name, tr_pg_id *out);
+int tr__pg_by_name(tr__nodeconn *node, const char *ns, const char *name, tr_pg_id *out);
 
 /* The node's address in its cluster, "IP:port", and (tls not NULL) whether the cluster's
  * links use TLS: 0, or TR_ENOTFOUND (in no cluster). */

@@ -52,7 +52,15 @@ struct tr_ctx {
      * worker, its client and the call's seq; NULL in a compiled graph's step) */
     void *yield_w, *yield_c;
     uint64_t yield_seq;
+    /* tr_ctx_exit_actor: the actor ends once the method returns, its call failing with
+     * TR_EACTOR_DIED and this text */
+    int exiting;
+    char exit_why[400];
 };
+
+/* tr_ctx_exit_actor (worker.c): TR_EACTOR_DIED once set; TR_ESTATE in a task or a
+ * compiled graph's step, TR_EINVAL without ctx. */
+int tr__ctx_exit_actor(tr_ctx *ctx, const char *why);
 
 /* troupe.h's tr_ctx_* functions, as the façade (api/ctx.c) and the graph's steps
  * (dag/exec.c) call them: the same behaviour, the same messages. Thread safety: the

@@ -54,6 +54,7 @@ typedef struct actor {
     char *groups;    /* its concurrency groups, as control.c encodes them (NULL: none) */
     char label[201]; /* its class as a binding names it (tr_actor_options.class_label; "") */
     char *bdata;     /* tr_actor_options.binding_data, or NULL */
+    char ns[256];    /* its creator's namespace ("": the default): its worker's, TROUPE_NAMESPACE */
     uv_timer_t start_timer;
     int timer_live;
     waiter *waiters;
@@ -288,8 +289,11 @@ static void spawn(tr__directory *d, actor *a) {
     /* the worker binds itself to its cores first thing, before it has any thread */
     char *env_cmd = malloc(strlen(a->exe) + 16);
     if (env_cmd) sprintf(env_cmd, "TROUPE_COMMAND=%s", a->exe); /* (its actors' command too) */
-    const char *env[8] = {"TROUPE_ROLE=worker", env_node, env_actor}; /* 3 + 4 + NULL */
+    char env_ns[sizeof "TROUPE_NAMESPACE=" + sizeof a->ns];
+    snprintf(env_ns, sizeof env_ns, "TROUPE_NAMESPACE=%s", a->ns);
+    const char *env[9] = {"TROUPE_ROLE=worker", env_node, env_actor}; /* 3 + 5 + NULL */
     int ne = 3;
+    if (a->ns[0]) env[ne++] = env_ns;
     if (env_cmd) env[ne++] = env_cmd;
     if (a->n_cpus) env[ne++] = env_cpus;
     if (d->gpus.n) env[ne++] = env_cuda;
@@ -356,6 +360,17 @@ static void on_worker_exit(void *ctx, tr__proc *p, int64_t status, int sig) {
     schedule_pending(d);
 }
 
+/* Frees what on_create had taken of an actor it did not place (forwarded, or failed). */
+static void free_unplaced(actor *a) {
+    free(a->cls);
+    free(a->name);
+    free(a->groups);
+    free(a->bdata);
+    free(a->args);
+    free(a->exe);
+    free(a);
+}
+
 static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
     tr__directory *d = ctx;
     if (!c->exe) {
@@ -405,6 +420,17 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
             a->label[i] = (unsigned char)label[i] < 0x20 || label[i] == 0x7f ? '?' : label[i];
         a->label[n] = '\0';
     }
+    const char *ns;
+    size_t ns_len;
+    if (tr__obj_type(tr__obj_get(body, "ns")) == TR__T_STR &&
+        tr__get_str(body, "ns", &ns, &ns_len) == 0 && ns_len > 0) {
+        if (ns_len >= sizeof a->ns || memchr(ns, '\0', ns_len)) {
+            rc = tr__err(TR_EINVAL, "create: a namespace of up to 255 bytes, none of them 0");
+            goto fail;
+        }
+        memcpy(a->ns, ns, ns_len);
+        a->ns[ns_len] = '\0';
+    }
     const char *bdata;
     size_t bdata_len;
     if (tr__obj_type(tr__obj_get(body, "bdata")) == TR__T_STR &&
@@ -440,11 +466,7 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
             if (rc == TR_ENOTFOUND && d->o.forward &&
                 d->o.forward(d->o.forward_ctx, TR__MSG_ACTOR_CREATE, c, seq, body)) {
                 free(res);
-                free(a->cls);
-                free(a->name);
-                free(a->groups);
-                free(a->bdata);
-                free(a);
+                free_unplaced(a);
                 return;
             }
             rc = tr__err_wrap(rc, "tr_actor_create");
@@ -464,11 +486,7 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
     if (!a->pg_tag && (!tr__res_fits(&a->req, &d->total) || !gpus_ever || d->o.no_actors)) {
         if (d->o.forward && d->o.forward(d->o.forward_ctx, TR__MSG_ACTOR_CREATE, c, seq, body)) {
             free(res);
-            free(a->cls);
-            free(a->name);
-            free(a->groups);
-            free(a->bdata);
-            free(a);
+            free_unplaced(a);
             return;
         }
         char want[512], have[512];
@@ -520,13 +538,7 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
 fail:
     tr__server_reply_status(c, seq, rc, tr__last_error());
     free(res);
-    free(a->cls);
-    free(a->name);
-    free(a->groups);
-    free(a->bdata);
-    free(a->args);
-    free(a->exe);
-    free(a);
+    free_unplaced(a);
 }
 
 static void on_resolve(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {

@@ -46,6 +46,33 @@ struct tr__tasks {
 static pthread_mutex_t self_mu = PTHREAD_MUTEX_INITIALIZER;
 static tr_actor_id self_id;
 static int self_known;
+static char task_ns[256]; /* (self_mu) the namespace of the task this worker runs */
+
+#define TASK_NS_SEP '\x1f' /* a task's method: function, TASK_NS_SEP, namespace */
+
+const char *tr__tasks_split(const char *m, size_t *n, size_t *ns_len) {
+    const char *sep = memchr(m, TASK_NS_SEP, *n);
+    *ns_len = sep ? *n - (size_t)(sep - m) - 1 : 0;
+    if (!sep) return NULL;
+    *n = (size_t)(sep - m);
+    return sep + 1;
+}
+
+void tr__tasks_set_namespace(const char *ns, size_t n) {
+    if (n >= sizeof task_ns) n = sizeof task_ns - 1; /* (the submitter's checks: <= 255) */
+    pthread_mutex_lock(&self_mu);
+    if (ns) memcpy(task_ns, ns, n);
+    task_ns[ns ? n : 0] = '\0';
+    pthread_mutex_unlock(&self_mu);
+}
+
+int tr__tasks_namespace(char *out, size_t cap) {
+    pthread_mutex_lock(&self_mu);
+    int known = self_known;
+    if (known && cap) snprintf(out, cap, "%s", task_ns);
+    pthread_mutex_unlock(&self_mu);
+    return known;
+}
 
 void tr__tasks_note_self(const tr_actor_id *id) {
     pthread_mutex_lock(&self_mu);
@@ -259,13 +286,22 @@ static int pick(tr__tasks *t, pool *p, tr_actor_id *out) {
     }
 }
 
-int tr__tasks_submit(tr__tasks *t, const char *fn, const void *args, size_t len, const tr_ref *refs,
-                     size_t n_refs, const tr_task_options *opts, size_t n_returns, tr_ref *out) {
+int tr__tasks_submit(tr__tasks *t, const char *ns, const char *fn, const void *args, size_t len,
+                     const tr_ref *refs, size_t n_refs, const tr_task_options *opts,
+                     size_t n_returns, tr_ref *out) {
     if (!fn || !*fn || strlen(fn) > 255 || !out || (!args && len) || (!refs && n_refs))
         return tr__err(TR_EINVAL, "tr_task_submit: a function name of 1..255 bytes, out, and "
                                   "args/refs when their lengths are not 0");
-    if (strncmp(fn, "__troupe_", 9) == 0)
-        return tr__err(TR_EINVAL, "tr_task_submit: names starting __troupe_ are troupe's");
+    if (strncmp(fn, "__troupe_", 9) == 0 || strchr(fn, TASK_NS_SEP))
+        return tr__err(TR_EINVAL, "tr_task_submit: names starting __troupe_ are troupe's, "
+                                  "and a name holds no byte 0x1f");
+    char method[2 * 256 + 2];
+    if (ns && *ns) {
+        if (strlen(ns) > 255 || strchr(ns, TASK_NS_SEP))
+            return tr__err(TR_EINVAL, "tr_task_submit: a namespace of up to 255 bytes, no 0x1f");
+        snprintf(method, sizeof method, "%s%c%s", fn, TASK_NS_SEP, ns);
+        fn = method;
+    }
     tr_task_options o = TR_TASK_OPTIONS_INIT;
     if (opts) {
         int rc = tr__struct_in(&o, sizeof o, opts, TR__SIZE_UPTO(tr_task_options, n_contained),

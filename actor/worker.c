@@ -284,7 +284,9 @@ typedef struct worker {
     size_t n_groups;
     pthread_mutex_t pool_mu; /* every pool's: their queues, and each client's out and refs */
     pthread_t loop;          /* the thread that runs tr__worker_run's loop */
-    int ending;              /* its last handle went (TR__END_METHOD): the loop ends */
+    int ending;              /* its last handle went (TR__END_METHOD), or a method ended
+                                it (tr_ctx_exit_actor): the loop ends */
+    char end_why[400];       /* (end_mu) the node's reason for its end ("": no handle left) */
     int end_queued;          /* the loop queued that call on a pool (the loop's own) */
     int wake_fd;             /* an eventfd in the loop's epoll: a pool thread wakes it */
 } worker;
@@ -322,6 +324,32 @@ static volatile sig_atomic_t stop_requested;
 static void on_term(int sig) {
     (void)sig;
     stop_requested = 1;
+}
+
+static pthread_mutex_t end_mu = PTHREAD_MUTEX_INITIALIZER; /* (worker.end_why) */
+
+/* The actor ends (why: what the node keeps as its reason; NULL: no handle of it is left):
+ * the loop stops taking calls, and the worker exits orderly. Any thread. */
+static void begin_end(worker *w, const char *why) {
+    pthread_mutex_lock(&end_mu);
+    if (why && !w->end_why[0]) snprintf(w->end_why, sizeof w->end_why, "%s", why);
+    pthread_mutex_unlock(&end_mu);
+    __atomic_store_n(&w->ending, 1, __ATOMIC_RELEASE);
+    stop_requested = 1;
+    uint64_t one = 1; /* (a pool thread: the loop may sleep in epoll_wait) */
+    if (!pthread_equal(pthread_self(), w->loop) &&
+        (w->wake_fd < 0 || write(w->wake_fd, &one, sizeof one) != sizeof one))
+        pthread_kill(w->loop, SIGTERM);
+}
+
+int tr__ctx_exit_actor(tr_ctx *ctx, const char *why) {
+    if (!ctx) return tr__err(TR_EINVAL, "tr_ctx_exit_actor: ctx is NULL");
+    if (ctx->in_graph || tr__tasks_namespace(NULL, 0))
+        return tr__err(TR_ESTATE, "tr_ctx_exit_actor: not in an actor's method (a %s)",
+                       ctx->in_graph ? "compiled graph's step" : "task");
+    snprintf(ctx->exit_why, sizeof ctx->exit_why, "%.300s", why && *why ? why : "exited");
+    ctx->exiting = 1;
+    return TR_EACTOR_DIED;
 }
 
 static void free_client(client *c) {
@@ -481,6 +509,11 @@ static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t se
     const void *args, *refs, *inl;
     int rc = tr__call_parse(body, n, &m, &mlen, &args, &alen, &refs, &n_refs, &inl, &inl_len);
     if (rc) return rc;
+    if (w->task_worker) { /* a task: its function, and its submitter's namespace */
+        size_t ns_len;
+        const char *ns = tr__tasks_split(m, &mlen, &ns_len);
+        tr__tasks_set_namespace(ns, ns_len);
+    }
     if (memchr(m, '@', mlen)) { /* "method@group": the call chose its concurrency group */
         size_t base;
         if (group_of(w, m, mlen, &base) < 0) {
@@ -495,12 +528,7 @@ static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t se
     if (builtin && mlen == sizeof TR__END_METHOD - 1 && memcmp(m, TR__END_METHOD, mlen) == 0) {
         /* (no handle of the actor is left: the calls before this one have their replies;
          * the loop ends as on SIGTERM, and the worker exits orderly) */
-        __atomic_store_n(&w->ending, 1, __ATOMIC_RELEASE);
-        stop_requested = 1;
-        uint64_t one = 1; /* (a pool thread: the loop may sleep in epoll_wait) */
-        if (!pthread_equal(pthread_self(), w->loop) &&
-            (w->wake_fd < 0 || write(w->wake_fd, &one, sizeof one) != sizeof one))
-            pthread_kill(w->loop, SIGTERM);
+        begin_end(w, NULL);
         return tr__result_frame(out, seq, 0, "", 0);
     }
     for (size_t i = 0; builtin && i < w->n_builtins; i++) {
@@ -573,6 +601,16 @@ static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t se
     ctx->method = NULL;
     if (mu) pthread_mutex_unlock(mu);
     if (n_refs) unpin_refs(w, ctx, refs);
+    if (ctx->exiting) { /* (tr_ctx_exit_actor: whatever it replied, its caller hears why) */
+        ctx->exiting = 0;
+        drop_result_obj(ctx);
+        begin_end(w, ctx->exit_why);
+        char msg[600], hex[33];
+        tr__hex(w->ctx.id.b, 16, hex);
+        int k = snprintf(msg, sizeof msg, "the actor %s ended in method '%s': %s", hex, def->name,
+                         ctx->exit_why);
+        return tr__result_frame(out, seq, TR_EACTOR_DIED, msg, (size_t)k + 1);
+    }
     if (r != 0 || ctx->result.oom) {
         drop_result_obj(ctx);
         if (!ctx->has_err) {
@@ -1464,10 +1502,13 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
     if (w.cls->ctor) {
         w.ctx.has_err = 0;
         int cr = w.cls->ctor(&w.ctx, args, args_len, &w.self);
-        if (cr != 0) {
+        if (cr != 0 || w.ctx.exiting) {
             char msg[1100];
-            snprintf(msg, sizeof msg, "constructor of '%s' failed: %s", cls_name,
-                     w.ctx.has_err ? w.ctx.err : "it returned non-zero");
+            if (w.ctx.exiting) /* (tr_ctx_exit_actor: it ends, never restarted) */
+                snprintf(msg, sizeof msg, "the actor ended in its constructor: %s", w.ctx.exit_why);
+            else
+                snprintf(msg, sizeof msg, "constructor of '%s' failed: %s", cls_name,
+                         w.ctx.has_err ? w.ctx.err : "it returned non-zero");
             report_failure(node, id, inc, msg);
             tr__reply_free(&r);
             goto out;
@@ -1589,7 +1630,12 @@ out:
     if (__atomic_load_n(&w.ending, __ATOMIC_ACQUIRE)) { /* (before its callers see it go) */
         tr_actor_id self;
         memcpy(self.b, id, 16);
-        if (tr__actor_ending(node, self, "ended: no handle of it was left"))
+        pthread_mutex_lock(&end_mu);
+        char why[sizeof w.end_why];
+        snprintf(why, sizeof why, "%s",
+                 w.end_why[0] ? w.end_why : "ended: no handle of it was left");
+        pthread_mutex_unlock(&end_mu);
+        if (tr__actor_ending(node, self, why))
             TR_LOG_WARN("WORKER-END", "the node was not told: %s", tr__last_error());
         drain_for_end(&w);
     }

@@ -9,6 +9,10 @@
 #include "core/status.h"
 #include "troupe/troupe.h"
 
+TR_API int tr_ctx_exit_actor(tr_ctx *ctx, const char *why) {
+    return tr__ctx_exit_actor(ctx, why);
+}
+
 TR_API int tr_ctx_reply(tr_ctx *ctx, const void *data, size_t len) {
     return tr__ctx_reply(ctx, data, len);
 }

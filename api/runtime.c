@@ -379,20 +379,36 @@ TR_API char *tr_actor_id_str(tr_actor_id id, char *buf) {
     return buf;
 }
 
-/* The namespace of the names this runtime makes and finds: its config's "namespace",
- * else the environment's TROUPE_NAMESPACE (a worker's: its binding sets it for the job),
- * else "" (the default). */
-static const char *rt_namespace(const tr_runtime *rt) {
-    if (rt->cfg && rt->cfg->ns) return rt->cfg->ns;
+/* The namespace of the names this runtime makes and finds, into out: in a worker of the
+ * task pool, the namespace of the task it runs (its submitter's: pool workers are shared by
+ * every job); in an actor's worker, its creator's (the TROUPE_NAMESPACE its node set, else
+ * the default); in a driver, its config's "namespace", else the environment's
+ * TROUPE_NAMESPACE, else "" (the default). */
+static void rt_namespace(const tr_runtime *rt, char out[256]) {
+    if (tr__tasks_namespace(out, 256)) return;
     const char *e = getenv("TROUPE_NAMESPACE");
-    return e ? e : "";
+    if (!rt->is_actor && rt->cfg && rt->cfg->ns) e = rt->cfg->ns;
+    snprintf(out, 256, "%s", e ? e : "");
+}
+
+TR_API int tr_runtime_namespace(tr_runtime *rt, char *buf, size_t cap) {
+    CHECK_RT(rt, "tr_runtime_namespace");
+    char ns[256];
+    rt_namespace(rt, ns);
+    if (!buf || cap <= strlen(ns))
+        return tr__err(TR_EINVAL, "tr_runtime_namespace: a buffer of %zu bytes or more",
+                       strlen(ns) + 1);
+    memcpy(buf, ns, strlen(ns) + 1);
+    return 0;
 }
 
 TR_API int tr_actor_create(tr_runtime *rt, const char *class_name, const tr_actor_options *opts,
                            const void *args, size_t len, tr_actor_id *out) {
     CHECK_RT(rt, "tr_actor_create");
     if (!out) return tr__err(TR_EINVAL, "tr_actor_create: out is NULL");
-    return tr__actor_create(rt->node, rt_namespace(rt), class_name, opts, args, len, out);
+    char ns[256];
+    rt_namespace(rt, ns);
+    return tr__actor_create(rt->node, ns, class_name, opts, args, len, out);
 }
 
 TR_API int tr_actor_handle(tr_runtime *rt, tr_actor_id actor, tr_ref *out) {
@@ -430,7 +446,9 @@ TR_API int tr_actor_get(tr_runtime *rt, const char *name, tr_actor_id *out) {
 TR_API int tr_actor_get_in(tr_runtime *rt, const char *ns, const char *name, tr_actor_id *out) {
     CHECK_RT(rt, "tr_actor_get");
     if (!out) return tr__err(TR_EINVAL, "tr_actor_get: out is NULL");
-    return tr__actor_by_name(rt->node, ns ? ns : rt_namespace(rt), name, out);
+    char own[256];
+    if (!ns) rt_namespace(rt, own);
+    return tr__actor_by_name(rt->node, ns ? ns : own, name, out);
 }
 
 TR_API int tr_actor_kill(tr_runtime *rt, tr_actor_id actor, int no_restart) {
@@ -536,7 +554,9 @@ TR_API char *tr_pg_id_str(tr_pg_id id, char *buf) {
 TR_API int tr_placement_group_create(tr_runtime *rt, const tr_bundle *bundles, size_t n,
                                      int strategy, const char *name, tr_pg_id *out) {
     CHECK_RT(rt, "tr_placement_group_create");
-    return tr__pg_create(rt->node, bundles, n, strategy, name, out);
+    char ns[256];
+    rt_namespace(rt, ns);
+    return tr__pg_create(rt->node, ns, bundles, n, strategy, name, out);
 }
 
 TR_API int tr_placement_group_wait(tr_runtime *rt, tr_pg_id pg, int timeout_ms) {
@@ -557,7 +577,9 @@ TR_API int tr_placement_group_remove(tr_runtime *rt, tr_pg_id pg) {
 
 TR_API int tr_placement_group_get(tr_runtime *rt, const char *name, tr_pg_id *out) {
     CHECK_RT(rt, "tr_placement_group_get");
-    return tr__pg_by_name(rt->node, name, out);
+    char ns[256];
+    rt_namespace(rt, ns);
+    return tr__pg_by_name(rt->node, ns, name, out);
 }
 
 TR_API void tr_task_options_init(tr_task_options *opts) {
@@ -581,7 +603,9 @@ TR_API int tr_task_submit_multi(tr_runtime *rt, const char *fn, const void *args
     int rc = rt->tasks ? 0 : tr__tasks_create(rt->node, rt->actors, rt->objects, &rt->tasks);
     pthread_mutex_unlock(&rt->tasks_mu);
     if (rc) return rc;
-    return tr__tasks_submit(rt->tasks, fn, args, len, refs, n_refs, opts, num_returns, outs);
+    char ns[256];
+    rt_namespace(rt, ns);
+    return tr__tasks_submit(rt->tasks, ns, fn, args, len, refs, n_refs, opts, num_returns, outs);
 }
 
 TR_API int tr_call_multi(tr_runtime *rt, tr_actor_id actor, const char *method, const void *args,

@@ -306,6 +306,44 @@ TEST_F(ActorTest, MaxRestartsRestartsAfterCrash) {
 /* tr_call_opts' max_task_retries: a call's own retries over its actor's (Ray's per-method
  * max_task_retries): more than the actor's, none where the actor's are -1, the actor's
  * with TR_RETRIES_ACTOR; bad options are refused; NULL options are tr_call_refs'. */
+/* tr_ctx_exit_actor (Ray's exit_actor): the call that ran it fails with TR_EACTOR_DIED and
+ * its reason whatever it replied, the actor is dead for good (restarts left or not) with
+ * that reason in its details, and a later call fails; in a constructor the actor never
+ * lives; in a task it is refused. */
+TEST_F(ActorTest, AnActorThatEndsItselfSaysWhy) {
+    tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
+    o.max_restarts = -1;
+    tr_actor_id a = make("e", &o);
+    std::string out;
+    EXPECT_EQ(call_str(rt, a, "exit_with", "all done", &out), TR_EACTOR_DIED);
+    EXPECT_NE(std::string(tr_last_error()).find("all done"), std::string::npos) << tr_last_error();
+    EXPECT_NE(std::string(tr_last_error()).find("'exit_with'"), std::string::npos)
+        << tr_last_error();
+    tr_actor_details d; /* (its worker goes right after the reply: dead soon) */
+    tr_actor_details_init(&d);
+    EXPECT_TRUE(eventually(
+        5000, [&] { return tr_actor_info(rt, a, &d) == 0 && d.state == TR_ACTOR_DEAD; }));
+    EXPECT_STREQ(d.reason, "all done");
+    EXPECT_EQ(d.restarts, 0);
+    int64_t v;
+    EXPECT_EQ(call_i64(rt, a, "add", 1, &v), TR_EACTOR_DIED);
+    /* in its constructor */
+    tr_actor_id b;
+    ASSERT_EQ(tr_actor_create(rt, "Counter", &o, "exit-ctor", 9, &b), 0);
+    EXPECT_EQ(tr_actor_wait_ready(rt, b, 10000), TR_EACTOR_DIED);
+    EXPECT_NE(std::string(tr_last_error()).find("its constructor said so"), std::string::npos)
+        << tr_last_error();
+    /* in a task */
+    tr_ref r;
+    const void *p;
+    size_t n;
+    ASSERT_EQ(tr_task_submit(rt, "t_exit", nullptr, 0, nullptr, 0, nullptr, &r), 0);
+    ASSERT_EQ(tr_get(rt, r, 30000, &p, &n), 0) << tr_last_error();
+    EXPECT_EQ(std::string((const char *)p, n), "TR_ESTATE");
+    tr_ref_release(rt, r);
+    EXPECT_EQ(tr_ctx_exit_actor(nullptr, "x"), TR_EINVAL);
+}
+
 TEST_F(ActorTest, CallOptionsRetriesOverTheActors) {
     char dir[] = "/tmp/troupe-own-retries-XXXXXX";
     ASSERT_NE(mkdtemp(dir), nullptr);

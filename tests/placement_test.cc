@@ -192,6 +192,26 @@ TEST_F(PlacementTest, ActorsInABundleGetItsResourcesAndDevices) {
     tr_pg_id dup;
     tr_bundle one = bundle(0.5);
     EXPECT_EQ(tr_placement_group_create(rt, &one, 1, TR_PG_PACK, "gang", &dup), TR_EEXIST);
+    { /* names are per namespace (Ray's): another driver's namespace has a "gang" of its own */
+        tr_runtime *other = nullptr;
+        tr_config *cfg =
+            test_config_with({{"address", tr_runtime_address(rt)}, {"namespace", "other"}});
+        ASSERT_EQ(tr_init(cfg, &other), 0) << tr_last_error();
+        tr_config_destroy(cfg);
+        EXPECT_EQ(tr_placement_group_get(other, "gang", &got), TR_ENOTFOUND);
+        tr_pg_id theirs, found;
+        ASSERT_EQ(tr_placement_group_create(other, &one, 1, TR_PG_PACK, "gang", &theirs), 0)
+            << tr_last_error();
+        ASSERT_EQ(tr_placement_group_get(other, "gang", &found), 0) << tr_last_error();
+        EXPECT_EQ(memcmp(found.b, theirs.b, 16), 0);
+        tr_pg_info info = TR_PG_INFO_INIT;
+        ASSERT_EQ(tr_placement_group_info(other, theirs, &info), 0) << tr_last_error();
+        EXPECT_STREQ(info.name, "gang");
+        EXPECT_EQ(tr_placement_group_remove(other, theirs), 0);
+        tr_shutdown(other);
+        ASSERT_EQ(tr_placement_group_get(rt, "gang", &got), 0) << tr_last_error();
+        EXPECT_EQ(memcmp(got.b, pg.b, 16), 0);
+    }
 
     /* removal kills x, y, z, w and gives everything back */
     ASSERT_EQ(tr_placement_group_remove(rt, pg), 0) << tr_last_error();

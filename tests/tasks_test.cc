@@ -305,6 +305,58 @@ TEST_F(TasksTest, TaskCreatesAnActor) {
     EXPECT_EQ(run_i64("t_make_actor", 41), 41);
 }
 
+/* A driver's namespace (tr_config "namespace") goes with what it starts: its actors'
+ * workers and its tasks, and their tasks, make and find names in it, while the same pool
+ * workers run another driver's tasks in that one's (the default here). */
+TEST_F(TasksTest, ActorsAndTasksRunInTheirDriversNamespace) {
+    tr_runtime *job = nullptr;
+    tr_config *cfg =
+        test_config_with({{"address", tr_runtime_address(rt)}, {"namespace", "job-1"}});
+    ASSERT_EQ(tr_init(cfg, &job), 0) << tr_last_error();
+    tr_config_destroy(cfg);
+    char ns[256];
+    ASSERT_EQ(tr_runtime_namespace(job, ns, sizeof ns), 0);
+    EXPECT_STREQ(ns, "job-1");
+    ASSERT_EQ(tr_runtime_namespace(rt, ns, sizeof ns), 0);
+    EXPECT_STREQ(ns, "");
+    EXPECT_EQ(tr_runtime_namespace(job, ns, 5), TR_EINVAL); /* (too small) */
+    auto task = [&](tr_runtime *r, const char *fn, const std::string &arg = "") {
+        tr_ref ref;
+        const void *d;
+        size_t n;
+        std::string out = "(failed)";
+        EXPECT_EQ(tr_task_submit(r, fn, arg.data(), arg.size(), nullptr, 0, nullptr, &ref), 0)
+            << tr_last_error();
+        EXPECT_EQ(tr_get(r, ref, 30000, &d, &n), 0) << tr_last_error();
+        if (d) out.assign((const char *)d, n);
+        tr_ref_release(r, ref);
+        return out;
+    };
+    for (int i = 0; i < 3; i++) { /* (the same warm workers, each task its driver's) */
+        EXPECT_EQ(task(job, "t_namespace"), "job-1");
+        EXPECT_EQ(task(rt, "t_namespace"), "");
+    }
+    EXPECT_EQ(task(job, "t_child_namespace"), "job-1");
+    EXPECT_EQ(task(rt, "t_child_namespace"), "");
+    /* an actor's worker: its creator's */
+    tr_actor_id a;
+    ASSERT_EQ(tr_actor_create(job, "Counter", nullptr, "a", 1, &a), 0) << tr_last_error();
+    tr_ref r;
+    const void *d;
+    size_t n;
+    ASSERT_EQ(tr_call(job, a, "namespace", nullptr, 0, &r), 0);
+    ASSERT_EQ(tr_get(job, r, 30000, &d, &n), 0) << tr_last_error();
+    EXPECT_EQ(std::string((const char *)d, n), "job-1");
+    tr_ref_release(job, r);
+    /* a name made in a task is its driver's */
+    EXPECT_EQ(task(job, "t_make_named", "from-task"), "made");
+    tr_actor_id found;
+    EXPECT_EQ(tr_actor_get(rt, "from-task", &found), TR_ENOTFOUND);
+    ASSERT_EQ(tr_actor_get(job, "from-task", &found), 0) << tr_last_error();
+    EXPECT_EQ(tr_actor_kill(job, found, 1), 0);
+    tr_shutdown(job);
+}
+
 TEST_F(TasksTest, ErrorsAreTheRefs) {
     std::string out;
     EXPECT_EQ(run("t_fail", "why", &out), TR_ETASK);

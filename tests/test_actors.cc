@@ -127,6 +127,7 @@ int counter_new(tr_ctx *ctx, const void *args, size_t len, void **self) {
     if (c->name == "crash-ctor") abort();
     if (c->name == "slow-ctor") sleep(5);
     *self = c;
+    if (c->name == "exit-ctor") (void)tr_ctx_exit_actor(ctx, "its constructor said so");
     return 0;
 }
 
@@ -1311,6 +1312,15 @@ int m_dev_sum(tr_ctx *ctx, void *, const void *args, size_t len) {
 }
 #endif
 
+/* Ends the actor (tr_ctx_exit_actor) with args as the reason, after a reply of its own
+ * (which its caller never sees). */
+int m_exit_with(tr_ctx *ctx, void *, const void *args, size_t len) {
+    std::string why((const char *)args, len);
+    (void)reply_i64(ctx, 1);
+    return tr_ctx_exit_actor(ctx, why.c_str());
+}
+
+int m_namespace(tr_ctx *ctx, void *, const void *, size_t);
 const tr_method_def counter_methods[] = {
     {"add", m_add},
     {"note", m_note},
@@ -1354,6 +1364,8 @@ const tr_method_def counter_methods[] = {
     {"leave_group", m_leave_group},
     {"fail_plain", m_fail_plain},
     {"slow_big", m_slow_big},
+    {"namespace", m_namespace},
+    {"exit_with", m_exit_with},
     {"plus1", m_plus1},
     {"excl", m_excl},
     {"gpus", m_gpus},
@@ -1494,6 +1506,51 @@ int t_tree(tr_ctx *ctx, const void *args, size_t len) {
     return reply_i64(ctx, total);
 }
 
+/* The namespace its runtime makes and finds names in now (tr_runtime_namespace). */
+static int reply_namespace(tr_ctx *ctx) {
+    char ns[256];
+    if (tr_runtime_namespace(tr_ctx_runtime(ctx), ns, sizeof ns))
+        return tr_ctx_error(ctx, "tr_runtime_namespace: %s", tr_last_error());
+    return tr_ctx_reply(ctx, ns, strlen(ns));
+}
+int m_namespace(tr_ctx *ctx, void *, const void *, size_t) {
+    return reply_namespace(ctx);
+}
+int t_namespace(tr_ctx *ctx, const void *, size_t) {
+    return reply_namespace(ctx);
+}
+
+/* The namespace its child task sees (t_namespace, submitted from this task). */
+int t_child_namespace(tr_ctx *ctx, const void *, size_t) {
+    tr_runtime *rt = tr_ctx_runtime(ctx);
+    tr_ref kid;
+    const void *v;
+    size_t n;
+    int rc = tr_task_submit(rt, "t_namespace", nullptr, 0, nullptr, 0, nullptr, &kid);
+    if (!rc && !(rc = tr_get(rt, kid, 30000, &v, &n))) rc = tr_ctx_reply(ctx, v, n);
+    if (rc) return tr_ctx_error(ctx, "child: %s: %s", tr_errname(rc), tr_last_error());
+    tr_ref_release(rt, kid);
+    return 0;
+}
+
+/* tr_ctx_exit_actor in a task: refused (TR_ESTATE), replied as its code's name. */
+int t_exit(tr_ctx *ctx, const void *, size_t) {
+    const char *name = tr_errname(tr_ctx_exit_actor(ctx, "no"));
+    return tr_ctx_reply(ctx, name, strlen(name));
+}
+
+/* Creates a detached Counter named args (in its runtime's namespace); replies "made". */
+int t_make_named(tr_ctx *ctx, const void *args, size_t len) {
+    std::string name((const char *)args, len);
+    tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
+    o.name = name.c_str();
+    o.detached = 1;
+    tr_actor_id a;
+    if (tr_actor_create(tr_ctx_runtime(ctx), "Counter", &o, "n", 1, &a))
+        return tr_ctx_error(ctx, "create: %s", tr_last_error());
+    return tr_ctx_reply(ctx, "made", 4);
+}
+
 /* Creates a Counter actor, adds args to it, kills it; replies the sum. */
 int t_make_actor(tr_ctx *ctx, const void *args, size_t len) {
     tr_runtime *rt = tr_ctx_runtime(ctx);
@@ -1612,11 +1669,22 @@ void add_functions(tr_config *cfg) {
     static const struct {
         const char *name;
         tr_task_fn fn;
-    } fns[] = {
-        {"t_echo", t_echo},         {"t_pid", t_pid},       {"t_touch", t_touch},
-        {"t_sleep", t_sleep},       {"t_fail", t_fail},     {"t_crash_until", t_crash_until},
-        {"t_sum_refs", t_sum_refs}, {"t_tree", t_tree},     {"t_make_actor", t_make_actor},
-        {"t_parts", t_parts},       {"t_stream", t_stream}, {"t_until_canceled", t_until_canceled}};
+    } fns[] = {{"t_echo", t_echo},
+               {"t_pid", t_pid},
+               {"t_touch", t_touch},
+               {"t_sleep", t_sleep},
+               {"t_fail", t_fail},
+               {"t_crash_until", t_crash_until},
+               {"t_sum_refs", t_sum_refs},
+               {"t_tree", t_tree},
+               {"t_make_actor", t_make_actor},
+               {"t_parts", t_parts},
+               {"t_stream", t_stream},
+               {"t_until_canceled", t_until_canceled},
+               {"t_namespace", t_namespace},
+               {"t_child_namespace", t_child_namespace},
+               {"t_make_named", t_make_named},
+               {"t_exit", t_exit}};
     for (const auto &f : fns)
         if (tr_config_add_function(cfg, f.name, f.fn)) abort();
 }

@@ -75,6 +75,7 @@ void tr__cl_job_free(job *j) {
     free(j->groups);
     free(j->label);
     free(j->bdata);
+    free(j->ns);
     free(j->name);
     free(j->res);
     free(j->exe);
@@ -241,6 +242,10 @@ static void run_create(tr__cluster *cl, job *j) {
     if (j->tretries) {
         tr__enc_str(&q, "tretries");
         tr__enc_int(&q, j->tretries);
+    }
+    if (j->ns) {
+        tr__enc_str(&q, "ns");
+        tr__enc_str(&q, j->ns);
     }
     tr__enc_map_close(&q, m);
     uint8_t id[16];
@@ -549,6 +554,9 @@ int tr__cluster_forward(tr__cluster *cl, int type, tr__conn *c, uint64_t seq, co
             goto fail;
         if (tr__obj_type(tr__obj_get(body, "bdata")) == TR__T_STR &&
             (rc = tr__get_strdup(body, "bdata", &j->bdata)))
+            goto fail;
+        if (tr__obj_type(tr__obj_get(body, "ns")) == TR__T_STR &&
+            (rc = tr__get_strdup(body, "ns", &j->ns)))
             goto fail;
         j->args = malloc(j->args_len ? j->args_len : 1);
         j->exe = c->exe ? strdup(c->exe) : NULL;

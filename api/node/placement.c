@@ -228,9 +228,10 @@ int tr__cl_op_create(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
         tr__enc_strn(&b, name, nn);
     }
     /* how the actor's worker runs calls (how many at once, in which groups), whether it
-     * outlives its creator, what its callers resend when it dies (max_task_retries) */
-    static const char *const passed[] = {"conc",  "groups", "detached",
-                                         "label", "bdata",  "tretries"};
+     * outlives its creator, what its callers resend when it dies (max_task_retries), its creator's
+     * namespace */
+    static const char *const passed[] = {"conc",  "groups",   "detached", "label",
+                                         "bdata", "tretries", "ns"};
     for (size_t i = 0; i < sizeof passed / sizeof *passed; i++) {
         const tr__obj *v = tr__obj_get(req, passed[i]);
         int64_t k;

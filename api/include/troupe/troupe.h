@@ -164,6 +164,15 @@ TR_API int tr_ctx_yield_contains(tr_ctx *ctx, const void *data, size_t len, cons
  * method's thread. */
 TR_API int tr_ctx_canceled(const tr_ctx *ctx);
 
+/* Ends the actor for good once this method (or constructor) returns, as Ray's
+ * exit_actor(): the call fails at its caller with TR_EACTOR_DIED and why (copied, up to
+ * 300 bytes; NULL: "exited"), which the actor's details keep as its reason; calls not run
+ * yet fail with TR_EACTOR_DIED; its destructor runs and it is never restarted. Returns
+ * TR_EACTOR_DIED, for `return tr_ctx_exit_actor(ctx, "done");`; TR_ESTATE in a task (its
+ * pool worker serves every job) or a compiled graph's step. Added in 0.11.
+ * Thread safety: the method's thread. */
+TR_API int tr_ctx_exit_actor(tr_ctx *ctx, const char *why);
+
 /* Says the call failed though it replies a value (a binding's exception, pickled into its
  * result as Python's is): the node's metrics count it as an error. Thread safety: the
  * method's thread. */
@@ -240,8 +249,10 @@ TR_API void tr_config_destroy(tr_config *cfg);
  *   "max_message_bytes"        largest accepted frame (default 64 MiB)
  *   "worker_start_timeout_ms"  how long a worker may take to come up (default 30000)
  *   "namespace"                the namespace of the actor names this runtime makes and
- *                              finds (Ray's; default "": unset, a worker's is its
- *                              environment's TROUPE_NAMESPACE; see tr_actor_options.ns)
+ *                              finds (Ray's; default "": unset, the environment's
+ *                              TROUPE_NAMESPACE, else ""). Its actors' workers and its
+ *                              tasks inherit it (tr_runtime_namespace; see
+ *                              tr_actor_options.ns)
  *   "tmpdir"                   where the node's 0700 session directory goes (default /tmp)
  *   "object_store_bytes"       the node's shared-memory object store capacity (default
  *                              30% of RAM, at most 1 GiB; allocated up front)
@@ -365,6 +376,14 @@ TR_API void tr_shutdown(tr_runtime *rt);
 /* The node's address (its socket path), borrowed until tr_shutdown.
  * Thread safety: any thread. */
 TR_API const char *tr_runtime_address(const tr_runtime *rt);
+
+/* The namespace (up to 255 bytes; "": the default) of the actor names rt makes and finds
+ * now, into buf (cap bytes, 256 always enough): in a driver, its config's "namespace"
+ * (else TROUPE_NAMESPACE, else ""); in an actor's worker, its creator's; in a task, the
+ * namespace of the runtime that submitted it (a task worker runs the tasks of every job,
+ * each in its own). TR_EINVAL if buf is too small. Added in 0.11.
+ * Thread safety: any thread. */
+TR_API int tr_runtime_namespace(tr_runtime *rt, char *buf, size_t cap);
 
 /* Node status as a JSON object (pid, address, resources, actors, object store, groups;
  * every field is described in docs/NODE.md). *json_out is the caller's, freed with
@@ -782,7 +801,8 @@ TR_API void tr_bundle_init(tr_bundle *b);
  * when resources free up; returns at once with its id. While it cannot be placed it
  * stays PENDING and tr_placement_group_info says why (resources busy, or more than the
  * node has at all: it then waits for good, never half placed). name (may be NULL or "")
- * is unique among live groups (of the cluster, in one). The group lives until
+ * is unique among the live groups of its namespace (the runtime's, tr_runtime_namespace;
+ * of the cluster, in one). The group lives until
  * tr_placement_group_remove or until its creator's process exits. Returns 0, TR_EINVAL
  * (no bundles, a bundle with nothing in it, a negative or non-finite quantity, a bad name,
  * an unknown strategy), TR_EEXIST (name taken), TR_ESTATE (a cluster's client node that
@@ -826,7 +846,8 @@ TR_API int tr_placement_group_info(tr_runtime *rt, tr_pg_id pg, tr_pg_info *out)
  * TR_ENOTFOUND, TR_ECONNECT. Thread safety: any thread. */
 TR_API int tr_placement_group_remove(tr_runtime *rt, tr_pg_id pg);
 
-/* The live (not removed) group named name. Returns 0, TR_ENOTFOUND, TR_EINVAL.
+/* The live (not removed) group named name in the runtime's namespace
+ * (tr_runtime_namespace). Returns 0, TR_ENOTFOUND, TR_EINVAL.
  * Thread safety: any thread. */
 TR_API int tr_placement_group_get(tr_runtime *rt, const char *name, tr_pg_id *out);
 

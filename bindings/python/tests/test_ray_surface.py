@@ -358,8 +358,13 @@ def test_a_methods_own_max_task_retries_over_the_actors(ray, tmp_path):
     with pytest.raises(ray.exceptions.RayActorError):
         ray.get(b.never.remote(str(tmp_path / "n")), timeout=30)
     assert ray.get(b.plain.remote(str(tmp_path / "bp")), timeout=30) == 2  # (the actor's)
+    # a call's own, through .options(): over the method's and the actor's
+    assert ray.get(a.plain.options(max_task_retries=1).remote(str(tmp_path / "o")),
+                   timeout=30) == 2
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(b.plain.options(max_task_retries=0).remote(str(tmp_path / "o0")), timeout=30)
     for name, runs in (("r", 2), ("p", 1), ("pair", 2), ("f", 2), ("t", 2), ("n", 1),
-                       ("bp", 2)):
+                       ("bp", 2), ("o", 2), ("o0", 1)):
         assert (tmp_path / name).read_text().count("run") == runs, name
 
 
@@ -496,6 +501,16 @@ def test_a_methods_invocation_decorator(ray):
     ref, extra = a.method.remote(3, kwarg=3)
     assert isinstance(ref, ray.ObjectRef) and extra == {"kwarg": 3} and ray.get(ref) == 7
 
+    @ray.remote
+    def through(handle):  # (a copy of the handle keeps its methods' decorators)
+        ref, extra = handle.method.remote(4, kwarg=1)
+        return ray.get(ref), extra
+    assert ray.get(through.remote(a), timeout=60) == (9, {"kwarg": 1})
+    from troupe import cloudpickle
+    m = cloudpickle.loads(cloudpickle.dumps(a.method))  # (and so does a method passed on)
+    ref, _ = m.remote(5)
+    assert ray.get(ref) == 11
+
 
 def test_namespace_of_the_wrong_type_at_init():
     with pytest.raises(TypeError):
@@ -625,7 +640,7 @@ def test_exit_actor(ray):
     assert ray.get(q.ping.remote()) == "pong"
     pending = q.quit.remote()
     after = q.ping.remote()
-    with pytest.raises(ray.exceptions.RayActorError):  # the caller sees the death
+    with pytest.raises(ray.exceptions.ActorDiedError, match=r"exit_actor\(\)"):  # and why
         ray.get(pending, timeout=30)
     with pytest.raises(ray.exceptions.ActorDiedError):  # and calls not run yet fail
         ray.get(after, timeout=30)
@@ -1226,15 +1241,15 @@ def test_constructor_refs_from_two_threads_and_none_left_after(ray):
 
 def test_named_actors_live_in_namespaces(ray):
     """Ray's namespaces: one name in two namespaces is two actors; get_actor looks in the
-    job's namespace (troupe.init's; here the default) unless told another."""
+    job's namespace (troupe.init's; here an anonymous one) unless told another."""
     a = Echo.options(name="foo", namespace="f1").remote()
     with pytest.raises(ValueError, match="in namespace 'f2'"):
         ray.get_actor("foo", namespace="f2")
     with pytest.raises(ValueError):
-        ray.get_actor("foo")  # (the job's namespace: the default)
+        ray.get_actor("foo")  # (the job's namespace: its own, anonymous)
     found = ray.get_actor("foo", namespace="f1")
     assert ray.get(found.echo.remote(1)) == 1
-    b = Echo.options(name="foo").remote()  # (the same name, the default namespace)
+    b = Echo.options(name="foo").remote()  # (the same name, the job's namespace)
     found = ray.get_actor("foo")
     assert ray.get(found.echo.remote(2)) == 2
     again = Echo.options(name="foo", namespace="f1", get_if_exists=True).remote()
@@ -1288,5 +1303,45 @@ def test_a_jobs_namespace_is_its_tasks_and_actors(tmp_path):
                                capture_output=True, text=True, timeout=120).stdout.split()
                 for ns in ("jobns", "other")]
         assert outs == [["jobns"], ["none", "here"]], outs
+    finally:
+        first.communicate("\n", timeout=60)
+
+
+def test_a_job_without_a_namespace_has_an_anonymous_one(tmp_path):
+    """Ray's: troupe.init() with no namespace gives the job one of its own, which its
+    tasks (on pool workers every job shares) and its actors inherit: two such drivers of
+    one node each make a detached actor of the same name, and neither sees the other's."""
+    import subprocess
+    script = tmp_path / "anon.py"
+    script.write_text(
+        "import sys, troupe\n"
+        "@troupe.remote\n"
+        "class A:\n"
+        "    def ns(self):\n"
+        "        return troupe.get_runtime_context().namespace\n"
+        "@troupe.remote\n"
+        "def ns():\n"
+        "    return troupe.get_runtime_context().namespace\n"
+        "if len(sys.argv) > 1:\n"
+        "    troupe.init(address=sys.argv[1])\n"
+        "else:\n"
+        "    troupe.init()\n"
+        "mine = troupe.get_runtime_context().namespace\n"
+        "a = A.options(name='Pinger', lifetime='detached').remote()\n"
+        "assert troupe.get(a.ns.remote()) == mine and troupe.get(ns.remote()) == mine\n"
+        "print(mine, flush=True)\n"
+        "if len(sys.argv) == 1:\n"
+        "    print(troupe.node_address(), flush=True)\n"
+        "    sys.stdin.readline()\n")
+    first = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        ns1, address = first.stdout.readline().strip(), first.stdout.readline().strip()
+        assert len(ns1) == 36, ns1  # (a UUID, as Ray's)
+        second = subprocess.run([sys.executable, str(script), address], capture_output=True,
+                                text=True, timeout=120)
+        assert second.returncode == 0, second.stderr
+        ns2 = second.stdout.strip()
+        assert len(ns2) == 36 and ns2 != ns1, (ns1, ns2)
     finally:
         first.communicate("\n", timeout=60)

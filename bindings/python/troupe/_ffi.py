@@ -120,6 +120,7 @@ _PROTOS = {
     "tr_worker_main": (c_int, [vp]),
     "tr_shutdown": (None, [vp]),
     "tr_runtime_address": (c_char_p, [vp]),
+    "tr_runtime_namespace": (c_int, [vp, c_char_p, c_size_t]),
     "tr_node_status": (c_int, [vp, P(vp)]),
     "tr_timeline_dump": (c_int, [vp, c_char_p]),
     # method context
@@ -132,6 +133,7 @@ _PROTOS = {
     "tr_ctx_reply_multi_contains": (c_int, [vp, P(vp), P(c_size_t), c_size_t, P(Ref),
                                             c_size_t]),
     "tr_ctx_set_error": (c_int, [vp, c_char_p]),
+    "tr_ctx_exit_actor": (c_int, [vp, c_char_p]),
     "tr_ctx_yield": (c_int, [vp, vp, c_size_t]),
     "tr_ctx_yield_contains": (c_int, [vp, vp, c_size_t, P(Ref), c_size_t]),
     "tr_ctx_runtime": (vp, [vp]),

@@ -11,6 +11,7 @@ import pickle
 import sys
 import threading
 import time
+import uuid
 import weakref
 
 from . import _errors, _ffi, _serial
@@ -111,9 +112,15 @@ def job_env_vars():
 
 
 def namespace():
-    """The namespace of the actor names this process makes and finds: troupe.init's
-    namespace (in a worker: the job's, inherited through TROUPE_NAMESPACE), else ""."""
-    return _job_env.get("TROUPE_NAMESPACE", os.environ.get("TROUPE_NAMESPACE", ""))
+    """The namespace of the actor names this process makes and finds now: troupe.init's
+    (one of its own, anonymous, when init names none: Ray's); in an actor's worker, its
+    creator's; in a task, its submitter's (tr_runtime_namespace)."""
+    rt = _rt
+    if rt is None:
+        return os.environ.get("TROUPE_NAMESPACE", "")
+    buf = ctypes.create_string_buffer(256)
+    check(lib.tr_runtime_namespace(rt, buf, 256), "tr_runtime_namespace")
+    return buf.value.decode()
 
 
 def inherit_env(env):
@@ -214,12 +221,11 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
     if unsupported:  # Ray's (_system_config, ...)
         _errors.ignored("troupe.init", unsupported, stacklevel=2)
     job_env = env_vars(env, "troupe.init", stacklevel=2)
-    if ns is not None:  # (Ray's: the job's actor names; its tasks and actors inherit it)
+    if ns is not None:  # (Ray's: the job's actor names; its tasks and actors inherit it, in C)
         if not isinstance(ns, str):
             raise TypeError(f"namespace must be None or a string, got {type(ns).__name__}")
         if not ns or "\x1f" in ns or len(ns.encode()) > 255:
             raise ValueError(f"namespace {ns!r}: a non-empty str of up to 255 bytes")
-        job_env["TROUPE_NAMESPACE"] = ns
     with _lock:
         if _rt is not None:
             if ignore_reinit_error or _in_worker:
@@ -244,6 +250,8 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
                 settings["log_level"] = str(log_level)
             if _cluster_token:
                 settings["cluster_token"] = _cluster_token
+            if ns is None and not os.environ.get("TROUPE_NAMESPACE"):
+                ns = str(uuid.uuid4())  # (Ray's anonymous namespace: names of this job's own)
             if ns is not None:
                 settings["namespace"] = ns
             if include_dashboard is False:

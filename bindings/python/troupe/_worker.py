@@ -308,6 +308,8 @@ def on_loop(fn):
 
 _starting = threading.local()  # .ctx: a call of an async actor that has not begun yet
 _COROUTINE = types.CoroutineType
+# (what the caller of the call that ran exit_actor() hears, with ActorDiedError: Ray's words)
+EXIT_WHY = b"Worker exits by a user request: exit_actor() was called (INTENDED_USER_EXIT)"
 _string_at = ctypes.string_at
 
 _awaited = {}  # an async actor's calls whose coroutines run: id(future) -> (ctx, future)
@@ -597,13 +599,15 @@ def main():
     plain_steps = {}  # the steps it runs (one value, no raw input): name -> (method, spec)
     fast = _runtime.fast
 
-    def end_actor(ctx):
-        """exit_actor() or __ray_terminate__: the actor ends for good (the node
-        fails this call and those not run yet with TR_EACTOR_DIED), after the process's
-        atexit handlers, as Ray's."""
-        run_exit_handlers()
-        lib.tr_actor_kill(ctypes.c_void_p(lib.tr_ctx_runtime(ctx)), lib.tr_ctx_actor_id(ctx), 1)
-        os._exit(0)
+    def end_actor(ctx, why=EXIT_WHY):
+        """exit_actor() or __ray_terminate__: the actor ends for good once this call
+        returns (tr_ctx_exit_actor): this call, and those not run yet, fail at their
+        callers with ActorDiedError saying why; the process's atexit handlers run first,
+        once, as Ray's."""
+        if not state.get("ending"):
+            state["ending"] = True
+            run_exit_handlers()
+        lib.tr_ctx_exit_actor(ctx, why)
 
     @_ffi.CTOR_FN
     def ctor(ctx, args, n, self_out):
@@ -755,7 +759,9 @@ def main():
                 reply(ctx, _serial.join(*_serial.dumps(True)[:2]))
                 return 0
             elif name == EXIT:
-                end_actor(ctx)
+                end_actor(ctx, b"__ray_terminate__() was called: the actor ended after the "
+                               b"calls submitted before it")
+                return 0
             elif name == FORGET:
                 (step,), _ = decode_args(ctx, args, n)
                 steps.pop(step, None)
@@ -849,9 +855,9 @@ def main():
     def fast_failed(ctx, exc):
         """A plain call's exception (the method's, or the decoding's), as dispatch's
         handlers take it (its traceback from the method down)."""
-        if isinstance(exc, ActorExit):
+        if isinstance(exc, ActorExit) or _runtime.exit_requested:
             end_actor(ctx)
-        exit_if_asked(ctx)
+            return 0
         if isinstance(exc, SystemExit):
             exit_worker(exc)
         else:

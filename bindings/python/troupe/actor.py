@@ -168,12 +168,13 @@ def method(*args, **options):
 
 
 def _check_method_options(where, options, stacklevel, declared=False):
-    """num_returns is honoured (an int >= 0: ValueError otherwise), and where declared
-    (@troupe.method, not a call's options) retry_exceptions and max_task_retries too: the
+    """num_returns is honoured (an int >= 0: ValueError otherwise), and max_task_retries
+    (a call sent again when the actor's worker dies with it in flight); where declared
+    (@troupe.method, not a call's options) retry_exceptions too, with max_task_retries: the
     worker runs the method again on an exception it names (_worker.run_retrying). The
     rest warn once."""
     _runtime.check_num_returns(options.get("num_returns", 1), where)
-    honoured = {"num_returns", "concurrency_group"}
+    honoured = {"num_returns", "concurrency_group", "max_task_retries"}
     group = options.get("concurrency_group")
     if group is not None and (not isinstance(group, str) or not group):
         raise ValueError(f"{where}: concurrency_group={group!r}: a group's name is needed")
@@ -183,7 +184,7 @@ def _check_method_options(where, options, stacklevel, declared=False):
     if mtr is not None and (isinstance(mtr, bool) or not isinstance(mtr, int) or mtr < -1):
         raise ValueError(f"{where}: max_task_retries={mtr!r}: an int >= -1 is needed")
     if declared:
-        honoured |= {"retry_exceptions", "max_task_retries"}
+        honoured.add("retry_exceptions")
     for k in sorted(set(options) - honoured):
         if options[k] != _METHOD_OPTIONS.get(k):
             _warn_once(("method option", k, repr(options[k])),
@@ -598,7 +599,7 @@ class ActorHandle:
         token = sc.token if sc is not None else self._token
         return (_rebuild_handle, (bytes(self._id.b), self._class_name, self._methods,
                                   self._returns or None, token, self._retries or None,
-                                  self._checks or None))
+                                  self._checks or None, self._decorators or None))
 
     def __hash__(self):
         return hash(bytes(self._id.b))
@@ -611,12 +612,14 @@ class ActorHandle:
 
 
 def _rebuild_handle(b, class_name, methods, returns=None, token=None, retries=None,
-                    checks=None):
+                    checks=None, decorators=None):
     aid = ActorId()
     ctypes.memmove(aid.b, b, 16)
     handle = ActorHandle(aid, class_name, methods, returns, token, retries)
     if checks:
         handle._checks = checks
+    if decorators:  # (its methods' __ray_invocation_decorator__, as its creator's handle)
+        handle._decorators = decorators
     return handle
 
 
@@ -692,8 +695,9 @@ class ActorMethod:
         return tuple(ClassMethodOutputNode(node, i) for i in range(self._num_returns))
 
     def options(self, **options):
-        """Ray's per-call options: num_returns and concurrency_group honoured (the method
-        with them), the others ignored with a warning once; an option Ray lacks is a
+        """Ray's per-call options: num_returns, concurrency_group and max_task_retries
+        honoured (the method with them; retries: when the actor's worker dies with the
+        call in flight), the others ignored with a warning once; an option Ray lacks is a
         TypeError."""
         bad = set(options) - set(_METHOD_OPTIONS) - {"name"}
         if bad:
@@ -702,14 +706,15 @@ class ActorMethod:
                               2)
         m = ActorMethod(self._handle, self._name,
                         options.get("num_returns", self._num_returns),
-                        options.get("concurrency_group", self._group), retries=self._retries,
+                        options.get("concurrency_group", self._group),
+                        retries=options.get("max_task_retries", self._retries),
                         check=self._check, decorator=self._decorator)
         m._bind_options = dict(self._bind_options, **options)
         return m
 
     def __reduce__(self):  # (Ray's: a method passed on goes with its actor's handle)
         return (_rebuild_method, (self._handle, self._name, self._num_returns, self._group,
-                                  self._retries, self._check))
+                                  self._retries, self._check, self._decorator))
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"actor methods cannot be called directly: use "
@@ -719,8 +724,9 @@ class ActorMethod:
         return ["bind", "options", "remote"]
 
 
-def _rebuild_method(handle, name, num_returns, group, retries, check=None):
-    return ActorMethod(handle, name, num_returns, group, retries=retries, check=check)
+def _rebuild_method(handle, name, num_returns, group, retries, check=None, decorator=None):
+    return ActorMethod(handle, name, num_returns, group, retries=retries, check=check,
+                       decorator=decorator)
 
 
 def call(handle, method, args, kwargs, num_returns=1, retries=None):
@@ -963,7 +969,7 @@ class RuntimeContext:
 
     @property
     def namespace(self):
-        return _runtime.namespace()  # ("": the default, shared by every job)
+        return _runtime.namespace()  # (the job's: an anonymous one when init named none)
 
     @property
     def current_actor(self):
