@@ -17,6 +17,14 @@ extern "C" {
 
 /* The config with every test class registered (owned by the test main). */
 tr_config *test_config();
+/* A sanitizer's build (ASan, TSan): several times slower on every byte, so the largest
+ * sizes some tests move are left to the plain build. */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+
 /* A fresh config with the classes plus extra keys ({key, value} pairs). */
 tr_config *test_config_with(std::initializer_list<std::pair<const char *, const char *>> kv);
 
