@@ -1244,8 +1244,8 @@ static void on_readable(tr__actors *a, aconn *ac, int sock) {
                 complete(a, s);
             }
         } else {
-            if (res_rc == TR_EACTOR_DIED && !ac->ending) { /* (only a worker that ends for
-                                  good replies so: tr_ctx_exit_actor; calls after it fail) */
+            if (res_rc == TR__RC_ACTOR_ENDED) { /* (tr_ctx_exit_actor's: calls after it fail) */
+                res_rc = TR_EACTOR_DIED;
                 ac->ending = 1;
                 snprintf(ac->reason, sizeof ac->reason, "%.*s",
                          (int)(dlen && ((const char *)data)[dlen - 1] == '\0' ? dlen - 1 : dlen),
@@ -1886,7 +1886,8 @@ submit(tr__actors *a, tr_actor_id id, const char *method, const void *args, size
     if (!method || !*method || !out || (!args && len) || (!refs && n_refs))
         return tr__err(TR_EINVAL, "tr_call: NULL or empty argument");
     size_t mlen = strlen(method);
-    if (mlen > 255) return tr__err(TR_EINVAL, "tr_call: method name longer than 255 bytes");
+    if (mlen > (task ? 511u : 255u)) /* (a task's: function, 0x1f, namespace: tasks.h) */
+        return tr__err(TR_EINVAL, "tr_call: method name longer than 255 bytes");
     if (len + mlen + 64 + 16 * n_refs > a->max_msg)
         return tr__err(TR_EMSGSIZE,
                        "call arguments of %zu bytes exceed the message limit of %zu "

@@ -96,6 +96,10 @@ typedef struct tr__wire_arg {
 /* Appends a whole CALL frame (header + body) to out. Returns 0, TR_ENOMEM, TR_EMSGSIZE. */
 int tr__call_frame(tr__buf *out, uint64_t seq, const char *method, const void *args, size_t len,
                    const tr__wire_arg *wargs, size_t n_wargs);
+/* A RESULT frame's code for the call that ended its actor for good (tr_ctx_exit_actor):
+ * its caller fails it with TR_EACTOR_DIED and every call after it, for the reason its text
+ * gives (no other reply means this: an argument's TR_EACTOR_DIED, say, is just a code). */
+#define TR__RC_ACTOR_ENDED (-1000)
 /* Appends a whole RESULT frame. */
 int tr__result_frame(tr__buf *out, uint64_t seq, int rc, const void *data, size_t len);
 /* Appends a RESULT frame naming an object transferred to the caller. */

@@ -287,6 +287,7 @@ typedef struct worker {
     int ending;              /* its last handle went (TR__END_METHOD), or a method ended
                                 it (tr_ctx_exit_actor): the loop ends */
     char end_why[400];       /* (end_mu) the node's reason for its end ("": no handle left) */
+    int exited;              /* (atomic) ended by tr_ctx_exit_actor: no call taken runs */
     int end_queued;          /* the loop queued that call on a pool (the loop's own) */
     int wake_fd;             /* an eventfd in the loop's epoll: a pool thread wakes it */
 } worker;
@@ -334,6 +335,7 @@ static void begin_end(worker *w, const char *why) {
     pthread_mutex_lock(&end_mu);
     if (why && !w->end_why[0]) snprintf(w->end_why, sizeof w->end_why, "%s", why);
     pthread_mutex_unlock(&end_mu);
+    if (why) __atomic_store_n(&w->exited, 1, __ATOMIC_RELEASE);
     __atomic_store_n(&w->ending, 1, __ATOMIC_RELEASE);
     stop_requested = 1;
     uint64_t one = 1; /* (a pool thread: the loop may sleep in epoll_wait) */
@@ -605,11 +607,12 @@ static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t se
         ctx->exiting = 0;
         drop_result_obj(ctx);
         begin_end(w, ctx->exit_why);
-        char msg[600], hex[33];
+        char msg[700], hex[33];
         tr__hex(w->ctx.id.b, 16, hex);
-        int k = snprintf(msg, sizeof msg, "the actor %s ended in method '%s': %s", hex, def->name,
-                         ctx->exit_why);
-        return tr__result_frame(out, seq, TR_EACTOR_DIED, msg, (size_t)k + 1);
+        int k = snprintf(msg, sizeof msg, "the actor %s ended in method '%.200s': %s", hex,
+                         def->name, ctx->exit_why);
+        size_t n = k < 0 ? 0 : (size_t)k < sizeof msg ? (size_t)k : sizeof msg - 1;
+        return tr__result_frame(out, seq, TR__RC_ACTOR_ENDED, msg, n + 1);
     }
     if (r != 0 || ctx->result.oom) {
         drop_result_obj(ctx);
@@ -889,7 +892,7 @@ static void *pool_thread(void *arg) {
             pthread_cond_wait(&p->gate_cv, p->mu);
         /* (a call whose caller went is not run, nor one that came after the actor's end:
          * its caller hears TR_EACTOR_DIED as the worker goes) */
-        if (c->gone || p->stop || j->after_end) {
+        if (c->gone || p->stop || j->after_end || __atomic_load_n(&w->exited, __ATOMIC_ACQUIRE)) {
             p->gate++;
             pthread_cond_broadcast(&p->gate_cv);
         } else {
@@ -1244,6 +1247,7 @@ static void on_client(worker *w, client *c, uint32_t events) {
             if (flush_client(w, c) == 0) drop_client(w, c);
             return;
         }
+        if (stop_requested) break; /* (the actor ends: no call after that runs) */
         int64_t t0 = tr__now_ns();
         if ((r = run_call(w, &w->ctx, c, &c->out, h.seq, body, h.len))) {
             TR_LOG_WARN_LIMITED("WORKER-BADCALL", "dropping a caller: %s", tr__last_error());
@@ -1251,7 +1255,6 @@ static void on_client(worker *w, client *c, uint32_t events) {
             return;
         }
         tr__buf_consume(&c->in, TR__FRAME_HDR + h.len);
-        if (stop_requested) break; /* (the actor ends: no call after that runs) */
         /* Replies to a batch of quick calls go out together; after a slow call (or a lot
          * of output) flush now, so no result waits behind the calls queued after it. */
         if ((tr__now_ns() - t0 > FLUSH_AFTER_NS || tr__buf_avail(&c->out) > FLUSH_BYTES) &&
@@ -1385,15 +1388,17 @@ static int pool_busy(const pool *p) {
 #define END_DRAIN_MS 10000
 
 /* The actor ends (its last handle went): the calls it has taken finish and their replies
- * go out before its callers are dropped, for up to END_DRAIN_MS. */
+ * go out before its callers are dropped, for up to END_DRAIN_MS. Ended by a method
+ * (tr_ctx_exit_actor), only the replies it has go out: no call taken after it runs. */
 static void drain_for_end(worker *w) {
     int64_t until = tr__now_ns() + (int64_t)END_DRAIN_MS * 1000000;
+    int calls = !__atomic_load_n(&w->exited, __ATOMIC_ACQUIRE);
     for (;;) {
         int busy = 0;
         if (w->pool) {
             pthread_mutex_lock(&w->pool_mu);
-            busy = pool_busy(w->pool);
-            for (size_t i = 0; i < w->n_groups; i++)
+            busy = calls && pool_busy(w->pool);
+            for (size_t i = 0; calls && i < w->n_groups; i++)
                 busy |= pool_busy(w->groups[i].pool);
             for (client *c = w->clients; c; c = c->next) {
                 if (!c->gone && !c->broken) pool_flush_locked(w, c);
@@ -1643,9 +1648,10 @@ out:
         drop_client(&w, w.clients);
     /* calls running on the pool finish first; one that does not (it waits for something
      * that will never come) leaves the destructor unrun, as the process exits anyway */
-    int stuck = w.pool ? pool_stop(w.pool, NODE_TIMEOUT_MS / 5) : 0;
+    int stop_ms = __atomic_load_n(&w.exited, __ATOMIC_ACQUIRE) ? 200 : NODE_TIMEOUT_MS / 5;
+    int stuck = w.pool ? pool_stop(w.pool, stop_ms) : 0;
     for (size_t i = 0; i < w.n_groups; i++) {
-        stuck += w.groups[i].pool ? pool_stop(w.groups[i].pool, NODE_TIMEOUT_MS / 5) : 0;
+        stuck += w.groups[i].pool ? pool_stop(w.groups[i].pool, stop_ms) : 0;
         free(w.groups[i].methods);
     }
     free(w.groups);

@@ -384,17 +384,21 @@ TR_API char *tr_actor_id_str(tr_actor_id id, char *buf) {
  * every job); in an actor's worker, its creator's (the TROUPE_NAMESPACE its node set, else
  * the default); in a driver, its config's "namespace", else the environment's
  * TROUPE_NAMESPACE, else "" (the default). */
-static void rt_namespace(const tr_runtime *rt, char out[256]) {
-    if (tr__tasks_namespace(out, 256)) return;
-    const char *e = getenv("TROUPE_NAMESPACE");
-    if (!rt->is_actor && rt->cfg && rt->cfg->ns) e = rt->cfg->ns;
+static int rt_namespace(const tr_runtime *rt, char out[256]) {
+    if (tr__tasks_namespace(out, 256)) return 0;
+    const char *e = getenv("TROUPE_NAMESPACE"), *what = "TROUPE_NAMESPACE";
+    if (!rt->is_actor && rt->cfg && rt->cfg->ns) e = rt->cfg->ns, what = "its \"namespace\"";
+    if (e && strlen(e) > 255)
+        return tr__err(TR_EINVAL, "the runtime's namespace (%s) is over 255 bytes", what);
     snprintf(out, 256, "%s", e ? e : "");
+    return 0;
 }
 
 TR_API int tr_runtime_namespace(tr_runtime *rt, char *buf, size_t cap) {
     CHECK_RT(rt, "tr_runtime_namespace");
     char ns[256];
-    rt_namespace(rt, ns);
+    int rc = rt_namespace(rt, ns);
+    if (rc) return rc;
     if (!buf || cap <= strlen(ns))
         return tr__err(TR_EINVAL, "tr_runtime_namespace: a buffer of %zu bytes or more",
                        strlen(ns) + 1);
@@ -407,7 +411,8 @@ TR_API int tr_actor_create(tr_runtime *rt, const char *class_name, const tr_acto
     CHECK_RT(rt, "tr_actor_create");
     if (!out) return tr__err(TR_EINVAL, "tr_actor_create: out is NULL");
     char ns[256];
-    rt_namespace(rt, ns);
+    int nrc = rt_namespace(rt, ns);
+    if (nrc) return nrc;
     return tr__actor_create(rt->node, ns, class_name, opts, args, len, out);
 }
 
@@ -447,7 +452,8 @@ TR_API int tr_actor_get_in(tr_runtime *rt, const char *ns, const char *name, tr_
     CHECK_RT(rt, "tr_actor_get");
     if (!out) return tr__err(TR_EINVAL, "tr_actor_get: out is NULL");
     char own[256];
-    if (!ns) rt_namespace(rt, own);
+    int nrc = ns ? 0 : rt_namespace(rt, own);
+    if (nrc) return nrc;
     return tr__actor_by_name(rt->node, ns ? ns : own, name, out);
 }
 
@@ -555,7 +561,8 @@ TR_API int tr_placement_group_create(tr_runtime *rt, const tr_bundle *bundles, s
                                      int strategy, const char *name, tr_pg_id *out) {
     CHECK_RT(rt, "tr_placement_group_create");
     char ns[256];
-    rt_namespace(rt, ns);
+    int nrc = rt_namespace(rt, ns);
+    if (nrc) return nrc;
     return tr__pg_create(rt->node, ns, bundles, n, strategy, name, out);
 }
 
@@ -578,7 +585,8 @@ TR_API int tr_placement_group_remove(tr_runtime *rt, tr_pg_id pg) {
 TR_API int tr_placement_group_get(tr_runtime *rt, const char *name, tr_pg_id *out) {
     CHECK_RT(rt, "tr_placement_group_get");
     char ns[256];
-    rt_namespace(rt, ns);
+    int nrc = rt_namespace(rt, ns);
+    if (nrc) return nrc;
     return tr__pg_by_name(rt->node, ns, name, out);
 }
 
@@ -604,7 +612,8 @@ TR_API int tr_task_submit_multi(tr_runtime *rt, const char *fn, const void *args
     pthread_mutex_unlock(&rt->tasks_mu);
     if (rc) return rc;
     char ns[256];
-    rt_namespace(rt, ns);
+    int nrc = rt_namespace(rt, ns);
+    if (nrc) return nrc;
     return tr__tasks_submit(rt->tasks, ns, fn, args, len, refs, n_refs, opts, num_returns, outs);
 }
 

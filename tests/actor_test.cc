@@ -316,6 +316,12 @@ TEST_F(ActorTest, AnActorThatEndsItselfSaysWhy) {
     tr_actor_id a = make("e", &o);
     std::string out;
     EXPECT_EQ(call_str(rt, a, "exit_with", "all done", &out), TR_EACTOR_DIED);
+    tr_ref after; /* (sent behind it: never run, for the same reason) */
+    int64_t one = 1;
+    ASSERT_EQ(tr_call(rt, a, "add", &one, sizeof one, &after), 0);
+    EXPECT_EQ(tr_get(rt, after, 10000, nullptr, nullptr), TR_EACTOR_DIED);
+    EXPECT_NE(std::string(tr_last_error()).find("all done"), std::string::npos) << tr_last_error();
+    tr_ref_release(rt, after);
     EXPECT_NE(std::string(tr_last_error()).find("all done"), std::string::npos) << tr_last_error();
     EXPECT_NE(std::string(tr_last_error()).find("'exit_with'"), std::string::npos)
         << tr_last_error();
@@ -342,6 +348,11 @@ TEST_F(ActorTest, AnActorThatEndsItselfSaysWhy) {
     EXPECT_EQ(std::string((const char *)p, n), "TR_ESTATE");
     tr_ref_release(rt, r);
     EXPECT_EQ(tr_ctx_exit_actor(nullptr, "x"), TR_EINVAL);
+    /* the longest reason, cut to 300 bytes */
+    tr_actor_id c = make("e2");
+    EXPECT_EQ(call_str(rt, c, "exit_with", std::string(1000, 'w'), &out), TR_EACTOR_DIED);
+    EXPECT_NE(std::string(tr_last_error()).find(std::string(300, 'w')), std::string::npos);
+    EXPECT_EQ(std::string(tr_last_error()).find(std::string(301, 'w')), std::string::npos);
 }
 
 TEST_F(ActorTest, CallOptionsRetriesOverTheActors) {
@@ -744,6 +755,8 @@ TEST_F(ActorTest, NamespacesScopeNames) {
     /* the environment's namespace, for a runtime whose config names none */
     setenv("TROUPE_NAMESPACE", "b", 1);
     int rc = tr_actor_get(rt, "shared", &found);
+    setenv("TROUPE_NAMESPACE", std::string(300, 'x').c_str(), 1); /* (too long: refused) */
+    EXPECT_EQ(tr_actor_get(rt, "shared", &found), TR_EINVAL);
     unsetenv("TROUPE_NAMESPACE");
     ASSERT_EQ(rc, 0);
     EXPECT_EQ(memcmp(&found, &b, sizeof b), 0);

@@ -355,6 +355,13 @@ TEST_F(TasksTest, ActorsAndTasksRunInTheirDriversNamespace) {
     ASSERT_EQ(tr_actor_get(job, "from-task", &found), 0) << tr_last_error();
     EXPECT_EQ(tr_actor_kill(job, found, 1), 0);
     tr_shutdown(job);
+    /* the longest namespace (255 bytes) with a function's name: both go */
+    std::string longest(255, 'n');
+    cfg = test_config_with({{"address", tr_runtime_address(rt)}, {"namespace", longest.c_str()}});
+    ASSERT_EQ(tr_init(cfg, &job), 0) << tr_last_error();
+    tr_config_destroy(cfg);
+    EXPECT_EQ(task(job, "t_child_namespace"), longest);
+    tr_shutdown(job);
 }
 
 TEST_F(TasksTest, ErrorsAreTheRefs) {

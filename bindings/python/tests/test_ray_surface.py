@@ -651,6 +651,15 @@ def test_exit_actor(ray):
         ray.get(q2.quit_inside_except.remote(), timeout=30)
     with pytest.raises(TypeError):  # in the driver: not an actor
         ray.exit_actor()
+    # a threaded actor (its calls on a pool of threads) ends at once all the same
+    q3 = Quitter.options(max_concurrency=2).remote()
+    assert ray.get(q3.ping.remote()) == "pong"
+    t0 = time.monotonic()
+    with pytest.raises(ray.exceptions.ActorDiedError, match=r"exit_actor\(\)"):
+        ray.get(q3.quit.remote(), timeout=30)
+    with pytest.raises(ray.exceptions.ActorDiedError, match=r"exit_actor\(\)"):
+        ray.get(q3.ping.remote(), timeout=30)
+    assert time.monotonic() - t0 < 10
 
 
 # ------------------------------------------------------------------ options, arguments

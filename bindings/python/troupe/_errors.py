@@ -26,6 +26,7 @@ ETASK = _code("TR_ETASK")
 ESTALE = _code("TR_ESTALE")
 ESTATE = _code("TR_ESTATE")
 EEXIST = _code("TR_EEXIST")
+EACTOR_DIED = _code("TR_EACTOR_DIED")
 
 # by name; a code not named here raises TroupeError
 _BY_NAME = {

@@ -244,7 +244,8 @@ def table(pg=None):
     entries = {}
     for g in status.get("placement_groups", []):
         entries[g["id"]] = {
-            "placement_group_id": g["id"], "name": g["name"], "strategy": g["strategy"],
+            "placement_group_id": g["id"], "strategy": g["strategy"],
+            "name": (g["name"] or "").split("\x1f")[-1],  # (kept as namespace, 0x1f, name)
             "state": g["state"], "bundles": dict(enumerate(g["bundles"])),
             "bundles_to_node_id": {i: g["node"] for i in range(len(g["bundles"]))}
             if g["node"] else {},

@@ -607,7 +607,10 @@ def main():
         if not state.get("ending"):
             state["ending"] = True
             run_exit_handlers()
-        lib.tr_ctx_exit_actor(ctx, why)
+        if lib.tr_ctx_exit_actor(ctx, why) != _errors.EACTOR_DIED:  # (refused: a graph's
+            lib.tr_actor_kill(ctypes.c_void_p(lib.tr_ctx_runtime(ctx)),  # step) it goes now
+                              lib.tr_ctx_actor_id(ctx), 1)
+            os._exit(0)
 
     @_ffi.CTOR_FN
     def ctor(ctx, args, n, self_out):
