@@ -890,6 +890,9 @@ class DynamicObjectRefGenerator:
 STREAMING_RETURNS = ctypes.c_size_t(-1).value  # (troupe.h's TR_STREAMING)
 
 
+_serial.register_plain(ObjectRef)  # (its __reduce__: _rebuild_ref, by name)
+
+
 class ObjectRefGenerator:
     """What a generator's task or method call gives (Ray's, num_returns="streaming", a
     generator function's default): iterate it, sync or async, for the refs of the items

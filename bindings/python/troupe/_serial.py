@@ -23,6 +23,13 @@ SIMPLE = frozenset(_simple)  # (types the fast paths pickle straight)
 SIMPLE_TYPES = _simple       # (the same, in order: _fast.c's)
 
 _local = threading.local()
+_plain_types = set()  # classes of the layers above that pickle by name (register_plain)
+
+
+def register_plain(cls):
+    """cls pickles through the standard pickler (its __reduce__ names a module-level
+    function): values holding it stay on the fast path (an ObjectRef in a list)."""
+    _plain_types.add(cls)
 
 
 class ArgRef:
@@ -41,7 +48,7 @@ def _plain(v, depth=0):
     """Whether the standard pickler gives a value the worker can load: builtin data,
     numpy arrays of plain dtypes, containers of those."""
     t = type(v)
-    if t in _simple or t is ArgRef:
+    if t in _simple or t is ArgRef or t in _plain_types:
         return True
     if depth > 3:
         return False
