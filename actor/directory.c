@@ -360,14 +360,17 @@ static void on_worker_exit(void *ctx, tr__proc *p, int64_t status, int sig) {
     schedule_pending(d);
 }
 
-/* Frees what on_create had taken of an actor it did not place (forwarded, or failed). */
-static void free_unplaced(actor *a) {
-    free(a->cls);
+/* Frees an actor: one that died with its owner, or one on_create did not place
+ * (forwarded, or failed). */
+static void actor_free(actor *a) {
     free(a->name);
     free(a->groups);
     free(a->bdata);
-    free(a->args);
+    free(a->cls);
     free(a->exe);
+    free(a->path);
+    free(a->reason);
+    free(a->args);
     free(a);
 }
 
@@ -466,7 +469,7 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
             if (rc == TR_ENOTFOUND && d->o.forward &&
                 d->o.forward(d->o.forward_ctx, TR__MSG_ACTOR_CREATE, c, seq, body)) {
                 free(res);
-                free_unplaced(a);
+                actor_free(a);
                 return;
             }
             rc = tr__err_wrap(rc, "tr_actor_create");
@@ -486,7 +489,7 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
     if (!a->pg_tag && (!tr__res_fits(&a->req, &d->total) || !gpus_ever || d->o.no_actors)) {
         if (d->o.forward && d->o.forward(d->o.forward_ctx, TR__MSG_ACTOR_CREATE, c, seq, body)) {
             free(res);
-            free_unplaced(a);
+            actor_free(a);
             return;
         }
         char want[512], have[512];
@@ -538,7 +541,7 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
 fail:
     tr__server_reply_status(c, seq, rc, tr__last_error());
     free(res);
-    free_unplaced(a);
+    actor_free(a);
 }
 
 static void on_resolve(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body) {
@@ -753,19 +756,6 @@ static void on_worker_failed(void *ctx, tr__conn *c, uint64_t seq, const tr__obj
     tr__server_reply_status(c, seq, 0, NULL);
     TR_LOG_INFO("DIR-CTOR-FAILED", "actor %s (%s): %s", a->hex, a->cls, a->reason);
     make_dead(d, a); /* the worker exits by itself; resources come back when it is reaped */
-}
-
-/* An actor dies with its owner. */
-static void actor_free(actor *a) {
-    free(a->name);
-    free(a->groups);
-    free(a->bdata);
-    free(a->cls);
-    free(a->exe);
-    free(a->path);
-    free(a->reason);
-    free(a->args);
-    free(a);
 }
 
 static void on_timer_closed(uv_handle_t *h) {
