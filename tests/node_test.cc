@@ -297,6 +297,54 @@ TEST_F(NodeTest, TaskRetriesAreBoundedAtTheNode) {
     expect_node_serves();
 }
 
+/* A create that speaks the protocol itself with a forged creator's namespace ("ns"): over
+ * 255 bytes or holding a 0 byte is refused, another type is no namespace, and a good one is
+ * its worker's (its runtime's namespace); the node serves on. */
+TEST_F(NodeTest, AnActorsNamespaceIsBoundedAtTheNode) {
+    Raw r(addr);
+    char self[4096]; /* (this test is its actors' worker program too) */
+    ASSERT_TRUE(realpath("/proc/self/exe", self));
+    r.send_frame(TR__MSG_HELLO, 1, map_body({{"role", "driver"}, {"exe", self}}));
+    ASSERT_EQ(r.reply_rc(), 0);
+    auto create = [&](uint64_t seq, const char *name, const std::string *ns) {
+        tr__buf b = TR__BUF_INIT;
+        tr__enc_map(&b, 6);
+        tr__enc_str(&b, "class");
+        tr__enc_str(&b, "Counter");
+        tr__enc_str(&b, "args");
+        tr__enc_bin(&b, "n", 1);
+        tr__enc_str(&b, "max_restarts");
+        tr__enc_int(&b, 0);
+        tr__enc_str(&b, "res");
+        tr__enc_str(&b, "");
+        tr__enc_str(&b, "name");
+        tr__enc_str(&b, name);
+        tr__enc_str(&b, "ns");
+        if (ns)
+            tr__enc_strn(&b, ns->data(), ns->size());
+        else
+            tr__enc_int(&b, 7);
+        r.send_frame(TR__MSG_ACTOR_CREATE, seq, std::string(b.data, b.len));
+        tr__buf_free(&b);
+        return r.reply_rc(nullptr, 10000);
+    };
+    std::string too_long(256, 'n'), with_zero("a\0b", 3), good = "forged";
+    EXPECT_EQ(create(2, "ns-long", &too_long), TR_EINVAL);
+    EXPECT_EQ(create(3, "ns-zero", &with_zero), TR_EINVAL);
+    EXPECT_EQ(create(4, "ns-type", nullptr), 0);
+    EXPECT_EQ(create(5, "ns-good", &good), 0);
+    tr_actor_id a, none;
+    EXPECT_EQ(tr_actor_get(rt, "ns-long", &none), TR_ENOTFOUND);
+    for (auto [name, want] : {std::pair{"ns-type", ""}, std::pair{"ns-good", "forged"}}) {
+        ASSERT_EQ(tr_actor_get(rt, name, &a), 0) << tr_last_error();
+        std::string out;
+        EXPECT_EQ(call_str(rt, a, "namespace", "", &out), 0) << tr_last_error();
+        EXPECT_EQ(out, want) << name;
+        EXPECT_EQ(tr_actor_kill(rt, a, 1), 0);
+    }
+    expect_node_serves();
+}
+
 TEST_F(NodeTest, RandomFramesNeverCrashTheNode) {
     std::mt19937_64 rng(12345);
     for (int round = 0; round < 20; round++) {
