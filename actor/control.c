@@ -9,6 +9,7 @@
 
 #include "actor/pgroup.h"
 #include "actor/protocol.h"
+#include "actor/tasks.h"
 #include "core/abi.h"
 #include "core/clock.h"
 #include "core/codec.h"
@@ -89,9 +90,9 @@ int tr__actor_qualify(const char *ns, const char *name, char *out, size_t cap) {
     return 0;
 }
 
-int tr__actor_create(tr__nodeconn *node, const char *ns, const char *cls,
-                     const tr_actor_options *given, const void *args, size_t len,
-                     tr_actor_id *out) {
+static int create(tr__nodeconn *node, const char *ns, const char *cls,
+                  const tr_actor_options *given, const void *args, size_t len,
+                  const tr__res *task_res, tr_actor_id *out) {
     tr_actor_options o = TR_ACTOR_OPTIONS_INIT, *opts = &o;
     int rc;
     if (given) {
@@ -187,6 +188,12 @@ int tr__actor_create(tr__nodeconn *node, const char *ns, const char *cls,
         tr__enc_str(&b, "bdata");
         tr__enc_strn(&b, opts->binding_data, bdata_len);
     }
+    if (task_res && task_res->n) { /* (a task worker's: held while it runs a task) */
+        char tres[1024];
+        tr__res_format(task_res, tres, sizeof tres);
+        tr__enc_str(&b, "task_res");
+        tr__enc_str(&b, tres);
+    }
     static const tr_pg_id none;
     if (memcmp(opts->placement_group.b, none.b, 16) != 0) { /* the node renames req */
         enc_id(&b, "pg", opts->placement_group.b);
@@ -201,6 +208,16 @@ int tr__actor_create(tr__nodeconn *node, const char *ns, const char *cls,
     rc = tr__get_id(r.root, "id", out->b, 16);
     tr__reply_free(&r);
     return rc;
+}
+
+int tr__actor_create(tr__nodeconn *node, const char *ns, const char *cls,
+                     const tr_actor_options *opts, const void *args, size_t len, tr_actor_id *out) {
+    return create(node, ns, cls, opts, args, len, NULL, out);
+}
+
+int tr__actor_create_task_worker(tr__nodeconn *node, const tr_actor_options *opts,
+                                 const tr__res *task_res, tr_actor_id *out) {
+    return create(node, NULL, TR__TASKS_CLASS, opts, NULL, 0, task_res, out);
 }
 
 int tr__actor_resolve(tr__nodeconn *node, const tr_actor_id *id, int wait_ms,
@@ -354,7 +371,7 @@ int tr__actor_info(tr__nodeconn *node, tr_actor_id id, tr_actor_details *out) {
         !(rc = tr__get_int(r.root, "restarts", &restarts)) &&
         !(rc = tr__get_int(r.root, "max_restarts", &max_restarts)) &&
         !(rc = copy_str(r.root, "class", d.class_name, sizeof d.class_name)) &&
-        !(rc = copy_str(r.root, "name", d.name, sizeof d.name)) &&
+        !(rc = copy_name(r.root, "name", d.name, sizeof d.name)) &&
         !(rc = copy_str(r.root, "node", d.node, sizeof d.node)) &&
         !(rc = copy_str(r.root, "reason", d.reason, sizeof d.reason)) &&
         !(rc = copy_str(r.root, "cpus", d.cpus, sizeof d.cpus)) &&

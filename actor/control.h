@@ -8,8 +8,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/nodeconn.h"
+#include "core/sched.h"
 #include "core/rpc.h"
 #include "troupe/troupe.h"
 
@@ -31,11 +33,24 @@ typedef struct tr__actor_where {
  * name (tr__actor_qualify). */
 int tr__actor_create(tr__nodeconn *node, const char *ns, const char *cls,
                      const tr_actor_options *opts, const void *args, size_t len, tr_actor_id *out);
+/* A task pool's worker (class TR__TASKS_CLASS, actor/tasks.h): what opts asks for is
+ * reserved for its life (the GPUs it is given), task_res (may be NULL) only while it runs
+ * a task (CPUs, custom resources): the node checks that both together could ever fit, and
+ * counts task_res as in use while the worker's board entry says it runs a task. */
+int tr__actor_create_task_worker(tr__nodeconn *node, const tr_actor_options *opts,
+                                 const tr__res *task_res, tr_actor_id *out);
 /* Asks the node; with wait_ms > 0 the node answers once the actor is ALIVE or DEAD, or
  * after wait_ms. Returns 0, TR_ENOTFOUND, or a transport code. */
 int tr__actor_resolve(tr__nodeconn *node, const tr_actor_id *id, int wait_ms, tr__actor_where *out);
 int tr__actor_wait_ready(tr__nodeconn *node, tr_actor_id id, int timeout_ms);
 int tr__actor_by_name(tr__nodeconn *node, const char *ns, const char *name, tr_actor_id *out);
+/* Of a name the node keeps (tr__actor_qualify): the name alone, and in *ns_len the length
+ * of its namespace, the bytes before it less the 0x1f (0: the default). */
+static inline const char *tr__actor_unqualify(const char *kept, size_t *ns_len) {
+    const char *sep = strchr(kept, 0x1f);
+    *ns_len = sep ? (size_t)(sep - kept) : 0;
+    return sep ? sep + 1 : kept;
+}
 /* The name the node keeps for name in namespace ns (NULL or "": name itself), into
  * out[cap]. Returns 0, or TR_EINVAL (a 0x1f byte, a namespace over 255 bytes, too long). */
 int tr__actor_qualify(const char *ns, const char *name, char *out, size_t cap);

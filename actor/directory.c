@@ -8,8 +8,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "actor/control.h"
 #include "actor/pgroup.h"
 #include "actor/protocol.h"
+#include "actor/tasks.h"
 #include "core/ids.h"
 #include "core/events.h"
 #include "core/idmap.h"
@@ -33,6 +35,7 @@ typedef struct actor {
     void *args;
     size_t args_len;
     tr__res req;
+    tr__res *task_req; /* a task worker's: held while it runs a task (NULL: none) */
     int max_restarts, restarts;
     int task_retries; /* tr_actor_options.max_task_retries: its callers read it (resolve) */
     int state;
@@ -371,6 +374,7 @@ static void actor_free(actor *a) {
     free(a->path);
     free(a->reason);
     free(a->args);
+    free(a->task_req);
     free(a);
 }
 
@@ -484,23 +488,47 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
             }
         }
     }
+    const char *tres;
+    size_t tres_len;
+    if (tr__obj_type(tr__obj_get(body, "task_res")) == TR__T_STR &&
+        tr__get_str(body, "task_res", &tres, &tres_len) == 0 && tres_len > 0 && !a->pg_tag &&
+        strcmp(a->cls, TR__TASKS_CLASS) == 0) { /* (another class's: ignored) */
+        char text[1024];
+        if (tres_len >= sizeof text) {
+            rc = tr__err(TR_EINVAL, "create: task_res over %zu bytes", sizeof text - 1);
+            goto fail;
+        }
+        memcpy(text, tres, tres_len);
+        text[tres_len] = '\0';
+        if (!(a->task_req = calloc(1, sizeof *a->task_req))) {
+            rc = tr__err(TR_ENOMEM, "node: out of memory");
+            goto fail;
+        }
+        if ((rc = tr__res_parse(a->task_req, text))) goto fail;
+    }
+    tr__res ever = a->req; /* what it needs at once, at its busiest */
+    for (int i = 0; a->task_req && !rc && i < a->task_req->n; i++)
+        rc = tr__res_add(&ever, a->task_req->name[i], a->task_req->qty[i]);
+    if (rc) goto fail;
     double k = tr__res_get(&a->req, "GPU"); /* with every device free, would it fit? */
     int gpus_ever = k <= 0 || (k < 1 ? d->gpus.n > 0 : k <= d->gpus.n);
-    if (!a->pg_tag && (!tr__res_fits(&a->req, &d->total) || !gpus_ever || d->o.no_actors)) {
+    if (!a->pg_tag && (!tr__res_fits(&ever, &d->total) || !gpus_ever || d->o.no_actors)) {
         if (d->o.forward && d->o.forward(d->o.forward_ctx, TR__MSG_ACTOR_CREATE, c, seq, body)) {
             free(res);
             actor_free(a);
             return;
         }
         char want[512], have[512];
-        tr__res_format(&a->req, want, sizeof want);
+        tr__res_format(&ever, want, sizeof want);
         tr__res_format(&d->total, have, sizeof have);
-        rc = d->o.no_actors
-                 ? tr__err(TR_ERESOURCES, "this node runs no actors (a cluster's client) and "
-                                          "cannot reach the cluster now")
-                 : tr__err(TR_ERESOURCES,
-                           "actor of class '%s' needs {%s} but this node has {%s} in all", a->cls,
-                           want, have);
+        rc = d->o.no_actors ? tr__err(TR_ERESOURCES, "this node runs no actors (a cluster's "
+                                                     "client) and cannot reach the cluster now")
+             : a->task_req  ? tr__err(TR_ERESOURCES,
+                                      "a task that needs {%s} cannot run: this node has {%s} in all",
+                                      want, have)
+                            : tr__err(TR_ERESOURCES,
+                                      "actor of class '%s' needs {%s} but this node has {%s} in all",
+                                      a->cls, want, have);
         goto fail;
     }
     a->args = malloc(args_len ? args_len : 1);
@@ -836,6 +864,23 @@ static void json_str(tr__buf *out, const char *s) {
         tr__buf_append(out, "null", 4);
 }
 
+/* ,"name":...,"namespace":... of a name the node keeps (its namespace, 0x1f, the name):
+ * the name alone and its namespace ("": the default); null and null if none. */
+static void json_name(tr__buf *out, const char *kept) {
+    size_t ns_len = 0;
+    const char *bare = kept ? tr__actor_unqualify(kept, &ns_len) : NULL;
+    tr__buf_append(out, ",\"name\":", 8);
+    json_str(out, bare);
+    tr__buf_append(out, ",\"namespace\":", 13);
+    if (!kept) {
+        tr__buf_append(out, "null", 4);
+        return;
+    }
+    char ns[256];
+    snprintf(ns, sizeof ns, "%.*s", (int)ns_len, kept);
+    json_str(out, ns);
+}
+
 size_t tr__directory_live(const tr__directory *d) {
     size_t n = 0;
     for (const actor *a = d->all; a; a = a->next)
@@ -849,6 +894,21 @@ void tr__directory_status_json(const tr__directory *d, tr__buf *out) {
     json_res(out, &d->total);
     tr__buf_append(out, ",\"resources_available\":", 23);
     json_res(out, &d->avail);
+    /* what task workers running a task hold now (a task waiting for results lends its
+     * CPUs, as Ray's does): not taken from resources_available, which placement reads */
+    tr__res in_tasks;
+    in_tasks.n = 0;
+    for (const actor *a = d->all; a && d->o.task_running; a = a->next) {
+        int blocked = 0;
+        if (!a->task_req || a->state != TR__ACTOR_ALIVE ||
+            !d->o.task_running(d->o.task_ctx, a->id, &blocked))
+            continue;
+        for (int i = 0; i < a->task_req->n; i++)
+            if (!blocked || strcmp(a->task_req->name[i], "CPU") != 0)
+                tr__res_add(&in_tasks, a->task_req->name[i], a->task_req->qty[i]);
+    }
+    tr__buf_append(out, ",\"resources_in_tasks\":", 22);
+    json_res(out, &in_tasks);
     tr__buf_append(out, ",\"actors\":[", 11);
     int first = 1;
     for (const actor *a = d->all; a; a = a->next) {
@@ -860,8 +920,7 @@ void tr__directory_status_json(const tr__directory *d, tr__buf *out) {
         json_str(out, a->cls);
         tr__buf_append(out, ",\"class_name\":", 14);
         json_str(out, a->label[0] ? a->label : a->cls);
-        tr__buf_append(out, ",\"name\":", 8);
-        json_str(out, a->name);
+        json_name(out, a->name);
         tr__buf_append(out, ",\"reason\":", 10);
         json_str(out, a->reason);
         char cpus[400];

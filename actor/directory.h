@@ -51,6 +51,10 @@ typedef struct tr__directory_opts {
      * spawns the next): the node's metrics keep what it counted (may be NULL). */
     void (*on_worker_exit)(void *ctx, const uint8_t id[16], const char *cls); /* (label) */
     void *exit_ctx;
+    /* Whether a task worker runs a task now, and whether that task waits for results (its
+     * *blocked): the node's notice board (may be NULL: no task counted as running). */
+    int (*task_running)(void *ctx, const uint8_t id[16], int *blocked);
+    void *task_ctx;
 } tr__directory_opts;
 
 /* One actor, as tr__directory_each shows it. */
@@ -73,7 +77,8 @@ int tr__directory_create(const tr__directory_opts *o, tr__directory **out);
 void tr__directory_mount(tr__directory *d, tr__server *s);
 /* Kills every worker (SIGKILL) and stops restarts; workers are reaped by the loop. */
 void tr__directory_kill_all(tr__directory *d);
-/* Appends JSON: "resources_total":{...},"resources_available":{...},"actors":[...] */
+/* Appends JSON: "resources_total":{...},"resources_available":{...},
+ * "resources_in_tasks":{...},"actors":[...] */
 void tr__directory_status_json(const tr__directory *d, tr__buf *out);
 /* Actors that are not dead (pending, starting, alive, restarting). */
 size_t tr__directory_live(const tr__directory *d);

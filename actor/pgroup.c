@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "actor/control.h"
 #include "core/ids.h"
 #include "core/log.h"
 #include "core/nodeconn.h"
@@ -728,8 +729,14 @@ void tr__pgroups_status_json(const tr__pgroups *p, tr__buf *out) {
                          g == p->all ? "" : ",", g->hex, state_names[g->state],
                          strategy_names[g->strategy]);
         tr__buf_append(out, tmp, (size_t)n);
+        size_t ns_len = 0; /* (kept as its namespace, 0x1f, the name) */
+        const char *bare = g->name ? tr__actor_unqualify(g->name, &ns_len) : "";
+        char ns[256];
+        snprintf(ns, sizeof ns, "%.*s", (int)ns_len, g->name ? g->name : "");
         tr__buf_append(out, ",\"name\":", 8);
-        tr__buf_json_str(out, g->name ? g->name : "");
+        tr__buf_json_str(out, bare);
+        tr__buf_append(out, ",\"namespace\":", 13);
+        tr__buf_json_str(out, ns);
         tr__buf_append(out, ",\"reason\":", 10);
         tr__buf_json_str(out, g->reason);
         tr__buf_append(out, ",\"node\":", 8);

@@ -20,8 +20,8 @@
 #define POOL_MAX 512
 
 typedef struct pool {
-    char key[200]; /* the shape: "c1/g0[/name=q...]" */
-    double num_gpus;
+    char key[200];         /* the shape: "c1/g0[/name=q...]" */
+    double cpus, num_gpus; /* (cpus: held at the node while a member runs a task) */
     tr_pg_id pg; /* a placement group's bundle the pool's workers run in (all zero: none) */
     int bundle;
     tr_resource res[MAX_RES];
@@ -152,6 +152,7 @@ static int find_pool(tr__tasks *t, const tr_task_options *o, pool **out) {
     pool *p = calloc(1, sizeof *p);
     if (!p) return tr__err(TR_ENOMEM, "task pool");
     memcpy(p->key, key, (size_t)k + 1); /* (k < 200) */
+    p->cpus = o->num_cpus;
     p->num_gpus = o->num_gpus;
     p->pg = o->placement_group;
     p->bundle = o->bundle_index;
@@ -204,17 +205,27 @@ static int start_member(tr__tasks *t, pool *p) {
     char name[300];
     member_name(p, p->n, name, sizeof name);
     tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
-    o.num_cpus = 0; /* CPUs are not reserved: the pool's size is their count */
-    o.num_gpus = p->num_gpus;
-    o.resources = p->n_res ? p->res : NULL;
-    o.n_resources = p->n_res;
+    o.num_cpus = 0;           /* CPUs are not reserved: the pool's size is their count */
+    o.num_gpus = p->num_gpus; /* (its devices: given at its start, for its life) */
+    /* CPUs and custom resources count as in use at the node while the member runs a task
+     * (Ray's available_resources() inside a task); in a placement group's bundle the
+     * member holds its custom resources for its life, as before */
+    static const tr_pg_id none;
+    int in_pg = memcmp(p->pg.b, none.b, 16) != 0;
+    tr__res task_res = {0};
+    int rc = p->cpus > 0 ? tr__res_add(&task_res, "CPU", p->cpus) : 0;
+    for (size_t i = 0; !rc && !in_pg && i < p->n_res; i++)
+        rc = tr__res_add(&task_res, p->res[i].name, p->res[i].quantity);
+    if (rc) return tr__err_wrap(rc, "starting a task worker (%s)", name);
+    o.resources = p->n_res && in_pg ? p->res : NULL;
+    o.n_resources = in_pg ? p->n_res : 0;
     o.name = name;
     o.max_restarts = -1; /* a worker a task crashed comes back for the next tasks */
     o.detached = 1;      /* shared by every process: none of them owns it */
     o.placement_group = p->pg;
     o.bundle_index = p->bundle;
     tr_actor_id id;
-    int rc = tr__actor_create(t->node, NULL, TR__TASKS_CLASS, &o, NULL, 0, &id);
+    rc = tr__actor_create_task_worker(t->node, &o, in_pg ? NULL : &task_res, &id);
     if (rc == TR_EEXIST) rc = tr__actor_by_name(t->node, NULL, name, &id);
     if (rc) return tr__err_wrap(rc, "starting a task worker (%s)", name);
     return add_member(p, &id);

@@ -508,4 +508,72 @@ TEST_F(TasksTest, ARunningTaskSeesItsCancel) {
     expect_empty();
 }
 
+/* A quantity in one of a node status's resource maps ("resources_in_tasks", ...): -1 if
+ * the map does not list the name. */
+double status_res(const std::string &json, const char *map, const char *name) {
+    size_t at = json.find(std::string("\"") + map + "\":{");
+    if (at == std::string::npos) return -1;
+    size_t end = json.find('}', at);
+    size_t k = json.find(std::string("\"") + name + "\":", at);
+    if (k == std::string::npos || k > end) return -1;
+    return atof(json.c_str() + k + strlen(name) + 3);
+}
+
+/* A task holds its CPUs and custom resources while it runs (the node's
+ * resources_in_tasks, what Ray's available_resources() inside a task leaves out), and only
+ * then: its pool's worker keeps none between tasks, so an actor can have them all. A
+ * task no node could ever run is refused at once, as such an actor is. */
+TEST(TaskResourcesTest, ATaskHoldsItsResourcesOnlyWhileItRuns) {
+    tr_config *cfg = test_config_with({{"resources", "slot=2"}});
+    tr_runtime *rt = nullptr;
+    ASSERT_EQ(tr_init(cfg, &rt), 0) << tr_last_error();
+    tr_config_destroy(cfg);
+    tr_resource slot = {"slot", 1};
+    tr_task_options o = TR_TASK_OPTIONS_INIT;
+    o.resources = &slot;
+    o.n_resources = 1;
+    for (int round = 0; round < 2; round++) { /* (the second on the warm worker) */
+        tr_ref r;
+        ASSERT_EQ(tr_task_submit(rt, "t_status", nullptr, 0, nullptr, 0, &o, &r), 0)
+            << tr_last_error();
+        const void *d;
+        size_t n;
+        ASSERT_EQ(tr_get(rt, r, 30000, &d, &n), 0) << tr_last_error();
+        std::string inside((const char *)d, n);
+        tr_ref_release(rt, r);
+        EXPECT_EQ(status_res(inside, "resources_in_tasks", "CPU"), 1) << inside;
+        EXPECT_EQ(status_res(inside, "resources_in_tasks", "slot"), 1) << inside;
+        EXPECT_EQ(status_res(inside, "resources_available", "slot"), 2) << inside;
+    }
+    char *json = nullptr;
+    ASSERT_EQ(tr_node_status(rt, &json), 0);
+    std::string after(json);
+    tr_free(json);
+    EXPECT_EQ(status_res(after, "resources_in_tasks", "CPU"), -1) << after;
+    EXPECT_EQ(status_res(after, "resources_in_tasks", "slot"), -1) << after;
+    EXPECT_EQ(status_res(after, "resources_available", "slot"), 2) << after;
+
+    tr_resource both = {"slot", 2}; /* (a pool worker that kept one would leave it pending) */
+    tr_actor_options ao = TR_ACTOR_OPTIONS_INIT;
+    ao.resources = &both;
+    ao.n_resources = 1;
+    tr_actor_id a;
+    ASSERT_EQ(tr_actor_create(rt, "Counter", &ao, nullptr, 0, &a), 0) << tr_last_error();
+    EXPECT_EQ(tr_actor_wait_ready(rt, a, 30000), 0) << tr_last_error();
+    tr_actor_kill(rt, a, 1);
+
+    tr_task_options big = TR_TASK_OPTIONS_INIT;
+    big.num_cpus = 1000;
+    tr_ref r;
+    EXPECT_EQ(tr_task_submit(rt, "t_pid", nullptr, 0, nullptr, 0, &big, &r), TR_ERESOURCES);
+    EXPECT_NE(strstr(tr_last_error(), "CPU=1000"), nullptr) << tr_last_error();
+    tr_resource none = {"nowhere", 1};
+    tr_task_options odd = TR_TASK_OPTIONS_INIT;
+    odd.resources = &none;
+    odd.n_resources = 1;
+    EXPECT_EQ(tr_task_submit(rt, "t_pid", nullptr, 0, nullptr, 0, &odd, &r), TR_ERESOURCES);
+    EXPECT_NE(strstr(tr_last_error(), "nowhere=1"), nullptr) << tr_last_error();
+    tr_shutdown(rt);
+}
+
 } // namespace

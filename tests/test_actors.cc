@@ -1419,6 +1419,15 @@ int t_pid(tr_ctx *ctx, const void *, size_t) {
     return reply_i64(ctx, getpid());
 }
 
+/* Replies tr_node_status's JSON, as the task sees it while it runs. */
+int t_status(tr_ctx *ctx, const void *, size_t) {
+    char *json = nullptr;
+    if (tr_node_status(tr_ctx_runtime(ctx), &json)) return tr_ctx_error(ctx, "%s", tr_last_error());
+    int rc = tr_ctx_reply(ctx, json, strlen(json));
+    tr_free(json);
+    return rc;
+}
+
 int t_sleep(tr_ctx *ctx, const void *args, size_t len) {
     int64_t ms = arg_i64(args, len);
     struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
@@ -1673,6 +1682,7 @@ void add_functions(tr_config *cfg) {
                {"t_pid", t_pid},
                {"t_touch", t_touch},
                {"t_sleep", t_sleep},
+               {"t_status", t_status},
                {"t_fail", t_fail},
                {"t_crash_until", t_crash_until},
                {"t_sum_refs", t_sum_refs},

@@ -104,6 +104,7 @@ typedef struct job {
     int64_t detached; /* ...and whether it outlives its creator (lifetime="detached") */
     char *label;      /* ...and its class as a binding names it, or NULL */
     char *bdata;      /* ...and its binding_data, or NULL */
+    char *task_res;   /* ...and, a task worker's, what it holds while it runs a task (NULL) */
     char *ns;         /* ...and its creator's namespace, or NULL */
     int64_t tretries; /* ...and its max_task_retries */
     void *args;

@@ -75,6 +75,7 @@ void tr__cl_job_free(job *j) {
     free(j->groups);
     free(j->label);
     free(j->bdata);
+    free(j->task_res);
     free(j->ns);
     free(j->name);
     free(j->res);
@@ -238,6 +239,10 @@ static void run_create(tr__cluster *cl, job *j) {
     if (j->bdata) {
         tr__enc_str(&q, "bdata");
         tr__enc_str(&q, j->bdata);
+    }
+    if (j->task_res) { /* (a task worker: the node chosen needs room for a task too) */
+        tr__enc_str(&q, "task_res");
+        tr__enc_str(&q, j->task_res);
     }
     if (j->tretries) {
         tr__enc_str(&q, "tretries");
@@ -554,6 +559,9 @@ int tr__cluster_forward(tr__cluster *cl, int type, tr__conn *c, uint64_t seq, co
             goto fail;
         if (tr__obj_type(tr__obj_get(body, "bdata")) == TR__T_STR &&
             (rc = tr__get_strdup(body, "bdata", &j->bdata)))
+            goto fail;
+        if (tr__obj_type(tr__obj_get(body, "task_res")) == TR__T_STR &&
+            (rc = tr__get_strdup(body, "task_res", &j->task_res)))
             goto fail;
         if (tr__obj_type(tr__obj_get(body, "ns")) == TR__T_STR &&
             (rc = tr__get_strdup(body, "ns", &j->ns)))

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "actor/control.h"
 #include "actor/protocol.h"
 #include "actor/tasks.h"
 #include "collective/group.h"
@@ -232,7 +233,10 @@ static void actor_row(void *ctx, const tr__actor_view *a) {
     field(&r, "class_name", 0, "%s", a->cls);
     field(&r, "class", 0, "%s", a->class_c ? a->class_c : a->cls);
     field(&r, "state", 0, "%s", tr__actor_state_name(a->state));
-    field(&r, "name", 0, "%s", a->name ? a->name : "");
+    size_t ns_len = 0; /* (the node keeps a name as its namespace, 0x1f, the name) */
+    const char *bare = a->name ? tr__actor_unqualify(a->name, &ns_len) : "";
+    field(&r, "name", 0, "%s", bare);
+    field(&r, "namespace", 0, "%.*s", (int)ns_len, a->name ? a->name : "");
     field(&r, "pid", 1, "%d", (int)a->pid);
     field(&r, "restarts", 1, "%d", a->restarts);
     field(&r, "reason", 0, "%s", a->reason ? a->reason : "");

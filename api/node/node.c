@@ -45,6 +45,7 @@
 #include "core/events.h"
 #include "core/trace.h"
 #include "core/workerpool.h"
+#include "objectstore/segment.h"
 #include "objectstore/store.h"
 
 extern char **environ;
@@ -650,6 +651,13 @@ static void on_cluster_kv(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *b
     if (rc) tr__server_reply_status(c, seq, rc, tr__last_error());
 }
 
+/* The directory's task_running: a task worker's entry on the store's notice board. */
+static int task_running(void *ctx, const uint8_t id[16], int *blocked) {
+    tr__seg_board *b = tr__store_board(ctx, tr__id_key(id));
+    *blocked = b && __atomic_load_n(&b->blocked, __ATOMIC_RELAXED) > 0;
+    return b && __atomic_load_n(&b->busy, __ATOMIC_RELAXED) != 0;
+}
+
 static int forward(void *ctx, int type, tr__conn *c, uint64_t seq, const tr__obj *body) {
     node *n = ctx;
     return tr__cluster_forward(n->cluster, type, c, seq, body);
@@ -811,7 +819,9 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
                                 n,
                                 cfg->cluster_client,
                                 tr__metrics_worker_exited,
-                                n->metrics};
+                                n->metrics,
+                                task_running,
+                                n->store};
     if ((rc = tr__directory_create(&dopts, &n->dir))) {
         TR_LOG_ERROR("NODE-START", "%s", tr__last_error());
         remove_session(n);

@@ -245,6 +245,22 @@ int tr__cl_op_create(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
             tr__enc_int(&b, k);
         }
     }
+    if (tr__obj_type(tr__obj_get(req, "task_res")) == TR__T_STR) { /* a task worker's */
+        tr__res task, task_keep;
+        memset(&task, 0, sizeof task);
+        memset(&task_keep, 0, sizeof task_keep);
+        if ((rc = tr__cl_get_field(req, "task_res", res_in, sizeof res_in)) ||
+            (rc = tr__res_parse(&task, res_in))) {
+            tr__buf_free(&b);
+            return rc;
+        }
+        for (int i = 0; i < task.n; i++) /* (as res: node:ADDRESS named this node) */
+            if (strncmp(task.name[i], "node:", 5) != 0)
+                tr__res_add(&task_keep, task.name[i], task.qty[i]);
+        tr__res_format(&task_keep, res, sizeof res);
+        tr__enc_str(&b, "task_res");
+        tr__enc_str(&b, res);
+    }
     if (tr__obj_get(req, "pg")) { /* into a placement group's bundle held here */
         uint8_t pg[16];
         int64_t bundle = -1;
@@ -319,6 +335,12 @@ int tr__cl_op_place(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
     tr__res want;
     memset(&want, 0, sizeof want);
     if ((rc = tr__res_parse(&want, res_in))) return rc;
+    if (tr__obj_type(tr__obj_get(req, "task_res")) == TR__T_STR) { /* (a task worker's) */
+        char task_in[512];
+        if ((rc = tr__cl_get_field(req, "task_res", task_in, sizeof task_in)) ||
+            (rc = tr__res_parse(&want, task_in)))
+            return rc;
+    }
     char address[128] = "", node[17] = "";
     int best = -1;
     if (tr__obj_get(req, "pg")) { /* the node holding its bundle, as the group's map says */

@@ -990,6 +990,38 @@ def test_runtime_context_and_resources(ray):
     assert n["Alive"] and n["NodeID"] == node and n["Resources"]["CPU"] == 4.0
 
 
+def test_a_task_holds_its_resources_while_it_runs():
+    """Ray's available_resources() inside a task leaves out what the task holds (its
+    CPUs and custom resources), and only while it runs: its worker keeps none between
+    tasks. A task no node could run is refused at once."""
+    troupe.init(num_cpus=4, resources={"slot": 2})
+    try:
+        @troupe.remote(resources={"slot": 1})
+        def inside():
+            return troupe.available_resources()
+
+        @troupe.remote(num_cpus=2)
+        def two():
+            return troupe.available_resources()
+
+        got = troupe.get(inside.remote())
+        assert got["CPU"] == 3.0 and got["slot"] == 1.0
+        assert troupe.get(two.remote())["CPU"] == 2.0
+        free = troupe.available_resources()
+        assert free["CPU"] == 4.0 and free["slot"] == 2.0
+
+        @troupe.remote(resources={"slot": 2})
+        class Both:
+            def ok(self):
+                return True
+        assert troupe.get(Both.remote().ok.remote(), timeout=30)
+
+        with pytest.raises(troupe.exceptions.TroupeError, match="CPU=100"):
+            troupe.get(two.options(num_cpus=100).remote(), timeout=5)
+    finally:
+        troupe.shutdown()
+
+
 def test_actor_pool(ray):
     from troupe.util import ActorPool
 

@@ -888,6 +888,9 @@ def available_resources():
     troupe knows only this node's free ones)."""
     st = _node_status()
     free = {k: float(v) for k, v in (st.get("resources_available") or {}).items()}
+    for k, v in (st.get("resources_in_tasks") or {}).items():  # held by running tasks
+        if k in free:
+            free[k] = max(0.0, free[k] - float(v))
     store = st.get("object_store") or {}
     free["object_store_memory"] = float(store.get("capacity", 0) - store.get("bytes_used", 0))
     return _positive(free)
