@@ -126,5 +126,7 @@ int tr__cpus_free(void) {
         }
     }
     __atomic_store_n(&verdict, v, __ATOMIC_RELAXED);
+    if (!v) /* (busy may be a peer's last poll: look again soon) */
+        __atomic_store_n(&next_ns, now + TR__CPUS_BUSY_NS, __ATOMIC_RELAXED);
     return v;
 }

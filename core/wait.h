@@ -41,6 +41,7 @@ typedef struct tr__spin {
  * (/proc/loadavg's, looked at most every TR__CPUS_FREE_MS per process). A poll on a
  * machine without one takes a CPU from a process doing work. */
 #define TR__CPUS_FREE_MS 5
+#define TR__CPUS_BUSY_NS 250000
 int tr__cpus_free(void);
 
 /* Whether the waits so far make a poll before this one worth it (the callers check
