@@ -53,6 +53,8 @@ typedef struct actor {
     int no_restart;
     int owner_gone;  /* freed once dead and reaped */
     int detached;    /* outlives its owner (lives until killed or the node ends) */
+    int retiring;    /* a task worker ended to give its GPUs to an actor waiting for them */
+    int dormant;     /* ...and now PENDING, started again once a caller asks for it */
     int conc;        /* max_concurrency (its worker runs up to conc calls at once) */
     char *groups;    /* its concurrency groups, as control.c encodes them (NULL: none) */
     char label[201]; /* its class as a binding names it (tr_actor_options.class_label; "") */
@@ -229,14 +231,43 @@ static int fits_now(tr__directory *d, actor *a) {
     return tr__res_fits(&a->req, &d->avail) && tr__gpus_fit(&d->gpus, tr__res_get(&a->req, "GPU"));
 }
 
+static int is_task_worker(const actor *a) {
+    return !a->pg_tag && strcmp(a->cls, TR__TASKS_CLASS) == 0;
+}
+
+/* A task holds resources only while it runs, but a task worker holds its GPUs for its
+ * life (its devices are given at its start). So while an actor (or another pool's worker,
+ * or a placement group) waits for GPUs, the task workers holding GPUs that run no task now are
+ * ended; each becomes PENDING and dormant, and is started again (by resources, as any actor) once a
+ * caller resolves it: its next task. A task sent in the microseconds between the board's
+ * look and the end is in flight when the worker dies: retried as after any death. */
+static void retire_for_gpus(tr__directory *d) {
+    if (!d->o.task_running) return;
+    int wanted = tr__pgroups_wait_gpus(d->pgs);
+    for (const actor *a = d->all; a && !wanted; a = a->next)
+        wanted = a->state == TR__ACTOR_PENDING && !a->dormant && !a->pg_tag &&
+                 tr__res_get(&a->req, "GPU") > 0;
+    for (actor *t = d->all; t && wanted; t = t->next) {
+        int blocked = 0;
+        if (t->state != TR__ACTOR_ALIVE || !t->proc || t->n_gpus == 0 || t->retiring ||
+            !is_task_worker(t) || d->o.task_running(d->o.task_ctx, t->id, &blocked))
+            continue;
+        t->retiring = 1;
+        TR_LOG_INFO("DIR-RETIRE", "task worker %s: its GPUs go to an actor waiting for them",
+                    t->hex);
+        tr__proc_kill(t->proc, SIGKILL);
+    }
+}
+
 static void schedule_pending(tr__directory *d) {
     if (d->shutting_down) return;
     tr__pgroups_schedule(d->pgs); /* groups first: their actors may then fit */
     for (actor *a = d->all; a; a = a->next) {
-        if (a->state != TR__ACTOR_PENDING || !fits_now(d, a)) continue;
+        if (a->state != TR__ACTOR_PENDING || a->dormant || !fits_now(d, a)) continue;
         hold(d, a);
         spawn(d, a);
     }
+    retire_for_gpus(d);
 }
 
 static void release(tr__directory *d, actor *a) {
@@ -338,6 +369,16 @@ static void on_worker_exit(void *ctx, tr__proc *p, int64_t status, int sig) {
         if (a->owner_gone && !a->waiters) forget(d, a); /* nobody can ask for it any more */
         return;
     }
+    if (a->retiring && !a->no_restart && !d->shutting_down) { /* (retire_for_gpus) */
+        a->retiring = 0;
+        a->dormant = 1;
+        a->state = TR__ACTOR_PENDING;
+        set_reason(a, "its GPUs went to an actor waiting for them; it starts again with its "
+                      "next task");
+        schedule_pending(d);
+        return;
+    }
+    a->retiring = 0;
     int can_restart = !a->no_restart && !d->shutting_down &&
                       (a->max_restarts < 0 || a->restarts < a->max_restarts);
     if (a->no_restart && a->reason)
@@ -494,8 +535,9 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
         tr__get_str(body, "task_res", &tres, &tres_len) == 0 && tres_len > 0 && !a->pg_tag &&
         strcmp(a->cls, TR__TASKS_CLASS) == 0) { /* (another class's: ignored) */
         char text[1024];
-        if (tres_len >= sizeof text) {
-            rc = tr__err(TR_EINVAL, "create: task_res over %zu bytes", sizeof text - 1);
+        if (tres_len >= sizeof text || memchr(tres, '\0', tres_len)) {
+            rc = tr__err(TR_EINVAL, "create: task_res of up to %zu bytes, none of them 0",
+                         sizeof text - 1);
             goto fail;
         }
         memcpy(text, tres, tres_len);
@@ -578,6 +620,10 @@ static void on_resolve(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body
     if (!a) return;
     int64_t wait_ms = 0;
     if (tr__obj_get(body, "wait_ms")) tr__get_int(body, "wait_ms", &wait_ms);
+    if (a->dormant && a->state == TR__ACTOR_PENDING) { /* a caller wants it again */
+        a->dormant = 0;
+        schedule_pending(d);
+    }
     if (a->state == TR__ACTOR_ALIVE || a->state == TR__ACTOR_DEAD || wait_ms <= 0) {
         reply_resolve(a, c, seq);
         return;
@@ -896,19 +942,25 @@ void tr__directory_status_json(const tr__directory *d, tr__buf *out) {
     json_res(out, &d->avail);
     /* what task workers running a task hold now (a task waiting for results lends its
      * CPUs, as Ray's does): not taken from resources_available, which placement reads */
-    tr__res in_tasks;
-    in_tasks.n = 0;
+    tr__res in_tasks, idle;
+    in_tasks.n = idle.n = 0;
     for (const actor *a = d->all; a && d->o.task_running; a = a->next) {
         int blocked = 0;
-        if (!a->task_req || a->state != TR__ACTOR_ALIVE ||
-            !d->o.task_running(d->o.task_ctx, a->id, &blocked))
+        if (a->state != TR__ACTOR_ALIVE || !is_task_worker(a)) continue;
+        if (!d->o.task_running(d->o.task_ctx, a->id, &blocked)) {
+            if (a->n_gpus) tr__res_add(&idle, "GPU", a->gpu_req); /* (retire_for_gpus) */
             continue;
-        for (int i = 0; i < a->task_req->n; i++)
+        }
+        for (int i = 0; a->task_req && i < a->task_req->n; i++)
             if (!blocked || strcmp(a->task_req->name[i], "CPU") != 0)
                 tr__res_add(&in_tasks, a->task_req->name[i], a->task_req->qty[i]);
     }
     tr__buf_append(out, ",\"resources_in_tasks\":", 22);
     json_res(out, &in_tasks);
+    /* GPUs that task workers running no task hold: theirs until an actor or a group
+     * waits for them (then they go: retire_for_gpus) */
+    tr__buf_append(out, ",\"resources_idle_in_tasks\":", 27);
+    json_res(out, &idle);
     tr__buf_append(out, ",\"actors\":[", 11);
     int first = 1;
     for (const actor *a = d->all; a; a = a->next) {

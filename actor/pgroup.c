@@ -721,6 +721,15 @@ void tr__pgroups_gpu_give(tr__pgroups *p, uint32_t tag, double k, const int *ids
             }
 }
 
+int tr__pgroups_wait_gpus(const tr__pgroups *p) {
+    for (const pg *g = p->all; g; g = g->next) {
+        if (g->state != TR_PG_PENDING || strncmp(g->reason, "infeasible", 10) == 0) continue;
+        for (int i = 0; i < g->n; i++)
+            if (g->b[i].here && g->b[i].gpu > 0) return 1;
+    }
+    return 0;
+}
+
 void tr__pgroups_status_json(const tr__pgroups *p, tr__buf *out) {
     char tmp[256];
     tr__buf_append(out, ",\"placement_groups\":[", 21);

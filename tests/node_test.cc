@@ -22,6 +22,7 @@
 
 extern "C" {
 #include "actor/protocol.h"
+#include "actor/tasks.h"
 #include "core/codec.h"
 #include "core/clock.h"
 #include "core/frame.h"
@@ -342,6 +343,49 @@ TEST_F(NodeTest, AnActorsNamespaceIsBoundedAtTheNode) {
         EXPECT_EQ(out, want) << name;
         EXPECT_EQ(tr_actor_kill(rt, a, 1), 0);
     }
+    expect_node_serves();
+}
+
+/* A create's task_res (what a task worker holds while it runs a task): another class's is
+ * ignored, a malformed or oversized one refused, one no node could hold refused, and the
+ * node serves on. */
+TEST_F(NodeTest, ATaskWorkersResourcesAreCheckedAtTheNode) {
+    Raw r(addr);
+    char self[4096];
+    ASSERT_TRUE(realpath("/proc/self/exe", self));
+    r.send_frame(TR__MSG_HELLO, 1, map_body({{"role", "driver"}, {"exe", self}}));
+    ASSERT_EQ(r.reply_rc(), 0);
+    auto create = [&](uint64_t seq, const char *cls, const char *name, const std::string &tres) {
+        tr__buf b = TR__BUF_INIT;
+        tr__enc_map(&b, 6);
+        tr__enc_str(&b, "class");
+        tr__enc_str(&b, cls);
+        tr__enc_str(&b, "args");
+        tr__enc_bin(&b, "n", 1);
+        tr__enc_str(&b, "max_restarts");
+        tr__enc_int(&b, 0);
+        tr__enc_str(&b, "res");
+        tr__enc_str(&b, "");
+        tr__enc_str(&b, "name");
+        tr__enc_str(&b, name);
+        tr__enc_str(&b, "task_res");
+        tr__enc_strn(&b, tres.data(), tres.size());
+        r.send_frame(TR__MSG_ACTOR_CREATE, seq, std::string(b.data, b.len));
+        tr__buf_free(&b);
+        return r.reply_rc(nullptr, 10000);
+    };
+    EXPECT_EQ(create(2, "Counter", "tres-other", "CPU=1000"), 0); /* (not a task worker's) */
+    EXPECT_EQ(create(3, TR__TASKS_CLASS, "tres-bad", "CPU=x,=,"), TR_EINVAL);
+    EXPECT_EQ(create(4, TR__TASKS_CLASS, "tres-long", std::string(5000, 'a')), TR_EINVAL);
+    EXPECT_EQ(create(5, TR__TASKS_CLASS, "tres-zero", std::string("CPU=1\0x", 7)), TR_EINVAL);
+    EXPECT_EQ(create(6, TR__TASKS_CLASS, "tres-big", "slot=1e308"), TR_ERESOURCES);
+    EXPECT_EQ(create(7, TR__TASKS_CLASS, "tres-neg", "CPU=-1"), TR_EINVAL);
+    tr_actor_id a;
+    ASSERT_EQ(tr_actor_get(rt, "tres-other", &a), 0) << tr_last_error();
+    EXPECT_EQ(tr_actor_wait_ready(rt, a, 30000), 0) << tr_last_error();
+    EXPECT_EQ(tr_actor_kill(rt, a, 1), 0);
+    for (const char *gone : {"tres-bad", "tres-long", "tres-zero", "tres-big", "tres-neg"})
+        EXPECT_EQ(tr_actor_get(rt, gone, &a), TR_ENOTFOUND) << gone;
     expect_node_serves();
 }
 

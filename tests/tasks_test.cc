@@ -3,6 +3,7 @@
  * tasks in parallel, retries when the worker dies, nested tasks that wait for their
  * children, tasks that create actors, errors; the store is empty after each test. */
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -573,6 +574,54 @@ TEST(TaskResourcesTest, ATaskHoldsItsResourcesOnlyWhileItRuns) {
     odd.n_resources = 1;
     EXPECT_EQ(tr_task_submit(rt, "t_pid", nullptr, 0, nullptr, 0, &odd, &r), TR_ERESOURCES);
     EXPECT_NE(strstr(tr_last_error(), "nowhere=1"), nullptr) << tr_last_error();
+    tr_shutdown(rt);
+}
+
+/* A task worker holds its GPUs for its life: an actor (or a placement group) that waits
+ * for them has the idle ones end (they restart with their next task, which then waits for a GPU),
+ * never a pool that keeps them from it for good. */
+TEST(TaskResourcesTest, IdleTaskWorkersGiveTheirGpusToAnActorThatWaits) {
+    tr_config *cfg = test_config_with({{"num_gpus", "1"}});
+    tr_runtime *rt = nullptr;
+    ASSERT_EQ(tr_init(cfg, &rt), 0) << tr_last_error();
+    tr_config_destroy(cfg);
+    tr_task_options o = TR_TASK_OPTIONS_INIT;
+    o.num_gpus = 1;
+    auto pid_of = [&](tr_ref r, int ms, int64_t *pid) {
+        const void *d;
+        size_t n;
+        int rc = tr_get(rt, r, ms, &d, &n);
+        if (rc == 0 && n == 8) memcpy(pid, d, 8);
+        return rc;
+    };
+    tr_ref r;
+    int64_t first = 0, second = 0;
+    ASSERT_EQ(tr_task_submit(rt, "t_pid", nullptr, 0, nullptr, 0, &o, &r), 0) << tr_last_error();
+    ASSERT_EQ(pid_of(r, 30000, &first), 0) << tr_last_error();
+    tr_ref_release(rt, r);
+
+    tr_actor_options ao = TR_ACTOR_OPTIONS_INIT;
+    ao.num_gpus = 1;
+    tr_actor_id a;
+    ASSERT_EQ(tr_actor_create(rt, "Counter", &ao, nullptr, 0, &a), 0) << tr_last_error();
+    EXPECT_EQ(tr_actor_wait_ready(rt, a, 30000), 0) << tr_last_error();
+    EXPECT_EQ(kill(first, 0), -1) << "the idle task worker ended";
+
+    ASSERT_EQ(tr_task_submit(rt, "t_pid", nullptr, 0, nullptr, 0, &o, &r), 0) << tr_last_error();
+    EXPECT_EQ(pid_of(r, 500, &second), TR_ETIMEDOUT) << "it waits for the actor's GPU";
+    EXPECT_EQ(tr_actor_kill(rt, a, 1), 0);
+    ASSERT_EQ(pid_of(r, 30000, &second), 0) << tr_last_error();
+    EXPECT_NE(second, first);
+    tr_ref_release(rt, r);
+
+    tr_bundle gpu = TR_BUNDLE_INIT; /* a placement group waits no longer either */
+    gpu.num_gpus = 1;
+    tr_pg_id pg;
+    ASSERT_EQ(tr_placement_group_create(rt, &gpu, 1, TR_PG_PACK, nullptr, &pg), 0)
+        << tr_last_error();
+    EXPECT_EQ(tr_placement_group_wait(rt, pg, 30000), 0) << tr_last_error();
+    EXPECT_EQ(kill(second, 0), -1) << "the idle task worker ended";
+    EXPECT_EQ(tr_placement_group_remove(rt, pg), 0);
     tr_shutdown(rt);
 }
 

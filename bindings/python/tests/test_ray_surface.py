@@ -1022,6 +1022,34 @@ def test_a_task_holds_its_resources_while_it_runs():
         troupe.shutdown()
 
 
+def test_a_gpu_task_leaves_its_gpus_to_an_actor():
+    """A task's worker is given its GPUs for its life, but they count as free once its
+    task ends (Ray's available_resources()), and an actor that asks for them has them:
+    the idle worker ends, and its next task waits for a GPU."""
+    troupe.init(num_cpus=2, num_gpus=1)
+    try:
+        @troupe.remote(num_gpus=1)
+        def gpus():
+            return troupe.get_gpu_ids(), troupe.available_resources().get("GPU", 0.0)
+
+        assert troupe.get(gpus.remote(), timeout=30) == ([0], 0.0)
+        assert troupe.available_resources()["GPU"] == 1.0
+
+        @troupe.remote(num_gpus=1)
+        class Trainer:
+            def gpus(self):
+                return troupe.get_gpu_ids()
+        t = Trainer.remote()
+        assert troupe.get(t.gpus.remote(), timeout=30) == [0]
+        later = gpus.remote()
+        ready, _ = troupe.wait([later], timeout=0.5)
+        assert not ready  # (the actor has the GPU)
+        troupe.kill(t)
+        assert troupe.get(later, timeout=30) == ([0], 0.0)
+    finally:
+        troupe.shutdown()
+
+
 def test_actor_pool(ray):
     from troupe.util import ActorPool
 

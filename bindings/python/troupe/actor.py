@@ -891,6 +891,8 @@ def available_resources():
     for k, v in (st.get("resources_in_tasks") or {}).items():  # held by running tasks
         if k in free:
             free[k] = max(0.0, free[k] - float(v))
+    for k, v in (st.get("resources_idle_in_tasks") or {}).items():  # GPUs idle task
+        free[k] = free.get(k, 0.0) + float(v)  # workers give up to whoever waits for them
     store = st.get("object_store") or {}
     free["object_store_memory"] = float(store.get("capacity", 0) - store.get("bytes_used", 0))
     return _positive(free)
@@ -1003,9 +1005,10 @@ class RuntimeContext:
         return bool(det is not None and det.restarts > 0)
 
     def get_accelerator_ids(self):
-        """{"GPU": the GPU ids this actor was given, as CUDA_VISIBLE_DEVICES names them}."""
-        if _runtime.current_actor_id() is None:
-            return {"GPU": []}
+        """{"GPU": the GPU ids this actor (or task) was given, as CUDA_VISIBLE_DEVICES
+        names them}: none in a driver."""
+        if _runtime.current_actor_id() is None and os.environ.get("TROUPE_ROLE") != "worker":
+            return {"GPU": []}  # (a task's worker was started with its pool's GPUs)
         ids = os.environ.get("CUDA_VISIBLE_DEVICES", "")
         return {"GPU": [x for x in ids.split(",") if x]}
 
