@@ -897,7 +897,7 @@ static void json_res(tr__buf *out, const tr__res *r) {
     char tmp[128];
     tr__buf_append(out, "{", 1);
     for (int i = 0; i < r->n; i++) {
-        int n = snprintf(tmp, sizeof tmp, "%s\"%s\":%g", i ? "," : "", r->name[i], r->qty[i]);
+        int n = snprintf(tmp, sizeof tmp, "%s\"%s\":%.17g", i ? "," : "", r->name[i], r->qty[i]);
         tr__buf_append(out, tmp, (size_t)n);
     }
     tr__buf_append(out, "}", 1);

@@ -111,6 +111,7 @@ static const ckey keys[] = {
     {"metrics_host", K_STR, F(metrics_host), .flags = NODE | NODE_OPT},
     {"num_cpus", K_DOUBLE, F(num_cpus), .lo = 0, .hi = 1e6, .def = -1, .flags = NODE},
     {"num_gpus", K_DOUBLE, F(num_gpus), .lo = 0, .hi = 1e6, .def = -1, .flags = NODE},
+    {"memory", K_DOUBLE, F(memory), .lo = 0, .hi = 1e18, .def = -1, .flags = NODE | NODE_OPT},
     {"resources", K_RES, F(resources), .flags = NODE},
     {"log_level", K_INT, F(log_level), .def = -1, .flags = NODE, .set = set_log_level},
     {"max_message_bytes", K_SIZE, F(max_msg), .lo = 4096, .hi = 4294967295.0,
@@ -677,6 +678,10 @@ static int decode_key(const tr__obj *map, const ckey *k, tr_config *cfg) {
         *(size_t *)f = (size_t)u;
         return 0;
     case K_DOUBLE:
+        if ((k->flags & NODE_OPT) && !tr__obj_get(map, w)) {
+            *(double *)f = k->def;
+            return 0;
+        }
         return tr__get_double(map, w, f);
     case K_INT:
     case K_BOOL:

@@ -22,6 +22,8 @@ struct tr_config {
     char *ns;          /* actor names' namespace; NULL: TROUPE_NAMESPACE's, else "" */
     double num_cpus;   /* < 0: the machine's CPU count */
     double num_gpus;   /* < 0: as many as the NVIDIA driver lists */
+    double memory;     /* the "memory" resource, bytes (< 0: 70% of what the machine has
+                          free at start, less the object store) */
     tr__res resources; /* custom resources */
     int log_level;     /* < 0: unset */
     size_t max_msg;

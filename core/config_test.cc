@@ -327,6 +327,7 @@ tr_config *decoded(const tr__buf &b, int *rc) {
 TEST_F(Config, NodeConfigRoundTrip) {
     ASSERT_EQ(tr__config_set(cfg, "num_cpus", "3"), 0);
     ASSERT_EQ(tr__config_set(cfg, "num_gpus", "0.5"), 0);
+    ASSERT_EQ(tr__config_set(cfg, "memory", "123456789012"), 0);
     ASSERT_EQ(tr__config_set(cfg, "resources", "TPU=2,disk=1.5"), 0);
     ASSERT_EQ(tr__config_set(cfg, "max_message_bytes", "1048576"), 0);
     ASSERT_EQ(tr__config_set(cfg, "worker_start_timeout_ms", "1234"), 0);
@@ -346,6 +347,7 @@ TEST_F(Config, NodeConfigRoundTrip) {
     ASSERT_EQ(rc, 0) << tr__last_error();
     EXPECT_EQ(back->num_cpus, 3.0);
     EXPECT_EQ(back->num_gpus, 0.5);
+    EXPECT_EQ(back->memory, 123456789012.0);
     EXPECT_EQ(back->resources.n, 2);
     EXPECT_EQ(tr__res_get(&back->resources, "TPU"), 2.0);
     EXPECT_EQ(tr__res_get(&back->resources, "disk"), 1.5);
@@ -394,6 +396,7 @@ TEST_F(Config, NodeConfigRoundTripOfDefaults) {
     tr_config *back = decoded(b, &rc);
     ASSERT_EQ(rc, 0) << tr__last_error();
     EXPECT_EQ(back->num_cpus, -1.0);
+    EXPECT_EQ(back->memory, -1.0);   /* computed by the node */
     EXPECT_EQ(back->num_gpus, -1.0); /* detected by the node */
     EXPECT_EQ(back->resources.n, 0);
     EXPECT_EQ(back->max_msg, (size_t)TR__DEFAULT_MAX_MSG);

@@ -553,6 +553,7 @@ TEST(TaskResourcesTest, ATaskHoldsItsResourcesOnlyWhileItRuns) {
     EXPECT_EQ(status_res(after, "resources_in_tasks", "CPU"), -1) << after;
     EXPECT_EQ(status_res(after, "resources_in_tasks", "slot"), -1) << after;
     EXPECT_EQ(status_res(after, "resources_available", "slot"), 2) << after;
+    EXPECT_GT(status_res(after, "resources_total", "memory"), 0) << after; /* (Ray's) */
 
     tr_resource both = {"slot", 2}; /* (a pool worker that kept one would leave it pending) */
     tr_actor_options ao = TR_ACTOR_OPTIONS_INIT;

@@ -651,6 +651,19 @@ static void on_cluster_kv(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *b
     if (rc) tr__server_reply_status(c, seq, rc, tr__last_error());
 }
 
+/* The "memory" resource by default, as Ray's: 70% of the memory the machine has available
+ * now (MemAvailable), less the object store's bytes; 0 if that is none. */
+static double default_memory(double store_bytes) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    double kib = 0;
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1) break;
+    if (f) fclose(f);
+    double v = floor(kib * 1024.0 * 0.7 - store_bytes);
+    return v > 0 ? v : 0;
+}
+
 /* The directory's task_running: a task worker's entry on the store's notice board. */
 static int task_running(void *ctx, const uint8_t id[16], int *blocked) {
     tr__seg_board *b = tr__store_board(ctx, tr__id_key(id));
@@ -784,6 +797,10 @@ int tr__node_main(const tr_config *cfg, int ready_fd, pid_t owner_pid) {
     tr__res_add(&n->total, "GPU", 0);
     for (int i = 0; i < n->total.n; i++)
         if (strcmp(n->total.name[i], "GPU") == 0) n->total.qty[i] = gpu_qty;
+    if (!tr__res_has(&n->total, "memory")) /* (Ray's: "resources" may name it too) */
+        tr__res_add(&n->total, "memory",
+                    cfg->memory >= 0 ? cfg->memory
+                                     : default_memory((double)tr__config_store_bytes(cfg)));
 
     uv_loop_init(&n->loop);
     tr__pool_init(&n->pool, &n->loop);

@@ -244,6 +244,10 @@ TR_API void tr_config_destroy(tr_config *cfg);
  *                              machine's CPU count and the GPUs the NVIDIA driver lists
  *                              (no more than the node's CUDA_VISIBLE_DEVICES names; 0,
  *                              with the reason logged, without a GPU or driver)
+ *   "memory"                   the node's "memory" resource in bytes, which actors and
+ *                              tasks ask for as any resource (Ray's memory=); default: 70%
+ *                              of the memory the machine has available at start, less
+ *                              the object store
  *   "resources"                custom node resources, "name=qty[,name=qty...]"
  *   "log_level"                error|warn|info|debug (overrides TROUPE_LOG_LEVEL)
  *   "max_message_bytes"        largest accepted frame (default 64 MiB)

@@ -681,14 +681,17 @@ def test_options_refused_warned_or_honoured(ray):
         Echo.options(max_concurrency=65537)
     with pytest.warns(UserWarning, match=r"\['pip'\] of the actor option 'runtime_env'"):
         Echo.options(runtime_env={"pip": ["requests"]})
-    with pytest.warns(UserWarning, match="'memory' \\(1024\\)"):
-        Echo.options(memory=1024)
+    with pytest.warns(UserWarning, match="'accelerator_type' \\('A100'\\)"):
+        Echo.options(accelerator_type="A100")
+    with pytest.raises(ValueError):
+        Echo.options(memory=-1)
     import warnings
     with warnings.catch_warnings():  # Ray's defaults, which troupe does anyway: no warning
         warnings.simplefilter("error")
         Echo.options(max_concurrency=1, lifetime=None, max_task_retries=0, namespace=None)
         Echo.options(lifetime="detached", max_concurrency=4)  # (honoured)
         Echo.options(namespace="ns")
+        Echo.options(memory=1024)  # (honoured: the node's "memory" resource)
 
     @ray.remote(runtime_env={"env_vars": {"TROUPE_TEST_VAR": "set"}})
     class Env:
@@ -1006,6 +1009,9 @@ def test_a_task_holds_its_resources_while_it_runs():
 
         got = troupe.get(inside.remote())
         assert got["CPU"] == 3.0 and got["slot"] == 1.0
+        total = troupe.cluster_resources()["memory"]  # (Ray's: bytes, a resource as any)
+        assert total > 0 and troupe.available_resources()["memory"] == total
+        assert troupe.get(inside.options(memory=2**20).remote())["memory"] == total - 2**20
         assert troupe.get(two.remote())["CPU"] == 2.0
         free = troupe.available_resources()
         assert free["CPU"] == 4.0 and free["slot"] == 2.0

@@ -124,12 +124,14 @@ def test_options_are_checked():
         square.options(num_returns=-1)  # (2 is honoured: tests/test_num_returns.py)
     from troupe import _errors
     with _errors._warned_lock:  # (warned once a process: another test may have been first)
-        _errors._warned.discard(("a remote function's options", "memory"))
+        _errors._warned.discard(("a remote function's options", "accelerator_type"))
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        f = square.options(memory=1 << 20, scheduling_strategy="DEFAULT")
-    assert [str(w.message) for w in seen if "memory" in str(w.message)]
+        f = square.options(accelerator_type="A100", memory=1 << 20,
+                           scheduling_strategy="DEFAULT")
+    assert [str(w.message) for w in seen if "accelerator_type" in str(w.message)]
     assert not [w for w in seen if "scheduling_strategy" in str(w.message)]
+    assert not [w for w in seen if "memory" in str(w.message)]  # (honoured: a resource)
     assert all(w.filename == __file__ for w in seen)
     assert ray.get(f.remote(5)) == 25
     with pytest.raises(TypeError, match="function or a class"):

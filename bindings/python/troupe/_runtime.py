@@ -217,6 +217,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
     dashboard_port, dashboard_host: where an embedded node serves it)."""
     global _rt, _job_env
     env = unsupported.pop("runtime_env", None)
+    memory = unsupported.pop("_memory", None)  # (Ray's: the node's "memory" resource)
     ns = unsupported.pop("namespace", None)
     if unsupported:  # Ray's (_system_config, ...)
         _errors.ignored("troupe.init", unsupported, stacklevel=2)
@@ -244,6 +245,8 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
                 settings["num_gpus"] = str(num_gpus)
             if resources:
                 settings["resources"] = ",".join(f"{k}={v}" for k, v in resources.items())
+            if memory is not None:
+                settings["memory"] = str(int(memory))
             if object_store_memory:
                 settings["object_store_bytes"] = str(int(object_store_memory))
             if log_level:

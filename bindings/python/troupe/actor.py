@@ -27,14 +27,14 @@ EXIT = "_troupe_exit"        # a call that ends the actor (exit_actor's, the las
 BUILTIN_METHODS = ("__ray_ready__", "__ray_call__")
 ENV = "_troupe_env"          # a constructor payload that sets environment variables first
 
-_ACTOR_OPTIONS = {"name", "num_cpus", "num_gpus", "resources", "max_restarts",
+_ACTOR_OPTIONS = {"name", "num_cpus", "num_gpus", "memory", "resources", "max_restarts",
                   "get_if_exists", "runtime_env", "lifetime", "max_concurrency",
                   "placement_group", "placement_group_bundle_index", "max_task_retries",
                   "concurrency_groups", "namespace"}
 # Ray's, taken so that its code runs, but troupe does not do what they ask: a warning
 # when one is given a value other than Ray's default (which troupe does anyway)
 _IGNORED_OPTIONS = {"scheduling_strategy": None,
-                    "memory": None, "accelerator_type": None, "object_store_memory": None,
+                    "accelerator_type": None, "object_store_memory": None,
                     "placement_group_capture_child_tasks": None,
                     "max_pending_calls": -1, "enable_task_events": None, "_metadata": None,
                     "label_selector": None, "_labels": None,
@@ -384,7 +384,7 @@ class ActorClass:
         lib.tr_actor_options_init(byref(opts))
         opts.num_cpus = float(o.get("num_cpus") or 0)
         opts.num_gpus = float(o.get("num_gpus") or 0)
-        res = {**(o.get("resources") or {}),
+        res = {**(o.get("resources") or {}), **remote_function.memory_resource(o),
                **_placement.affinity_resources(o, f"actor {self._cls.__name__}")}
         keep = []
         if res:

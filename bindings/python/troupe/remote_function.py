@@ -38,14 +38,15 @@ FN_INLINE_MAX = 4 << 10          # larger pickled functions go through the store
                                  # than with 0.5 KiB; one with its 100 KiB in the store, none)
 
 # Ray's task options: honoured
-_TASK_OPTIONS = {"num_cpus", "num_gpus", "resources", "max_retries", "num_returns", "name",
+_TASK_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "max_retries", "num_returns",
+                 "name",
                  "placement_group", "placement_group_bundle_index", "retry_exceptions",
                  "runtime_env"}
 DEFAULT_MAX_RETRIES = 3  # Ray's max_retries of a task (tr_task_options_init's too)
 # Ray's, taken so that its code runs, but not done: a warning once when one is given a
 # value other than Ray's defaults (listed)
 _IGNORED_OPTIONS = {"scheduling_strategy": (None, "DEFAULT"),
-                    "memory": (None, 0), "accelerator_type": (None,),
+                    "accelerator_type": (None,),
                     "placement_group_capture_child_tasks": (None, False),
                     "max_calls": (0, None), "enable_task_events": (None, True),
                     "_metadata": (None,), "label_selector": (None,), "_labels": (None,),
@@ -101,6 +102,11 @@ def check_placement_options(options, kind, retries_key):
                              f"number, got {v!r} ({kind} option {key})")
         if v is not None:
             _check_precision(key, v)
+    mem = options.get("memory")  # (bytes: the node's "memory" resource, Ray's)
+    if mem is not None and (isinstance(mem, bool) or not isinstance(mem, (int, float)) or
+                            mem < 0):
+        raise ValueError(f"The keyword 'memory' only accepts None, 0 or a positive number, "
+                         f"got {mem!r} ({kind} option memory)")
     mr = options.get(retries_key)
     if mr is not None and (isinstance(mr, bool) or not isinstance(mr, numbers.Integral) or
                            mr < -1):
@@ -119,6 +125,12 @@ def check_placement_options(options, kind, retries_key):
     name = options.get("name")
     if name is not None and (not isinstance(name, str) or not name):
         raise ValueError(f"{kind} option name={name!r}: a non-empty str is needed")
+
+
+def memory_resource(options):
+    """Ray's memory= option (bytes) as the node's "memory" resource: {} if none."""
+    mem = options.get("memory")
+    return {"memory": float(int(mem))} if mem else {}
 
 
 def check_retry_exceptions(value, where):
@@ -454,6 +466,7 @@ class RemoteFunction:
             opts.max_retries = int(o["max_retries"])
         _placement.apply_options(o, opts, f"remote function {self._function_name}")
         res = {k: v for k, v in (o.get("resources") or {}).items() if v > 0}
+        res.update(memory_resource(o))
         res.update(_placement.affinity_resources(o, f"remote function {self._function_name}"))
         p.keep = []
         if res:
