@@ -1420,3 +1420,29 @@ def test_a_job_without_a_namespace_has_an_anonymous_one(tmp_path):
         assert len(ns2) == 36 and ns2 != ns1, (ns1, ns2)
     finally:
         first.communicate("\n", timeout=60)
+
+
+def test_job_config_gives_the_jobs_namespace_and_runtime_env():
+    """Ray's ray.job_config.JobConfig, given to init: its namespace and runtime_env are the
+    job's; an option troupe does not do warns."""
+    from troupe.job_config import JobConfig
+    jc = JobConfig(ray_namespace="from-job-config",
+                   runtime_env={"env_vars": {"TROUPE_JC_VAR": "yes"}}, metadata={"k": "v"})
+    troupe.init(job_config=jc)
+    try:
+        assert troupe.get_runtime_context().namespace == "from-job-config"
+
+        @troupe.remote
+        class Env:
+            def read(self):
+                return os.environ.get("TROUPE_JC_VAR"), troupe.get_runtime_context().namespace
+        a = Env.options(name="jc-actor").remote()
+        assert troupe.get(a.read.remote(), timeout=30) == ("yes", "from-job-config")
+        assert troupe.get_actor("jc-actor", namespace="from-job-config") == a
+    finally:
+        troupe.shutdown()
+    with pytest.warns(UserWarning, match="default_actor_lifetime"):
+        troupe.init(job_config=JobConfig(default_actor_lifetime="detached"))
+    troupe.shutdown()
+    with pytest.raises(TypeError):
+        JobConfig(ray_namespace=3)

@@ -1,7 +1,8 @@
 """troupe: actors, remote functions (tasks), objects, collective groups and compiled
 graphs over troupe's C runtime, with Ray's API: ``import troupe as ray`` runs Ray's task,
 actor, collective and compiled-graph examples. See bindings/python/README.md."""
-from . import _private, cloudpickle, dag, exceptions, ray_constants, remote_function, util
+from . import (_private, cloudpickle, dag, exceptions, job_config, ray_constants,
+               remote_function, util)
 from ._ffi import library_path
 from ._runtime import (DynamicObjectRefGenerator, ObjectRef, ObjectRefGenerator, cancel, get,
                        init, is_initialized, node_address, object_store_stats, put, shutdown,

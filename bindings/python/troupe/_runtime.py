@@ -219,6 +219,13 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
     env = unsupported.pop("runtime_env", None)
     memory = unsupported.pop("_memory", None)  # (Ray's: the node's "memory" resource)
     ns = unsupported.pop("namespace", None)
+    jc = unsupported.pop("job_config", None)  # (Ray's JobConfig: its namespace, runtime_env)
+    if jc is not None:
+        if ns is None:
+            ns = jc.ray_namespace
+        if env is None:
+            env = jc.runtime_env
+        unsupported.update({f"job_config.{k}": v for k, v in jc._unhonoured().items()})
     if unsupported:  # Ray's (_system_config, ...)
         _errors.ignored("troupe.init", unsupported, stacklevel=2)
     job_env = env_vars(env, "troupe.init", stacklevel=2)
