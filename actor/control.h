@@ -34,8 +34,8 @@ typedef struct tr__actor_where {
 int tr__actor_create(tr__nodeconn *node, const char *ns, const char *cls,
                      const tr_actor_options *opts, const void *args, size_t len, tr_actor_id *out);
 /* A task pool's worker (class TR__TASKS_CLASS, actor/tasks.h): what opts asks for is
- * reserved for its life (the GPUs it is given), task_res (may be NULL) only while it runs
- * a task (CPUs, custom resources): the node checks that both together could ever fit, and
+ * reserved for its life (its GPUs, custom resources), task_res (may be NULL; "CPU" alone)
+ * only while it runs a task: the node checks that both together could ever fit, and
  * counts task_res as in use while the worker's board entry says it runs a task. */
 int tr__actor_create_task_worker(tr__nodeconn *node, const tr_actor_options *opts,
                                  const tr__res *task_res, tr_actor_id *out);

@@ -235,25 +235,47 @@ static int is_task_worker(const actor *a) {
     return !a->pg_tag && strcmp(a->cls, TR__TASKS_CLASS) == 0;
 }
 
-/* A task holds resources only while it runs, but a task worker holds its GPUs for its
- * life (its devices are given at its start). So while an actor (or another pool's worker,
- * or a placement group) waits for GPUs, the task workers holding GPUs that run no task now are
- * ended; each becomes PENDING and dormant, and is started again (by resources, as any actor) once a
- * caller resolves it: its next task. A task sent in the microseconds between the board's
- * look and the end is in flight when the worker dies: retried as after any death. */
-static void retire_for_gpus(tr__directory *d) {
+/* Whether it holds a quantity of anything but CPUs (custom resources, memory, GPUs). */
+static int holds_any(const actor *a) {
+    for (int i = 0; i < a->req.n; i++)
+        if (a->req.qty[i] > 0 && strcmp(a->req.name[i], "CPU") != 0) return 1;
+    return 0;
+}
+
+/* Whether task worker t holds something actor a asks for (GPUs, custom resources). */
+static int holds_wanted(const actor *t, const actor *a) {
+    if (tr__res_get(&a->req, "GPU") > 0 && t->n_gpus > 0) return 1;
+    for (int i = 0; i < a->req.n; i++)
+        if (a->req.qty[i] > 0 && strcmp(a->req.name[i], "CPU") != 0 &&
+            strcmp(a->req.name[i], "GPU") != 0 && tr__res_get(&t->req, a->req.name[i]) > 0)
+            return 1;
+    return 0;
+}
+
+/* A task worker holds its GPUs and custom resources for its life (its devices are given at
+ * its start; the reservations bound how many tasks run at once), but a task holds them
+ * only while it runs. So while an actor (or another worker of a pool) waits for what a
+ * task worker that runs no task now holds, or a placement group waits here, that worker
+ * ends; it becomes PENDING and dormant, and is started again (by resources, as any actor)
+ * once a caller resolves it: its next task. A task sent in the microseconds between the
+ * board's look and the end is in flight when the worker dies: retried as after any
+ * death. */
+static void retire_idle_task_workers(tr__directory *d) {
     if (!d->o.task_running) return;
-    int wanted = tr__pgroups_wait_gpus(d->pgs);
-    for (const actor *a = d->all; a && !wanted; a = a->next)
-        wanted = a->state == TR__ACTOR_PENDING && !a->dormant && !a->pg_tag &&
-                 tr__res_get(&a->req, "GPU") > 0;
-    for (actor *t = d->all; t && wanted; t = t->next) {
-        int blocked = 0;
-        if (t->state != TR__ACTOR_ALIVE || !t->proc || t->n_gpus == 0 || t->retiring ||
-            !is_task_worker(t) || d->o.task_running(d->o.task_ctx, t->id, &blocked))
+    int group_waits = -1; /* (asked once, if need be) */
+    for (actor *t = d->all; t; t = t->next) {
+        if (t->state != TR__ACTOR_ALIVE || !t->proc || t->retiring || !is_task_worker(t) ||
+            (t->n_gpus == 0 && !holds_any(t)))
             continue;
+        int want = 0;
+        for (const actor *a = d->all; a && !want; a = a->next)
+            want = a != t && a->state == TR__ACTOR_PENDING && !a->dormant && !a->pg_tag &&
+                   holds_wanted(t, a);
+        if (!want && group_waits < 0) group_waits = tr__pgroups_waiting(d->pgs);
+        int blocked = 0;
+        if ((!want && !group_waits) || d->o.task_running(d->o.task_ctx, t->id, &blocked)) continue;
         t->retiring = 1;
-        TR_LOG_INFO("DIR-RETIRE", "task worker %s: its GPUs go to an actor waiting for them",
+        TR_LOG_INFO("DIR-RETIRE", "task worker %s: what it holds goes to what waits for it",
                     t->hex);
         tr__proc_kill(t->proc, SIGKILL);
     }
@@ -267,7 +289,7 @@ static void schedule_pending(tr__directory *d) {
         hold(d, a);
         spawn(d, a);
     }
-    retire_for_gpus(d);
+    retire_idle_task_workers(d);
 }
 
 static void release(tr__directory *d, actor *a) {
@@ -369,12 +391,12 @@ static void on_worker_exit(void *ctx, tr__proc *p, int64_t status, int sig) {
         if (a->owner_gone && !a->waiters) forget(d, a); /* nobody can ask for it any more */
         return;
     }
-    if (a->retiring && !a->no_restart && !d->shutting_down) { /* (retire_for_gpus) */
+    if (a->retiring && !a->no_restart && !d->shutting_down) { /* (retire_idle_task_workers) */
         a->retiring = 0;
         a->dormant = 1;
         a->state = TR__ACTOR_PENDING;
-        set_reason(a, "its GPUs went to an actor waiting for them; it starts again with its "
-                      "next task");
+        set_reason(a, "what it held went to an actor or a group waiting for it; it starts "
+                      "again with its next task");
         schedule_pending(d);
         return;
     }
@@ -534,7 +556,7 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
     if (tr__obj_type(tr__obj_get(body, "task_res")) == TR__T_STR &&
         tr__get_str(body, "task_res", &tres, &tres_len) == 0 && tres_len > 0 && !a->pg_tag &&
         strcmp(a->cls, TR__TASKS_CLASS) == 0) { /* (another class's: ignored) */
-        char text[1024];
+        char text[512];
         if (tres_len >= sizeof text || memchr(tres, '\0', tres_len)) {
             rc = tr__err(TR_EINVAL, "create: task_res of up to %zu bytes, none of them 0",
                          sizeof text - 1);
@@ -547,6 +569,11 @@ static void on_create(void *ctx, tr__conn *c, uint64_t seq, const tr__obj *body)
             goto fail;
         }
         if ((rc = tr__res_parse(a->task_req, text))) goto fail;
+        if (a->task_req->n != 1 || strcmp(a->task_req->name[0], "CPU") != 0 ||
+            !(a->task_req->qty[0] > 0)) {
+            rc = tr__err(TR_EINVAL, "create: task_res holds CPU=k (k > 0) alone");
+            goto fail;
+        }
     }
     tr__res ever = a->req; /* what it needs at once, at its busiest */
     for (int i = 0; a->task_req && !rc && i < a->task_req->n; i++)
@@ -897,7 +924,9 @@ static void json_res(tr__buf *out, const tr__res *r) {
     char tmp[128];
     tr__buf_append(out, "{", 1);
     for (int i = 0; i < r->n; i++) {
-        int n = snprintf(tmp, sizeof tmp, "%s\"%s\":%.17g", i ? "," : "", r->name[i], r->qty[i]);
+        if (i) tr__buf_append(out, ",", 1);
+        tr__buf_json_str(out, r->name[i]); /* (names a client gave: escaped) */
+        int n = snprintf(tmp, sizeof tmp, ":%.17g", r->qty[i]);
         tr__buf_append(out, tmp, (size_t)n);
     }
     tr__buf_append(out, "}", 1);
@@ -948,7 +977,9 @@ void tr__directory_status_json(const tr__directory *d, tr__buf *out) {
         int blocked = 0;
         if (a->state != TR__ACTOR_ALIVE || !is_task_worker(a)) continue;
         if (!d->o.task_running(d->o.task_ctx, a->id, &blocked)) {
-            if (a->n_gpus) tr__res_add(&idle, "GPU", a->gpu_req); /* (retire_for_gpus) */
+            for (int i = 0; i < a->req.n; i++) /* (retire_idle_task_workers) */
+                if (a->req.qty[i] > 0 && strcmp(a->req.name[i], "CPU") != 0)
+                    tr__res_add(&idle, a->req.name[i], a->req.qty[i]);
             continue;
         }
         for (int i = 0; a->task_req && i < a->task_req->n; i++)
@@ -957,8 +988,8 @@ void tr__directory_status_json(const tr__directory *d, tr__buf *out) {
     }
     tr__buf_append(out, ",\"resources_in_tasks\":", 22);
     json_res(out, &in_tasks);
-    /* GPUs that task workers running no task hold: theirs until an actor or a group
-     * waits for them (then they go: retire_for_gpus) */
+    /* what task workers running no task hold (GPUs, custom resources): theirs until an
+     * actor or a group waits for it (then it goes: retire_idle_task_workers) */
     tr__buf_append(out, ",\"resources_idle_in_tasks\":", 27);
     json_res(out, &idle);
     tr__buf_append(out, ",\"actors\":[", 11);

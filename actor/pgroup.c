@@ -721,12 +721,12 @@ void tr__pgroups_gpu_give(tr__pgroups *p, uint32_t tag, double k, const int *ids
             }
 }
 
-int tr__pgroups_wait_gpus(const tr__pgroups *p) {
-    for (const pg *g = p->all; g; g = g->next) {
-        if (g->state != TR_PG_PENDING || strncmp(g->reason, "infeasible", 10) == 0) continue;
-        for (int i = 0; i < g->n; i++)
-            if (g->b[i].here && g->b[i].gpu > 0) return 1;
-    }
+int tr__pgroups_waiting(const tr__pgroups *p) {
+    for (const pg *g = p->all; g; g = g->next)
+        if (g->state == TR_PG_PENDING && strncmp(g->reason, "infeasible", 10) != 0) {
+            for (int i = 0; i < g->n; i++)
+                if (g->b[i].here) return 1;
+        }
     return 0;
 }
 
@@ -754,8 +754,9 @@ void tr__pgroups_status_json(const tr__pgroups *p, tr__buf *out) {
         for (int i = 0; i < g->n; i++) {
             tr__buf_append(out, i ? ",{" : "{", i ? 2 : 1);
             for (int j = 0; j < g->b[i].res.n; j++) {
-                n = snprintf(tmp, sizeof tmp, "%s\"%s\":%.17g", j ? "," : "", g->b[i].res.name[j],
-                             g->b[i].res.qty[j]);
+                if (j) tr__buf_append(out, ",", 1);
+                tr__buf_json_str(out, g->b[i].res.name[j]); /* (a client's names: escaped) */
+                n = snprintf(tmp, sizeof tmp, ":%.17g", g->b[i].res.qty[j]);
                 tr__buf_append(out, tmp, (size_t)n);
             }
             tr__buf_append(out, "}", 1);

@@ -82,9 +82,8 @@ void tr__pgroups_mount(tr__pgroups *p, tr__server *s);
 void tr__pgroups_schedule(tr__pgroups *p);
 /* A connection closed: its groups are removed and forgotten. */
 void tr__pgroups_conn_closed(tr__pgroups *p, uint64_t conn_id);
-/* Whether a group waits for resources here (feasible, not yet placed) with a bundle that
- * asks for GPUs. */
-int tr__pgroups_wait_gpus(const tr__pgroups *p);
+/* Whether a group waits for resources here (feasible, not yet placed). */
+int tr__pgroups_waiting(const tr__pgroups *p);
 /* Appends ,"placement_groups":[...] to the node's status JSON. */
 void tr__pgroups_status_json(const tr__pgroups *p, tr__buf *out);
 

@@ -207,25 +207,24 @@ static int start_member(tr__tasks *t, pool *p) {
     tr_actor_options o = TR_ACTOR_OPTIONS_INIT;
     o.num_cpus = 0;           /* CPUs are not reserved: the pool's size is their count */
     o.num_gpus = p->num_gpus; /* (its devices: given at its start, for its life) */
-    /* CPUs and custom resources count as in use at the node while the member runs a task
-     * (Ray's available_resources() inside a task); in a placement group's bundle the
-     * member holds its custom resources for its life, as before */
+    /* its custom resources are reserved for its life too (they bound how many members,
+     * and so tasks, the node runs at once), and its CPUs count as in use at the node while
+     * it runs a task (Ray's available_resources() inside a task); an actor or a group
+     * waiting for what idle members hold has them end (actor/directory.c) */
+    o.resources = p->n_res ? p->res : NULL;
+    o.n_resources = p->n_res;
     static const tr_pg_id none;
     int in_pg = memcmp(p->pg.b, none.b, 16) != 0;
     tr__res task_res = {0};
-    int rc = p->cpus > 0 ? tr__res_add(&task_res, "CPU", p->cpus) : 0;
-    for (size_t i = 0; !rc && !in_pg && i < p->n_res; i++)
-        rc = tr__res_add(&task_res, p->res[i].name, p->res[i].quantity);
+    int rc = p->cpus > 0 && !in_pg ? tr__res_add(&task_res, "CPU", p->cpus) : 0;
     if (rc) return tr__err_wrap(rc, "starting a task worker (%s)", name);
-    o.resources = p->n_res && in_pg ? p->res : NULL;
-    o.n_resources = in_pg ? p->n_res : 0;
     o.name = name;
     o.max_restarts = -1; /* a worker a task crashed comes back for the next tasks */
     o.detached = 1;      /* shared by every process: none of them owns it */
     o.placement_group = p->pg;
     o.bundle_index = p->bundle;
     tr_actor_id id;
-    rc = tr__actor_create_task_worker(t->node, &o, in_pg ? NULL : &task_res, &id);
+    rc = tr__actor_create_task_worker(t->node, &o, &task_res, &id);
     if (rc == TR_EEXIST) rc = tr__actor_by_name(t->node, NULL, name, &id);
     if (rc) return tr__err_wrap(rc, "starting a task worker (%s)", name);
     return add_member(p, &id);

@@ -346,9 +346,9 @@ TEST_F(NodeTest, AnActorsNamespaceIsBoundedAtTheNode) {
     expect_node_serves();
 }
 
-/* A create's task_res (what a task worker holds while it runs a task): another class's is
- * ignored, a malformed or oversized one refused, one no node could hold refused, and the
- * node serves on. */
+/* A create's task_res (the CPUs a task worker holds while it runs a task): another class's
+ * is ignored; a malformed, oversized or other than CPU one refused, one no node could hold
+ * refused; and the node serves on. */
 TEST_F(NodeTest, ATaskWorkersResourcesAreCheckedAtTheNode) {
     Raw r(addr);
     char self[4096];
@@ -378,13 +378,16 @@ TEST_F(NodeTest, ATaskWorkersResourcesAreCheckedAtTheNode) {
     EXPECT_EQ(create(3, TR__TASKS_CLASS, "tres-bad", "CPU=x,=,"), TR_EINVAL);
     EXPECT_EQ(create(4, TR__TASKS_CLASS, "tres-long", std::string(5000, 'a')), TR_EINVAL);
     EXPECT_EQ(create(5, TR__TASKS_CLASS, "tres-zero", std::string("CPU=1\0x", 7)), TR_EINVAL);
-    EXPECT_EQ(create(6, TR__TASKS_CLASS, "tres-big", "slot=1e308"), TR_ERESOURCES);
+    EXPECT_EQ(create(6, TR__TASKS_CLASS, "tres-big", "CPU=1e308"), TR_ERESOURCES);
+    EXPECT_EQ(create(8, TR__TASKS_CLASS, "tres-quote", "x\"}=1"), TR_EINVAL); /* (CPU alone) */
+    EXPECT_EQ(create(9, TR__TASKS_CLASS, "tres-more", "CPU=1,slot=1"), TR_EINVAL);
     EXPECT_EQ(create(7, TR__TASKS_CLASS, "tres-neg", "CPU=-1"), TR_EINVAL);
     tr_actor_id a;
     ASSERT_EQ(tr_actor_get(rt, "tres-other", &a), 0) << tr_last_error();
     EXPECT_EQ(tr_actor_wait_ready(rt, a, 30000), 0) << tr_last_error();
     EXPECT_EQ(tr_actor_kill(rt, a, 1), 0);
-    for (const char *gone : {"tres-bad", "tres-long", "tres-zero", "tres-big", "tres-neg"})
+    for (const char *gone :
+         {"tres-bad", "tres-long", "tres-zero", "tres-big", "tres-neg", "tres-quote", "tres-more"})
         EXPECT_EQ(tr_actor_get(rt, gone, &a), TR_ENOTFOUND) << gone;
     expect_node_serves();
 }

@@ -520,10 +520,11 @@ double status_res(const std::string &json, const char *map, const char *name) {
     return atof(json.c_str() + k + strlen(name) + 3);
 }
 
-/* A task holds its CPUs and custom resources while it runs (the node's
- * resources_in_tasks, what Ray's available_resources() inside a task leaves out), and only
- * then: its pool's worker keeps none between tasks, so an actor can have them all. A
- * task no node could ever run is refused at once, as such an actor is. */
+/* A task holds its CPUs while it runs (the node's resources_in_tasks, what Ray's
+ * available_resources() inside a task leaves out), and only then; its pool's worker holds
+ * its custom resources for its life (they bound how many tasks run at once), but while it
+ * runs no task they are idle (resources_idle_in_tasks) and an actor that waits for them
+ * has them. A task no node could ever run is refused at once, as such an actor is. */
 TEST(TaskResourcesTest, ATaskHoldsItsResourcesOnlyWhileItRuns) {
     tr_config *cfg = test_config_with({{"resources", "slot=2"}});
     tr_runtime *rt = nullptr;
@@ -543,16 +544,30 @@ TEST(TaskResourcesTest, ATaskHoldsItsResourcesOnlyWhileItRuns) {
         std::string inside((const char *)d, n);
         tr_ref_release(rt, r);
         EXPECT_EQ(status_res(inside, "resources_in_tasks", "CPU"), 1) << inside;
-        EXPECT_EQ(status_res(inside, "resources_in_tasks", "slot"), 1) << inside;
-        EXPECT_EQ(status_res(inside, "resources_available", "slot"), 2) << inside;
+        EXPECT_EQ(status_res(inside, "resources_available", "slot"), 1) << inside;
+        EXPECT_EQ(status_res(inside, "resources_idle_in_tasks", "slot"), -1) << inside;
     }
     char *json = nullptr;
     ASSERT_EQ(tr_node_status(rt, &json), 0);
     std::string after(json);
     tr_free(json);
     EXPECT_EQ(status_res(after, "resources_in_tasks", "CPU"), -1) << after;
-    EXPECT_EQ(status_res(after, "resources_in_tasks", "slot"), -1) << after;
-    EXPECT_EQ(status_res(after, "resources_available", "slot"), 2) << after;
+    EXPECT_EQ(status_res(after, "resources_available", "slot"), 1) << after; /* (its worker's, */
+    EXPECT_EQ(status_res(after, "resources_idle_in_tasks", "slot"), 1) << after; /* idle) */
+
+    /* the slots bound how many run at once: 4 tasks of 300 ms, 2 slots */
+    auto t0 = Clock::now();
+    std::vector<tr_ref> four(4);
+    for (auto &f : four) {
+        int64_t ms = 300;
+        ASSERT_EQ(tr_task_submit(rt, "t_sleep", &ms, 8, nullptr, 0, &o, &f), 0) << tr_last_error();
+    }
+    for (auto &f : four) {
+        EXPECT_EQ(tr_get(rt, f, 30000, nullptr, nullptr), 0) << tr_last_error();
+        tr_ref_release(rt, f);
+    }
+    EXPECT_GE(std::chrono::duration<double>(Clock::now() - t0).count(), 0.59)
+        << "more tasks ran at once than the node has slots";
     EXPECT_GT(status_res(after, "resources_total", "memory"), 0) << after; /* (Ray's) */
 
     tr_resource both = {"slot", 2}; /* (a pool worker that kept one would leave it pending) */

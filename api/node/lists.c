@@ -506,7 +506,12 @@ static void on_event(void *ctx, const tr__evlog_rec *e) {
         if (!(r = find_item(p, tr__evlog_get(e, "id"), strcmp(ev, "actor_created") == 0))) return;
         if (strcmp(ev, "actor_created") == 0) {
             set(r, "class_name", 0, tr__evlog_get(e, "class"));
-            set(r, "name", 0, tr__evlog_get(e, "name"));
+            size_t ns_len = 0; /* (kept as its namespace, 0x1f, the name: as live rows) */
+            const char *kept = tr__evlog_get(e, "name");
+            set(r, "name", 0, tr__actor_unqualify(kept, &ns_len));
+            char ns[256];
+            snprintf(ns, sizeof ns, "%.*s", (int)ns_len, kept);
+            set(r, "namespace", 0, ns);
             set(r, "state", 0, "PENDING");
             set(r, "pid", 1, "0");
             set(r, "restarts", 1, "0");

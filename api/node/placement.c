@@ -377,9 +377,12 @@ int tr__cl_op_place(tr__cluster *cl, const tr__obj *req, tr__buf *reply) {
         snprintf(node, sizeof node, "%s", cl->members.nodes[best].id);
     }
     pthread_mutex_unlock(&cl->mu);
-    if (best < 0)
+    if (best < 0) {
+        char all[1024]; /* (a task worker's task_res too) */
+        tr__res_format(&want, all, sizeof all);
         return tr__err(TR_ERESOURCES,
-                       "no node of the cluster has {%s} in all (nor is one named so)", res_in);
+                       "no node of the cluster has {%s} in all (nor is one named so)", all);
+    }
 chosen:;
     tr__buf r = TR__BUF_INIT;
     if (best == 0) { /* here (the head is row 0) */

@@ -727,11 +727,12 @@ TR_API int tr_ref_borrow(tr_runtime *rt, tr_ref ref);
 
 /* How a task runs. num_cpus (default 1) counts against the pool's size (the node's CPUs
  * divided by it; a task's own nested tasks may use up to four times that, so a parent
- * waiting for its children never starves them); num_gpus are reserved by each worker of
- * the task's pool (placed as an actor is, on any node of a cluster); num_cpus and
- * resources are held while the task runs (tr_node_status's "resources_in_tasks"; in a
- * placement group's bundle, resources are reserved by each worker). A task that no node
- * has the resources for fails at submit with TR_ERESOURCES, as such an actor does.
+ * waiting for its children never starves them) and is held while the task runs
+ * (tr_node_status's "resources_in_tasks"); num_gpus and resources are reserved by each
+ * worker of the task's pool (placed as an actor is, on any node of a cluster), and given
+ * up by an idle one to an actor or a placement group that waits for them (the worker ends
+ * and starts again with its next task). A task that no node has the resources for fails
+ * at submit with TR_ERESOURCES, as such an actor does.
  * max_retries (default 3, -1: always): how many times a task whose worker died with it
  * in flight is run again before its ref fails with TR_EACTOR_DIED and the reason.
  * contained: refs nested in args (as tr_call_contains). */
