@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <random>
 #include <thread>
 #include <string>
@@ -94,6 +95,37 @@ std::string map_body(std::initializer_list<std::pair<std::string, std::string>> 
     std::string s(b.data, b.len);
     tr__buf_free(&b);
     return s;
+}
+
+/* Says HELLO on r as a driver whose workers run this test's program (its actors'). */
+void hello_as_driver(Raw &r) {
+    char self[4096];
+    ASSERT_TRUE(realpath("/proc/self/exe", self));
+    r.send_frame(TR__MSG_HELLO, 1, map_body({{"role", "driver"}, {"exe", self}}));
+    ASSERT_EQ(r.reply_rc(), 0);
+}
+
+/* Sends an ACTOR_CREATE of class cls named name (no restarts, no resources) with one key
+ * more, whose value `value` encodes (a forged one), and returns the reply's code. */
+int forged_create(Raw &r, uint64_t seq, const char *cls, const char *name, const char *key,
+                  const std::function<void(tr__buf *)> &value) {
+    tr__buf b = TR__BUF_INIT;
+    tr__enc_map(&b, 6);
+    tr__enc_str(&b, "class");
+    tr__enc_str(&b, cls);
+    tr__enc_str(&b, "args");
+    tr__enc_bin(&b, "n", 1);
+    tr__enc_str(&b, "max_restarts");
+    tr__enc_int(&b, 0);
+    tr__enc_str(&b, "res");
+    tr__enc_str(&b, "");
+    tr__enc_str(&b, "name");
+    tr__enc_str(&b, name);
+    tr__enc_str(&b, key);
+    value(&b);
+    r.send_frame(TR__MSG_ACTOR_CREATE, seq, std::string(b.data, b.len));
+    tr__buf_free(&b);
+    return r.reply_rc(nullptr, 10000);
 }
 
 /* Connects to a node, says HELLO claiming to own it, and hangs up: what an embedded
@@ -259,31 +291,14 @@ TEST_F(NodeTest, BindingDataIsBoundedAtTheNode) {
  * sending: actor_test). */
 TEST_F(NodeTest, TaskRetriesAreBoundedAtTheNode) {
     Raw r(addr);
-    char self[4096]; /* (this test is its actors' worker program too) */
-    ASSERT_TRUE(realpath("/proc/self/exe", self));
-    r.send_frame(TR__MSG_HELLO, 1, map_body({{"role", "driver"}, {"exe", self}}));
-    ASSERT_EQ(r.reply_rc(), 0);
+    hello_as_driver(r);
     auto create = [&](uint64_t seq, const char *name, int kind, int64_t v) {
-        tr__buf b = TR__BUF_INIT;
-        tr__enc_map(&b, 6);
-        tr__enc_str(&b, "class");
-        tr__enc_str(&b, "Counter");
-        tr__enc_str(&b, "args");
-        tr__enc_bin(&b, "t", 1);
-        tr__enc_str(&b, "max_restarts");
-        tr__enc_int(&b, 1);
-        tr__enc_str(&b, "res");
-        tr__enc_str(&b, "");
-        tr__enc_str(&b, "name");
-        tr__enc_str(&b, name);
-        tr__enc_str(&b, "tretries");
-        if (kind)
-            tr__enc_int(&b, v);
-        else
-            tr__enc_str(&b, "many");
-        r.send_frame(TR__MSG_ACTOR_CREATE, seq, std::string(b.data, b.len));
-        tr__buf_free(&b);
-        return r.reply_rc(nullptr, 10000);
+        return forged_create(r, seq, "Counter", name, "tretries", [&](tr__buf *b) {
+            if (kind)
+                tr__enc_int(b, v);
+            else
+                tr__enc_str(b, "many");
+        });
     };
     EXPECT_EQ(create(2, "t-low", 1, -5), TR_EINVAL);
     EXPECT_EQ(create(3, "t-high", 1, (int64_t)1 << 40), TR_EINVAL);
@@ -303,31 +318,14 @@ TEST_F(NodeTest, TaskRetriesAreBoundedAtTheNode) {
  * its worker's (its runtime's namespace); the node serves on. */
 TEST_F(NodeTest, AnActorsNamespaceIsBoundedAtTheNode) {
     Raw r(addr);
-    char self[4096]; /* (this test is its actors' worker program too) */
-    ASSERT_TRUE(realpath("/proc/self/exe", self));
-    r.send_frame(TR__MSG_HELLO, 1, map_body({{"role", "driver"}, {"exe", self}}));
-    ASSERT_EQ(r.reply_rc(), 0);
+    hello_as_driver(r);
     auto create = [&](uint64_t seq, const char *name, const std::string *ns) {
-        tr__buf b = TR__BUF_INIT;
-        tr__enc_map(&b, 6);
-        tr__enc_str(&b, "class");
-        tr__enc_str(&b, "Counter");
-        tr__enc_str(&b, "args");
-        tr__enc_bin(&b, "n", 1);
-        tr__enc_str(&b, "max_restarts");
-        tr__enc_int(&b, 0);
-        tr__enc_str(&b, "res");
-        tr__enc_str(&b, "");
-        tr__enc_str(&b, "name");
-        tr__enc_str(&b, name);
-        tr__enc_str(&b, "ns");
-        if (ns)
-            tr__enc_strn(&b, ns->data(), ns->size());
-        else
-            tr__enc_int(&b, 7);
-        r.send_frame(TR__MSG_ACTOR_CREATE, seq, std::string(b.data, b.len));
-        tr__buf_free(&b);
-        return r.reply_rc(nullptr, 10000);
+        return forged_create(r, seq, "Counter", name, "ns", [&](tr__buf *b) {
+            if (ns)
+                tr__enc_strn(b, ns->data(), ns->size());
+            else
+                tr__enc_int(b, 7);
+        });
     };
     std::string too_long(256, 'n'), with_zero("a\0b", 3), good = "forged";
     EXPECT_EQ(create(2, "ns-long", &too_long), TR_EINVAL);
@@ -351,28 +349,10 @@ TEST_F(NodeTest, AnActorsNamespaceIsBoundedAtTheNode) {
  * refused; and the node serves on. */
 TEST_F(NodeTest, ATaskWorkersResourcesAreCheckedAtTheNode) {
     Raw r(addr);
-    char self[4096];
-    ASSERT_TRUE(realpath("/proc/self/exe", self));
-    r.send_frame(TR__MSG_HELLO, 1, map_body({{"role", "driver"}, {"exe", self}}));
-    ASSERT_EQ(r.reply_rc(), 0);
+    hello_as_driver(r);
     auto create = [&](uint64_t seq, const char *cls, const char *name, const std::string &tres) {
-        tr__buf b = TR__BUF_INIT;
-        tr__enc_map(&b, 6);
-        tr__enc_str(&b, "class");
-        tr__enc_str(&b, cls);
-        tr__enc_str(&b, "args");
-        tr__enc_bin(&b, "n", 1);
-        tr__enc_str(&b, "max_restarts");
-        tr__enc_int(&b, 0);
-        tr__enc_str(&b, "res");
-        tr__enc_str(&b, "");
-        tr__enc_str(&b, "name");
-        tr__enc_str(&b, name);
-        tr__enc_str(&b, "task_res");
-        tr__enc_strn(&b, tres.data(), tres.size());
-        r.send_frame(TR__MSG_ACTOR_CREATE, seq, std::string(b.data, b.len));
-        tr__buf_free(&b);
-        return r.reply_rc(nullptr, 10000);
+        return forged_create(r, seq, cls, name, "task_res",
+                             [&](tr__buf *b) { tr__enc_strn(b, tres.data(), tres.size()); });
     };
     EXPECT_EQ(create(2, "Counter", "tres-other", "CPU=1000"), 0); /* (not a task worker's) */
     EXPECT_EQ(create(3, TR__TASKS_CLASS, "tres-bad", "CPU=x,=,"), TR_EINVAL);

@@ -24,6 +24,7 @@ LAYERS = [
     "troupe._ffi",
     "troupe._fast",
     "troupe.ray_constants",
+    "troupe.job_config",
     "troupe.exceptions",
     "troupe._errors",
     "troupe._serial",
