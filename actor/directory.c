@@ -53,7 +53,7 @@ typedef struct actor {
     int no_restart;
     int owner_gone;  /* freed once dead and reaped */
     int detached;    /* outlives its owner (lives until killed or the node ends) */
-    int retiring;    /* a task worker ended to give its GPUs to an actor waiting for them */
+    int retiring;    /* a task worker ended to give what it holds to an actor or group waiting */
     int dormant;     /* ...and now PENDING, started again once a caller asks for it */
     int conc;        /* max_concurrency (its worker runs up to conc calls at once) */
     char *groups;    /* its concurrency groups, as control.c encodes them (NULL: none) */
