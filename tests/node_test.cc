@@ -247,32 +247,15 @@ TEST_F(NodeTest, MalformedBodiesGetErrorRepliesAndTheConnectionLivesOn) {
  * the node (the C API refuses it before sending), and a wrong-typed one is not kept. */
 TEST_F(NodeTest, BindingDataIsBoundedAtTheNode) {
     Raw r(addr);
-    char self[4096]; /* (this test is its actors' worker program too) */
-    ASSERT_TRUE(realpath("/proc/self/exe", self));
-    r.send_frame(TR__MSG_HELLO, 1, map_body({{"role", "driver"}, {"exe", self}}));
-    ASSERT_EQ(r.reply_rc(), 0);
+    hello_as_driver(r);
     auto create = [&](uint64_t seq, bool as_string, size_t n) {
-        tr__buf b = TR__BUF_INIT;
-        tr__enc_map(&b, 6);
-        tr__enc_str(&b, "class");
-        tr__enc_str(&b, "Counter");
-        tr__enc_str(&b, "args");
-        tr__enc_bin(&b, "b", 1);
-        tr__enc_str(&b, "max_restarts");
-        tr__enc_int(&b, 0);
-        tr__enc_str(&b, "res");
-        tr__enc_str(&b, "");
-        tr__enc_str(&b, "name");
-        tr__enc_str(&b, "raw-bdata");
-        tr__enc_str(&b, "bdata");
-        std::string big(n, 'x');
-        if (as_string)
-            tr__enc_strn(&b, big.data(), big.size());
-        else
-            tr__enc_int(&b, 7);
-        r.send_frame(TR__MSG_ACTOR_CREATE, seq, std::string(b.data, b.len));
-        tr__buf_free(&b);
-        return r.reply_rc(nullptr, 10000);
+        return forged_create(r, seq, "Counter", "raw-bdata", "bdata", [&](tr__buf *b) {
+            std::string big(n, 'x');
+            if (as_string)
+                tr__enc_strn(b, big.data(), big.size());
+            else
+                tr__enc_int(b, 7);
+        });
     };
     EXPECT_EQ(create(2, true, TR_ACTOR_BINDING_DATA_MAX + 1), TR_EINVAL);
     EXPECT_EQ(create(3, false, 0), 0); /* (not a string: the actor has none) */
