@@ -7,9 +7,11 @@
  * callback thunks and Python frames on both sides of a ~1 us call ring. This module does
  * those paths with the CPython API, and nothing else: every case it does not take (refs,
  * buffers, options, generators, errors, async actors, graph steps) goes to the Python
- * code that has always handled it, with the same bytes on the wire. The package works
- * without it (TROUPE_NO_EXTENSION=1, or an interpreter older than 3.11); tests run both
- * ways.
+ * code that has always handled it, and the payloads either writes mean the same values
+ * to both (plain pickles: pickle's own opcodes). ObjectRef's fields live here too
+ * (RefBase), so that a call's ref is made, got and let go with no Python code. The
+ * package works without it (TROUPE_NO_EXTENSION=1, or an interpreter older than 3.11);
+ * tests run both ways.
  *
  * libtroupe is not linked here: configure() gets the addresses of the functions it needs
  * from the library the package loaded with ctypes (so both use the same one), and the
@@ -18,6 +20,7 @@
 #define Py_LIMITED_API 0x030B0000
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -86,7 +89,11 @@ static struct {
     Py_ssize_t copy_max;   /* results up to this are decoded from one copy */
     PyObject *simple[N_SIMPLE];
     PyObject *dumps, *loads, *protocol;
-    PyObject *ref_type, *object_ref_type, *new_object, *holds;
+    PyObject *ref_type, *object_ref_type, *holds;
+    PyObject *base_type;     /* RefBase: ObjectRef's base here (its fields in C) */
+    PyObject *not_taken;     /* get()'s answer where it takes the general path */
+    PyObject *rt_obj;        /* _runtime._rt last seen (borrowed; compared only) ... */
+    void *rtp;               /* ...and its pointer */
     PyObject *call_failed;   /* (rc, class name, method) raises the call's error */
     PyObject *submit_failed; /* (rc, function name) raises the task submit's error */
     PyObject *runtime;       /* the _runtime module: its _rt is this process's runtime */
@@ -172,12 +179,17 @@ static PyObject *fast_configure(PyObject *self, PyObject *args) {
     if (!get_obj(objs, "dumps", &F.dumps) || !get_obj(objs, "loads", &F.loads) ||
         !get_obj(objs, "protocol", &F.protocol) || !get_obj(objs, "Ref", &F.ref_type) ||
         !get_obj(objs, "ObjectRef", &F.object_ref_type) ||
-        !get_obj(objs, "new_object", &F.new_object) || !get_obj(objs, "holds", &F.holds) ||
+        !get_obj(objs, "not_taken", &F.not_taken) || !get_obj(objs, "holds", &F.holds) ||
         !get_obj(objs, "call_failed", &F.call_failed) ||
         !get_obj(objs, "submit_failed", &F.submit_failed) ||
         !get_obj(objs, "runtime", &F.runtime) || !get_obj(objs, "lock_acquire", &F.lock_acquire) ||
         !get_obj(objs, "lock_release", &F.lock_release))
         return NULL;
+    if (F.base_type == NULL || !PyType_Check(F.object_ref_type) ||
+        PyObject_IsSubclass(F.object_ref_type, F.base_type) != 1)
+        return PyErr_Occurred()
+                   ? NULL
+                   : PyErr_Format(PyExc_TypeError, "troupe._fast: ObjectRef is no RefBase");
     simple = PyDict_GetItemString(objs, "simple");
     if (simple == NULL || !PyTuple_Check(simple) || PyTuple_Size(simple) != N_SIMPLE)
         return PyErr_Format(PyExc_ValueError, "troupe._fast: simple: %d types", N_SIMPLE);
@@ -207,338 +219,467 @@ static PyObject *fast_configure(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* ------------------------------------------------------------------ the caller */
+/* ------------------------------------------------------------------ plain pickles */
 
-/* prefix + MAGIC0 + pickle.dumps((args, kwargs)) into buf (or a malloc'ed one, *heap);
- * NULL with no error set where the arguments are not all builtin scalars or too large
- * (MAGIC0 and the pickle over inline_max). */
-static const char *frame_args(const char *prefix, Py_ssize_t n_prefix, PyObject *args,
-                              PyObject *kwargs, char *buf, char **heap, Py_ssize_t *len) {
-    Py_ssize_t n = PyTuple_Size(args), pos = 0;
-    PyObject *k, *v, *both, *data;
-    char *src;
-    Py_ssize_t dn;
+/* A call's (args, kwargs) of builtin scalars, and a scalar result, are written here as
+ * pickle protocol 5 opcodes (what pickle.loads reads; no frame, no memo), and payloads
+ * made of such opcodes (pickle's own for them adds FRAME and MEMOIZE, read too) are read
+ * here: pickle.dumps starts each pickle in a 4 KiB buffer, and both calls cost more than
+ * a call ring's round trip. Whatever is not such (an int over 64 bits, a str with lone
+ * surrogates, a complex, any other opcode) goes to pickle itself: either's bytes mean
+ * the same values to both. */
 
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (!is_simple(PyTuple_GetItem(args, i))) return NULL;
-    while (PyDict_Next(kwargs, &pos, &k, &v))
-        if (!is_simple(v)) return NULL;
-    both = PyTuple_Pack(2, args, kwargs);
-    if (both == NULL) return NULL;
-    data = PyObject_CallFunctionObjArgs(F.dumps, both, F.protocol, NULL);
-    Py_DECREF(both);
-    if (data == NULL || PyBytes_AsStringAndSize(data, &src, &dn) < 0) {
-        Py_XDECREF(data);
-        return NULL;
-    }
-    if (MAGIC_LEN + dn > F.inline_max) {
-        Py_DECREF(data);
-        return NULL;
-    }
-    char *out = buf;
-    if (n_prefix + MAGIC_LEN + dn > STACK_BYTES) {
-        out = *heap = malloc((size_t)(n_prefix + MAGIC_LEN + dn));
-        if (out == NULL) {
-            Py_DECREF(data);
+#define P_MARK 0x28           /* '(' */
+#define P_STOP 0x2e           /* '.' */
+#define P_BININT 0x4a         /* 'J' */
+#define P_BININT1 0x4b        /* 'K' */
+#define P_BININT2 0x4d        /* 'M' */
+#define P_NONE 0x4e           /* 'N' */
+#define P_BINFLOAT 0x47       /* 'G' */
+#define P_BINBYTES 0x42       /* 'B' */
+#define P_SHORT_BINBYTES 0x43 /* 'C' */
+#define P_BINUNICODE 0x58     /* 'X' */
+#define P_EMPTY_TUPLE 0x29    /* ')' */
+#define P_TUPLE 0x74          /* 't' */
+#define P_EMPTY_DICT 0x7d     /* '}' */
+#define P_SETITEM 0x73        /* 's' */
+#define P_SETITEMS 0x75       /* 'u' */
+#define P_PROTO 0x80
+#define P_TUPLE1 0x85
+#define P_TUPLE2 0x86
+#define P_TUPLE3 0x87
+#define P_NEWTRUE 0x88
+#define P_NEWFALSE 0x89
+#define P_LONG1 0x8a
+#define P_SHORT_BINUNICODE 0x8c
+#define P_BINUNICODE8 0x8d
+#define P_BINBYTES8 0x8e
+#define P_MEMOIZE 0x94
+#define P_FRAME 0x95
+
+/* An output buffer: a caller's stack buffer first, the heap once that is full. */
+typedef struct {
+    char *p, *heap;
+    size_t len, cap;
+} wbuf;
+
+static int w_put(wbuf *w, const void *src, size_t n) {
+    if (w->len + n > w->cap) {
+        size_t cap = 2 * (w->len + n);
+        char *q = realloc(w->heap, cap);
+        if (q == NULL) {
             PyErr_NoMemory();
-            return NULL;
+            return -1;
+        }
+        if (w->heap == NULL) memcpy(q, w->p, w->len);
+        w->p = w->heap = q, w->cap = cap;
+    }
+    memcpy(w->p + w->len, src, n);
+    w->len += n;
+    return 0;
+}
+
+static int w_op(wbuf *w, int op) {
+    unsigned char b = (unsigned char)op;
+    return w_put(w, &b, 1);
+}
+
+/* op, then n as a little-endian integer of width bytes */
+static int w_op_le(wbuf *w, int op, uint64_t n, int width) {
+    unsigned char b[9];
+    b[0] = (unsigned char)op;
+    for (int i = 0; i < width; i++)
+        b[1 + i] = (unsigned char)(n >> (8 * i));
+    return w_put(w, b, 1 + (size_t)width);
+}
+
+/* A sized string (str's UTF-8 or bytes) with the opcode of its size. */
+static int w_sized(wbuf *w, const char *s, size_t n, int op1, int op4, int op8) {
+    if (n < 256            ? w_op_le(w, op1, n, 1)
+        : n <= 0xffffffffu ? w_op_le(w, op4, n, 4)
+                           : w_op_le(w, op8, n, 8))
+        return -1;
+    return w_put(w, s, n);
+}
+
+/* One builtin scalar. 1 written, 0 not one this writes (nothing written), -1 error. */
+static int enc_value(wbuf *w, PyObject *v) {
+    PyObject *t = (PyObject *)Py_TYPE(v);
+    const char *s;
+    Py_ssize_t n;
+
+    if (v == Py_None) return w_op(w, P_NONE) ? -1 : 1;
+    if (v == Py_True || v == Py_False)
+        return w_op(w, v == Py_True ? P_NEWTRUE : P_NEWFALSE) ? -1 : 1;
+    if (t == (PyObject *)&PyLong_Type) {
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow) return 0;
+        if (x == -1 && PyErr_Occurred()) return -1;
+        if (x >= 0 && x < 256) return w_op_le(w, P_BININT1, (uint64_t)x, 1) ? -1 : 1;
+        if (x >= 0 && x < 65536) return w_op_le(w, P_BININT2, (uint64_t)x, 2) ? -1 : 1;
+        if (x >= INT32_MIN && x <= INT32_MAX)
+            return w_op_le(w, P_BININT, (uint64_t)(uint32_t)(int32_t)x, 4) ? -1 : 1;
+        unsigned char b[10] = {(unsigned char)P_LONG1, 8}; /* (8 bytes, two's complement) */
+        for (int i = 0; i < 8; i++)
+            b[2 + i] = (unsigned char)((uint64_t)x >> (8 * i));
+        return w_put(w, b, sizeof b) ? -1 : 1;
+    }
+    if (t == (PyObject *)&PyFloat_Type) {
+        double d = PyFloat_AsDouble(v);
+        uint64_t bits;
+        unsigned char b[9];
+        memcpy(&bits, &d, 8);
+        b[0] = (unsigned char)P_BINFLOAT;
+        for (int i = 0; i < 8; i++) /* (big-endian) */
+            b[1 + i] = (unsigned char)(bits >> (56 - 8 * i));
+        return w_put(w, b, 9) ? -1 : 1;
+    }
+    if (t == (PyObject *)&PyUnicode_Type) {
+        if ((s = PyUnicode_AsUTF8AndSize(v, &n)) == NULL) { /* (lone surrogates: pickle's) */
+            PyErr_Clear();
+            return 0;
+        }
+        return w_sized(w, s, (size_t)n, P_SHORT_BINUNICODE, P_BINUNICODE, P_BINUNICODE8) ? -1 : 1;
+    }
+    if (t == (PyObject *)&PyBytes_Type) {
+        if (PyBytes_AsStringAndSize(v, (char **)&s, &n) < 0) return -1;
+        return w_sized(w, s, (size_t)n, P_SHORT_BINBYTES, P_BINBYTES, P_BINBYTES8) ? -1 : 1;
+    }
+    return 0;
+}
+
+/* PROTO 5, then (args, kwargs) (a tuple and a dict of builtin scalars), STOP. 1 written,
+ * 0 not all are scalars this writes, -1 error. */
+static int enc_args(wbuf *w, PyObject *args, PyObject *kwargs) {
+    Py_ssize_t n = PyTuple_Size(args), pos = 0;
+    PyObject *k, *v;
+    int r;
+
+    if (w_op_le(w, P_PROTO, 5, 1)) return -1;
+    if (n == 0) {
+        if (w_op(w, P_EMPTY_TUPLE)) return -1;
+    } else {
+        if (n > 3 && w_op(w, P_MARK)) return -1;
+        for (Py_ssize_t i = 0; i < n; i++)
+            if ((r = enc_value(w, PyTuple_GetItem(args, i))) <= 0) return r;
+        if (w_op(w, n == 1 ? P_TUPLE1 : n == 2 ? P_TUPLE2 : n == 3 ? P_TUPLE3 : P_TUPLE)) return -1;
+    }
+    if (w_op(w, P_EMPTY_DICT)) return -1;
+    if (PyDict_Size(kwargs) > 0) {
+        if (w_op(w, P_MARK)) return -1;
+        while (PyDict_Next(kwargs, &pos, &k, &v))
+            if ((r = enc_value(w, k)) <= 0 || (r = enc_value(w, v)) <= 0) return r;
+        if (w_op(w, P_SETITEMS)) return -1;
+    }
+    return w_op(w, P_TUPLE2) || w_op(w, P_STOP) ? -1 : 1;
+}
+
+/* PROTO 5, a scalar, STOP: 1, 0, -1 as enc_args. */
+static int enc_result(wbuf *w, PyObject *v) {
+    int r;
+    if (w_op_le(w, P_PROTO, 5, 1)) return -1;
+    if ((r = enc_value(w, v)) <= 0) return r;
+    return w_op(w, P_STOP) ? -1 : 1;
+}
+
+#define DEC_DEPTH 64 /* values on the reader's stack */
+#define DEC_MARKS 8  /* marks open at once */
+
+static uint64_t le(const unsigned char *p, int width) {
+    uint64_t n = 0;
+    for (int i = 0; i < width; i++)
+        n |= (uint64_t)p[i] << (8 * i);
+    return n;
+}
+
+/* The value of a pickle made of the opcodes above (a new reference, *out); 1 read, 0
+ * not such a pickle (pickle.loads is to read it), -1 error (a malformed one's is
+ * pickle's to word: 0). */
+static int dec_pickle(const unsigned char *p, size_t n, PyObject **out) {
+    PyObject *stack[DEC_DEPTH], *v;
+    size_t marks[DEC_MARKS];
+    const unsigned char *end = p + n;
+    int sp = 0, mp = 0, r = 0;
+    size_t len = 0;
+
+#define NEED(k)                                                                                    \
+    do {                                                                                           \
+        if ((size_t)(end - p) < (size_t)(k)) goto unread;                                          \
+    } while (0)
+#define PUSH(x)                                                                                    \
+    do {                                                                                           \
+        if ((v = (x)) == NULL) goto error;                                                         \
+        if (sp == DEC_DEPTH) {                                                                     \
+            Py_DECREF(v);                                                                          \
+            goto unread;                                                                           \
+        }                                                                                          \
+        stack[sp++] = v;                                                                           \
+    } while (0)
+
+    if (n < 3 || p[0] != (unsigned char)P_PROTO || p[1] < 2 || p[1] > 5) return 0;
+    p += 2;
+    while (p < end) {
+        unsigned char op = *p++;
+        switch (op) {
+        case P_FRAME: /* (pickle's check: the frame is in the payload) */
+            NEED(8);
+            if (le(p, 8) > (uint64_t)(end - p - 8)) goto unread;
+            p += 8;
+            break;
+        case P_MEMOIZE: /* (nothing here reads the memo back; pickle's check: a value) */
+            if (sp <= (mp > 0 ? (int)marks[mp - 1] : 0)) goto unread;
+            break;
+        case P_NONE:
+            Py_INCREF(Py_None);
+            PUSH(Py_None);
+            break;
+        case P_NEWTRUE:
+            PUSH(PyBool_FromLong(1));
+            break;
+        case P_NEWFALSE:
+            PUSH(PyBool_FromLong(0));
+            break;
+        case P_BININT1:
+            NEED(1);
+            PUSH(PyLong_FromLong(p[0]));
+            p += 1;
+            break;
+        case P_BININT2:
+            NEED(2);
+            PUSH(PyLong_FromLong((long)le(p, 2)));
+            p += 2;
+            break;
+        case P_BININT:
+            NEED(4);
+            PUSH(PyLong_FromLong((int32_t)(uint32_t)le(p, 4)));
+            p += 4;
+            break;
+        case P_LONG1: {
+            NEED(1);
+            len = p[0];
+            if (len == 0 || len > 8) goto unread;
+            NEED(1 + len);
+            uint64_t x = le(p + 1, (int)len);
+            if (len < 8 && (x >> (8 * len - 1)) & 1) x |= ~(uint64_t)0 << (8 * len); /* sign */
+            PUSH(PyLong_FromLongLong((long long)x));
+            p += 1 + len;
+            break;
+        }
+        case P_BINFLOAT: {
+            NEED(8);
+            uint64_t bits = 0;
+            double d;
+            for (int i = 0; i < 8; i++)
+                bits = bits << 8 | p[i];
+            memcpy(&d, &bits, 8);
+            PUSH(PyFloat_FromDouble(d));
+            p += 8;
+            break;
+        }
+        case P_SHORT_BINUNICODE:
+        case P_BINUNICODE:
+        case P_BINUNICODE8:
+        case P_SHORT_BINBYTES:
+        case P_BINBYTES:
+        case P_BINBYTES8: {
+            int width = op == P_SHORT_BINUNICODE || op == P_SHORT_BINBYTES ? 1
+                        : op == P_BINUNICODE || op == P_BINBYTES           ? 4
+                                                                           : 8;
+            NEED(width);
+            len = (size_t)le(p, width);
+            p += width;
+            if (len > (size_t)(end - p)) goto unread;
+            if (op == P_SHORT_BINBYTES || op == P_BINBYTES || op == P_BINBYTES8)
+                PUSH(PyBytes_FromStringAndSize((const char *)p, (Py_ssize_t)len));
+            else
+                PUSH(PyUnicode_DecodeUTF8((const char *)p, (Py_ssize_t)len, "surrogatepass"));
+            p += len;
+            break;
+        }
+        case P_EMPTY_TUPLE:
+            PUSH(PyTuple_New(0));
+            break;
+        case P_TUPLE1:
+        case P_TUPLE2:
+        case P_TUPLE3:
+        case P_TUPLE: {
+            int from;
+            if (op == P_TUPLE) {
+                if (mp == 0) goto unread;
+                from = (int)marks[--mp];
+            } else {
+                from = sp - (op - P_TUPLE1 + 1);
+            }
+            if (from < (mp > 0 ? (int)marks[mp - 1] : 0) || from > sp) goto unread;
+            PyObject *t = PyTuple_New(sp - from);
+            if (t == NULL) goto error;
+            for (int i = from; i < sp; i++)
+                PyTuple_SetItem(t, i - from, stack[i]); /* (steals) */
+            sp = from;
+            stack[sp++] = t;
+            break;
+        }
+        case P_EMPTY_DICT:
+            PUSH(PyDict_New());
+            break;
+        case P_MARK:
+            if (mp == DEC_MARKS) goto unread;
+            marks[mp++] = (size_t)sp;
+            break;
+        case P_SETITEM:
+        case P_SETITEMS: {
+            int from = op == P_SETITEM ? sp - 2 : mp > 0 ? (int)marks[--mp] : -1;
+            if (from < (mp > 0 ? (int)marks[mp - 1] : 0) + 1 || from > sp || (sp - from) % 2 != 0 ||
+                !PyDict_Check(stack[from - 1]))
+                goto unread;
+            for (int i = from; i < sp; i += 2)
+                if (PyDict_SetItem(stack[from - 1], stack[i], stack[i + 1]) < 0) goto error;
+            while (sp > from)
+                Py_DECREF(stack[--sp]);
+            break;
+        }
+        case P_STOP:
+            if (sp != 1 || mp != 0 || p != end) goto unread;
+            *out = stack[0];
+            return 1;
+        default:
+            goto unread;
         }
     }
-    if (n_prefix > 0) memcpy(out, prefix, (size_t)n_prefix);
-    memcpy(out + n_prefix, MAGIC0, MAGIC_LEN);
-    memcpy(out + n_prefix + MAGIC_LEN, src, (size_t)dn);
-    Py_DECREF(data);
-    *len = n_prefix + MAGIC_LEN + dn;
-    return out;
+    goto unread; /* (no STOP) */
+error:           /* (but for memory, pickle.loads is to say what is wrong: it reads it again) */
+    r = PyErr_ExceptionMatches(PyExc_MemoryError) ? -1 : 0;
+unread:
+    while (sp > 0)
+        Py_DECREF(stack[--sp]);
+    if (r == 0) PyErr_Clear();
+    return r;
+#undef NEED
+#undef PUSH
 }
 
-/* An ObjectRef of a ref this process just made (_runtime.fresh_ref: its id is new here,
- * so its hold is registered without the lock). */
-static PyObject *fresh_ref(const tr_ref *ref, PyObject *rt) {
-    PyObject *c = NULL, *obj = NULL, *key = NULL, *hold = NULL;
-    Py_buffer view;
+/* The value of a plain pickle (MAGIC0 stripped) at data, which stays valid meanwhile:
+ * read here, or by pickle.loads through a view of it that is released before this
+ * returns (nothing may read the memory after). A new reference, or NULL with a Python
+ * error set. */
+static PyObject *load_plain(const void *data, size_t n) {
+    PyObject *v = NULL, *view, *r, *type, *value, *tb;
+    int got = dec_pickle(data, n, &v);
 
-    c = PyObject_CallNoArgs(F.ref_type);
-    if (c == NULL) return NULL;
-    if (PyObject_GetBuffer(c, &view, PyBUF_WRITABLE) < 0) goto fail;
-    if (view.len == (Py_ssize_t)sizeof(*ref))
-        memcpy(view.buf, ref, sizeof(*ref));
-    else
-        PyErr_Format(PyExc_TypeError, "troupe._fast: a Ref of %zd bytes", view.len);
-    PyBuffer_Release(&view);
-    if (PyErr_Occurred()) goto fail;
-    obj = PyObject_CallFunctionObjArgs(F.new_object, F.object_ref_type, NULL);
-    if (obj == NULL || PyObject_SetAttr(obj, F.s_c, c) < 0 ||
-        PyObject_SetAttr(obj, F.s_rt, rt) < 0 || PyObject_SetAttr(obj, F.s_owned, Py_True) < 0)
-        goto fail;
-    key = PyBytes_FromStringAndSize((const char *)ref->b, sizeof(ref->b));
-    hold = Py_BuildValue("[iO]", 1, rt);
-    if (key == NULL || hold == NULL || PyDict_SetItem(F.holds, key, hold) < 0) goto fail;
-    Py_DECREF(key);
-    Py_DECREF(hold);
-    Py_DECREF(c);
-    return obj;
-fail:
-    Py_XDECREF(key);
-    Py_XDECREF(hold);
-    Py_XDECREF(obj);
-    Py_DECREF(c);
-    return NULL;
-}
-
-/* What a submit (tr_call, tr_task_submit) of status rc made: the ObjectRef of out, or NULL
- * with the error failed(rc, a[, b]) raises, as the general path's. Takes rt (the runtime
- * object, rtp its pointer) over from the caller. */
-static PyObject *submitted(int rc, const tr_ref *out, PyObject *rt, void *rtp, PyObject *failed,
-                           PyObject *a, PyObject *b) {
-    PyObject *res;
-
-    if (rc != 0) {
-        Py_DECREF(rt);
-        res = b ? PyObject_CallFunction(failed, "iOO", rc, a, b)
-                : PyObject_CallFunction(failed, "iO", rc, a);
-        Py_XDECREF(res);
-        return res == NULL ? NULL : PyErr_Format(PyExc_SystemError, "a failed submit returned");
+    if (got != 0) return got > 0 ? v : NULL;
+    view = PyMemoryView_FromMemory((char *)data, (Py_ssize_t)n, PyBUF_READ);
+    if (view == NULL) return NULL;
+    v = PyObject_CallFunctionObjArgs(F.loads, view, NULL);
+    PyErr_Fetch(&type, &value, &tb); /* (loads' error kept aside while the view goes) */
+    if ((r = PyObject_CallMethod(view, "release", NULL)) == NULL) {
+        Py_CLEAR(v);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+    } else {
+        PyErr_Restore(type, value, tb);
     }
-    if ((res = fresh_ref(out, rt)) == NULL) { /* (out of memory: the C ref is let go) */
-        PyThreadState *ts = PyEval_SaveThread();
-        F.release((tr_runtime *)rtp, *out);
-        PyEval_RestoreThread(ts);
-    }
-    Py_DECREF(rt);
-    return res;
-}
-
-/* call_one(actor_id, method, args, kwargs, class_name): the ObjectRef of a call whose
- * arguments are builtin scalars, or None where they are not (or troupe is not running
- * here): the caller takes its general path then. An error of tr_call raises as the
- * general path's does. */
-static PyObject *fast_call_one(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
-    PyObject *rt, *aid, *method, *args, *kwargs;
-    void *rtp;
-    tr_actor_id id;
-    tr_ref out;
-    char buf[STACK_BYTES], *heap = NULL;
-    const char *name, *payload;
-    Py_ssize_t len = 0;
-    int rc;
-    (void)self;
-
-    if (argc != 5) return PyErr_Format(PyExc_TypeError, "call_one takes 5 arguments");
-    aid = argv[0], method = argv[1], args = argv[2], kwargs = argv[3];
-    if (!F.ready || !PyTuple_Check(args) || !PyDict_Check(kwargs)) Py_RETURN_NONE;
-    if ((rt = PyObject_GetAttr(F.runtime, F.s_rt_global)) == NULL) return NULL;
-    if (rt == Py_None) { /* (the general path starts troupe, or says why not) */
-        Py_DECREF(rt);
-        Py_RETURN_NONE;
-    }
-    if (ctypes_bytes(rt, &rtp, sizeof(rtp)) < 0 || ctypes_bytes(aid, &id, sizeof(id)) < 0 ||
-        (name = PyUnicode_AsUTF8AndSize(method, NULL)) == NULL) {
-        Py_DECREF(rt);
-        return NULL;
-    }
-    payload = frame_args(NULL, 0, args, kwargs, buf, &heap, &len);
-    if (payload == NULL) {
-        Py_DECREF(rt);
-        if (PyErr_Occurred()) return NULL;
-        Py_RETURN_NONE;
-    }
-    PyThreadState *ts = PyEval_SaveThread();
-    rc = F.call((tr_runtime *)rtp, id, name, payload, (size_t)len, &out);
-    PyEval_RestoreThread(ts);
-    free(heap);
-    return submitted(rc, &out, rt, rtp, F.call_failed, argv[4], method);
-}
-
-/* task_one(rt, c_name, head, options_address, args, kwargs, function_name): the ObjectRef
- * of a task of one result whose arguments are builtin scalars (its payload: the prepared
- * head, then the arguments as call_one frames them), or None where they are not, or rt
- * (a ctypes c_void_p the head was prepared for) is not the runtime this process runs now:
- * the caller takes its general path then. An error of tr_task_submit raises as the
- * general path's does. */
-static PyObject *fast_task_one(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
-    PyObject *rt, *now;
-    void *rtp, *opts;
-    tr_ref out;
-    char buf[STACK_BYTES], *heap = NULL, *head;
-    const char *cname, *payload;
-    Py_ssize_t len = 0, n_head;
-    int rc;
-    (void)self;
-
-    if (argc != 7) return PyErr_Format(PyExc_TypeError, "task_one takes 7 arguments");
-    rt = argv[0];
-    if (!F.ready || !PyTuple_Check(argv[4]) || !PyDict_Check(argv[5])) Py_RETURN_NONE;
-    if ((now = PyObject_GetAttr(F.runtime, F.s_rt_global)) == NULL) return NULL;
-    Py_DECREF(now); /* (only compared: _runtime keeps it) */
-    if (now != rt || rt == Py_None) Py_RETURN_NONE;
-    if (ctypes_bytes(rt, &rtp, sizeof(rtp)) < 0 || !PyBytes_Check(argv[1]) ||
-        !PyBytes_Check(argv[2]) || PyBytes_AsStringAndSize(argv[2], &head, &n_head) < 0)
-        return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_TypeError, "task_one: bytes");
-    cname = PyBytes_AsString(argv[1]);
-    opts = PyLong_AsVoidPtr(argv[3]);
-    if (cname == NULL || (opts == NULL && PyErr_Occurred())) return NULL;
-    payload = frame_args(head, n_head, argv[4], argv[5], buf, &heap, &len);
-    if (payload == NULL) {
-        if (PyErr_Occurred()) return NULL;
-        Py_RETURN_NONE;
-    }
-    Py_INCREF(rt); /* (the call runs without the GIL: rt stays alive meanwhile) */
-    PyThreadState *ts = PyEval_SaveThread();
-    rc = F.task_submit((tr_runtime *)rtp, cname, payload, (size_t)len, NULL, 0,
-                       (const tr_task_options *)opts, &out);
-    PyEval_RestoreThread(ts);
-    free(heap);
-    return submitted(rc, &out, rt, rtp, F.submit_failed, argv[6], NULL);
-}
-
-/* The runtime this process runs now (_runtime._rt's pointer) into *rtp: 1, or 0 where
- * there is none, or -1 with a Python error set. */
-static int current_runtime(void **rtp) {
-    PyObject *rt = PyObject_GetAttr(F.runtime, F.s_rt_global);
-    int got;
-
-    if (rt == NULL) return -1;
-    got = rt == Py_None ? 0 : ctypes_bytes(rt, rtp, sizeof(*rtp)) < 0 ? -1 : 1;
-    Py_DECREF(rt);
-    return got;
-}
-
-/* Waits for the ref of the ctypes Ref c with no timeout, in slices that see signals
- * (Ctrl-C, as the ctypes path). 0 with *rc, *data, *n set; -1 with a Python error set. */
-static int wait_ref(void *rtp, PyObject *c, int *rc, const void **data, size_t *n) {
-    tr_ref ref;
-
-    if (ctypes_bytes(c, &ref, sizeof(ref)) < 0) return -1;
-    for (;;) {
-        PyThreadState *ts = PyEval_SaveThread();
-        *rc = F.get((tr_runtime *)rtp, ref, F.slice_ms, data, n);
-        PyEval_RestoreThread(ts);
-        if (*rc != F.etimedout) return 0;
-        if (PyErr_CheckSignals() < 0) return -1;
-    }
-}
-
-/* The value of a got ref whose payload is a small plain pickle (a new reference), else
- * NULL: with a Python error set where unpickling failed, with none where it is not such
- * a payload (the general decoder's). */
-static PyObject *plain_value(int rc, const void *data, size_t n) {
-    PyObject *bytes, *v;
-
-    if (rc != 0 || n < MAGIC_LEN || (Py_ssize_t)n > F.copy_max ||
-        memcmp(data, MAGIC0, MAGIC_LEN) != 0)
-        return NULL;
-    /* (a copy: the memory is the ref's, which the caller may release meanwhile) */
-    bytes = PyBytes_FromStringAndSize((const char *)data + MAGIC_LEN, (Py_ssize_t)n - MAGIC_LEN);
-    if (bytes == NULL) return NULL;
-    v = PyObject_CallFunctionObjArgs(F.loads, bytes, NULL);
-    Py_DECREF(bytes);
+    Py_XDECREF(r);
+    Py_DECREF(view);
     return v;
 }
 
-/* get_plain(c): waits for the ref c (a ctypes Ref) with no timeout; (value,) where the
- * value is a small plain pickle, else (rc, address, length) for the general decoder (rc
- * 0) or the error (rc < 0). None where troupe is not running here. */
-static PyObject *fast_get_plain(PyObject *self, PyObject *c) {
-    void *rtp;
-    const void *data = NULL;
-    size_t n = 0;
-    int rc, got;
-    PyObject *v, *t;
+/* _write_plain(args, kwargs): the pickle this module writes of a call's arguments of
+ * builtin scalars (bytes), or None where it leaves them to pickle (tests). */
+static PyObject *fast_write_plain(PyObject *self, PyObject *args) {
+    PyObject *a, *kw, *out = NULL;
+    char buf[STACK_BYTES];
+    wbuf w = {buf, NULL, 0, sizeof buf};
+    int r;
     (void)self;
 
-    if (!F.ready) Py_RETURN_NONE;
-    if ((got = current_runtime(&rtp)) <= 0) {
-        if (got < 0) return NULL;
-        Py_RETURN_NONE;
-    }
-    if (wait_ref(rtp, c, &rc, &data, &n) < 0) return NULL;
-    if ((v = plain_value(rc, data, n)) != NULL) {
-        t = PyTuple_Pack(1, v);
-        Py_DECREF(v);
-        return t;
-    }
-    if (PyErr_Occurred()) return NULL;
-    return Py_BuildValue("(iNn)", rc, PyLong_FromVoidPtr((void *)data), (Py_ssize_t)n);
-}
-
-/* get_many(refs, slow): the values of a list or tuple of ObjectRefs, in order, with no
- * timeout: a ref this process holds whose value is a small plain pickle here, every
- * other by slow(ref) (the general get). None where an item is no ObjectRef or troupe
- * is not running here (the caller's general path then). */
-static PyObject *fast_get_many(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
-    PyObject *refs, *slow, *out, *item, *owned, *c, *v;
-    Py_ssize_t n;
-    void *rtp;
-    const void *data;
-    size_t len;
-    int rc, got;
-    (void)self;
-
-    if (argc != 2) return PyErr_Format(PyExc_TypeError, "get_many takes 2 arguments");
-    refs = argv[0], slow = argv[1];
-    if (!F.ready || !(PyList_Check(refs) || PyTuple_Check(refs))) Py_RETURN_NONE;
-    n = PyList_Check(refs) ? PyList_Size(refs) : PyTuple_Size(refs);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        item = PyList_Check(refs) ? PyList_GetItem(refs, i) : PyTuple_GetItem(refs, i);
-        if ((PyObject *)Py_TYPE(item) != F.object_ref_type) Py_RETURN_NONE;
-    }
-    if ((got = current_runtime(&rtp)) <= 0) {
-        if (got < 0) return NULL;
-        Py_RETURN_NONE;
-    }
-    if ((out = PyList_New(n)) == NULL) return NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        /* (a borrowed item of a list may go while Python code runs: held meanwhile) */
-        item = PyList_Check(refs) ? PyList_GetItem(refs, i) : PyTuple_GetItem(refs, i);
-        if (item == NULL) goto fail;
-        Py_INCREF(item);
-        v = NULL;
-        if ((owned = PyObject_GetAttr(item, F.s_owned)) == NULL) goto fail_item;
-        if (owned == Py_True) {
-            if ((c = PyObject_GetAttr(item, F.s_c)) == NULL) {
-                Py_DECREF(owned);
-                goto fail_item;
-            }
-            data = NULL, len = 0;
-            got = wait_ref(rtp, c, &rc, &data, &len);
-            Py_DECREF(c);
-            if (got == 0) v = plain_value(rc, data, len);
-        }
-        Py_DECREF(owned);
-        if (v == NULL && !PyErr_Occurred()) v = PyObject_CallFunctionObjArgs(slow, item, NULL);
-        if (v == NULL) goto fail_item;
-        Py_DECREF(item);
-        PyList_SetItem(out, i, v); /* (steals v) */
-    }
+    if (!PyArg_ParseTuple(args, "O!O!", &PyTuple_Type, &a, &PyDict_Type, &kw)) return NULL;
+    if ((r = enc_args(&w, a, kw)) > 0)
+        out = PyBytes_FromStringAndSize(w.p, (Py_ssize_t)w.len);
+    else if (r == 0)
+        out = Py_None, Py_INCREF(out);
+    free(w.heap);
     return out;
-fail_item:
-    Py_DECREF(item);
-fail:
-    Py_DECREF(out);
-    return NULL;
 }
 
-/* The hold of ref (an ObjectRef of rt) goes, under the holds' lock: its count down, and
- * where it was the last, its entry and the C hold (tr_ref_release). Returns 0, or -1 with
- * a Python error set. */
-static int drop_hold(PyObject *ref, PyObject *rt) {
-    PyObject *c, *key = NULL, *r;
-    tr_ref id;
-    void *rtp;
-    int last = 0, err = 0;
+/* _read_plain(data): (True, value) where this module reads the pickle itself, (False,
+ * None) where it leaves it to pickle.loads (tests). */
+static PyObject *fast_read_plain(PyObject *self, PyObject *data) {
+    Py_buffer view;
+    PyObject *v = NULL;
+    int r;
+    (void)self;
 
-    if ((c = PyObject_GetAttr(ref, F.s_c)) == NULL) return -1;
-    err = ctypes_bytes(c, &id, sizeof(id)) < 0 || ctypes_bytes(rt, &rtp, sizeof(rtp)) < 0;
-    Py_DECREF(c);
-    if (err || (key = PyBytes_FromStringAndSize((const char *)id.b, sizeof(id.b))) == NULL)
-        return -1;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) return NULL;
+    r = dec_pickle(view.buf, (size_t)view.len, &v);
+    PyBuffer_Release(&view);
+    if (r < 0) return NULL;
+    if (r == 0) return Py_BuildValue("(OO)", Py_False, Py_None);
+    return Py_BuildValue("(ON)", Py_True, v);
+}
+
+/* ------------------------------------------------------------------ refs */
+
+/* ObjectRef's fields in C (RefBase: _runtime.ObjectRef's base where this module is used,
+ * _runtime._PyRefBase's slots otherwise): the id, the runtime it was made or got under
+ * (_runtime._rt then, NULL for None) and whether it counts in this process's hold of its
+ * id (_runtime._holds: id -> [count, rt]). A ref that counts gives its count back as it
+ * goes (ref_dealloc), the last one the C hold, as _PyRefBase.__del__ does. */
+typedef struct {
+    PyObject_HEAD tr_ref id;
+    PyObject *rt;
+    PyObject *weakrefs;
+    char owned;
+} RefObject;
+
+#define REF(o) ((RefObject *)(o))
+
+static int is_ref(PyObject *o) {
+    return F.base_type != NULL && PyObject_TypeCheck(o, (PyTypeObject *)F.base_type);
+}
+
+/* The runtime this process runs now (_runtime._rt): 1 with *rt (borrowed: F keeps it)
+ * and its pointer *rtp, 0 where there is none, -1 with a Python error set. */
+static int current_runtime(PyObject **rt, void **rtp) {
+    PyObject *now = PyObject_GetAttr(F.runtime, F.s_rt_global);
+    void *p;
+
+    if (now == NULL) return -1;
+    if (now == Py_None) {
+        Py_DECREF(now);
+        return 0;
+    }
+    if (now != F.rt_obj) { /* (a new runtime: its pointer read once) */
+        if (ctypes_bytes(now, &p, sizeof p) < 0) {
+            Py_DECREF(now);
+            return -1;
+        }
+        SETREF(F.rt_obj, now);
+        F.rtp = p;
+    } else {
+        Py_DECREF(now);
+    }
+    *rt = F.rt_obj, *rtp = F.rtp;
+    return 1;
+}
+
+/* The count of rt's hold of id goes down, under the holds' lock; where it was the last,
+ * its entry goes and the C hold with it (tr_ref_release). Nothing where rt is not the
+ * runtime this process runs now. 0, or -1 with a Python error set. */
+static int drop_hold(const tr_ref *id, PyObject *rt) {
+    PyObject *now, *key, *r, *h;
+    void *rtp;
+    int last = 0, err = 0, got = 0;
+
+    if (!F.ready || (got = current_runtime(&now, &rtp)) <= 0 || now != rt) return got < 0 ? -1 : 0;
+    if ((key = PyBytes_FromStringAndSize((const char *)id->b, sizeof(id->b))) == NULL) return -1;
     if ((r = PyObject_CallNoArgs(F.lock_acquire)) == NULL) {
         Py_DECREF(key);
         return -1;
     }
     Py_DECREF(r);
-    PyObject *h = PyDict_GetItemWithError(F.holds, key); /* borrowed: [count, rt] */
+    h = PyDict_GetItemWithError(F.holds, key); /* borrowed: [count, rt] */
     if (h != NULL && PyList_Check(h) && PyList_Size(h) == 2 && PyList_GetItem(h, 1) == rt) {
         long count = PyLong_AsLong(PyList_GetItem(h, 0)) - 1;
         PyObject *n = count > 0 ? PyLong_FromLong(count) : NULL;
@@ -557,29 +698,383 @@ static int drop_hold(PyObject *ref, PyObject *rt) {
     if (err) return -1;
     if (last) {
         PyThreadState *ts = PyEval_SaveThread();
-        F.release((tr_runtime *)rtp, id);
+        F.release((tr_runtime *)rtp, *id);
         PyEval_RestoreThread(ts);
     }
     return PyErr_Occurred() ? -1 : 0;
 }
 
-/* release(ref): ObjectRef.__del__'s work. A ref this process holds, of the runtime it
- * runs now, gives its hold back; others are let be. Errors are swallowed, as a
- * finalizer's must be. */
-static PyObject *fast_release(PyObject *self, PyObject *ref) {
-    PyObject *owned, *rt = NULL, *now = NULL;
+static void ref_dealloc(PyObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    RefObject *r = REF(self);
+
+    if (r->weakrefs != NULL) PyObject_ClearWeakRefs(self);
+    if (r->owned && r->rt != NULL) { /* (errors swallowed, as a finalizer's; one being
+                                      * raised meanwhile kept aside) */
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        if (drop_hold(&r->id, r->rt) < 0) PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+    }
+    Py_CLEAR(r->rt);
+    ((freefunc)PyType_GetSlot(tp, Py_tp_free))(self);
+    Py_DECREF(tp); /* (a heap type's instance holds its type) */
+}
+
+/* _c: the id as a ctypes Ref (a copy: what the ctypes paths pass to the library) */
+static PyObject *ref_get_c(PyObject *self, void *closure) {
+    (void)closure;
+    if (F.ref_type == NULL) return PyErr_Format(PyExc_RuntimeError, "troupe._fast: not configured");
+    return PyObject_CallMethod(F.ref_type, "from_buffer_copy", "y#", (const char *)REF(self)->id.b,
+                               (Py_ssize_t)sizeof(REF(self)->id.b));
+}
+
+static int ref_set_c(PyObject *self, PyObject *v, void *closure) {
+    (void)closure;
+    if (v == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "an ObjectRef's _c cannot be deleted");
+        return -1;
+    }
+    return ctypes_bytes(v, &REF(self)->id, sizeof(REF(self)->id));
+}
+
+static PyObject *ref_get_owned(PyObject *self, void *closure) {
+    (void)closure;
+    return PyBool_FromLong(REF(self)->owned);
+}
+
+static int ref_set_owned(PyObject *self, PyObject *v, void *closure) {
+    int yes = v == NULL ? 0 : PyObject_IsTrue(v);
+    (void)closure;
+    if (yes < 0) return -1;
+    REF(self)->owned = (char)yes;
+    return 0;
+}
+
+static PyObject *ref_get_rt(PyObject *self, void *closure) {
+    PyObject *rt = REF(self)->rt ? REF(self)->rt : Py_None;
+    (void)closure;
+    Py_INCREF(rt);
+    return rt;
+}
+
+static int ref_set_rt(PyObject *self, PyObject *v, void *closure) {
+    (void)closure;
+    if (v == Py_None) v = NULL;
+    Py_XINCREF(v);
+    SETREF(REF(self)->rt, v);
+    return 0;
+}
+
+static PyGetSetDef ref_getset[] = {
+    {"_c", ref_get_c, ref_set_c, "the id (a ctypes Ref: a copy)", NULL},
+    {"_owned", ref_get_owned, ref_set_owned, "counts in this process's hold of the id", NULL},
+    {"_rt", ref_get_rt, ref_set_rt, "the runtime it was made or got under (None: none)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef ref_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(RefObject, weakrefs), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot ref_slots[] = {
+    {Py_tp_doc, (void *)"ObjectRef's fields in C (troupe._runtime.ObjectRef is the class)"},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_dealloc, ref_dealloc},
+    {Py_tp_getset, ref_getset},
+    {Py_tp_members, ref_members},
+    {0, NULL},
+};
+
+static PyType_Spec ref_spec = {
+    "troupe._fast.RefBase",
+    sizeof(RefObject),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    ref_slots,
+};
+
+/* An ObjectRef of a ref this process just made (its id is new here, so its hold is
+ * registered without the lock). */
+static PyObject *fresh_ref(const tr_ref *ref, PyObject *rt) {
+    PyTypeObject *tp = (PyTypeObject *)F.object_ref_type;
+    PyObject *obj, *key = NULL, *hold = NULL;
+
+    if ((obj = ((allocfunc)PyType_GetSlot(tp, Py_tp_alloc))(tp, 0)) == NULL) return NULL;
+    REF(obj)->id = *ref;
+    key = PyBytes_FromStringAndSize((const char *)ref->b, sizeof(ref->b));
+    hold = Py_BuildValue("[iO]", 1, rt);
+    if (key == NULL || hold == NULL || PyDict_SetItem(F.holds, key, hold) < 0) {
+        Py_XDECREF(key);
+        Py_XDECREF(hold);
+        Py_DECREF(obj); /* (owned 0: nothing given back) */
+        return NULL;
+    }
+    Py_DECREF(key);
+    Py_DECREF(hold);
+    Py_INCREF(rt);
+    REF(obj)->rt = rt;
+    REF(obj)->owned = 1;
+    return obj;
+}
+
+/* ------------------------------------------------------------------ the caller */
+
+/* prefix + MAGIC0 + the pickle of (args, kwargs) into buf (STACK_BYTES), or into a
+ * malloc'ed buffer (*heap, the caller's to free); NULL with no error set where the
+ * arguments are not all builtin scalars or too large (MAGIC0 and the pickle over
+ * inline_max). */
+static const char *frame_args(const char *prefix, Py_ssize_t n_prefix, PyObject *args,
+                              PyObject *kwargs, char *buf, char **heap, Py_ssize_t *len) {
+    Py_ssize_t n = PyTuple_Size(args), pos = 0;
+    PyObject *k, *v, *both, *data;
+    wbuf w = {buf, NULL, 0, STACK_BYTES};
+    char *src;
+    Py_ssize_t dn;
+    int r;
+
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!is_simple(PyTuple_GetItem(args, i))) return NULL;
+    while (PyDict_Next(kwargs, &pos, &k, &v))
+        if (!is_simple(v)) return NULL;
+    if (w_put(&w, prefix, (size_t)n_prefix) || w_put(&w, MAGIC0, MAGIC_LEN) ||
+        (r = enc_args(&w, args, kwargs)) < 0)
+        goto fail;
+    if (r == 0) { /* (pickle's: a complex, an int over 64 bits, a lone surrogate) */
+        w.len = (size_t)n_prefix + MAGIC_LEN;
+        if ((both = PyTuple_Pack(2, args, kwargs)) == NULL) goto fail;
+        data = PyObject_CallFunctionObjArgs(F.dumps, both, F.protocol, NULL);
+        Py_DECREF(both);
+        if (data == NULL || PyBytes_AsStringAndSize(data, &src, &dn) < 0 ||
+            w_put(&w, src, (size_t)dn)) {
+            Py_XDECREF(data);
+            goto fail;
+        }
+        Py_DECREF(data);
+    }
+    if ((Py_ssize_t)w.len - n_prefix > F.inline_max) {
+        free(w.heap);
+        return NULL;
+    }
+    *heap = w.heap;
+    *len = (Py_ssize_t)w.len;
+    return w.p;
+fail:
+    free(w.heap);
+    return NULL;
+}
+
+/* What a submit (tr_call, tr_task_submit) of status rc made: the ObjectRef of out, or NULL
+ * with the error failed(rc, a[, b]) raises, as the general path's. rt: the runtime
+ * object (borrowed), rtp its pointer. */
+static PyObject *submitted(int rc, const tr_ref *out, PyObject *rt, void *rtp, PyObject *failed,
+                           PyObject *a, PyObject *b) {
+    PyObject *res;
+
+    if (rc != 0) {
+        res = b ? PyObject_CallFunction(failed, "iOO", rc, a, b)
+                : PyObject_CallFunction(failed, "iO", rc, a);
+        Py_XDECREF(res);
+        return res == NULL ? NULL : PyErr_Format(PyExc_SystemError, "a failed submit returned");
+    }
+    if ((res = fresh_ref(out, rt)) == NULL) { /* (out of memory: the C ref is let go) */
+        PyThreadState *ts = PyEval_SaveThread();
+        F.release((tr_runtime *)rtp, *out);
+        PyEval_RestoreThread(ts);
+    }
+    return res;
+}
+
+/* call_one(actor_id, method, args, kwargs, class_name): the ObjectRef of a call whose
+ * arguments are builtin scalars, or None where they are not (or troupe is not running
+ * here): the caller takes its general path then. An error of tr_call raises as the
+ * general path's does. */
+static PyObject *fast_call_one(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
+    PyObject *rt, *aid, *method, *args, *kwargs;
+    void *rtp;
+    tr_actor_id id;
+    tr_ref out;
+    char buf[STACK_BYTES], *heap = NULL;
+    const char *name, *payload;
+    Py_ssize_t len = 0;
+    int rc, got;
     (void)self;
 
-    if (!F.ready) Py_RETURN_NONE;
-    owned = PyObject_GetAttr(ref, F.s_owned);
-    if (owned != NULL && owned == Py_True && (rt = PyObject_GetAttr(ref, F.s_rt)) != NULL &&
-        rt != Py_None && (now = PyObject_GetAttr(F.runtime, F.s_rt_global)) != NULL && now == rt)
-        (void)drop_hold(ref, rt);
-    Py_XDECREF(owned);
-    Py_XDECREF(rt);
-    Py_XDECREF(now);
-    PyErr_Clear();
-    Py_RETURN_NONE;
+    if (argc != 5) return PyErr_Format(PyExc_TypeError, "call_one takes 5 arguments");
+    aid = argv[0], method = argv[1], args = argv[2], kwargs = argv[3];
+    if (!F.ready || !PyTuple_Check(args) || !PyDict_Check(kwargs)) Py_RETURN_NONE;
+    if ((got = current_runtime(&rt, &rtp)) <= 0) { /* (none: the general path starts
+                                                    * troupe, or says why not) */
+        if (got < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    if (ctypes_bytes(aid, &id, sizeof(id)) < 0 ||
+        (name = PyUnicode_AsUTF8AndSize(method, NULL)) == NULL)
+        return NULL;
+    payload = frame_args(NULL, 0, args, kwargs, buf, &heap, &len);
+    if (payload == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
+    }
+    Py_INCREF(rt); /* (the call runs without the GIL: rt stays alive meanwhile) */
+    PyThreadState *ts = PyEval_SaveThread();
+    rc = F.call((tr_runtime *)rtp, id, name, payload, (size_t)len, &out);
+    PyEval_RestoreThread(ts);
+    free(heap);
+    PyObject *res = submitted(rc, &out, rt, rtp, F.call_failed, argv[4], method);
+    Py_DECREF(rt);
+    return res;
+}
+
+/* task_one(rt, c_name, head, options_address, args, kwargs, function_name): the ObjectRef
+ * of a task of one result whose arguments are builtin scalars (its payload: the prepared
+ * head, then the arguments as call_one frames them), or None where they are not, or rt
+ * (a ctypes c_void_p the head was prepared for) is not the runtime this process runs now:
+ * the caller takes its general path then. An error of tr_task_submit raises as the
+ * general path's does. */
+static PyObject *fast_task_one(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
+    PyObject *rt;
+    void *rtp, *opts;
+    tr_ref out;
+    char buf[STACK_BYTES], *heap = NULL, *head;
+    const char *cname, *payload;
+    Py_ssize_t len = 0, n_head;
+    int rc, got;
+    (void)self;
+
+    if (argc != 7) return PyErr_Format(PyExc_TypeError, "task_one takes 7 arguments");
+    if (!F.ready || !PyTuple_Check(argv[4]) || !PyDict_Check(argv[5])) Py_RETURN_NONE;
+    if ((got = current_runtime(&rt, &rtp)) <= 0 || rt != argv[0]) {
+        if (got < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    if (!PyBytes_Check(argv[1]) || !PyBytes_Check(argv[2]) ||
+        PyBytes_AsStringAndSize(argv[2], &head, &n_head) < 0)
+        return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_TypeError, "task_one: bytes");
+    cname = PyBytes_AsString(argv[1]);
+    opts = PyLong_AsVoidPtr(argv[3]);
+    if (cname == NULL || (opts == NULL && PyErr_Occurred())) return NULL;
+    payload = frame_args(head, n_head, argv[4], argv[5], buf, &heap, &len);
+    if (payload == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
+    }
+    Py_INCREF(rt); /* (the call runs without the GIL: rt stays alive meanwhile) */
+    PyThreadState *ts = PyEval_SaveThread();
+    rc = F.task_submit((tr_runtime *)rtp, cname, payload, (size_t)len, NULL, 0,
+                       (const tr_task_options *)opts, &out);
+    PyEval_RestoreThread(ts);
+    free(heap);
+    PyObject *res = submitted(rc, &out, rt, rtp, F.submit_failed, argv[6], NULL);
+    Py_DECREF(rt);
+    return res;
+}
+
+/* Waits for ref with no timeout, in slices that see signals (Ctrl-C, as the ctypes
+ * path). 0 with *rc, *data, *n set; -1 with a Python error set. */
+static int wait_ref(void *rtp, const tr_ref *ref, int *rc, const void **data, size_t *n) {
+    for (;;) {
+        PyThreadState *ts = PyEval_SaveThread();
+        *rc = F.get((tr_runtime *)rtp, *ref, F.slice_ms, data, n);
+        PyEval_RestoreThread(ts);
+        if (*rc != F.etimedout) return 0;
+        if (PyErr_CheckSignals() < 0) return -1;
+    }
+}
+
+/* The value of a got ref whose payload is a plain pickle (a new reference): read here,
+ * or by pickle.loads where it is small; else NULL, with a Python error set where reading
+ * failed, with none where it is not such a payload (the general decoder's). */
+static PyObject *plain_value(int rc, const void *data, size_t n) {
+    PyObject *bytes, *v = NULL;
+    int got;
+
+    if (rc != 0 || n < MAGIC_LEN || memcmp(data, MAGIC0, MAGIC_LEN) != 0) return NULL;
+    /* (no Python code runs here meanwhile: the caller's hold keeps the memory) */
+    if ((got = dec_pickle((const unsigned char *)data + MAGIC_LEN, n - MAGIC_LEN, &v)) != 0)
+        return v;
+    if ((Py_ssize_t)n > F.copy_max) return NULL;
+    /* (a copy: unpickling may run code that releases the ref) */
+    bytes = PyBytes_FromStringAndSize((const char *)data + MAGIC_LEN, (Py_ssize_t)n - MAGIC_LEN);
+    if (bytes == NULL) return NULL;
+    v = PyObject_CallFunctionObjArgs(F.loads, bytes, NULL);
+    Py_DECREF(bytes);
+    return v;
+}
+
+/* The value of ref (an ObjectRef) where this process holds it under the runtime it runs
+ * now (rt, rtp) and it is a small plain pickle (a new reference); else NULL, with a
+ * Python error set where waiting or unpickling failed, with none where the general get
+ * is to take it. */
+static PyObject *ref_value(PyObject *rt, void *rtp, PyObject *ref) {
+    const void *data = NULL;
+    size_t n = 0;
+    int rc;
+
+    if (!REF(ref)->owned || REF(ref)->rt != rt) return NULL;
+    if (wait_ref(rtp, &REF(ref)->id, &rc, &data, &n) < 0) return NULL;
+    return plain_value(rc, data, n);
+}
+
+/* get(refs, slow): the value of an ObjectRef, or the values of a list or tuple of them
+ * in order, with no timeout: each held here whose value is a small plain pickle here,
+ * every other by slow(ref) (the general get; slow None: the whole answer is not_taken
+ * then). not_taken where refs is neither, an item is no ObjectRef or troupe is not
+ * running here (the caller's general path then). */
+static PyObject *fast_get(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
+    PyObject *refs, *slow, *out, *item, *v, *rt;
+    Py_ssize_t n;
+    void *rtp;
+    int got, list;
+    (void)self;
+
+    if (argc != 2) return PyErr_Format(PyExc_TypeError, "get takes 2 arguments");
+    refs = argv[0], slow = argv[1];
+    list = PyList_Check(refs);
+    if (!F.ready || !(is_ref(refs) || list || PyTuple_Check(refs))) goto not_taken;
+    if (!list && !PyTuple_Check(refs)) { /* one ref */
+        if ((got = current_runtime(&rt, &rtp)) == 0) goto not_taken;
+        if (got < 0) return NULL;
+        if ((v = ref_value(rt, rtp, refs)) != NULL || PyErr_Occurred()) return v;
+        if (slow == Py_None) goto not_taken;
+        return PyObject_CallFunctionObjArgs(slow, refs, NULL);
+    }
+    n = list ? PyList_Size(refs) : PyTuple_Size(refs);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!is_ref(list ? PyList_GetItem(refs, i) : PyTuple_GetItem(refs, i))) goto not_taken;
+    if ((got = current_runtime(&rt, &rtp)) == 0 || slow == Py_None) goto not_taken;
+    if (got < 0) return NULL;
+    if ((out = PyList_New(n)) == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        /* (a borrowed item of a list may go while Python code runs: held meanwhile) */
+        item = list ? (i < PyList_Size(refs) ? PyList_GetItem(refs, i) : NULL)
+                    : PyTuple_GetItem(refs, i);
+        if (item == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "get: the list changed");
+            goto fail;
+        }
+        Py_INCREF(item);
+        v = rt != NULL && is_ref(item) ? ref_value(rt, rtp, item) : NULL;
+        if (v == NULL && !PyErr_Occurred()) {
+            v = PyObject_CallFunctionObjArgs(slow, item, NULL);
+            /* (Python code ran: the runtime may have changed) */
+            if (v != NULL && (got = current_runtime(&rt, &rtp)) <= 0) {
+                if (got < 0) Py_CLEAR(v);
+                rt = NULL;
+            }
+        }
+        Py_DECREF(item);
+        if (v == NULL) goto fail;
+        PyList_SetItem(out, i, v); /* (steals v) */
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+not_taken:
+    Py_INCREF(F.not_taken);
+    return F.not_taken;
 }
 
 /* ------------------------------------------------------------------ the worker */
@@ -589,29 +1084,31 @@ static _Thread_local int pinned; /* this thread keeps its Python thread state */
 /* The result of a plain method: MAGIC0 + its pickle, replied here. Returns the call's rc,
  * or -1 with a Python error set. */
 static int reply_simple(tr_ctx *ctx, PyObject *result) {
-    char buf[STACK_BYTES], *out = buf;
-    char *src;
+    char buf[STACK_BYTES], *src;
+    wbuf w = {buf, NULL, 0, sizeof buf};
     Py_ssize_t dn;
-    int rc;
-    PyObject *data = PyObject_CallFunctionObjArgs(F.dumps, result, F.protocol, NULL);
+    PyObject *data;
+    int rc, r;
 
-    if (data == NULL || PyBytes_AsStringAndSize(data, &src, &dn) < 0) {
-        Py_XDECREF(data);
-        return -1;
-    }
-    if (MAGIC_LEN + dn > STACK_BYTES && (out = malloc((size_t)(MAGIC_LEN + dn))) == NULL) {
+    if (w_put(&w, MAGIC0, MAGIC_LEN) || (r = enc_result(&w, result)) < 0) goto fail;
+    if (r == 0) { /* (pickle's: a complex, an int over 64 bits, a lone surrogate) */
+        w.len = MAGIC_LEN;
+        data = PyObject_CallFunctionObjArgs(F.dumps, result, F.protocol, NULL);
+        if (data == NULL || PyBytes_AsStringAndSize(data, &src, &dn) < 0 ||
+            w_put(&w, src, (size_t)dn)) {
+            Py_XDECREF(data);
+            goto fail;
+        }
         Py_DECREF(data);
-        PyErr_NoMemory();
-        return -1;
     }
-    memcpy(out, MAGIC0, MAGIC_LEN);
-    memcpy(out + MAGIC_LEN, src, (size_t)dn);
-    Py_DECREF(data);
     PyThreadState *ts = PyEval_SaveThread();
-    rc = F.ctx_reply(ctx, out, (size_t)(MAGIC_LEN + dn));
+    rc = F.ctx_reply(ctx, w.p, w.len);
     PyEval_RestoreThread(ts);
-    if (out != buf) free(out);
+    free(w.heap);
     return rc;
+fail:
+    free(w.heap);
+    return -1;
 }
 
 /* The method's or task's exception (set) goes to _worker's handlers (failed): ActorExit,
@@ -720,7 +1217,7 @@ static void unset_failed(const plain_path *path, int *current) {
  * own does. */
 static int run_plain(tr_ctx *ctx, PyObject *fn, const char *payload, size_t len,
                      const plain_path *path) {
-    PyObject *ctxobj, *view = NULL, *both = NULL, *a, *kw, *result = NULL, *r;
+    PyObject *ctxobj, *both = NULL, *a, *kw, *result = NULL, *r;
     int rc, current = 0;
 
     ctxobj = PyLong_FromVoidPtr(ctx);
@@ -730,10 +1227,7 @@ static int run_plain(tr_ctx *ctx, PyObject *fn, const char *payload, size_t len,
     if (PyObject_SetAttr(F.current, F.s_ctx, ctxobj) < 0) goto failed;
     current = 1;
     set_running(path, ctxobj); /* (from here: the arguments' refs may wait) */
-    view = PyMemoryView_FromMemory((char *)payload + MAGIC_LEN, (Py_ssize_t)(len - MAGIC_LEN),
-                                   PyBUF_READ);
-    if (view == NULL || (both = PyObject_CallFunctionObjArgs(F.loads, view, NULL)) == NULL)
-        goto failed;
+    if ((both = load_plain(payload + MAGIC_LEN, len - MAGIC_LEN)) == NULL) goto failed;
     if (!PyTuple_Check(both) || PyTuple_Size(both) != 2 ||
         !PyTuple_Check(PyTuple_GetItem(both, 0)) || !PyDict_Check(PyTuple_GetItem(both, 1))) {
         PyErr_SetString(PyExc_TypeError, "troupe: a call's arguments are not (args, kwargs)");
@@ -766,11 +1260,6 @@ out:
     if (current && PyObject_SetAttr(F.current, F.s_ctx, Py_None) < 0) PyErr_Clear();
     Py_XDECREF(result);
     Py_XDECREF(both);
-    if (view != NULL) { /* (released: nothing may read the call's memory after it) */
-        if ((r = PyObject_CallMethod(view, "release", NULL)) == NULL) PyErr_Clear();
-        Py_XDECREF(r);
-        Py_DECREF(view);
-    }
     Py_DECREF(ctxobj);
     return rc;
 }
@@ -831,7 +1320,7 @@ static int step_inputs_plain(tr_ctx *ctx, const void *args, size_t len, size_t n
  * its result replied (a builtin scalar here, any other by finish), an error by failed. */
 static int run_step(tr_ctx *ctx, PyObject *fn, PyObject *spec, const void *args, size_t len,
                     size_t n_in) {
-    PyObject *ctxobj, *vals, *both = NULL, *result = NULL, *v, *view, *r, *type, *value, *tb;
+    PyObject *ctxobj, *vals, *both = NULL, *result = NULL, *v;
     const void *d;
     size_t n;
     int rc;
@@ -843,23 +1332,7 @@ static int run_step(tr_ctx *ctx, PyObject *fn, PyObject *spec, const void *args,
             PyErr_Format(PyExc_RuntimeError, "troupe: a graph step's input %zu: rc %d", i, rc);
             goto failed;
         }
-        view =
-            PyMemoryView_FromMemory((char *)d + MAGIC_LEN, (Py_ssize_t)(n - MAGIC_LEN), PyBUF_READ);
-        if (view == NULL) goto failed;
-        v = PyObject_CallFunctionObjArgs(F.loads, view, NULL);
-        PyErr_Fetch(&type, &value, &tb); /* (loads' error kept aside while the view goes) */
-        if ((r = PyObject_CallMethod(view, "release", NULL)) == NULL) { /* (the step's memory) */
-            Py_XDECREF(v);
-            v = NULL;
-            Py_XDECREF(type);
-            Py_XDECREF(value);
-            Py_XDECREF(tb);
-        } else {
-            PyErr_Restore(type, value, tb);
-        }
-        Py_XDECREF(r);
-        Py_DECREF(view);
-        if (v == NULL) goto failed;
+        if ((v = load_plain((const char *)d + MAGIC_LEN, n - MAGIC_LEN)) == NULL) goto failed;
         PyList_SetItem(vals, (Py_ssize_t)i, v); /* (steals v) */
     }
     both = PyObject_CallFunctionObjArgs(F.step_args, spec, vals, NULL);
@@ -1044,10 +1517,10 @@ static PyMethodDef fast_methods[] = {
     {"task_one", (PyCFunction)(void (*)(void))fast_task_one, METH_FASTCALL,
      "task_one(rt, c_name, head, options_address, args, kwargs, function_name) -> ObjectRef "
      "or None"},
-    {"get_many", (PyCFunction)(void (*)(void))fast_get_many, METH_FASTCALL,
-     "get_many(refs, slow) -> [value, ...] or None"},
-    {"get_plain", fast_get_plain, METH_O, "get_plain(c) -> (value,) or (rc, address, length)"},
-    {"release", fast_release, METH_O, "release(ref): ObjectRef.__del__'s work"},
+    {"_write_plain", fast_write_plain, METH_VARARGS, "_write_plain(args, kwargs) -> bytes or None"},
+    {"_read_plain", fast_read_plain, METH_O, "_read_plain(data) -> (read, value)"},
+    {"get", (PyCFunction)(void (*)(void))fast_get, METH_FASTCALL,
+     "get(refs, slow) -> value, [value, ...] or not_taken"},
     {"worker_configure", fast_worker_configure, METH_VARARGS,
      "worker_configure(slow_method, slow_task, objs) -> (method dispatch, task dispatch)"},
     {NULL, NULL, 0, NULL},
@@ -1066,5 +1539,15 @@ static struct PyModuleDef fast_module = {
 };
 
 PyMODINIT_FUNC PyInit__fast(void) {
-    return PyModule_Create(&fast_module);
+    PyObject *m = PyModule_Create(&fast_module), *base;
+
+    if (m == NULL) return NULL;
+    if ((base = PyType_FromSpec(&ref_spec)) == NULL || PyModule_AddObject(m, "RefBase", base) < 0) {
+        Py_XDECREF(base);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(base); /* (AddObject stole one) */
+    SETREF(F.base_type, base);
+    return m;
 }

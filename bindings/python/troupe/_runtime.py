@@ -355,12 +355,47 @@ _holds = {}
 _holds_lock = threading.RLock()  # (a finalizer may run under it)
 
 
-class ObjectRef:
+def _extension_off():
+    """TROUPE_NO_EXTENSION=1 here, or in the driver that started this worker (its node
+    passes no TROUPE_ variable on: init exports it as PYTROUPE_NO_EXTENSION)."""
+    return any(os.environ.get(v, "") not in ("", "0")
+               for v in ("TROUPE_NO_EXTENSION", "PYTROUPE_NO_EXTENSION"))
+
+
+# troupe._fast is used (the plain call's two ends and ObjectRef's fields in C) where it is
+# built, the interpreter is 3.11 or later and TROUPE_NO_EXTENSION is not set
+_use_fast = _fast_module is not None and sys.version_info >= (3, 11) and not _extension_off()
+
+
+class _PyRefBase:
+    """ObjectRef's fields where troupe._fast is not used (its RefBase has them in C, and
+    gives the hold back as the ref goes, as __del__ does here)."""
+    __slots__ = ("_c", "_owned", "_rt", "__weakref__")
+
+    def __del__(self):
+        if not self._owned or self._rt is None or self._rt is not _rt:
+            return
+        try:
+            with _holds_lock:
+                key = bytes(self._c)
+                h = _holds.get(key)
+                if h is None or h[1] is not self._rt:
+                    return
+                h[0] -= 1
+                if h[0] > 0:
+                    return
+                del _holds[key]
+            lib.tr_ref_release(self._rt, self._c)
+        except Exception:
+            pass
+
+
+class ObjectRef(_fast_module.RefBase if _use_fast else _PyRefBase):
     """A future value: a call's result or an object in the store. Hashable; pickles (as
     an argument or inside a value) by its id. A ref that came in a value (an argument, a
     result, an object) is borrowed as it is unpickled: the value stays alive for this
     process for as long as an ObjectRef of it lives here, whatever its owner does."""
-    __slots__ = ("_c", "_owned", "_rt", "__weakref__")
+    __slots__ = ()
 
     def __init__(self, c, owned=True):
         if isinstance(c, (bytes, bytearray)):  # Ray's ObjectRef(id bytes): from_binary's
@@ -425,25 +460,6 @@ class ObjectRef:
         if refs is not None:
             refs.append(self)
         return (_rebuild_ref, (self.binary(),))
-
-    def __del__(self):
-        if fast is not None:  # (the same, in C)
-            return fast.release(self)
-        if not self._owned or self._rt is None or self._rt is not _rt:
-            return
-        try:
-            with _holds_lock:
-                key = bytes(self._c)
-                h = _holds.get(key)
-                if h is None or h[1] is not self._rt:
-                    return
-                h[0] -= 1
-                if h[0] > 0:
-                    return
-                del _holds[key]
-            lib.tr_ref_release(self._rt, self._c)
-        except Exception:
-            pass
 
     def _of_this_runtime(self):
         """Whether it was made or got under the runtime this process runs now."""
@@ -521,7 +537,7 @@ def fresh_ref(c):
     return ref
 
 
-_new_object = object.__new__
+_new_object = ObjectRef.__new__
 
 _views = weakref.WeakSet()  # _Keeps alive: arrays over the store's memory
 _deferred = []              # runtimes shut down while such arrays lived
@@ -616,18 +632,21 @@ class GettableRef:
 def get_one(ref, deadline, what="get"):
     """The value of one ObjectRef by deadline (time.monotonic(), None: none); what names
     the value in a method's error."""
+    if deadline is None and fast is not None:  # (the hot path, in C)
+        v = fast.get(ref, None)
+        if v is not _NOT_TAKEN:
+            return v
+    return _get_general(ref, deadline, what)
+
+
+_NOT_TAKEN = object()  # (_fast.get's answer where the general path is to take it)
+
+
+def _get_general(ref, deadline, what):
+    """get_one's path through ctypes: every value and error."""
     if not isinstance(ref, ObjectRef):
         raise ValueError(f"Invalid type of object refs, {type(ref)}, is given. 'object_refs' "
                          f"must either be an ObjectRef or a list of ObjectRefs.")
-    if deadline is None and ref._owned and fast is not None:  # (the hot path, in C)
-        r = fast.get_plain(ref._c)
-        if r is not None:
-            if len(r) == 1:
-                return r[0]
-            rc, addr, n = r
-            if rc == 0:
-                return _decode(addr, n, ref, what)
-            return _get_failed(rc, ref, what)
     rt = _rt if _rt is not None else runtime()
     data, n = c_void_p(), c_size_t()
     if deadline is None:
@@ -648,9 +667,9 @@ def get_one(ref, deadline, what="get"):
 
 
 def _get_one_slow(ref):
-    """get_one(ref) with no timeout, by its general path (_fast's get_many calls it for a
-    ref it does not decode itself)."""
-    return get_one(ref, None)
+    """get_one(ref) with no timeout, by its general path (_fast's get calls it for a ref
+    it does not decode itself)."""
+    return _get_general(ref, None, "get")
 
 
 def _get_failed(rc, ref, what):
@@ -669,16 +688,16 @@ def get(refs, *, timeout=None):
     """The value of a ref, or of each ref of a list (in order), waiting up to timeout
     seconds in all (None: no limit). A method's exception is raised here, with its remote
     traceback; a dead actor raises ActorDiedError; a timeout GetTimeoutError."""
+    if timeout is None and fast is not None:  # (refs alone, plain values in C)
+        got = fast.get(refs, _get_one_slow)
+        if got is not _NOT_TAKEN:
+            return got
     deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
     if isinstance(refs, ObjectRef):
         return get_one(refs, deadline)
     if isinstance(refs, GettableRef):
         return refs.get(timeout=timeout)
     if isinstance(refs, (list, tuple)):
-        if deadline is None and fast is not None:  # (refs alone, plain values in C)
-            got = fast.get_many(refs, _get_one_slow)
-            if got is not None:
-                return got
         if any(isinstance(r, GettableRef) for r in refs) and \
                 not all(isinstance(r, GettableRef) for r in refs):
             raise ValueError("Invalid type of object refs. 'object_refs' must be a list of "
@@ -1255,19 +1274,12 @@ def _submit_failed(rc, function_name):
     check(rc, f"submitting task {function_name}")
 
 
-def _extension_off():
-    """TROUPE_NO_EXTENSION=1 here, or in the driver that started this worker (its node
-    passes no TROUPE_ variable on: init exports it as PYTROUPE_NO_EXTENSION)."""
-    return any(os.environ.get(v, "") not in ("", "0")
-               for v in ("TROUPE_NO_EXTENSION", "PYTROUPE_NO_EXTENSION"))
-
-
 def _load_fast():
     """troupe._fast (the plain call's two ends in C, _fast.c), configured with this
     library's functions and this module's objects; None where it is not built, the
     interpreter is older than 3.11, or TROUPE_NO_EXTENSION=1: the ctypes paths then do
-    all (the same bytes on the wire)."""
-    if _fast_module is None or sys.version_info < (3, 11) or _extension_off():
+    all (payloads that mean the same values to both)."""
+    if not _use_fast:
         return None
     addr = {name: ctypes.cast(getattr(lib, name), c_void_p).value
             for name in ("tr_call", "tr_get", "tr_ctx_method", "tr_ctx_started",
@@ -1275,7 +1287,7 @@ def _load_fast():
                          "tr_ctx_num_refs", "tr_ctx_ref")}
     _fast_module.configure(addr, {
         "dumps": pickle.dumps, "loads": pickle.loads, "protocol": 5, "Ref": Ref,
-        "ObjectRef": ObjectRef, "new_object": _new_object, "holds": _holds,
+        "ObjectRef": ObjectRef, "not_taken": _NOT_TAKEN, "holds": _holds,
         "call_failed": _call_failed, "submit_failed": _submit_failed, "simple": _serial.SIMPLE_TYPES,
         "etimedout": _errors.ETIMEDOUT, "slice_ms": _SLICE_MS, "inline_max": INLINE_MAX,
         "copy_max": _COPY_MAX, "runtime": sys.modules[__name__],
