@@ -183,6 +183,45 @@ def test_plain_pickles_written_and_read_in_c_are_pickles(ray):
         assert fast._read_plain(bad) == (False, None), bad
 
 
+def test_a_handles_methods_keep_their_rules_in_c(ray):
+    """A handle's method's remote() (troupe._fast.Remote where the extension is used):
+    scalars, keywords, values that are not scalars, a signature's TypeError at the call,
+    a method kept after its handle's other names went; and the refs' holds' lock is
+    reentrant (a ref may go in a finalizer that runs under it)."""
+    from troupe import _runtime
+
+    @ray.remote
+    class Sig:
+        def two(self, a, b=2):
+            return a + b
+
+    s = Sig.remote()
+    two = s.two.remote
+    assert ray.get(two(1)) == 3 and ray.get(two(1, 5)) == 6 and ray.get(two(1, b=7)) == 8
+    assert ray.get(two(np.float64(1.5))) == 3.5  # (not a builtin scalar: the general path)
+    with pytest.raises(TypeError):
+        two()
+    with pytest.raises(TypeError):
+        two(1, 2, 3)
+    with pytest.raises(TypeError):
+        two(1, c=3)
+    c = Counter.remote()
+    assert ray.get(c.echo.remote(1, k="v")) == ((1,), {"k": "v"})
+    assert ray.get(c.same.remote([1, "x"])) == [1, "x"]
+    kept = c.same
+    assert ray.get(kept.remote(4)) == 4
+    lock = _runtime._holds_lock
+    with lock:
+        with lock:
+            ref = c.same.remote(9)
+            assert ray.get(ref) == 9
+            del ref  # (its hold goes under the lock this thread holds)
+    assert lock.acquire() is True
+    lock.release()
+    with pytest.raises(RuntimeError):
+        lock.release()
+
+
 def test_the_extension_runs_both_ends_or_neither(ray):
     """troupe._fast (the plain call in C) is used by the driver and its workers alike:
     with TROUPE_NO_EXTENSION=1 by neither (the ctypes paths), else by both where built."""

@@ -90,14 +90,15 @@ static struct {
     PyObject *simple[N_SIMPLE];
     PyObject *dumps, *loads, *protocol;
     PyObject *ref_type, *object_ref_type, *holds;
-    PyObject *base_type;     /* RefBase: ObjectRef's base here (its fields in C) */
-    PyObject *not_taken;     /* get()'s answer where it takes the general path */
-    PyObject *rt_obj;        /* _runtime._rt last seen (borrowed; compared only) ... */
-    void *rtp;               /* ...and its pointer */
-    PyObject *call_failed;   /* (rc, class name, method) raises the call's error */
-    PyObject *submit_failed; /* (rc, function name) raises the task submit's error */
-    PyObject *runtime;       /* the _runtime module: its _rt is this process's runtime */
-    PyObject *lock_acquire, *lock_release; /* _runtime._holds_lock's */
+    PyObject *base_type;      /* RefBase: ObjectRef's base here (its fields in C) */
+    PyObject *not_taken;      /* get()'s answer where it takes the general path */
+    PyObject *remote_general; /* ActorMethod's general remote(): (method, *args, **kw) */
+    PyObject *holds_lock;     /* _runtime._holds_lock: a HoldLock (below) */
+    PyObject *rt_obj;         /* _runtime._rt last seen (borrowed; compared only) ... */
+    void *rtp;                /* ...and its pointer */
+    PyObject *call_failed;    /* (rc, class name, method) raises the call's error */
+    PyObject *submit_failed;  /* (rc, function name) raises the task submit's error */
+    PyObject *runtime;        /* the _runtime module: its _rt is this process's runtime */
     /* the worker's side (worker_configure) */
     PyObject *state;          /* _worker's state dict: "instance" */
     PyObject *methods;        /* name -> True: plain methods of a sync actor */
@@ -116,6 +117,8 @@ static struct {
     PyObject *step_args;      /* (spec, values) -> (args, kwargs): a step's call (_worker's) */
     PyObject *s_instance, *s_ctx, *s_c, *s_rt, *s_owned, *s_rt_global, *s_exit_requested;
 } F;
+
+static PyObject *hold_lock_type; /* HoldLock (the refs' section) */
 
 static int is_simple(PyObject *x) {
     PyObject *t = (PyObject *)Py_TYPE(x);
@@ -180,11 +183,13 @@ static PyObject *fast_configure(PyObject *self, PyObject *args) {
         !get_obj(objs, "protocol", &F.protocol) || !get_obj(objs, "Ref", &F.ref_type) ||
         !get_obj(objs, "ObjectRef", &F.object_ref_type) ||
         !get_obj(objs, "not_taken", &F.not_taken) || !get_obj(objs, "holds", &F.holds) ||
+        !get_obj(objs, "remote_general", &F.remote_general) ||
+        !get_obj(objs, "holds_lock", &F.holds_lock) ||
         !get_obj(objs, "call_failed", &F.call_failed) ||
-        !get_obj(objs, "submit_failed", &F.submit_failed) ||
-        !get_obj(objs, "runtime", &F.runtime) || !get_obj(objs, "lock_acquire", &F.lock_acquire) ||
-        !get_obj(objs, "lock_release", &F.lock_release))
+        !get_obj(objs, "submit_failed", &F.submit_failed) || !get_obj(objs, "runtime", &F.runtime))
         return NULL;
+    if (!PyObject_TypeCheck(F.holds_lock, (PyTypeObject *)hold_lock_type))
+        return PyErr_Format(PyExc_TypeError, "troupe._fast: the holds' lock is no HoldLock");
     if (F.base_type == NULL || !PyType_Check(F.object_ref_type) ||
         PyObject_IsSubclass(F.object_ref_type, F.base_type) != 1)
         return PyErr_Occurred()
@@ -664,21 +669,111 @@ static int current_runtime(PyObject **rt, void **rtp) {
     return 1;
 }
 
+/* HoldLock: _runtime._holds_lock where this module is used, a reentrant lock (a ref may
+ * go, and give its hold back, in a finalizer that runs under it) that the C code here
+ * takes without a Python call. Its fields are only touched with the GIL held; the lock
+ * itself is waited for without it. */
+typedef struct {
+    PyObject_HEAD PyThread_type_lock lock;
+    unsigned long owner;
+    long count;
+} HoldLockObject;
+
+static int hl_acquire(HoldLockObject *l) {
+    unsigned long me = PyThread_get_thread_ident();
+
+    if (l->count > 0 && l->owner == me) {
+        l->count++;
+        return 0;
+    }
+    if (!PyThread_acquire_lock(l->lock, NOWAIT_LOCK)) {
+        Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(l->lock, WAIT_LOCK);
+        Py_END_ALLOW_THREADS
+    }
+    l->owner = me, l->count = 1;
+    return 0;
+}
+
+static int hl_release(HoldLockObject *l) {
+    if (l->count == 0 || l->owner != PyThread_get_thread_ident()) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot release un-acquired lock");
+        return -1;
+    }
+    if (--l->count == 0) {
+        l->owner = 0;
+        PyThread_release_lock(l->lock);
+    }
+    return 0;
+}
+
+static PyObject *hl_py_acquire(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
+    (void)argv, (void)argc; /* (blocking, timeout: it always waits, as the holds' users do) */
+    hl_acquire((HoldLockObject *)self);
+    Py_RETURN_TRUE;
+}
+
+static PyObject *hl_py_release(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
+    (void)argv, (void)argc;
+    if (hl_release((HoldLockObject *)self) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *hl_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
+    HoldLockObject *l;
+    (void)args, (void)kwargs;
+
+    if ((l = (HoldLockObject *)((allocfunc)PyType_GetSlot(tp, Py_tp_alloc))(tp, 0)) == NULL)
+        return NULL;
+    if ((l->lock = PyThread_allocate_lock()) == NULL) {
+        Py_DECREF(l);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)l;
+}
+
+static void hl_dealloc(PyObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    HoldLockObject *l = (HoldLockObject *)self;
+
+    if (l->lock != NULL) {
+        if (l->count > 0) PyThread_release_lock(l->lock);
+        PyThread_free_lock(l->lock);
+    }
+    ((freefunc)PyType_GetSlot(tp, Py_tp_free))(self);
+    Py_DECREF(tp);
+}
+
+static PyMethodDef hl_methods[] = {
+    {"acquire", (PyCFunction)(void (*)(void))hl_py_acquire, METH_FASTCALL, "acquire() -> True"},
+    {"release", (PyCFunction)(void (*)(void))hl_py_release, METH_FASTCALL, "release()"},
+    {"__enter__", (PyCFunction)(void (*)(void))hl_py_acquire, METH_FASTCALL, NULL},
+    {"__exit__", (PyCFunction)(void (*)(void))hl_py_release, METH_FASTCALL, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot hl_slots[] = {
+    {Py_tp_doc, (void *)"The refs' holds' reentrant lock (_runtime._holds_lock)"},
+    {Py_tp_new, hl_new},
+    {Py_tp_dealloc, hl_dealloc},
+    {Py_tp_methods, hl_methods},
+    {0, NULL},
+};
+
+static PyType_Spec hl_spec = {
+    "troupe._fast.HoldLock", sizeof(HoldLockObject), 0, Py_TPFLAGS_DEFAULT, hl_slots,
+};
+
 /* The count of rt's hold of id goes down, under the holds' lock; where it was the last,
  * its entry goes and the C hold with it (tr_ref_release). Nothing where rt is not the
  * runtime this process runs now. 0, or -1 with a Python error set. */
 static int drop_hold(const tr_ref *id, PyObject *rt) {
-    PyObject *now, *key, *r, *h;
+    PyObject *now, *key, *h;
     void *rtp;
     int last = 0, err = 0, got = 0;
 
     if (!F.ready || (got = current_runtime(&now, &rtp)) <= 0 || now != rt) return got < 0 ? -1 : 0;
     if ((key = PyBytes_FromStringAndSize((const char *)id->b, sizeof(id->b))) == NULL) return -1;
-    if ((r = PyObject_CallNoArgs(F.lock_acquire)) == NULL) {
-        Py_DECREF(key);
-        return -1;
-    }
-    Py_DECREF(r);
+    hl_acquire((HoldLockObject *)F.holds_lock);
     h = PyDict_GetItemWithError(F.holds, key); /* borrowed: [count, rt] */
     if (h != NULL && PyList_Check(h) && PyList_Size(h) == 2 && PyList_GetItem(h, 1) == rt) {
         long count = PyLong_AsLong(PyList_GetItem(h, 0)) - 1;
@@ -693,9 +788,7 @@ static int drop_hold(const tr_ref *id, PyObject *rt) {
         }
     }
     Py_DECREF(key);
-    if ((r = PyObject_CallNoArgs(F.lock_release)) == NULL) return -1;
-    Py_DECREF(r);
-    if (err) return -1;
+    if (hl_release((HoldLockObject *)F.holds_lock) < 0 || err) return -1;
     if (last) {
         PyThreadState *ts = PyEval_SaveThread();
         F.release((tr_runtime *)rtp, *id);
@@ -886,32 +979,25 @@ static PyObject *submitted(int rc, const tr_ref *out, PyObject *rt, void *rtp, P
     return res;
 }
 
-/* call_one(actor_id, method, args, kwargs, class_name): the ObjectRef of a call whose
- * arguments are builtin scalars, or None where they are not (or troupe is not running
- * here): the caller takes its general path then. An error of tr_call raises as the
- * general path's does. */
-static PyObject *fast_call_one(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
-    PyObject *rt, *aid, *method, *args, *kwargs;
+/* The ObjectRef of a call of actor id's method (name, its UTF-8 name_s) whose arguments
+ * are builtin scalars, or None where they are not (or troupe is not running here): the
+ * caller takes its general path then. An error of tr_call raises as the general path's
+ * does (class_name words it). */
+static PyObject *call_plain(const tr_actor_id *id, PyObject *name, const char *name_s,
+                            PyObject *args, PyObject *kwargs, PyObject *class_name) {
+    PyObject *rt, *res;
     void *rtp;
-    tr_actor_id id;
     tr_ref out;
     char buf[STACK_BYTES], *heap = NULL;
-    const char *name, *payload;
+    const char *payload;
     Py_ssize_t len = 0;
     int rc, got;
-    (void)self;
 
-    if (argc != 5) return PyErr_Format(PyExc_TypeError, "call_one takes 5 arguments");
-    aid = argv[0], method = argv[1], args = argv[2], kwargs = argv[3];
-    if (!F.ready || !PyTuple_Check(args) || !PyDict_Check(kwargs)) Py_RETURN_NONE;
     if ((got = current_runtime(&rt, &rtp)) <= 0) { /* (none: the general path starts
                                                     * troupe, or says why not) */
         if (got < 0) return NULL;
         Py_RETURN_NONE;
     }
-    if (ctypes_bytes(aid, &id, sizeof(id)) < 0 ||
-        (name = PyUnicode_AsUTF8AndSize(method, NULL)) == NULL)
-        return NULL;
     payload = frame_args(NULL, 0, args, kwargs, buf, &heap, &len);
     if (payload == NULL) {
         if (PyErr_Occurred()) return NULL;
@@ -919,13 +1005,143 @@ static PyObject *fast_call_one(PyObject *self, PyObject *const *argv, Py_ssize_t
     }
     Py_INCREF(rt); /* (the call runs without the GIL: rt stays alive meanwhile) */
     PyThreadState *ts = PyEval_SaveThread();
-    rc = F.call((tr_runtime *)rtp, id, name, payload, (size_t)len, &out);
+    rc = F.call((tr_runtime *)rtp, *id, name_s, payload, (size_t)len, &out);
     PyEval_RestoreThread(ts);
     free(heap);
-    PyObject *res = submitted(rc, &out, rt, rtp, F.call_failed, argv[4], method);
+    res = submitted(rc, &out, rt, rtp, F.call_failed, class_name, name);
     Py_DECREF(rt);
     return res;
 }
+
+/* call_one(actor_id, method, args, kwargs, class_name): call_plain's, the actor's id a
+ * ctypes ActorId. */
+static PyObject *fast_call_one(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
+    tr_actor_id id;
+    const char *name;
+    (void)self;
+
+    if (argc != 5) return PyErr_Format(PyExc_TypeError, "call_one takes 5 arguments");
+    if (!F.ready || !PyTuple_Check(argv[2]) || !PyDict_Check(argv[3])) Py_RETURN_NONE;
+    if (ctypes_bytes(argv[0], &id, sizeof(id)) < 0 ||
+        (name = PyUnicode_AsUTF8AndSize(argv[1], NULL)) == NULL)
+        return NULL;
+    return call_plain(&id, argv[1], name, argv[2], argv[3], argv[4]);
+}
+
+/* Remote(method, actor_id, name, class_name, lo, hi, handle_ref): a handle's method's
+ * remote() of one result and no options (actor.ActorMethod's, set as its attribute
+ * `remote`), a call of scalars made here. Anything else, a call of arguments its
+ * signature refuses (fewer than lo or more than hi, or keywords where it checks them:
+ * lo >= 0), or a handle gone (handle_ref: a weakref of it), goes to the method's general
+ * remote(): general(method, *args, **kwargs) (configure's "remote_general"). */
+typedef struct {
+    PyObject_HEAD tr_actor_id id;
+    PyObject *method, *name, *class_name, *handle;
+    const char *name_s; /* (name's UTF-8: name keeps it) */
+    Py_ssize_t lo, hi;
+} RemoteObject;
+
+static PyObject *remote_general(RemoteObject *r, PyObject *args, PyObject *kwargs) {
+    Py_ssize_t n = PyTuple_Size(args);
+    PyObject *all = PyTuple_New(n + 1), *res;
+
+    if (all == NULL) return NULL;
+    Py_INCREF(r->method);
+    PyTuple_SetItem(all, 0, r->method); /* (steals) */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *a = PyTuple_GetItem(args, i);
+        Py_INCREF(a);
+        PyTuple_SetItem(all, i + 1, a);
+    }
+    res = PyObject_Call(F.remote_general, all, kwargs);
+    Py_DECREF(all);
+    return res;
+}
+
+static PyObject *remote_call(PyObject *self, PyObject *args, PyObject *kwargs) {
+    RemoteObject *r = (RemoteObject *)self;
+    Py_ssize_t n = PyTuple_Size(args);
+    PyObject *res, *empty = NULL;
+
+    if (!F.ready ||
+        (r->lo >= 0 && ((kwargs != NULL && PyDict_Size(kwargs) > 0) || n < r->lo || n > r->hi)))
+        return remote_general(r, args, kwargs);
+    PyObject *h = PyWeakref_GetObject(r->handle); /* borrowed */
+    if (h == NULL) return NULL;
+    if (h == Py_None) return remote_general(r, args, kwargs); /* (gone: it says so) */
+    if (kwargs == NULL && (kwargs = empty = PyDict_New()) == NULL) return NULL;
+    res = call_plain(&r->id, r->name, r->name_s, args, kwargs, r->class_name);
+    Py_XDECREF(empty);
+    if (res != Py_None) return res;
+    Py_DECREF(res);
+    return remote_general(r, args, empty ? NULL : kwargs);
+}
+
+static PyObject *remote_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
+    PyObject *method, *aid, *name, *class_name, *handle;
+    Py_ssize_t lo, hi;
+    RemoteObject *r;
+
+    if (kwargs != NULL && PyDict_Size(kwargs) > 0)
+        return PyErr_Format(PyExc_TypeError, "Remote takes no keywords");
+    if (!PyArg_ParseTuple(args, "OOUUnnO", &method, &aid, &name, &class_name, &lo, &hi, &handle))
+        return NULL;
+    if (!PyWeakref_CheckRef(handle))
+        return PyErr_Format(PyExc_TypeError, "Remote: the handle is a weakref of it");
+    if ((r = (RemoteObject *)((allocfunc)PyType_GetSlot(tp, Py_tp_alloc))(tp, 0)) == NULL)
+        return NULL;
+    if (ctypes_bytes(aid, &r->id, sizeof(r->id)) < 0 ||
+        (r->name_s = PyUnicode_AsUTF8AndSize(name, NULL)) == NULL) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    Py_INCREF(method), Py_INCREF(name), Py_INCREF(class_name), Py_INCREF(handle);
+    r->method = method, r->name = name, r->class_name = class_name, r->handle = handle;
+    r->lo = lo, r->hi = hi;
+    return (PyObject *)r;
+}
+
+static int remote_traverse(PyObject *self, visitproc visit, void *arg) {
+    RemoteObject *r = (RemoteObject *)self;
+    Py_VISIT(r->method);
+    Py_VISIT(r->handle);
+    Py_VISIT(Py_TYPE(self)); /* (a heap type's instance holds its type) */
+    return 0;
+}
+
+static int remote_clear(PyObject *self) {
+    RemoteObject *r = (RemoteObject *)self;
+    Py_CLEAR(r->method);
+    Py_CLEAR(r->handle);
+    return 0;
+}
+
+static void remote_dealloc(PyObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    RemoteObject *r = (RemoteObject *)self;
+
+    PyObject_GC_UnTrack(self);
+    remote_clear(self);
+    Py_CLEAR(r->name);
+    Py_CLEAR(r->class_name);
+    ((freefunc)PyType_GetSlot(tp, Py_tp_free))(self);
+    Py_DECREF(tp);
+}
+
+static PyType_Slot remote_slots[] = {
+    {Py_tp_doc, (void *)"An actor method's remote() of plain calls (actor.ActorMethod's)"},
+    {Py_tp_new, remote_new},
+    {Py_tp_call, remote_call},
+    {Py_tp_traverse, remote_traverse},
+    {Py_tp_clear, remote_clear},
+    {Py_tp_dealloc, remote_dealloc},
+    {0, NULL},
+};
+
+static PyType_Spec remote_spec = {
+    "troupe._fast.Remote", sizeof(RemoteObject), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    remote_slots,
+};
 
 /* task_one(rt, c_name, head, options_address, args, kwargs, function_name): the ObjectRef
  * of a task of one result whose arguments are builtin scalars (its payload: the prepared
@@ -1539,7 +1755,7 @@ static struct PyModuleDef fast_module = {
 };
 
 PyMODINIT_FUNC PyInit__fast(void) {
-    PyObject *m = PyModule_Create(&fast_module), *base;
+    PyObject *m = PyModule_Create(&fast_module), *base, *remote = NULL;
 
     if (m == NULL) return NULL;
     if ((base = PyType_FromSpec(&ref_spec)) == NULL || PyModule_AddObject(m, "RefBase", base) < 0) {
@@ -1549,5 +1765,14 @@ PyMODINIT_FUNC PyInit__fast(void) {
     }
     Py_INCREF(base); /* (AddObject stole one) */
     SETREF(F.base_type, base);
+    if ((hold_lock_type = PyType_FromSpec(&hl_spec)) == NULL ||
+        (remote = PyType_FromSpec(&remote_spec)) == NULL ||
+        PyModule_AddObject(m, "HoldLock", hold_lock_type) < 0 ||
+        PyModule_AddObject(m, "Remote", remote) < 0) {
+        Py_XDECREF(remote);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(hold_lock_type); /* (kept here too: AddObject stole one) */
     return m;
 }

@@ -24,6 +24,18 @@ try:  # (optional: an interpreter it was not built for, or a build without Pytho
 except ImportError:
     _fast_module = None
 
+
+def _extension_off():
+    """TROUPE_NO_EXTENSION=1 here, or in the driver that started this worker (its node
+    passes no TROUPE_ variable on: init exports it as PYTROUPE_NO_EXTENSION)."""
+    return any(os.environ.get(v, "") not in ("", "0")
+               for v in ("TROUPE_NO_EXTENSION", "PYTROUPE_NO_EXTENSION"))
+
+
+# troupe._fast is used (the plain call's two ends and ObjectRef's fields in C) where it is
+# built, the interpreter is 3.11 or later and TROUPE_NO_EXTENSION is not set
+_use_fast = _fast_module is not None and sys.version_info >= (3, 11) and not _extension_off()
+
 _rt = None          # tr_runtime* (c_void_p) of this process: the driver's, or a worker's
 _in_worker = False  # this process runs an actor
 _lock = threading.RLock()  # (re-entered by a finalizer that runs under it)
@@ -352,19 +364,8 @@ def _finish_deferred():
 # The hold is the ref's making (put, a call) or a borrow (a ref that came in a value); it
 # is released when the last ObjectRef of that id goes (docs/OWNERSHIP.md).
 _holds = {}
-_holds_lock = threading.RLock()  # (a finalizer may run under it)
-
-
-def _extension_off():
-    """TROUPE_NO_EXTENSION=1 here, or in the driver that started this worker (its node
-    passes no TROUPE_ variable on: init exports it as PYTROUPE_NO_EXTENSION)."""
-    return any(os.environ.get(v, "") not in ("", "0")
-               for v in ("TROUPE_NO_EXTENSION", "PYTROUPE_NO_EXTENSION"))
-
-
-# troupe._fast is used (the plain call's two ends and ObjectRef's fields in C) where it is
-# built, the interpreter is 3.11 or later and TROUPE_NO_EXTENSION is not set
-_use_fast = _fast_module is not None and sys.version_info >= (3, 11) and not _extension_off()
+_holds_lock = _fast_module.HoldLock() if _use_fast else threading.RLock()  # (reentrant: a
+# finalizer may run under it; the extension's is taken by its C code without a Python call)
 
 
 class _PyRefBase:
@@ -1266,6 +1267,12 @@ def cancel(ref, *, force=False, recursive=True):
 
 # ------------------------------------------------------------------ the C extension
 
+def _remote_general(method, *args, **kwargs):
+    """An actor method's remote() by its class's code (_fast.Remote gives it the calls it
+    does not make itself: arguments not all scalars, a signature's error, no troupe)."""
+    return type(method).remote(method, *args, **kwargs)
+
+
 def _call_failed(rc, cls_name, method):
     check(rc, f"calling {cls_name}.{method}")
 
@@ -1291,7 +1298,7 @@ def _load_fast():
         "call_failed": _call_failed, "submit_failed": _submit_failed, "simple": _serial.SIMPLE_TYPES,
         "etimedout": _errors.ETIMEDOUT, "slice_ms": _SLICE_MS, "inline_max": INLINE_MAX,
         "copy_max": _COPY_MAX, "runtime": sys.modules[__name__],
-        "lock_acquire": _holds_lock.acquire, "lock_release": _holds_lock.release})
+        "holds_lock": _holds_lock, "remote_general": _remote_general})
     return _fast_module
 
 

@@ -639,6 +639,13 @@ class ActorMethod:
         self._decorator = decorator
         self._plain = num_returns == 1 and group is None and retries is None and \
             decorator is None
+        if self._plain and weak and _fast is not None:
+            # remote() of plain calls in C (_fast.Remote). Only for a handle's own methods
+            # (weak): the two hold each other, and a method that held its handle would
+            # keep the actor alive until the collector found them.
+            self.remote = _fast.Remote(self, handle._id, name, handle._class_name,
+                                       -1 if check is None else check.lo,
+                                       -1 if check is None else check.hi, self._weak)
 
     @property
     def _handle(self):
@@ -655,7 +662,9 @@ class ActorMethod:
 
     def remote(self, *args, **kwargs):
         """Calls the method: its ObjectRef at once (num_returns k > 1: a list of k refs;
-        0: None, the call runs all the same)."""
+        0: None, the call runs all the same). (A plain method's is its _fast.Remote where
+        the extension is used, which takes the calls of scalars and gives the others
+        here.)"""
         if self._plain:  # (the hot path)
             c = self._check
             if c is not None and (kwargs or not c.lo <= len(args) <= c.hi):
