@@ -179,7 +179,9 @@ def test_plain_pickles_written_and_read_in_c_are_pickles(ray):
     for bad in (b"", b"\x80", b"\x80\x05", b"\x80\x05.", b"\x80\x05K", b"\x80\x05t.",
                 b"\x80\x05\x86.", b"\x80\x05(" * 20 + b"t.", b"\x80\x05" + b")" * 100 + b".",
                 b"\x80\x05\x8a\x09" + b"\0" * 9 + b".", b"\x80\x05X\xff\xff\xff\xff.",
-                b"\x80\x05}K\x01u.", b"\x80\x05}(K\x01u.", b"\x80\x05}(]K\x01u."):
+                b"\x80\x05}K\x01u.", b"\x80\x05}(K\x01u.", b"\x80\x05}(]K\x01u.",
+                b"\x80\x05" + b"N" * 64 + b"(t" + b"N" * 3 + b".",  # (past its stack: no room)
+                b"\x80\x05" + b"N" * 63 + b"(t" + b"N" * 3 + b"."):
         assert fast._read_plain(bad) == (False, None), bad
 
 
@@ -247,7 +249,7 @@ def test_the_extension_runs_both_ends_or_neither(ray):
 def test_get_of_a_list_mixes_every_kind_of_ref(ray):
     """get of a list or tuple: values in order, whatever each ref is (a call's scalar, an
     array, a put object, a ref that came in a value, an error: the first error in the
-    list's order raises); the C path (troupe._fast.get_many) and the general one agree."""
+    list's order raises); the C path (troupe._fast.get) and the general one agree."""
     c = Counter.remote()
     arr = np.arange(10.0)
     put = ray.put({"k": 1})
@@ -572,7 +574,8 @@ def test_a_script_as_main_and_a_second_driver(tmp_path, ray):
 def test_malformed_bytes_are_an_error_not_a_crash(ray):
     from troupe import _ffi, _runtime, _serial
     c = Counter.remote()
-    for junk in (b"\x00garbage", b"TRP1" + b"\xff" * 40, b"TRP0\x80\x05junk", b""):
+    for junk in (b"\x00garbage", b"TRP1" + b"\xff" * 40, b"TRP0\x80\x05junk", b"",
+                 b"TRP0\x80\x05" + b"N" * 64 + b"(t" + b"N" * 3 + b"."):
         out = _ffi.Ref()  # bytes no binding would send, straight through the C API
         assert _ffi.lib.tr_call(_runtime.runtime(), c._id, b"add", junk, len(junk),
                                 _ffi.byref(out)) == 0

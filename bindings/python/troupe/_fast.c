@@ -102,7 +102,6 @@ static struct {
     /* the worker's side (worker_configure) */
     PyObject *state;          /* _worker's state dict: "instance" */
     PyObject *methods;        /* name -> True: plain methods of a sync actor */
-    PyObject *current;        /* _runtime.current_call (threading.local): .ctx */
     PyObject *arg_ref;        /* _serial.ArgRef */
     PyObject *resolve;        /* (ctx, a, kw) -> (a, kw) with ArgRefs resolved */
     PyObject *finish;         /* (ctx, result) -> rc: a result not replied here */
@@ -115,7 +114,7 @@ static struct {
     unsigned long main_ident; /* the worker's main thread (troupe.cancel's signal runs there) */
     PyObject *steps;          /* a graph step's method name -> (method, spec): the plain ones */
     PyObject *step_args;      /* (spec, values) -> (args, kwargs): a step's call (_worker's) */
-    PyObject *s_instance, *s_ctx, *s_c, *s_rt, *s_owned, *s_rt_global, *s_exit_requested;
+    PyObject *s_instance, *s_rt_global, *s_exit_requested;
 } F;
 
 static PyObject *hold_lock_type; /* HoldLock (the refs' section) */
@@ -210,15 +209,9 @@ static PyObject *fast_configure(PyObject *self, PyObject *args) {
     if (PyErr_Occurred()) return NULL;
     if (F.s_instance == NULL) {
         F.s_instance = PyUnicode_InternFromString("instance");
-        F.s_ctx = PyUnicode_InternFromString("ctx");
-        F.s_c = PyUnicode_InternFromString("_c");
-        F.s_rt = PyUnicode_InternFromString("_rt");
-        F.s_owned = PyUnicode_InternFromString("_owned");
         F.s_rt_global = PyUnicode_InternFromString("_rt");
         F.s_exit_requested = PyUnicode_InternFromString("exit_requested");
-        if (!F.s_instance || !F.s_ctx || !F.s_c || !F.s_rt || !F.s_owned || !F.s_rt_global ||
-            !F.s_exit_requested)
-            return NULL;
+        if (!F.s_instance || !F.s_rt_global || !F.s_exit_requested) return NULL;
     }
     F.ready = 1;
     Py_RETURN_NONE;
@@ -415,7 +408,7 @@ static int dec_pickle(const unsigned char *p, size_t n, PyObject **out) {
 #define PUSH(x)                                                                                    \
     do {                                                                                           \
         if ((v = (x)) == NULL) goto error;                                                         \
-        if (sp == DEC_DEPTH) {                                                                     \
+        if (sp >= DEC_DEPTH) {                                                                     \
             Py_DECREF(v);                                                                          \
             goto unread;                                                                           \
         }                                                                                          \
@@ -516,7 +509,9 @@ static int dec_pickle(const unsigned char *p, size_t n, PyObject **out) {
             } else {
                 from = sp - (op - P_TUPLE1 + 1);
             }
-            if (from < (mp > 0 ? (int)marks[mp - 1] : 0) || from > sp) goto unread;
+            if (from < (mp > 0 ? (int)marks[mp - 1] : 0) || from > sp ||
+                (from == sp && sp >= DEC_DEPTH)) /* (an empty tuple pushed: room for it) */
+                goto unread;
             PyObject *t = PyTuple_New(sp - from);
             if (t == NULL) goto error;
             for (int i = from; i < sp; i++)
@@ -788,12 +783,12 @@ static int drop_hold(const tr_ref *id, PyObject *rt) {
         }
     }
     Py_DECREF(key);
-    if (hl_release((HoldLockObject *)F.holds_lock) < 0 || err) return -1;
-    if (last) {
+    if (last) { /* (under the lock: a borrow of the id waits until the C hold is gone) */
         PyThreadState *ts = PyEval_SaveThread();
         F.release((tr_runtime *)rtp, *id);
         PyEval_RestoreThread(ts);
     }
+    if (hl_release((HoldLockObject *)F.holds_lock) < 0 || err) return -1;
     return PyErr_Occurred() ? -1 : 0;
 }
 
@@ -998,12 +993,13 @@ static PyObject *call_plain(const tr_actor_id *id, PyObject *name, const char *n
         if (got < 0) return NULL;
         Py_RETURN_NONE;
     }
+    Py_INCREF(rt); /* (held: Python code may run, or the GIL go, meanwhile) */
     payload = frame_args(NULL, 0, args, kwargs, buf, &heap, &len);
     if (payload == NULL) {
+        Py_DECREF(rt);
         if (PyErr_Occurred()) return NULL;
         Py_RETURN_NONE;
     }
-    Py_INCREF(rt); /* (the call runs without the GIL: rt stays alive meanwhile) */
     PyThreadState *ts = PyEval_SaveThread();
     rc = F.call((tr_runtime *)rtp, *id, name_s, payload, (size_t)len, &out);
     PyEval_RestoreThread(ts);
@@ -1171,12 +1167,13 @@ static PyObject *fast_task_one(PyObject *self, PyObject *const *argv, Py_ssize_t
     cname = PyBytes_AsString(argv[1]);
     opts = PyLong_AsVoidPtr(argv[3]);
     if (cname == NULL || (opts == NULL && PyErr_Occurred())) return NULL;
+    Py_INCREF(rt); /* (held: Python code may run, or the GIL go, meanwhile) */
     payload = frame_args(head, n_head, argv[4], argv[5], buf, &heap, &len);
     if (payload == NULL) {
+        Py_DECREF(rt);
         if (PyErr_Occurred()) return NULL;
         Py_RETURN_NONE;
     }
-    Py_INCREF(rt); /* (the call runs without the GIL: rt stays alive meanwhile) */
     PyThreadState *ts = PyEval_SaveThread();
     rc = F.task_submit((tr_runtime *)rtp, cname, payload, (size_t)len, NULL, 0,
                        (const tr_task_options *)opts, &out);
@@ -1259,8 +1256,8 @@ static PyObject *fast_get(PyObject *self, PyObject *const *argv, Py_ssize_t argc
     n = list ? PyList_Size(refs) : PyTuple_Size(refs);
     for (Py_ssize_t i = 0; i < n; i++)
         if (!is_ref(list ? PyList_GetItem(refs, i) : PyTuple_GetItem(refs, i))) goto not_taken;
-    if ((got = current_runtime(&rt, &rtp)) == 0 || slow == Py_None) goto not_taken;
-    if (got < 0) return NULL;
+    if ((got = current_runtime(&rt, &rtp)) < 0) return NULL;
+    if (got == 0 || slow == Py_None) goto not_taken;
     if ((out = PyList_New(n)) == NULL) return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         /* (a borrowed item of a list may go while Python code runs: held meanwhile) */
@@ -1295,7 +1292,8 @@ not_taken:
 
 /* ------------------------------------------------------------------ the worker */
 
-static _Thread_local int pinned; /* this thread keeps its Python thread state */
+static _Thread_local int pinned;          /* this thread keeps its Python thread state */
+static _Thread_local tr_ctx *current_ctx; /* the plain call or task this thread runs here */
 
 /* The result of a plain method: MAGIC0 + its pickle, replied here. Returns the call's rc,
  * or -1 with a Python error set. */
@@ -1412,19 +1410,24 @@ static void set_running(const plain_path *path, PyObject *ctxobj) {
     if (PyList_SetItem(F.running, 0, ctxobj) < 0) PyErr_Clear(); /* (steals ctxobj) */
 }
 
-/* A failed plain call or task (its error set): _running_task and (a task's, *current)
- * the current call unset, as run_task's handler finds them, with the error kept aside
+/* A failed plain call or task (its error set): _running_task and (a task's) the current
+ * call unset (back to prev), as run_task's handler finds them, with the error kept aside
  * meanwhile (no C API call may run with one set). */
-static void unset_failed(const plain_path *path, int *current) {
+static void unset_failed(const plain_path *path, tr_ctx *prev) {
     PyObject *type, *value, *tb;
 
     PyErr_Fetch(&type, &value, &tb);
     set_running(path, Py_None);
-    if (path->task && *current) {
-        if (PyObject_SetAttr(F.current, F.s_ctx, Py_None) < 0) PyErr_Clear();
-        *current = 0;
-    }
+    if (path->task) current_ctx = prev;
     PyErr_Restore(type, value, tb);
+}
+
+/* current_ctx(): the tr_ctx (an int) of the plain call or task this thread runs here,
+ * or None (_runtime.current_call_canceled's: the Python paths' is current_call.ctx). */
+static PyObject *fast_current_ctx(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
+    if (current_ctx == NULL) Py_RETURN_NONE;
+    return PyLong_FromVoidPtr(current_ctx);
 }
 
 /* The body of a plain call of fn (GIL held), in _worker's order (dispatch's, or
@@ -1434,14 +1437,14 @@ static void unset_failed(const plain_path *path, int *current) {
 static int run_plain(tr_ctx *ctx, PyObject *fn, const char *payload, size_t len,
                      const plain_path *path) {
     PyObject *ctxobj, *both = NULL, *a, *kw, *result = NULL, *r;
-    int rc, current = 0;
+    tr_ctx *prev = current_ctx; /* (what this thread ran before: restored after) */
+    int rc;
 
     ctxobj = PyLong_FromVoidPtr(ctx);
     if (ctxobj == NULL) return TR_ETASK;
     if (!path->task)
-        F.ctx_started(ctx); /* (before the arguments: unpickling may run the user's code) */
-    if (PyObject_SetAttr(F.current, F.s_ctx, ctxobj) < 0) goto failed;
-    current = 1;
+        F.ctx_started(ctx);    /* (before the arguments: unpickling may run the user's code) */
+    current_ctx = ctx;         /* (troupe's current call here: _runtime.current_call_canceled) */
     set_running(path, ctxobj); /* (from here: the arguments' refs may wait) */
     if ((both = load_plain(payload + MAGIC_LEN, len - MAGIC_LEN)) == NULL) goto failed;
     if (!PyTuple_Check(both) || PyTuple_Size(both) != 2 ||
@@ -1463,17 +1466,14 @@ static int run_plain(tr_ctx *ctx, PyObject *fn, const char *payload, size_t len,
     result = PyObject_Call(fn, a, PyDict_Size(kw) ? kw : NULL);
     if (result == NULL) goto failed;
     set_running(path, Py_None);
-    if (path->task) {
-        if (PyObject_SetAttr(F.current, F.s_ctx, Py_None) < 0) goto failed;
-        current = 0;
-    }
+    if (path->task) current_ctx = prev;
     if ((rc = reply_result(ctx, ctxobj, result, path->finish)) == -1) goto failed;
     goto out;
 failed:
-    unset_failed(path, &current);
+    unset_failed(path, prev);
     rc = hand_failure(ctxobj, path->failed);
 out:
-    if (current && PyObject_SetAttr(F.current, F.s_ctx, Py_None) < 0) PyErr_Clear();
+    current_ctx = prev;
     Py_XDECREF(result);
     Py_XDECREF(both);
     Py_DECREF(ctxobj);
@@ -1484,9 +1484,19 @@ out:
  * still has it (a new reference), else NULL with no error set: the mark goes, and the
  * call takes the ctypes dispatch, which words a missing method its own way. */
 static PyObject *plain_method(const char *name) {
+    static PyObject *last; /* the last name's str (an actor's calls are mostly of one or two) */
     PyObject *key, *inst, *fn = NULL;
+    const char *s;
 
-    if ((key = PyUnicode_FromString(name)) == NULL) goto none;
+    if (last != NULL && (s = PyUnicode_AsUTF8AndSize(last, NULL)) != NULL && strcmp(s, name) == 0) {
+        key = last;
+        Py_INCREF(key);
+    } else if ((key = PyUnicode_FromString(name)) != NULL) {
+        Py_INCREF(key);
+        SETREF(last, key);
+    } else {
+        goto none;
+    }
     if (PyDict_GetItemWithError(F.methods, key) == NULL) goto none;
     inst = PyDict_GetItemWithError(F.state, F.s_instance); /* borrowed */
     if (inst == NULL || inst == Py_None) goto unmark;
@@ -1709,10 +1719,10 @@ static PyObject *fast_worker_configure(PyObject *self, PyObject *args) {
     if (F.slow == NULL || F.task_slow == NULL)
         return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_ValueError, "a slow path is NULL");
     if (!get_obj(objs, "state", &F.state) || !get_obj(objs, "methods", &F.methods) ||
-        !get_obj(objs, "current", &F.current) || !get_obj(objs, "ArgRef", &F.arg_ref) ||
-        !get_obj(objs, "resolve", &F.resolve) || !get_obj(objs, "finish", &F.finish) ||
-        !get_obj(objs, "failed", &F.failed) || !get_obj(objs, "tasks", &F.tasks) ||
-        !get_obj(objs, "running", &F.running) || !get_obj(objs, "task_finish", &F.task_finish) ||
+        !get_obj(objs, "ArgRef", &F.arg_ref) || !get_obj(objs, "resolve", &F.resolve) ||
+        !get_obj(objs, "finish", &F.finish) || !get_obj(objs, "failed", &F.failed) ||
+        !get_obj(objs, "tasks", &F.tasks) || !get_obj(objs, "running", &F.running) ||
+        !get_obj(objs, "task_finish", &F.task_finish) ||
         !get_obj(objs, "task_failed", &F.task_failed) || !get_obj(objs, "steps", &F.steps) ||
         !get_obj(objs, "step_args", &F.step_args))
         return NULL;
@@ -1737,6 +1747,7 @@ static PyMethodDef fast_methods[] = {
     {"_read_plain", fast_read_plain, METH_O, "_read_plain(data) -> (read, value)"},
     {"get", (PyCFunction)(void (*)(void))fast_get, METH_FASTCALL,
      "get(refs, slow) -> value, [value, ...] or not_taken"},
+    {"current_ctx", fast_current_ctx, METH_NOARGS, "current_ctx() -> int or None"},
     {"worker_configure", fast_worker_configure, METH_VARARGS,
      "worker_configure(slow_method, slow_task, objs) -> (method dispatch, task dispatch)"},
     {NULL, NULL, 0, NULL},

@@ -386,7 +386,8 @@ class _PyRefBase:
                 if h[0] > 0:
                     return
                 del _holds[key]
-            lib.tr_ref_release(self._rt, self._c)
+                # (under the lock: a borrow of the id waits until the C hold is gone)
+                lib.tr_ref_release(self._rt, self._c)
         except Exception:
             pass
 
@@ -1244,12 +1245,15 @@ def current_actor_id():
 
 exit_requested = False  # exit_actor() was called here: the method's end ends the actor
 current_call = threading.local()  # .ctx: the tr_ctx of the call or task this thread runs
+# (by the Python paths; one troupe._fast runs is its current_ctx())
 
 
 def current_call_canceled():
     """Whether the call or task this thread runs was canceled (troupe.cancel by a caller
     on its node): False outside one."""
-    ctx = getattr(current_call, "ctx", None)
+    ctx = fast.current_ctx() if fast is not None else None  # (one _fast runs: its own)
+    if ctx is None:
+        ctx = getattr(current_call, "ctx", None)
     return bool(ctx is not None and lib.tr_ctx_canceled(ctx))
 
 

@@ -878,7 +878,7 @@ def main():
         method_at, task_at = fast.worker_configure(
             ctypes.cast(dispatch, ctypes.c_void_p).value,
             ctypes.cast(task_fn, ctypes.c_void_p).value,
-            {"state": state, "methods": plain, "current": _runtime.current_call,
+            {"state": state, "methods": plain,
              "ArgRef": _serial.ArgRef, "resolve": fast_resolve, "finish": fast_finish,
              "failed": fast_failed, "tasks": _plain_tasks, "running": _running_task,
              "task_finish": fast_task_finish, "task_failed": fast_task_failed,
