@@ -2258,8 +2258,15 @@ static inline void mark_blocked(int *marked, int on) {
     *marked = on;
 }
 
+/* A get's deadline, read from the clock the first time it is needed (*d INT64_MIN until
+ * then): the get of a call that is done reads no clock. */
+static inline int64_t lazy_deadline(int64_t *d, int timeout_ms) {
+    if (*d == INT64_MIN) *d = tr__deadline(timeout_ms);
+    return *d;
+}
+
 int tr__actors_get(tr__actors *a, tr_ref ref, int timeout_ms, const void **data, size_t *len) {
-    int64_t deadline = tr__deadline(timeout_ms);
+    int64_t deadline = INT64_MIN;
     pthread_mutex_lock(&a->mu);
     int rc, passes = 0, marked = 0;
     for (;;) {
@@ -2271,17 +2278,22 @@ int tr__actors_get(tr__actors *a, tr_ref ref, int timeout_ms, const void **data,
                 return tr__err(TR_ESTALE, "tr_get: unknown or released ref");
             }
             if (timeout_ms != 0) mark_blocked(&marked, 1); /* (it may wait there) */
-            rc = tr__objects_get(a->objects, ref, tr__ms_left(deadline), data, len);
+            rc = tr__objects_get(a->objects, ref, tr__ms_left(lazy_deadline(&deadline, timeout_ms)),
+                                 data, len);
             mark_blocked(&marked, 0);
             if (rc == TR_ENOTFOUND && owns(a, ref))
                 rc = tr__err(TR_ESTALE, "tr_get: unknown or released ref");
             return rc;
         }
         if (s->done) {
-            rc = finish_get(a, s, deadline, data, len);
+            rc = finish_get(a, s,
+                            s->obj_result && !s->data ? lazy_deadline(&deadline, timeout_ms)
+                                                      : TR__NO_DEADLINE,
+                            data, len);
             break;
         }
         /* Even a zero timeout makes one pass of progress (the driver may be asleep). */
+        lazy_deadline(&deadline, timeout_ms);
         if (passes++ > 0 && tr__now_ns() >= deadline) {
             rc =
                 tr__err(TR_ETIMEDOUT, "tr_get: the call has not finished within %d ms", timeout_ms);

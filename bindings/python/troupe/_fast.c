@@ -1236,10 +1236,17 @@ static PyObject *ref_value(PyObject *rt, void *rtp, PyObject *ref) {
  * then). not_taken where refs is neither, an item is no ObjectRef or troupe is not
  * running here (the caller's general path then). */
 static PyObject *fast_get(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
-    PyObject *refs, *slow, *out, *item, *v, *rt;
+    PyObject *refs, *slow, *out = NULL, *item, *v, *rt, *now, *items;
     Py_ssize_t n;
     void *rtp;
     int got, list;
+    struct {
+        tr_ref id;
+        const void *data;
+        size_t len;
+        int rc;
+        char want, tried;
+    } one[16], *pre = one;
     (void)self;
 
     if (argc != 2) return PyErr_Format(PyExc_TypeError, "get takes 2 arguments");
@@ -1258,32 +1265,64 @@ static PyObject *fast_get(PyObject *self, PyObject *const *argv, Py_ssize_t argc
         if (!is_ref(list ? PyList_GetItem(refs, i) : PyTuple_GetItem(refs, i))) goto not_taken;
     if ((got = current_runtime(&rt, &rtp)) < 0) return NULL;
     if (got == 0 || slow == Py_None) goto not_taken;
-    if ((out = PyList_New(n)) == NULL) return NULL;
+    /* the items held meanwhile (the list may change while Python code runs or the GIL
+     * is let go) */
+    if (list) {
+        if ((items = PyList_AsTuple(refs)) == NULL) return NULL;
+    } else {
+        items = refs;
+        Py_INCREF(items);
+    }
+    n = PyTuple_Size(items);
+    if ((out = PyList_New(n)) == NULL) goto fail;
+    if (n > (Py_ssize_t)(sizeof one / sizeof one[0]) &&
+        (pre = malloc((size_t)n * sizeof *pre)) == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    /* First, with the GIL let go once, the gets of those held here that are in already
+     * (up to the first that is not): their memory stays while items holds them. */
     for (Py_ssize_t i = 0; i < n; i++) {
-        /* (a borrowed item of a list may go while Python code runs: held meanwhile) */
-        item = list ? (i < PyList_Size(refs) ? PyList_GetItem(refs, i) : NULL)
-                    : PyTuple_GetItem(refs, i);
-        if (item == NULL) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "get: the list changed");
-            goto fail;
-        }
-        Py_INCREF(item);
-        v = rt != NULL && is_ref(item) ? ref_value(rt, rtp, item) : NULL;
+        item = PyTuple_GetItem(items, i);
+        pre[i].id = REF(item)->id;
+        pre[i].tried = 0;
+        pre[i].want = REF(item)->owned && REF(item)->rt == rt;
+    }
+    PyThreadState *ts = PyEval_SaveThread();
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!pre[i].want) continue;
+        pre[i].rc = F.get((tr_runtime *)rtp, pre[i].id, 0, &pre[i].data, &pre[i].len);
+        if (pre[i].rc == F.etimedout) break;
+        pre[i].tried = 1;
+    }
+    PyEval_RestoreThread(ts);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        item = PyTuple_GetItem(items, i);
+        if (pre[i].tried)
+            v = plain_value(pre[i].rc, pre[i].data, pre[i].len);
+        else
+            v = rt != NULL ? ref_value(rt, rtp, item) : NULL;
         if (v == NULL && !PyErr_Occurred()) {
             v = PyObject_CallFunctionObjArgs(slow, item, NULL);
-            /* (Python code ran: the runtime may have changed) */
-            if (v != NULL && (got = current_runtime(&rt, &rtp)) <= 0) {
+            /* (Python code ran: the runtime may have changed; what was got before is not
+             * read then) */
+            if (v != NULL && ((got = current_runtime(&now, &rtp)) <= 0 || now != rt)) {
                 if (got < 0) Py_CLEAR(v);
-                rt = NULL;
+                rt = got > 0 ? now : NULL;
+                for (Py_ssize_t k = i + 1; k < n; k++)
+                    pre[k].tried = 0;
             }
         }
-        Py_DECREF(item);
         if (v == NULL) goto fail;
         PyList_SetItem(out, i, v); /* (steals v) */
     }
+    if (pre != one) free(pre);
+    Py_DECREF(items);
     return out;
 fail:
-    Py_DECREF(out);
+    if (pre != one) free(pre);
+    Py_XDECREF(out);
+    Py_DECREF(items);
     return NULL;
 not_taken:
     Py_INCREF(F.not_taken);
