@@ -6,7 +6,9 @@
  * "call_rings" 0, polling). Then the CPU time the caller and the actor's worker take in
  * a second of idling with their rings open (`idle_cpu_ms_per_s_*`).
  *
- *   bazel run //bench:actor_calls [-- --json] [-- --calls N]
+ *   bazel run //bench:actor_calls [-- --json] [-- --calls N] [-- --spin-only]
+ *
+ * --spin-only: the first phase alone (bench/python runs it between its own rounds).
  */
 #include <errno.h>
 #include <signal.h>
@@ -163,9 +165,11 @@ int main(int argc, char **argv) {
     CHECK(tr_config_add_class(cfg, &cls));
     tr_worker_main(cfg); /* a worker never returns from here */
 
-    int calls = 20000;
-    for (int i = 1; i + 1 < argc; i++)
-        if (strcmp(argv[i], "--calls") == 0) calls = atoi(argv[i + 1]);
+    int calls = 20000, spin_only = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--calls") == 0 && i + 1 < argc) calls = atoi(argv[i + 1]);
+        if (strcmp(argv[i], "--spin-only") == 0) spin_only = 1; /* (bench/python's rounds) */
+    }
     if (calls < 1000) calls = 1000;
     bench_init(argc, argv);
 
@@ -175,8 +179,10 @@ int main(int argc, char **argv) {
     unsetenv("TROUPE_CALL_RINGS"); /* (the phases set "call_rings" themselves) */
     figures spin, nospin, sockets;
     run_phase(cfg, -1, 1, calls, &spin);
-    run_phase(cfg, 0, 1, calls, &nospin);
-    run_phase(cfg, -1, 0, calls, &sockets);
+    if (!spin_only) {
+        run_phase(cfg, 0, 1, calls, &nospin);
+        run_phase(cfg, -1, 0, calls, &sockets);
+    }
     raw_stop();
 
     bench_report("raw_socket_rtt_us_p50", spin.raw_p50, "us");
@@ -185,6 +191,10 @@ int main(int argc, char **argv) {
     bench_report("sync_rtt_us_p99", spin.p99, "us");
     bench_report("sync_rtt_over_raw_socket", spin.p50 / spin.raw_p50, "x");
     bench_report("async_calls_per_s", spin.per_s, "calls/s");
+    if (spin_only) { /* (the default phase alone: the rest are not measured) */
+        tr_config_destroy(cfg);
+        return 0;
+    }
     bench_report("raw_socket_rtt_us_p50_nospin", nospin.raw_p50, "us");
     bench_report("sync_rtt_us_p50_nospin", nospin.p50, "us");
     bench_report("sync_rtt_us_p99_nospin", nospin.p99, "us");

@@ -13,7 +13,10 @@ other's and sums: the way Ray users do it without collectives), the shm and the 
 backends (ops timed in the actors); a compiled graph's echo (one execution at a time).
 The C figures come from //bench:actor_calls, :objects, :collectives and :dag, run by
 this script; `*_py_cost_over_c` is how many times C's cost Python's is (times: py / c,
-rates: c / py).
+rates: c / py). The actor call's figures are measured in 3 rounds, each Python's then
+C's (`actor_calls --spin-only`), so that a ratio compares the two in one host state (this
+kind of host moves between states within minutes): each call figure is the median of its
+rounds, and its ratio the median of the rounds' ratios.
 """
 import argparse
 import json
@@ -101,6 +104,40 @@ def median_us_pair(f, g, n, block=500):
     return statistics.median(tf) * 1e6, statistics.median(tg) * 1e6
 
 
+def py_async_calls(a, n=20000):
+    t = time.perf_counter()
+    troupe.get([a.echo.remote(i) for i in range(n)])
+    return n / (time.perf_counter() - t)
+
+
+def call_rounds(bindir, rounds=3):
+    """The actor call's figures from Python and from C (actor_calls --spin-only), in
+    alternating rounds: medians of each, and the medians of the rounds' ratios."""
+    a = Echo.remote()
+    troupe.get(a.echo.remote(0))
+    w0 = time.perf_counter()
+    while time.perf_counter() - w0 < 1.0:  # (warm, as median_us_pair)
+        troupe.get(a.echo.remote(1))
+    rows = []
+    for _ in range(rounds):
+        rtt = median_us(lambda: troupe.get(a.echo.remote(1)), 3000, warm=200)
+        per_s = py_async_calls(a)
+        r = subprocess.run([os.path.join(bindir, "actor_calls"), "--json", "--spin-only"],
+                           check=True, capture_output=True, text=True)
+        c = {m["name"]: m["value"] for m in map(json.loads, r.stdout.splitlines())
+             if m.get("name")}
+        rows.append((rtt, per_s, c["sync_rtt_us_p50"], c["async_calls_per_s"]))
+    med = statistics.median
+    return {
+        "py_call_rtt_us_p50": med(r[0] for r in rows),
+        "py_async_calls_per_s": med(r[1] for r in rows),
+        "c_call_rtt_us_p50": med(r[2] for r in rows),
+        "c_async_calls_per_s": med(r[3] for r in rows),
+        "call_rtt_us_p50_py_cost_over_c": med(r[0] / r[2] for r in rows),
+        "async_calls_per_s_py_cost_over_c": med(r[3] / r[1] for r in rows),
+    }
+
+
 def py_figures(rounds):
     out = {}
     a = Echo.remote()
@@ -110,10 +147,8 @@ def py_figures(rounds):
     # workers share the driver's core moves either by 2-3x between runs here)
     out["py_call_rtt_us_p50"], out["py_task_rtt_us_p50"] = median_us_pair(
         lambda: troupe.get(a.echo.remote(1)), lambda: troupe.get(echo_task.remote(1)), 2000)
+    out["py_async_calls_per_s"] = py_async_calls(a)
     n = 20000
-    t = time.perf_counter()
-    troupe.get([a.echo.remote(i) for i in range(n)])
-    out["py_async_calls_per_s"] = n / (time.perf_counter() - t)
     t = time.perf_counter()
     troupe.get([echo_task.remote(i) for i in range(n)])
     out["py_tasks_per_s"] = n / (time.perf_counter() - t)
@@ -211,8 +246,11 @@ def main():
                     help="a troupe config key for this run (e.g. call_spin_us=0)")
     args = ap.parse_args()
     troupe.init(_config=dict(kv.split("=", 1) for kv in args.config))
+    rounds = {}
     try:
         py = py_figures(args.rounds)
+        if args.c_bench_dir:
+            rounds = call_rounds(args.c_bench_dir)
     finally:
         troupe.shutdown()
     figs = dict(py)
@@ -224,6 +262,7 @@ def main():
             if ck in c and c[ck] and v:
                 ratio = v / c[ck] if "per_s" not in k and "gbps" not in k else c[ck] / v
                 figs[k[3:] + "_py_cost_over_c"] = ratio
+        figs.update(rounds)  # (the call's figures and ratios: its interleaved rounds')
     try:
         import ray  # noqa: F401  (dev-side comparison only)
     except ImportError:

@@ -347,8 +347,8 @@ static int enc_value(wbuf *w, PyObject *v) {
     return 0;
 }
 
-/* PROTO 5, then (args, kwargs) (a tuple and a dict of builtin scalars), STOP. 1 written,
- * 0 not all are scalars this writes, -1 error. */
+/* PROTO 5, then (args, kwargs) (a tuple and a dict of builtin scalars, or NULL: none),
+ * STOP. 1 written, 0 not all are scalars this writes, -1 error. */
 static int enc_args(wbuf *w, PyObject *args, PyObject *kwargs) {
     Py_ssize_t n = PyTuple_Size(args), pos = 0;
     PyObject *k, *v;
@@ -364,7 +364,7 @@ static int enc_args(wbuf *w, PyObject *args, PyObject *kwargs) {
         if (w_op(w, n == 1 ? P_TUPLE1 : n == 2 ? P_TUPLE2 : n == 3 ? P_TUPLE3 : P_TUPLE)) return -1;
     }
     if (w_op(w, P_EMPTY_DICT)) return -1;
-    if (PyDict_Size(kwargs) > 0) {
+    if (kwargs != NULL && PyDict_Size(kwargs) > 0) {
         if (w_op(w, P_MARK)) return -1;
         while (PyDict_Next(kwargs, &pos, &k, &v))
             if ((r = enc_value(w, k)) <= 0 || (r = enc_value(w, v)) <= 0) return r;
@@ -631,6 +631,8 @@ typedef struct {
     PyObject *rt;
     PyObject *weakrefs;
     char owned;
+    char made; /* a call's or task's result this process made here (fresh_ref): its last
+                * release is the library's slot alone, made with the GIL kept */
 } RefObject;
 
 #define REF(o) ((RefObject *)(o))
@@ -761,7 +763,7 @@ static PyType_Spec hl_spec = {
 /* The count of rt's hold of id goes down, under the holds' lock; where it was the last,
  * its entry goes and the C hold with it (tr_ref_release). Nothing where rt is not the
  * runtime this process runs now. 0, or -1 with a Python error set. */
-static int drop_hold(const tr_ref *id, PyObject *rt) {
+static int drop_hold(const tr_ref *id, PyObject *rt, int made) {
     PyObject *now, *key, *h;
     void *rtp;
     int last = 0, err = 0, got = 0;
@@ -783,7 +785,9 @@ static int drop_hold(const tr_ref *id, PyObject *rt) {
         }
     }
     Py_DECREF(key);
-    if (last) { /* (under the lock: a borrow of the id waits until the C hold is gone) */
+    if (last && made) { /* (a call's slot here: let go at once, no wait in it) */
+        F.release((tr_runtime *)rtp, *id);
+    } else if (last) { /* (under the lock: a borrow of the id waits until the C hold is gone) */
         PyThreadState *ts = PyEval_SaveThread();
         F.release((tr_runtime *)rtp, *id);
         PyEval_RestoreThread(ts);
@@ -801,7 +805,7 @@ static void ref_dealloc(PyObject *self) {
                                       * raised meanwhile kept aside) */
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb);
-        if (drop_hold(&r->id, r->rt) < 0) PyErr_Clear();
+        if (drop_hold(&r->id, r->rt, r->made) < 0) PyErr_Clear();
         PyErr_Restore(type, value, tb);
     }
     Py_CLEAR(r->rt);
@@ -904,15 +908,16 @@ static PyObject *fresh_ref(const tr_ref *ref, PyObject *rt) {
     Py_INCREF(rt);
     REF(obj)->rt = rt;
     REF(obj)->owned = 1;
+    REF(obj)->made = 1;
     return obj;
 }
 
 /* ------------------------------------------------------------------ the caller */
 
-/* prefix + MAGIC0 + the pickle of (args, kwargs) into buf (STACK_BYTES), or into a
- * malloc'ed buffer (*heap, the caller's to free); NULL with no error set where the
- * arguments are not all builtin scalars or too large (MAGIC0 and the pickle over
- * inline_max). */
+/* prefix + MAGIC0 + the pickle of (args, kwargs) (kwargs NULL: none) into buf
+ * (STACK_BYTES), or into a malloc'ed buffer (*heap, the caller's to free); NULL with no
+ * error set where the arguments are not all builtin scalars or too large (MAGIC0 and the
+ * pickle over inline_max). */
 static const char *frame_args(const char *prefix, Py_ssize_t n_prefix, PyObject *args,
                               PyObject *kwargs, char *buf, char **heap, Py_ssize_t *len) {
     Py_ssize_t n = PyTuple_Size(args), pos = 0;
@@ -924,14 +929,15 @@ static const char *frame_args(const char *prefix, Py_ssize_t n_prefix, PyObject 
 
     for (Py_ssize_t i = 0; i < n; i++)
         if (!is_simple(PyTuple_GetItem(args, i))) return NULL;
-    while (PyDict_Next(kwargs, &pos, &k, &v))
+    while (kwargs != NULL && PyDict_Next(kwargs, &pos, &k, &v))
         if (!is_simple(v)) return NULL;
     if (w_put(&w, prefix, (size_t)n_prefix) || w_put(&w, MAGIC0, MAGIC_LEN) ||
         (r = enc_args(&w, args, kwargs)) < 0)
         goto fail;
     if (r == 0) { /* (pickle's: a complex, an int over 64 bits, a lone surrogate) */
         w.len = (size_t)n_prefix + MAGIC_LEN;
-        if ((both = PyTuple_Pack(2, args, kwargs)) == NULL) goto fail;
+        both = kwargs != NULL ? PyTuple_Pack(2, args, kwargs) : Py_BuildValue("(O{})", args);
+        if (both == NULL) goto fail;
         data = PyObject_CallFunctionObjArgs(F.dumps, both, F.protocol, NULL);
         Py_DECREF(both);
         if (data == NULL || PyBytes_AsStringAndSize(data, &src, &dn) < 0 ||
@@ -975,8 +981,8 @@ static PyObject *submitted(int rc, const tr_ref *out, PyObject *rt, void *rtp, P
 }
 
 /* The ObjectRef of a call of actor id's method (name, its UTF-8 name_s) whose arguments
- * are builtin scalars, or None where they are not (or troupe is not running here): the
- * caller takes its general path then. An error of tr_call raises as the general path's
+ * (kwargs NULL: none) are builtin scalars, or None where they are not (or troupe is not running
+ * here): the caller takes its general path then. An error of tr_call raises as the general path's
  * does (class_name words it). */
 static PyObject *call_plain(const tr_actor_id *id, PyObject *name, const char *name_s,
                             PyObject *args, PyObject *kwargs, PyObject *class_name) {
@@ -1057,7 +1063,7 @@ static PyObject *remote_general(RemoteObject *r, PyObject *args, PyObject *kwarg
 static PyObject *remote_call(PyObject *self, PyObject *args, PyObject *kwargs) {
     RemoteObject *r = (RemoteObject *)self;
     Py_ssize_t n = PyTuple_Size(args);
-    PyObject *res, *empty = NULL;
+    PyObject *res;
 
     if (!F.ready ||
         (r->lo >= 0 && ((kwargs != NULL && PyDict_Size(kwargs) > 0) || n < r->lo || n > r->hi)))
@@ -1065,12 +1071,10 @@ static PyObject *remote_call(PyObject *self, PyObject *args, PyObject *kwargs) {
     PyObject *h = PyWeakref_GetObject(r->handle); /* borrowed */
     if (h == NULL) return NULL;
     if (h == Py_None) return remote_general(r, args, kwargs); /* (gone: it says so) */
-    if (kwargs == NULL && (kwargs = empty = PyDict_New()) == NULL) return NULL;
     res = call_plain(&r->id, r->name, r->name_s, args, kwargs, r->class_name);
-    Py_XDECREF(empty);
     if (res != Py_None) return res;
     Py_DECREF(res);
-    return remote_general(r, args, empty ? NULL : kwargs);
+    return remote_general(r, args, kwargs);
 }
 
 static PyObject *remote_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
@@ -1354,9 +1358,7 @@ static int reply_simple(tr_ctx *ctx, PyObject *result) {
         }
         Py_DECREF(data);
     }
-    PyThreadState *ts = PyEval_SaveThread();
-    rc = F.ctx_reply(ctx, w.p, w.len);
-    PyEval_RestoreThread(ts);
+    rc = F.ctx_reply(ctx, w.p, w.len); /* (a copy into the call's reply: the GIL kept) */
     free(w.heap);
     return rc;
 fail:
