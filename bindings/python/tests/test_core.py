@@ -224,6 +224,34 @@ def test_a_handles_methods_keep_their_rules_in_c(ray):
         lock.release()
 
 
+def test_a_calls_ref_whose_id_left_it_counts_with_the_others(ray):
+    """A call's ref is the only one of its id until its id leaves it (pickled, hashed,
+    its _c read): from then on it counts with the ObjectRefs made of that id here, and
+    the value lives until the last of them goes, whichever it is."""
+    import gc
+    from troupe import _runtime
+    c = Counter.remote()
+    before = set(_runtime._holds)
+    refs = [c.same.remote(i) for i in range(50)]
+    assert ray.get(refs) == list(range(50))
+    del refs
+    r = c.same.remote(5)
+    back = ray.get(c.same.remote([r]))[0]  # (r pickled in the call, back in its result)
+    assert back == r and back is not r
+    del r
+    gc.collect()
+    assert ray.get(back) == 5
+    r2 = c.same.remote(6)
+    copy = troupe.ObjectRef.from_binary(r2.binary())
+    hash(r2)
+    del r2
+    gc.collect()
+    assert ray.get(copy) == 6
+    del copy, back
+    gc.collect()
+    assert set(_runtime._holds) == before  # (nothing left counted)
+
+
 def test_the_extension_runs_both_ends_or_neither(ray):
     """troupe._fast (the plain call in C) is used by the driver and its workers alike:
     with TROUPE_NO_EXTENSION=1 by neither (the ctypes paths), else by both where built."""

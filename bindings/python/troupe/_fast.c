@@ -631,8 +631,9 @@ typedef struct {
     PyObject *rt;
     PyObject *weakrefs;
     char owned;
-    char made; /* a call's or task's result this process made here (fresh_ref): its last
-                * release is the library's slot alone, made with the GIL kept */
+    char made;       /* a call's or task's result this process made here (fresh_ref): its
+                      * last release is the library's slot alone, made with the GIL kept */
+    char registered; /* made, and counted in _holds: its id has left this object (_c) */
 } RefObject;
 
 #define REF(o) ((RefObject *)(o))
@@ -796,6 +797,47 @@ static int drop_hold(const tr_ref *id, PyObject *rt, int made) {
     return PyErr_Occurred() ? -1 : 0;
 }
 
+/* A made ref's id leaves it (_c: the Python code may make another ObjectRef of it):
+ * from now on it counts in _holds, as the ObjectRefs the Python code makes do. Until
+ * then it is the only one of its id here (the id is new, and nothing else has seen it),
+ * and its hold is its own. 0, or -1 with a Python error set. */
+static int register_hold(RefObject *r) {
+    PyObject *key, *h, *n;
+    int err = 0;
+
+    if (!r->made || r->registered || !r->owned || r->rt == NULL) return 0;
+    if ((key = PyBytes_FromStringAndSize((const char *)r->id.b, sizeof(r->id.b))) == NULL)
+        return -1;
+    hl_acquire((HoldLockObject *)F.holds_lock);
+    h = PyDict_GetItemWithError(F.holds, key); /* borrowed: [count, rt] */
+    if (h != NULL && PyList_Check(h) && PyList_Size(h) == 2 && PyList_GetItem(h, 1) == r->rt) {
+        n = PyLong_FromLong(PyLong_AsLong(PyList_GetItem(h, 0)) + 1);
+        err = n == NULL || PyList_SetItem(h, 0, n) < 0;
+    } else if (!PyErr_Occurred()) {
+        h = Py_BuildValue("[iO]", 1, r->rt);
+        err = h == NULL || PyDict_SetItem(F.holds, key, h) < 0;
+        Py_XDECREF(h);
+    } else {
+        err = 1;
+    }
+    Py_DECREF(key);
+    if (hl_release((HoldLockObject *)F.holds_lock) < 0 || err) return -1;
+    r->registered = 1;
+    return 0;
+}
+
+/* The release of a made ref that never counted in _holds (its hold is its own): its
+ * call's slot here, let go at once (the GIL kept: no wait in it), if the runtime it was
+ * made under still runs. */
+static void release_made(RefObject *r) {
+    PyObject *now;
+    void *rtp;
+
+    if (F.ready && current_runtime(&now, &rtp) > 0 && now == r->rt)
+        F.release((tr_runtime *)rtp, r->id);
+    PyErr_Clear();
+}
+
 static void ref_dealloc(PyObject *self) {
     PyTypeObject *tp = Py_TYPE(self);
     RefObject *r = REF(self);
@@ -805,7 +847,10 @@ static void ref_dealloc(PyObject *self) {
                                       * raised meanwhile kept aside) */
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb);
-        if (drop_hold(&r->id, r->rt, r->made) < 0) PyErr_Clear();
+        if (r->made && !r->registered)
+            release_made(r);
+        else if (drop_hold(&r->id, r->rt, r->made) < 0)
+            PyErr_Clear();
         PyErr_Restore(type, value, tb);
     }
     Py_CLEAR(r->rt);
@@ -817,6 +862,7 @@ static void ref_dealloc(PyObject *self) {
 static PyObject *ref_get_c(PyObject *self, void *closure) {
     (void)closure;
     if (F.ref_type == NULL) return PyErr_Format(PyExc_RuntimeError, "troupe._fast: not configured");
+    if (register_hold(REF(self)) < 0) return NULL;
     return PyObject_CallMethod(F.ref_type, "from_buffer_copy", "y#", (const char *)REF(self)->id.b,
                                (Py_ssize_t)sizeof(REF(self)->id.b));
 }
@@ -891,20 +937,10 @@ static PyType_Spec ref_spec = {
  * registered without the lock). */
 static PyObject *fresh_ref(const tr_ref *ref, PyObject *rt) {
     PyTypeObject *tp = (PyTypeObject *)F.object_ref_type;
-    PyObject *obj, *key = NULL, *hold = NULL;
+    PyObject *obj;
 
     if ((obj = ((allocfunc)PyType_GetSlot(tp, Py_tp_alloc))(tp, 0)) == NULL) return NULL;
     REF(obj)->id = *ref;
-    key = PyBytes_FromStringAndSize((const char *)ref->b, sizeof(ref->b));
-    hold = Py_BuildValue("[iO]", 1, rt);
-    if (key == NULL || hold == NULL || PyDict_SetItem(F.holds, key, hold) < 0) {
-        Py_XDECREF(key);
-        Py_XDECREF(hold);
-        Py_DECREF(obj); /* (owned 0: nothing given back) */
-        return NULL;
-    }
-    Py_DECREF(key);
-    Py_DECREF(hold);
     Py_INCREF(rt);
     REF(obj)->rt = rt;
     REF(obj)->owned = 1;
