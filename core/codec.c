@@ -4,6 +4,7 @@
 
 #include <assert.h>
 #include <msgpack.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -286,6 +287,40 @@ void tr__enc_map_close(tr__buf *b, size_t m) {
     memcpy(b->data + m + 1, be32, 4);
 }
 
+/* Each thread keeps the zone of its last decode (cleared: its first chunk kept) for its
+ * next one: msgpack_unpack_next allocates an 8 KiB zone per message and frees it after,
+ * two trips through malloc on every call's and every result's way. A decode while
+ * another lives on the same thread takes a zone of its own. The kept zone goes with its
+ * thread (the key's destructor). */
+static pthread_key_t zone_key;
+static pthread_once_t zone_once = PTHREAD_ONCE_INIT;
+
+static void zone_drop(void *z) {
+    msgpack_zone_free(z);
+}
+
+static void zone_key_make(void) {
+    if (pthread_key_create(&zone_key, zone_drop) != 0) zone_key = (pthread_key_t)-1;
+}
+
+static msgpack_zone *zone_take(void) {
+    pthread_once(&zone_once, zone_key_make);
+    msgpack_zone *z = zone_key != (pthread_key_t)-1 ? pthread_getspecific(zone_key) : NULL;
+    if (z) {
+        pthread_setspecific(zone_key, NULL);
+        return z;
+    }
+    return msgpack_zone_new(MSGPACK_ZONE_CHUNK_SIZE);
+}
+
+static void zone_give(msgpack_zone *z) {
+    if (zone_key != (pthread_key_t)-1 && !pthread_getspecific(zone_key)) {
+        msgpack_zone_clear(z);
+        if (pthread_setspecific(zone_key, z) == 0) return;
+    }
+    msgpack_zone_free(z);
+}
+
 int tr__dec_init(tr__dec *d, const void *data, size_t len) {
     msgpack_unpacked *u = (msgpack_unpacked *)d->impl;
     d->live = false;
@@ -293,13 +328,15 @@ int tr__dec_init(tr__dec *d, const void *data, size_t len) {
     int rc = prescan(data, len);
     if (rc) return rc;
     msgpack_unpacked_init(u);
+    if (!(u->zone = zone_take())) return tr__err(TR_ENOMEM, "msgpack: out of memory");
     size_t off = 0;
-    msgpack_unpack_return r = msgpack_unpack_next(u, data, len, &off);
+    msgpack_unpack_return r = msgpack_unpack(data, len, &off, u->zone, &u->data);
     if (r != MSGPACK_UNPACK_SUCCESS || off != len) {
-        msgpack_unpacked_destroy(u);
+        zone_give(u->zone);
+        u->zone = NULL;
         if (r == MSGPACK_UNPACK_NOMEM_ERROR)
             return tr__err(TR_ENOMEM, "msgpack: out of memory decoding %zu bytes", len);
-        if (r == MSGPACK_UNPACK_SUCCESS)
+        if (r == MSGPACK_UNPACK_SUCCESS || r == MSGPACK_UNPACK_EXTRA_BYTES)
             return tr__err(TR_EPROTO, "msgpack: %zu trailing bytes after the message", len - off);
         return tr__err(TR_EPROTO, "msgpack: %s message of %zu bytes",
                        r == MSGPACK_UNPACK_CONTINUE ? "truncated" : "malformed", len);
@@ -311,7 +348,9 @@ int tr__dec_init(tr__dec *d, const void *data, size_t len) {
 
 void tr__dec_free(tr__dec *d) {
     if (d && d->live) {
-        msgpack_unpacked_destroy((msgpack_unpacked *)d->impl);
+        msgpack_unpacked *u = (msgpack_unpacked *)d->impl;
+        zone_give(u->zone);
+        u->zone = NULL;
         d->live = false;
         d->root = NULL;
     }
