@@ -2265,8 +2265,10 @@ static inline int64_t lazy_deadline(int64_t *d, int timeout_ms) {
     return *d;
 }
 
-int tr__actors_get(tr__actors *a, tr_ref ref, int timeout_ms, const void **data, size_t *len) {
+int tr__actors_get(tr__actors *a, tr_ref ref, int timeout_ms, const void **data, size_t *len,
+                   int64_t *waited_from) {
     int64_t deadline = INT64_MIN;
+    if (waited_from) *waited_from = 0;
     pthread_mutex_lock(&a->mu);
     int rc, passes = 0, marked = 0;
     for (;;) {
@@ -2278,6 +2280,7 @@ int tr__actors_get(tr__actors *a, tr_ref ref, int timeout_ms, const void **data,
                 return tr__err(TR_ESTALE, "tr_get: unknown or released ref");
             }
             if (timeout_ms != 0) mark_blocked(&marked, 1); /* (it may wait there) */
+            if (waited_from) *waited_from = tr__now_ns();
             rc = tr__objects_get(a->objects, ref, tr__ms_left(lazy_deadline(&deadline, timeout_ms)),
                                  data, len);
             mark_blocked(&marked, 0);
@@ -2293,6 +2296,7 @@ int tr__actors_get(tr__actors *a, tr_ref ref, int timeout_ms, const void **data,
             break;
         }
         /* Even a zero timeout makes one pass of progress (the driver may be asleep). */
+        if (waited_from && !*waited_from) *waited_from = tr__now_ns();
         lazy_deadline(&deadline, timeout_ms);
         if (passes++ > 0 && tr__now_ns() >= deadline) {
             rc =

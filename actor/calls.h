@@ -77,8 +77,10 @@ int tr__actors_export(tr__actors *a, tr_ref ref);
 /* Exports those of refs that are our call refs (the others are left as they are). */
 int tr__actors_share(tr__actors *a, const tr_ref *refs, size_t n);
 /* A call ref of ours; another process's result (or one of ours that we released and that
- * came back in a value) through its twin in the store. */
-int tr__actors_get(tr__actors *a, tr_ref ref, int timeout_ms, const void **data, size_t *len);
+ * came back in a value) through its twin in the store. *waited_from (if not NULL): when it
+ * began to wait (tr__now_ns), or 0 where the value was in at once. */
+int tr__actors_get(tr__actors *a, tr_ref ref, int timeout_ms, const void **data, size_t *len,
+                   int64_t *waited_from);
 /* tr_stream_next: the next item of a stream of ours (a call made with n_returns
  * TR_STREAMING), waiting for it until timeout_ms: 0 and *item, 1 at the end, or a code. */
 int tr__actors_stream_next(tr__actors *a, tr_ref ref, int timeout_ms, tr_ref *item);

@@ -654,13 +654,22 @@ TR_API int tr_ref_borrow(tr_runtime *rt, tr_ref ref) {
 
 TR_API int tr_get(tr_runtime *rt, tr_ref ref, int timeout_ms, const void **data, size_t *len) {
     CHECK_RT(rt, "tr_get");
-    int64_t t0 = tr__now_ns();
     size_t n = 0;
-    int rc = tr__ref_is_object(&ref) ? tr__objects_get(rt->objects, ref, timeout_ms, data, &n)
-                                     : tr__actors_get(rt->actors, ref, timeout_ms, data,
-                                                      &n); /* (another's: its twin) */
+    int rc;
+    int64_t t0 = 0;
+    if (tr__ref_is_object(&ref)) {
+        t0 = tr__now_ns();
+        rc = tr__objects_get(rt->objects, ref, timeout_ms, data, &n);
+    } else { /* (another's: its twin) */
+        rc = tr__actors_get(rt->actors, ref, timeout_ms, data, &n, &t0);
+    }
     if (len) *len = n;
-    tr__trace_ev_add(TR__EV_GET, t0, tr__now_ns(), "get", 3, 0, rc ? 0 : n, rc != 0);
+    /* (on the timeline: an object's get, and a call's that waited or failed; a call's whose
+     * value was in reads no clock) */
+    if (t0 || rc) {
+        int64_t t1 = tr__now_ns();
+        tr__trace_ev_add(TR__EV_GET, t0 ? t0 : t1, t1, "get", 3, 0, rc ? 0 : n, rc != 0);
+    }
     return rc;
 }
 

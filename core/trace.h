@@ -40,7 +40,7 @@
 enum {
     TR__EV_SUBMIT = 1, /* a call (or task) sent: name its method, flow its call */
     TR__EV_RUN,        /* a call run by this worker: name its method, flow its call */
-    TR__EV_GET,        /* tr_get: value the bytes */
+    TR__EV_GET,        /* tr_get (that waited, failed or of an object): value the bytes */
     TR__EV_PUT,        /* tr_put: value the bytes */
     TR__EV_COLL,       /* a collective op: name its kind, value its bytes, flow the op */
     TR__EV_STEP,       /* a compiled graph's step: name its method, value the execution */

@@ -851,7 +851,7 @@ static int attach_all(tr_dag *g, int check) {
         if (rc) break;
     }
     for (size_t a = 0; a < sent; a++) {
-        int r = tr__actors_get(g->env.actors, refs[a], g->opts.attach_timeout_ms, NULL, NULL);
+        int r = tr__actors_get(g->env.actors, refs[a], g->opts.attach_timeout_ms, NULL, NULL, NULL);
         if (r && !rc) {
             char what[300];
             name_node(g, first_node_of(g, (int)a + 1), what, sizeof what);
