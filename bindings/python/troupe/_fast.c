@@ -1369,6 +1369,89 @@ not_taken:
     return F.not_taken;
 }
 
+/* Get(general, slow): troupe.get where this module is used. get(refs) with no timeout
+ * (or timeout=None) is fast_get(refs, slow) here; anything else, and whatever fast_get
+ * does not take, is general(*args, **kwargs) (_runtime's get). Its __dict__ takes the
+ * function's attributes (__wrapped__, __doc__, __name__: inspect sees the general one). */
+typedef struct {
+    PyObject_HEAD PyObject *general, *slow, *dict;
+} GetObject;
+
+static PyObject *getter_call(PyObject *self, PyObject *args, PyObject *kwargs) {
+    GetObject *g = (GetObject *)self;
+    PyObject *argv[2], *v, *timeout;
+
+    if (PyTuple_Size(args) == 1 &&
+        (kwargs == NULL || PyDict_Size(kwargs) == 0 ||
+         (PyDict_Size(kwargs) == 1 && (timeout = PyDict_GetItemString(kwargs, "timeout")) != NULL &&
+          timeout == Py_None))) {
+        argv[0] = PyTuple_GetItem(args, 0), argv[1] = g->slow;
+        if ((v = fast_get(NULL, argv, 2)) != F.not_taken) return v;
+        Py_DECREF(v);
+    }
+    return PyObject_Call(g->general, args, kwargs);
+}
+
+static PyObject *getter_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) {
+    PyObject *general, *slow;
+    GetObject *g;
+
+    if ((kwargs != NULL && PyDict_Size(kwargs) > 0) ||
+        !PyArg_ParseTuple(args, "OO", &general, &slow))
+        return kwargs != NULL && PyDict_Size(kwargs) > 0
+                   ? PyErr_Format(PyExc_TypeError, "Get takes no keywords")
+                   : NULL;
+    if ((g = (GetObject *)((allocfunc)PyType_GetSlot(tp, Py_tp_alloc))(tp, 0)) == NULL) return NULL;
+    Py_INCREF(general), Py_INCREF(slow);
+    g->general = general, g->slow = slow;
+    return (PyObject *)g;
+}
+
+static int getter_traverse(PyObject *self, visitproc visit, void *arg) {
+    GetObject *g = (GetObject *)self;
+    Py_VISIT(g->general);
+    Py_VISIT(g->slow);
+    Py_VISIT(g->dict);
+    Py_VISIT(Py_TYPE(self));
+    return 0;
+}
+
+static int getter_clear(PyObject *self) {
+    GetObject *g = (GetObject *)self;
+    Py_CLEAR(g->general);
+    Py_CLEAR(g->slow);
+    Py_CLEAR(g->dict);
+    return 0;
+}
+
+static void getter_dealloc(PyObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    getter_clear(self);
+    ((freefunc)PyType_GetSlot(tp, Py_tp_free))(self);
+    Py_DECREF(tp);
+}
+
+static PyMemberDef getter_members[] = {
+    {"__dictoffset__", T_PYSSIZET, offsetof(GetObject, dict), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot getter_slots[] = {
+    {Py_tp_doc, (void *)"troupe.get, its plain cases in C (_runtime's get the others)"},
+    {Py_tp_new, getter_new},
+    {Py_tp_call, getter_call},
+    {Py_tp_traverse, getter_traverse},
+    {Py_tp_clear, getter_clear},
+    {Py_tp_dealloc, getter_dealloc},
+    {Py_tp_members, getter_members},
+    {0, NULL},
+};
+
+static PyType_Spec getter_spec = {
+    "troupe._fast.Get", sizeof(GetObject), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, getter_slots,
+};
+
 /* ------------------------------------------------------------------ the worker */
 
 static _Thread_local int pinned;          /* this thread keeps its Python thread state */
@@ -1843,7 +1926,7 @@ static struct PyModuleDef fast_module = {
 };
 
 PyMODINIT_FUNC PyInit__fast(void) {
-    PyObject *m = PyModule_Create(&fast_module), *base, *remote = NULL;
+    PyObject *m = PyModule_Create(&fast_module), *base, *remote = NULL, *getter = NULL;
 
     if (m == NULL) return NULL;
     if ((base = PyType_FromSpec(&ref_spec)) == NULL || PyModule_AddObject(m, "RefBase", base) < 0) {
@@ -1855,9 +1938,16 @@ PyMODINIT_FUNC PyInit__fast(void) {
     SETREF(F.base_type, base);
     if ((hold_lock_type = PyType_FromSpec(&hl_spec)) == NULL ||
         (remote = PyType_FromSpec(&remote_spec)) == NULL ||
+        (getter = PyType_FromSpec(&getter_spec)) == NULL ||
         PyModule_AddObject(m, "HoldLock", hold_lock_type) < 0 ||
         PyModule_AddObject(m, "Remote", remote) < 0) {
         Py_XDECREF(remote);
+        Py_XDECREF(getter);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddObject(m, "Get", getter) < 0) {
+        Py_DECREF(getter);
         Py_DECREF(m);
         return NULL;
     }

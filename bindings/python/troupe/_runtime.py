@@ -686,7 +686,7 @@ def _get_failed(rc, ref, what):
 _ENOTFOUND = _ffi.STATUS["TR_ENOTFOUND"]
 
 
-def get(refs, *, timeout=None):
+def _get(refs, *, timeout=None):
     """The value of a ref, or of each ref of a list (in order), waiting up to timeout
     seconds in all (None: no limit). A method's exception is raised here, with its remote
     traceback; a dead actor raises ActorDiedError; a timeout GetTimeoutError."""
@@ -1307,3 +1307,19 @@ def _load_fast():
 
 
 fast = _load_fast()  # (None: the ctypes paths do all)
+
+
+def _make_get():
+    """troupe.get: _get, or where troupe._fast is used its Get (plain cases with no Python
+    frame, every other through _get), dressed as _get (inspect.signature sees _get)."""
+    if fast is None:
+        return _get
+    g = fast.Get(_get, _get_one_slow)
+    for k in ("__name__", "__qualname__", "__doc__", "__module__"):
+        setattr(g, k, getattr(_get, k))
+    g.__name__ = g.__qualname__ = "get"
+    g.__wrapped__ = _get
+    return g
+
+
+get = _make_get()
