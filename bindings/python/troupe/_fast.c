@@ -93,6 +93,7 @@ static struct {
     PyObject *base_type;      /* RefBase: ObjectRef's base here (its fields in C) */
     PyObject *not_taken;      /* get()'s answer where it takes the general path */
     PyObject *remote_general; /* ActorMethod's general remote(): (method, *args, **kw) */
+    PyObject *decode;         /* (ref, address, n): a got value that is no plain pickle */
     PyObject *holds_lock;     /* _runtime._holds_lock: a HoldLock (below) */
     PyObject *rt_obj;         /* _runtime._rt last seen (borrowed; compared only) ... */
     void *rtp;                /* ...and its pointer */
@@ -183,7 +184,7 @@ static PyObject *fast_configure(PyObject *self, PyObject *args) {
         !get_obj(objs, "ObjectRef", &F.object_ref_type) ||
         !get_obj(objs, "not_taken", &F.not_taken) || !get_obj(objs, "holds", &F.holds) ||
         !get_obj(objs, "remote_general", &F.remote_general) ||
-        !get_obj(objs, "holds_lock", &F.holds_lock) ||
+        !get_obj(objs, "decode", &F.decode) || !get_obj(objs, "holds_lock", &F.holds_lock) ||
         !get_obj(objs, "call_failed", &F.call_failed) ||
         !get_obj(objs, "submit_failed", &F.submit_failed) || !get_obj(objs, "runtime", &F.runtime))
         return NULL;
@@ -1256,18 +1257,30 @@ static PyObject *plain_value(int rc, const void *data, size_t n) {
     return v;
 }
 
+/* The value of ref, got (rc 0: n bytes at data): a plain pickle here, any other payload
+ * by _runtime's decoder (decode(ref, address, n): Python code runs, *ran set). NULL with
+ * no error set where rc is an error (the general get words it). */
+static PyObject *got_value(PyObject *ref, int rc, const void *data, size_t n, int *ran) {
+    PyObject *v = plain_value(rc, data, n);
+
+    if (v != NULL || PyErr_Occurred() || rc != 0) return v;
+    *ran = 1;
+    return PyObject_CallFunction(F.decode, "ONn", ref, PyLong_FromVoidPtr((void *)data),
+                                 (Py_ssize_t)n);
+}
+
 /* The value of ref (an ObjectRef) where this process holds it under the runtime it runs
- * now (rt, rtp) and it is a small plain pickle (a new reference); else NULL, with a
- * Python error set where waiting or unpickling failed, with none where the general get
- * is to take it. */
-static PyObject *ref_value(PyObject *rt, void *rtp, PyObject *ref) {
+ * now (rt, rtp) (a new reference); else NULL, with a Python error set where waiting or
+ * decoding failed, with none where the general get is to take it (not held here, or an
+ * error to word). *ran: Python code ran. */
+static PyObject *ref_value(PyObject *rt, void *rtp, PyObject *ref, int *ran) {
     const void *data = NULL;
     size_t n = 0;
     int rc;
 
     if (!REF(ref)->owned || REF(ref)->rt != rt) return NULL;
     if (wait_ref(rtp, &REF(ref)->id, &rc, &data, &n) < 0) return NULL;
-    return plain_value(rc, data, n);
+    return got_value(ref, rc, data, n, ran);
 }
 
 /* get(refs, slow): the value of an ObjectRef, or the values of a list or tuple of them
@@ -1279,7 +1292,7 @@ static PyObject *fast_get(PyObject *self, PyObject *const *argv, Py_ssize_t argc
     PyObject *refs, *slow, *out = NULL, *item, *v, *rt, *now, *items;
     Py_ssize_t n;
     void *rtp;
-    int got, list;
+    int got, list, ran = 0;
     struct {
         tr_ref id;
         const void *data;
@@ -1296,7 +1309,7 @@ static PyObject *fast_get(PyObject *self, PyObject *const *argv, Py_ssize_t argc
     if (!list && !PyTuple_Check(refs)) { /* one ref */
         if ((got = current_runtime(&rt, &rtp)) == 0) goto not_taken;
         if (got < 0) return NULL;
-        if ((v = ref_value(rt, rtp, refs)) != NULL || PyErr_Occurred()) return v;
+        if ((v = ref_value(rt, rtp, refs, &ran)) != NULL || PyErr_Occurred()) return v;
         if (slow == Py_None) goto not_taken;
         return PyObject_CallFunctionObjArgs(slow, refs, NULL);
     }
@@ -1338,20 +1351,22 @@ static PyObject *fast_get(PyObject *self, PyObject *const *argv, Py_ssize_t argc
     PyEval_RestoreThread(ts);
     for (Py_ssize_t i = 0; i < n; i++) {
         item = PyTuple_GetItem(items, i);
+        ran = 0;
         if (pre[i].tried)
-            v = plain_value(pre[i].rc, pre[i].data, pre[i].len);
+            v = got_value(item, pre[i].rc, pre[i].data, pre[i].len, &ran);
         else
-            v = rt != NULL ? ref_value(rt, rtp, item) : NULL;
+            v = rt != NULL ? ref_value(rt, rtp, item, &ran) : NULL;
         if (v == NULL && !PyErr_Occurred()) {
             v = PyObject_CallFunctionObjArgs(slow, item, NULL);
-            /* (Python code ran: the runtime may have changed; what was got before is not
-             * read then) */
-            if (v != NULL && ((got = current_runtime(&now, &rtp)) <= 0 || now != rt)) {
-                if (got < 0) Py_CLEAR(v);
-                rt = got > 0 ? now : NULL;
-                for (Py_ssize_t k = i + 1; k < n; k++)
-                    pre[k].tried = 0;
-            }
+            ran = 1;
+        }
+        /* (Python code ran: the runtime may have changed; what was got before is not
+         * read then) */
+        if (v != NULL && ran && ((got = current_runtime(&now, &rtp)) <= 0 || now != rt)) {
+            if (got < 0) Py_CLEAR(v);
+            rt = got > 0 ? now : NULL;
+            for (Py_ssize_t k = i + 1; k < n; k++)
+                pre[k].tried = 0;
         }
         if (v == NULL) goto fail;
         PyList_SetItem(out, i, v); /* (steals v) */

@@ -668,6 +668,12 @@ def _get_general(ref, deadline, what):
     return _get_failed(rc, ref, what)
 
 
+def _decode_got(ref, addr, n):
+    """_fast.get's: the value of ref (held here), got: n bytes at addr that are no plain
+    pickle."""
+    return _decode(addr, n, ref, "get")
+
+
 def _get_one_slow(ref):
     """get_one(ref) with no timeout, by its general path (_fast's get calls it for a ref
     it does not decode itself)."""
@@ -1302,7 +1308,7 @@ def _load_fast():
         "call_failed": _call_failed, "submit_failed": _submit_failed, "simple": _serial.SIMPLE_TYPES,
         "etimedout": _errors.ETIMEDOUT, "slice_ms": _SLICE_MS, "inline_max": INLINE_MAX,
         "copy_max": _COPY_MAX, "runtime": sys.modules[__name__],
-        "holds_lock": _holds_lock, "remote_general": _remote_general})
+        "holds_lock": _holds_lock, "remote_general": _remote_general, "decode": _decode_got})
     return _fast_module
 
 
