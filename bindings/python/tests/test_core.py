@@ -209,9 +209,23 @@ def test_a_handles_methods_keep_their_rules_in_c(ray):
         two(1, c=3)
     c = Counter.remote()
     assert ray.get(c.echo.remote(1, k="v")) == ((1,), {"k": "v"})
+    assert ray.get(c.echo.remote(method=[1])) == ((), {"method": [1]})  # (general path's)
     assert ray.get(c.same.remote([1, "x"])) == [1, "x"]
     kept = c.same
     assert ray.get(kept.remote(4)) == 4
+    import copy
+    import inspect
+    import pickle
+    remote = c.same.remote  # (a callable like the method's own: pickled, copied, passed)
+    assert str(inspect.signature(remote)) == "(*args, **kwargs)" and remote.__name__ == "remote"
+    assert ray.get(pickle.loads(pickle.dumps(remote))(5)) == 5
+    assert ray.get(copy.copy(remote)(6)) == 6
+
+    @ray.remote
+    def through(m, x):
+        return ray.get(m(x))
+
+    assert ray.get(through.remote(c.same.remote, 7)) == 7
     lock = _runtime._holds_lock
     with lock:
         with lock:
@@ -222,6 +236,32 @@ def test_a_handles_methods_keep_their_rules_in_c(ray):
     lock.release()
     with pytest.raises(RuntimeError):
         lock.release()
+    # two threads taking a call's id while the lock is busy count it once
+    import threading
+    r = c.same.remote(3)
+    busy, go = threading.Event(), threading.Event()
+
+    def hold():
+        with lock:
+            busy.set()
+            go.wait(5)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    busy.wait(5)
+    takers = [threading.Thread(target=lambda: r._c) for _ in range(2)]
+    for t in takers:
+        t.start()
+    time.sleep(0.2)
+    go.set()
+    for t in takers + [holder]:
+        t.join()
+    key = bytes(r._c)
+    assert _runtime._holds[key][0] == 1
+    del r
+    import gc
+    gc.collect()
+    assert key not in _runtime._holds
 
 
 def test_a_calls_ref_whose_id_left_it_counts_with_the_others(ray):

@@ -632,8 +632,7 @@ typedef struct {
     PyObject *rt;
     PyObject *weakrefs;
     char owned;
-    char made;       /* a call's or task's result this process made here (fresh_ref): its
-                      * last release is the library's slot alone, made with the GIL kept */
+    char made;       /* a call's or task's result this process made here (fresh_ref) */
     char registered; /* made, and counted in _holds: its id has left this object (_c) */
 } RefObject;
 
@@ -765,7 +764,7 @@ static PyType_Spec hl_spec = {
 /* The count of rt's hold of id goes down, under the holds' lock; where it was the last,
  * its entry goes and the C hold with it (tr_ref_release). Nothing where rt is not the
  * runtime this process runs now. 0, or -1 with a Python error set. */
-static int drop_hold(const tr_ref *id, PyObject *rt, int made) {
+static int drop_hold(const tr_ref *id, PyObject *rt) {
     PyObject *now, *key, *h;
     void *rtp;
     int last = 0, err = 0, got = 0;
@@ -787,9 +786,7 @@ static int drop_hold(const tr_ref *id, PyObject *rt, int made) {
         }
     }
     Py_DECREF(key);
-    if (last && made) { /* (a call's slot here: let go at once, no wait in it) */
-        F.release((tr_runtime *)rtp, *id);
-    } else if (last) { /* (under the lock: a borrow of the id waits until the C hold is gone) */
+    if (last) { /* (under the lock: a borrow of the id waits until the C hold is gone) */
         PyThreadState *ts = PyEval_SaveThread();
         F.release((tr_runtime *)rtp, *id);
         PyEval_RestoreThread(ts);
@@ -809,7 +806,11 @@ static int register_hold(RefObject *r) {
     if (!r->made || r->registered || !r->owned || r->rt == NULL) return 0;
     if ((key = PyBytes_FromStringAndSize((const char *)r->id.b, sizeof(r->id.b))) == NULL)
         return -1;
-    hl_acquire((HoldLockObject *)F.holds_lock);
+    hl_acquire((HoldLockObject *)F.holds_lock); /* (may let the GIL go: looked at again) */
+    if (r->registered) {
+        Py_DECREF(key);
+        return hl_release((HoldLockObject *)F.holds_lock);
+    }
     h = PyDict_GetItemWithError(F.holds, key); /* borrowed: [count, rt] */
     if (h != NULL && PyList_Check(h) && PyList_Size(h) == 2 && PyList_GetItem(h, 1) == r->rt) {
         n = PyLong_FromLong(PyLong_AsLong(PyList_GetItem(h, 0)) + 1);
@@ -822,20 +823,24 @@ static int register_hold(RefObject *r) {
         err = 1;
     }
     Py_DECREF(key);
+    if (!err) r->registered = 1; /* (before the lock goes: no other thread counts it again) */
     if (hl_release((HoldLockObject *)F.holds_lock) < 0 || err) return -1;
-    r->registered = 1;
     return 0;
 }
 
 /* The release of a made ref that never counted in _holds (its hold is its own): its
- * call's slot here, let go at once (the GIL kept: no wait in it), if the runtime it was
- * made under still runs. */
+ * call's slot here, if the runtime it was made under still runs. */
 static void release_made(RefObject *r) {
     PyObject *now;
     void *rtp;
 
-    if (F.ready && current_runtime(&now, &rtp) > 0 && now == r->rt)
+    if (F.ready && current_runtime(&now, &rtp) > 0 && now == r->rt) {
+        /* (the GIL let go: the library may wait for its lock, which it holds while it
+         * moves an object to or from disk) */
+        PyThreadState *ts = PyEval_SaveThread();
         F.release((tr_runtime *)rtp, r->id);
+        PyEval_RestoreThread(ts);
+    }
     PyErr_Clear();
 }
 
@@ -850,7 +855,7 @@ static void ref_dealloc(PyObject *self) {
         PyErr_Fetch(&type, &value, &tb);
         if (r->made && !r->registered)
             release_made(r);
-        else if (drop_hold(&r->id, r->rt, r->made) < 0)
+        else if (drop_hold(&r->id, r->rt) < 0)
             PyErr_Clear();
         PyErr_Restore(type, value, tb);
     }
@@ -1078,6 +1083,7 @@ typedef struct {
     PyObject *method, *name, *class_name, *handle;
     const char *name_s; /* (name's UTF-8: name keeps it) */
     Py_ssize_t lo, hi;
+    PyObject *dict; /* (its __name__, __wrapped__: actor.py sets them) */
 } RemoteObject;
 
 static PyObject *remote_general(RemoteObject *r, PyObject *args, PyObject *kwargs) {
@@ -1108,7 +1114,9 @@ static PyObject *remote_call(PyObject *self, PyObject *args, PyObject *kwargs) {
     PyObject *h = PyWeakref_GetObject(r->handle); /* borrowed */
     if (h == NULL) return NULL;
     if (h == Py_None) return remote_general(r, args, kwargs); /* (gone: it says so) */
+    Py_INCREF(h); /* (alive through the call: the GIL goes meanwhile) */
     res = call_plain(&r->id, r->name, r->name_s, args, kwargs, r->class_name);
+    Py_DECREF(h);
     if (res != Py_None) return res;
     Py_DECREF(res);
     return remote_general(r, args, kwargs);
@@ -1138,10 +1146,32 @@ static PyObject *remote_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs) 
     return (PyObject *)r;
 }
 
+/* __reduce__: the method's remote, again (a copy pickles as its method: by its handle) */
+static PyObject *remote_reduce(PyObject *self, PyObject *unused) {
+    PyObject *builtins = PyImport_ImportModule("builtins"), *getattr;
+    (void)unused;
+    if (builtins == NULL) return NULL;
+    getattr = PyObject_GetAttrString(builtins, "getattr");
+    Py_DECREF(builtins);
+    if (getattr == NULL) return NULL;
+    return Py_BuildValue("(N(Os))", getattr, ((RemoteObject *)self)->method, "remote");
+}
+
+static PyMethodDef remote_methods[] = {
+    {"__reduce__", remote_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef remote_members[] = {
+    {"__dictoffset__", T_PYSSIZET, offsetof(RemoteObject, dict), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
 static int remote_traverse(PyObject *self, visitproc visit, void *arg) {
     RemoteObject *r = (RemoteObject *)self;
     Py_VISIT(r->method);
     Py_VISIT(r->handle);
+    Py_VISIT(r->dict);
     Py_VISIT(Py_TYPE(self)); /* (a heap type's instance holds its type) */
     return 0;
 }
@@ -1150,6 +1180,7 @@ static int remote_clear(PyObject *self) {
     RemoteObject *r = (RemoteObject *)self;
     Py_CLEAR(r->method);
     Py_CLEAR(r->handle);
+    Py_CLEAR(r->dict);
     return 0;
 }
 
@@ -1172,6 +1203,8 @@ static PyType_Slot remote_slots[] = {
     {Py_tp_traverse, remote_traverse},
     {Py_tp_clear, remote_clear},
     {Py_tp_dealloc, remote_dealloc},
+    {Py_tp_methods, remote_methods},
+    {Py_tp_members, remote_members},
     {0, NULL},
 };
 
@@ -1492,7 +1525,13 @@ static int reply_simple(tr_ctx *ctx, PyObject *result) {
         }
         Py_DECREF(data);
     }
-    rc = F.ctx_reply(ctx, w.p, w.len); /* (a copy into the call's reply: the GIL kept) */
+    if (w.len <= sizeof buf) { /* (a small copy into the call's reply: the GIL kept) */
+        rc = F.ctx_reply(ctx, w.p, w.len);
+    } else { /* (a large one, or a graph's value over its slot, an object made: let go) */
+        PyThreadState *ts = PyEval_SaveThread();
+        rc = F.ctx_reply(ctx, w.p, w.len);
+        PyEval_RestoreThread(ts);
+    }
     free(w.heap);
     return rc;
 fail:

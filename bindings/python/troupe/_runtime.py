@@ -1277,7 +1277,7 @@ def cancel(ref, *, force=False, recursive=True):
 
 # ------------------------------------------------------------------ the C extension
 
-def _remote_general(method, *args, **kwargs):
+def _remote_general(method, /, *args, **kwargs):
     """An actor method's remote() by its class's code (_fast.Remote gives it the calls it
     does not make itself: arguments not all scalars, a signature's error, no troupe)."""
     return type(method).remote(method, *args, **kwargs)

@@ -7,6 +7,7 @@ import json
 import numbers
 import os
 import threading
+import types
 import warnings
 import weakref
 
@@ -643,9 +644,12 @@ class ActorMethod:
             # remote() of plain calls in C (_fast.Remote). Only for a handle's own methods
             # (weak): the two hold each other, and a method that held its handle would
             # keep the actor alive until the collector found them.
-            self.remote = _fast.Remote(self, handle._id, name, handle._class_name,
-                                       -1 if check is None else check.lo,
-                                       -1 if check is None else check.hi, self._weak)
+            r = self.remote = _fast.Remote(self, handle._id, name, handle._class_name,
+                                           -1 if check is None else check.lo,
+                                           -1 if check is None else check.hi, self._weak)
+            r.__name__ = r.__qualname__ = "remote"  # (as the method's: inspect, repr)
+            r.__doc__ = ActorMethod.remote.__doc__
+            r.__wrapped__ = types.MethodType(ActorMethod.remote, self)
 
     @property
     def _handle(self):
