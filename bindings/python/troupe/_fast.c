@@ -1184,16 +1184,24 @@ static int remote_clear(PyObject *self) {
     return 0;
 }
 
-static void remote_dealloc(PyObject *self) {
+/* The dealloc of this module's collected types (Remote, Get): untracked, cleared, freed,
+ * its heap type let go. */
+static void gc_dealloc(PyObject *self, inquiry clear) {
     PyTypeObject *tp = Py_TYPE(self);
-    RemoteObject *r = (RemoteObject *)self;
 
     PyObject_GC_UnTrack(self);
-    remote_clear(self);
-    Py_CLEAR(r->name);
-    Py_CLEAR(r->class_name);
+    clear(self);
     ((freefunc)PyType_GetSlot(tp, Py_tp_free))(self);
     Py_DECREF(tp);
+}
+
+static void remote_dealloc(PyObject *self) {
+    RemoteObject *r = (RemoteObject *)self;
+
+    PyObject_GC_UnTrack(self); /* (again in gc_dealloc: harmless) */
+    Py_CLEAR(r->name);         /* (kept by a clear: name_s points into it) */
+    Py_CLEAR(r->class_name);
+    gc_dealloc(self, remote_clear);
 }
 
 static PyType_Slot remote_slots[] = {
@@ -1473,11 +1481,7 @@ static int getter_clear(PyObject *self) {
 }
 
 static void getter_dealloc(PyObject *self) {
-    PyTypeObject *tp = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    getter_clear(self);
-    ((freefunc)PyType_GetSlot(tp, Py_tp_free))(self);
-    Py_DECREF(tp);
+    gc_dealloc(self, getter_clear);
 }
 
 static PyMemberDef getter_members[] = {
