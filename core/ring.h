@@ -15,6 +15,9 @@
  * them; a peer position read from the header is checked against them (a ring whose writer
  * says it wrote more than the ring holds, or whose reader says it read more than was
  * written, is broken: TR_EPROTO), and bytes are copied out before anything parses them.
+ * A writer reads its reader's position only when the room it counted from the last one
+ * runs out (that line is the reader's: a load per message moved it across CPUs and back),
+ * so a lying reader is caught then.
  * Thread safety: a ring's side is used by one thread at a time (its owner's lock).
  */
 #ifndef TR_CORE_RING_H

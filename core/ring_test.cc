@@ -119,10 +119,15 @@ TEST(Ring, APeerThatLiesAboutItsPositionsBreaksTheRing) {
     *b_wrote = 0;
     EXPECT_EQ(tr__ring_read(a, &in, &wake), 0);
     ASSERT_EQ(tr__buf_append(&out, "xyz", 3), 0);
-    *b_read = 100; /* read bytes never written */
+    *b_read = 100; /* read bytes never written: seen when the writer looks at the reader's
+                    * position again, i.e. when the room it counted runs out */
+    EXPECT_EQ(tr__ring_write(a, &out, &wake), 3); /* (room counted from its last look) */
+    std::string big(4096, 'x');
+    ASSERT_EQ(tr__buf_append(&out, big.data(), big.size()), 0);
     EXPECT_EQ(tr__ring_write(a, &out, &wake), TR_EPROTO);
+    EXPECT_EQ(tr__buf_avail(&out), big.size()) << "nothing written past the lie";
     *b_read = 0;
-    EXPECT_EQ(tr__ring_write(a, &out, &wake), 3);
+    EXPECT_EQ(tr__ring_write(a, &out, &wake), 4096 - 3); /* up to the room there is */
     EXPECT_EQ(tr__buf_avail(&in), 0u);
     munmap(h, 4096);
     close(fd);
