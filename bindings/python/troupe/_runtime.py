@@ -695,11 +695,9 @@ _ENOTFOUND = _ffi.STATUS["TR_ENOTFOUND"]
 def _get(refs, *, timeout=None):
     """The value of a ref, or of each ref of a list (in order), waiting up to timeout
     seconds in all (None: no limit). A method's exception is raised here, with its remote
-    traceback; a dead actor raises ActorDiedError; a timeout GetTimeoutError."""
-    if timeout is None and fast is not None:  # (refs alone, plain values in C)
-        got = fast.get(refs, _get_one_slow)
-        if got is not _NOT_TAKEN:
-            return got
+    traceback; a dead actor raises ActorDiedError; a timeout GetTimeoutError. (Where
+    troupe._fast is used, troupe.get is its Get, which has taken the plain cases before
+    it comes here.)"""
     deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
     if isinstance(refs, ObjectRef):
         return get_one(refs, deadline)
