@@ -642,26 +642,30 @@ static int is_ref(PyObject *o) {
     return F.base_type != NULL && PyObject_TypeCheck(o, (PyTypeObject *)F.base_type);
 }
 
+/* A global of _runtime (borrowed), read from the module's dict: what an attribute lookup
+ * on the module would give (it has no module __getattr__), at a dict lookup's cost, twice
+ * per call. NULL with AttributeError set where it has none. */
+static PyObject *runtime_global(PyObject *key) {
+    PyObject *d = PyModule_GetDict(F.runtime), *v; /* (borrowed) */
+
+    if (d == NULL) return NULL;
+    if ((v = PyDict_GetItemWithError(d, key)) == NULL && !PyErr_Occurred())
+        PyErr_Format(PyExc_AttributeError, "troupe._runtime has no %R", key);
+    return v;
+}
 /* The runtime this process runs now (_runtime._rt): 1 with *rt (borrowed: F keeps it)
  * and its pointer *rtp, 0 where there is none, -1 with a Python error set. */
 static int current_runtime(PyObject **rt, void **rtp) {
-    PyObject *now = PyObject_GetAttr(F.runtime, F.s_rt_global);
+    PyObject *now = runtime_global(F.s_rt_global);
     void *p;
 
     if (now == NULL) return -1;
-    if (now == Py_None) {
-        Py_DECREF(now);
-        return 0;
-    }
+    if (now == Py_None) return 0;
     if (now != F.rt_obj) { /* (a new runtime: its pointer read once) */
-        if (ctypes_bytes(now, &p, sizeof p) < 0) {
-            Py_DECREF(now);
-            return -1;
-        }
+        if (ctypes_bytes(now, &p, sizeof p) < 0) return -1;
+        Py_INCREF(now);
         SETREF(F.rt_obj, now);
         F.rtp = p;
-    } else {
-        Py_DECREF(now);
     }
     *rt = F.rt_obj, *rtp = F.rtp;
     return 1;
@@ -851,13 +855,14 @@ static void ref_dealloc(PyObject *self) {
     if (r->weakrefs != NULL) PyObject_ClearWeakRefs(self);
     if (r->owned && r->rt != NULL) { /* (errors swallowed, as a finalizer's; one being
                                       * raised meanwhile kept aside) */
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
+        PyObject *type = NULL, *value = NULL, *tb = NULL;
+        int raised = PyErr_Occurred() != NULL;
+        if (raised) PyErr_Fetch(&type, &value, &tb);
         if (r->made && !r->registered)
             release_made(r);
         else if (drop_hold(&r->id, r->rt) < 0)
             PyErr_Clear();
-        PyErr_Restore(type, value, tb);
+        if (raised) PyErr_Restore(type, value, tb);
     }
     Py_CLEAR(r->rt);
     ((freefunc)PyType_GetSlot(tp, Py_tp_free))(self);
@@ -1543,21 +1548,30 @@ fail:
     return -1;
 }
 
+/* The call's ctx as the int _worker's Python takes (made on first need: a plain method
+ * that succeeds with a scalar never needs it). NULL with a Python error set. */
+static PyObject *ctx_object(tr_ctx *ctx, PyObject **ctxobj) {
+    if (*ctxobj == NULL) *ctxobj = PyLong_FromVoidPtr(ctx);
+    return *ctxobj;
+}
+
 /* The method's or task's exception (set) goes to _worker's handlers (failed): ActorExit,
  * SystemExit, else the error replied. Returns their rc. */
-static int hand_failure(PyObject *ctxobj, PyObject *failed) {
+static int hand_failure(tr_ctx *ctx, PyObject **ctxobj, PyObject *failed) {
     PyObject *type, *value, *tb, *r;
     long rc;
 
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
-    if (value == NULL) {
+    if (value == NULL || ctx_object(ctx, ctxobj) == NULL) {
+        PyErr_Clear(); /* (ctx_object's MemoryError: the call fails all the same) */
         Py_XDECREF(type);
+        Py_XDECREF(value);
         Py_XDECREF(tb);
         return TR_ETASK;
     }
     if (tb != NULL) PyException_SetTraceback(value, tb);
-    r = PyObject_CallFunctionObjArgs(failed, ctxobj, value, NULL);
+    r = PyObject_CallFunctionObjArgs(failed, *ctxobj, value, NULL);
     Py_XDECREF(type);
     Py_DECREF(value);
     Py_XDECREF(tb);
@@ -1585,18 +1599,16 @@ static int has_arg_refs(PyObject *a, PyObject *kw) {
 /* Whether exit_actor() was called in this process (_runtime.exit_requested): the method
  * that called it, even one that caught its exception, ends the actor (finish does). */
 static int exit_requested(void) {
-    PyObject *v = PyObject_GetAttr(F.runtime, F.s_exit_requested);
-    int yes = v == Py_True;
+    PyObject *v = runtime_global(F.s_exit_requested); /* (borrowed) */
 
     if (v == NULL) PyErr_Clear();
-    Py_XDECREF(v);
-    return yes;
+    return v == Py_True;
 }
 
 /* The result goes back: a builtin scalar replied here, any other value (or a reply's own
  * error, rc) through _worker's Python: finish(ctx, result, rc). Returns the call's rc, or
  * -1 with a Python error set. */
-static int reply_result(tr_ctx *ctx, PyObject *ctxobj, PyObject *result, PyObject *finish) {
+static int reply_result(tr_ctx *ctx, PyObject **ctxobj, PyObject *result, PyObject *finish) {
     PyObject *r;
     int rc;
 
@@ -1606,7 +1618,8 @@ static int reply_result(tr_ctx *ctx, PyObject *ctxobj, PyObject *result, PyObjec
     } else {
         rc = 0;
     }
-    r = PyObject_CallFunction(finish, "OOi", ctxobj, result, rc);
+    if (ctx_object(ctx, ctxobj) == NULL) return -1;
+    r = PyObject_CallFunction(finish, "OOi", *ctxobj, result, rc);
     if (r == NULL) return -1;
     rc = (int)PyLong_AsLong(r);
     Py_DECREF(r);
@@ -1654,12 +1667,14 @@ static PyObject *fast_current_ctx(PyObject *self, PyObject *unused) {
  * own does. */
 static int run_plain(tr_ctx *ctx, PyObject *fn, const char *payload, size_t len,
                      const plain_path *path) {
-    PyObject *ctxobj, *both = NULL, *a, *kw, *result = NULL, *r;
+    PyObject *ctxobj = NULL, *both = NULL, *a, *kw, *result = NULL, *r;
     tr_ctx *prev = current_ctx; /* (what this thread ran before: restored after) */
     int rc;
 
-    ctxobj = PyLong_FromVoidPtr(ctx);
-    if (ctxobj == NULL) return TR_ETASK;
+    if (path->task && ctx_object(ctx, &ctxobj) == NULL) { /* (set_running's, now) */
+        PyErr_Clear();
+        return TR_ETASK;
+    }
     if (!path->task)
         F.ctx_started(ctx);    /* (before the arguments: unpickling may run the user's code) */
     current_ctx = ctx;         /* (troupe's current call here: _runtime.current_call_canceled) */
@@ -1672,7 +1687,9 @@ static int run_plain(tr_ctx *ctx, PyObject *fn, const char *payload, size_t len,
     }
     a = PyTuple_GetItem(both, 0), kw = PyTuple_GetItem(both, 1);
     if (has_arg_refs(a, kw)) { /* their values (_worker.resolve) */
-        if ((r = PyObject_CallFunctionObjArgs(F.resolve, ctxobj, a, kw, NULL)) == NULL) goto failed;
+        if (ctx_object(ctx, &ctxobj) == NULL ||
+            (r = PyObject_CallFunctionObjArgs(F.resolve, ctxobj, a, kw, NULL)) == NULL)
+            goto failed;
         SETREF(both, r);
         if (!PyTuple_Check(both) || PyTuple_Size(both) != 2 ||
             !PyTuple_Check(PyTuple_GetItem(both, 0)) || !PyDict_Check(PyTuple_GetItem(both, 1))) {
@@ -1685,16 +1702,16 @@ static int run_plain(tr_ctx *ctx, PyObject *fn, const char *payload, size_t len,
     if (result == NULL) goto failed;
     set_running(path, Py_None);
     if (path->task) current_ctx = prev;
-    if ((rc = reply_result(ctx, ctxobj, result, path->finish)) == -1) goto failed;
+    if ((rc = reply_result(ctx, &ctxobj, result, path->finish)) == -1) goto failed;
     goto out;
 failed:
     unset_failed(path, prev);
-    rc = hand_failure(ctxobj, path->failed);
+    rc = hand_failure(ctx, &ctxobj, path->failed);
 out:
     current_ctx = prev;
     Py_XDECREF(result);
     Py_XDECREF(both);
-    Py_DECREF(ctxobj);
+    Py_XDECREF(ctxobj);
     return rc;
 }
 
@@ -1788,10 +1805,10 @@ static int run_step(tr_ctx *ctx, PyObject *fn, PyObject *spec, const void *args,
     }
     PyObject *kw = PyTuple_GetItem(both, 1);
     result = PyObject_Call(fn, PyTuple_GetItem(both, 0), PyDict_Size(kw) ? kw : NULL);
-    if (result == NULL || (rc = reply_result(ctx, ctxobj, result, F.finish)) == -1) goto failed;
+    if (result == NULL || (rc = reply_result(ctx, &ctxobj, result, F.finish)) == -1) goto failed;
     goto out;
 failed:
-    rc = hand_failure(ctxobj, F.failed);
+    rc = hand_failure(ctx, &ctxobj, F.failed);
 out:
     Py_XDECREF(result);
     Py_XDECREF(both);
