@@ -11,14 +11,36 @@ const uint64_t tr__hist_bound_ns[TR__HIST_BUCKETS - 1] = {
     10000,    50000,     100000,    500000,     1000000,       5000000,       10000000,
     50000000, 100000000, 500000000, 1000000000, 5000000000ull, 10000000000ull};
 
-void tr__hist_add(tr__hist *h, uint64_t ns, int err) {
+static int bucket_of(uint64_t ns) {
     int b = 0;
     while (b < TR__HIST_BUCKETS - 1 && ns > tr__hist_bound_ns[b])
         b++;
+    return b;
+}
+
+void tr__hist_add(tr__hist *h, uint64_t ns, int err) {
+    int b = bucket_of(ns);
     __atomic_fetch_add(&h->n, 1, __ATOMIC_RELAXED);
     if (err) __atomic_fetch_add(&h->errors, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&h->ns, ns, __ATOMIC_RELAXED);
     __atomic_fetch_add(&h->bucket[b], 1, __ATOMIC_RELAXED);
+}
+
+void tr__hist_add_local(tr__hist *h, uint64_t ns, int err) {
+    h->n++;
+    h->errors += err != 0;
+    h->ns += ns;
+    h->bucket[bucket_of(ns)]++;
+}
+
+void tr__hist_merge(tr__hist *to, tr__hist *from) {
+    if (!from->n) return;
+    __atomic_fetch_add(&to->n, from->n, __ATOMIC_RELAXED);
+    if (from->errors) __atomic_fetch_add(&to->errors, from->errors, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&to->ns, from->ns, __ATOMIC_RELAXED);
+    for (int b = 0; b < TR__HIST_BUCKETS; b++)
+        if (from->bucket[b]) __atomic_fetch_add(&to->bucket[b], from->bucket[b], __ATOMIC_RELAXED);
+    memset(from, 0, sizeof *from);
 }
 
 static uint64_t ld(const uint64_t *v) {

@@ -36,6 +36,10 @@ typedef struct tr__hist {
     uint64_t bucket[TR__HIST_BUCKETS];
 } tr__hist;
 void tr__hist_add(tr__hist *h, uint64_t ns, int err);
+/* The same into a thread's own histogram (plain adds), and that one added into a shared one
+ * (relaxed atomic adds of what it holds), then zeroed: a hot loop counts at a line's cost. */
+void tr__hist_add_local(tr__hist *h, uint64_t ns, int err);
+void tr__hist_merge(tr__hist *to, tr__hist *from);
 /* Adds from into to (not atomically: a copy of the reader's) and, if clear, zeroes from. */
 void tr__hist_sum(tr__hist *to, tr__hist *from, int clear);
 

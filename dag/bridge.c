@@ -190,7 +190,7 @@ static int check(void *arg) {
 }
 
 static tr__chan_wait waits(tr__dag_bridge *b) {
-    tr__chan_wait w = {TR__NO_DEADLINE, 0, &b->s.h->stop, check, b};
+    tr__chan_wait w = {TR__NO_DEADLINE, 0, &b->s.h->stop, check, b, 0};
     return w;
 }
 

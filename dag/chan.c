@@ -85,8 +85,14 @@ static tr__event *consumed_of(tr__chan *c, uint32_t r) {
     return &((tr__chan_reader *)(c->base + sizeof(tr__chan_hdr)) + r)->consumed;
 }
 
+int64_t tr__chan_deadline(tr__chan_wait *w) {
+    if (w->deadline == TR__CHAN_LAZY) w->deadline = tr__deadline(w->timeout_ms);
+    return w->deadline;
+}
+
 int tr__chan_wait_event(tr__event *ev, uint32_t target, const tr__chan_wait *w) {
     int64_t spin = w->spin_ns; /* once: an idle graph's waits sleep, slice after slice */
+    int64_t deadline = w->deadline;
     for (;;) {
         uint32_t cur = tr__event_seq(ev);
         if ((int32_t)(cur - target) >= 0) return 0;
@@ -97,10 +103,12 @@ int tr__chan_wait_event(tr__event *ev, uint32_t target, const tr__chan_wait *w) 
             if (rc) return rc;
         }
         int64_t now = tr__now_ns();
-        if (w->deadline != TR__NO_DEADLINE && now >= w->deadline)
+        if (deadline == TR__CHAN_LAZY) /* (its first look that found nothing: from now) */
+            deadline = w->timeout_ms < 0 ? TR__NO_DEADLINE : now + (int64_t)w->timeout_ms * 1000000;
+        if (deadline != TR__NO_DEADLINE && now >= deadline)
             return tr__err(TR_ETIMEDOUT, "channel: timed out");
         int64_t slice = now + SLICE_NS;
-        if (w->deadline != TR__NO_DEADLINE && w->deadline < slice) slice = w->deadline;
+        if (deadline != TR__NO_DEADLINE && deadline < slice) slice = deadline;
         int rc = tr__event_wait_stop(ev, cur, slice, spin, w->stop);
         if (rc && rc != TR_ETIMEDOUT && rc != TR_ECLOSED) return rc;
         spin = 0;

@@ -75,12 +75,27 @@ typedef struct tr__chan_slot {
 
 /* What a wait may do and when it ends. */
 typedef struct tr__chan_wait {
-    int64_t deadline;        /* tr__deadline(); TR__NO_DEADLINE: none */
+    int64_t deadline;        /* tr__deadline(); TR__NO_DEADLINE: none; TR__CHAN_LAZY: timeout_ms
+                              * from the wait's first look that finds nothing (no clock read
+                              * for a value already there: tr__chan_lazy) */
     int64_t spin_ns;         /* as tr__event_wait_spin */
     const uint32_t *stop;    /* ends waits with TR_ECLOSED once non-zero; may be NULL */
     int (*check)(void *arg); /* called between slices; non-zero ends the wait with it */
     void *arg;
+    int timeout_ms; /* with TR__CHAN_LAZY: the timeout (< 0: none) */
 } tr__chan_wait;
+
+#define TR__CHAN_LAZY (INT64_MIN + 1)
+
+/* A wait of timeout_ms (< 0: none) whose deadline is read from the clock only once it has
+ * to wait (a pipelined reader or writer finds its slot ready and reads no clock). */
+static inline void tr__chan_lazy(tr__chan_wait *w, int timeout_ms) {
+    w->deadline = TR__CHAN_LAZY;
+    w->timeout_ms = timeout_ms;
+}
+
+/* The wait's deadline, from the clock now if it was lazy (and kept for its next waits). */
+int64_t tr__chan_deadline(tr__chan_wait *w);
 
 /* Bytes a channel of these dimensions takes (0 if they are out of range). */
 size_t tr__chan_size(uint32_t slots, uint64_t slot_bytes, uint32_t readers);

@@ -44,7 +44,7 @@ struct Shared {
 };
 
 tr__chan_wait waits(int timeout_ms, const uint32_t *stop = nullptr) {
-    tr__chan_wait w = {tr__deadline(timeout_ms), 0, stop, nullptr, nullptr};
+    tr__chan_wait w = {tr__deadline(timeout_ms), 0, stop, nullptr, nullptr, 0};
     return w;
 }
 
@@ -281,6 +281,45 @@ TEST(Chan, EveryWaitEnds) {
     };
     EXPECT_EQ(tr__chan_read(s.c(), 0, &cw, &d, &n, &code, &flags), TR_EPEER_DIED);
     EXPECT_EQ(calls, 3);
+}
+
+// A lazy wait (the graph's driver's) reads no clock for a value already there, and once
+// it must wait its timeout counts from then, not from when the wait was made; each wait
+// that finds nothing counts its own, and tr__chan_deadline fixes one for good.
+TEST(Chan, ALazyWaitCountsItsTimeoutFromItsFirstLookThatFindsNothing) {
+    Shared s(4, 64, 1);
+    ASSERT_NE(s.mem, MAP_FAILED);
+    tr__chan_wait w = waits(1000);
+    ASSERT_EQ(write_value(s.c(), 0, &w), 0);
+    tr__chan_wait lazy = waits(0);
+    tr__chan_lazy(&lazy, 100);
+    const void *d;
+    size_t n;
+    int32_t code;
+    uint32_t flags;
+    ASSERT_EQ(tr__chan_read(s.c(), 0, &lazy, &d, &n, &code, &flags), 0);
+    EXPECT_EQ(lazy.deadline, TR__CHAN_LAZY) << "a ready value read no clock";
+    std::this_thread::sleep_for(std::chrono::milliseconds(150)); // past the timeout, if it ran
+    std::thread t([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(40));
+        tr__chan_wait ww = waits(1000);
+        write_value(s.c(), 1, &ww);
+    });
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(tr__chan_read(s.c(), 1, &lazy, &d, &n, &code, &flags), 0)
+        << "its 100 ms count from this wait: value 1 comes after 40";
+    t.join();
+    t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(tr__chan_read(s.c(), 2, &lazy, &d, &n, &code, &flags), TR_ETIMEDOUT);
+    auto waited = std::chrono::steady_clock::now() - t0;
+    EXPECT_GE(waited, std::chrono::milliseconds(95));
+    EXPECT_LT(waited, std::chrono::seconds(5));
+    int64_t before = tr__now_ns(), at = tr__chan_deadline(&lazy);
+    EXPECT_GE(at, before + 100 * 1000000ll);
+    EXPECT_EQ(tr__chan_deadline(&lazy), at) << "fixed once read";
+    tr__chan_wait none = waits(0);
+    tr__chan_lazy(&none, -1);
+    EXPECT_EQ(tr__chan_deadline(&none), TR__NO_DEADLINE);
 }
 
 } // namespace

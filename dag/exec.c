@@ -61,9 +61,21 @@ typedef struct loop {
     char nccl_name[64]; /* the graph's nccl group, for its nccl edges: "" if none */
     int nccl_world, nccl_rank;
     tr_group *nccl;
+    tr__hist steps_run; /* steps run and not yet in the process's counters (count_steps) */
     size_t n_steps;
     step steps[];
 } loop;
+
+#define STEPS_PER_COUNT 64 /* a burst's steps go into the process's counters this often */
+
+/* The loop's steps run go into the process's counters (troupe_graph_step_seconds) at a
+ * few atomic adds a burst instead of four a step: before a step waits for its input (the
+ * loop is idle: counted within microseconds), before the output of a step that had waited
+ * is published (a driver in step with its graph finds every step of its results counted
+ * when it has them), every STEPS_PER_COUNT steps, and as the loop ends. */
+static void count_steps(loop *l) {
+    if (l->steps_run.n && tr__proc_cnt()) tr__hist_merge(&tr__proc_cnt()->steps, &l->steps_run);
+}
 
 /* Reads the attach message into a new loop (its steps' methods found in the class). */
 static int parse(const tr__worker_env *env, tr_ctx *ctx, const tr__obj *root, loop **out) {
@@ -357,6 +369,8 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
     size_t gpu_len = 0;
     int dev_send = 0; /* it goes to its readers once the slot is published */
     int rc = 0;
+    int idle = st->n_in && !tr__chan_ready(&st->in[0], e); /* (it waits for its input) */
+    if (idle) count_steps(l);
     for (size_t j = 0; j < st->n_in; j++) {
         int32_t code;
         uint32_t flags;
@@ -425,7 +439,7 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
         /* (the timeline: the step, by execution; its inputs' waits are not in it) */
         int64_t t1 = tr__now_ns();
         tr__trace_ev_add(TR__EV_STEP, t0, t1, st->def->name, strlen(st->def->name), 0, e, r != 0);
-        if (tr__proc_cnt()) tr__hist_add(&tr__proc_cnt()->steps, (uint64_t)(t1 - t0), r != 0);
+        tr__hist_add_local(&l->steps_run, (uint64_t)(t1 - t0), r != 0);
         ctx->method = NULL;
 #ifdef TR_WITH_CUDA
         /* a device value, or any value of a device edge, is taken before the lock goes:
@@ -516,6 +530,7 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
         memcpy(buf, why, why_len);
         out_len = why_len;
     }
+    if (idle || l->steps_run.n >= STEPS_PER_COUNT) count_steps(l);
     tr__chan_write_end(&st->out, e, code, flags, out_len);
     dev_send = gpu_done && !gpu_rc && !code;
 unpin: /* every way out: what this step pinned goes (before its inputs are released) */
@@ -554,7 +569,7 @@ static void *run_loop(void *arg) {
         goto out;
     }
     tr__dag_hdr *h = (tr__dag_hdr *)((char *)seg->seg + tr__coll_hdr_bytes());
-    tr__chan_wait w = {tr__deadline(l->timeout_ms), 0, &h->stop, driver_gone, seg->seg};
+    tr__chan_wait w = {tr__deadline(l->timeout_ms), 0, &h->stop, driver_gone, seg->seg, 0};
     /* the driver lays the channels out once everyone has joined (or goes away) */
     rc = tr__chan_wait_event(&h->ready, 1, &w);
     if (!rc && __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != TR__DAG_MAGIC)
@@ -596,6 +611,7 @@ static void *run_loop(void *arg) {
     if (rc != TR_ECLOSED && rc != TR_EPEER_DIED)
         TR_LOG_WARN("DAG-LOOP", "graph %s: %s", l->name, tr__last_error());
 out:
+    count_steps(l);
     for (size_t i = 0; i < l->n_steps; i++) {
         step *st = &l->steps[i];
         if (st->grp) tr__group_destroy(st->grp);

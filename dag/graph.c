@@ -84,9 +84,10 @@ struct tr_dag {
     char (*nccl_shared)[16]; /* by actor: the GPU it shares with another nccl rank, or "" */
     int64_t spin_ns;
     uint64_t next_exec, release_base;
-    unsigned char *released; /* window of 4 x max_inflight executions from release_base */
-    tr__objects *objects;    /* the runtime's store: values over a slot travel as objects */
-    tr_ref *in_refs;         /* by input slot: the object its value went as, if any */
+    uint32_t execs_uncounted; /* executions begun and not yet in the metrics (count_execs) */
+    unsigned char *released;  /* window of 4 x max_inflight executions from release_base */
+    tr__objects *objects;     /* the runtime's store: values over a slot travel as objects */
+    tr_ref *in_refs;          /* by input slot: the object its value went as, if any */
     unsigned char *in_ref_set;
     tr_ref *pins; /* by (execution in the window, output): objects viewed */
     unsigned char *pinned;
@@ -1082,7 +1083,8 @@ static int usable(tr_dag *g, const char *fn) {
 }
 
 static tr__chan_wait waits(tr_dag *g, int timeout_ms) {
-    tr__chan_wait w = {tr__deadline(timeout_ms), g->spin_ns, &g->h->stop, actor_died, g};
+    tr__chan_wait w = {TR__NO_DEADLINE, g->spin_ns, &g->h->stop, actor_died, g, 0};
+    tr__chan_lazy(&w, timeout_ms); /* (a ready slot reads no clock) */
     return w;
 }
 
@@ -1165,15 +1167,27 @@ static int submit(tr_dag *g, const void *input, size_t len, const tr_ref *ref, u
     return 0;
 }
 
+#define EXECS_PER_COUNT 64 /* a burst's executions go into the metrics this often */
+
+/* The executions begun go into the process's counters (troupe_graph_executions_total) as
+ * the driver catches up (it gets the last one submitted, or has released every one), at
+ * teardown, and every EXECS_PER_COUNT in a burst: an atomic add per burst, not per
+ * execution, and exact whenever the graph is caught up. */
+static void count_execs(tr_dag *g, int now) {
+    if (!g->execs_uncounted || (!now && g->execs_uncounted < EXECS_PER_COUNT)) return;
+    if (tr__proc_cnt()) tr__cnt_add(&tr__proc_cnt()->graph_execs, g->execs_uncounted);
+    g->execs_uncounted = 0;
+}
+
 int tr__dag_execute(tr_dag *g, const void *input, size_t len, uint64_t *exec) {
     int rc = submit(g, input, len, NULL, exec, "tr_dag_execute");
-    if (!rc && tr__proc_cnt()) tr__cnt_add(&tr__proc_cnt()->graph_execs, 1); /* (the metrics) */
+    if (!rc) g->execs_uncounted++, count_execs(g, 0);
     return rc;
 }
 
 int tr__dag_execute_ref(tr_dag *g, tr_ref input, uint64_t *exec) {
     int rc = submit(g, NULL, 0, &input, exec, "tr_dag_execute_ref");
-    if (!rc && tr__proc_cnt()) tr__cnt_add(&tr__proc_cnt()->graph_execs, 1);
+    if (!rc) g->execs_uncounted++, count_execs(g, 0);
     return rc;
 }
 
@@ -1188,6 +1202,7 @@ int tr__dag_get(tr_dag *g, uint64_t exec, size_t output, int timeout_ms, const v
                 size_t *len) {
     int rc = usable(g, "tr_dag_get");
     if (rc || (rc = check_exec(g, exec, "tr_dag_get"))) return rc;
+    if (exec + 1 == g->next_exec) count_execs(g, 1); /* (caught up) */
     if (output >= g->n_outputs || !data || !len)
         return tr__err(TR_EINVAL, "tr_dag_get: output %zu of %zu, or a NULL argument", output,
                        g->n_outputs);
@@ -1210,7 +1225,7 @@ int tr__dag_get(tr_dag *g, uint64_t exec, size_t output, int timeout_ms, const v
         size_t k = (size_t)(exec % (4 * g->opts.max_inflight)) * g->n_outputs + output;
         tr_ref r;
         memcpy(r.b, *data, sizeof r.b);
-        int64_t left = tr__ms_left(w.deadline);
+        int64_t left = tr__ms_left(tr__chan_deadline(&w));
         if (g->pinned[k]) /* viewed before (the slot holds the same ref until the release) */
             return tr__objects_view(g->objects, g->pins[k], left < 0 ? 60000 : (int)left, data,
                                     len);
@@ -1274,7 +1289,7 @@ static void *watch(void *arg) {
             continue;
         }
         while (k < g->n_outputs && !down) {
-            tr__chan_wait w = {tr__deadline(100), 0, &g->watch_stop, NULL, NULL};
+            tr__chan_wait w = {tr__deadline(100), 0, &g->watch_stop, NULL, NULL, 0};
             const void *d;
             size_t n;
             int32_t code;
@@ -1324,6 +1339,7 @@ int tr__dag_release(tr_dag *g, uint64_t exec) {
     uint64_t base = g->release_base;
     while (g->release_base < g->next_exec && g->released[g->release_base % win])
         g->released[g->release_base++ % win] = 0;
+    if (g->release_base == g->next_exec) count_execs(g, 1); /* (none in flight) */
     /* a channel hears of releases in order: the prefix released so far */
     if (g->release_base != base)
         for (size_t k = 0; k < g->n_outputs; k++)
@@ -1377,6 +1393,7 @@ int tr__dag_to_dot(tr_dag *g, char **out) {
 int tr__dag_destroy(tr_dag *g) {
     if (!g) return 0;
     int rc = 0;
+    count_execs(g, 1);
     if (g->watching) {
         __atomic_store_n(&g->watch_stop, 1, __ATOMIC_SEQ_CST);
         tr__event_wake(&g->submitted);

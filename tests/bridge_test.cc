@@ -171,7 +171,7 @@ struct Bridge : ::testing::Test {
     }
     /* Execution e's slot holds a ref to an object of this node whose bytes are v. */
     void expect_object(uint64_t e, const std::string &v) {
-        tr__chan_wait w = {tr__deadline(5000), 0, &h->stop, nullptr, nullptr};
+        tr__chan_wait w = {tr__deadline(5000), 0, &h->stop, nullptr, nullptr, 0};
         const void *d;
         size_t n;
         int32_t code;
@@ -275,7 +275,7 @@ TEST_F(Bridge, AValueLargerThanTheStoreIsAnErrorAndNothingIsAllocated) {
     send_value(fd, 0, std::string(20 << 20, 'b')); /* over the store: execution 0's error */
     std::string v = pattern(100, 5);               /* execution 1 comes through */
     send_value(fd, 1, v);
-    tr__chan_wait w = {tr__deadline(5000), 0, &h->stop, nullptr, nullptr};
+    tr__chan_wait w = {tr__deadline(5000), 0, &h->stop, nullptr, nullptr, 0};
     const void *d;
     size_t n;
     int32_t code;

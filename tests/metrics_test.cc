@@ -13,10 +13,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/test_actors.h"
@@ -259,6 +261,15 @@ TEST_F(MetricsTest, GraphsAndPendingCallsAreCounted) {
         ASSERT_EQ(tr_dag_get(g, e, 0, 10000, &d, &n), 0) << tr_last_error();
         EXPECT_EQ(tr_dag_release(g, e), 0);
     }
+    /* counted while the graph runs: its driver's executions once it caught up, its actors'
+     * steps once their loops wait (they count in bursts: dag/exec.c, count_steps) */
+    std::string live = metrics(rt);
+    for (int i = 0; i < 100 && value(live, "troupe_graph_step_seconds_count") < 14; i++) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        live = metrics(rt);
+    }
+    EXPECT_EQ(value(live, "troupe_graph_executions_total"), 7) << live;
+    EXPECT_EQ(value(live, "troupe_graph_step_seconds_count"), 14) << live;
     /* listed as a graph (its segment), not as a collective group */
     std::string dash = dashboard(rt);
     std::string l = http_get(dash, "/api/v1/graphs");
