@@ -662,8 +662,11 @@ static int current_runtime(PyObject **rt, void **rtp) {
     if (now == NULL) return -1;
     if (now == Py_None) return 0;
     if (now != F.rt_obj) { /* (a new runtime: its pointer read once) */
-        if (ctypes_bytes(now, &p, sizeof p) < 0) return -1;
-        Py_INCREF(now);
+        Py_INCREF(now);    /* (borrowed from the dict: held before anything else runs) */
+        if (ctypes_bytes(now, &p, sizeof p) < 0) {
+            Py_DECREF(now);
+            return -1;
+        }
         SETREF(F.rt_obj, now);
         F.rtp = p;
     }
