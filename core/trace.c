@@ -89,10 +89,9 @@ uint32_t tr__trace_tid(void) {
     return my_tid;
 }
 
-void tr__trace_ev_add(int kind, int64_t t0, int64_t t1, const char *name, size_t name_len,
-                      uint64_t flow, uint64_t value, int failed) {
-    tr__trace_hdr *h = __atomic_load_n(&tr__trace_self, __ATOMIC_ACQUIRE);
-    if (!h) return;
+/* Writes event number i (claimed from h->head). */
+static void ev_write(tr__trace_hdr *h, uint64_t i, int kind, int64_t t0, int64_t t1,
+                     const char *name, size_t name_len, uint64_t flow, uint64_t value, int failed) {
     union {
         uint64_t w[3];
         char c[24];
@@ -113,7 +112,6 @@ void tr__trace_ev_add(int kind, int64_t t0, int64_t t1, const char *name, size_t
         }
     }
     if (name) memcpy(tail.c + 2, name, name_len);
-    uint64_t i = __atomic_fetch_add(&h->head, 1, __ATOMIC_RELAXED);
     tr__trace_ev *e = &h->ev[i & (TR__TRACE_EVENTS - 1)];
     /* (a seqlock: seq 0 first, each field after it - release stores, plain moves on x86 -
      * and seq last; read_ev checks it before and after) */
@@ -126,6 +124,94 @@ void tr__trace_ev_add(int kind, int64_t t0, int64_t t1, const char *name, size_t
     for (int k = 0; k < 3; k++)
         __atomic_store_n(&e->tail[k], tail.w[k], __ATOMIC_RELEASE);
     __atomic_store_n(&e->seq, (uint32_t)(i + 1), __ATOMIC_RELEASE);
+}
+
+void tr__trace_ev_add(int kind, int64_t t0, int64_t t1, const char *name, size_t name_len,
+                      uint64_t flow, uint64_t value, int failed) {
+    tr__trace_hdr *h = __atomic_load_n(&tr__trace_self, __ATOMIC_ACQUIRE);
+    if (!h) return;
+    uint64_t i = __atomic_fetch_add(&h->head, 1, __ATOMIC_RELAXED);
+    ev_write(h, i, kind, t0, t1, name, name_len, flow, value, failed);
+}
+
+/* ---- slices in bursts ------------------------------------------------------------- */
+
+#if defined(__x86_64__)
+#include <x86intrin.h>
+static inline int64_t ticks_now(void) {
+    return (int64_t)__rdtsc();
+}
+#else
+static inline int64_t ticks_now(void) {
+    return 0;
+}
+#endif
+
+/* The kernel keeps time with the TSC only where it found it invariant and in step across
+ * CPUs: then ticks and clock_gettime agree up to their ratio. */
+static int ticks_probe(void) {
+#if defined(__x86_64__)
+    const char *off = getenv("TROUPE_TICKS"); /* "0": clock reads only (to compare) */
+    if (off && strcmp(off, "0") == 0) return 0;
+    char cs[32] = "";
+    int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource",
+                  O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, cs, sizeof cs - 1);
+    close(fd);
+    return n >= 3 && strncmp(cs, "tsc", 3) == 0 && (n == 3 || cs[3] == '\n');
+#else
+    return 0;
+#endif
+}
+
+int tr__ticks_usable(void) {
+    static int verdict = -1; /* (racing first callers compute the same answer) */
+    int v = __atomic_load_n(&verdict, __ATOMIC_RELAXED);
+    if (v < 0) __atomic_store_n(&verdict, v = ticks_probe(), __ATOMIC_RELAXED);
+    return v;
+}
+
+int64_t tr__burst_stamp(tr__burst *b, uint8_t *ticks) {
+    if (!tr__ticks_usable()) {
+        *ticks = 0;
+        return tr__now_ns();
+    }
+    *ticks = 1;
+    if (b->tk0) return ticks_now();
+    b->ns0 = tr__now_ns();
+    b->tk0 = (uint64_t)ticks_now();
+    return (int64_t)b->tk0;
+}
+
+void tr__burst_flush(tr__burst *b, int kind, tr__hist *hist) {
+    if (!b->n) return;
+    double per_tick = 0; /* ns a tick, between the anchor and now */
+    int64_t ns1 = 0;
+    if (b->tk0) {
+        ns1 = tr__now_ns();
+        uint64_t tk1 = (uint64_t)ticks_now();
+        if (tk1 > b->tk0) per_tick = (double)(ns1 - b->ns0) / (double)(tk1 - b->tk0);
+    }
+    tr__trace_hdr *h = __atomic_load_n(&tr__trace_self, __ATOMIC_ACQUIRE);
+    uint64_t i = h ? __atomic_fetch_add(&h->head, b->n, __ATOMIC_RELAXED) : 0;
+    for (size_t k = 0; k < b->n; k++) {
+        tr__burst_ev *e = &b->ev[k];
+        int64_t t0 = e->t0, t1 = e->t1;
+        if (e->ticks) { /* (a tick before the anchor: none is; clamped all the same) */
+            int64_t d0 = (int64_t)((uint64_t)t0 - b->tk0), d1 = (int64_t)((uint64_t)t1 - b->tk0);
+            t0 = b->ns0 + (d0 > 0 ? (int64_t)((double)d0 * per_tick) : 0);
+            t1 = b->ns0 + (d1 > 0 ? (int64_t)((double)d1 * per_tick) : 0);
+            if (t1 > ns1) t1 = ns1;
+            if (t0 > t1) t0 = t1;
+        }
+        if (h)
+            ev_write(h, i + k, kind, t0, t1, e->name, e->name ? strlen(e->name) : 0, 0, e->value,
+                     e->failed);
+        if (hist) tr__hist_add_local(hist, (uint64_t)(t1 - t0), e->failed);
+    }
+    b->n = 0;
+    b->tk0 = 0;
 }
 
 /* FNV-1a, 64 bits, over the pieces; never 0 */

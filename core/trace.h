@@ -123,6 +123,51 @@ uint32_t tr__trace_tid(void);
 void tr__trace_ev_add(int kind, int64_t t0, int64_t t1, const char *name, size_t name_len,
                       uint64_t flow, uint64_t value, int failed);
 
+/* Slices in bursts: a loop that runs many short slices back to back (a compiled graph's
+ * steps, ~0.3 us each when pipelined) keeps them here and records them in one go
+ * (tr__burst_flush): one atomic add for the burst, not one a slice, and off the path
+ * between a slice and what it publishes. Where the kernel keeps time with the CPU's
+ * time-stamp counter (x86-64, clocksource "tsc": ~17 ns a read here against
+ * clock_gettime's ~30), a slice that did not wait for its work is stamped in ticks; the
+ * burst's first tick stamp comes with a clock read, the flush takes another, and each tick
+ * is placed between the two by their ratio (no calibration: exact at both ends, the
+ * clocks' own error between). A slice stamped with tr__now_ns is kept as it is. */
+#define TR__BURST 64
+
+typedef struct tr__burst_ev {
+    int64_t t0, t1; /* ns, or ticks (ticks set) */
+    uint64_t value;
+    const char *name; /* outlives the burst (a step's method name) */
+    uint8_t ticks, failed;
+} tr__burst_ev;
+
+typedef struct tr__burst {
+    int64_t ns0;  /* the anchor: a clock read ... */
+    uint64_t tk0; /* ... and a tick read beside it (0: none yet) */
+    size_t n;
+    tr__burst_ev ev[TR__BURST];
+} tr__burst;
+
+/* Whether ticks are usable here (looked at once per process). */
+int tr__ticks_usable(void);
+/* A stamp for a slice of b that did not wait: ticks (the first one anchors the burst), or
+ * tr__now_ns where ticks are not usable; *ticks says which. */
+int64_t tr__burst_stamp(tr__burst *b, uint8_t *ticks);
+/* Adds a slice (b->n < TR__BURST: flush first when full). */
+static inline void tr__burst_push(tr__burst *b, int64_t t0, int64_t t1, uint8_t ticks,
+                                  const char *name, uint64_t value, int failed) {
+    tr__burst_ev *e = &b->ev[b->n++];
+    e->t0 = t0;
+    e->t1 = t1;
+    e->ticks = ticks;
+    e->name = name;
+    e->value = value;
+    e->failed = failed != 0;
+}
+/* Records b's slices as events of `kind` (when recording) and their durations into h (a
+ * thread's own: tr__hist_add_local; may be NULL), then empties b. */
+void tr__burst_flush(tr__burst *b, int kind, tr__hist *h);
+
 /* The flow id of a call: its caller's pid, the actor's id and the call's seq on their
  * stream; both ends compute it. */
 uint64_t tr__trace_call_flow(int32_t caller_pid, const uint8_t actor[16], uint64_t seq);

@@ -62,18 +62,22 @@ typedef struct loop {
     int nccl_world, nccl_rank;
     tr_group *nccl;
     tr__hist steps_run; /* steps run and not yet in the process's counters (count_steps) */
+    tr__burst burst;    /* steps run and not yet on the timeline nor in steps_run */
     size_t n_steps;
     step steps[];
 } loop;
 
-#define STEPS_PER_COUNT 64 /* a burst's steps go into the process's counters this often */
+#define STEPS_PER_COUNT TR__BURST /* a burst's steps are counted this often */
 
-/* The loop's steps run go into the process's counters (troupe_graph_step_seconds) at a
- * few atomic adds a burst instead of four a step: before a step waits for its input (the
- * loop is idle: counted within microseconds), before the output of a step that had waited
- * is published (a driver in step with its graph finds every step of its results counted
- * when it has them), every STEPS_PER_COUNT steps, and as the loop ends. */
+/* The loop's steps run go onto the timeline (core/trace.h's bursts: one atomic add a
+ * burst, and a step that did not wait for its input stamped in ticks) and into the
+ * process's counters (troupe_graph_step_seconds: a few atomic adds a burst instead of four
+ * a step): before a step waits for its input (the loop is idle: counted within
+ * microseconds), before the output of a step that had waited is published (a driver in
+ * step with its graph finds every step of its results counted when it has them), every
+ * STEPS_PER_COUNT steps, and as the loop ends. */
 static void count_steps(loop *l) {
+    tr__burst_flush(&l->burst, TR__EV_STEP, &l->steps_run);
     if (l->steps_run.n && tr__proc_cnt()) tr__hist_merge(&tr__proc_cnt()->steps, &l->steps_run);
 }
 
@@ -432,14 +436,15 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
         ctx->dev_used = 0;
         pthread_mutex_lock(l->env.mu);
         ctx->method = st->def->name;
-        int64_t t0 = tr__now_ns();
+        /* (the timeline: the step, by execution; its inputs' waits are not in it. A step
+         * that waited is counted at once, with clock reads; others go in bursts) */
+        uint8_t ticks = 0;
+        int64_t t0 = idle ? tr__now_ns() : tr__burst_stamp(&l->burst, &ticks);
         tr__trace_method = st->def->name;
         int r = st->def->fn(ctx, l->env.self, data[0], len[0]);
         tr__trace_method = NULL;
-        /* (the timeline: the step, by execution; its inputs' waits are not in it) */
-        int64_t t1 = tr__now_ns();
-        tr__trace_ev_add(TR__EV_STEP, t0, t1, st->def->name, strlen(st->def->name), 0, e, r != 0);
-        tr__hist_add_local(&l->steps_run, (uint64_t)(t1 - t0), r != 0);
+        int64_t t1 = ticks ? tr__burst_stamp(&l->burst, &ticks) : tr__now_ns();
+        tr__burst_push(&l->burst, t0, t1, ticks, st->def->name, e, r != 0);
         ctx->method = NULL;
 #ifdef TR_WITH_CUDA
         /* a device value, or any value of a device edge, is taken before the lock goes:
@@ -530,7 +535,7 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
         memcpy(buf, why, why_len);
         out_len = why_len;
     }
-    if (idle || l->steps_run.n >= STEPS_PER_COUNT) count_steps(l);
+    if (idle || l->burst.n >= STEPS_PER_COUNT) count_steps(l);
     tr__chan_write_end(&st->out, e, code, flags, out_len);
     dev_send = gpu_done && !gpu_rc && !code;
 unpin: /* every way out: what this step pinned goes (before its inputs are released) */
