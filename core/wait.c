@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,8 +30,64 @@ int tr__event_wait_spin(tr__event *ev, uint32_t expected, int64_t deadline, int6
 /* The stop word is looked at wherever seq is, and once more just before sleeping. */
 #define STOPPED(stop) ((stop) && __atomic_load_n((stop), __ATOMIC_SEQ_CST))
 
+/* Registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED: 1 yes, 0 no, -1 not tried yet. */
+static int asym = -1;
+
+/* A child of fork(2) registers again on first use (its memory map is a new one). */
+static void asym_forget(void) {
+    __atomic_store_n(&asym, -1, __ATOMIC_RELAXED);
+}
+
+static void asym_at_fork(void) {
+    pthread_atfork(NULL, NULL, asym_forget);
+}
+
+int tr__event_asym_ok(void) {
+    int v = __atomic_load_n(&asym, __ATOMIC_ACQUIRE);
+    if (v >= 0) return v;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, asym_at_fork);
+    /* (racing first callers register twice: harmless) */
+    const char *off = getenv("TROUPE_MEMBARRIER"); /* "0": fenced stores, sliced sleeps */
+    if (off && strcmp(off, "0") == 0) {
+        __atomic_store_n(&asym, 0, __ATOMIC_RELEASE);
+        return 0;
+    }
+    long q = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    v = q > 0 && (q & MEMBARRIER_CMD_GLOBAL_EXPEDITED) &&
+        syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
+    __atomic_store_n(&asym, v, __ATOMIC_RELEASE);
+    return v;
+}
+
+void tr__event_publish(tr__event *ev, uint32_t seq) {
+    if (!tr__event_asym_ok()) {
+        tr__event_set(ev, seq);
+        return;
+    }
+    __atomic_store_n(&ev->seq, seq, __ATOMIC_RELEASE);
+    /* (the look at sleepers stays after the store in program order: a waiter's barrier
+     * that comes between them finds the store in this CPU's buffer and drains it) */
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&ev->sleepers, __ATOMIC_RELAXED))
+        syscall(SYS_futex, &ev->seq, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
+}
+
+static int wait_impl(tr__event *ev, uint32_t expected, int64_t deadline, int64_t spin_ns,
+                     const uint32_t *stop, int asym_wait);
+
 int tr__event_wait_stop(tr__event *ev, uint32_t expected, int64_t deadline, int64_t spin_ns,
                         const uint32_t *stop) {
+    return wait_impl(ev, expected, deadline, spin_ns, stop, 0);
+}
+
+int tr__event_wait_asym(tr__event *ev, uint32_t expected, int64_t deadline, int64_t spin_ns,
+                        const uint32_t *stop) {
+    return wait_impl(ev, expected, deadline, spin_ns, stop, 1);
+}
+
+static int wait_impl(tr__event *ev, uint32_t expected, int64_t deadline, int64_t spin_ns,
+                     const uint32_t *stop, int asym_wait) {
     uint32_t *addr = &ev->seq;
     if (spin_ns > 0) { /* every party has a core: keep it, a yield or a sleep costs more */
         int64_t until = tr__now_ns() + spin_ns;
@@ -60,16 +118,22 @@ int tr__event_wait_stop(tr__event *ev, uint32_t expected, int64_t deadline, int6
         if (__atomic_load_n(addr, __ATOMIC_ACQUIRE) != expected) return 0;
         if (STOPPED(stop)) return tr__err(TR_ECLOSED, "wait stopped");
         struct timespec ts, *tsp = NULL;
-        if (deadline != TR__NO_DEADLINE) {
-            int64_t left = deadline - tr__now_ns();
-            if (left <= 0) return tr__err(TR_ETIMEDOUT, "wait timed out");
+        int64_t left = deadline == TR__NO_DEADLINE ? INT64_MAX : deadline - tr__now_ns();
+        if (left <= 0) return tr__err(TR_ETIMEDOUT, "wait timed out");
+        /* Announce the sleep before re-checking, so a signaler that bumps seq after our
+         * check sees sleepers > 0 and makes the wake call (seq_cst on both sides; for an
+         * asymmetric event, the barrier on every CPU: tr__event_publish). */
+        __atomic_add_fetch(&ev->sleepers, 1, __ATOMIC_SEQ_CST);
+        if (asym_wait &&
+            (!tr__event_asym_ok() ||
+             syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) != 0) &&
+            left > TR__ASYM_SLICE_NS)
+            left = TR__ASYM_SLICE_NS; /* (no barrier: a missed wake-up costs a slice) */
+        if (left != INT64_MAX) {
             ts.tv_sec = left / 1000000000;
             ts.tv_nsec = left % 1000000000;
             tsp = &ts;
         }
-        /* Announce the sleep before re-checking, so a signaler that bumps seq after our
-         * check sees sleepers > 0 and makes the wake call (seq_cst on both sides). */
-        __atomic_add_fetch(&ev->sleepers, 1, __ATOMIC_SEQ_CST);
         long r = 0;
         int e = 0;
         if (__atomic_load_n(addr, __ATOMIC_SEQ_CST) == expected && !STOPPED(stop)) {

@@ -83,6 +83,25 @@ void tr__event_signal(tr__event *ev);
 void tr__event_set(tr__event *ev, uint32_t seq);
 /* Wakes every waiter without moving ev->seq (they look at their stop word). */
 void tr__event_wake(tr__event *ev);
+/* Asymmetric events, for a counter with one writer that moves millions of times a second
+ * (a compiled graph's channels, dag/chan.c). tr__event_signal's atomic add is a full
+ * fence: on x86 it waits for every store before it (the value just written to a line
+ * the peer holds) to reach the cache. tr__event_publish is a plain store and a plain look
+ * at `sleepers`; the fence moves to the rare side: a waiter about to sleep announces
+ * itself, then has every CPU running a process of the node execute a barrier
+ * (membarrier(2) MEMBARRIER_CMD_GLOBAL_EXPEDITED) before it looks at seq again. Either the
+ * writer's store is visible by then, or the writer's look at `sleepers` comes after the
+ * barrier and sees the waiter. It takes both ends registered (tr__event_asym_ok, once a
+ * process): a process that could not register publishes with tr__event_set, and a waiter
+ * that could not sleeps in slices of TR__ASYM_SLICE_NS (a wake-up it misses costs that). */
+#define TR__ASYM_SLICE_NS 1000000
+int tr__event_asym_ok(void);
+/* Moves ev->seq to seq (its one writer) and wakes every asymmetric waiter. */
+void tr__event_publish(tr__event *ev, uint32_t seq);
+/* tr__event_wait_stop for an event moved by tr__event_publish. */
+int tr__event_wait_asym(tr__event *ev, uint32_t seen, int64_t deadline, int64_t spin_ns,
+                        const uint32_t *stop);
+
 static inline uint32_t tr__event_seq(tr__event *ev) {
     return __atomic_load_n(&ev->seq, __ATOMIC_ACQUIRE);
 }

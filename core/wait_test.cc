@@ -3,6 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <sched.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -120,5 +125,79 @@ TEST(Spin, CpusFreeAlwaysAnswers) {
     for (int i = 0; i < 100000; i++) {
         int v = tr__cpus_free();
         ASSERT_TRUE(v == 0 || v == 1) << v;
+    }
+}
+
+/* Asymmetric events (tr__event_publish, tr__event_wait_asym) between two processes: the
+ * publisher moves the event kRounds times, each after a pause of 0-300 us, so that the
+ * waiter (a short spin, then asleep) sleeps through many of them. No wake-up is lost: every
+ * wait ends well before its 2 s deadline. With TROUPE_MEMBARRIER=0 in both (no barrier:
+ * fenced stores, sleeps in slices of TR__ASYM_SLICE_NS) the same holds. */
+struct AsymShared {
+    tr__event ev;
+    int asym_pub, asym_wait, failed;
+    int64_t worst_ns;
+};
+
+const uint32_t kRounds = 3000;
+
+void PublishAndWait(bool membarrier, AsymShared *sh) {
+    pid_t kids[2];
+    for (int k = 0; k < 2; k++) {
+        kids[k] = fork();
+        ASSERT_GE(kids[k], 0);
+        if (kids[k]) continue;
+        if (!membarrier) setenv("TROUPE_MEMBARRIER", "0", 1);
+        srand(1234 + k);
+        if (k == 0) { /* the publisher */
+            sh->asym_pub = tr__event_asym_ok();
+            for (uint32_t i = 1; i <= kRounds; i++) {
+                struct timespec p = {0, (rand() % 300) * 1000};
+                if (p.tv_nsec) nanosleep(&p, NULL);
+                tr__event_publish(&sh->ev, i);
+            }
+            _exit(0);
+        }
+        sh->asym_wait = tr__event_asym_ok(); /* the waiter */
+        for (uint32_t i = 1; i <= kRounds;) {
+            uint32_t cur = tr__event_seq(&sh->ev);
+            if ((int32_t)(cur - i) >= 0) {
+                i = cur + 1;
+                continue;
+            }
+            int64_t t0 = tr__now_ns();
+            int rc = tr__event_wait_asym(&sh->ev, cur, tr__deadline(2000), 0, NULL);
+            int64_t took = tr__now_ns() - t0;
+            if (took > sh->worst_ns) sh->worst_ns = took;
+            if (rc) {
+                sh->failed = rc;
+                _exit(1);
+            }
+        }
+        _exit(0);
+    }
+    for (int k = 0; k < 2; k++) {
+        int st = 0;
+        ASSERT_EQ(waitpid(kids[k], &st, 0), kids[k]);
+        EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "process " << k << " status " << st;
+    }
+}
+
+TEST(Asym, NoWakeUpIsLostBetweenProcesses) {
+    for (bool membarrier : {true, false}) {
+        auto *sh = static_cast<AsymShared *>(mmap(NULL, sizeof(AsymShared), PROT_READ | PROT_WRITE,
+                                                  MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+        ASSERT_NE(sh, MAP_FAILED);
+        PublishAndWait(membarrier, sh);
+        EXPECT_EQ(sh->failed, 0) << "membarrier " << membarrier << ": a wait failed";
+        EXPECT_EQ(tr__event_seq(&sh->ev), kRounds);
+        EXPECT_LT(sh->worst_ns, 500000000) << "membarrier " << membarrier;
+        if (!membarrier) {
+            EXPECT_EQ(sh->asym_pub, 0);
+            EXPECT_EQ(sh->asym_wait, 0);
+        } else if (!sh->asym_pub) {
+            printf("membarrier(2) GLOBAL_EXPEDITED is not available here: the fenced way ran\n");
+        }
+        munmap(sh, sizeof(AsymShared));
     }
 }
