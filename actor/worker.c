@@ -295,6 +295,7 @@ typedef struct worker {
 /* The actor's method lock (env.mu): static, so that a graph's loop thread that outlives
  * tr__worker_run still finds a lock (held for good once the destructor ran). */
 static pthread_mutex_t method_mu = PTHREAD_MUTEX_INITIALIZER;
+static int method_mu_wanted; /* (atomic) tr__method_lock's waiters */
 
 /* A worker of the task pool (actor/tasks.h) runs the remote functions its executable
  * registered (tr_config_add_function): each call's method names the function. */
@@ -565,7 +566,7 @@ static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t se
     drop_result_obj(ctx);
     ctx->has_err = 0;
     pthread_mutex_t *mu = w->pool ? NULL : &method_mu; /* (N > 1: no lock between calls) */
-    if (mu) pthread_mutex_lock(mu);
+    if (mu) tr__method_lock(mu, &method_mu_wanted);
     ctx->method = def->name;
     if (w->board) { /* (its caller can cancel the call: tr_ctx_canceled; one on another
                      * node through our relay) */
@@ -1533,8 +1534,8 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
         report_failure(node, id, inc, "no memory or thread for the actor's call threads");
         goto out;
     }
-    w.env =
-        (tr__worker_env){rt, w.ctx.id, w.cls, w.self, &method_mu, node_path, w.max_msg, objects};
+    w.env = (tr__worker_env){rt,        w.ctx.id,  w.cls,  w.self, &method_mu, &method_mu_wanted,
+                             node_path, w.max_msg, objects};
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -1659,7 +1660,7 @@ out:
         TR_LOG_WARN("WORKER-STUCK", "%d call(s) still running at exit: no destructor", stuck);
     /* a compiled graph's loop may be in a method: the destructor waits for it, and no
      * method runs after it (the process exits holding the lock) */
-    pthread_mutex_lock(&method_mu);
+    tr__method_lock(&method_mu, &method_mu_wanted);
     if (!stuck && w.self && w.cls && w.cls->dtor) w.cls->dtor(w.self);
     if (w.lfd >= 0) {
         close(w.lfd);

@@ -26,17 +26,29 @@
 /* What other threads of the worker need to run the actor's methods (dag/exec.c: a
  * compiled graph's loop). `mu` is the actor's method lock: held while any method runs, so
  * methods never run at the same time, from whichever thread (max_concurrency 1; with
- * more, the pool's calls do not take it: see above). */
+ * more, the pool's calls do not take it: see above). A graph's loop keeps it between
+ * steps that run back to back (a lock and an unlock a step are two locked instructions,
+ * each waiting for the step's output to reach the cache); whoever else takes it does so
+ * with tr__method_lock, which says it waits in `mu_wanted`, and the loop lets it go. */
 typedef struct tr__worker_env {
     tr_runtime *rt;
     tr_actor_id id;
     const tr_actor_class *cls;
     void *self;
     pthread_mutex_t *mu;
+    int *mu_wanted; /* (atomic) threads waiting for mu in tr__method_lock */
     const char *node_path;
     size_t max_msg;
     tr__objects *objects;
 } tr__worker_env;
+
+/* Takes the method lock; a taker that must wait counts itself in *wanted meanwhile. */
+static inline void tr__method_lock(pthread_mutex_t *mu, int *wanted) {
+    if (pthread_mutex_trylock(mu) == 0) return;
+    __atomic_add_fetch(wanted, 1, __ATOMIC_RELAXED);
+    pthread_mutex_lock(mu);
+    __atomic_sub_fetch(wanted, 1, __ATOMIC_RELAXED);
+}
 
 /* A method the worker itself serves, for any class (names must start with "__troupe_"). It
  * runs on the worker's loop without the method lock and replies through ctx. */

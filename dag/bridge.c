@@ -347,13 +347,13 @@ static void *run_recv(void *arg) {
             }
         }
         if (r) {
-            tr__chan_write_end(&c, e, TR_EACTOR_DIED, 0, 0);
+            tr__chan_write_end(&c, e, TR_EACTOR_DIED, 0, 0, 1);
             fail(b, TR_EACTOR_DIED,
                  "the link from %s (value %u) ended: an actor there died, or its node",
                  node_name(b, rv->src, nm, sizeof nm), rv->v);
             break;
         }
-        tr__chan_write_end(&c, e, code, flags, out);
+        tr__chan_write_end(&c, e, code, flags, out, 1);
     }
 out:
     for (size_t k = 0; ref_set && k < c.slots; k++)

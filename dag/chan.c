@@ -109,7 +109,7 @@ int tr__chan_wait_event(tr__event *ev, uint32_t target, const tr__chan_wait *w) 
             return tr__err(TR_ETIMEDOUT, "channel: timed out");
         int64_t slice = now + SLICE_NS;
         if (deadline != TR__NO_DEADLINE && deadline < slice) slice = deadline;
-        int rc = tr__event_wait_stop(ev, cur, slice, spin, w->stop);
+        int rc = tr__event_wait_asym(ev, cur, slice, spin, w->stop);
         if (rc && rc != TR_ETIMEDOUT && rc != TR_ECLOSED) return rc;
         spin = 0;
     }
@@ -135,12 +135,27 @@ int tr__chan_write_begin(tr__chan *c, uint64_t v, void **buf, size_t *cap, const
     return 0;
 }
 
-void tr__chan_write_end(tr__chan *c, uint64_t v, int32_t code, uint32_t flags, size_t len) {
+void tr__chan_write_end(tr__chan *c, uint64_t v, int32_t code, uint32_t flags, size_t len,
+                        int now) {
     tr__chan_slot *s = slot_of(c, v);
     s->code = code;
     s->flags = flags;
     s->len = len <= c->slot_bytes ? len : c->slot_bytes;
-    tr__event_signal(&s->seq); /* seq_cst: the fields above are visible before it moves */
+    /* (release: the fields above are visible before it moves; a fence only if `now`) */
+    uint32_t next = (uint32_t)(v / c->slots + 1); /* (what its readers wait for) */
+    if (now)
+        tr__event_set(&s->seq, next);
+    else
+        tr__event_publish(&s->seq, next);
+}
+
+int tr__chan_writable(tr__chan *c, uint64_t v) {
+    if (v < c->slots) return 1;
+    uint32_t need = (uint32_t)(v - c->slots + 1);
+    if ((int32_t)(c->seen - need) >= 0) return 1;
+    for (uint32_t r = 0; r < c->readers; r++)
+        if ((int32_t)(tr__event_seq(consumed_of(c, r)) - need) < 0) return 0;
+    return 1; /* (tr__chan_write_begin moves c->seen) */
 }
 
 int tr__chan_ready(tr__chan *c, uint64_t v) {
@@ -173,7 +188,7 @@ void tr__chan_release(tr__chan *c, uint64_t v, uint32_t reader) {
     if (reader >= c->readers) return;
     tr__event *ev = consumed_of(c, reader);
     uint32_t to = (uint32_t)(v + 1);
-    if ((int32_t)(to - tr__event_seq(ev)) > 0) tr__event_set(ev, to);
+    if ((int32_t)(to - tr__event_seq(ev)) > 0) tr__event_publish(ev, to);
 }
 
 void tr__chan_wake_all(tr__chan *c) {

@@ -13,6 +13,10 @@
  * straight into the slot, readers read in place (16-byte aligned), nothing is copied on
  * the way.
  *
+ * A value's publication and a reader's release are core/wait's asymmetric events
+ * (tr__event_publish: a store, no fence; a waiter pays a membarrier before it sleeps), so a
+ * pipelined step takes no locked instruction for its channels; a value that a reader waits
+ * for is published with a fence (tr__chan_write_end's `now`).
  * Waits use core/wait (spin, yield or sleep as the caller says, once; then sleep) in
  * slices of 100 ms: between slices, and whenever the stop word is set and the channel's
  * words woken (tr__chan_wake_all), a wait ends with TR_ECLOSED; at the deadline with
@@ -107,14 +111,20 @@ int tr__chan_open(tr__chan *c, void *mem, size_t avail);
 
 /* Writer: waits until value v's slot is free, then gives its payload area. */
 int tr__chan_write_begin(tr__chan *c, uint64_t v, void **buf, size_t *cap, const tr__chan_wait *w);
-/* Publishes value v: len bytes written into the area, or an error code and message. */
-void tr__chan_write_end(tr__chan *c, uint64_t v, int32_t code, uint32_t flags, size_t len);
+/* Publishes value v: len bytes written into the area, or an error code and message.
+ * `now`: a reader is likely waiting for it (the writer had waited for its own input, or
+ * nothing else is in flight): the store is fenced, seen at once. A plain store (a
+ * pipeline's) costs the writer no stall, but can sit in its store buffer a while (~0.1 us
+ * here) while the reader polls the line. */
+void tr__chan_write_end(tr__chan *c, uint64_t v, int32_t code, uint32_t flags, size_t len, int now);
 
 /* Reader: waits until value v is there and views it in place (until the release). */
 int tr__chan_read(tr__chan *c, uint64_t v, const tr__chan_wait *w, const void **data, size_t *len,
                   int32_t *code, uint32_t *flags);
 /* Whether value v is there (no wait). */
 int tr__chan_ready(tr__chan *c, uint64_t v);
+/* Whether value v's slot is free: tr__chan_write_begin would not wait (no wait). */
+int tr__chan_writable(tr__chan *c, uint64_t v);
 /* Reader `reader` is done with every value up to v (values are let go of in order). */
 void tr__chan_release(tr__chan *c, uint64_t v, uint32_t reader);
 

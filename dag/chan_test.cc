@@ -64,7 +64,7 @@ int write_value(tr__chan *c, uint64_t v, const tr__chan_wait *w) {
     size_t n = len_of(v, cap);
     for (size_t i = 0; i < n; i++)
         ((unsigned char *)buf)[i] = byte_of(v, i);
-    tr__chan_write_end(c, v, 0, 0, n);
+    tr__chan_write_end(c, v, 0, 0, n, v % 2);
     return 0;
 }
 
@@ -164,7 +164,7 @@ TEST(Chan, AnErrorTravelsWithItsMessage) {
     size_t cap;
     ASSERT_EQ(tr__chan_write_begin(s.c(), 0, &buf, &cap, &w), 0);
     memcpy(buf, "boom", 5);
-    tr__chan_write_end(s.c(), 0, TR_ETASK, 0, 5);
+    tr__chan_write_end(s.c(), 0, TR_ETASK, 0, 5, 1);
     const void *d;
     size_t n;
     int32_t code;

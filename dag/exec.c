@@ -63,6 +63,8 @@ typedef struct loop {
     tr_group *nccl;
     tr__hist steps_run; /* steps run and not yet in the process's counters (count_steps) */
     tr__burst burst;    /* steps run and not yet on the timeline nor in steps_run */
+    int keep;           /* the loop may keep the method lock between steps (no nccl edge) */
+    int held;           /* it holds it now */
     size_t n_steps;
     step steps[];
 } loop;
@@ -76,7 +78,27 @@ typedef struct loop {
  * microseconds), before the output of a step that had waited is published (a driver in
  * step with its graph finds every step of its results counted when it has them), every
  * STEPS_PER_COUNT steps, and as the loop ends. */
+static void methods_release(loop *l) {
+    if (!l->held) return;
+    l->held = 0;
+    pthread_mutex_unlock(l->env.mu);
+}
+
+/* The method lock, taken for a step and kept while steps run back to back: it goes before
+ * the loop waits for anything (an input, a free output slot, a group), at every burst's
+ * end, as the loop ends, and as soon as another thread waits for it (actor/worker.h). */
+static void methods_take(loop *l) {
+    if (l->held) return;
+    /* (a call's thread that waits goes first: it was woken by the release, and the loop
+     * would otherwise take the lock back before that thread runs) */
+    for (int i = 0; i < 1000 && __atomic_load_n(l->env.mu_wanted, __ATOMIC_RELAXED); i++)
+        sched_yield();
+    pthread_mutex_lock(l->env.mu);
+    l->held = 1;
+}
+
 static void count_steps(loop *l) {
+    methods_release(l);
     tr__burst_flush(&l->burst, TR__EV_STEP, &l->steps_run);
     if (l->steps_run.n && tr__proc_cnt()) tr__hist_merge(&tr__proc_cnt()->steps, &l->steps_run);
 }
@@ -257,6 +279,7 @@ static int driver_gone(void *arg) {
  * TR_ETASK and its message) is every output's: its participant broadcasts it. A shape
  * that does not fit (not whole elements, lengths that differ) is TR_EINVAL. */
 static int run_coll(loop *l, step *st, uint64_t e, const tr__chan_wait *w) {
+    methods_release(l); /* (it waits for the group) */
     const void *data;
     size_t len;
     int32_t code;
@@ -349,7 +372,7 @@ static int run_coll(loop *l, step *st, uint64_t e, const tr__chan_wait *w) {
     size_t out = code ? strlen(msg) + 1 : flags ? sizeof out_ref.b : len;
     if (code) memcpy(buf, msg, out < cap ? out : cap);
     if (!code && flags) memcpy(buf, out_ref.b, sizeof out_ref.b);
-    tr__chan_write_end(&st->out, e, code, flags, out < cap ? out : cap);
+    tr__chan_write_end(&st->out, e, code, flags, out < cap ? out : cap, 1);
     if (in_pinned) tr__objects_unpin(l->env.objects, in_ref);
     tr__chan_release(&st->in[0], e, st->reader[0]);
     return rc;
@@ -373,8 +396,14 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
     size_t gpu_len = 0;
     int dev_send = 0; /* it goes to its readers once the slot is published */
     int rc = 0;
-    int idle = st->n_in && !tr__chan_ready(&st->in[0], e); /* (it waits for its input) */
-    if (idle) count_steps(l);
+    int idle = 0; /* (it waits for an input) */
+    for (size_t j = 0; j < st->n_in && !idle; j++)
+        idle = !tr__chan_ready(&st->in[j], e);
+    if (idle)
+        count_steps(l);
+    else if (!l->keep || !tr__chan_writable(&st->out, e) ||
+             __atomic_load_n(l->env.mu_wanted, __ATOMIC_RELAXED))
+        methods_release(l);
     for (size_t j = 0; j < st->n_in; j++) {
         int32_t code;
         uint32_t flags;
@@ -434,7 +463,7 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
         ctx->direct_used = 0;
         ctx->in_graph = 1;
         ctx->dev_used = 0;
-        pthread_mutex_lock(l->env.mu);
+        methods_take(l);
         ctx->method = st->def->name;
         /* (the timeline: the step, by execution; its inputs' waits are not in it. A step
          * that waited is counted at once, with clock reads; others go in bursts) */
@@ -466,7 +495,7 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
         }
         ctx->dev_used = 0;
 #endif
-        pthread_mutex_unlock(l->env.mu);
+        if (!l->keep) methods_release(l);
         ctx->direct = NULL;
         ctx->n_refs = 0;
         if (r != 0 || ctx->result.oom) {
@@ -536,7 +565,7 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
         out_len = why_len;
     }
     if (idle || l->burst.n >= STEPS_PER_COUNT) count_steps(l);
-    tr__chan_write_end(&st->out, e, code, flags, out_len);
+    tr__chan_write_end(&st->out, e, code, flags, out_len, idle);
     dev_send = gpu_done && !gpu_rc && !code;
 unpin: /* every way out: what this step pinned goes (before its inputs are released) */
     for (size_t j = 0; j < st->n_in; j++)
@@ -608,6 +637,7 @@ static void *run_loop(void *arg) {
         if (rc != TR_ECLOSED) TR_LOG_WARN("DAG-ATTACH", "graph %s: %s", l->name, tr__last_error());
         goto out;
     }
+    l->keep = !l->nccl_world;     /* (an nccl edge's receive waits for its sender) */
     w.deadline = TR__NO_DEADLINE; /* an idle graph waits (asleep) until it stops */
     w.spin_ns = l->spin_ns;
     for (uint64_t e = 0; !rc; e++)

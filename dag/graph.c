@@ -1129,6 +1129,7 @@ static int submit(tr_dag *g, const void *input, size_t len, const tr_ref *ref, u
             return rc == TR_ECLOSED && g->broken ? tr__err(g->broken, "%s", g->broken_msg) : rc;
         }
         size_t slot = (size_t)(e % g->opts.max_inflight);
+        int now = e == g->release_base; /* (nothing else in flight: its readers wait for it) */
         input_slot_free(g, slot);
         tr_ref r;
         int as_object = 0; /* the value goes as an object, pinned by the graph */
@@ -1150,15 +1151,16 @@ static int submit(tr_dag *g, const void *input, size_t len, const tr_ref *ref, u
             tr__chan_write_end(chan(g, 0), e, rc, 0,
                                k < 0                 ? 0
                                : (size_t)k + 1 > cap ? cap
-                                                     : (size_t)k + 1);
+                                                     : (size_t)k + 1,
+                               now);
         } else if (as_object) {
             memcpy(buf, r.b, sizeof r.b);
             g->in_refs[slot] = r;
             g->in_ref_set[slot] = 1;
-            tr__chan_write_end(chan(g, 0), e, 0, TR__CHAN_REF, sizeof r.b);
+            tr__chan_write_end(chan(g, 0), e, 0, TR__CHAN_REF, sizeof r.b, now);
         } else {
             if (len) memcpy(buf, input, len);
-            tr__chan_write_end(chan(g, 0), e, 0, 0, len);
+            tr__chan_write_end(chan(g, 0), e, 0, 0, len, now);
         }
     }
     __atomic_store_n(&g->next_exec, e + 1, __ATOMIC_RELEASE);
