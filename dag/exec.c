@@ -71,13 +71,6 @@ typedef struct loop {
 
 #define STEPS_PER_COUNT TR__BURST /* a burst's steps are counted this often */
 
-/* The loop's steps run go onto the timeline (core/trace.h's bursts: one atomic add a
- * burst, and a step that did not wait for its input stamped in ticks) and into the
- * process's counters (troupe_graph_step_seconds: a few atomic adds a burst instead of four
- * a step): before a step waits for its input (the loop is idle: counted within
- * microseconds), before the output of a step that had waited is published (a driver in
- * step with its graph finds every step of its results counted when it has them), every
- * STEPS_PER_COUNT steps, and as the loop ends. */
 static void methods_release(loop *l) {
     if (!l->held) return;
     l->held = 0;
@@ -97,6 +90,13 @@ static void methods_take(loop *l) {
     l->held = 1;
 }
 
+/* The loop's steps run go onto the timeline (core/trace.h's bursts: one atomic add a
+ * burst, and a step that did not wait for its input stamped in ticks) and into the
+ * process's counters (troupe_graph_step_seconds: a few atomic adds a burst instead of four
+ * a step): before a step waits for its input (the loop is idle: counted within
+ * microseconds), before the output of a step that had waited is published (a driver in
+ * step with its graph finds every step of its results counted when it has them), every
+ * STEPS_PER_COUNT steps, and as the loop ends. The method lock goes at each of these. */
 static void count_steps(loop *l) {
     methods_release(l);
     tr__burst_flush(&l->burst, TR__EV_STEP, &l->steps_run);
