@@ -502,11 +502,12 @@ static int store_result(worker *w, client *c, tr__buf *out, uint64_t seq, const 
 }
 
 /* Runs one call on ctx (the loop's, or a pool thread's) and appends its RESULT frame to out
- * (c->out, or a pool thread's own buffer). */
+ * (c->out, or a pool thread's own buffer). *ended (may be NULL): when the method returned
+ * (tr__now_ns), if one ran; else left as it was. */
 static int group_of(const worker *w, const char *m, size_t mlen, size_t *base);
 
 static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t seq, const char *body,
-                    size_t n) {
+                    size_t n, int64_t *ended) {
     const char *m;
     size_t mlen, alen, n_refs, inl_len;
     const void *args, *refs, *inl;
@@ -591,6 +592,7 @@ static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t se
     tr__trace_method = NULL;
     ctx->yield_w = ctx->yield_c = NULL;
     int64_t t1 = tr__now_ns();
+    if (ended) *ended = t1;
     /* (the timeline: the call's run, linked to its submission by a caller on this node) */
     tr__trace_ev_add(TR__EV_RUN, t0, t1, def->name, strlen(def->name),
                      c->pid > 0 && !c->relayed ? tr__trace_call_flow(c->pid, w->ctx.id.b, seq) : 0,
@@ -901,7 +903,7 @@ static void *pool_thread(void *arg) {
             ctx->gate_open = 0;
             pthread_mutex_unlock(p->mu);
             tr__buf_reset(&out);
-            int rc = run_call(w, ctx, c, &out, j->seq, j->body, j->len);
+            int rc = run_call(w, ctx, c, &out, j->seq, j->body, j->len, NULL);
             tr__ctx_started(ctx); /* (if it had not: it ended) */
             ctx->gate = NULL;
             pthread_mutex_lock(p->mu);
@@ -1228,6 +1230,7 @@ static void on_client(worker *w, client *c, uint32_t events) {
     int sock = (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0;
     if (!sock && !c->ring) return;
     int closing = client_read(c, sock);
+    int64_t t0 = 0; /* the clock at the batch's first call, then each call's end */
     for (;;) {
         tr__frame_hdr h;
         const char *body;
@@ -1249,18 +1252,21 @@ static void on_client(worker *w, client *c, uint32_t events) {
             return;
         }
         if (stop_requested) break; /* (the actor ends: no call after that runs) */
-        int64_t t0 = tr__now_ns();
-        if ((r = run_call(w, &w->ctx, c, &c->out, h.seq, body, h.len))) {
+        if (!t0) t0 = tr__now_ns();
+        int64_t t1 = 0; /* (the method's own end: no clock read of the loop's own a call) */
+        if ((r = run_call(w, &w->ctx, c, &c->out, h.seq, body, h.len, &t1))) {
             TR_LOG_WARN_LIMITED("WORKER-BADCALL", "dropping a caller: %s", tr__last_error());
             drop_client(w, c);
             return;
         }
         tr__buf_consume(&c->in, TR__FRAME_HDR + h.len);
+        if (!t1) t1 = tr__now_ns();
         /* Replies to a batch of quick calls go out together; after a slow call (or a lot
          * of output) flush now, so no result waits behind the calls queued after it. */
-        if ((tr__now_ns() - t0 > FLUSH_AFTER_NS || tr__buf_avail(&c->out) > FLUSH_BYTES) &&
+        if ((t1 - t0 > FLUSH_AFTER_NS || tr__buf_avail(&c->out) > FLUSH_BYTES) &&
             flush_client(w, c))
             return;
+        t0 = t1;
     }
     if (flush_client(w, c)) return;
     if (closing) drop_client(w, c);
