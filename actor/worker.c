@@ -273,6 +273,7 @@ typedef struct worker {
     void *self;
     tr_ctx ctx;
     tr__hist calls_run; /* calls run on ctx, not yet in the board's (flush_client) */
+    tr__burst runs;     /* ... and not yet on the timeline */
     size_t max_msg;
     int64_t spin_ns; /* polls this long after an event before it sleeps (the node's) */
     client *clients;
@@ -594,10 +595,16 @@ static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t se
     ctx->yield_w = ctx->yield_c = NULL;
     int64_t t1 = tr__now_ns();
     if (ended) *ended = t1;
-    /* (the timeline: the call's run, linked to its submission by a caller on this node) */
-    tr__trace_ev_add(TR__EV_RUN, t0, t1, def->name, strlen(def->name),
-                     c->pid > 0 && !c->relayed ? tr__trace_call_flow(c->pid, w->ctx.id.b, seq) : 0,
-                     0, r != 0 || ctx->failed);
+    /* (the timeline: the call's run, linked to its submission by a caller on this node; the
+     * loop's own go in with its replies, flush_client) */
+    uint64_t flow = c->pid > 0 && !c->relayed ? tr__trace_call_flow(c->pid, w->ctx.id.b, seq) : 0;
+    if (ctx != &w->ctx) {
+        tr__trace_ev_add(TR__EV_RUN, t0, t1, def->name, strlen(def->name), flow, 0,
+                         r != 0 || ctx->failed);
+    } else {
+        if (w->runs.n == TR__BURST) tr__burst_flush(&w->runs, TR__EV_RUN, NULL);
+        tr__burst_push_flow(&w->runs, t0, t1, def->name, flow, r != 0 || ctx->failed);
+    }
     if (w->board) { /* (the node's metrics: calls by class, their durations; the loop's
                      * own go in when its replies go out: flush_client) */
         int failed = r != 0 || ctx->result.oom || ctx->failed;
@@ -669,6 +676,7 @@ static int flush_client(worker *w, client *c) {
      * its reply finds the call in the node's metrics (a few atomic adds a batch, not three
      * a call) */
     if (w->calls_run.n && w->board) tr__hist_merge(&w->board->call, &w->calls_run);
+    tr__burst_flush(&w->runs, TR__EV_RUN, NULL); /* (and onto the timeline, one add) */
     if (c->ring) {
         if (!ring_flush(c)) return 0;
         TR_LOG_WARN_LIMITED("WORKER-RING", "dropping a caller: %s", tr__last_error());

@@ -206,8 +206,8 @@ void tr__burst_flush(tr__burst *b, int kind, tr__hist *hist) {
             if (t0 > t1) t0 = t1;
         }
         if (h)
-            ev_write(h, i + k, kind, t0, t1, e->name, e->name ? strlen(e->name) : 0, 0, e->value,
-                     e->failed);
+            ev_write(h, i + k, kind, t0, t1, e->name, e->name ? strlen(e->name) : 0, e->flow,
+                     e->value, e->failed);
         if (hist) tr__hist_add_local(hist, (uint64_t)(t1 - t0), e->failed);
     }
     b->n = 0;

@@ -136,7 +136,7 @@ void tr__trace_ev_add(int kind, int64_t t0, int64_t t1, const char *name, size_t
 
 typedef struct tr__burst_ev {
     int64_t t0, t1; /* ns, or ticks (ticks set) */
-    uint64_t value;
+    uint64_t value, flow;
     const char *name; /* outlives the burst (a step's method name) */
     uint8_t ticks, failed;
 } tr__burst_ev;
@@ -162,7 +162,14 @@ static inline void tr__burst_push(tr__burst *b, int64_t t0, int64_t t1, uint8_t 
     e->ticks = ticks;
     e->name = name;
     e->value = value;
+    e->flow = 0;
     e->failed = failed != 0;
+}
+/* The same for a slice stamped with clock reads that has a flow (a call's run). */
+static inline void tr__burst_push_flow(tr__burst *b, int64_t t0, int64_t t1, const char *name,
+                                       uint64_t flow, int failed) {
+    tr__burst_push(b, t0, t1, 0, name, 0, failed);
+    b->ev[b->n - 1].flow = flow;
 }
 /* Records b's slices as events of `kind` (when recording) and their durations into h (a
  * thread's own: tr__hist_add_local; may be NULL), then empties b. */
