@@ -1681,6 +1681,9 @@ out:
     free(w.groups);
     if (stuck)
         TR_LOG_WARN("WORKER-STUCK", "%d call(s) still running at exit: no destructor", stuck);
+    /* (calls the loop ran whose replies never left: counted and recorded all the same) */
+    if (w.calls_run.n && w.board) tr__hist_merge(&w.board->call, &w.calls_run);
+    tr__burst_flush(&w.runs, TR__EV_RUN, NULL);
     /* a compiled graph's loop may be in a method: the destructor waits for it, and no
      * method runs after it (the process exits holding the lock) */
     tr__method_lock(&method_mu, &method_mu_wanted);
