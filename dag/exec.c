@@ -271,13 +271,32 @@ static int driver_gone(void *arg) {
     return dead & 1 ? tr__err(TR_EPEER_DIED, "the graph's driver went away") : 0;
 }
 
+/* The step of this loop whose result object ref is, in the slot of execution e of the
+ * channel st reads (its slot index into *slot), where st is that channel's one reader:
+ * st may then reduce into the object in place and pass it on. NULL where there is none. */
+static step *maker_of(loop *l, const step *st, uint64_t e, const tr_ref *ref, size_t *slot) {
+    if (st->in[0].readers != 1) return NULL;
+    for (size_t i = 0; i < l->n_steps; i++) {
+        step *p = &l->steps[i];
+        if (p == st || !p->def || p->out_off != st->in_off[0] || !p->out_ref_set) continue;
+        size_t k = (size_t)(e % p->out.slots);
+        if (p->out_ref_set[k] && memcmp(p->out_refs[k].b, ref->b, sizeof ref->b) == 0) {
+            *slot = k;
+            return p;
+        }
+    }
+    return NULL;
+}
+
 /* A collective node's step: every participant first allreduces (max) which input failed
  * (the highest rank whose did) and its shape, so that all of them agree to reduce the data
  * or to fail, then the data: straight into the output slot, or - a value over a slot, as
  * its input may be (an object, viewed) - into an object of the store whose ref the slot
- * carries, as a method's result over a slot goes. A failed input's error (a method's
- * TR_ETASK and its message) is every output's: its participant broadcasts it. A shape
- * that does not fit (not whole elements, lengths that differ) is TR_EINVAL. */
+ * carries, as a method's result over a slot goes; or into the input object itself, where a
+ * step of this actor made it for this node alone (maker_of), which then goes on as the
+ * output. A failed input's error (a method's TR_ETASK and its message) is every output's:
+ * its participant broadcasts it. A shape that does not fit (not whole elements, lengths
+ * that differ) is TR_EINVAL. */
 static int run_coll(loop *l, step *st, uint64_t e, const tr__chan_wait *w) {
     methods_release(l); /* (it waits for the group) */
     const void *data;
@@ -289,6 +308,9 @@ static int run_coll(loop *l, step *st, uint64_t e, const tr__chan_wait *w) {
     char msg[400] = "";
     tr_ref in_ref, out_ref;
     int in_pinned = 0;
+    step *maker = NULL; /* the step of ours that made the input object, which we own then */
+    size_t maker_slot = 0;
+    void *in_place = NULL;                 /* the input object, writable: the result goes into it */
     if (!code && (flags & TR__CHAN_REF)) { /* the input went as an object: viewed */
         memcpy(in_ref.b, data, sizeof in_ref.b);
         if ((code = tr__objects_pin(l->env.objects, in_ref, 10000, &data, &len))) {
@@ -298,6 +320,12 @@ static int run_coll(loop *l, step *st, uint64_t e, const tr__chan_wait *w) {
         } else {
             in_pinned = 1;
             flags = 0;
+            /* made by a step of ours for this node alone: reduced in place, and passed on
+             * (no second object of its size to write, half the memory traffic) */
+            size_t wlen = 0;
+            if ((maker = maker_of(l, st, e, &in_ref, &maker_slot)) &&
+                (tr__objects_writable(l->env.objects, in_ref, &in_place, &wlen) || wlen != len))
+                in_place = NULL;
         }
     }
     void *buf;
@@ -337,6 +365,18 @@ static int run_coll(loop *l, step *st, uint64_t e, const tr__chan_wait *w) {
                      : "the inputs' lengths differ, or another is not whole elements of the "
                        "dtype");
         code = TR_EINVAL;
+    } else if (!rc && len > cap && in_place) {
+        /* over a slot, its input ours alone: reduced in place, and the object goes on as
+         * the output, held by this step's slot from now on (its maker's lets go of nothing) */
+        rc = tr__group_allreduce(st->grp, in_place, in_place, (size_t)count, st->dtype, st->op,
+                                 TR_FOREVER);
+        if (!rc) {
+            maker->out_ref_set[maker_slot] = 0;
+            out_ref = in_ref;
+            st->out_refs[slot] = out_ref;
+            st->out_ref_set[slot] = 1;
+            flags = TR__CHAN_REF;
+        }
     } else if (!rc) {
         /* over a slot: an object of the store, written in place, then sealed (every
          * participant makes one: each output is its own) */

@@ -985,6 +985,33 @@ int tr__objects_fail_bare(tr__objects *o, tr_ref twin, int code) {
     return ok ? 0 : tr__err(TR_ESTATE, "fail: no promise of this process under that ref");
 }
 
+int tr__objects_writable(tr__objects *o, tr_ref ref, void **data, size_t *len) {
+    if (!data || !len) return tr__err(TR_EINVAL, "object writable: NULL argument");
+    ref = store_ref(ref);
+    tr__seg *s = &o->seg;
+    pthread_mutex_lock(&o->mu);
+    local *l = find_local(o, ref.b, 0);
+    if (!l || !l->pins) {
+        pthread_mutex_unlock(&o->mu);
+        return tr__err(TR_ESTALE, "object writable: this process does not pin the object");
+    }
+    tr__seg_lock(s);
+    tr__obj_entry *e = tr__seg_find(s, ref.b);
+    uint64_t off = 0, size = 0;
+    int others = !e || e->contained_by != 0 || e->creator != o->idx || e->state != TR__OBJ_SEALED ||
+                 (TR__SEG_LOAD(e->flags) & TR__ENT_ERROR) || !entry_span(s, e, &off, &size);
+    for (int i = 0; i < TR__SEG_MAX_CLIENTS / 64 && !others; i++) {
+        uint64_t mine = i == (o->idx >> 6) ? 1ull << (o->idx & 63) : 0;
+        others = (e->holders[i] & ~mine) != 0 || (e->viewers[i] & ~mine) != 0;
+    }
+    tr__seg_unlock(s);
+    pthread_mutex_unlock(&o->mu);
+    if (others) return tr__err(TR_ESTATE, "object writable: another may see the object");
+    *data = (char *)tr__seg_data(s) + off;
+    *len = (size_t)size;
+    return 0;
+}
+
 int tr__objects_move(tr__objects *o, tr_ref from, tr_ref twin, int timeout_ms) {
     twin = store_ref(twin);
     tr__seg *s = &o->seg;

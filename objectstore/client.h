@@ -143,6 +143,14 @@ int tr__objects_borrow(tr__objects *o, tr_ref ref);
 int tr__objects_map_private(tr__objects *o, tr_ref ref, int timeout_ms, void **data, size_t *len);
 int tr__objects_unmap_private(tr__objects *o, tr_ref ref, void *data, size_t len);
 
+/* A writable view of an object this process made and has pinned, where nobody else can
+ * see it: sealed, resident, no other process's hold or view, in no container (a graph
+ * step's result that one collective node of this process reads: dag/exec.c reduces into
+ * it in place and passes it on). Its bytes may then change under the same ref: only its
+ * one reader may do this. TR_ESTATE where it is not such an object (the caller copies),
+ * TR_ESTALE where this process does not hold it. */
+int tr__objects_writable(tr__objects *o, tr_ref ref, void **data, size_t *len);
+
 /* Who else holds an object of this node's store: the other processes with a hold on it
  * (the relay's stands for every borrower on other nodes), the objects that contain it and
  * our own pins of it (calls in flight that pass it), into *others. 0, TR_ENOTFOUND,

@@ -764,6 +764,70 @@ TEST_F(Dag, ACollectiveNodeReducesValuesOverASlot) {
     expect_no_segments();
 }
 
+/* A collective node whose input object was made for it alone by a step of the same actor
+ * reduces into that object and passes it on (no second object of its size): three
+ * objects for three sums, where a copy would make six. An input that another also reads
+ * (the driver reads actor 0's echo too) is not written: the echo still reads as it was.
+ * Executions in flight together keep their own values; nothing is left in the store. */
+TEST_F(Dag, ACollectiveNodeReducesItsOwnInputObjectInPlace) {
+    std::vector<tr_actor_id> a;
+    for (int i = 0; i < 3; i++)
+        a.push_back(actor());
+    tr_store_stats before = TR_STORE_STATS_INIT;
+    ASSERT_EQ(tr_object_stats(rt, &before), 0);
+    for (int shared = 0; shared < 2; shared++) {
+        tr_dag *g;
+        tr_dag_node in, n[3], r[4];
+        ASSERT_EQ(tr_dag_create(rt, &g), 0);
+        ASSERT_EQ(tr_dag_input(g, &in), 0);
+        for (int i = 0; i < 3; i++)
+            ASSERT_EQ(tr_dag_bind(g, a[(size_t)i], "echo", &in, 1, &n[i]), 0);
+        ASSERT_EQ(tr_dag_allreduce(g, n, 3, TR_INT64, TR_SUM, r), 0) << tr_last_error();
+        r[3] = n[0]; /* (shared: actor 0's echo is an output too) */
+        ASSERT_EQ(tr_dag_output(g, r, shared ? 4 : 3), 0);
+        tr_dag_options o = TR_DAG_OPTIONS_INIT;
+        o.max_inflight = 2;
+        o.slot_bytes = 64;
+        ASSERT_EQ(tr_dag_compile(g, &o), 0) << tr_last_error();
+        size_t count = (size_t)1 << 17; /* 1 MiB of int64 */
+        for (int round = 0; round < 6; round += 2) {
+            std::vector<int64_t> v[2];
+            uint64_t e[2];
+            for (int j = 0; j < 2; j++) { /* two in flight */
+                v[j].resize(count);
+                for (size_t k = 0; k < count; k++)
+                    v[j][k] = (int64_t)(k * 5 + (size_t)(round + j) * 1000);
+                ASSERT_EQ(tr_dag_execute(g, v[j].data(), count * 8, &e[j]), 0) << tr_last_error();
+            }
+            for (int j = 0; j < 2; j++) {
+                for (size_t k = 0; k < (shared ? 4u : 3u); k++) {
+                    const void *d;
+                    size_t len;
+                    ASSERT_EQ(tr_dag_get(g, e[j], k, 10000, &d, &len), 0) << tr_last_error();
+                    ASSERT_EQ(len, count * 8);
+                    const int64_t *x = (const int64_t *)d;
+                    int64_t times = k == 3 ? 1 : 3; /* (the echo itself, or a sum) */
+                    for (size_t at : {(size_t)0, (size_t)1, count / 2, count - 1})
+                        EXPECT_EQ(x[at], times * v[j][at])
+                            << "shared " << shared << " round " << round + j << " output " << k;
+                }
+                if (round == 0 && j == 0 && !shared) {
+                    /* the 3 sums are the 3 echoes' objects (and the input's one, if it is
+                     * still held): a copy would hold 6 more */
+                    tr_store_stats now = TR_STORE_STATS_INIT;
+                    ASSERT_EQ(tr_object_stats(rt, &now), 0);
+                    EXPECT_LE(now.n_objects, before.n_objects + 2 * 4)
+                        << "two executions: at most 3 results and an input each";
+                }
+                ASSERT_EQ(tr_dag_release(g, e[j]), 0);
+            }
+        }
+        EXPECT_EQ(tr_dag_destroy(g), 0);
+    }
+    expect_store_back_to(before);
+    expect_no_segments();
+}
+
 /* Values over slot_bytes travel as objects in the store, by reference, through a chain:
  * 1 MiB through 64-byte slots, more executions than slots (each slot's object let go of
  * when the slot is reused), then nothing left in the store once the graph is gone. */
