@@ -1594,7 +1594,7 @@ static int has_arg_refs(PyObject *a, PyObject *kw) {
 
     for (Py_ssize_t i = 0, n = PyTuple_Size(a); i < n; i++)
         if ((PyObject *)Py_TYPE(PyTuple_GetItem(a, i)) == F.arg_ref) return 1;
-    while (PyDict_Next(kw, &pos, &k, &v))
+    while (kw != NULL && PyDict_Next(kw, &pos, &k, &v))
         if ((PyObject *)Py_TYPE(v) == F.arg_ref) return 1;
     return 0;
 }
@@ -1627,6 +1627,39 @@ static int reply_result(tr_ctx *ctx, PyObject **ctxobj, PyObject *result, PyObje
     rc = (int)PyLong_AsLong(r);
     Py_DECREF(r);
     return rc == -1 && PyErr_Occurred() ? -1 : rc;
+}
+
+/* The arguments of a call whose pickle (MAGIC0 stripped) is enc_args' of no keywords:
+ * ... TUPLEn EMPTY_DICT TUPLE2 STOP. Its args tuple alone is read, from a copy of the
+ * pickle that stops after it: no (args, kwargs) pair and no empty dict are made and freed
+ * (~70 ns of a call's dispatch here). A new reference; NULL with no error set where the
+ * pickle is not such (the caller reads it whole), or with one set. */
+static PyObject *load_args_only(const char *data, size_t n) {
+    const unsigned char *p = (const unsigned char *)data;
+    unsigned char buf[256];
+    PyObject *a = NULL;
+
+    if (n < 6 || n > sizeof buf || p[n - 1] != P_STOP || p[n - 2] != P_TUPLE2 ||
+        p[n - 3] != P_EMPTY_DICT)
+        return NULL;
+    switch (p[n - 4]) {
+    case P_EMPTY_TUPLE:
+    case P_TUPLE1:
+    case P_TUPLE2:
+    case P_TUPLE3:
+    case P_TUPLE:
+        break;
+    default:
+        return NULL;
+    }
+    memcpy(buf, p, n - 3);
+    buf[n - 3] = P_STOP;
+    if (dec_pickle(buf, n - 2, &a) <= 0) { /* (not read here: the whole is, as before) */
+        PyErr_Clear();
+        return NULL;
+    }
+    if (!PyTuple_Check(a)) Py_CLEAR(a);
+    return a;
 }
 
 /* What differs between a plain method's run and a plain task's. */
@@ -1670,7 +1703,8 @@ static PyObject *fast_current_ctx(PyObject *self, PyObject *unused) {
  * own does. */
 static int run_plain(tr_ctx *ctx, PyObject *fn, const char *payload, size_t len,
                      const plain_path *path) {
-    PyObject *ctxobj = NULL, *both = NULL, *a, *kw, *result = NULL, *r;
+    PyObject *ctxobj = NULL, *both = NULL, *args_only = NULL, *empty_kw = NULL, *a, *kw,
+             *result = NULL, *r;
     tr_ctx *prev = current_ctx; /* (what this thread ran before: restored after) */
     int rc;
 
@@ -1682,14 +1716,19 @@ static int run_plain(tr_ctx *ctx, PyObject *fn, const char *payload, size_t len,
         F.ctx_started(ctx);    /* (before the arguments: unpickling may run the user's code) */
     current_ctx = ctx;         /* (troupe's current call here: _runtime.current_call_canceled) */
     set_running(path, ctxobj); /* (from here: the arguments' refs may wait) */
-    if ((both = load_plain(payload + MAGIC_LEN, len - MAGIC_LEN)) == NULL) goto failed;
-    if (!PyTuple_Check(both) || PyTuple_Size(both) != 2 ||
-        !PyTuple_Check(PyTuple_GetItem(both, 0)) || !PyDict_Check(PyTuple_GetItem(both, 1))) {
-        PyErr_SetString(PyExc_TypeError, "troupe: a call's arguments are not (args, kwargs)");
-        goto failed;
+    if ((args_only = load_args_only(payload + MAGIC_LEN, len - MAGIC_LEN)) != NULL) {
+        a = args_only, kw = NULL; /* (no keywords) */
+    } else {
+        if ((both = load_plain(payload + MAGIC_LEN, len - MAGIC_LEN)) == NULL) goto failed;
+        if (!PyTuple_Check(both) || PyTuple_Size(both) != 2 ||
+            !PyTuple_Check(PyTuple_GetItem(both, 0)) || !PyDict_Check(PyTuple_GetItem(both, 1))) {
+            PyErr_SetString(PyExc_TypeError, "troupe: a call's arguments are not (args, kwargs)");
+            goto failed;
+        }
+        a = PyTuple_GetItem(both, 0), kw = PyTuple_GetItem(both, 1);
     }
-    a = PyTuple_GetItem(both, 0), kw = PyTuple_GetItem(both, 1);
     if (has_arg_refs(a, kw)) { /* their values (_worker.resolve) */
+        if (kw == NULL && (kw = empty_kw = PyDict_New()) == NULL) goto failed;
         if (ctx_object(ctx, &ctxobj) == NULL ||
             (r = PyObject_CallFunctionObjArgs(F.resolve, ctxobj, a, kw, NULL)) == NULL)
             goto failed;
@@ -1701,7 +1740,7 @@ static int run_plain(tr_ctx *ctx, PyObject *fn, const char *payload, size_t len,
         }
         a = PyTuple_GetItem(both, 0), kw = PyTuple_GetItem(both, 1);
     }
-    result = PyObject_Call(fn, a, PyDict_Size(kw) ? kw : NULL);
+    result = PyObject_Call(fn, a, kw != NULL && PyDict_Size(kw) ? kw : NULL);
     if (result == NULL) goto failed;
     set_running(path, Py_None);
     if (path->task) current_ctx = prev;
@@ -1714,6 +1753,8 @@ out:
     current_ctx = prev;
     Py_XDECREF(result);
     Py_XDECREF(both);
+    Py_XDECREF(args_only);
+    Py_XDECREF(empty_kw);
     Py_XDECREF(ctxobj);
     return rc;
 }
