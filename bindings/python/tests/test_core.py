@@ -364,6 +364,19 @@ def test_plain_calls_keep_the_general_paths_rules(ray):
             delattr(type(self), name)
             return True
 
+        def unset(self, name):
+            setattr(self, name, None)
+            return True
+
+        def own_attr(self):
+            raise AttributeError("its own AttributeError")
+
+        def own_type(self, x):
+            raise TypeError("its own TypeError")
+
+        def five(self, a, b, c, d, e=0):
+            return [a, b, c, d, e]
+
     t = Threaded.remote()
     for _ in range(3):  # (each method's calls after its first are plain ones)
         assert ray.get([t.take.remote(0), t.ping.remote()]) == [1, 2]
@@ -377,9 +390,20 @@ def test_plain_calls_keep_the_general_paths_rules(ray):
         with pytest.raises(ValueError, match="fails in fail") as info:
             ray.get(t.fail.remote())
         assert "in fail" in str(info.value) and "fast_failed" not in str(info.value)
+    for _ in range(2):  # (the method's own errors, not taken for a method gone)
+        with pytest.raises(AttributeError, match="its own AttributeError"):
+            ray.get(t.own_attr.remote())
+        with pytest.raises(TypeError, match="its own TypeError"):
+            ray.get(t.own_type.remote(1))
+        assert ray.get(t.five.remote(1, 2, 3, 4, 5)) == [1, 2, 3, 4, 5]
+        assert ray.get(t.five.remote(1, 2, 3, d=4)) == [1, 2, 3, 4, 0]
+        assert ray.get(t.five.remote(1, 2, 3, 4), timeout=None) == [1, 2, 3, 4, 0]
     assert ray.get(t.drop.remote("ping"))
     with pytest.raises(AttributeError, match="actor has no method 'ping'"):
         ray.get(t.ping.remote())
+    assert ray.get(t.unset.remote("five"))
+    with pytest.raises(AttributeError, match="actor has no method 'five'"):
+        ray.get(t.five.remote(1, 2, 3, 4))
     assert ray.get(t.take.remote(5)) == 1
 
 
