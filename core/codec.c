@@ -346,6 +346,82 @@ int tr__dec_init(tr__dec *d, const void *data, size_t len) {
     return 0;
 }
 
+int tr__flat_array(const void *p, size_t len, size_t *pos, size_t *n) {
+    const uint8_t *b = p;
+    size_t at = *pos;
+    if (at >= len) return 0;
+    if (b[at] >= 0x90 && b[at] <= 0x9f) {
+        *n = b[at] & 0x0f;
+        *pos = at + 1;
+        return 1;
+    }
+    int w = b[at] == 0xdc ? 2 : b[at] == 0xdd ? 4 : 0;
+    if (!w || len - at - 1 < (size_t)w) return 0;
+    *n = (size_t)be(b + at + 1, w);
+    *pos = at + 1 + (size_t)w;
+    return 1;
+}
+
+int tr__flat_int(const void *p, size_t len, size_t *pos, int64_t *v) {
+    const uint8_t *b = p;
+    size_t at = *pos;
+    if (at >= len) return 0;
+    uint8_t t = b[at];
+    if (t <= 0x7f || t >= 0xe0) { /* positive and negative fixint */
+        *v = (int8_t)t;
+        *pos = at + 1;
+        return 1;
+    }
+    int w = t == 0xcc || t == 0xd0   ? 1
+            : t == 0xcd || t == 0xd1 ? 2
+            : t == 0xce || t == 0xd2 ? 4
+            : t == 0xcf || t == 0xd3 ? 8
+                                     : 0;
+    if (!w || len - at - 1 < (size_t)w) return 0;
+    uint64_t u = be(b + at + 1, w);
+    if (t >= 0xd0) { /* signed: sign-extended from w bytes */
+        if (w < 8 && (u >> (8 * w - 1)) & 1) u |= ~(uint64_t)0 << (8 * w);
+        *v = (int64_t)u;
+    } else {
+        if (u > INT64_MAX) return 0;
+        *v = (int64_t)u;
+    }
+    *pos = at + 1 + (size_t)w;
+    return 1;
+}
+
+/* bin (allow_bin) or str at p[*pos]: its bytes in place. */
+static int flat_bytes(const uint8_t *b, size_t len, size_t *pos, const void **data, size_t *n,
+                      int allow_bin) {
+    size_t at = *pos, hdr, body;
+    if (at >= len) return 0;
+    uint8_t t = b[at];
+    if (t >= 0xa0 && t <= 0xbf) {
+        hdr = 1, body = t & 0x1f;
+    } else {
+        int w = t == 0xd9 ? 1 : t == 0xda ? 2 : t == 0xdb ? 4 : 0;
+        if (!w && allow_bin) w = t == 0xc4 ? 1 : t == 0xc5 ? 2 : t == 0xc6 ? 4 : 0;
+        if (!w || len - at - 1 < (size_t)w) return 0;
+        hdr = 1 + (size_t)w, body = (size_t)be(b + at + 1, w);
+    }
+    if (len - at - hdr < body) return 0;
+    *data = b + at + hdr;
+    *n = body;
+    *pos = at + hdr + body;
+    return 1;
+}
+
+int tr__flat_bin(const void *p, size_t len, size_t *pos, const void **data, size_t *n) {
+    return flat_bytes(p, len, pos, data, n, 1);
+}
+
+int tr__flat_str(const void *p, size_t len, size_t *pos, const char **data, size_t *n) {
+    const void *d;
+    if (!flat_bytes(p, len, pos, &d, n, 0)) return 0;
+    *data = d;
+    return 1;
+}
+
 void tr__dec_free(tr__dec *d) {
     if (d && d->live) {
         msgpack_unpacked *u = (msgpack_unpacked *)d->impl;

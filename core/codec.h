@@ -56,6 +56,17 @@ typedef struct tr__dec {
 int tr__dec_init(tr__dec *d, const void *data, size_t len);
 void tr__dec_free(tr__dec *d);
 
+/* Flat reads of one value at p[*pos] (of len bytes), with no decoder: for the hot frames
+ * whose shape is fixed (a call's, a result's), read in place. Each returns 1 and moves
+ * *pos past the value where it is of the kind asked for and whole, else 0 with *pos
+ * unchanged and no error set (the caller then takes tr__dec_init, which words what is
+ * wrong). They accept what tr__obj_* accept: an array's count; an integer that fits
+ * int64; bin or str (tr__flat_bin); str (tr__flat_str). */
+int tr__flat_array(const void *p, size_t len, size_t *pos, size_t *n);
+int tr__flat_int(const void *p, size_t len, size_t *pos, int64_t *v);
+int tr__flat_bin(const void *p, size_t len, size_t *pos, const void **data, size_t *n);
+int tr__flat_str(const void *p, size_t len, size_t *pos, const char **data, size_t *n);
+
 enum {
     TR__T_NIL,
     TR__T_BOOL,

@@ -889,3 +889,145 @@ TEST(Codec, FuzzRandomAndMutatedInputNeverCrashes) {
 }
 
 } // namespace
+
+// The flat reads (tr__flat_*) take a value in place where the decoder would take it the
+// same way, and refuse (0, *pos unchanged) whatever it would not: checked against
+// tr__dec_init and tr__obj_* on every encoding of every width, on each of their
+// truncations, with a byte after, and on random bytes.
+namespace {
+
+// What the decoder says of one value filling msg: kind 0 int, 1 bin-or-str, 2 str, 3 array.
+bool dec_reads(const std::string &msg, int kind, int64_t *v, std::string *s, size_t *n) {
+    tr__dec d;
+    if (tr__dec_init(&d, msg.data(), msg.size())) return false;
+    const void *p = nullptr;
+    const char *c = nullptr;
+    bool ok;
+    if (kind == 0) {
+        ok = tr__obj_int(d.root, "x", v) == 0;
+    } else if (kind == 1) {
+        ok = tr__obj_bin(d.root, "x", &p, n) == 0;
+        if (ok) *s = std::string(static_cast<const char *>(p), *n);
+    } else if (kind == 2) {
+        ok = tr__obj_str(d.root, "x", &c, n) == 0;
+        if (ok) *s = std::string(c, *n);
+    } else {
+        ok = tr__obj_type(d.root) == TR__T_ARRAY;
+        if (ok) *n = tr__obj_len(d.root);
+    }
+    tr__dec_free(&d);
+    return ok;
+}
+
+bool flat_reads(const std::string &msg, int kind, int64_t *v, std::string *s, size_t *n,
+                size_t *pos) {
+    *pos = 0;
+    const void *p = nullptr;
+    const char *c = nullptr;
+    std::vector<char> heap(msg.begin(), msg.end()); // (exact size: ASan sees a read past it)
+    const char *at = heap.data();
+    int r = kind == 0   ? tr__flat_int(at, heap.size(), pos, v)
+            : kind == 1 ? tr__flat_bin(at, heap.size(), pos, &p, n)
+            : kind == 2 ? tr__flat_str(at, heap.size(), pos, &c, n)
+                        : tr__flat_array(at, heap.size(), pos, n);
+    if (r && kind == 1) *s = std::string(static_cast<const char *>(p), *n);
+    if (r && kind == 2) *s = std::string(c, *n);
+    if (!r) {
+        EXPECT_EQ(*pos, 0u) << "a refused read moved pos";
+    }
+    return r != 0;
+}
+
+// A flat read that fills msg agrees with the decoder exactly.
+void same_as_decoder(const std::string &msg, int kind) {
+    int64_t dv = 0, fv = 0;
+    std::string ds, fs;
+    size_t dn = 0, fn = 0, pos = 0;
+    bool dec = dec_reads(msg, kind, &dv, &ds, &dn);
+    bool flat = flat_reads(msg, kind, &fv, &fs, &fn, &pos);
+    if (kind == 3) { // (an array's head only: the decoder sees it with fn nils after)
+        if (flat && fn <= 65536) {
+            EXPECT_TRUE(dec_reads(msg + std::string(fn, '\xc0'), 3, &dv, &ds, &dn));
+            EXPECT_EQ(dn, fn);
+            EXPECT_EQ(pos, msg.size());
+        }
+        return;
+    }
+    flat = flat && pos == msg.size(); // (the decoder takes one value filling msg)
+    ASSERT_EQ(dec, flat) << "kind " << kind << ", " << msg.size() << " bytes, first 0x" << std::hex
+                         << (msg.empty() ? 0 : (unsigned char)msg[0]);
+    if (!flat) return;
+    EXPECT_EQ(dv, fv);
+    EXPECT_EQ(ds, fs);
+    EXPECT_EQ(dn, fn);
+}
+
+} // namespace
+
+TEST(Codec, FlatReadsAgreeWithTheDecoder) {
+    std::vector<std::string> msgs;
+    const int64_t ints[] = {0,     1,         31,           127,       128,   255,      256, 65535,
+                            65536, INT32_MAX, 4294967295LL, INT64_MAX, -1,    -32,      -33, -128,
+                            -129,  -32768,    -32769,       INT32_MIN, -1000, INT64_MIN};
+    for (int64_t v : ints) {
+        tr__buf b = {};
+        tr__enc_int(&b, v);
+        msgs.push_back(bytes(b));
+        tr__buf_free(&b);
+    }
+    tr__buf u = {};
+    tr__enc_uint(&u, UINT64_MAX); // (over int64: refused by both)
+    msgs.push_back(bytes(u));
+    tr__buf_free(&u);
+    // every integer type byte with every value width, as another encoder may write them
+    const unsigned char types[] = {0xcc, 0xcd, 0xce, 0xcf, 0xd0, 0xd1, 0xd2, 0xd3};
+    for (unsigned char t : types)
+        for (unsigned char fill : {0x00, 0x7f, 0x80, 0xff}) {
+            int w = 1 << ((t - 0xcc) & 3);
+            msgs.push_back(std::string(1, (char)t) + std::string(w, (char)fill));
+        }
+    for (size_t n : {0, 1, 31, 32, 255, 256, 65535, 65536}) {
+        std::string body(n, 'x');
+        tr__buf b = {};
+        tr__enc_bin(&b, body.data(), n);
+        msgs.push_back(bytes(b));
+        tr__buf_free(&b);
+        tr__buf s = {};
+        tr__enc_strn(&s, body.data(), n);
+        msgs.push_back(bytes(s));
+        tr__buf_free(&s);
+    }
+    for (uint32_t n : {0u, 2u, 15u, 16u, 65535u, 65536u}) {
+        tr__buf b = {};
+        tr__enc_array(&b, n);
+        msgs.push_back(bytes(b));
+        tr__buf_free(&b);
+    }
+    msgs.push_back(std::string("\xc0", 1));                 // nil
+    msgs.push_back(std::string("\xc3", 1));                 // true
+    msgs.push_back(std::string("\xca\x3f\x80\x00\x00", 5)); // float32
+    size_t checked = 0;
+    for (const std::string &m : msgs)
+        for (int kind = 0; kind < 4; kind++) {
+            same_as_decoder(m, kind);
+            for (size_t cut = 0; cut < m.size() && cut < 12; cut++) // (truncations)
+                same_as_decoder(m.substr(0, cut), kind);
+            // a byte after: the flat read takes the value and stops before it
+            int64_t v;
+            std::string s;
+            size_t n, pos;
+            if (kind != 3 && flat_reads(m + "\x01", kind, &v, &s, &n, &pos)) {
+                EXPECT_EQ(pos, m.size());
+            }
+            checked++;
+        }
+    std::mt19937 rng(7);
+    for (int i = 0; i < 20000; i++) { // random bytes: never a read past the end
+        std::string m(1 + rng() % 10, '\0');
+        for (char &c : m)
+            c = (char)rng();
+        for (int kind = 0; kind < 3; kind++)
+            same_as_decoder(m, kind);
+    }
+    EXPECT_GT(checked, 100u);
+}
