@@ -333,29 +333,35 @@ typedef struct {
     size_t len, cap;
 } wbuf;
 
-static int w_put(wbuf *w, const void *src, size_t n) {
-    if (w->len + n > w->cap) {
-        size_t cap = 2 * (w->len + n);
-        char *q = realloc(w->heap, cap);
-        if (q == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        if (w->heap == NULL) memcpy(q, w->p, w->len);
-        w->p = w->heap = q, w->cap = cap;
+/* w_put's growth: the heap buffer made or made larger for n more bytes. 0, or -1 with
+ * MemoryError set. */
+static int w_grow(wbuf *w, size_t n) {
+    size_t cap = 2 * (w->len + n);
+    char *q = realloc(w->heap, cap);
+    if (q == NULL) {
+        PyErr_NoMemory();
+        return -1;
     }
+    if (w->heap == NULL) memcpy(q, w->p, w->len);
+    w->p = w->heap = q, w->cap = cap;
+    return 0;
+}
+
+/* (inline: the opcodes' puts of 1-9 bytes become stores) */
+static inline int w_put(wbuf *w, const void *src, size_t n) {
+    if (w->len + n > w->cap && w_grow(w, n) < 0) return -1;
     memcpy(w->p + w->len, src, n);
     w->len += n;
     return 0;
 }
 
-static int w_op(wbuf *w, int op) {
+static inline int w_op(wbuf *w, int op) {
     unsigned char b = (unsigned char)op;
     return w_put(w, &b, 1);
 }
 
 /* op, then n as a little-endian integer of width bytes */
-static int w_op_le(wbuf *w, int op, uint64_t n, int width) {
+static inline int w_op_le(wbuf *w, int op, uint64_t n, int width) {
     unsigned char b[9];
     b[0] = (unsigned char)op;
     for (int i = 0; i < width; i++)
