@@ -449,6 +449,7 @@ static void slot_cache_drop(void *unused) {
         free(s);
     }
     slot_cached = 0;
+    slot_cache_keyed = 0; /* (a slot freed by a later destructor keys it again) */
 }
 
 static void slot_cache_init(void) {
