@@ -1,6 +1,6 @@
-/* tests/fuzz/codec_fuzz.c - fuzz target: the msgpack decoder and every typed getter, as
- * used on bytes that arrive from a socket. Build with libFuzzer via tools/fuzz.sh; the
- * regression driver (fuzz_driver.cc) runs it in every test run. */
+/* tests/fuzz/codec_fuzz.c - fuzz target: the msgpack decoder and every typed getter, and
+ * the flat reads (tr__flat_*), as used on bytes that arrive from a socket. Build with libFuzzer via
+ * tools/fuzz.sh; the regression driver (fuzz_driver.cc) runs it in every test run. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -42,6 +42,17 @@ static size_t walk(const tr__obj *o, int depth) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    /* the flat reads (the call's and the result's frames), from every offset's value on */
+    for (size_t pos = 0, k = 0; pos < size && k < 64; k++) {
+        size_t at = pos, n;
+        int64_t v;
+        const void *b;
+        const char *s;
+        if (!tr__flat_array(data, size, &at, &n) && !tr__flat_int(data, size, &at, &v) &&
+            !tr__flat_bin(data, size, &at, &b, &n) && !tr__flat_str(data, size, &at, &s, &n))
+            break;
+        pos = at;
+    }
     tr__dec d;
     if (tr__dec_init(&d, data, size) == 0) {
         walk(d.root, 0);
