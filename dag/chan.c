@@ -178,6 +178,10 @@ int tr__chan_read(tr__chan *c, uint64_t v, const tr__chan_wait *w, const void **
         return tr__err(TR_EPROTO, "channel: value %llu is malformed (len %llu, code %d, flags %u)",
                        (unsigned long long)v, (unsigned long long)n, k, f);
     *data = (const char *)s + PAYLOAD_OFF;
+    /* the next value's line, on its way while this one is used: in a pipeline it is
+     * written by now, and its reader would otherwise wait a line's move between cores for
+     * it (one actor's pipelined graph: +17-39%, docs/BENCHMARKS.md, session 18) */
+    __builtin_prefetch(slot_of(c, v + 1));
     *len = (size_t)n;
     *code = k;
     *flags = f;

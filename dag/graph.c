@@ -66,6 +66,7 @@ struct tr_dag {
     uint32_t *out_reader;
     size_t n_outputs;
     tr_dag_options opts;
+    uint32_t slots; /* each channel's (chan_slots) */
     int compiled, torn;
     int attached; /* actors were sent their attach messages */
     int n_colls;  /* collective nodes' allreduces */
@@ -326,7 +327,7 @@ static int plan(tr_dag *g) {
                            what, TR__CHAN_MAX_READERS);
         }
         if (!n->n_readers) continue;
-        size_t sz = tr__chan_size(g->opts.max_inflight, g->opts.slot_bytes, n->n_readers);
+        size_t sz = tr__chan_size(g->slots, g->opts.slot_bytes, n->n_readers);
         if (!sz || g->bytes + sz > TR__COLL_MAX_EXTRA)
             return tr__err(TR_EINVAL,
                            "tr_dag_compile: channels of %u slots of %llu bytes do not fit",
@@ -454,7 +455,7 @@ static int plan_nodes(tr_dag *g, char (*where)[256]) {
                 name_node(g, v, what, sizeof what);
                 return tr__err(TR_EINVAL, "tr_dag_compile: %u readers of %s on one node", r, what);
             }
-            size_t sz = tr__chan_size(g->opts.max_inflight, g->opts.slot_bytes, r);
+            size_t sz = tr__chan_size(g->slots, g->opts.slot_bytes, r);
             if (!sz || bytes + sz > TR__COLL_MAX_EXTRA)
                 return tr__err(TR_EINVAL, "tr_dag_compile: channels do not fit");
             g->noff[k * n + v] = bytes;
@@ -706,7 +707,7 @@ static void attach_bridge(tr_dag *g, int k, tr__buf *b) {
     tr__enc_str(b, "host");
     tr__enc_str(b, ip);
     tr__enc_str(b, "slots");
-    tr__enc_uint(b, g->opts.max_inflight);
+    tr__enc_uint(b, g->slots);
     tr__enc_str(b, "slot_bytes");
     tr__enc_uint(b, g->opts.slot_bytes);
     tr__enc_str(b, "chans"); /* [offset, readers] of each channel there */
@@ -945,6 +946,21 @@ static int start_bridge(tr_dag *g) {
     return rc;
 }
 
+/* Slack: a channel of up to this many bytes of slots gets twice max_inflight slots. */
+#define SLACK_BYTES (1u << 20)
+
+/* Slots per channel: max_inflight, or twice that where the slots stay small. The driver
+ * keeps at most max_inflight executions between submit and release, so with twice as many
+ * slots a writer finds its readers' counts a window ahead of what it needs, and reads
+ * their lines about once per max_inflight values; with exactly max_inflight it reads them
+ * for nearly every value of a full pipeline, a cache line moving between cores each time
+ * (~15% of a one-actor graph's pipelined rate here: docs/BENCHMARKS.md, session 18). */
+static uint32_t chan_slots(const tr_dag_options *o) {
+    uint64_t twice = 2 * (uint64_t)o->max_inflight;
+    return twice <= TR__CHAN_MAX_SLOTS && twice * o->slot_bytes <= SLACK_BYTES ? (uint32_t)twice
+                                                                               : o->max_inflight;
+}
+
 static int compile(tr_dag *g, const tr_dag_options *opts) {
     tr_dag_options def = TR_DAG_OPTIONS_INIT;
     g->opts = def;
@@ -956,6 +972,7 @@ static int compile(tr_dag *g, const tr_dag_options *opts) {
                        "tr_dag_compile: max_inflight 1-%d, slot_bytes >= 16 and "
                        "timeouts, please",
                        TR__CHAN_MAX_SLOTS);
+    g->slots = chan_slots(&g->opts);
     int rc = plan(g);
     if (rc) return rc;
     char(*where)[256] = calloc(g->n_actors + 1, sizeof *where); /* each actor's node */
@@ -1003,7 +1020,7 @@ static int compile(tr_dag *g, const tr_dag_options *opts) {
         uint32_t readers = g->nn > 1 ? g->nread[i] : n->n_readers;
         if (!n->chan_off || !readers) continue;
         rc = tr__chan_init(&n->ch, (char *)g->h + n->chan_off, (size_t)(g->bytes - n->chan_off),
-                           g->opts.max_inflight, g->opts.slot_bytes, readers);
+                           g->slots, g->opts.slot_bytes, readers);
         n->here = !rc;
     }
     size_t win = 4 * (size_t)g->opts.max_inflight;
