@@ -33,6 +33,12 @@ struct tr_ctx {
     void *direct;
     size_t direct_cap, direct_len;
     int direct_used;
+    /* a compiled graph's step whose input may go on as its output (dag/exec.c): a reply
+     * that lies within [fwd_lo, fwd_lo + fwd_cap) is not copied; fwd_used says it was, and
+     * fwd_ptr, fwd_len where it lies */
+    const void *fwd_lo, *fwd_ptr;
+    size_t fwd_cap, fwd_len;
+    int fwd_used;
     /* a compiled graph's step (dag/exec.c): tr_ctx_reply_device leaves its device value
      * here for the step to send on */
     int in_graph;

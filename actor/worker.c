@@ -87,6 +87,7 @@ int tr__ctx_reply_alloc(tr_ctx *ctx, size_t len, void **buf) {
     tr__buf_reset(&ctx->result);
     drop_result_obj(ctx);
     ctx->direct_used = 0;
+    ctx->fwd_used = 0;
     ctx->dev_used = 0;
     if (ctx->direct && len <= ctx->direct_cap) { /* the graph's slot itself */
         *buf = ctx->direct;
@@ -112,9 +113,22 @@ int tr__ctx_reply_alloc(tr_ctx *ctx, size_t len, void **buf) {
 
 /* A reply is a reply_alloc and one copy into it: the slot, an object over a graph's slot
  * (whose ref the slot carries, dag/exec.c), or the result buffer. (memmove: data may be
- * the slot or the buffer itself, a method replying what it replied before.) */
+ * the slot or the buffer itself, a method replying what it replied before.) A graph
+ * step's reply that lies within its input, where the step may forward it, is not copied
+ * at all: the step's output says where it lies (dag/exec.c). */
 int tr__ctx_reply(tr_ctx *ctx, const void *data, size_t len) {
     if (!ctx || (!data && len)) return tr__err(TR_EINVAL, "tr_ctx_reply: NULL argument");
+    uintptr_t p = (uintptr_t)data, lo = (uintptr_t)ctx->fwd_lo;
+    if (ctx->fwd_lo && len && p >= lo && p - lo <= ctx->fwd_cap && len <= ctx->fwd_cap - (p - lo)) {
+        tr__buf_reset(&ctx->result);
+        drop_result_obj(ctx);
+        ctx->direct_used = 0;
+        ctx->dev_used = 0;
+        ctx->fwd_ptr = data;
+        ctx->fwd_len = len;
+        ctx->fwd_used = 1;
+        return 0;
+    }
     void *buf; /* (replaces a tr_ctx_reply_device too) */
     int rc = tr__ctx_reply_alloc(ctx, len, &buf);
     if (!rc && len) memmove(buf, data, len);
@@ -175,6 +189,7 @@ int tr__ctx_reply_object(tr_ctx *ctx, tr_ref obj) {
     tr__buf_reset(&ctx->result);
     drop_result_obj(ctx);
     ctx->direct_used = 0;
+    ctx->fwd_used = 0;
     ctx->dev_used = 0;
     ctx->result_obj = obj;
     ctx->has_result_obj = 1;

@@ -9,11 +9,14 @@
  * Metrics: raw_shm_rtt_us_p50, classic_rtt_us_p50, classic_async_calls_per_s,
  * dag_echo_rtt_us_p50 (driver -> actor -> driver, 8 bytes), dag_execs_per_s_1actor and
  * dag_execs_per_s_chain4 (pipelined: max_inflight executions in flight), memcpy_1MiB_us_p50,
- * dag_echo_1MiB_us_p50 beside raw_shm_1MiB_echo_us_p50 (the same two copies by hand between
- * two processes, interleaved), dag_idle_cpu_ms_per_s (CPU time of the graph's processes, driver
- * included, over a second in which the compiled graph sits idle), dag_allreduce_us_p50_4r_1MiB
- * (input -> 4 actors each make 1 MiB of float32 -> a collective node allreduces them ->
- * the 4 sums back) beside classic_allreduce_us_p50_4r_1MiB (the same fill and
+ * dag_echo_1MiB_us_p50 (the echo replies its input, which the graph forwards: one copy, the
+ * driver's, into the input's slot) beside raw_shm_1MiB_echo_us_p50 (two copies by hand
+ * between two processes: into a shared buffer, and from it into another, interleaved) and
+ * dag_copy_1MiB_us_p50 (the same graph with a method that copies its input into its output
+ * slot: the raw echo's two copies), dag_idle_cpu_ms_per_s (CPU time of the graph's processes,
+ * driver included, over a second in which the compiled graph sits idle),
+ * dag_allreduce_us_p50_4r_1MiB (input -> 4 actors each make 1 MiB of float32 -> a collective node
+ * allreduces them -> the 4 sums back) beside classic_allreduce_us_p50_4r_1MiB (the same fill and
  * tr_allreduce inside the 4 actors, called classically; interleaved), the same at 8 MiB
  * (slots of 8 MiB) and 64 MiB (as objects), and the ratios the targets are stated in.
  */
@@ -44,6 +47,15 @@ typedef struct fill_arg {
     int64_t x;
     uint64_t count;
 } fill_arg;
+
+/* Its input copied into the output slot (tr_ctx_reply_alloc): not forwarded. */
+static int copy(tr_ctx *ctx, void *self, const void *args, size_t len) {
+    (void)self;
+    void *buf;
+    int rc = tr_ctx_reply_alloc(ctx, len, &buf);
+    if (!rc && len) memcpy(buf, args, len);
+    return rc;
+}
 
 static float *fill_buf(const void *args, size_t len, uint64_t *count) {
     static float *v;
@@ -89,7 +101,8 @@ static int fill_ar(tr_ctx *ctx, void *self, const void *args, size_t len) {
     return tr_ctx_reply(ctx, v, sizeof v[0]);
 }
 
-static const tr_method_def methods[] = {{"echo", echo}, {"fill", fill}, {"fill_ar", fill_ar}};
+static const tr_method_def methods[] = {
+    {"echo", echo}, {"copy", copy}, {"fill", fill}, {"fill_ar", fill_ar}};
 
 /* The raw baseline: ping and pong words in a shared page, a forked echo process, kept
  * for the run so that its blocks interleave with the graph's (this host's cross-core
@@ -154,14 +167,15 @@ static double classic_rtt_us(tr_runtime *rt, tr_actor_id a, int64_t v) {
     return bench_now_us() - t;
 }
 
-/* A graph: the input through `n` actors' echo, one after another. */
-static tr_dag *chain(tr_runtime *rt, const tr_actor_id *a, int n, uint64_t slot_bytes) {
+/* A graph: the input through `n` actors' `method`, one after another. */
+static tr_dag *chain(tr_runtime *rt, const tr_actor_id *a, int n, uint64_t slot_bytes,
+                     const char *method) {
     tr_dag *g;
     tr_dag_node prev;
     CHECK(tr_dag_create(rt, &g));
     CHECK(tr_dag_input(g, &prev));
     for (int i = 0; i < n; i++)
-        CHECK(tr_dag_bind(g, a[i], "echo", &prev, 1, &prev));
+        CHECK(tr_dag_bind(g, a[i], method, &prev, 1, &prev));
     CHECK(tr_dag_output(g, &prev, 1));
     tr_dag_options o = TR_DAG_OPTIONS_INIT;
     o.slot_bytes = slot_bytes;
@@ -264,7 +278,7 @@ int main(int argc, char **argv) {
     double classic = bench_percentile(t, (size_t)iters, 50);
     double classic_async = bench_async_calls_per_s(rt, a[0], "echo", iters * 5);
 
-    tr_dag *g1 = chain(rt, a, 1, 65536);
+    tr_dag *g1 = chain(rt, a, 1, 65536, "echo");
     int64_t v = 42;
     double *rt_raw = malloc(sizeof(double) * (size_t)iters);
     for (int i = 0; i < 1000; i++)
@@ -293,7 +307,7 @@ int main(int argc, char **argv) {
     double idle_ms = (double)(c1 - c0) / 1e6;
     CHECK(tr_dag_destroy(g1));
 
-    tr_dag *g4 = chain(rt, a, 4, 65536);
+    tr_dag *g4 = chain(rt, a, 4, 65536, "echo");
     dag_per_s(g4, 1000, 8);
     double per_s_4 = dag_per_s(g4, iters * 5, 8);
     CHECK(tr_dag_destroy(g4));
@@ -311,22 +325,28 @@ int main(int argc, char **argv) {
         t[i] = bench_now_us() - t0;
     }
     double copy = bench_percentile(t, (size_t)big_iters, 50);
-    tr_dag *gb = chain(rt, a, 1, mib);
+    tr_dag *gb = chain(rt, a, 1, mib, "echo"), *gc = chain(rt, a + 1, 1, mib, "copy");
     double *tr_big = malloc(sizeof(double) * (size_t)big_iters);
+    double *tr_copy = malloc(sizeof(double) * (size_t)big_iters);
     for (int i = 0; i < 20; i++)
-        dag_rtt_us(gb, src, mib), raw_1mib_us(src);
+        dag_rtt_us(gb, src, mib), raw_1mib_us(src), dag_rtt_us(gc, src, mib);
     for (int base = 0; base < big_iters; base += 50) { /* interleaved, block by block */
         int n = big_iters - base < 50 ? big_iters - base : 50;
         for (int i = 0; i < n; i++)
             tr_big[base + i] = raw_1mib_us(src);
         for (int i = 0; i < n; i++)
             t[base + i] = dag_rtt_us(gb, src, mib);
+        for (int i = 0; i < n; i++)
+            tr_copy[base + i] = dag_rtt_us(gc, src, mib);
     }
     raw_stop();
     double big = bench_percentile(t, (size_t)big_iters, 50);
     double raw_big = bench_percentile(tr_big, (size_t)big_iters, 50);
+    double copy_big = bench_percentile(tr_copy, (size_t)big_iters, 50);
     free(tr_big);
+    free(tr_copy);
     CHECK(tr_dag_destroy(gb));
+    CHECK(tr_dag_destroy(gc));
 
     /* a collective node over the 4 actors' outputs, beside tr_allreduce in them: 1 MiB in
      * the slots, 8 MiB in slots of 8 MiB, 64 MiB as objects (slots of at most 8 MiB) */
@@ -405,6 +425,8 @@ int main(int argc, char **argv) {
     bench_report("dag_echo_1MiB_over_memcpy", big / copy, "x");
     bench_report("raw_shm_1MiB_echo_us_p50", raw_big, "us");
     bench_report("dag_echo_1MiB_over_raw_shm", big / raw_big, "x");
+    bench_report("dag_copy_1MiB_us_p50", copy_big, "us");
+    bench_report("dag_copy_1MiB_over_raw_shm", copy_big / raw_big, "x");
     bench_report("dag_idle_cpu_ms_per_s", idle_ms, "ms/s");
     bench_report("dag_allreduce_us_p50_4r_1MiB", ar_dag[0], "us");
     bench_report("classic_allreduce_us_p50_4r_1MiB", ar_classic[0], "us");

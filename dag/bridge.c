@@ -241,7 +241,8 @@ static void *run_send(void *arg) {
             }
         } else if (!code && flags) {
             code = TR_EPROTO;
-            snprintf(why, sizeof why, "value %u: a device value cannot cross nodes", sd->v);
+            snprintf(why, sizeof why, "value %u: a device or forwarded value cannot cross nodes",
+                     sd->v);
             data = why;
             len = strlen(why) + 1;
         }

@@ -174,7 +174,7 @@ int tr__chan_read(tr__chan *c, uint64_t v, const tr__chan_wait *w, const void **
     uint32_t f = __atomic_load_n(&s->flags, __ATOMIC_RELAXED);
     if (n > c->slot_bytes || (k != 0 && (k > 0 || strcmp(tr__errname(k), "TR_E?") == 0)) ||
         (f != 0 && !(f == TR__CHAN_REF && n == 16) && !(f == TR__CHAN_DEV_NCCL && n == 16) &&
-         !(f == TR__CHAN_DEV_IPC && n == 80)))
+         !(f == TR__CHAN_DEV_IPC && n == 80) && !(f == TR__CHAN_FWD && n == 16)))
         return tr__err(TR_EPROTO, "channel: value %llu is malformed (len %llu, code %d, flags %u)",
                        (unsigned long long)v, (unsigned long long)n, k, f);
     *data = (const char *)s + PAYLOAD_OFF;

@@ -42,8 +42,15 @@
 #define TR__CHAN_MAX_SLOTS 1024
 
 /* flags (at most one): the payload is a 16-byte object ref; or it describes a device
- * value sent by NCCL (16 bytes) or left in a CUDA IPC buffer (80 bytes): dag/gpu.h */
-enum { TR__CHAN_REF = 1, TR__CHAN_DEV_NCCL = 2, TR__CHAN_DEV_IPC = 4 };
+ * value sent by NCCL (16 bytes) or left in a CUDA IPC buffer (80 bytes): dag/gpu.h; or
+ * the value lies elsewhere in the graph's segment, in the slot of a step's input that it
+ * forwards (16 bytes: tr__chan_fwd; only where the driver alone reads it, dag/exec.c) */
+enum { TR__CHAN_REF = 1, TR__CHAN_DEV_NCCL = 2, TR__CHAN_DEV_IPC = 4, TR__CHAN_FWD = 8 };
+
+/* A forwarded value's payload: where it lies, from the graph's header (dag/plan.h). */
+typedef struct tr__chan_fwd {
+    uint64_t off, len;
+} tr__chan_fwd;
 
 typedef struct tr__chan_hdr {
     uint64_t magic;

@@ -198,6 +198,16 @@ TEST(Chan, ScribbledFieldsAreRefused) {
              x->flags = TR__CHAN_REF;
              x->len = 3;
          }},
+        {"a forwarded value's place of the wrong size",
+         [](tr__chan_slot *x) {
+             x->flags = TR__CHAN_FWD;
+             x->len = 8;
+         }},
+        {"two flags at once",
+         [](tr__chan_slot *x) {
+             x->flags = TR__CHAN_FWD | TR__CHAN_REF;
+             x->len = 16;
+         }},
     };
     uint64_t v = 0;
     for (auto &k : cases) {

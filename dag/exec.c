@@ -46,6 +46,7 @@ typedef struct step {
     tr__chan out, in[MAX_INPUTS];
     tr_ref *out_refs; /* by output slot: the object a value too large went as */
     unsigned char *out_ref_set;
+    int fwd;              /* a reply within its first input's slot goes on as a place, not a copy */
     int gpu_out;          /* the output's transport when device to device (dag/gpu.h) */
     tr__dag_gpu_out gout; /* (the CUDA build) */
     tr__dag_gpu_in gin[MAX_INPUTS];
@@ -63,6 +64,7 @@ typedef struct loop {
     tr_group *nccl;
     tr__hist steps_run; /* steps run and not yet in the process's counters (count_steps) */
     tr__burst burst;    /* steps run and not yet on the timeline nor in steps_run */
+    const char *hdr;    /* the graph's header here (forwarded values' offsets are from it) */
     int keep;           /* the loop may keep the method lock between steps (no nccl edge) */
     int held;           /* it holds it now */
     size_t n_steps;
@@ -177,6 +179,25 @@ static int parse(const tr__worker_env *env, tr_ctx *ctx, const tr__obj *root, lo
 fail:
     free(l);
     return rc;
+}
+
+/* The optional "fwd": [step index, ...]: steps whose output the driver alone reads, in a
+ * graph on one node with no device edge. Such a step's reply that lies within its first
+ * input (a value in the slot) goes on as where it lies (TR__CHAN_FWD), not as a copy. That
+ * is safe because no writer reuses the input's slot before the driver lets the execution
+ * go: a slot holds execution v until v + slots, every step of v + slots descends from the
+ * driver's submit of it, and the driver submits v + slots >= v + max_inflight only once it
+ * has released v (graph.c: submit). */
+static int parse_fwd(loop *l, tr_ctx *ctx, const tr__obj *root) {
+    const tr__obj *fwd = tr__obj_get(root, "fwd");
+    size_t n = fwd ? tr__obj_len(fwd) : 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t k;
+        if (tr__obj_uint(tr__obj_at(fwd, i), "fwd", &k) || k >= l->n_steps || !l->steps[k].def)
+            return tr__ctx_error(ctx, "dag attach: malformed fwd entry %zu", i);
+        l->steps[k].fwd = 1;
+    }
+    return 0;
 }
 
 /* The optional GPU keys: "gpu": [[transport, [reader ranks in the nccl group]] per
@@ -436,7 +457,8 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
     size_t gpu_len = 0;
     int dev_send = 0; /* it goes to its readers once the slot is published */
     int rc = 0;
-    int idle = 0; /* (it waits for an input) */
+    int idle = 0;  /* (it waits for an input) */
+    int plain = 0; /* its first input is a value in its slot (one it may forward) */
     for (size_t j = 0; j < st->n_in && !idle; j++)
         idle = !tr__chan_ready(&st->in[j], e);
     if (idle)
@@ -448,6 +470,12 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
         int32_t code;
         uint32_t flags;
         if ((rc = tr__chan_read(&st->in[j], e, w, &data[j], &len[j], &code, &flags))) goto unpin;
+        if (!code && (flags & TR__CHAN_FWD)) { /* (only the driver reads those) */
+            rc = tr__err(TR_EPROTO, "input %zu: a forwarded value, which only the driver reads", j);
+            TR_LOG_WARN("DAG-LOOP", "graph %s: %s", l->name, tr__last_error());
+            goto unpin;
+        }
+        if (j == 0) plain = !code && !flags;
         if (!code && (flags & TR__CHAN_REF)) { /* a value over a slot: an object, viewed */
             memcpy(pin[j].b, data[j], sizeof pin[j].b);
             if ((code = tr__objects_pin(l->env.objects, pin[j], 10000, &data[j], &len[j]))) {
@@ -501,6 +529,9 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
         ctx->direct = st->gpu_out ? NULL : buf; /* a device edge's slot holds a payload */
         ctx->direct_cap = cap;
         ctx->direct_used = 0;
+        ctx->fwd_lo = st->fwd && plain ? data[0] : NULL;
+        ctx->fwd_cap = len[0];
+        ctx->fwd_used = 0;
         ctx->in_graph = 1;
         ctx->dev_used = 0;
         methods_take(l);
@@ -537,6 +568,7 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
 #endif
         if (!l->keep) methods_release(l);
         ctx->direct = NULL;
+        ctx->fwd_lo = NULL;
         ctx->n_refs = 0;
         if (r != 0 || ctx->result.oom) {
             tr__ctx_drop_result_obj(ctx); /* (a result object made before it failed: not sent) */
@@ -557,6 +589,11 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
                 why_len = strlen(ctx->err) + 1;
                 if (why_len > cap) why_len = cap;
             }
+        } else if (ctx->fwd_used) { /* its input goes on: where it lies, not a copy */
+            tr__chan_fwd f = {(uint64_t)((const char *)ctx->fwd_ptr - l->hdr), ctx->fwd_len};
+            memcpy(buf, &f, sizeof f); /* (slots hold at least 16 bytes) */
+            out_len = sizeof f;
+            flags = TR__CHAN_FWD;
         } else if (ctx->direct_used) {
             out_len = ctx->direct_len;    /* in place already */
         } else if (ctx->has_result_obj) { /* over the slot: put once by tr_ctx_reply, or */
@@ -643,6 +680,7 @@ static void *run_loop(void *arg) {
         goto out;
     }
     tr__dag_hdr *h = (tr__dag_hdr *)((char *)seg->seg + tr__coll_hdr_bytes());
+    l->hdr = (const char *)h;
     tr__chan_wait w = {tr__deadline(l->timeout_ms), 0, &h->stop, driver_gone, seg->seg, 0};
     /* the driver lays the channels out once everyone has joined (or goes away) */
     rc = tr__chan_wait_event(&h->ready, 1, &w);
@@ -934,6 +972,7 @@ int tr__dag_attach(const tr__worker_env *env, tr_ctx *ctx, const void *args, siz
     const tr__obj *check = tr__obj_get(d.root, "check");
     int rc = parse(env, ctx, d.root, &l);
     if (!rc && (rc = parse_gpu(l, ctx, d.root)) == TR_ETASK) rc = TR_EPROTO;
+    if (!rc && (rc = parse_fwd(l, ctx, d.root)) == TR_ETASK) rc = TR_EPROTO;
     if (!rc &&
         (tr__get_str(d.root, "name", &name, &nn) || nn >= sizeof l->name ||
          tr__get_int(d.root, "world", &world) || tr__get_int(d.root, "rank", &rank) ||

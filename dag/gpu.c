@@ -164,6 +164,7 @@ int tr__ctx_reply_device(tr_ctx *ctx, const void *dev, size_t len) {
         ctx->dev_ptr = dev;
         ctx->dev_len = len;
         ctx->dev_used = 1;
+        ctx->fwd_used = 0;
         return 0;
     }
     void *host = malloc(len ? len : 1);

@@ -751,10 +751,20 @@ static void seg_name(const tr_dag *g, int k, char *out, size_t cap) {
 }
 
 /* The attach message of the actor of rank `rank`. */
+/* Whether node i's step may forward its input (dag/exec.c: parse_fwd): the driver alone
+ * reads its output, in a graph on one node with no device edge. */
+static int forwards(const tr_dag *g, tr_dag_node i) {
+    if (g->nn > 1 || g->gpu || g->nodes[i].coll) return 0;
+    uint32_t outs = 0;
+    for (size_t k = 0; k < g->n_outputs; k++)
+        outs += g->outputs[k] == i;
+    return outs == g->nodes[i].n_readers;
+}
+
 static void attach_msg(tr_dag *g, int rank, int check, tr__buf *b) {
-    size_t steps = 0;
+    size_t steps = 0, fwd = 0;
     for (tr_dag_node i = 1; i < g->n; i++)
-        steps += g->nodes[i].rank == rank;
+        if (g->nodes[i].rank == rank) steps++, fwd += forwards(g, i);
     int my_nccl = g->nccl_rank ? g->nccl_rank[rank - 1] : -1;
     int k = g->nn > 1 ? g->act_node[rank - 1] : 0, host = k > 0 && g->act_rank[rank - 1] == 1;
     size_t kn = (size_t)k * g->n; /* (node k's row of noff, across nodes) */
@@ -787,6 +797,16 @@ static void attach_msg(tr_dag *g, int rank, int check, tr__buf *b) {
                 for (size_t j = 0; j < g->nodes[m].n_inputs; j++)
                     if (g->nodes[m].inputs[j] == i)
                         tr__enc_int(b, g->nccl_rank[g->nodes[m].rank - 1]);
+        }
+    }
+    if (fwd) { /* the indexes of its steps that may forward their input */
+        tr__enc_str(b, "fwd");
+        tr__enc_array(b, (uint32_t)fwd);
+        uint64_t s = 0; /* (its steps in the order the "steps" list has them) */
+        for (tr_dag_node i = 1; i < g->n; i++) {
+            if (g->nodes[i].rank != rank) continue;
+            if (forwards(g, i)) tr__enc_uint(b, s);
+            s++;
         }
     }
     if (check) {
@@ -1236,6 +1256,21 @@ int tr__dag_get(tr_dag *g, uint64_t exec, size_t output, int timeout_ms, const v
         rc = tr__err(code, "%.*s", n, (const char *)*data);
         *data = NULL;
         *len = 0;
+    } else if (flags == TR__CHAN_FWD) { /* a step's input gone on: where it lies */
+        tr__chan_fwd f;
+        memcpy(&f, *data, sizeof f);
+        if (f.off < sizeof(tr__dag_hdr) || f.len > g->bytes || f.off > g->bytes - f.len) {
+            rc = tr__err(TR_EPROTO,
+                         "tr_dag_get: a forwarded value of %llu bytes at %llu, "
+                         "outside the graph's %llu bytes",
+                         (unsigned long long)f.len, (unsigned long long)f.off,
+                         (unsigned long long)g->bytes);
+            *data = NULL;
+            *len = 0;
+        } else {
+            *data = (const char *)g->h + f.off;
+            *len = (size_t)f.len;
+        }
     } else if (flags & ~(uint32_t)TR__CHAN_REF) { /* device edges end at actors */
         rc = tr__err(TR_EPROTO, "tr_dag_get: a device value's payload on an output");
         *data = NULL;

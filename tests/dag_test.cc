@@ -717,6 +717,98 @@ TEST_F(Dag, AReplyWrittenInPlace) {
     expect_store_back_to(before);
 }
 
+/* A step whose output only the driver reads may forward its input: its reply, where it lies
+ * within the input's slot, goes on as that place, not a copy (dag/exec.c: parse_fwd). The
+ * value must stay intact while the driver holds it: executions are kept in flight up to
+ * max_inflight, with channels of max_inflight slots (1 MiB slots) and of twice that (4 KiB
+ * slots), through one step and a chain of two (the second's input written by an actor),
+ * and beside a step whose output an actor reads too. Part of the input, a reply replaced
+ * after it, a failure after it, and inputs over a slot come back as the method said. */
+TEST_F(Dag, AForwardedInputStaysIntactWhileTheDriverHoldsIt) {
+    tr_actor_id a = actor(), b = actor();
+    for (uint64_t slot_bytes : {(uint64_t)4096, (uint64_t)(1 << 20)}) {
+        for (int shape = 0; shape < 3; shape++) {
+            SCOPED_TRACE("slot_bytes " + std::to_string(slot_bytes) + ", shape " +
+                         std::to_string(shape));
+            tr_dag *g;
+            tr_dag_node in, na, nb, outs[2];
+            size_t n_out = 1;
+            ASSERT_EQ(tr_dag_create(rt, &g), 0);
+            ASSERT_EQ(tr_dag_input(g, &in), 0);
+            ASSERT_EQ(tr_dag_bind(g, a, "pass", &in, 1, &na), 0);
+            outs[0] = na;
+            if (shape == 1) { /* a chain: b reads a's output, the driver b's */
+                ASSERT_EQ(tr_dag_bind(g, b, "pass", &na, 1, &nb), 0);
+                outs[0] = nb;
+            } else if (shape == 2) { /* a's output read by b and the driver */
+                ASSERT_EQ(tr_dag_bind(g, b, "pass", &na, 1, &nb), 0);
+                outs[1] = nb;
+                n_out = 2;
+            }
+            ASSERT_EQ(tr_dag_output(g, outs, n_out), 0);
+            tr_dag_options o = TR_DAG_OPTIONS_INIT;
+            o.max_inflight = 4;
+            o.slot_bytes = slot_bytes;
+            ASSERT_EQ(tr_dag_compile(g, &o), 0) << tr_last_error();
+            auto value = [](uint64_t x) { /* a value of its own for each execution */
+                                          std::string v(3000 + x % 7, '\0');
+                                          for (size_t i = 0; i < v.size(); i++)
+                                              v[i] = (char)('A' + (x * 7 + i) % 26);
+                                          return v;
+            };
+            std::vector<uint64_t> inflight;
+            for (uint64_t x = 0; x < 200; x++) { /* max_inflight in flight all along */
+                std::string v = value(x);
+                uint64_t e;
+                ASSERT_EQ(tr_dag_execute(g, v.data(), v.size(), &e), 0) << tr_last_error();
+                inflight.push_back(e);
+                if (inflight.size() < 4 && x + 1 < 200) continue;
+                for (size_t k = 0; k < (x + 1 < 200 ? 1 : inflight.size()); k++) {
+                    uint64_t old = inflight[k];
+                    std::string want = value(x + 1 - inflight.size() + k);
+                    for (size_t i = 0; i < n_out; i++) {
+                        const void *d;
+                        size_t len;
+                        ASSERT_EQ(tr_dag_get(g, old, i, 10000, &d, &len), 0) << tr_last_error();
+                        ASSERT_EQ(std::string((const char *)d, len), want) << old;
+                    }
+                }
+                for (size_t k = 0; k < (x + 1 < 200 ? 1 : inflight.size()); k++)
+                    ASSERT_EQ(tr_dag_release(g, inflight[k]), 0);
+                inflight.erase(inflight.begin(),
+                               inflight.begin() + (x + 1 < 200 ? 1 : (long)inflight.size()));
+            }
+            struct {
+                std::string in, out;
+                int rc;
+            } cases[] = {
+                {"tail-of-it", "-of-it", 0},
+                {"twice, then again", "again", 0},
+                {"fail after it", "failing after a reply", TR_ETASK},
+                {std::string(slot_bytes + 100, 'o'), std::string(slot_bytes + 100, 'o'), 0},
+                {"", "", 0}};
+            for (auto &c : cases) {
+                uint64_t e;
+                ASSERT_EQ(tr_dag_execute(g, c.in.data(), c.in.size(), &e), 0) << tr_last_error();
+                for (size_t i = 0; i < n_out; i++) {
+                    const void *d;
+                    size_t len;
+                    int rc = tr_dag_get(g, e, i, 10000, &d, &len);
+                    ASSERT_EQ(rc, c.rc) << c.in.substr(0, 20) << ": " << tr_last_error();
+                    if (rc) {
+                        EXPECT_NE(strstr(tr_last_error(), c.out.c_str()), nullptr)
+                            << tr_last_error();
+                        continue;
+                    }
+                    EXPECT_EQ(std::string((const char *)d, len), c.out) << c.in.substr(0, 20);
+                }
+                ASSERT_EQ(tr_dag_release(g, e), 0);
+            }
+            EXPECT_EQ(tr_dag_destroy(g), 0);
+        }
+    }
+}
+
 /* A collective node takes values over a slot: its inputs went as objects, and its outputs
  * go as objects of the participants' store (issue 26: the demo's graph column to 64 MiB);
  * small values in the same graph still go in the slots; nothing is left in the store. */

@@ -254,6 +254,18 @@ int m_echo_alloc(tr_ctx *ctx, void *, const void *args, size_t len) {
     return 0;
 }
 
+/* Replies its argument as it is (a graph may forward it), but: "tail..." replies what
+ * follows the 4 bytes "tail"; "twice..." then replies "again"; "fail..." then fails. */
+int m_pass(tr_ctx *ctx, void *, const void *args, size_t len) {
+    const char *s = (const char *)args;
+    if (len >= 4 && memcmp(s, "tail", 4) == 0) return tr_ctx_reply(ctx, s + 4, len - 4);
+    int rc = tr_ctx_reply(ctx, args, len);
+    if (rc) return rc;
+    if (len >= 5 && memcmp(s, "twice", 5) == 0) return tr_ctx_reply(ctx, "again", 5);
+    if (len >= 4 && memcmp(s, "fail", 4) == 0) return tr_ctx_error(ctx, "failing after a reply");
+    return 0;
+}
+
 int m_fail(tr_ctx *ctx, void *, const void *args, size_t len) {
     return tr_ctx_error(ctx, "failing on purpose: %.*s", (int)len, (const char *)args);
 }
@@ -1328,6 +1340,7 @@ const tr_method_def counter_methods[] = {
     {"seq", m_seq},
     {"echo", m_echo},
     {"echo_alloc", m_echo_alloc},
+    {"pass", m_pass},
     {"fail", m_fail},
     {"fail_silent", m_fail_silent},
     {"crash", m_crash},
