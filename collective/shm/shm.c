@@ -65,7 +65,8 @@
 #define ONESHOT_BYTES (16u << 10) /* allreduce/reduce up to this: one step */
 #define SINGLE_MIN (64u << 10)    /* single copy from this size */
 #define SIZE_CLASSES 5            /* < 256 KiB, < 1 MiB, < 4 MiB, < 16 MiB, more */
-#define EXPLORE_EVERY 64          /* the other way is tried twice in this many ops */
+#define EXPLORE_FIRST 64          /* the other way is first tried after this many ops, */
+#define EXPLORE_MAX 4096          /* then after twice as many each time, then every 4096 */
 #define OP_KINDS 8                /* op kinds up to TR__COLL_SCATTER (group.h) */
 #define PROBE_MAGIC 0x7472706f62652121ull
 /* desc.single's bits past begin_large's (1 it can read its peers, 2 it wants to) */
@@ -217,20 +218,30 @@ static int size_class(size_t bytes) {
  * vader transport reads its peers by default (here it is never far behind the slots and
  * often well ahead: 1 MiB allreduce 108 against 92-311 us, broadcast 79 against 48-126,
  * and when the host's two vCPUs sit far apart 340 against 850; docs/BENCHMARKS.md), but
- * timed as the group runs: the other way is tried twice in every EXPLORE_EVERY ops of a
- * kind and size (from its 8th), and taken while it is a fifth faster (the host may
- * change: its cores move apart and back). Every rank decides from the same counts, on
- * times of its own. A rank that does not wait for the others in one way (a broadcast's
- * root through the slots, a gather's senders) times that way short: so an op goes by
+ * timed as the group runs: the other way is tried on two ops in a row once a kind and size
+ * has been timed 64 times, 128, 256, ... 4096, then every 4096 (trial), and taken while it
+ * is a fifth faster (the host may change: its cores move apart and back). A trial op costs
+ * what the slower way does (allgather at 1 MiB: the slots 1.3x single copy here), so a
+ * short run of ops tries nothing and a long one rarely (docs/BENCHMARKS.md, session 18:
+ * trials in every 64 ops from the 8th put 3 slow ops in a 30-op median). Every rank decides from
+ * the same counts, on times of its own. A rank that does not wait for the others in one way (a
+ * broadcast's root through the slots, a gather's senders) times that way short: so an op goes by
  * single copy where every rank can and any rank wants to (begin_large), and the ranks
  * whose times mean something decide. A way's first timing after a switch is not counted
  * (first touches). */
+/* Whether the op after `n` timed ones of a kind and size tries the other way: n or n - 1
+ * is 64, 128, ... 4096 or a multiple of 4096. */
+static int trial(uint32_t n) {
+    for (uint32_t k = n; k + 2 > n && k >= EXPLORE_FIRST; k--)
+        if (k >= EXPLORE_MAX ? k % EXPLORE_MAX == 0 : (k & (k - 1)) == 0) return 1;
+    return 0;
+}
+
 static int faster_way(shm_state *st, int kind, int cls) {
     uint32_t *n = st->timed[kind][cls];
     double *e = st->ns_per_byte[kind][cls];
     int slots = n[0] >= 2 && e[0] < 0.8 * e[1];
-    uint32_t t = (n[0] + n[1]) % EXPLORE_EVERY;
-    return n[0] + n[1] >= 8 && (t == 8 || t == 9) ? slots : !slots;
+    return trial(n[0] + n[1]) ? slots : !slots;
 }
 
 /* A large op's first step: publishes where this rank's data is and whether it can and
