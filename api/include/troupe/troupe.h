@@ -98,7 +98,9 @@ TR_API void tr_actor_class_init(tr_actor_class *cls);
 
 /* Writes the method's (or constructor's) result: data is copied. Calling it again
  * replaces the result. A result over 100 KiB travels through the node's object store
- * (one copy in, a zero-copy view for the caller) instead of the socket.
+ * (one copy in, a zero-copy view for the caller) instead of the socket. In a compiled
+ * graph's step whose output only the driver reads, a result that lies within the step's
+ * first argument (all of it, or part) is not copied: the driver views it where it is.
  * Returns 0 or TR_ENOMEM. Thread safety: the method's thread. */
 TR_API int tr_ctx_reply(tr_ctx *ctx, const void *data, size_t len);
 /* As tr_ctx_reply, with no copy: *buf gets len bytes the method writes its result into
