@@ -750,7 +750,6 @@ static void seg_name(const tr_dag *g, int k, char *out, size_t cap) {
         snprintf(out, cap, "%s-n%d", g->name, k);
 }
 
-/* The attach message of the actor of rank `rank`. */
 /* Whether node i's step may forward its input (dag/exec.c: parse_fwd): the driver alone
  * reads its output, in a graph on one node with no device edge. */
 static int forwards(const tr_dag *g, tr_dag_node i) {
@@ -761,6 +760,7 @@ static int forwards(const tr_dag *g, tr_dag_node i) {
     return outs == g->nodes[i].n_readers;
 }
 
+/* The attach message of the actor of rank `rank`. */
 static void attach_msg(tr_dag *g, int rank, int check, tr__buf *b) {
     size_t steps = 0, fwd = 0;
     for (tr_dag_node i = 1; i < g->n; i++)

@@ -214,6 +214,14 @@ static int size_class(size_t bytes) {
                                  : 4;
 }
 
+/* Whether the op after `n` timed ones of a kind and size tries the other way: n or n - 1
+ * is 64, 128, ... 4096 or a multiple of 4096. */
+static int trial(uint32_t n) {
+    for (uint32_t k = n; k + 2 > n && k >= EXPLORE_FIRST; k--)
+        if (k >= EXPLORE_MAX ? k % EXPLORE_MAX == 0 : (k & (k - 1)) == 0) return 1;
+    return 0;
+}
+
 /* The default's way for a large op (1 single copy, 0 the slots): single copy, as MPI's
  * vader transport reads its peers by default (here it is never far behind the slots and
  * often well ahead: 1 MiB allreduce 108 against 92-311 us, broadcast 79 against 48-126,
@@ -229,14 +237,6 @@ static int size_class(size_t bytes) {
  * single copy where every rank can and any rank wants to (begin_large), and the ranks
  * whose times mean something decide. A way's first timing after a switch is not counted
  * (first touches). */
-/* Whether the op after `n` timed ones of a kind and size tries the other way: n or n - 1
- * is 64, 128, ... 4096 or a multiple of 4096. */
-static int trial(uint32_t n) {
-    for (uint32_t k = n; k + 2 > n && k >= EXPLORE_FIRST; k--)
-        if (k >= EXPLORE_MAX ? k % EXPLORE_MAX == 0 : (k & (k - 1)) == 0) return 1;
-    return 0;
-}
-
 static int faster_way(shm_state *st, int kind, int cls) {
     uint32_t *n = st->timed[kind][cls];
     double *e = st->ns_per_byte[kind][cls];
