@@ -165,14 +165,21 @@ TEST_F(CollFailures, ARootThatCannotWriteItsPeersLetsThemReadItAll) {
 /* Single copy between ranks that are threads of this process (reading one's own memory is
  * always allowed): forced on, every large op (broadcast, allgather, gather, scatter,
  * allreduce in and out of place) takes that path and gives the same bytes; off on one
- * rank, none does; by default, each way is tried first, then the faster taken. */
+ * rank, none does; by default, a group that knows nothing of the host starts with single
+ * copy (each op kind's first two ops here), one whose process found the slots faster
+ * starts with the slots, and one that found single copy faster with single copy. */
 TEST_F(CollFailures, LargeOpsReadThePeersBufferDirectly) {
-    const size_t n = 256 << 10;        /* int32: 1 MiB a rank */
-    for (int off_rank : {-1, 1, -2}) { /* -1: forced on, 1: rank 1 off, -2: the default */
-        std::string name = off_rank == -1 ? "direct" : off_rank == 1 ? "direct-off" : "auto";
+    const size_t n = 256 << 10; /* int32: 1 MiB a rank */
+    /* -1: forced on, 1: rank 1 off, -2: the default, knowing nothing; -3: the default
+     * where the slots were found faster, -4: where single copy was */
+    for (int off_rank : {-1, 1, -2, -3, -4}) {
+        std::string name = off_rank == -1  ? "direct"
+                           : off_rank == 1 ? "direct-off"
+                                           : "auto" + std::to_string(-off_rank);
+        tr__shm_set_host_way(off_rank == -3 ? 0 : off_rank == -4 ? 1 : -1);
         in_threads(rt, 2, "shm", name.c_str(), [&](int r, tr_group *g) -> std::string {
             if (tr_group_set_single_copy(g, 2) != TR_EINVAL) return "on = 2 accepted";
-            if (off_rank != -2 && tr_group_set_single_copy(g, r == off_rank ? 0 : 1))
+            if (off_rank >= -1 && tr_group_set_single_copy(g, r == off_rank ? 0 : 1))
                 return tr_last_error();
             std::vector<int32_t> mine(n), all(2 * n), want(2 * n), b(n);
             for (size_t i = 0; i < n; i++) {
@@ -209,8 +216,9 @@ TEST_F(CollFailures, LargeOpsReadThePeersBufferDirectly) {
                     return "allreduce: wrong sum at " + std::to_string(i) + ": " +
                            std::to_string(y[i]) + ", in place " + std::to_string(x[i]);
             /* (only where ranks have a core each: not on a one-CPU machine). By default
-             * each op kind's first two large ops go by single copy (its first tries) */
-            uint64_t ops = off_rank == 1 ? 0 : 6;
+             * each op kind's first two large ops go by single copy, unless the process
+             * found the slots faster */
+            uint64_t ops = off_rank == 1 || off_rank == -3 ? 0 : 6;
             uint64_t expect = g->cores_own || g->spin_limit > 0 ? ops : 0;
             if (tr__shm_single_ops(g) != expect)
                 return "single-copy ops: " + std::to_string(tr__shm_single_ops(g)) + ", want " +
@@ -221,6 +229,7 @@ TEST_F(CollFailures, LargeOpsReadThePeersBufferDirectly) {
             return "";
         });
     }
+    tr__shm_set_host_way(-1);
 }
 
 /* Ranks bound to cores of their own spin for each other; ranks bound to one shared core

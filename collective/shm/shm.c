@@ -65,8 +65,10 @@
 #define ONESHOT_BYTES (16u << 10) /* allreduce/reduce up to this: one step */
 #define SINGLE_MIN (64u << 10)    /* single copy from this size */
 #define SIZE_CLASSES 5            /* < 256 KiB, < 1 MiB, < 4 MiB, < 16 MiB, more */
-#define EXPLORE_FIRST 64          /* the other way is first tried after this many ops, */
+#define EXPLORE_EARLY 2           /* the other way is first tried after this many ops, */
+#define EXPLORE_FIRST 64          /* then after this many, */
 #define EXPLORE_MAX 4096          /* then after twice as many each time, then every 4096 */
+#define SWITCH_GAIN 0.9           /* the slots are taken while they take this fraction or less */
 #define OP_KINDS 8                /* op kinds up to TR__COLL_SCATTER (group.h) */
 #define PROBE_MAGIC 0x7472706f62652121ull
 /* desc.single's bits past begin_large's (1 it can read its peers, 2 it wants to) */
@@ -215,33 +217,69 @@ static int size_class(size_t bytes) {
 }
 
 /* Whether the op after `n` timed ones of a kind and size tries the other way: n or n - 1
- * is 64, 128, ... 4096 or a multiple of 4096. */
-static int trial(uint32_t n) {
+ * is 64, 128, ... 4096 or a multiple of 4096 (or, `early`, 2). */
+static int trial(uint32_t n, int early) {
+    if (early && (n == EXPLORE_EARLY || n == EXPLORE_EARLY + 1)) return 1;
     for (uint32_t k = n; k + 2 > n && k >= EXPLORE_FIRST; k--)
         if (k >= EXPLORE_MAX ? k % EXPLORE_MAX == 0 : (k & (k - 1)) == 0) return 1;
     return 0;
 }
 
-/* The default's way for a large op (1 single copy, 0 the slots): single copy, as MPI's
- * vader transport reads its peers by default (here it is never far behind the slots and
- * often well ahead: 1 MiB allreduce 108 against 92-311 us, broadcast 79 against 48-126,
- * and when the host's two vCPUs sit far apart 340 against 850; docs/BENCHMARKS.md), but
- * timed as the group runs: the other way is tried on two ops in a row once a kind and size
- * has been timed 64 times, 128, 256, ... 4096, then every 4096 (trial), and taken while it
- * is a fifth faster (the host may change: its cores move apart and back). A trial op costs
- * what the slower way does (allgather at 1 MiB: the slots 1.3x single copy here), so a
- * short run of ops tries nothing and a long one rarely (docs/BENCHMARKS.md, session 18:
- * trials in every 64 ops from the 8th put 3 slow ops in a 30-op median). Every rank decides from
- * the same counts, on times of its own. A rank that does not wait for the others in one way (a
- * broadcast's root through the slots, a gather's senders) times that way short: so an op goes by
- * single copy where every rank can and any rank wants to (begin_large), and the ranks
- * whose times mean something decide. A way's first timing after a switch is not counted
- * (first touches). */
+/* What this process's groups have found on this host, by op kind and size class: 0 not
+ * yet, 1 single copy the faster, 2 the slots (each group's verdict as it times both ways:
+ * large_done). A new group starts from it (a benchmark or a job makes groups for one size
+ * each), each rank from its own process's. */
+static int8_t host_way[OP_KINDS][SIZE_CLASSES];
+
+void tr__shm_set_host_way(int single) {
+    for (int k = 0; k < OP_KINDS; k++)
+        for (int c = 0; c < SIZE_CLASSES; c++)
+            __atomic_store_n(&host_way[k][c],
+                             (int8_t)(single < 0 ? 0
+                                      : single   ? 1
+                                                 : 2),
+                             __ATOMIC_RELAXED);
+}
+
+/* The verdict for kind at size class cls (1 the slots, 0 single copy, -1 none): this
+ * process's there, else at the nearest class that has one (the smaller first). */
+static int host_verdict(int kind, int cls) {
+    for (int d = 0; d < SIZE_CLASSES; d++)
+        for (int c = cls - d; c <= cls + d; c += d ? 2 * d : 1)
+            if (c >= 0 && c < SIZE_CLASSES) {
+                int v = __atomic_load_n(&host_way[kind][c], __ATOMIC_RELAXED);
+                if (v) return v == 2;
+            }
+    return -1;
+}
+
+/* The default's way for a large op (1 single copy, 0 the slots), timed as the group runs.
+ * Which way wins depends on the host: single copy by process_vm_readv, as MPI's vader
+ * reads its peers, won on Intel hosts and on AMD family 25 (1 MiB allreduce 108 against
+ * 92-311 us, and when the host's two vCPUs sit far apart 340 against 850), but the
+ * kernel's copy runs at a quarter of memcpy's speed on AMD family 26 (6.18), where the
+ * slots' two copies win in both states (1 MiB allreduce 44-130 against 92-164 us, 64 MiB
+ * 7.4 against 11.7 ms; docs/BENCHMARKS.md). So a kind and size starts with what this
+ * process found on this host so far (host_way), else with single copy, tries the other
+ * way after 2 timed ops (three ops: the first after a switch is not counted), then again
+ * once it has been timed 64 times, 128, 256, ... 4096, then every 4096 (trial), and
+ * takes the slots while they are a tenth faster (the host may change: its cores move
+ * apart and back). A trial op costs what the slower way does, so a long run of ops tries
+ * rarely (docs/BENCHMARKS.md, session 18: trials in every 64 ops put 3 slow ops in a
+ * 30-op median). Every rank decides on times of its own. A rank that does not wait for
+ * the others in one way (a broadcast's root through the slots, a gather's senders) times
+ * that way short: so an op goes by single copy where every rank can and any rank wants
+ * to (begin_large), and the ranks whose times mean something decide. A way's first timing
+ * after a switch is not counted (first touches). */
 static int faster_way(shm_state *st, int kind, int cls) {
     uint32_t *n = st->timed[kind][cls];
     double *e = st->ns_per_byte[kind][cls];
-    int slots = n[0] >= 2 && e[0] < 0.8 * e[1];
-    return trial(n[0] + n[1]) ? slots : !slots;
+    int slots, early = 0;
+    if (n[0] >= 2 && n[1] >= 2)
+        slots = e[0] < SWITCH_GAIN * e[1];
+    else if ((slots = host_verdict(kind, cls)) < 0)
+        slots = 0, early = 1;
+    return trial(n[0] + n[1], early) ? slots : !slots;
 }
 
 /* A large op's first step: publishes where this rank's data is and whether it can and
@@ -294,6 +332,11 @@ static int large_done(tr_group *g, int rc) {
     if (!again) return rc; /* (a switch's first: first touches, not counted) */
     *e = *n ? 0.75 * *e + 0.25 * x : x;
     if (*n < UINT32_MAX) (*n)++;
+    uint32_t *both = st->timed[st->kind][st->cls];
+    double *t = st->ns_per_byte[st->kind][st->cls];
+    if (both[0] >= 2 && both[1] >= 2)
+        __atomic_store_n(&host_way[st->kind][st->cls], (int8_t)(t[0] < SWITCH_GAIN * t[1] ? 2 : 1),
+                         __ATOMIC_RELAXED);
     return rc;
 }
 
