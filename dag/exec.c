@@ -187,13 +187,15 @@ fail:
  * is safe because no writer reuses the input's slot before the driver lets the execution
  * go: a slot holds execution v until v + slots, every step of v + slots descends from the
  * driver's submit of it, and the driver submits v + slots >= v + max_inflight only once it
- * has released v (graph.c: submit). */
+ * has released v (graph.c: submit). A collective step among them reduces into its input's
+ * slot and forwards that: its input has no other reader (graph.c: forwards). */
 static int parse_fwd(loop *l, tr_ctx *ctx, const tr__obj *root) {
     const tr__obj *fwd = tr__obj_get(root, "fwd");
     size_t n = fwd ? tr__obj_len(fwd) : 0;
     for (size_t i = 0; i < n; i++) {
         uint64_t k;
-        if (tr__obj_uint(tr__obj_at(fwd, i), "fwd", &k) || k >= l->n_steps || !l->steps[k].def)
+        if (tr__obj_uint(tr__obj_at(fwd, i), "fwd", &k) || k >= l->n_steps ||
+            (!l->steps[k].def && !l->steps[k].group[0]))
             return tr__ctx_error(ctx, "dag attach: malformed fwd entry %zu", i);
         l->steps[k].fwd = 1;
     }
@@ -328,7 +330,7 @@ static int run_coll(loop *l, step *st, uint64_t e, const tr__chan_wait *w) {
     if (rc) return rc;
     char msg[400] = "";
     tr_ref in_ref, out_ref;
-    int in_pinned = 0;
+    int in_pinned = 0, fwd = 0;
     step *maker = NULL; /* the step of ours that made the input object, which we own then */
     size_t maker_slot = 0;
     void *in_place = NULL;                 /* the input object, writable: the result goes into it */
@@ -398,6 +400,12 @@ static int run_coll(loop *l, step *st, uint64_t e, const tr__chan_wait *w) {
             st->out_ref_set[slot] = 1;
             flags = TR__CHAN_REF;
         }
+    } else if (!rc && st->fwd && !flags && len) {
+        /* in its input's slot, which no other step and not the driver reads: reduced
+         * there, and that place goes on (parse_fwd); no slot's worth written again */
+        rc = tr__group_allreduce(st->grp, (void *)data, (void *)data, (size_t)count, st->dtype,
+                                 st->op, TR_FOREVER);
+        fwd = !rc;
     } else if (!rc) {
         /* over a slot: an object of the store, written in place, then sealed (every
          * participant makes one: each output is its own) */
@@ -433,6 +441,12 @@ static int run_coll(loop *l, step *st, uint64_t e, const tr__chan_wait *w) {
     size_t out = code ? strlen(msg) + 1 : flags ? sizeof out_ref.b : len;
     if (code) memcpy(buf, msg, out < cap ? out : cap);
     if (!code && flags) memcpy(buf, out_ref.b, sizeof out_ref.b);
+    if (!code && fwd) { /* (slots hold at least 16 bytes) */
+        tr__chan_fwd f = {(uint64_t)((const char *)data - l->hdr), len};
+        memcpy(buf, &f, sizeof f);
+        out = sizeof f;
+        flags = TR__CHAN_FWD;
+    }
     tr__chan_write_end(&st->out, e, code, flags, out < cap ? out : cap, 1);
     if (in_pinned) tr__objects_unpin(l->env.objects, in_ref);
     tr__chan_release(&st->in[0], e, st->reader[0]);

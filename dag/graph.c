@@ -751,13 +751,17 @@ static void seg_name(const tr_dag *g, int k, char *out, size_t cap) {
 }
 
 /* Whether node i's step may forward its input (dag/exec.c: parse_fwd): the driver alone
- * reads its output, in a graph on one node with no device edge. */
+ * reads its output, in a graph on one node with no device edge. A collective node's goes
+ * further: it reduces into its input's slot and forwards that, so its input must have no
+ * other reader (the driver included). */
 static int forwards(const tr_dag *g, tr_dag_node i) {
-    if (g->nn > 1 || g->gpu || g->nodes[i].coll) return 0;
+    const node *n = &g->nodes[i];
+    if (g->nn > 1 || g->gpu) return 0;
+    if (n->coll && (n->n_inputs != 1 || g->nodes[n->inputs[0]].n_readers != 1)) return 0;
     uint32_t outs = 0;
     for (size_t k = 0; k < g->n_outputs; k++)
         outs += g->outputs[k] == i;
-    return outs == g->nodes[i].n_readers;
+    return outs == n->n_readers;
 }
 
 /* The attach message of the actor of rank `rank`. */

@@ -655,6 +655,74 @@ TEST_F(Dag, ACollectiveNodeAllreducesTheActorsValues) {
 
 namespace {
 
+/* A collective node whose input no one else reads reduces in that input's slot and
+ * forwards it: with max_inflight executions in flight all along, each sum is its own
+ * (slots of exactly max_inflight, and with slack); where the driver reads the input too,
+ * its value stays as it was. */
+TEST_F(Dag, ACollectiveNodeReducesInItsInputsSlotWithExecutionsInFlight) {
+    tr_actor_id a = actor(), b = actor();
+    for (uint64_t slot_bytes : {(uint64_t)4096, (uint64_t)(1 << 20)}) {
+        for (int shape = 0; shape < 2; shape++) { /* 1: the driver reads a's input too */
+            SCOPED_TRACE("slot_bytes " + std::to_string(slot_bytes) + ", shape " +
+                         std::to_string(shape));
+            tr_dag *g;
+            tr_dag_node in, n[2], r[2], outs[3];
+            ASSERT_EQ(tr_dag_create(rt, &g), 0);
+            ASSERT_EQ(tr_dag_input(g, &in), 0);
+            ASSERT_EQ(tr_dag_bind(g, a, "pass", &in, 1, &n[0]), 0);
+            ASSERT_EQ(tr_dag_bind(g, b, "pass", &in, 1, &n[1]), 0);
+            ASSERT_EQ(tr_dag_allreduce(g, n, 2, TR_INT64, TR_SUM, r), 0) << tr_last_error();
+            outs[0] = r[0], outs[1] = r[1], outs[2] = n[0];
+            size_t n_out = shape ? 3 : 2;
+            ASSERT_EQ(tr_dag_output(g, outs, n_out), 0);
+            tr_dag_options o = TR_DAG_OPTIONS_INIT;
+            o.max_inflight = 4;
+            o.slot_bytes = slot_bytes;
+            ASSERT_EQ(tr_dag_compile(g, &o), 0) << tr_last_error();
+            auto value = [](uint64_t x) { /* each execution's own: 64 to 68 int64s */
+                                          std::vector<int64_t> v(64 + x % 5);
+                                          for (size_t i = 0; i < v.size(); i++)
+                                              v[i] = (int64_t)(x * 1000 + i);
+                                          return v;
+            };
+            std::vector<uint64_t> inflight;
+            const uint64_t total = 120;
+            for (uint64_t x = 0; x < total; x++) {
+                std::vector<int64_t> v = value(x);
+                uint64_t e;
+                ASSERT_EQ(tr_dag_execute(g, v.data(), v.size() * 8, &e), 0) << tr_last_error();
+                inflight.push_back(e);
+                if (inflight.size() < 4 && x + 1 < total) continue;
+                size_t done = x + 1 < total ? 1 : inflight.size();
+                for (size_t k = 0; k < done; k++) {
+                    std::vector<int64_t> in_v = value(x + 1 - inflight.size() + k), sum = in_v;
+                    for (auto &y : sum)
+                        y *= 2;
+                    for (size_t i = 0; i < n_out; i++) {
+                        const void *d;
+                        size_t len;
+                        ASSERT_EQ(tr_dag_get(g, inflight[k], i, 10000, &d, &len), 0)
+                            << tr_last_error();
+                        const std::vector<int64_t> &want = i < 2 ? sum : in_v;
+                        ASSERT_EQ(len, want.size() * 8) << "output " << i;
+                        ASSERT_EQ(memcmp(d, want.data(), len), 0)
+                            << "execution " << inflight[k] << ", output " << i;
+                    }
+                }
+                for (size_t k = 0; k < done; k++)
+                    ASSERT_EQ(tr_dag_release(g, inflight[k]), 0);
+                inflight.erase(inflight.begin(), inflight.begin() + (long)done);
+            }
+            EXPECT_EQ(tr_dag_destroy(g), 0);
+        }
+    }
+    expect_no_segments();
+}
+
+} // namespace
+
+namespace {
+
 /* tr_ctx_reply_alloc: a reply written in place - in the slot, in an object over a slot, in
  * a classic call's result - replaced by a later reply, and let go of when the method fails
  * after it (nothing left in the store). */
