@@ -368,7 +368,7 @@ int main(int argc, char **argv) {
         ao.max_inflight = 2;
         CHECK(tr_dag_compile(ga, &ao));
         int ar_iters = z == 0   ? (big_iters / 2 > 50 ? big_iters / 2 : 50)
-                       : z == 1 ? 20
+                       : z == 1 ? 60
                                 : ar64_iters;
         double *tg = malloc(sizeof(double) * (size_t)ar_iters);
         double *tc = malloc(sizeof(double) * (size_t)ar_iters);
