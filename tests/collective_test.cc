@@ -170,13 +170,18 @@ TEST_F(CollFailures, ARootThatCannotWriteItsPeersLetsThemReadItAll) {
  * starts with the slots, and one that found single copy faster with single copy. */
 TEST_F(CollFailures, LargeOpsReadThePeersBufferDirectly) {
     const size_t n = 256 << 10; /* int32: 1 MiB a rank */
-    /* -1: forced on, 1: rank 1 off, -2: the default, knowing nothing; -3: the default
-     * where the slots were found faster, -4: where single copy was */
-    for (int off_rank : {-1, 1, -2, -3, -4}) {
-        std::string name = off_rank == -1  ? "direct"
-                           : off_rank == 1 ? "direct-off"
-                                           : "auto" + std::to_string(-off_rank);
+    /* -1: forced on (an allreduce out of place the pair's way: each rank reads the whole
+     * of the other's send), -5: forced on, by shares; 1: rank 1 off, -2: the default,
+     * knowing nothing; -3: the default where the slots were found faster, -4: where single
+     * copy was */
+    for (int off_rank : {-1, -5, 1, -2, -3, -4}) {
+        std::string name = off_rank == -1   ? "direct"
+                           : off_rank == -5 ? "direct-shares"
+                           : off_rank == 1  ? "direct-off"
+                                            : "auto" + std::to_string(-off_rank);
         tr__shm_set_host_way(off_rank == -3 ? 0 : off_rank == -4 ? 1 : -1);
+        tr__shm_force_pair(off_rank == -1 ? 1 : off_rank == -5 ? 0 : -1);
+        if (off_rank == -5) off_rank = -1;
         in_threads(rt, 2, "shm", name.c_str(), [&](int r, tr_group *g) -> std::string {
             if (tr_group_set_single_copy(g, 2) != TR_EINVAL) return "on = 2 accepted";
             if (off_rank >= -1 && tr_group_set_single_copy(g, r == off_rank ? 0 : 1))
@@ -223,6 +228,12 @@ TEST_F(CollFailures, LargeOpsReadThePeersBufferDirectly) {
             if (tr__shm_single_ops(g) != expect)
                 return "single-copy ops: " + std::to_string(tr__shm_single_ops(g)) + ", want " +
                        std::to_string(expect);
+            /* the allreduce out of place went the pair's way unless forced by shares (in
+             * place, it cannot) */
+            uint64_t pairs = expect && name != "direct-shares" ? 1 : 0;
+            if (tr__shm_pair_ops(g) != pairs)
+                return "pair ops: " + std::to_string(tr__shm_pair_ops(g)) + ", want " +
+                       std::to_string(pairs);
             /* the broadcast's root wrote the first half of the other's buffer itself */
             if (tr__shm_root_writes(g) != (r == 0 && expect ? 1u : 0u))
                 return "root writes: " + std::to_string(tr__shm_root_writes(g));
@@ -230,6 +241,7 @@ TEST_F(CollFailures, LargeOpsReadThePeersBufferDirectly) {
         });
     }
     tr__shm_set_host_way(-1);
+    tr__shm_force_pair(-1);
 }
 
 /* Ranks bound to cores of their own spin for each other; ranks bound to one shared core
