@@ -61,6 +61,7 @@ struct tr_ctx {
     /* tr_ctx_exit_actor: the actor ends once the method returns, its call failing with
      * TR_EACTOR_DIED and this text */
     int exiting;
+    int ended_actor; /* a pool thread's call ended the actor: its reply is on its way */
     char exit_why[400];
 };
 

@@ -305,6 +305,7 @@ typedef struct worker {
                                 it (tr_ctx_exit_actor): the loop ends */
     char end_why[400];       /* (end_mu) the node's reason for its end ("": no handle left) */
     int exited;              /* (atomic) ended by tr_ctx_exit_actor: no call taken runs */
+    int end_reply;           /* (atomic) a pool thread's call ended it: its reply not out yet */
     int end_queued;          /* the loop queued that call on a pool (the loop's own) */
     int wake_fd;             /* an eventfd in the loop's epoll: a pool thread wakes it */
 } worker;
@@ -636,6 +637,10 @@ static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t se
     if (ctx->exiting) { /* (tr_ctx_exit_actor: whatever it replied, its caller hears why) */
         ctx->exiting = 0;
         drop_result_obj(ctx);
+        if (ctx != &w->ctx) { /* (a pool thread's: the loop's drain waits for its reply) */
+            ctx->ended_actor = 1;
+            __atomic_store_n(&w->end_reply, 1, __ATOMIC_RELEASE);
+        }
         begin_end(w, ctx->exit_why);
         char msg[700], hex[33];
         tr__hex(w->ctx.id.b, 16, hex);
@@ -947,6 +952,10 @@ static void *pool_thread(void *arg) {
                 } else {
                     pool_flush_locked(w, c);
                 }
+            }
+            if (ctx->ended_actor) { /* (its reply is out, or its caller gone: under pool_mu) */
+                ctx->ended_actor = 0;
+                __atomic_store_n(&w->end_reply, 0, __ATOMIC_RELEASE);
             }
         }
         if (--c->refs == 0 && c->gone) free_client(c);
@@ -1428,7 +1437,8 @@ static int pool_busy(const pool *p) {
 
 /* The actor ends (its last handle went): the calls it has taken finish and their replies
  * go out before its callers are dropped, for up to END_DRAIN_MS. Ended by a method
- * (tr_ctx_exit_actor), only the replies it has go out: no call taken after it runs. */
+ * (tr_ctx_exit_actor), only the replies it has go out, that method's among them (a pool
+ * thread's: end_reply), and no call taken after it runs. */
 static void drain_for_end(worker *w) {
     int64_t until = tr__now_ns() + (int64_t)END_DRAIN_MS * 1000000;
     int calls = !__atomic_load_n(&w->exited, __ATOMIC_ACQUIRE);
@@ -1436,7 +1446,8 @@ static void drain_for_end(worker *w) {
         int busy = 0;
         if (w->pool) {
             pthread_mutex_lock(&w->pool_mu);
-            busy = calls && pool_busy(w->pool);
+            busy =
+                (calls && pool_busy(w->pool)) || __atomic_load_n(&w->end_reply, __ATOMIC_ACQUIRE);
             for (size_t i = 0; calls && i < w->n_groups; i++)
                 busy |= pool_busy(w->groups[i].pool);
             for (client *c = w->clients; c; c = c->next) {
