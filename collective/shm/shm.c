@@ -287,12 +287,24 @@ static int host_verdict(int kind, int cls) {
  * that way short: so an op goes by single copy where every rank can and any rank wants
  * to (begin_large), and the ranks whose times mean something decide. A way's first timing
  * after a switch is not counted (first touches). */
-static int faster_way(shm_state *st, int kind, int cls) {
-    uint32_t *n = st->timed[kind][cls];
-    double *e = st->ns_per_byte[kind][cls];
+/* Single copy's time per byte so far for kind at size class cls (its ops timed: *n): a
+ * 2-rank allreduce of buffers apart (apart) by the faster of its two ways that has been
+ * timed twice (its ops mix both: a trial of the slower would weigh in). */
+static double single_ns(const shm_state *st, int kind, int cls, int apart, uint32_t *n) {
+    *n = st->timed[kind][cls][1];
+    double e = st->ns_per_byte[kind][cls][1];
+    for (int v = 0, found = 0; apart && kind == TR__COLL_ALLREDUCE && v < 2; v++)
+        if (st->pair_n[cls][v] >= 2 && (!found || st->pair_ns[cls][v] < e))
+            e = st->pair_ns[cls][v], found = 1;
+    return e;
+}
+
+static int faster_way(shm_state *st, int kind, int cls, int apart) {
+    uint32_t *n = st->timed[kind][cls], n1;
+    double e1 = single_ns(st, kind, cls, apart, &n1);
     int slots, early = 0;
-    if (n[0] >= 2 && n[1] >= 2)
-        slots = e[0] < SWITCH_GAIN * e[1];
+    if (n[0] >= 2 && n1 >= 2)
+        slots = st->ns_per_byte[kind][cls][0] < SWITCH_GAIN * e1;
     else if ((slots = host_verdict(kind, cls)) < 0)
         slots = 0, early = 1;
     return trial(n[0] + n[1], early) ? slots : !slots;
@@ -335,11 +347,11 @@ static int begin_large(tr_group *g, uint32_t *s, const void *addr, int mine, siz
     int has_core = g->cores_own || g->spin_limit > 0;
     int can = mine && has_core && st->can_read_all && kind < OP_KINDS && st->single_copy != 0;
     st->timing = can && st->single_copy < 0;
-    int want = st->single_copy > 0 || (st->timing && faster_way(st, kind, cls));
     /* (a 2-rank allreduce: its recv's address is in addr2 already) */
     int two = kind == TR__COLL_ALLREDUCE && g->world == 2;
     const void *recv = (const void *)(uintptr_t)H(g)->rk[g->rank].desc[g->seq & 1].addr2;
     unsigned pair = two && !overlap(addr, bytes, recv, bytes) ? APART : 0u;
+    int want = st->single_copy > 0 || (st->timing && faster_way(st, kind, cls, pair != 0));
     if (pair && wants_pair(st, cls)) pair |= WANT_PAIR;
     tr__coll_publish_single(g, addr,
                             (unsigned)(can | (can && want) << 1) |
@@ -391,10 +403,11 @@ static int large_done(tr_group *g, int rc) {
     if (!again) return rc; /* (a switch's first: first touches, not counted) */
     *e = *n ? 0.75 * *e + 0.25 * x : x;
     if (*n < UINT32_MAX) (*n)++;
-    uint32_t *both = st->timed[st->kind][st->cls];
-    double *t = st->ns_per_byte[st->kind][st->cls];
-    if (both[0] >= 2 && both[1] >= 2)
-        __atomic_store_n(&host_way[st->kind][st->cls], (int8_t)(t[0] < SWITCH_GAIN * t[1] ? 2 : 1),
+    uint32_t *both = st->timed[st->kind][st->cls], n1;
+    double t1 = single_ns(st, st->kind, st->cls, 1, &n1);
+    if (both[0] >= 2 && n1 >= 2)
+        __atomic_store_n(&host_way[st->kind][st->cls],
+                         (int8_t)(st->ns_per_byte[st->kind][st->cls][0] < SWITCH_GAIN * t1 ? 2 : 1),
                          __ATOMIC_RELAXED);
     return rc;
 }
