@@ -228,9 +228,9 @@ TEST_F(CollFailures, LargeOpsReadThePeersBufferDirectly) {
             if (tr__shm_single_ops(g) != expect)
                 return "single-copy ops: " + std::to_string(tr__shm_single_ops(g)) + ", want " +
                        std::to_string(expect);
-            /* the allreduce out of place went the pair's way unless forced by shares (in
-             * place, it cannot) */
-            uint64_t pairs = expect && name != "direct-shares" ? 1 : 0;
+            /* the allreduce out of place went the pair's way where forced (by default it
+             * goes by shares first; in place, it cannot) */
+            uint64_t pairs = expect && name == "direct" ? 1 : 0;
             if (tr__shm_pair_ops(g) != pairs)
                 return "pair ops: " + std::to_string(tr__shm_pair_ops(g)) + ", want " +
                        std::to_string(pairs);

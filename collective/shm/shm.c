@@ -320,16 +320,17 @@ void tr__shm_force_pair(int on) {
  * reads the whole of the other's send and reduces all of it (pair_allreduce), rather than
  * its share and then the other's result (single_allreduce). Measured on AMD family 26,
  * 1 MiB: 100-102 against 161 us when the two vCPUs sit far apart (the other's fresh result
- * crosses between their caches), 113-123 against 94-103 when near. So the pair's way first,
- * the other tried as faster_way tries the slots (after 2 ops, then 64, 128, ...), and
- * taken while it takes 0.9 of the pair's time or less. */
+ * crosses between their caches), 113-123 against 94-103 when near. So by shares first (the
+ * slots' early trial then sees the way it saw before: the pair's way takes ~6 ops to reach
+ * its speed here), the pair's way tried as faster_way tries the slots (after 2 ops, then
+ * 64, 128, ...), and taken while it takes 0.9 of the other's time or less. */
 static int wants_pair(shm_state *st, int cls) {
     int forced = __atomic_load_n(&force_pair, __ATOMIC_RELAXED);
     if (forced >= 0) return forced;
     uint32_t *n = st->pair_n[cls];
     double *e = st->pair_ns[cls];
-    int shares = n[0] >= 2 && n[1] >= 2 && e[0] < SWITCH_GAIN * e[1];
-    return trial(n[0] + n[1], 1) ? shares : !shares;
+    int pair = n[0] >= 2 && n[1] >= 2 && e[1] < SWITCH_GAIN * e[0];
+    return trial(n[0] + n[1], 1) ? !pair : pair;
 }
 
 /* A large op's first step: publishes where this rank's data is and whether it can and
