@@ -35,6 +35,7 @@ FORGET = "_troupe_dag_forget"
 _steps = itertools.count()
 _made = itertools.count()  # bound methods, in the order they are made
 _SLICE_MS = 10  # a get of one of several outputs waits this long, then looks at the others
+_GRACE_S = 1.0  # and raises another's exception once its own is still out this long after it
 _FAST_FAIL_S = 0.05  # (asyncio) an execution out this long has its outputs looked at
 _WATCH_S = 0.02  # and again this often while some are out
 _live = weakref.WeakSet()  # compiled graphs, torn down by troupe.shutdown
@@ -935,13 +936,16 @@ class CompiledDAG:
             ex.res[i] = (True, v)
         except Exception as err:
             ex.res[i] = (False, err)
-            ex.failed = ex.failed or err
+            if ex.failed is None:
+                ex.failed, ex.failed_at = err, time.monotonic()
         return True
 
     def _fetch(self, e, i, timeout):
         """Output i of execution e (once), waiting up to timeout seconds (None: no limit);
-        an exception of another output of e that comes first is raised at once (Ray's
-        fast fail: the execution failed). Its slots go when all outputs are taken."""
+        an exception of another output of e that comes first is raised once this output
+        is still out _GRACE_S after it (Ray's fast fail: the execution failed; an output
+        that comes meanwhile is its own value, even on a loaded host). Its slots go when
+        all outputs are taken."""
         with self._lock:
             ex = self._execs.get(e)
             if ex is None or ex.taken[i]:
@@ -963,7 +967,7 @@ class CompiledDAG:
                 for j in range(self._n_out):  # (dropped ones too: the execution failed)
                     if j != i:
                         self._read(e, j, 0)
-                if ex.failed is not None:
+                if ex.failed is not None and time.monotonic() - ex.failed_at >= _GRACE_S:
                     raise ex.failed
                 if deadline is not None and time.monotonic() >= deadline:
                     raise RayChannelTimeoutError(f"execution {e}: output {i} not ready "
@@ -1123,6 +1127,7 @@ class _Exec:
         self.left = n
         self.res = [None] * n  # (ok, value or exception) of each output read
         self.failed = None  # the first exception read
+        self.failed_at = None  # when (time.monotonic())
 
 
 class CompiledDAGRef(_runtime.GettableRef):
