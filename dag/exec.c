@@ -400,9 +400,10 @@ static int run_coll(loop *l, step *st, uint64_t e, const tr__chan_wait *w) {
             st->out_ref_set[slot] = 1;
             flags = TR__CHAN_REF;
         }
-    } else if (!rc && st->fwd && !flags && len) {
-        /* in its input's slot, which no other step and not the driver reads: reduced
-         * there, and that place goes on (parse_fwd); no slot's worth written again */
+    } else if (!rc && st->fwd && !in_pinned && !flags && len) {
+        /* in its input's slot (not an object viewed), which no other step and not the
+         * driver reads: reduced there, and that place goes on (parse_fwd); no slot's
+         * worth written again */
         rc = tr__group_allreduce(st->grp, (void *)data, (void *)data, (size_t)count, st->dtype,
                                  st->op, TR_FOREVER);
         fwd = !rc;
