@@ -269,6 +269,18 @@ static int host_verdict(int kind, int cls) {
     return -1;
 }
 
+/* Single copy's time per byte so far for kind at size class cls (its ops timed: *n): a
+ * 2-rank allreduce of buffers apart (apart) by the faster of its two ways that has been
+ * timed twice (its ops mix both: a trial of the slower would weigh in). */
+static double single_ns(const shm_state *st, int kind, int cls, int apart, uint32_t *n) {
+    *n = st->timed[kind][cls][1];
+    double e = st->ns_per_byte[kind][cls][1];
+    for (int v = 0, found = 0; apart && kind == TR__COLL_ALLREDUCE && v < 2; v++)
+        if (st->pair_n[cls][v] >= 2 && (!found || st->pair_ns[cls][v] < e))
+            e = st->pair_ns[cls][v], found = 1;
+    return e;
+}
+
 /* The default's way for a large op (1 single copy, 0 the slots), timed as the group runs.
  * Which way wins depends on the host: single copy by process_vm_readv, as MPI's vader
  * reads its peers, won on Intel hosts and on AMD family 25 (1 MiB allreduce 108 against
@@ -287,18 +299,6 @@ static int host_verdict(int kind, int cls) {
  * that way short: so an op goes by single copy where every rank can and any rank wants
  * to (begin_large), and the ranks whose times mean something decide. A way's first timing
  * after a switch is not counted (first touches). */
-/* Single copy's time per byte so far for kind at size class cls (its ops timed: *n): a
- * 2-rank allreduce of buffers apart (apart) by the faster of its two ways that has been
- * timed twice (its ops mix both: a trial of the slower would weigh in). */
-static double single_ns(const shm_state *st, int kind, int cls, int apart, uint32_t *n) {
-    *n = st->timed[kind][cls][1];
-    double e = st->ns_per_byte[kind][cls][1];
-    for (int v = 0, found = 0; apart && kind == TR__COLL_ALLREDUCE && v < 2; v++)
-        if (st->pair_n[cls][v] >= 2 && (!found || st->pair_ns[cls][v] < e))
-            e = st->pair_ns[cls][v], found = 1;
-    return e;
-}
-
 static int faster_way(shm_state *st, int kind, int cls, int apart) {
     uint32_t *n = st->timed[kind][cls], n1;
     double e1 = single_ns(st, kind, cls, apart, &n1);
@@ -379,6 +379,18 @@ static int begin_large(tr_group *g, uint32_t *s, const void *addr, int mine, siz
     return 0;
 }
 
+/* Way `way`'s time per byte x into its estimate *e (an ewma) and count *n, unless it is
+ * the first after a switch from the way *last was (first touches: not counted); *last
+ * becomes way. Whether it counted. */
+static int add_timing(double *e, uint32_t *n, int8_t *last, int way, double x) {
+    int again = way == *last;
+    *last = (int8_t)way;
+    if (!again) return 0;
+    *e = *n ? 0.75 * *e + 0.25 * x : x;
+    if (*n < UINT32_MAX) (*n)++;
+    return 1;
+}
+
 /* A large op's end: its time per byte, for the default's choice. Returns rc. */
 static int large_done(tr_group *g, int rc) {
     shm_state *st = S(g);
@@ -386,24 +398,13 @@ static int large_done(tr_group *g, int rc) {
     st->timing = st->pair_timing = 0;
     if (!(timing || pair_timing) || rc || !st->bytes) return rc;
     double x = (double)(tr__now_ns() - st->t0) / (double)st->bytes;
-    if (pair_timing) { /* (which of a 2-rank single-copy allreduce's ways, too) */
-        int v = st->pair, again2 = v == st->pair_last[st->cls];
-        st->pair_last[st->cls] = (int8_t)v;
-        if (again2) {
-            double *pe = &st->pair_ns[st->cls][v];
-            uint32_t *pn = &st->pair_n[st->cls][v];
-            *pe = *pn ? 0.75 * *pe + 0.25 * x : x;
-            if (*pn < UINT32_MAX) (*pn)++;
-        }
-    }
-    if (!timing) return rc;
-    double *e = &st->ns_per_byte[st->kind][st->cls][st->way];
-    uint32_t *n = &st->timed[st->kind][st->cls][st->way];
-    int again = st->way == st->last_way[st->kind][st->cls];
-    st->last_way[st->kind][st->cls] = (int8_t)st->way;
-    if (!again) return rc; /* (a switch's first: first touches, not counted) */
-    *e = *n ? 0.75 * *e + 0.25 * x : x;
-    if (*n < UINT32_MAX) (*n)++;
+    if (pair_timing) /* (which of a 2-rank single-copy allreduce's ways, too) */
+        add_timing(&st->pair_ns[st->cls][st->pair], &st->pair_n[st->cls][st->pair],
+                   &st->pair_last[st->cls], st->pair, x);
+    if (!timing || !add_timing(&st->ns_per_byte[st->kind][st->cls][st->way],
+                               &st->timed[st->kind][st->cls][st->way],
+                               &st->last_way[st->kind][st->cls], st->way, x))
+        return rc;
     uint32_t *both = st->timed[st->kind][st->cls], n1;
     double t1 = single_ns(st, st->kind, st->cls, 1, &n1);
     if (both[0] >= 2 && n1 >= 2)
