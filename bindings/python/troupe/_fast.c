@@ -1032,6 +1032,12 @@ static PyObject *fresh_ref(const tr_ref *ref, PyObject *rt) {
     PyObject *obj;
 
     if ((obj = ((allocfunc)PyType_GetSlot(tp, Py_tp_alloc))(tp, 0)) == NULL) return NULL;
+    /* Not tracked by the collector: ObjectRef (a class statement's type, so collected)
+     * has no __dict__ and holds only rt, which holds nothing, so no cycle passes through
+     * one made here. Tracked, 20,000 pipelined calls' refs made the young generation's
+     * collections scan them all, and moved them on to the old one: a full collection
+     * every few thousand calls (gc.disable() made them 1.4-1.7x faster). */
+    if (PyType_IS_GC(tp)) PyObject_GC_UnTrack(obj);
     REF(obj)->id = *ref;
     Py_INCREF(rt);
     REF(obj)->rt = rt;
