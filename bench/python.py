@@ -4,7 +4,8 @@ installed (a dev-side comparison: `pip install ray`; never a dependency).
 
   bazel run -c opt //bench:python -- [--json] [--rounds N] [--config KEY=VALUE]
 
-From Python (medians): an actor call's round trip and pipelined calls per second; a
+From Python (medians): an actor call's round trip and pipelined calls per second (in
+windows of 1000 in flight, as C's; and all 20000 at once); a
 remote function's (task) round trip and tasks per second; a call's result passed inside a
 list to another actor that gets it (nested ref); put of
 a 64 MiB numpy array and get of it (zero-copy: a view of the store); allreduce of a 1 MiB
@@ -104,7 +105,20 @@ def median_us_pair(f, g, n, block=500):
     return statistics.median(tf) * 1e6, statistics.median(tg) * 1e6
 
 
-def py_async_calls(a, n=20000):
+def py_async_calls(a, total=100000, window=1000):
+    """Pipelined calls per second, as C's are measured (bench_util.h's
+    bench_async_calls_per_s): windows of `window` calls in flight, then their results,
+    `total` calls in all."""
+    m, get = a.echo.remote, troupe.get
+    t = time.perf_counter()
+    for base in range(0, total, window):
+        get([m(base + i) for i in range(window)])
+    return total // window * window / (time.perf_counter() - t)
+
+
+def py_async_calls_all(a, n=20000):
+    """Pipelined calls per second with all n in flight at once (a Ray program's
+    `get([a.f.remote(i) for i in range(n)])`; no C figure beside it)."""
     t = time.perf_counter()
     troupe.get([a.echo.remote(i) for i in range(n)])
     return n / (time.perf_counter() - t)
@@ -148,6 +162,7 @@ def py_figures(rounds):
     out["py_call_rtt_us_p50"], out["py_task_rtt_us_p50"] = median_us_pair(
         lambda: troupe.get(a.echo.remote(1)), lambda: troupe.get(echo_task.remote(1)), 2000)
     out["py_async_calls_per_s"] = py_async_calls(a)
+    out["py_async_calls_per_s_20000_in_flight"] = py_async_calls_all(a)
     n = 20000
     t = time.perf_counter()
     troupe.get([echo_task.remote(i) for i in range(n)])
@@ -318,8 +333,9 @@ def ray_figures():
         out["ray_call_rtt_us_p50"], out["ray_task_rtt_us_p50"] = median_us_pair(
             lambda: ray.get(a.echo.remote(1)), lambda: ray.get(ray_echo_task.remote(1)), 1000)
         n = 5000
-        t = time.perf_counter()
-        ray.get([a.echo.remote(i) for i in range(n)])
+        t = time.perf_counter()  # (in troupe's windows of 1000: py_async_calls)
+        for base in range(0, n, 1000):
+            ray.get([a.echo.remote(base + i) for i in range(1000)])
         out["ray_async_calls_per_s"] = n / (time.perf_counter() - t)
         t = time.perf_counter()
         ray.get([ray_echo_task.remote(i) for i in range(n)])
