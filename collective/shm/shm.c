@@ -28,13 +28,13 @@
  * (process_vm_readv, as MPI's vader transport does with CMA): one copy instead of two
  * through the slots (allreduce: each rank reads its share of every peer's send, reduces
  * it, then reads the others' shares of their results, or, 2 ranks whose buffers are
- * apart, each reads the whole of the other's send: wants_pair; broadcast: the root, which would
+ * apart, each reads the whole of the other's send: pair_preferred; broadcast: the root, which would
  * only wait, writes a share of every reader's buffer with process_vm_writev meanwhile). It needs
  * ptrace access to the peer (the same user; Yama or a seccomp filter may forbid it), so each rank
  * probes every other at join; such an op takes a first step in which each rank publishes where its
  * buffers are and whether it can and wants to read its peers (it can: allowed, a core of
  * its own, not off; it wants to: on, or by default the faster way so far, timed as the
- * group runs: begin_large, faster_way), and uses single copy if all can and one wants to
+ * group runs: begin_large, plan), and uses single copy if all can and one wants to
  * (else the slots, from the next step). The owner of a buffer does not return until
  * every reader has posted that it is done. What single copy needs (the probe, the
  * setting, the timings) is this rank's state behind g->impl (shm_state).
@@ -66,9 +66,12 @@
 #define ONESHOT_BYTES (16u << 10) /* allreduce/reduce up to this: one step */
 #define SINGLE_MIN (64u << 10)    /* single copy from this size */
 #define SIZE_CLASSES 5            /* < 256 KiB, < 1 MiB, < 4 MiB, < 16 MiB, more */
-#define EXPLORE_EARLY 2           /* the other way is first tried after this many ops, */
-#define EXPLORE_FIRST 64          /* then after this many, */
-#define EXPLORE_MAX 4096          /* then after twice as many each time, then every 4096 */
+#define EXPLORE_EARLY 3           /* the other way is first tried from this op on, */
+#define EXPLORE_FIRST 64          /* then from this one, */
+#define EXPLORE_MAX 4096          /* then twice as many on each time, then every 4096 */
+#define TRIAL_OPS 3               /* a trial of the other way runs this many ops in a row, */
+#define PAIR_TRIAL_OPS 5          /* ...of the pair's way this many, after the other's */
+#define KEEP 3                    /* a way's time: the least of its last 3 timed ops */
 #define SWITCH_GAIN 0.9           /* the slots are taken while they take this fraction or less */
 #define OP_KINDS 8                /* op kinds up to TR__COLL_SCATTER (group.h) */
 #define PROBE_MAGIC 0x7472706f62652121ull
@@ -88,16 +91,21 @@ typedef struct shm_state {
     uint64_t root_writes; /* single-copy broadcasts whose root (this rank) wrote shares */
     uint64_t pair_ops;    /* single-copy allreduces the pair's way (tests look) */
     char *tmp;            /* a single-copy allreduce's peers' pieces (W x PIECE), kept */
-    /* The default's choice: each way's time per byte so far (ewma, ns), and how many ops
-     * it has timed, by op kind and size class; the large op running (its kind, class, way
-     * and start, once every rank has entered it; timed: counted) */
-    double ns_per_byte[OP_KINDS][SIZE_CLASSES][2];
+    /* The default's choice: each way's last KEEP times per byte (ns; a ring), and how many
+     * ops it has timed, by op kind and size class; how many large ops of each the default
+     * has run (timed or not: the trials' schedule); the large op running (its kind, class,
+     * way and start, once every rank has entered it; timed: counted) */
+    double ns_per_byte[OP_KINDS][SIZE_CLASSES][2][KEEP];
     uint32_t timed[OP_KINDS][SIZE_CLASSES][2];
+    uint32_t ops[OP_KINDS][SIZE_CLASSES];
+    uint8_t fresh[OP_KINDS][SIZE_CLASSES];   /* its early trials: 1 the slots', 2 the pair's */
+    uint8_t trying[OP_KINDS][SIZE_CLASSES];  /* the way a trial runs: the slots (1) or not;
+                                              * the pair's (1) or by shares */
     int8_t last_way[OP_KINDS][SIZE_CLASSES]; /* the way of the last op timed (-1 none) */
     /* A 2-rank single-copy allreduce's two ways, timed the same way (by size class): 0
      * its shares in two steps (single_allreduce), 1 the pair's whole reads (pair_allreduce);
      * whether the running op goes (pair) and is timed so (pair_timing) */
-    double pair_ns[SIZE_CLASSES][2];
+    double pair_ns[SIZE_CLASSES][2][KEEP];
     uint32_t pair_n[SIZE_CLASSES][2];
     int8_t pair_last[SIZE_CLASSES];
     int pair, pair_timing;
@@ -232,12 +240,18 @@ static int size_class(size_t bytes) {
                                  : 4;
 }
 
-/* Whether the op after `n` timed ones of a kind and size tries the other way: n or n - 1
- * is 64, 128, ... 4096 or a multiple of 4096 (or, `early`, 2). */
-static int trial(uint32_t n, int early) {
-    if (early && (n == EXPLORE_EARLY || n == EXPLORE_EARLY + 1)) return 1;
-    for (uint32_t k = n; k + 2 > n && k >= EXPLORE_FIRST; k--)
-        if (k >= EXPLORE_MAX ? k % EXPLORE_MAX == 0 : (k & (k - 1)) == 0) return 1;
+/* Where op n of a kind and size (counted from 0) is in a trial of len ops: 1 for its first
+ * op, 2 for its second, ...; 0 outside. A trial begins at op `first` (0: none), and
+ * `offset` ops after op 64, 128, ... 4096, and after each multiple of 4096. */
+static uint32_t in_trial(uint32_t n, uint32_t first, uint32_t offset, uint32_t len) {
+    if (first && n >= first && n - first < len) return n - first + 1;
+    if (n < EXPLORE_FIRST + offset) return 0;
+    for (uint32_t k = n - offset, d = 0; d < len && d <= k; d++) {
+        uint32_t k0 = k - d;
+        if (k0 >= EXPLORE_FIRST &&
+            (k0 >= EXPLORE_MAX ? k0 % EXPLORE_MAX == 0 : (k0 & (k0 - 1)) == 0))
+            return d + 1;
+    }
     return 0;
 }
 
@@ -246,6 +260,9 @@ static int trial(uint32_t n, int early) {
  * large_done). A new group starts from it (a benchmark or a job makes groups for one size
  * each), each rank from its own process's. */
 static int8_t host_way[OP_KINDS][SIZE_CLASSES];
+/* ...and of a 2-rank allreduce of buffers apart by single copy, by size class: 0 not yet,
+ * 1 by shares the faster, 2 the pair's way (a new group of that class starts from it) */
+static int8_t host_pair[SIZE_CLASSES];
 
 void tr__shm_set_host_way(int single) {
     for (int k = 0; k < OP_KINDS; k++)
@@ -255,6 +272,8 @@ void tr__shm_set_host_way(int single) {
                                       : single   ? 1
                                                  : 2),
                              __ATOMIC_RELAXED);
+    for (int c = 0; c < SIZE_CLASSES; c++)
+        __atomic_store_n(&host_pair[c], (int8_t)0, __ATOMIC_RELAXED);
 }
 
 /* The verdict for kind at size class cls (1 the slots, 0 single copy, -1 none): this
@@ -269,45 +288,41 @@ static int host_verdict(int kind, int cls) {
     return -1;
 }
 
-/* Single copy's time per byte so far for kind at size class cls (its ops timed: *n): a
- * 2-rank allreduce of buffers apart (apart) by the faster of its two ways that has been
- * timed twice (its ops mix both: a trial of the slower would weigh in). */
-static double single_ns(const shm_state *st, int kind, int cls, int apart, uint32_t *n) {
-    *n = st->timed[kind][cls][1];
-    double e = st->ns_per_byte[kind][cls][1];
-    for (int v = 0, found = 0; apart && kind == TR__COLL_ALLREDUCE && v < 2; v++)
-        if (st->pair_n[cls][v] >= 2 && (!found || st->pair_ns[cls][v] < e))
-            e = st->pair_ns[cls][v], found = 1;
+/* A way's time per byte: the least of its last KEEP (r, a ring; n: how many it has had),
+ * or -1 before any. The least, not a mean: a way tried for a few ops reaches its speed
+ * over them (the pair's way over ~4-6 ops on AMD family 26, as the reader's cache takes
+ * in the peer's buffer), and the one running is judged the same way. */
+static double least(const double *r, uint32_t n) {
+    if (!n) return -1;
+    double e = r[0];
+    for (uint32_t i = 1; i < n && i < KEEP; i++)
+        if (r[i] < e) e = r[i];
     return e;
 }
 
-/* The default's way for a large op (1 single copy, 0 the slots), timed as the group runs.
- * Which way wins depends on the host: single copy by process_vm_readv, as MPI's vader
- * reads its peers, won on Intel hosts and on AMD family 25 (1 MiB allreduce 108 against
- * 92-311 us, and when the host's two vCPUs sit far apart 340 against 850), but the
- * kernel's copy runs at a quarter of memcpy's speed on AMD family 26 (6.18), where the
- * slots' two copies win in both states (1 MiB allreduce 44-130 against 92-164 us, 64 MiB
- * 7.4 against 11.7 ms; docs/BENCHMARKS.md). So a kind and size starts with what this
- * process found on this host so far (host_way), else with single copy, tries the other
- * way after 2 timed ops (three ops: the first after a switch is not counted), then again
- * once it has been timed 64 times, 128, 256, ... 4096, then every 4096 (trial), and
- * takes the slots while they are a tenth faster (the host may change: its cores move
- * apart and back). A trial op costs what the slower way does, so a long run of ops tries
- * rarely (docs/BENCHMARKS.md, session 18: trials in every 64 ops put 3 slow ops in a
- * 30-op median). Every rank decides on times of its own. A rank that does not wait for
- * the others in one way (a broadcast's root through the slots, a gather's senders) times
- * that way short: so an op goes by single copy where every rank can and any rank wants
- * to (begin_large), and the ranks whose times mean something decide. A way's first timing
- * after a switch is not counted (first touches). */
-static int faster_way(shm_state *st, int kind, int cls, int apart) {
-    uint32_t *n = st->timed[kind][cls], n1;
-    double e1 = single_ns(st, kind, cls, apart, &n1);
-    int slots, early = 0;
-    if (n[0] >= 2 && n1 >= 2)
-        slots = st->ns_per_byte[kind][cls][0] < SWITCH_GAIN * e1;
-    else if ((slots = host_verdict(kind, cls)) < 0)
-        slots = 0, early = 1;
-    return trial(n[0] + n[1], early) ? slots : !slots;
+/* Single copy's time per byte for kind at size class cls (-1: none yet): a 2-rank
+ * allreduce of buffers apart (apart) by the faster of its two ways. */
+static double single_ns(const shm_state *st, int kind, int cls, int apart) {
+    double e = least(st->ns_per_byte[kind][cls][1], st->timed[kind][cls][1]);
+    for (int v = 0; apart && kind == TR__COLL_ALLREDUCE && v < 2; v++) {
+        double x = least(st->pair_ns[cls][v], st->pair_n[cls][v]);
+        if (x >= 0 && (e < 0 || x < e)) e = x;
+    }
+    return e;
+}
+
+/* Whether a 2-rank single-copy allreduce of size class cls goes the pair's way (1: each
+ * reads the whole of the other's send and reduces all of it, pair_allreduce) or by shares
+ * (0: its share and then the other's result, single_allreduce), outside its trials: the
+ * pair's while it takes 0.9 of the other's time or less (or it alone has been timed), else
+ * this process's verdict, else by shares. Measured on AMD family 26, 1 MiB: 100-102
+ * against 161 us when the two vCPUs sit far apart (the other's fresh result crosses
+ * between their caches), 113-123 against 94-103 when near. */
+static int pair_preferred(const shm_state *st, int cls) {
+    double e0 = least(st->pair_ns[cls][0], st->pair_n[cls][0]);
+    double e1 = least(st->pair_ns[cls][1], st->pair_n[cls][1]);
+    if (e1 >= 0) return e0 < 0 || e1 < SWITCH_GAIN * e0;
+    return __atomic_load_n(&host_pair[cls], __ATOMIC_RELAXED) == 2;
 }
 
 static int force_pair = -1; /* (tests: tr__shm_force_pair) */
@@ -316,25 +331,60 @@ void tr__shm_force_pair(int on) {
     __atomic_store_n(&force_pair, on < 0 ? -1 : on != 0, __ATOMIC_RELAXED);
 }
 
-/* Whether a 2-rank single-copy allreduce of size class cls wants the pair's way: each
- * reads the whole of the other's send and reduces all of it (pair_allreduce), rather than
- * its share and then the other's result (single_allreduce). Measured on AMD family 26,
- * 1 MiB: 100-102 against 161 us when the two vCPUs sit far apart (the other's fresh result
- * crosses between their caches), 113-123 against 94-103 when near. So by shares first (the
- * slots' early trial then sees the way it saw before: the pair's way takes ~6 ops to reach
- * its speed here), the pair's way tried as faster_way tries the slots (after 2 ops, then
- * 64, 128, ...), and taken while it takes 0.9 of the other's time or less. */
-static int wants_pair(shm_state *st, int cls) {
-    int forced = __atomic_load_n(&force_pair, __ATOMIC_RELAXED);
-    if (forced >= 0) return forced;
-    uint32_t *n = st->pair_n[cls];
-    double *e = st->pair_ns[cls];
-    int pair = n[0] >= 2 && n[1] >= 2 && e[1] < SWITCH_GAIN * e[0];
-    return trial(n[0] + n[1], 1) ? !pair : pair;
+/* The way of this rank's next large op of kind at size class cls: 1 single copy, 0 the
+ * slots; *pair, a 2-rank allreduce of buffers apart (pairable) by single copy: the pair's
+ * way. With single copy on, always single copy; by default, the faster, timed as the group
+ * runs. Which way wins depends on the host: single copy by process_vm_readv, as MPI's
+ * vader reads its peers, won on Intel hosts and on AMD family 25 (1 MiB allreduce 108
+ * against 92-311 us, and when the host's two vCPUs sit far apart 340 against 850), but
+ * the kernel's copy runs at a quarter of memcpy's speed on AMD family 26 (6.18), where
+ * the slots' two copies win in both states (1 MiB allreduce 44-130 against 92-164 us,
+ * 64 MiB 7.4 against 11.7 ms; docs/BENCHMARKS.md) but for the pair's way when far apart.
+ * So a kind and size starts with what this process found on this host so far (host_way),
+ * else with single copy and tries the slots for 3 ops from its fourth (a first trial);
+ * a pairable one then tries the pair's way, or by shares where the pair's way is
+ * preferred, for 5 ops (unless this process has a verdict on that too); then each way is
+ * tried again so, from op 64, 128, ... 4096, then every 4096 (in_trial), and the slots
+ * are taken while they take 0.9 of single copy's time or less (the host may change: its
+ * cores move apart and back). A trial op costs what the slower way does, so a long run of
+ * ops tries rarely (docs/BENCHMARKS.md, session 18: trials in every 64 ops put 3 slow ops
+ * in a 30-op median). Every rank decides on times of its own (they run the same ops, so
+ * their trials coincide). A rank that does not wait for the others in one way (a
+ * broadcast's root through the slots, a gather's senders) times that way short: so an op
+ * goes by single copy where every rank can and any rank wants to (begin_large), and the
+ * ranks whose times mean something decide. A way's first timing after a switch is not
+ * counted (first touches). */
+static int plan(shm_state *st, int kind, int cls, int pairable, int *pair) {
+    uint32_t n = st->ops[kind][cls];
+    if (st->ops[kind][cls] < UINT32_MAX) st->ops[kind][cls]++;
+    int choose = st->single_copy < 0, verdict = host_verdict(kind, cls);
+    if (n == 0) /* (whether its first trials come early: decided once, at its first op) */
+        st->fresh[kind][cls] =
+            (uint8_t)((choose && verdict < 0 ? 1 : 0) |
+                      (pairable && !__atomic_load_n(&host_pair[cls], __ATOMIC_RELAXED) ? 2 : 0));
+    uint8_t fresh = st->fresh[kind][cls];
+    double es = least(st->ns_per_byte[kind][cls][0], st->timed[kind][cls][0]);
+    double e1 = single_ns(st, kind, cls, pairable);
+    int slots = !choose ? 0 : es >= 0 && e1 >= 0 ? es < SWITCH_GAIN * e1 : verdict > 0;
+    *pair = pairable && pair_preferred(st, cls);
+    /* (a trial runs the way not preferred at its first op all along: the times it brings
+     * may change which is meanwhile) */
+    uint32_t at = choose ? in_trial(n, fresh & 1 ? EXPLORE_EARLY : 0, 0, TRIAL_OPS) : 0;
+    if (at == 1) st->trying[kind][cls] = (uint8_t)!slots;
+    if (at) return !st->trying[kind][cls];
+    at = pairable
+             ? in_trial(n, fresh & 2 ? EXPLORE_EARLY + TRIAL_OPS : 0, TRIAL_OPS, PAIR_TRIAL_OPS)
+             : 0;
+    if (at == 1) st->trying[kind][cls] = (uint8_t) !*pair;
+    if (at) { /* (by single copy, its way not preferred at the trial's first op) */
+        *pair = st->trying[kind][cls];
+        return 1;
+    }
+    return !slots;
 }
 
 /* A large op's first step: publishes where this rank's data is and whether it can and
- * wants to read its peers directly (on, or by default the faster way: faster_way), then
+ * wants to read its peers directly (on, or by default the faster way: plan), then
  * waits for every rank and checks that they agree. Sets *single when every rank can and
  * one wants to; a rank with single copy off cannot. Returns the step the op goes on with;
  * the op ends with large_done. */
@@ -352,8 +402,10 @@ static int begin_large(tr_group *g, uint32_t *s, const void *addr, int mine, siz
     int two = kind == TR__COLL_ALLREDUCE && g->world == 2;
     const void *recv = (const void *)(uintptr_t)H(g)->rk[g->rank].desc[g->seq & 1].addr2;
     unsigned pair = two && !overlap(addr, bytes, recv, bytes) ? APART : 0u;
-    int want = st->single_copy > 0 || (st->timing && faster_way(st, kind, cls, pair != 0));
-    if (pair && wants_pair(st, cls)) pair |= WANT_PAIR;
+    int want = 0, wp = 0, forced = __atomic_load_n(&force_pair, __ATOMIC_RELAXED);
+    if (can) want = plan(st, kind, cls, pair != 0, &wp);
+    if (forced >= 0) wp = forced;
+    if (pair && wp) pair |= WANT_PAIR;
     tr__coll_publish_single(g, addr,
                             (unsigned)(can | (can && want) << 1) |
                                 (can && st->can_write_all ? CAN_WRITE : 0u) | pair);
@@ -370,7 +422,7 @@ static int begin_large(tr_group *g, uint32_t *s, const void *addr, int mine, siz
     }
     *single = all_can && any_wants;
     st->pair = *single && all_apart && any_pair;
-    st->pair_timing = *single && all_apart && __atomic_load_n(&force_pair, __ATOMIC_RELAXED) < 0;
+    st->pair_timing = *single && all_apart && forced < 0;
     st->kind = kind;
     st->cls = cls;
     st->way = *single;
@@ -379,37 +431,41 @@ static int begin_large(tr_group *g, uint32_t *s, const void *addr, int mine, siz
     return 0;
 }
 
-/* Way `way`'s time per byte x into its estimate *e (an ewma) and count *n, unless it is
- * the first after a switch from the way *last was (first touches: not counted); *last
- * becomes way. Whether it counted. */
-static int add_timing(double *e, uint32_t *n, int8_t *last, int way, double x) {
+/* Way `way`'s time per byte x into its ring r (KEEP) and count *n, unless it is the first
+ * after a switch from the way *last was (first touches: not counted); *last becomes way.
+ * Whether it counted. */
+static int add_timing(double *r, uint32_t *n, int8_t *last, int way, double x) {
     int again = way == *last;
     *last = (int8_t)way;
     if (!again) return 0;
-    *e = *n ? 0.75 * *e + 0.25 * x : x;
+    r[*n % KEEP] = x;
     if (*n < UINT32_MAX) (*n)++;
     return 1;
 }
 
-/* A large op's end: its time per byte, for the default's choice. Returns rc. */
+/* A large op's end: its time per byte, for the default's choice, and this process's
+ * verdicts where both ways have times. Returns rc. */
 static int large_done(tr_group *g, int rc) {
     shm_state *st = S(g);
-    int timing = st->timing, pair_timing = st->pair_timing;
+    int timing = st->timing, pair_timing = st->pair_timing, k = st->kind, c = st->cls;
     st->timing = st->pair_timing = 0;
     if (!(timing || pair_timing) || rc || !st->bytes) return rc;
     double x = (double)(tr__now_ns() - st->t0) / (double)st->bytes;
-    if (pair_timing) /* (which of a 2-rank single-copy allreduce's ways, too) */
-        add_timing(&st->pair_ns[st->cls][st->pair], &st->pair_n[st->cls][st->pair],
-                   &st->pair_last[st->cls], st->pair, x);
-    if (!timing || !add_timing(&st->ns_per_byte[st->kind][st->cls][st->way],
-                               &st->timed[st->kind][st->cls][st->way],
-                               &st->last_way[st->kind][st->cls], st->way, x))
+    if (pair_timing) { /* (which of a 2-rank single-copy allreduce's ways, too) */
+        add_timing(st->pair_ns[c][st->pair], &st->pair_n[c][st->pair], &st->pair_last[c], st->pair,
+                   x);
+        double e0 = least(st->pair_ns[c][0], st->pair_n[c][0]);
+        double e1 = least(st->pair_ns[c][1], st->pair_n[c][1]);
+        if (e0 >= 0 && e1 >= 0)
+            __atomic_store_n(&host_pair[c], (int8_t)(e1 < SWITCH_GAIN * e0 ? 2 : 1),
+                             __ATOMIC_RELAXED);
+    }
+    if (!timing || !add_timing(st->ns_per_byte[k][c][st->way], &st->timed[k][c][st->way],
+                               &st->last_way[k][c], st->way, x))
         return rc;
-    uint32_t *both = st->timed[st->kind][st->cls], n1;
-    double t1 = single_ns(st, st->kind, st->cls, 1, &n1);
-    if (both[0] >= 2 && n1 >= 2)
-        __atomic_store_n(&host_way[st->kind][st->cls],
-                         (int8_t)(st->ns_per_byte[st->kind][st->cls][0] < SWITCH_GAIN * t1 ? 2 : 1),
+    double es = least(st->ns_per_byte[k][c][0], st->timed[k][c][0]), e1 = single_ns(st, k, c, 1);
+    if (es >= 0 && e1 >= 0)
+        __atomic_store_n(&host_way[k][c], (int8_t)(es < SWITCH_GAIN * e1 ? 2 : 1),
                          __ATOMIC_RELAXED);
     return rc;
 }
