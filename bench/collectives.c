@@ -6,9 +6,11 @@
  *   objectstore  the object store (allreduce: tr_object_allreduce; broadcast: the root's
  *                put and everyone's get; allgather: everyone's put and everyone's gets)
  *   rawgloo      the baseline: libgloo straight, no troupe (bench/raw_gloo.cc)
- * Timed as ../shared/anchors/mpi_coll.c times MPI: a barrier before each iteration, the
- * iteration's time is the slowest rank's, the median is reported (the first iteration,
- * which maps pages, is left out). Sizes are per rank (allgather gathers world x size).
+ * Timed as ../shared/anchors/mpi_coll.c times MPI: as many untimed iterations first as it
+ * warms up with (200 below 1 MiB, 30 at 1 MiB, 2 at 64 MiB), a barrier before each
+ * iteration, the iteration's time is the slowest rank's, the median is reported (the
+ * first timed iteration is left out too). Sizes are per rank (allgather gathers world x
+ * size).
  *
  *   bazel run //bench:collectives -- [--json] [--max-mib N] [--paths shm,gloo,...]
  *                                    [--ops allreduce,...] [--worlds 2,4] [--sizes 4B,1MiB]
@@ -41,6 +43,7 @@ typedef struct args {
     char name[32];
     char dir[64]; /* rawgloo's FileStore */
     int32_t world, rank, path, op, iters;
+    int32_t warm; /* untimed iterations first */
     uint64_t bytes;
     int32_t single; /* shm's single copy: 1, 0, -1 the faster (tr_group_set_single_copy) */
 } args;
@@ -78,19 +81,22 @@ static int obj_iteration(tr_runtime *rt, const args *a, int i, float *buf, float
     return rc;
 }
 
-/* Runs `iters` timed iterations in one rank; replies the per-iteration times (us). */
+/* Runs `warm` untimed then `iters` timed iterations in one rank; replies the timed
+ * iterations' times (us). */
 static int run_rank(tr_ctx *ctx, void *self, const void *in, size_t len) {
     (void)self;
     if (len != sizeof(args)) return tr_ctx_error(ctx, "bad args");
     args a;
     memcpy(&a, in, sizeof a);
+    int warm = a.warm;
+    a.iters += warm; /* (all run; the first `warm` times are not replied) */
     double *t = calloc((size_t)a.iters, sizeof(double));
     if (a.path == PATH_RAWGLOO) {
         char err[256];
         int rc = raw_gloo_run(a.dir, a.name, a.world, a.rank, a.op, a.bytes, a.iters, t, err,
                               sizeof err);
         rc = rc ? tr_ctx_error(ctx, "%s", err)
-                : tr_ctx_reply(ctx, t, sizeof(double) * (size_t)a.iters);
+                : tr_ctx_reply(ctx, t + warm, sizeof(double) * (size_t)(a.iters - warm));
         free(t);
         return rc;
     }
@@ -160,7 +166,7 @@ static int run_rank(tr_ctx *ctx, void *self, const void *in, size_t len) {
         free(t);
         return rc == TR_ETASK ? rc : tr_ctx_error(ctx, "%s: %s", tr_errname(rc), tr_last_error());
     }
-    rc = tr_ctx_reply(ctx, t, sizeof(double) * (size_t)a.iters);
+    rc = tr_ctx_reply(ctx, t + warm, sizeof(double) * (size_t)(a.iters - warm));
     free(t);
     return rc;
 }
@@ -281,6 +287,8 @@ int main(int argc, char **argv) {
             for (int s = 0; s < 4; s++) {
                 if (sizes[s] > (max_mib << 20) || !(size_set >> s & 1)) continue;
                 int iters = sizes[s] >= (64u << 20) ? 5 : sizes[s] >= (1u << 20) ? 30 : 300;
+                /* (mpi_coll.c's warm-up: max(2, maxit / 10) of its 15, 300 and 2000) */
+                int warm = sizes[s] >= (64u << 20) ? 2 : sizes[s] >= (1u << 20) ? 30 : 200;
                 for (int op = 0; op < N_OPS; op++) {
                     if (!(ops >> op & 1)) continue;
                     double p50[N_PATHS] = {0};
@@ -288,7 +296,7 @@ int main(int argc, char **argv) {
                         if (!(paths >> path & 1)) continue;
                         tr_ref calls[4];
                         for (int r = 0; r < world; r++) {
-                            args a = {{0}, {0}, world, r, path, op, iters, sizes[s], single};
+                            args a = {{0}, {0}, world, r, path, op, iters, warm, sizes[s], single};
                             snprintf(a.name, sizeof a.name, "b%d", seq);
                             snprintf(a.dir, sizeof a.dir, "%s", dir);
                             CHECK(tr_call(rt, ranks[r], "run", &a, sizeof a, &calls[r]));
