@@ -287,6 +287,7 @@ static int join(const char *node_path, size_t max_msg, int world, int rank,
 int tr__group_destroy(tr_group *g) {
     if (!g) return 0;
     int rc = 0;
+    tr__book_flush(); /* (its last op's accounting) */
     live_remove(g);
     if (g->impl && g->be->fini) g->be->fini(g);
     if (g->stage) tr__coll_device_stager->close(g);
@@ -406,15 +407,11 @@ static int run_op(tr_group *g, const tr__coll_args *a, int timeout_ms) {
                       : finish(g, dispatch(g, a, deadline));
     int64_t t1 = tr__now_ns();
     tr__flight_end(fl, rc, t1);
-    uint64_t bytes = (uint64_t)a->count * tr__dtype_size(a->dtype);
-    /* (the node's metrics: ops, bytes and time by backend and kind) */
-    int backend = g->cnt_backend;
-    tr__cnt_coll(backend, a->kind, bytes, (uint64_t)(t1 - t0), rc);
-    if (tr__proc_cnt()) tr__hist_add(&tr__proc_cnt()->coll[backend], (uint64_t)(t1 - t0), rc != 0);
-    /* (the timeline: the op, linked to the other ranks' by its number in the group) */
-    tr__trace_ev_add(TR__EV_COLL, t0, t1, tr__coll_op_name(a->kind),
-                     strlen(tr__coll_op_name(a->kind)),
-                     fl ? tr__flight_flow_at(g->flow_key, fl_seq) : 0, bytes, rc != 0);
+    /* (the node's metrics: ops, bytes and time by backend and kind; the timeline: the op,
+     * linked to the other ranks' by its number in the group; done later, off the path of
+     * what the caller does next: tr__book_coll) */
+    tr__book_coll(g->cnt_backend, (int)a->kind, (uint64_t)a->count * tr__dtype_size(a->dtype), t0,
+                  t1, fl ? tr__flight_flow_at(g->flow_key, fl_seq) : 0, rc);
     if (rc == TR_ETIMEDOUT || rc == TR_EPEER_DIED) { /* every rank's ring, and a verdict */
         char session[200];
         const char *slash = strrchr(g->node_path, '/');

@@ -80,6 +80,7 @@ int tr__trace_open(const char *node_path, const char *role, const char *label,
 }
 
 void tr__trace_close(void) {
+    tr__book_flush(); /* (this thread's last op) */
     tr__trace_hdr *h = __atomic_exchange_n(&tr__trace_self, NULL, __ATOMIC_ACQ_REL);
     if (h) munmap(h, sizeof *h);
 }
@@ -132,6 +133,106 @@ void tr__trace_ev_add(int kind, int64_t t0, int64_t t1, const char *name, size_t
     if (!h) return;
     uint64_t i = __atomic_fetch_add(&h->head, 1, __ATOMIC_RELAXED);
     ev_write(h, i, kind, t0, t1, name, name_len, flow, value, failed);
+}
+
+/* ---- a collective op's accounting, gathered --------------------------------------- */
+
+#define BOOK_NS                                                                                    \
+    10000000 /* a thread's gathered ops go out at least this often while it runs them              \
+              */
+
+/* What a thread's ops have gathered since they last went out (malloc'ed once a thread, on
+ * its first op: TLS holds the pointer alone). */
+typedef struct book {
+    uint64_t ops[TR__CNT_BACKENDS][TR__CNT_OPS];
+    uint64_t bytes[TR__CNT_BACKENDS][TR__CNT_OPS];
+    uint64_t ns[TR__CNT_BACKENDS][TR__CNT_OPS];
+    tr__hist hist[TR__CNT_BACKENDS];
+    tr__burst ev;  /* their timeline events */
+    int64_t since; /* the first one's end */
+} book;
+
+__attribute__((visibility("hidden"))) __thread int tr__book_pending;
+static _Thread_local book *book_self;
+static pthread_key_t book_key;
+static int book_key_ok;
+static pthread_once_t book_once = PTHREAD_ONCE_INIT;
+
+static void book_at_exit(void *b) { /* (the thread's key: its book, done and freed) */
+    tr__book_flush();
+    book_self = NULL;
+    free(b);
+}
+
+static void book_make_key(void) {
+    book_key_ok = pthread_key_create(&book_key, book_at_exit) == 0;
+}
+
+/* This thread's book (NULL: none can be had, and ops are counted one by one). */
+static book *book_get(void) {
+    if (book_self) return book_self;
+    pthread_once(&book_once, book_make_key);
+    book *b = book_key_ok ? calloc(1, sizeof *b) : NULL;
+    if (b && pthread_setspecific(book_key, b)) { /* (its exit would not free it) */
+        free(b);
+        b = NULL;
+    }
+    return book_self = b;
+}
+
+void tr__book_flush_now(void) {
+    book *b = book_self;
+    tr__book_pending = 0;
+    if (!b) return;
+    tr__coll_counters *c = __atomic_load_n(&tr__coll_counters_self, __ATOMIC_ACQUIRE);
+    tr__proc_counters *pc = tr__proc_cnt();
+    for (int be = 0; be < TR__CNT_BACKENDS; be++) {
+        for (int k = 0; k < TR__CNT_OPS; k++) {
+            if (!b->ops[be][k]) continue;
+            if (c) {
+                __atomic_fetch_add(&c->ops[be][k], b->ops[be][k], __ATOMIC_RELAXED);
+                __atomic_fetch_add(&c->bytes[be][k], b->bytes[be][k], __ATOMIC_RELAXED);
+                __atomic_fetch_add(&c->ns[be][k], b->ns[be][k], __ATOMIC_RELAXED);
+            }
+            b->ops[be][k] = b->bytes[be][k] = b->ns[be][k] = 0;
+        }
+        if (pc)
+            tr__hist_merge(&pc->coll[be], &b->hist[be]);
+        else
+            memset(&b->hist[be], 0, sizeof b->hist[be]);
+    }
+    tr__burst_flush(&b->ev, TR__EV_COLL, NULL);
+}
+
+void tr__book_coll(int backend, int kind, uint64_t bytes, int64_t t0, int64_t t1, uint64_t flow,
+                   int rc) {
+    uint64_t ns = (uint64_t)(t1 - t0);
+    const char *name = tr__coll_op_name((unsigned)kind);
+    book *b = rc || backend < 0 || backend >= TR__CNT_BACKENDS || kind <= 0 || kind >= TR__CNT_OPS
+                  ? NULL
+                  : book_get();
+    if (!b) { /* (a failed op goes out at once, after those before it, as any op without a book) */
+        tr__book_flush();
+        tr__cnt_coll(backend, kind, bytes, ns, rc);
+        tr__proc_counters *pc = tr__proc_cnt();
+        if (pc && backend >= 0 && backend < TR__CNT_BACKENDS)
+            tr__hist_add(&pc->coll[backend], ns, rc != 0);
+        tr__trace_ev_add(TR__EV_COLL, t0, t1, name, strlen(name), flow, bytes, rc != 0);
+        return;
+    }
+    if (b->ev.n == TR__BURST) tr__book_flush_now();
+    b->ops[backend][kind]++;
+    b->bytes[backend][kind] += bytes;
+    b->ns[backend][kind] += ns;
+    tr__hist_add_local(&b->hist[backend], ns, 0);
+    tr__burst_push_flow(&b->ev, t0, t1, name, flow, 0);
+    b->ev.ev[b->ev.n - 1].value = bytes;
+    if (!tr__book_pending) {
+        b->since = t1;
+        tr__book_pending = 1;
+    } else if (t1 - b->since >= BOOK_NS) {
+        tr__book_flush_now();
+    }
 }
 
 /* ---- slices in bursts ------------------------------------------------------------- */

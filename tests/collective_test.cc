@@ -25,6 +25,7 @@ extern "C" {
 #include "collective/registry.h"
 #include "collective/shm/shm.h"
 #include "core/nodeconn.h"
+#include "core/trace.h"
 }
 
 namespace {
@@ -271,6 +272,33 @@ TEST_F(CollFailures, ATwoRankAllreduceTriesEachWayForOpsInARow) {
         return "";
     });
     tr__shm_set_host_way(-1);
+}
+
+/* A thread's ops are counted (this process's histogram of op durations, core/trace.h) once
+ * its group goes or the thread ends, exactly: each thread gathers them and sends them
+ * out together (tr__book_coll). Two runs of 2 ranks, one with 25 tiny allreduces a rank
+ * and one with none (what joining and leaving count): they differ by 50. */
+TEST_F(CollFailures, AThreadsGatheredOpsAreCountedOnceItsGroupGoes) {
+    tr__proc_counters *pc = tr__proc_cnt();
+    if (!pc) {
+        printf("skipped: this process records no counters (TROUPE_TRACE=0)\n");
+        return;
+    }
+    uint64_t n[2];
+    for (int ops : {0, 25}) {
+        uint64_t before = __atomic_load_n(&pc->coll[TR__CNT_SHM].n, __ATOMIC_RELAXED);
+        std::string name = "gathered" + std::to_string(ops);
+        in_threads(rt, 2, "shm", name.c_str(), [&](int r, tr_group *g) -> std::string {
+            for (int i = 0; i < ops; i++) {
+                int32_t x = r + i, y = 0;
+                if (tr_allreduce(g, &x, &y, 1, TR_INT32, TR_SUM, 10000)) return tr_last_error();
+                if (y != 1 + 2 * i) return "wrong sum " + std::to_string(y);
+            }
+            return "";
+        });
+        n[ops != 0] = __atomic_load_n(&pc->coll[TR__CNT_SHM].n, __ATOMIC_RELAXED) - before;
+    }
+    EXPECT_EQ(n[1] - n[0], 50u) << "with no ops: " << n[0] << ", with 25 a rank: " << n[1];
 }
 
 /* Ranks bound to cores of their own spin for each other; ranks bound to one shared core
