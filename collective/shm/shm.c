@@ -358,10 +358,12 @@ static int plan(shm_state *st, int kind, int cls, int pairable, int *pair) {
     uint32_t n = st->ops[kind][cls];
     if (st->ops[kind][cls] < UINT32_MAX) st->ops[kind][cls]++;
     int choose = st->single_copy < 0, verdict = host_verdict(kind, cls);
-    if (n == 0) /* (whether its first trials come early: decided once, at its first op) */
-        st->fresh[kind][cls] =
-            (uint8_t)((choose && verdict < 0 ? 1 : 0) |
-                      (pairable && !__atomic_load_n(&host_pair[cls], __ATOMIC_RELAXED) ? 2 : 0));
+    if (n == 0) { /* (whether its first trials come early: decided once, at its first op; by
+                   * default only where this process has no verdict for the kind at any
+                   * size, then the pair's too unless it has one at this size) */
+        int pair_early = pairable && !__atomic_load_n(&host_pair[cls], __ATOMIC_RELAXED) ? 2 : 0;
+        st->fresh[kind][cls] = (uint8_t)(!choose ? pair_early : verdict < 0 ? 1 | pair_early : 0);
+    }
     uint8_t fresh = st->fresh[kind][cls];
     double es = least(st->ns_per_byte[kind][cls][0], st->timed[kind][cls][0]);
     double e1 = single_ns(st, kind, cls, pairable);
