@@ -7,7 +7,8 @@
  *                put and everyone's get; allgather: everyone's put and everyone's gets)
  *   rawgloo      the baseline: libgloo straight, no troupe (bench/raw_gloo.cc)
  * Timed as ../shared/anchors/mpi_coll.c times MPI: as many untimed iterations first as it
- * warms up with (200 below 1 MiB, 30 at 1 MiB, 2 at 64 MiB), a barrier before each
+ * warms up with (200 below 1 MiB, 30 at 1 MiB, 2 at 64 MiB), then 300, 30 and 15 timed
+ * (at 64 MiB its most; it takes up to 2000 and 300 below), a barrier before each
  * iteration, the iteration's time is the slowest rank's, the median is reported (the
  * first timed iteration is left out too). Sizes are per rank (allgather gathers world x
  * size).
@@ -286,7 +287,7 @@ int main(int argc, char **argv) {
             const tr_actor_id *ranks = actors_for(rt, world, bind);
             for (int s = 0; s < 4; s++) {
                 if (sizes[s] > (max_mib << 20) || !(size_set >> s & 1)) continue;
-                int iters = sizes[s] >= (64u << 20) ? 5 : sizes[s] >= (1u << 20) ? 30 : 300;
+                int iters = sizes[s] >= (64u << 20) ? 15 : sizes[s] >= (1u << 20) ? 30 : 300;
                 /* (mpi_coll.c's warm-up: max(2, maxit / 10) of its 15, 300 and 2000) */
                 int warm = sizes[s] >= (64u << 20) ? 2 : sizes[s] >= (1u << 20) ? 30 : 200;
                 for (int op = 0; op < N_OPS; op++) {

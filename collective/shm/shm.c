@@ -340,10 +340,11 @@ void tr__shm_force_pair(int on) {
  * the kernel's copy runs at a quarter of memcpy's speed on AMD family 26 (6.18), where
  * the slots' two copies win in both states (1 MiB allreduce 44-130 against 92-164 us,
  * 64 MiB 7.4 against 11.7 ms; docs/BENCHMARKS.md) but for the pair's way when far apart.
- * So a kind and size starts with what this process found on this host so far (host_way),
- * else with single copy and tries the slots for 3 ops from its fourth (a first trial);
- * a pairable one then tries the pair's way, or by shares where the pair's way is
- * preferred, for 5 ops (unless this process has a verdict on that too); then each way is
+ * So a kind and size starts with what this process found on this host so far (host_way,
+ * at its size or the nearest), else with single copy, and unless it found it at this
+ * size, tries the other way for 3 ops from its fourth (a first trial); where the process
+ * knew nothing of the kind, a pairable one then tries the pair's way, or by shares where
+ * the pair's way is preferred, for 5 ops (unless it has a verdict on that); then each way is
  * tried again so, from op 64, 128, ... 4096, then every 4096 (in_trial), and the slots
  * are taken while they take 0.9 of single copy's time or less (the host may change: its
  * cores move apart and back). A trial op costs what the slower way does, so a long run of
@@ -359,10 +360,15 @@ static int plan(shm_state *st, int kind, int cls, int pairable, int *pair) {
     if (st->ops[kind][cls] < UINT32_MAX) st->ops[kind][cls]++;
     int choose = st->single_copy < 0, verdict = host_verdict(kind, cls);
     if (n == 0) { /* (whether its first trials come early: decided once, at its first op; by
-                   * default only where this process has no verdict for the kind at any
-                   * size, then the pair's too unless it has one at this size) */
+                   * default where this process has no verdict for the kind at this size (one
+                   * at another size is where it starts), and the pair's too where it has
+                   * none at any size, nor for the pair at this one) */
         int pair_early = pairable && !__atomic_load_n(&host_pair[cls], __ATOMIC_RELAXED) ? 2 : 0;
-        st->fresh[kind][cls] = (uint8_t)(!choose ? pair_early : verdict < 0 ? 1 | pair_early : 0);
+        int own = __atomic_load_n(&host_way[kind][cls], __ATOMIC_RELAXED) != 0;
+        st->fresh[kind][cls] = (uint8_t)(!choose       ? pair_early
+                                         : verdict < 0 ? 1 | pair_early
+                                         : own         ? 0
+                                                       : 1);
     }
     uint8_t fresh = st->fresh[kind][cls];
     double es = least(st->ns_per_byte[kind][cls][0], st->timed[kind][cls][0]);
