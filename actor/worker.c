@@ -605,9 +605,13 @@ static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t se
     int64_t t0 = tr__now_ns();
     ctx->failed = 0;
     tr__trace_method = def->name; /* (what its collective ops were called from) */
+    int book_was = tr__book_on;   /* (its collective ops' accounting gathered, and sent out
+                                   * before its reply leaves: core/trace.h) */
+    tr__book_on = 1;
     int r = tr__ctx_canceled(ctx) ? tr__ctx_error(ctx, "canceled (tr_cancel) before it ran")
                                   : def->fn(ctx, w->self, args, alen);
-    tr__book_flush(); /* (its collective ops' accounting, before its reply leaves) */
+    tr__book_flush();
+    tr__book_on = book_was;
     tr__trace_method = NULL;
     ctx->yield_w = ctx->yield_c = NULL;
     int64_t t1 = tr__now_ns();

@@ -153,6 +153,7 @@ typedef struct book {
 } book;
 
 __attribute__((visibility("hidden"))) __thread int tr__book_pending;
+__attribute__((visibility("hidden"))) __thread int tr__book_on;
 static _Thread_local book *book_self;
 static pthread_key_t book_key;
 static int book_key_ok;
@@ -208,7 +209,8 @@ void tr__book_coll(int backend, int kind, uint64_t bytes, int64_t t0, int64_t t1
                    int rc) {
     uint64_t ns = (uint64_t)(t1 - t0);
     const char *name = tr__coll_op_name((unsigned)kind);
-    book *b = rc || backend < 0 || backend >= TR__CNT_BACKENDS || kind <= 0 || kind >= TR__CNT_OPS
+    book *b = !tr__book_on || rc || backend < 0 || backend >= TR__CNT_BACKENDS || kind <= 0 ||
+                      kind >= TR__CNT_OPS
                   ? NULL
                   : book_get();
     if (!b) { /* (a failed op goes out at once, after those before it, as any op without a book) */

@@ -124,16 +124,20 @@ void tr__trace_ev_add(int kind, int64_t t0, int64_t t1, const char *name, size_t
                       uint64_t flow, uint64_t value, int failed);
 
 /* A collective op's accounting once it has ended - the node's counters (as tr__cnt_coll),
- * this process's histogram of its ops' durations (by backend), its timeline event -
- * gathered on its thread (plain adds; the events as a burst) and sent out together by
- * tr__book_flush: every 64 ops or 10 ms while the thread runs ops, and when a worker's
- * call returns, when a group goes, when the thread ends, when the trace closes (a failed
- * op goes out at once). Done op by op (~7 relaxed atomic adds and an event's line) it
- * took ~60 ns of the ~250 of a 4-byte broadcast between two bound processes (AMD family
- * 26). (An op's flight entry is not in it: it ends there at once.) */
+ * this process's histogram of its ops' durations (by backend), its timeline event. Done op
+ * by op (~7 relaxed atomic adds and an event's line) it took ~45 ns of the ~250 of a
+ * 4-byte broadcast between two bound processes (AMD family 26). So on a thread that runs
+ * a worker's call (tr__book_on: set around the method by actor/worker.c, which does
+ * tr__book_flush once it returns, before its reply leaves) it is gathered (plain adds; the
+ * events as a burst) and sent out together: every 64 ops or 10 ms, when the method
+ * returns, when a group goes, when the thread ends, when the trace closes (a failed op at
+ * once). On any other thread (a driver's, an event loop's, which no call's end flushes)
+ * each op goes out as it ends. (An op's flight entry is not in it: it ends there at
+ * once.) */
 void tr__book_coll(int backend, int kind, uint64_t bytes, int64_t t0, int64_t t1, uint64_t flow,
                    int rc);
 extern __attribute__((visibility("hidden"))) __thread int tr__book_pending;
+extern __attribute__((visibility("hidden"))) __thread int tr__book_on;
 void tr__book_flush_now(void);
 static inline void tr__book_flush(void) {
     if (tr__book_pending) tr__book_flush_now();

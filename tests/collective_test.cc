@@ -274,10 +274,11 @@ TEST_F(CollFailures, ATwoRankAllreduceTriesEachWayForOpsInARow) {
     tr__shm_set_host_way(-1);
 }
 
-/* A thread's ops are counted (this process's histogram of op durations, core/trace.h) once
- * its group goes or the thread ends, exactly: each thread gathers them and sends them
- * out together (tr__book_coll). Two runs of 2 ranks, one with 25 tiny allreduces a rank
- * and one with none (what joining and leaving count): they differ by 50. */
+/* A thread's ops are counted (this process's histogram of op durations, core/trace.h)
+ * exactly, gathered or not (tr__book_coll; a driver's threads count each as it ends, a
+ * worker's call gathers them): two runs of 2 ranks, one with 25 tiny allreduces a rank
+ * and one with none (what joining and leaving count), differ by 50; and a thread that
+ * gathers (as a worker's call does) has them all counted once its group goes. */
 TEST_F(CollFailures, AThreadsGatheredOpsAreCountedOnceItsGroupGoes) {
     tr__proc_counters *pc = tr__proc_cnt();
     if (!pc) {
@@ -289,6 +290,7 @@ TEST_F(CollFailures, AThreadsGatheredOpsAreCountedOnceItsGroupGoes) {
         uint64_t before = __atomic_load_n(&pc->coll[TR__CNT_SHM].n, __ATOMIC_RELAXED);
         std::string name = "gathered" + std::to_string(ops);
         in_threads(rt, 2, "shm", name.c_str(), [&](int r, tr_group *g) -> std::string {
+            tr__book_on = r; /* (rank 1 gathers, as a worker's call) */
             for (int i = 0; i < ops; i++) {
                 int32_t x = r + i, y = 0;
                 if (tr_allreduce(g, &x, &y, 1, TR_INT32, TR_SUM, 10000)) return tr_last_error();
