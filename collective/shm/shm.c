@@ -66,11 +66,10 @@
 #define ONESHOT_BYTES (16u << 10) /* allreduce/reduce up to this: one step */
 #define SINGLE_MIN (64u << 10)    /* single copy from this size */
 #define SIZE_CLASSES 5            /* < 256 KiB, < 1 MiB, < 4 MiB, < 16 MiB, more */
-#define EXPLORE_EARLY 3           /* the other way is first tried from this op on, */
+#define SETTLE_OPS 6              /* ops a way takes to reach its speed below 16 MiB (cached), */
+#define SETTLE_OPS_BIG 2          /* ...and from 16 MiB on (the first one is cold) */
 #define EXPLORE_FIRST 64          /* then from this one, */
 #define EXPLORE_MAX 4096          /* then twice as many on each time, then every 4096 */
-#define TRIAL_OPS 3               /* a trial of the other way runs this many ops in a row, */
-#define PAIR_TRIAL_OPS 5          /* ...of the pair's way this many, after the other's */
 #define KEEP 3                    /* a way's time: the least of its last 3 timed ops */
 #define SWITCH_GAIN 0.9           /* the slots are taken while they take this fraction or less */
 #define OP_KINDS 8                /* op kinds up to TR__COLL_SCATTER (group.h) */
@@ -342,9 +341,12 @@ void tr__shm_force_pair(int on) {
  * 64 MiB 7.4 against 11.7 ms; docs/BENCHMARKS.md) but for the pair's way when far apart.
  * So a kind and size starts with what this process found on this host so far (host_way,
  * at its size or the nearest), else with single copy, and unless it found it at this
- * size, tries the other way for 3 ops from its fourth (a first trial); where the process
- * knew nothing of the kind, a pairable one then tries the pair's way, or by shares where
- * the pair's way is preferred, for 5 ops (unless it has a verdict on that); then each way is
+ * size, tries the other way once the first has run as many ops as a way takes to reach
+ * its speed (below 16 MiB, 6: a buffer that fits in the caches is read warmer op by op,
+ * e.g. a 1 MiB allgather by single copy 855, 200, 132, 184, 104, 103, then 84-87 us in
+ * the far state; from 16 MiB, 2), for as many (a first trial); where the process knew
+ * nothing of the kind, a pairable one then tries the pair's way, or by shares where the
+ * pair's way is preferred, for as many again (unless it has a verdict on that); then each way is
  * tried again so, from op 64, 128, ... 4096, then every 4096 (in_trial), and the slots
  * are taken while they take 0.9 of single copy's time or less (the host may change: its
  * cores move apart and back). A trial op costs what the slower way does, so a long run of
@@ -377,12 +379,12 @@ static int plan(shm_state *st, int kind, int cls, int pairable, int *pair) {
     *pair = pairable && pair_preferred(st, cls);
     /* (a trial runs the way not preferred at its first op all along: the times it brings
      * may change which is meanwhile) */
-    uint32_t at = choose ? in_trial(n, fresh & 1 ? EXPLORE_EARLY : 0, 0, TRIAL_OPS) : 0;
+    /* (a way starts, and each trial runs, for as many ops as a way takes to settle) */
+    uint32_t len = cls < 3 ? SETTLE_OPS : SETTLE_OPS_BIG;
+    uint32_t at = choose ? in_trial(n, fresh & 1 ? len : 0, 0, len) : 0;
     if (at == 1) st->trying[kind][cls] = (uint8_t)!slots;
     if (at) return !st->trying[kind][cls];
-    at = pairable
-             ? in_trial(n, fresh & 2 ? EXPLORE_EARLY + TRIAL_OPS : 0, TRIAL_OPS, PAIR_TRIAL_OPS)
-             : 0;
+    at = pairable ? in_trial(n, fresh & 2 ? 2 * len : 0, len, len) : 0;
     if (at == 1) st->trying[kind][cls] = (uint8_t) !*pair;
     if (at) { /* (by single copy, its way not preferred at the trial's first op) */
         *pair = st->trying[kind][cls];
