@@ -247,15 +247,15 @@ TEST_F(CollFailures, LargeOpsReadThePeersBufferDirectly) {
 
 /* By default, a 2-rank allreduce of buffers apart tries each way for several ops in a row
  * (a way may take a few ops to reach its speed): in a process that knows nothing of the
- * host, its first 6 ops of 1 MiB go by single copy (by shares), the next 6 by the slots,
- * the next 6 the pair's way; every sum is right. */
+ * host, its first 8 ops of 1 MiB go by single copy (by shares), the next 8 by the slots,
+ * the next 8 the pair's way; every sum is right. */
 TEST_F(CollFailures, ATwoRankAllreduceTriesEachWayForOpsInARow) {
     const size_t n = 256 << 10; /* int32: 1 MiB a rank */
     tr__shm_set_host_way(-1);
     tr__shm_force_pair(-1);
     in_threads(rt, 2, "shm", "trials", [&](int r, tr_group *g) -> std::string {
         std::vector<int32_t> x(n), y(n);
-        for (int op = 0; op < 18; op++) {
+        for (int op = 0; op < 24; op++) {
             for (size_t i = 0; i < n; i++)
                 x[i] = (int32_t)(r * 5 + op + i);
             if (tr_allreduce(g, x.data(), y.data(), n, TR_INT32, TR_SUM, 10000))
@@ -265,9 +265,9 @@ TEST_F(CollFailures, ATwoRankAllreduceTriesEachWayForOpsInARow) {
                     return "op " + std::to_string(op) + ": wrong sum at " + std::to_string(i);
         }
         int cores = g->cores_own || g->spin_limit > 0; /* (single copy needs a core each) */
-        if (tr__shm_single_ops(g) != (cores ? 12u : 0u))
+        if (tr__shm_single_ops(g) != (cores ? 16u : 0u))
             return "single-copy ops: " + std::to_string(tr__shm_single_ops(g));
-        if (tr__shm_pair_ops(g) != (cores ? 6u : 0u))
+        if (tr__shm_pair_ops(g) != (cores ? 8u : 0u))
             return "pair ops: " + std::to_string(tr__shm_pair_ops(g));
         return "";
     });

@@ -66,7 +66,7 @@
 #define ONESHOT_BYTES (16u << 10) /* allreduce/reduce up to this: one step */
 #define SINGLE_MIN (64u << 10)    /* single copy from this size */
 #define SIZE_CLASSES 5            /* < 256 KiB, < 1 MiB, < 4 MiB, < 16 MiB, more */
-#define SETTLE_OPS 6              /* ops a way takes to reach its speed below 16 MiB (cached), */
+#define SETTLE_OPS 8              /* ops a way takes to reach its speed below 16 MiB (cached), */
 #define SETTLE_OPS_BIG 2          /* ...and from 16 MiB on (the first one is cold) */
 #define EXPLORE_FIRST 64          /* then from this one, */
 #define EXPLORE_MAX 4096          /* then twice as many on each time, then every 4096 */
@@ -342,9 +342,10 @@ void tr__shm_force_pair(int on) {
  * So a kind and size starts with what this process found on this host so far (host_way,
  * at its size or the nearest), else with single copy, and unless it found it at this
  * size, tries the other way once the first has run as many ops as a way takes to reach
- * its speed (below 16 MiB, 6: a buffer that fits in the caches is read warmer op by op,
- * e.g. a 1 MiB allgather by single copy 855, 200, 132, 184, 104, 103, then 84-87 us in
- * the far state; from 16 MiB, 2), for as many (a first trial); where the process knew
+ * its speed (below 16 MiB, 8: a buffer that fits in the caches is read warmer op by op,
+ * e.g. a 1 MiB allgather by single copy 855, 200, 132, 184, 104, 103, 87, 92, then 84-86
+ * us in the far state, and by the slots 1131, 123, 134, 123, 104, 101, 93, 89, then
+ * 86-89; from 16 MiB, 2), for as many (a first trial); where the process knew
  * nothing of the kind, a pairable one then tries the pair's way, or by shares where the
  * pair's way is preferred, for as many again (unless it has a verdict on that); then each way is
  * tried again so, from op 64, 128, ... 4096, then every 4096 (in_trial), and the slots
