@@ -137,9 +137,8 @@ void tr__trace_ev_add(int kind, int64_t t0, int64_t t1, const char *name, size_t
 
 /* ---- a collective op's accounting, gathered --------------------------------------- */
 
-#define BOOK_NS                                                                                    \
-    10000000 /* a thread's gathered ops go out at least this often while it runs them              \
-              */
+/* A thread's gathered ops go out at least this often (ns) while it runs them. */
+#define BOOK_NS 10000000
 
 /* What a thread's ops have gathered since they last went out (malloc'ed once a thread, on
  * its first op: TLS holds the pointer alone). */
