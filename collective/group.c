@@ -408,8 +408,9 @@ static int run_op(tr_group *g, const tr__coll_args *a, int timeout_ms) {
     int64_t t1 = tr__now_ns();
     tr__flight_end(fl, rc, t1);
     /* (the node's metrics: ops, bytes and time by backend and kind; the timeline: the op,
-     * linked to the other ranks' by its number in the group; done later, off the path of
-     * what the caller does next: tr__book_coll) */
+     * linked to the other ranks' by its number in the group; on a worker's call's thread
+     * gathered and sent out later, off the path of what the caller does next:
+     * tr__book_coll) */
     tr__book_coll(g->cnt_backend, (int)a->kind, (uint64_t)a->count * tr__dtype_size(a->dtype), t0,
                   t1, fl ? tr__flight_flow_at(g->flow_key, fl_seq) : 0, rc);
     if (rc == TR_ETIMEDOUT || rc == TR_EPEER_DIED) { /* every rank's ring, and a verdict */
