@@ -143,9 +143,7 @@ void tr__trace_ev_add(int kind, int64_t t0, int64_t t1, const char *name, size_t
 /* What a thread's ops have gathered since they last went out (malloc'ed once a thread, on
  * its first op: TLS holds the pointer alone). */
 typedef struct book {
-    uint64_t ops[TR__CNT_BACKENDS][TR__CNT_OPS];
-    uint64_t bytes[TR__CNT_BACKENDS][TR__CNT_OPS];
-    uint64_t ns[TR__CNT_BACKENDS][TR__CNT_OPS];
+    tr__coll_counters cnt; /* (ops, bytes, ns: a failed op is not gathered) */
     tr__hist hist[TR__CNT_BACKENDS];
     tr__burst ev;  /* their timeline events */
     int64_t since; /* the first one's end */
@@ -188,13 +186,14 @@ void tr__book_flush_now(void) {
     tr__proc_counters *pc = tr__proc_cnt();
     for (int be = 0; be < TR__CNT_BACKENDS; be++) {
         for (int k = 0; k < TR__CNT_OPS; k++) {
-            if (!b->ops[be][k]) continue;
+            tr__coll_counters *g = &b->cnt;
+            if (!g->ops[be][k]) continue;
             if (c) {
-                __atomic_fetch_add(&c->ops[be][k], b->ops[be][k], __ATOMIC_RELAXED);
-                __atomic_fetch_add(&c->bytes[be][k], b->bytes[be][k], __ATOMIC_RELAXED);
-                __atomic_fetch_add(&c->ns[be][k], b->ns[be][k], __ATOMIC_RELAXED);
+                __atomic_fetch_add(&c->ops[be][k], g->ops[be][k], __ATOMIC_RELAXED);
+                __atomic_fetch_add(&c->bytes[be][k], g->bytes[be][k], __ATOMIC_RELAXED);
+                __atomic_fetch_add(&c->ns[be][k], g->ns[be][k], __ATOMIC_RELAXED);
             }
-            b->ops[be][k] = b->bytes[be][k] = b->ns[be][k] = 0;
+            g->ops[be][k] = g->bytes[be][k] = g->ns[be][k] = 0;
         }
         if (pc)
             tr__hist_merge(&pc->coll[be], &b->hist[be]);
@@ -222,9 +221,9 @@ void tr__book_coll(int backend, int kind, uint64_t bytes, int64_t t0, int64_t t1
         return;
     }
     if (b->ev.n == TR__BURST) tr__book_flush_now();
-    b->ops[backend][kind]++;
-    b->bytes[backend][kind] += bytes;
-    b->ns[backend][kind] += ns;
+    b->cnt.ops[backend][kind]++;
+    b->cnt.bytes[backend][kind] += bytes;
+    b->cnt.ns[backend][kind] += ns;
     tr__hist_add_local(&b->hist[backend], ns, 0);
     tr__burst_push_flow(&b->ev, t0, t1, name, flow, 0);
     b->ev.ev[b->ev.n - 1].value = bytes;
