@@ -185,6 +185,46 @@ def test_plain_pickles_written_and_read_in_c_are_pickles(ray):
         assert fast._read_plain(bad) == (False, None), bad
 
 
+def test_a_sync_calls_release_waits_for_the_next_call_then_is_done(ray):
+    """The ref of a call whose small value was got here (`ray.get(c.f.remote(x))`) gives
+    its hold back at this process's next call or get through troupe._fast, while that
+    one's bytes travel (off the sync call's path): until then its result is held here,
+    then it is released (a get of its id: stale). No more than 32 wait; any use of the
+    runtime by the Python paths does them; a large value's ref is released at once."""
+    import ctypes
+    import pickle
+    from troupe import _errors, _ffi, _runtime
+    fast = _runtime.fast
+    if fast is None:
+        pytest.skip("troupe._fast is not used here: the ctypes paths do all")
+    c = Counter.remote()
+    ray.get(c.same.remote(0))
+    _runtime.runtime()
+    assert fast.pending() == []
+    for i in range(5):
+        assert ray.get(c.same.remote(i)) == i
+        assert len(fast.pending()) == 1  # (the one before it: released as it went out)
+    (last,) = fast.pending()
+    data, n = ctypes.c_void_p(), ctypes.c_size_t()
+
+    def get_rc(ident):  # (the runtime's pointer itself: runtime() would do them)
+        return _ffi.lib.tr_get(_runtime._rt, _ffi.Ref.from_buffer_copy(ident), 0,
+                               ctypes.byref(data), ctypes.byref(n))
+
+    assert get_rc(last) == 0
+    assert pickle.loads(ctypes.string_at(data, n.value)[4:]) == 4  # (MAGIC0, a pickle)
+    _runtime.runtime()
+    assert fast.pending() == [] and get_rc(last) == _errors.ESTALE
+    refs = [c.same.remote(i) for i in range(100)]
+    assert ray.get(refs) == list(range(100))
+    del refs  # (100 go: 3 times 32 released at once, 4 wait)
+    assert len(fast.pending()) == 4
+    seen = fast.pending()
+    assert ray.get(c.same.remote(b"x" * 10000)) == b"x" * 10000
+    assert fast.pending() == []  # (the call did those; its own ref was released at once)
+    assert all(get_rc(i) == _errors.ESTALE for i in seen)
+
+
 def test_a_handles_methods_keep_their_rules_in_c(ray):
     """A handle's method's remote() (troupe._fast.Remote where the extension is used):
     scalars, keywords, values that are not scalars, a signature's TypeError at the call,

@@ -166,11 +166,10 @@ static struct {
     PyObject *remote_general; /* ActorMethod's general remote(): (method, *args, **kw) */
     PyObject *decode;         /* (ref, address, n): a got value that is no plain pickle */
     PyObject *holds_lock;     /* _runtime._holds_lock: a HoldLock (below) */
-    PyObject *rt_obj;         /* _runtime._rt last seen (borrowed; compared only) ... */
+    PyObject *rt_obj;         /* _runtime._rt (set_runtime; NULL: None) ... */
     void *rtp;                /* ...and its pointer */
     PyObject *call_failed;    /* (rc, class name, method) raises the call's error */
     PyObject *submit_failed;  /* (rc, function name) raises the task submit's error */
-    PyObject *runtime;        /* the _runtime module: its _rt is this process's runtime */
     /* the worker's side (worker_configure) */
     PyObject *state;          /* _worker's state dict: "instance" */
     PyObject *methods;        /* name -> True: plain methods of a sync actor */
@@ -186,7 +185,8 @@ static struct {
     unsigned long main_ident; /* the worker's main thread (troupe.cancel's signal runs there) */
     PyObject *steps;          /* a graph step's method name -> (method, spec): the plain ones */
     PyObject *step_args;      /* (spec, values) -> (args, kwargs): a step's call (_worker's) */
-    PyObject *s_instance, *s_rt_global, *s_exit_requested;
+    PyObject *s_instance;
+    int exit_requested; /* _runtime.exit_requested (set_exit_requested) */
 } F;
 
 static PyObject *hold_lock_type; /* HoldLock (the refs' section) */
@@ -257,7 +257,7 @@ static PyObject *fast_configure(PyObject *self, PyObject *args) {
         !get_obj(objs, "remote_general", &F.remote_general) ||
         !get_obj(objs, "decode", &F.decode) || !get_obj(objs, "holds_lock", &F.holds_lock) ||
         !get_obj(objs, "call_failed", &F.call_failed) ||
-        !get_obj(objs, "submit_failed", &F.submit_failed) || !get_obj(objs, "runtime", &F.runtime))
+        !get_obj(objs, "submit_failed", &F.submit_failed))
         return NULL;
     if (!PyObject_TypeCheck(F.holds_lock, (PyTypeObject *)hold_lock_type))
         return PyErr_Format(PyExc_TypeError, "troupe._fast: the holds' lock is no HoldLock");
@@ -279,12 +279,8 @@ static PyObject *fast_configure(PyObject *self, PyObject *args) {
     F.inline_max = PyLong_AsSsize_t(PyDict_GetItemString(objs, "inline_max"));
     F.copy_max = PyLong_AsSsize_t(PyDict_GetItemString(objs, "copy_max"));
     if (PyErr_Occurred()) return NULL;
-    if (F.s_instance == NULL) {
-        F.s_instance = PyUnicode_InternFromString("instance");
-        F.s_rt_global = PyUnicode_InternFromString("_rt");
-        F.s_exit_requested = PyUnicode_InternFromString("exit_requested");
-        if (!F.s_instance || !F.s_rt_global || !F.s_exit_requested) return NULL;
-    }
+    if (F.s_instance == NULL && (F.s_instance = PyUnicode_InternFromString("instance")) == NULL)
+        return NULL;
     F.ready = 1;
     Py_RETURN_NONE;
 }
@@ -712,6 +708,7 @@ typedef struct {
     char owned;
     char made;       /* a call's or task's result this process made here (fresh_ref) */
     char registered; /* made, and counted in _holds: its id has left this object (_c) */
+    char small;      /* its value was got here, a plain payload of up to PEND_SMALL bytes */
 } RefObject;
 
 #define REF(o) ((RefObject *)(o))
@@ -720,34 +717,44 @@ static int is_ref(PyObject *o) {
     return F.base_type != NULL && PyObject_TypeCheck(o, (PyTypeObject *)F.base_type);
 }
 
-/* A global of _runtime (borrowed), read from the module's dict: what an attribute lookup
- * on the module would give (it has no module __getattr__), at a dict lookup's cost, twice
- * per call. NULL with AttributeError set where it has none. */
-static PyObject *runtime_global(PyObject *key) {
-    PyObject *d = PyModule_GetDict(F.runtime), *v; /* (borrowed) */
+/* Releases put off (the GIL guards them). A made ref whose small value was got here
+ * (a sync call's: `troupe.get(a.f.remote(x))`) goes in its dealloc, between the get's
+ * return and the next call, where its tr_ref_release (the library's lock, the call's slot
+ * freed) and a GIL round cost a sync call ~60 ns here; it is put off to this process's
+ * next submit or wait through this module, into the window where the GIL is let go
+ * anyway and the call's bytes travel or its reply is awaited (pend_take, pend_release),
+ * or to the _runtime path's next use of the runtime (flush), or done at once when
+ * PEND_MAX wait. What waits holds a slot of <= PEND_SMALL bytes each, nothing in the
+ * store. Those of a runtime that is no longer _runtime._rt are dropped (it freed them). */
+#define PEND_MAX 32
+#define PEND_SMALL 4096
+static tr_ref pend[PEND_MAX];
+static size_t n_pend;
 
-    if (d == NULL) return NULL;
-    if ((v = PyDict_GetItemWithError(d, key)) == NULL && !PyErr_Occurred())
-        PyErr_Format(PyExc_AttributeError, "troupe._runtime has no %R", key);
-    return v;
-}
-/* The runtime this process runs now (_runtime._rt): 1 with *rt (borrowed: F keeps it)
- * and its pointer *rtp, 0 where there is none, -1 with a Python error set. */
-static int current_runtime(PyObject **rt, void **rtp) {
-    PyObject *now = runtime_global(F.s_rt_global);
-    void *p;
+/* set_runtime(rt): _runtime._rt is now rt (a c_void_p, or None); _runtime._set_rt says
+ * so each time it changes. (Read from the module's dict on each use, it cost a sync call
+ * ~20 ns here: 3 lookups.) The releases put off for the one before are dropped: it
+ * freed them, or will. */
+static PyObject *fast_set_runtime(PyObject *self, PyObject *rt) {
+    void *p = NULL;
+    (void)self;
 
-    if (now == NULL) return -1;
-    if (now == Py_None) return 0;
-    if (now != F.rt_obj) { /* (a new runtime: its pointer read once) */
-        Py_INCREF(now);    /* (borrowed from the dict: held before anything else runs) */
-        if (ctypes_bytes(now, &p, sizeof p) < 0) {
-            Py_DECREF(now);
-            return -1;
-        }
-        SETREF(F.rt_obj, now);
-        F.rtp = p;
+    if (rt != Py_None && ctypes_bytes(rt, &p, sizeof p) < 0) return NULL;
+    n_pend = 0;
+    if (rt == Py_None) {
+        Py_CLEAR(F.rt_obj);
+    } else {
+        Py_INCREF(rt);
+        SETREF(F.rt_obj, rt);
     }
+    F.rtp = p;
+    Py_RETURN_NONE;
+}
+
+/* The runtime this process runs now (_runtime._rt, as set_runtime was told): 1 with *rt
+ * (borrowed: F keeps it) and its pointer *rtp, 0 where there is none. */
+static int current_runtime(PyObject **rt, void **rtp) {
+    if (F.rt_obj == NULL) return 0;
     *rt = F.rt_obj, *rtp = F.rtp;
     return 1;
 }
@@ -913,18 +920,79 @@ static int register_hold(RefObject *r) {
     return 0;
 }
 
+/* Moves the waiting releases (of the runtime current_runtime saw last) into ids; their
+ * count. GIL held. */
+static size_t pend_take(tr_ref *ids) {
+    size_t n = n_pend;
+
+    memcpy(ids, pend, n * sizeof *ids);
+    n_pend = 0;
+    return n;
+}
+
+/* The releases pend_take took, of runtime rtp. The GIL let go. */
+static void pend_release(void *rtp, const tr_ref *ids, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        F.release((tr_runtime *)rtp, ids[i]);
+}
+
+/* The waiting releases, done now (the GIL let go meanwhile). */
+static void pend_flush(void *rtp) {
+    tr_ref ids[PEND_MAX];
+    size_t n = pend_take(ids);
+
+    if (n == 0) return;
+    PyThreadState *ts = PyEval_SaveThread();
+    pend_release(rtp, ids, n);
+    PyEval_RestoreThread(ts);
+}
+
+/* flush(): the waiting releases done now (_runtime.runtime() calls it: any use of the
+ * runtime by the Python paths sees them done). */
+static PyObject *fast_flush(PyObject *self, PyObject *unused) {
+    PyObject *rt;
+    void *rtp;
+    int got;
+    (void)self, (void)unused;
+
+    if (!F.ready || n_pend == 0) Py_RETURN_NONE;
+    if ((got = current_runtime(&rt, &rtp)) < 0) return NULL;
+    if (got > 0) pend_flush(rtp);
+    Py_RETURN_NONE;
+}
+
+/* pending(): the ids whose releases wait (bytes each; the tests'). */
+static PyObject *fast_pending(PyObject *self, PyObject *unused) {
+    PyObject *out = PyList_New((Py_ssize_t)n_pend), *b;
+    (void)self, (void)unused;
+
+    for (size_t i = 0; out != NULL && i < n_pend; i++) {
+        if ((b = PyBytes_FromStringAndSize((const char *)pend[i].b, sizeof pend[i].b)) == NULL)
+            Py_CLEAR(out);
+        else
+            PyList_SetItem(out, (Py_ssize_t)i, b); /* (steals b) */
+    }
+    return out;
+}
+
 /* The release of a made ref that never counted in _holds (its hold is its own): its
- * call's slot here, if the runtime it was made under still runs. */
+ * call's slot here, if the runtime it was made under still runs; put off where its value
+ * was small (above). */
 static void release_made(RefObject *r) {
     PyObject *now;
     void *rtp;
 
     if (F.ready && current_runtime(&now, &rtp) > 0 && now == r->rt) {
-        /* (the GIL let go: the library may wait for its lock, which it holds while it
-         * moves an object to or from disk) */
-        PyThreadState *ts = PyEval_SaveThread();
-        F.release((tr_runtime *)rtp, r->id);
-        PyEval_RestoreThread(ts);
+        if (r->small) {
+            pend[n_pend++] = r->id;
+            if (n_pend == PEND_MAX) pend_flush(rtp);
+        } else {
+            /* (the GIL let go: the library may wait for its lock, which it holds while it
+             * moves an object to or from disk) */
+            PyThreadState *ts = PyEval_SaveThread();
+            F.release((tr_runtime *)rtp, r->id);
+            PyEval_RestoreThread(ts);
+        }
     }
     PyErr_Clear();
 }
@@ -1142,8 +1210,11 @@ static PyObject *call_plain(const tr_actor_id *id, PyObject *name, const char *n
         if (PyErr_Occurred()) return NULL;
         Py_RETURN_NONE;
     }
+    tr_ref ids[PEND_MAX];
+    size_t n_ids = pend_take(ids);
     PyThreadState *ts = PyEval_SaveThread();
     rc = F.call((tr_runtime *)rtp, *id, name_s, payload, (size_t)len, &out);
+    pend_release(rtp, ids, n_ids); /* (while the call's bytes travel) */
     PyEval_RestoreThread(ts);
     free(heap);
     res = submitted(rc, &out, rt, rtp, F.call_failed, class_name, name);
@@ -1370,9 +1441,12 @@ static PyObject *fast_task_one(PyObject *self, PyObject *const *argv, Py_ssize_t
         if (PyErr_Occurred()) return NULL;
         Py_RETURN_NONE;
     }
+    tr_ref ids[PEND_MAX];
+    size_t n_ids = pend_take(ids);
     PyThreadState *ts = PyEval_SaveThread();
     rc = F.task_submit((tr_runtime *)rtp, cname, payload, (size_t)len, NULL, 0,
                        (const tr_task_options *)opts, &out);
+    pend_release(rtp, ids, n_ids);
     PyEval_RestoreThread(ts);
     free(heap);
     PyObject *res = submitted(rc, &out, rt, rtp, F.submit_failed, argv[6], NULL);
@@ -1384,7 +1458,10 @@ static PyObject *fast_task_one(PyObject *self, PyObject *const *argv, Py_ssize_t
  * path). 0 with *rc, *data, *n set; -1 with a Python error set. */
 static int wait_ref(void *rtp, const tr_ref *ref, int *rc, const void **data, size_t *n) {
     for (;;) {
+        tr_ref ids[PEND_MAX];
+        size_t n_ids = pend_take(ids);
         PyThreadState *ts = PyEval_SaveThread();
+        pend_release(rtp, ids, n_ids); /* (while its reply is awaited) */
         *rc = F.get((tr_runtime *)rtp, *ref, F.slice_ms, data, n);
         PyEval_RestoreThread(ts);
         if (*rc != F.etimedout) return 0;
@@ -1418,6 +1495,7 @@ static PyObject *plain_value(int rc, const void *data, size_t n) {
 static PyObject *got_value(PyObject *ref, int rc, const void *data, size_t n, int *ran) {
     PyObject *v = plain_value(rc, data, n);
 
+    if (v != NULL) REF(ref)->small = n <= PEND_SMALL; /* (its release may wait) */
     if (v != NULL || PyErr_Occurred() || rc != 0) return v;
     *ran = 1;
     return PyObject_CallFunction(F.decode, "ONn", ref, PyLong_FromVoidPtr((void *)data),
@@ -1496,7 +1574,10 @@ static PyObject *fast_get(PyObject *self, PyObject *const *argv, Py_ssize_t argc
         pre[i].tried = 0;
         pre[i].want = REF(item)->owned && REF(item)->rt == rt;
     }
+    tr_ref ids[PEND_MAX];
+    size_t n_ids = pend_take(ids);
     PyThreadState *ts = PyEval_SaveThread();
+    pend_release(rtp, ids, n_ids);
     for (Py_ssize_t i = 0; i < n; i++) {
         if (!pre[i].want) continue;
         pre[i].rc = F.get((tr_runtime *)rtp, pre[i].id, 0, &pre[i].data, &pre[i].len);
@@ -1733,13 +1814,18 @@ static int has_arg_refs(PyObject *a, PyObject *kw) {
     return 0;
 }
 
-/* Whether exit_actor() was called in this process (_runtime.exit_requested): the method
- * that called it, even one that caught its exception, ends the actor (finish does). */
+/* Whether exit_actor() was called in this process (_runtime.exit_requested; it tells
+ * set_exit_requested): the method that called it, even one that caught its exception,
+ * ends the actor (finish does). */
 static int exit_requested(void) {
-    PyObject *v = runtime_global(F.s_exit_requested); /* (borrowed) */
+    return F.exit_requested;
+}
 
-    if (v == NULL) PyErr_Clear();
-    return v == Py_True;
+/* set_exit_requested(): exit_actor() was called in this process. */
+static PyObject *fast_set_exit_requested(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
+    F.exit_requested = 1;
+    Py_RETURN_NONE;
 }
 
 /* The result goes back: a builtin scalar replied here, any other value (or a reply's own
@@ -1816,12 +1902,12 @@ static void set_running(const plain_path *path, PyObject *ctxobj) {
 /* A failed plain call or task (its error set): _running_task and (a task's) the current
  * call unset (back to prev), as run_task's handler finds them, with the error kept aside
  * meanwhile (no C API call may run with one set). */
-static void unset_failed(const plain_path *path, tr_ctx *prev) {
+static void unset_failed(const plain_path *path, tr_ctx **cur, tr_ctx *prev) {
     PyObject *type, *value, *tb;
 
     PyErr_Fetch(&type, &value, &tb);
     set_running(path, Py_None);
-    if (path->task) current_ctx = prev;
+    if (path->task) *cur = prev;
     PyErr_Restore(type, value, tb);
 }
 
@@ -1900,7 +1986,9 @@ static int run_plain(tr_ctx *ctx, PyObject *fn, const char *payload, size_t len,
                      const plain_path *path) {
     PyObject *ctxobj = NULL, *both = NULL, *args_only = NULL, *empty_kw = NULL, *a, *kw,
              *result = NULL, *r;
-    tr_ctx *prev = current_ctx; /* (what this thread ran before: restored after) */
+    /* (current_ctx's address looked up once: each access of a thread-local of a shared
+     * object is a call of __tls_get_addr, ~20 ns a call in all here) */
+    tr_ctx **cur = &current_ctx, *prev = *cur; /* (what this thread ran before: restored) */
     int rc;
 
     if (path->task && ctx_object(ctx, &ctxobj) == NULL) { /* (set_running's, now) */
@@ -1909,7 +1997,7 @@ static int run_plain(tr_ctx *ctx, PyObject *fn, const char *payload, size_t len,
     }
     if (!path->task)
         F.ctx_started(ctx);    /* (before the arguments: unpickling may run the user's code) */
-    current_ctx = ctx;         /* (troupe's current call here: _runtime.current_call_canceled) */
+    *cur = ctx;                /* (troupe's current call here: _runtime.current_call_canceled) */
     set_running(path, ctxobj); /* (from here: the arguments' refs may wait) */
     if ((args_only = load_args_only(payload + MAGIC_LEN, len - MAGIC_LEN)) != NULL) {
         a = args_only, kw = NULL; /* (no keywords) */
@@ -1937,14 +2025,14 @@ static int run_plain(tr_ctx *ctx, PyObject *fn, const char *payload, size_t len,
     }
     if ((result = call_target(path, fn, a, kw)) == NULL) goto failed;
     set_running(path, Py_None);
-    if (path->task) current_ctx = prev;
+    if (path->task) *cur = prev;
     if ((rc = reply_result(ctx, &ctxobj, result, path->finish)) == -1) goto failed;
     goto out;
 failed:
-    unset_failed(path, prev);
+    unset_failed(path, cur, prev);
     rc = hand_failure(ctx, &ctxobj, path->failed);
 out:
-    current_ctx = prev;
+    *cur = prev;
     Py_XDECREF(result);
     Py_XDECREF(both);
     Py_XDECREF(args_only);
@@ -2214,6 +2302,11 @@ static PyMethodDef fast_methods[] = {
     {"get", (PyCFunction)(void (*)(void))fast_get, METH_FASTCALL,
      "get(refs, slow) -> value, [value, ...] or not_taken"},
     {"current_ctx", fast_current_ctx, METH_NOARGS, "current_ctx() -> int or None"},
+    {"flush", fast_flush, METH_NOARGS, "flush(): the releases put off, done now"},
+    {"set_runtime", fast_set_runtime, METH_O, "set_runtime(rt): _runtime._rt is now rt"},
+    {"set_exit_requested", fast_set_exit_requested, METH_NOARGS,
+     "set_exit_requested(): exit_actor() was called here"},
+    {"pending", fast_pending, METH_NOARGS, "pending() -> the ids (bytes) whose releases wait"},
     {"worker_configure", fast_worker_configure, METH_VARARGS,
      "worker_configure(slow_method, slow_task, objs) -> (method dispatch, task dispatch)"},
     {NULL, NULL, 0, NULL},

@@ -65,7 +65,17 @@ def runtime():
             raise TroupeError("troupe is not initialized: call troupe.init() first (automatic "
                               "start is off: TROUPE_ENABLE_AUTO_CONNECT=0)", "TR_ESTATE")
         init()
+    if fast is not None:
+        fast.flush()  # (the releases _fast put off, done before the runtime is used here)
     return _rt
+
+
+def _set_rt(rt):
+    """_rt is now rt (set here only: troupe._fast keeps its own copy)."""
+    global _rt
+    _rt = rt
+    if fast is not None:
+        fast.set_runtime(rt)
 
 
 def is_initialized():
@@ -75,9 +85,9 @@ def is_initialized():
 def attach_worker(rt):
     """In a worker (the actor's process, from its first callback): rt is this process's
     runtime; init and shutdown are the node's, not the Python code's."""
-    global _rt, _in_worker
+    global _in_worker
     if _rt is None:
-        _rt = rt
+        _set_rt(rt)
         _in_worker = True
 
 
@@ -227,7 +237,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
     (``python -m troupe._worker``). Returns a Context (Ray's RayContext): its
     dashboard_url is the node's metrics and status page (include_dashboard=False: none;
     dashboard_port, dashboard_host: where an embedded node serves it)."""
-    global _rt, _job_env
+    global _job_env
     env = unsupported.pop("runtime_env", None)
     memory = unsupported.pop("_memory", None)  # (Ray's: the node's "memory" resource)
     ns = unsupported.pop("namespace", None)
@@ -297,7 +307,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
             check(lib.tr_init_abi(cfg, byref(rt), _ffi.ABI_VERSION), "troupe.init")
         finally:
             lib.tr_config_destroy(cfg)
-        _rt = rt
+        _set_rt(rt)
     atexit.register(shutdown)
     return _context()
 
@@ -323,11 +333,14 @@ def shutdown():
     from the store stay readable: while any lives, the store stays mapped (the runtime's
     end waits for the last of them, or for the process's exit). troupe.init may start a
     new runtime meanwhile: the old one ends when its last array goes."""
-    global _rt, _job_env
+    global _job_env
     with _lock:
         if _rt is None or _in_worker:
             return
-        rt, _rt = _rt, None
+        if fast is not None:
+            fast.flush()
+        rt = _rt
+        _set_rt(None)
         _job_env = {}
         failed = None
         for fn in list(_shutdown_hooks):
@@ -1248,6 +1261,15 @@ def current_actor_id():
 
 
 exit_requested = False  # exit_actor() was called here: the method's end ends the actor
+# (set by request_exit only: troupe._fast keeps its own copy)
+
+
+def request_exit():
+    global exit_requested
+    exit_requested = True
+    if fast is not None:
+        fast.set_exit_requested()
+
 current_call = threading.local()  # .ctx: the tr_ctx of the call or task this thread runs
 # (by the Python paths; one troupe._fast runs is its current_ctx())
 
@@ -1305,8 +1327,7 @@ def _load_fast():
         "ObjectRef": ObjectRef, "not_taken": _NOT_TAKEN, "holds": _holds,
         "call_failed": _call_failed, "submit_failed": _submit_failed, "simple": _serial.SIMPLE_TYPES,
         "etimedout": _errors.ETIMEDOUT, "slice_ms": _SLICE_MS, "inline_max": INLINE_MAX,
-        "copy_max": _COPY_MAX, "runtime": sys.modules[__name__],
-        "holds_lock": _holds_lock, "remote_general": _remote_general, "decode": _decode_got})
+        "copy_max": _COPY_MAX, "holds_lock": _holds_lock, "remote_general": _remote_general, "decode": _decode_got})
     return _fast_module
 
 

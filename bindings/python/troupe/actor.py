@@ -843,7 +843,7 @@ def exit_actor():
         raise TypeError("exit_actor API is called on a non-actor worker: exit_actor() is "
                         "called inside an actor's method (use troupe.kill(handle) "
                         "elsewhere)")
-    _runtime.exit_requested = True  # (caught, it ends the actor all the same, as Ray's)
+    _runtime.request_exit()  # (caught, it ends the actor all the same, as Ray's)
     raise ActorExit("exit_actor() was called")
 
 
