@@ -185,6 +185,50 @@ def test_plain_pickles_written_and_read_in_c_are_pickles(ray):
         assert fast._read_plain(bad) == (False, None), bad
 
 
+def test_plain_calls_of_each_kind_of_method_run_as_the_python_dispatch_runs_them(ray):
+    """A method's plain calls (troupe._fast, from the second on) call its class's function
+    with the instance first; a static method, a class method, an attribute of the instance
+    that shadows its class's method, a callable object: each as getattr finds it, as the
+    first call (the Python dispatch) ran it."""
+
+    class Twice:
+        def __call__(self, x):
+            return ("callable", x)
+
+    @ray.remote
+    class Kinds:
+        obj = Twice()
+
+        def __init__(self):
+            self.shadow = lambda x: ("instance", x)
+
+        def plain(self, x, y=0):
+            return x + y + 1
+
+        @staticmethod
+        def st(x):
+            return x * 2
+
+        @classmethod
+        def cm(cls, x):
+            return (cls.__name__, x * 3)
+
+        def shadow(self, x):
+            return ("class", x)
+
+    k = Kinds.remote()
+    for i in range(4):
+        assert ray.get(k.plain.remote(i)) == i + 1
+        assert ray.get(k.plain.remote(i, 10)) == i + 11
+        assert ray.get(k.plain.remote(i, y=5)) == i + 6
+        assert ray.get(k.st.remote(i)) == i * 2
+        assert ray.get(k.cm.remote(i)) == ("Kinds", i * 3)
+        assert ray.get(k.shadow.remote(i)) == ("instance", i)
+        assert ray.get(k.obj.remote(i)) == ("callable", i)
+    with pytest.raises(TypeError):
+        ray.get(k.plain.remote(1, 2, 3))
+
+
 def test_a_sync_calls_release_waits_for_the_next_call_then_is_done(ray):
     """The ref of a call whose small value was got here (`ray.get(c.f.remote(x))`) gives
     its hold back at this process's next call or get through troupe._fast, while that
