@@ -3,7 +3,7 @@
  * (core/wait, spinning as a graph does where every party has a core), troupe's classic
  * call (sync round trip and pipelined calls), and memcpy of 1 MiB.
  *
- *   bazel run //bench:dag [-- --json] [-- --iters N] [-- --ar64-iters N (15: the 64 MiB pair)]
+ *   bazel run //bench:dag [-- --json] [-- --iters N] [-- --ar64-iters N (40: the 64 MiB pair)]
  *                         [-- --timeline FILE (the run's timeline, as `troupe timeline`)]
  *
  * Metrics: raw_shm_rtt_us_p50, classic_rtt_us_p50, classic_async_calls_per_s,
@@ -251,7 +251,7 @@ int main(int argc, char **argv) {
     CHECK(tr_config_add_class(cfg, &cls));
     tr_worker_main(cfg); /* a worker never returns from here */
 
-    int iters = 20000, ar64_iters = 15;
+    int iters = 20000, ar64_iters = 40;
     for (int i = 1; i + 1 < argc; i++) {
         if (strcmp(argv[i], "--iters") == 0) iters = atoi(argv[i + 1]);
         if (strcmp(argv[i], "--ar64-iters") == 0) ar64_iters = atoi(argv[i + 1]);
