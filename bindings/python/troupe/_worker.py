@@ -35,6 +35,19 @@ lib, byref = _ffi.lib, _ffi.byref
 _state = {"loop": None}
 
 
+def class_functions(cls):
+    """name -> the plain function cls has by that name (its own or inherited; no static or
+    class method): what a call of that method runs, with the instance first, however the
+    instance or the class change later, as Ray's workers make an actor's method
+    executors (the class's functions) when its class loads."""
+    out = {}
+    for name in dir(cls):
+        f = inspect.getattr_static(cls, name, None)
+        if type(f) is types.FunctionType:
+            out[name] = f
+    return out
+
+
 def set_runtime(ctx):
     if not _runtime.is_initialized():
         _runtime.attach_worker(ctypes.c_void_p(lib.tr_ctx_runtime(ctx)))
@@ -595,7 +608,9 @@ def main():
     state = {"instance": None, "max_task_retries": 0, "async": False}
     steps = {}  # compiled graphs' steps here: step id -> (method, args' and kwargs' sources)
     names = {}  # the methods' names as C gives them (bytes) -> str
-    plain = {}  # the methods _fast.c runs (sync actor, no options): name -> True
+    plain = {}  # the methods _fast.c runs (sync actor, no options): name -> the class's
+    # function (bound: called with the instance first), or True (looked up as getattr does)
+    bound = {}  # the actor class's plain functions by name (class_functions)
     plain_steps = {}  # the steps it runs (one value, no raw input): name -> (method, spec)
     fast = _runtime.fast
 
@@ -637,6 +652,8 @@ def main():
                       else v for k, v in kw.items()}
             state["max_task_retries"] = extra.get("max_task_retries", 0)
             state["instance"] = cls(*a, **kw)
+            bound.clear()
+            bound.update(class_functions(cls))
             if _runtime.exit_requested:  # (the constructor caught exit_actor(): it ends)
                 end_actor(ctx)
             state["async"] = is_async_class(cls)
@@ -653,6 +670,13 @@ def main():
         then the process's atexit handlers run."""
         state["instance"] = None
         run_exit_handlers()
+
+    def method_of(inst, name):
+        """What a call of method name runs: the class's function bound to the instance
+        (bound), else the instance's attribute (a static or class method, a callable, an
+        attribute of the instance alone), or None."""
+        f = bound.get(name)
+        return types.MethodType(f, inst) if f is not None else getattr(inst, name, None)
 
     def step_inputs(ctx, args, n, raw):
         """A graph step's input values: its first input's in the call's arguments, the
@@ -775,7 +799,7 @@ def main():
                 _runtime.current_call.ctx = ctx  # (was_current_task_cancelled)
                 k, payload = call_payload(_string_at(args, n) if n else b"")
                 inst = state["instance"]
-                fn = getattr(inst, name, None)
+                fn = method_of(inst, name)
                 if fn is None or name.startswith("__"):  # (Ray's built-ins, else none)
                     if name == "__ray_ready__":
                         fn = _ready
@@ -795,7 +819,7 @@ def main():
                 opts = getattr(fn, "__troupe_method_options__", None)
                 if opts is None and not state["async"] and fast is not None and \
                         not name.startswith("__"):  # (its next plain calls: _fast.c's)
-                    plain[name] = True
+                    plain[name] = bound.get(name, True)
                 on = opts.get("retry_exceptions", False) if opts else False
                 retries = opts.get("max_task_retries", state["max_task_retries"]) if on else 0
                 if on and retries:  # (Ray's: the method's, else the actor's retries)
@@ -809,7 +833,7 @@ def main():
                 reply_results(ctx, result, k)
                 return 0
             inst = state["instance"]
-            fn = getattr(inst, name, None)
+            fn = method_of(inst, name)
             if fn is None or name.startswith("__"):
                 raise AttributeError(f"'{type(inst).__name__}' actor has no method '{name}'")
             reply_results(ctx, run(fn(*a, **kw)), k)
