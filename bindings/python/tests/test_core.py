@@ -167,6 +167,8 @@ def test_plain_pickles_written_and_read_in_c_are_pickles(ray):
             continue
         assert identical(pickle.loads(data), (args, kwargs))
         assert fast._read_plain(data) == (True, (args, kwargs))
+        read, value = fast._read_args(data)  # (the worker's read of up to 3 in place)
+        assert read == (not kwargs and len(args) <= 3) and (not read or identical(value, args))
         ours = pickle.dumps((args, kwargs), 5)  # (pickle's own: FRAME, MEMOIZE)
         read, value = fast._read_plain(ours)
         assert not read or identical(value, (args, kwargs))
@@ -176,6 +178,9 @@ def test_plain_pickles_written_and_read_in_c_are_pickles(ray):
             read, value = fast._read_plain(bad)
             if read:
                 assert identical(value, pickle.loads(bad)), bad
+            read, value = fast._read_args(bad)
+            if read:  # (a pickle of (args, {}): those args, else not read)
+                assert identical((value, {}), pickle.loads(bad)), bad
     for bad in (b"", b"\x80", b"\x80\x05", b"\x80\x05.", b"\x80\x05K", b"\x80\x05t.",
                 b"\x80\x05\x86.", b"\x80\x05(" * 20 + b"t.", b"\x80\x05" + b")" * 100 + b".",
                 b"\x80\x05\x8a\x09" + b"\0" * 9 + b".", b"\x80\x05X\xff\xff\xff\xff.",

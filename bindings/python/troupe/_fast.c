@@ -469,6 +469,88 @@ static uint64_t le(const unsigned char *p, int width) {
     return n;
 }
 
+/* The scalar of opcode op whose operand starts at *pp (before end): 1 with *out (a new
+ * reference) and *pp past it, 0 where it is cut or not read here (no scalar's opcode, a
+ * long over 8 bytes), -1 with a Python error set. */
+static int dec_scalar(unsigned char op, const unsigned char **pp, const unsigned char *end,
+                      PyObject **out) {
+    const unsigned char *p = *pp;
+    size_t len = 0;
+    int width;
+    PyObject *v;
+
+#define SCALAR_NEED(k)                                                                             \
+    do {                                                                                           \
+        if ((size_t)(end - p) < (size_t)(k)) return 0;                                             \
+    } while (0)
+    switch (op) {
+    case P_NONE:
+        Py_INCREF(Py_None);
+        v = Py_None;
+        break;
+    case P_NEWTRUE:
+    case P_NEWFALSE:
+        v = PyBool_FromLong(op == P_NEWTRUE);
+        break;
+    case P_BININT1:
+    case P_BININT2:
+    case P_BININT:
+        width = op == P_BININT1 ? 1 : op == P_BININT2 ? 2 : 4;
+        SCALAR_NEED(width);
+        v = PyLong_FromLong(width == 4 ? (long)(int32_t)(uint32_t)le(p, 4) : (long)le(p, width));
+        p += width;
+        break;
+    case P_LONG1: {
+        SCALAR_NEED(1);
+        len = p[0];
+        if (len == 0 || len > 8) return 0;
+        SCALAR_NEED(1 + len);
+        uint64_t x = le(p + 1, (int)len);
+        if (len < 8 && (x >> (8 * len - 1)) & 1) x |= ~(uint64_t)0 << (8 * len); /* sign */
+        v = PyLong_FromLongLong((long long)x);
+        p += 1 + len;
+        break;
+    }
+    case P_BINFLOAT: {
+        SCALAR_NEED(8);
+        uint64_t bits = 0;
+        double d;
+        for (int i = 0; i < 8; i++)
+            bits = bits << 8 | p[i];
+        memcpy(&d, &bits, 8);
+        v = PyFloat_FromDouble(d);
+        p += 8;
+        break;
+    }
+    case P_SHORT_BINUNICODE:
+    case P_BINUNICODE:
+    case P_BINUNICODE8:
+    case P_SHORT_BINBYTES:
+    case P_BINBYTES:
+    case P_BINBYTES8:
+        width = op == P_SHORT_BINUNICODE || op == P_SHORT_BINBYTES ? 1
+                : op == P_BINUNICODE || op == P_BINBYTES           ? 4
+                                                                   : 8;
+        SCALAR_NEED(width);
+        len = (size_t)le(p, width);
+        p += width;
+        if (len > (size_t)(end - p)) return 0;
+        if (op == P_SHORT_BINBYTES || op == P_BINBYTES || op == P_BINBYTES8)
+            v = PyBytes_FromStringAndSize((const char *)p, (Py_ssize_t)len);
+        else
+            v = PyUnicode_DecodeUTF8((const char *)p, (Py_ssize_t)len, "surrogatepass");
+        p += len;
+        break;
+    default:
+        return 0;
+    }
+#undef SCALAR_NEED
+    if (v == NULL) return -1;
+    *pp = p;
+    *out = v;
+    return 1;
+}
+
 /* The value of a pickle made of the opcodes above (a new reference, *out); 1 read, 0
  * not such a pickle (pickle.loads is to read it), -1 error (a malformed one's is
  * pickle's to word: 0). */
@@ -476,8 +558,7 @@ static int dec_pickle(const unsigned char *p, size_t n, PyObject **out) {
     PyObject *stack[DEC_DEPTH], *v;
     size_t marks[DEC_MARKS];
     const unsigned char *end = p + n;
-    int sp = 0, mp = 0, r = 0;
-    size_t len = 0;
+    int sp = 0, mp = 0, r = 0, got;
 
 #define NEED(k)                                                                                    \
     do {                                                                                           \
@@ -507,72 +588,25 @@ static int dec_pickle(const unsigned char *p, size_t n, PyObject **out) {
             if (sp <= (mp > 0 ? (int)marks[mp - 1] : 0)) goto unread;
             break;
         case P_NONE:
-            Py_INCREF(Py_None);
-            PUSH(Py_None);
-            break;
         case P_NEWTRUE:
-            PUSH(PyBool_FromLong(1));
-            break;
         case P_NEWFALSE:
-            PUSH(PyBool_FromLong(0));
-            break;
         case P_BININT1:
-            NEED(1);
-            PUSH(PyLong_FromLong(p[0]));
-            p += 1;
-            break;
         case P_BININT2:
-            NEED(2);
-            PUSH(PyLong_FromLong((long)le(p, 2)));
-            p += 2;
-            break;
         case P_BININT:
-            NEED(4);
-            PUSH(PyLong_FromLong((int32_t)(uint32_t)le(p, 4)));
-            p += 4;
-            break;
-        case P_LONG1: {
-            NEED(1);
-            len = p[0];
-            if (len == 0 || len > 8) goto unread;
-            NEED(1 + len);
-            uint64_t x = le(p + 1, (int)len);
-            if (len < 8 && (x >> (8 * len - 1)) & 1) x |= ~(uint64_t)0 << (8 * len); /* sign */
-            PUSH(PyLong_FromLongLong((long long)x));
-            p += 1 + len;
-            break;
-        }
-        case P_BINFLOAT: {
-            NEED(8);
-            uint64_t bits = 0;
-            double d;
-            for (int i = 0; i < 8; i++)
-                bits = bits << 8 | p[i];
-            memcpy(&d, &bits, 8);
-            PUSH(PyFloat_FromDouble(d));
-            p += 8;
-            break;
-        }
+        case P_LONG1:
+        case P_BINFLOAT:
         case P_SHORT_BINUNICODE:
         case P_BINUNICODE:
         case P_BINUNICODE8:
         case P_SHORT_BINBYTES:
         case P_BINBYTES:
-        case P_BINBYTES8: {
-            int width = op == P_SHORT_BINUNICODE || op == P_SHORT_BINBYTES ? 1
-                        : op == P_BINUNICODE || op == P_BINBYTES           ? 4
-                                                                           : 8;
-            NEED(width);
-            len = (size_t)le(p, width);
-            p += width;
-            if (len > (size_t)(end - p)) goto unread;
-            if (op == P_SHORT_BINBYTES || op == P_BINBYTES || op == P_BINBYTES8)
-                PUSH(PyBytes_FromStringAndSize((const char *)p, (Py_ssize_t)len));
-            else
-                PUSH(PyUnicode_DecodeUTF8((const char *)p, (Py_ssize_t)len, "surrogatepass"));
-            p += len;
+        case P_BINBYTES8:
+            if ((got = dec_scalar(op, &p, end, &v)) <= 0) {
+                if (got < 0) goto error;
+                goto unread;
+            }
+            PUSH(v);
             break;
-        }
         case P_EMPTY_TUPLE:
             PUSH(PyTuple_New(0));
             break;
@@ -1886,6 +1920,53 @@ static PyObject *load_args_only(const char *data, size_t n) {
     return a;
 }
 
+/* The up to 3 scalar arguments that a call's pickle p (n bytes, MAGIC0 stripped: PROTO 5,
+ * the scalars, TUPLEn or EMPTY_TUPLE, EMPTY_DICT TUPLE2 STOP: enc_args' of no keywords)
+ * holds, read in place into x (new references): their count, or -1 with no error set
+ * where it is not such (load_args_only's then). */
+static int load_few_args(const unsigned char *p, size_t n, PyObject **x) {
+    static const unsigned char tuple_of[4] = {P_EMPTY_TUPLE, P_TUPLE1, P_TUPLE2, P_TUPLE3};
+    const unsigned char *end, *q;
+    int k = 0, r = 1;
+
+    if (n < 6 || p[0] != P_PROTO || p[1] != 5 || p[n - 1] != P_STOP || p[n - 2] != P_TUPLE2 ||
+        p[n - 3] != P_EMPTY_DICT)
+        return -1;
+    end = p + n - 4; /* (the args' TUPLEn) */
+    for (q = p + 2; q < end && k < 3;) {
+        q++; /* (the operand) */
+        if ((r = dec_scalar(q[-1], &q, end, &x[k])) <= 0) break;
+        k++;
+    }
+    if (r > 0 && q == end && *end == tuple_of[k]) return k;
+    while (k > 0) /* (those read) */
+        Py_DECREF(x[--k]);
+    PyErr_Clear(); /* (the general reader's to read, or to say what is wrong) */
+    return -1;
+}
+
+/* _read_args(data) -> (read, args): the scalar arguments load_few_args reads from a call's
+ * pickle (MAGIC0 stripped), as a tuple (the tests'). */
+static PyObject *fast_read_args(PyObject *self, PyObject *data) {
+    Py_buffer view;
+    PyObject *x[3], *t;
+    int k;
+    (void)self;
+
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) return NULL;
+    k = load_few_args(view.buf, (size_t)view.len, x);
+    PyBuffer_Release(&view);
+    if (k < 0) return Py_BuildValue("(OO)", Py_False, Py_None);
+    if ((t = PyTuple_New(k)) == NULL) {
+        while (k > 0)
+            Py_DECREF(x[--k]);
+        return NULL;
+    }
+    for (int i = 0; i < k; i++)
+        PyTuple_SetItem(t, i, x[i]); /* (steals) */
+    return Py_BuildValue("(ON)", Py_True, t);
+}
+
 /* What differs between a plain method's run and a plain task's. */
 typedef struct {
     int task; /* a task: no tr_ctx_started; _running_task set while it runs (the main
@@ -2027,6 +2108,20 @@ static int run_plain(tr_ctx *ctx, PyObject *fn, const char *payload, size_t len,
         F.ctx_started(ctx);    /* (before the arguments: unpickling may run the user's code) */
     *cur = ctx;                /* (troupe's current call here: _runtime.current_call_canceled) */
     set_running(path, ctxobj); /* (from here: the arguments' refs may wait) */
+    /* up to 3 scalars: its class's function called on them read in place, no args tuple
+     * made and freed */
+    if (path->own != NULL) {
+        PyObject *x[4];
+        int k = load_few_args((const unsigned char *)payload + MAGIC_LEN, len - MAGIC_LEN, x + 1);
+        if (k >= 0) {
+            x[0] = path->inst;
+            result = PyObject_Vectorcall(path->own, x, (size_t)k + 1, NULL);
+            for (int i = 1; i <= k; i++)
+                Py_DECREF(x[i]);
+            if (result == NULL) goto failed;
+            goto ran;
+        }
+    }
     if ((args_only = load_args_only(payload + MAGIC_LEN, len - MAGIC_LEN)) != NULL) {
         a = args_only, kw = NULL; /* (no keywords) */
     } else {
@@ -2052,6 +2147,7 @@ static int run_plain(tr_ctx *ctx, PyObject *fn, const char *payload, size_t len,
         a = PyTuple_GetItem(both, 0), kw = PyTuple_GetItem(both, 1);
     }
     if ((result = call_target(path, fn, a, kw)) == NULL) goto failed;
+ran:
     set_running(path, Py_None);
     if (path->task) *cur = prev;
     if ((rc = reply_result(ctx, &ctxobj, result, path->finish)) == -1) goto failed;
@@ -2332,6 +2428,7 @@ static PyMethodDef fast_methods[] = {
      "or None"},
     {"_write_plain", fast_write_plain, METH_VARARGS, "_write_plain(args, kwargs) -> bytes or None"},
     {"_read_plain", fast_read_plain, METH_O, "_read_plain(data) -> (read, value)"},
+    {"_read_args", fast_read_args, METH_O, "_read_args(data) -> (read, args)"},
     {"get", (PyCFunction)(void (*)(void))fast_get, METH_FASTCALL,
      "get(refs, slow) -> value, [value, ...] or not_taken"},
     {"current_ctx", fast_current_ctx, METH_NOARGS, "current_ctx() -> int or None"},
