@@ -587,26 +587,6 @@ static int dec_pickle(const unsigned char *p, size_t n, PyObject **out) {
         case P_MEMOIZE: /* (nothing here reads the memo back; pickle's check: a value) */
             if (sp <= (mp > 0 ? (int)marks[mp - 1] : 0)) goto unread;
             break;
-        case P_NONE:
-        case P_NEWTRUE:
-        case P_NEWFALSE:
-        case P_BININT1:
-        case P_BININT2:
-        case P_BININT:
-        case P_LONG1:
-        case P_BINFLOAT:
-        case P_SHORT_BINUNICODE:
-        case P_BINUNICODE:
-        case P_BINUNICODE8:
-        case P_SHORT_BINBYTES:
-        case P_BINBYTES:
-        case P_BINBYTES8:
-            if ((got = dec_scalar(op, &p, end, &v)) <= 0) {
-                if (got < 0) goto error;
-                goto unread;
-            }
-            PUSH(v);
-            break;
         case P_EMPTY_TUPLE:
             PUSH(PyTuple_New(0));
             break;
@@ -655,8 +635,13 @@ static int dec_pickle(const unsigned char *p, size_t n, PyObject **out) {
             if (sp != 1 || mp != 0 || p != end) goto unread;
             *out = stack[0];
             return 1;
-        default:
-            goto unread;
+        default: /* a scalar, or nothing read here */
+            if ((got = dec_scalar(op, &p, end, &v)) <= 0) {
+                if (got < 0) goto error;
+                goto unread;
+            }
+            PUSH(v);
+            break;
         }
     }
     goto unread; /* (no STOP) */
