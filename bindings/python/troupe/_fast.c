@@ -882,9 +882,9 @@ static PyType_Spec hl_spec = {
 static int drop_hold(const tr_ref *id, PyObject *rt) {
     PyObject *now, *key, *h;
     void *rtp;
-    int last = 0, err = 0, got = 0;
+    int last = 0, err = 0;
 
-    if (!F.ready || (got = current_runtime(&now, &rtp)) <= 0 || now != rt) return got < 0 ? -1 : 0;
+    if (!F.ready || !current_runtime(&now, &rtp) || now != rt) return 0;
     if ((key = PyBytes_FromStringAndSize((const char *)id->b, sizeof(id->b))) == NULL) return -1;
     hl_acquire((HoldLockObject *)F.holds_lock);
     h = PyDict_GetItemWithError(F.holds, key); /* borrowed: [count, rt] */
@@ -975,12 +975,9 @@ static void pend_flush(void *rtp) {
 static PyObject *fast_flush(PyObject *self, PyObject *unused) {
     PyObject *rt;
     void *rtp;
-    int got;
     (void)self, (void)unused;
 
-    if (!F.ready || n_pend == 0) Py_RETURN_NONE;
-    if ((got = current_runtime(&rt, &rtp)) < 0) return NULL;
-    if (got > 0) pend_flush(rtp);
+    if (F.ready && n_pend > 0 && current_runtime(&rt, &rtp)) pend_flush(rtp);
     Py_RETURN_NONE;
 }
 
@@ -1219,13 +1216,11 @@ static PyObject *call_plain(const tr_actor_id *id, PyObject *name, const char *n
     char buf[STACK_BYTES], *heap = NULL;
     const char *payload;
     Py_ssize_t len = 0;
-    int rc, got;
+    int rc;
 
-    if ((got = current_runtime(&rt, &rtp)) <= 0) { /* (none: the general path starts
-                                                    * troupe, or says why not) */
-        if (got < 0) return NULL;
+    if (!current_runtime(&rt, &rtp)) /* (none: the general path starts troupe, or says
+                                      * why not) */
         Py_RETURN_NONE;
-    }
     Py_INCREF(rt); /* (held: Python code may run, or the GIL go, meanwhile) */
     payload = frame_args(NULL, 0, args, kwargs, buf, &heap, &len);
     if (payload == NULL) {
@@ -1441,15 +1436,12 @@ static PyObject *fast_task_one(PyObject *self, PyObject *const *argv, Py_ssize_t
     char buf[STACK_BYTES], *heap = NULL, *head;
     const char *cname, *payload;
     Py_ssize_t len = 0, n_head;
-    int rc, got;
+    int rc;
     (void)self;
 
     if (argc != 7) return PyErr_Format(PyExc_TypeError, "task_one takes 7 arguments");
     if (!F.ready || !PyTuple_Check(argv[4]) || !PyDict_Check(argv[5])) Py_RETURN_NONE;
-    if ((got = current_runtime(&rt, &rtp)) <= 0 || rt != argv[0]) {
-        if (got < 0) return NULL;
-        Py_RETURN_NONE;
-    }
+    if (!current_runtime(&rt, &rtp) || rt != argv[0]) Py_RETURN_NONE;
     if (!PyBytes_Check(argv[1]) || !PyBytes_Check(argv[2]) ||
         PyBytes_AsStringAndSize(argv[2], &head, &n_head) < 0)
         return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_TypeError, "task_one: bytes");
@@ -1563,8 +1555,7 @@ static PyObject *fast_get(PyObject *self, PyObject *const *argv, Py_ssize_t argc
     list = PyList_Check(refs);
     if (!F.ready || !(is_ref(refs) || list || PyTuple_Check(refs))) goto not_taken;
     if (!list && !PyTuple_Check(refs)) { /* one ref */
-        if ((got = current_runtime(&rt, &rtp)) == 0) goto not_taken;
-        if (got < 0) return NULL;
+        if (!current_runtime(&rt, &rtp)) goto not_taken;
         if ((v = ref_value(rt, rtp, refs, &ran)) != NULL || PyErr_Occurred()) return v;
         if (slow == Py_None) goto not_taken;
         return PyObject_CallFunctionObjArgs(slow, refs, NULL);
@@ -1572,8 +1563,7 @@ static PyObject *fast_get(PyObject *self, PyObject *const *argv, Py_ssize_t argc
     n = list ? PyList_Size(refs) : PyTuple_Size(refs);
     for (Py_ssize_t i = 0; i < n; i++)
         if (!is_ref(list ? PyList_GetItem(refs, i) : PyTuple_GetItem(refs, i))) goto not_taken;
-    if ((got = current_runtime(&rt, &rtp)) < 0) return NULL;
-    if (got == 0 || slow == Py_None) goto not_taken;
+    if (!current_runtime(&rt, &rtp) || slow == Py_None) goto not_taken;
     /* the items held meanwhile (the list may change while Python code runs or the GIL
      * is let go) */
     if (list) {
@@ -1621,9 +1611,8 @@ static PyObject *fast_get(PyObject *self, PyObject *const *argv, Py_ssize_t argc
         }
         /* (Python code ran: the runtime may have changed; what was got before is not
          * read then) */
-        if (v != NULL && ran && ((got = current_runtime(&now, &rtp)) <= 0 || now != rt)) {
-            if (got < 0) Py_CLEAR(v);
-            rt = got > 0 ? now : NULL;
+        if (v != NULL && ran && (!(got = current_runtime(&now, &rtp)) || now != rt)) {
+            rt = got ? now : NULL;
             for (Py_ssize_t k = i + 1; k < n; k++)
                 pre[k].tried = 0;
         }
