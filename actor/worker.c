@@ -38,6 +38,7 @@
 #define FLUSH_BYTES (256u << 10)
 #define RING_ROOM_MS 2          /* results waiting for room on a ring: looked at this often */
 #define RING_POLLS_PER_EPOLL 16 /* the loop's polls of its call rings per look at its sockets */
+#define KEEP_NS 10000           /* a binding's lock kept this long into the poll (class idle) */
 
 size_t tr__ctx_num_refs(const tr_ctx *ctx) {
     return ctx ? ctx->n_refs : 0;
@@ -519,6 +520,12 @@ static int store_result(worker *w, client *c, tr__buf *out, uint64_t seq, const 
                : tr__result_frame(out, seq, rc, tr__last_error(), strlen(tr__last_error()) + 1);
 }
 
+/* The class's idle (tr_actor_class): a lock its binding kept since the thread's last method
+ * goes, before the thread waits for anything. */
+static inline void worker_idle(const worker *w) {
+    if (w->cls->idle) w->cls->idle();
+}
+
 /* Runs one call on ctx (the loop's, or a pool thread's) and appends its RESULT frame to out
  * (c->out, or a pool thread's own buffer). *ended (may be NULL): when the method returned
  * (tr__now_ns), if one ran; else left as it was. */
@@ -547,6 +554,7 @@ static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t se
         mlen = base;
     }
     int builtin = mlen > 9 && memcmp(m, "__troupe_", 9) == 0; /* not on a method's path */
+    if (builtin) worker_idle(w); /* (one may wait: for a group's peers, the node) */
     if (builtin && mlen == sizeof TR__END_METHOD - 1 && memcmp(m, TR__END_METHOD, mlen) == 0) {
         /* (no handle of the actor is left: the calls before this one have their replies;
          * the loop ends as on SIGTERM, and the worker exits orderly) */
@@ -577,6 +585,7 @@ static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t se
     if (n_refs) {
         /* (its arguments may wait for a call queued after it, which must not wait for it:
          * the next call may begin) */
+        worker_idle(w);
         tr__ctx_started(ctx);
         int rr = resolve_refs(w, ctx, out, seq, refs, n_refs, inl, inl_len);
         if (rr) return rr < 0 ? TR_ENOMEM : 0;
@@ -585,7 +594,11 @@ static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t se
     drop_result_obj(ctx);
     ctx->has_err = 0;
     pthread_mutex_t *mu = w->pool ? NULL : &method_mu; /* (N > 1: no lock between calls) */
-    if (mu) tr__method_lock(mu, &method_mu_wanted);
+    if (mu && pthread_mutex_trylock(mu) != 0) {        /* (a graph's step runs: it may need the
+                                                        * binding's lock) */
+        worker_idle(w);
+        tr__method_lock(mu, &method_mu_wanted);
+    }
     ctx->method = def->name;
     if (w->board) { /* (its caller can cancel the call: tr_ctx_canceled; one on another
                      * node through our relay) */
@@ -610,6 +623,7 @@ static int run_call(worker *w, tr_ctx *ctx, client *c, tr__buf *out, uint64_t se
     tr__book_on = 1;
     int r = tr__ctx_canceled(ctx) ? tr__ctx_error(ctx, "canceled (tr_cancel) before it ran")
                                   : def->fn(ctx, w->self, args, alen);
+    if (ctx != &w->ctx) worker_idle(w); /* (a pool's thread: it waits for its next call) */
     tr__book_flush();
     tr__book_on = book_was;
     tr__trace_method = NULL;
@@ -1635,18 +1649,26 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
          * vCPUs costs more than the call (node config "call_spin_us"). */
         /* (with call rings, the polls look at the rings, and at the sockets every
          * RING_POLLS_PER_EPOLL polls; the sleep says so in each ring first) */
+        /* (a lock the class's binding kept since its last method is kept into the poll,
+         * KEEP_NS, for a next call that comes at once: its idle lets it go then, before
+         * the sleep, and before anything else the loop does) */
         int n = epoll_wait(w.ep, evs, 64, 0);
         if (n == 0 && !rings_readable(&w)) {
-            int64_t t0 = tr__now_ns(), until = t0 + w.spin_ns;
+            int64_t t0 = tr__now_ns(), until = t0 + w.spin_ns, keep = t0 + KEEP_NS, now = t0;
             int ready = 0;
             for (unsigned k = 1; n == 0 && !ready && w.spin_ns && tr__spin_try(&spin) &&
-                                 tr__cpus_free() && tr__now_ns() < until;
+                                 tr__cpus_free() && (now = tr__now_ns()) < until;
                  k++) {
+                if (now >= keep) {
+                    worker_idle(&w);
+                    keep = INT64_MAX;
+                }
                 tr__cpu_relax();
                 ready = w.n_rings && rings_readable(&w);
                 if (!w.n_rings || k % RING_POLLS_PER_EPOLL == 0) n = epoll_wait(w.ep, evs, 64, 0);
             }
             if (n == 0 && !ready) {
+                worker_idle(&w);
                 int stuck = rings_stuck(&w);
                 rings_sleep(&w, 1);
                 if (!rings_readable(&w)) n = epoll_wait(w.ep, evs, 64, stuck ? RING_ROOM_MS : -1);
@@ -1656,6 +1678,7 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
             if ((n > 0 || ready) && w.spin_ns)
                 tr__spin_waited(&spin, tr__now_ns() - t0, w.spin_ns, 1);
         }
+        if (n != 0) worker_idle(&w);
         if (n < 0) {
             if (errno == EINTR) continue;
             TR_LOG_ERROR("WORKER-EPOLL", "%s", strerror(errno));
@@ -1685,6 +1708,7 @@ int tr__worker_run(tr_runtime *rt, tr__nodeconn *node, tr__objects *objects, con
         }
         if (w.n_rings) rings_serve(&w);
     }
+    worker_idle(&w);
     status = 0;
 out:
     if (__atomic_load_n(&w.ending, __ATOMIC_ACQUIRE)) { /* (before its callers see it go) */

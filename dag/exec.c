@@ -557,6 +557,7 @@ static int run_step(loop *l, tr_ctx *ctx, step *st, uint64_t e, const tr__chan_w
         int64_t t0 = idle ? tr__now_ns() : tr__burst_stamp(&l->burst, &ticks);
         tr__trace_method = st->def->name;
         int r = st->def->fn(ctx, l->env.self, data[0], len[0]);
+        if (l->env.cls->idle) l->env.cls->idle(); /* (the loop waits next: tr_actor_class) */
         tr__trace_method = NULL;
         int64_t t1 = ticks ? tr__burst_stamp(&l->burst, &ticks) : tr__now_ns();
         tr__burst_push(&l->burst, t0, t1, ticks, st->def->name, e, r != 0);

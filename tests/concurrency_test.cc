@@ -257,6 +257,54 @@ TEST_F(ConcurrencyTest, ValuesLargerThanTheCallRingGoBothWaysWhole) {
     EXPECT_EQ(tr_actor_kill(rt, a, 1), 0);
 }
 
+/* The class's idle hook (tr_actor_class.idle), where a binding gives back a lock it kept
+ * from one call to the next (Python's GIL): on the worker's loop it runs before the loop
+ * sleeps, so the lock is never held while the actor waits for calls; on a pool's threads
+ * after each call. Idler counts the lock's takes and give-backs on each thread. */
+TEST_F(ConcurrencyTest, IdleHookRunsBeforeTheThreadWaits) {
+    for (int conc : {1, 3}) {
+        SCOPED_TRACE("max_concurrency " + std::to_string(conc));
+        tr_actor_options o;
+        tr_actor_options_init(&o);
+        o.max_concurrency = conc;
+        tr_actor_id a;
+        ASSERT_EQ(tr_actor_create(rt, "Idler", &o, nullptr, 0, &a), 0) << tr_last_error();
+        ASSERT_EQ(tr_actor_wait_ready(rt, a, 10000), 0) << tr_last_error();
+        auto call = [&](const char *m, int64_t *v) {
+            tr_ref r;
+            const void *p;
+            size_t n;
+            ASSERT_EQ(tr_call(rt, a, m, "", 0, &r), 0) << tr_last_error();
+            ASSERT_EQ(tr_get(rt, r, 10000, &p, &n), 0) << tr_last_error();
+            if (v) {
+                ASSERT_EQ(n, 3 * sizeof *v);
+                memcpy(v, p, n);
+            }
+            tr_ref_release(rt, r);
+        };
+        int64_t v[3];
+        for (int i = 0; i < 5; i++) { /* (the loop polls 30 us, then sleeps) */
+            call("hold", nullptr);
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        call("count", v);
+        EXPECT_EQ(v[0], 5); /* given back before each sleep */
+        EXPECT_EQ(v[1], 0);
+        EXPECT_EQ(v[2], 0); /* each hold found it given back */
+        const int holds = 2000;
+        for (int i = 0; i < holds; i++) /* back to back: the loop may keep it between */
+            call("hold", nullptr);
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        call("count", v);
+        EXPECT_EQ(v[1], 0);
+        EXPECT_EQ(v[0] + v[2], 5 + holds); /* every take given back once */
+        if (conc > 1) {
+            EXPECT_EQ(v[2], 0); /* a pool's thread gives it back after each call */
+        }
+        EXPECT_EQ(tr_actor_kill(rt, a, 1), 0);
+    }
+}
+
 /* Plain actors are as they were: calls one at a time, results in call order. */
 TEST_F(ConcurrencyTest, PlainActorsUnchanged) {
     tr_actor_id a;

@@ -1712,7 +1712,39 @@ void add_functions(tr_config *cfg) {
         if (tr_config_add_function(cfg, f.name, f.fn)) abort();
 }
 
+/* Idler: its idle hook (tr_actor_class.idle) stands for a binding's lock kept from one
+ * call to the next (Python's GIL): "hold" takes it on its thread, the hook gives it back
+ * there; "count" replies {times given back, whether its thread holds it now, calls whose
+ * thread held it from an earlier call}. */
+static thread_local int idler_held;
+static std::atomic<int64_t> idler_released{0}, idler_reused{0};
+
+static void idler_idle(void) {
+    if (!idler_held) return;
+    idler_held = 0;
+    idler_released++;
+}
+
+static int idler_hold(tr_ctx *ctx, void *, const void *, size_t) {
+    if (idler_held) idler_reused++;
+    idler_held = 1;
+    return tr_ctx_reply(ctx, "", 0);
+}
+
+static int idler_count(tr_ctx *ctx, void *, const void *, size_t) {
+    int64_t v[3] = {idler_released.load(), idler_held, idler_reused.load()};
+    return tr_ctx_reply(ctx, v, sizeof v);
+}
+
+static const tr_method_def idler_methods[] = {{"hold", idler_hold}, {"count", idler_count}};
+
 void add_classes(tr_config *cfg) {
+    tr_actor_class idler = TR_ACTOR_CLASS_INIT;
+    idler.name = "Idler";
+    idler.methods = idler_methods;
+    idler.n_methods = 2;
+    idler.idle = idler_idle;
+    if (tr_config_add_class(cfg, &idler)) abort();
     tr_actor_class disp = TR_ACTOR_CLASS_INIT; /* methods known at run time only */
     disp.name = "Dispatcher";
     disp.methods = dispatcher_methods;

@@ -89,10 +89,17 @@ typedef struct tr_actor_class {
      * name (tr_ctx_method says which), for bindings whose classes are known only at run
      * time (a Python class). NULL: such a call gets TR_ENOMETHOD. */
     tr_method_fn dispatch;
+    /* Added in 0.12: called on a thread that ran the class's methods before it waits for
+     * anything - its next call (past a poll of a few microseconds), a lock, another
+     * process - or leaves its loop; on a thread of a pool (max_concurrency, concurrency
+     * groups) or a compiled graph's, after each method. A binding whose methods need a
+     * lock of its own keeps it from one call to the next and lets it go here (Python's
+     * GIL: taken anew for each call it cost ~50-110 ns of a ~1 us call). NULL: none. */
+    void (*idle)(void);
 } tr_actor_class;
 
 #define TR_ACTOR_CLASS_INIT                                                                        \
-    { TR_STRUCT_SIZE(tr_actor_class), NULL, NULL, NULL, NULL, 0, NULL }
+    { TR_STRUCT_SIZE(tr_actor_class), NULL, NULL, NULL, NULL, 0, NULL, NULL }
 /* Same as TR_ACTOR_CLASS_INIT, for bindings. Thread safety: any thread. */
 TR_API void tr_actor_class_init(tr_actor_class *cls);
 

@@ -274,6 +274,46 @@ def test_a_sync_calls_release_waits_for_the_next_call_then_is_done(ray):
     assert all(get_rc(i) == _errors.ESTALE for i in seen)
 
 
+@troupe.remote
+class Ticker:
+    """A sync actor with a thread of its own that counts while it runs."""
+
+    def __init__(self):
+        import threading
+        self.ticks = 0
+        threading.Thread(target=self._tick, daemon=True).start()
+
+    def _tick(self):
+        while True:
+            self.ticks += 1
+            time.sleep(0.001)
+
+    def ticks_now(self):
+        return self.ticks
+
+    def same(self, x):
+        return x
+
+
+def test_an_actors_own_threads_run_while_its_worker_keeps_the_gil(ray):
+    """A plain call's worker thread keeps the GIL into its poll for the next call (the
+    class's idle lets it go): the actor's other threads still run while it waits for
+    calls, and between back-to-back calls (within the interpreter's switch interval)."""
+    t = Ticker.remote()
+    assert ray.get(t.same.remote(1)) == 1
+    a = ray.get(t.ticks_now.remote())
+    time.sleep(0.3)  # (no calls: the worker sleeps, the GIL given back before it)
+    b = ray.get(t.ticks_now.remote())
+    assert b - a >= 30, (a, b)
+    end = time.monotonic() + 0.5
+    while time.monotonic() < end:  # (back to back: the thread gets it switch by switch)
+        for _ in range(100):
+            ray.get(t.same.remote(2))
+    c = ray.get(t.ticks_now.remote())
+    assert c - b >= 10, (b, c)
+    ray.kill(t)
+
+
 def test_a_handles_methods_keep_their_rules_in_c(ray):
     """A handle's method's remote() (troupe._fast.Remote where the extension is used):
     scalars, keywords, values that are not scalars, a signature's TypeError at the call,

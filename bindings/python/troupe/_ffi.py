@@ -34,7 +34,7 @@ class MethodDef(Structure):
 class ActorClass(Structure):
     _fields_ = [("struct_size", c_uint32), ("name", c_char_p), ("ctor", CTOR_FN),
                 ("dtor", DTOR_FN), ("methods", POINTER(MethodDef)), ("n_methods", c_size_t),
-                ("dispatch", METHOD_FN)]
+                ("dispatch", METHOD_FN), ("idle", c_void_p)]
 
 
 class Resource(Structure):

@@ -899,7 +899,7 @@ def main():
     cls.dispatch = dispatch
     task_fn = remote_function.task_dispatch
     if fast is not None:  # (plain calls and tasks in C, every other through the ctypes ones)
-        method_at, task_at = fast.worker_configure(
+        method_at, task_at, idle_at = fast.worker_configure(
             ctypes.cast(dispatch, ctypes.c_void_p).value,
             ctypes.cast(task_fn, ctypes.c_void_p).value,
             {"state": state, "methods": plain,
@@ -908,6 +908,7 @@ def main():
              "task_finish": fast_task_finish, "task_failed": fast_task_failed,
              "steps": plain_steps, "step_args": step_args})
         cls.dispatch = _ffi.METHOD_FN(method_at)
+        cls.idle = idle_at  # (a plain call's thread keeps the GIL until its loop waits)
         task_fn = _ffi.TASK_FN(task_at)
     cls.n_methods = 0
     cfg = ctypes.c_void_p()
