@@ -1867,18 +1867,23 @@ static int keep_refs(tr__actors *a, slot *s, const tr_ref *keep, size_t n_keep) 
 static inline __attribute__((always_inline)) int
 submit(tr__actors *a, tr_actor_id id, const char *method, const void *args, size_t len,
        const tr_ref *refs, size_t n_refs, const tr_ref *keep, size_t n_keep, int task, int retries,
-       size_t n_returns, tr_ref *out);
+       size_t n_returns, int nowait, tr_ref *out);
 
 /* The hot path: a plain call, with the rest of submit() folded away. */
 int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const void *args, size_t len,
                     const tr_ref *refs, size_t n_refs, tr_ref *out) {
-    return submit(a, id, method, args, len, refs, n_refs, NULL, 0, 0, TR_RETRIES_ACTOR, 1, out);
+    return submit(a, id, method, args, len, refs, n_refs, NULL, 0, 0, TR_RETRIES_ACTOR, 1, 0, out);
+}
+
+int tr__actors_call_nowait(tr__actors *a, tr_actor_id id, const char *method, const void *args,
+                           size_t len, tr_ref *out) {
+    return submit(a, id, method, args, len, NULL, 0, NULL, 0, 0, TR_RETRIES_ACTOR, 1, 1, out);
 }
 
 int tr__actors_call_contains(tr__actors *a, tr_actor_id id, const char *method, const void *args,
                              size_t len, const tr_ref *refs, size_t n_refs, const tr_ref *keep,
                              size_t n_keep, tr_ref *out) {
-    return submit(a, id, method, args, len, refs, n_refs, keep, n_keep, 0, TR_RETRIES_ACTOR, 1,
+    return submit(a, id, method, args, len, refs, n_refs, keep, n_keep, 0, TR_RETRIES_ACTOR, 1, 0,
                   out);
 }
 
@@ -1887,7 +1892,7 @@ int tr__actors_submit(tr__actors *a, tr_actor_id id, const char *method, const v
                       size_t n_keep, int task, int retries, size_t n_returns, tr_ref *out) {
     if (n_returns != TR_STREAMING && (n_returns < 1 || n_returns > 1024))
         return tr__err(TR_EINVAL, "num_returns %zu: 1..1024", n_returns);
-    return submit(a, id, method, args, len, refs, n_refs, keep, n_keep, task, retries, n_returns,
+    return submit(a, id, method, args, len, refs, n_refs, keep, n_keep, task, retries, n_returns, 0,
                   out);
 }
 
@@ -1937,10 +1942,12 @@ static void drop_kids(tr__actors *a, slot *s) {
     x->n_kids = 0;
 }
 
+/* nowait: TR_EAGAIN, nothing done, where it would wait: mu held by another thread, or the
+ * actor not connected (tr_call_nowait; no refs, no keep list then). */
 static inline __attribute__((always_inline)) int
 submit(tr__actors *a, tr_actor_id id, const char *method, const void *args, size_t len,
        const tr_ref *refs, size_t n_refs, const tr_ref *keep, size_t n_keep, int task, int retries,
-       size_t n_returns, tr_ref *out) {
+       size_t n_returns, int nowait, tr_ref *out) {
     if (!method || !*method || !out || (!args && len) || (!refs && n_refs))
         return tr__err(TR_EINVAL, "tr_call: NULL or empty argument");
     size_t mlen = strlen(method);
@@ -2032,7 +2039,13 @@ submit(tr__actors *a, tr_actor_id id, const char *method, const void *args, size
         free(s);
         return rc;
     }
-    pthread_mutex_lock(&a->mu);
+    if (!nowait) {
+        pthread_mutex_lock(&a->mu);
+    } else if (pthread_mutex_trylock(&a->mu) != 0) {
+        free(s->x);
+        free(s);
+        return tr__err(TR_EAGAIN, "tr_call_nowait: another thread holds the caller's lock");
+    }
     aconn *ac = get_aconn(a, &id);
     if (!ac) {
         rc = TR_ENOTFOUND;
@@ -2040,6 +2053,10 @@ submit(tr__actors *a, tr_actor_id id, const char *method, const void *args, size
     }
     if (ac->unknown) {
         rc = tr__err(TR_ENOTFOUND, "tr_call: no such actor");
+        goto fail;
+    }
+    if (nowait && ac->fd < 0 && !ac->dead) { /* (connecting may ask the node, and wait) */
+        rc = tr__err(TR_EAGAIN, "tr_call_nowait: the actor is not connected yet");
         goto fail;
     }
     if ((rc = link_producers(a, s, refs))) goto fail;

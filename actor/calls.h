@@ -44,6 +44,10 @@ void tr__actors_destroy(tr__actors *a);
  * sees each as an argument (tr_ctx_ref) once it is there. */
 int tr__actors_call(tr__actors *a, tr_actor_id id, const char *method, const void *args, size_t len,
                     const tr_ref *refs, size_t n_refs, tr_ref *out);
+/* As tr__actors_call with no refs, or TR_EAGAIN with nothing done where it would wait
+ * (tr_call_nowait). */
+int tr__actors_call_nowait(tr__actors *a, tr_actor_id id, const char *method, const void *args,
+                           size_t len, tr_ref *out);
 /* As tr__actors_call, and `keep`: the refs nested in args (a binding's serializer finds
  * them): results of our own calls are exported (their twins made), and all are pinned
  * until the call completes, so that the method can borrow them (tr_ref_borrow). */

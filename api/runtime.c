@@ -484,6 +484,12 @@ TR_API int tr_call(tr_runtime *rt, tr_actor_id actor, const char *method, const 
     return tr__actors_call(rt->actors, actor, method, args, len, NULL, 0, out);
 }
 
+TR_API int tr_call_nowait(tr_runtime *rt, tr_actor_id actor, const char *method, const void *args,
+                          size_t len, tr_ref *out) {
+    CHECK_RT(rt, "tr_call_nowait");
+    return tr__actors_call_nowait(rt->actors, actor, method, args, len, out);
+}
+
 TR_API int tr_call_refs(tr_runtime *rt, tr_actor_id actor, const char *method, const void *args,
                         size_t len, const tr_ref *refs, size_t n_refs, tr_ref *out) {
     CHECK_RT(rt, "tr_call_refs");

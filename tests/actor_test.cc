@@ -117,6 +117,51 @@ TEST_F(ActorTest, CallReturnsResult) {
     EXPECT_EQ(name, "c");
 }
 
+/* tr_call_nowait: nothing done (TR_EAGAIN) while the actor is not connected yet; then
+ * calls as tr_call does, in order with tr_call's; a dead actor's call is made and fails as
+ * tr_call's. */
+TEST_F(ActorTest, CallNowaitMakesNoCallWhereItWouldWait) {
+    tr_actor_id a = make();
+    ASSERT_EQ(tr_actor_wait_ready(rt, a, 10000), 0) << tr_last_error();
+    int64_t one = 1, out = 0;
+    tr_ref r;
+    memset(&r, 0x5a, sizeof r);
+    tr_ref before = r;
+    ASSERT_EQ(tr_call_nowait(rt, a, "add", &one, sizeof one, &r), TR_EAGAIN);
+    EXPECT_NE(std::string(tr_last_error()).find("not connected"), std::string::npos)
+        << tr_last_error();
+    EXPECT_EQ(memcmp(&r, &before, sizeof r), 0); /* (no ref made) */
+    ASSERT_EQ(call_i64(rt, a, "add", 1, &out), 0) << tr_last_error();
+    EXPECT_EQ(out, 1); /* (the refused call never ran) */
+    std::vector<tr_ref> refs(100);
+    for (int i = 0; i < 100; i++) {
+        int rc = i % 2 ? tr_call(rt, a, "add", &one, sizeof one, &refs[i])
+                       : tr_call_nowait(rt, a, "add", &one, sizeof one, &refs[i]);
+        ASSERT_EQ(rc, 0) << i << ": " << tr_last_error();
+    }
+    for (int i = 0; i < 100; i++) {
+        const void *p;
+        size_t n;
+        ASSERT_EQ(tr_get(rt, refs[i], 10000, &p, &n), 0) << tr_last_error();
+        ASSERT_EQ(n, 8u);
+        memcpy(&out, p, 8);
+        EXPECT_EQ(out, i + 2); /* in the order made, whichever made it */
+        tr_ref_release(rt, refs[i]);
+    }
+    ASSERT_EQ(tr_actor_kill(rt, a, 1), 0);
+    int rc = tr_call_nowait(rt, a, "add", &one, sizeof one, &r);
+    if (rc == 0) {
+        const void *p;
+        size_t n;
+        EXPECT_EQ(tr_get(rt, r, 10000, &p, &n), TR_EACTOR_DIED);
+        tr_ref_release(rt, r);
+    } else {
+        EXPECT_EQ(rc, TR_EAGAIN) << tr_last_error(); /* (not known dead here yet) */
+    }
+    EXPECT_EQ(tr_call_nowait(nullptr, a, "add", &one, sizeof one, &r), TR_EINVAL);
+    EXPECT_STREQ(tr_errname(TR_EAGAIN), "TR_EAGAIN");
+}
+
 TEST_F(ActorTest, EightActorsTenThousandCallsInOrder) {
     const int kActors = 8, kCalls = 10000;
     std::vector<tr_actor_id> actors;

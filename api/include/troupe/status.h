@@ -49,7 +49,8 @@ extern "C" {
     X(ESTATE, -21, "operation not valid in this state")                                            \
     X(EINTERNAL, -22, "internal error")                                                            \
     X(EOBJECT_LOST, -23, "object lost: the node that had it is gone or freed it")                  \
-    X(EOWNER_DIED, -24, "owner died: the process that made the ref is gone")
+    X(EOWNER_DIED, -24, "owner died: the process that made the ref is gone")                       \
+    X(EAGAIN, -25, "it would wait (a call that must not: tr_call_nowait)")
 
 typedef enum tr_status {
     TR_OK = 0,

@@ -621,6 +621,13 @@ TR_API char *tr_actor_id_str(tr_actor_id id, char *buf);
  * Thread safety: any thread. */
 TR_API int tr_call(tr_runtime *rt, tr_actor_id actor, const char *method, const void *args,
                    size_t len, tr_ref *out);
+/* As tr_call, but it never waits, not even for the library's own lock: where tr_call might
+ * (another thread of the process holds the lock, or the actor has no connection yet: its
+ * first calls, after a restart, which may ask the node) it returns TR_EAGAIN with nothing
+ * done. For bindings that call with a lock of their own held (Python's GIL): they call
+ * tr_call with it let go then. Added in 0.12. Thread safety: any thread. */
+TR_API int tr_call_nowait(tr_runtime *rt, tr_actor_id actor, const char *method, const void *args,
+                          size_t len, tr_ref *out);
 
 /* As tr_call, passing refs as arguments: objects (tr_put) and other calls' results (refs
  * from tr_call made in this process), in any mix; the method reads argument i with

@@ -236,8 +236,8 @@ def test_plain_calls_of_each_kind_of_method_run_as_the_python_dispatch_runs_them
 
 def test_a_sync_calls_release_waits_for_the_next_call_then_is_done(ray):
     """The ref of a call whose small value was got here (`ray.get(c.f.remote(x))`) gives
-    its hold back at this process's next call or get through troupe._fast, while that
-    one's bytes travel (off the sync call's path): until then its result is held here,
+    its hold back at this process's next get through troupe._fast, while its reply is
+    awaited (off the sync call's path): until then its result is held here,
     then it is released (a get of its id: stale). No more than 32 wait; any use of the
     runtime by the Python paths does them; a large value's ref is released at once."""
     import ctypes
@@ -272,6 +272,12 @@ def test_a_sync_calls_release_waits_for_the_next_call_then_is_done(ray):
     assert ray.get(c.same.remote(b"x" * 10000)) == b"x" * 10000
     assert fast.pending() == []  # (the call did those; its own ref was released at once)
     assert all(get_rc(i) == _errors.ESTALE for i in seen)
+    assert ray.get(c.same.remote(6)) == 6
+    (p,) = fast.pending()
+    r = c.same.remote(7)
+    assert fast.pending() == [p]  # (a plain call to a connected actor keeps the GIL)
+    assert ray.get(r) == 7 and fast.pending() == []  # (its get's wait did it)
+    assert get_rc(p) == _errors.ESTALE
 
 
 @troupe.remote

@@ -117,6 +117,8 @@ typedef int (*task_submit_fn)(tr_runtime *, const char *, const void *, size_t, 
                               size_t, const tr_task_options *, tr_ref *);
 
 _Static_assert(__builtin_types_compatible_p(call_fn, __typeof__(&tr_call)), "tr_call");
+_Static_assert(__builtin_types_compatible_p(call_fn, __typeof__(&tr_call_nowait)),
+               "tr_call_nowait");
 _Static_assert(__builtin_types_compatible_p(get_fn, __typeof__(&tr_get)), "tr_get");
 _Static_assert(__builtin_types_compatible_p(ctx_method_fn, __typeof__(&tr_ctx_method)),
                "tr_ctx_method");
@@ -148,7 +150,7 @@ _Static_assert(__builtin_types_compatible_p(ctx_ref_fn, __typeof__(&tr_ctx_ref))
 
 static struct {
     int ready;
-    call_fn call;
+    call_fn call, call_nowait;
     get_fn get;
     ctx_method_fn ctx_method;
     ctx_started_fn ctx_started;
@@ -238,6 +240,8 @@ static PyObject *fast_configure(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!O!", &PyDict_Type, &addrs, &PyDict_Type, &objs)) return NULL;
     if (!get_addr(addrs, "tr_call", &p)) return NULL;
     F.call = (call_fn)p;
+    if (!get_addr(addrs, "tr_call_nowait", &p)) return NULL;
+    F.call_nowait = (call_fn)p;
     if (!get_addr(addrs, "tr_get", &p)) return NULL;
     F.get = (get_fn)p;
     if (!get_addr(addrs, "tr_ctx_method", &p)) return NULL;
@@ -744,8 +748,9 @@ static int is_ref(PyObject *o) {
  * (a sync call's: `troupe.get(a.f.remote(x))`) goes in its dealloc, between the get's
  * return and the next call, where its tr_ref_release (the library's lock, the call's slot
  * freed) and a GIL round cost a sync call ~60 ns here; it is put off to this process's
- * next submit or wait through this module, into the window where the GIL is let go
- * anyway and the call's bytes travel or its reply is awaited (pend_take, pend_release),
+ * next wait (or submit that lets the GIL go) through this module, into the window where
+ * the GIL is let go anyway and its reply is awaited (or the call's bytes travel)
+ * (pend_take, pend_release),
  * or to the _runtime path's next use of the runtime (flush), or done at once when
  * PEND_MAX wait. What waits holds a slot of <= PEND_SMALL bytes each, nothing in the
  * store. Those of a runtime that is no longer _runtime._rt are dropped (it freed them). */
@@ -1228,12 +1233,16 @@ static PyObject *call_plain(const tr_actor_id *id, PyObject *name, const char *n
         if (PyErr_Occurred()) return NULL;
         Py_RETURN_NONE;
     }
-    tr_ref ids[PEND_MAX];
-    size_t n_ids = pend_take(ids);
-    PyThreadState *ts = PyEval_SaveThread();
-    rc = F.call((tr_runtime *)rtp, *id, name_s, payload, (size_t)len, &out);
-    pend_release(rtp, ids, n_ids); /* (while the call's bytes travel) */
-    PyEval_RestoreThread(ts);
+    /* the GIL kept where the call cannot wait (a GIL round cost a sync call ~20 ns) */
+    if ((rc = F.call_nowait((tr_runtime *)rtp, *id, name_s, payload, (size_t)len, &out)) ==
+        TR_EAGAIN) {
+        tr_ref ids[PEND_MAX];
+        size_t n_ids = pend_take(ids);
+        PyThreadState *ts = PyEval_SaveThread();
+        rc = F.call((tr_runtime *)rtp, *id, name_s, payload, (size_t)len, &out);
+        pend_release(rtp, ids, n_ids); /* (while the call's bytes travel) */
+        PyEval_RestoreThread(ts);
+    }
     free(heap);
     res = submitted(rc, &out, rt, rtp, F.call_failed, class_name, name);
     Py_DECREF(rt);

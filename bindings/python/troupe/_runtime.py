@@ -1319,7 +1319,7 @@ def _load_fast():
     if not _use_fast:
         return None
     addr = {name: ctypes.cast(getattr(lib, name), c_void_p).value
-            for name in ("tr_call", "tr_get", "tr_ctx_method", "tr_ctx_started",
+            for name in ("tr_call", "tr_call_nowait", "tr_get", "tr_ctx_method", "tr_ctx_started",
                          "tr_ctx_reply", "tr_ref_release", "tr_task_submit",
                          "tr_ctx_num_refs", "tr_ctx_ref")}
     _fast_module.configure(addr, {
