@@ -1992,11 +1992,14 @@ static PyObject *fast_current_ctx(PyObject *self, PyObject *unused) {
 
 /* A plain method's lookup failed (its error set, with no call made): the error
  * _worker.dispatch words it with, and the method loses its mark (its next calls go there). */
+static void forget_methods(void);
+
 static void no_method(const plain_path *path) {
     PyObject *tname;
 
     PyErr_Clear();
     if (PyDict_DelItem(F.methods, path->name) < 0) PyErr_Clear();
+    forget_methods();
     if ((tname = PyType_GetName(Py_TYPE(path->inst))) == NULL) return;
     PyErr_Format(PyExc_AttributeError, "'%U' actor has no method '%U'", tname, path->name);
     Py_DECREF(tname);
@@ -2154,11 +2157,38 @@ out:
  * where it is looked up as getattr does), else NULL with no error set: the call takes
  * the ctypes dispatch. (Whether the instance still has a method looked up is found as it
  * is called: call_target.) */
+/* The last plain method found (an actor's calls are mostly of one or two): its name's str,
+ * the instance, its class's function (or NULL), until methods or state["instance"] change
+ * (forget_methods: _worker's methods_changed, no_method). */
+static struct { PyObject *key, *inst, *own; } found;
+
+static void forget_methods(void) {
+    PyObject *key = found.key, *inst = found.inst, *own = found.own;
+
+    found.key = found.inst = found.own = NULL; /* (then: a dealloc may run Python code) */
+    Py_XDECREF(key);
+    Py_XDECREF(inst);
+    Py_XDECREF(own);
+}
+
+/* methods_changed(): _worker changed methods or state["instance"]. */
+static PyObject *fast_methods_changed(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
+    forget_methods();
+    Py_RETURN_NONE;
+}
+
 static PyObject *plain_method(const char *name, PyObject **inst, PyObject **own) {
-    static PyObject *last; /* the last name's str (an actor's calls are mostly of one or two) */
+    static PyObject *last; /* the last name's str */
     PyObject *key, *in, *mark;
     const char *s;
 
+    if (found.key != NULL && (s = PyUnicode_AsUTF8AndSize(found.key, NULL)) != NULL &&
+        strcmp(s, name) == 0) { /* (two dict lookups less) */
+        Py_INCREF(found.key), Py_INCREF(found.inst), Py_XINCREF(found.own);
+        *inst = found.inst, *own = found.own;
+        return found.key;
+    }
     if (last != NULL && (s = PyUnicode_AsUTF8AndSize(last, NULL)) != NULL && strcmp(s, name) == 0) {
         key = last;
         Py_INCREF(key);
@@ -2175,6 +2205,9 @@ static PyObject *plain_method(const char *name, PyObject **inst, PyObject **own)
     *inst = in;
     *own = mark == Py_True ? NULL : mark;
     Py_XINCREF(*own);
+    forget_methods();
+    Py_INCREF(key), Py_INCREF(in), Py_XINCREF(*own);
+    found.key = key, found.inst = in, found.own = *own;
     return key;
 none:
     PyErr_Clear();
@@ -2436,6 +2469,8 @@ static PyMethodDef fast_methods[] = {
     {"current_ctx", fast_current_ctx, METH_NOARGS, "current_ctx() -> int or None"},
     {"flush", fast_flush, METH_NOARGS, "flush(): the releases put off, done now"},
     {"set_runtime", fast_set_runtime, METH_O, "set_runtime(rt): _runtime._rt is now rt"},
+    {"methods_changed", fast_methods_changed, METH_NOARGS,
+     "methods_changed(): the worker's plain methods or its instance changed"},
     {"set_exit_requested", fast_set_exit_requested, METH_NOARGS,
      "set_exit_requested(): exit_actor() was called here"},
     {"pending", fast_pending, METH_NOARGS, "pending() -> the ids (bytes) whose releases wait"},

@@ -652,6 +652,8 @@ def main():
                       else v for k, v in kw.items()}
             state["max_task_retries"] = extra.get("max_task_retries", 0)
             state["instance"] = cls(*a, **kw)
+            if fast is not None:
+                fast.methods_changed()
             bound.clear()
             bound.update(class_functions(cls))
             if _runtime.exit_requested:  # (the constructor caught exit_actor(): it ends)
@@ -669,6 +671,8 @@ def main():
         """The worker exits orderly (its last handle went, SIGTERM): the instance goes,
         then the process's atexit handlers run."""
         state["instance"] = None
+        if fast is not None:
+            fast.methods_changed()  # (the instance goes now)
         run_exit_handlers()
 
     def method_of(inst, name):
@@ -820,6 +824,7 @@ def main():
                 if opts is None and not state["async"] and fast is not None and \
                         not name.startswith("__"):  # (its next plain calls: _fast.c's)
                     plain[name] = bound.get(name, True)
+                    fast.methods_changed()
                 on = opts.get("retry_exceptions", False) if opts else False
                 retries = opts.get("max_task_retries", state["max_task_retries"]) if on else 0
                 if on and retries:  # (Ray's: the method's, else the actor's retries)
