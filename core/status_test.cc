@@ -37,7 +37,7 @@ TEST(Status, StrerrorAndErrnameForEveryCode) {
         EXPECT_TRUE(codes.insert(e.code).second) << "duplicate value " << e.code;
         EXPECT_TRUE(names.insert(e.name).second) << "duplicate name " << e.name;
     }
-    EXPECT_EQ(codes.size(), 24u);
+    EXPECT_EQ(codes.size(), 25u);
 }
 
 TEST(Status, Ok) {
@@ -53,10 +53,11 @@ TEST(Status, EnumValuesMatchTheTable) {
     EXPECT_EQ(TR_EMSGSIZE, -12);
     EXPECT_EQ(TR_ECLOSED, -14);
     EXPECT_EQ(TR_EINTERNAL, -22);
+    EXPECT_EQ(TR_EAGAIN, -25);
 }
 
 TEST(Status, UnknownCodesAreTotal) {
-    const int unknown[] = {1, 2, 23, -25, -100, 1000, INT32_MIN, INT32_MAX};
+    const int unknown[] = {1, 2, 23, -26, -100, 1000, INT32_MIN, INT32_MAX};
     for (int c : unknown) {
         EXPECT_STREQ(tr__strerror(c), "unknown error") << c;
         EXPECT_STREQ(tr__errname(c), "TR_E?") << c;
