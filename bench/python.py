@@ -141,9 +141,12 @@ def py_async_calls_all(a, n=20000):
     return n / (time.perf_counter() - t)
 
 
-def call_rounds(bindir, rounds=3):
+def call_rounds(bindir, rounds=5):
     """The actor call's figures from Python and from C (actor_calls --spin-only), in
-    alternating rounds: medians of each, and the medians of the rounds' ratios."""
+    alternating rounds: medians of each, and the medians of the rounds' ratios. A round's
+    Python call is the mean of its figures just before and just after C's run (~1.5 s):
+    this host's state can change within a round, and a figure on one side of C's alone
+    gave ratios 0.2 apart in one run."""
     a = Echo.remote()
     troupe.get(a.echo.remote(0))
     w0 = time.perf_counter()
@@ -151,12 +154,13 @@ def call_rounds(bindir, rounds=3):
         troupe.get(a.echo.remote(1))
     rows = []
     for _ in range(rounds):
-        rtt = call_rtt_us(a, 3000)
+        before = call_rtt_us(a, 3000)
         per_s = py_async_calls(a)
         r = subprocess.run([os.path.join(bindir, "actor_calls"), "--json", "--spin-only"],
                            check=True, capture_output=True, text=True)
         c = {m["name"]: m["value"] for m in map(json.loads, r.stdout.splitlines())
              if m.get("name")}
+        rtt = (before + call_rtt_us(a, 3000)) / 2
         rows.append((rtt, per_s, c["sync_rtt_us_p50"], c["async_calls_per_s"]))
     med = statistics.median
     return {
