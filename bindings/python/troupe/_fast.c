@@ -2152,11 +2152,6 @@ out:
     return rc;
 }
 
-/* The method name's str where the Python side marked it plain and the actor has its
- * instance (*inst: a new reference, as the name and *own: the class's function, or NULL
- * where it is looked up as getattr does), else NULL with no error set: the call takes
- * the ctypes dispatch. (Whether the instance still has a method looked up is found as it
- * is called: call_target.) */
 /* The last plain method found (an actor's calls are mostly of one or two): its name's str,
  * the instance, its class's function (or NULL), until methods or state["instance"] change
  * (forget_methods: _worker's methods_changed, no_method). */
@@ -2178,6 +2173,11 @@ static PyObject *fast_methods_changed(PyObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* The method name's str where the Python side marked it plain and the actor has its
+ * instance (*inst: a new reference, as the name and *own: the class's function, or NULL
+ * where it is looked up as getattr does), else NULL with no error set: the call takes
+ * the ctypes dispatch. (Whether the instance still has a method looked up is found as it
+ * is called: call_target.) */
 static PyObject *plain_method(const char *name, PyObject **inst, PyObject **own) {
     static PyObject *last; /* the last name's str */
     PyObject *key, *in, *mark;

@@ -1319,8 +1319,8 @@ def _load_fast():
     if not _use_fast:
         return None
     addr = {name: ctypes.cast(getattr(lib, name), c_void_p).value
-            for name in ("tr_call", "tr_call_nowait", "tr_get", "tr_ctx_method", "tr_ctx_started",
-                         "tr_ctx_reply", "tr_ref_release", "tr_task_submit",
+            for name in ("tr_call", "tr_call_nowait", "tr_get", "tr_ctx_method",
+                         "tr_ctx_started", "tr_ctx_reply", "tr_ref_release", "tr_task_submit",
                          "tr_ctx_num_refs", "tr_ctx_ref")}
     _fast_module.configure(addr, {
         "dumps": pickle.dumps, "loads": pickle.loads, "protocol": 5, "Ref": Ref,
