@@ -1,10 +1,13 @@
 /* core/affinity.h - what a process bound to cores gives its helper threads.
  *
  * A worker the node binds to one core (cpu_binding) runs every thread it starts there.
- * That is right for the rank's own thread, wrong for a helper that must run while the
- * rank waits: Gloo's I/O thread, sharing the rank's core, lets the rank's wake-ups wait
- * for a scheduler tick (measured: 4 KiB allreduce 0.2 -> 4 ms). Such a helper is started
- * with the CPUs the process had before binding (the node's), then the mask goes back.
+ * That is right for the rank's own thread; a helper that must run while the rank waits
+ * and may spin at the rank's weight (Gloo's I/O thread at nice 0: 4 KiB allreduce 0.2 ->
+ * 4 ms, a scheduler tick) can be started with the CPUs the process had before binding
+ * (the node's), then the mask goes back. Gloo's I/O thread now shares the rank's core at
+ * SCHED_IDLE instead (collective/gloo/gloo.cc, place_io_threads), and is started widened
+ * only for the case where the kernel refuses that; bench/raw_gloo.cc widens raw Gloo's,
+ * its best placement, for the baseline.
  * Thread safety: tr__affinity_note_unbound once, before the process starts threads; the
  * rest from any thread.
  */

@@ -341,8 +341,8 @@ TEST_F(CollFailures, OnlyRanksWithCoresOfTheirOwnSpin) {
 /* Ranks that disagree on the count, dtype, reduction op, root or the op itself, with each
  * rank in turn arriving late: every rank gets TR_EINVAL naming the difference, at once, and
  * the group stays usable (tests/test_actors.cc, coll_mismatches). Two ranks bound to cores
- * where the machine has them (gloo: its I/O thread must then run off the rank's core),
- * three and four floating. */
+ * where the machine has them (gloo: its I/O thread then shares the rank's core at
+ * SCHED_IDLE), three and four floating. */
 TEST_P(CollFailuresB, RanksThatDisagreeAllFailAndTheGroupStaysUsable) {
     const char *backend = std::get<0>(GetParam());
     for (int world : {2, 3, 4}) {

@@ -811,21 +811,24 @@ static void coll_jitter(uint64_t r) {
  * in tr_last_error. */
 int coll_mismatches(tr_group *g, const CollArgs &a) {
     const int W = a.world, me = a.rank, n = 8, t = a.timeout_ms;
-    /* A gloo rank bound to one core runs Gloo's I/O thread on more (core/affinity.h) */
+    /* A gloo rank bound to one core runs Gloo's I/O thread there, at SCHED_IDLE
+     * (collective/gloo/gloo.cc, place_io_threads) */
     cpu_set_t mine;
     if (!strcmp(a.backend, "gloo") && sched_getaffinity(0, sizeof mine, &mine) == 0 &&
         CPU_COUNT(&mine) == 1 && sysconf(_SC_NPROCESSORS_ONLN) > 1) {
-        int wide = 0;
+        int idle = 0, elsewhere = 0;
         DIR *d = opendir("/proc/self/task");
         for (struct dirent *e; d && (e = readdir(d));) {
             cpu_set_t m;
-            if (e->d_name[0] != '.' &&
-                sched_getaffinity((pid_t)atoi(e->d_name), sizeof m, &m) == 0 && CPU_COUNT(&m) > 1)
-                wide++;
+            pid_t t = (pid_t)atoi(e->d_name);
+            if (e->d_name[0] == '.' || sched_getscheduler(t) != SCHED_IDLE) continue;
+            idle++;
+            if (sched_getaffinity(t, sizeof m, &m) != 0 || !CPU_EQUAL(&m, &mine)) elsewhere++;
         }
         if (d) closedir(d);
-        if (!wide) {
-            tr__err(TR_EINTERNAL, "a bound gloo rank has no thread off its core");
+        if (!idle || elsewhere) {
+            tr__err(TR_EINTERNAL, "a bound gloo rank has %d SCHED_IDLE threads, %d off its core",
+                    idle, elsewhere);
             return -1;
         }
     }

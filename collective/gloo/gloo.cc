@@ -187,25 +187,6 @@ static std::vector<long> thread_ids() {
     return out;
 }
 
-// The threads started since `before` (Gloo's I/O thread) made to yield to the rank's: a
-// higher nice value. The I/O thread spins while its rank holds the pair's lock
-// (Pair::handleEvents skips on a failed try-lock; its epoll is level-triggered): at the
-// same weight it could keep the rank - preempted, holding the lock - off the CPU until a
-// scheduler tick (~4 ms). Measured with examples/compare_paths, 2 actors: a figure at a
-// tick in 18 of 32 runs at the same weight, 1 of 32 at nice +19, medians alike. A nice
-// value only ever goes up here (no privilege needed).
-static void lower_new_threads(const std::vector<long> &before) {
-    const char *v = getenv("TROUPE_GLOO_IO_NICE"); /* (0: as the rank's; default 19) */
-    int nice_by = v ? atoi(v) : 19;
-    if (nice_by <= 0) return;
-    for (long t : thread_ids())
-        if (std::find(before.begin(), before.end(), t) == before.end()) {
-            errno = 0;
-            int now = getpriority(PRIO_PROCESS, (id_t)t);
-            if (errno == 0) setpriority(PRIO_PROCESS, (id_t)t, now + nice_by);
-        }
-}
-
 // The calling thread's CPUs widened while it lives (core/affinity.h).
 struct Widened {
     cpu_set_t saved;
@@ -214,6 +195,34 @@ struct Widened {
         if (on) tr__affinity_restore(&saved);
     }
 };
+
+// Where Gloo's I/O thread runs (the threads started since `before`, under w). It spins
+// while its rank holds a pair's lock (Pair::handleEvents returns on a failed try-lock and
+// its epoll is level-triggered), so at the rank's weight, on the rank's core, it kept the
+// preempted rank off the CPU until a scheduler tick (4 KiB allreduce 0.2 -> 4 ms). Off the
+// core at nice +19 (until 2026-11-29) a loopback receive woke it where its peer's send
+// ran: on the other rank's core, behind that rank (perf sched: waits of ~100 us), the data
+// it read then crossing back; 1 MiB allreduce, 2 bound ranks: 500-700 us in about half
+// the runs, 260-300 in the others.
+// Now it runs at SCHED_IDLE and, where the node bound the rank, on the rank's CPUs: it
+// runs only while nothing else there can (its rank waits), and the rank's wake-up takes
+// the CPU from it at once (docs/BENCHMARKS.md: 1 MiB allreduce 0.67-0.88x raw Gloo's in
+// every run). The cost: another thread of the actor computing on those CPUs holds its
+// Gloo ops back. A kernel that refuses SCHED_IDLE (lowering a policy needs no privilege)
+// gets the old way.
+static void place_io_threads(const std::vector<long> &before, const Widened &w) {
+    for (long t : thread_ids()) {
+        if (std::find(before.begin(), before.end(), t) != before.end()) continue;
+        struct sched_param p = {};
+        if (sched_setscheduler((pid_t)t, SCHED_IDLE, &p) == 0) {
+            if (w.on) sched_setaffinity((pid_t)t, sizeof w.saved, &w.saved);
+            continue;
+        }
+        errno = 0;
+        int now = getpriority(PRIO_PROCESS, (id_t)t);
+        if (errno == 0) setpriority(PRIO_PROCESS, (id_t)t, now + 19);
+    }
+}
 
 // A group across nodes watches the cluster's view of its ranks' nodes: a node the head
 // counts lost (its link cut: no process died, so no connection closed) has this process's
@@ -896,14 +905,12 @@ int start(tr_group *g, const tr__coll_span *span, int64_t deadline) {
             s->span));
         // one node: loopback; across nodes: this rank's node's address in the cluster
         gloo::transport::tcp::attr attr(s->span ? s->host.c_str() : "127.0.0.1");
-        // Gloo's I/O thread gets the CPUs the rank had before the node bound it: on the
-        // rank's one core it delays the rank's wake-ups by a tick (core/affinity.h). And it
-        // yields to the rank's thread (lower_new_threads).
+        // Gloo's I/O thread: at SCHED_IDLE on the rank's CPUs (place_io_threads)
         {
             Widened w;
             std::vector<long> before = thread_ids();
             s->dev = gloo::transport::tcp::CreateDevice(attr);
-            lower_new_threads(before);
+            place_io_threads(before, w);
         }
         s->ctx = std::make_shared<gloo::rendezvous::Context>(g->rank, g->world);
         s->ctx->setTimeout(ms_left(deadline));
