@@ -370,6 +370,8 @@ struct State {
      * kSaveMax bytes, kept for the next op) */
     std::unique_ptr<char, decltype(&free)> saved{nullptr, &free};
     size_t saved_cap = 0;
+    /* a small allreduce's allgather (run_gathered_allreduce: up to kGatherMax bytes) */
+    std::vector<char> gathered;
     ~State() {
         watch.reset();
         lctx.reset();
@@ -433,10 +435,48 @@ int run_barrier(tr_group *g, int64_t deadline) {
     return 0;
 }
 
+// A small allreduce as an allgather, each rank then reducing the pieces in rank order
+// (every rank the same result, bit for bit). Gloo's ring sends each piece through a
+// reduce-scatter, then an allgather, each transfer after the receiver's notice that it is
+// ready: 2 bound ranks, 4 KiB: 117 us (raw Gloo's own allreduce ~200), as an allgather 70.
+// Up to kGatherMax bytes gathered, where every rank has a piece of its own to send (with
+// fewer elements than ranks most of Gloo's ring is empty: 4 ranks, 4 B: 260 us, gathered
+// 530), or with 2 ranks (one exchange).
+constexpr size_t kGatherMax = 256 << 10;
+
+bool gathers(tr_group *g, size_t count, size_t bytes) {
+    size_t W = (size_t)g->world;
+    return W > 1 && bytes <= kGatherMax / W && (W == 2 || count >= W);
+}
+
+int run_gathered_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
+                           tr_redop op, int64_t deadline) {
+    size_t esz = tr__dtype_size(dtype), bytes = count * esz, W = (size_t)g->world;
+    std::vector<char> &all = S(g)->gathered;
+    all.resize(bytes * W);
+    by_width(esz, [&](auto *t) {
+        using T = std::remove_pointer_t<decltype(t)>;
+        gloo::AllgatherOptions o(S(g)->ctx);
+        o.setInput((T *)send, count);
+        o.setOutput((T *)all.data(), count * W);
+        o.setTag(S(g)->tag++);
+        o.setTimeout(ms_left(deadline));
+        gloo::allgather(o);
+        return 0;
+    });
+    /* (send may be recv: it is read only by the allgather) */
+    int rc = tr__reduce_to(recv, nullptr, all.data(), all.data() + bytes, count, dtype, op);
+    for (size_t r = 2; r < W && !rc; r++)
+        rc = tr__reduce(recv, all.data() + r * bytes, count, dtype, op);
+    return rc ? rc : tr__reduce_finish(recv, count, dtype, op, g->world);
+}
+
 int run_allreduce(tr_group *g, const void *send, void *recv, size_t count, tr_dtype dtype,
                   tr_redop op, int64_t deadline) {
     size_t esz = tr__dtype_size(dtype), bytes = count * esz;
     if (count == 0) return 0;
+    if (gathers(g, count, bytes))
+        return run_gathered_allreduce(g, send, recv, count, dtype, op, deadline);
     // Apart, Gloo copies send into recv a segment at a time as its ring reaches it, not
     // all before its first send (1 MiB, 2 ranks: ~60 us off the critical path). Its ring
     // never runs for one rank, and overlapping buffers would be read after being written.
