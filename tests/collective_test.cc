@@ -245,6 +245,37 @@ TEST_F(CollFailures, LargeOpsReadThePeersBufferDirectly) {
     tr__shm_force_pair(-1);
 }
 
+/* An output of 16 MiB or more is written with streaming stores (shm.c, copy_out): a
+ * broadcast's and an allgather's, through the slots and by single copy, to buffers at odd
+ * addresses of odd lengths (the stores' aligned middle and the plain head and tail), arrive
+ * whole. */
+TEST_F(CollFailures, LargeOutputsArriveWholeAtAnyAlignment) {
+    const size_t n = (8u << 20) + 5; /* uint8: 16 MiB + 10 gathered */
+    for (int single : {0, 1}) {
+        std::string name = "stream" + std::to_string(single);
+        in_threads(rt, 2, "shm", name.c_str(), [&](int r, tr_group *g) -> std::string {
+            if (tr_group_set_single_copy(g, single)) return tr_last_error();
+            std::vector<uint8_t> mine(n + 1), all(2 * n + 3), b(2 * n + 3);
+            uint8_t *m = mine.data() + 1, *out = all.data() + 3, *bb = b.data() + 3;
+            for (size_t i = 0; i < n; i++)
+                m[i] = (uint8_t)(i * 31 + (size_t)r * 7 + (i >> 12));
+            for (size_t i = 0; i < 2 * n; i++)
+                bb[i] = r == 0 ? (uint8_t)(i * 13 + (i >> 16)) : 0;
+            if (tr_broadcast(g, bb, 2 * n, TR_UINT8, 0, 30000)) return tr_last_error();
+            for (size_t i = 0; i < 2 * n; i++)
+                if (bb[i] != (uint8_t)(i * 13 + (i >> 16)))
+                    return "broadcast: wrong byte at " + std::to_string(i);
+            if (tr_allgather(g, m, out, n, TR_UINT8, 30000)) return tr_last_error();
+            for (size_t q = 0; q < 2; q++)
+                for (size_t i = 0; i < n; i++)
+                    if (out[q * n + i] != (uint8_t)(i * 31 + q * 7 + (i >> 12)))
+                        return "allgather: wrong byte at " + std::to_string(q * n + i);
+            if (all[0] || all[1] || all[2]) return "allgather: wrote before its buffer";
+            return "";
+        });
+    }
+}
+
 /* By default, a 2-rank allreduce of buffers apart tries each way for several ops in a row
  * (a way may take a few ops to reach its speed): in a process that knows nothing of the
  * host, its first 8 ops of 1 MiB go by single copy (by shares), the next 8 by the slots,
