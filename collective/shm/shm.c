@@ -898,6 +898,10 @@ static int shm_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
     size_t off = 0;
     int rc, first = 1, single;
     int direct = k == TR__COLL_ALLGATHER || k == TR__COLL_GATHER || k == TR__COLL_SCATTER;
+    /* (allgather, gather's root: each piece into recv; a 16 MiB output or more streams) */
+    int gathers = k == TR__COLL_ALLGATHER || (k == TR__COLL_GATHER && is_root);
+    int apart = gathers && !overlap(send, count * esz, recv, W * count * esz);
+    int big = count * esz * W >= NT_MIN;
     if (direct && W > 1 && count * esz >= SINGLE_MIN) {
         /* whose buffer is read: every rank's send (allgather, gather), the root's (scatter);
          * a rank whose send overlaps its recv cannot let it be read while it writes */
@@ -926,13 +930,23 @@ static int shm_data_op(tr_group *g, const tr__coll_args *a, int64_t deadline) {
         int from = k == TR__COLL_GATHER    ? (is_root ? FROM_ALL : FROM_NONE)
                    : k == TR__COLL_SCATTER ? (is_root ? FROM_NONE : root)
                                            : FROM_ALL;
-        if ((rc = post_and_wait(g, s, first && off == 0, from, deadline))) return rc;
+        /* A gatherer's own piece goes straight from its send while its peers post (from
+         * its slot after the wait, where send and recv overlap, or the step checks the
+         * op): 2 ranks, 1 MiB, near: 67 -> 52 us */
+        int early = gathers && nb && apart && !(first && off == 0);
+        if (early) {
+            tr__coll_post(g);
+            copy_out(recv + (me * count + off) * esz, send + off * esz, nb, big);
+            if ((rc = tr__coll_wait_all(g, s + 1, deadline))) return rc;
+        } else if ((rc = post_and_wait(g, s, first && off == 0, from, deadline))) {
+            return rc;
+        }
         if (nb) switch (k) {
             case TR__COLL_ALLGATHER:
             case TR__COLL_GATHER:
-                for (size_t q = 0; q < W && (k == TR__COLL_ALLGATHER || is_root); q++)
-                    copy_out(recv + (q * count + off) * esz, slot(g, (int)q, s), nb,
-                             count * esz * W >= NT_MIN);
+                for (size_t q = 0; q < W && gathers; q++)
+                    if (!early || q != me)
+                        copy_out(recv + (q * count + off) * esz, slot(g, (int)q, s), nb, big);
                 break;
             case TR__COLL_SCATTER:
                 memcpy(recv + off * esz, slot(g, root, s) + me * nb, nb);
