@@ -820,10 +820,10 @@ int coll_mismatches(tr_group *g, const CollArgs &a) {
         DIR *d = opendir("/proc/self/task");
         for (struct dirent *e; d && (e = readdir(d));) {
             cpu_set_t m;
-            pid_t t = (pid_t)atoi(e->d_name);
-            if (e->d_name[0] == '.' || sched_getscheduler(t) != SCHED_IDLE) continue;
+            pid_t tid = (pid_t)atoi(e->d_name);
+            if (e->d_name[0] == '.' || sched_getscheduler(tid) != SCHED_IDLE) continue;
             idle++;
-            if (sched_getaffinity(t, sizeof m, &m) != 0 || !CPU_EQUAL(&m, &mine)) elsewhere++;
+            if (sched_getaffinity(tid, sizeof m, &m) != 0 || !CPU_EQUAL(&m, &mine)) elsewhere++;
         }
         if (d) closedir(d);
         if (!idle || elsewhere) {
